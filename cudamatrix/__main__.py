@@ -1,0 +1,3 @@
+from cudamatrix.cli import run
+
+run()

@@ -1,0 +1,71 @@
+"""Error classes and the documented exit-code table.
+
+Every error the command line reports on purpose derives from :class:`CudamatrixError`
+and carries its exit code. Anything else is a bug and keeps its traceback.
+"""
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class Exit(IntEnum):
+    """Documented exit codes (README, "Exit codes")."""
+
+    OK = 0
+    PROBLEMS = 1  # findings of severity error, or requirements that do not fit
+    USAGE = 2  # usage or input error: bad flags, unreadable files, malformed data
+    NO_SOLUTION = 3  # no consistent set exists for the target and request
+    INSTALL_FAILED = 4  # an install step failed; the environment was restored
+    VERIFY_FAILED = 5  # the GPU verification ran and failed
+    VERIFY_NOT_POSSIBLE = 6  # no usable GPU here: only the CPU path was checked
+
+
+class CudamatrixError(Exception):
+    """Base class: a message for people, an exit code, and optional structured detail."""
+
+    exit_code: int = Exit.USAGE
+
+    def __init__(self, message: str, *, hint: str | None = None, detail: object = None,
+                 exit_code: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.detail = detail
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+    def as_dict(self) -> dict:
+        out: dict = {"type": type(self).__name__, "message": self.message}
+        if self.hint:
+            out["hint"] = self.hint
+        if self.detail is not None:
+            out["detail"] = self.detail
+        return out
+
+
+class UsageError(CudamatrixError):
+    """Bad flags, bad requirement strings, unreadable input files."""
+
+    exit_code = Exit.USAGE
+
+
+class DataError(CudamatrixError):
+    """A matrix data file is malformed: names the file and the dotted path of the bad value."""
+
+    exit_code = Exit.USAGE
+
+
+class NoSolution(CudamatrixError):
+    """The solver found no consistent set; ``detail`` holds the structured causes."""
+
+    exit_code = Exit.NO_SOLUTION
+
+
+class InstallFailed(CudamatrixError):
+    """An install step failed and the starting set was restored."""
+
+    exit_code = Exit.INSTALL_FAILED
+
+
+class VerifyFailed(CudamatrixError):
+    exit_code = Exit.VERIFY_FAILED

@@ -1,0 +1,274 @@
+"""Values passed between the pipeline's stages: Environment, Request, Solution, Finding, Plan, Report.
+
+``detect() -> Environment`` · ``solve(environment, matrix, request) -> Solution`` ·
+``make_plan(environment, solution) -> Plan`` · ``apply(plan) -> Applied`` · ``verify() -> Report``.
+Every model forbids unknown keys so that a saved ``detect --json`` read back by ``--env FILE`` is checked.
+"""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+ENV_SCHEMA_VERSION = 1
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Note(Model):
+    """Something a probe could not read, or an oddity worth telling: absence is data."""
+
+    probe: str  # "nvml", "nvidia-smi", "ldconfig", "report:nvidia-smi" ...
+    message: str
+    level: Literal["info", "warning", "error"] = "info"
+
+
+# --- Environment ---------------------------------------------------------------------------------
+
+DriverStatus = Literal[
+    "ok",  # driver loaded and at least one device usable
+    "absent",  # no NVIDIA driver installed / loaded
+    "no_device",  # driver present, no device visible (container without passthrough, CUDA_VISIBLE_DEVICES="")
+    "mismatch",  # NVML "Driver/library version mismatch"
+    "error",  # device visible but unusable ("Unknown Error", ERR!)
+    "unknown",  # nothing could tell (a pasted report without nvidia-smi)
+]
+
+
+class Driver(Model):
+    version: str | None = None  # "580.65.06"
+    cuda_version: str | None = None  # highest CUDA the driver supports: "13.0"
+    status: DriverStatus = "unknown"
+    kernel_module_version: str | None = None  # /proc/driver/nvidia/version (can differ from user space)
+    library_version: str | None = None  # user-space libnvidia-ml / libcuda version when it differs
+    source: str | None = None  # which probe gave the version
+    error: str | None = None  # the driver's own words when it failed
+
+
+class GpuProcess(Model):
+    pid: int | None = None
+    name: str | None = None
+    used_memory_mib: int | None = None
+
+
+class GpuInfo(Model):
+    index: int | None = None
+    name: str | None = None
+    compute_capability: str | None = None  # "9.0"
+    memory_total_mib: int | None = None
+    memory_used_mib: int | None = None
+    uuid: str | None = None
+    pci_bus_id: str | None = None
+    mig_mode: str | None = None  # "Enabled" / "Disabled" / None
+    processes: list[GpuProcess] = []
+    source: str | None = None
+
+
+class Library(Model):
+    """One copy of a CUDA-stack shared library found on this machine."""
+
+    name: str  # "cudart", "cudnn", "cublas", "cuda" (driver API), "nvml" ...
+    soname: str  # "libcudnn.so.9"
+    path: str
+    version: str | None = None  # its own answer through ctypes (cudnnGetVersion -> "9.1.0")
+    origin: str  # "ldconfig", "LD_LIBRARY_PATH", "CUDA_HOME", "/usr/local/cuda", "conda", "wheel:nvidia-cudnn-cu12"
+    loaded_first: bool = False  # the copy of this soname the loader would pick first
+    shadowed_by: str | None = None  # path of the copy that wins, when this one loses
+    stub: bool = False  # a link-time stub (…/stubs/libcuda.so)
+
+
+class Toolkit(Model):
+    version: str | None = None
+    path: str | None = None
+    source: str  # "nvcc --version", "version.json", "report:nvcc"
+
+
+class Framework(Model):
+    name: str  # torch, torchvision, torchaudio, tensorflow, jax, jaxlib
+    version: str
+    variant: str | None = None  # "cu121", "cpu", "and-cuda", "cuda12"
+    cuda: str | None = None  # CUDA the build targets
+    cudnn: str | None = None
+    source: str | None = None  # "metadata", "local version", "report:collect_env"
+
+
+class FileConflict(Model):
+    """Two distributions that install the same file (they clobber each other)."""
+
+    path: str  # relative to site-packages: "nvidia/cudnn/lib/libcudnn.so.9"
+    distributions: list[str]
+
+
+class PythonInfo(Model):
+    executable: str | None = None
+    version: str | None = None  # "3.11.7"
+    implementation: str | None = None
+    platform: str | None = None  # "linux_x86_64" / "linux_aarch64" / "win_amd64"
+    tags: list[str] = []  # the first few supported wheel tags, most preferred first
+    site_packages: list[str] = []
+    in_virtualenv: bool | None = None
+    installer: str | None = None  # "pip", "uv", "conda"
+
+
+class Context(Model):
+    os: str | None = None  # "linux", "windows", "darwin"
+    wsl: bool = False
+    container: str | None = None  # "docker", "podman", "kubernetes", None
+    colab: bool = False
+    kaggle: bool = False
+    jupyter: bool = False
+    env: dict[str, str] = {}  # relevant variables only: LD_LIBRARY_PATH, CUDA_VISIBLE_DEVICES ...
+
+
+class Environment(Model):
+    """Everything detected about one machine and one Python environment."""
+
+    schema_version: int = ENV_SCHEMA_VERSION
+    captured_at: str | None = None  # ISO time
+    origin: Literal["live", "report", "file", "target"] = "live"
+    hostname: str | None = None
+    driver: Driver = Field(default_factory=Driver)
+    gpus: list[GpuInfo] = []
+    libraries: list[Library] = []
+    toolkits: list[Toolkit] = []
+    python: PythonInfo = Field(default_factory=PythonInfo)
+    packages: dict[str, str] = {}  # canonical distribution name -> version
+    requirements: dict[str, list[str]] = {}  # distribution -> its declared nvidia-* requirements (torch etc.)
+    frameworks: list[Framework] = []
+    file_conflicts: list[FileConflict] = []
+    context: Context = Field(default_factory=Context)
+    notes: list[Note] = []
+    timings_ms: dict[str, float] = {}  # probe -> milliseconds spent
+
+
+# --- Findings (doctor) ---------------------------------------------------------------------------
+
+Severity = Literal["error", "warning", "info"]
+
+
+class Finding(Model):
+    code: str  # stable: NO_DRIVER, DRIVER_TOO_OLD, ...
+    severity: Severity
+    title: str
+    evidence: list[str] = []
+    fix: str | None = None
+    fix_commands: list[list[str]] = []
+
+
+# --- Solution (solve) ----------------------------------------------------------------------------
+
+class Pin(Model):
+    name: str
+    version: str  # exact, with the local version where the index needs it ("2.5.1+cu121")
+    extras: list[str] = []
+    index_url: str | None = None  # None: the default index
+
+    def requirement(self) -> str:
+        extras = f"[{','.join(self.extras)}]" if self.extras else ""
+        return f"{self.name}{extras}=={self.version}"
+
+
+class Rejection(Model):
+    candidate: str  # "torch 2.5.1+cu124"
+    reasons: list[str]
+    rules: list[str] = []  # rule ids: driver_floor, arch, cudnn_gpu, python, platform, request, shared_nvidia
+
+
+class Cause(Model):
+    rule: str
+    message: str
+    machines: list[str] = []  # target names that block it (fleet solves)
+
+
+class WayOut(Model):
+    message: str
+    kind: Literal["upgrade_driver", "pin_older", "cpu_build", "split_environments", "change_python", "other"]
+
+
+class FrameworkChoice(Model):
+    name: str
+    version: str
+    variant: str
+    cuda: str | None = None
+    cudnn: str | None = None
+    index_url: str | None = None
+    matrix_source: str | None = None
+
+
+class Solution(Model):
+    request: list[str]
+    targets: list[str]  # names of the machines solved for
+    frameworks: list[FrameworkChoice] = []
+    packages: list[Pin] = []
+    variant: str | None = None  # the torch variant, else the first framework's
+    cuda: str | None = None
+    cudnn: str | None = None
+    index_url: str | None = None
+    extra_index_urls: list[str] = []
+    pip_args: list[str] = []  # arguments after "pip install"
+    env: dict[str, str] = {}  # environment changes needed (LD_LIBRARY_PATH ...)
+    unchanged: bool = False  # what is installed already is this solution
+    to_install: list[Pin] = []  # the minimal change: only what differs from what is installed
+    rejected: list[Rejection] = []
+    trace: list[str] = []
+    matrix_version: str | None = None
+
+
+# --- Plan and apply ------------------------------------------------------------------------------
+
+class Step(Model):
+    kind: Literal["install", "uninstall", "env", "preload", "verify", "note"]
+    argv: list[str] = []
+    env: dict[str, str] = {}
+    reason: str
+    timeout_s: float = 1800.0
+
+
+class Plan(Model):
+    python: str  # interpreter being changed
+    steps: list[Step] = []
+    solution: Solution | None = None
+    nothing_to_do: bool = False
+
+
+class InstalledDist(Model):
+    name: str
+    version: str
+    source: str | None = None  # direct_url.json URL, or index
+    installer: str | None = None
+
+
+class Applied(Model):
+    ok: bool
+    steps_run: list[str] = []
+    error: str | None = None
+    restored: list[InstalledDist] = []
+    before: list[InstalledDist] = []
+    after: list[InstalledDist] = []
+
+
+# --- Verify --------------------------------------------------------------------------------------
+
+class FrameworkReport(Model):
+    framework: str
+    status: Literal["verified", "failed", "not_possible", "not_installed"]
+    version: str | None = None
+    cuda: str | None = None
+    cudnn: str | None = None
+    device_name: str | None = None
+    compute_capability: str | None = None
+    mapped_libraries: list[dict[str, Any]] = []
+    time_to_first_result_s: float | None = None
+    max_abs_error: float | None = None
+    cpu_checked: bool = False
+    cause: str | None = None
+    finding_code: str | None = None
+    stderr_tail: str | None = None
+
+
+class Report(Model):
+    status: Literal["verified", "failed", "not_possible"]
+    frameworks: list[FrameworkReport] = []
+    cached_at: str | None = None  # when the result was obtained, if it came from the cache
