@@ -1,246 +1,211 @@
-"""The compatibility matrix: pydantic models for ``data/`` and its loader.
+"""The compatibility matrix: the models of ``data/`` and its loader.
 
-The data files are JSON, one per family (``cuda.json``, ``gpus.json``, ``cudnn.json``, ``torch.json``,
-``tensorflow.json``, ``jax.json``, ``advisories.json``) plus ``meta.json`` with the schema and data
-versions. Every row carries ``source``: the URL of the document or the package artifact it was read from.
+One JSON file per family (``cuda.json``, ``gpus.json``, ``cudnn.json``, ``torch.json``,
+``tensorflow.json``, ``jax.json``, ``advisories.json``) plus ``meta.json`` (schema and data versions).
+Every row carries ``source``: the URL of the document or the package artifact it was read from.
 Unknown keys are refused; a load error names the file and the dotted path of the bad value.
+
+Validation goes through pydantic (see :mod:`cudamatrix.schema`); the validated matrix is cached as a
+pickle keyed by the data files' content, so later loads skip pydantic altogether.
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import pickle
+from dataclasses import dataclass, field
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
-from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer, ValidationError, field_validator
+from packaging.version import Version
 
 from .errors import DataError
+from .schema import FORBID, cc_key, normalize_cc, validate  # noqa: F401  (re-exported)
 
 SCHEMA_VERSION = 1
-FAMILIES = ("cuda", "gpus", "cudnn", "torch", "tensorflow", "jax", "advisories")
+FILES = ("meta", "cuda", "gpus", "cudnn", "torch", "tensorflow", "jax", "advisories")
 
-
-def _to_version(value: Any) -> Version:
-    if isinstance(value, Version):
-        return value
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        raise ValueError("versions are strings, never numbers (write \"12.1\", not 12.1)")
-    try:
-        return Version(str(value))
-    except InvalidVersion as exc:
-        raise ValueError(f"not a version: {value!r}") from exc
-
-
-def _to_specifier(value: Any) -> str:
-    try:
-        SpecifierSet(str(value))
-    except InvalidSpecifier as exc:
-        raise ValueError(f"not a version specifier: {value!r}") from exc
-    return str(value)
-
-
-Ver = Annotated[Version, BeforeValidator(_to_version), PlainSerializer(str, return_type=str)]
-Spec = Annotated[str, BeforeValidator(_to_specifier)]
-ComputeCapability = Annotated[str, BeforeValidator(lambda v: _cc(v))]
-
-
-def _cc(value: Any) -> str:
-    """Normalise "7.5", "sm_75", "75", "sm_90a" to "7.5" / "9.0a"."""
-    if not isinstance(value, str):
-        raise ValueError("compute capabilities are strings like \"7.5\"")
-    s = value.strip().lower()
-    for prefix in ("sm_", "compute_", "sm"):
-        if s.startswith(prefix):
-            s = s[len(prefix):]
-            break
-    suffix = ""
-    if s and s[-1] in "af":
-        suffix, s = s[-1], s[:-1]
-    if "." in s:
-        major, _, minor = s.partition(".")
-    elif s.isdigit() and len(s) >= 2:
-        major, minor = s[:-1], s[-1]
-    else:
-        raise ValueError(f"not a compute capability: {value!r}")
-    if not (major.isdigit() and minor.isdigit()):
-        raise ValueError(f"not a compute capability: {value!r}")
-    return f"{int(major)}.{int(minor)}{suffix}"
-
-
-def cc_key(cc: str) -> tuple[int, int]:
-    """Sort key of a compute capability ("8.6" -> (8, 6)), ignoring an a/f suffix."""
-    core = cc.rstrip("af")
-    major, _, minor = core.partition(".")
-    return int(major), int(minor or 0)
-
-
-class Row(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+Platform = Literal["linux_x86_64", "linux_aarch64", "win_amd64", "macos_arm64", "macos_x86_64"]
 
 
 # --- CUDA toolkit and driver -------------------------------------------------------------------
 
-class CudaRelease(Row):
-    """One CUDA toolkit release with its minimum drivers (NVIDIA release notes, table 3)."""
+@dataclass(frozen=True)
+class CudaRelease:
+    """One CUDA toolkit release with its minimum drivers ("CUDA Toolkit and Corresponding Driver Versions")."""
 
     version: Ver
+    source: str
     linux_min_driver: str | None = None
     windows_min_driver: str | None = None
-    # compute capabilities this toolkit's compiler can generate code for (nvcc --list-gpu-arch)
-    compute_capabilities: list[ComputeCapability] = []
-    source: str
+    # compute capabilities this toolkit's compiler can generate code for
+    compute_capabilities: list[CC] = field(default_factory=list)
+    __pydantic_config__ = FORBID
 
 
-class MinorCompat(Row):
-    """Minor-version compatibility floor of one CUDA major: any 12.x runs on this driver (SASS only)."""
+@dataclass(frozen=True)
+class MinorCompat:
+    """Minor-version compatibility floor of one CUDA major: any 12.x app runs on this driver (SASS only)."""
 
     cuda_major: int
     linux_min_driver: str
-    windows_min_driver: str | None = None
     limits: str
     source: str
+    windows_min_driver: str | None = None
+    __pydantic_config__ = FORBID
 
 
-class DriverBranch(Row):
+@dataclass(frozen=True)
+class DriverBranch:
     """The highest CUDA version a driver branch reports (``nvidia-smi`` "CUDA Version")."""
 
     branch: int
     max_cuda: Ver
     source: str
+    __pydantic_config__ = FORBID
 
 
-class CudaFile(Row):
+@dataclass(frozen=True)
+class CudaFile:
     releases: list[CudaRelease]
     minor_compat: list[MinorCompat]
     driver_branches: list[DriverBranch]
+    __pydantic_config__ = FORBID
 
 
 # --- GPUs ----------------------------------------------------------------------------------------
 
-class Architecture(Row):
+@dataclass(frozen=True)
+class Architecture:
     name: str
-    compute_capabilities: list[ComputeCapability]
+    compute_capabilities: list[CC]
+    source: str
     # last driver branch that supports this architecture, where support has ended (None: still supported)
     last_driver_branch: int | None = None
-    # last CUDA toolkit major.minor able to build for it, where it has ended
+    # last CUDA toolkit able to build for it, where that has ended
     last_cuda: Ver | None = None
-    source: str
+    __pydantic_config__ = FORBID
 
 
-class Gpu(Row):
+@dataclass(frozen=True)
+class Gpu:
     name: str
-    aliases: list[str] = []
-    compute_capability: ComputeCapability
+    compute_capability: CC
     architecture: str
     segment: Literal["datacenter", "workstation", "consumer", "jetson", "laptop", "embedded"]
-    memory_gib: float | None = None
     source: str
+    aliases: list[str] = field(default_factory=list)
+    memory_gib: float | None = None
+    __pydantic_config__ = FORBID
 
 
-class GpuFile(Row):
+@dataclass(frozen=True)
+class GpuFile:
     architectures: list[Architecture]
     gpus: list[Gpu]
+    __pydantic_config__ = FORBID
 
 
 # --- cuDNN ---------------------------------------------------------------------------------------
 
-class CudnnRelease(Row):
+@dataclass(frozen=True)
+class CudnnRelease:
     version: Ver
     # CUDA versions this build supports, as specifiers (">=12.0,<13")
     cuda_versions: list[Spec]
-    compute_capabilities: list[ComputeCapability]
+    compute_capabilities: list[CC]
     soname: str
-    linux_min_driver: str | None = None
     source: str
+    linux_min_driver: str | None = None
+    __pydantic_config__ = FORBID
 
 
-class CudnnFile(Row):
-    # cudnnGetVersion(): major*1000 + minor*100 + patch up to 8.x; major*10000 + minor*100 + patch from 9.0
+@dataclass(frozen=True)
+class CudnnFile:
+    # how cudnnGetVersion() encodes a version, per major range
     version_encoding: dict[str, str]
     releases: list[CudnnRelease]
+    __pydantic_config__ = FORBID
 
 
 # --- Frameworks ----------------------------------------------------------------------------------
 
-Platform = Literal["linux_x86_64", "linux_aarch64", "win_amd64", "macos_arm64", "macos_x86_64"]
-
-
-class Variant(Row):
+@dataclass(frozen=True)
+class Variant:
     """One published build of a framework release (``cu121``, ``cpu``, ``and-cuda``, ``cuda12``)."""
 
     name: str
-    index_url: str | None = None  # None: the default index (PyPI)
+    source: str
+    index_url: str | None = None  # None: the default index
     cuda: Ver | None = None
     cudnn: Ver | None = None
-    archs: list[ComputeCapability] = []  # SASS compiled into the binaries
-    ptx: list[ComputeCapability] = []  # PTX shipped for JIT on newer GPUs
-    nvidia_pins: list[str] = []  # exact nvidia-* requirements the wheel declares
-    extra_packages: list[str] = []  # e.g. "jax-cuda12-plugin==0.4.30"; installed alongside
+    archs: list[CC] = field(default_factory=list)  # SASS compiled into the binaries
+    ptx: list[CC] = field(default_factory=list)  # PTX shipped for JIT on newer GPUs
+    nvidia_pins: list[Req] = field(default_factory=list)  # exact nvidia-* requirements the wheel declares
+    extra_packages: list[Req] = field(default_factory=list)  # installed alongside (jax-cuda12-plugin==...)
     pip_extra: str | None = None  # "and-cuda" -> tensorflow[and-cuda]
     local_version: str | None = None  # "+cu121": the index needs it in exact pins
-    pypi_default: bool = False  # the plain PyPI wheel is this variant (on linux_x86_64)
-    platforms: list[Platform] = []
-    min_driver: str | None = None  # documented floor where the framework states its own
-    source: str
-
-    @field_validator("nvidia_pins", "extra_packages")
-    @classmethod
-    def _requirements_parse(cls, value: list[str]) -> list[str]:
-        from packaging.requirements import InvalidRequirement, Requirement
-
-        for item in value:
-            try:
-                Requirement(item)
-            except InvalidRequirement as exc:
-                raise ValueError(f"not a requirement: {item!r} ({exc})") from exc
-        return value
+    pypi_default: bool = False  # the plain default-index wheel is this variant (linux_x86_64)
+    platforms: list[Platform] = field(default_factory=list)  # empty: the release's platforms
+    min_driver: str | None = None  # a floor the framework documents itself
+    __pydantic_config__ = FORBID
 
 
-class FrameworkRelease(Row):
+@dataclass(frozen=True)
+class FrameworkRelease:
     name: Literal["torch", "tensorflow", "jax"]
     version: Ver
-    released: str | None = None  # ISO date
     python: list[str]  # "3.10", "3.11" ...
-    platforms: list[Platform] = []
-    companions: dict[str, str] = {}  # torchvision/torchaudio exact versions; jaxlib
     variants: list[Variant]
-    notes: list[str] = []
     source: str
+    released: str | None = None  # ISO date
+    platforms: list[Platform] = field(default_factory=list)
+    companions: dict[str, str] = field(default_factory=dict)  # torchvision/torchaudio; jaxlib
+    notes: list[str] = field(default_factory=list)
+    __pydantic_config__ = FORBID
 
 
-class FrameworkFile(Row):
+@dataclass(frozen=True)
+class FrameworkFile:
     releases: list[FrameworkRelease]
+    __pydantic_config__ = FORBID
 
 
 # --- Advisories ----------------------------------------------------------------------------------
 
-class Advisory(Row):
+@dataclass(frozen=True)
+class Advisory:
     id: str
-    # requirements that all must match installed packages (PEP 508, e.g. "torch==2.3.0")
-    affects: list[str]
-    # optional conditions on the machine
-    gpu_compute_capabilities: list[ComputeCapability] = []
-    driver: Spec | None = None
+    # requirements that must all match installed packages ("torch==2.3.0")
+    affects: list[Req]
     symptom: str
     fix: str
     source: str
+    # optional conditions on the machine
+    gpu_compute_capabilities: list[CC] = field(default_factory=list)
+    driver: Spec | None = None
+    __pydantic_config__ = FORBID
 
 
-class AdvisoryFile(Row):
+@dataclass(frozen=True)
+class AdvisoryFile:
     advisories: list[Advisory]
+    __pydantic_config__ = FORBID
 
 
-class Meta(Row):
+@dataclass(frozen=True)
+class Meta:
     schema_version: int
     data_version: str
     date: str
     description: str = ""
+    __pydantic_config__ = FORBID
 
 
-_FILE_MODELS: dict[str, type[Row]] = {
+_FILE_MODELS: dict[str, type] = {
+    "meta": Meta,
     "cuda": CudaFile,
     "gpus": GpuFile,
     "cudnn": CudnnFile,
@@ -251,10 +216,9 @@ _FILE_MODELS: dict[str, type[Row]] = {
 }
 
 
-class Matrix(BaseModel):
+@dataclass(frozen=True)
+class Matrix:
     """The whole loaded matrix."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
 
     meta: Meta
     cuda: CudaFile
@@ -269,57 +233,90 @@ class Matrix(BaseModel):
         return getattr(self, name).releases
 
 
-def _dotted(loc: tuple) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
 def default_data_dir() -> Path:
     """The shipped data: ``cudamatrix/data`` inside an installed wheel, or ``data/`` of a checkout."""
-    packaged = resources.files("cudamatrix").joinpath("data")
+    here = Path(__file__).resolve().parent
+    packaged = here / "data"
     if packaged.is_dir():
-        return Path(str(packaged))
-    return Path(__file__).resolve().parent.parent / "data"
+        return packaged
+    return here.parent / "data"
 
 
-def _read_json(path: Path) -> Any:
+def _read(path: Path) -> bytes:
     try:
-        raw = path.read_bytes()
+        return path.read_bytes()
     except FileNotFoundError:
         raise DataError(f"{path.name}: missing from the matrix data folder {path.parent}") from None
     except OSError as exc:
         raise DataError(f"{path.name}: cannot be read ({exc.strerror})") from None
+
+
+def _parse(name: str, raw: bytes) -> Any:
     try:
         return json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        where = f" at line {exc.lineno} column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
-        raise DataError(f"{path.name}: not valid JSON{where}: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{name}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    except UnicodeDecodeError:
+        raise DataError(f"{name}: not UTF-8 text") from None
 
 
-def load_matrix_from(data_dir: Path) -> Matrix:
-    """Load and validate every data file in ``data_dir``. Raises DataError naming file and dotted path."""
-    data_dir = Path(data_dir)
-    if not data_dir.is_dir():
-        raise DataError(f"{data_dir}: not a matrix data folder")
-    parts: dict[str, Any] = {}
-    for name, model in [("meta", Meta), *_FILE_MODELS.items()]:
-        path = data_dir / f"{name}.json"
-        raw = _read_json(path)
-        try:
-            parts[name] = model.model_validate(raw)
-        except ValidationError as exc:
-            problems = [f"{path.name}: {_dotted(err['loc']) or '(top level)'}: {err['msg']}"
-                        for err in exc.errors()]
-            raise DataError("\n".join(problems[:20]), detail=problems) from None
+def validate_files(raws: dict[str, bytes]) -> Matrix:
+    """Validate raw file contents (name -> bytes) into a Matrix. Raises DataError."""
+    parts = {name: validate(_FILE_MODELS[name], _parse(f"{name}.json", raw), f"{name}.json")
+             for name, raw in raws.items()}
     if parts["meta"].schema_version != SCHEMA_VERSION:
         raise DataError(f"meta.json: schema_version: is {parts['meta'].schema_version}, "
                         f"this cudamatrix reads schema {SCHEMA_VERSION}")
     return Matrix(**parts)
 
 
+def _cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "cudamatrix"
+
+
+def load_matrix_from(data_dir: Path, use_cache: bool = True) -> Matrix:
+    """Load and validate every data file in ``data_dir``.
+
+    Returns the Matrix. Raises DataError naming the file and the dotted path of a bad value.
+    A matrix whose files' content was validated before comes from the cache without pydantic.
+    """
+    data_dir = Path(data_dir)
+    if not data_dir.is_dir():
+        raise DataError(f"{data_dir}: not a matrix data folder")
+    raws = {name: _read(data_dir / f"{name}.json") for name in FILES}
+    digest = hashlib.sha256()
+    for name in FILES:
+        digest.update(name.encode() + b"\0" + raws[name] + b"\0")
+    from . import __version__
+
+    cache = _cache_dir() / f"matrix-{__version__}-{digest.hexdigest()[:24]}.pickle"
+    if use_cache:
+        try:
+            with open(cache, "rb") as fh:
+                matrix = pickle.load(fh)
+            if isinstance(matrix, Matrix):
+                return matrix
+        except Exception:  # a missing, stale or corrupt cache is rebuilt
+            pass
+    matrix = validate_files(raws)
+    if use_cache:
+        try:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+            with open(tmp, "wb") as fh:
+                pickle.dump(matrix, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, cache)
+        except OSError:
+            pass  # a read-only home still works, only slower
+    return matrix
+
+
 @lru_cache(maxsize=4)
 def load_matrix(data_dir: str | None = None) -> Matrix:
     """The shipped matrix (cached per process), or the one in ``data_dir``."""
     return load_matrix_from(Path(data_dir) if data_dir else default_data_dir())
+
+
+def version_key(v: Version | str) -> Version:
+    return v if isinstance(v, Version) else Version(v)

@@ -8,15 +8,23 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from dataclasses import dataclass, field
+
+from .schema import FORBID, to_dict, validate
 
 ENV_SCHEMA_VERSION = 1
 
 
-class Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class Model:
+    """Base of every model: plain dataclasses; validation through :func:`cudamatrix.schema.validate`."""
+
+    __pydantic_config__ = FORBID
+
+    def to_dict(self) -> dict:
+        return to_dict(self)
 
 
+@dataclass
 class Note(Model):
     """Something a probe could not read, or an oddity worth telling: absence is data."""
 
@@ -37,6 +45,7 @@ DriverStatus = Literal[
 ]
 
 
+@dataclass
 class Driver(Model):
     version: str | None = None  # "580.65.06"
     cuda_version: str | None = None  # highest CUDA the driver supports: "13.0"
@@ -47,12 +56,14 @@ class Driver(Model):
     error: str | None = None  # the driver's own words when it failed
 
 
+@dataclass
 class GpuProcess(Model):
     pid: int | None = None
     name: str | None = None
     used_memory_mib: int | None = None
 
 
+@dataclass
 class GpuInfo(Model):
     index: int | None = None
     name: str | None = None
@@ -62,29 +73,32 @@ class GpuInfo(Model):
     uuid: str | None = None
     pci_bus_id: str | None = None
     mig_mode: str | None = None  # "Enabled" / "Disabled" / None
-    processes: list[GpuProcess] = []
+    processes: list[GpuProcess] = field(default_factory=list)
     source: str | None = None
 
 
+@dataclass
 class Library(Model):
     """One copy of a CUDA-stack shared library found on this machine."""
 
     name: str  # "cudart", "cudnn", "cublas", "cuda" (driver API), "nvml" ...
     soname: str  # "libcudnn.so.9"
     path: str
-    version: str | None = None  # its own answer through ctypes (cudnnGetVersion -> "9.1.0")
     origin: str  # "ldconfig", "LD_LIBRARY_PATH", "CUDA_HOME", "/usr/local/cuda", "conda", "wheel:nvidia-cudnn-cu12"
+    version: str | None = None  # its own answer through ctypes (cudnnGetVersion -> "9.1.0")
     loaded_first: bool = False  # the copy of this soname the loader would pick first
     shadowed_by: str | None = None  # path of the copy that wins, when this one loses
     stub: bool = False  # a link-time stub (…/stubs/libcuda.so)
 
 
+@dataclass
 class Toolkit(Model):
+    source: str  # "nvcc --version", "version.json", "report:nvcc"
     version: str | None = None
     path: str | None = None
-    source: str  # "nvcc --version", "version.json", "report:nvcc"
 
 
+@dataclass
 class Framework(Model):
     name: str  # torch, torchvision, torchaudio, tensorflow, jax, jaxlib
     version: str
@@ -94,6 +108,7 @@ class Framework(Model):
     source: str | None = None  # "metadata", "local version", "report:collect_env"
 
 
+@dataclass
 class FileConflict(Model):
     """Two distributions that install the same file (they clobber each other)."""
 
@@ -101,17 +116,19 @@ class FileConflict(Model):
     distributions: list[str]
 
 
+@dataclass
 class PythonInfo(Model):
     executable: str | None = None
     version: str | None = None  # "3.11.7"
     implementation: str | None = None
     platform: str | None = None  # "linux_x86_64" / "linux_aarch64" / "win_amd64"
-    tags: list[str] = []  # the first few supported wheel tags, most preferred first
-    site_packages: list[str] = []
+    tags: list[str] = field(default_factory=list)  # the first few supported wheel tags, most preferred first
+    site_packages: list[str] = field(default_factory=list)
     in_virtualenv: bool | None = None
     installer: str | None = None  # "pip", "uv", "conda"
 
 
+@dataclass
 class Context(Model):
     os: str | None = None  # "linux", "windows", "darwin"
     wsl: bool = False
@@ -119,9 +136,10 @@ class Context(Model):
     colab: bool = False
     kaggle: bool = False
     jupyter: bool = False
-    env: dict[str, str] = {}  # relevant variables only: LD_LIBRARY_PATH, CUDA_VISIBLE_DEVICES ...
+    env: dict[str, str] = field(default_factory=dict)  # relevant variables only: LD_LIBRARY_PATH, CUDA_VISIBLE_DEVICES ...
 
 
+@dataclass
 class Environment(Model):
     """Everything detected about one machine and one Python environment."""
 
@@ -129,18 +147,18 @@ class Environment(Model):
     captured_at: str | None = None  # ISO time
     origin: Literal["live", "report", "file", "target"] = "live"
     hostname: str | None = None
-    driver: Driver = Field(default_factory=Driver)
-    gpus: list[GpuInfo] = []
-    libraries: list[Library] = []
-    toolkits: list[Toolkit] = []
-    python: PythonInfo = Field(default_factory=PythonInfo)
-    packages: dict[str, str] = {}  # canonical distribution name -> version
-    requirements: dict[str, list[str]] = {}  # distribution -> its declared nvidia-* requirements (torch etc.)
-    frameworks: list[Framework] = []
-    file_conflicts: list[FileConflict] = []
-    context: Context = Field(default_factory=Context)
-    notes: list[Note] = []
-    timings_ms: dict[str, float] = {}  # probe -> milliseconds spent
+    driver: Driver = field(default_factory=Driver)
+    gpus: list[GpuInfo] = field(default_factory=list)
+    libraries: list[Library] = field(default_factory=list)
+    toolkits: list[Toolkit] = field(default_factory=list)
+    python: PythonInfo = field(default_factory=PythonInfo)
+    packages: dict[str, str] = field(default_factory=dict)  # canonical distribution name -> version
+    requirements: dict[str, list[str]] = field(default_factory=dict)  # distribution -> its declared nvidia-* requirements (torch etc.)
+    frameworks: list[Framework] = field(default_factory=list)
+    file_conflicts: list[FileConflict] = field(default_factory=list)
+    context: Context = field(default_factory=Context)
+    notes: list[Note] = field(default_factory=list)
+    timings_ms: dict[str, float] = field(default_factory=dict)  # probe -> milliseconds spent
 
 
 # --- Findings (doctor) ---------------------------------------------------------------------------
@@ -148,21 +166,23 @@ class Environment(Model):
 Severity = Literal["error", "warning", "info"]
 
 
+@dataclass
 class Finding(Model):
     code: str  # stable: NO_DRIVER, DRIVER_TOO_OLD, ...
     severity: Severity
     title: str
-    evidence: list[str] = []
+    evidence: list[str] = field(default_factory=list)
     fix: str | None = None
-    fix_commands: list[list[str]] = []
+    fix_commands: list[list[str]] = field(default_factory=list)
 
 
 # --- Solution (solve) ----------------------------------------------------------------------------
 
+@dataclass
 class Pin(Model):
     name: str
     version: str  # exact, with the local version where the index needs it ("2.5.1+cu121")
-    extras: list[str] = []
+    extras: list[str] = field(default_factory=list)
     index_url: str | None = None  # None: the default index
 
     def requirement(self) -> str:
@@ -170,23 +190,27 @@ class Pin(Model):
         return f"{self.name}{extras}=={self.version}"
 
 
+@dataclass
 class Rejection(Model):
     candidate: str  # "torch 2.5.1+cu124"
     reasons: list[str]
-    rules: list[str] = []  # rule ids: driver_floor, arch, cudnn_gpu, python, platform, request, shared_nvidia
+    rules: list[str] = field(default_factory=list)  # rule ids: driver_floor, arch, cudnn_gpu, python, platform, request, shared_nvidia
 
 
+@dataclass
 class Cause(Model):
     rule: str
     message: str
-    machines: list[str] = []  # target names that block it (fleet solves)
+    machines: list[str] = field(default_factory=list)  # target names that block it (fleet solves)
 
 
+@dataclass
 class WayOut(Model):
     message: str
     kind: Literal["upgrade_driver", "pin_older", "cpu_build", "split_environments", "change_python", "other"]
 
 
+@dataclass
 class FrameworkChoice(Model):
     name: str
     version: str
@@ -197,42 +221,46 @@ class FrameworkChoice(Model):
     matrix_source: str | None = None
 
 
+@dataclass
 class Solution(Model):
     request: list[str]
     targets: list[str]  # names of the machines solved for
-    frameworks: list[FrameworkChoice] = []
-    packages: list[Pin] = []
+    frameworks: list[FrameworkChoice] = field(default_factory=list)
+    packages: list[Pin] = field(default_factory=list)
     variant: str | None = None  # the torch variant, else the first framework's
     cuda: str | None = None
     cudnn: str | None = None
     index_url: str | None = None
-    extra_index_urls: list[str] = []
-    pip_args: list[str] = []  # arguments after "pip install"
-    env: dict[str, str] = {}  # environment changes needed (LD_LIBRARY_PATH ...)
+    extra_index_urls: list[str] = field(default_factory=list)
+    pip_args: list[str] = field(default_factory=list)  # arguments after "pip install"
+    env: dict[str, str] = field(default_factory=dict)  # environment changes needed (LD_LIBRARY_PATH ...)
     unchanged: bool = False  # what is installed already is this solution
-    to_install: list[Pin] = []  # the minimal change: only what differs from what is installed
-    rejected: list[Rejection] = []
-    trace: list[str] = []
+    to_install: list[Pin] = field(default_factory=list)  # the minimal change: only what differs from what is installed
+    rejected: list[Rejection] = field(default_factory=list)
+    trace: list[str] = field(default_factory=list)
     matrix_version: str | None = None
 
 
 # --- Plan and apply ------------------------------------------------------------------------------
 
+@dataclass
 class Step(Model):
     kind: Literal["install", "uninstall", "env", "preload", "verify", "note"]
-    argv: list[str] = []
-    env: dict[str, str] = {}
     reason: str
+    argv: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
     timeout_s: float = 1800.0
 
 
+@dataclass
 class Plan(Model):
     python: str  # interpreter being changed
-    steps: list[Step] = []
+    steps: list[Step] = field(default_factory=list)
     solution: Solution | None = None
     nothing_to_do: bool = False
 
 
+@dataclass
 class InstalledDist(Model):
     name: str
     version: str
@@ -240,17 +268,19 @@ class InstalledDist(Model):
     installer: str | None = None
 
 
+@dataclass
 class Applied(Model):
     ok: bool
-    steps_run: list[str] = []
+    steps_run: list[str] = field(default_factory=list)
     error: str | None = None
-    restored: list[InstalledDist] = []
-    before: list[InstalledDist] = []
-    after: list[InstalledDist] = []
+    restored: list[InstalledDist] = field(default_factory=list)
+    before: list[InstalledDist] = field(default_factory=list)
+    after: list[InstalledDist] = field(default_factory=list)
 
 
 # --- Verify --------------------------------------------------------------------------------------
 
+@dataclass
 class FrameworkReport(Model):
     framework: str
     status: Literal["verified", "failed", "not_possible", "not_installed"]
@@ -259,7 +289,7 @@ class FrameworkReport(Model):
     cudnn: str | None = None
     device_name: str | None = None
     compute_capability: str | None = None
-    mapped_libraries: list[dict[str, Any]] = []
+    mapped_libraries: list[dict[str, Any]] = field(default_factory=list)
     time_to_first_result_s: float | None = None
     max_abs_error: float | None = None
     cpu_checked: bool = False
@@ -268,7 +298,8 @@ class FrameworkReport(Model):
     stderr_tail: str | None = None
 
 
+@dataclass
 class Report(Model):
     status: Literal["verified", "failed", "not_possible"]
-    frameworks: list[FrameworkReport] = []
+    frameworks: list[FrameworkReport] = field(default_factory=list)
     cached_at: str | None = None  # when the result was obtained, if it came from the cache
