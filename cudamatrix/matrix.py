@@ -216,7 +216,7 @@ _FILE_MODELS: dict[str, type] = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Matrix:
     """The whole loaded matrix."""
 

@@ -1,2 +1,259 @@
 """Read-side helpers over the Matrix: rows for ``matrix show``, look-ups used by the solver, and lint."""
 from __future__ import annotations
+
+import difflib
+import re
+from functools import lru_cache
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.version import InvalidVersion, Version
+
+from .matrix import Architecture, CudaRelease, Gpu, Matrix
+from .schema import cc_key, normalize_cc, to_dict
+
+
+def _norm_name(name: str) -> str:
+    """GPU name for matching: lower case, no vendor prefix, single spaces, '-' and ' ' equal."""
+    s = name.strip().lower()
+    for prefix in ("nvidia ", "geforce ", "tesla ", "quadro "):
+        if s.startswith(prefix):
+            s = s[len(prefix):]
+    s = re.sub(r"[\s_\-]+", " ", s)
+    return s.strip()
+
+
+@lru_cache(maxsize=8)
+def _gpu_index(matrix: Matrix) -> dict[str, Gpu]:
+    index: dict[str, Gpu] = {}
+    for gpu in matrix.gpus.gpus:
+        for name in (gpu.name, *gpu.aliases):
+            index.setdefault(_norm_name(name), gpu)
+            index.setdefault(name.lower(), gpu)
+    return index
+
+
+def find_gpu(matrix: Matrix, name: str) -> Gpu | None:
+    """The GPU model for a name as nvidia-smi / NVML print it, or a canonical name. None if unknown."""
+    index = _gpu_index(matrix)
+    hit = index.get(name.lower()) or index.get(_norm_name(name))
+    if hit:
+        return hit
+    # NVML names sometimes carry a memory suffix the table lacks ("NVIDIA A100-PCIE-40GB" vs "...-40GB")
+    norm = _norm_name(name)
+    for key, gpu in index.items():
+        if key and (norm.startswith(key + " ") or key.startswith(norm + " ")):
+            return gpu
+    return None
+
+
+def suggest_gpus(matrix: Matrix, name: str, n: int = 3) -> list[str]:
+    names = [g.name for g in matrix.gpus.gpus] + [a for g in matrix.gpus.gpus for a in g.aliases]
+    return difflib.get_close_matches(name, names, n=n, cutoff=0.4) or \
+        [g.name for g in matrix.gpus.gpus if _norm_name(name).split(" ")[-1] in _norm_name(g.name)][:n]
+
+
+def architecture(matrix: Matrix, cc: str) -> Architecture | None:
+    cc = normalize_cc(cc)
+    base = cc.rstrip("af")
+    for arch in matrix.gpus.architectures:
+        if base in [c.rstrip("af") for c in arch.compute_capabilities]:
+            return arch
+    return None
+
+
+def cuda_release(matrix: Matrix, version: str | Version) -> CudaRelease | None:
+    v = Version(str(version))
+    best = None
+    for rel in matrix.cuda.releases:
+        if rel.version.release[:2] == v.release[:2]:
+            if best is None or rel.version > best.version:
+                best = rel
+    return best
+
+
+def driver_max_cuda(matrix: Matrix, driver: str) -> Version | None:
+    """Highest CUDA version a driver reports, from its branch (e.g. 565.57 -> 12.7)."""
+    try:
+        branch = int(driver.split(".")[0])
+    except ValueError:
+        return None
+    best = None
+    for row in matrix.cuda.driver_branches:
+        if row.branch <= branch and (best is None or row.branch > best.branch):
+            best = row
+    return best.max_cuda if best else None
+
+
+def driver_version(text: str) -> tuple[int, ...]:
+    """'535.104.05' -> (535, 104, 5). Raises ValueError."""
+    parts = text.strip().split(".")
+    return tuple(int(p) for p in parts)
+
+
+def rows_for(matrix: Matrix, family: str, key: str | None) -> list[dict]:
+    """Rows of one family as plain dicts (the public ``matrix show --json`` shape)."""
+    if family in ("torch", "tensorflow", "jax"):
+        rows = matrix.frameworks(family)
+        if key:
+            rows = [r for r in rows if str(r.version) == key or _version_prefix(str(r.version), key)]
+        return [to_dict(r) for r in rows]
+    if family == "cuda":
+        rows = matrix.cuda.releases
+        if key:
+            rows = [r for r in rows if str(r.version) == key or _version_prefix(str(r.version), key)]
+        return [to_dict(r) for r in rows]
+    if family == "cudnn":
+        rows = matrix.cudnn.releases
+        if key:
+            rows = [r for r in rows if str(r.version) == key or _version_prefix(str(r.version), key)]
+        return [to_dict(r) for r in rows]
+    if family == "gpu":
+        if key:
+            gpu = find_gpu(matrix, key)
+            gpus = [gpu] if gpu else []
+            if not gpus:
+                try:
+                    cc = normalize_cc(key)
+                    gpus = [g for g in matrix.gpus.gpus if g.compute_capability == cc]
+                except ValueError:
+                    gpus = []
+        else:
+            gpus = matrix.gpus.gpus
+        out = []
+        for g in gpus:
+            row = to_dict(g)
+            arch = architecture(matrix, g.compute_capability)
+            row["last_driver_branch"] = arch.last_driver_branch if arch else None
+            row["last_cuda"] = str(arch.last_cuda) if arch and arch.last_cuda else None
+            out.append(row)
+        return out
+    return []
+
+
+def _version_prefix(version: str, key: str) -> bool:
+    return version.startswith(key + ".")
+
+
+def lint(matrix: Matrix) -> list[str]:
+    """Consistency problems in the data (beyond what the schema checks). Empty when clean."""
+    problems: list[str] = []
+
+    def sourced(where: str, source: str) -> None:
+        if not source or not source.strip():
+            problems.append(f"{where}: source: empty")
+
+    # CUDA
+    seen: set[str] = set()
+    for i, rel in enumerate(matrix.cuda.releases):
+        where = f"cuda.json: releases[{i}]"
+        sourced(where, rel.source)
+        if str(rel.version) in seen:
+            problems.append(f"{where}: version: duplicate row {rel.version}")
+        seen.add(str(rel.version))
+        for field_name in ("linux_min_driver", "windows_min_driver"):
+            value = getattr(rel, field_name)
+            if value is not None:
+                try:
+                    driver_version(value)
+                except ValueError:
+                    problems.append(f"{where}: {field_name}: not a driver version: {value!r}")
+    for major in {r.version.major for r in matrix.cuda.releases}:
+        rels = sorted((r for r in matrix.cuda.releases if r.version.major == major), key=lambda r: r.version)
+        for field_name in ("linux_min_driver", "windows_min_driver"):
+            last = None
+            for rel in rels:
+                value = getattr(rel, field_name)
+                if value is None:
+                    continue
+                try:
+                    v = driver_version(value)
+                except ValueError:
+                    continue
+                if last and v < last[1]:
+                    problems.append(f"cuda.json: {field_name} decreases within CUDA {major}: "
+                                    f"{last[0]} needs {'.'.join(map(str, last[1]))}, {rel.version} needs {value}")
+                last = (rel.version, v)
+    for i, row in enumerate(matrix.cuda.minor_compat):
+        sourced(f"cuda.json: minor_compat[{i}]", row.source)
+    for i, row in enumerate(matrix.cuda.driver_branches):
+        sourced(f"cuda.json: driver_branches[{i}]", row.source)
+    toolkit_ccs = {c.rstrip("af") for r in matrix.cuda.releases for c in r.compute_capabilities}
+
+    # GPUs
+    names: dict[str, str] = {}
+    arch_names = {a.name for a in matrix.gpus.architectures}
+    for i, arch in enumerate(matrix.gpus.architectures):
+        sourced(f"gpus.json: architectures[{i}]", arch.source)
+    for i, gpu in enumerate(matrix.gpus.gpus):
+        where = f"gpus.json: gpus[{i}]"
+        sourced(where, gpu.source)
+        for name in (gpu.name, *gpu.aliases):
+            key = name.lower()
+            if key in names and names[key] != gpu.name:
+                problems.append(f"{where}: name {name!r} also belongs to {names[key]!r}")
+            elif key in names and name != gpu.name and key == gpu.name.lower():
+                pass
+            names[key] = gpu.name
+        if gpu.architecture not in arch_names:
+            problems.append(f"{where}: architecture: {gpu.architecture!r} is not in architectures")
+        if toolkit_ccs and gpu.compute_capability.rstrip("af") not in toolkit_ccs:
+            problems.append(f"{where}: compute_capability: {gpu.compute_capability} is known to no CUDA release")
+
+    # cuDNN
+    seen = set()
+    for i, rel in enumerate(matrix.cudnn.releases):
+        where = f"cudnn.json: releases[{i}]"
+        sourced(where, rel.source)
+        if str(rel.version) in seen:
+            problems.append(f"{where}: version: duplicate row {rel.version}")
+        seen.add(str(rel.version))
+
+    # Frameworks
+    cuda_versions = {r.version.release[:2] for r in matrix.cuda.releases}
+    for family in ("torch", "tensorflow", "jax"):
+        seen = set()
+        for i, rel in enumerate(matrix.frameworks(family)):
+            where = f"{family}.json: releases[{i}]"
+            sourced(where, rel.source)
+            if rel.name != family:
+                problems.append(f"{where}: name: {rel.name!r} in {family}.json")
+            if str(rel.version) in seen:
+                problems.append(f"{where}: version: duplicate row {rel.version}")
+            seen.add(str(rel.version))
+            for p in rel.python:
+                try:
+                    Version(p)
+                except InvalidVersion:
+                    problems.append(f"{where}: python: not a version: {p!r}")
+            variant_names: set[str] = set()
+            defaults = 0
+            for j, var in enumerate(rel.variants):
+                vwhere = f"{where}.variants[{j}]"
+                sourced(vwhere, var.source)
+                if var.name in variant_names:
+                    problems.append(f"{vwhere}: name: duplicate variant {var.name}")
+                variant_names.add(var.name)
+                defaults += var.pypi_default
+                if var.cuda is not None and var.cuda.release[:2] not in cuda_versions:
+                    problems.append(f"{vwhere}: cuda: {var.cuda} is not in the CUDA table")
+                for k, pin in enumerate(var.nvidia_pins):
+                    try:
+                        Requirement(pin)
+                    except InvalidRequirement:
+                        problems.append(f"{vwhere}.nvidia_pins[{k}]: does not parse: {pin!r}")
+            if defaults > 1:
+                problems.append(f"{where}: more than one variant is pypi_default")
+
+    # Advisories
+    seen = set()
+    for i, adv in enumerate(matrix.advisories.advisories):
+        where = f"advisories.json: advisories[{i}]"
+        sourced(where, adv.source)
+        if adv.id in seen:
+            problems.append(f"{where}: id: duplicate {adv.id}")
+        seen.add(adv.id)
+    return problems
+
+
+def sorted_ccs(ccs) -> list[str]:
+    return sorted(set(ccs), key=cc_key)

@@ -24,6 +24,11 @@ T = TypeVar("T")
 FORBID = {"extra": "forbid", "arbitrary_types_allowed": True}
 
 
+@lru_cache(maxsize=4096)
+def _normalize_cc(value: str) -> str:
+    return normalize_cc(value)
+
+
 def normalize_cc(value: Any) -> str:
     """Normalise "7.5", "sm_75", "75", "compute_90a" to "7.5" / "9.0a". Raises ValueError."""
     if not isinstance(value, str):
@@ -58,6 +63,11 @@ def _version(value: Any) -> Version:
         return value
     if not isinstance(value, str):
         raise ValueError('versions are strings, never numbers (write "12.1", not 12.1)')
+    return _parse_version(value)
+
+
+@lru_cache(maxsize=8192)
+def _parse_version(value: str) -> Version:
     from packaging.version import InvalidVersion
 
     try:
@@ -67,10 +77,15 @@ def _version(value: Any) -> Version:
 
 
 def _specifier(value: Any) -> str:
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-
     if not isinstance(value, str):
         raise ValueError("a version specifier string is needed")
+    return _check_specifier(value)
+
+
+@lru_cache(maxsize=4096)
+def _check_specifier(value: str) -> str:
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
     try:
         SpecifierSet(value)
     except InvalidSpecifier:
@@ -79,10 +94,15 @@ def _specifier(value: Any) -> str:
 
 
 def _requirement(value: Any) -> str:
-    from packaging.requirements import InvalidRequirement, Requirement
-
     if not isinstance(value, str):
         raise ValueError("a requirement string is needed")
+    return _check_requirement(value)
+
+
+@lru_cache(maxsize=8192)
+def _check_requirement(value: str) -> str:
+    from packaging.requirements import InvalidRequirement, Requirement
+
     try:
         Requirement(value)
     except InvalidRequirement as exc:
@@ -99,7 +119,7 @@ def _bind_validator_names() -> None:
     names = {
         "Ver": Annotated[Version, PlainValidator(_version)],
         "Spec": Annotated[str, AfterValidator(_specifier)],
-        "CC": Annotated[str, AfterValidator(normalize_cc)],
+        "CC": Annotated[str, AfterValidator(_normalize_cc)],
         "Req": Annotated[str, AfterValidator(_requirement)],
     }
     for modname in ("cudamatrix.matrix", "cudamatrix.models"):

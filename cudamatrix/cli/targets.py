@@ -1,0 +1,81 @@
+"""Turning command-line options into Environments and Targets (shared by doctor/solve/lock/check/env)."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import UsageError
+from ..matrix import Matrix
+from ..models import Environment
+from ..target import Target, from_environment, from_flags
+
+_VERSIONISH = re.compile(r"^\d+(\.\d+){0,2}$")
+
+
+@dataclass
+class Resolved:
+    targets: list[Target]
+    installed: Environment | None  # the environment whose installed set counts (minimal change)
+    environments: list[Environment]
+
+
+def split_python(value: str | None) -> tuple[str | None, str | None]:
+    """--python takes a version (a target's Python) or a path (an interpreter to inspect)."""
+    if value is None:
+        return None, None
+    if _VERSIONISH.match(value.strip()):
+        return value.strip(), None
+    return None, value
+
+
+def environments(env_files: list[Path], from_files: list[str], interpreter: str | None) -> list[Environment]:
+    """Saved, pasted or live environments. Raises UsageError for contradictory options."""
+    from ..detect import detect, from_reports, load_environment
+
+    if env_files and from_files:
+        raise UsageError("--env and --from cannot be combined",
+                         hint="--env reads saved `detect --json` files; --from reads pasted tool outputs")
+    if env_files:
+        return [load_environment(str(p)) for p in env_files]
+    if from_files:
+        return [from_reports(read_inputs(from_files))]
+    return [detect(python=interpreter)]
+
+
+def read_inputs(paths: list[str], limit: int = 8 * 1024 * 1024) -> list[tuple[str, str]]:
+    import sys
+
+    items = []
+    for p in paths:
+        if p == "-":
+            items.append(("<stdin>", sys.stdin.read(limit)))
+            continue
+        try:
+            with open(p, "rb") as fh:
+                raw = fh.read(limit)
+        except OSError as exc:
+            raise UsageError(f"{p}: cannot be read ({exc.strerror})") from None
+        items.append((p, raw.decode("utf-8", errors="replace")))
+    return items
+
+
+def resolve(matrix: Matrix, *, env_files: list[Path], from_files: list[str] | None = None,
+            driver: str | None, gpus: list[str], python: str | None, platform: str | None,
+            cuda_toolkit: str | None) -> Resolved:
+    py_version, interpreter = split_python(python)
+    flags = any([driver, gpus, py_version, platform, cuda_toolkit])
+    if flags and len(env_files) > 1:
+        raise UsageError("target flags (--driver/--gpu/--python/--platform) cannot be combined with several --env "
+                         "files", hint="describe each machine in its own saved environment")
+    envs = environments(env_files, from_files or [], interpreter)
+    names = [Path(p).stem for p in env_files] if env_files else ["this machine"]
+    targets = []
+    for env, name in zip(envs, names):
+        base = from_environment(env, matrix, name=name)
+        if flags:
+            base = from_flags(matrix, driver=driver, gpus=gpus, python=py_version, platform=platform,
+                              cuda_toolkit=cuda_toolkit, base=base)
+        targets.append(base)
+    installed = envs[0] if len(envs) == 1 else None
+    return Resolved(targets, installed, envs)

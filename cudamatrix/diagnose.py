@@ -1,0 +1,395 @@
+"""Diagnosis: Findings about an Environment, each with a stable code, severity, evidence and fix.
+
+No I/O. ``doctor`` = detect + diagnose. Codes are part of the public interface (README).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from . import rules
+from .matrix import FrameworkRelease, Matrix, Variant
+from .models import Environment, Finding
+from .query import architecture, driver_max_cuda, driver_version, find_gpu
+from .target import Target, from_environment
+
+CODES = (
+    "NO_DRIVER", "DRIVER_TOO_OLD", "DRIVER_LIBRARY_MISMATCH", "NO_DEVICE_VISIBLE", "GPU_UNUSABLE",
+    "GPU_UNSUPPORTED_BY_DRIVER", "CPU_ONLY_BUILD", "ARCH_UNSUPPORTED", "CUDNN_MISMATCH", "LIBRARY_SHADOWED",
+    "NVIDIA_WHEEL_DRIFT", "FILE_CLOBBER", "FRAMEWORK_CONFLICT", "TORCHVISION_MISMATCH", "PYTHON_UNSUPPORTED",
+    "GPU_MEMORY_BUSY", "KNOWN_BAD", "UNKNOWN_FRAMEWORK_BUILD", "TOOLKIT_NEWER_THAN_DRIVER", "STUB_LIBCUDA",
+)
+BUSY_FRACTION = 0.8
+
+
+@dataclass(frozen=True)
+class Installed:
+    """An installed framework matched to its matrix row (release and variant, when known)."""
+
+    name: str
+    version: str
+    variant_name: str | None
+    release: FrameworkRelease | None
+    variant: Variant | None
+
+
+def _base(version: str) -> str:
+    return version.split("+")[0]
+
+
+def match_installed(env: Environment, matrix: Matrix) -> list[Installed]:
+    out = []
+    for fw in env.frameworks:
+        if fw.name not in ("torch", "tensorflow", "jax"):
+            continue
+        release = None
+        for rel in matrix.frameworks(fw.name):
+            try:
+                if rel.version == Version(_base(fw.version)):
+                    release = rel
+            except InvalidVersion:
+                pass
+        variant = None
+        if release is not None:
+            name = fw.variant
+            if name is None and "+" not in fw.version:
+                variant = next((v for v in release.variants if v.pypi_default), None)
+            else:
+                variant = next((v for v in release.variants if v.name == name), None)
+        out.append(Installed(fw.name, fw.version, fw.variant or (variant.name if variant else None), release, variant))
+    return out
+
+
+def diagnose(env: Environment, matrix: Matrix) -> list[Finding]:
+    """All findings for the environment, most severe first."""
+    findings: list[Finding] = []
+    add = findings.append
+    target = from_environment(env, matrix)
+    installed = match_installed(env, matrix)
+    gpu_builds = [i for i in installed if i.variant is not None and i.variant.cuda is not None]
+    drv = env.driver
+
+    # --- driver and device ---------------------------------------------------------------------
+    if drv.status == "absent":
+        add(Finding(code="NO_DRIVER", severity="error" if gpu_builds else "warning",
+                    title="No NVIDIA driver is installed or loaded",
+                    evidence=[n.message for n in env.notes if n.probe.startswith(("driver", "nvml", "nvidia-smi"))][:3]
+                    or ["no /proc/driver/nvidia/version, no libnvidia-ml, no nvidia-smi"],
+                    fix="install the NVIDIA driver on the host (and the NVIDIA Container Toolkit, run with --gpus all, "
+                        "inside containers); a CPU build needs none"))
+    elif drv.status == "mismatch":
+        add(Finding(code="DRIVER_LIBRARY_MISMATCH", severity="error",
+                    title="The kernel driver and the user-space NVIDIA libraries differ",
+                    evidence=[x for x in (drv.error, f"kernel module {drv.kernel_module_version}" if
+                                          drv.kernel_module_version else None,
+                                          f"library {drv.library_version}" if drv.library_version else None) if x],
+                    fix="reboot (a driver upgrade without reboot leaves the old module loaded), or reinstall one "
+                        "driver version for both"))
+    elif drv.status == "no_device":
+        visible = env.context.env.get("CUDA_VISIBLE_DEVICES")
+        evidence = [drv.error or "the driver answers but lists no GPU"]
+        if visible is not None:
+            evidence.append(f"CUDA_VISIBLE_DEVICES={visible!r}")
+        add(Finding(code="NO_DEVICE_VISIBLE", severity="error", title="The driver is present but no GPU is visible",
+                    evidence=evidence,
+                    fix="unset or correct CUDA_VISIBLE_DEVICES; in a container run with --gpus all (or the "
+                        "Kubernetes nvidia.com/gpu resource)"))
+    elif drv.status == "error":
+        add(Finding(code="GPU_UNUSABLE", severity="error", title="A GPU is visible but the driver reports an error",
+                    evidence=[drv.error or "nvidia-smi printed ERR! / Unknown Error"],
+                    fix="check dmesg for Xid errors; reset the GPU or reboot the machine"))
+
+    for lib in env.libraries:
+        if lib.stub and lib.name == "cuda" and lib.loaded_first:
+            add(Finding(code="STUB_LIBCUDA", severity="error", title="A link-time stub libcuda is on the search path",
+                        evidence=[lib.path], fix="remove the stubs folder from LD_LIBRARY_PATH; it is for linking only"))
+
+    # --- GPU architecture vs driver branch ------------------------------------------------------
+    if drv.version and drv.status == "ok":
+        try:
+            branch = int(drv.version.split(".")[0])
+        except ValueError:
+            branch = None
+        for gpu in target.gpus:
+            arch = architecture(matrix, gpu.compute_capability)
+            if arch and arch.last_driver_branch and branch and branch > arch.last_driver_branch:
+                add(Finding(code="GPU_UNSUPPORTED_BY_DRIVER", severity="error",
+                            title=f"{gpu.name or 'The GPU'} ({arch.name}) is not supported by driver branch {branch}",
+                            evidence=[f"{arch.name} support ended with the R{arch.last_driver_branch} branch ({arch.source})"],
+                            fix=f"install an R{arch.last_driver_branch} driver"))
+
+    # --- framework builds vs this machine -------------------------------------------------------
+    has_gpu = bool(target.gpus) and drv.status == "ok"
+    for inst in installed:
+        label = f"{inst.name} {inst.version}"
+        if inst.release is None or inst.variant is None:
+            add(Finding(code="UNKNOWN_FRAMEWORK_BUILD", severity="info",
+                        title=f"{label} is not in the matrix {matrix.meta.data_version}",
+                        evidence=[f"variant {inst.variant_name or 'unknown'}"],
+                        fix="update cudamatrix for newer matrix data"))
+            continue
+        var = inst.variant
+        if has_gpu and var.cuda is None:
+            add(Finding(code="CPU_ONLY_BUILD", severity="error", title=f"{label} is a CPU-only build on a GPU machine",
+                        evidence=[f"{inst.name} variant {var.name}", f"GPU: {', '.join(g.name or g.compute_capability for g in target.gpus)}"],
+                        fix=f"cudamatrix fix (or cudamatrix solve {inst.name} for the pip command)"))
+            continue
+        if not has_gpu:
+            continue
+        for reason in rules.check(matrix, inst.release, var, target):
+            if reason.rule == "driver_floor":
+                add(Finding(code="DRIVER_TOO_OLD", severity="error", title=f"The driver is too old for {label}",
+                            evidence=[reason.message, f"matrix row: {reason.row}"],
+                            fix=f"upgrade the driver to >= {reason.need_driver}, or install a build for an older CUDA "
+                                f"(cudamatrix fix)"))
+            elif reason.rule == "arch":
+                add(Finding(code="ARCH_UNSUPPORTED", severity="error",
+                            title=f"{label} has no kernel image for this GPU (\"no kernel image is available\")",
+                            evidence=[reason.message], fix="cudamatrix fix: it picks a build that covers the GPU"))
+            elif reason.rule == "cudnn_gpu":
+                add(Finding(code="CUDNN_MISMATCH", severity="error", title=f"cuDNN of {label} does not support the GPU",
+                            evidence=[reason.message], fix="install a build bundling an older cuDNN (cudamatrix fix)"))
+            elif reason.rule == "python":
+                pass  # reported below for every machine, GPU or not
+    for inst in installed:
+        if inst.release is not None and env.python.version:
+            py = ".".join(env.python.version.split(".")[:2])
+            if inst.release.python and py not in inst.release.python:
+                add(Finding(code="PYTHON_UNSUPPORTED", severity="error",
+                            title=f"{inst.name} {inst.version} is not built for Python {py}",
+                            evidence=[f"supported: {', '.join(inst.release.python)}"],
+                            fix=f"use Python {inst.release.python[-1]}, or a {inst.name} release built for {py}"))
+
+    findings.extend(_library_findings(env, matrix, installed))
+    findings.extend(_wheel_findings(env, matrix, installed))
+    findings.extend(_gpu_memory(env))
+    findings.extend(_advisories(env, matrix))
+    findings.extend(_toolkit(env, matrix))
+    order = {"error": 0, "warning": 1, "info": 2}
+    findings.sort(key=lambda f: order[f.severity])
+    return findings
+
+
+def _library_findings(env: Environment, matrix: Matrix, installed: list[Installed]) -> list[Finding]:
+    out = []
+    by_soname: dict[str, list] = {}
+    for lib in env.libraries:
+        by_soname.setdefault(lib.soname, []).append(lib)
+    for soname, copies in by_soname.items():
+        first = next((c for c in copies if c.loaded_first), None)
+        wheels = [c for c in copies if c.origin.startswith("wheel:")]
+        if first is None or first.origin.startswith("wheel:") or not wheels:
+            continue
+        differs = [w for w in wheels if w.version != first.version]
+        if not differs:
+            continue
+        from_ldpath = first.origin == "LD_LIBRARY_PATH"
+        out.append(Finding(
+            code="LIBRARY_SHADOWED", severity="error" if from_ldpath else "warning",
+            title=f"{soname} from {first.origin} ({first.version or 'version unknown'}) wins over the wheel's copy "
+                  f"({differs[0].version or 'version unknown'})",
+            evidence=[f"loaded first: {first.path}"] + [f"shadowed: {w.path} ({w.origin})" for w in differs],
+            fix=("remove " + os.path.dirname(first.path) + " from LD_LIBRARY_PATH (cudamatrix env prints the export)"
+                 if from_ldpath else "the framework's own RPATH usually wins; if it does not, remove the system copy "
+                                     "from the loader's path")))
+    # cuDNN major expected by the framework vs the copy that loads first
+    for inst in installed:
+        if inst.variant is None or inst.variant.cudnn is None:
+            continue
+        want = inst.variant.cudnn.major
+        firsts = [c for c in env.libraries if c.name == "cudnn" and c.loaded_first and c.version]
+        for lib in firsts:
+            try:
+                have = Version(lib.version).major
+            except InvalidVersion:
+                continue
+            if have != want and lib.origin == "LD_LIBRARY_PATH":
+                out.append(Finding(code="CUDNN_MISMATCH", severity="error",
+                                   title=f"{inst.name} {inst.version} was built with cuDNN {inst.variant.cudnn} but "
+                                         f"cuDNN {lib.version} loads first",
+                                   evidence=[lib.path], fix="remove that folder from LD_LIBRARY_PATH"))
+    return out
+
+
+def _wheel_findings(env: Environment, matrix: Matrix, installed: list[Installed]) -> list[Finding]:
+    out = []
+    parsed: dict[str, list[Requirement]] = {}
+    for dist, texts in env.requirements.items():
+        reqs = []
+        for t in texts:
+            try:
+                r = Requirement(t)
+            except InvalidRequirement:
+                continue
+            if r.marker is not None and not _marker_ok(r, env):
+                continue
+            reqs.append(r)
+        parsed[dist] = reqs
+        for r in reqs:
+            name = str(canonicalize_name(r.name))
+            have = env.packages.get(name)
+            if have is None:
+                out.append(Finding(code="NVIDIA_WHEEL_DRIFT", severity="error",
+                                   title=f"{dist} needs {r.name}{r.specifier}, which is not installed",
+                                   evidence=[f"{dist} {env.packages.get(dist, '')} declares {r}"],
+                                   fix=f"pip install '{r.name}{r.specifier}'",
+                                   fix_commands=[["pip", "install", f"{r.name}{r.specifier}"]]))
+            elif r.specifier and not r.specifier.contains(have, prereleases=True):
+                out.append(Finding(code="NVIDIA_WHEEL_DRIFT", severity="error",
+                                   title=f"{name} {have} is installed; {dist} declares {r.specifier}",
+                                   evidence=[f"{dist} {env.packages.get(dist, '')} requires {r}"],
+                                   fix=f"pip install '{r.name}{r.specifier}' (cudamatrix fix reinstalls only the drifted wheels)",
+                                   fix_commands=[["pip", "install", f"{r.name}{r.specifier}"]]))
+    dists = list(parsed)
+    for i, a in enumerate(dists):
+        for b in dists[i + 1:]:
+            if _family(a) == _family(b):
+                continue
+            problems = rules.pin_conflicts(parsed[a], parsed[b], a, b)
+            if problems:
+                out.append(Finding(code="FRAMEWORK_CONFLICT", severity="error",
+                                   title=f"{a} and {b} need different nvidia-* wheels",
+                                   evidence=problems[:5],
+                                   fix=f"cudamatrix solve {a} {b} for a shared set, or keep them in separate environments"))
+    for conflict in env.file_conflicts:
+        out.append(Finding(code="FILE_CLOBBER", severity="error",
+                           title=f"{' and '.join(conflict.distributions)} install the same file",
+                           evidence=[conflict.path],
+                           fix="uninstall one of them (the one the framework does not declare), then reinstall the other"))
+    # torchvision / torchaudio pairing
+    torch = next((i for i in installed if i.name == "torch"), None)
+    if torch is not None and torch.release is not None:
+        for comp in ("torchvision", "torchaudio"):
+            have = env.packages.get(comp)
+            want = torch.release.companions.get(comp)
+            if not have or not want:
+                continue
+            same_base = _base(have) == want
+            local_t = torch.version.partition("+")[2]
+            local_c = have.partition("+")[2]
+            if not same_base or (local_t and local_c and local_t != local_c):
+                out.append(Finding(code="TORCHVISION_MISMATCH", severity="error",
+                                   title=f"{comp} {have} does not match torch {torch.version} (needs {want}"
+                                         f"{'+' + local_t if local_t else ''})",
+                                   evidence=[f"matrix row: {torch.release.source}"],
+                                   fix=f"pip install {comp}=={want}{'+' + local_t if local_t else ''} "
+                                       f"from the same index as torch"))
+    return out
+
+
+def _family(dist: str) -> str:
+    if dist.startswith("jax"):
+        return "jax"
+    if dist.startswith("torch"):
+        return "torch"
+    return dist
+
+
+def _marker_ok(req: Requirement, env: Environment) -> bool:
+    py = ".".join((env.python.version or "3.11").split(".")[:2])
+    target = Target(name="m", python=py, platform=env.python.platform or "linux_x86_64")
+    base = rules.marker_env(target, None)
+    try:
+        return req.marker.evaluate(base)
+    except Exception:
+        return True
+
+
+def _gpu_memory(env: Environment) -> list[Finding]:
+    out = []
+    for gpu in env.gpus:
+        if gpu.memory_total_mib and gpu.memory_used_mib is not None and \
+                gpu.memory_used_mib >= BUSY_FRACTION * gpu.memory_total_mib:
+            procs = [f"pid {p.pid} {p.name or ''} {p.used_memory_mib} MiB".strip() for p in gpu.processes]
+            out.append(Finding(code="GPU_MEMORY_BUSY", severity="warning",
+                               title=f"GPU {gpu.index if gpu.index is not None else ''} has "
+                                     f"{gpu.memory_used_mib} of {gpu.memory_total_mib} MiB in use",
+                               evidence=procs or ["other processes hold most of the GPU memory"],
+                               fix="stop the processes holding it (or restart a stale notebook kernel)"))
+    return out
+
+
+def _advisories(env: Environment, matrix: Matrix) -> list[Finding]:
+    out = []
+    ccs = {g.compute_capability for g in env.gpus if g.compute_capability}
+    for adv in matrix.advisories.advisories:
+        matched = True
+        for text in adv.affects:
+            req = Requirement(text)
+            have = env.packages.get(str(canonicalize_name(req.name)))
+            if have is None or not req.specifier.contains(have, prereleases=True):
+                matched = False
+                break
+        if matched and adv.gpu_compute_capabilities:
+            matched = bool(ccs & set(adv.gpu_compute_capabilities))
+        if matched and adv.driver:
+            from packaging.specifiers import SpecifierSet
+
+            matched = bool(env.driver.version) and SpecifierSet(adv.driver).contains(env.driver.version)
+        if matched:
+            out.append(Finding(code="KNOWN_BAD", severity="error", title=f"{adv.id}: {adv.symptom}",
+                               evidence=list(adv.affects) + [adv.source], fix=adv.fix))
+    return out
+
+
+def _toolkit(env: Environment, matrix: Matrix) -> list[Finding]:
+    out = []
+    if not env.driver.cuda_version:
+        return out
+    try:
+        driver_cuda = Version(env.driver.cuda_version)
+    except InvalidVersion:
+        return out
+    for tk in env.toolkits:
+        try:
+            v = Version(tk.version or "")
+        except InvalidVersion:
+            continue
+        if v.release[:2] > driver_cuda.release[:2]:
+            out.append(Finding(code="TOOLKIT_NEWER_THAN_DRIVER", severity="info",
+                               title=f"CUDA toolkit {tk.version} is newer than the driver's CUDA {env.driver.cuda_version}",
+                               evidence=[tk.path or tk.source],
+                               fix="harmless for pip wheels, which bring their own runtime; programs you build with "
+                                   "this nvcc need a newer driver"))
+    return out
+
+
+def library_path_fix(env: Environment) -> dict[str, str]:
+    """Environment changes that stop LD_LIBRARY_PATH copies from shadowing the wheels' libraries.
+
+    Returns {} when nothing needs fixing, else {"LD_LIBRARY_PATH": "<new value>"}.
+    """
+    current = env.context.env.get("LD_LIBRARY_PATH")
+    if not current:
+        return {}
+    bad_dirs = set()
+    by_soname: dict[str, list] = {}
+    for lib in env.libraries:
+        by_soname.setdefault(lib.soname, []).append(lib)
+    for copies in by_soname.values():
+        first = next((c for c in copies if c.loaded_first), None)
+        wheels = [c for c in copies if c.origin.startswith("wheel:")]
+        if first is not None and first.origin == "LD_LIBRARY_PATH" and wheels and \
+                any(w.version != first.version for w in wheels):
+            bad_dirs.add(os.path.normpath(os.path.dirname(first.path)))
+    if not bad_dirs:
+        return {}
+    kept = [p for p in current.split(os.pathsep) if p and os.path.normpath(p) not in bad_dirs]
+    return {"LD_LIBRARY_PATH": os.pathsep.join(kept)}
+
+
+def summary_exit(findings: list[Finding]) -> int:
+    return 1 if any(f.severity == "error" for f in findings) else 0
+
+
+def known_driver_cuda(matrix: Matrix, env: Environment) -> str | None:
+    if env.driver.cuda_version:
+        return env.driver.cuda_version
+    if env.driver.version:
+        top = driver_max_cuda(matrix, env.driver.version)
+        return str(top) if top else None
+    return None

@@ -1,0 +1,229 @@
+"""The hard rules: does one framework build (release × variant) run on one Target?
+
+Each rule returns Reasons naming the rule, what failed, and the matrix row it came from. Used by the
+solver for every candidate and by ``doctor`` for what is installed. No I/O.
+
+Sources of the rules:
+- driver floors and minor-version compatibility: NVIDIA CUDA Toolkit release notes (table
+  "CUDA Toolkit and Corresponding Driver Versions") and the CUDA Compatibility guide, which says an
+  application running under minor-version compatibility needs SASS for the GPU: PTX JIT is not covered.
+- SASS runs on GPUs of the same major compute capability with an equal or higher minor; PTX for an
+  architecture can be JIT-compiled for any equal or higher one (CUDA C++ Programming Guide,
+  "Binary Compatibility" and "PTX Compatibility"). Arch-specific targets ("9.0a") run on that GPU only.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from packaging.markers import Marker
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from .matrix import CudnnRelease, FrameworkRelease, Matrix, Variant
+from .query import cuda_release, driver_max_cuda, driver_version
+from .schema import cc_key
+from .target import Target
+
+
+@dataclass(frozen=True)
+class Reason:
+    rule: str  # driver_floor, arch, cudnn_gpu, python, platform, request, shared_nvidia, co_installed
+    message: str
+    row: str | None = None  # the matrix row's source
+    need_driver: str | None = None  # for driver_floor: the driver that would do
+
+
+def sass_covers(archs: list[str], cc: str) -> bool:
+    major, minor = cc_key(cc)
+    for arch in archs:
+        a_major, a_minor = cc_key(arch)
+        if arch[-1:] in ("a", "f"):
+            if (a_major, a_minor) == (major, minor) or (arch.endswith("f") and a_major == major and a_minor <= minor):
+                return True
+            continue
+        if a_major == major and a_minor <= minor:
+            return True
+    return False
+
+
+def ptx_covers(ptx: list[str], cc: str) -> bool:
+    return any(not p.endswith(("a", "f")) and cc_key(p) <= cc_key(cc) for p in ptx)
+
+
+def driver_floors(matrix: Matrix, cuda: Version, platform: str) -> tuple[str | None, str | None, str | None]:
+    """(full floor, minor-version-compatibility floor, source) for a CUDA version on a platform."""
+    rel = cuda_release(matrix, cuda)
+    windows = platform.startswith("win")
+    full = (rel.windows_min_driver if windows else rel.linux_min_driver) if rel else None
+    minor = None
+    for row in matrix.cuda.minor_compat:
+        if row.cuda_major == cuda.major:
+            minor = row.windows_min_driver if windows else row.linux_min_driver
+    return full, minor, rel.source if rel else None
+
+
+def cudnn_row(matrix: Matrix, version: Version) -> CudnnRelease | None:
+    """The cuDNN row for a version: the same major.minor, else the nearest lower one of the same major."""
+    best = None
+    for row in matrix.cudnn.releases:
+        if row.version.major == version.major and row.version.release[:2] <= version.release[:2] and \
+                (best is None or row.version > best.version):
+            best = row
+    return best
+
+
+def _ge(driver: str, floor: str) -> bool:
+    try:
+        return driver_version(driver) >= driver_version(floor)
+    except ValueError:
+        return False
+
+
+@lru_cache(maxsize=4096)
+def _marker(text: str) -> Marker:
+    return Marker(text)
+
+
+def marker_env(target: Target, extra: str | None) -> dict[str, str]:
+    plat = target.platform
+    system = "Windows" if plat.startswith("win") else ("Darwin" if plat.startswith("macos") else "Linux")
+    machine = {"linux_x86_64": "x86_64", "linux_aarch64": "aarch64", "win_amd64": "AMD64",
+               "macos_arm64": "arm64", "macos_x86_64": "x86_64"}.get(plat, "x86_64")
+    py = target.python or "3.11"
+    return {"platform_system": system, "platform_machine": machine, "python_version": py,
+            "python_full_version": py + ".0", "sys_platform": {"Linux": "linux", "Windows": "win32",
+                                                                "Darwin": "darwin"}[system],
+            "os_name": "nt" if system == "Windows" else "posix", "implementation_name": "cpython",
+            "platform_python_implementation": "CPython", "extra": extra or ""}
+
+
+def pins_for(variant: Variant, target: Target) -> list[Requirement]:
+    """The variant's nvidia-* requirements that apply on the target (markers evaluated)."""
+    out = []
+    extras = [variant.pip_extra, "with-cuda", "and-cuda", "cuda"] if variant.pip_extra else [None, "with-cuda"]
+    for text in variant.nvidia_pins:
+        req = Requirement(text)
+        if req.marker is None or any(req.marker.evaluate(marker_env(target, e)) for e in extras):
+            out.append(req)
+    return out
+
+
+def check(matrix: Matrix, release: FrameworkRelease, variant: Variant, target: Target) -> list[Reason]:
+    """Every hard rule the build breaks on the target; empty when it fits."""
+    reasons: list[Reason] = []
+    label = f"{release.name} {release.version} {variant.name}"
+    platforms = variant.platforms or release.platforms
+    if platforms and target.platform not in platforms:
+        reasons.append(Reason("platform", f"{label} is not published for {target.platform} "
+                                          f"(only {', '.join(platforms)})", variant.source))
+    if target.python and release.python and target.python not in release.python:
+        reasons.append(Reason("python", f"{label} supports Python {', '.join(release.python)}, "
+                                        f"not {target.python}", release.source))
+    if variant.cuda is None or not (target.has_gpu or target.driver):
+        return reasons
+    jit_ok = True
+    if target.driver:
+        full, minor, row = driver_floors(matrix, variant.cuda, target.platform)
+        if full and _ge(target.driver, full):
+            pass
+        elif minor and _ge(target.driver, minor):
+            jit_ok = False  # minor-version compatibility: SASS only
+        elif full or minor:
+            top = driver_max_cuda(matrix, target.driver)
+            runs = f"runs CUDA <= {top}" if top else "is older than"
+            reasons.append(Reason(
+                "driver_floor",
+                f"driver {target.driver} {runs}; {label} needs CUDA {variant.cuda} "
+                f"(driver >= {minor or full}{' with minor-version compatibility, ' + full + ' fully' if minor and full and minor != full else ''})",
+                row, need_driver=minor or full))
+            jit_ok = False
+        if variant.min_driver and not _ge(target.driver, variant.min_driver):
+            reasons.append(Reason("driver_floor", f"{label} documents a minimum driver of {variant.min_driver}; "
+                                                  f"the target has {target.driver}", variant.source,
+                                  need_driver=variant.min_driver))
+    for gpu in target.gpus:
+        cc = gpu.compute_capability
+        gname = gpu.name or f"sm_{cc.replace('.', '')}"
+        if variant.archs or variant.ptx:
+            if sass_covers(variant.archs, cc):
+                pass
+            elif ptx_covers(variant.ptx, cc):
+                if not jit_ok and not any(r.rule == "driver_floor" for r in reasons):
+                    reasons.append(Reason(
+                        "arch", f"{label} reaches {gname} (compute capability {cc}) only by PTX JIT, which the "
+                                f"driver's minor-version compatibility does not cover", variant.source))
+            else:
+                have = " ".join(f"sm_{a.replace('.', '')}" for a in variant.archs)
+                ptx = " ".join(f"compute_{a.replace('.', '')}" for a in variant.ptx) or "none"
+                reasons.append(Reason(
+                    "arch", f"{label} has no kernel image for {gname} (compute capability {cc}): "
+                            f"SASS {have or 'none'}, PTX {ptx}", variant.source))
+        if variant.cudnn is not None:
+            row = cudnn_row(matrix, variant.cudnn)
+            if row is not None and row.compute_capabilities:
+                lowest = min(row.compute_capabilities, key=cc_key)
+                if cc_key(cc) < cc_key(lowest):
+                    reasons.append(Reason(
+                        "cudnn_gpu", f"cuDNN {row.version} bundled with {label} supports compute capability "
+                                     f">= {lowest}, not {gname} ({cc})", row.source))
+    return reasons
+
+
+def full_support(matrix: Matrix, variant: Variant, target: Target) -> bool:
+    """The driver supports the variant's CUDA fully (no minor-version compatibility needed)."""
+    if variant.cuda is None or not target.driver:
+        return True
+    full, _, _ = driver_floors(matrix, variant.cuda, target.platform)
+    return full is None or _ge(target.driver, full)
+
+
+def bundles_nvidia_wheels(release: FrameworkRelease, variant: Variant, target: Target) -> bool:
+    """Whether the build pulls CUDA libraries as nvidia-* wheels (so co-installed builds must share them)."""
+    if variant.cuda is None or not target.platform.startswith("linux"):
+        return False
+    if variant.nvidia_pins or variant.pip_extra or variant.extra_packages:
+        return True
+    # PyTorch GPU wheels for Linux declare nvidia-* wheels from 2.1 on (wheel metadata)
+    return release.name == "torch" and release.version >= Version("2.1")
+
+
+def library_key(name: str) -> str:
+    """nvidia-cudnn-cu12 -> nvidia-cudnn: distributions that install the same files share a key."""
+    name = str(canonicalize_name(name))
+    parts = name.split("-")
+    if len(parts) > 2 and parts[-1].startswith("cu") and parts[-1][2:].isdigit():
+        parts = parts[:-1]
+    return "-".join(parts)
+
+
+def pin_conflicts(a: list[Requirement], b: list[Requirement], a_label: str, b_label: str) -> list[str]:
+    """Why two sets of nvidia-* requirements cannot be installed together. Empty when they can."""
+    problems = []
+    by_name = {canonicalize_name(r.name): r for r in a}
+    by_key: dict[str, list[Requirement]] = {}
+    for r in a:
+        by_key.setdefault(library_key(r.name), []).append(r)
+    for r in b:
+        name = canonicalize_name(r.name)
+        other = by_name.get(name)
+        if other is not None:
+            if not _specs_meet(other, r):
+                problems.append(f"{a_label} needs {other.name}{other.specifier}, {b_label} needs {r.name}{r.specifier}")
+            continue
+        for o in by_key.get(library_key(r.name), []):
+            if canonicalize_name(o.name) != name:
+                problems.append(f"{a_label} needs {o.name}, {b_label} needs {r.name}: two CUDA majors of one "
+                                f"library install the same files")
+    return problems
+
+
+def _specs_meet(x: Requirement, y: Requirement) -> bool:
+    """Whether some version satisfies both requirements' specifiers (exact pins checked exactly)."""
+    for first, second in ((x, y), (y, x)):
+        for spec in first.specifier:
+            if spec.operator in ("==", "===") and "*" not in spec.version:
+                return second.specifier.contains(spec.version, prereleases=True) and \
+                    first.specifier.contains(spec.version, prereleases=True)
+    return True  # two ranges: assume they meet

@@ -1,0 +1,133 @@
+"""Target: the machine profile the solver solves for — from a live or saved Environment, or from flags.
+
+A Dockerfile build step has no GPU; ``--driver 535.104.05 --gpu "Tesla T4" --python 3.10`` describes
+the machine the image will run on.
+"""
+from __future__ import annotations
+
+import platform as _platform
+import sys
+from dataclasses import dataclass, field
+
+from packaging.version import InvalidVersion, Version
+
+from .errors import UsageError
+from .matrix import Matrix
+from .models import Environment
+from .schema import normalize_cc
+
+PLATFORMS = ("linux_x86_64", "linux_aarch64", "win_amd64")
+
+
+@dataclass(frozen=True)
+class TargetGpu:
+    compute_capability: str  # "7.5"
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the solver needs to know about one machine."""
+
+    name: str
+    driver: str | None = None  # "535.104.05"; None: unknown (assumed new enough, with a warning)
+    gpus: tuple[TargetGpu, ...] = ()
+    python: str | None = None  # "3.11"
+    platform: str = "linux_x86_64"
+    cuda_toolkit: str | None = None
+    driver_usable: bool = True  # False: mismatch / no device visible
+    notes: tuple[str, ...] = field(default=())
+
+    def key(self) -> tuple:
+        """Machines with the same key get the same answer: solve each key once (fleets)."""
+        return (self.driver, tuple(sorted(g.compute_capability for g in self.gpus)), self.python, self.platform)
+
+    @property
+    def has_gpu(self) -> bool:
+        return bool(self.gpus)
+
+    def describe(self) -> str:
+        gpus = ", ".join(f"{g.name or 'GPU'} (sm {g.compute_capability})" for g in self.gpus) or "no GPU"
+        driver = f"driver {self.driver}" if self.driver else "driver unknown"
+        return f"{self.name}: {gpus}; {driver}; Python {self.python or 'any'}; {self.platform}"
+
+
+def _py_minor(version: str | None) -> str | None:
+    if not version:
+        return None
+    try:
+        v = Version(version)
+    except InvalidVersion:
+        raise UsageError(f"--python {version!r} is not a Python version", hint="e.g. --python 3.10") from None
+    return f"{v.major}.{v.minor}"
+
+
+def host_platform() -> str:
+    machine = _platform.machine().lower()
+    if sys.platform.startswith("win"):
+        return "win_amd64"
+    if sys.platform == "darwin":
+        return "macos_arm64" if machine == "arm64" else "macos_x86_64"
+    return "linux_aarch64" if machine in ("aarch64", "arm64") else "linux_x86_64"
+
+
+def from_environment(env: Environment, matrix: Matrix, name: str = "this machine") -> Target:
+    """The Target of a detected (or saved) Environment."""
+    from .query import find_gpu
+
+    gpus = []
+    for g in env.gpus:
+        cc = g.compute_capability
+        if not cc and g.name:
+            known = find_gpu(matrix, g.name)
+            cc = known.compute_capability if known else None
+        if cc:
+            gpus.append(TargetGpu(normalize_cc(cc), g.name))
+    plat = env.python.platform or (host_platform() if env.origin == "live" else "linux_x86_64")
+    toolkit = next((t.version for t in env.toolkits if t.version), None)
+    usable = env.driver.status in ("ok", "unknown")
+    return Target(name=name, driver=env.driver.version, gpus=tuple(gpus), python=_py_minor(env.python.version),
+                  platform=plat, cuda_toolkit=toolkit, driver_usable=usable)
+
+
+def from_flags(matrix: Matrix, *, driver: str | None, gpus: list[str], python: str | None,
+               platform: str | None, cuda_toolkit: str | None, base: Target | None = None) -> Target:
+    """A Target from command-line flags, over ``base`` (the live machine) where a flag is absent."""
+    from .query import find_gpu, suggest_gpus
+
+    if driver is not None:
+        parts = driver.strip().split(".")
+        if not all(p.isdigit() for p in parts) or not parts[0]:
+            raise UsageError(f"--driver {driver!r} is not a driver version", hint="e.g. --driver 535.104.05")
+    if platform is not None and platform not in PLATFORMS:
+        raise UsageError(f"--platform {platform!r} is not known", hint=f"one of: {', '.join(PLATFORMS)}")
+    if cuda_toolkit is not None:
+        try:
+            Version(cuda_toolkit)
+        except InvalidVersion:
+            raise UsageError(f"--cuda-toolkit {cuda_toolkit!r} is not a version", hint="e.g. 12.4") from None
+    target_gpus = []
+    for text in gpus:
+        try:
+            cc = normalize_cc(text)
+            target_gpus.append(TargetGpu(cc, None))
+            continue
+        except ValueError:
+            pass
+        gpu = find_gpu(matrix, text)
+        if gpu is None:
+            close = suggest_gpus(matrix, text)
+            raise UsageError(f"--gpu {text!r}: no GPU of that name in the matrix",
+                             hint=("did you mean: " + ", ".join(repr(c) for c in close)) if close
+                             else "give the compute capability instead, e.g. --gpu 8.6 or --gpu sm_86")
+        target_gpus.append(TargetGpu(gpu.compute_capability, gpu.name))
+    base = base or Target(name="target")
+    return Target(
+        name="target" if (driver or gpus or python or platform) else base.name,
+        driver=driver if driver is not None else base.driver,
+        gpus=tuple(target_gpus) if gpus else base.gpus,
+        python=_py_minor(python) if python else base.python,
+        platform=platform or base.platform,
+        cuda_toolkit=cuda_toolkit or base.cuda_toolkit,
+        driver_usable=True if (driver or gpus) else base.driver_usable,
+    )

@@ -1,0 +1,191 @@
+"""The matrix: it loads, it is consistent (lint), and bad data fails precisely."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.version import Version
+
+from cudamatrix.matrix import default_data_dir, load_matrix, load_matrix_from
+from cudamatrix.query import find_gpu, lint
+from cudamatrix.schema import cc_key
+
+DATA = default_data_dir()
+
+
+def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cudamatrix", *args], capture_output=True, text=True, timeout=120,
+                          env=env)
+
+
+@pytest.fixture(scope="module")
+def matrix():
+    return load_matrix()
+
+
+def test_shipped_matrix_is_clean(matrix):
+    assert lint(matrix) == []
+
+
+def test_every_row_is_sourced(matrix):
+    rows = [*matrix.cuda.releases, *matrix.cuda.minor_compat, *matrix.cuda.driver_branches,
+            *matrix.gpus.architectures, *matrix.gpus.gpus, *matrix.cudnn.releases, *matrix.advisories.advisories]
+    for fam in ("torch", "tensorflow", "jax"):
+        for rel in matrix.frameworks(fam):
+            rows.append(rel)
+            rows.extend(rel.variants)
+    assert all(r.source.strip() for r in rows)
+    assert len(rows) > 300
+
+
+def test_cuda_table_covers_10_0_to_13(matrix):
+    versions = {str(r.version) for r in matrix.cuda.releases}
+    for v in ("10.0", "10.1", "10.2", "11.0", "11.8", "12.0", "12.4", "12.8", "13.0"):
+        assert any(x == v or x.startswith(v + ".") for x in versions), v
+    for major in (10, 11, 12, 13):
+        rels = sorted((r for r in matrix.cuda.releases if r.version.major == major and r.linux_min_driver),
+                      key=lambda r: r.version)
+        drivers = [tuple(int(p) for p in r.linux_min_driver.split(".")) for r in rels]
+        assert drivers == sorted(drivers), f"minimum drivers decrease within CUDA {major}"
+    assert {m.cuda_major for m in matrix.cuda.minor_compat} >= {11, 12, 13}
+    branches = {b.branch: str(b.max_cuda) for b in matrix.cuda.driver_branches}
+    assert branches.get(565) == "12.7"  # a CUDA version no toolkit was released for
+
+
+def test_gpus_known_and_compiled_for(matrix):
+    assert len(matrix.gpus.gpus) >= 90
+    toolkit_ccs = {c.rstrip("af") for r in matrix.cuda.releases for c in r.compute_capabilities}
+    for gpu in matrix.gpus.gpus:
+        assert gpu.compute_capability.rstrip("af") in toolkit_ccs, gpu.name
+    assert find_gpu(matrix, "Tesla T4").compute_capability == "7.5"
+    assert find_gpu(matrix, "NVIDIA H100 80GB HBM3").compute_capability == "9.0"
+    assert find_gpu(matrix, "NVIDIA GeForce RTX 5090").compute_capability == "12.0"
+    kepler = next(a for a in matrix.gpus.architectures if a.name == "Kepler")
+    assert kepler.last_driver_branch == 470
+
+
+def test_cudnn_encoding_and_drops(matrix):
+    assert any(r.version.major == 7 for r in matrix.cudnn.releases)
+    assert any(r.version.major == 9 for r in matrix.cudnn.releases)
+    newest = max(matrix.cudnn.releases, key=lambda r: r.version)
+    old = [r for r in matrix.cudnn.releases if Version("9.0") <= r.version < Version("9.11")]
+    # cuDNN 9.11 dropped Maxwell, Pascal and Volta
+    if newest.version >= Version("9.11"):
+        assert min(newest.compute_capabilities, key=cc_key) == "7.5"
+    assert old and all("6.0" in r.compute_capabilities for r in old)
+    assert {r.soname for r in matrix.cudnn.releases} >= {"libcudnn.so.7", "libcudnn.so.8", "libcudnn.so.9"}
+
+
+def test_framework_rows(matrix):
+    versions = {str(r.version) for r in matrix.frameworks("torch")}
+    assert {"1.12.0", "2.0.0", "2.5.1"} <= versions
+    for fam in ("torch", "tensorflow", "jax"):
+        for rel in matrix.frameworks(fam):
+            for var in rel.variants:
+                for pin in var.nvidia_pins:
+                    Requirement(pin)  # parses
+                if var.cuda is not None:
+                    assert any(r.version.release[:2] == var.cuda.release[:2] for r in matrix.cuda.releases)
+    tf = {str(r.version) for r in matrix.frameworks("tensorflow")}
+    assert "2.4.0" in tf and "2.15.0" in tf
+
+
+def test_show_torch_251_json():
+    out = cli("matrix", "show", "torch", "2.5.1", "--json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert set(doc) == {"schema_version", "command", "status", "exit_code", "data", "errors"}
+    (row,) = doc["data"]["rows"]
+    variants = {v["name"]: v for v in row["variants"]}
+    assert {"cu118", "cu121", "cu124"} <= set(variants)
+    assert variants["cu121"]["cuda"] == "12.1"
+    assert variants["cu124"]["cudnn"].startswith("9.1")
+    assert "8.6" in variants["cu124"]["archs"] and "9.0" in variants["cu124"]["archs"]
+    for key in ("name", "index_url", "cuda", "cudnn", "archs", "ptx", "nvidia_pins", "pypi_default"):
+        assert key in variants["cu118"]
+
+
+def test_show_gpu_t4():
+    out = cli("matrix", "show", "gpu", "Tesla T4")
+    assert out.returncode == 0, out.stderr
+    assert "7.5" in out.stdout and "Turing" in out.stdout
+    doc = json.loads(cli("matrix", "show", "gpu", "Tesla T4", "--json").stdout)
+    assert doc["data"]["rows"][0]["compute_capability"] == "7.5"
+
+
+def test_show_cuda_and_cudnn_json():
+    doc = json.loads(cli("matrix", "show", "cuda", "12.4", "--json").stdout)
+    row = doc["data"]["rows"][0]
+    assert row["version"].startswith("12.4") and row["linux_min_driver"] and "windows_min_driver" in row
+    doc = json.loads(cli("matrix", "show", "cudnn", "--json").stdout)
+    assert all({"version", "cuda_versions", "compute_capabilities"} <= set(r) for r in doc["data"]["rows"])
+
+
+def test_unknown_family_is_usage_error():
+    out = cli("matrix", "show", "pytorch")
+    assert out.returncode == 2
+    assert "unknown matrix family" in out.stderr and "Traceback" not in out.stderr
+
+
+@pytest.fixture()
+def data_copy(tmp_path: Path) -> Path:
+    dst = tmp_path / "data"
+    shutil.copytree(DATA, dst)
+    return dst
+
+
+def _edit(path: Path, fn) -> None:
+    doc = json.loads(path.read_text())
+    fn(doc)
+    path.write_text(json.dumps(doc))
+
+
+@pytest.mark.parametrize("mutate, expected", [
+    (lambda d: d["releases"][2]["variants"][0].__setitem__("bogus", 1), "torch.json: releases[2].variants[0].bogus: unknown key"),
+    (lambda d: d["releases"][0].__setitem__("version", 2.5), "torch.json: releases[0].version"),
+    (lambda d: d["releases"][1]["variants"][0].__setitem__("archs", ["sm_x"]), "torch.json: releases[1].variants[0].archs[0]"),
+])
+def test_broken_data_names_file_and_path(data_copy: Path, mutate, expected):
+    _edit(data_copy / "torch.json", mutate)
+    out = cli("matrix", "validate", str(data_copy))
+    assert out.returncode == 2
+    assert expected in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_invalid_json_and_missing_file(data_copy: Path):
+    (data_copy / "gpus.json").write_text("{ not json")
+    out = cli("matrix", "validate", str(data_copy))
+    assert out.returncode == 2 and "gpus.json: not valid JSON at line 1" in out.stderr
+    (data_copy / "gpus.json").unlink()
+    out = cli("matrix", "validate", str(data_copy), "--json")
+    assert out.returncode == 2
+    doc = json.loads(out.stdout)
+    assert doc["status"] == "usage_error" and "gpus.json" in doc["errors"][0]["message"]
+
+
+def test_lint_finds_duplicates_and_decreasing_drivers(data_copy: Path):
+    def dup(d):
+        d["releases"].append(d["releases"][0])
+    _edit(data_copy / "cudnn.json", dup)
+
+    def decrease(d):
+        rows = [r for r in d["releases"] if r["version"].startswith("12.") and r.get("linux_min_driver")]
+        rows[-1]["linux_min_driver"] = "400.1"
+    _edit(data_copy / "cuda.json", decrease)
+    problems = lint(load_matrix_from(data_copy, use_cache=False))
+    assert any("duplicate row" in p for p in problems)
+    assert any("decreases within CUDA 12" in p for p in problems)
+    out = cli("matrix", "validate", str(data_copy))
+    assert out.returncode == 2 and "duplicate row" in out.stderr
+
+
+def test_validate_shipped_ok():
+    out = cli("matrix", "validate", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["data"]["problems"] == []

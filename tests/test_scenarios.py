@@ -1,0 +1,137 @@
+"""Scenario files: an environment or target + a request -> the expected solution, causes or findings.
+
+Each ``tests/scenarios/*.json`` is one case, most taken from a public bug report (its ``source``). A new
+bug report becomes a regression test by adding a file, without new Python. Keys:
+
+- ``target``: flags (driver, gpus, python, platform) — or ``targets``: a list of named flag sets (a fleet);
+- ``environment``: an Environment as ``detect --json`` saves it (doctor scenarios, and the installed set);
+- ``request``: requirement strings for solve (absent: doctor);
+- ``expect``: what must hold (see ``check_solution`` / ``check_findings``).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from packaging.specifiers import SpecifierSet
+
+from cudamatrix.diagnose import diagnose, summary_exit
+from cudamatrix.errors import NoSolution
+from cudamatrix.matrix import load_matrix
+from cudamatrix.models import Environment
+from cudamatrix.schema import validate
+from cudamatrix.solve import parse_request, solve
+from cudamatrix.target import Target, from_environment, from_flags
+
+SCENARIOS = sorted((Path(__file__).parent / "scenarios").glob("*.json"))
+
+
+def _target(matrix, flags: dict, name: str, base: Target | None = None) -> Target:
+    t = from_flags(matrix, driver=flags.get("driver"), gpus=flags.get("gpus", []), python=flags.get("python"),
+                   platform=flags.get("platform"), cuda_toolkit=None, base=base or Target(name=name))
+    return Target(**{**t.__dict__, "name": name})
+
+
+def test_there_are_enough_scenarios():
+    assert len(SCENARIOS) >= 40
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
+def test_scenario(path: Path):
+    case = json.loads(path.read_text())
+    assert case.get("source"), f"{path.name}: every scenario names its source"
+    matrix = load_matrix()
+    env = validate(Environment, case["environment"], path.name) if "environment" in case else None
+    expect = case["expect"]
+    if "request" not in case:
+        check_findings(diagnose(env, matrix), expect)
+        return
+    if "targets" in case:
+        targets = [_target(matrix, flags, name) for name, flags in case["targets"].items()]
+    elif env is not None:
+        base = from_environment(env, matrix)
+        targets = [_target(matrix, case["target"], "this machine", base)] if "target" in case else [base]
+    else:
+        targets = [_target(matrix, case["target"], "target")]
+    request = parse_request(case["request"], env)
+    try:
+        solution = solve(targets, request, matrix, installed=env)
+    except NoSolution as exc:
+        assert expect.get("exit") == 3, f"unexpected no solution: {exc.message}"
+        check_no_solution(exc.detail, expect)
+        return
+    assert expect.get("exit", 0) == 0, f"expected no solution, got {solution.pip_args}"
+    check_solution(solution, expect, matrix, targets)
+
+
+def check_solution(solution, expect: dict, matrix, targets) -> None:
+    chosen = {fw.name: fw for fw in solution.frameworks}
+    for name, want in expect.get("frameworks", {}).items():
+        fw = chosen[name]
+        if "cuda" in want:
+            assert fw.cuda is not None and SpecifierSet(want["cuda"]).contains(fw.cuda), \
+                f"{name} {fw.version} {fw.variant}: CUDA {fw.cuda} not {want['cuda']}"
+        if "version" in want:
+            assert SpecifierSet(want["version"]).contains(fw.version), f"{name} {fw.version} not {want['version']}"
+        if want.get("gpu_build", True) is True:
+            assert fw.cuda is not None, f"{name} {fw.version}: a CPU build was chosen for a GPU target"
+        if want.get("gpu_build") is False:
+            assert fw.cuda is None, f"{name}: a GPU build was chosen"
+        if "variant" in want:
+            assert fw.variant == want["variant"]
+    if expect.get("same_cuda_major"):
+        majors = {fw.cuda.split(".")[0] for fw in solution.frameworks if fw.cuda}
+        assert len(majors) == 1, f"frameworks mix CUDA majors: {majors}"
+    # every chosen GPU build really covers every target GPU (SASS, or PTX from a lower architecture)
+    from cudamatrix import rules
+
+    for fw in solution.frameworks:
+        release = next(r for r in matrix.frameworks(fw.name) if str(r.version) == fw.version)
+        variant = next(v for v in release.variants if v.name == fw.variant)
+        for t in targets:
+            assert not rules.check(matrix, release, variant, t), f"{fw.name} {fw.version} breaks a rule on {t.name}"
+            for gpu in t.gpus:
+                if variant.archs or variant.ptx:
+                    assert rules.sass_covers(variant.archs, gpu.compute_capability) or \
+                        rules.ptx_covers(variant.ptx, gpu.compute_capability)
+    names = {p.name for p in solution.packages}
+    for name in expect.get("packages_include", []):
+        assert name in names, f"{name} missing from {sorted(names)}"
+    if "to_install_prefix" in expect:
+        assert solution.to_install, "expected something to install"
+        assert all(p.name.startswith(expect["to_install_prefix"]) for p in solution.to_install), \
+            [p.name for p in solution.to_install]
+    if "unchanged" in expect:
+        assert solution.unchanged is expect["unchanged"], solution.to_install
+    if "index_contains" in expect:
+        urls = [solution.index_url or ""] + solution.extra_index_urls
+        assert any(expect["index_contains"] in u for u in urls), urls
+
+
+def check_no_solution(detail: dict, expect: dict) -> None:
+    rules_seen = {c["rule"] for c in detail["causes"]}
+    if "cause_rules_any" in expect:
+        assert rules_seen & set(expect["cause_rules_any"]), rules_seen
+    kinds = {w["kind"] for w in detail["ways_out"]}
+    if "way_kinds_any" in expect:
+        assert kinds & set(expect["way_kinds_any"]), kinds
+    machines = {m for c in detail["causes"] for m in c.get("machines", [])}
+    for m in expect.get("machines_include", []):
+        assert m in machines, machines
+    for m in expect.get("machines_exclude", []):
+        assert m not in machines, machines
+    for c in detail["causes"]:
+        assert c["message"], "every cause is a sentence"
+
+
+def check_findings(findings, expect: dict) -> None:
+    codes = [f.code for f in findings]
+    for code in expect.get("findings", []):
+        assert code in codes, f"{code} not in {codes}"
+    for code in expect.get("no_findings", []):
+        assert code not in codes, f"{code} unexpectedly in {codes}"
+    if "exit" in expect:
+        assert summary_exit(findings) == expect["exit"], [(f.code, f.severity, f.title) for f in findings]
+    for f in findings:
+        assert f.title and (f.fix or f.severity == "info"), f

@@ -1,0 +1,200 @@
+"""solve / lock / check / env / doctor through the command line: envelopes, targets, bad input, fleets."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ENVELOPE = {"schema_version", "command", "status", "exit_code", "data", "errors"}
+T4 = ["--driver", "535.104.05", "--gpu", "Tesla T4", "--python", "3.10"]
+
+
+def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cudamatrix", *args], capture_output=True, text=True,
+                          timeout=180, input=stdin)
+
+
+def envelope(out: subprocess.CompletedProcess) -> dict:
+    doc = json.loads(out.stdout)
+    assert set(doc) == ENVELOPE
+    assert doc["exit_code"] == out.returncode
+    return doc
+
+
+def environment(driver="535.104.05", gpus=(("Tesla T4", "7.5"),), python="3.10.12", packages=None,
+                frameworks=()) -> dict:
+    return {"origin": "file", "driver": {"version": driver, "cuda_version": None, "status": "ok"},
+            "gpus": [{"index": i, "name": n, "compute_capability": cc} for i, (n, cc) in enumerate(gpus)],
+            "python": {"version": python, "platform": "linux_x86_64"},
+            "packages": packages or {}, "frameworks": list(frameworks)}
+
+
+def test_solve_target_flags_json():
+    out = cli("solve", "torch", "torchvision", *T4, "--json")
+    assert out.returncode == 0, out.stderr
+    doc = envelope(out)
+    sol = doc["data"]["solution"]
+    assert doc["command"] == "solve" and doc["status"] == "ok"
+    names = {p["name"]: p["version"] for p in sol["packages"]}
+    assert "torch" in names and "torchvision" in names
+    assert sol["cuda"].startswith("12.") and sol["variant"].startswith("cu12")
+    assert sol["pip_args"][-2:] == [f"torch=={names['torch']}", f"torchvision=={names['torchvision']}"] or \
+        f"torch=={names['torch']}" in sol["pip_args"]
+    for key in ("packages", "variant", "index_url", "extra_index_urls", "pip_args", "env", "rejected"):
+        assert key in sol
+    # candidates that cannot run on a T4 with driver 535 were rejected, each with its rule
+    assert sol["rejected"] and all(r["reasons"] and r["rules"] for r in sol["rejected"])
+
+
+def test_solve_human_output_has_pip_command_and_explain():
+    out = cli("solve", "torch", *T4, "--explain")
+    assert out.returncode == 0, out.stderr
+    assert "pip install" in out.stdout and "trace" in out.stdout and "rejected" in out.stdout
+
+
+def test_no_solution_exit_3_with_causes_and_ways_out():
+    out = cli("solve", "torch==2.5.1", "--driver", "570.124.04", "--gpu", "NVIDIA GeForce RTX 5090", "--json")
+    assert out.returncode == 3
+    doc = envelope(out)
+    assert doc["status"] == "no_solution"
+    assert any(c["rule"] == "arch" for c in doc["data"]["causes"])
+    assert doc["data"]["ways_out"]
+    human = cli("solve", "torch==2.5.1", "--driver", "570.124.04", "--gpu", "sm_120")
+    assert human.returncode == 3 and "no kernel image" in human.stderr and "ways out" in human.stderr
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["solve", "torch>>2", *T4], "cannot parse requirement"),
+    (["solve", "torch", "--gpu", "Tesla T5"], "did you mean"),
+    (["solve", "torch", "--driver", "five-three-five"], "not a driver version"),
+    (["solve", "torch", "--platform", "amiga"], "--platform"),
+    (["lock", "torch", *T4, "--format", "conda"], "--format"),
+    (["env", "--shell", "tcsh"], "--shell"),
+])
+def test_bad_input_is_exit_2_without_traceback(args, needle):
+    out = cli(*args)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert needle in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_unknown_gpu_suggests_the_closest_name():
+    out = cli("solve", "torch", "--gpu", "RTX 4090", "--json")
+    if out.returncode == 0:  # an alias matched: that is fine too
+        return
+    doc = envelope(out)
+    assert doc["errors"][0]["hint"].startswith("did you mean")
+
+
+def test_contradictory_options(tmp_path: Path):
+    a = tmp_path / "a.json"
+    a.write_text(json.dumps(environment()))
+    b = tmp_path / "b.json"
+    b.write_text(json.dumps(environment()))
+    out = cli("solve", "torch", "--env", str(a), "--env", str(b), "--driver", "550.54.15")
+    assert out.returncode == 2 and "cannot be combined" in out.stderr
+    out = cli("doctor", "--env", str(a), "--from", str(b))
+    assert out.returncode == 2 and "cannot be combined" in out.stderr
+
+
+def test_fleet_of_saved_environments_names_blocking_machines(tmp_path: Path):
+    files = []
+    for i in range(3):
+        p = tmp_path / f"t4-{i}.json"
+        p.write_text(json.dumps(environment()))
+        files += ["--env", str(p)]
+    k80 = tmp_path / "old-k80.json"
+    k80.write_text(json.dumps(environment(driver="470.256.02", gpus=(("Tesla K80", "3.7"),))))
+    r5090 = tmp_path / "new-5090.json"
+    r5090.write_text(json.dumps(environment(driver="570.124.04", gpus=(("NVIDIA GeForce RTX 5090", "12.0"),))))
+    ok = cli("solve", "torch", *files, "--json")
+    assert ok.returncode == 0, ok.stderr
+    assert len(envelope(ok)["data"]["targets"]) == 3
+    out = cli("solve", "torch", *files, "--env", str(k80), "--env", str(r5090), "--json")
+    assert out.returncode == 3
+    machines = {m for c in envelope(out)["data"]["causes"] for m in c["machines"]}
+    assert "old-k80" in machines or "new-5090" in machines
+    assert not any(m.startswith("t4-") for m in machines)
+
+
+def test_bad_env_file_names_the_key(tmp_path: Path):
+    bad = tmp_path / "bad.json"
+    doc = environment()
+    doc["gpus"][0]["bogus"] = 1
+    bad.write_text(json.dumps(doc))
+    out = cli("solve", "torch", "--env", str(bad))
+    assert out.returncode == 2
+    assert "gpus[0].bogus" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_lock_requirements_file_header_and_pins(tmp_path: Path):
+    target = tmp_path / "requirements.txt"
+    out = cli("lock", "torch", "torchvision", *T4, "-o", str(target))
+    assert out.returncode == 0, out.stderr
+    text = target.read_text()
+    assert text.startswith("# written by cudamatrix lock from matrix ")
+    assert "# target " in text and "Tesla T4" in text
+    lines = [line for line in text.splitlines() if line and not line.startswith("#")]
+    assert any(line.startswith(("--index-url https://download.pytorch.org/whl/cu12",
+                                "--extra-index-url https://download.pytorch.org/whl/cu12")) or
+               line.startswith("torch==") for line in lines)
+    assert any(line.startswith("torch==") for line in lines)
+    assert all("==" in line for line in lines if not line.startswith("--"))
+
+
+def test_lock_uv_format():
+    out = cli("lock", "torch", *T4, "--format", "uv")
+    assert out.returncode == 0, out.stderr
+    assert "[[tool.uv.index]]" in out.stdout and "[tool.uv.sources]" in out.stdout
+    assert 'explicit = true' in out.stdout and 'torch = [{ index = "pytorch-cu12' in out.stdout
+
+
+def test_check_requirements_gate(tmp_path: Path):
+    good = tmp_path / "good.txt"
+    assert cli("lock", "torch", *T4, "-o", str(good)).returncode == 0
+    out = cli("check", "-r", str(good), *T4, "--json")
+    assert out.returncode == 0, out.stdout + out.stderr
+    doc = envelope(out)
+    assert doc["data"]["fits"] is True
+    assert doc["data"]["base_image"].startswith("nvidia/cuda:12.")
+    assert doc["data"]["nvidia_require_cuda"].startswith("cuda>=12.")
+    bad = tmp_path / "bad.txt"
+    bad.write_text("--extra-index-url https://download.pytorch.org/whl/cu124\ntorch==2.5.1+cu124\n")
+    out = cli("check", "-r", str(bad), "--driver", "570.124.04", "--gpu", "NVIDIA GeForce RTX 5090")
+    assert out.returncode == 1
+    assert "no kernel image" in out.stdout
+    broken = tmp_path / "broken.txt"
+    broken.write_text("torch===\n")
+    out = cli("check", "-r", str(broken), *T4)
+    assert out.returncode == 2 and "broken.txt:1" in out.stderr
+
+
+def test_env_prints_nothing_when_nothing_needs_fixing(tmp_path: Path):
+    p = tmp_path / "e.json"
+    p.write_text(json.dumps(environment()))
+    out = cli("env", "--env", str(p))
+    assert out.returncode == 0 and out.stdout == ""
+
+
+def test_env_removes_shadowing_folder(tmp_path: Path):
+    doc = environment()
+    doc["context"] = {"env": {"LD_LIBRARY_PATH": "/opt/cudnn8/lib:/usr/local/nvidia/lib64"}}
+    doc["libraries"] = [
+        {"name": "cudnn", "soname": "libcudnn.so.9", "path": "/opt/cudnn8/lib/libcudnn.so.9", "version": "9.0.0",
+         "origin": "LD_LIBRARY_PATH", "loaded_first": True},
+        {"name": "cudnn", "soname": "libcudnn.so.9", "path": "/v/site-packages/nvidia/cudnn/lib/libcudnn.so.9",
+         "version": "9.1.0", "origin": "wheel:nvidia-cudnn-cu12", "loaded_first": False}]
+    p = tmp_path / "e.json"
+    p.write_text(json.dumps(doc))
+    out = cli("env", "--env", str(p))
+    assert out.returncode == 0
+    assert out.stdout.strip() == "export LD_LIBRARY_PATH=/usr/local/nvidia/lib64"
+    fish = cli("env", "--env", str(p), "--shell", "fish")
+    assert fish.stdout.strip() == "set -gx LD_LIBRARY_PATH /usr/local/nvidia/lib64"
+    doctor = cli("doctor", "--env", str(p), "--json")
+    assert doctor.returncode == 1
+    codes = {f["code"] for f in envelope(doctor)["data"]["findings"]}
+    assert "LIBRARY_SHADOWED" in codes
