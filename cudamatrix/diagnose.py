@@ -290,13 +290,18 @@ def _family(dist: str) -> str:
 
 
 def _marker_ok(req: Requirement, env: Environment) -> bool:
+    """Whether a declared requirement applies here. One behind an extra (``extra == "and-cuda"``) applies
+    when its distribution is installed: that extra was asked for."""
     py = ".".join((env.python.version or "3.11").split(".")[:2])
     target = Target(name="m", python=py, platform=env.python.platform or "linux_x86_64")
-    base = rules.marker_env(target, None)
     try:
-        return req.marker.evaluate(base)
+        if req.marker.evaluate(rules.marker_env(target, None)):
+            return True
+        extras = [e for e in ("and-cuda", "with-cuda", "cuda", "cuda12", "cuda13")
+                  if req.marker.evaluate(rules.marker_env(target, e))]
     except Exception:
         return True
+    return bool(extras) and str(canonicalize_name(req.name)) in env.packages
 
 
 def _gpu_memory(env: Environment) -> list[Finding]:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 
 @dataclass
@@ -25,12 +27,20 @@ class Result:
 
 
 def run(argv: list[str], *, timeout: float, env: dict[str, str] | None = None, cwd: str | None = None,
-        input: str | None = None, stream: bool = False) -> Result:
+        input: str | None = None, stream: bool = False, on_output: Callable[[str], None] | None = None,
+        interrupt_grace: float = 0.0) -> Result:
     """Run ``argv`` with a timeout. The child gets its own process group so a hang is killed whole.
 
     ``env`` replaces the environment when given. ``stream`` lets the child write to our stdout/stderr
     (long installs), in which case ``stdout``/``stderr`` of the result stay empty.
+    ``on_output`` is called with each line the child writes (stdout and stderr, from reader threads)
+    while the output is still captured whole in the result. ``interrupt_grace``: on Ctrl-C, send the
+    child SIGINT and give it that many seconds to clean up (pip rolls back the package it was
+    installing) before the group is killed.
     """
+    if on_output is not None and not stream:
+        return _run_lines(argv, timeout=timeout, env=env, cwd=cwd, on_output=on_output,
+                          interrupt_grace=interrupt_grace)
     start = time.monotonic()
     pipe = None if stream else subprocess.PIPE
     try:
@@ -49,10 +59,67 @@ def run(argv: list[str], *, timeout: float, env: dict[str, str] | None = None, c
         return Result(argv, None, out or "", err or "", timed_out=True, error=f"timed out after {timeout:g}s",
                       seconds=time.monotonic() - start)
     except BaseException:  # Ctrl-C: do not leave the child running
-        _kill_group(proc)
-        proc.wait()
+        _interrupt(proc, interrupt_grace)
         raise
     return Result(argv, proc.returncode, out or "", err or "", seconds=time.monotonic() - start)
+
+
+def _run_lines(argv: list[str], *, timeout: float, env: dict[str, str] | None, cwd: str | None,
+               on_output: Callable[[str], None], interrupt_grace: float) -> Result:
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                env=env, cwd=cwd, text=True, errors="replace", start_new_session=True)
+    except FileNotFoundError:
+        return Result(argv, None, error="not found", seconds=time.monotonic() - start)
+    except OSError as exc:
+        return Result(argv, None, error=exc.strerror or str(exc), seconds=time.monotonic() - start)
+    out: list[str] = []
+    err: list[str] = []
+
+    def pump(stream, sink: list[str]) -> None:
+        for line in stream:
+            sink.append(line)
+            try:
+                on_output(line.rstrip("\n"))
+            except Exception:  # a broken progress display must not break the install
+                pass
+
+    readers = [threading.Thread(target=pump, args=(proc.stdout, out), daemon=True),
+               threading.Thread(target=pump, args=(proc.stderr, err), daemon=True)]
+    for t in readers:
+        t.start()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        proc.wait()
+        for t in readers:
+            t.join(timeout=5)
+        return Result(argv, None, "".join(out), "".join(err), timed_out=True, error=f"timed out after {timeout:g}s",
+                      seconds=time.monotonic() - start)
+    except BaseException:
+        _interrupt(proc, interrupt_grace)
+        raise
+    for t in readers:
+        t.join(timeout=5)
+    return Result(argv, proc.returncode, "".join(out), "".join(err), seconds=time.monotonic() - start)
+
+
+def _interrupt(proc: subprocess.Popen, grace: float) -> None:
+    """Stop a child after Ctrl-C: SIGINT first when a grace period is given, then kill the group."""
+    if grace > 0 and proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGINT)
+            proc.wait(timeout=grace)
+        except (ProcessLookupError, PermissionError, subprocess.TimeoutExpired, KeyboardInterrupt):
+            pass
+    if proc.poll() is None:
+        _kill_group(proc)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -115,7 +115,10 @@ def check(matrix: Matrix, release: FrameworkRelease, variant: Variant, target: T
     reasons: list[Reason] = []
     label = f"{release.name} {release.version} {variant.name}"
     platforms = variant.platforms or release.platforms
-    if platforms and target.platform not in platforms:
+    if variant.cuda is not None and target.platform.startswith("macos"):
+        reasons.append(Reason("platform", f"{label} is a CUDA build; CUDA builds are not published for macOS",
+                              variant.source))
+    elif platforms and target.platform not in platforms:
         reasons.append(Reason("platform", f"{label} is not published for {target.platform} "
                                           f"(only {', '.join(platforms)})", variant.source))
     if target.python and release.python and target.python not in release.python:
@@ -146,7 +149,18 @@ def check(matrix: Matrix, release: FrameworkRelease, variant: Variant, target: T
     for gpu in target.gpus:
         cc = gpu.compute_capability
         gname = gpu.name or f"sm_{cc.replace('.', '')}"
-        if variant.archs or variant.ptx:
+        if not (variant.archs or variant.ptx):
+            # the build's list is not in the matrix, but it can only hold what its toolkit compiles for
+            toolkit = cuda_release(matrix, variant.cuda)
+            known = [c.rstrip("af") for c in toolkit.compute_capabilities] if toolkit else []
+            if known and cc.rstrip("af") not in known:
+                lo, hi = min(known, key=cc_key), max(known, key=cc_key)
+                side = "older than" if cc_key(cc) < cc_key(lo) else "newer than"
+                reasons.append(Reason(
+                    "arch", f"{label}: CUDA {variant.cuda} compiles for compute capability {lo} to {hi}; "
+                            f"{gname} ({cc}) is {side} that, so the build has no kernel image for it",
+                    toolkit.source))
+        elif variant.archs or variant.ptx:
             if sass_covers(variant.archs, cc):
                 pass
             elif ptx_covers(variant.ptx, cc):

@@ -126,7 +126,9 @@ def _order(cands: list[Candidate], targets: list[Target], installed: tuple[str, 
         keep = installed is not None and installed[0] == str(c.release.version) and installed[1] == c.variant.name
         gpu_build = c.variant.cuda is not None
         full = all(rules.full_support(matrix, c.variant, t) for t in targets)
-        return (keep, gpu_build == wants_gpu, c.release.version, full, c.variant.cuda or Version("0"),
+        # a build whose compiled architectures the matrix knows is proven to cover the GPUs; prefer it
+        proven = not gpu_build or not any(t.gpus for t in targets) or bool(c.variant.archs or c.variant.ptx)
+        return (keep, gpu_build == wants_gpu, proven, c.release.version, full, c.variant.cuda or Version("0"),
                 c.variant.pypi_default)
 
     return sorted(cands, key=key, reverse=True)
@@ -160,17 +162,17 @@ def solve(targets: list[Target], request: Request, matrix: Matrix, *,
                 cand = Candidate(release, variant)
                 req_problems = _matches_request(cand, reqs)
                 if req_problems:
-                    fam_reasons.append((cand, [rules.Reason("request", p) for p in req_problems], []))
+                    fam_reasons.append((cand, [rules.Reason("request", p) for p in req_problems], {}))
                     continue
                 reasons: list[rules.Reason] = []
-                machines: list[str] = []
+                failing: dict[tuple, list[rules.Reason]] = {}
                 for rep in reps:
                     found = rules.check(matrix, release, variant, rep)
                     if found:
                         reasons.extend(found)
-                        machines.extend(t.name for t in unique[rep.key()])
+                        failing[rep.key()] = found
                 if reasons:
-                    fam_reasons.append((cand, reasons, machines))
+                    fam_reasons.append((cand, reasons, failing))
                     rejected.append(Rejection(candidate=cand.label, reasons=_dedupe([r.message for r in reasons]),
                                               rules=_dedupe([r.rule for r in reasons])))
                 else:
@@ -181,7 +183,7 @@ def solve(targets: list[Target], request: Request, matrix: Matrix, *,
             for c in cpu:
                 reason = rules.Reason("gpu_wanted", f"{c.label} is a CPU build and the target has a GPU "
                                                     f"(ask for it explicitly, e.g. {family}=={c.version_text()})")
-                fam_reasons.append((c, [reason], []))
+                fam_reasons.append((c, [reason], {}))
                 rejected.append(Rejection(candidate=c.label, reasons=[reason.message], rules=["gpu_wanted"]))
             ok = [c for c in ok if c.variant.cuda is not None]
         per_family[family] = _order(ok, reps, _installed_variant(installed, family),
@@ -343,13 +345,22 @@ def _framework_pins(c: Candidate, request: Request, installed: Environment | Non
     return out
 
 
-def _same_version(installed: str | None, wanted: str) -> bool:
+_FAMILY_DISTS = {"torch": ("torch", "torchvision", "torchaudio"), "tensorflow": ("tensorflow",),
+                 "jax": ("jax", "jaxlib")}
+
+
+def _same_version(installed: str | None, wanted: str, variant: str | None = None) -> bool:
+    """Whether the installed version is the wanted build. "2.1.2+cu121" from the framework's index is the
+    same build as the default index's "2.1.2" when the chosen variant is cu121."""
     if installed is None:
         return False
     try:
-        return Version(installed) == Version(wanted)
+        have, want = Version(installed), Version(wanted)
     except Exception:
         return installed == wanted
+    if have == want:
+        return True
+    return bool(variant) and want.local is None and have.public == want.public and have.local == variant
 
 
 def _solution(choice: list[Candidate], request: Request, targets: list[Target], matrix: Matrix,
@@ -370,13 +381,15 @@ def _solution(choice: list[Candidate], request: Request, targets: list[Target], 
         trace.append(f"{req} is not a framework the matrix knows: passed to the installer as given")
     packages = list(pins.values())
     have = installed.packages if installed is not None else {}
-    to_install = [p for p in packages if not _same_version(have.get(p.name), p.version)]
+    variant_of = {n: c.variant.name for c in choice for n in _FAMILY_DISTS[c.family]}
+    to_install = [p for p in packages if not _same_version(have.get(p.name), p.version, variant_of.get(p.name))]
     fw_names = {"torch", "torchvision", "torchaudio", "tensorflow", "jax", "jaxlib"}
     if to_install and all(p.name.startswith("nvidia-") for p in to_install):
         trace.append("only nvidia-* wheels differ from the solution: reinstalling those alone")
     elif to_install and any(p.name in fw_names for p in to_install):
         # a framework changes: install its whole set so pip resolves them together
-        to_install = [p for p in packages if p.name in fw_names or not _same_version(have.get(p.name), p.version)]
+        to_install = [p for p in packages if p.name in fw_names or
+                      not _same_version(have.get(p.name), p.version, variant_of.get(p.name))]
     index_url, extra = index_layout(to_install, bool(request.passthrough))
     pip_args = index_args(index_url, extra) + [p.requirement() for p in to_install] + \
         [str(r) for r in request.passthrough]
@@ -426,16 +439,27 @@ def _no_solution(matrix, request, reps, unique, all_reasons, per_family, missing
             asked = " ".join(str(r) for r in request.families[family])
             causes.append(Cause(rule="request", message=f"no {family} release in the matrix matches {asked}"))
             continue
-        by_rule: dict[str, tuple[rules.Reason, set[str]]] = {}
-        for cand, rs, machines in in_request:
-            for r in rs:
-                if r.rule not in by_rule:
-                    by_rule[r.rule] = (r, set())
-                by_rule[r.rule][1].update(machines)
-        for rule, (reason, machines) in by_rule.items():
-            msg = reason.message
-            causes.append(Cause(rule=rule, message=msg, machines=sorted(machines) if len(reps) > 1 or
-                                len(unique) > 1 else sorted(machines)))
+        names = {key: [t.name for t in group] for key, group in unique.items()}
+        # in a fleet, a machine blocks when some build fits every other machine but not it
+        blocking: dict[tuple, tuple[Candidate, list[rules.Reason]]] = {}
+        if len(unique) > 1:
+            for cand, rs, failing in in_request:
+                if len(failing) == 1:
+                    (key, found), = failing.items()
+                    if key not in blocking or cand.release.version > blocking[key][0].release.version:
+                        blocking[key] = (cand, found)
+        if blocking:
+            for key, (cand, found) in blocking.items():
+                causes.append(Cause(rule=found[0].rule, machines=sorted(names[key]),
+                                    message=f"{', '.join(names[key])}: {found[0].message} "
+                                            f"(it fits every other machine)"))
+        else:
+            by_rule: dict[str, tuple[rules.Reason, set[str]]] = {}
+            for cand, rs, failing in in_request:
+                for r in rs:
+                    by_rule.setdefault(r.rule, (r, set()))[1].update(n for k in failing for n in names[k])
+            for rule, (reason, machines) in by_rule.items():
+                causes.append(Cause(rule=rule, message=reason.message, machines=sorted(machines)))
         # ways out
         driver_only = [(c, rs) for c, rs, _ in in_request if {r.rule for r in rs} == {"driver_floor"}]
         if driver_only:
@@ -470,7 +494,7 @@ def _no_solution(matrix, request, reps, unique, all_reasons, per_family, missing
         if cpu:
             c = max(cpu, key=lambda c: c.release.version)
             ways.append(WayOut(kind="cpu_build", message=f"use the CPU build: {family}=={c.version_text()}"))
-        if {"python"} & set(by_rule):
+        if any(r.rule == "python" for _, rs, _ in in_request for r in rs):
             pys = sorted({p for c, _, _ in in_request for p in c.release.python}, key=Version)
             if pys:
                 ways.append(WayOut(kind="change_python", message=f"use Python {pys[-1]} "

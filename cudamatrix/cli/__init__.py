@@ -1,36 +1,36 @@
-"""The command line: a typer app; each command module parses options, calls one or two stages,
-renders, and picks an exit code. Only :class:`cudamatrix.errors.CudamatrixError` is caught."""
+"""The command line. A command parses options, calls one or two stages, renders, and picks an exit code.
+Only :class:`cudamatrix.errors.CudamatrixError` is caught (in :mod:`cudamatrix.cli.common`); anything else
+is a bug and keeps its traceback. This package imports no typer: the hot commands start without it."""
 from __future__ import annotations
 
 import sys
 
-import typer
-
-app = typer.Typer(
-    name="cudamatrix",
-    help="Make GPU deep-learning environments consistent: detect, solve, fix, verify.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
+from .common import Done
 
 
-def _register() -> None:
-    # each module adds its commands to `app`
-    from . import matrix_cmd  # noqa: F401
-    from . import detect_cmd  # noqa: F401
-    from . import solve_cmd  # noqa: F401
-    from . import fix_cmd  # noqa: F401
+def _register():
+    from . import commands, matrix_cmd, solve_cmd  # noqa: F401  (each adds its commands)
+    from .app import app
+
+    return app
 
 
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point. Returns the exit code (documented table in the README)."""
-    _register()
+    from .fast import fast_main
+
+    args = list(sys.argv[1:] if argv is None else argv)
     try:
-        app(args=argv, prog_name="cudamatrix", standalone_mode=True)
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
-        return code
+        code = fast_main(args)
+        if code is not None:
+            return code
+        app = _register()
+        try:
+            app(args=args, prog_name="cudamatrix", standalone_mode=True)
+        except SystemExit as exc:
+            return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    except Done as done:
+        return done.code
     return 0
 
 

@@ -1,22 +1,29 @@
-"""Shared pieces of the command modules: the error boundary and JSON/human switching."""
+"""Shared pieces of the command modules: the error boundary and JSON/human switching. No typer here:
+the hot commands (detect, doctor, fix) run without importing it."""
 from __future__ import annotations
 
 import functools
 from typing import Any, Callable
 
-import typer
-
 from .. import render
 from ..errors import CudamatrixError
 
 
+class Done(Exception):
+    """A command finished with this exit code (caught by :func:`cudamatrix.cli.main`)."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = int(code)
+
+
 def finish(command: str, exit_code: int, data: Any, as_json: bool, human: Callable[[], None] | None = None) -> None:
-    """Print the result (envelope or human text) and exit with ``exit_code``."""
+    """Print the result (envelope or human text) and end the command with ``exit_code``."""
     if as_json:
         render.print_json(command, exit_code, data)
     elif human is not None:
         human()
-    raise typer.Exit(int(exit_code))
+    raise Done(int(exit_code))
 
 
 def guarded(command: str):
@@ -36,8 +43,15 @@ def guarded(command: str):
                     render.print_json(command, exc.exit_code, {}, [exc.as_dict()])
                 else:
                     render.error_text(exc.message, exc.hint)
-                raise typer.Exit(int(exc.exit_code))
+                raise Done(int(exc.exit_code)) from None
 
         return wrapper
 
     return deco
+
+
+def echo(text: str = "", nl: bool = True) -> None:
+    import sys
+
+    sys.stdout.write(text + ("\n" if nl else ""))
+    sys.stdout.flush()

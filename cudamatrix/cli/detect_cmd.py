@@ -1,1 +1,88 @@
-"""Placeholder: filled in by its owner."""
+"""`cudamatrix detect`: what is on this machine (or in pasted reports, or in a saved file). Typer-free:
+the options are declared in :mod:`cudamatrix.cli.commands`."""
+from __future__ import annotations
+
+import os
+
+from ..errors import UsageError
+from .common import finish, guarded
+
+
+@guarded("detect")
+def run_detect(as_json: bool = False, python: str | None = None, reports: list[str] | None = None,
+               env_file: str | None = None, timeout: float = 5.0) -> None:
+    """Detect driver, GPUs, CUDA libraries, toolkits, frameworks and context. Exit 0; 2 on bad input."""
+    from .. import detect as stage
+
+    if sum(x is not None and x != [] for x in (python, reports, env_file)) > 1:
+        raise UsageError("--python, --from and --env are exclusive", hint="pick one source of the environment")
+    if timeout <= 0:
+        raise UsageError("--timeout must be positive")
+    if env_file is not None:
+        env = stage.load_environment(env_file)
+    elif reports:
+        items, notes = [], []
+        for path in reports:
+            text, read_notes = stage.read_report(path)
+            items.append(("stdin" if path == "-" else path, text))
+            notes += read_notes
+        env = stage.from_reports(items)
+        env.notes = notes + env.notes
+    else:
+        if python is not None and not (os.path.isfile(python) and os.access(python, os.X_OK)):
+            raise UsageError(f"no Python interpreter at {python}", hint="give the path of an executable, e.g. .venv/bin/python")
+        env = stage.detect(python, timeout=timeout)
+    finish("detect", 0, {"environment": env.to_dict()}, as_json, lambda: _human(env))
+
+
+def _human(env) -> None:
+    from .. import render
+
+    c = render.console()
+    d = env.driver
+    status = {"ok": "[green]ok[/]", "absent": "[red]absent[/]", "no_device": "[yellow]no device visible[/]",
+              "mismatch": "[red]driver/library version mismatch[/]", "error": "[red]error[/]",
+              "unknown": "[dim]unknown[/]"}[d.status]
+    head = f"[bold]driver[/] {d.version or '-'}  supports CUDA {d.cuda_version or '-'}  status {status}"
+    if d.source:
+        head += f"  [dim](from {d.source})[/]"
+    c.print(head)
+    if d.error:
+        c.print(f"  [red]{d.error}[/]", markup=True)
+    if env.gpus:
+        c.print(render.table("GPUs", ["#", "name", "cc", "memory used / total MiB", "MIG", "processes"], [
+            [g.index, g.name, g.compute_capability,
+             f"{g.memory_used_mib if g.memory_used_mib is not None else '?'} / {g.memory_total_mib or '?'}",
+             g.mig_mode, len(g.processes) or ""] for g in env.gpus]))
+    if env.libraries:
+        c.print(render.table("CUDA libraries", ["name", "soname", "version", "origin", "loader", "path"], [
+            [lib.name, lib.soname, lib.version, lib.origin,
+             "stub" if lib.stub else ("first" if lib.loaded_first else ("shadowed" if lib.shadowed_by else "")),
+             lib.path] for lib in env.libraries]))
+    if env.toolkits:
+        c.print("[bold]toolkits[/] " + ", ".join(f"{t.version} ({t.source}{', ' + t.path if t.path else ''})"
+                                               for t in env.toolkits))
+    p = env.python
+    if p.version:
+        c.print(f"[bold]python[/] {p.version} {p.platform or ''} {p.executable or ''}"
+                + (f"  installer {p.installer}" if p.installer else ""))
+    if env.frameworks:
+        c.print(render.table("frameworks", ["name", "version", "variant", "cuda", "cudnn", "from"], [
+            [f.name, f.version, f.variant, f.cuda, f.cudnn, f.source] for f in env.frameworks]))
+    nvidia = {k: v for k, v in env.packages.items() if k.startswith("nvidia-")}
+    if nvidia:
+        c.print("[bold]nvidia wheels[/] " + ", ".join(f"{k} {v}" for k, v in nvidia.items()))
+    for fc in env.file_conflicts[:10]:
+        c.print(f"[yellow]file installed twice[/] {fc.path}: {', '.join(fc.distributions)}")
+    ctx = env.context
+    where = [x for x in (ctx.os, "WSL" if ctx.wsl else None, ctx.container, "Colab" if ctx.colab else None,
+                         "Kaggle" if ctx.kaggle else None, "Jupyter" if ctx.jupyter else None) if x]
+    if where:
+        c.print("[bold]context[/] " + ", ".join(where))
+    for k, v in ctx.env.items():
+        c.print(f"  [dim]{k}={v}[/]")
+    colour = {"info": "dim", "warning": "yellow", "error": "red"}
+    for n in env.notes:
+        c.print(f"[{colour[n.level]}]{n.level}: {n.probe}: {n.message}[/]", markup=True)
+    if env.timings_ms.get("total") is not None:
+        c.print(f"[dim]detected in {env.timings_ms['total']:.0f} ms[/]")

@@ -8,8 +8,8 @@ import typer
 
 from .. import render
 from ..errors import UsageError
-from . import app
-from .common import finish, guarded
+from .app import app
+from .common import Done, echo, finish, guarded
 
 matrix_app = typer.Typer(help="Show or validate the compatibility matrix.", no_args_is_help=True)
 app.add_typer(matrix_app, name="matrix")
@@ -58,10 +58,10 @@ def validate(
         data = {"path": str(folder), "problems": problems}
         if as_json:
             render.print_json("matrix validate", 2, data, [{"type": "DataError", "message": p} for p in problems])
-            raise typer.Exit(2)
+            raise Done(2)
         for p in problems:
             render.error_text(p)
-        raise typer.Exit(2)
+        raise Done(2)
     counts = {f: len(rows_for_all(matrix, f)) for f in FAMILIES}
     data = {"path": str(folder), "matrix_version": matrix.meta.data_version, "counts": counts, "problems": []}
     finish("matrix validate", 0, data, as_json,

@@ -8,8 +8,8 @@ import typer
 
 from .. import render
 from ..errors import Exit, NoSolution, UsageError
-from . import app
-from .common import finish, guarded
+from .app import app
+from .common import Done, echo, finish, guarded
 
 EnvOpt = typer.Option([], "--env", help="A saved `detect --json` (repeatable: the answer must hold on every machine).")
 FromOpt = typer.Option([], "--from", help="Pasted tool outputs (nvidia-smi, collect_env, ldconfig -p, pip freeze...); '-' for stdin.")
@@ -29,49 +29,6 @@ def _matrix(data_dir: Optional[Path]):
     return load_matrix(str(data_dir) if data_dir else None)
 
 
-@app.command()
-@guarded("doctor")
-def doctor(
-    env: List[Path] = EnvOpt,
-    from_: List[str] = FromOpt,
-    python: Optional[str] = typer.Option(None, "--python", help="Inspect the interpreter at this path."),
-    as_json: bool = JsonOpt,
-    data_dir: Optional[Path] = DataOpt,
-) -> None:
-    """Detect and diagnose: findings with a code, severity, evidence and fix. Exit 1 on errors."""
-    from ..diagnose import diagnose, summary_exit
-    from .targets import environments
-
-    if len(env) > 1:
-        raise UsageError("doctor reads one environment at a time", hint="run it once per --env file")
-    matrix = _matrix(data_dir)
-    environment = environments(env, from_, python)[0]
-    findings = diagnose(environment, matrix)
-    code = summary_exit(findings)
-    data = {"findings": [f.to_dict() for f in findings], "environment": environment.to_dict(),
-            "matrix_version": matrix.meta.data_version, "healthy": code == 0}
-    finish("doctor", code, data, as_json, lambda: render_findings(environment, findings))
-
-
-def render_findings(environment, findings) -> None:
-    c = render.console()
-    drv = environment.driver
-    gpus = ", ".join(f"{g.name} ({g.compute_capability})" for g in environment.gpus) or "no GPU"
-    c.print(f"driver {drv.version or '-'} (CUDA {drv.cuda_version or '-'}, {drv.status}); {gpus}")
-    fws = ", ".join(f"{f.name} {f.version}" + (f" [{f.variant}]" if f.variant else "") for f in environment.frameworks)
-    c.print(f"frameworks: {fws or 'none installed'}")
-    if not findings:
-        c.print("[green]healthy:[/] no findings")
-        return
-    colour = {"error": "red", "warning": "yellow", "info": "blue"}
-    for f in findings:
-        c.print(f"[{colour[f.severity]}]{f.severity.upper():7}[/] {f.code}: {f.title}")
-        for e in f.evidence:
-            c.print(f"         [dim]{e}[/]")
-        if f.fix:
-            c.print(f"         fix: {f.fix}")
-
-
 def _solve(matrix, requirements, env, driver, gpu, python, platform, cuda_toolkit, mirror=None):
     from ..solve import parse_request, solve, with_mirror
     from .targets import resolve
@@ -86,7 +43,7 @@ def _solve(matrix, requirements, env, driver, gpu, python, platform, cuda_toolki
 def _no_solution(command: str, exc: NoSolution, as_json: bool) -> None:
     if as_json:
         render.print_json(command, Exit.NO_SOLUTION, exc.detail, [exc.as_dict()])
-        raise typer.Exit(Exit.NO_SOLUTION)
+        raise Done(Exit.NO_SOLUTION)
     c = render.console(stderr=True)
     c.print("[bold red]no consistent set[/]")
     for cause in exc.detail["causes"]:
@@ -96,7 +53,7 @@ def _no_solution(command: str, exc: NoSolution, as_json: bool) -> None:
         c.print("ways out:")
         for way in exc.detail["ways_out"]:
             c.print(f"  → {way['message']}")
-    raise typer.Exit(Exit.NO_SOLUTION)
+    raise Done(Exit.NO_SOLUTION)
 
 
 @app.command("solve")
@@ -184,7 +141,7 @@ def lock(
 
     def human() -> None:
         if output is None:
-            typer.echo(text, nl=False)
+            echo(text, nl=False)
         else:
             render.console(stderr=True).print(f"wrote {output}")
 
@@ -256,7 +213,7 @@ def env_command(
     changes = library_path_fix(environment)
     lines = [export_line(shell, k, v) for k, v in changes.items()]
     finish("env", 0, {"env": changes, "shell": shell, "lines": lines}, as_json,
-           lambda: [typer.echo(line) for line in lines])
+           lambda: [echo(line) for line in lines])
 
 
 def export_line(shell: str, key: str, value: str) -> str:

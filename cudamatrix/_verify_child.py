@@ -1,0 +1,296 @@
+"""The verification child: run as a script in the interpreter being checked (which need not have
+cudamatrix installed), so that a crash, a hang or a segfault of the framework is a result, not ours.
+
+Usage: ``python _verify_child.py FRAMEWORK GPU_EXPECTED``. Writes JSON lines prefixed with
+``CUDAMATRIX-VERIFY`` on stdout: one per stage reached (so a parent can tell where a crash
+happened), the last one the result. Standard library only outside the framework itself.
+"""
+import sys
+import os
+
+# A script's folder comes first on sys.path: ours holds modules (errors, plan, ...) that must not
+# shadow anything the framework imports.
+if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
+    del sys.path[0]
+
+import ctypes  # noqa: E402
+import json  # noqa: E402
+import random  # noqa: E402
+import re  # noqa: E402
+import time  # noqa: E402
+
+T0 = time.perf_counter()
+MARK = "CUDAMATRIX-VERIFY "
+# the libraries of the CUDA stack worth naming in a report (as mapped into this process)
+LIB_RE = re.compile(r"/(lib(cuda|cudart|cublas|cublasLt|cudnn\w*|nvrtc\w*|nvJitLink|cufft|curand|cusparse\w*|cusolver\w*"
+                    r"|nccl|nvidia-ml|xla\w*|tensorflow_framework)\.so[.\d]*)$")
+# a tolerance for fp32 with TF32 off: cuDNN and the CPU sum in different orders
+RTOL = 1e-4
+ATOL = 1e-4
+
+# shapes: small enough for the pure-Python reference, large enough to take a real cuDNN path on the GPU
+N, C, H, W, K, R = 2, 3, 9, 9, 4, 3
+GN, GC, GH, GW, GK = 8, 16, 32, 32, 32
+
+
+def emit(**fields):
+    fields["elapsed_s"] = round(time.perf_counter() - T0, 4)
+    sys.stdout.write(MARK + json.dumps(fields) + "\n")
+    sys.stdout.flush()
+
+
+def reference_conv(x, w):
+    """Naive 2-D convolution (cross-correlation, stride 1, no padding) on nested lists, NCHW / KCRS."""
+    n_, c_, h_, w_ = len(x), len(x[0]), len(x[0][0]), len(x[0][0][0])
+    k_, r_ = len(w), len(w[0][0])
+    out = []
+    for n in range(n_):
+        planes = []
+        for k in range(k_):
+            rows = []
+            for i in range(h_ - r_ + 1):
+                row = []
+                for j in range(w_ - r_ + 1):
+                    s = 0.0
+                    for c in range(c_):
+                        xc, wc = x[n][c], w[k][c]
+                        for a in range(r_):
+                            xr, wr = xc[i + a], wc[a]
+                            for b in range(r_):
+                                s += xr[j + b] * wr[b]
+                    row.append(s)
+                rows.append(row)
+            planes.append(rows)
+        out.append(planes)
+    return out
+
+
+def nested(shape, rng):
+    if len(shape) == 1:
+        return [rng.uniform(-1.0, 1.0) for _ in range(shape[0])]
+    return [nested(shape[1:], rng) for _ in range(shape[0])]
+
+
+def max_err(a, b):
+    if isinstance(a, list):
+        return max(max_err(p, q) for p, q in zip(a, b))
+    return abs(a - b)
+
+
+def max_abs(a):
+    if isinstance(a, list):
+        return max(max_abs(p) for p in a)
+    return abs(a)
+
+
+def mapped_libraries():
+    """CUDA-stack libraries mapped into this process (/proc/self/maps), each with its own version."""
+    seen = {}
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                parts = line.split(None, 5)
+                if len(parts) == 6:
+                    path = parts[5].strip()
+                    m = LIB_RE.search(path)
+                    if m and path not in seen:
+                        seen[path] = {"path": path, "file": m.group(1), "version": lib_version(path, m.group(1))}
+    except OSError:
+        pass
+    return list(seen.values())
+
+
+def lib_version(path, name):
+    """The library's own answer (cudnnGetVersion, cudaRuntimeGetVersion ...), else the file name's."""
+    try:
+        lib = ctypes.CDLL(path)
+        if name.startswith("libcudnn") and hasattr(lib, "cudnnGetVersion"):
+            lib.cudnnGetVersion.restype = ctypes.c_size_t
+            v = lib.cudnnGetVersion()
+            return f"{v // 10000}.{v % 10000 // 100}.{v % 100}" if v >= 90000 else f"{v // 1000}.{v % 1000 // 100}.{v % 100}"
+        out = ctypes.c_int(0)
+        for fn in ("cudaRuntimeGetVersion", "cuDriverGetVersion"):
+            if hasattr(lib, fn) and getattr(lib, fn)(ctypes.byref(out)) == 0:
+                return f"{out.value // 1000}.{out.value % 1000 // 10}"
+        if hasattr(lib, "cublasGetProperty"):
+            parts = []
+            for prop in range(3):  # MAJOR_VERSION, MINOR_VERSION, PATCH_LEVEL
+                if lib.cublasGetProperty(prop, ctypes.byref(out)) != 0:
+                    break
+                parts.append(str(out.value))
+            if parts:
+                return ".".join(parts)
+    except (OSError, AttributeError):
+        pass
+    m = re.search(r"\.so\.([\d.]+)$", path)
+    return m.group(1) if m else None
+
+
+def cpu_check(conv_cpu):
+    """The CPU path against the naive reference; returns the max abs error, raises if it is wrong."""
+    rng = random.Random(1234)
+    x, w = nested([N, C, H, W], rng), nested([K, C, R, R], rng)
+    got = conv_cpu(x, w)
+    ref = reference_conv(x, w)
+    err = max_err(got, ref)
+    if err > ATOL + RTOL * max_abs(ref):
+        raise ArithmeticError(f"CPU convolution differs from the reference by {err:.3g}")
+    return err
+
+
+# --- torch ---------------------------------------------------------------------------------------
+
+def run_torch(gpu_expected):
+    import torch
+
+    info = {"version": torch.__version__, "cuda": torch.version.cuda}
+    emit(stage="imported", **info)
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    F = torch.nn.functional
+
+    def conv_cpu(x, w):
+        return F.conv2d(torch.tensor(x, dtype=torch.float32), torch.tensor(w, dtype=torch.float32)).tolist()
+
+    info["cpu_error"] = cpu_check(conv_cpu)
+    emit(stage="cpu_checked", **info)
+    if torch.version.cuda is None:
+        if gpu_expected:
+            return dict(info, status="failed", finding_code="CPU_ONLY_BUILD",
+                        cause=f"torch {torch.__version__} is a CPU-only build (torch.version.cuda is None) on a machine with a GPU")
+        return dict(info, status="not_possible", cause="no GPU here and torch is a CPU-only build: only the CPU path was checked")
+    if not torch.cuda.is_available():
+        if not gpu_expected:
+            return dict(info, status="not_possible", cause="no GPU or driver here: only the CPU path was checked")
+        torch.cuda.init()  # raises with the runtime's own words (driver too old, no device ...)
+        return dict(info, status="failed", cause="torch.cuda.is_available() is False")
+    dev = torch.device("cuda:0")
+    info["device_name"] = torch.cuda.get_device_name(0)
+    info["compute_capability"] = "%d.%d" % torch.cuda.get_device_capability(0)
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(GN, GC, GH, GW, generator=g) * 2 - 1
+    w = torch.rand(GK, GC, 3, 3, generator=g) * 2 - 1
+    a = torch.rand(256, 256, generator=g) * 2 - 1
+    y_gpu = F.conv2d(x.to(dev), w.to(dev), padding=1)
+    torch.cuda.synchronize()
+    info["time_to_first_result_s"] = round(time.perf_counter() - T0, 4)
+    m_gpu = (a.to(dev) @ a.to(dev)).cpu()
+    y_cpu, m_cpu = F.conv2d(x, w, padding=1), a @ a
+    info["max_abs_error"] = max(float((y_gpu.cpu() - y_cpu).abs().max()), float((m_gpu - m_cpu).abs().max()))
+    info["cudnn"] = _cudnn_version(torch.backends.cudnn.version())
+    info["cudnn_used"] = bool(torch.backends.cudnn.is_available() and torch.backends.cudnn.enabled)
+    try:
+        info["cudnn_compiled"] = ".".join(str(p) for p in torch._C._cudnn.getCompileVersion())
+    except Exception:
+        pass
+    tol = 1e-3 * max(1.0, float(y_cpu.abs().max()))
+    if info["max_abs_error"] > tol:
+        return dict(info, status="failed", finding_code="WRONG_RESULT",
+                    cause=f"GPU and CPU results differ by {info['max_abs_error']:.3g} (tolerance {tol:.3g})")
+    return dict(info, status="verified")
+
+
+def _cudnn_version(v):
+    if not v:
+        return None
+    return f"{v // 10000}.{v % 10000 // 100}.{v % 100}" if v >= 90000 else f"{v // 1000}.{v % 1000 // 100}.{v % 100}"
+
+
+# --- tensorflow ----------------------------------------------------------------------------------
+
+def run_tensorflow(gpu_expected):
+    import tensorflow as tf
+
+    build = tf.sysconfig.get_build_info() if hasattr(tf.sysconfig, "get_build_info") else {}
+    info = {"version": tf.__version__, "cuda": build.get("cuda_version"), "cudnn": build.get("cudnn_version")}
+    emit(stage="imported", **info)
+    tf.config.experimental.enable_tensor_float_32_execution(False)
+
+    def conv_cpu(x, w):  # the reference is NCHW / KCRS; TensorFlow wants NHWC / RSCK
+        with tf.device("/CPU:0"):
+            xt = tf.transpose(tf.constant(x, tf.float32), [0, 2, 3, 1])
+            wt = tf.transpose(tf.constant(w, tf.float32), [2, 3, 1, 0])
+            return tf.transpose(tf.nn.conv2d(xt, wt, 1, "VALID"), [0, 3, 1, 2]).numpy().tolist()
+
+    info["cpu_error"] = cpu_check(conv_cpu)
+    emit(stage="cpu_checked", **info)
+    gpus = tf.config.list_physical_devices("GPU")
+    if not gpus:
+        if not build.get("is_cuda_build", True) and gpu_expected:
+            return dict(info, status="failed", finding_code="CPU_ONLY_BUILD", cause="tensorflow is a CPU-only build")
+        if gpu_expected:
+            return dict(info, status="failed", cause="tensorflow sees no GPU although the machine has one")
+        return dict(info, status="not_possible", cause="no GPU or driver here: only the CPU path was checked")
+    x = tf.random.stateless_uniform([GN, GH, GW, GC], seed=[1, 2], minval=-1, maxval=1)
+    w = tf.random.stateless_uniform([3, 3, GC, GK], seed=[3, 4], minval=-1, maxval=1)
+    with tf.device("/GPU:0"):
+        y_gpu = tf.nn.conv2d(x, w, 1, "SAME").numpy()
+    info["time_to_first_result_s"] = round(time.perf_counter() - T0, 4)
+    with tf.device("/CPU:0"):
+        y_cpu = tf.nn.conv2d(x, w, 1, "SAME").numpy()
+    info["max_abs_error"] = float(abs(y_gpu - y_cpu).max())
+    info["device_name"] = gpus[0].name
+    if info["max_abs_error"] > 1e-3 * max(1.0, float(abs(y_cpu).max())):
+        return dict(info, status="failed", finding_code="WRONG_RESULT", cause="GPU and CPU results differ")
+    return dict(info, status="verified")
+
+
+# --- jax -----------------------------------------------------------------------------------------
+
+def run_jax(gpu_expected):
+    import jax
+    import jax.numpy as jnp
+
+    info = {"version": jax.__version__}
+    emit(stage="imported", **info)
+    jax.config.update("jax_default_matmul_precision", "highest")
+    cpu = jax.devices("cpu")[0]
+
+    def conv_cpu(x, w):
+        xs = jax.device_put(jnp.asarray(x, jnp.float32), cpu)
+        ws = jax.device_put(jnp.asarray(w, jnp.float32), cpu)
+        return jax.lax.conv(xs, ws, (1, 1), "VALID").tolist()
+
+    info["cpu_error"] = cpu_check(conv_cpu)
+    emit(stage="cpu_checked", **info)
+    try:
+        gpus = jax.devices("gpu")
+    except RuntimeError as exc:
+        if gpu_expected:
+            return dict(info, status="failed", cause=f"jax sees no GPU: {exc}")
+        return dict(info, status="not_possible", cause="no GPU or driver here: only the CPU path was checked")
+    key = jax.random.PRNGKey(0)
+    x = jax.random.uniform(key, (GN, GC, GH, GW), minval=-1, maxval=1)
+    w = jax.random.uniform(jax.random.PRNGKey(1), (GK, GC, 3, 3), minval=-1, maxval=1)
+    y_gpu = jax.lax.conv(jax.device_put(x, gpus[0]), jax.device_put(w, gpus[0]), (1, 1), "SAME").block_until_ready()
+    info["time_to_first_result_s"] = round(time.perf_counter() - T0, 4)
+    y_cpu = jax.lax.conv(jax.device_put(x, cpu), jax.device_put(w, cpu), (1, 1), "SAME")
+    info["max_abs_error"] = float(jnp.abs(jax.device_put(y_gpu, cpu) - y_cpu).max())
+    info["device_name"] = str(gpus[0].device_kind)
+    if info["max_abs_error"] > 1e-3 * max(1.0, float(jnp.abs(y_cpu).max())):
+        return dict(info, status="failed", finding_code="WRONG_RESULT", cause="GPU and CPU results differ")
+    return dict(info, status="verified")
+
+
+RUNNERS = {"torch": run_torch, "tensorflow": run_tensorflow, "jax": run_jax}
+MODULES = {"torch": "torch", "tensorflow": "tensorflow", "jax": "jax"}
+
+
+def main(argv):
+    framework, gpu_expected = argv[0], argv[1:2] == ["1"]
+    emit(stage="started", framework=framework)
+    try:
+        result = RUNNERS[framework](gpu_expected)
+    except ModuleNotFoundError as exc:
+        if exc.name == MODULES[framework]:
+            result = {"status": "not_installed", "cause": f"{framework} is not installed"}
+        else:
+            result = {"status": "failed", "cause": f"{type(exc).__name__}: {exc}"}
+    except BaseException as exc:  # the framework's own words go back to the parent
+        result = {"status": "failed", "cause": f"{type(exc).__name__}: {exc}"}
+    result["mapped_libraries"] = mapped_libraries()
+    emit(stage="result", **result)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

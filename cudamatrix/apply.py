@@ -1,0 +1,226 @@
+"""``apply(plan) -> Applied``: run a plan's install steps through the one subprocess helper, and put
+the starting set back if anything goes wrong.
+
+Before any change the installed set of the target interpreter is recorded (name, version, where it
+came from: ``direct_url.json`` per PEP 610, else an index) by a standard-library probe run in that
+interpreter. On a failed step or Ctrl-C, what was added is uninstalled and what was removed or
+changed is reinstalled at its old version, ``--no-deps``, from where it came; then the set is read
+again and anything still different is named. The error carries the installer's own words.
+"""
+from __future__ import annotations
+
+import json
+import re
+import signal
+import threading
+from typing import Callable
+
+from . import proc
+from .errors import CudamatrixError, InstallFailed
+from .models import Applied, InstalledDist, Plan
+
+Progress = Callable[[str, str], None]  # (event, text): "step", "output", "restore", "done"
+
+SNAPSHOT_TIMEOUT_S = 60.0
+RESTORE_TIMEOUT_S = 1800.0
+INTERRUPT_GRACE_S = 15.0  # let pip roll back the package it was in the middle of
+
+# Runs in the target interpreter: standard library only, one JSON list on stdout.
+_PROBE = r"""
+import json, re, sys
+from importlib import metadata
+seen = {}
+for dist in metadata.distributions():
+    name = dist.metadata["Name"]
+    if not name:
+        continue
+    key = re.sub(r"[-_.]+", "-", name).lower()
+    if key in seen:  # the first one on sys.path is the one imported
+        continue
+    direct = dist.read_text("direct_url.json")
+    inst = (dist.read_text("INSTALLER") or "").strip() or None
+    seen[key] = {"name": key, "version": dist.version, "direct_url": direct, "installer": inst}
+json.dump(sorted(seen.values(), key=lambda d: d["name"]), sys.stdout)
+"""
+
+
+def canonical(name: str) -> str:
+    """PEP 503 normalised distribution name."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def snapshot(python: str) -> list[InstalledDist]:
+    """The distributions installed for ``python``, sorted by name. Raises InstallFailed if unreadable."""
+    r = proc.run([python, "-c", _PROBE], timeout=SNAPSHOT_TIMEOUT_S, cwd="/")
+    if not r.ok:
+        raise InstallFailed(f"could not read the installed set of {python}: {r.error or r.stderr.strip()[-500:]}",
+                            hint="check that --python names a working interpreter")
+    out = []
+    for d in json.loads(r.stdout):
+        out.append(InstalledDist(name=d["name"], version=d["version"], source=_source(d.get("direct_url")),
+                                 installer=d.get("installer")))
+    return out
+
+
+def _source(direct_url: str | None) -> str | None:
+    """A requirement-ready source from PEP 610 ``direct_url.json``: ``git+URL@commit``, ``-e PATH``, a URL."""
+    if not direct_url:
+        return None
+    try:
+        data = json.loads(direct_url)
+    except ValueError:
+        return None
+    url = data.get("url")
+    if not url:
+        return None
+    vcs = data.get("vcs_info")
+    if vcs:
+        return f"{vcs.get('vcs', 'git')}+{url}@{vcs.get('commit_id', '')}".rstrip("@")
+    if (data.get("dir_info") or {}).get("editable"):
+        return f"-e {url}"
+    return url
+
+
+def diff(before: list[InstalledDist], after: list[InstalledDist]) -> dict[str, list[InstalledDist]]:
+    """What changed between two snapshots: ``added`` / ``removed`` / ``changed`` (old values)."""
+    b = {d.name: d for d in before}
+    a = {d.name: d for d in after}
+    return {
+        "added": [a[n] for n in sorted(a.keys() - b.keys())],
+        "removed": [b[n] for n in sorted(b.keys() - a.keys())],
+        "changed": [b[n] for n in sorted(a.keys() & b.keys()) if (a[n].version, a[n].source) != (b[n].version, b[n].source)],
+    }
+
+
+def apply(plan: Plan, *, on_progress: Progress | None = None) -> Applied:
+    """Execute the install/uninstall steps of ``plan``; other steps are for the caller (env, verify).
+
+    Returns Applied with the before/after sets. Raises InstallFailed (exit 4) after restoring the
+    starting set when a step fails or on Ctrl-C; ``detail`` names what was restored and what was not.
+    """
+    say = on_progress or (lambda event, text: None)
+    runnable = [s for s in plan.steps if s.kind in ("install", "uninstall")]
+    if not runnable:
+        return Applied(ok=True)
+    before = snapshot(plan.python)
+    tool = "uv" if runnable[0].argv[:1] == ["uv"] else "pip"
+    restore_args = _index_options(runnable)
+    done: list[str] = []
+    try:
+        for i, step in enumerate(runnable, 1):
+            say("step", f"[{i}/{len(runnable)}] {step.reason}")
+            env = None
+            if step.env:
+                import os
+
+                env = {**os.environ, **step.env}
+            r = proc.run(step.argv, timeout=step.timeout_s, env=env, interrupt_grace=INTERRUPT_GRACE_S,
+                         on_output=lambda line: say("output", line))
+            if not r.ok:
+                error = installer_error(r)
+                restored, left = restore(plan.python, before, tool=tool, index_options=restore_args, on_progress=say)
+                raise _failed(f"step {i} failed: {step.reason}", error, restored, left, step.argv)
+            done.append(step.reason)
+    except KeyboardInterrupt:
+        restored, left = restore(plan.python, before, tool=tool, index_options=restore_args, on_progress=say)
+        raise _failed("interrupted (Ctrl-C)", "interrupted by the user", restored, left, None) from None
+    after = snapshot(plan.python)
+    say("done", f"{len(done)} step(s) done")
+    return Applied(ok=True, steps_run=done, before=before, after=after)
+
+
+def installer_error(r: proc.Result) -> str:
+    """The installer's own words: its ERROR lines when it wrote any, else the tail of its output."""
+    if r.error and r.returncode is None:
+        return f"{r.error}\n{_tail(r.stderr or r.stdout)}".strip()
+    text = r.stderr or r.stdout
+    errors = [ln for ln in text.splitlines() if ln.startswith(("ERROR", "error:", "  × ", "×", "Caused by"))]
+    return ("\n".join(errors) if errors else _tail(text)).strip() or f"exit status {r.returncode}"
+
+
+def _tail(text: str, n: int = 40) -> str:
+    return "\n".join(text.strip().splitlines()[-n:])
+
+
+def _failed(what: str, error: str, restored: list[InstalledDist], left: dict, argv) -> InstallFailed:
+    not_restored = [f"{d.name} {d.version}" for k in ("added", "removed", "changed") for d in left[k]]
+    if not_restored:
+        hint = "could not restore: " + ", ".join(not_restored) + "; reinstall them by hand"
+    else:
+        hint = ("the environment is back to its starting set"
+                + (f" (restored {', '.join(d.name + ' ' + d.version for d in restored)})" if restored else ""))
+    return InstallFailed(f"install failed, {what}: {error}", hint=hint, detail={
+        "installer_error": error, "argv": argv, "restored": [d.to_dict() for d in restored],
+        "not_restored": not_restored})
+
+
+def _index_options(steps) -> list[str]:
+    """The index options of the plan's install steps, reused when reinstalling the starting set."""
+    out: list[str] = []
+    for step in steps:
+        argv = step.argv
+        for i, arg in enumerate(argv):
+            name = arg.partition("=")[0]
+            if name in ("--index-url", "--extra-index-url", "--find-links", "--trusted-host"):
+                if "=" in arg:
+                    out.append(arg)
+                elif i + 1 < len(argv):
+                    out += [arg, argv[i + 1]]
+    return out
+
+
+def restore(python: str, before: list[InstalledDist], *, tool: str = "pip", index_options: list[str] | None = None,
+            on_progress: Progress | None = None) -> tuple[list[InstalledDist], dict[str, list[InstalledDist]]]:
+    """Put ``python``'s installed set back to ``before``. Returns (what was put back, what still differs).
+
+    Ctrl-C is ignored while restoring (when called from the main thread): half a restore is worse.
+    """
+    say = on_progress or (lambda event, text: None)
+    old_handler = None
+    if threading.current_thread() is threading.main_thread():
+        old_handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        return _restore(python, before, tool, index_options or [], say)
+    finally:
+        if old_handler is not None:
+            signal.signal(signal.SIGINT, old_handler)
+
+
+def _restore(python, before, tool, index_options, say):
+    try:
+        now = snapshot(python)
+    except CudamatrixError:
+        return [], {"added": [], "removed": list(before), "changed": []}
+    d = diff(before, now)
+    if not any(d.values()):
+        return [], d
+    say("restore", "restoring the starting set")
+    current = {x.name for x in now}
+    drop = [x.name for x in d["added"]] + [x.name for x in d["changed"] if x.name in current]
+    if drop:
+        argv = (["uv", "pip", "uninstall", "--python", python] if tool == "uv"
+                else [python, "-m", "pip", "uninstall", "-y"]) + drop
+        say("restore", "uninstall " + " ".join(drop))
+        proc.run(argv, timeout=RESTORE_TIMEOUT_S)
+    back = d["removed"] + d["changed"]
+    if back:
+        base = (["uv", "pip", "install", "--python", python] if tool == "uv"
+                else [python, "-m", "pip", "install"]) + ["--no-deps"]
+        reqs = [_requirement(x) for x in back]
+        say("restore", "reinstall " + ", ".join(f"{x.name} {x.version}" for x in back))
+        r = proc.run(base + index_options + [a for req in reqs for a in req], timeout=RESTORE_TIMEOUT_S)
+        if not r.ok:  # one by one, to put back as much as can be
+            for req in reqs:
+                proc.run(base + index_options + req, timeout=RESTORE_TIMEOUT_S)
+    final = snapshot(python)
+    left = diff(before, final)
+    still = {x.name for k in left.values() for x in k}
+    return [x for x in d["added"] + back if x.name not in still], left
+
+
+def _requirement(dist: InstalledDist) -> list[str]:
+    if dist.source and dist.source.startswith("-e "):
+        return ["-e", dist.source[3:]]
+    if dist.source:
+        return [f"{dist.name} @ {dist.source}"]
+    return [f"{dist.name}=={dist.version}"]

@@ -1,0 +1,46 @@
+"""`cudamatrix doctor`: detect + diagnose. Typer-free (a hot command); options in :mod:`.commands`."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .. import render
+from ..errors import UsageError
+from .common import finish, guarded
+
+
+@guarded("doctor")
+def run_doctor(env: list[Path] | None = None, from_: list[str] | None = None, python: str | None = None,
+               as_json: bool = False, data_dir: Path | None = None) -> None:
+    """Detect and diagnose: findings with a code, severity, evidence and fix. Exit 1 on errors."""
+    from ..diagnose import diagnose, summary_exit
+    from ..matrix import load_matrix
+    from .targets import environments
+
+    if env and len(env) > 1:
+        raise UsageError("doctor reads one environment at a time", hint="run it once per --env file")
+    matrix = load_matrix(str(data_dir) if data_dir else None)
+    environment = environments(env or [], from_ or [], python)[0]
+    findings = diagnose(environment, matrix)
+    code = summary_exit(findings)
+    data = {"findings": [f.to_dict() for f in findings], "environment": environment.to_dict(),
+            "matrix_version": matrix.meta.data_version, "healthy": code == 0}
+    finish("doctor", code, data, as_json, lambda: render_findings(environment, findings))
+
+
+def render_findings(environment, findings) -> None:
+    c = render.console()
+    drv = environment.driver
+    gpus = ", ".join(f"{g.name} ({g.compute_capability})" for g in environment.gpus) or "no GPU"
+    c.print(f"driver {drv.version or '-'} (CUDA {drv.cuda_version or '-'}, {drv.status}); {gpus}")
+    fws = ", ".join(f"{f.name} {f.version}" + (f" [{f.variant}]" if f.variant else "") for f in environment.frameworks)
+    c.print(f"frameworks: {fws or 'none installed'}")
+    if not findings:
+        c.print("[green]healthy:[/] no findings")
+        return
+    colour = {"error": "red", "warning": "yellow", "info": "blue"}
+    for f in findings:
+        c.print(f"[{colour[f.severity]}]{f.severity.upper():7}[/] {f.code}: {f.title}")
+        for e in f.evidence:
+            c.print(f"         [dim]{e}[/]")
+        if f.fix:
+            c.print(f"         fix: {f.fix}")

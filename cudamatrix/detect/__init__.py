@@ -1,0 +1,296 @@
+"""Stage 1 of the pipeline: ``detect() -> Environment``.
+
+One module per probe family: :mod:`.driver` (kernel module files, NVML, libcuda), :mod:`.smi` (nvidia-smi),
+:mod:`.libraries` (every copy of the CUDA libraries and the loader's view), :mod:`.toolkits` (nvcc),
+:mod:`.python_env` (distributions, framework variants, file conflicts), :mod:`.context`, and :mod:`.reports`
+(the same Environment from pasted text). The risky library loads run in one bounded child (:mod:`.loader`).
+Nothing here imports a framework, pydantic or rich.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+import time
+from contextlib import contextmanager
+
+from ..errors import UsageError
+from ..models import Driver, Environment, Library, Note
+from . import context, driver, libraries, loader, python_env, toolkits
+from .text import MAX_BYTES, cudnn_version, version_from_int
+
+__all__ = ["detect", "from_reports", "load_environment", "read_report"]
+
+
+class _Background(threading.Thread):
+    """Run one independent probe while the main thread does the others (they wait on subprocesses)."""
+
+    def __init__(self, fn, *args) -> None:
+        super().__init__(daemon=True)
+        self.fn, self.args, self.result, self.exc = fn, args, None, None
+        self.start()
+
+    def run(self) -> None:
+        try:
+            self.result = self.fn(*self.args)
+        except BaseException as exc:  # re-raised in the caller's thread by value()
+            self.exc = exc
+
+    def value(self):
+        self.join()
+        if self.exc is not None:
+            raise self.exc
+        return self.result
+
+
+class _Timer:
+    def __init__(self) -> None:
+        self.timings: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, name: str):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timings[name] = round((time.perf_counter() - start) * 1000.0, 2)
+
+
+def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
+           environ: dict[str, str] | None = None) -> Environment:
+    """Detect driver, GPUs, CUDA libraries, toolkits and the Python environment of this machine.
+
+    ``python`` names another interpreter to inspect instead of the running one. ``root`` is where
+    /proc, /sys, /usr/local/cuda* and the container markers are read (a fake root in tests). ``timeout``
+    bounds each subprocess. Never raises for absent hardware; raises UsageError when ``python`` cannot be run.
+    """
+    environ = dict(os.environ) if environ is None else environ
+    timer = _Timer()
+    start = time.perf_counter()
+    env = Environment(origin="live", captured_at=time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
+                      hostname=os.uname().nodename if hasattr(os, "uname") else os.environ.get("COMPUTERNAME"))
+    # NVML can take 50-100 ms to initialise on a real driver: its own child starts first and overlaps the rest
+    want_nvml, want_cuda = loader.findable("libnvidia-ml.so.1", environ), loader.findable("libcuda.so.1", environ)
+    nvml = _Background(_timed, timer, "nvml", loader.run_loader, [], want_nvml, want_cuda, timeout)
+    tools = _Background(_timed, timer, "toolkits", toolkits.probe, environ, root, timeout)
+    ldconfig = _Background(_timed, timer, "ldconfig", libraries.run_ldconfig, timeout)
+    with timer("python"):
+        side, error = python_env.probe(python, timeout)
+    if error:
+        raise UsageError(error, hint="--python needs the path of a Python >= 3.6 interpreter")
+    env.python, env.packages, env.requirements = side.python, side.packages, side.requirements
+    env.frameworks, env.file_conflicts, env.notes = side.frameworks, side.file_conflicts, list(side.notes)
+    with timer("context"):
+        env.context = context.probe(root, environ, env.packages)
+    with timer("driver_files"):
+        kmod, kmod_source = driver.read_module_version(root)
+    ld_entries, ld_note = ldconfig.value()
+    if ld_note:
+        env.notes.append(Note("ldconfig", ld_note))
+    with timer("libraries"):
+        copies = libraries.find_copies(environ, root, env.python.site_packages, ld_entries, side.wheel_owner,
+                                       _conda_prefixes(env))
+    with timer("loader"):
+        answers = loader.run_loader(libraries.loadable(copies), nvml=False, libcuda=False, timeout=timeout)
+    driver_answers = nvml.value()
+    if not want_nvml:
+        driver_answers.nvml = {"probe": "nvml", "error": "NVML Shared Library Not Found", "code": 12}
+    if not want_cuda:
+        driver_answers.libcuda = {"probe": "libcuda", "error": "libcuda.so.1 is not on the loader's search path"}
+    answers.nvml, answers.libcuda = driver_answers.nvml, driver_answers.libcuda
+    answers.failed.update(driver_answers.failed)
+    answers.error = answers.error or driver_answers.error
+    _apply_library_answers(copies, answers, env.notes)
+    _refine_from_wheels(copies, env.packages)
+    for key in ("nvml", "libcuda"):
+        if getattr(answers, key) and "ms" in getattr(answers, key):
+            timer.timings[f"loader:{key}"] = getattr(answers, key)["ms"]
+    lib_ms = [a["ms"] for a in answers.libs.values() if "ms" in a]
+    if lib_ms:
+        timer.timings["loader:libraries"] = round(sum(lib_ms), 2)
+    drv = Driver(kernel_module_version=kmod)
+    env.gpus = driver.from_nvml(answers.nvml, drv, env.notes)
+    cuda_lib = driver.from_libcuda(answers.libcuda, drv, env.notes)
+    for key, how in answers.failed.items():
+        if key in ("nvml", "libcuda"):
+            env.notes.append(Note(key, f"{key} {how}; skipped", "error"))
+            if drv.status == "unknown":
+                drv.status, drv.error = "error", f"{key} {how}"
+    _add_loader_libraries(copies, answers, cuda_lib, drv)
+    if drv.version is None and drv.status != "mismatch":
+        if shutil.which("nvidia-smi", path=environ.get("PATH")) is None:
+            env.notes.append(Note("nvidia-smi", "nvidia-smi not found on PATH"))
+        else:
+            from . import smi  # only when NVML could not answer: its parsers are not needed otherwise
+
+            with timer("nvidia-smi"):
+                reading = smi.probe(timeout, environ)
+            _merge_smi(drv, env, reading)
+    _settle_status(drv, env, kmod, kmod_source, answers, environ, root, cuda_lib)
+    env.driver = drv
+    env.libraries = copies
+    env.notes += libraries.loader_view(copies, environ, ld_entries)
+    for lib in copies:
+        if lib.stub and lib.origin == "LD_LIBRARY_PATH":
+            env.notes.append(Note("libraries", f"a link-time stub is on LD_LIBRARY_PATH: {lib.path}; programs that "
+                                  "load it instead of the driver's copy fail", "warning"))
+    env.toolkits, notes = tools.value()
+    env.notes += notes
+    env.timings_ms = timer.timings
+    env.timings_ms["total"] = round((time.perf_counter() - start) * 1000.0, 2)
+    return env
+
+
+def _conda_prefixes(env: Environment) -> list[str]:
+    """The conda environment of the probed interpreter: its site-packages is PREFIX/lib/pythonX.Y/site-packages."""
+    if env.python.installer != "conda":
+        return []
+    return [os.path.dirname(os.path.dirname(os.path.dirname(sp))) for sp in env.python.site_packages[:1]]
+
+
+def _timed(timer: _Timer, name: str, fn, *args):
+    with timer(name):
+        return fn(*args)
+
+
+def _apply_library_answers(copies: list[Library], answers: loader.LoaderAnswers, notes: list[Note]) -> None:
+    if answers.error:
+        notes.append(Note("loader", f"the library loader child did not run: {answers.error}", "warning"))
+    for lib in copies:
+        if lib.path in answers.failed:
+            notes.append(Note("libraries", f"loading {lib.path} {answers.failed[lib.path]}; its version is unknown",
+                              "error"))
+            continue
+        a = answers.libs.get(lib.path)
+        if not a:
+            continue
+        if a.get("error"):
+            notes.append(Note("libraries", f"{lib.path} failed to load: {a['error'][:300]}", "warning"))
+            continue
+        if lib.name == "cuda" and a.get("rc") == 34:
+            lib.stub = True
+            continue
+        own = cudnn_version(a.get("version")) if lib.name == "cudnn" else version_from_int(a.get("version"))
+        if own and not (lib.version and lib.version.startswith(own + ".")):
+            lib.version = own
+
+
+def _refine_from_wheels(copies: list[Library], packages: dict[str, str]) -> None:
+    """A wheel's copy: its distribution's version where the library's own answer is coarser or missing
+    (cudaRuntimeGetVersion says "13.0"; nvidia-cuda-runtime 13.0.96 says which build)."""
+    for lib in copies:
+        dist = lib.origin[len("wheel:"):] if lib.origin.startswith("wheel:") else None
+        precise = packages.get(dist) if dist else None
+        if precise and (lib.version is None or precise.startswith(lib.version + ".")):
+            lib.version = precise
+
+
+def _add_loader_libraries(copies: list[Library], answers: loader.LoaderAnswers, cuda_lib: Library | None,
+                          drv: Driver) -> None:
+    """Put the libcuda and NVML copies the loader child really loaded into the list (once)."""
+    nvml = answers.nvml or {}
+    extra = [cuda_lib] if cuda_lib else []
+    if nvml.get("path"):
+        extra.append(Library(name="nvml", soname="libnvidia-ml.so.1", path=nvml["path"], origin="loader",
+                             version=nvml.get("driver"), loaded_first=True))
+    for lib in extra:
+        real = os.path.realpath(lib.path)
+        same = next((c for c in copies if os.path.realpath(c.path) == real), None)
+        if same is None:
+            copies.append(lib)
+        else:
+            same.loaded_first = True
+            same.stub = same.stub or lib.stub
+            same.version = same.version or lib.version
+
+
+def _merge_smi(drv: Driver, env: Environment, reading) -> None:
+    env.notes += [Note("nvidia-smi", n, "warning" if "timed out" in n else "info") for n in reading.notes]
+    if not reading.found and reading.driver.status == "unknown":
+        return
+    r = reading.driver
+    drv.version = drv.version or r.version
+    drv.cuda_version = drv.cuda_version or r.cuda_version
+    drv.library_version = drv.library_version or r.library_version
+    if r.version:
+        drv.source = drv.source if drv.source and drv.source != "libcuda" else "nvidia-smi"
+    if r.status in ("mismatch", "error") or drv.status == "unknown":
+        drv.status = r.status
+        drv.error = r.error or drv.error
+    if not env.gpus:
+        env.gpus = reading.gpus
+
+
+def _settle_status(drv: Driver, env: Environment, kmod: str | None, kmod_source: str | None,
+                   answers: loader.LoaderAnswers, environ: dict[str, str], root: str,
+                   cuda_lib: Library | None) -> None:
+    nvml_missing = (answers.nvml or {}).get("code") == driver.NVML_LIBRARY_NOT_FOUND
+    if drv.status == "unknown":
+        if kmod and nvml_missing:
+            drv.status = "no_device"
+            env.notes.append(Note("driver", f"kernel module {kmod} is loaded but no user-space driver library is "
+                                  "visible: a container started without the NVIDIA runtime (--gpus / "
+                                  "runtimeClassName)?", "warning"))
+        elif kmod:
+            drv.status = "no_device" if not env.gpus else "ok"
+        elif drv.version or env.gpus or (cuda_lib is not None and not cuda_lib.stub and cuda_lib.version):
+            drv.status = "ok" if env.gpus else "no_device"
+        else:
+            drv.status = "absent"
+            drv.error = drv.error or "no NVIDIA kernel module, NVML library or nvidia-smi found"
+    if drv.version is None and kmod:
+        drv.version, drv.source = kmod, kmod_source
+    if kmod and drv.version and kmod != drv.version and drv.status == "ok":
+        drv.library_version = drv.version
+        env.notes.append(Note("driver", f"kernel module {kmod} differs from the user-space driver {drv.version}: "
+                              "reboot after a driver upgrade", "warning"))
+    hidden = driver.hidden_by_environment(environ)
+    if hidden and drv.status == "ok":
+        drv.status = "no_device"
+        env.notes.append(Note("driver", hidden, "warning"))
+    if env.context.wsl and os.path.isdir(os.path.join(root, "usr/lib/wsl/lib")):
+        env.notes.append(Note("driver", "WSL: the driver is the Windows one; libcuda and NVML come from "
+                              "/usr/lib/wsl/lib (do not install a Linux driver inside WSL)"))
+
+
+def from_reports(items: list[tuple[str, str]]) -> Environment:
+    """Build an Environment (origin "report") from ``(name, text)`` pairs of pasted tool output."""
+    from .reports import from_reports as build
+
+    return build(items)
+
+
+def read_report(path: str) -> tuple[str, list[Note]]:
+    """Read one pasted report file ("-" for stdin), size-capped; raises UsageError for unreadable or binary files."""
+    from .reports import read_report as read
+
+    return read(path)
+
+
+def load_environment(path: str) -> Environment:
+    """Read a saved ``detect --json`` output (the whole envelope or just the environment object).
+
+    Raises UsageError naming the file and the dotted path of a bad key.
+    """
+    from ..schema import validate
+
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise UsageError(f"cannot read environment file {path}: {exc.strerror or exc}") from None
+    if len(data) > MAX_BYTES:
+        raise UsageError(f"{path} is larger than {MAX_BYTES // (1024 * 1024)} MB; not a saved environment")
+    try:
+        obj = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise UsageError(f"{path} is not JSON: {exc}", hint="save one with: cudamatrix detect --json > env.json") from None
+    if isinstance(obj, dict) and "data" in obj and "command" in obj:
+        data_part = obj.get("data")
+        if not isinstance(data_part, dict) or "environment" not in data_part:
+            raise UsageError(f"{path}: data.environment: missing (a JSON envelope of another command?)")
+        obj = data_part["environment"]
+    if not isinstance(obj, dict):
+        raise UsageError(f"{path}: (top level): an environment object is needed")
+    return validate(Environment, obj, path, UsageError)

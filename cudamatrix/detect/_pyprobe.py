@@ -1,0 +1,168 @@
+"""Python-environment probe: standard library only, valid on Python >= 3.6.
+
+Imported by :mod:`cudamatrix.detect.python_env` for the running interpreter, and run as a script in
+another one (``--python PATH``), where it prints one JSON object. It never imports a framework: versions
+and requirements come from the distributions' metadata, file lists from their RECORD files.
+"""
+import json
+import os
+import re
+import sys
+
+# distributions whose metadata matters for CUDA consistency (canonical names), and name prefixes
+RELEVANT = {"torch", "torchvision", "torchaudio", "tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly",
+            "tensorflow-intel", "jax", "jaxlib", "triton", "pytorch-triton", "xformers", "flash-attn",
+            "onnxruntime-gpu", "cupy", "google-colab", "ipykernel", "paddlepaddle-gpu"}
+PREFIXES = ("nvidia-", "jax-cuda", "jax-rocm", "cupy-cuda")
+WITH_FILES = ("nvidia-", "jax-cuda", "cupy-cuda")  # RECORD is read for these (frameworks' RECORDs are huge)
+
+
+def canonical(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def relevant(name):
+    return name in RELEVANT or name.startswith(PREFIXES)
+
+
+def _headers(text):
+    """Name, Version and Requires-Dist from a METADATA / PKG-INFO text (stops at the body)."""
+    out = {"Requires-Dist": []}
+    for line in text.replace("\r\n", "\n").split("\n\n", 1)[0].split("\n"):
+        key, sep, value = line.partition(":")
+        if not sep or line[:1] in " \t":
+            continue
+        if key == "Requires-Dist":
+            out["Requires-Dist"].append(value.strip())
+        elif key in ("Name", "Version"):
+            out[key] = value.strip()
+    return out
+
+
+def _read(path, limit=-1):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read(limit)
+    except OSError:
+        return None
+
+
+def _requires_of(meta_dir):
+    """(Version, Requires-Dist) from the METADATA headers, the same file importlib.metadata reads.
+
+    Read directly rather than through ``importlib.metadata.Distribution.metadata``: that runs the e-mail
+    parser over the whole file, README body included (2-3 ms for torch alone), and does not exist before 3.8.
+    """
+    text = _read(os.path.join(meta_dir, "METADATA"), 262144) or _read(os.path.join(meta_dir, "PKG-INFO"), 262144) or ""
+    h = _headers(text)
+    return h.get("Version"), h["Requires-Dist"]
+
+
+def _record(meta_dir):
+    text = _read(os.path.join(meta_dir, "RECORD"))
+    if text is None:
+        return None
+    files = []
+    for line in text.splitlines():
+        if line.startswith('"'):
+            import csv
+            row = next(csv.reader([line]), None)
+            path = row[0] if row else ""
+        else:
+            path = line.split(",", 1)[0]
+        if path:
+            files.append(path)
+    return files
+
+
+def _tags():
+    import sysconfig
+    impl = {"cpython": "cp", "pypy": "pp"}.get(sys.implementation.name, sys.implementation.name[:2])
+    interp = "%s%d%d" % (impl, sys.version_info[0], sys.version_info[1])
+    abi = interp + ("t" if "t" in getattr(sys, "abiflags", "") else "")
+    plat = (sysconfig.get_platform() or "").replace("-", "_").replace(".", "_")
+    if plat.startswith("linux_"):
+        arch = plat[len("linux_"):]
+        glibc = ""
+        try:
+            glibc = os.confstr("CS_GNU_LIBC_VERSION") or ""
+        except (AttributeError, ValueError, OSError):
+            pass
+        m = re.match(r"glibc (\d+)\.(\d+)", glibc)
+        platforms = (["manylinux_%s_%s_%s" % (m.group(1), m.group(2), arch)] if m else []) + [plat]
+    else:
+        platforms = [plat]
+    tags = []
+    for p in platforms:
+        tags += ["%s-%s-%s" % (interp, abi, p), "%s-abi3-%s" % (interp, p)]
+    tags += ["py3-none-%s" % platforms[0], "py3-none-any"]
+    return plat, tags
+
+
+def _installer():
+    if os.path.isdir(os.path.join(sys.prefix, "conda-meta")):
+        return "conda"
+    cfg = _read(os.path.join(sys.prefix, "pyvenv.cfg")) or ""
+    if re.search(r"^uv\s*=", cfg, re.M):
+        return "uv"
+    return "pip"
+
+
+def collect(paths=None):
+    """Everything the parent needs, as plain JSON-ready values."""
+    plat, tags = _tags()
+    paths = [p for p in (paths if paths is not None else sys.path) if p and os.path.isdir(p)]
+    site = [p for p in paths if os.path.basename(p.rstrip("/\\")) in ("site-packages", "dist-packages")]
+    dists = []
+    seen = set()
+    for base in paths:
+        real = os.path.realpath(base)
+        if real in seen:
+            continue
+        seen.add(real)
+        try:
+            names = sorted(os.listdir(base))
+        except OSError:
+            continue
+        for entry in names:
+            if not entry.endswith((".dist-info", ".egg-info")):
+                continue
+            stem = entry.rsplit(".", 1)[0]
+            name, _, version = stem.partition("-")
+            version = version.split("-py")[0] if entry.endswith(".egg-info") else version
+            cname = canonical(name)
+            if not relevant(cname):
+                continue
+            meta_dir = os.path.join(base, entry)
+            meta_version, requires = _requires_of(meta_dir)
+            item = {"name": cname, "version": meta_version or version, "location": base,
+                    "requires": [r for r in requires if canonical(r).startswith("nvidia-")]}
+            if cname.startswith(WITH_FILES):
+                item["files"] = _record(meta_dir)
+            dists.append(item)
+    torch_version_py = None
+    for base in site:
+        text = _read(os.path.join(base, "torch", "version.py"))
+        if text:
+            torch_version_py = text[:4000]
+            break
+    return {
+        "executable": sys.executable,
+        "version": "%d.%d.%d" % sys.version_info[:3],
+        "implementation": sys.implementation.name,
+        "platform": plat,
+        "tags": tags,
+        "site_packages": site,
+        "in_virtualenv": sys.prefix != getattr(sys, "base_prefix", sys.prefix),
+        "installer": _installer(),
+        "dists": dists,
+        "torch_version_py": torch_version_py,
+    }
+
+
+if __name__ == "__main__":
+    if sys.version_info < (3, 6):
+        sys.stderr.write("cudamatrix needs Python >= 3.6 to inspect an environment; this is %s\n" % sys.version.split()[0])
+        sys.exit(3)
+    sys.stdout.write(json.dumps(collect()))
+    sys.stdout.write("\n")

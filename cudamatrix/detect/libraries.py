@@ -1,0 +1,277 @@
+"""Every copy of the CUDA runtime, cuDNN and their siblings on this machine, and the loader's view of them.
+
+Where copies are looked for: each LD_LIBRARY_PATH entry, the ``ldconfig -p`` cache, CUDA_HOME / CUDA_PATH,
+/usr/local/cuda*, conda prefixes, the ``nvidia/*/lib`` folders of nvidia-* wheels (and ``torch/lib``),
+and WSL's /usr/lib/wsl/lib. Copies are files, told apart by their real path; the soname is read from the
+ELF dynamic section. Versions come from the file name (libcudart.so.12.4.127) here and from ctypes calls in
+the loader child (:mod:`.loader`).
+
+The loader's view (ld.so(8), "Shared object dependencies"): a framework that dlopens a soname gets the copy
+in the first LD_LIBRARY_PATH entry that has it, then the folders of its own RUNPATH (the torch and JAX
+wheels name their nvidia/*/lib folders there, so those copies come next), then the ldconfig cache, then the
+default folders. Copies outside that order are neither loaded nor shadowed.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shutil
+import struct
+from dataclasses import dataclass
+
+from .. import proc
+from ..models import Library, Note
+
+_NAME = re.compile(r"^lib(?P<base>cudart|cudnn|cublasLt|cublas|nvrtc|nccl|cuda|nvidia-ml)"
+                   r"(?:-[0-9a-f]{8})?\.so(?P<suffix>(?:\.\d+)*)$")
+NAMES = {"nvidia-ml": "nvml"}  # file base -> Library.name
+VERSION_CALLS = {"cudart", "cudnn", "cuda"}  # small libraries whose version call is cheap to load
+DEFAULT_DIRS = ["/lib64", "/usr/lib64", "/lib", "/usr/lib", "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu",
+                "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu"]
+_LDCONFIG_LINE = re.compile(r"^\s*(?P<soname>\S+)\s+\((?P<flags>[^)]*)\)(?:\s+OS ABI:[^=]*)?\s*=>\s*(?P<path>\S+)")
+
+
+@dataclass
+class LdEntry:
+    soname: str
+    flags: str
+    path: str
+
+
+def parse_ldconfig(text: str) -> list[LdEntry]:
+    """Entries of ``ldconfig -p`` output, in the cache's order (the order the loader searches)."""
+    out = []
+    for line in text.splitlines():
+        m = _LDCONFIG_LINE.match(line)
+        if m:
+            out.append(LdEntry(m.group("soname"), m.group("flags"), m.group("path")))
+    return out
+
+
+def library_name(filename: str) -> str | None:
+    """"libcudnn.so.9" -> "cudnn"; None for files that are not tracked."""
+    m = _NAME.match(filename)
+    if not m:
+        return None
+    return NAMES.get(m.group("base"), m.group("base"))
+
+
+def version_from_filename(filename: str) -> str | None:
+    """"libcudart.so.12.4.127" -> "12.4.127"; needs at least major.minor after .so."""
+    m = _NAME.match(filename)
+    if m and m.group("suffix").count(".") >= 2:
+        return m.group("suffix")[1:]
+    return None
+
+
+def elf_soname(path: str) -> str | None:
+    """DT_SONAME of an ELF shared object, read from its dynamic segment; None when absent or unreadable."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(64)
+            if len(head) < 52 or head[:4] != b"\x7fELF":
+                return None
+            is64, end = head[4] == 2, "<" if head[5] == 1 else ">"
+            if is64:
+                (phoff,) = struct.unpack_from(end + "Q", head, 32)
+                phentsize, phnum = struct.unpack_from(end + "HH", head, 54)
+            else:
+                (phoff,) = struct.unpack_from(end + "I", head, 28)
+                phentsize, phnum = struct.unpack_from(end + "HH", head, 42)
+            fh.seek(phoff)
+            table = fh.read(phentsize * min(phnum, 64))
+            loads, dynamic = [], None
+            for i in range(min(phnum, 64)):
+                if is64:
+                    p_type, _f, off, vaddr, _pa, filesz = struct.unpack_from(end + "IIQQQQ", table, i * phentsize)
+                else:
+                    p_type, off, vaddr, _pa, filesz = struct.unpack_from(end + "IIIII", table, i * phentsize)
+                if p_type == 1:
+                    loads.append((vaddr, off, filesz))
+                elif p_type == 2:
+                    dynamic = (off, filesz)
+            if dynamic is None:
+                return None
+            fh.seek(dynamic[0])
+            data = fh.read(min(dynamic[1], 65536))
+            size, fmt = (16, end + "qQ") if is64 else (8, end + "iI")
+            strtab = soname = None
+            for pos in range(0, len(data) - size + 1, size):
+                tag, val = struct.unpack_from(fmt, data, pos)
+                if tag == 0:
+                    break
+                if tag == 5:
+                    strtab = val
+                elif tag == 14:
+                    soname = val
+            if strtab is None or soname is None:
+                return None
+            for vaddr, off, filesz in loads:
+                if vaddr <= strtab < vaddr + filesz:
+                    fh.seek(strtab - vaddr + off + soname)
+                    return fh.read(256).split(b"\0", 1)[0].decode("ascii", "replace") or None
+    except (OSError, struct.error):
+        return None
+    return None
+
+
+def run_ldconfig(timeout: float) -> tuple[list[LdEntry], str | None]:
+    """The ldconfig cache (``ldconfig -p``); (entries, note) where note says why it could not be read."""
+    exe = shutil.which("ldconfig") or next((p for p in ("/sbin/ldconfig", "/usr/sbin/ldconfig")
+                                            if os.path.exists(p)), None)
+    if exe is None:
+        return [], "ldconfig not found"
+    result = proc.run([exe, "-p"], timeout=timeout)
+    if not result.ok:
+        return [], f"ldconfig -p failed: {result.error or result.stderr.strip()[:200]}"
+    return parse_ldconfig(result.stdout), None
+
+
+def _machine_flag() -> str:
+    m = os.uname().machine if hasattr(os, "uname") else ""
+    return {"x86_64": "x86-64", "aarch64": "AArch64"}.get(m, m)
+
+
+def search_dirs(environ: dict[str, str], root: str, site_packages: list[str],
+                conda_prefixes: list[str] = ()) -> list[tuple[str, str]]:
+    """(folder, origin) pairs to scan, most specific first; LD_LIBRARY_PATH first as the loader does."""
+    dirs: list[tuple[str, str]] = []
+    for entry in environ.get("LD_LIBRARY_PATH", "").split(":"):
+        if entry:
+            dirs.append((entry, "LD_LIBRARY_PATH"))
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        base = environ.get(var)
+        if base:
+            dirs += [(d, var) for d in _toolkit_lib_dirs(base)]
+    for base in sorted(glob.glob(os.path.join(root, "usr/local/cuda*"))):
+        origin = "/" + os.path.relpath(base, root)
+        dirs += [(d, origin) for d in _toolkit_lib_dirs(base)]
+    for base in [environ.get("CONDA_PREFIX", "")] + list(conda_prefixes):
+        if base:
+            dirs.append((os.path.join(base, "lib"), "conda"))
+    for sp in site_packages:
+        for d in sorted(glob.glob(os.path.join(sp, "nvidia", "*", "lib"))):
+            dirs.append((d, "wheel"))
+        dirs.append((os.path.join(sp, "torch", "lib"), "wheel:torch"))
+    dirs.append((os.path.join(root, "usr/lib/wsl/lib"), "wsl"))
+    return dirs
+
+
+def _toolkit_lib_dirs(base: str) -> list[str]:
+    return [os.path.join(base, "lib64"), os.path.join(base, "lib")] + sorted(
+        glob.glob(os.path.join(base, "targets", "*", "lib")))
+
+
+def find_copies(environ: dict[str, str], root: str, site_packages: list[str], ld_entries: list[LdEntry],
+                wheel_owner: dict[str, str], conda_prefixes: list[str] = ()) -> list[Library]:
+    """Every tracked library copy, one :class:`Library` per real file, in discovery order.
+
+    ``wheel_owner`` maps an absolute file path (as RECORD lists it) to its distribution name;
+    ``conda_prefixes`` are conda environments to look into besides $CONDA_PREFIX (the probed interpreter's).
+    """
+    found: dict[str, Library] = {}
+    flag = _machine_flag()
+
+    def add(path: str, origin: str) -> None:
+        name = library_name(os.path.basename(path))
+        if name is None:
+            return
+        try:
+            real = os.path.realpath(path)
+            if not os.path.isfile(real):
+                return
+        except OSError:
+            return
+        if real in found:
+            return
+        soname = elf_soname(real) or _soname_guess(os.path.basename(path))
+        shown = os.path.join(os.path.dirname(path), soname) if os.path.exists(
+            os.path.join(os.path.dirname(path), soname)) else path
+        if origin == "wheel":
+            owner = wheel_owner.get(os.path.normpath(path)) or wheel_owner.get(os.path.normpath(shown))
+            origin = f"wheel:{owner}" if owner else "wheel"
+        found[real] = Library(name=name, soname=soname, path=shown, origin=origin,
+                              version=version_from_filename(os.path.basename(real)),
+                              stub=_in_stubs(path) or _in_stubs(real))
+
+    dirs = search_dirs(environ, root, site_packages, conda_prefixes)
+    ld_first = [d for d in dirs if d[1] == "LD_LIBRARY_PATH"]
+    for folder, origin in ld_first:
+        _scan(folder, origin, add)
+    for entry in ld_entries:
+        if flag in ("x86-64", "AArch64") and flag not in entry.flags:
+            continue  # another word size or architecture (a 32-bit libcuda.so.1 next to the 64-bit one)
+        add(entry.path, "ldconfig")
+    for folder, origin in dirs[len(ld_first):]:
+        _scan(folder, origin, add)
+    return list(found.values())
+
+
+def _in_stubs(path: str) -> bool:
+    """Inside a toolkit's link-time stubs folder (…/lib64/stubs/libcuda.so)."""
+    return "stubs" in os.path.dirname(path).split(os.sep)
+
+
+def _scan(folder: str, origin: str, add) -> None:
+    try:
+        with os.scandir(folder) as it:
+            names = sorted(e.name for e in it if e.name.startswith("lib") and ".so" in e.name)
+    except OSError:
+        return
+    for n in names:
+        add(os.path.join(folder, n), origin)
+
+
+def _soname_guess(filename: str) -> str:
+    m = _NAME.match(filename)
+    if not m:
+        return filename
+    parts = m.group("suffix").split(".")[1:2]
+    return filename[: filename.index(".so") + 3] + ("." + parts[0] if parts else "")
+
+
+def loader_view(copies: list[Library], environ: dict[str, str], ld_entries: list[LdEntry]) -> list[Note]:
+    """Mark, for each soname, the copy the loader picks (``loaded_first``) and the reachable copies it
+    shadows (``shadowed_by``). Returns notes for sonames whose reachable copies disagree on the version."""
+    notes: list[Note] = []
+    by_soname: dict[str, list[Library]] = {}
+    for lib in copies:
+        if not lib.stub or lib.origin == "LD_LIBRARY_PATH":
+            by_soname.setdefault(lib.soname, []).append(lib)
+    cache = {}
+    for e in ld_entries:
+        cache.setdefault(e.soname, e.path)
+    ld_dirs = [d for d in environ.get("LD_LIBRARY_PATH", "").split(":") if d]
+    for soname, libs in by_soname.items():
+        order: list[str] = [os.path.join(d, soname) for d in ld_dirs]
+        order += [os.path.join(os.path.dirname(x.path), soname) for x in libs if x.origin.startswith("wheel")]
+        if soname in cache:
+            order.append(cache[soname])
+        order += [os.path.join(d, soname) for d in DEFAULT_DIRS]
+        reach = []
+        for candidate in order:
+            if os.path.exists(candidate):
+                real = os.path.realpath(candidate)
+                lib = next((x for x in libs if os.path.realpath(x.path) == real), None)
+                if lib is not None and lib not in reach:
+                    reach.append(lib)
+        if not reach:
+            continue
+        winner = reach[0]
+        winner.loaded_first = True
+        for lib in reach[1:]:
+            lib.shadowed_by = winner.path
+        versions = {x.version for x in reach if x.version}
+        if len(reach) > 1 and len(versions) > 1:
+            losers = ", ".join(f"{x.path} ({x.version or '?'}, {x.origin})" for x in reach[1:])
+            notes.append(Note("loader", f"{soname}: {winner.path} ({winner.version or '?'}, {winner.origin}) "
+                              f"is loaded first and shadows {losers}", "warning"))
+        if winner.stub:
+            notes.append(Note("loader", f"{soname}: the copy loaded first is a link-time stub ({winner.path})", "error"))
+    return notes
+
+
+def loadable(copies: list[Library]) -> list[tuple[str, str]]:
+    """(path, name) of the copies whose version the loader child asks through ctypes."""
+    return [(lib.path, lib.name) for lib in copies if lib.name in VERSION_CALLS and not lib.stub]

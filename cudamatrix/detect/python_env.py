@@ -1,0 +1,206 @@
+"""The Python side: interpreter, relevant distributions, framework variants, file conflicts.
+
+Frameworks are never imported: versions and requirements come from metadata (:mod:`._pyprobe`, which also
+runs inside another interpreter for ``--python PATH``), the torch build from ``torch/version.py`` read as text,
+its local version (+cu121, +cpu) and its declared nvidia-* requirements.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+
+from .. import proc
+from ..models import FileConflict, Framework, Note, PythonInfo
+
+_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_pyprobe.py")
+FRAMEWORKS = ("torch", "torchvision", "torchaudio", "tensorflow", "tensorflow-cpu", "tensorflow-gpu", "jax", "jaxlib")
+_REQ = re.compile(r"^\s*(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*(?P<spec>[^;]*)(?:;(?P<marker>.*))?$")
+_PIN = re.compile(r"(?:===?|~=|>=)\s*(?P<v>[0-9][\w.+!*]*)")
+_MAX_CONFLICTS = 200
+
+
+@dataclass
+class PythonSide:
+    python: PythonInfo = field(default_factory=PythonInfo)
+    packages: dict[str, str] = field(default_factory=dict)
+    requirements: dict[str, list[str]] = field(default_factory=dict)
+    frameworks: list[Framework] = field(default_factory=list)
+    file_conflicts: list[FileConflict] = field(default_factory=list)
+    wheel_owner: dict[str, str] = field(default_factory=dict)  # absolute file path -> distribution
+    notes: list[Note] = field(default_factory=list)
+
+
+def canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def parse_requirement(text: str) -> tuple[str, str | None, str]:
+    """("nvidia-cudnn-cu12==9.1.0.70; platform_system == 'Linux'") -> ("nvidia-cudnn-cu12", "9.1.0.70", marker).
+
+    A small reader on purpose: importing packaging.requirements costs more than the whole probe.
+    """
+    m = _REQ.match(text)
+    if not m:
+        return canonical(text.split()[0]) if text.split() else "", None, ""
+    pin = _PIN.search(m.group("spec") or "")
+    return canonical(m.group("name")), pin.group("v") if pin else None, (m.group("marker") or "").strip()
+
+
+def cuda_from_tag(tag: str) -> str | None:
+    """"cu121" -> "12.1", "cu92" -> "9.2", "cu130" -> "13.0"."""
+    m = re.fullmatch(r"cu(\d)(\d+)", tag) if len(tag) == 4 else re.fullmatch(r"cu(\d+)(\d)", tag)
+    return f"{int(m.group(1))}.{int(m.group(2))}" if m else None
+
+
+def torch_version_py(text: str | None) -> tuple[str | None, str | None]:
+    """(cuda, hip) from torch/version.py; None where the build has none."""
+    if not text:
+        return None, None
+
+    def grab(key: str) -> str | None:
+        m = re.search(rf"^{key}\s*(?::[^=]*)?=\s*['\"]([^'\"]+)['\"]", text, re.M)
+        return m.group(1) if m else None
+
+    return grab("cuda"), grab("hip")
+
+
+def _major_minor(version: str | None, parts: int = 2) -> str | None:
+    if not version:
+        return None
+    nums = re.findall(r"\d+", version)[:parts]
+    return ".".join(nums) if len(nums) == parts else None
+
+
+def torch_variant(version: str, requires: list[str], version_py: str | None) -> Framework:
+    """The torch build: its local version first, then torch/version.py, then its nvidia-* pins."""
+    fw = Framework(name="torch", version=version, source="metadata")
+    pins = {parse_requirement(r)[0]: parse_requirement(r)[1] for r in requires}
+    local = version.partition("+")[2]
+    vpy_cuda, vpy_hip = torch_version_py(version_py)
+    if local:
+        fw.variant, fw.source = local, "local version"
+        fw.cuda = cuda_from_tag(local)
+    elif vpy_cuda or vpy_hip:
+        fw.source = "torch/version.py"
+    runtime = next((v for n, v in pins.items() if n.startswith("nvidia-cuda-runtime")), None)
+    cudnn = next((v for n, v in pins.items() if n.startswith("nvidia-cudnn")), None)
+    if fw.cuda is None and vpy_cuda:
+        fw.cuda = _major_minor(vpy_cuda)
+    if fw.cuda is None and runtime:
+        fw.cuda, fw.source = _major_minor(runtime), "nvidia requirements"
+    if fw.variant is None:
+        if fw.cuda:
+            fw.variant = "cu" + fw.cuda.replace(".", "")
+        elif vpy_hip:
+            fw.variant = "rocm" + (_major_minor(vpy_hip) or "")
+        elif version_py is not None:
+            fw.variant = "cpu"
+    if cudnn:
+        fw.cudnn = _major_minor(cudnn, 3)
+    return fw
+
+
+def other_variant(name: str, version: str, requires: list[str], packages: dict[str, str]) -> Framework:
+    fw = Framework(name=name, version=version, source="metadata")
+    local = version.partition("+")[2]
+    if name in ("torchvision", "torchaudio"):
+        if local:
+            fw.variant, fw.cuda, fw.source = local, cuda_from_tag(local), "local version"
+        return fw
+    if name == "tensorflow-cpu":
+        fw.variant = "cpu"
+        return fw
+    if name.startswith("tensorflow"):
+        extra = [r for r in requires if "and-cuda" in (parse_requirement(r)[2] or "")]
+        names = {parse_requirement(r)[0]: parse_requirement(r)[1] for r in extra}
+        if names and all(n in packages for n in names):
+            fw.variant = "and-cuda"
+            fw.cuda = _major_minor(next((v for n, v in names.items() if n.startswith("nvidia-cuda-runtime")), None))
+            fw.cudnn = _major_minor(next((v for n, v in names.items() if n.startswith("nvidia-cudnn")), None), 3)
+        return fw
+    if name == "jaxlib":
+        m = re.search(r"cuda(\d+)(?:\.cudnn(\d)(\d+))?", local)
+        if m:
+            fw.variant, fw.source = f"cuda{m.group(1)}", "local version"
+            fw.cudnn = f"{m.group(2)}.{m.group(3)}" if m.group(2) else None
+            return fw
+        plugin = next((n for n in packages if re.fullmatch(r"jax-cuda\d+-plugin", n)), None)
+        if plugin:
+            fw.variant = plugin.split("-")[1]  # "cuda12": the plugin wheels carry only the CUDA major version
+            fw.cuda = fw.variant[len("cuda"):]
+            fw.source = "plugin " + plugin
+        elif not any(n.startswith("jax-rocm") for n in packages):
+            fw.variant = "cpu"
+    return fw
+
+
+def build(raw: dict) -> PythonSide:
+    """Turn the probe's raw answer into the Environment's Python-side values."""
+    side = PythonSide()
+    side.python = PythonInfo(executable=raw.get("executable"), version=raw.get("version"),
+                             implementation=raw.get("implementation"), platform=raw.get("platform"),
+                             tags=list(raw.get("tags") or []), site_packages=list(raw.get("site_packages") or []),
+                             in_virtualenv=raw.get("in_virtualenv"), installer=raw.get("installer"))
+    dists = raw.get("dists") or []
+    by_name: dict[str, dict] = {}
+    for d in dists:
+        name = canonical(d["name"])
+        if name in by_name and by_name[name]["version"] != d["version"]:
+            side.notes.append(Note("python", f"{name} is installed twice ({by_name[name]['version']} and "
+                                   f"{d['version']}): a broken upgrade left two metadata folders", "warning"))
+        by_name.setdefault(name, d)
+    side.packages = {n: d["version"] for n, d in sorted(by_name.items())}
+    for name, d in by_name.items():
+        if d.get("requires") and not name.startswith("nvidia-"):
+            side.requirements[name] = list(d["requires"])
+    for name in FRAMEWORKS:
+        d = by_name.get(name)
+        if d is None:
+            continue
+        if name == "torch":
+            side.frameworks.append(torch_variant(d["version"], d.get("requires") or [], raw.get("torch_version_py")))
+        else:
+            side.frameworks.append(other_variant(name, d["version"], d.get("requires") or [], side.packages))
+    owners: dict[str, list[str]] = {}
+    for d in dists:
+        for rel in d.get("files") or []:
+            if rel.endswith(("__init__.py", ".pyc")) or ".dist-info/" in rel or rel.startswith(".."):
+                continue
+            owners.setdefault(rel, []).append(f"{canonical(d['name'])}=={d['version']}")
+            if re.search(r"\.so(\.\d+)*$", rel):
+                # on a conflict the first owner is named; the FileConflict lists them all
+                side.wheel_owner.setdefault(os.path.normpath(os.path.join(d["location"], rel)), canonical(d["name"]))
+    for rel, who in sorted(owners.items()):
+        if len(who) > 1:
+            if len(side.file_conflicts) >= _MAX_CONFLICTS:
+                side.notes.append(Note("python", f"more than {_MAX_CONFLICTS} files installed twice; list cut", "warning"))
+                break
+            side.file_conflicts.append(FileConflict(path=rel, distributions=who))
+    if side.file_conflicts:
+        pairs = sorted({" and ".join(c.distributions) for c in side.file_conflicts})
+        side.notes.append(Note("python", "distributions overwrite each other's files: " + "; ".join(pairs[:5]), "warning"))
+    return side
+
+
+def probe(python: str | None, timeout: float) -> tuple[PythonSide, str | None]:
+    """Probe this interpreter (in process) or the one at ``python`` (a child running the probe script).
+
+    Returns (side, error); error says why another interpreter could not be probed.
+    """
+    if python is None:
+        from . import _pyprobe
+
+        return build(_pyprobe.collect()), None
+    result = proc.run([python, _SCRIPT], timeout=max(timeout, 10.0))
+    if result.error:
+        return PythonSide(), f"could not run {python}: {result.error}"
+    if not result.ok:
+        tail = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
+        return PythonSide(), f"{python} exited {result.returncode} running the probe: {tail[0][:300]}"
+    try:
+        raw = json.loads(result.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return PythonSide(), f"{python} printed no probe answer: {result.stdout.strip()[:200]}"
+    return build(raw), None

@@ -1,0 +1,75 @@
+"""CUDA toolkits: ``nvcc --version`` and the version files of /usr/local/cuda*, CUDA_HOME and CUDA_PATH.
+
+A toolkit is what compiles CUDA code; it is kept apart from ``Driver.cuda_version`` (the newest CUDA the
+driver runs), which is a different fact: a 12.4 toolkit on a driver that supports 12.2 is a common report.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import shutil
+
+from .. import proc
+from ..models import Note, Toolkit
+
+_RELEASE = re.compile(r"release (?P<short>\d+\.\d+), V(?P<full>\d+\.\d+\.\d+)")
+_RELEASE_SHORT = re.compile(r"Cuda compilation tools, release (?P<short>\d+\.\d+)")
+_VERSION_TXT = re.compile(r"CUDA Version (?P<v>\d+\.\d+(?:\.\d+)?)")
+
+
+def parse_nvcc(text: str) -> str | None:
+    """The toolkit version from ``nvcc --version`` ("13.0.88", or "11.5" when only the short form is there)."""
+    m = _RELEASE.search(text)
+    if m:
+        return m.group("full")
+    m = _RELEASE_SHORT.search(text)
+    return m.group("short") if m else None
+
+
+def read_version_file(base: str) -> tuple[str | None, str | None]:
+    """(version, file name) of the toolkit at ``base``: version.json (CUDA >= 11.1) or version.txt (older)."""
+    try:
+        with open(os.path.join(base, "version.json"), encoding="utf-8") as fh:
+            data = json.load(fh)
+        v = (data.get("cuda") or data.get("cuda_cudart") or {}).get("version")
+        if isinstance(v, str):
+            return v, "version.json"
+    except (OSError, ValueError, AttributeError):
+        pass
+    try:
+        with open(os.path.join(base, "version.txt"), encoding="utf-8") as fh:
+            m = _VERSION_TXT.search(fh.read(1000))
+            return (m.group("v"), "version.txt") if m else (None, None)
+    except OSError:
+        return None, None
+
+
+def probe(environ: dict[str, str], root: str, timeout: float) -> tuple[list[Toolkit], list[Note]]:
+    """Toolkits found through nvcc on PATH and through the usual install folders."""
+    toolkits: list[Toolkit] = []
+    notes: list[Note] = []
+    nvcc = shutil.which("nvcc", path=environ.get("PATH"))
+    if nvcc:
+        result = proc.run([nvcc, "--version"], timeout=timeout)
+        version = parse_nvcc(result.stdout)
+        if version:
+            toolkits.append(Toolkit(source="nvcc --version", version=version, path=os.path.realpath(nvcc)))
+        else:
+            notes.append(Note("nvcc", f"nvcc --version gave no version: {result.error or result.stdout.strip()[:200]}"))
+    bases: list[str] = []
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if environ.get(var):
+            bases.append(environ[var])
+    bases += sorted(glob.glob(os.path.join(root, "usr/local/cuda*")))
+    seen: set[str] = set()
+    for base in bases:
+        real = os.path.realpath(base)
+        if real in seen or not os.path.isdir(real):
+            continue
+        seen.add(real)
+        version, source = read_version_file(base)
+        if version:
+            toolkits.append(Toolkit(source=source, version=version, path=base))
+    return toolkits, notes

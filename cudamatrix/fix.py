@@ -1,0 +1,252 @@
+"""``fix()``: detect -> solve -> plan -> apply -> verify, as one call (``import cudamatrix; cudamatrix.fix()``
+in a notebook, and the ``cudamatrix fix`` command).
+
+Minimal change: a consistent environment is left alone, and a verification result remembered for
+the same fingerprint is reported instead of running the GPU check again. In a running kernel, the
+library search path cannot change any more: the right copies are preloaded by full path, or a
+restart is asked for when the wrong copy is already mapped (see :mod:`cudamatrix.preload`).
+Returns a FixResult; never prints (``fix(show=True)`` renders it through :mod:`cudamatrix.render`).
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+import time
+import types
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .errors import Exit
+from .models import Applied, Environment, Model, Plan, Report, Solution
+
+
+@dataclass
+class FixResult(Model):
+    """What ``fix`` did: its stages' values, and the exit code the command line uses."""
+
+    python: str
+    status: str  # "unchanged" | "applied" | "dry_run" | "cancelled"
+    exit_code: int = 0
+    solution: Solution | None = None
+    plan: Plan | None = None
+    applied: Applied | None = None
+    report: Report | None = None
+    from_cache: bool = False
+    preload: dict | None = None  # the notebook decision (preload.Decision as a dict)
+    activation: str | None = None  # the activation snippet written, if asked for
+    messages: list[str] = field(default_factory=list)
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+
+def fix(*, python: str | None = None, request: list[str] | None = None, dry_run: bool = False,
+        verify: bool = True, frameworks: str | list[str] = "all", mirror: str | None = None,
+        allow_http: bool = False, installer: str | None = None, write_activation: bool = False,
+        use_cache: bool = True, timeout: float = 300.0, driver: str | None = None, gpus: list[str] | None = None,
+        data_dir: str | None = None, confirm: Callable[[Plan], bool] | None = None,
+        on_progress: Callable[[str, str], None] | None = None, in_process: bool | None = None,
+        show: bool = False) -> FixResult:
+    """Make the interpreter ``python`` (default: this one) consistent, then prove it.
+
+    ``request``: PEP 508 strings (default: the frameworks installed). ``driver``/``gpus``: solve for
+    that machine instead of the detected one. ``confirm(plan)`` is asked before changing anything
+    (default: yes). ``in_process``: decide library preloading for this process (default: when
+    ``python`` is this interpreter). Raises NoSolution (3), InstallFailed (4), UsageError (2).
+    """
+    from .cache import fingerprint, fix_key, load, recall_consistent, store
+
+    timings: dict[str, float] = {}
+    clock = _Clock(timings)
+    target = os.path.abspath(python) if python else os.path.abspath(sys.executable)
+    if in_process is None:
+        in_process = python is None or os.path.realpath(target) == os.path.realpath(sys.executable)
+    with clock("detect"):
+        environment = _detect(python)
+    quick = verify and use_cache and not dry_run and not write_activation
+    remembered_key = fix_key(fingerprint(environment, frameworks), request or [], data_dir) if quick else None
+    if remembered_key:
+        hit = recall_consistent(remembered_key)
+        if hit is not None:  # same machine, same packages, same matrix: same answer, no solve, no GPU run
+            return _shown(_remembered(environment, target, hit[0], hit[1], timings, in_process), show)
+    from .plan import make_plan
+
+    with clock("solve"):
+        solution = _solve(environment, request or [], driver, gpus or [], data_dir)
+    interp = environment.python.executable or target
+    plan = make_plan(environment, solution, python=interp, installer=installer, mirror=mirror,
+                     allow_http=allow_http, verify=verify)
+    result = FixResult(python=interp, status="unchanged" if plan.nothing_to_do else "applied",
+                       solution=solution, plan=plan, timings_ms=timings)
+    if dry_run:
+        result.status = "dry_run"
+        result.messages.append("dry run: nothing was changed")
+        return _shown(result, show)
+    if plan.nothing_to_do:
+        result.messages.append("already consistent: nothing to install")
+    else:
+        if confirm is not None and not confirm(plan):
+            result.status, result.exit_code = "cancelled", Exit.PROBLEMS
+            result.messages.append("cancelled: nothing was changed")
+            return _shown(result, show)
+        from .apply import apply
+
+        with clock("apply"):
+            result.applied = apply(plan, on_progress=on_progress)
+        with clock("detect_after"):
+            environment = _detect(python)
+    if write_activation:
+        result.activation = write_activation_file(environment, solution.env)
+        result.messages.append(f"wrote {result.activation}" if result.activation
+                               else "no library path change needed: no activation snippet written")
+    elif solution.env:
+        result.messages.append("the library search path needs: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in
+                               solution.env.items()) + " (cudamatrix env, or fix --write-activation)")
+    if in_process:
+        decision = _notebook(environment, solution)
+        if decision is not None:
+            result.preload = decision.to_dict()
+            result.messages.append(decision.reason)
+            if decision.action == "restart":
+                result.messages.append(f"restart the kernel ({decision.context}): {decision.restart_line}")
+    if verify:
+        key = fingerprint(environment, frameworks, solution.env)
+        cached = load(key) if use_cache and plan.nothing_to_do else None
+        if cached is not None:
+            result.report, result.from_cache = cached, True
+            result.messages.append(f"verification remembered from {cached.cached_at} (environment unchanged)")
+        else:
+            from .verify import verify as run_verify
+
+            with clock("verify"):
+                result.report = run_verify(python=interp, frameworks=frameworks, timeout=timeout,
+                                           env=solution.env, environment=environment)
+            store(key, result.report)
+        if remembered_key and plan.nothing_to_do:
+            store(remembered_key, result.report, at=result.report.cached_at, env=solution.env)
+        from .verify import exit_code
+
+        result.exit_code = exit_code(result.report)
+    return _shown(result, show)
+
+
+def _remembered(environment: Environment, target: str, report: Report, env: dict[str, str],
+                timings: dict[str, float], in_process: bool) -> FixResult:
+    from .verify import exit_code
+
+    result = FixResult(python=environment.python.executable or target, status="unchanged", report=report,
+                       from_cache=True, exit_code=exit_code(report), timings_ms=timings)
+    result.messages.append("already consistent: nothing to install (environment unchanged since "
+                           f"{report.cached_at})")
+    if env:
+        result.messages.append("the library search path needs: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in
+                               env.items()) + " (cudamatrix env, or fix --write-activation)")
+    if in_process:
+        decision = _notebook(environment, None)
+        if decision is not None:
+            result.preload = decision.to_dict()
+            result.messages.append(decision.reason)
+    result.messages.append(f"verification remembered from {report.cached_at}")
+    return result
+
+
+def _detect(python: str | None) -> Environment:
+    from .detect import detect
+
+    return detect(python=python)
+
+
+def _solve(environment: Environment, request: list[str], driver: str | None, gpus: list[str],
+           data_dir: str | None) -> Solution:
+    from .matrix import load_matrix
+    from .solve import parse_request, solve
+    from .target import from_environment, from_flags
+
+    matrix = load_matrix(data_dir)
+    target = from_environment(environment, matrix)
+    if driver or gpus:
+        target = from_flags(matrix, driver=driver, gpus=gpus, python=None, platform=None, cuda_toolkit=None,
+                            base=target)
+    return solve([target], parse_request(request, environment), matrix, installed=environment)
+
+
+def _notebook(environment: Environment, solution: Solution | None):
+    """The preload decision for this process, or None when there is nothing to look at."""
+    from .preload import decide, preload
+
+    wheel: dict[str, str] = {}
+    shadowed: set[str] = set()
+    for lib in environment.libraries:
+        if lib.origin.startswith("wheel:") and not lib.stub:
+            wheel.setdefault(lib.soname, lib.path)
+    for lib in environment.libraries:
+        if lib.loaded_first and not lib.origin.startswith("wheel:") and lib.soname in wheel:
+            shadowed.add(lib.soname)
+    if not wheel:
+        return None
+    decision = decide([wheel[s] for s in sorted(shadowed)]) if shadowed else None
+    # a wheel library already mapped from another file needs a restart even when nothing is shadowed now
+    check = decide(list(wheel.values()))
+    if check.action == "restart":
+        return check
+    if decision is None:
+        return None
+    return preload(decision) if decision.action == "preload" else decision
+
+
+def write_activation_file(environment: Environment, changes: dict[str, str]) -> str | None:
+    """Write the environment changes as a shell snippet next to the environment. Returns its path.
+
+    Conda environments source ``etc/conda/activate.d``; elsewhere ``cudamatrix-env.sh`` is written
+    beside the interpreter (``<prefix>/bin``) for the user or a Dockerfile to source.
+    """
+    if not changes:
+        return None
+    exe = environment.python.executable or sys.executable
+    prefix = os.path.dirname(os.path.dirname(os.path.abspath(exe)))
+    if os.path.isdir(os.path.join(prefix, "conda-meta")):
+        folder = os.path.join(prefix, "etc", "conda", "activate.d")
+    else:
+        folder = os.path.dirname(os.path.abspath(exe))
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, "cudamatrix-env.sh")
+    lines = ["# written by cudamatrix fix --write-activation: the library search path of the solved set"]
+    lines += [f"export {k}={shlex.quote(v)}" for k, v in changes.items()]
+    with open(path, "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+    return path
+
+
+def _shown(result: FixResult, show: bool) -> FixResult:
+    if show:  # human output lives with the command line's renderers
+        from .cli.fix_cmd import human_fix
+
+        human_fix(result)
+    return result
+
+
+class _Clock:
+    def __init__(self, timings: dict[str, float]) -> None:
+        self.timings = timings
+
+    def __call__(self, name: str):
+        clock = self
+
+        class _Span:
+            def __enter__(self):
+                self.t = time.perf_counter()
+
+            def __exit__(self, *exc):
+                clock.timings[name] = round((time.perf_counter() - self.t) * 1000, 1)
+
+        return _Span()
+
+
+class _CallableModule(types.ModuleType):
+    """``cudamatrix.fix`` is both this module and the function: importing the submodule makes the
+    package attribute the module, so the module itself answers ``cudamatrix.fix()``."""
+
+    def __call__(self, *args, **kwargs) -> FixResult:
+        return fix(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -1,0 +1,142 @@
+"""``make_plan(environment, solution) -> Plan``: the inert list of steps that turns what is installed
+into the solution. Nothing here runs anything; :mod:`cudamatrix.apply` executes install steps.
+
+Installer backend: ``uv pip install --python <interp>`` when ``uv`` is on PATH (much faster),
+else ``<interp> -m pip install``; always the interpreter being fixed. The user's own pip
+configuration (PIP_INDEX_URL, pip.conf) is left alone: only the solution's index arguments are added.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from urllib.parse import urlsplit
+
+from .errors import UsageError
+from .models import Environment, Plan, Solution, Step
+
+# Index URLs of the framework projects that ``--mirror`` re-roots (a corporate mirror, a loopback test index).
+FRAMEWORK_INDEX_PREFIXES = ("https://download.pytorch.org/whl",)
+# pip options that take a value, among those a solution may carry
+_INDEX_OPTIONS = ("--index-url", "-i", "--extra-index-url", "--find-links", "-f", "--trusted-host")
+_URL_OPTIONS = ("--index-url", "-i", "--extra-index-url", "--find-links", "-f")
+INSTALL_TIMEOUT_S = 1800.0
+
+
+def choose_installer(installer: str | None = None) -> str:
+    """``"uv"`` when asked for or found on PATH (and not refused with ``"pip"``), else ``"pip"``."""
+    if installer in ("uv", "pip"):
+        return installer
+    if installer is not None:
+        raise UsageError(f"unknown installer {installer!r}", hint="choose uv or pip")
+    return "uv" if shutil.which("uv") else "pip"
+
+
+def installer_argv(installer: str, python: str, verb: str = "install") -> list[str]:
+    """The command prefix that runs ``verb`` (install / uninstall) for the interpreter ``python``."""
+    if installer == "uv":
+        return ["uv", "pip", verb, "--python", python]
+    return [python, "-m", "pip", verb]
+
+
+def rewrite_mirror(url: str, mirror: str | None) -> str:
+    """Replace a framework index prefix (``https://download.pytorch.org/whl``) by ``mirror``."""
+    if not mirror:
+        return url
+    for prefix in FRAMEWORK_INDEX_PREFIXES:
+        if url == prefix or url.startswith(prefix + "/"):
+            return mirror.rstrip("/") + url[len(prefix):]
+    return url
+
+
+def check_url(url: str, allow_http: bool) -> None:
+    """Refuse an index URL that is not https (or a local file/path) unless ``allow_http``.
+
+    Raises UsageError: a plain-http index lets anyone on the path replace the wheels.
+    """
+    scheme = urlsplit(url).scheme.lower()
+    if scheme in ("https", "file", ""):
+        return
+    if scheme == "http" and allow_http:
+        return
+    raise UsageError(f"index URL {url!r} is not https",
+                     hint="use an https mirror, or pass --allow-http if you trust this network")
+
+
+def index_args(solution: Solution, *, mirror: str | None = None, allow_http: bool = False) -> list[str]:
+    """The index options of the solution (from ``pip_args``, else its index fields), mirrored and checked."""
+    out: list[str] = []
+    args = list(solution.pip_args)
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        name, eq, value = arg.partition("=")
+        if name in _INDEX_OPTIONS and arg.startswith("--") and eq:
+            out.append(f"{name}={_url_opt(name, value, mirror, allow_http)}")
+        elif arg in _INDEX_OPTIONS and i + 1 < len(args):
+            out += [arg, _url_opt(arg, args[i + 1], mirror, allow_http)]
+            i += 1
+        i += 1
+    if not out:
+        urls: list[tuple[str, str]] = []
+        if solution.index_url:
+            urls.append(("--extra-index-url", solution.index_url))
+        urls += [("--extra-index-url", u) for u in solution.extra_index_urls]
+        for pin in solution.to_install or solution.packages:
+            if pin.index_url:
+                urls.append(("--extra-index-url", pin.index_url))
+        seen: set[str] = set()
+        for opt, url in urls:
+            if url not in seen:
+                seen.add(url)
+                out += [opt, _url_opt(opt, url, mirror, allow_http)]
+    return out
+
+
+def _url_opt(option: str, value: str, mirror: str | None, allow_http: bool) -> str:
+    if option not in _URL_OPTIONS:
+        return value
+    value = rewrite_mirror(value, mirror)
+    check_url(value, allow_http)
+    return value
+
+
+def make_plan(environment: Environment, solution: Solution, *, python: str, installer: str | None = None,
+              mirror: str | None = None, allow_http: bool = False, verify: bool = True) -> Plan:
+    """Build the steps that install ``solution.to_install`` into ``python``; inert.
+
+    Returns a Plan with ``nothing_to_do`` when the solution is what is installed. Raises UsageError for
+    an index URL that is not https without ``allow_http``, or an unknown installer.
+    """
+    steps: list[Step] = []
+    pins = [p for p in solution.to_install if environment.packages.get(_canon(p.name)) != p.version]
+    nothing = solution.unchanged or not pins
+    if not nothing:
+        tool = choose_installer(installer)
+        argv = installer_argv(tool, python) + index_args(solution, mirror=mirror, allow_http=allow_http)
+        argv += [p.requirement() for p in pins]
+        changes = ", ".join(_change(environment, p) for p in pins)
+        steps.append(Step(kind="install", argv=argv, timeout_s=INSTALL_TIMEOUT_S,
+                          reason=f"install the solved set with {tool}: {changes}"))
+    if solution.env:
+        steps.append(Step(kind="env", env=dict(solution.env),
+                          reason="library search path the solved set needs (cudamatrix env, --write-activation, "
+                                 "or a preload in a running kernel)"))
+    if verify:
+        steps.append(Step(kind="verify", argv=[python, "-m", "cudamatrix", "verify", "--python", python],
+                          timeout_s=300.0, reason="prove the result: a cuDNN convolution on the GPU against the CPU"))
+    return Plan(python=python, steps=steps, solution=solution, nothing_to_do=nothing)
+
+
+def _change(environment: Environment, pin) -> str:
+    old = environment.packages.get(_canon(pin.name))
+    return f"{pin.name} {old} -> {pin.version}" if old else f"{pin.name} {pin.version} (new)"
+
+
+def _canon(name: str) -> str:
+    return name.lower().replace("_", "-").replace(".", "-")
+
+
+def default_python() -> str:
+    """The interpreter a plan targets when none is named: this one."""
+    return os.path.abspath(sys.executable)

@@ -1,0 +1,167 @@
+"""``verify() -> Report``: prove the environment on the GPU, in a child interpreter.
+
+Each framework runs in its own child (:mod:`cudamatrix._verify_child`, a standard-library script
+run in the target interpreter): it imports the framework, checks the CPU convolution against a
+naive reference, then runs a cuDNN convolution and a matmul on the GPU in fp32 with TF32 off and
+compares them with the CPU. A crash, a hang or a segfault of the child becomes a failed result
+with its cause; the finding codes match ``doctor``'s.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+from . import proc
+from .errors import Exit
+from .models import Environment, FrameworkReport, Report
+
+FRAMEWORKS = ("torch", "tensorflow", "jax")
+CHILD = Path(__file__).with_name("_verify_child.py")
+MARK = "CUDAMATRIX-VERIFY "
+DEFAULT_TIMEOUT_S = 300.0
+
+# The runtime's own words -> finding code. Sources: CUDA Runtime API error strings
+# (cudaErrorNoKernelImageForDevice, cudaErrorInsufficientDriver), cuDNN's version check message.
+_CAUSES = (
+    ("no kernel image is available", "ARCH_UNSUPPORTED"),
+    ("not compatible with the current pytorch installation", "ARCH_UNSUPPORTED"),
+    ("driver version is insufficient", "DRIVER_TOO_OLD"),
+    ("nvidia driver on your system is too old", "DRIVER_TOO_OLD"),
+    ("cudnn version incompatibility", "CUDNN_MISMATCH"),
+    ("cudnn_status_version_mismatch", "CUDNN_MISMATCH"),
+    ("cudnn_status_not_initialized", "CUDNN_MISMATCH"),
+    ("libcudnn", "CUDNN_MISMATCH"),
+    ("found no nvidia driver", "NO_DRIVER"),
+    ("no cuda gpus are available", "NO_GPU"),
+    ("undefined symbol", "LIBRARY_MISMATCH"),
+    ("cannot open shared object file", "LIBRARY_MISSING"),
+    ("out of memory", "GPU_OUT_OF_MEMORY"),
+)
+
+
+def classify(text: str) -> str | None:
+    """The finding code for an error text, or None."""
+    low = (text or "").lower()
+    for needle, code in _CAUSES:
+        if needle in low:
+            return code
+    return None
+
+
+def gpu_present(environment: Environment | None = None) -> bool:
+    """Is there a usable NVIDIA GPU here? From a detected Environment when given, else a cheap probe
+    (the kernel module's version file and a device node; no NVML, no subprocess)."""
+    if environment is not None and environment.driver.status != "unknown":
+        return environment.driver.status == "ok" and bool(environment.gpus or environment.driver.version)
+    return os.path.exists("/proc/driver/nvidia/version") and os.path.exists("/dev/nvidia0")
+
+
+def verify(*, python: str | None = None, frameworks: list[str] | str = "all", timeout: float = DEFAULT_TIMEOUT_S,
+           env: dict[str, str] | None = None, environment: Environment | None = None,
+           gpu: bool | None = None) -> Report:
+    """Run the check for each framework; returns a Report (status verified / failed / not_possible).
+
+    ``frameworks``: a name, a list, or "all" (those not installed are left out, unless none is).
+    ``env``: environment changes for the child (the solution's LD_LIBRARY_PATH). ``gpu``: override
+    the GPU probe. Never raises for what the child does.
+    """
+    python = python or sys.executable
+    names = list(FRAMEWORKS) if frameworks == "all" else ([frameworks] if isinstance(frameworks, str) else list(frameworks))
+    expected = gpu_present(environment) if gpu is None else gpu
+    child_env = {**os.environ, **(env or {})}
+    reports = [check(python, name, gpu_expected=expected, timeout=timeout, env=child_env) for name in names]
+    if frameworks == "all":
+        installed = [r for r in reports if r.status != "not_installed"]
+        reports = installed or [FrameworkReport(framework="all", status="failed", finding_code="NOT_INSTALLED",
+                                                cause="none of torch, tensorflow, jax is installed for " + python)]
+    return Report(status=overall(reports), frameworks=reports)
+
+
+def overall(reports: list[FrameworkReport]) -> str:
+    statuses = {r.status for r in reports}
+    if "failed" in statuses or "not_installed" in statuses:
+        return "failed"
+    if "not_possible" in statuses:
+        return "not_possible"
+    return "verified"
+
+
+def exit_code(report: Report) -> int:
+    """0 verified, 5 failed, 6 not possible here."""
+    return {"verified": Exit.OK, "failed": Exit.VERIFY_FAILED}.get(report.status, Exit.VERIFY_NOT_POSSIBLE)
+
+
+def check(python: str, framework: str, *, gpu_expected: bool, timeout: float, env: dict[str, str]) -> FrameworkReport:
+    """One framework in one child interpreter."""
+    r = proc.run([python, str(CHILD), framework, "1" if gpu_expected else "0"], timeout=timeout, env=env, cwd="/")
+    events = parse_events(r.stdout)
+    last = events[-1] if events else {}
+    stage = last.get("stage", "start-up")
+    fields = {k: last.get(k) for k in ("version", "cuda", "cudnn", "device_name", "compute_capability",
+                                       "time_to_first_result_s", "max_abs_error")}
+    fields["cpu_checked"] = any(e.get("stage") == "cpu_checked" for e in events)
+    if fields["max_abs_error"] is None:  # no GPU comparison ran: the CPU against the reference
+        fields["max_abs_error"] = last.get("cpu_error")
+    tail = _tail(r.stderr)
+    if last.get("stage") == "result":
+        status = last.get("status", "failed")
+        cause = last.get("cause")
+        code = last.get("finding_code") or (classify(cause or "") if status == "failed" else None)
+        if status == "verified":
+            code = _cudnn_mismatch(last)
+            if code:
+                status, cause = "failed", "more than one cuDNN, or another major than the build's, is mapped"
+        return FrameworkReport(framework=framework, status=status, cause=cause, finding_code=code,
+                               mapped_libraries=last.get("mapped_libraries") or [],
+                               stderr_tail=tail if status == "failed" else None, **fields)
+    if r.timed_out:
+        cause = f"no result within {timeout:g}s (hung after stage {stage!r})"
+        code = "VERIFY_TIMEOUT"
+    elif r.returncode is None:
+        cause, code = f"could not start {python}: {r.error}", "PYTHON_NOT_FOUND"
+    elif r.returncode < 0:
+        sig = _signal_name(-r.returncode)
+        cause = f"the child crashed with {sig} after stage {stage!r}"
+        code = classify(tail) or "VERIFY_CRASHED"
+    else:
+        cause = f"the child exited with status {r.returncode} after stage {stage!r}"
+        code = classify(tail) or "VERIFY_CRASHED"
+    return FrameworkReport(framework=framework, status="failed", cause=cause, finding_code=code, stderr_tail=tail,
+                           **fields)
+
+
+def _cudnn_mismatch(result: dict) -> str | None:
+    """CUDNN_MISMATCH when two different cuDNN copies are mapped, or the mapped major is not the built one."""
+    cudnn = [m for m in result.get("mapped_libraries") or [] if m.get("file", "").startswith("libcudnn.so")]
+    majors = {str(m.get("version") or "").split(".")[0] for m in cudnn if m.get("version")}
+    compiled = str(result.get("cudnn_compiled") or "").split(".")[0]
+    if len(majors) > 1 or (compiled and majors and compiled not in majors):
+        return "CUDNN_MISMATCH"
+    return None
+
+
+def parse_events(stdout: str) -> list[dict]:
+    """The child's JSON lines, in order; other output (the framework's own prints) is ignored."""
+    out = []
+    for line in stdout.splitlines():
+        if line.startswith(MARK):
+            try:
+                out.append(json.loads(line[len(MARK):]))
+            except ValueError:
+                pass
+    return out
+
+
+def _signal_name(num: int) -> str:
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return f"signal {num}"
+
+
+def _tail(text: str, n: int = 20) -> str | None:
+    text = (text or "").strip()
+    return "\n".join(text.splitlines()[-n:]) if text else None

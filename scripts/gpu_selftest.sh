@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# GPU self-test: run cudamatrix on a real NVIDIA machine (no network needed) and keep everything it saw.
+#
+#   bash scripts/gpu_selftest.sh OUTDIR [WHEELDIR]
+#
+# WHEELDIR holds the cudamatrix wheel and any runtime dependency the machine lacks (built elsewhere with
+# `pip wheel . --no-deps -w WHEELDIR` and `pip download`). They are installed into a private folder, never
+# into the machine's environment. OUTDIR receives raw tool outputs (raw/), cudamatrix's JSON (json/),
+# timings (timing/) and a summary; OUTDIR.tar.gz packs it all. Meant to finish well under 4 minutes.
+set -u
+OUT=${1:?usage: gpu_selftest.sh OUTDIR [WHEELDIR]}
+WHEELS=${2:-.whl}
+PY=${PYTHON:-python3}
+mkdir -p "$OUT/raw" "$OUT/json" "$OUT/timing"
+SITE=$(mktemp -d)
+export XDG_CACHE_HOME=$(mktemp -d)   # no remembered results from earlier runs
+"$PY" -m pip install -q --no-index --no-deps --no-compile --target "$SITE" "$WHEELS"/*.whl \
+    > "$OUT/raw/install.txt" 2>&1 || { echo "install failed"; cat "$OUT/raw/install.txt"; exit 1; }
+export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
+cd "$(mktemp -d)"   # so the checkout's own package cannot shadow the installed wheel
+CM=("$PY" -m cudamatrix)
+"$PY" -c 'import cudamatrix, cudamatrix.matrix as m; print(cudamatrix.__file__); print(m.default_data_dir())' \
+    > "$OUT/raw/installed-from.txt" 2>&1
+
+# 1. raw outputs of the tools people paste into bug reports
+{ date -u; uname -a; } > "$OUT/raw/machine.txt" 2>&1
+nvidia-smi > "$OUT/raw/nvidia-smi.txt" 2>&1
+nvidia-smi -q > "$OUT/raw/nvidia-smi-q.txt" 2>&1
+nvidia-smi --query-gpu=index,name,compute_cap,driver_version,memory.total,memory.used,mig.mode.current \
+    --format=csv > "$OUT/raw/nvidia-smi-query.csv" 2>&1
+ldconfig -p > "$OUT/raw/ldconfig-p.txt" 2>&1
+nvcc --version > "$OUT/raw/nvcc.txt" 2>&1
+"$PY" -m pip freeze > "$OUT/raw/pip-freeze.txt" 2>&1
+cat /proc/driver/nvidia/version > "$OUT/raw/proc-driver-version.txt" 2>&1
+s=$(date +%s%N); "$PY" -m torch.utils.collect_env > "$OUT/raw/collect_env.txt" 2>&1; e=$(date +%s%N)
+echo $(( (e - s) / 1000000 )) > "$OUT/timing/collect_env-ms.txt"
+
+# 2. cudamatrix itself
+"${CM[@]}" detect --json > "$OUT/json/detect.json" 2> "$OUT/json/detect.stderr"; echo "detect rc=$?" >> "$OUT/summary.txt"
+"${CM[@]}" doctor --json > "$OUT/json/doctor.json" 2> "$OUT/json/doctor.stderr"; echo "doctor rc=$?" >> "$OUT/summary.txt"
+"${CM[@]}" doctor > "$OUT/json/doctor.txt" 2>&1
+for fw in torch tensorflow jax; do
+  "${CM[@]}" solve "$fw" --json --explain > "$OUT/json/solve-$fw.json" 2> "$OUT/json/solve-$fw.stderr"
+  echo "solve $fw rc=$?" >> "$OUT/summary.txt"
+done
+"${CM[@]}" verify --framework all --json --timeout 150 > "$OUT/json/verify.json" 2> "$OUT/json/verify.stderr"
+echo "verify rc=$?" >> "$OUT/summary.txt"
+"${CM[@]}" detect --json --from "$OUT/raw/nvidia-smi.txt" --from "$OUT/raw/nvidia-smi-query.csv" \
+    --from "$OUT/raw/collect_env.txt" --from "$OUT/raw/ldconfig-p.txt" --from "$OUT/raw/nvcc.txt" \
+    --from "$OUT/raw/pip-freeze.txt" > "$OUT/json/detect-from-reports.json" 2>&1
+echo "detect --from rc=$?" >> "$OUT/summary.txt"
+
+# 3. timings: five runs each of the hot commands (the benchmark scripts compute medians from these)
+for cmd in detect doctor; do
+  for i in 1 2 3 4 5; do
+    s=$(date +%s%N); "${CM[@]}" "$cmd" --json > /dev/null 2>&1; e=$(date +%s%N)
+    echo $(( (e - s) / 1000000 ))
+  done > "$OUT/timing/$cmd-ms.txt"
+done
+for i in 1 2 3; do
+  s=$(date +%s%N); "$PY" -c 'import torch' > /dev/null 2>&1; e=$(date +%s%N); echo $(( (e - s) / 1000000 ))
+done > "$OUT/timing/import-torch-ms.txt"
+for i in 1 2 3; do
+  s=$(date +%s%N); "${CM[@]}" verify --framework torch --json > /dev/null 2>&1; e=$(date +%s%N); echo $(( (e - s) / 1000000 ))
+done > "$OUT/timing/verify-torch-ms.txt"
+echo done >> "$OUT/summary.txt"
+tar -C "$(dirname "$OUT")" -czf "$OUT.tar.gz" "$(basename "$OUT")"
+cat "$OUT/summary.txt"

@@ -1,0 +1,177 @@
+"""Fakes of the hardware, not of our code: shared libraries compiled here with gcc that export the
+NVIDIA entry points our probes call, a fake nvidia-smi that replays a real output, a /proc-like root,
+and a runner for ``python -m cudamatrix`` in a child with its own PATH / LD_LIBRARY_PATH."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = Path(__file__).resolve().parent / "data"
+
+HAVE_GCC = shutil.which("gcc") is not None
+
+CUDNN_C = """
+#include <stddef.h>
+size_t cudnnGetVersion(void) { return VERSION; }
+size_t cudnnGetCudartVersion(void) { return 12040; }
+"""
+
+CUDART_C = """
+int cudaRuntimeGetVersion(int *v) { *v = VERSION; return 0; }
+"""
+
+LIBCUDA_C = """
+int cuDriverGetVersion(int *v) { *v = VERSION; return RC; }
+"""
+
+HANG_C = """
+#include <unistd.h>
+__attribute__((constructor)) static void hang(void) { sleep(60); }
+int cudaRuntimeGetVersion(int *v) { *v = 1; return 0; }
+"""
+
+CRASH_C = """
+#include <signal.h>
+__attribute__((constructor)) static void crash(void) { raise(SIGSEGV); }
+size_t cudnnGetVersion(void) { return 1; }
+"""
+
+# enough of NVML for nvidia-ml-py (pynvml) to list one GPU; FAKE_NVML_INIT_RC makes init fail like a sick driver
+NVML_C = r"""
+#include <stdlib.h>
+#include <string.h>
+typedef struct { unsigned long long total, free, used; } mem_t;
+typedef struct { unsigned int pid; unsigned long long used; unsigned int gi, ci; } proc_t;
+static int init_rc(void) { const char *s = getenv("FAKE_NVML_INIT_RC"); return s ? atoi(s) : 0; }
+int nvmlInitWithFlags(unsigned int f) { (void)f; return init_rc(); }
+int nvmlInit_v2(void) { return init_rc(); }
+int nvmlInit(void) { return init_rc(); }
+int nvmlShutdown(void) { return 0; }
+const char *nvmlErrorString(int rc) {
+    if (rc == 18) return "Driver/library version mismatch";
+    if (rc == 999) return "Unknown Error";
+    return "fake error";
+}
+int nvmlSystemGetDriverVersion(char *buf, unsigned int n) { strncpy(buf, "DRIVER", n); return 0; }
+int nvmlSystemGetCudaDriverVersion(int *v) { *v = CUDA; return 0; }
+int nvmlSystemGetCudaDriverVersion_v2(int *v) { *v = CUDA; return 0; }
+int nvmlDeviceGetCount_v2(unsigned int *c) { *c = 1; return 0; }
+int nvmlDeviceGetHandleByIndex_v2(unsigned int i, void **h) { *h = (void *)(size_t)(i + 1); return 0; }
+int nvmlDeviceGetName(void *h, char *buf, unsigned int n) { (void)h; strncpy(buf, "NVIDIA A100-SXM4-80GB", n); return 0; }
+int nvmlDeviceGetUUID(void *h, char *buf, unsigned int n) { (void)h; strncpy(buf, "GPU-fake-0000", n); return 0; }
+int nvmlDeviceGetMemoryInfo(void *h, mem_t *m) {
+    (void)h; m->total = 81920ULL << 20; m->used = 1024ULL << 20; m->free = m->total - m->used; return 0;
+}
+int nvmlDeviceGetCudaComputeCapability(void *h, int *major, int *minor) { (void)h; *major = 8; *minor = 0; return 0; }
+int nvmlDeviceGetMigMode(void *h, unsigned int *cur, unsigned int *pend) { (void)h; *cur = 0; *pend = 0; return 0; }
+int nvmlDeviceGetComputeRunningProcesses_v3(void *h, unsigned int *count, proc_t *infos) {
+    (void)h;
+    if (infos == NULL || *count < 1) { *count = 1; return 7; }
+    infos[0].pid = 4242; infos[0].used = 500ULL << 20; infos[0].gi = 0xFFFFFFFF; infos[0].ci = 0xFFFFFFFF;
+    *count = 1; return 0;
+}
+int nvmlSystemGetProcessName(unsigned int pid, char *buf, unsigned int n) { (void)pid; strncpy(buf, "python", n); return 0; }
+"""
+
+
+def build_lib(folder: Path, filename: str, source: str, soname: str | None = None, **defines) -> Path:
+    """Compile ``source`` into ``folder/filename`` (a real ELF shared object with DT_SONAME)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    src = folder / (filename + ".c")
+    body = source
+    for key, value in defines.items():
+        body = body.replace(key, str(value))
+    src.write_text(body)
+    out = folder / filename
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O0", f"-Wl,-soname,{soname or filename}", "-o", str(out),
+                    str(src)], check=True, capture_output=True, timeout=60)
+    return out
+
+
+def fake_nvml(folder: Path, driver: str = "550.54.15", cuda: int = 12040) -> Path:
+    """libnvidia-ml.so.1 for pynvml: one A100, the given driver version and CUDA (as NVML encodes it)."""
+    return build_lib(folder, "libnvidia-ml.so.1", NVML_C.replace("DRIVER", driver).replace("CUDA", str(cuda)))
+
+
+def fake_smi(folder: Path, table: str, *, query: str = "", rc: int = 0, sleep: float = 0.0) -> Path:
+    """An executable ``nvidia-smi`` that prints ``table`` (or ``query`` when called with --query-gpu)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "smi-table.txt").write_text(table)
+    (folder / "smi-query.txt").write_text(query)
+    script = folder / "nvidia-smi"
+    script.write_text(textwrap.dedent(f"""\
+        #!/bin/sh
+        here=$(dirname "$0")
+        {'sleep ' + str(sleep) if sleep else ''}
+        case "$1" in
+          --query-gpu=*) cat "$here/smi-query.txt" ;;
+          *) cat "$here/smi-table.txt" ;;
+        esac
+        exit {rc}
+        """))
+    script.chmod(script.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return script
+
+
+def fixture(rel: str) -> str:
+    """A captured real output from tests/data, without its first ``# source:`` line."""
+    text = (DATA / rel).read_text(encoding="utf-8")
+    first, _, rest = text.partition("\n")
+    assert first.startswith("# source:"), f"{rel} lacks its source line"
+    return rest
+
+
+def proc_root(folder: Path, *, module_version: str | None = None, dockerenv: bool = False,
+              wsl: bool = False) -> Path:
+    """A /proc-like root: proc/driver/nvidia/version (the kernel module), container and WSL markers."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if module_version:
+        p = folder / "proc/driver/nvidia/version"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(f"NVRM version: NVIDIA UNIX x86_64 Kernel Module  {module_version}  Thu Oct  6 21:38:55 UTC 2022\n"
+                     "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n")
+    if dockerenv:
+        (folder / ".dockerenv").write_text("")
+    if wsl:
+        (folder / "usr/lib/wsl/lib").mkdir(parents=True, exist_ok=True)
+        (folder / "proc/sys/kernel").mkdir(parents=True, exist_ok=True)
+        (folder / "proc/sys/kernel/osrelease").write_text("5.15.153.1-microsoft-standard-WSL2\n")
+    return folder
+
+
+def child_env(*, path_prepend: list[Path] = (), ld_library_path: list[Path] | None = None,
+              extra: dict[str, str] | None = None,
+              drop: tuple[str, ...] = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    if path_prepend:
+        env["PATH"] = os.pathsep.join([str(p) for p in path_prepend] + [env.get("PATH", "")])
+    if ld_library_path is not None:
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(str(p) for p in ld_library_path)
+    for key in drop:
+        env.pop(key, None)
+    env.update(extra or {})
+    return env
+
+
+def run_cli(args: list[str], env: dict[str, str] | None = None, input: bytes | None = None,
+            timeout: float = 120) -> subprocess.CompletedProcess:
+    """``python -m cudamatrix ARGS`` in a child process."""
+    return subprocess.run([sys.executable, "-m", "cudamatrix", *args], cwd=REPO, env=env or child_env(),
+                          input=input, capture_output=True, timeout=timeout)
+
+
+def run_detect(env: dict[str, str], root: Path | None = None, timeout_s: float = 5.0) -> dict:
+    """``detect(root=...)`` in a child process (LD_LIBRARY_PATH must be set before a process starts)."""
+    code = ("import json, sys; from cudamatrix.detect import detect; "
+            f"print(json.dumps(detect(root={str(root or '/')!r}, timeout={timeout_s}).to_dict()))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()
+    return json.loads(done.stdout)

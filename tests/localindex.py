@@ -1,0 +1,166 @@
+"""Test helpers: tiny stand-in wheels with real names and local versions, a PEP 503 simple index
+served over HTTP on loopback (one thread, stops with the test), and throwaway virtual environments.
+
+The wheels are built here with zipfile and hand-written METADATA / WHEEL / RECORD: nothing is
+downloaded. The index can be told to die after serving N wheel files (an index that dies mid-way).
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import zipfile
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import quote, unquote
+
+
+def canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _record_hash(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def build_wheel(folder: Path, name: str, version: str, *, requires: list[str] = (), files: dict[str, str] | None = None,
+                corrupt: bool = False) -> Path:
+    """Write ``<name>-<version>-py3-none-any.whl`` into ``folder`` and return its path.
+
+    ``files``: extra payload (path in site-packages -> text). ``corrupt``: flip a byte of the payload
+    after the archive is written, so the metadata reads fine (resolution succeeds) but extraction
+    fails with a CRC error at install time, after earlier packages of the same install went in.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    dist = re.sub(r"[-_.]+", "_", name)
+    module = dist.lower()
+    info = f"{dist}-{version}.dist-info"
+    payload = dict(files or {})
+    payload.setdefault(f"{module}/__init__.py", f'__version__ = "{version}"\n')
+    payload[f"{module}/_payload.txt"] = "x" * 64 + "\n"  # the bytes ``corrupt`` flips
+    meta = [f"Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}", "Summary: test stand-in"]
+    meta += [f"Requires-Dist: {r}" for r in requires]
+    members = dict(payload)
+    members[f"{info}/METADATA"] = "\n".join(meta) + "\n"
+    members[f"{info}/WHEEL"] = "Wheel-Version: 1.0\nGenerator: cudamatrix-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    record = [f"{p},{_record_hash(t.encode())},{len(t.encode())}" for p, t in members.items()]
+    members[f"{info}/RECORD"] = "\n".join(record + [f"{info}/RECORD,,"]) + "\n"
+    path = folder / f"{dist}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as zf:
+        for p, t in members.items():
+            zf.writestr(p, t)
+    if corrupt:
+        raw = bytearray(path.read_bytes())
+        at = raw.index(b"x" * 64)
+        raw[at] = ord("y")
+        path.write_bytes(bytes(raw))
+    return path
+
+
+@dataclass
+class LocalIndex:
+    """A PEP 503 index of the wheels in ``folder``: ``/<anything>/<project>/`` lists the project's files
+    (so ``/simple``, ``/whl/cu121`` and ``/whl/cpu`` all work), ``/files/<name>`` serves one."""
+
+    folder: Path
+    die_after_files: int | None = None  # after this many wheel downloads every request is cut off
+    served: list[str] = field(default_factory=list)
+    _server: ThreadingHTTPServer | None = None
+
+    def files_served(self) -> int:
+        return sum(1 for s in self.served if s.startswith("/files/"))
+
+    def die_after(self, n: int) -> None:
+        """Serve ``n`` more wheel files, then cut every request off."""
+        self.die_after_files = self.files_served() + n
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def __enter__(self) -> "LocalIndex":
+        index = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # keep test output clean
+                pass
+
+            def do_GET(self):
+                if index.die_after_files is not None and index.files_served() >= index.die_after_files:
+                    self.close_connection = True
+                    self.connection.shutdown(2)  # the index went away mid-way
+                    return
+                index.served.append(self.path)
+                parts = [p for p in self.path.split("?")[0].split("/") if p]
+                if len(parts) == 2 and parts[0] == "files":
+                    target = index.folder / unquote(parts[1])
+                    if target.is_file():
+                        return self._send(target.read_bytes(), "application/octet-stream")
+                    return self.send_error(404)
+                if parts:
+                    project = canonical(parts[-1])
+                    links = [f'<a href="/files/{quote(w.name)}">{html.escape(w.name)}</a><br>'
+                             for w in sorted(index.folder.glob("*.whl"))
+                             if canonical(w.name.split("-")[0]) == project]
+                    if links:
+                        body = "<!DOCTYPE html><html><body>\n" + "\n".join(links) + "\n</body></html>\n"
+                        return self._send(body.encode(), "text/html")
+                self.send_error(404)
+
+            def _send(self, body: bytes, ctype: str) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.send_header("Cache-Control", "no-store")
+                self.end_headers()
+                self.wfile.write(body)
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def pip_env(index_url: str, cache_dir: Path) -> dict[str, str]:
+    """Environment for pip in tests: this machine's pip configuration off, the loopback index as the
+    default index (so nothing is fetched from outside), a private cache."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_"))}
+    env.update({"PIP_CONFIG_FILE": os.devnull, "PIP_INDEX_URL": index_url, "PIP_CACHE_DIR": str(cache_dir),
+                "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1", "PIP_DEFAULT_TIMEOUT": "5",
+                "PIP_RETRIES": "0"})
+    return env
+
+
+def make_venv(path: Path) -> Path:
+    """``python -m venv`` with pip (ensurepip ships it: no download). Returns the venv's interpreter."""
+    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True, timeout=300)
+    return venv_python(path)
+
+
+def venv_python(path: Path) -> Path:
+    return path / "bin" / "python"
+
+
+def copy_venv(template: Path, path: Path) -> Path:
+    """A fresh copy of a template venv (faster than ensurepip each time)."""
+    shutil.copytree(template, path, symlinks=True)
+    return venv_python(path)
+
+
+def pip_list(python: Path, env: dict[str, str]) -> list[dict]:
+    """``pip list --format json`` of ``python``, sorted: the ground truth the rollback tests compare."""
+    out = subprocess.run([str(python), "-m", "pip", "list", "--format", "json"], env=env, check=True,
+                         capture_output=True, text=True, timeout=120).stdout
+    return sorted(json.loads(out), key=lambda d: d["name"].lower())

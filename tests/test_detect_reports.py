@@ -1,0 +1,175 @@
+"""Environments from pasted reports: kind recognition, parsers on real pastes, bad input through the CLI."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cudamatrix.detect import from_reports
+from fakes import DATA, fixture, run_cli
+
+
+def env_of(*rels):
+    return from_reports([(r, fixture(r)) for r in rels])
+
+
+def fw(env, name):
+    return next(f for f in env.frameworks if f.name == name)
+
+
+def test_collect_env_old_torch_with_driver_and_gpus():
+    env = env_of("collect_env/rhel7_1.6.0cu102_driver418.67_2xV100_pytorch43058.txt")
+    assert env.origin == "report"
+    assert env.driver.version == "418.67"
+    assert [g.name for g in env.gpus] == ["Tesla V100-PCIE-16GB"] * 2
+    torch = fw(env, "torch")
+    assert (torch.version, torch.variant, torch.cuda) == ("1.6.0", "cu102", "10.2")
+    assert env.python.version == "3.7"
+
+
+def test_collect_env_no_driver_warning_and_local_version():
+    env = env_of("collect_env/centos7_1.7.0cu110_no-driver-warning_pytorch74733.txt")
+    assert env.driver.status == "absent"
+    torch = fw(env, "torch")
+    assert (torch.variant, torch.cuda) == ("cu110", "11.0")
+    assert env.python.version == "3.6.4" and env.python.platform == "linux_x86_64"
+
+
+def test_collect_env_conda_toolkit_and_runtime():
+    env = env_of("collect_env/ubuntu20.04_1.10.2cu113_conda_could-not-collect_pytorch77520.txt")
+    assert {t.version for t in env.toolkits} >= {"11.3.109", "11.3.1"}
+    assert env.driver.version is None  # "Could not collect"
+    assert env.packages["torchvision"] == "0.11.3"
+
+
+def test_collect_env_windows_quoted_cpu_and_cudnn_dll():
+    win = env_of("collect_env/windows_quoted_1.5.0cu101_2xTITAN-RTX_pytorch40682.txt")
+    assert win.context.os == "windows" and win.driver.version == "442.92"
+    assert fw(win, "torch").variant == "cu101"
+    assert [g.name for g in win.gpus] == ["TITAN RTX", "TITAN RTX"]
+    assert win.libraries[0].soname == "cudnn64_7.dll"
+    cpu = env_of("collect_env/windows10_1.7.1cpu_pytorch49325.txt")
+    assert fw(cpu, "torch").variant == "cpu"
+
+
+def test_collect_env_library_section_only():
+    env = env_of("collect_env/libs-section_torch2.6.0_pip-nvidia-cu12_conda-cuda-cudart_vllm15672.txt")
+    assert env.packages["nvidia-cudnn-cu12"] == "9.1.0.70"
+    assert env.packages["torch"] == "2.6.0"
+    torch = fw(env, "torch")
+    assert (torch.cuda, torch.variant, torch.cudnn) == ("12.4", "cu124", "9.1.0")
+
+
+def test_ldconfig_and_nvcc_reports():
+    env = env_of("ldconfig/arch_opt-cuda9.1_libcuda_cutorch809.txt", "nvcc/10.0_linux_qixuema-envs4.txt",
+                 "nvcc/13.0_V13.0.88_x86-doc-example.txt", "nvcc/11.5_partial_plus-list-gpu-code_dfdx619.txt")
+    paths = [lib.path for lib in env.libraries]
+    assert "/opt/cuda/lib64/libcudart.so.9.1" in paths and "/usr/lib/libcuda.so.1" in paths
+    assert "/usr/lib32/libcuda.so.1" not in paths  # the 32-bit copy is not what a 64-bit process loads
+    assert [t.version for t in env.toolkits] == ["10.0.130", "13.0.88", "11.5.119"]
+    cudnn = env_of("ldconfig/cudnn9-only-system_truncated_stream-whisper28.txt")
+    assert {lib.name for lib in cudnn.libraries} == set()  # only cudnn sub-libraries: not tracked copies
+    both = env_of("ldconfig/cudart-11.0-and-10.2_truncated_gpustat164.txt")
+    assert [(lib.soname, lib.path) for lib in both.libraries] == [
+        ("libcudart.so.11.0", "/usr/local/cuda-11.8/targets/x86_64-linux/lib/libcudart.so.11.0")]
+
+
+def test_pip_list_fragment_and_freeze():
+    env = env_of("pip/pip-list-fragment_cu11-wheels_norse375.txt")
+    assert env.packages == {"nvidia-cuda-runtime-cu11": "11.7.99", "nvidia-cudnn-cu11": "8.5.0.96"}
+    freeze = from_reports([("f", "numpy==2.1.0\ntorch==2.5.1+cu121\ntorchvision==0.20.1+cu121\n"
+                                  "nvidia-cudnn-cu12==9.1.0.70\n")])
+    assert fw(freeze, "torch").variant == "cu121" and fw(freeze, "torchvision").cuda == "12.1"
+    table = from_reports([("l", "Package    Version\n---------- -------\njax        0.4.30\njaxlib     0.4.30\n"
+                                "jax-cuda12-plugin 0.4.30\n")])
+    assert fw(table, "jaxlib").variant == "cuda12"
+
+
+def test_several_kinds_concatenated_in_one_file():
+    text = "\n".join([fixture("nvidia-smi/580.65.06_rtx5090.txt"), fixture("nvcc/13.0_V13.0.88_x86-doc-example.txt"),
+                      fixture("nvidia-smi-query/compute_cap-mode-driver-name-index_2gpu_570.86.15_triton8070.txt")])
+    env = from_reports([("all.txt", text)])
+    kinds = next(n.message for n in env.notes if n.message.startswith("all.txt: read as"))
+    assert "nvidia-smi" in kinds and "nvcc" in kinds
+    assert env.driver.version == "580.65.06" and env.driver.cuda_version == "13.0"
+    assert env.gpus[0].compute_capability == "7.0"
+
+
+def test_mismatch_report_with_proc_version_and_dmesg():
+    env = env_of("nvidia-smi/error_nvml-mismatch_plus-proc-version-520-vs-dpkg-525_illinois70.txt")
+    assert env.driver.status == "mismatch" and env.driver.kernel_module_version == "520.56.06"
+    nouveau = env_of("other/dmesg_nouveau-owns-device_mattshma133.txt")
+    assert nouveau.driver.status == "no_device" and any("nouveau" in n.message for n in nouveau.notes)
+    dq = env_of("other/deviceQuery_gtx770_driver7.0-runtime6.5_remode9.txt")
+    assert (dq.gpus[0].name, dq.gpus[0].compute_capability, dq.driver.cuda_version) == ("GeForce GTX 770", "3.0", "7.0")
+
+
+def test_mig_devices_table_marks_mig_gpus():
+    env = env_of("nvidia-smi/mig_devices_A100_nvitop8.txt")
+    assert [(g.index, g.mig_mode) for g in env.gpus] == [(1, "Enabled"), (2, "Enabled")]
+
+
+def test_unrecognised_text_is_a_note_not_a_failure():
+    env = from_reports([("poem.txt", "roses are red\nviolets are blue\n")])
+    assert any(n.level == "warning" and "no known tool output" in n.message for n in env.notes)
+
+
+# --- the command line on bad input ---------------------------------------------------------------
+
+def _envelope(done):
+    assert b"Traceback" not in done.stderr, done.stderr.decode()
+    return json.loads(done.stdout)
+
+
+def test_cli_from_files_and_stdin(tmp_path):
+    done = run_cli(["detect", "--json", "--from", str(DATA / "nvidia-smi/580.65.06_rtx5090.txt"), "--from", "-"],
+                   input=fixture("nvcc/11.0_V11.0.221_pytorch51840.txt").encode())
+    assert done.returncode == 0
+    env = _envelope(done)["data"]["environment"]
+    assert env["origin"] == "report" and env["driver"]["version"] == "580.65.06"
+    assert env["toolkits"][0]["version"] == "11.0.221"
+
+
+def test_cli_empty_file_is_a_note(tmp_path):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    done = run_cli(["detect", "--json", "--from", str(empty)])
+    assert done.returncode == 0
+    assert any("empty" in n["message"] for n in _envelope(done)["data"]["environment"]["notes"])
+
+
+def test_cli_binary_garbage_is_exit_2(tmp_path):
+    garbage = tmp_path / "garbage.bin"
+    garbage.write_bytes(bytes(range(256)) * 64)
+    done = run_cli(["detect", "--json", "--from", str(garbage)])
+    assert done.returncode == 2
+    env = _envelope(done)
+    assert env["status"] == "usage_error" and "binary" in env["errors"][0]["message"]
+    human = run_cli(["detect", "--from", str(garbage)])
+    assert human.returncode == 2 and b"binary" in human.stderr and b"Traceback" not in human.stderr
+
+
+def test_cli_missing_file_is_exit_2(tmp_path):
+    done = run_cli(["detect", "--json", "--from", str(tmp_path / "nope.txt")])
+    assert done.returncode == 2 and "nope.txt" in _envelope(done)["errors"][0]["message"]
+
+
+def test_cli_50mb_file_is_read_in_part(tmp_path):
+    big = tmp_path / "big.txt"
+    head = fixture("nvidia-smi/550.40.07_rtx4070_frogging-family.txt").encode()
+    with big.open("wb") as fh:
+        fh.write(head)
+        fh.write((b"x" * 1023 + b"\n") * (50 * 1024))
+    done = run_cli(["detect", "--json", "--from", str(big)])
+    assert done.returncode == 0
+    env = _envelope(done)["data"]["environment"]
+    assert env["driver"]["version"] == "550.40.07"
+    assert any("read the first" in n["message"] for n in env["notes"])
+
+
+@pytest.mark.parametrize("rel", sorted(p.relative_to(DATA).as_posix() for f in
+                                       ("nvidia-smi", "nvidia-smi-query", "collect_env", "ldconfig", "nvcc", "other", "pip")
+                                       for p in (DATA / f).glob("*.txt")))
+def test_every_fixture_is_recognised(rel):
+    env = from_reports([(rel, fixture(rel))])
+    assert any(n.message.startswith(f"{rel}: read as") for n in env.notes), [n.message for n in env.notes]

@@ -1,0 +1,195 @@
+"""`cudamatrix fix` end to end: the real command, a real pip, a throwaway venv, and the framework index
+served on loopback through --mirror. The machine is described by target flags (a T4 and a current
+driver), so the solver asks for a CUDA build of torch while the venv holds a CPU one."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from localindex import LocalIndex, build_wheel, copy_venv, make_venv, pip_list
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGET = ["--gpu", "Tesla T4", "--driver", "550.54.14"]
+
+# A stand-in torch that computes a correct CPU convolution (the naive way): enough for verify's CPU path.
+FAKE_TORCH = textwrap.dedent('''
+    __version__ = "{version}"
+    class version:
+        cuda = {cuda!r}
+    class _Flags:
+        pass
+    class backends:
+        cudnn = _Flags()
+        class cuda:
+            matmul = _Flags()
+    class cuda:
+        @staticmethod
+        def is_available():
+            return False
+    float32 = "float32"
+    def tensor(x, dtype=None):
+        return x
+    class _T:
+        def __init__(self, v):
+            self.v = v
+        def tolist(self):
+            return self.v
+    def _conv(x, w):
+        out = []
+        for xn in x:
+            planes = []
+            for wk in w:
+                r = len(wk[0])
+                size = len(xn[0]) - r + 1
+                planes.append([[sum(xn[c][i + a][j + b] * wk[c][a][b] for c in range(len(xn))
+                                    for a in range(r) for b in range(r)) for j in range(size)] for i in range(size)])
+            out.append(planes)
+        return out
+    class nn:
+        class functional:
+            @staticmethod
+            def conv2d(x, w, **kw):
+                return _T(_conv(x, w))
+''')
+
+
+def _cli(*args: str, env: dict, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cudamatrix", *args], capture_output=True, text=True, cwd=ROOT,
+                          env=env, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture(scope="module")
+def template_venv(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("tpl") / "venv"
+    make_venv(path)
+    return path
+
+
+@pytest.fixture()
+def world(template_venv, tmp_path):
+    """A venv with a stand-in CPU torch, the solved set for the target, and an environment for the CLI."""
+    py = copy_venv(template_venv, tmp_path / "venv")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_"))}
+    env.update({"PIP_CONFIG_FILE": os.devnull, "PIP_CACHE_DIR": str(tmp_path / "pipcache"),
+                "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_DEFAULT_TIMEOUT": "5", "PIP_RETRIES": "0",
+                "XDG_CACHE_HOME": str(tmp_path / "xdg"), "PATH": os.environ.get("PATH", ""),
+                "PYTHONPATH": str(ROOT)})
+    env.pop("LD_LIBRARY_PATH", None)
+    start = tmp_path / "start"
+    cpu = build_wheel(start, "torch", "2.4.1+cpu", files={"torch/__init__.py": FAKE_TORCH.format(version="2.4.1+cpu", cuda=None)})
+    subprocess.run([str(py), "-m", "pip", "install", "--no-index", "--no-deps", str(cpu)], env=env, check=True,
+                   capture_output=True, timeout=300)
+    solved = _cli("solve", "--python", str(py), *TARGET, "--json", env=env)
+    assert solved.returncode == 0, solved.stdout + solved.stderr
+    solution = json.loads(solved.stdout)["data"]["solution"]
+    return py, env, solution
+
+
+def _wheels(folder: Path, solution: dict, *, corrupt: bool = False) -> dict[str, str]:
+    """Stand-in wheels for every pin of the solution (torch depends on a stand-in cuDNN wheel)."""
+    pins = {p["name"]: p["version"] for p in solution["packages"]}
+    for name, version in pins.items():
+        if name == "torch":
+            cuda = (solution.get("cuda") or "12")
+            build_wheel(folder, "nvidia-cudnn-cu12", "9.1.0.70", files={"nvidia/cudnn/lib/libcudnn.so.9": "stand-in"})
+            build_wheel(folder, "torch", version, requires=["nvidia-cudnn-cu12==9.1.0.70"], corrupt=corrupt,
+                        files={"torch/__init__.py": FAKE_TORCH.format(version=version, cuda=cuda)})
+        else:
+            build_wheel(folder, name, version)
+    return pins
+
+
+@pytest.mark.slow
+def test_fix_installs_the_solved_set_then_is_a_no_op_with_a_remembered_verification(world, tmp_path):
+    py, env, solution = world
+    assert not solution["unchanged"] and "+cu" in next(p["version"] for p in solution["packages"] if p["name"] == "torch")
+    pins = _wheels(tmp_path / "wheels", solution)
+    with LocalIndex(tmp_path / "wheels") as index:
+        env["PIP_INDEX_URL"] = index.url + "/simple"
+        args = ["fix", "--python", str(py), *TARGET, "--mirror", index.url + "/whl", "--allow-http", "--yes", "--json"]
+        first = _cli(*args, "--framework", "torch", env=env)
+        data = json.loads(first.stdout)
+        assert first.returncode == 6, first.stdout + first.stderr  # installed; the GPU check is not possible here
+        assert data["data"]["status"] == "applied" and data["data"]["report"]["frameworks"][0]["cpu_checked"]
+        installed = {d["name"]: d["version"] for d in pip_list(py, env)}
+        assert all(installed[n] == v for n, v in pins.items())
+        assert installed["nvidia-cudnn-cu12"] == "9.1.0.70"
+        assert any("/whl/cu" in p for p in index.served)
+        second = _cli(*args, "--framework", "torch", env=env)
+    again = json.loads(second.stdout)["data"]
+    assert second.returncode == 6
+    assert again["status"] == "unchanged" and again["applied"] is None
+    assert again["from_cache"] and again["report"]["cached_at"]
+
+
+@pytest.mark.slow
+def test_fix_rolls_back_a_failing_install_and_exits_4(world, tmp_path):
+    py, env, solution = world
+    _wheels(tmp_path / "wheels", solution, corrupt=True)
+    with LocalIndex(tmp_path / "wheels") as index:
+        env["PIP_INDEX_URL"] = index.url + "/simple"
+        before = pip_list(py, env)
+        r = _cli("fix", "--python", str(py), *TARGET, "--mirror", index.url + "/whl", "--allow-http", "--yes",
+                 "--json", env=env)
+        after = pip_list(py, env)
+    assert r.returncode == 4, r.stdout + r.stderr
+    out = json.loads(r.stdout)
+    assert out["status"] == "install_failed"
+    detail = out["errors"][0]["detail"]
+    assert "ERROR" in detail["installer_error"] and detail["not_restored"] == []
+    assert ("nvidia-cudnn-cu12", "9.1.0.70") in {(d["name"], d["version"]) for d in detail["restored"]}
+    assert after == before
+
+
+@pytest.mark.slow
+def test_fix_dry_run_and_http_refusal_change_nothing(world, tmp_path):
+    py, env, solution = world
+    before = pip_list(py, env)
+    r = _cli("fix", "--python", str(py), *TARGET, "--dry-run", env=env)
+    assert r.returncode == 0, r.stderr
+    assert "pip install" in r.stdout and "dry run" in r.stdout
+    refused = _cli("fix", "--python", str(py), *TARGET, "--mirror", "http://127.0.0.1:9/whl", "--yes", "--json",
+                   env=env)
+    assert refused.returncode == 2 and "not https" in refused.stdout
+    assert pip_list(py, env) == before
+
+
+def test_cache_remembers_per_fingerprint_in_xdg_cache_home(tmp_path, monkeypatch):
+    from cudamatrix import cache
+    from cudamatrix.models import Driver, Environment, FrameworkReport, Report
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    env = Environment(driver=Driver(version="550.54.14", status="ok"), packages={"torch": "2.5.1+cu121"})
+    key = cache.fingerprint(env)
+    assert cache.load(key) is None
+    report = Report(status="verified", frameworks=[FrameworkReport(framework="torch", status="verified")])
+    assert cache.store(key, report)
+    got = cache.load(key)
+    assert got.status == "verified" and got.cached_at and (tmp_path / "cudamatrix" / "verify.json").is_file()
+    drifted = Environment(driver=env.driver, packages={"torch": "2.5.1+cu121", "nvidia-cudnn-cu12": "9.1.0.70"})
+    assert cache.fingerprint(drifted) != key and cache.load(cache.fingerprint(drifted)) is None
+    hung = Report(status="failed", frameworks=[FrameworkReport(framework="torch", status="failed",
+                                                               finding_code="VERIFY_TIMEOUT")])
+    assert not cache.store(key + "x", hung)  # a hang is worth running again
+
+
+def test_fast_dispatch_takes_only_plain_invocations():
+    from cudamatrix.cli.fix_cmd import fast_main
+
+    assert fast_main(["--dry-run"]) is None
+    assert fast_main(["--python", "p", "--mirror", "x"]) is None
+    assert fast_main(["torch>=2"]) is None
+
+
+def test_cudamatrix_fix_stays_callable_after_the_submodule_is_imported():
+    import cudamatrix
+    import cudamatrix.fix  # noqa: F401  (the command line does this)
+
+    assert callable(cudamatrix.fix)
+    assert cudamatrix.fix.FixResult is not None

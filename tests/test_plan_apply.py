@@ -1,0 +1,228 @@
+"""plan + apply against a real pip, a throwaway venv and a PEP 503 index served on loopback."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from cudamatrix import apply as apply_mod
+from cudamatrix.apply import apply, diff, snapshot
+from cudamatrix.errors import Exit, InstallFailed, UsageError
+from cudamatrix.models import Environment, InstalledDist, Pin, Plan, Solution, Step
+from cudamatrix.plan import make_plan, rewrite_mirror
+
+from localindex import LocalIndex, build_wheel, copy_venv, make_venv, pip_list
+
+TORCH_INDEX = "https://download.pytorch.org/whl/cu121"
+SOLVED = [Pin("torch", "2.5.1+cu121", index_url=TORCH_INDEX), Pin("nvidia-cudnn-cu12", "9.1.0.70"),
+          Pin("nvidia-cublas-cu12", "12.1.3.1")]
+
+
+# --- plan: pure --------------------------------------------------------------------------------------
+
+def _solution(**kw) -> Solution:
+    base = dict(request=["torch"], targets=["local"], packages=SOLVED, to_install=SOLVED,
+                pip_args=["--extra-index-url", TORCH_INDEX] + [p.requirement() for p in SOLVED])
+    base.update(kw)
+    return Solution(**base)
+
+
+def test_plan_pip_argv_targets_the_interpreter_and_only_adds_index_args():
+    env = Environment(packages={"torch": "2.5.1+cpu"})
+    plan = make_plan(env, _solution(), python="/venv/bin/python", installer="pip")
+    install = [s for s in plan.steps if s.kind == "install"]
+    assert len(install) == 1 and not plan.nothing_to_do
+    assert install[0].argv == ["/venv/bin/python", "-m", "pip", "install", "--extra-index-url", TORCH_INDEX,
+                               "torch==2.5.1+cu121", "nvidia-cudnn-cu12==9.1.0.70", "nvidia-cublas-cu12==12.1.3.1"]
+    assert "torch 2.5.1+cpu -> 2.5.1+cu121" in install[0].reason
+    assert "--index-url" not in install[0].argv  # the user's own index configuration stays in charge
+
+
+def test_plan_uv_backend_and_mirror():
+    plan = make_plan(Environment(), _solution(), python="/p/python", installer="uv",
+                     mirror="https://mirror.example/pytorch")
+    argv = plan.steps[0].argv
+    assert argv[:5] == ["uv", "pip", "install", "--python", "/p/python"]
+    assert "https://mirror.example/pytorch/cu121" in argv
+    assert rewrite_mirror("https://download.pytorch.org/whl/cpu", "http://127.0.0.1:1/whl/") == "http://127.0.0.1:1/whl/cpu"
+    assert rewrite_mirror("https://other.example/simple", "http://m") == "https://other.example/simple"
+
+
+def test_plan_refuses_plain_http_unless_allowed():
+    with pytest.raises(UsageError, match="not https"):
+        make_plan(Environment(), _solution(), python="p", installer="pip", mirror="http://127.0.0.1:9/whl")
+    plan = make_plan(Environment(), _solution(), python="p", installer="pip", mirror="http://127.0.0.1:9/whl",
+                     allow_http=True)
+    assert "http://127.0.0.1:9/whl/cu121" in plan.steps[0].argv
+
+
+def test_plan_minimal_change_and_nothing_to_do():
+    env = Environment(packages={"torch": "2.5.1+cu121", "nvidia-cublas-cu12": "12.1.3.1", "nvidia-cudnn-cu12": "8.9.2.26"})
+    drift = _solution(to_install=[SOLVED[1]])
+    plan = make_plan(env, drift, python="p", installer="pip")
+    assert plan.steps[0].argv[-1] == "nvidia-cudnn-cu12==9.1.0.70"
+    assert not any(a.startswith("torch") for a in plan.steps[0].argv)
+    same = _solution(to_install=[], unchanged=True, env={"LD_LIBRARY_PATH": "/x"})
+    plan = make_plan(env, same, python="p", installer="pip")
+    assert plan.nothing_to_do and [s.kind for s in plan.steps] == ["env", "verify"]
+    assert apply(plan).ok  # nothing to run: no snapshot, no subprocess
+
+
+def test_diff_names_added_removed_changed():
+    a = [InstalledDist("torch", "2.5.1+cpu"), InstalledDist("six", "1.0")]
+    b = [InstalledDist("torch", "2.5.1+cu121"), InstalledDist("nvidia-cudnn-cu12", "9")]
+    d = diff(a, b)
+    assert [x.name for x in d["added"]] == ["nvidia-cudnn-cu12"]
+    assert [x.name for x in d["removed"]] == ["six"]
+    assert [(x.name, x.version) for x in d["changed"]] == [("torch", "2.5.1+cpu")]
+
+
+# --- apply: real pip, real venv, real HTTP index --------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def template_venv(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("tpl") / "venv"
+    make_venv(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def wheels(tmp_path_factory) -> Path:
+    """The stand-in wheels: a CPU torch, the cu121 torch and its nvidia-* wheels, an older cuDNN."""
+    w = tmp_path_factory.mktemp("wheels")
+    build_wheel(w, "torch", "2.5.1+cpu")
+    build_wheel(w, "torch", "2.5.1+cu121", requires=["nvidia-cudnn-cu12==9.1.0.70", "nvidia-cublas-cu12==12.1.3.1"])
+    build_wheel(w, "nvidia-cudnn-cu12", "8.9.2.26", requires=["nvidia-cublas-cu12"],
+                files={"nvidia/cudnn/lib/libcudnn.so.8": "stand-in"})
+    build_wheel(w, "nvidia-cudnn-cu12", "9.1.0.70", requires=["nvidia-cublas-cu12"],
+                files={"nvidia/cudnn/lib/libcudnn.so.9": "stand-in"})
+    build_wheel(w, "nvidia-cublas-cu12", "12.1.3.1", files={"nvidia/cublas/lib/libcublas.so.12": "stand-in"})
+    return w
+
+
+@pytest.fixture()
+def venv(template_venv, tmp_path, monkeypatch):
+    """A fresh venv, with pip reading only the loopback index that the test sets (PIP_INDEX_URL)."""
+    py = copy_venv(template_venv, tmp_path / "venv")
+    for k in list(os.environ):
+        if k.startswith(("PIP_", "UV_")):
+            monkeypatch.delenv(k)
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("PIP_CACHE_DIR", str(tmp_path / "pipcache"))
+    monkeypatch.setenv("PIP_DISABLE_PIP_VERSION_CHECK", "1")
+    monkeypatch.setenv("PIP_DEFAULT_TIMEOUT", "5")
+    monkeypatch.setenv("PIP_RETRIES", "0")
+    return py
+
+
+def _use_index(monkeypatch, index: LocalIndex) -> dict:
+    monkeypatch.setenv("PIP_INDEX_URL", index.url + "/simple")
+    return dict(os.environ)
+
+
+def _start(py: Path, env: dict, *reqs: str) -> list[dict]:
+    import subprocess
+
+    subprocess.run([str(py), "-m", "pip", "install", "--no-deps", *reqs], env=env, check=True,
+                   capture_output=True, timeout=300)
+    return pip_list(py, env)
+
+
+def _plan(py: Path, index: LocalIndex, pins=SOLVED) -> Plan:
+    env = Environment(packages={d.name: d.version for d in snapshot(str(py))})
+    return make_plan(env, _solution(to_install=list(pins)), python=str(py), installer="pip",
+                     mirror=index.url + "/whl", allow_http=True)
+
+
+@pytest.mark.slow
+def test_apply_turns_the_inconsistent_set_into_the_solved_set(venv, wheels, monkeypatch):
+    with LocalIndex(wheels) as index:
+        env = _use_index(monkeypatch, index)
+        _start(venv, env, "torch==2.5.1+cpu", "nvidia-cudnn-cu12==8.9.2.26")
+        plan = _plan(venv, index)
+        lines: list[tuple[str, str]] = []
+        applied = apply(plan, on_progress=lambda e, t: lines.append((e, t)))
+    got = {d["name"]: d["version"] for d in pip_list(venv, env)}
+    assert got["torch"] == "2.5.1+cu121"
+    assert got["nvidia-cudnn-cu12"] == "9.1.0.70" and got["nvidia-cublas-cu12"] == "12.1.3.1"
+    assert applied.ok and {d.name for d in applied.after} >= {"torch", "nvidia-cublas-cu12"}
+    assert ("torch", "2.5.1+cpu") in {(d.name, d.version) for d in applied.before}
+    assert any(e == "output" for e, _ in lines)  # the installer's lines reached the progress callback
+    assert any("/whl/cu121/" in p for p in index.served)  # the mirrored framework index was used
+
+
+@pytest.mark.slow
+def test_apply_rolls_back_when_a_wheel_fails_to_install(venv, wheels, tmp_path, monkeypatch):
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    for w in wheels.glob("*.whl"):
+        if not w.name.startswith("torch-2.5.1+cu121"):
+            (bad / w.name).write_bytes(w.read_bytes())
+    build_wheel(bad, "torch", "2.5.1+cu121", corrupt=True,
+                requires=["nvidia-cudnn-cu12==9.1.0.70", "nvidia-cublas-cu12==12.1.3.1"])
+    with LocalIndex(bad) as index:
+        env = _use_index(monkeypatch, index)
+        before = _start(venv, env, "torch==2.5.1+cpu", "nvidia-cudnn-cu12==8.9.2.26")
+        with pytest.raises(InstallFailed) as err:
+            apply(_plan(venv, index))
+        after = pip_list(venv, env)
+    assert after == before
+    assert err.value.exit_code == Exit.INSTALL_FAILED
+    assert "ERROR" in err.value.detail["installer_error"]  # pip's own words
+    restored = {(d["name"], d["version"]) for d in err.value.detail["restored"]}
+    # the nvidia wheels went in before torch failed: the new cuBLAS was removed, the old cuDNN put back
+    assert ("nvidia-cublas-cu12", "12.1.3.1") in restored and ("nvidia-cudnn-cu12", "8.9.2.26") in restored
+    assert err.value.detail["not_restored"] == []
+
+
+@pytest.mark.slow
+def test_apply_rolls_back_when_the_index_dies_mid_way(venv, wheels, monkeypatch):
+    cudnn8 = next(wheels.glob("nvidia_cudnn_cu12-8.9*.whl"))
+    with LocalIndex(wheels) as index:
+        env = _use_index(monkeypatch, index)
+        # the starting cuDNN came from a file: the restore takes it from there, the index being gone
+        before = _start(venv, env, "torch==2.5.1+cpu", str(cudnn8))
+        plan = _plan(venv, index)
+        install = plan.steps[0]
+        libs = [a for a in install.argv if a.startswith("nvidia-")]
+        first = Step(kind="install", reason="nvidia libraries", argv=[a for a in install.argv if not a.startswith("torch==")])
+        second = Step(kind="install", reason="torch", argv=[a for a in install.argv if a not in libs])
+        plan.steps = [first, second]
+        index.die_after(2)  # serves the two nvidia wheels, then goes away
+        with pytest.raises(InstallFailed) as err:
+            apply(plan)
+    after = pip_list(venv, env)
+    assert after == before
+    assert "step 2 failed" in err.value.message
+    assert err.value.detail["not_restored"] == []
+    restored = {(d["name"], d["version"], d["source"]) for d in err.value.detail["restored"]}
+    assert ("nvidia-cudnn-cu12", "8.9.2.26", cudnn8.as_uri()) in restored
+
+
+@pytest.mark.slow
+def test_ctrl_c_between_steps_restores(venv, wheels, monkeypatch):
+    with LocalIndex(wheels) as index:
+        env = _use_index(monkeypatch, index)
+        before = _start(venv, env, "torch==2.5.1+cpu", "nvidia-cudnn-cu12==8.9.2.26")
+        plan = _plan(venv, index, pins=[SOLVED[2]])
+        plan.steps.insert(1, Step(kind="install", reason="second", argv=[str(venv), "-c", "pass"]))
+
+        def progress(event, text):
+            if event == "step" and text.startswith("[2/"):
+                raise KeyboardInterrupt
+
+        with pytest.raises(InstallFailed, match="interrupted") as err:
+            apply(plan, on_progress=progress)
+        after = pip_list(venv, env)
+    assert after == before
+    assert [d["name"] for d in err.value.detail["restored"]] == ["nvidia-cublas-cu12"]
+
+
+def test_snapshot_reads_versions_and_sources(tmp_path):
+    import sys
+
+    dists = {d.name: d for d in apply_mod.snapshot(sys.executable)}
+    assert "pytest" in dists and dists["pytest"].version
+    with pytest.raises(InstallFailed):
+        apply_mod.snapshot(str(tmp_path / "no-python"))
