@@ -149,6 +149,7 @@ def solve(targets: list[Target], request: Request, matrix: Matrix, *,
     per_family: dict[str, list[Candidate]] = {}
     all_reasons: dict[str, list[tuple[Candidate, list[rules.Reason], list[str]]]] = {}
     wants_gpu = all((t.has_gpu or t.driver) and t.driver_usable for t in reps)
+    kept = _keep_unknown_installed(request, matrix, installed, trace)
 
     for family in FAMILIES:
         if family not in request.families:
@@ -195,10 +196,40 @@ def solve(targets: list[Target], request: Request, matrix: Matrix, *,
         raise _no_solution(matrix, request, reps, unique, all_reasons, per_family, missing, rejected)
 
     fixed = _co_installed_requirements(installed, request)
-    choice = _search(per_family, reps, fixed, rejected, trace)
+    choice = _search(per_family, reps, fixed, rejected, trace) if per_family else []
     if choice is None:
         raise _no_solution(matrix, request, reps, unique, all_reasons, per_family, [], rejected, combined=True)
-    return _solution(choice, request, reps, matrix, installed, rejected, trace)
+    return _solution(choice, request, reps, matrix, installed, rejected, trace, kept)
+
+
+def _keep_unknown_installed(request: Request, matrix: Matrix, installed: Environment | None,
+                            trace: list[str]) -> list[FrameworkChoice]:
+    """An installed framework newer than the matrix knows, which meets the request, stays as it is:
+    minimal change beats a downgrade to what the matrix happens to list. Its family leaves the request;
+    its declared nvidia-* requirements still constrain the others (as a co-installed framework)."""
+    kept = []
+    if installed is None:
+        return kept
+    for fw in installed.frameworks:
+        fam = fw.name
+        if fam not in request.families or fam not in FAMILIES:
+            continue
+        base = fw.version.split("+")[0]
+        try:
+            known = any(r.version == Version(base) for r in matrix.frameworks(fam))
+            newer = all(r.version < Version(base) for r in matrix.frameworks(fam))
+        except Exception:
+            continue
+        if known or not newer:
+            continue
+        own = [r for r in request.families[fam] if canonicalize_name(r.name) == fam]
+        if all(not r.specifier or r.specifier.contains(base, prereleases=True) for r in own):
+            del request.families[fam]
+            kept.append(FrameworkChoice(name=fam, version=fw.version, variant=fw.variant or "unknown",
+                                        cuda=fw.cuda, cudnn=fw.cudnn))
+            trace.append(f"{fam} {fw.version} is installed and newer than matrix {matrix.meta.data_version} "
+                         f"knows: kept as it is, unverified by the matrix")
+    return kept
 
 
 def _dedupe(items: list[str]) -> list[str]:
@@ -364,7 +395,8 @@ def _same_version(installed: str | None, wanted: str, variant: str | None = None
 
 
 def _solution(choice: list[Candidate], request: Request, targets: list[Target], matrix: Matrix,
-              installed: Environment | None, rejected: list[Rejection], trace: list[str]) -> Solution:
+              installed: Environment | None, rejected: list[Rejection], trace: list[str],
+              kept: list[FrameworkChoice] = ()) -> Solution:
     target = targets[0]
     pins: dict[str, Pin] = {}
     frameworks = []
@@ -377,6 +409,7 @@ def _solution(choice: list[Candidate], request: Request, targets: list[Target], 
                                           index_url=c.variant.index_url, matrix_source=c.variant.source))
         trace.append(f"chose {c.label}" + (f" (CUDA {c.variant.cuda}, cuDNN {c.variant.cudnn or 'unknown'})"
                                             if c.variant.cuda else " (CPU build)"))
+    frameworks.extend(kept)
     for req in request.passthrough:
         trace.append(f"{req} is not a framework the matrix knows: passed to the installer as given")
     packages = list(pins.values())
@@ -394,11 +427,12 @@ def _solution(choice: list[Candidate], request: Request, targets: list[Target], 
     pip_args = index_args(index_url, extra) + [p.requirement() for p in to_install] + \
         [str(r) for r in request.passthrough]
     env_changes = _env_changes(installed) if installed is not None else {}
-    main = next((c for c in choice if c.family == "torch"), choice[0])
+    main = next((c for c in choice if c.family == "torch"), choice[0] if choice else None)
+    main_fw = next((f for f in frameworks if main is None or f.name == main.family), None)
     return Solution(
         request=request.texts, targets=[t.name for t in targets], frameworks=frameworks, packages=packages,
-        variant=main.variant.name, cuda=str(main.variant.cuda) if main.variant.cuda else None,
-        cudnn=str(main.variant.cudnn) if main.variant.cudnn else None, index_url=index_url,
+        variant=main_fw.variant if main_fw else None, cuda=main_fw.cuda if main_fw else None,
+        cudnn=main_fw.cudnn if main_fw else None, index_url=index_url,
         extra_index_urls=extra, pip_args=pip_args if to_install or request.passthrough else [],
         env=env_changes, unchanged=not to_install and not env_changes, to_install=to_install, rejected=rejected,
         trace=trace, matrix_version=matrix.meta.data_version)

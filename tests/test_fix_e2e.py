@@ -180,11 +180,13 @@ def test_cache_remembers_per_fingerprint_in_xdg_cache_home(tmp_path, monkeypatch
 
 
 def test_fast_dispatch_takes_only_plain_invocations():
-    from cudamatrix.cli.fix_cmd import fast_main
+    from cudamatrix.cli.fast import fast_main
 
-    assert fast_main(["--dry-run"]) is None
-    assert fast_main(["--python", "p", "--mirror", "x"]) is None
-    assert fast_main(["torch>=2"]) is None
+    assert fast_main(["fix", "--dry-run"]) is None
+    assert fast_main(["fix", "--python", "p", "--mirror", "x"]) is None
+    assert fast_main(["fix", "torch>=2"]) is None
+    assert fast_main(["solve", "torch"]) is None
+    assert fast_main(["detect", "--python"]) is None  # a value is missing: typer reports the usage error
 
 
 def test_cudamatrix_fix_stays_callable_after_the_submodule_is_imported():

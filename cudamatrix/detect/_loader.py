@@ -112,9 +112,9 @@ def probe_nvml(pynvml_dir):
         out.update(error=str(exc), code=exc.value)
         return out
 
-    def opt(fn, *args):
+    def opt(fn, *args, **kwargs):
         try:
-            value = fn(*args)
+            value = fn(*args, **kwargs)
         except Exception:  # NVMLError (not supported, function not found), or a ctypes error
             return None
         return value.decode(errors="replace") if isinstance(value, bytes) else value
@@ -139,7 +139,12 @@ def probe_nvml(pynvml_dir):
         gpu["name"] = opt(pynvml.nvmlDeviceGetName, handle)
         cc = opt(pynvml.nvmlDeviceGetCudaComputeCapability, handle)
         gpu["cc"] = "%d.%d" % tuple(cc) if cc else None
-        mem = opt(pynvml.nvmlDeviceGetMemoryInfo, handle)
+        # the v2 structure keeps the driver's reserved memory apart from "used", as nvidia-smi shows it
+        # (on an idle H200 with driver 580, v1 reported 615 MiB used where nvidia-smi said 0 and 616 reserved)
+        v2 = getattr(pynvml, "nvmlMemory_v2", None)
+        mem = opt(pynvml.nvmlDeviceGetMemoryInfo, handle, version=v2) if v2 is not None else None
+        if mem is None:
+            mem = opt(pynvml.nvmlDeviceGetMemoryInfo, handle)
         if mem is not None:
             gpu["total"] = int(mem.total) // (1024 * 1024)
             gpu["used"] = int(mem.used) // (1024 * 1024)

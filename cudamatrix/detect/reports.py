@@ -303,4 +303,10 @@ def from_reports(items: list[tuple[str, str]]) -> Environment:
         fw = torch_variant(env.packages["torch"], pins, None)
         fw.source = "report:pip"
         env.frameworks.append(fw)
+    for fw in env.frameworks:
+        # collect_env prints torch.__version__ ("2.11.0+cu130"); the installer's own list is the distribution
+        # version ("2.11.0" from the default index): a live detect reports the latter, so a report does too
+        dist = env.packages.get(fw.name)
+        if dist and dist != fw.version and dist.split("+")[0] == fw.version.split("+")[0]:
+            fw.version = dist
     return env

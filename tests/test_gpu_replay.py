@@ -1,0 +1,95 @@
+"""A real H200 machine, replayed: the parsers rebuild from raw text what the live probes saw there, and the
+diagnosis and solver answer on that machine's saved Environment as they did live."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cudamatrix.detect import from_reports, load_environment
+from cudamatrix.diagnose import diagnose, summary_exit
+from cudamatrix.errors import NoSolution
+from cudamatrix.matrix import load_matrix
+from cudamatrix.solve import parse_request, solve
+from cudamatrix.target import from_environment
+
+HERE = Path(__file__).parent / "data" / "gpu_h200"
+RAW = ["nvidia-smi.txt", "nvidia-smi-query.csv", "collect_env.txt", "ldconfig-p.txt", "nvcc.txt", "pip-freeze.txt"]
+
+
+@pytest.fixture(scope="module")
+def live():
+    return load_environment(str(HERE / "detect.json"))
+
+
+@pytest.fixture(scope="module")
+def replayed():
+    return from_reports([(name, (HERE / name).read_text()) for name in RAW])
+
+
+def test_driver_and_gpu_match_the_live_probes(live, replayed):
+    assert live.driver.version == replayed.driver.version == "580.159.04"
+    assert live.driver.cuda_version == replayed.driver.cuda_version == "13.0"
+    assert replayed.driver.status == "ok"
+    assert [(g.name, g.compute_capability, g.memory_total_mib) for g in live.gpus] == \
+        [(g.name, g.compute_capability, g.memory_total_mib) for g in replayed.gpus] == [("NVIDIA H200", "9.0", 143771)]
+    assert replayed.gpus[0].memory_used_mib == 0  # nvidia-smi's "Used", reserved memory apart
+
+
+def test_each_raw_output_alone_gives_its_part():
+    table = from_reports([("t", (HERE / "nvidia-smi.txt").read_text())])
+    assert (table.driver.version, table.driver.cuda_version, table.gpus[0].name) == ("580.159.04", "13.0", "NVIDIA H200")
+    query = from_reports([("q", (HERE / "nvidia-smi-query.csv").read_text())])
+    assert query.gpus[0].compute_capability == "9.0" and query.gpus[0].memory_total_mib == 143771
+    full = from_reports([("full", (HERE / "nvidia-smi-q.txt").read_text())])
+    assert full.driver.version == "580.159.04" and full.gpus[0].name == "NVIDIA H200"
+    nvcc = from_reports([("n", (HERE / "nvcc.txt").read_text())])
+    assert nvcc.toolkits[0].version == "13.0.88"
+
+
+def test_python_side_matches(live, replayed):
+    assert replayed.packages == live.packages
+    want = {(f.name, f.version, f.variant, f.cuda) for f in live.frameworks}
+    got = {(f.name, f.version, f.variant, f.cuda) for f in replayed.frameworks}
+    assert ("torch", "2.11.0", "cu130", "13.0") in want & got
+    assert want == got
+    assert [t.version for t in live.toolkits] == ["13.0.88"]
+    assert "13.0.88" in {t.version for t in replayed.toolkits}
+
+
+def test_libraries_seen_in_both(live, replayed):
+    live_cudnn = {lib.version for lib in live.libraries if lib.soname == "libcudnn.so.9"}
+    assert {"9.19.0.56", "9.14.0"} <= live_cudnn  # the torch wheel's copy and the system copy
+    first = [lib for lib in live.libraries if lib.soname == "libcudnn.so.9" and lib.loaded_first]
+    assert [lib.origin for lib in first] == ["wheel:nvidia-cudnn-cu13"]
+    assert "libcudnn.so.9" in {lib.soname for lib in replayed.libraries}
+
+
+def test_doctor_on_the_saved_machine_is_healthy(live):
+    findings = diagnose(live, load_matrix())
+    assert summary_exit(findings) == 0
+    assert not [f for f in findings if f.severity == "error"]
+
+
+def test_solver_on_the_saved_machine(live):
+    matrix = load_matrix()
+    target = from_environment(live, matrix)
+    assert target.gpus[0].compute_capability == "9.0" and target.driver == "580.159.04"
+    kept = solve([target], parse_request(["torch"], live), matrix, installed=live)
+    assert kept.unchanged and kept.frameworks[0].variant == "cu130"
+    # jax 0.11.2 is newer than the matrix knows: kept, not downgraded to the newest release the matrix lists
+    jax = solve([target], parse_request(["jax"], live), matrix, installed=live)
+    assert jax.unchanged and [(f.name, f.version) for f in jax.frameworks] == [("jax", "0.11.2")]
+    # TensorFlow's and-cuda wheels are CUDA 12; the installed JAX plugin brings CUDA 13 ones
+    with pytest.raises(NoSolution) as exc:
+        solve([target], parse_request(["tensorflow"], live), matrix, installed=live)
+    assert any(c["rule"] == "co_installed" for c in exc.value.detail["causes"])
+
+
+def test_verify_there_passed_with_real_cudnn():
+    report = json.loads((HERE / "verify.json").read_text())
+    assert report["exit_code"] == 0
+    torch = next(f for f in report["data"]["frameworks"] if f["framework"] == "torch")
+    assert torch["status"] == "verified" and torch["cudnn"] == "9.19.0" and torch["max_abs_error"] < 1e-3
+    assert any(lib["file"] == "libcudnn.so.9" for lib in torch["mapped_libraries"])
