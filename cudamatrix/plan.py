@@ -24,12 +24,38 @@ INSTALL_TIMEOUT_S = 1800.0
 
 
 def choose_installer(installer: str | None = None) -> str:
-    """``"uv"`` when asked for or found on PATH (and not refused with ``"pip"``), else ``"pip"``."""
+    """``"uv"`` when asked for, or when found on PATH and no pip configuration file is in force (uv does not
+    read pip.conf, so a user's configured index would be lost); else ``"pip"``."""
     if installer in ("uv", "pip"):
         return installer
     if installer is not None:
         raise UsageError(f"unknown installer {installer!r}", hint="choose uv or pip")
-    return "uv" if shutil.which("uv") else "pip"
+    return "uv" if shutil.which("uv") and not pip_config_files() else "pip"
+
+
+def pip_config_files() -> list[str]:
+    """The pip configuration files pip would read (PIP_CONFIG_FILE=os.devnull turns them all off)."""
+    named = os.environ.get("PIP_CONFIG_FILE")
+    if named is not None:
+        return [] if named == os.devnull else [named]
+    home = os.path.expanduser("~")
+    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    dirs = os.environ.get("XDG_CONFIG_DIRS", "/etc/xdg").split(os.pathsep)
+    candidates = ["/etc/pip.conf", *(os.path.join(d, "pip", "pip.conf") for d in dirs),
+                  os.path.join(xdg, "pip", "pip.conf"), os.path.join(home, ".pip", "pip.conf")]
+    if os.environ.get("VIRTUAL_ENV"):
+        candidates.append(os.path.join(os.environ["VIRTUAL_ENV"], "pip.conf"))
+    return [c for c in candidates if os.path.isfile(c)]
+
+
+# pip's index variables and the uv variables that mean the same: uv does not read PIP_*
+_PIP_TO_UV = {"PIP_INDEX_URL": "UV_INDEX_URL", "PIP_EXTRA_INDEX_URL": "UV_EXTRA_INDEX_URL",
+              "PIP_FIND_LINKS": "UV_FIND_LINKS"}
+
+
+def uv_env_from_pip(environ: dict[str, str]) -> dict[str, str]:
+    """The user's pip index variables as uv variables, where uv's own are not set."""
+    return {uv: environ[pip] for pip, uv in _PIP_TO_UV.items() if environ.get(pip) and not environ.get(uv)}
 
 
 def installer_argv(installer: str, python: str, verb: str = "install") -> list[str]:
@@ -117,6 +143,7 @@ def make_plan(environment: Environment, solution: Solution, *, python: str, inst
         argv += [p.requirement() for p in pins]
         changes = ", ".join(_change(environment, p) for p in pins)
         steps.append(Step(kind="install", argv=argv, timeout_s=INSTALL_TIMEOUT_S,
+                          env=uv_env_from_pip(dict(os.environ)) if tool == "uv" else {},
                           reason=f"install the solved set with {tool}: {changes}"))
     if solution.env:
         steps.append(Step(kind="env", env=dict(solution.env),

@@ -115,13 +115,21 @@ class LocalIndex:
                         return self._send(body.encode(), "text/html")
                 self.send_error(404)
 
+            def do_HEAD(self):  # uv asks for a file's size before fetching it
+                self._head_only = True
+                try:
+                    self.do_GET()
+                finally:
+                    self._head_only = False
+
             def _send(self, body: bytes, ctype: str) -> None:
                 self.send_response(200)
                 self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(body)))
                 self.send_header("Cache-Control", "no-store")
                 self.end_headers()
-                self.wfile.write(body)
+                if not getattr(self, "_head_only", False):
+                    self.wfile.write(body)
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -135,15 +136,33 @@ def test_fix_rolls_back_a_failing_install_and_exits_4(world, tmp_path):
     with LocalIndex(tmp_path / "wheels") as index:
         env["PIP_INDEX_URL"] = index.url + "/simple"
         before = pip_list(py, env)
+        # pip installs the cuDNN wheel, then fails on torch's archive: a partial install to undo
         r = _cli("fix", "--python", str(py), *TARGET, "--mirror", index.url + "/whl", "--allow-http", "--yes",
-                 "--json", env=env)
+                 "--installer", "pip", "--json", env=env)
         after = pip_list(py, env)
     assert r.returncode == 4, r.stdout + r.stderr
     out = json.loads(r.stdout)
     assert out["status"] == "install_failed"
     detail = out["errors"][0]["detail"]
-    assert "ERROR" in detail["installer_error"] and detail["not_restored"] == []
+    assert "error" in detail["installer_error"].lower() and detail["not_restored"] == []
     assert ("nvidia-cudnn-cu12", "9.1.0.70") in {(d["name"], d["version"]) for d in detail["restored"]}
+    assert after == before
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed (it comes with the test extras)")
+def test_fix_with_uv_reads_the_users_pip_index_and_rolls_back(world, tmp_path):
+    py, env, solution = world
+    _wheels(tmp_path / "wheels", solution, corrupt=True)
+    with LocalIndex(tmp_path / "wheels") as index:
+        env["PIP_INDEX_URL"] = index.url + "/simple"  # uv is told of it through UV_INDEX_URL
+        before = pip_list(py, env)
+        r = _cli("fix", "--python", str(py), *TARGET, "--mirror", index.url + "/whl", "--allow-http", "--yes",
+                 "--installer", "uv", "--json", env=env)
+        after = pip_list(py, env)
+        assert any(p.startswith("/files/torch-") for p in index.served), "uv fetched from the user's index"
+    assert r.returncode == 4, r.stdout + r.stderr
+    assert "uv" in json.loads(r.stdout)["errors"][0]["detail"]["argv"][0]
     assert after == before
 
 

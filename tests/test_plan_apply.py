@@ -226,3 +226,18 @@ def test_snapshot_reads_versions_and_sources(tmp_path):
     assert "pytest" in dists and dists["pytest"].version
     with pytest.raises(InstallFailed):
         apply_mod.snapshot(str(tmp_path / "no-python"))
+
+
+def test_uv_gets_the_users_pip_index_and_pip_config_keeps_pip(tmp_path, monkeypatch):
+    from cudamatrix.plan import choose_installer, pip_config_files, uv_env_from_pip
+
+    assert uv_env_from_pip({"PIP_INDEX_URL": "https://mirror.example/simple", "PIP_EXTRA_INDEX_URL": "x",
+                            "UV_EXTRA_INDEX_URL": "mine"}) == {"UV_INDEX_URL": "https://mirror.example/simple"}
+    conf = tmp_path / "pip.conf"
+    conf.write_text("[global]\nindex-url = https://mirror.example/simple\n")
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(conf))
+    assert pip_config_files() == [str(conf)]
+    assert choose_installer(None) == "pip"  # uv would not read that file
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    assert pip_config_files() == []
+    assert choose_installer("uv") == "uv"
