@@ -9,7 +9,8 @@ from .errors import NoSolution
 from .lockfile import base_image, parse_requirements
 from .matrix import Matrix
 from .models import Environment
-from .solve import PYTORCH_INDEX_PREFIX, parse_request, solve
+from .indexes import PYTORCH_INDEX_PREFIX
+from .solve import parse_request, solve
 from .target import Target
 
 FRAMEWORK_DISTS = ("torch", "torchvision", "torchaudio", "tensorflow", "jax", "jaxlib")

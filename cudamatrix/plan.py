@@ -13,10 +13,9 @@ import sys
 from urllib.parse import urlsplit
 
 from .errors import UsageError
+from .indexes import mirror_url
 from .models import Environment, Plan, Solution, Step
 
-# Index URLs of the framework projects that ``--mirror`` re-roots (a corporate mirror, a loopback test index).
-FRAMEWORK_INDEX_PREFIXES = ("https://download.pytorch.org/whl",)
 # pip options that take a value, among those a solution may carry
 _INDEX_OPTIONS = ("--index-url", "-i", "--extra-index-url", "--find-links", "-f", "--trusted-host")
 _URL_OPTIONS = ("--index-url", "-i", "--extra-index-url", "--find-links", "-f")
@@ -66,13 +65,8 @@ def installer_argv(installer: str, python: str, verb: str = "install") -> list[s
 
 
 def rewrite_mirror(url: str, mirror: str | None) -> str:
-    """Replace a framework index prefix (``https://download.pytorch.org/whl``) by ``mirror``."""
-    if not mirror:
-        return url
-    for prefix in FRAMEWORK_INDEX_PREFIXES:
-        if url == prefix or url.startswith(prefix + "/"):
-            return mirror.rstrip("/") + url[len(prefix):]
-    return url
+    """Replace the framework index prefix (``https://download.pytorch.org/whl``) by ``mirror``."""
+    return mirror_url(url, mirror) or url
 
 
 def check_url(url: str, allow_http: bool) -> None:

@@ -126,6 +126,18 @@ def check(matrix: Matrix, release: FrameworkRelease, variant: Variant, target: T
                                         f"not {target.python}", release.source))
     if variant.cuda is None or not (target.has_gpu or target.driver):
         return reasons
+    if release.name == "tensorflow" and not bundles_nvidia_wheels(release, variant, target) and \
+            target.cuda_toolkit:
+        # these TensorFlow builds load the system's CUDA libraries (no nvidia-* wheels): the installed
+        # toolkit must be of the major they were built with (TensorFlow "Tested build configurations")
+        try:
+            have = Version(target.cuda_toolkit)
+        except Exception:
+            have = None
+        if have is not None and have.major != variant.cuda.major:
+            reasons.append(Reason("system_cuda", f"{label} loads the system's CUDA {variant.cuda} libraries; "
+                                                 f"the target's toolkit is CUDA {target.cuda_toolkit}",
+                                  variant.source))
     jit_ok = True
     if target.driver:
         full, minor, row = driver_floors(matrix, variant.cuda, target.platform)

@@ -14,6 +14,7 @@ from packaging.version import Version
 
 from . import rules
 from .errors import NoSolution, UsageError
+from .indexes import PYTORCH_INDEX_PREFIX, mirror_url
 from .matrix import FrameworkRelease, Matrix, Variant
 from .models import Cause, Environment, FrameworkChoice, Pin, Rejection, Solution, WayOut
 from .target import Target
@@ -24,7 +25,6 @@ FAMILY_OF = {
     "jax": "jax", "jaxlib": "jax",
 }
 FAMILIES = ("torch", "tensorflow", "jax")
-PYTORCH_INDEX_PREFIX = "https://download.pytorch.org/whl"
 MAX_COMBINATIONS = 200_000
 
 
@@ -552,15 +552,12 @@ def _no_solution(matrix, request, reps, unique, all_reasons, per_family, missing
 
 
 def with_mirror(solution: Solution, mirror: str | None) -> Solution:
-    """The solution with the PyTorch index prefix replaced by ``mirror`` (a corporate or local mirror)."""
+    """The solution with every PyTorch index URL moved to ``mirror``."""
     if not mirror:
         return solution
-    mirror = mirror.rstrip("/")
 
     def swap(url: str | None) -> str | None:
-        if url and url.startswith(PYTORCH_INDEX_PREFIX):
-            return mirror + url[len(PYTORCH_INDEX_PREFIX):]
-        return url
+        return mirror_url(url, mirror)
 
     def pins(items: list[Pin]) -> list[Pin]:
         return [Pin(name=p.name, version=p.version, extras=p.extras, index_url=swap(p.index_url)) for p in items]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from localindex import LocalIndex, build_wheel, copy_venv, make_venv, pip_list
+from localindex import LocalIndex, build_wheel, copy_venv, pip_list
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = ["--gpu", "Tesla T4", "--driver", "550.54.14"]
@@ -63,13 +63,6 @@ FAKE_TORCH = textwrap.dedent('''
 def _cli(*args: str, env: dict, timeout: float = 600) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "cudamatrix", *args], capture_output=True, text=True, cwd=ROOT,
                           env=env, timeout=timeout, stdin=subprocess.DEVNULL)
-
-
-@pytest.fixture(scope="module")
-def template_venv(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("tpl") / "venv"
-    make_venv(path)
-    return path
 
 
 @pytest.fixture()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from localindex import LocalIndex, build_wheel, copy_venv, make_venv, pip_env, pip_list
+from localindex import LocalIndex, build_wheel, copy_venv, pip_env, pip_list
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = ["--driver", "550.54.14", "--gpu", "Tesla T4", "--python", "3.11"]
@@ -21,13 +21,6 @@ TARGET = ["--driver", "550.54.14", "--gpu", "Tesla T4", "--python", "3.11"]
 def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "cudamatrix", *args], capture_output=True, text=True, cwd=ROOT,
                           env=env, timeout=600, stdin=subprocess.DEVNULL)
-
-
-@pytest.fixture(scope="module")
-def template(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("tpl") / "venv"
-    make_venv(path)
-    return path
 
 
 @pytest.fixture()
@@ -52,13 +45,13 @@ def _pins(lock: Path) -> dict[str, str]:
 
 
 @pytest.mark.slow
-def test_pip_installs_the_lock_and_check_passes(template, locked, tmp_path):
+def test_pip_installs_the_lock_and_check_passes(template_venv, locked, tmp_path):
     index, lock, solution = locked
     text = lock.read_text()
     assert f"{index.url}/whl/" in text  # the mirror replaced the framework index
     pins = _pins(lock)
     assert pins["torch"].split("+")[0] == solution["frameworks"][0]["version"]
-    py = copy_venv(template, tmp_path / "venv")
+    py = copy_venv(template_venv, tmp_path / "venv")
     env = pip_env(f"{index.url}/simple", tmp_path / "cache")
     done = subprocess.run([str(py), "-m", "pip", "install", "-r", str(lock)], env=env, capture_output=True,
                           text=True, timeout=600)
@@ -79,9 +72,9 @@ def test_pip_installs_the_lock_and_check_passes(template, locked, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed (it comes with the test extras)")
-def test_uv_installs_the_same_lock(template, locked, tmp_path):
+def test_uv_installs_the_same_lock(template_venv, locked, tmp_path):
     index, lock, _ = locked
-    py = copy_venv(template, tmp_path / "venv")
+    py = copy_venv(template_venv, tmp_path / "venv")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_"))}
     env.update({"UV_INDEX_URL": f"{index.url}/simple", "UV_NO_CONFIG": "1", "UV_CACHE_DIR": str(tmp_path / "uvc"),
                 "UV_HTTP_TIMEOUT": "10", "UV_OFFLINE": "0"})

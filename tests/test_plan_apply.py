@@ -12,7 +12,7 @@ from cudamatrix.errors import Exit, InstallFailed, UsageError
 from cudamatrix.models import Environment, InstalledDist, Pin, Plan, Solution, Step
 from cudamatrix.plan import make_plan, rewrite_mirror
 
-from localindex import LocalIndex, build_wheel, copy_venv, make_venv, pip_list
+from localindex import LocalIndex, build_wheel, copy_venv, pip_list
 
 TORCH_INDEX = "https://download.pytorch.org/whl/cu121"
 SOLVED = [Pin("torch", "2.5.1+cu121", index_url=TORCH_INDEX), Pin("nvidia-cudnn-cu12", "9.1.0.70"),
@@ -79,13 +79,6 @@ def test_diff_names_added_removed_changed():
 
 
 # --- apply: real pip, real venv, real HTTP index --------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def template_venv(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("tpl") / "venv"
-    make_venv(path)
-    return path
-
 
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory) -> Path:

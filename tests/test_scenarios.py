@@ -29,7 +29,8 @@ SCENARIOS = sorted((Path(__file__).parent / "scenarios").glob("*.json"))
 
 def _target(matrix, flags: dict, name: str, base: Target | None = None) -> Target:
     t = from_flags(matrix, driver=flags.get("driver"), gpus=flags.get("gpus", []), python=flags.get("python"),
-                   platform=flags.get("platform"), cuda_toolkit=None, base=base or Target(name=name))
+                   platform=flags.get("platform"), cuda_toolkit=flags.get("cuda_toolkit"),
+                   base=base or Target(name=name))
     return Target(**{**t.__dict__, "name": name})
 
 
