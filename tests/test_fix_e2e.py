@@ -197,7 +197,8 @@ def test_fast_dispatch_takes_only_plain_invocations():
     assert fast_main(["fix", "--dry-run"]) is None
     assert fast_main(["fix", "--python", "p", "--mirror", "x"]) is None
     assert fast_main(["fix", "torch>=2"]) is None
-    assert fast_main(["solve", "torch"]) is None
+    assert fast_main(["solve", "torch", "--no-such-option"]) is None
+    assert fast_main(["lock", "--help"]) is None
     assert fast_main(["detect", "--python"]) is None  # a value is missing: typer reports the usage error
 
 

@@ -9,7 +9,7 @@ from .common import Done
 
 
 def _register():
-    from . import commands, matrix_cmd, solve_cmd  # noqa: F401  (each adds its commands)
+    from . import commands, matrix_cmd  # noqa: F401  (each adds its commands)
     from .app import app
 
     return app

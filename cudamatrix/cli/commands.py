@@ -1,5 +1,5 @@
-"""Typer declarations of the hot commands (detect, doctor, fix, verify). Their bodies live in typer-free
-modules so that :mod:`cudamatrix.cli.fast` can run plain invocations without importing typer."""
+"""Typer declarations of the commands whose bodies live in typer-free modules (detect, doctor, solve, lock,
+check, env, fix, verify), so that :mod:`cudamatrix.cli.fast` can run plain invocations without typer."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -11,8 +11,70 @@ from .app import app
 from .detect_cmd import run_detect
 from .doctor_cmd import run_doctor
 from .fix_cmd import run_fix, run_verify
+from .solve_cmd import run_check, run_env, run_lock, run_solve
 
 JsonOpt = typer.Option(False, "--json", help="Print the JSON envelope.")
+EnvOpt = typer.Option([], "--env", help="A saved `detect --json` (repeatable: the answer must hold on every machine).")
+DriverOpt = typer.Option(None, "--driver", help="Target driver version, e.g. 535.104.05.")
+GpuOpt = typer.Option([], "--gpu", help='Target GPU: a name ("Tesla T4"), sm_75 or 7.5 (repeatable).')
+PythonOpt = typer.Option(None, "--python", help="Target Python version (3.10), or the path of an interpreter to inspect.")
+PlatformOpt = typer.Option(None, "--platform", help="linux_x86_64 | linux_aarch64 | win_amd64")
+ToolkitOpt = typer.Option(None, "--cuda-toolkit", help="Target CUDA toolkit version, if one is installed there.")
+DataOpt = typer.Option(None, "--data", help="Read the matrix from this folder.", hidden=True)
+MirrorOpt = typer.Option(None, "--mirror", help="Replace https://download.pytorch.org/whl with this mirror in index URLs.")
+
+
+@app.command("solve")
+def solve(
+    requirements: List[str] = typer.Argument(None, help="PEP 508 requirements: torch>=2.3 torchvision tensorflow==2.15.*"),
+    env: List[Path] = EnvOpt, driver: Optional[str] = DriverOpt, gpu: List[str] = GpuOpt,
+    python: Optional[str] = PythonOpt, platform: Optional[str] = PlatformOpt,
+    cuda_toolkit: Optional[str] = ToolkitOpt,
+    explain: bool = typer.Option(False, "--explain", help="Show the decision trace and rejected candidates."),
+    mirror: Optional[str] = MirrorOpt, as_json: bool = JsonOpt, data_dir: Optional[Path] = DataOpt,
+) -> None:
+    """The consistent set for the target: exact versions, variant, index, CUDA/cuDNN, the pip command."""
+    run_solve(requirements=requirements, env=env, driver=driver, gpu=gpu, python=python, platform=platform,
+              cuda_toolkit=cuda_toolkit, explain=explain, mirror=mirror, as_json=as_json, data_dir=data_dir)
+
+
+@app.command("lock")
+def lock(
+    requirements: List[str] = typer.Argument(None, help="PEP 508 requirements."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write here (default: stdout)."),
+    fmt: str = typer.Option("requirements", "--format", help="requirements | uv"),
+    env: List[Path] = EnvOpt, driver: Optional[str] = DriverOpt, gpu: List[str] = GpuOpt,
+    python: Optional[str] = PythonOpt, platform: Optional[str] = PlatformOpt,
+    cuda_toolkit: Optional[str] = ToolkitOpt, mirror: Optional[str] = MirrorOpt, as_json: bool = JsonOpt,
+    data_dir: Optional[Path] = DataOpt,
+) -> None:
+    """A pinned requirements file (or uv project configuration) for the target."""
+    run_lock(requirements=requirements, output=output, fmt=fmt, env=env, driver=driver, gpu=gpu, python=python,
+             platform=platform, cuda_toolkit=cuda_toolkit, mirror=mirror, as_json=as_json, data_dir=data_dir)
+
+
+@app.command("check")
+def check(
+    requirement_file: Optional[Path] = typer.Option(None, "-r", "--requirement", help="A requirements file to check."),
+    env: List[Path] = EnvOpt, driver: Optional[str] = DriverOpt, gpu: List[str] = GpuOpt,
+    python: Optional[str] = PythonOpt, platform: Optional[str] = PlatformOpt,
+    cuda_toolkit: Optional[str] = ToolkitOpt, mirror: Optional[str] = MirrorOpt, as_json: bool = JsonOpt,
+    data_dir: Optional[Path] = DataOpt,
+) -> None:
+    """Gate a Docker build: exit 0 if the requirements (or what is installed) fit the target, 1 if not."""
+    run_check(requirement_file=requirement_file, env=env, driver=driver, gpu=gpu, python=python, platform=platform,
+              cuda_toolkit=cuda_toolkit, mirror=mirror, as_json=as_json, data_dir=data_dir)
+
+
+@app.command("env")
+def env(
+    shell: str = typer.Option("bash", "--shell", help="bash | fish | powershell"),
+    env: List[Path] = EnvOpt,
+    python: Optional[str] = typer.Option(None, "--python", help="Inspect the interpreter at this path."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Print the exports that fix library paths for this environment (nothing when nothing needs fixing)."""
+    run_env(shell=shell, env=env, python=python, as_json=as_json)
 
 
 @app.command("detect")

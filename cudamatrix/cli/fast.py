@@ -1,30 +1,53 @@
-"""A fast path for the commands that sit on hot paths (``detect``, ``doctor``, ``fix`` at the top of a
-notebook): typer's option processing imports pydantic (~80-100 ms here), so plain invocations of these
-commands are parsed here and call the very same command functions. Anything this parser does not know
-returns None and goes through typer, which also gives the usual --help and usage errors."""
+"""A fast path for plain invocations: typer's option processing imports pydantic (~80-100 ms here), which
+would double the cost of `detect`, `doctor`, `fix` (at the top of every notebook) and `solve`. Invocations
+made only of the options below are parsed here and call the very same command functions as typer does;
+anything else (--help, an unknown option, a missing value) returns None and goes through typer, which gives
+the usual help and usage errors."""
 from __future__ import annotations
 
 from pathlib import Path
 
-# command -> (module, function, {flag: (parameter, kind)}); kind: "flag", "value", "list", "paths"
-FAST: dict[str, tuple[str, str, dict[str, tuple[str, str]]]] = {
-    "detect": ("detect_cmd", "run_detect", {
+_TARGET = {
+    "--env": ("env", "paths"), "--driver": ("driver", "value"), "--gpu": ("gpu", "list"),
+    "--python": ("python", "value"), "--platform": ("platform", "value"),
+    "--cuda-toolkit": ("cuda_toolkit", "value"), "--mirror": ("mirror", "value"), "--json": ("as_json", "flag"),
+}
+
+# command -> (module, function, positional parameter or None, {option: (parameter, kind)})
+# kinds: "flag", "value", "path", "list" (repeatable), "paths" (repeatable paths)
+FAST: dict[str, tuple[str, str, str | None, dict[str, tuple[str, str]]]] = {
+    "detect": ("detect_cmd", "run_detect", None, {
         "--json": ("as_json", "flag"), "--python": ("python", "value"), "--from": ("reports", "list"),
         "--env": ("env_file", "value")}),
-    "doctor": ("doctor_cmd", "run_doctor", {
+    "doctor": ("doctor_cmd", "run_doctor", None, {
         "--json": ("as_json", "flag"), "--python": ("python", "value"), "--from": ("from_", "list"),
         "--env": ("env", "paths")}),
-    "fix": ("fix_cmd", "run_fix", {
+    "fix": ("fix_cmd", "run_fix", None, {
         "--json": ("as_json", "flag"), "--yes": ("yes", "flag"), "-y": ("yes", "flag"),
         "--python": ("python", "value"), "--framework": ("framework", "value")}),
+    "solve": ("solve_cmd", "run_solve", "requirements", {**_TARGET, "--explain": ("explain", "flag")}),
+    "lock": ("solve_cmd", "run_lock", "requirements", {
+        **_TARGET, "-o": ("output", "path"), "--output": ("output", "path"), "--format": ("fmt", "value")}),
+    "check": ("solve_cmd", "run_check", None, {
+        **_TARGET, "-r": ("requirement_file", "path"), "--requirement": ("requirement_file", "path")}),
+    "env": ("solve_cmd", "run_env", None, {
+        "--shell": ("shell", "value"), "--env": ("env", "paths"), "--python": ("python", "value"),
+        "--json": ("as_json", "flag")}),
 }
 
 
-def _parse(argv: list[str], spec: dict[str, tuple[str, str]]) -> dict | None:
+def _parse(argv: list[str], positional: str | None, spec: dict[str, tuple[str, str]]) -> dict | None:
     out: dict = {}
     i = 0
     while i < len(argv):
-        flag, eq, inline = argv[i].partition("=")
+        arg = argv[i]
+        if not arg.startswith("-") or arg == "-":
+            if positional is None:
+                return None
+            out.setdefault(positional, []).append(arg)
+            i += 1
+            continue
+        flag, eq, inline = arg.partition("=")
         if flag not in spec:
             return None
         param, kind = spec[flag]
@@ -42,6 +65,8 @@ def _parse(argv: list[str], spec: dict[str, tuple[str, str]]) -> dict | None:
                 return None
             if kind == "value":
                 out[param] = value
+            elif kind == "path":
+                out[param] = Path(value)
             else:
                 out.setdefault(param, []).append(Path(value) if kind == "paths" else value)
         i += 1
@@ -49,14 +74,14 @@ def _parse(argv: list[str], spec: dict[str, tuple[str, str]]) -> dict | None:
 
 
 def fast_main(argv: list[str]) -> int | None:
-    """Run a plain hot-path command without typer's parsing; None when typer must handle ``argv``.
+    """Run a plain invocation without typer's parsing; None when typer must handle ``argv``.
 
     The command ends by raising :class:`cudamatrix.cli.common.Done`, which :func:`cudamatrix.cli.main`
     turns into the exit code."""
     if not argv or argv[0] not in FAST:
         return None
-    module_name, func_name, spec = FAST[argv[0]]
-    given = _parse(argv[1:], spec)
+    module_name, func_name, positional, spec = FAST[argv[0]]
+    given = _parse(argv[1:], positional, spec)
     if given is None:
         return None
     import importlib

@@ -1,29 +1,15 @@
-"""`cudamatrix doctor | solve | lock | check | env`."""
+"""`cudamatrix solve | lock | check | env`: the bodies, typer-free (options are declared in
+:mod:`cudamatrix.cli.commands`; :mod:`cudamatrix.cli.fast` runs plain invocations without typer)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
-
-import typer
 
 from .. import render
 from ..errors import Exit, NoSolution, UsageError
-from .app import app
 from .common import Done, echo, finish, guarded
 
-EnvOpt = typer.Option([], "--env", help="A saved `detect --json` (repeatable: the answer must hold on every machine).")
-FromOpt = typer.Option([], "--from", help="Pasted tool outputs (nvidia-smi, collect_env, ldconfig -p, pip freeze...); '-' for stdin.")
-DriverOpt = typer.Option(None, "--driver", help="Target driver version, e.g. 535.104.05.")
-GpuOpt = typer.Option([], "--gpu", help='Target GPU: a name ("Tesla T4"), sm_75 or 7.5 (repeatable).')
-PythonOpt = typer.Option(None, "--python", help="Target Python version (3.10), or the path of an interpreter to inspect.")
-PlatformOpt = typer.Option(None, "--platform", help="linux_x86_64 | linux_aarch64 | win_amd64")
-ToolkitOpt = typer.Option(None, "--cuda-toolkit", help="Target CUDA toolkit version, if one is installed there.")
-JsonOpt = typer.Option(False, "--json", help="Print the JSON envelope.")
-DataOpt = typer.Option(None, "--data", help="Read the matrix from this folder.", hidden=True)
-MirrorOpt = typer.Option(None, "--mirror", help="Replace https://download.pytorch.org/whl with this mirror in index URLs.")
 
-
-def _matrix(data_dir: Optional[Path]):
+def _matrix(data_dir: Path | None):
     from ..matrix import load_matrix
 
     return load_matrix(str(data_dir) if data_dir else None)
@@ -56,21 +42,16 @@ def _no_solution(command: str, exc: NoSolution, as_json: bool) -> None:
     raise Done(Exit.NO_SOLUTION)
 
 
-@app.command("solve")
 @guarded("solve")
-def solve_command(
-    requirements: List[str] = typer.Argument(None, help="PEP 508 requirements: torch>=2.3 torchvision tensorflow==2.15.*"),
-    env: List[Path] = EnvOpt, driver: Optional[str] = DriverOpt, gpu: List[str] = GpuOpt,
-    python: Optional[str] = PythonOpt, platform: Optional[str] = PlatformOpt,
-    cuda_toolkit: Optional[str] = ToolkitOpt,
-    explain: bool = typer.Option(False, "--explain", help="Show the decision trace and rejected candidates."),
-    mirror: Optional[str] = MirrorOpt, as_json: bool = JsonOpt, data_dir: Optional[Path] = DataOpt,
-) -> None:
+def run_solve(requirements: list[str] | None = None, env: list[Path] | None = None, driver: str | None = None,
+              gpu: list[str] | None = None, python: str | None = None, platform: str | None = None,
+              cuda_toolkit: str | None = None, explain: bool = False, mirror: str | None = None,
+              as_json: bool = False, data_dir: Path | None = None) -> None:
     """The consistent set for the target: exact versions, variant, index, CUDA/cuDNN, the pip command."""
     matrix = _matrix(data_dir)
     try:
-        resolved, request, solution = _solve(matrix, requirements or [], env, driver, gpu, python, platform,
-                                             cuda_toolkit, mirror)
+        resolved, request, solution = _solve(matrix, requirements or [], env or [], driver, gpu or [], python,
+                                             platform, cuda_toolkit, mirror)
     except NoSolution as exc:
         _no_solution("solve", exc, as_json)
     data = {"solution": solution.to_dict(), "targets": [t.describe() for t in resolved.targets]}
@@ -106,17 +87,11 @@ def _human_solution(solution, resolved, explain: bool) -> None:
             c.print(f"  {r.candidate}: {'; '.join(r.reasons)}")
 
 
-@app.command()
 @guarded("lock")
-def lock(
-    requirements: List[str] = typer.Argument(None, help="PEP 508 requirements."),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write here (default: stdout)."),
-    fmt: str = typer.Option("requirements", "--format", help="requirements | uv"),
-    env: List[Path] = EnvOpt, driver: Optional[str] = DriverOpt, gpu: List[str] = GpuOpt,
-    python: Optional[str] = PythonOpt, platform: Optional[str] = PlatformOpt,
-    cuda_toolkit: Optional[str] = ToolkitOpt, mirror: Optional[str] = MirrorOpt, as_json: bool = JsonOpt,
-    data_dir: Optional[Path] = DataOpt,
-) -> None:
+def run_lock(requirements: list[str] | None = None, output: Path | None = None, fmt: str = "requirements",
+             env: list[Path] | None = None, driver: str | None = None, gpu: list[str] | None = None,
+             python: str | None = None, platform: str | None = None, cuda_toolkit: str | None = None,
+             mirror: str | None = None, as_json: bool = False, data_dir: Path | None = None) -> None:
     """A pinned requirements file (or uv project configuration) for the target."""
     from ..lockfile import requirements_txt, uv_project
 
@@ -124,8 +99,8 @@ def lock(
         raise UsageError(f"--format {fmt!r} is not known", hint="requirements | uv")
     matrix = _matrix(data_dir)
     try:
-        resolved, request, solution = _solve(matrix, requirements or [], env, driver, gpu, python, platform,
-                                             cuda_toolkit, mirror)
+        resolved, request, solution = _solve(matrix, requirements or [], env or [], driver, gpu or [], python,
+                                             platform, cuda_toolkit, mirror)
     except NoSolution as exc:
         _no_solution("lock", exc, as_json)
     passthrough = [str(r) for r in request.passthrough]
@@ -148,23 +123,19 @@ def lock(
     finish("lock", 0, data, as_json, human)
 
 
-@app.command()
 @guarded("check")
-def check(
-    requirement_file: Optional[Path] = typer.Option(None, "-r", "--requirement", help="A requirements file to check."),
-    env: List[Path] = EnvOpt, driver: Optional[str] = DriverOpt, gpu: List[str] = GpuOpt,
-    python: Optional[str] = PythonOpt, platform: Optional[str] = PlatformOpt,
-    cuda_toolkit: Optional[str] = ToolkitOpt, mirror: Optional[str] = MirrorOpt, as_json: bool = JsonOpt,
-    data_dir: Optional[Path] = DataOpt,
-) -> None:
+def run_check(requirement_file: Path | None = None, env: list[Path] | None = None, driver: str | None = None,
+              gpu: list[str] | None = None, python: str | None = None, platform: str | None = None,
+              cuda_toolkit: str | None = None, mirror: str | None = None, as_json: bool = False,
+              data_dir: Path | None = None) -> None:
     """Gate a Docker build: exit 0 if the requirements (or what is installed) fit the target, 1 if not."""
     from ..checks import check_requirements
 
     matrix = _matrix(data_dir)
     from .targets import resolve
 
-    resolved = resolve(matrix, env_files=env, driver=driver, gpus=gpu, python=python, platform=platform,
-                       cuda_toolkit=cuda_toolkit)
+    resolved = resolve(matrix, env_files=env or [], driver=driver, gpus=gpu or [], python=python,
+                       platform=platform, cuda_toolkit=cuda_toolkit)
     text = None
     if requirement_file is not None:
         try:
@@ -193,23 +164,18 @@ def check(
     finish("check", code, result, as_json, human)
 
 
-@app.command("env")
 @guarded("env")
-def env_command(
-    shell: str = typer.Option("bash", "--shell", help="bash | fish | powershell"),
-    env: List[Path] = EnvOpt,
-    python: Optional[str] = typer.Option(None, "--python", help="Inspect the interpreter at this path."),
-    as_json: bool = JsonOpt,
-) -> None:
+def run_env(shell: str = "bash", env: list[Path] | None = None, python: str | None = None,
+            as_json: bool = False) -> None:
     """Print the exports that fix library paths for this environment (nothing when nothing needs fixing)."""
     from ..diagnose import library_path_fix
     from .targets import environments
 
     if shell not in ("bash", "fish", "powershell"):
         raise UsageError(f"--shell {shell!r} is not known", hint="bash | fish | powershell")
-    if len(env) > 1:
+    if env and len(env) > 1:
         raise UsageError("env reads one environment at a time")
-    environment = environments(env, [], python)[0]
+    environment = environments(env or [], [], python)[0]
     changes = library_path_fix(environment)
     lines = [export_line(shell, k, v) for k, v in changes.items()]
     finish("env", 0, {"env": changes, "shell": shell, "lines": lines}, as_json,
