@@ -8,6 +8,12 @@ and checks that none of them imported pydantic, rich or a framework.
 """
 from __future__ import annotations
 
+import os as _os
+
+# Measure what users get: Python writes bytecode caches by default. A shell that sets
+# PYTHONDONTWRITEBYTECODE would make every run compile every module again (tens of ms).
+_os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 import argparse
 import json
 import os
