@@ -135,7 +135,7 @@ def run_check(requirement_file: Path | None = None, env: list[Path] | None = Non
     from .targets import resolve
 
     resolved = resolve(matrix, env_files=env or [], driver=driver, gpus=gpu or [], python=python,
-                       platform=platform, cuda_toolkit=cuda_toolkit)
+                       platform=platform, cuda_toolkit=cuda_toolkit, need_installed=requirement_file is None)
     text = None
     if requirement_file is not None:
         try:

@@ -62,12 +62,22 @@ def read_inputs(paths: list[str], limit: int = 8 * 1024 * 1024) -> list[tuple[st
 
 def resolve(matrix: Matrix, *, env_files: list[Path], from_files: list[str] | None = None,
             driver: str | None, gpus: list[str], python: str | None, platform: str | None,
-            cuda_toolkit: str | None) -> Resolved:
+            cuda_toolkit: str | None, need_installed: bool = False) -> Resolved:
+    """Targets and the installed environment for a command's options.
+
+    Flags alone describe a machine you are not on (a Dockerfile's target): nothing is detected here, unless
+    ``--python PATH`` names an interpreter whose installed set counts or ``need_installed`` asks for the
+    live one. With ``--env``, flags override the saved machine's facts.
+    """
     py_version, interpreter = split_python(python)
     flags = any([driver, gpus, py_version, platform, cuda_toolkit])
     if flags and len(env_files) > 1:
         raise UsageError("target flags (--driver/--gpu/--python/--platform) cannot be combined with several --env "
                          "files", hint="describe each machine in its own saved environment")
+    if flags and not env_files and not from_files and interpreter is None and not need_installed:
+        target = from_flags(matrix, driver=driver, gpus=gpus, python=py_version, platform=platform,
+                            cuda_toolkit=cuda_toolkit, base=Target(name="target"))
+        return Resolved([target], None, [])
     envs = environments(env_files, from_files or [], interpreter)
     names = [Path(p).stem for p in env_files] if env_files else ["this machine"]
     targets = []
