@@ -204,18 +204,6 @@ class Meta:
     __pydantic_config__ = FORBID
 
 
-_FILE_MODELS: dict[str, type] = {
-    "meta": Meta,
-    "cuda": CudaFile,
-    "gpus": GpuFile,
-    "cudnn": CudnnFile,
-    "torch": FrameworkFile,
-    "tensorflow": FrameworkFile,
-    "jax": FrameworkFile,
-    "advisories": AdvisoryFile,
-}
-
-
 @dataclass(frozen=True, eq=False)
 class Matrix:
     """The whole loaded matrix."""
@@ -228,6 +216,8 @@ class Matrix:
     tensorflow: FrameworkFile
     jax: FrameworkFile
     advisories: AdvisoryFile
+
+    __pydantic_config__ = FORBID
 
     def frameworks(self, name: str) -> list[FrameworkRelease]:
         return getattr(self, name).releases
@@ -261,13 +251,15 @@ def _parse(name: str, raw: bytes) -> Any:
 
 
 def validate_files(raws: dict[str, bytes]) -> Matrix:
-    """Validate raw file contents (name -> bytes) into a Matrix. Raises DataError."""
-    parts = {name: validate(_FILE_MODELS[name], _parse(f"{name}.json", raw), f"{name}.json")
-             for name, raw in raws.items()}
-    if parts["meta"].schema_version != SCHEMA_VERSION:
-        raise DataError(f"meta.json: schema_version: is {parts['meta'].schema_version}, "
+    """Validate raw file contents (name -> bytes) into a Matrix. Raises DataError.
+
+    One validator covers all files (pydantic builds it once, sharing the row models)."""
+    parsed = {name: _parse(f"{name}.json", raw) for name, raw in raws.items()}
+    meta = parsed.get("meta")
+    if isinstance(meta, dict) and meta.get("schema_version") != SCHEMA_VERSION:
+        raise DataError(f"meta.json: schema_version: is {meta.get('schema_version')!r}, "
                         f"this cudamatrix reads schema {SCHEMA_VERSION}")
-    return Matrix(**parts)
+    return validate(Matrix, parsed, None)
 
 
 def _cache_dir() -> Path:

@@ -151,8 +151,11 @@ def dotted(loc: tuple) -> str:
     return out
 
 
-def validate(cls: type[T], data: Any, where: str, error: type[Exception] = DataError) -> T:
-    """Validate ``data`` into ``cls``; on failure raise ``error`` naming ``where`` and each dotted path."""
+def validate(cls: type[T], data: Any, where: str | None, error: type[Exception] = DataError) -> T:
+    """Validate ``data`` into ``cls``; on failure raise ``error`` naming ``where`` and each dotted path.
+
+    ``where=None``: ``data`` maps file stems to their contents, and each problem names its own file
+    (``torch.json: releases[2].version: ...``)."""
     from pydantic import ValidationError
 
     try:
@@ -163,7 +166,11 @@ def validate(cls: type[T], data: Any, where: str, error: type[Exception] = DataE
             msg = err["msg"]
             if err["type"] == "unexpected_keyword_argument":
                 msg = "unknown key"
-            problems.append(f"{where}: {dotted(err['loc']) or '(top level)'}: {msg}")
+            loc = tuple(err["loc"])
+            place = where
+            if where is None and loc:
+                place, loc = f"{loc[0]}.json", loc[1:]
+            problems.append(f"{place}: {dotted(loc) or '(top level)'}: {msg}")
         raise error("\n".join(problems[:20]), detail=problems) from None
 
 
