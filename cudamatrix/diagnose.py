@@ -14,7 +14,7 @@ from packaging.version import InvalidVersion, Version
 from . import rules
 from .matrix import FrameworkRelease, Matrix, Variant
 from .models import Environment, Finding
-from .query import architecture, driver_max_cuda, driver_version, find_gpu
+from .query import architecture, driver_max_cuda
 from .target import Target, from_environment
 
 CODES = (

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from packaging.requirements import InvalidRequirement, Requirement
 
 from .errors import UsageError
-from .models import Pin, Solution
-from .solve import index_args, index_layout
+from .models import Solution
+from .solve import index_layout
 from .target import Target
 
 

@@ -17,12 +17,18 @@ import pickle
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from packaging.version import Version
 
 from .errors import DataError
 from .schema import FORBID, cc_key, normalize_cc, validate  # noqa: F401  (re-exported)
+
+if TYPE_CHECKING:  # at run time cudamatrix.schema binds these names to pydantic validators, when validating
+    Ver = Version  # a version string, parsed
+    CC = str  # a compute capability, normalised to "7.5"
+    Spec = str  # a PEP 440 specifier set
+    Req = str  # a PEP 508 requirement
 
 SCHEMA_VERSION = 1
 FILES = ("meta", "cuda", "gpus", "cudnn", "torch", "tensorflow", "jax", "advisories")

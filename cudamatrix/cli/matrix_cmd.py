@@ -9,7 +9,7 @@ import typer
 from .. import render
 from ..errors import UsageError
 from .app import app
-from .common import Done, echo, finish, guarded
+from .common import Done, finish, guarded
 
 matrix_app = typer.Typer(help="Show or validate the compatibility matrix.", no_args_is_help=True)
 app.add_typer(matrix_app, name="matrix")
