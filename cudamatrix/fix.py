@@ -38,6 +38,21 @@ class FixResult(Model):
     messages: list[str] = field(default_factory=list)
     timings_ms: dict[str, float] = field(default_factory=dict)
 
+    def summary(self) -> str:
+        """The same text ``cudamatrix fix`` prints: what changed, what was verified, what to do next."""
+        import contextlib
+        import io
+
+        from .cli.fix_cmd import human_fix
+
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            human_fix(self)
+        return out.getvalue().rstrip()
+
+    def _repr_pretty_(self, printer, cycle: bool) -> None:  # a notebook cell shows the summary
+        printer.text(self.summary() if not cycle else "FixResult(...)")
+
 
 def fix(*, python: str | None = None, request: list[str] | None = None, dry_run: bool = False,
         verify: bool = True, frameworks: str | list[str] = "all", mirror: str | None = None,
