@@ -15,14 +15,19 @@ def _matrix(data_dir: Path | None):
     return load_matrix(str(data_dir) if data_dir else None)
 
 
-def _solve(matrix, requirements, env, driver, gpu, python, platform, cuda_toolkit, mirror=None):
+def _solve(command: str, as_json: bool, matrix, requirements, env, driver, gpu, python, platform, cuda_toolkit,
+           mirror=None):
+    """Resolve the targets, parse the request and solve; "no solution" ends the command with exit 3."""
     from ..solve import parse_request, solve, with_mirror
     from .targets import resolve
 
-    resolved = resolve(matrix, env_files=env, driver=driver, gpus=gpu, python=python, platform=platform,
+    resolved = resolve(matrix, env_files=env or [], driver=driver, gpus=gpu or [], python=python, platform=platform,
                        cuda_toolkit=cuda_toolkit)
-    request = parse_request(requirements, resolved.installed)
-    solution = with_mirror(solve(resolved.targets, request, matrix, installed=resolved.installed), mirror)
+    request = parse_request(requirements or [], resolved.installed)
+    try:
+        solution = with_mirror(solve(resolved.targets, request, matrix, installed=resolved.installed), mirror)
+    except NoSolution as exc:
+        _no_solution(command, exc, as_json)
     return resolved, request, solution
 
 
@@ -48,12 +53,8 @@ def run_solve(requirements: list[str] | None = None, env: list[Path] | None = No
               cuda_toolkit: str | None = None, explain: bool = False, mirror: str | None = None,
               as_json: bool = False, data_dir: Path | None = None) -> None:
     """The consistent set for the target: exact versions, variant, index, CUDA/cuDNN, the pip command."""
-    matrix = _matrix(data_dir)
-    try:
-        resolved, request, solution = _solve(matrix, requirements or [], env or [], driver, gpu or [], python,
-                                             platform, cuda_toolkit, mirror)
-    except NoSolution as exc:
-        _no_solution("solve", exc, as_json)
+    resolved, request, solution = _solve("solve", as_json, _matrix(data_dir), requirements, env, driver, gpu, python,
+                                         platform, cuda_toolkit, mirror)
     data = {"solution": solution.to_dict(), "targets": [t.describe() for t in resolved.targets]}
     finish("solve", 0, data, as_json, lambda: _human_solution(solution, resolved, explain))
 
@@ -97,12 +98,8 @@ def run_lock(requirements: list[str] | None = None, output: Path | None = None, 
 
     if fmt not in ("requirements", "uv"):
         raise UsageError(f"--format {fmt!r} is not known", hint="requirements | uv")
-    matrix = _matrix(data_dir)
-    try:
-        resolved, request, solution = _solve(matrix, requirements or [], env or [], driver, gpu or [], python,
-                                             platform, cuda_toolkit, mirror)
-    except NoSolution as exc:
-        _no_solution("lock", exc, as_json)
+    resolved, request, solution = _solve("lock", as_json, _matrix(data_dir), requirements, env, driver, gpu, python,
+                                         platform, cuda_toolkit, mirror)
     passthrough = [str(r) for r in request.passthrough]
     text = (requirements_txt if fmt == "requirements" else uv_project)(solution, resolved.targets, passthrough)
     if output is not None:
