@@ -9,7 +9,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 
 from .errors import UsageError
 from .models import Solution
-from .solve import index_layout
+from .indexes import index_layout
 from .target import Target
 
 

@@ -13,10 +13,11 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from . import rules
-from .errors import NoSolution, UsageError
-from .indexes import PYTORCH_INDEX_PREFIX, mirror_url
+from .errors import UsageError
+from .causes import no_solution
+from .indexes import dedupe as _dedupe, index_args, index_layout
 from .matrix import FrameworkRelease, Matrix, Variant
-from .models import Cause, Environment, FrameworkChoice, Pin, Rejection, Solution, WayOut
+from .models import Environment, FrameworkChoice, Pin, Rejection, Solution
 from .target import Target
 
 FAMILY_OF = {
@@ -193,12 +194,12 @@ def solve(targets: list[Target], request: Request, matrix: Matrix, *,
 
     missing = [f for f in request.families if not per_family.get(f)]
     if missing:
-        raise _no_solution(matrix, request, reps, unique, all_reasons, per_family, missing, rejected)
+        raise no_solution(matrix, request, reps, unique, all_reasons, per_family, missing, rejected)
 
     fixed = _co_installed_requirements(installed, request)
     choice = _search(per_family, reps, fixed, rejected, trace) if per_family else []
     if choice is None:
-        raise _no_solution(matrix, request, reps, unique, all_reasons, per_family, [], rejected, combined=True)
+        raise no_solution(matrix, request, reps, unique, all_reasons, per_family, [], rejected, combined=True)
     return _solution(choice, request, reps, matrix, installed, rejected, trace, kept)
 
 
@@ -230,10 +231,6 @@ def _keep_unknown_installed(request: Request, matrix: Matrix, installed: Environ
             trace.append(f"{fam} {fw.version} is installed and newer than matrix {matrix.meta.data_version} "
                          f"knows: kept as it is, unverified by the matrix")
     return kept
-
-
-def _dedupe(items: list[str]) -> list[str]:
-    return list(dict.fromkeys(items))
 
 
 def _co_installed_requirements(installed: Environment | None, request: Request) -> list[tuple[str, list[Requirement]]]:
@@ -438,134 +435,7 @@ def _solution(choice: list[Candidate], request: Request, targets: list[Target], 
         trace=trace, matrix_version=matrix.meta.data_version)
 
 
-def index_layout(pins: list[Pin], default_needed: bool = False) -> tuple[str | None, list[str]]:
-    """(index_url, extra_index_urls) for a set of pins: one framework index alone replaces the default
-    index (as the framework documents); a mix keeps the default index and adds the others."""
-    indexes = _dedupe([p.index_url for p in pins if p.index_url])
-    if len(indexes) == 1 and not default_needed and all(p.index_url for p in pins):
-        return indexes[0], []
-    return None, indexes
-
-
-def index_args(index_url: str | None, extra: list[str]) -> list[str]:
-    args = ["--index-url", index_url] if index_url else []
-    for url in extra:
-        args += ["--extra-index-url", url]
-    return args
-
-
 def _env_changes(env: Environment) -> dict[str, str]:
     from .diagnose import library_path_fix
 
     return library_path_fix(env)
-
-
-def _no_solution(matrix, request, reps, unique, all_reasons, per_family, missing, rejected, combined=False):
-    causes: list[Cause] = []
-    ways: list[WayOut] = []
-    for family in missing:
-        entries = all_reasons.get(family, [])
-        if not entries:
-            causes.append(Cause(rule="request", message=f"the matrix has no {family} release"))
-            continue
-        in_request = [(c, rs, m) for c, rs, m in entries if not any(r.rule == "request" for r in rs)]
-        if not in_request:
-            asked = " ".join(str(r) for r in request.families[family])
-            causes.append(Cause(rule="request", message=f"no {family} release in the matrix matches {asked}"))
-            continue
-        names = {key: [t.name for t in group] for key, group in unique.items()}
-        # in a fleet, a machine blocks when some build fits every other machine but not it
-        blocking: dict[tuple, tuple[Candidate, list[rules.Reason]]] = {}
-        if len(unique) > 1:
-            for cand, rs, failing in in_request:
-                if len(failing) == 1:
-                    (key, found), = failing.items()
-                    if key not in blocking or cand.release.version > blocking[key][0].release.version:
-                        blocking[key] = (cand, found)
-        if blocking:
-            for key, (cand, found) in blocking.items():
-                causes.append(Cause(rule=found[0].rule, machines=sorted(names[key]),
-                                    message=f"{', '.join(names[key])}: {found[0].message} "
-                                            f"(it fits every other machine)"))
-        else:
-            by_rule: dict[str, tuple[rules.Reason, set[str]]] = {}
-            for cand, rs, failing in in_request:
-                for r in rs:
-                    by_rule.setdefault(r.rule, (r, set()))[1].update(n for k in failing for n in names[k])
-            for rule, (reason, machines) in by_rule.items():
-                causes.append(Cause(rule=rule, message=reason.message, machines=sorted(machines)))
-        # ways out
-        driver_only = [(c, rs) for c, rs, _ in in_request if {r.rule for r in rs} == {"driver_floor"}]
-        if driver_only:
-            from .query import driver_version
-
-            need = min((r.need_driver for _, rs in driver_only for r in rs if r.need_driver),
-                       key=driver_version, default=None)
-            best = max(driver_only, key=lambda x: x[0].release.version)[0]
-            if need:
-                ways.append(WayOut(kind="upgrade_driver",
-                                   message=f"upgrade the driver to >= {need} (the newest fitting build would be "
-                                           f"{best.label}); or pin an older {family} built for an older CUDA"))
-        fits_ignoring_request = [c for c, rs, _ in entries if {r.rule for r in rs} == {"request"}]
-        ok_older = sorted(fits_ignoring_request, key=lambda c: c.release.version, reverse=True)
-        ok_older = [c for c in ok_older if all(not rules.check(matrix, c.release, c.variant, t) for t in reps)]
-        gpu_ok = [c for c in ok_older if c.variant.cuda is not None]
-        if gpu_ok:
-            c = gpu_ok[0]
-            ways.append(WayOut(kind="pin_older",
-                               message=f"relax the request: {family}=={c.release.version} ({c.variant.name}) fits"))
-        else:
-            # no GPU build fits with any version: is there a release that fits if the request is relaxed?
-            any_gpu = [c for c, rs, _ in entries if c.variant.cuda is not None and
-                       all(not rules.check(matrix, c.release, c.variant, t) for t in reps)]
-            if any_gpu:
-                c = max(any_gpu, key=lambda c: c.release.version)
-                ways.append(WayOut(kind="pin_older", message=f"pin {family}<={c.release.version} "
-                                                             f"({c.variant.name} fits every target GPU)"))
-        cpu = [c for c, rs, _ in entries if c.variant.cuda is None and
-               not [r for r in rs if r.rule not in ("request",)] and not any(r.rule == "request" for r in rs)]
-        cpu = cpu or [c for c, rs, _ in entries if c.variant.cuda is None and {r.rule for r in rs} <= {"request"}]
-        if cpu:
-            c = max(cpu, key=lambda c: c.release.version)
-            ways.append(WayOut(kind="cpu_build", message=f"use the CPU build: {family}=={c.version_text()}"))
-        if any(r.rule == "python" for _, rs, _ in in_request for r in rs):
-            pys = sorted({p for c, _, _ in in_request for p in c.release.python}, key=Version)
-            if pys:
-                ways.append(WayOut(kind="change_python", message=f"use Python {pys[-1]} "
-                                                                 f"({family} supports {', '.join(pys[-4:])})"))
-    if combined:
-        shared = [r for r in rejected if "shared_nvidia" in r.rules or "co_installed" in r.rules]
-        for r in shared[:5]:
-            causes.append(Cause(rule=r.rules[0], message=r.reasons[0]))
-        if not causes:
-            causes.append(Cause(rule="shared_nvidia", message="no combination of the requested frameworks shares "
-                                                              "one consistent set of nvidia-* wheels"))
-        ways.append(WayOut(kind="split_environments",
-                           message="install " + " and ".join(request.families) + " into separate environments"
-                           if len(request.families) > 1 else
-                           "uninstall the conflicting framework or move it to its own environment"))
-    summary = "; ".join(c.message for c in causes[:3])
-    message = f"no consistent set for {' '.join(request.texts)}: {summary}"
-    detail = {"causes": [c.to_dict() for c in causes], "ways_out": [w.to_dict() for w in ways],
-              "rejected": [r.to_dict() for r in rejected[:200]]}
-    return NoSolution(message, hint="; ".join(w.message for w in ways) or None, detail=detail)
-
-
-def with_mirror(solution: Solution, mirror: str | None) -> Solution:
-    """The solution with every PyTorch index URL moved to ``mirror``."""
-    if not mirror:
-        return solution
-
-    def swap(url: str | None) -> str | None:
-        return mirror_url(url, mirror)
-
-    def pins(items: list[Pin]) -> list[Pin]:
-        return [Pin(name=p.name, version=p.version, extras=p.extras, index_url=swap(p.index_url)) for p in items]
-
-    args = [swap(a) if a.startswith(PYTORCH_INDEX_PREFIX) else a for a in solution.pip_args]
-    from dataclasses import replace
-
-    return replace(solution, packages=pins(solution.packages), to_install=pins(solution.to_install),
-                   index_url=swap(solution.index_url), extra_index_urls=[swap(u) for u in solution.extra_index_urls],
-                   pip_args=args,
-                   frameworks=[replace(f, index_url=swap(f.index_url)) for f in solution.frameworks])

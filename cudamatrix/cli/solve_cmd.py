@@ -18,7 +18,8 @@ def _matrix(data_dir: Path | None):
 def _solve(command: str, as_json: bool, matrix, requirements, env, driver, gpu, python, platform, cuda_toolkit,
            mirror=None):
     """Resolve the targets, parse the request and solve; "no solution" ends the command with exit 3."""
-    from ..solve import parse_request, solve, with_mirror
+    from ..indexes import with_mirror
+    from ..solve import parse_request, solve
     from .targets import resolve
 
     resolved = resolve(matrix, env_files=env or [], driver=driver, gpus=gpu or [], python=python, platform=platform,

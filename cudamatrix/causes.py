@@ -1,0 +1,103 @@
+"""Why nothing fits: structured causes (the rule and the machines it blocks) and the nearest ways out
+(upgrade the driver, pin an older release, use the CPU build, change Python, split environments).
+No I/O; :func:`cudamatrix.solve.solve` raises the NoSolution this builds."""
+from __future__ import annotations
+
+from packaging.version import Version
+
+from . import rules
+from .errors import NoSolution
+from .models import Cause, WayOut
+
+
+def no_solution(matrix, request, reps, unique, all_reasons, per_family, missing, rejected, combined=False):
+    causes: list[Cause] = []
+    ways: list[WayOut] = []
+    for family in missing:
+        entries = all_reasons.get(family, [])
+        if not entries:
+            causes.append(Cause(rule="request", message=f"the matrix has no {family} release"))
+            continue
+        in_request = [(c, rs, m) for c, rs, m in entries if not any(r.rule == "request" for r in rs)]
+        if not in_request:
+            asked = " ".join(str(r) for r in request.families[family])
+            causes.append(Cause(rule="request", message=f"no {family} release in the matrix matches {asked}"))
+            continue
+        names = {key: [t.name for t in group] for key, group in unique.items()}
+        # in a fleet, a machine blocks when some build fits every other machine but not it
+        blocking: dict[tuple, tuple] = {}  # machine key -> (candidate, its reasons there)
+        if len(unique) > 1:
+            for cand, rs, failing in in_request:
+                if len(failing) == 1:
+                    (key, found), = failing.items()
+                    if key not in blocking or cand.release.version > blocking[key][0].release.version:
+                        blocking[key] = (cand, found)
+        if blocking:
+            for key, (cand, found) in blocking.items():
+                causes.append(Cause(rule=found[0].rule, machines=sorted(names[key]),
+                                    message=f"{', '.join(names[key])}: {found[0].message} "
+                                            f"(it fits every other machine)"))
+        else:
+            by_rule: dict[str, tuple[rules.Reason, set[str]]] = {}
+            for cand, rs, failing in in_request:
+                for r in rs:
+                    by_rule.setdefault(r.rule, (r, set()))[1].update(n for k in failing for n in names[k])
+            for rule, (reason, machines) in by_rule.items():
+                causes.append(Cause(rule=rule, message=reason.message, machines=sorted(machines)))
+        # ways out
+        driver_only = [(c, rs) for c, rs, _ in in_request if {r.rule for r in rs} == {"driver_floor"}]
+        if driver_only:
+            from .query import driver_version
+
+            need = min((r.need_driver for _, rs in driver_only for r in rs if r.need_driver),
+                       key=driver_version, default=None)
+            best = max(driver_only, key=lambda x: x[0].release.version)[0]
+            if need:
+                ways.append(WayOut(kind="upgrade_driver",
+                                   message=f"upgrade the driver to >= {need} (the newest fitting build would be "
+                                           f"{best.label}); or pin an older {family} built for an older CUDA"))
+        fits_ignoring_request = [c for c, rs, _ in entries if {r.rule for r in rs} == {"request"}]
+        ok_older = sorted(fits_ignoring_request, key=lambda c: c.release.version, reverse=True)
+        ok_older = [c for c in ok_older if all(not rules.check(matrix, c.release, c.variant, t) for t in reps)]
+        gpu_ok = [c for c in ok_older if c.variant.cuda is not None]
+        if gpu_ok:
+            c = gpu_ok[0]
+            ways.append(WayOut(kind="pin_older",
+                               message=f"relax the request: {family}=={c.release.version} ({c.variant.name}) fits"))
+        else:
+            # no GPU build fits with any version: is there a release that fits if the request is relaxed?
+            any_gpu = [c for c, rs, _ in entries if c.variant.cuda is not None and
+                       all(not rules.check(matrix, c.release, c.variant, t) for t in reps)]
+            if any_gpu:
+                c = max(any_gpu, key=lambda c: c.release.version)
+                ways.append(WayOut(kind="pin_older", message=f"pin {family}<={c.release.version} "
+                                                             f"({c.variant.name} fits every target GPU)"))
+        cpu = [c for c, rs, _ in entries if c.variant.cuda is None and
+               not [r for r in rs if r.rule not in ("request",)] and not any(r.rule == "request" for r in rs)]
+        cpu = cpu or [c for c, rs, _ in entries if c.variant.cuda is None and {r.rule for r in rs} <= {"request"}]
+        if cpu:
+            c = max(cpu, key=lambda c: c.release.version)
+            ways.append(WayOut(kind="cpu_build", message=f"use the CPU build: {family}=={c.version_text()}"))
+        if any(r.rule == "python" for _, rs, _ in in_request for r in rs):
+            pys = sorted({p for c, _, _ in in_request for p in c.release.python}, key=Version)
+            if pys:
+                ways.append(WayOut(kind="change_python", message=f"use Python {pys[-1]} "
+                                                                 f"({family} supports {', '.join(pys[-4:])})"))
+    if combined:
+        shared = [r for r in rejected if "shared_nvidia" in r.rules or "co_installed" in r.rules]
+        for r in shared[:5]:
+            causes.append(Cause(rule=r.rules[0], message=r.reasons[0]))
+        if not causes:
+            causes.append(Cause(rule="shared_nvidia", message="no combination of the requested frameworks shares "
+                                                              "one consistent set of nvidia-* wheels"))
+        ways.append(WayOut(kind="split_environments",
+                           message="install " + " and ".join(request.families) + " into separate environments"
+                           if len(request.families) > 1 else
+                           "uninstall the conflicting framework or move it to its own environment"))
+    summary = "; ".join(c.message for c in causes[:3])
+    message = f"no consistent set for {' '.join(request.texts)}: {summary}"
+    detail = {"causes": [c.to_dict() for c in causes], "ways_out": [w.to_dict() for w in ways],
+              "rejected": [r.to_dict() for r in rejected[:200]]}
+    return NoSolution(message, hint="; ".join(w.message for w in ways) or None, detail=detail)
+
+
