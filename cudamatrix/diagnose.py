@@ -14,15 +14,9 @@ from packaging.version import InvalidVersion, Version
 from . import rules
 from .matrix import FrameworkRelease, Matrix, Variant
 from .models import Environment, Finding
-from .query import architecture, driver_max_cuda
+from .query import architecture
 from .target import Target, from_environment
 
-CODES = (
-    "NO_DRIVER", "DRIVER_TOO_OLD", "DRIVER_LIBRARY_MISMATCH", "NO_DEVICE_VISIBLE", "GPU_UNUSABLE",
-    "GPU_UNSUPPORTED_BY_DRIVER", "CPU_ONLY_BUILD", "ARCH_UNSUPPORTED", "CUDNN_MISMATCH", "LIBRARY_SHADOWED",
-    "NVIDIA_WHEEL_DRIFT", "FILE_CLOBBER", "FRAMEWORK_CONFLICT", "TORCHVISION_MISMATCH", "PYTHON_UNSUPPORTED",
-    "GPU_MEMORY_BUSY", "KNOWN_BAD", "UNKNOWN_FRAMEWORK_BUILD", "TOOLKIT_NEWER_THAN_DRIVER", "STUB_LIBCUDA",
-)
 BUSY_FRACTION = 0.8
 
 
@@ -389,12 +383,3 @@ def library_path_fix(env: Environment) -> dict[str, str]:
 
 def summary_exit(findings: list[Finding]) -> int:
     return 1 if any(f.severity == "error" for f in findings) else 0
-
-
-def known_driver_cuda(matrix: Matrix, env: Environment) -> str | None:
-    if env.driver.cuda_version:
-        return env.driver.cuda_version
-    if env.driver.version:
-        top = driver_max_cuda(matrix, env.driver.version)
-        return str(top) if top else None
-    return None

@@ -314,7 +314,3 @@ def load_matrix_from(data_dir: Path, use_cache: bool = True) -> Matrix:
 def load_matrix(data_dir: str | None = None) -> Matrix:
     """The shipped matrix (cached per process), or the one in ``data_dir``."""
     return load_matrix_from(Path(data_dir) if data_dir else default_data_dir())
-
-
-def version_key(v: Version | str) -> Version:
-    return v if isinstance(v, Version) else Version(v)

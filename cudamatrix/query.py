@@ -9,7 +9,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
 from .matrix import Architecture, CudaRelease, Gpu, Matrix
-from .schema import cc_key, normalize_cc, to_dict
+from .schema import normalize_cc, to_dict
 
 
 def _norm_name(name: str) -> str:
@@ -253,7 +253,3 @@ def lint(matrix: Matrix) -> list[str]:
             problems.append(f"{where}: id: duplicate {adv.id}")
         seen.add(adv.id)
     return problems
-
-
-def sorted_ccs(ccs) -> list[str]:
-    return sorted(set(ccs), key=cc_key)

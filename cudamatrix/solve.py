@@ -283,13 +283,11 @@ def _search(per_family: dict[str, list[Candidate]], targets: list[Target],
             pair_cache[k] = problems
         return pair_cache[k]
 
-    fixed_rejected: set[Candidate] = set()
     for fam in families:
         keep = []
         for c in per_family[fam]:
             problems = [p for label, reqs in fixed for p in rules.pin_conflicts(reqs, pins(c), label, c.label)]
             if problems:
-                fixed_rejected.add(c)
                 rejected.append(Rejection(candidate=c.label, reasons=problems, rules=["co_installed"]))
             else:
                 keep.append(c)

@@ -21,13 +21,7 @@ def run_detect(as_json: bool = False, python: str | None = None, reports: list[s
     if env_file is not None:
         env = stage.load_environment(env_file)
     elif reports:
-        items, notes = [], []
-        for path in reports:
-            text, read_notes = stage.read_report(path)
-            items.append(("stdin" if path == "-" else path, text))
-            notes += read_notes
-        env = stage.from_reports(items)
-        env.notes = notes + env.notes
+        env = stage.from_report_files(reports)
     else:
         if python is not None and not (os.path.isfile(python) and os.access(python, os.X_OK)):
             raise UsageError(f"no Python interpreter at {python}", hint="give the path of an executable, e.g. .venv/bin/python")

@@ -49,7 +49,7 @@ def validate(
 ) -> None:
     """Validate the shipped data or the data folder at PATH; exit 2 with precise messages on bad data."""
     from ..matrix import default_data_dir, load_matrix_from
-    from ..query import lint
+    from ..query import lint, rows_for
 
     folder = path or default_data_dir()
     matrix = load_matrix_from(folder)
@@ -62,17 +62,11 @@ def validate(
         for p in problems:
             render.error_text(p)
         raise Done(2)
-    counts = {f: len(rows_for_all(matrix, f)) for f in FAMILIES}
+    counts = {f: len(rows_for(matrix, f, None)) for f in FAMILIES}
     data = {"path": str(folder), "matrix_version": matrix.meta.data_version, "counts": counts, "problems": []}
     finish("matrix validate", 0, data, as_json,
            lambda: render.console().print(f"matrix {matrix.meta.data_version} at {folder}: valid "
                                           + ", ".join(f"{n} {f}" for f, n in counts.items())))
-
-
-def rows_for_all(matrix, family):
-    from ..query import rows_for
-
-    return rows_for(matrix, family, None)
 
 
 def _human_summary(data: dict) -> None:

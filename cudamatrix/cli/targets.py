@@ -31,7 +31,7 @@ def split_python(value: str | None) -> tuple[str | None, str | None]:
 
 def environments(env_files: list[Path], from_files: list[str], interpreter: str | None) -> list[Environment]:
     """Saved, pasted or live environments. Raises UsageError for contradictory options."""
-    from ..detect import detect, from_reports, load_environment
+    from ..detect import detect, from_report_files, load_environment
 
     if env_files and from_files:
         raise UsageError("--env and --from cannot be combined",
@@ -39,25 +39,8 @@ def environments(env_files: list[Path], from_files: list[str], interpreter: str 
     if env_files:
         return [load_environment(str(p)) for p in env_files]
     if from_files:
-        return [from_reports(read_inputs(from_files))]
+        return [from_report_files(from_files)]
     return [detect(python=interpreter)]
-
-
-def read_inputs(paths: list[str], limit: int = 8 * 1024 * 1024) -> list[tuple[str, str]]:
-    import sys
-
-    items = []
-    for p in paths:
-        if p == "-":
-            items.append(("<stdin>", sys.stdin.read(limit)))
-            continue
-        try:
-            with open(p, "rb") as fh:
-                raw = fh.read(limit)
-        except OSError as exc:
-            raise UsageError(f"{p}: cannot be read ({exc.strerror})") from None
-        items.append((p, raw.decode("utf-8", errors="replace")))
-    return items
 
 
 def resolve(matrix: Matrix, *, env_files: list[Path], from_files: list[str] | None = None,

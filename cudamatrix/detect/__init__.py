@@ -268,6 +268,20 @@ def read_report(path: str) -> tuple[str, list[Note]]:
     return read(path)
 
 
+def from_report_files(paths: list[str]) -> Environment:
+    """An Environment from pasted report files ("-" for stdin), with what reading them noted.
+
+    Raises UsageError for an unreadable or binary file."""
+    items, notes = [], []
+    for path in paths:
+        text, read_notes = read_report(path)
+        items.append(("stdin" if path == "-" else path, text))
+        notes += read_notes
+    env = from_reports(items)
+    env.notes = notes + env.notes
+    return env
+
+
 def load_environment(path: str) -> Environment:
     """Read a saved ``detect --json`` output (the whole envelope or just the environment object).
 
