@@ -15,19 +15,19 @@ __all__ = ["__version__", "detect", "solve", "fix", "load_matrix"]
 
 def __getattr__(name: str):
     if name == "detect":
-        from .detect import detect
+        from cudamatrix.detect import detect
 
         return detect
     if name == "solve":
-        from .solve import solve
+        from cudamatrix.solve.solver import solve
 
         return solve
     if name == "fix":
-        from .fix import fix
+        from cudamatrix.fix import fix
 
         return fix
     if name == "load_matrix":
-        from .matrix import load_matrix
+        from cudamatrix.matrix.data import load_matrix
 
         return load_matrix
     raise AttributeError(name)

@@ -4,7 +4,7 @@ in a notebook, and the ``cudamatrix fix`` command).
 Minimal change: a consistent environment is left alone, and a verification result remembered for
 the same fingerprint is reported instead of running the GPU check again. In a running kernel, the
 library search path cannot change any more: the right copies are preloaded by full path, or a
-restart is asked for when the wrong copy is already mapped (see :mod:`cudamatrix.preload`).
+restart is asked for when the wrong copy is already mapped (see :mod:`cudamatrix.install.preload`).
 Returns a FixResult; never prints (``fix(show=True)`` renders it through :mod:`cudamatrix.render`).
 """
 from __future__ import annotations
@@ -17,8 +17,8 @@ import types
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .errors import Exit
-from .models import Applied, Environment, Model, Plan, Report, Solution
+from cudamatrix.errors import Exit
+from cudamatrix.models import Applied, Environment, Model, Plan, Report, Solution
 
 
 @dataclass
@@ -43,7 +43,7 @@ class FixResult(Model):
         import contextlib
         import io
 
-        from .cli.fix_cmd import human_fix
+        from cudamatrix.render import human_fix
 
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
@@ -68,7 +68,7 @@ def fix(*, python: str | None = None, request: list[str] | None = None, dry_run:
     (default: yes). ``in_process``: decide library preloading for this process (default: when
     ``python`` is this interpreter). Raises NoSolution (3), InstallFailed (4), UsageError (2).
     """
-    from .cache import fingerprint, fix_key, load, recall_consistent, store
+    from cudamatrix.verify.memory import fingerprint, fix_key, load, recall_consistent, store
 
     timings: dict[str, float] = {}
     clock = _Clock(timings)
@@ -83,7 +83,7 @@ def fix(*, python: str | None = None, request: list[str] | None = None, dry_run:
         hit = recall_consistent(remembered_key)
         if hit is not None:  # same machine, same packages, same matrix: same answer, no solve, no GPU run
             return _shown(_remembered(environment, target, hit[0], hit[1], timings, in_process), show)
-    from .plan import make_plan
+    from cudamatrix.install.plan import make_plan
 
     with clock("solve"):
         solution = _solve(environment, request or [], driver, gpus or [], data_dir)
@@ -103,7 +103,7 @@ def fix(*, python: str | None = None, request: list[str] | None = None, dry_run:
             result.status, result.exit_code = "cancelled", Exit.PROBLEMS
             result.messages.append("cancelled: nothing was changed")
             return _shown(result, show)
-        from .apply import apply
+        from cudamatrix.install.apply import apply
 
         with clock("apply"):
             result.applied = apply(plan, on_progress=on_progress)
@@ -130,7 +130,7 @@ def fix(*, python: str | None = None, request: list[str] | None = None, dry_run:
             result.report, result.from_cache = cached, True
             result.messages.append(f"verification remembered from {cached.cached_at} (environment unchanged)")
         else:
-            from .verify import verify as run_verify
+            from cudamatrix.verify.run import verify as run_verify
 
             with clock("verify"):
                 result.report = run_verify(python=interp, frameworks=frameworks, timeout=timeout,
@@ -138,7 +138,7 @@ def fix(*, python: str | None = None, request: list[str] | None = None, dry_run:
             store(key, result.report)
         if remembered_key and plan.nothing_to_do:
             store(remembered_key, result.report, at=result.report.cached_at, env=solution.env)
-        from .verify import exit_code
+        from cudamatrix.verify.run import exit_code
 
         result.exit_code = exit_code(result.report)
     return _shown(result, show)
@@ -146,7 +146,7 @@ def fix(*, python: str | None = None, request: list[str] | None = None, dry_run:
 
 def _remembered(environment: Environment, target: str, report: Report, env: dict[str, str],
                 timings: dict[str, float], in_process: bool) -> FixResult:
-    from .verify import exit_code
+    from cudamatrix.verify.run import exit_code
 
     result = FixResult(python=environment.python.executable or target, status="unchanged", report=report,
                        from_cache=True, exit_code=exit_code(report), timings_ms=timings)
@@ -165,16 +165,16 @@ def _remembered(environment: Environment, target: str, report: Report, env: dict
 
 
 def _detect(python: str | None) -> Environment:
-    from .detect import detect
+    from cudamatrix.detect import detect
 
     return detect(python=python)
 
 
 def _solve(environment: Environment, request: list[str], driver: str | None, gpus: list[str],
            data_dir: str | None) -> Solution:
-    from .matrix import load_matrix
-    from .solve import parse_request, solve
-    from .target import from_environment, from_flags
+    from cudamatrix.matrix.data import load_matrix
+    from cudamatrix.solve.solver import parse_request, solve
+    from cudamatrix.solve.target import from_environment, from_flags
 
     matrix = load_matrix(data_dir)
     target = from_environment(environment, matrix)
@@ -186,7 +186,7 @@ def _solve(environment: Environment, request: list[str], driver: str | None, gpu
 
 def _notebook(environment: Environment, solution: Solution | None):
     """The preload decision for this process, or None when there is nothing to look at."""
-    from .preload import decide, preload
+    from cudamatrix.install.preload import decide, preload
 
     wheel: dict[str, str] = {}
     shadowed: set[str] = set()
@@ -233,7 +233,7 @@ def write_activation_file(environment: Environment, changes: dict[str, str]) -> 
 
 def _shown(result: FixResult, show: bool) -> FixResult:
     if show:  # human output lives with the command line's renderers
-        from .cli.fix_cmd import human_fix
+        from cudamatrix.render import human_fix
 
         human_fix(result)
     return result

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from dataclasses import dataclass, field
 
-from .schema import FORBID, to_dict
+from cudamatrix.schema import FORBID, to_dict
 
 ENV_SCHEMA_VERSION = 1
 

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from typing import Any
 
@@ -73,3 +74,62 @@ def table(title: str | None, columns: list[str], rows: list[list[Any]]):
     for row in rows:
         t.add_row(*["" if v is None else str(v) for v in row])
     return t
+
+
+# fix and verify, for people: plain lines (no rich import, so the healthy path stays fast)
+
+def _echo(text: str = "") -> None:
+    sys.stdout.write(text + "\n")
+
+
+def human_plan(plan) -> None:
+    if plan.nothing_to_do:
+        _echo("plan: nothing to install")
+    for i, step in enumerate(plan.steps, 1):
+        _echo(f"{i}. [{step.kind}] {step.reason}")
+        if step.argv and step.kind != "verify":
+            _echo("     " + " ".join(shlex.quote(a) for a in step.argv))
+        for k, v in step.env.items():
+            _echo(f"     export {k}={shlex.quote(v)}")
+
+
+def human_fix(result) -> None:
+    """The fix result for people: plain lines (fast on the healthy path)."""
+    _echo(f"python: {result.python}")
+    if result.status == "dry_run" or (result.plan and not result.plan.nothing_to_do and result.applied is None):
+        human_plan(result.plan)
+    if result.applied is not None:
+        before = {d.name: d.version for d in result.applied.before}
+        for d in result.applied.after:
+            if before.get(d.name) != d.version:
+                _echo(f"  {d.name} {before.get(d.name) or '(new)'} -> {d.version}")
+    for m in result.messages:
+        _echo(m)
+    if result.report is not None:
+        human_report(result.report)
+
+
+def human_report(report) -> None:
+    for fw in report.frameworks:
+        head = f"{fw.framework} {fw.version or ''}".strip()
+        if fw.cuda:
+            head += f" (CUDA {fw.cuda}, cuDNN {fw.cudnn or '-'})"
+        _echo(f"{head}: {fw.status}" + (f" [{fw.finding_code}]" if fw.finding_code else ""))
+        if fw.device_name:
+            _echo(f"  device: {fw.device_name} (compute capability {fw.compute_capability})")
+        if fw.time_to_first_result_s is not None:
+            _echo(f"  first GPU result after {fw.time_to_first_result_s:.2f}s, max abs error {fw.max_abs_error:.3g}")
+        elif fw.cpu_checked:
+            _echo(f"  CPU convolution checked against the reference (max abs error {fw.max_abs_error:.3g})")
+        if fw.cause:
+            _echo(f"  {fw.cause}")
+        for lib in fw.mapped_libraries:
+            _echo(f"  mapped: {lib.get('path')} {lib.get('version') or ''}")
+        if fw.status == "failed" and fw.stderr_tail:
+            _echo("  stderr (last lines):")
+            for line in fw.stderr_tail.splitlines()[-8:]:
+                _echo("    " + line)
+    if report.status == "not_possible":
+        _echo("GPU verification is not possible here (no GPU or no driver); the CPU path was checked.")
+    if report.cached_at:
+        _echo(f"(remembered result from {report.cached_at})")

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from packaging.version import Version
 
-from .errors import DataError
+from cudamatrix.errors import DataError
 
 T = TypeVar("T")
 
@@ -122,7 +122,7 @@ def _bind_validator_names() -> None:
         "CC": Annotated[str, AfterValidator(_normalize_cc)],
         "Req": Annotated[str, AfterValidator(_requirement)],
     }
-    for modname in ("cudamatrix.matrix", "cudamatrix.models"):
+    for modname in ("cudamatrix.matrix.data", "cudamatrix.models"):
         module = sys.modules.get(modname)
         if module is not None:
             for key, value in names.items():

@@ -24,10 +24,10 @@ import sys
 PROBE = r"""
 import json, sys, time, tempfile, os
 t0 = time.perf_counter()
-from cudamatrix.matrix import default_data_dir, load_matrix_from
+from cudamatrix.matrix.data import default_data_dir, load_matrix_from
 t1 = time.perf_counter()
 import pydantic, packaging.requirements, packaging.specifiers  # imports are not validation
-from cudamatrix.matrix import Matrix, validate_files, FILES
+from cudamatrix.matrix.data import Matrix, validate_files, FILES
 from cudamatrix.schema import _adapter
 ta = time.perf_counter()
 _adapter(Matrix)  # pydantic builds its validator once per process
@@ -41,7 +41,7 @@ print(json.dumps({"import_ms": (t1 - t0) * 1e3, "validate_ms": (t3 - t2) * 1e3, 
 CACHED = r"""
 import json, time
 t0 = time.perf_counter()
-from cudamatrix.matrix import load_matrix
+from cudamatrix.matrix.data import load_matrix
 m = load_matrix()
 t1 = time.perf_counter()
 import sys

@@ -19,7 +19,7 @@ export XDG_CACHE_HOME=$(mktemp -d)   # no remembered results from earlier runs
 export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
 cd "$(mktemp -d)"   # so the checkout's own package cannot shadow the installed wheel
 CM=("$PY" -m cudamatrix)
-"$PY" -c 'import cudamatrix, cudamatrix.matrix as m; print(cudamatrix.__file__); print(m.default_data_dir())' \
+"$PY" -c 'import cudamatrix, cudamatrix.matrix.data as m; print(cudamatrix.__file__); print(m.default_data_dir())' \
     > "$OUT/raw/installed-from.txt" 2>&1
 
 # 1. raw outputs of the tools people paste into bug reports

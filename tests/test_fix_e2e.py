@@ -173,7 +173,7 @@ def test_fix_dry_run_and_http_refusal_change_nothing(world, tmp_path):
 
 
 def test_cache_remembers_per_fingerprint_in_xdg_cache_home(tmp_path, monkeypatch):
-    from cudamatrix import cache
+    from cudamatrix.verify import memory as cache
     from cudamatrix.models import Driver, Environment, FrameworkReport, Report
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from cudamatrix.detect import from_reports, load_environment
-from cudamatrix.diagnose import diagnose, summary_exit
+from cudamatrix.diagnose.findings import diagnose, summary_exit
 from cudamatrix.errors import NoSolution
-from cudamatrix.matrix import load_matrix
-from cudamatrix.solve import parse_request, solve
-from cudamatrix.target import from_environment
+from cudamatrix.matrix.data import load_matrix
+from cudamatrix.solve.solver import parse_request, solve
+from cudamatrix.solve.target import from_environment
 
 HERE = Path(__file__).parent / "data" / "gpu_h200"
 RAW = ["nvidia-smi.txt", "nvidia-smi-query.csv", "collect_env.txt", "ldconfig-p.txt", "nvcc.txt", "pip-freeze.txt"]

@@ -11,8 +11,8 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from cudamatrix.matrix import default_data_dir, load_matrix, load_matrix_from
-from cudamatrix.query import find_gpu, lint
+from cudamatrix.matrix.data import default_data_dir, load_matrix, load_matrix_from
+from cudamatrix.matrix.query import find_gpu, lint
 from cudamatrix.schema import cc_key
 
 DATA = default_data_dir()

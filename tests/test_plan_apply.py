@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from cudamatrix import apply as apply_mod
-from cudamatrix.apply import apply, diff, snapshot
+from cudamatrix.install import apply as apply_mod
+from cudamatrix.install.apply import apply, diff, snapshot
 from cudamatrix.errors import Exit, InstallFailed, UsageError
 from cudamatrix.models import Environment, InstalledDist, Pin, Plan, Solution, Step
-from cudamatrix.plan import make_plan, rewrite_mirror
+from cudamatrix.install.plan import make_plan, rewrite_mirror
 
 from localindex import LocalIndex, build_wheel, copy_venv, pip_list
 
@@ -222,7 +222,7 @@ def test_snapshot_reads_versions_and_sources(tmp_path):
 
 
 def test_uv_gets_the_users_pip_index_and_pip_config_keeps_pip(tmp_path, monkeypatch):
-    from cudamatrix.plan import choose_installer, pip_config_files, uv_env_from_pip
+    from cudamatrix.install.plan import choose_installer, pip_config_files, uv_env_from_pip
 
     assert uv_env_from_pip({"PIP_INDEX_URL": "https://mirror.example/simple", "PIP_EXTRA_INDEX_URL": "x",
                             "UV_EXTRA_INDEX_URL": "mine"}) == {"UV_INDEX_URL": "https://mirror.example/simple"}

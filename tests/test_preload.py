@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cudamatrix.preload import decide, load_order, notebook_context, parse_maps, soname_of
+from cudamatrix.install.preload import decide, load_order, notebook_context, parse_maps, soname_of
 
 ROOT = Path(__file__).resolve().parents[1]
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to build a stand-in libcudnn")
@@ -40,7 +40,7 @@ def test_not_mapped_yet_preloads_and_wins_over_ld_library_path(tmp_path):
     right = _libcudnn(tmp_path / "wheel", 8902)
     out = _child(f"""
         import ctypes, json
-        from cudamatrix.preload import decide, preload
+        from cudamatrix.install.preload import decide, preload
         d = preload(decide([{str(right)!r}]))
         maps = open("/proc/self/maps").read()
         lib = ctypes.CDLL("libcudnn.so.8")  # what a framework does: by soname, LD_LIBRARY_PATH says 'system'
@@ -61,7 +61,7 @@ def test_wrong_copy_already_mapped_needs_a_restart_naming_the_file(tmp_path):
         import ctypes, json, sys, types
         ctypes.CDLL({str(wrong)!r}, mode=ctypes.RTLD_GLOBAL)
         sys.modules["ipykernel"] = types.ModuleType("ipykernel")  # as in a Jupyter kernel
-        from cudamatrix.preload import decide
+        from cudamatrix.install.preload import decide
         d = decide([{str(right)!r}])
         print(json.dumps(d.to_dict()))
     """, {})

@@ -144,7 +144,7 @@ def test_merge_file_sorts_newest_first_and_keeps_unlisted_rows():
 
 
 def test_shipped_framework_files_validate_and_name_real_cuda_releases():
-    from cudamatrix.matrix import FrameworkFile
+    from cudamatrix.matrix.data import FrameworkFile
     from cudamatrix.schema import normalize_cc, validate
 
     known = {"10.2", "11.0", "11.2", "11.3", "11.6", "11.7", "11.8", "12.1", "12.2", "12.3", "12.4",

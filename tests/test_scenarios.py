@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 from packaging.specifiers import SpecifierSet
 
-from cudamatrix.diagnose import diagnose, summary_exit
+from cudamatrix.diagnose.findings import diagnose, summary_exit
 from cudamatrix.errors import NoSolution
-from cudamatrix.matrix import load_matrix
+from cudamatrix.matrix.data import load_matrix
 from cudamatrix.models import Environment
 from cudamatrix.schema import validate
-from cudamatrix.solve import parse_request, solve
-from cudamatrix.target import Target, from_environment, from_flags
+from cudamatrix.solve.solver import parse_request, solve
+from cudamatrix.solve.target import Target, from_environment, from_flags
 
 SCENARIOS = sorted((Path(__file__).parent / "scenarios").glob("*.json"))
 
@@ -85,7 +85,7 @@ def check_solution(solution, expect: dict, matrix, targets) -> None:
         majors = {fw.cuda.split(".")[0] for fw in solution.frameworks if fw.cuda}
         assert len(majors) == 1, f"frameworks mix CUDA majors: {majors}"
     # every chosen GPU build really covers every target GPU (SASS, or PTX from a lower architecture)
-    from cudamatrix import rules
+    from cudamatrix.solve import rules
 
     for fw in solution.frameworks:
         release = next(r for r in matrix.frameworks(fw.name) if str(r.version) == fw.version)

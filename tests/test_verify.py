@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from cudamatrix import _verify_child as child
+from cudamatrix.verify import child
 from cudamatrix.errors import Exit
 from cudamatrix.models import Driver, Environment, GpuInfo
-from cudamatrix.verify import classify, exit_code, gpu_present, verify
+from cudamatrix.verify.run import classify, exit_code, gpu_present, verify
 
 HAS_GPU = os.path.exists("/proc/driver/nvidia/version")
 ROOT = Path(__file__).resolve().parents[1]

@@ -5,19 +5,19 @@ from __future__ import annotations
 
 import sys
 
-from .common import Done
+from cudamatrix.cli.common import Done
 
 
 def _register():
-    from . import commands, matrix_cmd  # noqa: F401  (each adds its commands)
-    from .app import app
+    from cudamatrix.cli import commands, matrix_cmd  # noqa: F401  (each adds its commands)
+    from cudamatrix.cli.app import app
 
     return app
 
 
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point. Returns the exit code (documented table in the README)."""
-    from .fast import fast_main
+    from cudamatrix.cli.fast import fast_main
 
     args = list(sys.argv[1:] if argv is None else argv)
     try:

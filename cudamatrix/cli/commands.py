@@ -7,11 +7,11 @@ from typing import List, Optional
 
 import typer
 
-from .app import app
-from .detect_cmd import run_detect
-from .doctor_cmd import run_doctor
-from .fix_cmd import run_fix, run_verify
-from .solve_cmd import run_check, run_env, run_lock, run_solve
+from cudamatrix.cli.app import app
+from cudamatrix.cli.detect_cmd import run_detect
+from cudamatrix.cli.doctor_cmd import run_doctor
+from cudamatrix.cli.fix_cmd import run_fix, run_verify
+from cudamatrix.cli.solve_cmd import run_check, run_env, run_lock, run_solve
 
 JsonOpt = typer.Option(False, "--json", help="Print the JSON envelope.")
 EnvOpt = typer.Option([], "--env", help="A saved `detect --json` (repeatable: the answer must hold on every machine).")

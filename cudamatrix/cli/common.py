@@ -5,8 +5,8 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable
 
-from .. import render
-from ..errors import CudamatrixError
+from cudamatrix import render
+from cudamatrix.errors import CudamatrixError
 
 
 class Done(Exception):

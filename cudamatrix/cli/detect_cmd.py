@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import os
 
-from ..errors import UsageError
-from .common import finish, guarded
+from cudamatrix.errors import UsageError
+from cudamatrix.cli.common import finish, guarded
 
 
 @guarded("detect")
 def run_detect(as_json: bool = False, python: str | None = None, reports: list[str] | None = None,
                env_file: str | None = None, timeout: float = 5.0) -> None:
     """Detect driver, GPUs, CUDA libraries, toolkits, frameworks and context. Exit 0; 2 on bad input."""
-    from .. import detect as stage
+    from cudamatrix import detect as stage
 
     if sum(x is not None and x != [] for x in (python, reports, env_file)) > 1:
         raise UsageError("--python, --from and --env are exclusive", hint="pick one source of the environment")
@@ -30,7 +30,7 @@ def run_detect(as_json: bool = False, python: str | None = None, reports: list[s
 
 
 def _human(env) -> None:
-    from .. import render
+    from cudamatrix import render
 
     c = render.console()
     d = env.driver

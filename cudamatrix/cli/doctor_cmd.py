@@ -3,18 +3,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import render
-from ..errors import UsageError
-from .common import finish, guarded
+from cudamatrix import render
+from cudamatrix.errors import UsageError
+from cudamatrix.cli.common import finish, guarded
 
 
 @guarded("doctor")
 def run_doctor(env: list[Path] | None = None, from_: list[str] | None = None, python: str | None = None,
                as_json: bool = False, data_dir: Path | None = None) -> None:
     """Detect and diagnose: findings with a code, severity, evidence and fix. Exit 1 on errors."""
-    from ..diagnose import diagnose, summary_exit
-    from ..matrix import load_matrix
-    from .targets import environments
+    from cudamatrix.diagnose.findings import diagnose, summary_exit
+    from cudamatrix.matrix.data import load_matrix
+    from cudamatrix.solve.target import environments
 
     if env and len(env) > 1:
         raise UsageError("doctor reads one environment at a time", hint="run it once per --env file")

@@ -6,10 +6,10 @@ from typing import Optional
 
 import typer
 
-from .. import render
-from ..errors import UsageError
-from .app import app
-from .common import Done, finish, guarded
+from cudamatrix import render
+from cudamatrix.errors import UsageError
+from cudamatrix.cli.app import app
+from cudamatrix.cli.common import Done, finish, guarded
 
 matrix_app = typer.Typer(help="Show or validate the compatibility matrix.", no_args_is_help=True)
 app.add_typer(matrix_app, name="matrix")
@@ -26,8 +26,8 @@ def show(
     data_dir: Optional[Path] = typer.Option(None, "--data", help="Read the matrix from this folder."),
 ) -> None:
     """Print matrix rows as tables, or as JSON (data.rows)."""
-    from ..matrix import load_matrix
-    from ..query import rows_for
+    from cudamatrix.matrix.data import load_matrix
+    from cudamatrix.matrix.query import rows_for
 
     matrix = load_matrix(str(data_dir) if data_dir else None)
     if family is None:
@@ -48,8 +48,8 @@ def validate(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Validate the shipped data or the data folder at PATH; exit 2 with precise messages on bad data."""
-    from ..matrix import default_data_dir, load_matrix_from
-    from ..query import lint, rows_for
+    from cudamatrix.matrix.data import default_data_dir, load_matrix_from
+    from cudamatrix.matrix.query import lint, rows_for
 
     folder = path or default_data_dir()
     matrix = load_matrix_from(folder)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import render
-from ..errors import Exit, NoSolution, UsageError
-from .common import Done, echo, finish, guarded
+from cudamatrix import render
+from cudamatrix.errors import Exit, NoSolution, UsageError
+from cudamatrix.cli.common import Done, echo, finish, guarded
 
 
 def _matrix(data_dir: Path | None):
-    from ..matrix import load_matrix
+    from cudamatrix.matrix.data import load_matrix
 
     return load_matrix(str(data_dir) if data_dir else None)
 
@@ -18,9 +18,9 @@ def _matrix(data_dir: Path | None):
 def _solve(command: str, as_json: bool, matrix, requirements, env, driver, gpu, python, platform, cuda_toolkit,
            mirror=None):
     """Resolve the targets, parse the request and solve; "no solution" ends the command with exit 3."""
-    from ..indexes import with_mirror
-    from ..solve import parse_request, solve
-    from .targets import resolve
+    from cudamatrix.solve.indexes import with_mirror
+    from cudamatrix.solve.solver import parse_request, solve
+    from cudamatrix.solve.target import resolve
 
     resolved = resolve(matrix, env_files=env or [], driver=driver, gpus=gpu or [], python=python, platform=platform,
                        cuda_toolkit=cuda_toolkit)
@@ -95,7 +95,7 @@ def run_lock(requirements: list[str] | None = None, output: Path | None = None, 
              python: str | None = None, platform: str | None = None, cuda_toolkit: str | None = None,
              mirror: str | None = None, as_json: bool = False, data_dir: Path | None = None) -> None:
     """A pinned requirements file (or uv project configuration) for the target."""
-    from ..lockfile import requirements_txt, uv_project
+    from cudamatrix.solve.lockfile import requirements_txt, uv_project
 
     if fmt not in ("requirements", "uv"):
         raise UsageError(f"--format {fmt!r} is not known", hint="requirements | uv")
@@ -127,10 +127,10 @@ def run_check(requirement_file: Path | None = None, env: list[Path] | None = Non
               cuda_toolkit: str | None = None, mirror: str | None = None, as_json: bool = False,
               data_dir: Path | None = None) -> None:
     """Gate a Docker build: exit 0 if the requirements (or what is installed) fit the target, 1 if not."""
-    from ..checks import check_requirements
+    from cudamatrix.solve.checks import check_requirements
 
     matrix = _matrix(data_dir)
-    from .targets import resolve
+    from cudamatrix.solve.target import resolve
 
     resolved = resolve(matrix, env_files=env or [], driver=driver, gpus=gpu or [], python=python,
                        platform=platform, cuda_toolkit=cuda_toolkit, need_installed=requirement_file is None)
@@ -166,8 +166,8 @@ def run_check(requirement_file: Path | None = None, env: list[Path] | None = Non
 def run_env(shell: str = "bash", env: list[Path] | None = None, python: str | None = None,
             as_json: bool = False) -> None:
     """Print the exports that fix library paths for this environment (nothing when nothing needs fixing)."""
-    from ..diagnose import library_path_fix
-    from .targets import environments
+    from cudamatrix.detect.libpaths import library_path_fix
+    from cudamatrix.solve.target import environments
 
     if shell not in ("bash", "fish", "powershell"):
         raise UsageError(f"--shell {shell!r} is not known", hint="bash | fish | powershell")

@@ -15,10 +15,10 @@ import threading
 import time
 from contextlib import contextmanager
 
-from ..errors import UsageError
-from ..models import Driver, Environment, Library, Note
-from . import context, driver, libraries, loader, python_env, toolkits
-from .text import MAX_BYTES, cudnn_version, version_from_int
+from cudamatrix.errors import UsageError
+from cudamatrix.models import Driver, Environment, Library, Note
+from cudamatrix.detect import context, driver, libraries, loader, python_env, toolkits
+from cudamatrix.detect.text import MAX_BYTES, cudnn_version, version_from_int
 
 __all__ = ["detect", "from_reports", "load_environment", "read_report"]
 
@@ -122,7 +122,7 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
         if shutil.which("nvidia-smi", path=environ.get("PATH")) is None:
             env.notes.append(Note("nvidia-smi", "nvidia-smi not found on PATH"))
         else:
-            from . import smi  # only when NVML could not answer: its parsers are not needed otherwise
+            from cudamatrix.detect import smi  # only when NVML could not answer: its parsers are not needed otherwise
 
             with timer("nvidia-smi"):
                 reading = smi.probe(timeout, environ)
@@ -256,14 +256,14 @@ def _settle_status(drv: Driver, env: Environment, kmod: str | None, kmod_source:
 
 def from_reports(items: list[tuple[str, str]]) -> Environment:
     """Build an Environment (origin "report") from ``(name, text)`` pairs of pasted tool output."""
-    from .reports import from_reports as build
+    from cudamatrix.detect.reports import from_reports as build
 
     return build(items)
 
 
 def read_report(path: str) -> tuple[str, list[Note]]:
     """Read one pasted report file ("-" for stdin), size-capped; raises UsageError for unreadable or binary files."""
-    from .reports import read_report as read
+    from cudamatrix.detect.reports import read_report as read
 
     return read(path)
 
@@ -287,7 +287,7 @@ def load_environment(path: str) -> Environment:
 
     Raises UsageError naming the file and the dotted path of a bad key.
     """
-    from ..schema import validate
+    from cudamatrix.schema import validate
 
     try:
         with open(path, "rb") as fh:
@@ -308,3 +308,8 @@ def load_environment(path: str) -> Environment:
     if not isinstance(obj, dict):
         raise UsageError(f"{path}: (top level): an environment object is needed")
     return validate(Environment, obj, path, UsageError)
+
+
+from cudamatrix._callable import callable_module  # noqa: E402  (``cudamatrix.detect(...)`` calls detect())
+
+callable_module(__name__, "detect")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import sys
 
-from ..models import Context
+from cudamatrix.models import Context
 
 RELEVANT_VARS = ("LD_LIBRARY_PATH", "LD_PRELOAD", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_HOME",
                  "CUDA_PATH", "CUDA_MODULE_LOADING", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS",

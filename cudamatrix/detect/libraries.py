@@ -20,8 +20,8 @@ import shutil
 import struct
 from dataclasses import dataclass
 
-from .. import proc
-from ..models import Library, Note
+from cudamatrix import proc
+from cudamatrix.models import Library, Note
 
 _NAME = re.compile(r"^lib(?P<base>cudart|cudnn|cublasLt|cublas|nvrtc|nccl|cuda|nvidia-ml)"
                    r"(?:-[0-9a-f]{8})?\.so(?P<suffix>(?:\.\d+)*)$")

@@ -12,7 +12,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 
-from .. import proc
+from cudamatrix import proc
 
 _SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_loader.py")
 

@@ -11,8 +11,8 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from .. import proc
-from ..models import FileConflict, Framework, Note, PythonInfo
+from cudamatrix import proc
+from cudamatrix.models import FileConflict, Framework, Note, PythonInfo
 
 _SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_pyprobe.py")
 FRAMEWORKS = ("torch", "torchvision", "torchaudio", "tensorflow", "tensorflow-cpu", "tensorflow-gpu", "jax", "jaxlib")
@@ -190,7 +190,7 @@ def probe(python: str | None, timeout: float) -> tuple[PythonSide, str | None]:
     Returns (side, error); error says why another interpreter could not be probed.
     """
     if python is None:
-        from . import _pyprobe
+        from cudamatrix.detect import _pyprobe
 
         return build(_pyprobe.collect()), None
     result = proc.run([python, _SCRIPT], timeout=max(timeout, 10.0))

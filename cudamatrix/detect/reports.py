@@ -11,15 +11,15 @@ import os
 import re
 import sys
 
-from ..errors import UsageError
-from ..models import Driver, Environment, Framework, GpuInfo, Library, Note, Toolkit
-from . import smi
-from ._pyprobe import canonical, relevant
-from .driver import parse_proc_version
-from .libraries import _soname_guess, library_name, parse_ldconfig, version_from_filename
-from .python_env import other_variant, torch_variant
-from .text import MAX_BYTES, clean, decode
-from .toolkits import parse_nvcc
+from cudamatrix.errors import UsageError
+from cudamatrix.models import Driver, Environment, Framework, GpuInfo, Library, Note, Toolkit
+from cudamatrix.detect import smi
+from cudamatrix.detect._pyprobe import canonical, relevant
+from cudamatrix.detect.driver import parse_proc_version
+from cudamatrix.detect.libraries import _soname_guess, library_name, parse_ldconfig, version_from_filename
+from cudamatrix.detect.python_env import other_variant, torch_variant
+from cudamatrix.detect.text import MAX_BYTES, clean, decode
+from cudamatrix.detect.toolkits import parse_nvcc
 
 _GPU_LINE = re.compile(r"^\s*GPU (?P<i>\d+): (?P<name>.+?)(?: \(UUID: (?P<uuid>[^)]*)\))?\s*$", re.M)
 _FREEZE = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<v>[^\s;#]+)\s*$", re.M)

@@ -10,9 +10,9 @@ import re
 import shutil
 from dataclasses import dataclass, field
 
-from .. import proc
-from ..models import Driver, GpuInfo, GpuProcess
-from .text import clean
+from cudamatrix import proc
+from cudamatrix.models import Driver, GpuInfo, GpuProcess
+from cudamatrix.detect.text import clean
 
 QUERY_FIELDS = ["index", "name", "driver_version", "memory.total", "memory.used", "compute_cap",
                 "uuid", "pci.bus_id", "mig.mode.current"]

@@ -11,8 +11,8 @@ import os
 import re
 import shutil
 
-from .. import proc
-from ..models import Note, Toolkit
+from cudamatrix import proc
+from cudamatrix.models import Note, Toolkit
 
 _RELEASE = re.compile(r"release (?P<short>\d+\.\d+), V(?P<full>\d+\.\d+\.\d+)")
 _RELEASE_SHORT = re.compile(r"Cuda compilation tools, release (?P<short>\d+\.\d+)")

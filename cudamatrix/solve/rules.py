@@ -21,10 +21,10 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from .matrix import CudnnRelease, FrameworkRelease, Matrix, Variant
-from .query import cuda_release, driver_max_cuda, driver_version
-from .schema import cc_key
-from .target import Target
+from cudamatrix.matrix.data import CudnnRelease, FrameworkRelease, Matrix, Variant
+from cudamatrix.matrix.query import cuda_release, driver_max_cuda, driver_version
+from cudamatrix.schema import cc_key
+from cudamatrix.solve.target import Target
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import os
 import time
 from pathlib import Path
 
-from .models import Environment, FrameworkReport, Report
+from cudamatrix.models import Environment, FrameworkReport, Report
 
 CACHE_FILE = "verify.json"
 KEEP = 32  # fingerprints remembered
@@ -29,7 +29,7 @@ def cache_dir() -> Path:
 def fingerprint(environment: Environment, frameworks: str | list[str] = "all",
                 extra_env: dict[str, str] | None = None) -> str:
     """A stable hash of what a verification result depends on."""
-    from . import __version__
+    from cudamatrix import __version__
 
     env_vars = {k: os.environ.get(k, "") for k in _ENV_KEYS}
     env_vars.update({k: v for k, v in (extra_env or {}).items() if k in _ENV_KEYS})

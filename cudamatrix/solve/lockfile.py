@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from .errors import UsageError
-from .models import Solution
-from .indexes import index_layout
-from .target import Target
+from cudamatrix.errors import UsageError
+from cudamatrix.models import Solution
+from cudamatrix.solve.indexes import index_layout
+from cudamatrix.solve.target import Target
 
 
 def _header(solution: Solution, targets: list[Target]) -> list[str]:
@@ -114,7 +114,7 @@ def base_image(solution: Solution, matrix) -> tuple[str | None, str | None]:
     """
     from packaging.version import Version
 
-    from .query import cuda_release
+    from cudamatrix.matrix.query import cuda_release
 
     if not solution.cuda:
         return None, None

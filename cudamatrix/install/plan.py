@@ -1,5 +1,5 @@
 """``make_plan(environment, solution) -> Plan``: the inert list of steps that turns what is installed
-into the solution. Nothing here runs anything; :mod:`cudamatrix.apply` executes install steps.
+into the solution. Nothing here runs anything; :mod:`cudamatrix.install.apply` executes install steps.
 
 Installer backend: ``uv pip install --python <interp>`` when ``uv`` is on PATH (much faster),
 else ``<interp> -m pip install``; always the interpreter being fixed. The user's own pip
@@ -12,9 +12,9 @@ import shutil
 import sys
 from urllib.parse import urlsplit
 
-from .errors import UsageError
-from .indexes import mirror_url
-from .models import Environment, Plan, Solution, Step
+from cudamatrix.errors import UsageError
+from cudamatrix.solve.indexes import mirror_url
+from cudamatrix.models import Environment, Plan, Solution, Step
 
 # pip options that take a value, among those a solution may carry
 _INDEX_OPTIONS = ("--index-url", "-i", "--extra-index-url", "--find-links", "-f", "--trusted-host")

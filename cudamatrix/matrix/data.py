@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from packaging.version import Version
 
-from .errors import DataError
-from .schema import FORBID, cc_key, normalize_cc, validate  # noqa: F401  (re-exported)
+from cudamatrix.errors import DataError
+from cudamatrix.schema import FORBID, cc_key, normalize_cc, validate  # noqa: F401  (re-exported)
 
 if TYPE_CHECKING:  # at run time cudamatrix.schema binds these names to pydantic validators, when validating
     Ver = Version  # a version string, parsed
@@ -231,11 +231,11 @@ class Matrix:
 
 def default_data_dir() -> Path:
     """The shipped data: ``cudamatrix/data`` inside an installed wheel, or ``data/`` of a checkout."""
-    here = Path(__file__).resolve().parent
-    packaged = here / "data"
+    package = Path(__file__).resolve().parent.parent  # cudamatrix/
+    packaged = package / "data"
     if packaged.is_dir():
         return packaged
-    return here.parent / "data"
+    return package.parent / "data"
 
 
 def _read(path: Path) -> bytes:
@@ -286,7 +286,7 @@ def load_matrix_from(data_dir: Path, use_cache: bool = True) -> Matrix:
     digest = hashlib.sha256()
     for name in FILES:
         digest.update(name.encode() + b"\0" + raws[name] + b"\0")
-    from . import __version__
+    from cudamatrix import __version__
 
     cache = _cache_dir() / f"matrix-{__version__}-{digest.hexdigest()[:24]}.pickle"
     if use_cache:

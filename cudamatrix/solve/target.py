@@ -6,15 +6,17 @@ the machine the image will run on.
 from __future__ import annotations
 
 import platform as _platform
+import re
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from .errors import UsageError
-from .matrix import Matrix
-from .models import Environment
-from .schema import normalize_cc
+from cudamatrix.errors import UsageError
+from cudamatrix.matrix.data import Matrix
+from cudamatrix.models import Environment
+from cudamatrix.schema import normalize_cc
 
 PLATFORMS = ("linux_x86_64", "linux_aarch64", "win_amd64")
 
@@ -73,7 +75,7 @@ def host_platform() -> str:
 
 def from_environment(env: Environment, matrix: Matrix, name: str = "this machine") -> Target:
     """The Target of a detected (or saved) Environment."""
-    from .query import find_gpu
+    from cudamatrix.matrix.query import find_gpu
 
     gpus = []
     for g in env.gpus:
@@ -93,7 +95,7 @@ def from_environment(env: Environment, matrix: Matrix, name: str = "this machine
 def from_flags(matrix: Matrix, *, driver: str | None, gpus: list[str], python: str | None,
                platform: str | None, cuda_toolkit: str | None, base: Target | None = None) -> Target:
     """A Target from command-line flags, over ``base`` (the live machine) where a flag is absent."""
-    from .query import find_gpu, suggest_gpus
+    from cudamatrix.matrix.query import find_gpu, suggest_gpus
 
     if driver is not None:
         parts = driver.strip().split(".")
@@ -131,3 +133,69 @@ def from_flags(matrix: Matrix, *, driver: str | None, gpus: list[str], python: s
         cuda_toolkit=cuda_toolkit or base.cuda_toolkit,
         driver_usable=True if (driver or gpus) else base.driver_usable,
     )
+
+
+# Turning command-line options (or fix()'s arguments) into Environments and Targets: one home for
+# doctor, solve, lock, check, env and fix.
+_VERSIONISH = re.compile(r"^\d+(\.\d+){0,2}$")
+
+
+@dataclass
+class Resolved:
+    targets: list[Target]
+    installed: Environment | None  # the environment whose installed set counts (minimal change)
+    environments: list[Environment]
+
+
+def split_python(value: str | None) -> tuple[str | None, str | None]:
+    """--python takes a version (a target's Python) or a path (an interpreter to inspect)."""
+    if value is None:
+        return None, None
+    if _VERSIONISH.match(value.strip()):
+        return value.strip(), None
+    return None, value
+
+
+def environments(env_files: list[Path], from_files: list[str], interpreter: str | None) -> list[Environment]:
+    """Saved, pasted or live environments. Raises UsageError for contradictory options."""
+    from cudamatrix.detect import detect, from_report_files, load_environment
+
+    if env_files and from_files:
+        raise UsageError("--env and --from cannot be combined",
+                         hint="--env reads saved `detect --json` files; --from reads pasted tool outputs")
+    if env_files:
+        return [load_environment(str(p)) for p in env_files]
+    if from_files:
+        return [from_report_files(from_files)]
+    return [detect(python=interpreter)]
+
+
+def resolve(matrix: Matrix, *, env_files: list[Path], from_files: list[str] | None = None,
+            driver: str | None, gpus: list[str], python: str | None, platform: str | None,
+            cuda_toolkit: str | None, need_installed: bool = False) -> Resolved:
+    """Targets and the installed environment for a command's options.
+
+    Flags alone describe a machine you are not on (a Dockerfile's target): nothing is detected here, unless
+    ``--python PATH`` names an interpreter whose installed set counts or ``need_installed`` asks for the
+    live one. With ``--env``, flags override the saved machine's facts.
+    """
+    py_version, interpreter = split_python(python)
+    flags = any([driver, gpus, py_version, platform, cuda_toolkit])
+    if flags and len(env_files) > 1:
+        raise UsageError("target flags (--driver/--gpu/--python/--platform) cannot be combined with several --env "
+                         "files", hint="describe each machine in its own saved environment")
+    if flags and not env_files and not from_files and interpreter is None and not need_installed:
+        target = from_flags(matrix, driver=driver, gpus=gpus, python=py_version, platform=platform,
+                            cuda_toolkit=cuda_toolkit, base=Target(name="target"))
+        return Resolved([target], None, [])
+    envs = environments(env_files, from_files or [], interpreter)
+    names = [Path(p).stem for p in env_files] if env_files else ["this machine"]
+    targets = []
+    for env, name in zip(envs, names):
+        base = from_environment(env, matrix, name=name)
+        if flags:
+            base = from_flags(matrix, driver=driver, gpus=gpus, python=py_version, platform=platform,
+                              cuda_toolkit=cuda_toolkit, base=base)
+        targets.append(base)
+    installed = envs[0] if len(envs) == 1 else None
+    return Resolved(targets, installed, envs)

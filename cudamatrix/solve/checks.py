@@ -4,14 +4,14 @@ from __future__ import annotations
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from . import rules
-from .errors import NoSolution
-from .lockfile import base_image, parse_requirements
-from .matrix import Matrix
-from .models import Environment
-from .indexes import PYTORCH_INDEX_PREFIX
-from .solve import parse_request, solve
-from .target import Target
+from cudamatrix.solve import rules
+from cudamatrix.errors import NoSolution
+from cudamatrix.solve.lockfile import base_image, parse_requirements
+from cudamatrix.matrix.data import Matrix
+from cudamatrix.models import Environment
+from cudamatrix.solve.indexes import PYTORCH_INDEX_PREFIX
+from cudamatrix.solve.solver import parse_request, solve
+from cudamatrix.solve.target import Target
 
 FRAMEWORK_DISTS = ("torch", "torchvision", "torchaudio", "tensorflow", "jax", "jaxlib")
 

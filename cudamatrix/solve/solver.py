@@ -1,7 +1,7 @@
 """The solver: from Targets and a Request, the consistent set — or structured causes and ways out.
 
 No I/O, no printing. Candidates are framework releases × variants from the Matrix. Hard rules live
-in :mod:`cudamatrix.rules`; preferences, in order: satisfy the request; keep what is installed when it
+in :mod:`cudamatrix.solve.rules`; preferences, in order: satisfy the request; keep what is installed when it
 is consistent; newest versions; newest CUDA the targets run.
 """
 from __future__ import annotations
@@ -12,13 +12,13 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from . import rules
-from .errors import UsageError
-from .causes import no_solution
-from .indexes import dedupe as _dedupe, index_args, index_layout
-from .matrix import FrameworkRelease, Matrix, Variant
-from .models import Environment, FrameworkChoice, Pin, Rejection, Solution
-from .target import Target
+from cudamatrix.solve import rules
+from cudamatrix.errors import UsageError
+from cudamatrix.solve.causes import no_solution
+from cudamatrix.solve.indexes import dedupe as _dedupe, index_args, index_layout
+from cudamatrix.matrix.data import FrameworkRelease, Matrix, Variant
+from cudamatrix.models import Environment, FrameworkChoice, Pin, Rejection, Solution
+from cudamatrix.solve.target import Target
 
 FAMILY_OF = {
     "torch": "torch", "torchvision": "torch", "torchaudio": "torch",
@@ -434,6 +434,6 @@ def _solution(choice: list[Candidate], request: Request, targets: list[Target], 
 
 
 def _env_changes(env: Environment) -> dict[str, str]:
-    from .diagnose import library_path_fix
+    from cudamatrix.detect.libpaths import library_path_fix
 
     return library_path_fix(env)

@@ -1,6 +1,6 @@
 """``verify() -> Report``: prove the environment on the GPU, in a child interpreter.
 
-Each framework runs in its own child (:mod:`cudamatrix._verify_child`, a standard-library script
+Each framework runs in its own child (:mod:`cudamatrix.verify.child`, a standard-library script
 run in the target interpreter): it imports the framework, checks the CPU convolution against a
 naive reference, then runs a cuDNN convolution and a matmul on the GPU in fp32 with TF32 off and
 compares them with the CPU. A crash, a hang or a segfault of the child becomes a failed result
@@ -14,12 +14,12 @@ import signal
 import sys
 from pathlib import Path
 
-from . import proc
-from .errors import Exit
-from .models import Environment, FrameworkReport, Report
+from cudamatrix import proc
+from cudamatrix.errors import Exit
+from cudamatrix.models import Environment, FrameworkReport, Report
 
 FRAMEWORKS = ("torch", "tensorflow", "jax")
-CHILD = Path(__file__).with_name("_verify_child.py")
+CHILD = Path(__file__).with_name("child.py")
 MARK = "CUDAMATRIX-VERIFY "
 DEFAULT_TIMEOUT_S = 300.0
 

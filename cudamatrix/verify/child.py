@@ -1,7 +1,7 @@
 """The verification child: run as a script in the interpreter being checked (which need not have
 cudamatrix installed), so that a crash, a hang or a segfault of the framework is a result, not ours.
 
-Usage: ``python _verify_child.py FRAMEWORK GPU_EXPECTED``. Writes JSON lines prefixed with
+Usage: ``python child.py FRAMEWORK GPU_EXPECTED``. Writes JSON lines prefixed with
 ``CUDAMATRIX-VERIFY`` on stdout: one per stage reached (so a parent can tell where a crash
 happened), the last one the result. Standard library only outside the framework itself.
 """

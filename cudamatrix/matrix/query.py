@@ -8,8 +8,8 @@ from functools import lru_cache
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
-from .matrix import Architecture, CudaRelease, Gpu, Matrix
-from .schema import normalize_cc, to_dict
+from cudamatrix.matrix.data import Architecture, CudaRelease, Gpu, Matrix
+from cudamatrix.schema import normalize_cc, to_dict
 
 
 def _norm_name(name: str) -> str:

@@ -1,13 +1,13 @@
 """Why nothing fits: structured causes (the rule and the machines it blocks) and the nearest ways out
 (upgrade the driver, pin an older release, use the CPU build, change Python, split environments).
-No I/O; :func:`cudamatrix.solve.solve` raises the NoSolution this builds."""
+No I/O; :func:`cudamatrix.solve.solver.solve` raises the NoSolution this builds."""
 from __future__ import annotations
 
 from packaging.version import Version
 
-from . import rules
-from .errors import NoSolution
-from .models import Cause, WayOut
+from cudamatrix.solve import rules
+from cudamatrix.errors import NoSolution
+from cudamatrix.models import Cause, WayOut
 
 
 def no_solution(matrix, request, reps, unique, all_reasons, per_family, missing, rejected, combined=False):
@@ -47,7 +47,7 @@ def no_solution(matrix, request, reps, unique, all_reasons, per_family, missing,
         # ways out
         driver_only = [(c, rs) for c, rs, _ in in_request if {r.rule for r in rs} == {"driver_floor"}]
         if driver_only:
-            from .query import driver_version
+            from cudamatrix.matrix.query import driver_version
 
             need = min((r.need_driver for _, rs in driver_only for r in rs if r.need_driver),
                        key=driver_version, default=None)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .models import Pin, Solution
+from cudamatrix.models import Pin, Solution
 
 PYTORCH_INDEX_PREFIX = "https://download.pytorch.org/whl"
 

@@ -15,9 +15,9 @@ import signal
 import threading
 from typing import Callable
 
-from . import proc
-from .errors import CudamatrixError, InstallFailed
-from .models import Applied, InstalledDist, Plan
+from cudamatrix import proc
+from cudamatrix.errors import CudamatrixError, InstallFailed
+from cudamatrix.models import Applied, InstalledDist, Plan
 
 Progress = Callable[[str, str], None]  # (event, text): "step", "output", "restore", "done"
 

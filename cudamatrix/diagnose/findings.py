@@ -11,11 +11,11 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from . import rules
-from .matrix import FrameworkRelease, Matrix, Variant
-from .models import Environment, Finding
-from .query import architecture
-from .target import Target, from_environment
+from cudamatrix.solve import rules
+from cudamatrix.matrix.data import FrameworkRelease, Matrix, Variant
+from cudamatrix.models import Environment, Finding
+from cudamatrix.matrix.query import architecture
+from cudamatrix.solve.target import Target, from_environment
 
 BUSY_FRACTION = 0.8
 
@@ -355,30 +355,6 @@ def _toolkit(env: Environment, matrix: Matrix) -> list[Finding]:
                                fix="harmless for pip wheels, which bring their own runtime; programs you build with "
                                    "this nvcc need a newer driver"))
     return out
-
-
-def library_path_fix(env: Environment) -> dict[str, str]:
-    """Environment changes that stop LD_LIBRARY_PATH copies from shadowing the wheels' libraries.
-
-    Returns {} when nothing needs fixing, else {"LD_LIBRARY_PATH": "<new value>"}.
-    """
-    current = env.context.env.get("LD_LIBRARY_PATH")
-    if not current:
-        return {}
-    bad_dirs = set()
-    by_soname: dict[str, list] = {}
-    for lib in env.libraries:
-        by_soname.setdefault(lib.soname, []).append(lib)
-    for copies in by_soname.values():
-        first = next((c for c in copies if c.loaded_first), None)
-        wheels = [c for c in copies if c.origin.startswith("wheel:")]
-        if first is not None and first.origin == "LD_LIBRARY_PATH" and wheels and \
-                any(w.version != first.version for w in wheels):
-            bad_dirs.add(os.path.normpath(os.path.dirname(first.path)))
-    if not bad_dirs:
-        return {}
-    kept = [p for p in current.split(os.pathsep) if p and os.path.normpath(p) not in bad_dirs]
-    return {"LD_LIBRARY_PATH": os.pathsep.join(kept)}
 
 
 def summary_exit(findings: list[Finding]) -> int:

@@ -14,7 +14,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 
-from .models import Model
+from cudamatrix.models import Model
 
 # Load order: each library's dependencies come before it. cuBLAS needs cuBLASLt; cuDNN 9's
 # sub-libraries load graph -> engines/heuristic -> ops -> cnn -> adv (cuDNN 9 API overview, "library

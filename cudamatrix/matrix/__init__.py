@@ -1,0 +1,6 @@
+"""Stage 0, the Matrix: the compatibility data in ``data/``, loaded (:mod:`.data`) and queried (:mod:`.query`)."""
+from __future__ import annotations
+
+from cudamatrix.matrix.data import Matrix, default_data_dir, load_matrix, load_matrix_from
+
+__all__ = ["Matrix", "default_data_dir", "load_matrix", "load_matrix_from"]

@@ -1,0 +1,88 @@
+"""The package layout is the pipeline: every import points from a higher stage to a lower one (or stays
+within its stage), and the library never imports the command line."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "cudamatrix"
+
+# lowest first; a module may import only from its own stage or a lower one
+STAGES = [
+    ("base", {"cudamatrix.errors", "cudamatrix.models", "cudamatrix.schema", "cudamatrix.proc",
+              "cudamatrix._callable"}),
+    ("matrix", {"cudamatrix.matrix"}),
+    ("detect", {"cudamatrix.detect"}),
+    ("solve", {"cudamatrix.solve"}),
+    ("diagnose", {"cudamatrix.diagnose"}),
+    ("install", {"cudamatrix.install"}),
+    ("verify", {"cudamatrix.verify"}),
+    ("render", {"cudamatrix.render"}),
+    ("fix", {"cudamatrix.fix"}),
+    ("api", {"cudamatrix"}),  # the package itself: the public API, lazily re-exporting the stages
+    ("cli", {"cudamatrix.cli", "cudamatrix.__main__"}),
+]
+
+
+def stage_of(module: str) -> int:
+    best = -1, ""
+    for rank, (_, prefixes) in enumerate(STAGES):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > len(best[1]):
+                best = rank, prefix
+    if best[0] < 0:
+        raise AssertionError(f"{module} belongs to no stage: add it to STAGES")
+    return best[0]
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports_of(path: Path) -> list[tuple[int, str]]:
+    tree = ast.parse(path.read_text())
+    me = module_name(path)
+    package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)] if node.level > 1 else base
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.startswith("cudamatrix"):
+                names = [target + "." + a.name for a in node.names] if not node.module or target == "cudamatrix" \
+                    else [target]
+                found += [(node.lineno, n) for n in names]
+        elif isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names if a.name.startswith("cudamatrix")]
+    return found
+
+
+MODULES = sorted(PACKAGE.rglob("*.py"))
+
+
+def test_the_layout_is_grouped_by_stage():
+    root_modules = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(root_modules) <= 10, root_modules
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_imports_point_down(path: Path):
+    me = module_name(path)
+    mine = stage_of(me)
+    upward = []
+    for line, target in imports_of(path):
+        if target in {"cudamatrix", "cudamatrix.__version__"}:
+            continue
+        if stage_of(target) > mine:
+            upward.append(f"line {line}: {me} ({STAGES[mine][0]}) imports {target} ({STAGES[stage_of(target)][0]})")
+    assert not upward, "\n".join(upward)
