@@ -239,6 +239,8 @@ class Solution(Model):
     rejected: list[Rejection] = field(default_factory=list)
     trace: list[str] = field(default_factory=list)
     matrix_version: str | None = None
+    # inferred matrix facts the answer rests on: [{"fact": ..., "basis": ...}] (empty: all known)
+    unverified: list[dict[str, str]] = field(default_factory=list)
 
 
 # --- Plan and apply ------------------------------------------------------------------------------

@@ -24,13 +24,24 @@ def run_doctor(env: list[Path] | None = None, from_: list[str] | None = None, py
     code = summary_exit(findings)
     data = {"findings": [f.to_dict() for f in findings], "environment": environment.to_dict(),
             "matrix_version": matrix.meta.data_version, "healthy": code == 0}
-    finish("doctor", code, data, as_json, lambda: render_findings(environment, findings))
+    finish("doctor", code, data, as_json, lambda: render_findings(environment, findings, matrix))
 
 
-def render_findings(environment, findings) -> None:
+def _gpu_text(gpu, matrix) -> str:
+    """"NAME (8.9)": the compute capability as reported, else the matrix's for that name, else none."""
+    cc = gpu.compute_capability
+    if not cc and gpu.name and matrix is not None:
+        from cudamatrix.matrix.query import find_gpu
+
+        known = find_gpu(matrix, gpu.name)
+        cc = known.compute_capability if known else None
+    return f"{gpu.name or 'GPU'} ({cc})" if cc else (gpu.name or "GPU")
+
+
+def render_findings(environment, findings, matrix=None) -> None:
     c = render.console()
     drv = environment.driver
-    gpus = ", ".join(f"{g.name} ({g.compute_capability})" for g in environment.gpus) or "no GPU"
+    gpus = ", ".join(_gpu_text(g, matrix) for g in environment.gpus) or "no GPU"
     c.print(f"driver {drv.version or '-'} (CUDA {drv.cuda_version or '-'}, {drv.status}); {gpus}")
     fws = ", ".join(f"{f.name} {f.version}" + (f" [{f.variant}]" if f.variant else "") for f in environment.frameworks)
     c.print(f"frameworks: {fws or 'none installed'}")

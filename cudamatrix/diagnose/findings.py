@@ -58,6 +58,49 @@ def match_installed(env: Environment, matrix: Matrix) -> list[Installed]:
     return out
 
 
+def stated_build(env: Environment, inst: Installed, matrix: Matrix) \
+        -> tuple[FrameworkRelease | None, Variant | None, list[str]]:
+    """A framework release the matrix lacks, as the environment states it: the build's CUDA from its local
+    version tag (``+cu102``, ``+cpu``) or a report ("CUDA used to build PyTorch: 10.2"). Returns a release
+    and variant holding only the stated facts (everything else empty, hence unknown to the rules), and the
+    list of the facts that are unknown. ``(None, None, [...])`` when even the build's CUDA is not stated."""
+    fw = next((f for f in env.frameworks if f.name == inst.name and f.version == inst.version), None)
+    local = inst.version.partition("+")[2]
+    cuda = None
+    cpu = local == "cpu" or (fw is not None and fw.variant == "cpu")
+    try:
+        if fw is not None and fw.cuda:
+            cuda = Version(fw.cuda)
+        elif local.startswith("cu") and local[2:].isdigit() and len(local) >= 4:
+            cuda = Version(f"{local[2:-1]}.{local[-1]}")
+    except InvalidVersion:
+        cuda = None
+    unknown = ["the Python versions it is built for"]
+    if cuda is None and not cpu:
+        return None, None, ["the CUDA version it was built with"] + unknown
+    try:
+        version = Version(_base(inst.version))
+    except InvalidVersion:
+        return None, None, ["its version"]
+    source = f"stated by the environment ({fw.source if fw is not None and fw.source else 'installed version'})"
+    if cuda is not None:
+        unknown[:0] = ["the GPU architectures it was compiled for", "its cuDNN version" if not (fw and fw.cudnn)
+                       else None]
+    variant = Variant(name=inst.variant_name or (f"cu{cuda.major}{cuda.minor}" if cuda else "cpu"), source=source,
+                      cuda=cuda, cudnn=Version(fw.cudnn) if fw is not None and fw.cudnn and
+                      _is_version(fw.cudnn) else None)
+    release = FrameworkRelease(name=inst.name, version=version, python=[], variants=[variant], source=source)
+    return release, variant, [u for u in unknown if u]
+
+
+def _is_version(text: str) -> bool:
+    try:
+        Version(text)
+    except InvalidVersion:
+        return False
+    return True
+
+
 def diagnose(env: Environment, matrix: Matrix) -> list[Finding]:
     """All findings for the environment, most severe first."""
     findings: list[Finding] = []
@@ -103,11 +146,10 @@ def diagnose(env: Environment, matrix: Matrix) -> list[Finding]:
                         evidence=[lib.path], fix="remove the stubs folder from LD_LIBRARY_PATH; it is for linking only"))
 
     # --- GPU architecture vs driver branch ------------------------------------------------------
-    if drv.version and drv.status == "ok":
-        try:
-            branch = int(drv.version.split(".")[0])
-        except ValueError:
-            branch = None
+    # a pasted report states the driver version without a status: the version is what the rules read
+    driver_stated = bool(drv.version) and drv.status in ("ok", "unknown")
+    if driver_stated:
+        branch = rules._branch(drv.version)
         for gpu in target.gpus:
             arch = architecture(matrix, gpu.compute_capability)
             if arch and arch.last_driver_branch and branch and branch > arch.last_driver_branch:
@@ -115,18 +157,33 @@ def diagnose(env: Environment, matrix: Matrix) -> list[Finding]:
                             title=f"{gpu.name or 'The GPU'} ({arch.name}) is not supported by driver branch {branch}",
                             evidence=[f"{arch.name} support ended with the R{arch.last_driver_branch} branch ({arch.source})"],
                             fix=f"install an R{arch.last_driver_branch} driver"))
+            reason = rules.gpu_driver_reason(matrix, gpu.compute_capability, gpu.name, drv.version,
+                                             target.platform)
+            if reason is not None and reason.rule == "gpu_driver":
+                add(Finding(code="GPU_UNSUPPORTED_BY_DRIVER", severity="error",
+                            title=f"Driver {drv.version} is older than the first driver for "
+                                  f"{gpu.name or 'the GPU'}",
+                            evidence=[reason.message, f"matrix row: {reason.row}"],
+                            fix=f"install driver {reason.need_driver} or newer (branch R{rules._branch(reason.need_driver)} "
+                                f"or a later one)"))
 
     # --- framework builds vs this machine -------------------------------------------------------
-    has_gpu = bool(target.gpus) and drv.status == "ok"
+    has_gpu = bool(target.gpus) and (drv.status == "ok" or driver_stated)
     for inst in installed:
         label = f"{inst.name} {inst.version}"
-        if inst.release is None or inst.variant is None:
+        unknown: list[str] = []
+        release, var = inst.release, inst.variant
+        if release is None or var is None:
+            # not in the matrix: judge the build on what the environment states about it
+            release, var, unknown = stated_build(env, inst, matrix)
             add(Finding(code="UNKNOWN_FRAMEWORK_BUILD", severity="info",
                         title=f"{label} is not in the matrix {matrix.meta.data_version}",
-                        evidence=[f"variant {inst.variant_name or 'unknown'}"],
-                        fix="update cudamatrix for newer matrix data"))
-            continue
-        var = inst.variant
+                        evidence=[f"variant {inst.variant_name or 'unknown'}"] +
+                                 [f"unknown: {u}" for u in unknown],
+                        fix="update cudamatrix for newer matrix data; the findings below rest on what the "
+                            "environment states about the build"))
+            if var is None:
+                continue
         if has_gpu and var.cuda is None:
             add(Finding(code="CPU_ONLY_BUILD", severity="error", title=f"{label} is a CPU-only build on a GPU machine",
                         evidence=[f"{inst.name} variant {var.name}", f"GPU: {', '.join(g.name or g.compute_capability for g in target.gpus)}"],
@@ -134,7 +191,8 @@ def diagnose(env: Environment, matrix: Matrix) -> list[Finding]:
             continue
         if not has_gpu:
             continue
-        for reason in rules.check(matrix, inst.release, var, target):
+        unknown_here = []
+        for reason in rules.check(matrix, release, var, target):
             if reason.rule == "driver_floor":
                 add(Finding(code="DRIVER_TOO_OLD", severity="error", title=f"The driver is too old for {label}",
                             evidence=[reason.message, f"matrix row: {reason.row}"],
@@ -147,8 +205,14 @@ def diagnose(env: Environment, matrix: Matrix) -> list[Finding]:
             elif reason.rule == "cudnn_gpu":
                 add(Finding(code="CUDNN_MISMATCH", severity="error", title=f"cuDNN of {label} does not support the GPU",
                             evidence=[reason.message], fix="install a build bundling an older cuDNN (cudamatrix fix)"))
-            elif reason.rule == "python":
-                pass  # reported below for every machine, GPU or not
+            elif reason.rule == "unknown" and inst.release is not None:
+                unknown_here.append(reason.message)
+            # python: reported below for every machine, GPU or not; gpu_driver: reported above, once per GPU
+        if unknown_here:
+            add(Finding(code="UNKNOWN_FRAMEWORK_BUILD", severity="info",
+                        title=f"Some facts about {label} are not in the matrix {matrix.meta.data_version}",
+                        evidence=[f"unknown: {m}" for m in unknown_here],
+                        fix="update cudamatrix for newer matrix data; the other rules were checked"))
     for inst in installed:
         if inst.release is not None and env.python.version:
             py = ".".join(env.python.version.split(".")[:2])

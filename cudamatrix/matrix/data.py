@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # at run time cudamatrix.schema binds these names to pydantic
 SCHEMA_VERSION = 1
 FILES = ("meta", "cuda", "gpus", "cudnn", "torch", "tensorflow", "jax", "advisories")
 
+InferredField = Literal["archs", "ptx", "cudnn", "cuda", "nvidia_pins", "python"]
 Platform = Literal["linux_x86_64", "linux_aarch64", "win_amd64", "macos_arm64", "macos_x86_64"]
 
 
@@ -74,10 +75,23 @@ class DriverBranch:
 
 
 @dataclass(frozen=True)
+class Metapackage:
+    """A wheel that only requires other wheels (``cuda-toolkit``): per extra, the component requirements its
+    METADATA declares, so a framework's ``cuda-toolkit[cublas,...]==X`` pin is checked as the wheels it brings."""
+
+    name: str
+    version: Ver
+    requires: dict[str, list[Req]]  # extra -> requirements (markers dropped: Linux and Windows alike)
+    source: str
+    __pydantic_config__ = FORBID
+
+
+@dataclass(frozen=True)
 class CudaFile:
     releases: list[CudaRelease]
     minor_compat: list[MinorCompat]
     driver_branches: list[DriverBranch]
+    metapackages: list[Metapackage] = field(default_factory=list)
     __pydantic_config__ = FORBID
 
 
@@ -92,6 +106,10 @@ class Architecture:
     last_driver_branch: int | None = None
     # last CUDA toolkit able to build for it, where that has ended
     last_cuda: Ver | None = None
+    # compute capability -> the oldest Linux driver that drives it: the driver of the first CUDA release
+    # whose compiler targets it ("CUDA Toolkit and Corresponding Driver Versions"); a hard floor
+    min_driver: dict[CC, str] = field(default_factory=dict)
+    min_driver_source: str | None = None
     __pydantic_config__ = FORBID
 
 
@@ -156,6 +174,10 @@ class Variant:
     pypi_default: bool = False  # the plain default-index wheel is this variant (linux_x86_64)
     platforms: list[Platform] = field(default_factory=list)  # empty: the release's platforms
     min_driver: str | None = None  # a floor the framework documents itself
+    # facts of this row not read from an artifact but inferred from a named neighbour by a documented rule:
+    # field name ("archs", "ptx", "cudnn", "cuda", "nvidia_pins", "python") -> the basis, one sentence.
+    # A field that is empty and not listed here is unknown, and no rule passes on it.
+    inferred: dict[InferredField, str] = field(default_factory=dict)
     __pydantic_config__ = FORBID
 
 

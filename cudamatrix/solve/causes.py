@@ -45,17 +45,22 @@ def no_solution(matrix, request, reps, unique, all_reasons, per_family, missing,
             for rule, (reason, machines) in by_rule.items():
                 causes.append(Cause(rule=rule, message=reason.message, machines=sorted(machines)))
         # ways out
-        driver_only = [(c, rs) for c, rs, _ in in_request if {r.rule for r in rs} == {"driver_floor"}]
+        driver_only = [(c, rs) for c, rs, _ in in_request if {r.rule for r in rs} <= {"driver_floor", "gpu_driver"}]
         if driver_only:
             from cudamatrix.matrix.query import driver_version
 
-            need = min((r.need_driver for _, rs in driver_only for r in rs if r.need_driver),
-                       key=driver_version, default=None)
-            best = max(driver_only, key=lambda x: x[0].release.version)[0]
-            if need:
+            # a build needs the highest of its floors (CUDA and GPU); the way out is the lowest such need
+            needs = [(max((r.need_driver for r in rs if r.need_driver), key=driver_version), c)
+                     for c, rs in driver_only if any(r.need_driver for r in rs)]
+            if needs:
+                low = min(driver_version(n) for n, _ in needs)
+                need, first = max(((n, c) for n, c in needs if driver_version(n) == low),
+                                  key=lambda x: x[1].release.version)
+                top_need, best = max(needs, key=lambda x: (x[1].release.version, driver_version(x[0])))
+                newest = "" if best is first else f"; the newest, {best.label}, needs >= {top_need}"
                 ways.append(WayOut(kind="upgrade_driver",
-                                   message=f"upgrade the driver to >= {need} (the newest fitting build would be "
-                                           f"{best.label}); or pin an older {family} built for an older CUDA"))
+                                   message=f"upgrade the driver to >= {need} ({first.label} then fits{newest}); "
+                                           f"or pin an older {family} built for an older CUDA"))
         fits_ignoring_request = [c for c, rs, _ in entries if {r.rule for r in rs} == {"request"}]
         ok_older = sorted(fits_ignoring_request, key=lambda c: c.release.version, reverse=True)
         ok_older = [c for c in ok_older if all(not rules.check(matrix, c.release, c.variant, t) for t in reps)]

@@ -22,14 +22,16 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from cudamatrix.matrix.data import CudnnRelease, FrameworkRelease, Matrix, Variant
-from cudamatrix.matrix.query import cuda_release, driver_max_cuda, driver_version
+from cudamatrix.matrix.query import architecture, cuda_release, driver_max_cuda, driver_version
 from cudamatrix.schema import cc_key
 from cudamatrix.solve.target import Target
 
 
 @dataclass(frozen=True)
 class Reason:
-    rule: str  # driver_floor, arch, cudnn_gpu, python, platform, request, shared_nvidia, co_installed
+    # driver_floor, gpu_driver, arch, cudnn_gpu, python, platform, request, shared_nvidia, co_installed;
+    # "unknown": the rule reads a fact the matrix does not hold, so it cannot pass
+    rule: str
     message: str
     row: str | None = None  # the matrix row's source
     need_driver: str | None = None  # for driver_floor: the driver that would do
@@ -124,6 +126,9 @@ def check(matrix: Matrix, release: FrameworkRelease, variant: Variant, target: T
     if target.python and release.python and target.python not in release.python:
         reasons.append(Reason("python", f"{label} supports Python {', '.join(release.python)}, "
                                         f"not {target.python}", release.source))
+    elif target.python and not release.python:
+        reasons.append(Reason("unknown", f"the Python versions {label} is published for are not in the matrix, "
+                                         f"so Python {target.python} cannot be checked", release.source))
     if variant.cuda is None or not (target.has_gpu or target.driver):
         return reasons
     if release.name == "tensorflow" and not bundles_nvidia_wheels(release, variant, target) and \
@@ -147,54 +152,148 @@ def check(matrix: Matrix, release: FrameworkRelease, variant: Variant, target: T
             jit_ok = False  # minor-version compatibility: SASS only
         elif full or minor:
             top = driver_max_cuda(matrix, target.driver)
-            runs = f"runs CUDA <= {top}" if top else "is older than"
+            runs = f"runs CUDA {top} at most" if top else "is older than every CUDA release in the matrix"
+            fully = f", and {full} for full support" if minor and full and minor != full else ""
             reasons.append(Reason(
                 "driver_floor",
-                f"driver {target.driver} {runs}; {label} needs CUDA {variant.cuda} "
-                f"(driver >= {minor or full}{' with minor-version compatibility, ' + full + ' fully' if minor and full and minor != full else ''})",
+                f"driver {target.driver} {runs}; {label} needs CUDA {variant.cuda}, which needs driver "
+                f">= {minor or full}{' under minor-version compatibility' if minor else ''}{fully}",
                 row, need_driver=minor or full))
             jit_ok = False
+        else:
+            reasons.append(Reason("unknown", f"{label} is built with CUDA {variant.cuda}, whose minimum driver "
+                                             f"is not in the matrix, so driver {target.driver} cannot be checked "
+                                             f"against it", variant.source))
         if variant.min_driver and not _ge(target.driver, variant.min_driver):
             reasons.append(Reason("driver_floor", f"{label} documents a minimum driver of {variant.min_driver}; "
                                                   f"the target has {target.driver}", variant.source,
                                   need_driver=variant.min_driver))
+        for gpu in target.gpus:
+            reason = gpu_driver_reason(matrix, gpu.compute_capability, gpu.name, target.driver, target.platform)
+            if reason is not None:
+                reasons.append(reason)
     for gpu in target.gpus:
         cc = gpu.compute_capability
         gname = gpu.name or f"sm_{cc.replace('.', '')}"
         if not (variant.archs or variant.ptx):
-            # the build's list is not in the matrix, but it can only hold what its toolkit compiles for
+            # the build's list is not in the matrix: only its toolkit's lower bound is a known fact
             toolkit = cuda_release(matrix, variant.cuda)
             known = [c.rstrip("af") for c in toolkit.compute_capabilities] if toolkit else []
-            if known and cc.rstrip("af") not in known:
-                lo, hi = min(known, key=cc_key), max(known, key=cc_key)
-                side = "older than" if cc_key(cc) < cc_key(lo) else "newer than"
+            lo = min(known, key=cc_key) if known else None
+            if lo and cc_key(cc) < cc_key(lo):
                 reasons.append(Reason(
-                    "arch", f"{label}: CUDA {variant.cuda} compiles for compute capability {lo} to {hi}; "
-                            f"{gname} ({cc}) is {side} that, so the build has no kernel image for it",
+                    "arch", f"{label} is built with CUDA {variant.cuda}, which compiles for compute capability "
+                            f"{lo} and newer; {gname} ({cc}) is older, so the build has no kernel image for it",
                     toolkit.source))
-        elif variant.archs or variant.ptx:
-            if sass_covers(variant.archs, cc):
-                pass
-            elif ptx_covers(variant.ptx, cc):
-                if not jit_ok and not any(r.rule == "driver_floor" for r in reasons):
-                    reasons.append(Reason(
-                        "arch", f"{label} reaches {gname} (compute capability {cc}) only by PTX JIT, which the "
-                                f"driver's minor-version compatibility does not cover", variant.source))
             else:
-                have = " ".join(f"sm_{a.replace('.', '')}" for a in variant.archs)
-                ptx = " ".join(f"compute_{a.replace('.', '')}" for a in variant.ptx) or "none"
                 reasons.append(Reason(
-                    "arch", f"{label} has no kernel image for {gname} (compute capability {cc}): "
-                            f"SASS {have or 'none'}, PTX {ptx}", variant.source))
-        if variant.cudnn is not None:
-            row = cudnn_row(matrix, variant.cudnn)
-            if row is not None and row.compute_capabilities:
-                lowest = min(row.compute_capabilities, key=cc_key)
-                if cc_key(cc) < cc_key(lowest):
-                    reasons.append(Reason(
-                        "cudnn_gpu", f"cuDNN {row.version} bundled with {label} supports compute capability "
-                                     f">= {lowest}, not {gname} ({cc})", row.source))
+                    "unknown", f"the GPU architectures {label} was compiled for are not in the matrix, so whether "
+                               f"it has a kernel image for {gname} (compute capability {cc}) is unknown",
+                    variant.source))
+        elif sass_covers(variant.archs, cc):
+            pass
+        elif ptx_covers(variant.ptx, cc):
+            if not jit_ok and not any(r.rule == "driver_floor" for r in reasons):
+                reasons.append(Reason(
+                    "arch", f"{label} reaches {gname} (compute capability {cc}) only by PTX JIT, which the "
+                            f"driver's minor-version compatibility does not cover", variant.source))
+        else:
+            have = " ".join(f"sm_{a.replace('.', '')}" for a in variant.archs)
+            ptx = " ".join(f"compute_{a.replace('.', '')}" for a in variant.ptx) or "none"
+            reasons.append(Reason(
+                "arch", f"{label} has no kernel image for {gname} (compute capability {cc}): "
+                        f"SASS {have or 'none'}, PTX {ptx}", variant.source))
+        reasons.extend(_cudnn_reasons(matrix, label, variant, cc, gname))
     return reasons
+
+
+def _cudnn_reasons(matrix: Matrix, label: str, variant: Variant, cc: str, gname: str) -> list[Reason]:
+    """cuDNN's own lowest supported compute capability (cuDNN Support Matrix)."""
+    if variant.cudnn is not None:
+        row = cudnn_row(matrix, variant.cudnn)
+        if row is None or not row.compute_capabilities:
+            return [Reason("unknown", f"the compute capabilities cuDNN {variant.cudnn} of {label} supports are "
+                                      f"not in the matrix, so {gname} ({cc}) cannot be checked against them",
+                           variant.source)]
+        lowest = min(row.compute_capabilities, key=cc_key)
+        if cc_key(cc) < cc_key(lowest):
+            return [Reason("cudnn_gpu", f"cuDNN {row.version} bundled with {label} supports compute capability "
+                                        f">= {lowest}, not {gname} ({cc})", row.source)]
+        return []
+    # the cuDNN version is unknown: the rule still decides when every cuDNN release that supports the
+    # build's CUDA major would give the same answer (all of them support this GPU)
+    rows = [r for r in matrix.cudnn.releases if r.compute_capabilities and _supports_cuda(r, variant.cuda)]
+    if rows and all(cc_key(cc) >= cc_key(min(r.compute_capabilities, key=cc_key)) for r in rows):
+        return []
+    return [Reason("unknown", f"the cuDNN version of {label} is not in the matrix, and some cuDNN releases for "
+                              f"CUDA {variant.cuda} do not support {gname} ({cc}), so the build cannot be checked",
+                   variant.source)]
+
+
+def _supports_cuda(row: CudnnRelease, cuda: Version) -> bool:
+    from packaging.specifiers import SpecifierSet
+
+    return any(SpecifierSet(spec).contains(cuda, prereleases=True) for spec in row.cuda_versions)
+
+
+def gpu_driver_floor(matrix: Matrix, cc: str) -> tuple[str | None, str | None, str | None]:
+    """(the oldest driver that drives the compute capability, its architecture name, the source).
+
+    ``(None, name, None)`` when the architecture predates the oldest CUDA release in the matrix: its floor is
+    then below every CUDA floor the rules check. ``(None, None, None)``: the architecture is not known."""
+    arch = architecture(matrix, cc)
+    if arch is None:
+        return None, None, None
+    base = cc.rstrip("af")
+    floor = arch.min_driver.get(base)
+    if floor:
+        return floor, arch.name, arch.min_driver_source
+    return None, arch.name, None
+
+
+def gpu_driver_reason(matrix: Matrix, cc: str, name: str | None, driver: str, platform: str) -> Reason | None:
+    """The rule "the driver drives the GPU at all": the first driver branch of an architecture is a hard floor,
+    which minor-version compatibility never lowers. None when the driver is new enough."""
+    floor, arch, source = gpu_driver_floor(matrix, cc)
+    gname = name or f"sm_{cc.replace('.', '')}"
+    if floor is None:
+        if arch is None:
+            return Reason("unknown", f"compute capability {cc} ({gname}) is not in the matrix, so the driver "
+                                     f"that drives it is unknown")
+        return None  # older than every CUDA floor: the CUDA rule is the stricter one
+    if platform.startswith("win"):
+        ok = _branch(driver) is not None and _branch(driver) >= _branch(floor)
+    else:
+        ok = _ge(driver, floor)
+    if ok:
+        return None
+    return Reason("gpu_driver", f"driver {driver} does not drive {gname} ({arch}, compute capability {cc}): the "
+                                f"first driver for it is {floor} (branch R{_branch(floor)})", source,
+                  need_driver=floor)
+
+
+def _branch(driver: str) -> int | None:
+    try:
+        return int(driver.split(".")[0])
+    except ValueError:
+        return None
+
+
+def inferred_facts(release: FrameworkRelease, variant: Variant, target: Target) -> list[tuple[str, str]]:
+    """The facts the rules read for this build on this target that the matrix holds as inferred (from a
+    named neighbour by a documented rule), not read from an artifact: ``[(fact, basis)]``. Empty: every fact
+    the answer rests on is known."""
+    if not variant.inferred:
+        return []
+    read = {"nvidia_pins"}
+    if target.python:
+        read.add("python")
+    if variant.cuda is not None and (target.has_gpu or target.driver):
+        read.add("cuda")
+        if target.has_gpu:
+            read.update(("archs", "ptx", "cudnn"))
+    label = f"{release.name} {release.version} {variant.name}"
+    return [(f"{label} {name}", basis) for name, basis in sorted(variant.inferred.items()) if name in read]
 
 
 def full_support(matrix: Matrix, variant: Variant, target: Target) -> bool:
@@ -213,6 +312,54 @@ def bundles_nvidia_wheels(release: FrameworkRelease, variant: Variant, target: T
         return True
     # PyTorch GPU wheels for Linux declare nvidia-* wheels from 2.1 on (wheel metadata)
     return release.name == "torch" and release.version >= Version("2.1")
+
+
+def expand_metapackage(matrix: Matrix, req: Requirement) -> list[Requirement] | None:
+    """The component wheels a pinned metapackage (``cuda-toolkit[cublas,cudart]==13.0.3``) brings, read from
+    its METADATA (``cuda.json`` metapackages). None when the matrix does not hold that metapackage version."""
+    exact = [s.version for s in req.specifier if s.operator == "==" and "*" not in s.version]
+    if not exact:
+        return None
+    name = canonicalize_name(req.name)
+    for row in matrix.cuda.metapackages:
+        if canonicalize_name(row.name) == name and row.version == Version(exact[0]):
+            out = []
+            for extra in sorted(req.extras):
+                out.extend(Requirement(text) for text in row.requires.get(extra, []))
+            return out
+    return None
+
+
+def implied_pins(release: FrameworkRelease, variant: Variant, target: Target, declared: list[Requirement]) \
+        -> list[Requirement]:
+    """nvidia-* wheels a build's known CUDA/cuDNN versions imply, where the matrix holds no declared pin for
+    that library: the cuDNN wheel of exactly the build's cuDNN (PyTorch wheels pin it exactly, e.g. every CUDA
+    build of torch 2.5.1 requires nvidia-cudnn-cu12/cu11==9.1.0.70), and, for torch, the CUDA runtime wheel
+    of the build's CUDA minor (its cuXYZ wheels pin nvidia-cuda-runtime of that minor). For conflict checks."""
+    if variant.cuda is None or not bundles_nvidia_wheels(release, variant, target):
+        return []
+    have = {library_key(r.name) for r in declared}
+    major = variant.cuda.major
+    out = []
+    if variant.cudnn is not None and "nvidia-cudnn" not in have:
+        spec = str(variant.cudnn) if len(variant.cudnn.release) >= 4 else \
+            ".".join(str(x) for x in variant.cudnn.release) + ".*"
+        out.append(Requirement(f"nvidia-cudnn-cu{major}=={spec}"))
+    if release.name == "torch" and "nvidia-cuda-runtime" not in have:
+        name = f"nvidia-cuda-runtime-cu{major}" if major < 13 else "nvidia-cuda-runtime"
+        out.append(Requirement(f"{name}=={major}.{variant.cuda.minor}.*"))
+    return out
+
+
+def conflict_pins(matrix: Matrix, release: FrameworkRelease, variant: Variant, target: Target) -> list[Requirement]:
+    """Every CUDA wheel requirement of the build for co-installation checks: its declared pins (nvidia-*,
+    ``cuda-bindings``, ``cuda-toolkit[...]`` expanded to its component wheels) and the implied ones."""
+    out: list[Requirement] = []
+    for req in pins_for(variant, target):
+        out.append(req)
+        if req.extras:
+            out.extend(expand_metapackage(matrix, req) or [])
+    return out + implied_pins(release, variant, target, out)
 
 
 def library_key(name: str) -> str:

@@ -127,9 +127,9 @@ def _order(cands: list[Candidate], targets: list[Target], installed: tuple[str, 
         keep = installed is not None and installed[0] == str(c.release.version) and installed[1] == c.variant.name
         gpu_build = c.variant.cuda is not None
         full = all(rules.full_support(matrix, c.variant, t) for t in targets)
-        # a build whose compiled architectures the matrix knows is proven to cover the GPUs; prefer it
-        proven = not gpu_build or not any(t.gpus for t in targets) or bool(c.variant.archs or c.variant.ptx)
-        return (keep, gpu_build == wants_gpu, proven, c.release.version, full, c.variant.cuda or Version("0"),
+        # an answer resting only on known facts ranks above one resting on inferred facts
+        known = not any(rules.inferred_facts(c.release, c.variant, t) for t in targets)
+        return (keep, gpu_build == wants_gpu, known, c.release.version, full, c.variant.cuda or Version("0"),
                 c.variant.pypi_default)
 
     return sorted(cands, key=key, reverse=True)
@@ -197,7 +197,7 @@ def solve(targets: list[Target], request: Request, matrix: Matrix, *,
         raise no_solution(matrix, request, reps, unique, all_reasons, per_family, missing, rejected)
 
     fixed = _co_installed_requirements(installed, request)
-    choice = _search(per_family, reps, fixed, rejected, trace) if per_family else []
+    choice = _search(per_family, reps, fixed, rejected, trace, matrix) if per_family else []
     if choice is None:
         raise no_solution(matrix, request, reps, unique, all_reasons, per_family, [], rejected, combined=True)
     return _solution(choice, request, reps, matrix, installed, rejected, trace, kept)
@@ -254,7 +254,8 @@ def _co_installed_requirements(installed: Environment | None, request: Request) 
 
 
 def _search(per_family: dict[str, list[Candidate]], targets: list[Target],
-            fixed: list[tuple[str, list[Requirement]]], rejected: list[Rejection], trace: list[str]):
+            fixed: list[tuple[str, list[Requirement]]], rejected: list[Rejection], trace: list[str],
+            matrix: Matrix | None = None):
     """Lexicographic search in preference order; pairwise checks of shared nvidia-* wheels."""
     families = list(per_family)
     pin_cache: dict[Candidate, list[Requirement]] = {}
@@ -265,7 +266,8 @@ def _search(per_family: dict[str, list[Candidate]], targets: list[Target],
         if c not in pin_cache:
             seen: dict[str, Requirement] = {}
             for t in targets:
-                for r in rules.pins_for(c.variant, t):
+                for r in (rules.conflict_pins(matrix, c.release, c.variant, t) if matrix is not None
+                          else rules.pins_for(c.variant, t)):
                     seen.setdefault(str(r), r)
             pin_cache[c] = list(seen.values())
         return pin_cache[c]
@@ -280,6 +282,8 @@ def _search(per_family: dict[str, list[Candidate]], targets: list[Target],
                 problems = [f"{a.label} brings CUDA {a.variant.cuda.major} libraries as nvidia-* wheels, "
                             f"{b.label} CUDA {b.variant.cuda.major} ones: two CUDA majors of one library "
                             f"install the same files"]
+            if not problems:
+                problems = [m for m in (_unknown_pins(a, targets), _unknown_pins(b, targets)) if m]
             pair_cache[k] = problems
         return pair_cache[k]
 
@@ -287,8 +291,10 @@ def _search(per_family: dict[str, list[Candidate]], targets: list[Target],
         keep = []
         for c in per_family[fam]:
             problems = [p for label, reqs in fixed for p in rules.pin_conflicts(reqs, pins(c), label, c.label)]
-            if problems:
-                rejected.append(Rejection(candidate=c.label, reasons=problems, rules=["co_installed"]))
+            unknown = _unknown_pins(c, targets) if fixed and not problems else None
+            if problems or unknown:
+                rejected.append(Rejection(candidate=c.label, reasons=problems or [unknown],
+                                          rules=["co_installed" if problems else "unknown"]))
             else:
                 keep.append(c)
         per_family[fam] = keep
@@ -336,6 +342,17 @@ def _search(per_family: dict[str, list[Candidate]], targets: list[Target],
                     rejected.append(Rejection(candidate=f"{a.label} + {b.label}", reasons=[p],
                                               rules=["shared_nvidia"]))
     return result
+
+
+def _unknown_pins(c: Candidate, targets: list[Target]) -> str | None:
+    """A build that brings nvidia-* wheels whose declared pins the matrix does not hold (neither read nor
+    inferred) cannot be shown to share one set with another framework."""
+    v = c.variant
+    if v.nvidia_pins or "nvidia_pins" in v.inferred or \
+            not any(rules.bundles_nvidia_wheels(c.release, v, t) for t in targets):
+        return None
+    return (f"the nvidia-* wheels {c.label} pins are not in the matrix, so whether it shares one set of them "
+            f"with another framework is unknown")
 
 
 def _framework_pins(c: Candidate, request: Request, installed: Environment | None, target: Target) -> list[Pin]:
@@ -430,7 +447,19 @@ def _solution(choice: list[Candidate], request: Request, targets: list[Target], 
         cudnn=main_fw.cudnn if main_fw else None, index_url=index_url,
         extra_index_urls=extra, pip_args=pip_args if to_install or request.passthrough else [],
         env=env_changes, unchanged=not to_install and not env_changes, to_install=to_install, rejected=rejected,
-        trace=trace, matrix_version=matrix.meta.data_version)
+        trace=trace, matrix_version=matrix.meta.data_version, unverified=_unverified(choice, targets, trace))
+
+
+def _unverified(choice: list[Candidate], targets: list[Target], trace: list[str]) -> list[dict[str, str]]:
+    """The inferred facts the answer rests on: [{fact, basis}]."""
+    out: dict[str, str] = {}
+    for c in choice:
+        for t in targets:
+            for fact, basis in rules.inferred_facts(c.release, c.variant, t):
+                out.setdefault(fact, basis)
+    for fact in out:
+        trace.append(f"{fact} is inferred, not read from an artifact: {out[fact]}")
+    return [{"fact": f, "basis": b} for f, b in out.items()]
 
 
 def _env_changes(env: Environment) -> dict[str, str]:
