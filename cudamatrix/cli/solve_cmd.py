@@ -36,15 +36,17 @@ def _no_solution(command: str, exc: NoSolution, as_json: bool) -> None:
     if as_json:
         render.print_json(command, Exit.NO_SOLUTION, exc.detail, [exc.as_dict()])
         raise Done(Exit.NO_SOLUTION)
+    from rich.markup import escape
+
     c = render.console(stderr=True)
     c.print("[bold red]no consistent set[/]")
     for cause in exc.detail["causes"]:
-        machines = f" [dim](blocks: {', '.join(cause['machines'])})[/]" if cause.get("machines") else ""
-        c.print(f"  - {cause['message']}{machines}")
+        machines = f" [dim](blocks: {escape(', '.join(cause['machines']))})[/]" if cause.get("machines") else ""
+        c.print(f"  - {escape(cause['message'])}{machines}")
     if exc.detail["ways_out"]:
         c.print("ways out:")
         for way in exc.detail["ways_out"]:
-            c.print(f"  → {way['message']}")
+            c.print(f"  → {escape(way['message'])}")
     raise Done(Exit.NO_SOLUTION)
 
 
@@ -61,6 +63,8 @@ def run_solve(requirements: list[str] | None = None, env: list[Path] | None = No
 
 
 def _human_solution(solution, resolved, explain: bool) -> None:
+    from rich.markup import escape  # "tensorflow[and-cuda]" is text, not a rich style tag
+
     c = render.console()
     for t in resolved.targets[:5]:
         c.print(f"[dim]{t.describe()}[/]")
@@ -70,23 +74,26 @@ def _human_solution(solution, resolved, explain: bool) -> None:
         c.print(f"[bold]{fw.name} {fw.version}[/] {fw.variant}" +
                 (f"  CUDA {fw.cuda}, cuDNN {fw.cudnn or 'unknown'}" if fw.cuda else "  CPU build"))
     c.print(render.table(None, ["package", "version", "index"],
-                         [[p.name + (f"[{','.join(p.extras)}]" if p.extras else ""), p.version, p.index_url or "default"]
-                          for p in solution.packages]))
+                         [[escape(p.name + (f"[{','.join(p.extras)}]" if p.extras else "")), p.version,
+                           p.index_url or "default"] for p in solution.packages]))
     if solution.unchanged:
         c.print("[green]already installed: nothing to change[/]")
     elif solution.pip_args:
         import shlex
 
-        c.print("pip install " + " ".join(shlex.quote(a) for a in solution.pip_args), soft_wrap=True)
+        c.print(escape("pip install " + " ".join(shlex.quote(a) for a in solution.pip_args)), soft_wrap=True)
+    if solution.unverified:
+        facts = "; ".join(f"{u['fact']} ({u['basis']})" for u in solution.unverified)
+        c.print(escape(f"unverified: this answer rests on inferred facts: {facts}"), soft_wrap=True)
     for k, v in solution.env.items():
         c.print(f"export {k}={v}")
     if explain:
         c.print("[bold]trace[/]")
         for line in solution.trace:
-            c.print(f"  {line}")
+            c.print(escape(f"  {line}"))
         c.print(f"[bold]rejected[/] ({len(solution.rejected)})")
         for r in solution.rejected:
-            c.print(f"  {r.candidate}: {'; '.join(r.reasons)}")
+            c.print(escape(f"  {r.candidate}: {'; '.join(r.reasons)}"))
 
 
 @guarded("lock")
@@ -145,17 +152,23 @@ def run_check(requirement_file: Path | None = None, env: list[Path] | None = Non
     code = 0 if result["fits"] else 1
 
     def human() -> None:
+        from rich.markup import escape
+
         c = render.console()
         if result["fits"]:
-            c.print(f"[green]fits[/] {', '.join(result['checked'])} on {len(resolved.targets)} target(s)")
+            c.print(f"[green]fits[/] {escape(', '.join(result['checked']))} on {len(resolved.targets)} target(s)")
         else:
             c.print("[red]does not fit[/]")
             for p in result["problems"]:
-                c.print(f"  - {p}")
+                c.print(f"  - {escape(p)}")
             for w in result.get("ways_out", []):
-                c.print(f"  → {w}")
+                c.print(f"  → {escape(w)}")
+        for u in result.get("unverified", []):
+            c.print(escape(f"unverified: {u['fact']} is inferred ({u['basis']})"), soft_wrap=True)
         if result.get("base_image"):
             c.print(f"base image: {result['base_image']}")
+        if result.get("python_in_image"):
+            c.print(f"Python: {result['python_in_image']}", soft_wrap=True)
         if result.get("nvidia_require_cuda"):
             c.print(f"ENV NVIDIA_REQUIRE_CUDA=\"{result['nvidia_require_cuda']}\"")
 

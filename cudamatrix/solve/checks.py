@@ -1,63 +1,144 @@
-"""``check``: do given requirements (a file, or what is installed) fit the targets? No I/O."""
+"""``check``: do given requirements (a file, or what is installed) fit the targets? No I/O.
+
+A requirements file is read as pip reads it: its own index lines decide which build of torch pip
+installs. With no index line, pip installs the default index's build (for torch on Linux x86_64, the
+variant the matrix marks ``pypi_default``); a PyTorch index (``--index-url .../whl/cu126``) serves that
+variant; with the default index and a PyTorch extra index, pip takes the higher version, and a local
+version (``2.5.1+cu121``) sorts above the plain one. The container facts (``NVIDIA_REQUIRE_CUDA``, the
+``nvidia/cuda`` base image) are derived from the chosen set and the targets.
+"""
 from __future__ import annotations
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+from packaging.version import Version
 
-from cudamatrix.solve import rules
 from cudamatrix.errors import NoSolution
-from cudamatrix.solve.lockfile import base_image, parse_requirements
-from cudamatrix.matrix.data import Matrix
-from cudamatrix.models import Environment
+from cudamatrix.matrix.data import FrameworkRelease, Matrix, Variant
+from cudamatrix.models import Environment, Solution
+from cudamatrix.solve import rules
 from cudamatrix.solve.indexes import PYTORCH_INDEX_PREFIX
+from cudamatrix.solve.lockfile import RequirementsFile, parse_requirements
 from cudamatrix.solve.solver import parse_request, solve
 from cudamatrix.solve.target import Target
 
 FRAMEWORK_DISTS = ("torch", "torchvision", "torchaudio", "tensorflow", "jax", "jaxlib")
+TORCH_DISTS = ("torch", "torchvision", "torchaudio")
+# the python3 an Ubuntu release installs from its own archive (the nvidia/cuda images carry no Python)
+UBUNTU_PYTHON = {"20.04": "3.8", "22.04": "3.10", "24.04": "3.12"}
 
 
-def _variant_from_indexes(urls: list[str], mirror: str | None = None) -> str | None:
+def _variant_of_url(url: str, mirror: str | None) -> str | None:
+    """The torch variant a PyTorch index URL serves (``.../whl/cu126`` -> ``cu126``); None for other URLs."""
     prefixes = [PYTORCH_INDEX_PREFIX] + ([mirror.rstrip("/")] if mirror else [])
-    for url in urls:
-        if any(url.rstrip("/").startswith(p) for p in prefixes):
-            return url.rstrip("/").rsplit("/", 1)[-1]
+    url = url.rstrip("/")
+    if any(url.startswith(p + "/") for p in prefixes):
+        return url.rsplit("/", 1)[-1]
     return None
+
+
+def _local_key(variant: str) -> Version:
+    return Version(f"0+{variant}")
+
+
+def _torch_build(matrix: Matrix, req: Requirement, parsed: RequirementsFile, targets: list[Target],
+                 mirror: str | None) -> tuple[str | None, str | None]:
+    """(the exact ``torch==X+local`` pip would install from this file's indexes, or a problem sentence)."""
+    indexes = ([parsed.index_url] if parsed.index_url else []) + parsed.extra_index_urls
+    served = [v for v in (_variant_of_url(u, mirror) for u in indexes) if v]
+    unknown = [u for u in indexes if _variant_of_url(u, mirror) is None]
+    default = parsed.index_url is None and not parsed.no_index
+    flat = [f for f in parsed.find_links if f.startswith(PYTORCH_INDEX_PREFIX) or
+            (mirror and f.startswith(mirror.rstrip("/")))]
+    if unknown:
+        return None, (f"{req}: which torch build {unknown[0]} serves is not known (a mirror of the PyTorch index? "
+                      f"pass --mirror URL)")
+    if parsed.find_links and not flat:
+        return None, f"{req}: what {parsed.find_links[0]} (a --find-links page) offers is not known"
+    local_asked = {s.version.partition("+")[2] for s in req.specifier if "+" in s.version}
+    releases = [r for r in matrix.frameworks("torch")
+                if req.specifier.contains(str(r.version), prereleases=True) or
+                any(req.specifier.contains(f"{r.version}+{v.name}", prereleases=True) for v in r.variants)]
+    pythons = {t.python for t in targets if t.python}
+    for release in sorted(releases, key=lambda r: r.version, reverse=True):
+        if pythons and release.python and not pythons <= set(release.python):
+            continue  # pip skips releases without a wheel for the target's Python
+        options: list[Variant] = []
+        for v in release.variants:
+            if local_asked and v.name not in local_asked:
+                continue
+            if v.name in served or flat:
+                options.append(v)
+            elif default and not local_asked and v.pypi_default:
+                if any(t.platform != "linux_x86_64" for t in targets):
+                    plats = sorted({t.platform for t in targets} - {"linux_x86_64"})
+                    return None, (f"{req}: which build of torch {release.version} the default index serves for "
+                                  f"{', '.join(plats)} is not in the matrix")
+                options.append(v)
+        if default and not local_asked and not options and not any(v.pypi_default for v in release.variants):
+            return None, f"{req}: which build of torch {release.version} the default index serves is not in the matrix"
+        if options:
+            # a local version sorts above the plain one, and cu128 above cu126: pip takes the highest
+            best = max(options, key=lambda v: (v.name in served or bool(flat), _local_key(v.name)))
+            return f"torch=={release.version}{best.local_version or '+' + best.name}", None
+    where = ", ".join(indexes + parsed.find_links) or "the default index"
+    return None, f"{req}: no torch build in the matrix matches it on {where}"
+
+
+def _file_request(matrix: Matrix, parsed: RequirementsFile, targets: list[Target], mirror: str | None,
+                  problems: list[str]) -> tuple[list[str], list[Requirement]]:
+    """(framework requirement strings for the solver, nvidia-* requirements of the file)."""
+    texts: list[str] = []
+    nvidia: list[Requirement] = []
+    torch_text = None
+    for req in parsed.requirements:
+        cname = canonicalize_name(req.name)
+        if cname.startswith("nvidia-"):
+            nvidia.append(req)
+        elif cname == "torch":
+            torch_text, problem = _torch_build(matrix, req, parsed, targets, mirror)
+            if problem:
+                problems.append(problem)
+            elif torch_text:
+                extras = f"[{','.join(sorted(req.extras))}]" if req.extras else ""
+                texts.append(torch_text.replace("torch", f"torch{extras}", 1))
+    local = torch_text.partition("+")[2] if torch_text else ""
+    for req in parsed.requirements:
+        cname = canonicalize_name(req.name)
+        if cname in ("torchvision", "torchaudio") and local:
+            specs = []
+            for s in req.specifier:
+                version = s.version
+                if s.operator == "==" and "+" not in version and "*" not in version:
+                    version = f"{version}+{local}"
+                specs.append(f"{s.operator}{version}")
+            texts.append(f"{req.name}{','.join(specs)}")
+        elif cname in FRAMEWORK_DISTS and cname not in TORCH_DISTS:
+            texts.append(str(req))
+    return texts, nvidia
 
 
 def check_requirements(matrix: Matrix, targets: list[Target], installed: Environment | None,
                        text: str | None, name: str | None, mirror: str | None = None) -> dict:
-    """{"fits": bool, "checked": [...], "problems": [...], "ways_out": [...], "base_image", "nvidia_require_cuda"}.
+    """{"fits": bool, "checked": [...], "problems": [...], "ways_out": [...], "base_image", "nvidia_require_cuda",
+    "python_in_image", "unverified"}.
 
     ``text`` is a requirements file's content; None checks the installed frameworks instead.
     """
+    problems: list[str] = []
     if text is not None:
         parsed = parse_requirements(text, name or "requirements")
-        variant = _variant_from_indexes(([parsed.index_url] if parsed.index_url else []) + parsed.extra_index_urls,
-                                        mirror)
-        reqs: list[Requirement] = []
-        nvidia: list[Requirement] = []
-        for req in parsed.requirements:
-            cname = canonicalize_name(req.name)
-            if cname.startswith("nvidia-"):
-                nvidia.append(req)
-                continue
-            if cname in ("torch", "torchvision", "torchaudio") and variant:
-                specs = []
-                for s in req.specifier:
-                    version = s.version
-                    if s.operator == "==" and "+" not in version and "*" not in version:
-                        version = f"{version}+{variant}"
-                    specs.append(f"{s.operator}{version}")
-                req = Requirement(f"{req.name}{''.join('[' + ','.join(sorted(req.extras)) + ']' if req.extras else '')}"
-                                  f"{','.join(specs)}")
-            reqs.append(req)
-        texts = [str(r) for r in reqs if canonicalize_name(r.name) in FRAMEWORK_DISTS]
+        texts, nvidia = _file_request(matrix, parsed, targets, mirror, problems)
     else:
         if installed is None:
             return {"fits": False, "checked": [], "problems": ["no installed environment to check"], "ways_out": []}
         nvidia = []
         texts = [f"{n}=={installed.packages[n]}" for n in FRAMEWORK_DISTS if n in installed.packages]
-    result: dict = {"checked": texts, "targets": [t.describe() for t in targets], "problems": [], "ways_out": []}
+    result: dict = {"checked": texts, "targets": [t.describe() for t in targets], "problems": problems,
+                    "ways_out": []}
+    if problems:
+        result["fits"] = False
+        return result
     if not texts:
         result.update(fits=True, note="no framework requirement to check")
         return result
@@ -68,7 +149,7 @@ def check_requirements(matrix: Matrix, targets: list[Target], installed: Environ
         result["fits"] = False
         result["problems"] = [c["message"] + (f" (blocks: {', '.join(c['machines'])})" if c.get("machines") else "")
                               for c in exc.detail["causes"]]
-        result["ways_out"] = [w["message"] for w in exc.detail["ways_out"]]
+        result["ways_out"] = _index_ways_out(matrix, texts, targets) + [w["message"] for w in exc.detail["ways_out"]]
         return result
     # nvidia-* pins in the file must agree with what the chosen builds declare
     wanted = {p.name: p.version for p in solution.packages if p.name.startswith("nvidia-")}
@@ -83,7 +164,104 @@ def check_requirements(matrix: Matrix, targets: list[Target], installed: Environ
                                           f"(both install the same files)")
     result["fits"] = not result["problems"]
     result["solution"] = solution.to_dict()
-    image, require = base_image(solution, matrix)
+    result["unverified"] = list(solution.unverified)
+    image, python_note = base_image(solution, matrix, targets)
     result["base_image"] = image
-    result["nvidia_require_cuda"] = require
+    result["python_in_image"] = python_note
+    result["nvidia_require_cuda"] = nvidia_require_cuda(solution, matrix, targets)
     return result
+
+
+def _index_ways_out(matrix: Matrix, texts: list[str], targets: list[Target]) -> list[str]:
+    """For a torch build that does not fit: another build of the same release that does, and the index
+    line that makes pip install it."""
+    out = []
+    for text in texts:
+        req = Requirement(text)
+        if canonicalize_name(req.name) != "torch":
+            continue
+        version, _, local = next((s.version for s in req.specifier if s.operator == "=="), "").partition("+")
+        release = next((r for r in matrix.frameworks("torch") if str(r.version) == version), None)
+        if release is None:
+            continue
+        for v in sorted(release.variants, key=lambda v: v.cuda or Version("0"), reverse=True):
+            if v.name != local and v.cuda is not None and v.index_url and \
+                    all(not rules.check(matrix, release, v, t) for t in targets):
+                out.append(f"add the line --index-url {v.index_url} to the file: pip then installs torch "
+                           f"{release.version}{v.local_version or ''}, which fits")
+                break
+    return out
+
+
+def _chosen(solution: Solution, matrix: Matrix) -> list[tuple[FrameworkRelease, Variant]]:
+    out = []
+    for fw in solution.frameworks:
+        release = next((r for r in matrix.frameworks(fw.name) if str(r.version) == fw.version), None) \
+            if fw.name in ("torch", "tensorflow", "jax") else None
+        variant = next((v for v in release.variants if v.name == fw.variant), None) if release else None
+        if release is not None and variant is not None:
+            out.append((release, variant))
+    return out
+
+
+def nvidia_require_cuda(solution: Solution, matrix: Matrix, targets: list[Target]) -> str | None:
+    """The ``NVIDIA_REQUIRE_CUDA`` constraint: the lowest CUDA the set needs from the driver.
+
+    A build runs on a driver of an older minor of its CUDA major when it carries SASS for every target GPU
+    (minor-version compatibility, CUDA Compatibility guide), so it needs only the major's floor (``cuda>=12.0``);
+    a build reaching a GPU by PTX needs its own CUDA. Never above what a target's driver reports: the NVIDIA
+    container runtime refuses to start a container whose constraint the driver does not meet."""
+    need: Version | None = None
+    for release, variant in _chosen(solution, matrix):
+        if variant.cuda is None:
+            continue
+        gpus = [g for t in targets for g in t.gpus]
+        sass_everywhere = bool(gpus) and all(rules.sass_covers(variant.archs, g.compute_capability) for g in gpus)
+        has_minor_compat = any(row.cuda_major == variant.cuda.major for row in matrix.cuda.minor_compat)
+        this = Version(f"{variant.cuda.major}.0") if sass_everywhere and has_minor_compat else \
+            Version(".".join(str(x) for x in variant.cuda.release[:2]))
+        need = this if need is None or this > need else need
+    if need is None:
+        return None
+    from cudamatrix.matrix.query import driver_max_cuda
+
+    for t in targets:
+        top = driver_max_cuda(matrix, t.driver) if t.driver else None
+        if top is not None and top < need:
+            need = Version(".".join(str(x) for x in top.release[:2]))
+    return f"cuda>={need.major}.{need.minor}"
+
+
+def base_image(solution: Solution, matrix: Matrix, targets: list[Target]) -> tuple[str | None, str | None]:
+    """(an ``nvidia/cuda`` base image tag, how Python gets into it) for the solution's CUDA.
+
+    The tag is built from the newest CUDA release row of that major.minor in the matrix; wheels that bring
+    their own CUDA libraries need only the ``base`` flavour (driver access), others ``runtime``. The images
+    carry no Python: the Ubuntu release is the one whose own python3 is the targets' Python where one fits."""
+    from cudamatrix.matrix.query import cuda_release
+
+    if not solution.cuda:
+        return None, None
+    rel = cuda_release(matrix, solution.cuda)
+    if rel is None:
+        return None, None
+    full = str(rel.version) + (".0" if len(rel.version.release) < 3 else "")
+    v = Version(full)
+    # Ubuntu releases the nvidia/cuda images are published for, per CUDA range (older ones left out)
+    ubuntus = [u for u, ok in (("24.04", v >= Version("12.5")), ("22.04", v >= Version("11.7")),
+                               ("20.04", v < Version("11.7"))) if ok]
+    pythons = {t.python for t in targets if t.python}
+    match = next((u for u in ubuntus if pythons and {UBUNTU_PYTHON[u]} == pythons), None)
+    ubuntu = match or ubuntus[0]
+    bundled = any(p.name.startswith("nvidia-") for p in solution.packages) or \
+        any(fw.name == "torch" for fw in solution.frameworks)
+    flavour = "base" if bundled else "runtime"
+    own = UBUNTU_PYTHON[ubuntu]
+    if not pythons or match:
+        note = f"the image has no Python: apt-get install python3 python3-pip gives Python {own}" + \
+               (", the targets' Python" if match else "")
+    else:
+        want = ", ".join(sorted(pythons))
+        note = (f"the image has no Python, and Ubuntu {ubuntu}'s python3 is {own}, not the targets' {want}: "
+                f"install Python {want} into it (for example uv python install {want})")
+    return f"nvidia/cuda:{full}-{flavour}-ubuntu{ubuntu}", note

@@ -72,62 +72,69 @@ class RequirementsFile:
     requirements: list[Requirement] = field(default_factory=list)
     index_url: str | None = None
     extra_index_urls: list[str] = field(default_factory=list)
+    find_links: list[str] = field(default_factory=list)
+    no_index: bool = False
+    hashed: list[str] = field(default_factory=list)  # names of requirements pinned to file hashes
+
+
+# per-requirement options pip accepts after a requirement on the same line (they never change which
+# version or build pip picks from a given index: hashes only refuse files that differ)
+_REQ_OPTIONS = ("--hash", "--config-settings", "--global-option", "--install-option")
+
+
+def _logical_lines(text: str):
+    """(line number, line) with pip's rules: a trailing backslash continues the line; " #" starts a comment."""
+    buf, first = "", None
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.split(" #", 1)[0] if not raw.lstrip().startswith("#") else ""
+        if first is None:
+            first = number
+        if line.rstrip().endswith("\\"):
+            buf += line.rstrip()[:-1] + " "
+            continue
+        yield first, (buf + line).strip()
+        buf, first = "", None
+    if buf.strip():
+        yield first, buf.strip()
 
 
 def parse_requirements(text: str, name: str) -> RequirementsFile:
-    """Parse a requirements file (requirements, -i/--index-url, --extra-index-url, comments).
+    """Parse a requirements file as pip reads it: requirements (with per-requirement ``--hash`` options and
+    backslash continuations), ``-i/--index-url``, ``--extra-index-url``, ``-f/--find-links``, ``--no-index``.
 
     Raises UsageError naming the line that does not parse.
     """
     out = RequirementsFile()
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.split(" #", 1)[0].strip()
-        if not line or line.startswith("#"):
+    for number, line in _logical_lines(text):
+        if not line:
             continue
         if line.startswith("-"):
             try:
                 parts = shlex.split(line.replace("=", " ", 1) if line.startswith("--") else line)
             except ValueError:
-                raise UsageError(f"{name}:{number}: cannot parse {raw.strip()!r}") from None
+                raise UsageError(f"{name}:{number}: cannot parse {line!r}") from None
             opt, args = parts[0], parts[1:]
+            if len(opt) > 2 and opt[:2] in ("-i", "-f") and not opt.startswith("--"):
+                opt, args = opt[:2], [opt[2:]] + args  # "-ihttps://..." as pip allows
             if opt in ("-i", "--index-url") and args:
                 out.index_url = args[0]
             elif opt == "--extra-index-url" and args:
                 out.extra_index_urls.append(args[0])
+            elif opt in ("-f", "--find-links") and args:
+                out.find_links.append(args[0])
+            elif opt == "--no-index":
+                out.no_index = True
             elif opt in ("-r", "--requirement", "-c", "--constraint", "-e", "--editable"):
                 raise UsageError(f"{name}:{number}: {opt} is not supported by check; flatten the file first")
             continue
+        words = line.split()
+        cut = next((i for i, w in enumerate(words) if w.startswith(_REQ_OPTIONS)), len(words))
+        spec, options = " ".join(words[:cut]), words[cut:]
         try:
-            out.requirements.append(Requirement(line))
+            req = Requirement(spec)
         except InvalidRequirement as exc:
-            raise UsageError(f"{name}:{number}: cannot parse requirement {line!r}: {exc}") from None
+            raise UsageError(f"{name}:{number}: cannot parse requirement {spec!r}: {exc}") from None
+        out.requirements.append(req)
+        if any(o.startswith("--hash") for o in options):
+            out.hashed.append(req.name)
     return out
-
-
-
-
-def base_image(solution: Solution, matrix) -> tuple[str | None, str | None]:
-    """(an nvidia/cuda base image tag, an NVIDIA_REQUIRE_CUDA constraint) for the solution's CUDA.
-
-    The tag is built from the newest CUDA release row of that major.minor in the matrix; wheels that bring
-    their own CUDA libraries need only the ``base`` flavour (driver access), others ``runtime``.
-    """
-    from packaging.version import Version
-
-    from cudamatrix.matrix.query import cuda_release
-
-    if not solution.cuda:
-        return None, None
-    rel = cuda_release(matrix, solution.cuda)
-    if rel is None:
-        return None, f"cuda>={solution.cuda}"
-    full = str(rel.version)
-    if len(rel.version.release) < 3:
-        full += ".0"
-    v = Version(full)
-    ubuntu = "24.04" if v >= Version("12.5") else ("22.04" if v >= Version("11.7") else "20.04")
-    bundled = any(p.name.startswith("nvidia-") for p in solution.packages) or \
-        any(fw.name == "torch" for fw in solution.frameworks)
-    flavour = "base" if bundled else "runtime"
-    cuda = ".".join(str(x) for x in Version(solution.cuda).release[:2])
-    return f"nvidia/cuda:{full}-{flavour}-ubuntu{ubuntu}", f"cuda>={cuda}"
