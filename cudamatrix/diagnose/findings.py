@@ -293,13 +293,13 @@ def _wheel_findings(env: Environment, matrix: Matrix, installed: list[Installed]
             if have is None:
                 out.append(Finding(code="NVIDIA_WHEEL_DRIFT", severity="error",
                                    title=f"{dist} needs {r.name}{r.specifier}, which is not installed",
-                                   evidence=[f"{dist} {env.packages.get(dist, '')} declares {r}"],
+                                   evidence=[f"{_dist_label(env, dist)} declares {r}"],
                                    fix=f"pip install '{r.name}{r.specifier}'",
                                    fix_commands=[["pip", "install", f"{r.name}{r.specifier}"]]))
             elif r.specifier and not r.specifier.contains(have, prereleases=True):
                 out.append(Finding(code="NVIDIA_WHEEL_DRIFT", severity="error",
                                    title=f"{name} {have} is installed; {dist} declares {r.specifier}",
-                                   evidence=[f"{dist} {env.packages.get(dist, '')} requires {r}"],
+                                   evidence=[f"{_dist_label(env, dist)} requires {r}"],
                                    fix=f"pip install '{r.name}{r.specifier}' (cudamatrix fix reinstalls only the drifted wheels)",
                                    fix_commands=[["pip", "install", f"{r.name}{r.specifier}"]]))
     dists = list(parsed)
@@ -339,6 +339,12 @@ def _wheel_findings(env: Environment, matrix: Matrix, installed: list[Installed]
     return out
 
 
+def _dist_label(env: Environment, dist: str) -> str:
+    """"torch 2.5.1", or "torch" where the version is not known."""
+    version = env.packages.get(dist)
+    return f"{dist} {version}" if version else dist
+
+
 def _family(dist: str) -> str:
     if dist.startswith("jax"):
         return "jax"
@@ -367,10 +373,12 @@ def _gpu_memory(env: Environment) -> list[Finding]:
     for gpu in env.gpus:
         if gpu.memory_total_mib and gpu.memory_used_mib is not None and \
                 gpu.memory_used_mib >= BUSY_FRACTION * gpu.memory_total_mib:
-            procs = [f"pid {p.pid} {p.name or ''} {p.used_memory_mib} MiB".strip() for p in gpu.processes]
+            procs = [" ".join(x for x in (f"pid {p.pid}" if p.pid is not None else "a process", p.name,
+                                          f"{p.used_memory_mib} MiB" if p.used_memory_mib is not None else None)
+                              if x) for p in gpu.processes]
+            which = f"GPU {gpu.index}" if gpu.index is not None else (gpu.name or "A GPU")
             out.append(Finding(code="GPU_MEMORY_BUSY", severity="warning",
-                               title=f"GPU {gpu.index if gpu.index is not None else ''} has "
-                                     f"{gpu.memory_used_mib} of {gpu.memory_total_mib} MiB in use",
+                               title=f"{which} has {gpu.memory_used_mib} of {gpu.memory_total_mib} MiB in use",
                                evidence=procs or ["other processes hold most of the GPU memory"],
                                fix="stop the processes holding it (or restart a stale notebook kernel)"))
     return out
