@@ -6,6 +6,7 @@ bug report becomes a regression test by adding a file, without new Python. Keys:
 - ``target``: flags (driver, gpus, python, platform) — or ``targets``: a list of named flag sets (a fleet);
 - ``environment``: an Environment as ``detect --json`` saves it (doctor scenarios, and the installed set);
 - ``request``: requirement strings for solve (absent: doctor);
+- ``requirements_txt``: a requirements file's text for ``check`` (with ``target``);
 - ``expect``: what must hold (see ``check_solution`` / ``check_findings``);
 - ``pending_facts``: the matrix facts the case needs that the data does not hold yet (the case is skipped
   while the solver rejects its candidates as resting on unknown facts).
@@ -23,6 +24,7 @@ from cudamatrix.errors import NoSolution
 from cudamatrix.matrix.data import load_matrix
 from cudamatrix.models import Environment
 from cudamatrix.schema import validate
+from cudamatrix.solve.checks import check_requirements
 from cudamatrix.solve.solver import parse_request, solve
 from cudamatrix.solve.target import Target, from_environment, from_flags
 
@@ -47,6 +49,10 @@ def test_scenario(path: Path):
     matrix = load_matrix()
     env = validate(Environment, case["environment"], path.name) if "environment" in case else None
     expect = case["expect"]
+    if "requirements_txt" in case:
+        targets = [_target(matrix, case["target"], "target")]
+        check_file(check_requirements(matrix, targets, None, case["requirements_txt"], path.name), expect)
+        return
     if "request" not in case:
         check_findings(diagnose(env, matrix), expect)
         return
@@ -100,6 +106,9 @@ def check_solution(solution, expect: dict, matrix, targets) -> None:
                 if variant.archs or variant.ptx:
                     assert rules.sass_covers(variant.archs, gpu.compute_capability) or \
                         rules.ptx_covers(variant.ptx, gpu.compute_capability)
+    pinned = [p.requirement() for p in solution.packages]
+    for text in expect.get("requirements_include", []):
+        assert text in pinned, f"{text} not in {pinned}"
     names = {p.name for p in solution.packages}
     for name in expect.get("packages_include", []):
         assert name in names, f"{name} missing from {sorted(names)}"
@@ -128,6 +137,24 @@ def check_no_solution(detail: dict, expect: dict) -> None:
         assert m not in machines, machines
     for c in detail["causes"]:
         assert c["message"], "every cause is a sentence"
+        for text in expect.get("cause_text_excludes", []):
+            assert text not in c["message"], c["message"]
+    texts = " ".join(c["message"] for c in detail["causes"])
+    for text in expect.get("cause_text_includes", []):
+        assert text in texts, texts
+
+
+def check_file(result: dict, expect: dict) -> None:
+    """``check -r``: whether the file fits, which builds pip would install, and the container constraint."""
+    assert result["fits"] is expect["fits"], result["problems"]
+    if "checked" in expect:
+        assert result["checked"] == expect["checked"]
+    if "nvidia_require_cuda" in expect:
+        assert result.get("nvidia_require_cuda") == expect["nvidia_require_cuda"]
+    if "base_image" in expect:
+        assert result.get("base_image") == expect["base_image"]
+    for text in expect.get("problems_include", []):
+        assert any(text in p for p in result["problems"]), result["problems"]
 
 
 def check_findings(findings, expect: dict) -> None:
