@@ -15,6 +15,7 @@ from cudamatrix.solve import rules
 from cudamatrix.matrix.data import FrameworkRelease, Matrix, Variant
 from cudamatrix.models import Environment, Finding
 from cudamatrix.matrix.query import architecture
+from cudamatrix.diagnose.stated import stated_build
 from cudamatrix.solve.target import Target, from_environment
 
 BUSY_FRACTION = 0.8
@@ -56,49 +57,6 @@ def match_installed(env: Environment, matrix: Matrix) -> list[Installed]:
                 variant = next((v for v in release.variants if v.name == name), None)
         out.append(Installed(fw.name, fw.version, fw.variant or (variant.name if variant else None), release, variant))
     return out
-
-
-def stated_build(env: Environment, inst: Installed, matrix: Matrix) \
-        -> tuple[FrameworkRelease | None, Variant | None, list[str]]:
-    """A framework release the matrix lacks, as the environment states it: the build's CUDA from its local
-    version tag (``+cu102``, ``+cpu``) or a report ("CUDA used to build PyTorch: 10.2"). Returns a release
-    and variant holding only the stated facts (everything else empty, hence unknown to the rules), and the
-    list of the facts that are unknown. ``(None, None, [...])`` when even the build's CUDA is not stated."""
-    fw = next((f for f in env.frameworks if f.name == inst.name and f.version == inst.version), None)
-    local = inst.version.partition("+")[2]
-    cuda = None
-    cpu = local == "cpu" or (fw is not None and fw.variant == "cpu")
-    try:
-        if fw is not None and fw.cuda:
-            cuda = Version(fw.cuda)
-        elif local.startswith("cu") and local[2:].isdigit() and len(local) >= 4:
-            cuda = Version(f"{local[2:-1]}.{local[-1]}")
-    except InvalidVersion:
-        cuda = None
-    unknown = ["the Python versions it is built for"]
-    if cuda is None and not cpu:
-        return None, None, ["the CUDA version it was built with"] + unknown
-    try:
-        version = Version(_base(inst.version))
-    except InvalidVersion:
-        return None, None, ["its version"]
-    source = f"stated by the environment ({fw.source if fw is not None and fw.source else 'installed version'})"
-    if cuda is not None:
-        unknown[:0] = ["the GPU architectures it was compiled for", "its cuDNN version" if not (fw and fw.cudnn)
-                       else None]
-    variant = Variant(name=inst.variant_name or (f"cu{cuda.major}{cuda.minor}" if cuda else "cpu"), source=source,
-                      cuda=cuda, cudnn=Version(fw.cudnn) if fw is not None and fw.cudnn and
-                      _is_version(fw.cudnn) else None)
-    release = FrameworkRelease(name=inst.name, version=version, python=[], variants=[variant], source=source)
-    return release, variant, [u for u in unknown if u]
-
-
-def _is_version(text: str) -> bool:
-    try:
-        Version(text)
-    except InvalidVersion:
-        return False
-    return True
 
 
 def diagnose(env: Environment, matrix: Matrix) -> list[Finding]:
@@ -175,7 +133,7 @@ def diagnose(env: Environment, matrix: Matrix) -> list[Finding]:
         release, var = inst.release, inst.variant
         if release is None or var is None:
             # not in the matrix: judge the build on what the environment states about it
-            release, var, unknown = stated_build(env, inst, matrix)
+            release, var, unknown = stated_build(env, inst)
             add(Finding(code="UNKNOWN_FRAMEWORK_BUILD", severity="info",
                         title=f"{label} is not in the matrix {matrix.meta.data_version}",
                         evidence=[f"variant {inst.variant_name or 'unknown'}"] +

@@ -1,0 +1,141 @@
+"""The CUDA wheels a framework build brings: its declared ``nvidia-*`` requirements (markers evaluated on
+a Target), the ``cuda-toolkit[...]`` metapackage expanded to its component wheels, the pins a known
+CUDA/cuDNN version implies, and whether two sets of them can be installed together. No I/O."""
+from __future__ import annotations
+
+from functools import lru_cache
+
+from packaging.markers import Marker
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from cudamatrix.matrix.data import FrameworkRelease, Matrix, Variant
+from cudamatrix.solve.target import Target
+
+
+@lru_cache(maxsize=4096)
+def _marker(text: str) -> Marker:
+    return Marker(text)
+
+
+def marker_env(target: Target, extra: str | None) -> dict[str, str]:
+    plat = target.platform
+    system = "Windows" if plat.startswith("win") else ("Darwin" if plat.startswith("macos") else "Linux")
+    machine = {"linux_x86_64": "x86_64", "linux_aarch64": "aarch64", "win_amd64": "AMD64",
+               "macos_arm64": "arm64", "macos_x86_64": "x86_64"}.get(plat, "x86_64")
+    py = target.python or "3.11"
+    return {"platform_system": system, "platform_machine": machine, "python_version": py,
+            "python_full_version": py + ".0", "sys_platform": {"Linux": "linux", "Windows": "win32",
+                                                                "Darwin": "darwin"}[system],
+            "os_name": "nt" if system == "Windows" else "posix", "implementation_name": "cpython",
+            "platform_python_implementation": "CPython", "extra": extra or ""}
+
+
+def pins_for(variant: Variant, target: Target) -> list[Requirement]:
+    """The variant's nvidia-* requirements that apply on the target (markers evaluated)."""
+    out = []
+    extras = [variant.pip_extra, "with-cuda", "and-cuda", "cuda"] if variant.pip_extra else [None, "with-cuda"]
+    for text in variant.nvidia_pins:
+        req = Requirement(text)
+        if req.marker is None or any(req.marker.evaluate(marker_env(target, e)) for e in extras):
+            out.append(req)
+    return out
+
+
+def bundles_nvidia_wheels(release: FrameworkRelease, variant: Variant, target: Target) -> bool:
+    """Whether the build pulls CUDA libraries as nvidia-* wheels (so co-installed builds must share them)."""
+    if variant.cuda is None or not target.platform.startswith("linux"):
+        return False
+    if variant.nvidia_pins or variant.pip_extra or variant.extra_packages:
+        return True
+    # PyTorch GPU wheels for Linux declare nvidia-* wheels from 2.1 on (wheel metadata)
+    return release.name == "torch" and release.version >= Version("2.1")
+
+
+def expand_metapackage(matrix: Matrix, req: Requirement) -> list[Requirement] | None:
+    """The component wheels a pinned metapackage (``cuda-toolkit[cublas,cudart]==13.0.3``) brings, read from
+    its METADATA (``cuda.json`` metapackages). None when the matrix does not hold that metapackage version."""
+    exact = [s.version for s in req.specifier if s.operator == "==" and "*" not in s.version]
+    if not exact:
+        return None
+    name = canonicalize_name(req.name)
+    for row in matrix.cuda.metapackages:
+        if canonicalize_name(row.name) == name and row.version == Version(exact[0]):
+            out = []
+            for extra in sorted(req.extras):
+                out.extend(Requirement(text) for text in row.requires.get(extra, []))
+            return out
+    return None
+
+
+def implied_pins(release: FrameworkRelease, variant: Variant, target: Target, declared: list[Requirement]) \
+        -> list[Requirement]:
+    """nvidia-* wheels a build's known CUDA/cuDNN versions imply, where the matrix holds no declared pin for
+    that library: the cuDNN wheel of exactly the build's cuDNN (PyTorch wheels pin it exactly, e.g. every CUDA
+    build of torch 2.5.1 requires nvidia-cudnn-cu12/cu11==9.1.0.70), and, for torch, the CUDA runtime wheel
+    of the build's CUDA minor (its cuXYZ wheels pin nvidia-cuda-runtime of that minor). For conflict checks."""
+    if variant.cuda is None or not bundles_nvidia_wheels(release, variant, target):
+        return []
+    have = {library_key(r.name) for r in declared}
+    major = variant.cuda.major
+    out = []
+    if variant.cudnn is not None and "nvidia-cudnn" not in have:
+        spec = str(variant.cudnn) if len(variant.cudnn.release) >= 4 else \
+            ".".join(str(x) for x in variant.cudnn.release) + ".*"
+        out.append(Requirement(f"nvidia-cudnn-cu{major}=={spec}"))
+    if release.name == "torch" and "nvidia-cuda-runtime" not in have:
+        name = f"nvidia-cuda-runtime-cu{major}" if major < 13 else "nvidia-cuda-runtime"
+        out.append(Requirement(f"{name}=={major}.{variant.cuda.minor}.*"))
+    return out
+
+
+def conflict_pins(matrix: Matrix, release: FrameworkRelease, variant: Variant, target: Target) -> list[Requirement]:
+    """Every CUDA wheel requirement of the build for co-installation checks: its declared pins (nvidia-*,
+    ``cuda-bindings``, ``cuda-toolkit[...]`` expanded to its component wheels) and the implied ones."""
+    out: list[Requirement] = []
+    for req in pins_for(variant, target):
+        out.append(req)
+        if req.extras:
+            out.extend(expand_metapackage(matrix, req) or [])
+    return out + implied_pins(release, variant, target, out)
+
+
+def library_key(name: str) -> str:
+    """nvidia-cudnn-cu12 -> nvidia-cudnn: distributions that install the same files share a key."""
+    name = str(canonicalize_name(name))
+    parts = name.split("-")
+    if len(parts) > 2 and parts[-1].startswith("cu") and parts[-1][2:].isdigit():
+        parts = parts[:-1]
+    return "-".join(parts)
+
+
+def pin_conflicts(a: list[Requirement], b: list[Requirement], a_label: str, b_label: str) -> list[str]:
+    """Why two sets of nvidia-* requirements cannot be installed together. Empty when they can."""
+    problems = []
+    by_name = {canonicalize_name(r.name): r for r in a}
+    by_key: dict[str, list[Requirement]] = {}
+    for r in a:
+        by_key.setdefault(library_key(r.name), []).append(r)
+    for r in b:
+        name = canonicalize_name(r.name)
+        other = by_name.get(name)
+        if other is not None:
+            if not _specs_meet(other, r):
+                problems.append(f"{a_label} needs {other.name}{other.specifier}, {b_label} needs {r.name}{r.specifier}")
+            continue
+        for o in by_key.get(library_key(r.name), []):
+            if canonicalize_name(o.name) != name:
+                problems.append(f"{a_label} needs {o.name}, {b_label} needs {r.name}: two CUDA majors of one "
+                                f"library install the same files")
+    return problems
+
+
+def _specs_meet(x: Requirement, y: Requirement) -> bool:
+    """Whether some version satisfies both requirements' specifiers (exact pins checked exactly)."""
+    for first, second in ((x, y), (y, x)):
+        for spec in first.specifier:
+            if spec.operator in ("==", "===") and "*" not in spec.version:
+                return second.specifier.contains(spec.version, prereleases=True) and \
+                    first.specifier.contains(spec.version, prereleases=True)
+    return True  # two ranges: assume they meet
