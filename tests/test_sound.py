@@ -252,6 +252,16 @@ def test_extras_survive_every_output(matrix, tmp_path: Path):
     assert "tensorflow[and-cuda]" in out.stdout.split("pip install")[0]  # the table too
 
 
+def test_metapackage_pin_keeps_its_extras(matrix):
+    rel = release(matrix, "torch", "2.14.1")
+    cu130 = dataclasses.replace(variant(rel, "cu130"), nvidia_pins=[
+        'cuda-toolkit[cublas,cudart]==13.0.3; platform_system == "Linux"'])
+    one = dataclasses.replace(rel, variants=[cu130])
+    sol = solve([target(matrix, "580.65.06", ["NVIDIA H100 80GB HBM3"], python="3.12")],
+                parse_request(["torch"]), with_torch(matrix, [one]))
+    assert "cuda-toolkit[cublas,cudart]==13.0.3" in [p.requirement() for p in sol.packages]
+
+
 # --- 5. check -r as pip reads the file -----------------------------------------------------------
 
 def test_parse_requirements_as_pip_does():

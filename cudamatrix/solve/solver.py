@@ -383,8 +383,8 @@ def _framework_pins(c: Candidate, request: Request, installed: Environment | Non
                 out.append(Pin(name=req.name, version=exact[0], extras=sorted(req.extras)))
     for req in rules.pins_for(v, target):
         exact = [s.version for s in req.specifier if s.operator == "==" and "*" not in s.version]
-        if exact:
-            out.append(Pin(name=str(canonicalize_name(req.name)), version=exact[0]))
+        if exact:  # keep extras: cuda-toolkit[cublas,...]==X installs nothing of use without them
+            out.append(Pin(name=str(canonicalize_name(req.name)), version=exact[0], extras=sorted(req.extras)))
     return out
 
 
