@@ -283,6 +283,7 @@ def test_parse_requirements_as_pip_does():
     ("torch==2.5.1\n", True, "torch==2.5.1+cu124"),
     ("torch==2.14.1+cu126 --hash=sha256:00ff\n", None, None),  # a local version the default index lacks
     ("--index-url https://mirror.invalid/simple\ntorch==2.14.1\n", None, None),
+    ("torchvision==0.20.1\n", None, None),  # which torch it comes with is not in the file
 ])
 def test_check_file_reads_index_lines(matrix, text, fits, checked):
     t = target(matrix, "535.104.05", ["Tesla T4"], python="3.11")
@@ -399,3 +400,14 @@ def test_messages_have_no_empty_slots(matrix):
 
 def cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "cudamatrix", *args], capture_output=True, text=True, timeout=180)
+
+
+def test_check_installed_uses_the_detected_build(matrix):
+    env = validate(Environment, {"origin": "file", "driver": {"version": "535.104.05", "status": "ok"},
+                                 "gpus": [{"index": 0, "name": "Tesla T4", "compute_capability": "7.5"}],
+                                 "python": {"version": "3.11.4", "platform": "linux_x86_64"},
+                                 "packages": {"torch": "2.14.1"},
+                                 "frameworks": [{"name": "torch", "version": "2.14.1", "variant": "cu130"}]}, "env")
+    t = target(matrix, "535.104.05", ["Tesla T4"], python="3.11")
+    result = check_requirements(matrix, [t], env, None, None)
+    assert result["checked"] == ["torch==2.14.1+cu130"] and result["fits"] is False

@@ -105,7 +105,11 @@ def _file_request(matrix: Matrix, parsed: RequirementsFile, targets: list[Target
     local = torch_text.partition("+")[2] if torch_text else ""
     for req in parsed.requirements:
         cname = canonicalize_name(req.name)
-        if cname in ("torchvision", "torchaudio") and local:
+        if cname in ("torchvision", "torchaudio") and not any(canonicalize_name(r.name) == "torch"
+                                                              for r in parsed.requirements):
+            problems.append(f"{req}: the file pins no torch, so which torch build pip pairs it with is not known "
+                            f"(add the torch line the image installs)")
+        elif cname in ("torchvision", "torchaudio") and local:
             specs = []
             for s in req.specifier:
                 version = s.version
@@ -134,6 +138,10 @@ def check_requirements(matrix: Matrix, targets: list[Target], installed: Environ
             return {"fits": False, "checked": [], "problems": ["no installed environment to check"], "ways_out": []}
         nvidia = []
         texts = [f"{n}=={installed.packages[n]}" for n in FRAMEWORK_DISTS if n in installed.packages]
+        # the installed torch build is the one detected (a plain "2.5.1" from the default index is one variant)
+        build = next((f.variant for f in installed.frameworks if f.name == "torch" and f.variant), None)
+        if build:
+            texts = [f"{t}+{build}" if t.split("==")[0] in TORCH_DISTS and "+" not in t else t for t in texts]
     result: dict = {"checked": texts, "targets": [t.describe() for t in targets], "problems": problems,
                     "ways_out": []}
     if problems:
