@@ -138,8 +138,8 @@ def diagnose(env: Environment, matrix: Matrix) -> list[Finding]:
                         title=f"{label} is not in the matrix {matrix.meta.data_version}",
                         evidence=[f"variant {inst.variant_name or 'unknown'}"] +
                                  [f"unknown: {u}" for u in unknown],
-                        fix="update cudamatrix for newer matrix data; the findings below rest on what the "
-                            "environment states about the build"))
+                        fix="update cudamatrix for newer matrix data; the other findings about this build rest on "
+                            "what the environment states about it"))
             if var is None:
                 continue
         if has_gpu and var.cuda is None:
