@@ -28,10 +28,11 @@ def show(
     """Print matrix rows as tables, or as JSON (data.rows)."""
     from cudamatrix.matrix.data import load_matrix
     from cudamatrix.matrix.query import rows_for
+    from cudamatrix.schema import to_dict
 
     matrix = load_matrix(str(data_dir) if data_dir else None)
-    if family is None:
-        data = {"meta": matrix.meta.model_dump(mode="json"),
+    if family is None:  # the families and their row counts
+        data = {"meta": to_dict(matrix.meta), "families": list(FAMILIES),
                 "counts": {f: len(rows_for(matrix, f, None)) for f in FAMILIES}}
         finish("matrix show", 0, data, as_json, lambda: _human_summary(data))
     if family not in FAMILIES:

@@ -14,7 +14,8 @@ import sys
 from cudamatrix.errors import UsageError
 from cudamatrix.models import Driver, Environment, Framework, GpuInfo, Library, Note, Toolkit
 from cudamatrix.detect import smi
-from cudamatrix.detect._pyprobe import canonical, relevant
+from cudamatrix.detect._pyprobe import relevant
+from cudamatrix.names import canonical
 from cudamatrix.detect.driver import parse_proc_version
 from cudamatrix.detect.libraries import _soname_guess, library_name, parse_ldconfig, version_from_filename
 from cudamatrix.detect.python_env import other_variant, torch_variant

@@ -5,16 +5,26 @@ from __future__ import annotations
 
 from packaging.version import Version
 
-from cudamatrix.solve import rules
 from cudamatrix.errors import NoSolution
-from cudamatrix.models import Cause, WayOut
+from cudamatrix.matrix.data import Matrix
+from cudamatrix.models import Cause, Rejection, WayOut
+from cudamatrix.solve import rules
+from cudamatrix.solve.request import Request
+from cudamatrix.solve.search import Candidate, Verdict
+from cudamatrix.solve.target import Target
+
+Verdicts = dict[str, list[Verdict]]  # family -> why each of its candidates was turned down
 
 
-def no_solution(matrix, request, reps, unique, all_reasons, per_family, missing, rejected, combined=False):
+def no_solution(matrix: Matrix, request: Request, reps: list[Target], unique: dict[tuple, list[Target]],
+                verdicts: Verdicts, missing: list[str], rejected: list[Rejection],
+                combined: bool = False) -> NoSolution:
+    """The NoSolution for families with no fitting candidate (``missing``), or for a request whose
+    families fit one by one but not together (``combined``): typed causes, ways out, the rejections."""
     causes: list[Cause] = []
     ways: list[WayOut] = []
     for family in missing:
-        entries = all_reasons.get(family, [])
+        entries = verdicts.get(family, [])
         if not entries:
             causes.append(Cause(rule="request", message=f"the matrix has no {family} release"))
             continue
@@ -25,7 +35,7 @@ def no_solution(matrix, request, reps, unique, all_reasons, per_family, missing,
             continue
         names = {key: [t.name for t in group] for key, group in unique.items()}
         # in a fleet, a machine blocks when some build fits every other machine but not it
-        blocking: dict[tuple, tuple] = {}  # machine key -> (candidate, its reasons there)
+        blocking: dict[tuple, tuple[Candidate, list[rules.Reason]]] = {}  # machine -> (candidate, reasons there)
         if len(unique) > 1:
             for cand, rs, failing in in_request:
                 if len(failing) == 1:
@@ -96,8 +106,7 @@ def no_solution(matrix, request, reps, unique, all_reasons, per_family, missing,
                            "uninstall the conflicting framework or move it to its own environment"))
     summary = "; ".join(c.message for c in causes[:3])
     message = f"no consistent set for {' '.join(request.texts)}: {summary}"
-    detail = {"causes": [c.to_dict() for c in causes], "ways_out": [w.to_dict() for w in ways],
-              "rejected": [r.to_dict() for r in rejected[:200]]}
-    return NoSolution(message, hint="; ".join(w.message for w in ways) or None, detail=detail)
+    return NoSolution(message, causes=causes, ways_out=ways, rejected=list(rejected),
+                      hint="; ".join(w.message for w in ways) or None)
 
 

@@ -12,8 +12,7 @@ from cudamatrix.models import Environment
 from cudamatrix.solve.indexes import PYTORCH_INDEX_PREFIX
 from cudamatrix.solve.solver import parse_request, solve
 from cudamatrix.solve.target import Target
-
-FRAMEWORK_DISTS = ("torch", "torchvision", "torchaudio", "tensorflow", "jax", "jaxlib")
+from cudamatrix.names import FAMILIES, FRAMEWORK_DISTS
 
 
 def _variant_from_indexes(urls: list[str], mirror: str | None = None) -> str | None:
@@ -41,7 +40,7 @@ def check_requirements(matrix: Matrix, targets: list[Target], installed: Environ
             if cname.startswith("nvidia-"):
                 nvidia.append(req)
                 continue
-            if cname in ("torch", "torchvision", "torchaudio") and variant:
+            if cname in FAMILIES["torch"].distributions and variant:
                 specs = []
                 for s in req.specifier:
                     version = s.version
@@ -66,9 +65,9 @@ def check_requirements(matrix: Matrix, targets: list[Target], installed: Environ
         solution = solve(targets, request, matrix, installed=None)
     except NoSolution as exc:
         result["fits"] = False
-        result["problems"] = [c["message"] + (f" (blocks: {', '.join(c['machines'])})" if c.get("machines") else "")
-                              for c in exc.detail["causes"]]
-        result["ways_out"] = [w["message"] for w in exc.detail["ways_out"]]
+        result["problems"] = [c.message + (f" (blocks: {', '.join(c.machines)})" if c.machines else "")
+                              for c in exc.causes]
+        result["ways_out"] = [w.message for w in exc.ways_out]
         return result
     # nvidia-* pins in the file must agree with what the chosen builds declare
     wanted = {p.name: p.version for p in solution.packages if p.name.startswith("nvidia-")}
