@@ -18,7 +18,7 @@ from typing import Annotated, Any, Callable, Literal, TypeVar, Union
 
 from packaging.version import Version
 
-from cudamatrix.errors import DataError
+from cudamatrix.errors import CudamatrixError, DataError
 
 T = TypeVar("T")
 
@@ -137,11 +137,15 @@ Spec = Annotated[str, _Check(_specifier, plain=False)]  # a PEP 440 specifier se
 Req = Annotated[str, _Check(_requirement, plain=False)]  # a PEP 508 requirement
 
 
-@lru_cache(maxsize=None)
-def _adapter(cls: type) -> Any:
-    from pydantic import TypeAdapter
+_ADAPTERS: dict[type, Any] = {}
 
-    return TypeAdapter(cls)
+
+def _adapter(cls: type) -> Any:
+    if cls not in _ADAPTERS:
+        from pydantic import TypeAdapter
+
+        _ADAPTERS[cls] = TypeAdapter(cls)
+    return _ADAPTERS[cls]
 
 
 def dotted(loc: tuple) -> str:
@@ -155,7 +159,7 @@ def dotted(loc: tuple) -> str:
     return out
 
 
-def validate(cls: type[T], data: Any, where: str | None, error: type[Exception] = DataError) -> T:
+def validate(cls: type[T], data: Any, where: str | None, error: type[CudamatrixError] = DataError) -> T:
     """Validate ``data`` into ``cls``; on failure raise ``error`` naming ``where`` and each dotted path.
 
     ``where=None``: ``data`` maps file stems to their contents, and each problem names its own file
@@ -229,10 +233,15 @@ def _converter(tp: Any) -> Callable[[Any], Any]:
     return _identity
 
 
-@lru_cache(maxsize=None)
+_PLANS: dict[type, dict[str, Callable[[Any], Any]]] = {}
+
+
 def _plan(cls: type) -> dict[str, Callable[[Any], Any]]:
-    hints = typing.get_type_hints(cls, include_extras=True)
-    return {f.name: _converter(hints[f.name]) for f in dataclasses.fields(cls)}
+    """Per field of the dataclass ``cls``: the converter of its JSON value (worked out once per class)."""
+    if cls not in _PLANS:
+        hints = typing.get_type_hints(cls, include_extras=True)
+        _PLANS[cls] = {f.name: _converter(hints[f.name]) for f in dataclasses.fields(cls)}
+    return _PLANS[cls]
 
 
 def build(cls: type[T], data: Any) -> T:
@@ -247,4 +256,4 @@ def build(cls: type[T], data: Any) -> T:
     unknown = set(data) - set(plan)
     if unknown:
         raise TypeError(f"{cls.__name__}: unknown keys {sorted(unknown)}")
-    return cls(**{k: plan[k](v) for k, v in data.items()})  # type: ignore[call-arg]
+    return cls(**{k: plan[k](v) for k, v in data.items()})

@@ -7,9 +7,9 @@ from typing import Optional
 import typer
 
 from cudamatrix import render
-from cudamatrix.errors import UsageError
 from cudamatrix.cli.app import app
 from cudamatrix.cli.common import Done, finish, guarded
+from cudamatrix.errors import UsageError
 
 matrix_app = typer.Typer(help="Show or validate the compatibility matrix.", no_args_is_help=True)
 app.add_typer(matrix_app, name="matrix")

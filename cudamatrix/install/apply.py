@@ -10,7 +10,6 @@ again and anything still different is named. The error carries the installer's o
 from __future__ import annotations
 
 import json
-import re
 import signal
 import threading
 from typing import Callable

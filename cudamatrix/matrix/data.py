@@ -18,8 +18,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from packaging.version import Version
-
 from cudamatrix.errors import DataError
 from cudamatrix.schema import CC, FORBID, Req, Spec, Ver, build, cc_key, normalize_cc, validate  # noqa: F401
 

@@ -37,19 +37,19 @@ def no_solution(matrix: Matrix, request: Request, reps: list[Target], unique: di
         # in a fleet, a machine blocks when some build fits every other machine but not it
         blocking: dict[tuple, tuple[Candidate, list[rules.Reason]]] = {}  # machine -> (candidate, reasons there)
         if len(unique) > 1:
-            for cand, rs, failing in in_request:
+            for cand, _, failing in in_request:
                 if len(failing) == 1:
                     (key, found), = failing.items()
                     if key not in blocking or cand.release.version > blocking[key][0].release.version:
                         blocking[key] = (cand, found)
         if blocking:
-            for key, (cand, found) in blocking.items():
+            for key, (_, found) in blocking.items():
                 causes.append(Cause(rule=found[0].rule, machines=sorted(names[key]),
                                     message=f"{', '.join(names[key])}: {found[0].message} "
                                             f"(it fits every other machine)"))
         else:
             by_rule: dict[str, tuple[rules.Reason, set[str]]] = {}
-            for cand, rs, failing in in_request:
+            for _, rs, failing in in_request:
                 for r in rs:
                     by_rule.setdefault(r.rule, (r, set()))[1].update(n for k in failing for n in names[k])
             for rule, (reason, machines) in by_rule.items():
@@ -95,8 +95,8 @@ def no_solution(matrix: Matrix, request: Request, reps: list[Target], unique: di
                                                                  f"({family} supports {', '.join(pys[-4:])})"))
     if combined:
         shared = [r for r in rejected if "shared_nvidia" in r.rules or "co_installed" in r.rules]
-        for r in shared[:5]:
-            causes.append(Cause(rule=r.rules[0], message=r.reasons[0]))
+        for rejection in shared[:5]:
+            causes.append(Cause(rule=rejection.rules[0], message=rejection.reasons[0]))
         if not causes:
             causes.append(Cause(rule="shared_nvidia", message="no combination of the requested frameworks shares "
                                                               "one consistent set of nvidia-* wheels"))

@@ -4,15 +4,15 @@ from __future__ import annotations
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from cudamatrix.solve import rules
 from cudamatrix.errors import NoSolution
-from cudamatrix.solve.lockfile import base_image, parse_requirements
 from cudamatrix.matrix.data import Matrix
 from cudamatrix.models import Environment
+from cudamatrix.names import FAMILIES, FRAMEWORK_DISTS
+from cudamatrix.solve import rules
 from cudamatrix.solve.indexes import PYTORCH_INDEX_PREFIX
+from cudamatrix.solve.lockfile import base_image, parse_requirements
 from cudamatrix.solve.solver import parse_request, solve
 from cudamatrix.solve.target import Target
-from cudamatrix.names import FAMILIES, FRAMEWORK_DISTS
 
 
 def _variant_from_indexes(urls: list[str], mirror: str | None = None) -> str | None:
