@@ -213,12 +213,12 @@ def _converter(tp: Any) -> Callable[[Any], Any]:
     if origin is list:
         item = _converter(typing.get_args(tp)[0])
         if item is _identity:
-            return list
+            return _identity  # a fresh list from the JSON parser: kept
         return lambda value: [item(v) for v in value]
     if origin is dict:
         item = _converter(typing.get_args(tp)[1])
         if item is _identity:
-            return dict
+            return _identity
         return lambda value: {k: item(v) for k, v in value.items()}
     if origin in (Union, types.UnionType):
         inner = [a for a in typing.get_args(tp) if a is not type(None)]
@@ -233,14 +233,23 @@ def _converter(tp: Any) -> Callable[[Any], Any]:
     return _identity
 
 
-_PLANS: dict[type, dict[str, Callable[[Any], Any]]] = {}
+_PLANS: dict[type, dict[str, Callable[[Any], Any] | None]] = {}
 
 
-def _plan(cls: type) -> dict[str, Callable[[Any], Any]]:
-    """Per field of the dataclass ``cls``: the converter of its JSON value (worked out once per class)."""
+def _plan(cls: type) -> dict[str, Callable[[Any], Any] | None]:
+    """Per field of the dataclass ``cls``: the converter of its JSON value, None where the JSON value is
+    kept as it is (worked out once per class)."""
     if cls not in _PLANS:
-        hints = typing.get_type_hints(cls, include_extras=True)
-        _PLANS[cls] = {f.name: _converter(hints[f.name]) for f in dataclasses.fields(cls)}
+        fields = dataclasses.fields(cls)
+        if any(isinstance(f.type, str) for f in fields):  # string annotations: evaluate them (slower)
+            hints = typing.get_type_hints(cls, include_extras=True)
+        else:
+            hints = {f.name: f.type for f in fields}
+        plan: dict[str, Callable[[Any], Any] | None] = {}
+        for f in fields:
+            conv = _converter(hints[f.name])
+            plan[f.name] = None if conv is _identity else conv
+        _PLANS[cls] = plan
     return _PLANS[cls]
 
 
@@ -253,7 +262,11 @@ def build(cls: type[T], data: Any) -> T:
     if not isinstance(data, dict):
         raise TypeError(f"{cls.__name__}: an object is needed, got {type(data).__name__}")
     plan = _plan(cls)
-    unknown = set(data) - set(plan)
-    if unknown:
-        raise TypeError(f"{cls.__name__}: unknown keys {sorted(unknown)}")
-    return cls(**{k: plan[k](v) for k, v in data.items()})
+    kwargs = {}
+    for key, value in data.items():
+        try:
+            conv = plan[key]
+        except KeyError:
+            raise TypeError(f"{cls.__name__}: unknown key {key!r}") from None
+        kwargs[key] = value if conv is None else conv(value)
+    return cls(**kwargs)

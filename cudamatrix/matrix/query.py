@@ -9,6 +9,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
 from cudamatrix.matrix.data import Architecture, CudaRelease, CudnnRelease, FrameworkRelease, Gpu, Matrix
+from cudamatrix.names import FAMILY_NAMES
 from cudamatrix.schema import normalize_cc, to_dict
 
 
@@ -92,7 +93,7 @@ def driver_version(text: str) -> tuple[int, ...]:
 
 def rows_for(matrix: Matrix, family: str, key: str | None) -> list[dict]:
     """Rows of one family as plain dicts (the public ``matrix show --json`` shape)."""
-    if family in ("torch", "tensorflow", "jax", "cuda", "cudnn"):
+    if family in (*FAMILY_NAMES, "cuda", "cudnn"):
         versioned: list[FrameworkRelease] | list[CudaRelease] | list[CudnnRelease] = (
             matrix.cuda.releases if family == "cuda" else
             matrix.cudnn.releases if family == "cudnn" else matrix.frameworks(family))
@@ -201,7 +202,7 @@ def lint(matrix: Matrix) -> list[str]:
 
     # Frameworks
     cuda_versions = {r.version.release[:2] for r in matrix.cuda.releases}
-    for family in ("torch", "tensorflow", "jax"):
+    for family in FAMILY_NAMES:
         seen = set()
         for i, fw_rel in enumerate(matrix.frameworks(family)):
             where = f"{family}.json: releases[{i}]"
