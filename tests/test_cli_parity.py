@@ -87,3 +87,21 @@ def test_positional_arguments_read_the_same(monkeypatch, name: str):
 def test_anything_else_goes_to_typer(argv):
     name = "lock"
     assert parse(COMMANDS[name], argv) is None
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_command_functions_take_exactly_the_declared_parameters(name: str):
+    # both parsers pass every declared option; the functions' own defaults (for Python callers) must agree
+    import importlib
+    import inspect
+
+    spec = COMMANDS[name]
+    func = inspect.unwrap(getattr(importlib.import_module(f"cudamatrix.cli.{spec.module}"), spec.function))
+    params = inspect.signature(func).parameters
+    declared = {o.param: o.default for o in spec.options}
+    if spec.positional:
+        declared[spec.positional.param] = None
+    assert set(params) == set(declared)
+    for param, default in declared.items():
+        own = params[param].default
+        assert own == default or (own is None and default == []), (param, own, default)
