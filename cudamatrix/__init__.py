@@ -3,7 +3,7 @@
 Public API (each a stage of the pipeline; heavy work is imported lazily)::
 
     detect() -> Environment
-    solve(environments, request) -> Solution
+    solve(targets, request, matrix, *, installed=None) -> Solution
     fix() -> result of detect, solve, apply and verify (for notebooks)
 """
 from __future__ import annotations

@@ -6,6 +6,10 @@ and carries its exit code. Anything else is a bug and keeps its traceback.
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the models import this module; the annotations need no import at run time
+    from cudamatrix.models import Cause, Rejection, WayOut
 
 
 class Exit(IntEnum):
@@ -56,9 +60,21 @@ class DataError(CudamatrixError):
 
 
 class NoSolution(CudamatrixError):
-    """The solver found no consistent set; ``detail`` holds the structured causes."""
+    """The solver found no consistent set: typed ``causes`` (the rule, its sentence, the machines it
+    blocks), ``ways_out`` (the nearest changes that would give one) and the ``rejected`` candidates.
+
+    ``detail`` is their JSON form (``data.causes``, ``data.ways_out``, ``data.rejected`` of the envelope)."""
 
     exit_code = Exit.NO_SOLUTION
+
+    def __init__(self, message: str, *, causes: list[Cause], ways_out: list[WayOut],
+                 rejected: list[Rejection] | None = None, hint: str | None = None) -> None:
+        self.causes = list(causes)
+        self.ways_out = list(ways_out)
+        self.rejected = list(rejected or [])
+        super().__init__(message, hint=hint, detail={
+            "causes": [c.to_dict() for c in self.causes], "ways_out": [w.to_dict() for w in self.ways_out],
+            "rejected": [r.to_dict() for r in self.rejected[:200]]})
 
 
 class InstallFailed(CudamatrixError):

@@ -6,9 +6,8 @@ Every model forbids unknown keys so that a saved ``detect --json`` read back by 
 """
 from __future__ import annotations
 
-from typing import Any, Literal
-
 from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from cudamatrix.schema import FORBID, to_dict
 

@@ -4,19 +4,21 @@ The models are plain standard-library dataclasses, so that the hot path (``detec
 ``fix`` on a healthy environment) never imports pydantic. Validation of untrusted input
 (a data file, a saved environment) builds a pydantic ``TypeAdapter`` over the same dataclasses on
 demand: unknown keys are refused, and an error names the file and the dotted path of the bad value.
-Field annotations are strings (``from __future__ import annotations``); the special names used in
-them (``Ver``, ``Spec``, ``CC``, ``Req``) are bound to pydantic validators only when validating.
+The special field types (``Ver``, ``Spec``, ``CC``, ``Req``) are ``Annotated`` types defined here whose
+metadata tells pydantic how to check them; :func:`build` turns trusted JSON (the shipped matrix) into
+the same dataclasses without pydantic.
 """
 from __future__ import annotations
 
 import dataclasses
-import sys
+import types
+import typing
 from functools import lru_cache
-from typing import Any, TypeVar
+from typing import Annotated, Any, Callable, Literal, TypeVar, Union
 
 from packaging.version import Version
 
-from cudamatrix.errors import DataError
+from cudamatrix.errors import CudamatrixError, DataError
 
 T = TypeVar("T")
 
@@ -110,34 +112,40 @@ def _check_requirement(value: str) -> str:
     return value
 
 
-def _bind_validator_names() -> None:
-    """Bind the annotation names to pydantic validators in every module that defines models."""
-    from typing import Annotated
+class _Check:
+    """Validation metadata for ``Annotated[...]`` fields, read by pydantic only when it validates.
 
-    from pydantic import AfterValidator, PlainValidator
+    It implements pydantic's ``__get_pydantic_core_schema__`` hook itself, so that defining the annotated
+    types below imports nothing from pydantic: the run-time path builds the dataclasses without it."""
 
-    names = {
-        "Ver": Annotated[Version, PlainValidator(_version)],
-        "Spec": Annotated[str, AfterValidator(_specifier)],
-        "CC": Annotated[str, AfterValidator(_normalize_cc)],
-        "Req": Annotated[str, AfterValidator(_requirement)],
-    }
-    for modname in ("cudamatrix.matrix.data", "cudamatrix.models"):
-        module = sys.modules.get(modname)
-        if module is not None:
-            for key, value in names.items():
-                module.__dict__.setdefault(key, value)
+    def __init__(self, func: Callable[[Any], Any], plain: bool) -> None:
+        self.func = func
+        self.plain = plain  # True: the function alone parses the value; False: after the str check
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
+        from pydantic_core import core_schema
+
+        if self.plain:
+            return core_schema.no_info_plain_validator_function(self.func)
+        return core_schema.no_info_after_validator_function(self.func, handler(source))
 
 
-@lru_cache(maxsize=None)
-def _adapter(cls: type):
-    import importlib
+# The annotated types of the matrix rows: what they hold at run time, and what validation checks.
+Ver = Annotated[Version, _Check(_version, plain=True)]  # a version string, parsed
+CC = Annotated[str, _Check(_normalize_cc, plain=False)]  # a compute capability, normalised to "7.5"
+Spec = Annotated[str, _Check(_specifier, plain=False)]  # a PEP 440 specifier set
+Req = Annotated[str, _Check(_requirement, plain=False)]  # a PEP 508 requirement
 
-    importlib.import_module(cls.__module__)
-    _bind_validator_names()
-    from pydantic import TypeAdapter
 
-    return TypeAdapter(cls)
+_ADAPTERS: dict[type, Any] = {}
+
+
+def _adapter(cls: type) -> Any:
+    if cls not in _ADAPTERS:
+        from pydantic import TypeAdapter
+
+        _ADAPTERS[cls] = TypeAdapter(cls)
+    return _ADAPTERS[cls]
 
 
 def dotted(loc: tuple) -> str:
@@ -151,7 +159,7 @@ def dotted(loc: tuple) -> str:
     return out
 
 
-def validate(cls: type[T], data: Any, where: str | None, error: type[Exception] = DataError) -> T:
+def validate(cls: type[T], data: Any, where: str | None, error: type[CudamatrixError] = DataError) -> T:
     """Validate ``data`` into ``cls``; on failure raise ``error`` naming ``where`` and each dotted path.
 
     ``where=None``: ``data`` maps file stems to their contents, and each problem names its own file
@@ -185,3 +193,80 @@ def to_dict(obj: Any) -> Any:
     if isinstance(obj, Version):
         return str(obj)
     return obj
+
+
+# --- building trusted data without validation -----------------------------------------------------
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+def _converter(tp: Any) -> Callable[[Any], Any]:
+    """A function turning JSON for type ``tp`` into the value the dataclass holds."""
+    origin = typing.get_origin(tp)
+    if origin is Annotated:
+        return _converter(typing.get_args(tp)[0])
+    if tp is Version:
+        return _parse_version
+    if dataclasses.is_dataclass(tp):
+        return lambda value: build(tp, value)  # type: ignore[arg-type]
+    if origin is list:
+        item = _converter(typing.get_args(tp)[0])
+        if item is _identity:
+            return _identity  # a fresh list from the JSON parser: kept
+        return lambda value: [item(v) for v in value]
+    if origin is dict:
+        item = _converter(typing.get_args(tp)[1])
+        if item is _identity:
+            return _identity
+        return lambda value: {k: item(v) for k, v in value.items()}
+    if origin in (Union, types.UnionType):
+        inner = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(inner) == 1:
+            conv = _converter(inner[0])
+            if conv is _identity:
+                return conv
+            return lambda value: None if value is None else conv(value)
+        return _identity
+    if origin is Literal or tp in (str, int, float, bool, Any):
+        return _identity
+    return _identity
+
+
+_PLANS: dict[type, dict[str, Callable[[Any], Any] | None]] = {}
+
+
+def _plan(cls: type) -> dict[str, Callable[[Any], Any] | None]:
+    """Per field of the dataclass ``cls``: the converter of its JSON value, None where the JSON value is
+    kept as it is (worked out once per class)."""
+    if cls not in _PLANS:
+        fields = dataclasses.fields(cls)
+        if any(isinstance(f.type, str) for f in fields):  # string annotations: evaluate them (slower)
+            hints = typing.get_type_hints(cls, include_extras=True)
+        else:
+            hints = {f.name: f.type for f in fields}
+        plan: dict[str, Callable[[Any], Any] | None] = {}
+        for f in fields:
+            conv = _converter(hints[f.name])
+            plan[f.name] = None if conv is _identity else conv
+        _PLANS[cls] = plan
+    return _PLANS[cls]
+
+
+def build(cls: type[T], data: Any) -> T:
+    """Build the dataclass ``cls`` from trusted JSON (the shipped matrix) without validating it.
+
+    Versions are parsed, nested dataclasses built; nothing else is checked, so use :func:`validate`
+    for anything a user supplied. The tests check that both give the same result on the shipped data.
+    Raises TypeError or ValueError on data of the wrong shape."""
+    if not isinstance(data, dict):
+        raise TypeError(f"{cls.__name__}: an object is needed, got {type(data).__name__}")
+    plan = _plan(cls)
+    kwargs = {}
+    for key, value in data.items():
+        try:
+            conv = plan[key]
+        except KeyError:
+            raise TypeError(f"{cls.__name__}: unknown key {key!r}") from None
+        kwargs[key] = value if conv is None else conv(value)
+    return cls(**kwargs)

@@ -14,7 +14,8 @@ read again from the default index through pip and merged over them:
 Prints a diff-like summary of what changed against data/*.json; writes only with ``--write``.
 Exit codes: 0 no change (or written), 1 changes found (check mode), 2 pip or the index failed.
 
-Standard library and ``packaging`` only. Pure functions first (tested in tests/test_refresh.py),
+Standard library, ``packaging`` and this checkout's ``cudamatrix`` (its one subprocess helper, its
+compute-capability parser). Pure functions first (tested in tests/test_refresh.py),
 then the I/O (every subprocess and request has a timeout), then the CLI.
 """
 from __future__ import annotations
@@ -37,6 +38,9 @@ from packaging.version import InvalidVersion, Version
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "data"
+sys.path.insert(0, str(ROOT))  # this checkout's cudamatrix, installed or not
+from cudamatrix import proc  # noqa: E402
+from cudamatrix.schema import normalize_cc  # noqa: E402
 PYTHONS = ("3.6", "3.7", "3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "3.14")
 # platform tags pip is asked about, per cudamatrix Platform name
 PLATFORM_TAGS = {
@@ -168,8 +172,7 @@ def parse_tf_build_info(text: str) -> dict[str, Any]:
 
 
 def _cc(tag: str) -> str:
-    digits = re.sub(r"^(sm_|compute_)", "", tag)
-    return f"{digits[:-1]}.{digits[-1]}"
+    return normalize_cc(tag)  # "sm_90a" -> "9.0a", as the data writes arch-specific targets
 
 
 def python_support(by_python: dict[str, set[str]]) -> dict[str, list[str]]:
@@ -325,9 +328,15 @@ def _env() -> dict[str, str]:
     return env
 
 
-def run(argv: list[str], timeout: int = TIMEOUT) -> subprocess.CompletedProcess[str]:
-    """The one subprocess helper: no shell, captured output, a timeout."""
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=_env(), check=False)
+def run(argv: list[str], timeout: int = TIMEOUT) -> proc.Result:
+    """Through cudamatrix's one subprocess helper (no shell, captured output, a timeout); a hang or a
+    missing program raises, so that the CLI reports the failure instead of reading it as "no wheel"."""
+    result = proc.run(argv, timeout=timeout, env=_env())
+    if result.timed_out:
+        raise subprocess.TimeoutExpired(argv, timeout)
+    if result.returncode is None:
+        raise OSError(f"{argv[0]}: {result.error}")
+    return result
 
 
 def _target(python: str | None, platform: str | None) -> list[str]:
@@ -531,6 +540,15 @@ def main(argv: list[str] | None = None) -> int:
             changed = True
             if args.write:
                 path.write_text(json.dumps(new, indent=2, ensure_ascii=False) + "\n")
+    if args.write and changed:  # the run time trusts the shipped data: validate what was written
+        from cudamatrix.errors import DataError
+        from cudamatrix.matrix.data import load_matrix_from
+
+        try:
+            load_matrix_from(args.data)
+        except DataError as exc:
+            log(f"the written data does not validate:\n{exc.message}")
+            return 2
     return 0 if args.write or not changed else 1
 
 

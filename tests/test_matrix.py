@@ -178,7 +178,7 @@ def test_lint_finds_duplicates_and_decreasing_drivers(data_copy: Path):
         rows = [r for r in d["releases"] if r["version"].startswith("12.") and r.get("linux_min_driver")]
         rows[-1]["linux_min_driver"] = "400.1"
     _edit(data_copy / "cuda.json", decrease)
-    problems = lint(load_matrix_from(data_copy, use_cache=False))
+    problems = lint(load_matrix_from(data_copy))
     assert any("duplicate row" in p for p in problems)
     assert any("decreases within CUDA 12" in p for p in problems)
     out = cli("matrix", "validate", str(data_copy))

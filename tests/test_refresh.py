@@ -165,3 +165,9 @@ def test_shipped_framework_files_validate_and_name_real_cuda_releases():
     assert [n for n, v in variants.items() if v.get("pypi_default")] == ["cu124"]
     for n in ("cu118", "cu121", "cu124"):
         assert variants[n]["cuda"] and variants[n]["cudnn"] and variants[n]["archs"]
+
+
+def test_arch_specific_targets_are_written_as_the_data_writes_them():
+    # TensorFlow's build_info lists "sm_90a"; the matrix writes arch-specific targets as "9.0a"
+    assert [refresh._cc(t) for t in ("sm_60", "sm_90a", "compute_90", "sm_100f", "sm_120")] == \
+        ["6.0", "9.0a", "9.0", "10.0f", "12.0"]

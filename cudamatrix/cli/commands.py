@@ -1,9 +1,12 @@
 """Typer declarations of the commands whose bodies live in typer-free modules (detect, doctor, solve, lock,
-check, env, fix, verify), so that :mod:`cudamatrix.cli.fast` can run plain invocations without typer."""
+check, env, fix, verify), so that :mod:`cudamatrix.cli.fast` can run plain invocations without typer.
+
+Flags, help and defaults are declared once, in :mod:`cudamatrix.cli.options`; the signatures below only
+give typer the parameter types."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import typer
 
@@ -11,27 +14,31 @@ from cudamatrix.cli.app import app
 from cudamatrix.cli.detect_cmd import run_detect
 from cudamatrix.cli.doctor_cmd import run_doctor
 from cudamatrix.cli.fix_cmd import run_fix, run_verify
+from cudamatrix.cli.options import COMMANDS
 from cudamatrix.cli.solve_cmd import run_check, run_env, run_lock, run_solve
 
-JsonOpt = typer.Option(False, "--json", help="Print the JSON envelope.")
-EnvOpt = typer.Option([], "--env", help="A saved `detect --json` (repeatable: the answer must hold on every machine).")
-DriverOpt = typer.Option(None, "--driver", help="Target driver version, e.g. 535.104.05.")
-GpuOpt = typer.Option([], "--gpu", help='Target GPU: a name ("Tesla T4"), sm_75 or 7.5 (repeatable).')
-PythonOpt = typer.Option(None, "--python", help="Target Python version (3.10), or the path of an interpreter to inspect.")
-PlatformOpt = typer.Option(None, "--platform", help="linux_x86_64 | linux_aarch64 | win_amd64")
-ToolkitOpt = typer.Option(None, "--cuda-toolkit", help="Target CUDA toolkit version, if one is installed there.")
-DataOpt = typer.Option(None, "--data", help="Read the matrix from this folder.", hidden=True)
-MirrorOpt = typer.Option(None, "--mirror", help="Replace https://download.pytorch.org/whl with this mirror in index URLs.")
+
+def _o(command: str, param: str) -> Any:
+    """The typer option for ``param`` of ``command``, from the one declaration in the options table."""
+    o = COMMANDS[command].option(param)
+    default = list(o.default) if isinstance(o.default, list) else o.default
+    return typer.Option(default, *o.flags, help=o.help or None, hidden=o.hidden)
+
+
+def _a(command: str) -> Any:
+    arg = COMMANDS[command].positional
+    assert arg is not None
+    return typer.Argument(None, help=arg.help)
 
 
 @app.command("solve")
 def solve(
-    requirements: List[str] = typer.Argument(None, help="PEP 508 requirements: torch>=2.3 torchvision tensorflow==2.15.*"),
-    env: List[Path] = EnvOpt, driver: Optional[str] = DriverOpt, gpu: List[str] = GpuOpt,
-    python: Optional[str] = PythonOpt, platform: Optional[str] = PlatformOpt,
-    cuda_toolkit: Optional[str] = ToolkitOpt,
-    explain: bool = typer.Option(False, "--explain", help="Show the decision trace and rejected candidates."),
-    mirror: Optional[str] = MirrorOpt, as_json: bool = JsonOpt, data_dir: Optional[Path] = DataOpt,
+    requirements: List[str] = _a("solve"),
+    env: List[Path] = _o("solve", "env"), driver: Optional[str] = _o("solve", "driver"),
+    gpu: List[str] = _o("solve", "gpu"), python: Optional[str] = _o("solve", "python"),
+    platform: Optional[str] = _o("solve", "platform"), cuda_toolkit: Optional[str] = _o("solve", "cuda_toolkit"),
+    explain: bool = _o("solve", "explain"), mirror: Optional[str] = _o("solve", "mirror"),
+    as_json: bool = _o("solve", "as_json"), data_dir: Optional[Path] = _o("solve", "data_dir"),
 ) -> None:
     """The consistent set for the target: exact versions, variant, index, CUDA/cuDNN, the pip command."""
     run_solve(requirements=requirements, env=env, driver=driver, gpu=gpu, python=python, platform=platform,
@@ -40,13 +47,13 @@ def solve(
 
 @app.command("lock")
 def lock(
-    requirements: List[str] = typer.Argument(None, help="PEP 508 requirements."),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write here (default: stdout)."),
-    fmt: str = typer.Option("requirements", "--format", help="requirements | uv"),
-    env: List[Path] = EnvOpt, driver: Optional[str] = DriverOpt, gpu: List[str] = GpuOpt,
-    python: Optional[str] = PythonOpt, platform: Optional[str] = PlatformOpt,
-    cuda_toolkit: Optional[str] = ToolkitOpt, mirror: Optional[str] = MirrorOpt, as_json: bool = JsonOpt,
-    data_dir: Optional[Path] = DataOpt,
+    requirements: List[str] = _a("lock"),
+    output: Optional[Path] = _o("lock", "output"), fmt: str = _o("lock", "fmt"),
+    env: List[Path] = _o("lock", "env"), driver: Optional[str] = _o("lock", "driver"),
+    gpu: List[str] = _o("lock", "gpu"), python: Optional[str] = _o("lock", "python"),
+    platform: Optional[str] = _o("lock", "platform"), cuda_toolkit: Optional[str] = _o("lock", "cuda_toolkit"),
+    mirror: Optional[str] = _o("lock", "mirror"), as_json: bool = _o("lock", "as_json"),
+    data_dir: Optional[Path] = _o("lock", "data_dir"),
 ) -> None:
     """A pinned requirements file (or uv project configuration) for the target."""
     run_lock(requirements=requirements, output=output, fmt=fmt, env=env, driver=driver, gpu=gpu, python=python,
@@ -55,11 +62,12 @@ def lock(
 
 @app.command("check")
 def check(
-    requirement_file: Optional[Path] = typer.Option(None, "-r", "--requirement", help="A requirements file to check."),
-    env: List[Path] = EnvOpt, driver: Optional[str] = DriverOpt, gpu: List[str] = GpuOpt,
-    python: Optional[str] = PythonOpt, platform: Optional[str] = PlatformOpt,
-    cuda_toolkit: Optional[str] = ToolkitOpt, mirror: Optional[str] = MirrorOpt, as_json: bool = JsonOpt,
-    data_dir: Optional[Path] = DataOpt,
+    requirement_file: Optional[Path] = _o("check", "requirement_file"),
+    env: List[Path] = _o("check", "env"), driver: Optional[str] = _o("check", "driver"),
+    gpu: List[str] = _o("check", "gpu"), python: Optional[str] = _o("check", "python"),
+    platform: Optional[str] = _o("check", "platform"), cuda_toolkit: Optional[str] = _o("check", "cuda_toolkit"),
+    mirror: Optional[str] = _o("check", "mirror"), as_json: bool = _o("check", "as_json"),
+    data_dir: Optional[Path] = _o("check", "data_dir"),
 ) -> None:
     """Gate a Docker build: exit 0 if the requirements (or what is installed) fit the target, 1 if not."""
     run_check(requirement_file=requirement_file, env=env, driver=driver, gpu=gpu, python=python, platform=platform,
@@ -68,10 +76,8 @@ def check(
 
 @app.command("env")
 def env(
-    shell: str = typer.Option("bash", "--shell", help="bash | fish | powershell"),
-    env: List[Path] = EnvOpt,
-    python: Optional[str] = typer.Option(None, "--python", help="Inspect the interpreter at this path."),
-    as_json: bool = JsonOpt,
+    shell: str = _o("env", "shell"), env: List[Path] = _o("env", "env"),
+    python: Optional[str] = _o("env", "python"), as_json: bool = _o("env", "as_json"),
 ) -> None:
     """Print the exports that fix library paths for this environment (nothing when nothing needs fixing)."""
     run_env(shell=shell, env=env, python=python, as_json=as_json)
@@ -79,11 +85,9 @@ def env(
 
 @app.command("detect")
 def detect(
-    as_json: bool = typer.Option(False, "--json", help="Print the JSON envelope (data.environment)."),
-    python: Optional[str] = typer.Option(None, "--python", help="Inspect the Python environment of this interpreter."),
-    reports: Optional[List[str]] = typer.Option(None, "--from", help="Read pasted tool output from FILE (- for stdin); repeatable."),
-    env_file: Optional[str] = typer.Option(None, "--env", help="Read a saved `detect --json` file and print it again."),
-    timeout: float = typer.Option(5.0, "--timeout", help="Seconds allowed to each probe's subprocess."),
+    as_json: bool = _o("detect", "as_json"), python: Optional[str] = _o("detect", "python"),
+    reports: Optional[List[str]] = _o("detect", "reports"), env_file: Optional[str] = _o("detect", "env_file"),
+    timeout: float = _o("detect", "timeout"),
 ) -> None:
     """Detect driver, GPUs, CUDA libraries, toolkits, frameworks and context. Exit 0; 2 on bad input."""
     run_detect(as_json=as_json, python=python, reports=reports, env_file=env_file, timeout=timeout)
@@ -91,11 +95,9 @@ def detect(
 
 @app.command("doctor")
 def doctor(
-    env: List[Path] = typer.Option([], "--env", help="A saved `detect --json`."),
-    from_: List[str] = typer.Option([], "--from", help="Pasted tool outputs (nvidia-smi, collect_env, ldconfig -p, pip freeze...); '-' for stdin."),
-    python: Optional[str] = typer.Option(None, "--python", help="Inspect the interpreter at this path."),
-    as_json: bool = JsonOpt,
-    data_dir: Optional[Path] = typer.Option(None, "--data", hidden=True),
+    env: List[Path] = _o("doctor", "env"), from_: List[str] = _o("doctor", "from_"),
+    python: Optional[str] = _o("doctor", "python"), as_json: bool = _o("doctor", "as_json"),
+    data_dir: Optional[Path] = _o("doctor", "data_dir"),
 ) -> None:
     """Detect and diagnose: findings with a code, severity, evidence and fix. Exit 1 on errors."""
     run_doctor(env=env, from_=from_, python=python, as_json=as_json, data_dir=data_dir)
@@ -103,24 +105,14 @@ def doctor(
 
 @app.command("fix")
 def fix(
-    requirements: List[str] = typer.Argument(None, help="PEP 508 requirements (default: the frameworks installed)."),
-    python: Optional[str] = typer.Option(None, "--python", help="Fix the interpreter at this path."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and change nothing."),
-    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask before installing."),
-    mirror: Optional[str] = typer.Option(None, "--mirror", help="Replace the https://download.pytorch.org/whl "
-                                                                "prefix of framework index URLs (a mirror)."),
-    allow_http: bool = typer.Option(False, "--allow-http", help="Allow plain-http index URLs (trusted networks)."),
-    installer: Optional[str] = typer.Option(None, "--installer", help="uv | pip (default: uv when on PATH)."),
-    write_activation: bool = typer.Option(False, "--write-activation",
-                                          help="Write the library-path changes as a shell snippet beside the environment."),
-    no_verify: bool = typer.Option(False, "--no-verify", help="Skip the GPU verification."),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Verify again even if the environment is unchanged."),
-    framework: str = typer.Option("all", "--framework", help="torch | tensorflow | jax | all (verification)."),
-    timeout: float = typer.Option(300.0, "--timeout", help="Seconds the verification may take."),
-    driver: Optional[str] = typer.Option(None, "--driver", help="Solve for this driver version instead of the detected one."),
-    gpu: List[str] = typer.Option([], "--gpu", help="Solve for this GPU (name, sm_XX or X.Y; repeatable)."),
-    as_json: bool = JsonOpt,
-    data_dir: Optional[str] = typer.Option(None, "--data", hidden=True),
+    requirements: List[str] = _a("fix"),
+    python: Optional[str] = _o("fix", "python"), dry_run: bool = _o("fix", "dry_run"), yes: bool = _o("fix", "yes"),
+    mirror: Optional[str] = _o("fix", "mirror"), allow_http: bool = _o("fix", "allow_http"),
+    installer: Optional[str] = _o("fix", "installer"), write_activation: bool = _o("fix", "write_activation"),
+    no_verify: bool = _o("fix", "no_verify"), no_cache: bool = _o("fix", "no_cache"),
+    framework: str = _o("fix", "framework"), timeout: float = _o("fix", "timeout"),
+    driver: Optional[str] = _o("fix", "driver"), gpu: List[str] = _o("fix", "gpu"),
+    as_json: bool = _o("fix", "as_json"), data_dir: Optional[str] = _o("fix", "data_dir"),
 ) -> None:
     """Make this environment consistent: install the solved set (minimal change), then verify on the GPU."""
     run_fix(requirements=requirements, python=python, dry_run=dry_run, yes=yes, mirror=mirror, allow_http=allow_http,
@@ -130,10 +122,8 @@ def fix(
 
 @app.command("verify")
 def verify(
-    framework: str = typer.Option("all", "--framework", help="torch | tensorflow | jax | all"),
-    python: Optional[str] = typer.Option(None, "--python", help="Verify the interpreter at this path."),
-    timeout: float = typer.Option(300.0, "--timeout", help="Seconds each framework's check may take."),
-    as_json: bool = JsonOpt,
+    framework: str = _o("verify", "framework"), python: Optional[str] = _o("verify", "python"),
+    timeout: float = _o("verify", "timeout"), as_json: bool = _o("verify", "as_json"),
 ) -> None:
     """Prove the GPU stack: a cuDNN convolution and a matmul on the GPU against the CPU, in a child process.
     Exit 0 verified, 5 failed, 6 not possible here (no GPU; the CPU path is still checked)."""

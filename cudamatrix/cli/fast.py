@@ -1,75 +1,70 @@
 """A fast path for plain invocations: typer's option processing imports pydantic (~80-100 ms here), which
-would double the cost of `detect`, `doctor`, `fix` (at the top of every notebook) and `solve`. Invocations
-made only of the options below are parsed here and call the very same command functions as typer does;
-anything else (--help, an unknown option, a missing value) returns None and goes through typer, which gives
+would double the cost of `detect`, `doctor`, `fix` (at the top of every notebook) and `solve`.
+
+The options are declared once, in :mod:`cudamatrix.cli.options`, which the typer declarations read too.
+An invocation made only of those options is parsed here and calls the very same command function with the
+same values typer would pass (``tests/test_cli_parity.py`` checks it for every option); anything else
+(--help, an unknown option, a missing or malformed value) returns None and goes through typer, which gives
 the usual help and usage errors."""
 from __future__ import annotations
 
+import copy
 from pathlib import Path
+from typing import Any
 
-_TARGET = {
-    "--env": ("env", "paths"), "--driver": ("driver", "value"), "--gpu": ("gpu", "list"),
-    "--python": ("python", "value"), "--platform": ("platform", "value"),
-    "--cuda-toolkit": ("cuda_toolkit", "value"), "--mirror": ("mirror", "value"), "--json": ("as_json", "flag"),
-}
-
-# command -> (module, function, positional parameter or None, {option: (parameter, kind)})
-# kinds: "flag", "value", "path", "list" (repeatable), "paths" (repeatable paths)
-FAST: dict[str, tuple[str, str, str | None, dict[str, tuple[str, str]]]] = {
-    "detect": ("detect_cmd", "run_detect", None, {
-        "--json": ("as_json", "flag"), "--python": ("python", "value"), "--from": ("reports", "list"),
-        "--env": ("env_file", "value")}),
-    "doctor": ("doctor_cmd", "run_doctor", None, {
-        "--json": ("as_json", "flag"), "--python": ("python", "value"), "--from": ("from_", "list"),
-        "--env": ("env", "paths")}),
-    "fix": ("fix_cmd", "run_fix", None, {
-        "--json": ("as_json", "flag"), "--yes": ("yes", "flag"), "-y": ("yes", "flag"),
-        "--python": ("python", "value"), "--framework": ("framework", "value")}),
-    "solve": ("solve_cmd", "run_solve", "requirements", {**_TARGET, "--explain": ("explain", "flag")}),
-    "lock": ("solve_cmd", "run_lock", "requirements", {
-        **_TARGET, "-o": ("output", "path"), "--output": ("output", "path"), "--format": ("fmt", "value")}),
-    "check": ("solve_cmd", "run_check", None, {
-        **_TARGET, "-r": ("requirement_file", "path"), "--requirement": ("requirement_file", "path")}),
-    "env": ("solve_cmd", "run_env", None, {
-        "--shell": ("shell", "value"), "--env": ("env", "paths"), "--python": ("python", "value"),
-        "--json": ("as_json", "flag")}),
-}
+from cudamatrix.cli.options import COMMANDS, Command
 
 
-def _parse(argv: list[str], positional: str | None, spec: dict[str, tuple[str, str]]) -> dict | None:
-    out: dict = {}
+def parse(command: Command, argv: list[str]) -> dict[str, Any] | None:
+    """The keyword arguments of ``command``'s function for ``argv`` (defaults filled in); None: leave it
+    to typer."""
+    spec = {flag: opt for opt in command.options for flag in opt.flags}
+    given: dict[str, Any] = {}
     i = 0
     while i < len(argv):
         arg = argv[i]
         if not arg.startswith("-") or arg == "-":
-            if positional is None:
+            if command.positional is None:
                 return None
-            out.setdefault(positional, []).append(arg)
+            given.setdefault(command.positional.param, []).append(arg)
             i += 1
             continue
         flag, eq, inline = arg.partition("=")
-        if flag not in spec:
+        opt = spec.get(flag)
+        if opt is None:
             return None
-        param, kind = spec[flag]
-        if kind == "flag":
+        if eq and not flag.startswith("--"):
+            return None  # "-o=x" means the value "=x" to click: leave such spellings to typer
+        if opt.kind == "flag":
             if eq:
                 return None
-            out[param] = True
+            given[opt.param] = True
+            i += 1
+            continue
+        if eq:
+            value = inline
+        elif i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+            i += 1
+            value = argv[i]
         else:
-            if eq:
-                value = inline
-            elif i + 1 < len(argv) and not argv[i + 1].startswith("--"):
-                i += 1
-                value = argv[i]
-            else:
+            return None
+        if opt.kind == "value":
+            given[opt.param] = value
+        elif opt.kind == "float":
+            try:
+                given[opt.param] = float(value)
+            except ValueError:
                 return None
-            if kind == "value":
-                out[param] = value
-            elif kind == "path":
-                out[param] = Path(value)
-            else:
-                out.setdefault(param, []).append(Path(value) if kind == "paths" else value)
+        elif opt.kind == "path":
+            given[opt.param] = Path(value)
+        else:
+            given.setdefault(opt.param, []).append(Path(value) if opt.kind == "paths" else value)
         i += 1
+    out: dict[str, Any] = {}
+    if command.positional is not None:
+        out[command.positional.param] = given.get(command.positional.param)
+    for opt in command.options:
+        out[opt.param] = given[opt.param] if opt.param in given else copy.copy(opt.default)
     return out
 
 
@@ -78,14 +73,14 @@ def fast_main(argv: list[str]) -> int | None:
 
     The command ends by raising :class:`cudamatrix.cli.common.Done`, which :func:`cudamatrix.cli.main`
     turns into the exit code."""
-    if not argv or argv[0] not in FAST:
+    if not argv or argv[0] not in COMMANDS:
         return None
-    module_name, func_name, positional, spec = FAST[argv[0]]
-    given = _parse(argv[1:], positional, spec)
+    command = COMMANDS[argv[0]]
+    given = parse(command, argv[1:])
     if given is None:
         return None
     import importlib
 
-    func = getattr(importlib.import_module(f"{__package__}.{module_name}"), func_name)
+    func = getattr(importlib.import_module(f"{__package__}.{command.module}"), command.function)
     func(**given)
     return 0

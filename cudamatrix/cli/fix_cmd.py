@@ -10,9 +10,10 @@ from __future__ import annotations
 import sys
 
 from cudamatrix.cli.common import finish, guarded
+from cudamatrix.names import FAMILY_NAMES
 from cudamatrix.render import human_fix, human_plan, human_report
 
-FRAMEWORK_CHOICES = ("torch", "tensorflow", "jax", "all")
+FRAMEWORK_CHOICES = (*FAMILY_NAMES, "all")
 
 
 @guarded("fix")

@@ -2,19 +2,20 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
 from cudamatrix import render
-from cudamatrix.errors import UsageError
 from cudamatrix.cli.app import app
 from cudamatrix.cli.common import Done, finish, guarded
+from cudamatrix.errors import UsageError
+from cudamatrix.names import FAMILY_NAMES
 
 matrix_app = typer.Typer(help="Show or validate the compatibility matrix.", no_args_is_help=True)
 app.add_typer(matrix_app, name="matrix")
 
-FAMILIES = ("torch", "tensorflow", "jax", "cuda", "cudnn", "gpu")
+FAMILIES = (*FAMILY_NAMES, "cuda", "cudnn", "gpu")
 
 
 @matrix_app.command("show")
@@ -28,10 +29,11 @@ def show(
     """Print matrix rows as tables, or as JSON (data.rows)."""
     from cudamatrix.matrix.data import load_matrix
     from cudamatrix.matrix.query import rows_for
+    from cudamatrix.schema import to_dict
 
     matrix = load_matrix(str(data_dir) if data_dir else None)
-    if family is None:
-        data = {"meta": matrix.meta.model_dump(mode="json"),
+    if family is None:  # the families and their row counts
+        data = {"meta": to_dict(matrix.meta), "families": list(FAMILIES),
                 "counts": {f: len(rows_for(matrix, f, None)) for f in FAMILIES}}
         finish("matrix show", 0, data, as_json, lambda: _human_summary(data))
     if family not in FAMILIES:
@@ -55,7 +57,7 @@ def validate(
     matrix = load_matrix_from(folder)
     problems = lint(matrix)
     if problems:
-        data = {"path": str(folder), "problems": problems}
+        data: dict[str, Any] = {"path": str(folder), "problems": problems}
         if as_json:
             render.print_json("matrix validate", 2, data, [{"type": "DataError", "message": p} for p in problems])
             raise Done(2)
@@ -81,7 +83,7 @@ def _human_rows(family: str, rows: list[dict]) -> None:
     if not rows:
         c.print(f"no {family} rows match")
         return
-    if family in ("torch", "tensorflow", "jax"):
+    if family in FAMILY_NAMES:
         for row in rows:
             title = f"{row['name']} {row['version']}  python {', '.join(row['python'])}"
             if row.get("companions"):

@@ -40,13 +40,13 @@ def _no_solution(command: str, exc: NoSolution, as_json: bool) -> None:
 
     c = render.console(stderr=True)
     c.print("[bold red]no consistent set[/]")
-    for cause in exc.detail["causes"]:
-        machines = f" [dim](blocks: {escape(', '.join(cause['machines']))})[/]" if cause.get("machines") else ""
-        c.print(f"  - {escape(cause['message'])}{machines}")
-    if exc.detail["ways_out"]:
+    for cause in exc.causes:
+        machines = f" [dim](blocks: {escape(', '.join(cause.machines))})[/]" if cause.machines else ""
+        c.print(f"  - {escape(cause.message)}{machines}")
+    if exc.ways_out:
         c.print("ways out:")
-        for way in exc.detail["ways_out"]:
-            c.print(f"  → {escape(way['message'])}")
+        for way in exc.ways_out:
+            c.print(f"  → {escape(way.message)}")
     raise Done(Exit.NO_SOLUTION)
 
 

@@ -18,6 +18,7 @@ WITH_FILES = ("nvidia-", "jax-cuda", "cupy-cuda")  # RECORD is read for these (f
 
 
 def canonical(name):
+    # PEP 503, as cudamatrix.names.canonical: this file runs alone in other interpreters (stdlib only)
     return re.sub(r"[-_.]+", "-", name).lower()
 
 

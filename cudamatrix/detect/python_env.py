@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 
 from cudamatrix import proc
 from cudamatrix.models import FileConflict, Framework, Note, PythonInfo
+from cudamatrix.names import KNOWN_DISTS, canonical
 
 _SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_pyprobe.py")
-FRAMEWORKS = ("torch", "torchvision", "torchaudio", "tensorflow", "tensorflow-cpu", "tensorflow-gpu", "jax", "jaxlib")
+FRAMEWORKS = KNOWN_DISTS
 _REQ = re.compile(r"^\s*(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*(?P<spec>[^;]*)(?:;(?P<marker>.*))?$")
 _PIN = re.compile(r"(?:===?|~=|>=)\s*(?P<v>[0-9][\w.+!*]*)")
 _MAX_CONFLICTS = 200
@@ -30,10 +31,6 @@ class PythonSide:
     file_conflicts: list[FileConflict] = field(default_factory=list)
     wheel_owner: dict[str, str] = field(default_factory=dict)  # absolute file path -> distribution
     notes: list[Note] = field(default_factory=list)
-
-
-def canonical(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def parse_requirement(text: str) -> tuple[str, str | None, str]:

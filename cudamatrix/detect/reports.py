@@ -14,7 +14,8 @@ import sys
 from cudamatrix.errors import UsageError
 from cudamatrix.models import Driver, Environment, Framework, GpuInfo, Library, Note, Toolkit
 from cudamatrix.detect import smi
-from cudamatrix.detect._pyprobe import canonical, relevant
+from cudamatrix.detect._pyprobe import relevant
+from cudamatrix.names import FRAMEWORK_DISTS, canonical
 from cudamatrix.detect.driver import parse_proc_version
 from cudamatrix.detect.libraries import _soname_guess, library_name, parse_ldconfig, version_from_filename
 from cudamatrix.detect.python_env import other_variant, torch_variant
@@ -293,7 +294,7 @@ def from_reports(items: list[tuple[str, str]]) -> Environment:
         elif text.strip():
             env.notes.append(Note("report", f"{name}: no known tool output recognised (nvidia-smi, collect_env, "
                                   "ldconfig -p, nvcc --version, pip freeze / pip list)", "warning"))
-    for fw_name in ("torchvision", "torchaudio", "tensorflow", "jax", "jaxlib"):
+    for fw_name in (d for d in FRAMEWORK_DISTS if d != "torch"):  # torch is read below, with its pins
         if fw_name in env.packages and not any(f.name == fw_name for f in env.frameworks):
             fw = other_variant(fw_name, env.packages[fw_name], [], env.packages)
             fw.source = "report"

@@ -14,6 +14,7 @@ from packaging.version import InvalidVersion, Version
 from cudamatrix.solve import rules
 from cudamatrix.matrix.data import FrameworkRelease, Matrix, Variant
 from cudamatrix.models import Environment, Finding
+from cudamatrix.names import FAMILIES, family_of
 from cudamatrix.matrix.query import architecture
 from cudamatrix.diagnose.stated import stated_build
 from cudamatrix.solve.target import Target, from_environment
@@ -39,7 +40,7 @@ def _base(version: str) -> str:
 def match_installed(env: Environment, matrix: Matrix) -> list[Installed]:
     out = []
     for fw in env.frameworks:
-        if fw.name not in ("torch", "tensorflow", "jax"):
+        if fw.name not in FAMILIES:
             continue
         release = None
         for rel in matrix.frameworks(fw.name):
@@ -279,7 +280,7 @@ def _wheel_findings(env: Environment, matrix: Matrix, installed: list[Installed]
     # torchvision / torchaudio pairing
     torch = next((i for i in installed if i.name == "torch"), None)
     if torch is not None and torch.release is not None:
-        for comp in ("torchvision", "torchaudio"):
+        for comp in FAMILIES["torch"].companions:
             have = env.packages.get(comp)
             want = torch.release.companions.get(comp)
             if not have or not want:
@@ -304,11 +305,7 @@ def _dist_label(env: Environment, dist: str) -> str:
 
 
 def _family(dist: str) -> str:
-    if dist.startswith("jax"):
-        return "jax"
-    if dist.startswith("torch"):
-        return "torch"
-    return dist
+    return family_of(dist) or dist
 
 
 def _marker_ok(req: Requirement, env: Environment) -> bool:

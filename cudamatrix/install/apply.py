@@ -10,12 +10,11 @@ again and anything still different is named. The error carries the installer's o
 from __future__ import annotations
 
 import json
-import re
 import signal
 import threading
 from typing import Callable
 
-from cudamatrix import proc
+from cudamatrix import names, proc
 from cudamatrix.errors import CudamatrixError, InstallFailed
 from cudamatrix.models import Applied, InstalledDist, Plan
 
@@ -44,9 +43,7 @@ json.dump(sorted(seen.values(), key=lambda d: d["name"]), sys.stdout)
 """
 
 
-def canonical(name: str) -> str:
-    """PEP 503 normalised distribution name."""
-    return re.sub(r"[-_.]+", "-", name).lower()
+canonical = names.canonical  # PEP 503 (the probe above spells the same rule: it runs in another interpreter)
 
 
 def snapshot(python: str) -> list[InstalledDist]:

@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 from cudamatrix.errors import UsageError
 from cudamatrix.solve.indexes import mirror_url
 from cudamatrix.models import Environment, Plan, Solution, Step
+from cudamatrix.names import canonical
 
 # pip options that take a value, among those a solution may carry
 _INDEX_OPTIONS = ("--index-url", "-i", "--extra-index-url", "--find-links", "-f", "--trusted-host")
@@ -154,8 +155,7 @@ def _change(environment: Environment, pin) -> str:
     return f"{pin.name} {old} -> {pin.version}" if old else f"{pin.name} {pin.version} (new)"
 
 
-def _canon(name: str) -> str:
-    return name.lower().replace("_", "-").replace(".", "-")
+_canon = canonical  # PEP 503: runs of "-_." become one "-"
 
 
 def default_python() -> str:

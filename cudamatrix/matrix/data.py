@@ -5,30 +5,22 @@ One JSON file per family (``cuda.json``, ``gpus.json``, ``cudnn.json``, ``torch.
 Every row carries ``source``: the URL of the document or the package artifact it was read from.
 Unknown keys are refused; a load error names the file and the dotted path of the bad value.
 
-Validation goes through pydantic (see :mod:`cudamatrix.schema`); the validated matrix is cached as a
-pickle keyed by the data files' content, so later loads skip pydantic altogether.
+Trust the shipped data, validate the user's: the data shipped inside the package is built straight into
+the dataclasses (:func:`cudamatrix.schema.build`, no pydantic: the tests and ``scripts/refresh_matrix.py``
+validate it), while a folder the user names (``--data``, ``matrix validate PATH``) goes through pydantic
+(:func:`cudamatrix.schema.validate`). Nothing is cached on disk.
 """
-from __future__ import annotations
+# no `from __future__ import annotations`: the field types stay objects, so that building the shipped
+# matrix (schema.build) reads them without evaluating strings (about 15 ms saved at every start)
 
-import hashlib
 import json
-import os
-import pickle
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
-
-from packaging.version import Version
+from typing import Any, Literal
 
 from cudamatrix.errors import DataError
-from cudamatrix.schema import FORBID, cc_key, normalize_cc, validate  # noqa: F401  (re-exported)
-
-if TYPE_CHECKING:  # at run time cudamatrix.schema binds these names to pydantic validators, when validating
-    Ver = Version  # a version string, parsed
-    CC = str  # a compute capability, normalised to "7.5"
-    Spec = str  # a PEP 440 specifier set
-    Req = str  # a PEP 508 requirement
+from cudamatrix.schema import CC, FORBID, Req, Spec, Ver, build, cc_key, normalize_cc, validate  # noqa: F401
 
 SCHEMA_VERSION = 1
 FILES = ("meta", "cuda", "gpus", "cudnn", "torch", "tensorflow", "jax", "advisories")
@@ -278,61 +270,50 @@ def _parse(name: str, raw: bytes) -> Any:
         raise DataError(f"{name}: not UTF-8 text") from None
 
 
-def validate_files(raws: dict[str, bytes]) -> Matrix:
-    """Validate raw file contents (name -> bytes) into a Matrix. Raises DataError.
-
-    One validator covers all files (pydantic builds it once, sharing the row models)."""
-    parsed = {name: _parse(f"{name}.json", raw) for name, raw in raws.items()}
+def _check_schema(parsed: dict[str, Any]) -> None:
     meta = parsed.get("meta")
     if isinstance(meta, dict) and meta.get("schema_version") != SCHEMA_VERSION:
         raise DataError(f"meta.json: schema_version: is {meta.get('schema_version')!r}, "
                         f"this cudamatrix reads schema {SCHEMA_VERSION}")
+
+
+def validate_files(raws: dict[str, bytes]) -> Matrix:
+    """Validate raw file contents (name -> bytes) into a Matrix with pydantic. Raises DataError.
+
+    For data a user supplies; one validator covers all files (pydantic builds it once)."""
+    parsed = {name: _parse(f"{name}.json", raw) for name, raw in raws.items()}
+    _check_schema(parsed)
     return validate(Matrix, parsed, None)
 
 
-def _cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "cudamatrix"
+def build_files(raws: dict[str, bytes]) -> Matrix:
+    """Build a Matrix from trusted raw file contents (the shipped data) without validation.
+
+    Raises DataError when the files are not even of the right shape (a broken installation)."""
+    parsed = {name: _parse(f"{name}.json", raw) for name, raw in raws.items()}
+    _check_schema(parsed)
+    try:
+        return build(Matrix, parsed)
+    except (TypeError, ValueError, AttributeError, KeyError) as exc:
+        raise DataError(f"the shipped matrix data is malformed ({exc}); run `cudamatrix matrix validate`",
+                        hint="reinstall cudamatrix") from None
 
 
-def load_matrix_from(data_dir: Path, use_cache: bool = True) -> Matrix:
-    """Load and validate every data file in ``data_dir``.
+def load_matrix_from(data_dir: Path, *, trusted: bool = False) -> Matrix:
+    """Load every data file in ``data_dir``: validated (the default), or built as trusted data.
 
-    Returns the Matrix. Raises DataError naming the file and the dotted path of a bad value.
-    A matrix whose files' content was validated before comes from the cache without pydantic.
-    """
+    Returns the Matrix. Raises DataError naming the file and the dotted path of a bad value."""
     data_dir = Path(data_dir)
     if not data_dir.is_dir():
         raise DataError(f"{data_dir}: not a matrix data folder")
     raws = {name: _read(data_dir / f"{name}.json") for name in FILES}
-    digest = hashlib.sha256()
-    for name in FILES:
-        digest.update(name.encode() + b"\0" + raws[name] + b"\0")
-    from cudamatrix import __version__
-
-    cache = _cache_dir() / f"matrix-{__version__}-{digest.hexdigest()[:24]}.pickle"
-    if use_cache:
-        try:
-            with open(cache, "rb") as fh:
-                matrix = pickle.load(fh)
-            if isinstance(matrix, Matrix):
-                return matrix
-        except Exception:  # a missing, stale or corrupt cache is rebuilt
-            pass
-    matrix = validate_files(raws)
-    if use_cache:
-        try:
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            tmp = cache.with_suffix(f".{os.getpid()}.tmp")
-            with open(tmp, "wb") as fh:
-                pickle.dump(matrix, fh, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, cache)
-        except OSError:
-            pass  # a read-only home still works, only slower
-    return matrix
+    return build_files(raws) if trusted else validate_files(raws)
 
 
 @lru_cache(maxsize=4)
 def load_matrix(data_dir: str | None = None) -> Matrix:
-    """The shipped matrix (cached per process), or the one in ``data_dir``."""
-    return load_matrix_from(Path(data_dir) if data_dir else default_data_dir())
+    """The shipped matrix, trusted and built without validation (cached per process); or the user's folder
+    ``data_dir``, validated."""
+    if data_dir is None:
+        return load_matrix_from(default_data_dir(), trusted=True)
+    return load_matrix_from(Path(data_dir))

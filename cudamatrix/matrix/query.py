@@ -8,7 +8,8 @@ from functools import lru_cache
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
-from cudamatrix.matrix.data import Architecture, CudaRelease, Gpu, Matrix
+from cudamatrix.matrix.data import Architecture, CudaRelease, CudnnRelease, FrameworkRelease, Gpu, Matrix
+from cudamatrix.names import FAMILY_NAMES
 from cudamatrix.schema import normalize_cc, to_dict
 
 
@@ -92,21 +93,12 @@ def driver_version(text: str) -> tuple[int, ...]:
 
 def rows_for(matrix: Matrix, family: str, key: str | None) -> list[dict]:
     """Rows of one family as plain dicts (the public ``matrix show --json`` shape)."""
-    if family in ("torch", "tensorflow", "jax"):
-        rows = matrix.frameworks(family)
-        if key:
-            rows = [r for r in rows if str(r.version) == key or _version_prefix(str(r.version), key)]
-        return [to_dict(r) for r in rows]
-    if family == "cuda":
-        rows = matrix.cuda.releases
-        if key:
-            rows = [r for r in rows if str(r.version) == key or _version_prefix(str(r.version), key)]
-        return [to_dict(r) for r in rows]
-    if family == "cudnn":
-        rows = matrix.cudnn.releases
-        if key:
-            rows = [r for r in rows if str(r.version) == key or _version_prefix(str(r.version), key)]
-        return [to_dict(r) for r in rows]
+    if family in (*FAMILY_NAMES, "cuda", "cudnn"):
+        versioned: list[FrameworkRelease] | list[CudaRelease] | list[CudnnRelease] = (
+            matrix.cuda.releases if family == "cuda" else
+            matrix.cudnn.releases if family == "cudnn" else matrix.frameworks(family))
+        return [to_dict(r) for r in versioned
+                if not key or str(r.version) == key or _version_prefix(str(r.version), key)]
     if family == "gpu":
         if key:
             gpu = find_gpu(matrix, key)
@@ -175,8 +167,8 @@ def lint(matrix: Matrix) -> list[str]:
                 last = (rel.version, v)
     for i, row in enumerate(matrix.cuda.minor_compat):
         sourced(f"cuda.json: minor_compat[{i}]", row.source)
-    for i, row in enumerate(matrix.cuda.driver_branches):
-        sourced(f"cuda.json: driver_branches[{i}]", row.source)
+    for i, branch_row in enumerate(matrix.cuda.driver_branches):
+        sourced(f"cuda.json: driver_branches[{i}]", branch_row.source)
     toolkit_ccs = {c.rstrip("af") for r in matrix.cuda.releases for c in r.compute_capabilities}
 
     # GPUs
@@ -201,33 +193,33 @@ def lint(matrix: Matrix) -> list[str]:
 
     # cuDNN
     seen = set()
-    for i, rel in enumerate(matrix.cudnn.releases):
+    for i, cudnn_rel in enumerate(matrix.cudnn.releases):
         where = f"cudnn.json: releases[{i}]"
-        sourced(where, rel.source)
-        if str(rel.version) in seen:
-            problems.append(f"{where}: version: duplicate row {rel.version}")
-        seen.add(str(rel.version))
+        sourced(where, cudnn_rel.source)
+        if str(cudnn_rel.version) in seen:
+            problems.append(f"{where}: version: duplicate row {cudnn_rel.version}")
+        seen.add(str(cudnn_rel.version))
 
     # Frameworks
     cuda_versions = {r.version.release[:2] for r in matrix.cuda.releases}
-    for family in ("torch", "tensorflow", "jax"):
+    for family in FAMILY_NAMES:
         seen = set()
-        for i, rel in enumerate(matrix.frameworks(family)):
+        for i, fw_rel in enumerate(matrix.frameworks(family)):
             where = f"{family}.json: releases[{i}]"
-            sourced(where, rel.source)
-            if rel.name != family:
-                problems.append(f"{where}: name: {rel.name!r} in {family}.json")
-            if str(rel.version) in seen:
-                problems.append(f"{where}: version: duplicate row {rel.version}")
-            seen.add(str(rel.version))
-            for p in rel.python:
+            sourced(where, fw_rel.source)
+            if fw_rel.name != family:
+                problems.append(f"{where}: name: {fw_rel.name!r} in {family}.json")
+            if str(fw_rel.version) in seen:
+                problems.append(f"{where}: version: duplicate row {fw_rel.version}")
+            seen.add(str(fw_rel.version))
+            for p in fw_rel.python:
                 try:
                     Version(p)
                 except InvalidVersion:
                     problems.append(f"{where}: python: not a version: {p!r}")
             variant_names: set[str] = set()
             defaults = 0
-            for j, var in enumerate(rel.variants):
+            for j, var in enumerate(fw_rel.variants):
                 vwhere = f"{where}.variants[{j}]"
                 sourced(vwhere, var.source)
                 if var.name in variant_names:

@@ -5,16 +5,26 @@ from __future__ import annotations
 
 from packaging.version import Version
 
-from cudamatrix.solve import rules
 from cudamatrix.errors import NoSolution
-from cudamatrix.models import Cause, WayOut
+from cudamatrix.matrix.data import Matrix
+from cudamatrix.models import Cause, Rejection, WayOut
+from cudamatrix.solve import rules
+from cudamatrix.solve.request import Request
+from cudamatrix.solve.search import Candidate, Verdict
+from cudamatrix.solve.target import Target
+
+Verdicts = dict[str, list[Verdict]]  # family -> why each of its candidates was turned down
 
 
-def no_solution(matrix, request, reps, unique, all_reasons, per_family, missing, rejected, combined=False):
+def no_solution(matrix: Matrix, request: Request, reps: list[Target], unique: dict[tuple, list[Target]],
+                verdicts: Verdicts, missing: list[str], rejected: list[Rejection],
+                combined: bool = False) -> NoSolution:
+    """The NoSolution for families with no fitting candidate (``missing``), or for a request whose
+    families fit one by one but not together (``combined``): typed causes, ways out, the rejections."""
     causes: list[Cause] = []
     ways: list[WayOut] = []
     for family in missing:
-        entries = all_reasons.get(family, [])
+        entries = verdicts.get(family, [])
         if not entries:
             causes.append(Cause(rule="request", message=f"the matrix has no {family} release"))
             continue
@@ -25,21 +35,21 @@ def no_solution(matrix, request, reps, unique, all_reasons, per_family, missing,
             continue
         names = {key: [t.name for t in group] for key, group in unique.items()}
         # in a fleet, a machine blocks when some build fits every other machine but not it
-        blocking: dict[tuple, tuple] = {}  # machine key -> (candidate, its reasons there)
+        blocking: dict[tuple, tuple[Candidate, list[rules.Reason]]] = {}  # machine -> (candidate, reasons there)
         if len(unique) > 1:
-            for cand, rs, failing in in_request:
+            for cand, _, failing in in_request:
                 if len(failing) == 1:
                     (key, found), = failing.items()
                     if key not in blocking or cand.release.version > blocking[key][0].release.version:
                         blocking[key] = (cand, found)
         if blocking:
-            for key, (cand, found) in blocking.items():
+            for key, (_, found) in blocking.items():
                 causes.append(Cause(rule=found[0].rule, machines=sorted(names[key]),
                                     message=f"{', '.join(names[key])}: {found[0].message} "
                                             f"(it fits every other machine)"))
         else:
             by_rule: dict[str, tuple[rules.Reason, set[str]]] = {}
-            for cand, rs, failing in in_request:
+            for _, rs, failing in in_request:
                 for r in rs:
                     by_rule.setdefault(r.rule, (r, set()))[1].update(n for k in failing for n in names[k])
             for rule, (reason, machines) in by_rule.items():
@@ -90,8 +100,8 @@ def no_solution(matrix, request, reps, unique, all_reasons, per_family, missing,
                                                                  f"({family} supports {', '.join(pys[-4:])})"))
     if combined:
         shared = [r for r in rejected if "shared_nvidia" in r.rules or "co_installed" in r.rules]
-        for r in shared[:5]:
-            causes.append(Cause(rule=r.rules[0], message=r.reasons[0]))
+        for rejection in shared[:5]:
+            causes.append(Cause(rule=rejection.rules[0], message=rejection.reasons[0]))
         if not causes:
             causes.append(Cause(rule="shared_nvidia", message="no combination of the requested frameworks shares "
                                                               "one consistent set of nvidia-* wheels"))
@@ -101,8 +111,7 @@ def no_solution(matrix, request, reps, unique, all_reasons, per_family, missing,
                            "uninstall the conflicting framework or move it to its own environment"))
     summary = "; ".join(c.message for c in causes[:3])
     message = f"no consistent set for {' '.join(request.texts)}: {summary}"
-    detail = {"causes": [c.to_dict() for c in causes], "ways_out": [w.to_dict() for w in ways],
-              "rejected": [r.to_dict() for r in rejected[:200]]}
-    return NoSolution(message, hint="; ".join(w.message for w in ways) or None, detail=detail)
+    return NoSolution(message, causes=causes, ways_out=ways, rejected=list(rejected),
+                      hint="; ".join(w.message for w in ways) or None)
 
 

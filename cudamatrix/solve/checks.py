@@ -16,14 +16,14 @@ from packaging.version import Version
 from cudamatrix.errors import NoSolution
 from cudamatrix.matrix.data import FrameworkRelease, Matrix, Variant
 from cudamatrix.models import Environment, Solution
+from cudamatrix.names import FAMILIES, FRAMEWORK_DISTS
 from cudamatrix.solve import rules
 from cudamatrix.solve.indexes import PYTORCH_INDEX_PREFIX
 from cudamatrix.solve.lockfile import RequirementsFile, parse_requirements
 from cudamatrix.solve.solver import parse_request, solve
 from cudamatrix.solve.target import Target
 
-FRAMEWORK_DISTS = ("torch", "torchvision", "torchaudio", "tensorflow", "jax", "jaxlib")
-TORCH_DISTS = ("torch", "torchvision", "torchaudio")
+TORCH_DISTS = FAMILIES["torch"].distributions
 # the python3 an Ubuntu release installs from its own archive (the nvidia/cuda images carry no Python)
 UBUNTU_PYTHON = {"20.04": "3.8", "22.04": "3.10", "24.04": "3.12"}
 
@@ -155,9 +155,9 @@ def check_requirements(matrix: Matrix, targets: list[Target], installed: Environ
         solution = solve(targets, request, matrix, installed=None)
     except NoSolution as exc:
         result["fits"] = False
-        result["problems"] = [c["message"] + (f" (blocks: {', '.join(c['machines'])})" if c.get("machines") else "")
-                              for c in exc.detail["causes"]]
-        result["ways_out"] = _index_ways_out(matrix, texts, targets) + [w["message"] for w in exc.detail["ways_out"]]
+        result["problems"] = [c.message + (f" (blocks: {', '.join(c.machines)})" if c.machines else "")
+                              for c in exc.causes]
+        result["ways_out"] = _index_ways_out(matrix, texts, targets) + [w.message for w in exc.ways_out]
         return result
     # nvidia-* pins in the file must agree with what the chosen builds declare
     wanted = {p.name: p.version for p in solution.packages if p.name.startswith("nvidia-")}

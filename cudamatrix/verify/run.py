@@ -17,8 +17,9 @@ from pathlib import Path
 from cudamatrix import proc
 from cudamatrix.errors import Exit
 from cudamatrix.models import Environment, FrameworkReport, Report
+from cudamatrix.names import FAMILY_NAMES
 
-FRAMEWORKS = ("torch", "tensorflow", "jax")
+FRAMEWORKS = FAMILY_NAMES
 CHILD = Path(__file__).with_name("child.py")
 MARK = "CUDAMATRIX-VERIFY "
 DEFAULT_TIMEOUT_S = 300.0

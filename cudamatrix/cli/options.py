@@ -1,0 +1,117 @@
+"""One declaration per option of the commands whose bodies run without typer.
+
+Both parsers read this table: the typer declarations in :mod:`cudamatrix.cli.commands` (help, flags and
+defaults come from here) and the typer-free fast path in :mod:`cudamatrix.cli.fast`. A test
+(``tests/test_cli_parity.py``) walks every typer command and option and checks that both parsers pass
+the command function the same values. No typer import here: the fast path must start without it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+# flag: a boolean switch · value: a string · float · path: a pathlib.Path · list / paths: repeatable
+Kind = Literal["flag", "value", "float", "path", "list", "paths"]
+
+
+@dataclass(frozen=True)
+class Opt:
+    """One command-line option: the parameter it fills, its flags, how its value is read, its default."""
+
+    param: str
+    flags: tuple[str, ...]
+    kind: Kind
+    default: Any
+    help: str
+    hidden: bool = False
+
+    def with_help(self, help: str) -> Opt:
+        return replace(self, help=help)
+
+
+@dataclass(frozen=True)
+class Arg:
+    """The positional arguments of a command (all collected in one list parameter)."""
+
+    param: str
+    help: str
+
+
+@dataclass(frozen=True)
+class Command:
+    """A command: where its body lives (module in ``cudamatrix.cli``, function), its arguments and options."""
+
+    module: str
+    function: str
+    options: tuple[Opt, ...]
+    positional: Arg | None = None
+
+    def option(self, param: str) -> Opt:
+        return next(o for o in self.options if o.param == param)
+
+
+JSON = Opt("as_json", ("--json",), "flag", False, "Print the JSON envelope.")
+DATA = Opt("data_dir", ("--data",), "path", None, "Read the matrix from this folder.", hidden=True)
+ENV_FLEET = Opt("env", ("--env",), "paths", [],
+                "A saved `detect --json` (repeatable: the answer must hold on every machine).")
+DRIVER = Opt("driver", ("--driver",), "value", None, "Target driver version, e.g. 535.104.05.")
+GPU = Opt("gpu", ("--gpu",), "list", [], 'Target GPU: a name ("Tesla T4"), sm_75 or 7.5 (repeatable).')
+PYTHON = Opt("python", ("--python",), "value", None,
+             "Target Python version (3.10), or the path of an interpreter to inspect.")
+PLATFORM = Opt("platform", ("--platform",), "value", None, "linux_x86_64 | linux_aarch64 | win_amd64")
+TOOLKIT = Opt("cuda_toolkit", ("--cuda-toolkit",), "value", None,
+              "Target CUDA toolkit version, if one is installed there.")
+MIRROR = Opt("mirror", ("--mirror",), "value", None,
+             "Replace https://download.pytorch.org/whl with this mirror in index URLs.")
+TARGET = (ENV_FLEET, DRIVER, GPU, PYTHON, PLATFORM, TOOLKIT)
+REQUIREMENTS = Arg("requirements", "PEP 508 requirements: torch>=2.3 torchvision tensorflow==2.15.*")
+VERIFY_TIMEOUT_S = 300.0
+
+COMMANDS: dict[str, Command] = {
+    "solve": Command("solve_cmd", "run_solve", positional=REQUIREMENTS, options=(
+        *TARGET, Opt("explain", ("--explain",), "flag", False, "Show the decision trace and rejected candidates."),
+        MIRROR, JSON, DATA)),
+    "lock": Command("solve_cmd", "run_lock", positional=Arg("requirements", "PEP 508 requirements."), options=(
+        Opt("output", ("-o", "--output"), "path", None, "Write here (default: stdout)."),
+        Opt("fmt", ("--format",), "value", "requirements", "requirements | uv"),
+        *TARGET, MIRROR, JSON, DATA)),
+    "check": Command("solve_cmd", "run_check", options=(
+        Opt("requirement_file", ("-r", "--requirement"), "path", None, "A requirements file to check."),
+        *TARGET, MIRROR, JSON, DATA)),
+    "env": Command("solve_cmd", "run_env", options=(
+        Opt("shell", ("--shell",), "value", "bash", "bash | fish | powershell"),
+        ENV_FLEET, PYTHON.with_help("Inspect the interpreter at this path."), JSON)),
+    "detect": Command("detect_cmd", "run_detect", options=(
+        JSON.with_help("Print the JSON envelope (data.environment)."),
+        PYTHON.with_help("Inspect the Python environment of this interpreter."),
+        Opt("reports", ("--from",), "list", None, "Read pasted tool output from FILE (- for stdin); repeatable."),
+        Opt("env_file", ("--env",), "value", None, "Read a saved `detect --json` file and print it again."),
+        Opt("timeout", ("--timeout",), "float", 5.0, "Seconds allowed to each probe's subprocess."))),
+    "doctor": Command("doctor_cmd", "run_doctor", options=(
+        ENV_FLEET.with_help("A saved `detect --json`."),
+        Opt("from_", ("--from",), "list", [],
+            "Pasted tool outputs (nvidia-smi, collect_env, ldconfig -p, pip freeze...); '-' for stdin."),
+        PYTHON.with_help("Inspect the interpreter at this path."), JSON, DATA.with_help(""))),
+    "fix": Command("fix_cmd", "run_fix", positional=Arg(
+        "requirements", "PEP 508 requirements (default: the frameworks installed)."), options=(
+        PYTHON.with_help("Fix the interpreter at this path."),
+        Opt("dry_run", ("--dry-run",), "flag", False, "Print the plan and change nothing."),
+        Opt("yes", ("--yes", "-y"), "flag", False, "Do not ask before installing."),
+        MIRROR.with_help("Replace the https://download.pytorch.org/whl prefix of framework index URLs (a mirror)."),
+        Opt("allow_http", ("--allow-http",), "flag", False, "Allow plain-http index URLs (trusted networks)."),
+        Opt("installer", ("--installer",), "value", None, "uv | pip (default: uv when on PATH)."),
+        Opt("write_activation", ("--write-activation",), "flag", False,
+            "Write the library-path changes as a shell snippet beside the environment."),
+        Opt("no_verify", ("--no-verify",), "flag", False, "Skip the GPU verification."),
+        Opt("no_cache", ("--no-cache",), "flag", False, "Verify again even if the environment is unchanged."),
+        Opt("framework", ("--framework",), "value", "all", "torch | tensorflow | jax | all (verification)."),
+        Opt("timeout", ("--timeout",), "float", VERIFY_TIMEOUT_S, "Seconds the verification may take."),
+        DRIVER.with_help("Solve for this driver version instead of the detected one."),
+        GPU.with_help("Solve for this GPU (name, sm_XX or X.Y; repeatable)."),
+        JSON, Opt("data_dir", ("--data",), "value", None, "", hidden=True))),
+    "verify": Command("fix_cmd", "run_verify", options=(
+        Opt("framework", ("--framework",), "value", "all", "torch | tensorflow | jax | all"),
+        PYTHON.with_help("Verify the interpreter at this path."),
+        Opt("timeout", ("--timeout",), "float", VERIFY_TIMEOUT_S, "Seconds each framework's check may take."),
+        JSON)),
+}

@@ -1,0 +1,63 @@
+"""Distribution names: the one table of framework families and the one PEP 503 name normaliser.
+
+A family is one framework the matrix knows (``torch``, ``tensorflow``, ``jax``): its main distribution,
+the companions released in lock-step with it (recorded in the matrix row's ``companions``), other
+distributions of the same framework, and the prefixes of its plugin distributions. Every stage asks
+this table instead of spelling the names again.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_SEPARATORS = re.compile(r"[-_.]+")
+
+
+def canonical(name: str) -> str:
+    """The PEP 503 normalised form of a distribution name ("Torch_Vision" -> "torch-vision").
+
+    The rule of ``packaging.utils.canonicalize_name`` (runs of ``-_.`` become one ``-``, lower case;
+    ``tests/test_names.py`` holds them equal); spelled here so that ``detect`` does not import
+    ``packaging.tags`` (about 6 ms) for it."""
+    return _SEPARATORS.sub("-", name).lower()
+
+
+@dataclass(frozen=True)
+class Family:
+    """One framework family and the distributions that belong to it."""
+
+    name: str  # the family, also its main distribution: "torch"
+    companions: tuple[str, ...] = ()  # versioned with the main one, listed in the matrix row ("torchvision")
+    aliases: tuple[str, ...] = ()  # other distributions of the same framework ("tensorflow-gpu")
+    plugin_prefixes: tuple[str, ...] = ()  # plugin distributions ("jax-cuda12-plugin")
+
+    @property
+    def distributions(self) -> tuple[str, ...]:
+        """The main distribution and its companions, in that order."""
+        return (self.name, *self.companions)
+
+
+FAMILIES: dict[str, Family] = {
+    "torch": Family("torch", companions=("torchvision", "torchaudio")),
+    # tensorflow-gpu/-cpu are the old names of the same package (TensorFlow "pip install" guide)
+    "tensorflow": Family("tensorflow", aliases=("tensorflow-cpu", "tensorflow-gpu")),
+    # jax-cuda12-plugin / jax-cuda12-pjrt (and cuda13) carry the CUDA kernels since jax 0.4.26
+    "jax": Family("jax", companions=("jaxlib",), plugin_prefixes=("jax-cuda",)),
+}
+
+FAMILY_NAMES: tuple[str, ...] = tuple(FAMILIES)  # in the solver's order
+
+# main distributions and companions of every family: "torch", "torchvision", ..., "jaxlib"
+FRAMEWORK_DISTS: tuple[str, ...] = tuple(d for f in FAMILIES.values() for d in f.distributions)
+
+# ... and their other names: every distribution the families' detection reads
+KNOWN_DISTS: tuple[str, ...] = tuple(d for f in FAMILIES.values() for d in (*f.distributions, *f.aliases))
+
+
+def family_of(distribution: str) -> str | None:
+    """The family a distribution belongs to ("torchvision" -> "torch", "jax-cuda12-plugin" -> "jax"), or None."""
+    name = canonical(distribution)
+    for family in FAMILIES.values():
+        if name in family.distributions or name in family.aliases or name.startswith(family.plugin_prefixes):
+            return family.name
+    return None

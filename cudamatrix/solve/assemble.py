@@ -1,0 +1,130 @@
+"""Assembly: the chosen candidates -> a Solution (exact pins, the minimal change, index layout, pip
+arguments, library-path changes). No I/O."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from packaging.requirements import Requirement
+from packaging.version import Version
+
+from cudamatrix.matrix.data import Matrix
+from cudamatrix.models import Environment, FrameworkChoice, Pin, Rejection, Solution
+from cudamatrix.names import FAMILIES, FRAMEWORK_DISTS, canonical
+from cudamatrix.solve import rules
+from cudamatrix.solve.indexes import index_args, index_layout
+from cudamatrix.solve.request import Request
+from cudamatrix.solve.search import Candidate
+from cudamatrix.solve.target import Target
+
+
+def framework_pins(c: Candidate, request: Request, installed: Environment | None, target: Target) -> list[Pin]:
+    """Exact pins of one chosen build: the framework, its wanted companions, its extra packages and the
+    nvidia-* wheels it pins on the target."""
+    v = c.variant
+    use_index = v.index_url if (v.index_url and not (v.pypi_default and target.platform == "linux_x86_64")) else None
+    local = (v.local_version or "") if use_index else ""
+    out: list[Pin] = []
+    fam_reqs = request.families.get(c.family, [])
+    asked = {canonical(r.name) for r in fam_reqs}
+    if c.family == "torch":
+        out.append(Pin(name="torch", version=f"{c.release.version}{local}", index_url=use_index))
+        for comp in FAMILIES["torch"].companions:
+            wanted = comp in asked or (installed is not None and comp in installed.packages)
+            if wanted and comp in c.release.companions:
+                out.append(Pin(name=comp, version=f"{c.release.companions[comp]}{local}", index_url=use_index))
+    elif c.family == "tensorflow":
+        extras = [v.pip_extra] if v.pip_extra else []
+        out.append(Pin(name="tensorflow", version=str(c.release.version), extras=extras, index_url=use_index))
+    else:
+        out.append(Pin(name="jax", version=str(c.release.version), extras=[v.pip_extra] if v.pip_extra else [],
+                       index_url=use_index))
+        if "jaxlib" in c.release.companions:
+            out.append(Pin(name="jaxlib", version=c.release.companions["jaxlib"], index_url=use_index))
+        for text in v.extra_packages:
+            req = Requirement(text)
+            exact = [s.version for s in req.specifier if s.operator == "=="]
+            if exact:
+                out.append(Pin(name=req.name, version=exact[0], extras=sorted(req.extras)))
+    for req in rules.pins_for(v, target):
+        exact = [s.version for s in req.specifier if s.operator == "==" and "*" not in s.version]
+        if exact:  # keep extras: cuda-toolkit[cublas,...]==X installs nothing of use without them
+            out.append(Pin(name=canonical(req.name), version=exact[0], extras=sorted(req.extras)))
+    return out
+
+
+def same_version(installed: str | None, wanted: str, variant: str | None = None) -> bool:
+    """Whether the installed version is the wanted build. "2.1.2+cu121" from the framework's index is the
+    same build as the default index's "2.1.2" when the chosen variant is cu121."""
+    if installed is None:
+        return False
+    try:
+        have, want = Version(installed), Version(wanted)
+    except Exception:
+        return installed == wanted
+    if have == want:
+        return True
+    return bool(variant) and want.local is None and have.public == want.public and have.local == variant
+
+
+def assemble(choice: list[Candidate], request: Request, targets: list[Target], matrix: Matrix,
+             installed: Environment | None, rejected: list[Rejection], trace: list[str],
+             kept: Sequence[FrameworkChoice] = ()) -> Solution:
+    """The Solution for the chosen candidates; ``rejected`` and ``trace`` so far are copied into it."""
+    trace = list(trace)
+    target = targets[0]
+    pins: dict[str, Pin] = {}
+    frameworks = []
+    for c in choice:
+        for p in framework_pins(c, request, installed, target):
+            pins.setdefault(p.name, p)
+        frameworks.append(FrameworkChoice(name=c.family, version=str(c.release.version), variant=c.variant.name,
+                                          cuda=str(c.variant.cuda) if c.variant.cuda else None,
+                                          cudnn=str(c.variant.cudnn) if c.variant.cudnn else None,
+                                          index_url=c.variant.index_url, matrix_source=c.variant.source))
+        trace.append(f"chose {c.label}" + (f" (CUDA {c.variant.cuda}, cuDNN {c.variant.cudnn or 'unknown'})"
+                                            if c.variant.cuda else " (CPU build)"))
+    frameworks.extend(kept)
+    for req in request.passthrough:
+        trace.append(f"{req} is not a framework the matrix knows: passed to the installer as given")
+    packages = list(pins.values())
+    have = installed.packages if installed is not None else {}
+    variant_of = {n: c.variant.name for c in choice for n in FAMILIES[c.family].distributions}
+    to_install = [p for p in packages if not same_version(have.get(p.name), p.version, variant_of.get(p.name))]
+    if to_install and all(p.name.startswith("nvidia-") for p in to_install):
+        trace.append("only nvidia-* wheels differ from the solution: reinstalling those alone")
+    elif to_install and any(p.name in FRAMEWORK_DISTS for p in to_install):
+        # a framework changes: install its whole set so pip resolves them together
+        to_install = [p for p in packages if p.name in FRAMEWORK_DISTS or
+                      not same_version(have.get(p.name), p.version, variant_of.get(p.name))]
+    index_url, extra = index_layout(to_install, bool(request.passthrough))
+    pip_args = index_args(index_url, extra) + [p.requirement() for p in to_install] + \
+        [str(r) for r in request.passthrough]
+    env_changes = _env_changes(installed) if installed is not None else {}
+    main = next((c for c in choice if c.family == "torch"), choice[0] if choice else None)
+    main_fw = next((f for f in frameworks if main is None or f.name == main.family), None)
+    return Solution(
+        request=request.texts, targets=[t.name for t in targets], frameworks=frameworks, packages=packages,
+        variant=main_fw.variant if main_fw else None, cuda=main_fw.cuda if main_fw else None,
+        cudnn=main_fw.cudnn if main_fw else None, index_url=index_url,
+        extra_index_urls=extra, pip_args=pip_args if to_install or request.passthrough else [],
+        env=env_changes, unchanged=not to_install and not env_changes, to_install=to_install,
+        rejected=list(rejected), trace=trace, matrix_version=matrix.meta.data_version,
+        unverified=_unverified(choice, targets, trace))
+
+
+def _unverified(choice: list[Candidate], targets: list[Target], trace: list[str]) -> list[dict[str, str]]:
+    """The inferred facts the answer rests on: [{fact, basis}] (each also noted in ``trace``)."""
+    out: dict[str, str] = {}
+    for c in choice:
+        for t in targets:
+            for fact, basis in rules.inferred_facts(c.release, c.variant, t):
+                out.setdefault(fact, basis)
+    for fact in out:
+        trace.append(f"{fact} is inferred, not read from an artifact: {out[fact]}")
+    return [{"fact": f, "basis": b} for f, b in out.items()]
+
+
+def _env_changes(env: Environment) -> dict[str, str]:
+    from cudamatrix.detect.libpaths import library_path_fix
+
+    return library_path_fix(env)

@@ -1,0 +1,67 @@
+"""Request parsing: PEP 508 strings -> a Request grouped by framework family. No I/O."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from packaging.requirements import InvalidRequirement, Requirement
+
+from cudamatrix.errors import UsageError
+from cudamatrix.models import Environment
+from cudamatrix.names import FAMILIES, canonical, family_of
+
+
+@dataclass
+class Request:
+    """What the user asked for, grouped by framework family.
+
+    The solver never changes a Request it is given: it works on :meth:`copy`."""
+
+    requirements: list[Requirement]
+    families: dict[str, list[Requirement]] = field(default_factory=dict)
+    passthrough: list[Requirement] = field(default_factory=list)  # not a framework the matrix knows
+    implicit: bool = False  # derived from what is installed, not typed by the user
+
+    @property
+    def texts(self) -> list[str]:
+        return [str(r) for r in self.requirements]
+
+    def copy(self) -> Request:
+        """A copy whose lists and mapping can be changed without touching this one."""
+        return Request(list(self.requirements), {k: list(v) for k, v in self.families.items()},
+                       list(self.passthrough), self.implicit)
+
+    def without(self, family: str) -> Request:
+        """A copy without one family's requirements."""
+        out = self.copy()
+        out.families.pop(family, None)
+        return out
+
+
+def parse_request(texts: list[str], installed: Environment | None = None) -> Request:
+    """PEP 508 strings -> Request. Empty: what is installed now; nothing installed: torch. Raises UsageError."""
+    implicit = False
+    if not texts:
+        implicit = True
+        names = []
+        if installed is not None:
+            # the families' main distributions and companions an implicit request re-solves (not jaxlib:
+            # it follows jax)
+            for dist in (*FAMILIES["torch"].distributions, "tensorflow", "jax"):
+                if dist in installed.packages:
+                    names.append(dist)
+        texts = names or ["torch"]
+    reqs = []
+    for text in texts:
+        try:
+            reqs.append(Requirement(text))
+        except InvalidRequirement as exc:
+            raise UsageError(f"cannot parse requirement {text!r}: {exc}",
+                             hint="write PEP 508 requirements, e.g. 'torch>=2.3' 'tensorflow==2.15.*'") from None
+    request = Request(reqs, implicit=implicit)
+    for req in reqs:
+        fam = family_of(canonical(req.name))
+        if fam:
+            request.families.setdefault(fam, []).append(req)
+        else:
+            request.passthrough.append(req)
+    return request
