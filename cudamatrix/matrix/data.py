@@ -156,6 +156,9 @@ class Variant:
     pypi_default: bool = False  # the plain default-index wheel is this variant (linux_x86_64)
     platforms: list[Platform] = field(default_factory=list)  # empty: the release's platforms
     min_driver: str | None = None  # a floor the framework documents itself
+    # fields filled by a written-down rule rather than read from a source: field -> the basis (one sentence
+    # naming the neighbour row and the rule); fields: archs, ptx, cudnn, cuda, nvidia_pins, python
+    inferred: dict[str, str] = field(default_factory=dict)
     __pydantic_config__ = FORBID
 
 
@@ -312,5 +315,9 @@ def load_matrix_from(data_dir: Path, use_cache: bool = True) -> Matrix:
 
 @lru_cache(maxsize=4)
 def load_matrix(data_dir: str | None = None) -> Matrix:
-    """The shipped matrix (cached per process), or the one in ``data_dir``."""
-    return load_matrix_from(Path(data_dir) if data_dir else default_data_dir())
+    """The shipped matrix with the user's overlay on top (cached per process), or the one in ``data_dir``."""
+    if data_dir:
+        return load_matrix_from(Path(data_dir))
+    from cudamatrix.matrix import overlay  # one stat when there is no overlay
+
+    return overlay.apply(load_matrix_from(default_data_dir()))
