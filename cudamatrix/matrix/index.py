@@ -138,8 +138,10 @@ def parse_html_listing(project: str, text: str, base: str) -> list[IndexFile]:
     return out
 
 
-def _zip_member(read, total: int, tail: bytes, suffix: str) -> tuple[str, bytes] | None:
-    """Find and read the first member whose name ends with ``suffix``. ``read(start, end)`` fetches bytes."""
+def _central_directory(read, total: int, tail: bytes) -> list[tuple[str, int, int, int]]:
+    """(name, compression method, compressed size, local header offset) of every zip member.
+
+    ``tail`` is the end of the file (``total`` bytes long); ``read(start, end)`` fetches other bytes."""
     at = tail.rfind(b"PK\x05\x06")
     if at < 0:
         raise IndexReadError("not a zip file (no end of central directory)")
@@ -154,6 +156,7 @@ def _zip_member(read, total: int, tail: bytes, suffix: str) -> tuple[str, bytes]
     tail_start = total - len(tail)
     cd = tail[cd_off - tail_start:cd_off - tail_start + cd_size] if cd_off >= tail_start \
         else read(cd_off, cd_off + cd_size - 1)
+    out = []
     pos = 0
     while pos + 46 <= len(cd) and cd[pos:pos + 4] == b"PK\x01\x02":
         (method,) = struct.unpack("<H", cd[pos + 10:pos + 12])
@@ -161,20 +164,30 @@ def _zip_member(read, total: int, tail: bytes, suffix: str) -> tuple[str, bytes]
         nlen, elen, clen = struct.unpack("<HHH", cd[pos + 28:pos + 34])
         (off,) = struct.unpack("<I", cd[pos + 42:pos + 46])
         name = cd[pos + 46:pos + 46 + nlen].decode("utf-8", "replace")
-        if name.endswith(suffix):
-            if 0xFFFFFFFF in (off, csize, usize):
-                extra = cd[pos + 46 + nlen:pos + 46 + nlen + elen]
-                csize, off = _zip64_extra(extra, usize, csize, off)
-            head = read(off, off + 29)
-            hn, he = struct.unpack("<HH", head[26:30])
-            start = off + 30 + hn + he
-            raw = read(start, start + csize - 1) if csize else b""
-            if method == 8:
-                return name, zlib.decompress(raw, -15)
-            if method == 0:
-                return name, raw
-            raise IndexReadError(f"{name}: unsupported zip compression method {method}")
+        if 0xFFFFFFFF in (off, csize, usize):
+            csize, off = _zip64_extra(cd[pos + 46 + nlen:pos + 46 + nlen + elen], usize, csize, off)
+        out.append((name, method, csize, off))
         pos += 46 + nlen + elen + clen
+    return out
+
+
+def _read_member(read, name: str, method: int, csize: int, off: int) -> bytes:
+    head = read(off, off + 29)
+    hn, he = struct.unpack("<HH", head[26:30])
+    start = off + 30 + hn + he
+    raw = read(start, start + csize - 1) if csize else b""
+    if method == 8:
+        return zlib.decompress(raw, -15)
+    if method == 0:
+        return raw
+    raise IndexReadError(f"{name}: unsupported zip compression method {method}")
+
+
+def _zip_member(read, total: int, tail: bytes, suffix: str) -> tuple[str, bytes] | None:
+    """The first member whose name ends with ``suffix``, read with ``read(start, end)``; None if absent."""
+    for name, method, csize, off in _central_directory(read, total, tail):
+        if name.endswith(suffix):
+            return name, _read_member(read, name, method, csize, off)
     return None
 
 
@@ -326,13 +339,28 @@ class IndexClient:
         m = re.search(r"/(\d+)$", resp.headers.get("Content-Range", ""))
         return resp.content, int(m.group(1)) if m else -1
 
-    def member(self, f: IndexFile, suffix: str) -> tuple[str, bytes] | None:
-        """(name, bytes) of the first member of the remote wheel whose name ends with ``suffix``, or None."""
+    def member(self, f: IndexFile, suffix: str, max_bytes: int | None = None) -> tuple[str, bytes] | None:
+        """(name, bytes) of the first member of the remote wheel whose name ends with ``suffix``, or None.
+
+        ``max_bytes``: refuse (IndexReadError) a member whose compressed size is larger."""
         url = f.url.split("#")[0]
+        read = lambda a, b: self._range(url, f"{a}-{b}")[0]  # noqa: E731
         tail, total = self._range(url, f"-{EOCD_MAX}")
         if total < 0:
             total = f.size or len(tail)
-        return _zip_member(lambda a, b: self._range(url, f"{a}-{b}")[0], total, tail, suffix)
+        for name, method, csize, off in _central_directory(read, total, tail):
+            if name.endswith(suffix):
+                if max_bytes is not None and csize > max_bytes:
+                    raise IndexReadError(f"{f.filename}:{name} is {csize} bytes compressed, over {max_bytes}")
+                return name, _read_member(read, name, method, csize, off)
+        return None
+
+    def members(self, f: IndexFile) -> list[tuple[str, int]]:
+        """(name, compressed size) of every member of the remote wheel (its central directory only)."""
+        url = f.url.split("#")[0]
+        read = lambda a, b: self._range(url, f"{a}-{b}")[0]  # noqa: E731
+        tail, total = self._range(url, f"-{EOCD_MAX}")
+        return [(n, c) for n, _m, c, _o in _central_directory(read, total if total >= 0 else len(tail), tail)]
 
 
 def jsonable(files: list[IndexFile]) -> list[dict[str, Any]]:
