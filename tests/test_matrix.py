@@ -294,3 +294,40 @@ def test_update_refuses_an_open_overlay_folder(tmp_path, jax_index):
     out = cli("matrix", "update", "--mirror", jax_index.url + "/simple", env=env)
     assert out.returncode == 2 and "open to other users" in out.stderr
     assert list(folder.iterdir()) == []
+
+
+@pytest.mark.parametrize("printed, model, cc", [
+    # names as nvidia-smi / NVML print them (fixtures in the shared set; laptop and Jetson names from the boards)
+    ("NVIDIA GeForce RTX 4050 Laptop GPU", "GeForce RTX 4050", "8.9"),
+    ("NVIDIA GeForce RTX 3050", "GeForce RTX 3050", "8.6"),
+    ("NVIDIA GeForce GTX 950", "GeForce GTX 950", "5.2"),
+    ("Quadro K2200", "Quadro K2200", "5.0"),
+    ("Quadro K6000", "Quadro K6000", "3.5"),
+    ("Tesla K10", "Tesla K10", "3.0"),
+    ("GeForce GTX 780 Ti", "GeForce GTX 780 Ti", "3.5"),
+    ("Tesla V100-PCIE-16GB", "Tesla V100 PCIe 16GB", "7.0"),
+    ("NVIDIA A100-SXM4-80GB", "NVIDIA A100 SXM4 80GB", "8.0"),
+    ("GeForce RTX 207...", "GeForce RTX 2070", "7.5"),  # nvidia-smi's table cut it (WSL fixture)
+    ("NVIDIA GeForce RTX 3060 ...", "GeForce RTX 3060", "8.6"),
+    ("NVIDIA GeForce RTX 2080 with Max-Q Design", "GeForce RTX 2080", "7.5"),
+    ("Orin (nvgpu)", "Jetson AGX Orin", "8.7"),
+    ("NVIDIA Tegra X1", "Jetson Nano", "5.3"),
+])
+def test_find_gpu_by_printed_names(matrix, printed, model, cc):
+    gpu = find_gpu(matrix, printed)
+    assert gpu is not None and gpu.name == model and gpu.compute_capability == cc
+
+
+def test_find_gpu_refuses_ambiguous_or_unknown_names(matrix):
+    assert find_gpu(matrix, "NVIDIA RTX ...") is None  # a cut name that stands for many compute capabilities
+    assert find_gpu(matrix, "NVIDIA Foo 9000") is None
+
+
+def test_jetson_is_sent_to_jetpack_wheels(matrix):
+    adv = [a for a in matrix.advisories.advisories if "8.7" in a.gpu_compute_capabilities]
+    assert adv and "JetPack" in adv[0].fix and [str(r) for r in adv[0].affects] == ["torch"]
+    orin = find_gpu(matrix, "Orin (nvgpu)")
+    assert orin.segment == "jetson"
+    # PyTorch's own aarch64 build of the newest release carries no sm_87 SASS
+    torch = {str(r.version): r for r in matrix.frameworks("torch")}["2.15.0"]
+    assert all("8.7" not in v.archs for v in torch.variants)
