@@ -225,3 +225,28 @@ def test_shipped_framework_files_validate_and_name_real_cuda_releases():
     assert [n for n, v in variants.items() if v.get("pypi_default")] == ["cu124"]
     for n in ("cu118", "cu121", "cu124"):
         assert variants[n]["cuda"] and variants[n]["cudnn"] and variants[n]["archs"]
+
+
+def test_infer_variants_fills_only_empty_fields_and_says_from_where():
+    spec = importlib.util.spec_from_file_location("infer_variants", ROOT / "scripts" / "infer_variants.py")
+    infer = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(infer)
+    doc = {"releases": [
+        {"version": "2.9.0", "variants": [
+            {"name": "cu126", "cuda": "12.6", "source": "s"},
+            {"name": "cu128", "cuda": "12.8", "source": "s", "archs": ["8.0"],
+             "nvidia_pins": ['nvidia-cudnn-cu12==9.10.2.21; platform_system == "Linux"']}]},
+        {"version": "2.8.0", "variants": [{"name": "cu126", "cuda": "12.6", "source": "s", "cudnn": "9.5.1.17",
+                                           "archs": ["5.0", "9.0"]}]},
+        {"version": "2.7.0", "variants": [{"name": "cu128", "cuda": "12.8", "source": "s"},
+                                          {"name": "cu129", "cuda": "12.9", "source": "s"}]},
+    ]}
+    infer.infer(doc)
+    v29 = {v["name"]: v for v in doc["releases"][0]["variants"]}
+    assert v29["cu126"]["cudnn"] == "9.10.2.21" and "cu128" in v29["cu126"]["inferred"]["cudnn"]  # rule 1
+    assert v29["cu126"]["archs"] == ["5.0", "9.0"] and "2.8.0" in v29["cu126"]["inferred"]["archs"]  # rule 2
+    assert "inferred" not in v29["cu128"] or "archs" not in v29["cu128"]["inferred"]  # sourced: untouched
+    v27 = {v["name"]: v for v in doc["releases"][2]["variants"]}
+    assert v27["cu128"]["archs"] == ["8.0"]  # nearest release with a sourced cu128
+    assert "cudnn" not in v27["cu128"]  # 2.7 is before rule 1 applies and no release has a sourced cu128 cuDNN
+    assert "cudnn" not in v27["cu129"] and "archs" not in v27["cu129"]  # no neighbour: stays empty
