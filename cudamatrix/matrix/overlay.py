@@ -15,15 +15,16 @@ import hashlib
 import json
 import os
 import stat
-import tempfile
 import weakref
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from cudamatrix.errors import CudamatrixError
 from cudamatrix.matrix.data import Matrix
+
+if TYPE_CHECKING:
+    from datetime import datetime
 
 OVERLAY_SCHEMA = 1
 FAMILIES = ("torch", "tensorflow", "jax")
@@ -83,6 +84,8 @@ def _unsafe(st: os.stat_result, kind: str) -> str | None:
 def build(index: Any, shipped: Matrix, index_url: str, log: Callable[[str], None] = lambda m: None,
           now: datetime | None = None) -> dict[str, Any]:
     """An overlay document of the releases on ``index`` that ``shipped`` lacks. Raises IndexReadError."""
+    from datetime import datetime, timezone
+
     from packaging.version import Version
 
     from cudamatrix.matrix import discover
@@ -166,6 +169,8 @@ def check_rows(doc: dict[str, Any], shipped: Matrix) -> Matrix:
 
 def write(doc: dict[str, Any], shipped: Matrix, path: Path | None = None) -> Path:
     """Validate ``doc`` and write it to the overlay file (0600 in a 0700 folder, temp file + rename)."""
+    import tempfile  # only here: writing is rare, and tempfile is slow to import
+
     check_rows(doc, shipped)
     path = path or overlay_path()
     folder = path.parent
