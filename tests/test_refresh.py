@@ -250,3 +250,58 @@ def test_infer_variants_fills_only_empty_fields_and_says_from_where():
     assert v27["cu128"]["archs"] == ["8.0"]  # nearest release with a sourced cu128
     assert "cudnn" not in v27["cu128"]  # 2.7 is before rule 1 applies and no release has a sourced cu128 cuDNN
     assert "cudnn" not in v27["cu129"] and "archs" not in v27["cu129"]  # no neighbour: stays empty
+
+
+def test_check_and_write_against_a_loopback_index(tmp_path, capsys):
+    """The whole refresh on a real HTTP index (JSON listings, range reads): a torch release the data lacks is
+    listed by --check, then written with its CUDA pins (cuda-toolkit and cuda-bindings kept) and its
+    companions paired by their own requirement, whatever its form."""
+    import shutil
+
+    from localindex import LocalIndex, build_wheel
+
+    wheels = tmp_path / "wheels"
+    tag = "cp312-cp312-manylinux_2_28_x86_64"
+    build_wheel(wheels, "torch", "2.99.0", tag=tag, requires_python=">=3.12", requires=[
+        'cuda-toolkit[cublas,cudart]==13.2.2; platform_system == "Linux"',
+        'cuda-bindings<14,>=13.0.3; platform_system == "Linux"',
+        'nvidia-cudnn-cu13==9.26.0.51; platform_system == "Linux"', "filelock"])
+    build_wheel(wheels, "torch", "2.99.0", tag="cp312-cp312-win_amd64", requires_python=">=3.12")
+    build_wheel(wheels, "torchvision", "0.99.0", tag=tag, requires=["torch>=2.99.0", "numpy"])
+    build_wheel(wheels, "torchaudio", "2.99.0", tag=tag)  # names no torch requirement at all
+    data = tmp_path / "data"
+    shutil.copytree(ROOT / "data", data)
+    with LocalIndex(wheels, json_api=True, ranges=True) as index:
+        url = index.url + "/simple"
+        assert refresh.main(["torch", "--index-url", url, "--data", str(data), "--check"]) == 1
+        assert "torch: 1 release(s) on the index not in the matrix: 2.99.0" in capsys.readouterr().out
+        assert refresh.main(["torch", "--index-url", url, "--data", str(data), "--write"]) == 0
+        assert any(s.startswith("/simple/torchvision") for s in index.served)
+        assert refresh.main(["torch", "--index-url", url, "--data", str(data), "--check"]) == 0
+    row = {r["version"]: r for r in json.loads((data / "torch.json").read_text())["releases"]}["2.99.0"]
+    assert row["python"] == ["3.12"] and row["platforms"] == ["linux_x86_64", "win_amd64"]
+    assert row["companions"] == {"torchvision": "0.99.0", "torchaudio": "2.99.0"}
+    (var,) = row["variants"]
+    assert var["name"] == "cu132" and var["pypi_default"] and var["cuda"] == "13.2" and var["cudnn"] == "9.26.0.51"
+    assert var["nvidia_pins"][:2] == ['cuda-toolkit[cublas,cudart]==13.2.2; platform_system == "Linux"',
+                                      'cuda-bindings<14,>=13.0.3; platform_system == "Linux"']
+    assert "torch-2.99.0-cp312-cp312-manylinux_2_28_x86_64.whl" in var["source"]
+    assert any("no torch requirement" in n for n in row["notes"])
+
+
+def test_write_refuses_data_that_does_not_validate(tmp_path, capsys):
+    import shutil
+
+    from localindex import LocalIndex, build_wheel
+
+    wheels = tmp_path / "wheels"
+    # a CUDA runtime pin the CUDA table has no row for: the merged matrix fails lint, nothing is written
+    build_wheel(wheels, "torch", "2.99.0", tag="cp312-cp312-manylinux_2_28_x86_64",
+                requires=['nvidia-cuda-runtime-cu99==99.1.0; platform_system == "Linux"'])
+    data = tmp_path / "data"
+    shutil.copytree(ROOT / "data", data)
+    before = (data / "torch.json").read_bytes()
+    with LocalIndex(wheels, json_api=True, ranges=True) as index:
+        assert refresh.main(["torch", "--index-url", index.url + "/simple", "--data", str(data), "--write"]) == 2
+    assert (data / "torch.json").read_bytes() == before
+    assert "not in the CUDA table" in capsys.readouterr().err
