@@ -328,6 +328,10 @@ def test_jetson_is_sent_to_jetpack_wheels(matrix):
     assert adv and "JetPack" in adv[0].fix and [str(r) for r in adv[0].affects] == ["torch"]
     orin = find_gpu(matrix, "Orin (nvgpu)")
     assert orin.segment == "jetson"
+    from cudamatrix.matrix.query import jetpack_only
+
+    assert jetpack_only(matrix, "torch", orin.compute_capability) is adv[0]
+    assert jetpack_only(matrix, "torch", "8.6") is None and jetpack_only(matrix, "jax", "8.7") is None
     # PyTorch's own aarch64 build of the newest release carries no sm_87 SASS
     torch = {str(r.version): r for r in matrix.frameworks("torch")}["2.15.0"]
     assert all("8.7" not in v.archs for v in torch.variants)

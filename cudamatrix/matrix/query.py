@@ -8,7 +8,7 @@ from functools import lru_cache
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
-from cudamatrix.matrix.data import Architecture, CudaRelease, Gpu, Matrix
+from cudamatrix.matrix.data import Advisory, Architecture, CudaRelease, Gpu, Matrix
 from cudamatrix.schema import normalize_cc, to_dict
 
 
@@ -300,3 +300,16 @@ def lint(matrix: Matrix) -> list[str]:
             problems.append(f"{where}: id: duplicate {adv.id}")
         seen.add(adv.id)
     return problems
+
+
+def jetpack_only(matrix: Matrix, family: str, cc: str) -> Advisory | None:
+    """The advisory that sends a board of compute capability ``cc`` to NVIDIA's JetPack wheels for ``family``
+    (Jetson Nano/TX2/Xavier/Orin: PyTorch's own aarch64 builds carry no kernels for them, whatever SASS of the
+    same major they ship), or None. For the solver: a candidate from the default or PyTorch index does not fit
+    such a target."""
+    cc = normalize_cc(cc)
+    for adv in matrix.advisories.advisories:
+        if cc in adv.gpu_compute_capabilities and "JetPack" in adv.fix and \
+                any(Requirement(a).name == family for a in adv.affects):
+            return adv
+    return None
