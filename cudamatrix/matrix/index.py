@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import html
-import json
 import re
 import struct
 import sys
@@ -361,8 +360,3 @@ class IndexClient:
         read = lambda a, b: self._range(url, f"{a}-{b}")[0]  # noqa: E731
         tail, total = self._range(url, f"-{EOCD_MAX}")
         return [(n, c) for n, _m, c, _o in _central_directory(read, total if total >= 0 else len(tail), tail)]
-
-
-def jsonable(files: list[IndexFile]) -> list[dict[str, Any]]:
-    """IndexFile rows as plain JSON (for logs and tests)."""
-    return [json.loads(json.dumps({**f.__dict__, "version": str(f.version)})) for f in files]
