@@ -5,7 +5,6 @@ import importlib.util
 import json
 from pathlib import Path
 
-import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORTS = Path(__file__).parent / "data" / "pip_reports"
@@ -15,6 +14,7 @@ refresh = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(refresh)
 
 from cudamatrix.matrix import discover  # noqa: E402
+from cudamatrix.matrix.merge import inherit  # noqa: E402
 from cudamatrix.matrix.index import parse_pip_config  # noqa: E402
 from packaging.version import Version  # noqa: E402
 
@@ -146,7 +146,7 @@ def test_new_patch_release_inherits_its_minor_and_says_so():
          "platforms": ["linux_x86_64", "win_amd64"]}]}
     new = {"name": "tensorflow", "version": "2.6.2", "python": ["3.9"], "source": "s", "variants": [
         {"name": "gpu", "source": "t", "cuda": "11.2", "cudnn": "8", "archs": ["3.5"]}]}
-    row = discover.inherit(new, [base])
+    row = inherit(new, [base])
     var = row["variants"][0]
     assert var["cudnn"] == "8.1" and "2.6.0" in var["inferred"]["cudnn"]
     assert var["ptx"] == ["8.0"] and "ptx" in var["inferred"]

@@ -88,7 +88,7 @@ def build(index: Any, shipped: Matrix, index_url: str, log: Callable[[str], None
 
     from packaging.version import Version
 
-    from cudamatrix.matrix import discover
+    from cudamatrix.matrix import discover, merge
 
     def read(suffix):
         def member(f):
@@ -117,7 +117,7 @@ def build(index: Any, shipped: Matrix, index_url: str, log: Callable[[str], None
         else:
             arts = discover.jax_rows(index, log, only=new)
         base = [to_plain(r) for r in shipped.frameworks(fam)]
-        families[fam] = [discover.inherit(discover.merge_release(None, art), base) for art in arts]
+        families[fam] = [merge.inherit(merge.merge_release(None, art), base) for art in arts]
     created = (now or datetime.now(timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ")
     for rows in families.values():
         for row in rows:
