@@ -3,6 +3,8 @@ served over HTTP on loopback (one thread, stops with the test), and throwaway vi
 
 The wheels are built here with zipfile and hand-written METADATA / WHEEL / RECORD: nothing is
 downloaded. The index can be told to die after serving N wheel files (an index that dies mid-way).
+Opt-in: the JSON Simple API (PEP 691), PEP 658 ``.metadata`` files, HTTP range requests and TLS with a
+throwaway self-signed certificate (made by the ``openssl`` command).
 """
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ def _record_hash(data: bytes) -> str:
 
 
 def build_wheel(folder: Path, name: str, version: str, *, requires: list[str] = (), files: dict[str, str] | None = None,
-                corrupt: bool = False) -> Path:
+                corrupt: bool = False, tag: str = "py3-none-any", requires_python: str | None = None) -> Path:
     """Write ``<name>-<version>-py3-none-any.whl`` into ``folder`` and return its path.
 
     ``files``: extra payload (path in site-packages -> text). ``corrupt``: flip a byte of the payload
@@ -47,14 +49,16 @@ def build_wheel(folder: Path, name: str, version: str, *, requires: list[str] = 
     payload.setdefault(f"{module}/__init__.py", f'__version__ = "{version}"\n')
     payload[f"{module}/_payload.txt"] = "x" * 64 + "\n"  # the bytes ``corrupt`` flips
     meta = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}", "Summary: test stand-in"]
+    if requires_python:
+        meta.append(f"Requires-Python: {requires_python}")
     meta += [f"Requires-Dist: {r}" for r in requires]
     members = dict(payload)
     members[f"{info}/METADATA"] = "\n".join(meta) + "\n"
-    members[f"{info}/WHEEL"] = "Wheel-Version: 1.0\nGenerator: cudamatrix-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    members[f"{info}/WHEEL"] = f"Wheel-Version: 1.0\nGenerator: cudamatrix-tests\nRoot-Is-Purelib: true\nTag: {tag}\n"
     record = [f"{p},{_record_hash(t.encode())},{len(t.encode())}" for p, t in members.items()]
     members[f"{info}/RECORD"] = "\n".join(record + [f"{info}/RECORD,,"]) + "\n"
-    path = folder / f"{dist}-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as zf:
+    path = folder / f"{dist}-{version}-{tag}.whl"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED if tag != "py3-none-any" else zipfile.ZIP_STORED) as zf:
         for p, t in members.items():
             zf.writestr(p, t)
     if corrupt:
@@ -73,6 +77,11 @@ class LocalIndex:
     folder: Path
     die_after_files: int | None = None  # after this many wheel downloads every request is cut off
     served: list[str] = field(default_factory=list)
+    json_api: bool = False  # answer PEP 691 JSON to clients that ask for it
+    metadata_for: tuple[str, ...] = ()  # project names whose wheels get a PEP 658 ``<wheel>.metadata`` file
+    ranges: bool = False  # answer ``Range: bytes=`` requests with 206
+    tls: bool = False  # serve https with a self-signed certificate; ``cafile`` names it
+    cafile: Path | None = None
     _server: ThreadingHTTPServer | None = None
 
     def files_served(self) -> int:
@@ -84,7 +93,38 @@ class LocalIndex:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        scheme = "https" if self.tls else "http"
+        return f"{scheme}://127.0.0.1:{self._server.server_address[1]}"
+
+    def _metadata_of(self, wheel: Path) -> bytes | None:
+        with zipfile.ZipFile(wheel) as zf:
+            for name in zf.namelist():
+                if name.endswith(".dist-info/METADATA"):
+                    return zf.read(name)
+        return None
+
+    def _listing(self, project: str, as_json: bool) -> tuple[bytes, str] | None:
+        wheels = [w for w in sorted(self.folder.glob("*.whl")) if canonical(w.name.split("-")[0]) == project]
+        if not wheels:
+            return None
+        with_meta = {w.name: hashlib.sha256(self._metadata_of(w) or b"").hexdigest()
+                     for w in wheels if canonical(w.name.split("-")[0]) in self.metadata_for}
+        if as_json:
+            files = []
+            for w in wheels:
+                item = {"filename": w.name, "url": f"/files/{quote(w.name)}", "hashes": {},
+                        "size": w.stat().st_size}
+                if w.name in with_meta:
+                    item["core-metadata"] = {"sha256": with_meta[w.name]}
+                files.append(item)
+            doc = {"meta": {"api-version": "1.1"}, "name": project, "files": files}
+            return json.dumps(doc).encode(), "application/vnd.pypi.simple.v1+json"
+        links = []
+        for w in wheels:
+            meta = f' data-core-metadata="sha256={with_meta[w.name]}"' if w.name in with_meta else ""
+            links.append(f'<a href="/files/{quote(w.name)}"{meta}>{html.escape(w.name)}</a><br>')
+        body = "<!DOCTYPE html><html><body>\n" + "\n".join(links) + "\n</body></html>\n"
+        return body.encode(), "text/html"
 
     def __enter__(self) -> "LocalIndex":
         index = self
@@ -101,18 +141,20 @@ class LocalIndex:
                 index.served.append(self.path)
                 parts = [p for p in self.path.split("?")[0].split("/") if p]
                 if len(parts) == 2 and parts[0] == "files":
-                    target = index.folder / unquote(parts[1])
+                    name = unquote(parts[1])
+                    if name.endswith(".whl.metadata") and canonical(name.split("-")[0]) in index.metadata_for:
+                        wheel = index.folder / name[: -len(".metadata")]
+                        meta = index._metadata_of(wheel) if wheel.is_file() else None
+                        return self._send(meta, "text/plain") if meta else self.send_error(404)
+                    target = index.folder / name
                     if target.is_file():
                         return self._send(target.read_bytes(), "application/octet-stream")
                     return self.send_error(404)
                 if parts:
-                    project = canonical(parts[-1])
-                    links = [f'<a href="/files/{quote(w.name)}">{html.escape(w.name)}</a><br>'
-                             for w in sorted(index.folder.glob("*.whl"))
-                             if canonical(w.name.split("-")[0]) == project]
-                    if links:
-                        body = "<!DOCTYPE html><html><body>\n" + "\n".join(links) + "\n</body></html>\n"
-                        return self._send(body.encode(), "text/html")
+                    as_json = index.json_api and "vnd.pypi.simple.v1+json" in (self.headers.get("Accept") or "")
+                    got = index._listing(canonical(parts[-1]), as_json)
+                    if got:
+                        return self._send(*got)
                 self.send_error(404)
 
             def do_HEAD(self):  # uv asks for a file's size before fetching it
@@ -123,6 +165,22 @@ class LocalIndex:
                     self._head_only = False
 
             def _send(self, body: bytes, ctype: str) -> None:
+                m = re.fullmatch(r"bytes=(\d*)-(\d*)", self.headers.get("Range") or "")
+                if index.ranges and m and (m.group(1) or m.group(2)):
+                    size = len(body)
+                    if m.group(1):
+                        start, end = int(m.group(1)), min(int(m.group(2) or size - 1), size - 1)
+                    else:  # a suffix: the last N bytes
+                        start, end = max(0, size - int(m.group(2))), size - 1
+                    part = body[start:end + 1]
+                    self.send_response(206)
+                    self.send_header("Content-Type", ctype)
+                    self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
+                    self.send_header("Content-Length", str(len(part)))
+                    self.end_headers()
+                    if not getattr(self, "_head_only", False):
+                        self.wfile.write(part)
+                    return
                 self.send_response(200)
                 self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(body)))
@@ -133,8 +191,24 @@ class LocalIndex:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
+        if self.tls:
+            self._server.socket = self._tls_context().wrap_socket(self._server.socket, server_side=True)
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self
+
+    def _tls_context(self):
+        """A server context with a self-signed certificate for 127.0.0.1 (clients trust ``cafile``)."""
+        import ssl
+
+        key = self.folder.parent / f"{self.folder.name}-tls-key.pem"
+        self.cafile = self.folder.parent / f"{self.folder.name}-tls-cert.pem"
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                        "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                        "-keyout", str(key), "-out", str(self.cafile)],
+                       check=True, capture_output=True, timeout=60)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(str(self.cafile), str(key))
+        return ctx
 
     def __exit__(self, *exc) -> None:
         self._server.shutdown()

@@ -2,6 +2,7 @@
 diagnosis and solver answer on that machine's saved Environment as they did live."""
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from cudamatrix.detect import from_reports, load_environment
 from cudamatrix.diagnose.findings import diagnose, summary_exit
 from cudamatrix.errors import NoSolution
 from cudamatrix.matrix.data import load_matrix
+from snapshot import snapshot_matrix
 from cudamatrix.solve.solver import parse_request, solve
 from cudamatrix.solve.target import from_environment
 
@@ -50,7 +52,9 @@ def test_each_raw_output_alone_gives_its_part():
 
 
 def test_python_side_matches(live, replayed):
-    assert replayed.packages == live.packages
+    # detect records cuda-toolkit, cuda-bindings, cuda-pathfinder and numpy since that run: the paste has them
+    assert live.packages.items() <= replayed.packages.items()
+    assert set(replayed.packages) - set(live.packages) == {"cuda-toolkit", "cuda-bindings", "cuda-pathfinder", "numpy"}
     want = {(f.name, f.version, f.variant, f.cuda) for f in live.frameworks}
     got = {(f.name, f.version, f.variant, f.cuda) for f in replayed.frameworks}
     assert ("torch", "2.11.0", "cu130", "13.0") in want & got
@@ -73,8 +77,22 @@ def test_doctor_on_the_saved_machine_is_healthy(live):
     assert not [f for f in findings if f.severity == "error"]
 
 
-def test_solver_on_the_saved_machine(live):
+def test_torch_stays_as_installed_with_its_cuda_wheels(live):
+    # torch 2.11.0 cu130 requires cuda-toolkit[...]==13.0.2 and cuda-bindings (its wheel metadata, in the
+    # shipped matrix); the machine had them (pip-freeze.txt). The saved detect.json predates detect recording
+    # those distributions, so they are added from the freeze the same run saved.
+    freeze = dict(line.split("==", 1) for line in (HERE / "pip-freeze.txt").read_text().splitlines()
+                  if "==" in line and line.split("==", 1)[0] in ("cuda-toolkit", "cuda-bindings", "cuda-pathfinder"))
+    assert freeze["cuda-toolkit"] == "13.0.2"
+    env = dataclasses.replace(live, packages={**live.packages, **freeze})
     matrix = load_matrix()
+    kept = solve([from_environment(env, matrix)], parse_request(["torch"], env), matrix, installed=env)
+    assert kept.unchanged and [(f.name, f.version, f.variant) for f in kept.frameworks] == [("torch", "2.11.0", "cu130")]
+
+
+def test_solver_on_the_saved_machine(live):
+    # the frozen snapshot, from before jax 0.11 was in the matrix: the rule "newer than the matrix -> kept"
+    matrix = snapshot_matrix()
     target = from_environment(live, matrix)
     assert target.gpus[0].compute_capability == "9.0" and target.driver == "580.159.04"
     kept = solve([target], parse_request(["torch"], live), matrix, installed=live)

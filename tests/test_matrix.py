@@ -189,3 +189,149 @@ def test_validate_shipped_ok():
     out = cli("matrix", "validate", "--json")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["data"]["problems"] == []
+
+
+# --- matrix update: the user's overlay, read from a loopback index ----------------------------------
+
+PLUGIN_REQS = ["jax-cuda12-pjrt==99.0.0",
+               'nvidia-cuda-runtime-cu12>=12.1.105; sys_platform == "linux" and extra == "with-cuda"',
+               'nvidia-cudnn-cu12<10.0,>=9.10.2.21; sys_platform == "linux" and extra == "with-cuda"']
+
+
+@pytest.fixture(scope="module")
+def jax_index(tmp_path_factory):
+    """An https index on loopback serving jax 99.0.0 (a release the shipped data lacks): the JSON Simple API,
+    PEP 658 metadata for the plugin, range requests for the rest."""
+    from localindex import LocalIndex, build_wheel
+
+    folder = tmp_path_factory.mktemp("jaxindex") / "wheels"
+    build_wheel(folder, "jax", "99.0.0", requires=["jaxlib<=99.0.0,>=99.0.0", "numpy>=2"],
+                requires_python=">=3.12")
+    build_wheel(folder, "jaxlib", "99.0.0", tag="cp312-cp312-manylinux_2_27_x86_64")
+    build_wheel(folder, "jaxlib", "99.0.0", tag="cp313-cp313-manylinux_2_27_aarch64")
+    build_wheel(folder, "jax_cuda12_plugin", "99.0.0", tag="cp312-cp312-manylinux_2_27_x86_64",
+                requires=PLUGIN_REQS)
+    with LocalIndex(folder, json_api=True, metadata_for=("jax-cuda12-plugin",), ranges=True, tls=True) as index:
+        yield index
+
+
+def overlay_env(tmp_path: Path, index) -> dict:
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env.update({"XDG_CACHE_HOME": str(tmp_path / "cache"), "REQUESTS_CA_BUNDLE": str(index.cafile),
+                "PIP_CONFIG_FILE": os.devnull})
+    return env
+
+
+def test_update_reads_a_new_release_and_show_marks_it(tmp_path, jax_index):
+    import os
+    import stat
+
+    env = overlay_env(tmp_path, jax_index)
+    before = cli("matrix", "show", "jax", "99.0.0", "--json", env=env)
+    assert json.loads(before.stdout)["data"]["rows"] == []
+    out = cli("matrix", "update", "--mirror", jax_index.url + "/simple", "--json", env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    data = json.loads(out.stdout)["data"]
+    assert data["added"] == {"torch": [], "tensorflow": [], "jax": ["99.0.0"]}
+    path = Path(data["path"])
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert not [p for p in path.parent.iterdir() if p.name != "overlay.json"]  # no temp file left
+    # the listing was asked as JSON; the plugin's METADATA came from its .metadata file, jax's by ranges
+    assert any(s.endswith(".whl.metadata") for s in jax_index.served)
+    assert not any(s.startswith("/files/jax-99") and s.endswith(".metadata") for s in jax_index.served)
+
+    shown = json.loads(cli("matrix", "show", "jax", "99.0.0", "--json", env=env).stdout)["data"]
+    row = shown["rows"][0]
+    assert row["overlay"] == data["created"] and shown["overlay"]["releases"]["jax"] == ["99.0.0"]
+    assert row["python"] == ["3.12", "3.13"] and row["platforms"] == ["linux_aarch64", "linux_x86_64"]
+    assert row["companions"] == {"jaxlib": "99.0.0"}
+    cuda12 = {v["name"]: v for v in row["variants"]}["cuda12"]
+    assert cuda12["cudnn"] == "9.10.2.21" and cuda12["cuda"] == "12.1"
+    assert cuda12["extra_packages"] == ["jax-cuda12-plugin==99.0.0", "jax-cuda12-pjrt==99.0.0"]
+    assert "jax_cuda12_plugin-99.0.0" in cuda12["source"]
+    human = cli("matrix", "show", "jax", "99.0.0", env=env).stdout
+    assert "(overlay " in human
+    # a shipped release is never replaced by the overlay
+    assert "overlay" not in json.loads(cli("matrix", "show", "jax", "0.10.2", "--json", env=env).stdout)["data"]["rows"][0]
+
+    # tampered rows: the hash no longer matches, the overlay is ignored with a note
+    doc = json.loads(path.read_text())
+    doc["families"]["jax"][0]["variants"][1]["cudnn"] = "7.0"
+    path.write_text(json.dumps(doc))
+    os.chmod(path, 0o600)
+    shown = json.loads(cli("matrix", "show", "jax", "99.0.0", "--json", env=env).stdout)["data"]
+    assert shown["rows"] == [] and "sha256" in shown["overlay"]["ignored"]
+    # readable by others: ignored as well
+    doc["families"]["jax"][0]["variants"][1]["cudnn"] = "9.10.2.21"
+    path.write_text(json.dumps(doc))
+    os.chmod(path, 0o644)
+    shown = json.loads(cli("matrix", "show", "jax", "99.0.0", "--json", env=env).stdout)["data"]
+    assert shown["rows"] == [] and "open to other users" in shown["overlay"]["ignored"]
+
+
+def test_update_refuses_http_and_reports_offline(tmp_path, jax_index):
+    import socket
+
+    env = overlay_env(tmp_path, jax_index)
+    out = cli("matrix", "update", "--mirror", "http://127.0.0.1:9/simple", "--json", env=env)
+    assert out.returncode == 2 and "not an https URL" in out.stdout
+    with socket.socket() as s:  # a port nothing listens on: the index is unreachable
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = cli("matrix", "update", "--mirror", f"https://127.0.0.1:{port}/simple", env=env)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "shipped matrix" in out.stderr
+    assert not (tmp_path / "cache" / "cudamatrix" / "overlay").exists()
+
+
+def test_update_refuses_an_open_overlay_folder(tmp_path, jax_index):
+    env = overlay_env(tmp_path, jax_index)
+    folder = tmp_path / "cache" / "cudamatrix" / "overlay"
+    folder.mkdir(parents=True, mode=0o755)
+    folder.chmod(0o755)
+    out = cli("matrix", "update", "--mirror", jax_index.url + "/simple", env=env)
+    assert out.returncode == 2 and "open to other users" in out.stderr
+    assert list(folder.iterdir()) == []
+
+
+@pytest.mark.parametrize("printed, model, cc", [
+    # names as nvidia-smi / NVML print them (fixtures in the shared set; laptop and Jetson names from the boards)
+    ("NVIDIA GeForce RTX 4050 Laptop GPU", "GeForce RTX 4050", "8.9"),
+    ("NVIDIA GeForce RTX 3050", "GeForce RTX 3050", "8.6"),
+    ("NVIDIA GeForce GTX 950", "GeForce GTX 950", "5.2"),
+    ("Quadro K2200", "Quadro K2200", "5.0"),
+    ("Quadro K6000", "Quadro K6000", "3.5"),
+    ("Tesla K10", "Tesla K10", "3.0"),
+    ("GeForce GTX 780 Ti", "GeForce GTX 780 Ti", "3.5"),
+    ("Tesla V100-PCIE-16GB", "Tesla V100 PCIe 16GB", "7.0"),
+    ("NVIDIA A100-SXM4-80GB", "NVIDIA A100 SXM4 80GB", "8.0"),
+    ("GeForce RTX 207...", "GeForce RTX 2070", "7.5"),  # nvidia-smi's table cut it (WSL fixture)
+    ("NVIDIA GeForce RTX 3060 ...", "GeForce RTX 3060", "8.6"),
+    ("NVIDIA GeForce RTX 2080 with Max-Q Design", "GeForce RTX 2080", "7.5"),
+    ("Orin (nvgpu)", "Jetson AGX Orin", "8.7"),
+    ("NVIDIA Tegra X1", "Jetson Nano", "5.3"),
+])
+def test_find_gpu_by_printed_names(matrix, printed, model, cc):
+    gpu = find_gpu(matrix, printed)
+    assert gpu is not None and gpu.name == model and gpu.compute_capability == cc
+
+
+def test_find_gpu_refuses_ambiguous_or_unknown_names(matrix):
+    assert find_gpu(matrix, "NVIDIA RTX ...") is None  # a cut name that stands for many compute capabilities
+    assert find_gpu(matrix, "NVIDIA Foo 9000") is None
+
+
+def test_jetson_is_sent_to_jetpack_wheels(matrix):
+    adv = [a for a in matrix.advisories.advisories if "8.7" in a.gpu_compute_capabilities]
+    assert adv and "JetPack" in adv[0].fix and [str(r) for r in adv[0].affects] == ["torch"]
+    orin = find_gpu(matrix, "Orin (nvgpu)")
+    assert orin.segment == "jetson"
+    from cudamatrix.matrix.query import jetpack_only
+
+    assert jetpack_only(matrix, "torch", orin.compute_capability) is adv[0]
+    assert jetpack_only(matrix, "torch", "8.6") is None and jetpack_only(matrix, "jax", "8.7") is None
+    # PyTorch's own aarch64 build of the newest release carries no sm_87 SASS
+    torch = {str(r.version): r for r in matrix.frameworks("torch")}["2.15.0"]
+    assert all("8.7" not in v.archs for v in torch.variants)

@@ -5,7 +5,6 @@ import importlib.util
 import json
 from pathlib import Path
 
-import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORTS = Path(__file__).parent / "data" / "pip_reports"
@@ -14,84 +13,145 @@ _spec = importlib.util.spec_from_file_location("refresh_matrix", ROOT / "scripts
 refresh = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(refresh)
 
+from cudamatrix.matrix import discover  # noqa: E402
+from cudamatrix.matrix.merge import inherit  # noqa: E402
+from cudamatrix.matrix.index import parse_pip_config  # noqa: E402
+from packaging.version import Version  # noqa: E402
+
 
 def report(name: str) -> dict:
     return json.loads((REPORTS / f"{name}.json").read_text())
 
 
-def test_parse_report_reads_the_installed_wheel():
-    info = refresh.parse_report(report("torch-2.5.1"))
-    assert info["name"] == "torch"
-    assert info["version"] == "2.5.1"
-    assert info["requires_python"] == ">=3.8.0"
-    assert info["url"].endswith(".whl")
-
-
-def test_parse_report_refuses_an_empty_report():
-    with pytest.raises(ValueError):
-        refresh.parse_report({"install": []})
+def requires(name: str) -> list[str]:
+    """Requires-Dist of a captured real ``pip install --dry-run --report`` (the wheel's METADATA)."""
+    return report(name)["install"][0]["metadata"]["requires_dist"]
 
 
 def test_torch_251_default_wheel_pins_cuda_124_and_cudnn_9170():
-    pins = refresh.nvidia_pins(refresh.parse_report(report("torch-2.5.1"))["requires_dist"])
+    pins = discover.cuda_pins(requires("torch-2.5.1"))
     assert 'nvidia-cudnn-cu12==9.1.0.70; platform_system == "Linux" and platform_machine == "x86_64"' in pins
     assert all(p.startswith("nvidia-") for p in pins)
     assert not any("triton" in p for p in pins)
-    assert refresh.cuda_of_pins(pins) == ("12.4", "9.1.0.70")
+    assert (discover.cuda_of(pins), discover.cudnn_of(pins)) == ("12.4", "9.1.0.70")
+
+
+def test_cuda_toolkit_and_cuda_bindings_pins_are_kept_and_give_the_cuda_version():
+    # the Requires-Dist lines of the torch 2.15.0 manylinux x86_64 wheel's METADATA
+    lines = ['cuda-toolkit[cublas,cudart,cufft]==13.2.2; platform_system == "Linux"',
+             'cuda-bindings<14,>=13.0.3; platform_system == "Linux" and python_version < "3.15"',
+             'nvidia-cudnn-cu13==9.26.0.51; platform_system == "Linux"', 'triton~=3.9.0',
+             'optree>=0.13.0; extra == "optree"']
+    pins = discover.cuda_pins(lines)
+    assert pins[0] == 'cuda-toolkit[cublas,cudart,cufft]==13.2.2; platform_system == "Linux"'
+    assert any(p.startswith("cuda-bindings<14,>=13.0.3") for p in pins)
+    assert len(pins) == 3
+    assert discover.cuda_of(pins) == "13.2" and discover.cudnn_of(pins) == "9.26.0.51"
 
 
 def test_torch_1121_default_wheel_has_no_pins_and_cuda_comes_from_version_py():
-    info = refresh.parse_report(report("torch-1.12.1"))
-    assert refresh.nvidia_pins(info["requires_dist"]) == []
+    assert discover.cuda_pins(requires("torch-1.12.1")) == []
     text = (REPORTS / "torch-1.12.1-version.py.txt").read_text()
-    assert refresh.parse_torch_version_py(text) == {"version": "1.12.1+cu102", "cuda": "10.2"}
+    assert discover.parse_torch_version_py(text) == {"version": "1.12.1+cu102", "cuda": "10.2"}
 
 
 def test_tensorflow_and_cuda_extra_pins_lose_the_extra_marker():
-    info = refresh.parse_report(report("tensorflow-and-cuda-2.15.0"))
-    assert refresh.nvidia_pins(info["requires_dist"]) == []  # nothing outside the extra
-    pins = refresh.nvidia_pins(info["requires_dist"], extra="and-cuda")
+    lines = requires("tensorflow-and-cuda-2.15.0")
+    assert discover.cuda_pins(lines) == []  # nothing outside the extra
+    pins = discover.cuda_pins(lines, extra="and-cuda")
     assert "nvidia-cublas-cu12==12.2.5.6" in pins
     assert not any("extra" in p for p in pins)
-    assert refresh.cuda_of_pins(pins)[1] is not None
+    assert discover.cudnn_of(pins) is not None
 
 
 def test_tensorflow_build_info_gives_cuda_and_sass_ptx_split():
     text = (REPORTS / "tensorflow-2.15.0-build_info.py.txt").read_text()
-    info = refresh.parse_tf_build_info(text)
+    info = discover.parse_tf_build_info(text)
     assert info["cuda"] == "12.2"
     assert info["cudnn"] == "8"
     assert info["archs"] == ["5.0", "6.0", "7.0", "7.5"]
     assert info["ptx"] == ["8.0"]
 
 
-def test_jax_plugin_with_cuda_pins_and_pjrt_companion():
-    info = refresh.parse_report(report("jax-cuda12-plugin-with-cuda-0.5.3"))
-    pins = refresh.nvidia_pins(info["requires_dist"], extra="with-cuda")
+def test_jax_plugin_with_cuda_floors_and_pjrt_companion():
+    lines = requires("jax-cuda12-plugin-with-cuda-0.5.3")
+    pins = discover.cuda_pins(lines, extra="with-cuda")
     assert pins and all(p.startswith("nvidia-") and "extra" not in p for p in pins)
-    assert refresh.pinned_version(info["requires_dist"], "jax-cuda12-pjrt") == "0.5.3"
+    assert str(discover.requirement_of(lines, "jax-cuda12-pjrt")) == "==0.5.3"
+    assert discover.cuda_of(pins) == "12.1"  # the runtime's floor
 
 
 def test_torchvision_pins_its_torch():
-    info = refresh.parse_report(report("torchvision-0.20.1"))
-    assert refresh.pinned_version(info["requires_dist"], "torch") == "2.5.1"
+    spec = discover.requirement_of(requires("torchvision-0.20.1"), "torch")
+    assert spec.contains("2.5.1") and not spec.contains("2.5.0")
+
+
+def test_pairing_by_specifier_whatever_its_form():
+    from packaging.specifiers import SpecifierSet
+
+    # torchvision 0.29.0 pins torch==2.14.0; 0.29.1 and 0.29.2 ask torch>=2.14.0 (their METADATA on the index)
+    comps = {"0.29.0": SpecifierSet("==2.14.0"), "0.29.1": SpecifierSet(">=2.14.0"),
+             "0.29.2": SpecifierSet(">=2.14.0"), "0.28.0": SpecifierSet("==2.13.0")}
+    got = discover.pair(["2.15.0", "2.14.1", "2.14.0", "2.13.0", "2.12.0"], comps)
+    assert {k: v[0] for k, v in got.items()} == {"2.15.0": "0.29.2", "2.14.1": "0.29.2", "2.14.0": "0.29.2",
+                                                "2.13.0": "0.28.0"}
+    # torchaudio 2.11.0 names no torch requirement at all: equal version only, and the rule says so
+    got = discover.pair(["2.12.0", "2.11.0"], {"2.11.0": None, "2.10.0": SpecifierSet("==2.10.0")})
+    assert list(got) == ["2.11.0"] and "no torch requirement" in got["2.11.0"][1]
 
 
 def test_marker_with_environment_and_extra_keeps_the_environment():
     line = 'nvidia-nccl-cu12==2.21.5; platform_system == "Linux" and extra == "cuda"'
-    assert refresh.nvidia_pins([line], extra="cuda") == ['nvidia-nccl-cu12==2.21.5; platform_system == "Linux"']
-    assert refresh.nvidia_pins([line]) == []
+    assert discover.cuda_pins([line], extra="cuda") == ['nvidia-nccl-cu12==2.21.5; platform_system == "Linux"']
+    assert discover.cuda_pins([line]) == []
 
 
-def test_parse_index_versions():
-    text = "torch (2.5.1)\nAvailable versions: 2.5.1, 2.5.0, 2.4.1\n"
-    assert refresh.parse_index_versions(text) == ["2.5.1", "2.5.0", "2.4.1"]
-    assert refresh.parse_index_versions("ERROR: No matching distribution") == []
+def test_pythons_and_platforms_come_from_wheel_tags():
+    from cudamatrix.matrix.index import parse_json_listing
+
+    doc = {"files": [
+        {"filename": "x-1.0-cp311-cp311-manylinux_2_28_x86_64.whl", "url": "a"},
+        {"filename": "x-1.0-cp312-cp312-win_amd64.whl", "url": "b"},
+        {"filename": "x-1.0-cp313-cp313t-macosx_11_0_arm64.whl", "url": "c"},
+        {"filename": "x-1.0rc1-cp314-cp314-manylinux_2_28_aarch64.whl", "url": "d"},
+        {"filename": "x-0.9-py3-none-any.whl", "url": "e", "requires-python": ">=3.12"},
+        {"filename": "x-0.8-cp311-cp311-manylinux_2_28_x86_64.whl", "url": "f", "yanked": "broken"},
+    ]}
+    files = parse_json_listing("x", doc, "https://index.invalid/simple/x/")
+    rels = discover.releases(files)
+    assert sorted(str(v) for v in rels) == ["0.9", "1.0"]  # no pre-release, no yanked file
+    pys, plats = discover.support(rels[Version("1.0")])
+    assert pys == ["3.11", "3.12", "3.13"] and plats == ["linux_x86_64", "macos_arm64", "win_amd64"]
+    assert discover.support(rels[Version("0.9")])[0] == ["3.12", "3.13", "3.14", "3.15"]
+    assert files[0].url == "https://index.invalid/simple/x/a"
 
 
-def test_python_support_inverts_per_python_listings():
-    table = refresh.python_support({"3.9": {"2.5.1"}, "3.10": {"2.5.1", "2.6.0"}, "3.8": {"2.4.0"}})
-    assert table == {"2.4.0": ["3.8"], "2.5.1": ["3.9", "3.10"], "2.6.0": ["3.10"]}
+def test_pip_config_index_url_precedence():
+    text = "global.index-url='https://g.invalid/simple'\nuser.index-url='https://u.invalid/simple'\n"
+    assert parse_pip_config(text) == "https://u.invalid/simple"
+    assert parse_pip_config(text + ":env:.index-url='https://e.invalid/simple'") == "https://e.invalid/simple"
+    assert parse_pip_config("global.find-links='/x'\n") is None
+
+
+def test_check_lists_only_releases_in_the_matrix_scope():
+    assert refresh.missing_releases(["2.4.0", "2.6.0"], ["2.3.0", "2.4.0", "2.6.2", "2.19.1"]) == ["2.19.1", "2.6.2"]
+    doc = {"releases": [{"version": "9.10.2"}, {"version": "9.28.0"}]}
+    assert refresh.missing_cudnn(doc, ["9.28.1", "9.29.0", "9.1.0"], {"9.26.0.51", "9.10.2.21"}) == \
+        ["9.29.0", "9.26.0"]
+
+
+def test_new_patch_release_inherits_its_minor_and_says_so():
+    base = {"name": "tensorflow", "version": "2.6.0", "python": [], "source": "s", "variants": [
+        {"name": "gpu", "source": "s", "cuda": "11.2", "cudnn": "8.1", "archs": ["3.5"], "ptx": ["8.0"],
+         "platforms": ["linux_x86_64", "win_amd64"]}]}
+    new = {"name": "tensorflow", "version": "2.6.2", "python": ["3.9"], "source": "s", "variants": [
+        {"name": "gpu", "source": "t", "cuda": "11.2", "cudnn": "8", "archs": ["3.5"]}]}
+    row = inherit(new, [base])
+    var = row["variants"][0]
+    assert var["cudnn"] == "8.1" and "2.6.0" in var["inferred"]["cudnn"]
+    assert var["ptx"] == ["8.0"] and "ptx" in var["inferred"]
+    assert "cuda" not in var["inferred"] and "archs" not in var["inferred"]  # read from the wheel itself
+    assert var["platforms"] == ["linux_x86_64", "win_amd64"] and any("platforms" in n for n in row["notes"])
 
 
 PUBLISHED = {
@@ -104,7 +164,7 @@ PUBLISHED = {
 
 
 def test_merge_moves_the_default_and_keeps_published_archs():
-    pins = refresh.nvidia_pins(refresh.parse_report(report("torch-2.5.1"))["requires_dist"])
+    pins = discover.cuda_pins(requires("torch-2.5.1"))
     art = {"name": "torch", "version": "2.5.1", "python": ["3.9", "3.10"], "source": "pip",
            "companions": {"torchvision": "0.20.1"},
            "default": {"name": "cu124", "cuda": "12.4", "cudnn": "9.1.0.70", "nvidia_pins": pins,
@@ -167,7 +227,89 @@ def test_shipped_framework_files_validate_and_name_real_cuda_releases():
         assert variants[n]["cuda"] and variants[n]["cudnn"] and variants[n]["archs"]
 
 
+def test_infer_variants_fills_only_empty_fields_and_says_from_where():
+    spec = importlib.util.spec_from_file_location("infer_variants", ROOT / "scripts" / "infer_variants.py")
+    infer = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(infer)
+    doc = {"releases": [
+        {"version": "2.9.0", "variants": [
+            {"name": "cu126", "cuda": "12.6", "source": "s"},
+            {"name": "cu128", "cuda": "12.8", "source": "s", "archs": ["8.0"],
+             "nvidia_pins": ['nvidia-cudnn-cu12==9.10.2.21; platform_system == "Linux"']}]},
+        {"version": "2.8.0", "variants": [{"name": "cu126", "cuda": "12.6", "source": "s", "cudnn": "9.5.1.17",
+                                           "archs": ["5.0", "9.0"]}]},
+        {"version": "2.7.0", "variants": [{"name": "cu128", "cuda": "12.8", "source": "s"},
+                                          {"name": "cu129", "cuda": "12.9", "source": "s"}]},
+    ]}
+    infer.infer(doc)
+    v29 = {v["name"]: v for v in doc["releases"][0]["variants"]}
+    assert v29["cu126"]["cudnn"] == "9.10.2.21" and "cu128" in v29["cu126"]["inferred"]["cudnn"]  # rule 1
+    assert v29["cu126"]["archs"] == ["5.0", "9.0"] and "2.8.0" in v29["cu126"]["inferred"]["archs"]  # rule 2
+    assert "inferred" not in v29["cu128"] or "archs" not in v29["cu128"]["inferred"]  # sourced: untouched
+    v27 = {v["name"]: v for v in doc["releases"][2]["variants"]}
+    assert v27["cu128"]["archs"] == ["8.0"]  # nearest release with a sourced cu128
+    assert "cudnn" not in v27["cu128"]  # 2.7 is before rule 1 applies and no release has a sourced cu128 cuDNN
+    assert "cudnn" not in v27["cu129"] and "archs" not in v27["cu129"]  # no neighbour: stays empty
+
+
+def test_check_and_write_against_a_loopback_index(tmp_path, capsys):
+    """The whole refresh on a real HTTP index (JSON listings, range reads): a torch release the data lacks is
+    listed by --check, then written with its CUDA pins (cuda-toolkit and cuda-bindings kept) and its
+    companions paired by their own requirement, whatever its form."""
+    import shutil
+
+    from localindex import LocalIndex, build_wheel
+
+    wheels = tmp_path / "wheels"
+    tag = "cp312-cp312-manylinux_2_28_x86_64"
+    build_wheel(wheels, "torch", "2.99.0", tag=tag, requires_python=">=3.12", requires=[
+        'cuda-toolkit[cublas,cudart]==13.2.2; platform_system == "Linux"',
+        'cuda-bindings<14,>=13.0.3; platform_system == "Linux"',
+        'nvidia-cudnn-cu13==9.26.0.51; platform_system == "Linux"', "filelock"])
+    build_wheel(wheels, "torch", "2.99.0", tag="cp312-cp312-win_amd64", requires_python=">=3.12")
+    build_wheel(wheels, "torchvision", "0.99.0", tag=tag, requires=["torch>=2.99.0", "numpy"])
+    build_wheel(wheels, "torchaudio", "2.99.0", tag=tag)  # names no torch requirement at all
+    data = tmp_path / "data"
+    shutil.copytree(ROOT / "data", data)
+    with LocalIndex(wheels, json_api=True, ranges=True) as index:
+        url = index.url + "/simple"
+        assert refresh.main(["torch", "--index-url", url, "--data", str(data), "--check"]) == 1
+        assert "torch: 1 release(s) on the index not in the matrix: 2.99.0" in capsys.readouterr().out
+        assert refresh.main(["torch", "--index-url", url, "--data", str(data), "--write"]) == 0
+        assert any(s.startswith("/simple/torchvision") for s in index.served)
+        assert refresh.main(["torch", "--index-url", url, "--data", str(data), "--check"]) == 0
+    row = {r["version"]: r for r in json.loads((data / "torch.json").read_text())["releases"]}["2.99.0"]
+    assert row["python"] == ["3.12"] and row["platforms"] == ["linux_x86_64", "win_amd64"]
+    assert row["companions"] == {"torchvision": "0.99.0", "torchaudio": "2.99.0"}
+    (var,) = row["variants"]
+    assert var["name"] == "cu132" and var["pypi_default"] and var["cuda"] == "13.2" and var["cudnn"] == "9.26.0.51"
+    assert var["nvidia_pins"][:2] == ['cuda-toolkit[cublas,cudart]==13.2.2; platform_system == "Linux"',
+                                      'cuda-bindings<14,>=13.0.3; platform_system == "Linux"']
+    assert "torch-2.99.0-cp312-cp312-manylinux_2_28_x86_64.whl" in var["source"]
+    assert any("no torch requirement" in n for n in row["notes"])
+
+
+def test_write_refuses_data_that_does_not_validate(tmp_path, capsys):
+    import shutil
+
+    from localindex import LocalIndex, build_wheel
+
+    wheels = tmp_path / "wheels"
+    # a CUDA runtime pin the CUDA table has no row for: the merged matrix fails lint, nothing is written
+    build_wheel(wheels, "torch", "2.99.0", tag="cp312-cp312-manylinux_2_28_x86_64",
+                requires=['nvidia-cuda-runtime-cu99==99.1.0; platform_system == "Linux"'])
+    data = tmp_path / "data"
+    shutil.copytree(ROOT / "data", data)
+    before = (data / "torch.json").read_bytes()
+    with LocalIndex(wheels, json_api=True, ranges=True) as index:
+        assert refresh.main(["torch", "--index-url", index.url + "/simple", "--data", str(data), "--write"]) == 2
+    assert (data / "torch.json").read_bytes() == before
+    assert "not in the CUDA table" in capsys.readouterr().err
+
+
 def test_arch_specific_targets_are_written_as_the_data_writes_them():
     # TensorFlow's build_info lists "sm_90a"; the matrix writes arch-specific targets as "9.0a"
-    assert [refresh._cc(t) for t in ("sm_60", "sm_90a", "compute_90", "sm_100f", "sm_120")] == \
+    from cudamatrix.matrix.discover import cc_of
+
+    assert [cc_of(t) for t in ("sm_60", "sm_90a", "compute_90", "sm_100f", "sm_120")] == \
         ["6.0", "9.0a", "9.0", "10.0f", "12.0"]

@@ -1,4 +1,4 @@
-"""`cudamatrix matrix show|validate`."""
+"""`cudamatrix matrix show|validate|update`."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,7 +12,7 @@ from cudamatrix.cli.common import Done, finish, guarded
 from cudamatrix.errors import UsageError
 from cudamatrix.names import FAMILY_NAMES
 
-matrix_app = typer.Typer(help="Show or validate the compatibility matrix.", no_args_is_help=True)
+matrix_app = typer.Typer(help="Show, validate or update the compatibility matrix.", no_args_is_help=True)
 app.add_typer(matrix_app, name="matrix")
 
 FAMILIES = (*FAMILY_NAMES, "cuda", "cudnn", "gpu")
@@ -29,18 +29,26 @@ def show(
     """Print matrix rows as tables, or as JSON (data.rows)."""
     from cudamatrix.matrix.data import load_matrix
     from cudamatrix.matrix.query import rows_for
+    from cudamatrix.matrix import overlay
     from cudamatrix.schema import to_dict
 
     matrix = load_matrix(str(data_dir) if data_dir else None)
+    extra = overlay.info(matrix)
+    over = extra.as_dict() if extra else None
     if family is None:  # the families and their row counts
         data = {"meta": to_dict(matrix.meta), "families": list(FAMILIES),
-                "counts": {f: len(rows_for(matrix, f, None)) for f in FAMILIES}}
+                "counts": {f: len(rows_for(matrix, f, None)) for f in FAMILIES}, "overlay": over}
         finish("matrix show", 0, data, as_json, lambda: _human_summary(data))
     if family not in FAMILIES:
         raise UsageError(f"unknown matrix family {family!r}", hint=f"choose one of: {', '.join(FAMILIES)}")
     rows = rows_for(matrix, family, key)
-    data = {"family": family, "key": key, "matrix_version": matrix.meta.data_version, "rows": rows}
-    finish("matrix show", 0, data, as_json, lambda: _human_rows(family, rows))
+    added = set((extra.releases.get(family) or []) if extra and not extra.ignored else [])
+    for row in rows:  # rows the user's overlay added carry its date
+        if row.get("version") in added:
+            row["overlay"] = extra.created
+    data = {"family": family, "key": key, "matrix_version": matrix.meta.data_version, "rows": rows,
+            "overlay": over}
+    finish("matrix show", 0, data, as_json, lambda: _human_rows(family, rows, over))
 
 
 @matrix_app.command("validate")
@@ -71,21 +79,66 @@ def validate(
                                           + ", ".join(f"{n} {f}" for f, n in counts.items())))
 
 
+@matrix_app.command("update")
+@guarded("matrix update")
+def update(
+    mirror: Optional[str] = typer.Option(None, "--mirror", help="Read this index (https) instead of pip's."),
+    as_json: bool = typer.Option(False, "--json", help="Print the JSON envelope."),
+) -> None:
+    """Read releases newer than the shipped matrix from the index pip uses; keep them as your overlay."""
+    from cudamatrix.matrix import overlay
+    from cudamatrix.matrix.data import default_data_dir, load_matrix_from
+    from cudamatrix.matrix.index import IndexClient, IndexReadError, pip_default_index, redact
+
+    shipped = load_matrix_from(default_data_dir())
+    url = mirror or pip_default_index()
+    client = IndexClient(url, https_only=True)
+    try:
+        log = (lambda m: None) if as_json else (lambda m: render.console(stderr=True).print(m, markup=False))
+        doc = overlay.build(client, shipped, redact(url), log)
+    except IndexReadError as exc:
+        exc.hint = (f"offline or the index failed: the shipped matrix {shipped.meta.data_version} "
+                    "(and any earlier overlay) stays in use")
+        raise
+    path = overlay.write(doc, shipped)
+    added = {f: [r["version"] for r in rows] for f, rows in doc["families"].items()}
+    data = {"path": str(path), "index": doc["index"], "created": doc["created"],
+            "matrix_version": shipped.meta.data_version, "added": added}
+    total = sum(len(v) for v in added.values())
+    finish("matrix update", 0, data, as_json, lambda: render.console().print(
+        f"{total} release(s) newer than the shipped matrix {shipped.meta.data_version} from {doc['index']}: "
+        + ("; ".join(f"{f} {', '.join(v)}" for f, v in added.items() if v) or "none") + f"\nwritten to {path}"))
+
+
+def _overlay_line(over: dict | None) -> str:
+    if over is None:
+        return "shipped data only (no overlay; `cudamatrix matrix update` reads newer releases from your index)"
+    if over.get("ignored"):
+        return f"overlay {over['path']} ignored: {over['ignored']}"
+    added = ", ".join(f"{f} {len(v)}" for f, v in over["releases"].items() if v) or "no releases"
+    return f"overlay of {over['created']} from {over['index']}: {added} (rows marked 'overlay')"
+
+
 def _human_summary(data: dict) -> None:
     c = render.console()
     meta = data["meta"]
     c.print(f"cudamatrix matrix {meta['data_version']} ({meta['date']}, schema {meta['schema_version']})")
+    c.print(_overlay_line(data.get("overlay")))
     c.print(render.table(None, ["family", "rows"], [[k, v] for k, v in data["counts"].items()]))
 
 
-def _human_rows(family: str, rows: list[dict]) -> None:
+def _human_rows(family: str, rows: list[dict], over: dict | None = None) -> None:
     c = render.console()
+    if over is not None:
+        c.print(_overlay_line(over))
     if not rows:
         c.print(f"no {family} rows match")
         return
     if family in FAMILY_NAMES:
         for row in rows:
             title = f"{row['name']} {row['version']}  python {', '.join(row['python'])}"
+            if row.get("overlay"):
+                title += f"  (overlay {row['overlay']})"
             if row.get("companions"):
                 title += "  " + " ".join(f"{k} {v}" for k, v in row["companions"].items())
             c.print(render.table(title, ["variant", "cuda", "cudnn", "archs (SASS)", "ptx", "pypi", "index"], [

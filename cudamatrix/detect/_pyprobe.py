@@ -12,7 +12,8 @@ import sys
 # distributions whose metadata matters for CUDA consistency (canonical names), and name prefixes
 RELEVANT = {"torch", "torchvision", "torchaudio", "tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly",
             "tensorflow-intel", "jax", "jaxlib", "triton", "pytorch-triton", "xformers", "flash-attn",
-            "onnxruntime-gpu", "cupy", "google-colab", "ipykernel", "paddlepaddle-gpu"}
+            "onnxruntime-gpu", "cupy", "google-colab", "ipykernel", "paddlepaddle-gpu",
+            "cuda-toolkit", "cuda-bindings", "cuda-pathfinder", "numpy"}
 PREFIXES = ("nvidia-", "jax-cuda", "jax-rocm", "cupy-cuda")
 WITH_FILES = ("nvidia-", "jax-cuda", "cupy-cuda")  # RECORD is read for these (frameworks' RECORDs are huge)
 

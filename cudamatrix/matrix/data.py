@@ -312,8 +312,10 @@ def load_matrix_from(data_dir: Path, *, trusted: bool = False) -> Matrix:
 
 @lru_cache(maxsize=4)
 def load_matrix(data_dir: str | None = None) -> Matrix:
-    """The shipped matrix, trusted and built without validation (cached per process); or the user's folder
-    ``data_dir``, validated."""
-    if data_dir is None:
-        return load_matrix_from(default_data_dir(), trusted=True)
-    return load_matrix_from(Path(data_dir))
+    """The shipped matrix (trusted, built without validation) with the user's overlay on top (cached per
+    process); or the user's folder ``data_dir``, validated."""
+    if data_dir:
+        return load_matrix_from(Path(data_dir))
+    from cudamatrix.matrix import overlay  # one stat when there is no overlay
+
+    return overlay.apply(load_matrix_from(default_data_dir(), trusted=True))

@@ -8,17 +8,27 @@ from functools import lru_cache
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
-from cudamatrix.matrix.data import Architecture, CudaRelease, CudnnRelease, FrameworkRelease, Gpu, Matrix
+from cudamatrix.matrix.data import Advisory, Architecture, CudaRelease, CudnnRelease, FrameworkRelease, Gpu, Matrix
 from cudamatrix.names import FAMILY_NAMES
 from cudamatrix.schema import normalize_cc, to_dict
 
 
+_PREFIXES = ("nvidia ", "geforce ", "tesla ", "quadro ")
+# what NVML / nvidia-smi add to a product name: the form factor and memory of a board ("-PCIE-16GB",
+# "-SXM2-32GB", " 80GB HBM3"), "Laptop GPU", "with Max-Q Design"; and what the table truncates ("...")
+_SUFFIX = re.compile(r"(\s+(laptop gpu|with max q design|max q|mobile))+$|"
+                     r"(\s+(pcie|sxm\d?|nvl|hbm\d?e?|\d+\s?gb))+$")
+
+
 def _norm_name(name: str) -> str:
-    """GPU name for matching: lower case, no vendor prefix, single spaces, '-' and ' ' equal."""
+    """GPU name for matching: lower case, no vendor prefixes, single spaces, '-' '_' and ' ' equal."""
     s = name.strip().lower()
-    for prefix in ("nvidia ", "geforce ", "tesla ", "quadro "):
-        if s.startswith(prefix):
-            s = s[len(prefix):]
+    changed = True
+    while changed:
+        changed = False
+        for prefix in _PREFIXES:
+            if s.startswith(prefix):
+                s, changed = s[len(prefix):], True
     s = re.sub(r"[\s_\-]+", " ", s)
     return s.strip()
 
@@ -33,17 +43,54 @@ def _gpu_index(matrix: Matrix) -> dict[str, Gpu]:
     return index
 
 
+@lru_cache(maxsize=8)
+def _sorted_keys(matrix: Matrix) -> tuple[str, ...]:
+    return tuple(sorted(k for k in _gpu_index(matrix) if k))
+
+
+def _same_cc(gpus: list[Gpu]) -> Gpu | None:
+    """One of ``gpus`` when they all share a compute capability (so the answer does not depend on which)."""
+    return gpus[0] if gpus and len({g.compute_capability for g in gpus}) == 1 else None
+
+
 def find_gpu(matrix: Matrix, name: str) -> Gpu | None:
-    """The GPU model for a name as nvidia-smi / NVML print it, or a canonical name. None if unknown."""
+    """The GPU model for a name as nvidia-smi / NVML print it, or a canonical name. None if unknown.
+
+    Handles the "NVIDIA " / "GeForce " prefixes, the board suffixes NVML adds ("-PCIE-16GB", "-SXM2-32GB",
+    " Laptop GPU", " with Max-Q Design"), and names nvidia-smi's table cut short ("GeForce RTX 207...",
+    "NVIDIA GeForce RTX 3060 ..."): a cut name matches when every model it can stand for has one compute
+    capability. Dictionary look-ups first; the sorted-prefix scan only for suffixed or cut names.
+    """
     index = _gpu_index(matrix)
     hit = index.get(name.lower()) or index.get(_norm_name(name))
     if hit:
         return hit
-    # NVML names sometimes carry a memory suffix the table lacks ("NVIDIA A100-PCIE-40GB" vs "...-40GB")
     norm = _norm_name(name)
-    for key, gpu in index.items():
-        if key and (norm.startswith(key + " ") or key.startswith(norm + " ")):
-            return gpu
+    truncated = norm.endswith("...") or norm.endswith("..") or name.rstrip().endswith("\u2026")
+    norm = norm.rstrip(".\u2026 ")
+    if not norm:
+        return None
+    keys = _sorted_keys(matrix)
+    if truncated:
+        import bisect
+
+        at = bisect.bisect_left(keys, norm)
+        found = []
+        while at < len(keys) and keys[at].startswith(norm):
+            found.append(index[keys[at]])
+            at += 1
+        return _same_cc(found)
+    base = _SUFFIX.sub("", norm).strip()
+    if base != norm:
+        hit = index.get(base)
+        if hit:
+            return hit
+    # a board name the table lacks, with a suffix the regex does not know ("A100-PCIE-40GB" vs "A100 PCIe 40GB")
+    for key in (norm, base):
+        found = [index[k] for k in keys if k.startswith(key + " ") or key.startswith(k + " ")]
+        if found:
+            longest = max(found, key=lambda g: len(_norm_name(g.name)))
+            return _same_cc(found) or longest
     return None
 
 
@@ -245,3 +292,16 @@ def lint(matrix: Matrix) -> list[str]:
             problems.append(f"{where}: id: duplicate {adv.id}")
         seen.add(adv.id)
     return problems
+
+
+def jetpack_only(matrix: Matrix, family: str, cc: str) -> Advisory | None:
+    """The advisory that sends a board of compute capability ``cc`` to NVIDIA's JetPack wheels for ``family``
+    (Jetson Nano/TX2/Xavier/Orin: PyTorch's own aarch64 builds carry no kernels for them, whatever SASS of the
+    same major they ship), or None. For the solver: a candidate from the default or PyTorch index does not fit
+    such a target."""
+    cc = normalize_cc(cc)
+    for adv in matrix.advisories.advisories:
+        if cc in adv.gpu_compute_capabilities and "JetPack" in adv.fix and \
+                any(Requirement(a).name == family for a in adv.affects):
+            return adv
+    return None

@@ -1,0 +1,362 @@
+"""A small client of a Python package index: release lists and wheel metadata, without wheel downloads.
+
+Listings come from the JSON Simple API (PEP 691), with the HTML form (PEP 503) as the fallback for
+indexes that only speak that. A wheel's ``METADATA`` comes from the separate metadata file the index
+publishes next to it (PEP 658 / PEP 714, ``<wheel-url>.metadata``) where the listing advertises one;
+otherwise from the wheel itself with HTTP range requests (a wheel is a zip: only its central directory
+and the one member are read). An index that ignores range requests is not read further: no file is ever
+downloaded whole.
+
+The index is the one the user's pip uses: ``--index-url``/``--mirror`` given by the caller, else pip's
+configuration (``PIP_INDEX_URL``, pip.conf as ``pip config list`` prints it), else pip's own built-in
+default, read from the installed pip. No registry host name is written here.
+
+``requests`` is imported lazily: nothing on the CLI's hot path loads it.
+"""
+from __future__ import annotations
+
+import hashlib
+import html
+import re
+import struct
+import sys
+import zlib
+from dataclasses import dataclass, field
+from email.parser import HeaderParser
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+
+from cudamatrix.errors import CudamatrixError
+
+JSON_ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1"
+TIMEOUT = 30.0
+EOCD_MAX = 65557  # the end-of-central-directory record plus the longest zip comment
+
+
+class IndexReadError(CudamatrixError):
+    """The index could not be read (network, HTTP status, a file it will not serve in parts)."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class IndexFile:
+    """One wheel in a project listing."""
+
+    filename: str
+    url: str
+    project: str
+    version: Version
+    pythons: tuple[str, ...]  # interpreter tags: "cp311", "py3"
+    abis: tuple[str, ...]
+    platforms: tuple[str, ...]  # platform tags: "manylinux_2_28_x86_64"
+    requires_python: str | None = None
+    yanked: bool = False
+    size: int | None = None
+    metadata_sha256: str | None = None  # PEP 658/714: set when the index publishes <url>.metadata
+    has_metadata: bool = False
+
+
+@dataclass
+class Metadata:
+    """The fields of a wheel's METADATA the matrix uses."""
+
+    name: str
+    version: str
+    requires_python: str | None
+    requires_dist: list[str] = field(default_factory=list)
+    source: str = ""  # where it was read: "<file>.metadata (PEP 658)" or "<file> (range read)"
+
+
+# --- pure parsers --------------------------------------------------------------------------------
+
+def parse_metadata(text: str, source: str = "") -> Metadata:
+    """A METADATA (email header) document -> Metadata."""
+    msg = HeaderParser().parsestr(text)
+    return Metadata(name=msg.get("Name", ""), version=msg.get("Version", ""),
+                    requires_python=msg.get("Requires-Python"),
+                    requires_dist=[str(x) for x in (msg.get_all("Requires-Dist") or [])], source=source)
+
+
+def _file(project: str, filename: str, url: str, requires_python: str | None, yanked: Any,
+          size: int | None, meta: Any) -> IndexFile | None:
+    if not filename.endswith(".whl"):
+        return None
+    try:
+        _name, version, _build, tags = parse_wheel_filename(filename)
+    except (InvalidWheelFilename, InvalidVersion):
+        return None
+    sha = meta.get("sha256") if isinstance(meta, dict) else None
+    return IndexFile(
+        filename=filename, url=url, project=project, version=version,
+        pythons=tuple(sorted({t.interpreter for t in tags})), abis=tuple(sorted({t.abi for t in tags})),
+        platforms=tuple(sorted({t.platform for t in tags})), requires_python=requires_python or None,
+        yanked=bool(yanked), size=size, metadata_sha256=sha, has_metadata=bool(meta))
+
+
+def parse_json_listing(project: str, doc: dict[str, Any], base: str) -> list[IndexFile]:
+    """A PEP 691 project page -> its wheels (``core-metadata`` or, older, ``dist-info-metadata``)."""
+    out = []
+    for f in doc.get("files") or []:
+        if not isinstance(f, dict) or not isinstance(f.get("filename"), str) or not isinstance(f.get("url"), str):
+            continue
+        meta = f.get("core-metadata", f.get("dist-info-metadata"))
+        size = f.get("size") if isinstance(f.get("size"), int) else None
+        item = _file(project, f["filename"], urljoin(base, f["url"]), f.get("requires-python"),
+                     f.get("yanked"), size, meta)
+        if item:
+            out.append(item)
+    return out
+
+
+_ANCHOR = re.compile(r"<a\s+([^>]*)>([^<]*)</a>", re.I)
+_ATTR = re.compile(r"""([\w-]+)\s*=\s*(?:"([^"]*)"|'([^']*)')""")
+
+
+def parse_html_listing(project: str, text: str, base: str) -> list[IndexFile]:
+    """A PEP 503 project page -> its wheels (``data-core-metadata`` / ``data-dist-info-metadata``)."""
+    out = []
+    for attrs_text, label in _ANCHOR.findall(text):
+        attrs = {m[0].lower(): html.unescape(m[1] or m[2]) for m in _ATTR.findall(attrs_text)}
+        href = attrs.get("href")
+        if not href:
+            continue
+        url = urljoin(base, href)
+        filename = html.unescape(label.strip()) or url.split("#")[0].rsplit("/", 1)[-1]
+        meta_attr = attrs.get("data-core-metadata", attrs.get("data-dist-info-metadata"))
+        meta: Any = None
+        if meta_attr is not None:
+            meta = {"sha256": meta_attr.split("=", 1)[1]} if meta_attr.startswith("sha256=") else True
+        item = _file(project, filename, url, attrs.get("data-requires-python"), "data-yanked" in attrs,
+                     None, meta)
+        if item:
+            out.append(item)
+    return out
+
+
+def _central_directory(read, total: int, tail: bytes) -> list[tuple[str, int, int, int]]:
+    """(name, compression method, compressed size, local header offset) of every zip member.
+
+    ``tail`` is the end of the file (``total`` bytes long); ``read(start, end)`` fetches other bytes."""
+    at = tail.rfind(b"PK\x05\x06")
+    if at < 0:
+        raise IndexReadError("not a zip file (no end of central directory)")
+    cd_size, cd_off = struct.unpack("<II", tail[at + 12:at + 20])
+    if cd_off == 0xFFFFFFFF or cd_size == 0xFFFFFFFF:  # zip64
+        loc = tail.rfind(b"PK\x06\x07")
+        if loc < 0:
+            raise IndexReadError("zip64 locator missing")
+        (eocd64,) = struct.unpack("<Q", tail[loc + 8:loc + 16])
+        rec = read(eocd64, eocd64 + 55)
+        cd_size, cd_off = struct.unpack("<QQ", rec[40:56])
+    tail_start = total - len(tail)
+    cd = tail[cd_off - tail_start:cd_off - tail_start + cd_size] if cd_off >= tail_start \
+        else read(cd_off, cd_off + cd_size - 1)
+    out = []
+    pos = 0
+    while pos + 46 <= len(cd) and cd[pos:pos + 4] == b"PK\x01\x02":
+        (method,) = struct.unpack("<H", cd[pos + 10:pos + 12])
+        csize, usize = struct.unpack("<II", cd[pos + 20:pos + 28])
+        nlen, elen, clen = struct.unpack("<HHH", cd[pos + 28:pos + 34])
+        (off,) = struct.unpack("<I", cd[pos + 42:pos + 46])
+        name = cd[pos + 46:pos + 46 + nlen].decode("utf-8", "replace")
+        if 0xFFFFFFFF in (off, csize, usize):
+            csize, off = _zip64_extra(cd[pos + 46 + nlen:pos + 46 + nlen + elen], usize, csize, off)
+        out.append((name, method, csize, off))
+        pos += 46 + nlen + elen + clen
+    return out
+
+
+def _read_member(read, name: str, method: int, csize: int, off: int) -> bytes:
+    head = read(off, off + 29)
+    hn, he = struct.unpack("<HH", head[26:30])
+    start = off + 30 + hn + he
+    raw = read(start, start + csize - 1) if csize else b""
+    if method == 8:
+        return zlib.decompress(raw, -15)
+    if method == 0:
+        return raw
+    raise IndexReadError(f"{name}: unsupported zip compression method {method}")
+
+
+def _zip_member(read, total: int, tail: bytes, suffix: str) -> tuple[str, bytes] | None:
+    """The first member whose name ends with ``suffix``, read with ``read(start, end)``; None if absent."""
+    for name, method, csize, off in _central_directory(read, total, tail):
+        if name.endswith(suffix):
+            return name, _read_member(read, name, method, csize, off)
+    return None
+
+
+def _zip64_extra(extra: bytes, usize: int, csize: int, off: int) -> tuple[int, int]:
+    """(compressed size, local header offset) from a zip64 extra field; each 64-bit value is present
+    only where its 32-bit field is full, in the order uncompressed size, compressed size, offset."""
+    pos = 0
+    while pos + 4 <= len(extra):
+        tag, size = struct.unpack("<HH", extra[pos:pos + 4])
+        if tag == 1:
+            body = extra[pos + 4:pos + 4 + size]
+            vals = [struct.unpack("<Q", body[i:i + 8])[0] for i in range(0, len(body) - 7, 8)]
+            if usize == 0xFFFFFFFF and vals:
+                vals.pop(0)
+            if csize == 0xFFFFFFFF and vals:
+                csize = vals.pop(0)
+            if off == 0xFFFFFFFF and vals:
+                off = vals.pop(0)
+            return csize, off
+        pos += 4 + size
+    return csize, off
+
+
+# --- which index --------------------------------------------------------------------------------
+
+def parse_pip_config(text: str) -> str | None:
+    """The index-url from ``pip config list`` output (environment over site over user over global)."""
+    found: dict[str, str] = {}
+    for line in text.splitlines():
+        m = re.match(r"^([^=]*?)\.index-url\s*=\s*'?(.*?)'?\s*$", line.strip())
+        if m:
+            found[m.group(1)] = m.group(2)
+    for scope in (":env:", "site", "user", "global"):
+        if found.get(scope):
+            return found[scope]
+    return next(iter(found.values()), None)
+
+
+def pip_default_index(python: str | None = None) -> str:
+    """The index URL the user's pip uses: ``PIP_INDEX_URL``, pip.conf, else pip's built-in default.
+
+    Raises IndexReadError if pip is not there to ask."""
+    import os
+
+    if os.environ.get("PIP_INDEX_URL"):
+        return os.environ["PIP_INDEX_URL"]
+    from cudamatrix.proc import run
+
+    interp = python or sys.executable
+    res = run([interp, "-m", "pip", "config", "list"], timeout=30)
+    configured = parse_pip_config(res.stdout) if res.ok else None
+    if configured:
+        return configured
+    # pip's own default lives in pip, not here: ask the installed pip for it
+    res = run([interp, "-c", "from pip._internal.models.index import PyPI; print(PyPI.simple_url)"], timeout=30)
+    if res.ok and res.stdout.strip():
+        return res.stdout.strip()
+    raise IndexReadError("cannot tell which index pip uses (pip is not installed for this interpreter)",
+                      hint="pass --index-url / --mirror")
+
+
+def redact(url: str) -> str:
+    """A URL with any user:password part removed, for messages and sources."""
+    parts = urlsplit(url)
+    if parts.username or parts.password:
+        host = parts.hostname or ""
+        if parts.port:
+            host += f":{parts.port}"
+        return parts._replace(netloc=host).geturl()
+    return url
+
+
+# --- the client ----------------------------------------------------------------------------------
+
+class IndexClient:
+    """Read project listings and wheel metadata from one index base URL (``.../simple``)."""
+
+    def __init__(self, base_url: str, *, timeout: float = TIMEOUT, https_only: bool = False,
+                 session: Any = None) -> None:
+        if https_only and urlsplit(base_url).scheme != "https":
+            raise IndexReadError(f"{redact(base_url)}: not an https URL", hint="the matrix is only read over https")
+        if urlsplit(base_url).scheme not in ("http", "https"):
+            raise IndexReadError(f"{redact(base_url)}: not an http(s) index URL")
+        self.base = base_url.rstrip("/") + "/"
+        self.timeout = timeout
+        self._session = session
+        self.requests_made = 0
+
+    @property
+    def session(self):
+        if self._session is None:
+            import requests
+
+            self._session = requests.Session()
+            self._session.headers["User-Agent"] = "cudamatrix-matrix-refresh"
+        return self._session
+
+    def _get(self, url: str, headers: dict[str, str] | None = None):
+        import requests
+
+        self.requests_made += 1
+        try:
+            resp = self.session.get(url, headers=headers or {}, timeout=self.timeout, allow_redirects=True)
+        except requests.RequestException as exc:
+            raise IndexReadError(f"{redact(url)}: {type(exc).__name__}: {exc}") from None
+        return resp
+
+    def project(self, name: str) -> list[IndexFile]:
+        """Every wheel of project ``name`` (an empty list when the index does not have it)."""
+        project = canonicalize_name(name)
+        url = urljoin(self.base, project + "/")
+        resp = self._get(url, {"Accept": JSON_ACCEPT})
+        if resp.status_code == 404:
+            return []
+        if resp.status_code != 200:
+            raise IndexReadError(f"{redact(url)}: HTTP {resp.status_code}")
+        ctype = resp.headers.get("Content-Type", "").split(";")[0].strip()
+        if ctype.endswith("json"):
+            try:
+                doc = resp.json()
+            except ValueError:
+                raise IndexReadError(f"{redact(url)}: the JSON listing does not parse") from None
+            if not isinstance(doc, dict):
+                raise IndexReadError(f"{redact(url)}: the JSON listing is not an object")
+            return parse_json_listing(project, doc, resp.url)
+        return parse_html_listing(project, resp.text, resp.url)
+
+    def metadata(self, f: IndexFile) -> Metadata:
+        """The METADATA of one wheel: its PEP 658 file where published, else read out of the wheel in parts."""
+        if f.has_metadata:
+            url = f.url.split("#")[0] + ".metadata"
+            resp = self._get(url)
+            if resp.status_code == 200:
+                body = resp.content
+                if f.metadata_sha256 and hashlib.sha256(body).hexdigest() != f.metadata_sha256:
+                    raise IndexReadError(f"{f.filename}.metadata: sha256 does not match the listing")
+                return parse_metadata(body.decode("utf-8", "replace"), f"{f.filename}.metadata (PEP 658)")
+        name, data = self.member(f, ".dist-info/METADATA") or (None, None)
+        if data is None:
+            raise IndexReadError(f"{f.filename}: no .dist-info/METADATA in the wheel")
+        return parse_metadata(data.decode("utf-8", "replace"), f"{f.filename}:{name} (range read)")
+
+    def _range(self, url: str, spec: str) -> tuple[bytes, int]:
+        resp = self._get(url, {"Range": f"bytes={spec}"})
+        if resp.status_code != 206:
+            # a 200 would be the whole wheel: stop reading it rather than download hundreds of MB
+            resp.close()
+            raise IndexReadError(f"{redact(url)}: the server does not answer range requests (HTTP {resp.status_code})")
+        m = re.search(r"/(\d+)$", resp.headers.get("Content-Range", ""))
+        return resp.content, int(m.group(1)) if m else -1
+
+    def member(self, f: IndexFile, suffix: str, max_bytes: int | None = None) -> tuple[str, bytes] | None:
+        """(name, bytes) of the first member of the remote wheel whose name ends with ``suffix``, or None.
+
+        ``max_bytes``: refuse (IndexReadError) a member whose compressed size is larger."""
+        url = f.url.split("#")[0]
+        read = lambda a, b: self._range(url, f"{a}-{b}")[0]  # noqa: E731
+        tail, total = self._range(url, f"-{EOCD_MAX}")
+        if total < 0:
+            total = f.size or len(tail)
+        for name, method, csize, off in _central_directory(read, total, tail):
+            if name.endswith(suffix):
+                if max_bytes is not None and csize > max_bytes:
+                    raise IndexReadError(f"{f.filename}:{name} is {csize} bytes compressed, over {max_bytes}")
+                return name, _read_member(read, name, method, csize, off)
+        return None
+
+    def members(self, f: IndexFile) -> list[tuple[str, int]]:
+        """(name, compressed size) of every member of the remote wheel (its central directory only)."""
+        url = f.url.split("#")[0]
+        read = lambda a, b: self._range(url, f"{a}-{b}")[0]  # noqa: E731
+        tail, total = self._range(url, f"-{EOCD_MAX}")
+        return [(n, c) for n, _m, c, _o in _central_directory(read, total if total >= 0 else len(tail), tail)]

@@ -1,0 +1,240 @@
+"""The user's overlay: framework releases published after this cudamatrix was built, read from the index
+the user's pip uses (``cudamatrix matrix update``) and kept as JSON in the user's cache folder.
+
+Only releases the shipped data lacks are kept; the shipped rows always win. The file is plain JSON (it
+is parsed, never executed or unpickled), written 0600 into a 0700 folder of its own through an exclusive temporary
+file and a rename, and carries the SHA-256 of its rows. On read, a file or folder owned by someone else,
+readable by others, a symlink, or a hash that does not match is ignored with a note. Its rows are checked
+with the matrix's pydantic models when written and again when read: pydantic is only loaded when an overlay
+exists, so a machine without one pays one ``stat``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import stat
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from cudamatrix.errors import CudamatrixError
+from cudamatrix.matrix.data import Matrix
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+OVERLAY_SCHEMA = 1
+FAMILIES = ("torch", "tensorflow", "jax")
+_applied: "weakref.WeakKeyDictionary[Matrix, OverlayInfo]" = weakref.WeakKeyDictionary()
+
+
+class OverlayError(CudamatrixError):
+    """The overlay cannot be written (unsafe cache folder, rows that do not validate)."""
+
+    exit_code = 2
+
+
+@dataclass
+class OverlayInfo:
+    """What an overlay added, or why one was ignored."""
+
+    path: str
+    created: str | None = None
+    index: str | None = None
+    releases: dict[str, list[str]] = field(default_factory=dict)  # family -> versions the overlay added
+    ignored: str | None = None  # why the file was not used
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/cudamatrix``, else ``~/.cache/cudamatrix``."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "cudamatrix"
+
+
+def overlay_path() -> Path:
+    """The overlay file, in a folder of its own (the cache folder itself may be shared with others' modes)."""
+    return cache_dir() / "overlay" / "overlay.json"
+
+
+def digest(families: dict[str, Any]) -> str:
+    """SHA-256 of the rows in a canonical JSON form (sorted keys, no spaces)."""
+    text = json.dumps(families, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _unsafe(st: os.stat_result, kind: str) -> str | None:
+    want = stat.S_ISDIR if kind == "folder" else stat.S_ISREG
+    if not want(st.st_mode):
+        return f"the overlay {kind} is not a regular {kind}"
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        return f"the overlay {kind} belongs to another user (uid {st.st_uid})"
+    if st.st_mode & 0o077:
+        return f"the overlay {kind} is open to other users (mode {stat.S_IMODE(st.st_mode):o})"
+    return None
+
+
+# --- building (matrix update) ---------------------------------------------------------------------
+
+def build(index: Any, shipped: Matrix, index_url: str, log: Callable[[str], None] = lambda m: None,
+          now: datetime | None = None) -> dict[str, Any]:
+    """An overlay document of the releases on ``index`` that ``shipped`` lacks. Raises IndexReadError."""
+    from datetime import datetime, timezone
+
+    from packaging.version import Version
+
+    from cudamatrix.matrix import discover, merge
+
+    def read(suffix):
+        def member(f):
+            got = index.member(f, suffix)
+            return got[1].decode("utf-8", "replace") if got else None
+        return member
+
+    families: dict[str, list[dict[str, Any]]] = {}
+    for fam in FAMILIES:
+        have = [r.version for r in shipped.frameworks(fam)]
+        floor = min(have, default=Version("0"))
+        known = {str(v) for v in have}
+        project = "jaxlib" if fam == "jax" else fam
+        new = {str(v) for v in discover.releases(index.project(project)) if v >= floor and str(v) not in known}
+        if fam == "jax":
+            new &= {str(v) for v in discover.releases(index.project("jax"))}
+        if not new:
+            families[fam] = []
+            continue
+        log(f"{fam}: {len(new)} release(s) the shipped matrix lacks: {', '.join(sorted(new, key=Version))}")
+        if fam == "torch":
+            paired = {c for r in shipped.frameworks("torch") for c in r.companions.values()}
+            arts = discover.torch_rows(index, log, read("torch/version.py"), only=new, skip_companions=paired)
+        elif fam == "tensorflow":
+            arts = discover.tensorflow_rows(index, log, read("tensorflow/python/platform/build_info.py"), only=new)
+        else:
+            arts = discover.jax_rows(index, log, only=new)
+        base = [to_plain(r) for r in shipped.frameworks(fam)]
+        families[fam] = [merge.inherit(merge.merge_release(None, art), base) for art in arts]
+    created = (now or datetime.now(timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    for rows in families.values():
+        for row in rows:
+            row.setdefault("notes", []).append(f"from the user's overlay, read from the index on {created}")
+    return {"overlay_schema": OVERLAY_SCHEMA, "created": created, "index": index_url,
+            "matrix_version": shipped.meta.data_version, "families": families, "sha256": digest(families)}
+
+
+def to_plain(release: Any) -> dict[str, Any]:
+    from cudamatrix.schema import to_dict
+
+    return json.loads(json.dumps(to_dict(release), default=str))
+
+
+def check_rows(doc: dict[str, Any], shipped: Matrix) -> Matrix:
+    """Validate an overlay document against the models; return the shipped matrix with it applied.
+
+    Raises OverlayError naming the bad value."""
+    from cudamatrix.errors import DataError
+    from cudamatrix.matrix.data import FrameworkFile
+    from cudamatrix.matrix.query import lint
+    from cudamatrix.schema import validate
+
+    if not isinstance(doc, dict) or doc.get("overlay_schema") != OVERLAY_SCHEMA:
+        raise OverlayError(f"the overlay is not overlay schema {OVERLAY_SCHEMA}")
+    fams = doc.get("families")
+    if not isinstance(fams, dict) or set(fams) - set(FAMILIES):
+        raise OverlayError("the overlay's families are not torch/tensorflow/jax")
+    if doc.get("sha256") != digest(fams):
+        raise OverlayError("the overlay's rows do not match its sha256")
+    replaced = {}
+    for fam, rows in fams.items():
+        try:
+            extra = validate(FrameworkFile, {"releases": rows}, f"overlay {fam}").releases
+        except DataError as exc:
+            raise OverlayError(exc.message) from None
+        shipped_rows = shipped.frameworks(fam)
+        known = {r.version for r in shipped_rows}
+        merged = list(shipped_rows) + [r for r in extra if r.version not in known]
+        merged.sort(key=lambda r: r.version, reverse=True)
+        replaced[fam] = FrameworkFile(releases=merged)
+    matrix = dataclasses.replace(shipped, **replaced)
+    before = set(lint(shipped))
+    problems = [p for p in lint(matrix) if p not in before]
+    if problems:
+        raise OverlayError("the overlay's rows are inconsistent with the shipped matrix: " + "; ".join(problems[:5]))
+    return matrix
+
+
+def write(doc: dict[str, Any], shipped: Matrix, path: Path | None = None) -> Path:
+    """Validate ``doc`` and write it to the overlay file (0600 in a 0700 folder, temp file + rename)."""
+    import tempfile  # only here: writing is rare, and tempfile is slow to import
+
+    check_rows(doc, shipped)
+    path = path or overlay_path()
+    folder = path.parent
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        why = _unsafe(os.stat(folder, follow_symlinks=False), "folder")
+    except OSError as exc:
+        raise OverlayError(f"{folder}: cannot create the cache folder ({exc.strerror})") from None
+    if why:
+        raise OverlayError(f"{folder}: {why}; not writing the overlay there",
+                           hint=f"chmod 700 {folder} (or set XDG_CACHE_HOME to a private folder)")
+    fd, tmp = tempfile.mkstemp(prefix=".overlay-", suffix=".tmp", dir=folder)  # O_EXCL, mode 0600
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, indent=1, sort_keys=True)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise OverlayError(f"{path}: cannot write the overlay ({exc.strerror})") from None
+    return path
+
+
+# --- reading (every load of the shipped matrix) ---------------------------------------------------
+
+def apply(shipped: Matrix, path: Path | None = None) -> Matrix:
+    """The shipped matrix with the user's overlay on top, or unchanged when there is none or it is unsafe
+    or invalid (the reason is kept: :func:`info`)."""
+    path = path or overlay_path()
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return shipped  # the common case: no overlay, one stat
+    result = OverlayInfo(path=str(path))
+    why = _unsafe(st, "file")
+    if why is None:
+        try:
+            why = _unsafe(os.stat(path.parent, follow_symlinks=False), "folder")
+        except OSError as exc:
+            why = f"the overlay folder cannot be read ({exc.strerror})"
+    matrix = shipped
+    if why is None:
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+            matrix = check_rows(doc, shipped)
+            result.created, result.index = doc.get("created"), doc.get("index")
+            shipped_versions = {f: {str(r.version) for r in shipped.frameworks(f)} for f in FAMILIES}
+            result.releases = {f: [r["version"] for r in rows if r["version"] not in shipped_versions[f]]
+                               for f, rows in doc["families"].items()}
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            why = f"the overlay cannot be read ({exc})"
+        except OverlayError as exc:
+            why = exc.message
+    if why:
+        result.ignored = f"{why}; the shipped matrix is used"
+        matrix = shipped
+    _applied[matrix] = result
+    return matrix
+
+
+def info(matrix: Matrix) -> OverlayInfo | None:
+    """What the overlay added to ``matrix`` (or why it was ignored); None when no overlay file exists."""
+    return _applied.get(matrix)
