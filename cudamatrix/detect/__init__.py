@@ -131,6 +131,11 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
     env.driver = drv
     env.libraries = copies
     env.notes += libraries.loader_view(copies, environ, ld_entries)
+    with timer("loader_model"):
+        from cudamatrix.detect import libpaths
+
+        env.library_loads = libpaths.predict_loads(env.frameworks, env.python.site_packages, env.python.executable,
+                                                   environ, ld_entries)
     for lib in copies:
         if lib.stub and lib.origin == "LD_LIBRARY_PATH":
             env.notes.append(Note("libraries", f"a link-time stub is on LD_LIBRARY_PATH: {lib.path}; programs that "
