@@ -20,6 +20,7 @@ DT_FLAGS_1 = 0x6FFFFFFB
 DF_1_NODEFLIB = 0x800
 MACHINES = {62: "x86_64", 183: "aarch64"}
 
+_WANTED = {DT_NEEDED, DT_STRTAB, DT_STRSZ, DT_SONAME, DT_RPATH, DT_RUNPATH, DT_FLAGS_1}
 _MAX_PHNUM = 256
 _MAX_DYNAMIC = 1 << 20
 _MAX_STRING = 4096
@@ -123,11 +124,11 @@ def _parse(fh, size: int) -> Dynamic:
     fh.seek(dynamic[0])
     data = fh.read(dynamic[1])
     entries: list[tuple[int, int]] = []
-    for pos in range(0, len(data) - 15, 16):
-        tag, val = struct.unpack_from("<qQ", data, pos)
+    for tag, val in struct.iter_unpack("<qQ", data[:len(data) - len(data) % 16]):
         if tag == DT_NULL:
             break
-        entries.append((tag, val))
+        if tag in _WANTED:
+            entries.append((tag, val))
     strtab = next((v for t, v in entries if t == DT_STRTAB), None)
     strsz = next((v for t, v in entries if t == DT_STRSZ), None)
     flags_1 = next((v for t, v in entries if t == DT_FLAGS_1), 0)
@@ -142,7 +143,10 @@ def _parse(fh, size: int) -> Dynamic:
         if strsz is not None and offset >= strsz:
             raise ElfError(f"a dynamic string offset ({offset}) lies past the string table")
         fh.seek(base + offset)
-        raw = fh.read(_MAX_STRING)
+        raw = fh.read(256)  # sonames and paths are short; read more only when they are not
+        if b"\0" not in raw:
+            fh.seek(base + offset)
+            raw = fh.read(_MAX_STRING)
         if b"\0" not in raw:
             raise ElfError("a dynamic string is unterminated or longer than 4 KiB")
         return raw.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")

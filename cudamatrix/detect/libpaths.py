@@ -19,6 +19,7 @@ How each framework loads (read from the installed files where they say it; the r
 """
 from __future__ import annotations
 
+import fnmatch
 import glob
 import os
 import re
@@ -42,6 +43,7 @@ def predict_loads(frameworks: list[Framework], site_packages: list[str], executa
     """
     from cudamatrix.detect.loader import LinkMap, system_search
 
+    _LISTED.clear()  # folder listings live for one prediction: a later call may follow an install
     out: list[LibraryLoad] = []
     clean_environ = {k: v for k, v in environ.items() if k not in ("LD_PRELOAD", "LD_LIBRARY_PATH")}
     for fw in frameworks:
@@ -50,8 +52,11 @@ def predict_loads(frameworks: list[Framework], site_packages: list[str], executa
         actual = LinkMap(system_search(environ, ld_entries, executable, cwd), mapped)
         if not _RECIPES[fw.name](actual, site_packages, fw):
             continue  # the framework's files are not there (a report, or another layout)
-        clean = LinkMap(system_search(clean_environ, ld_entries, executable, cwd))
-        _RECIPES[fw.name](clean, site_packages, fw)
+        if mapped or len(clean_environ) != len(environ):
+            clean = LinkMap(system_search(clean_environ, ld_entries, executable, cwd))
+            _RECIPES[fw.name](clean, site_packages, fw)
+        else:  # nothing that could shadow: the framework's own choice is the prediction itself
+            clean = actual
         own = _decisive(clean)
         for soname, (res, when) in _decisive(actual).items():
             exp = own.get(soname)
@@ -132,13 +137,29 @@ def _cuda_libs(init: str) -> list[tuple[str, str]]:
 def _torch_dep_path(site_packages: list[str], folder: str, pattern: str, cuda_major: str) -> str | None:
     """torch's ``_get_cuda_dep_paths`` along sys.path (the site-packages folders stand for it)."""
     for sp in site_packages:
-        found = glob.glob(os.path.join(sp, "nvidia", folder, "lib", pattern))
+        dirs = [os.path.join(sp, "nvidia", folder, "lib")]
         if cuda_major:
-            found += glob.glob(os.path.join(sp, "nvidia", f"cu{cuda_major}", "lib", pattern))
-        found += glob.glob(os.path.join(sp, folder, "lib", pattern))
-        if found:
-            return found[0]
+            dirs.append(os.path.join(sp, "nvidia", f"cu{cuda_major}", "lib"))
+        dirs.append(os.path.join(sp, folder, "lib"))
+        for d in dirs:  # glob.glob's answer: the directory's own order, names starting with "." left out
+            names = [n for n in fnmatch.filter(_listdir(d), pattern) if not n.startswith(".")]
+            if names:
+                return os.path.join(d, names[0])
     return None
+
+
+_LISTED: dict[str, list[str]] = {}
+
+
+def _listdir(folder: str) -> list[str]:
+    if folder not in _LISTED:
+        try:
+            _LISTED[folder] = os.listdir(folder)
+        except OSError:
+            _LISTED[folder] = []
+        if len(_LISTED) > 256:
+            _LISTED.clear()
+    return _LISTED[folder]
 
 
 def _tensorflow(lm, site_packages: list[str], fw: Framework) -> bool:

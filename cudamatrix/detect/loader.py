@@ -201,6 +201,7 @@ class LinkMap:
     def __init__(self, search: Search, mapped: list[str] = ()) -> None:
         self.search = search
         self.objects: list[Obj] = []
+        self._by_name: dict[str, Obj] = {}  # name -> the first object answering to it (glibc walks in load order)
         self.resolutions: list[Resolution] = []
         self.exe: Obj | None = None
         if search.executable:
@@ -224,6 +225,10 @@ class LinkMap:
             self._deps(obj)
         failed = next((r for r in self.resolutions[n_res:] if r.path is None), None)
         if failed is not None:
+            for gone in self.objects[n_obj:]:
+                for n in gone.names:
+                    if self._by_name.get(n) is gone:
+                        del self._by_name[n]
             del self.objects[n_obj:]
             del self.resolutions[n_res:]
             self.resolutions.append(failed)
@@ -250,6 +255,9 @@ class LinkMap:
         if mapped:
             obj.how = "mapped"
         self.objects.append(obj)
+        if self.exe is not None or not self.search.executable:  # the program answers to no name here
+            for n in obj.names:
+                self._by_name.setdefault(n, obj)
         return obj
 
     def _deps(self, first: Obj) -> None:
@@ -268,11 +276,11 @@ class LinkMap:
     def _map(self, name: str, caller: Obj | None, how: str) -> Obj | None:
         requester = caller.real if caller else None
         if "/" not in name:
-            for obj in self.objects:
-                if name in obj.names and obj is not self.exe:
-                    rule = "already loaded (" + _ALREADY.get(obj.how, "loaded earlier") + ")"
-                    self.resolutions.append(Resolution(name, obj.real, rule, requester, how, found_as=obj.path))
-                    return obj
+            obj = self._by_name.get(name)
+            if obj is not None:
+                rule = "already loaded (" + _ALREADY.get(obj.how, "loaded earlier") + ")"
+                self.resolutions.append(Resolution(name, obj.real, rule, requester, how, found_as=obj.path))
+                return obj
             path, rule, error = self._search(name, caller)
         else:
             path = name if os.path.isabs(name) else os.path.join(self.search.cwd, name)
@@ -293,6 +301,7 @@ class LinkMap:
         same = next((o for o in self.objects if o.ident is not None and o.ident == ident and o is not self.exe), None)
         if same is not None:  # the same file under another name: reused, and it answers to this name too
             same.names.add(name)
+            self._by_name.setdefault(name, same)
             self.resolutions.append(Resolution(name, same.real, rule, requester, how, found_as=path))
             return same
         obj = self._new(path, path, caller, {name})
@@ -343,9 +352,10 @@ class LinkMap:
             origin = os.path.dirname(obj.path if os.path.isabs(obj.path) else os.path.join(self.search.cwd, obj.path))
         out = []
         for part in value.split(":"):
-            part = _re.sub(r"\$(\{ORIGIN\}|ORIGIN\b)", lambda _m: origin, part)
-            part = _re.sub(r"\$(\{LIB\}|LIB\b)", lambda _m: self.search.lib_token, part)
-            part = _re.sub(r"\$(\{PLATFORM\}|PLATFORM\b)", lambda _m: self.search.platform, part)
+            if "$" in part:
+                for token, text in (("ORIGIN", origin), ("LIB", self.search.lib_token),
+                                    ("PLATFORM", self.search.platform)):
+                    part = part.replace("${" + token + "}", text).replace("$" + token, text)
             out.append(os.path.join(self.search.cwd, part or "."))
         return out
 
