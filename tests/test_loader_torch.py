@@ -141,3 +141,37 @@ def test_standin_in_ld_preload_is_mapped_and_breaks_the_import(standin):
     assert report["status"] == "failed" and report["model_errors"] == []
     row = next(r for r in report["loads_compared"] if r["soname"] == "libcudnn.so.9")
     assert row["agree"] is True and row["mapped"] == str(standin)
+
+
+NOTEBOOK = """
+import ctypes, json, sys
+from cudamatrix.detect import detect
+from cudamatrix.fix import _notebook
+env = detect(python=sys.argv[1])
+if len(sys.argv) > 2:  # an earlier import in this kernel mapped another libcudnn.so.9
+    ctypes.CDLL(sys.argv[2], mode=ctypes.RTLD_GLOBAL)
+decision = _notebook(env, None)
+print(json.dumps(decision.to_dict() if decision else None))
+"""
+
+
+def notebook(env: dict[str, str], *extra: str):
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", NOTEBOOK, TORCH_PY, *extra], env=env, capture_output=True, text=True,
+                         timeout=300, cwd="/")
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_notebook_kernel_advice(standin):
+    # nothing mapped yet, nothing on the path: nothing to do
+    assert notebook(base_env()) is None
+    # a copy an earlier import mapped wins by SONAME: restart, and import torch first
+    earlier = notebook(base_env(), str(standin))
+    assert earlier["action"] == "restart" and "earlier import" in earlier["reason"]
+    assert "import torch" in earlier["reason"] and str(standin) in earlier["reason"]
+    # LD_PRELOAD was applied when the kernel started: restart without it
+    pre = notebook(base_env(LD_PRELOAD=str(standin)))
+    assert pre["action"] == "restart" and "LD_PRELOAD" in pre["reason"]
+    assert pre["mapped_wrong"][0]["mapped"] == str(standin)

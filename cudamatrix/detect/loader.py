@@ -206,12 +206,13 @@ class LinkMap:
         self.exe: Obj | None = None
         if search.executable:
             self.exe = self._new(search.executable, search.executable, None, set())
+        # LD_PRELOAD objects come right after the program in the link map
+        for entry in _split_preload(search.ld_preload):
+            self.load(entry, None, how="LD_PRELOAD")
         # a running process (a notebook kernel): what is mapped already answers by SONAME and by file
         for path in mapped:
             if not any(o.real == os.path.realpath(path) for o in self.objects):
                 self._new(path, path, None, set(), mapped=True)
-        for entry in _split_preload(search.ld_preload):
-            self.load(entry, None, how="LD_PRELOAD")
 
     # -- public ---------------------------------------------------------------------------------------------
     def load(self, name: str, caller: Obj | None, how: str = "dlopen", when: str = "import") -> Obj | None:
