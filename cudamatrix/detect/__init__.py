@@ -133,8 +133,8 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
     _settle_status(drv, env, kmod, kmod_source, answers, environ, root, cuda_lib)
     env.driver = drv
     env.libraries = copies
-    env.notes += libraries.loader_view(copies, environ, ld_entries)
     env.library_loads = model.value()
+    env.notes += libpaths.reconcile_notes(libraries.loader_view(copies, environ, ld_entries), env.library_loads)
     for lib in copies:
         if lib.stub and lib.origin == "LD_LIBRARY_PATH":
             env.notes.append(Note("libraries", f"a link-time stub is on LD_LIBRARY_PATH: {lib.path}; programs that "

@@ -300,3 +300,24 @@ def in_process_loads(env: Environment, maps_text: str | None = None) -> list[Lib
     entries, _note = run_ldconfig(5.0)
     return predict_loads(env.frameworks, env.python.site_packages, env.python.executable, dict(os.environ),
                          entries, mapped=list(mapped))
+
+
+def reconcile_notes(notes: list, loads: list[LibraryLoad]) -> list:
+    """The search-order notes of :func:`cudamatrix.detect.libraries.loader_view` ("X is loaded first and shadows
+    Y") for a SONAME that a framework loads are replaced by what the model says that framework maps."""
+    from cudamatrix.models import Note
+
+    covered: dict[str, list[LibraryLoad]] = {}
+    for load in loads:
+        covered.setdefault(load.soname, []).append(load)
+    out = []
+    for note in notes:
+        soname = note.message.split(":", 1)[0] if note.probe == "loader" else None
+        if soname in covered:
+            for load in covered.pop(soname):
+                out.append(Note("loader", f"{soname}: {load.framework} maps {load.path or 'nothing (not found)'} "
+                                          f"({load.rule})", "info"))
+            continue
+        if soname is None or soname not in {x.soname for x in loads}:
+            out.append(note)
+    return out
