@@ -15,6 +15,8 @@ from cudamatrix.detect.loader import LinkMap, system_search
 LEAF_C = "int which(void) { return VARIANT; }\n"
 MID_C = "extern int which(void);\nint mid(void) { return which(); }\n"
 TOP_C = "extern int mid(void);\nint top(void) { return mid(); }\n"
+# a library that dlopens libleaf.so.1 itself (as torch's lazy NVRTC or TensorFlow's DSO loader do)
+OPENER_C = "#include <dlfcn.h>\nvoid *open_leaf(void) { return dlopen(\"libleaf.so.1\", RTLD_NOW); }\n"
 # the truth: dlopen the object named in argv[1] and print what the process maps
 DRIVER_C = r"""
 #include <dlfcn.h>
@@ -22,6 +24,7 @@ DRIVER_C = r"""
 int main(int argc, char **argv) {
     void *h = dlopen(argv[1], RTLD_NOW);
     if (!h) { fprintf(stderr, "dlopen: %s\n", dlerror()); }
+    if (h && argc > 2) { void *(*fn)(void) = (void *(*)(void))dlsym(h, argv[2]); if (fn) fn(); }
     FILE *f = fopen("/proc/self/maps", "r");
     char line[4096];
     while (fgets(line, sizeof line, f)) fputs(line, stdout);
@@ -73,9 +76,17 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def truth(program: Path, top: Path | str, env: dict[str, str], cwd: Path) -> list[str]:
-    """Real paths of the files the child maps after dlopen(top)."""
-    out = subprocess.run([str(program), str(top)], env=env, cwd=cwd, capture_output=True, text=True, timeout=30)
+def opener(folder: Path, name: str, path_flags: list[str]) -> Path:
+    """``folder/<name>``: needs nothing of ours, dlopens libleaf.so.1 when ``open_leaf`` is called."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.c").write_text(OPENER_C)
+    gcc(["-shared", "-fPIC", f"-Wl,-soname,{name}", "-o", name, f"{name}.c", "-ldl", *path_flags], folder)
+    return folder / name
+
+
+def truth(program: Path, top: Path | str, env: dict[str, str], cwd: Path, call: str | None = None) -> list[str]:
+    """Real paths of the files the child maps after dlopen(top) (and calling ``call`` in it)."""
+    out = subprocess.run([str(program), str(top), *([call] if call else [])], env=env, cwd=cwd, capture_output=True, text=True, timeout=30)
     paths = []
     for line in out.stdout.splitlines():
         parts = line.split(None, 5)
@@ -84,11 +95,14 @@ def truth(program: Path, top: Path | str, env: dict[str, str], cwd: Path) -> lis
     return paths
 
 
-def predict(program: Path, top: Path | str, env: dict[str, str], cwd: Path, soname: str):
-    """The model's Resolution for ``soname`` in the same process (the program dlopens ``top``)."""
+def predict(program: Path, top: Path | str, env: dict[str, str], cwd: Path, soname: str, dlopened: bool = False):
+    """The model's Resolution for ``soname`` in the same process (the program dlopens ``top``; with
+    ``dlopened``, ``top`` then dlopens ``soname`` itself, under its own search rules)."""
     entries, _ = libraries.run_ldconfig(10)
     lm = LinkMap(system_search(env, entries, str(program), cwd=str(cwd)))
-    lm.load(str(top), None)
+    obj = lm.load(str(top), None)
+    if dlopened:
+        lm.load(soname, obj, how="dlopen", when="first use")
     return next((r for r in lm.resolutions if r.name == soname), None)
 
 

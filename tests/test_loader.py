@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from cudamatrix.detect import elf
-from loader_cases import (MID_C, TOP_C, clean_env, driver, leaf, linked, mapped_with_soname, predict, record, rpath,
-                          runpath, truth)
+from loader_cases import (MID_C, TOP_C, clean_env, driver, leaf, linked, mapped_with_soname, opener, predict,
+                          record, rpath, runpath, truth)
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or not os.path.exists("/proc/self/maps"),
                                 reason="needs gcc and /proc (Linux)")
@@ -36,6 +36,8 @@ def parts(tmp_path_factory) -> dict[str, Path]:
     for n, sub in enumerate(("lib/x86_64-linux-gnu", "lib/aarch64-linux-gnu", "lib64", "lib"), start=10):
         leaf(t / "libtok" / sub, n)
     p["mid_lib"] = linked(t / "libtok" / "x", "libmid_lib.so", MID_C, p["a"], "libleaf.so.1", rpath("$ORIGIN/../$LIB"))
+    p["open_rpath"] = opener(t / "op", "libopen_rpath.so", rpath("$ORIGIN/../a"))
+    p["open_runpath"] = opener(t / "op", "libopen_runpath.so", runpath("$ORIGIN/../a"))
     p["driver"] = driver(t / "bin")
     return p
 
@@ -74,6 +76,27 @@ def test_prediction_matches_proc_self_maps(parts, case):
     if want != "$LIB":
         assert leaves[0] == str(parts[want] / "libleaf.so.1")  # the case is what its name says
     assert res is not None and res.path == leaves[0], (res, leaves)
+
+
+DLOPEN_CASES = {
+    # a library's own dlopen follows that library's rules: its DT_RPATH before LD_LIBRARY_PATH ...
+    "dlopen from a DT_RPATH library": ("open_rpath", {"LD_LIBRARY_PATH": "{b}"}, "a"),
+    # ... and its DT_RUNPATH after LD_LIBRARY_PATH
+    "dlopen from a DT_RUNPATH library": ("open_runpath", {"LD_LIBRARY_PATH": "{b}"}, "b"),
+    "dlopen from a DT_RUNPATH library, nothing on LD_LIBRARY_PATH": ("open_runpath", {}, "a"),
+}
+
+
+@pytest.mark.parametrize("case", list(DLOPEN_CASES))
+def test_dlopen_follows_the_callers_rules(parts, case):
+    top_key, extra, want = DLOPEN_CASES[case]
+    env = clean_env(**{k: v.format(**{k2: str(v2) for k2, v2 in parts.items()}) for k, v in extra.items()})
+    leaves = mapped_with_soname(truth(parts["driver"], parts[top_key], env, parts["root"], "open_leaf"),
+                                "libleaf.so.1")
+    res = predict(parts["driver"], parts[top_key], env, parts["root"], "libleaf.so.1", dlopened=True)
+    record(case, res.path if res else None, res.rule if res else None, leaves)
+    assert leaves == [str(parts[want] / "libleaf.so.1")]
+    assert res is not None and res.path == leaves[0] and res.how == "dlopen", res
 
 
 def test_rules_name_the_winner(parts):
