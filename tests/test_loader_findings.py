@@ -104,3 +104,28 @@ def test_saved_environment_round_trips_the_predictions():
     env = torch_env([load], [wheel_lib()])
     back = validate(Environment, env.to_dict(), "saved")
     assert back.library_loads == [load]
+
+
+def test_verify_reports_a_model_error_with_both_paths():
+    from cudamatrix.models import FrameworkReport
+    from cudamatrix.render import human_report
+    from cudamatrix.models import Report
+    from cudamatrix.verify.run import compare_maps
+
+    report = FrameworkReport(framework="torch", status="not_possible", cpu_checked=True, max_abs_error=0.0)
+    report._maps, report._imported = ["/opt/other/libcudnn.so.9", f"{SP}/nvidia/cu13/lib/libcudart.so.13"], True
+    loads = [LibraryLoad("torch", "libcudnn.so.9", WHEEL, "DT_RPATH of libtorch_cuda.so"),
+             LibraryLoad("torch", "libcudart.so.13", f"{SP}/nvidia/cu13/lib/libcudart.so.13", "DT_RPATH of x.so"),
+             LibraryLoad("torch", "libnvrtc.so.13", "/x/libnvrtc.so.13", "DT_RPATH of y.so", when="first use")]
+    compare_maps(report, loads)
+    assert report.model_errors == [{"soname": "libcudnn.so.9", "predicted": WHEEL,
+                                    "mapped": "/opt/other/libcudnn.so.9", "rule": "DT_RPATH of libtorch_cuda.so"}]
+    assert [r["agree"] for r in report.loads_compared] == [False, True, None]  # a first-use load not reached yet
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        human_report(Report(status="not_possible", frameworks=[report]))
+    assert f"loader model error: libcudnn.so.9: predicted {WHEEL}" in out.getvalue()
+    assert "mapped /opt/other/libcudnn.so.9" in out.getvalue()
