@@ -16,6 +16,10 @@ How each framework loads (read from the installed files where they say it; the r
 - tensorflow: ``_pywrap_tensorflow_internal.so``; on GPU start-up libtensorflow_framework.so.2 dlopens
   ``libcudart.so.<11.0|major>`` and ``libcudnn.so.<major>`` (TensorFlow's DSO loader names these sonames).
 - jax: jaxlib's extension, then each ``jax_plugins/*/*.so`` PJRT plugin, which dlopens cuDNN on first use.
+
+Not modelled: ``cuda.pathfinder``'s own search (already loaded, site-packages, conda, CUDA_HOME): torch 2.14.1
+depends on it but does not call it while importing (its installed sources do not name it); glibc-hwcaps
+subfolders; TensorFlow and JAX are modelled from the layout above, not yet checked against their real wheels.
 """
 from __future__ import annotations
 
