@@ -185,26 +185,43 @@ def _solve(environment: Environment, request: list[str], driver: str | None, gpu
 
 
 def _notebook(environment: Environment, solution: Solution | None):
-    """The preload decision for this process, or None when there is nothing to look at."""
-    from cudamatrix.install.preload import decide, preload
+    """The preload decision for this process, or None when there is nothing to look at.
 
-    wheel: dict[str, str] = {}
-    shadowed: set[str] = set()
-    for lib in environment.libraries:
-        if lib.origin.startswith("wheel:") and not lib.stub:
-            wheel.setdefault(lib.soname, lib.path)
-    for lib in environment.libraries:
-        if lib.loaded_first and not lib.origin.startswith("wheel:") and lib.soname in wheel:
-            shadowed.add(lib.soname)
-    if not wheel:
+    Asks the loader model (:mod:`cudamatrix.detect.libpaths`) with this process's /proc/self/maps: a copy that
+    an earlier import mapped wins by SONAME, LD_PRELOAD was applied when the kernel started, and only a
+    wrong load that neither caused can still be prevented by loading the framework's own copy by path first.
+    """
+    from cudamatrix.detect.libpaths import in_process_loads, wrong_loads
+    from cudamatrix.install.preload import RESTART_LINES, Decision, decide, notebook_context, preload
+
+    if not environment.library_loads:
         return None
-    decision = decide([wheel[s] for s in sorted(shadowed)]) if shadowed else None
-    # a wheel library already mapped from another file needs a restart even when nothing is shadowed now
-    check = decide(list(wheel.values()))
-    if check.action == "restart":
-        return check
-    if decision is None:
+    loads = in_process_loads(environment)
+    wrong = wrong_loads(environment, loads)
+    ctx = notebook_context()
+    preloaded = [w for w in wrong if w.cause == "LD_PRELOAD"]
+    if preloaded:
+        names = "; ".join(f"{w.load.path} stands in for {w.load.soname}" for w in preloaded)
+        return Decision(action="restart", context=ctx, restart_line=RESTART_LINES[ctx],
+                        mapped_wrong=[{"soname": w.load.soname, "mapped": w.load.path, "wanted": w.load.expected or ""}
+                                      for w in preloaded],
+                        reason=f"LD_PRELOAD put the wrong copy in this process ({names}): restart the kernel "
+                               "with LD_PRELOAD unset or without these files (cudamatrix env prints the change)")
+    earlier = [w for w in wrong if w.cause == "loaded earlier"]
+    if earlier:
+        decision = decide([w.load.expected for w in earlier if w.load.expected])
+        if decision.action != "restart":  # decide() reads the maps itself; the model's word stands
+            decision = Decision(action="restart", context=ctx, restart_line=RESTART_LINES[ctx], reason="")
+        frameworks = sorted({w.load.framework for w in earlier})
+        decision.reason = ("an earlier import in this process mapped another copy: " +
+                           "; ".join(f"{w.load.path} where {w.load.framework} wants {w.load.expected}" for w in earlier)
+                           + f". Restart the kernel, then import {' and '.join(frameworks)} (or call "
+                           "cudamatrix.fix()) before whatever loaded that copy")
+        return decision
+    wanted = [w.load.expected for w in wrong if w.load.expected]
+    if not wanted:
         return None
+    decision = decide(wanted)
     return preload(decision) if decision.action == "preload" else decision
 
 

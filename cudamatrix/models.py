@@ -91,6 +91,22 @@ class Library(Model):
 
 
 @dataclass
+class LibraryLoad(Model):
+    """The loader model's prediction: the file a framework maps for one SONAME, and the rule that chose it."""
+
+    framework: str  # "torch"
+    soname: str  # "libcudnn.so.9"
+    path: str | None  # real path of the file that will be mapped (None: not found, the load fails)
+    rule: str  # "DT_RPATH of libtorch_cuda.so", "LD_LIBRARY_PATH", "already loaded (LD_PRELOAD)", "ld.so cache" ...
+    requested_by: str | None = None  # the object whose DT_NEEDED or dlopen asked for it
+    how: str = "DT_NEEDED"  # "DT_NEEDED" | "dlopen" | "preload" (the framework's own by-path load) | "LD_PRELOAD"
+    found_as: str | None = None  # the path as the search found it (before symlinks), naming the folder that won
+    expected: str | None = None  # the file mapped without LD_PRELOAD, LD_LIBRARY_PATH and earlier loads
+    expected_rule: str | None = None
+    when: str = "import"  # "import" | "first use" (a lazy dlopen)
+
+
+@dataclass
 class Toolkit(Model):
     source: str  # "nvcc --version", "version.json", "report:nvcc"
     version: str | None = None
@@ -155,6 +171,7 @@ class Environment(Model):
     requirements: dict[str, list[str]] = field(default_factory=dict)  # distribution -> its declared nvidia-* requirements (torch etc.)
     frameworks: list[Framework] = field(default_factory=list)
     file_conflicts: list[FileConflict] = field(default_factory=list)
+    library_loads: list[LibraryLoad] = field(default_factory=list)  # the loader model's predictions (detect.libpaths)
     context: Context = field(default_factory=Context)
     notes: list[Note] = field(default_factory=list)
     timings_ms: dict[str, float] = field(default_factory=dict)  # probe -> milliseconds spent
@@ -297,6 +314,10 @@ class FrameworkReport(Model):
     cause: str | None = None
     finding_code: str | None = None
     stderr_tail: str | None = None
+    # the loader model checked against the child's /proc/self/maps: one row per predicted CUDA library
+    # ({soname, predicted, mapped, rule, agree}); the rows where they differ, again, as model errors
+    loads_compared: list[dict[str, Any]] = field(default_factory=list)
+    model_errors: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass

@@ -125,6 +125,9 @@ def human_report(report) -> None:
             _echo(f"  {fw.cause}")
         for lib in fw.mapped_libraries:
             _echo(f"  mapped: {lib.get('path')} {lib.get('version') or ''}")
+        for err in fw.model_errors:
+            _echo(f"  loader model error: {err['soname']}: predicted {err['predicted']} ({err['rule']}), "
+                  f"mapped {err.get('mapped') or 'nothing'}")
         if fw.status == "failed" and fw.stderr_tail:
             _echo("  stderr (last lines):")
             for line in fw.stderr_tail.splitlines()[-8:]:

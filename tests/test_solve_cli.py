@@ -187,11 +187,18 @@ def test_env_removes_shadowing_folder(tmp_path: Path):
          "origin": "LD_LIBRARY_PATH", "loaded_first": True},
         {"name": "cudnn", "soname": "libcudnn.so.9", "path": "/v/site-packages/nvidia/cudnn/lib/libcudnn.so.9",
          "version": "9.1.0", "origin": "wheel:nvidia-cudnn-cu12", "loaded_first": False}]
+    # the loader model's prediction, as a saved detect --json carries it: a build whose own search
+    # (DT_RUNPATH) comes after LD_LIBRARY_PATH
+    doc["library_loads"] = [
+        {"framework": "torch", "soname": "libcudnn.so.9", "path": "/opt/cudnn8/lib/libcudnn.so.9",
+         "rule": "LD_LIBRARY_PATH", "found_as": "/opt/cudnn8/lib/libcudnn.so.9",
+         "expected": "/v/site-packages/nvidia/cudnn/lib/libcudnn.so.9", "expected_rule": "DT_RUNPATH of x.so"}]
     p = tmp_path / "e.json"
     p.write_text(json.dumps(doc))
     out = cli("env", "--env", str(p))
     assert out.returncode == 0
     assert out.stdout.strip() == "export LD_LIBRARY_PATH=/usr/local/nvidia/lib64"
+    assert "libcudnn.so.9" in out.stderr
     fish = cli("env", "--env", str(p), "--shell", "fish")
     assert fish.stdout.strip() == "set -gx LD_LIBRARY_PATH /usr/local/nvidia/lib64"
     doctor = cli("doctor", "--env", str(p), "--json")

@@ -188,9 +188,41 @@ def run_env(shell: str = "bash", env: list[Path] | None = None, python: str | No
         raise UsageError("env reads one environment at a time")
     environment = environments(env or [], [], python)[0]
     changes = library_path_fix(environment)
+    advice = env_advice(environment, changes)
     lines = [export_line(shell, k, v) for k, v in changes.items()]
-    finish("env", 0, {"env": changes, "shell": shell, "lines": lines}, as_json,
-           lambda: [echo(line) for line in lines])
+
+    def human() -> None:
+        for line in lines:
+            echo(line)
+        err = render.console(stderr=True)  # stdout stays exactly the exports (eval "$(cudamatrix env)")
+        for line in advice:
+            err.print(line, soft_wrap=True, markup=False, highlight=False)
+
+    finish("env", 0, {"env": changes, "shell": shell, "lines": lines, "advice": advice}, as_json, human)
+
+
+def env_advice(environment, changes: dict[str, str]) -> list[str]:
+    """What the exports do, one line per wrong load they stop; and a plain "nothing to change" otherwise."""
+    from cudamatrix.detect.libpaths import wrong_loads
+
+    wrong = wrong_loads(environment)
+    if not environment.library_loads:
+        return ["nothing to change: this environment carries no loader prediction (pasted or saved by an older "
+                "version); run cudamatrix env on the machine"] if not changes else []
+    if not wrong:
+        return ["nothing to change: every framework maps its own copy of each CUDA library"]
+    out = []
+    for w in wrong:
+        load = w.load
+        if w.cause == "LD_PRELOAD":
+            out.append(f"# {load.soname}: LD_PRELOAD puts {load.path} in place of {load.expected}; a running notebook "
+                       "kernel keeps it until restarted without it")
+        elif w.cause == "LD_LIBRARY_PATH":
+            out.append(f"# {load.soname}: {load.framework} maps {load.path} (LD_LIBRARY_PATH) instead of {load.expected}")
+        else:
+            out.append(f"# {load.soname}: {load.framework} maps {load.path} ({load.rule}); no variable changes that: "
+                       "restart, and import the framework before what loaded that copy")
+    return out
 
 
 def export_line(shell: str, key: str, value: str) -> str:

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 
 from cudamatrix.errors import UsageError
 from cudamatrix.models import Driver, Environment, Library, Note
-from cudamatrix.detect import context, driver, libraries, loader, python_env, toolkits
+from cudamatrix.detect import context, driver, libpaths, libraries, loader, python_env, toolkits
 from cudamatrix.detect.text import MAX_BYTES, cudnn_version, version_from_int
 
 __all__ = ["detect", "from_reports", "load_environment", "read_report"]
@@ -86,6 +86,9 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
     with timer("driver_files"):
         kmod, kmod_source = driver.read_module_version(root)
     ld_entries, ld_note = ldconfig.value()
+    # the loader model reads ELF headers while the loader child below runs (it waits on a subprocess)
+    model = _Background(_timed, timer, "loader_model", libpaths.predict_loads, env.frameworks,
+                        env.python.site_packages, env.python.executable, environ, ld_entries)
     if ld_note:
         env.notes.append(Note("ldconfig", ld_note))
     with timer("libraries"):
@@ -130,7 +133,8 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
     _settle_status(drv, env, kmod, kmod_source, answers, environ, root, cuda_lib)
     env.driver = drv
     env.libraries = copies
-    env.notes += libraries.loader_view(copies, environ, ld_entries)
+    env.library_loads = model.value()
+    env.notes += libpaths.reconcile_notes(libraries.loader_view(copies, environ, ld_entries), env.library_loads)
     for lib in copies:
         if lib.stub and lib.origin == "LD_LIBRARY_PATH":
             env.notes.append(Note("libraries", f"a link-time stub is on LD_LIBRARY_PATH: {lib.path}; programs that "

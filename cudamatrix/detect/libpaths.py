@@ -1,34 +1,327 @@
-"""Library-path questions: which copy of a library shadows another, and what stops it.
+"""Library-path questions: which file each framework will map, which of those loads are wrong, what stops them.
 
-The one home for "shadowed wheel copy" decisions (doctor's LIBRARY_SHADOWED, ``env``, ``solve``'s environment
-changes and ``fix``'s notebook preloading all ask here).
+The one home for "what shadows what". ``predict_loads`` runs the loader model (:mod:`.loader`) over each
+installed framework the way its import does it, once as the process will run and once without
+LD_PRELOAD, LD_LIBRARY_PATH and earlier loads (the framework's own choice, ``expected``). ``wrong_loads``
+compares the two; doctor's LIBRARY_SHADOWED / LIBRARY_PRELOADED / CUDNN_MISMATCH, ``env``, ``solve``'s
+environment changes and ``fix``'s notebook decision all ask here.
+
+How each framework loads (read from the installed files where they say it; the rest is written down here):
+
+- torch (torch/__init__.py ``_load_global_deps``, 2.x): ``ctypes.CDLL(torch/lib/libtorch_global_deps.so,
+  RTLD_GLOBAL)``; if that fails, or (2.14) once it has mapped ``libcudart.so``, ``_preload_cuda_deps`` loads
+  by full path the first match of each ``nvidia/<folder>/lib/<pattern>`` (and ``nvidia/cu<major>/lib``) found
+  along sys.path — the list is read from the installed torch/__init__.py; then ``import torch._C``.
+  ``libcaffe2_nvrtc.so`` (which needs libnvrtc) is dlopened by libtorch_cuda on first NVRTC use.
+- tensorflow: ``_pywrap_tensorflow_internal.so``; on GPU start-up libtensorflow_framework.so.2 dlopens
+  ``libcudart.so.<11.0|major>`` and ``libcudnn.so.<major>`` (TensorFlow's DSO loader names these sonames).
+- jax: jaxlib's extension, then each ``jax_plugins/*/*.so`` PJRT plugin, which dlopens cuDNN on first use.
+
+Not modelled: ``cuda.pathfinder``'s own search (already loaded, site-packages, conda, CUDA_HOME): torch 2.14.1
+depends on it but does not call it while importing (its installed sources do not name it); glibc-hwcaps
+subfolders; TensorFlow and JAX are modelled from the layout above, not yet checked against their real wheels.
 """
 from __future__ import annotations
 
+import fnmatch
+import glob
 import os
+import re
+from dataclasses import dataclass
 
-from cudamatrix.models import Environment
+from cudamatrix.models import Environment, Framework, LibraryLoad
+
+# the CUDA stack's libraries (what the findings and the verification compare)
+CUDA_LIB = re.compile(r"^lib(cuda|cudart|cudnn\w*|cublas\w*|nvrtc[\w.-]*|nvJitLink|cufft\w*|curand|cusparse\w*|"
+                      r"cusolver\w*|nccl|cupti|nvshmem\w*|cufile\w*|nvToolsExt|nvidia-ml|caffe2_nvrtc)\.so")
+_CUDA_LIBS_ENTRY = re.compile(r'\(\s*"([\w-]+)",\s*"(lib[^"]+)"\s*\)|"([\w-]+)":\s*"(lib[^"]+)"')
+
+
+def predict_loads(frameworks: list[Framework], site_packages: list[str], executable: str | None,
+                  environ: dict[str, str], ld_entries: list, *, cwd: str | None = None,
+                  mapped: list[str] = ()) -> list[LibraryLoad]:
+    """The file each installed framework maps for every CUDA-stack SONAME, with the rule that chose it.
+
+    ``mapped``: files already mapped into the process that will import the framework (a notebook kernel).
+    Reads ELF headers only; never loads anything.
+    """
+    from cudamatrix.detect.loader import LinkMap, system_search
+
+    _LISTED.clear()  # folder listings live for one prediction: a later call may follow an install
+    out: list[LibraryLoad] = []
+    clean_environ = {k: v for k, v in environ.items() if k not in ("LD_PRELOAD", "LD_LIBRARY_PATH")}
+    for fw in frameworks:
+        if fw.name not in _RECIPES:
+            continue
+        actual = LinkMap(system_search(environ, ld_entries, executable, cwd), mapped)
+        if not _RECIPES[fw.name](actual, site_packages, fw):
+            continue  # the framework's files are not there (a report, or another layout)
+        if mapped or len(clean_environ) != len(environ):
+            clean = LinkMap(system_search(clean_environ, ld_entries, executable, cwd))
+            _RECIPES[fw.name](clean, site_packages, fw)
+        else:  # nothing that could shadow: the framework's own choice is the prediction itself
+            clean = actual
+        own = _decisive(clean)
+        for soname, (res, when) in _decisive(actual).items():
+            exp = own.get(soname)
+            expected = exp[0] if exp else None
+            out.append(LibraryLoad(
+                framework=fw.name, soname=soname, path=res.path, rule=res.rule, requested_by=res.requested_by,
+                how=res.how, found_as=res.found_as, when=when,
+                expected=expected.path if expected is not None and expected.path != res.path else None,
+                expected_rule=expected.rule if expected is not None and expected.path != res.path else None))
+    return out
+
+
+def _decisive(lm) -> dict[str, tuple]:
+    """soname -> (the resolution that decided it, when). A request by name (DT_NEEDED, dlopen of a soname) is
+    what the framework's own code gets; a by-path load (torch's preloads) decides only where no request by
+    name was made, since a second file of the same soname is mapped beside the first but never used."""
+    by_name: dict[str, object] = {}
+    by_path: dict[str, object] = {}
+    for res in lm.resolutions:
+        if "/" in res.name:
+            key = _soname(res.path) or os.path.basename(res.name)
+            table = by_path
+        else:
+            key, table = res.name, by_name
+        if not CUDA_LIB.match(key):
+            continue
+        if key not in table or (table[key].path is None and res.path is not None):
+            table[key] = res
+    merged = {**by_path, **{k: v for k, v in by_name.items() if v.path is not None or k not in by_path}}
+    return {k: (v, v.when) for k, v in merged.items()}
+
+
+def _soname(path: str | None) -> str | None:
+    from cudamatrix.detect import elf
+
+    dyn = elf.try_read(path) if path else None
+    return dyn.soname if dyn and dyn.soname else (os.path.basename(path) if path else None)
+
+
+# --- how each framework loads ------------------------------------------------------------------------------
+
+def _torch(lm, site_packages: list[str], fw: Framework) -> bool:
+    base = _first_dir(site_packages, "torch/lib/libtorch_global_deps.so")
+    if base is None:
+        return False
+    torch_dir = os.path.join(base, "torch")
+    init = _read_text(os.path.join(torch_dir, "__init__.py"))
+    cuda_major = (fw.cuda or "").split(".")[0]
+    deps = lm.load(os.path.join(torch_dir, "lib", "libtorch_global_deps.so"), None, how="preload")
+    if deps is None or ("_preload_cuda_deps(required=False)" in init and
+                        any("libcudart.so" in o.real for o in lm.objects)):
+        for folder, pattern in _cuda_libs(init):
+            found = _torch_dep_path(site_packages, folder, pattern, cuda_major)
+            if found and lm.load(found, None, how="preload") is None:
+                break  # an OSError ends torch's best-effort loop
+        if deps is None:
+            lm.load(os.path.join(torch_dir, "lib", "libtorch_global_deps.so"), None, how="preload")
+    ext = sorted(glob.glob(os.path.join(torch_dir, "_C.*.so")))
+    if ext:
+        lm.load(ext[0], None, how="dlopen")
+    nvrtc = os.path.join(torch_dir, "lib", "libcaffe2_nvrtc.so")
+    caller = next((o for o in lm.objects if os.path.basename(o.real) == "libtorch_cuda.so"), None)
+    if caller is not None and os.path.exists(nvrtc):
+        lm.load(nvrtc, caller, how="dlopen", when="first use")
+    return True
+
+
+def _cuda_libs(init: str) -> list[tuple[str, str]]:
+    """The (folder, pattern) list of torch's ``_preload_cuda_deps``, read from the installed source, plus nvtx."""
+    start = init.find("def _preload_cuda_deps")
+    body = init[start:init.find("\ndef ", start + 10)] if start >= 0 else ""
+    pairs = [(a or c, b or d) for a, b, c, d in _CUDA_LIBS_ENTRY.findall(body)]
+    if "_preload_cuda_lib(\"nvtx\"" in body:
+        pairs.append(("nvtx", "libnvToolsExt.so.*[0-9]"))
+    return pairs
+
+
+def _torch_dep_path(site_packages: list[str], folder: str, pattern: str, cuda_major: str) -> str | None:
+    """torch's ``_get_cuda_dep_paths`` along sys.path (the site-packages folders stand for it)."""
+    for sp in site_packages:
+        dirs = [os.path.join(sp, "nvidia", folder, "lib")]
+        if cuda_major:
+            dirs.append(os.path.join(sp, "nvidia", f"cu{cuda_major}", "lib"))
+        dirs.append(os.path.join(sp, folder, "lib"))
+        for d in dirs:  # glob.glob's answer: the directory's own order, names starting with "." left out
+            names = [n for n in fnmatch.filter(_listdir(d), pattern) if not n.startswith(".")]
+            if names:
+                return os.path.join(d, names[0])
+    return None
+
+
+_LISTED: dict[str, list[str]] = {}
+
+
+def _listdir(folder: str) -> list[str]:
+    if folder not in _LISTED:
+        try:
+            _LISTED[folder] = os.listdir(folder)
+        except OSError:
+            _LISTED[folder] = []
+        if len(_LISTED) > 256:
+            _LISTED.clear()
+    return _LISTED[folder]
+
+
+def _tensorflow(lm, site_packages: list[str], fw: Framework) -> bool:
+    base = _first_dir(site_packages, "tensorflow/python/_pywrap_tensorflow_internal.so")
+    if base is None:
+        return False
+    lm.load(os.path.join(base, "tensorflow/python/_pywrap_tensorflow_internal.so"), None, how="dlopen")
+    caller = next((o for o in lm.objects if os.path.basename(o.real).startswith("libtensorflow_framework.so")), None)
+    major = (fw.cuda or "").split(".")[0]
+    names = []
+    if major:
+        names.append("libcudart.so.11.0" if major == "11" else f"libcudart.so.{major}")
+    if fw.cudnn:
+        names.append(f"libcudnn.so.{fw.cudnn.split('.')[0]}")
+    for name in names:
+        lm.load(name, caller, how="dlopen", when="first use")
+    return True
+
+
+def _jax(lm, site_packages: list[str], fw: Framework) -> bool:
+    exts = []
+    for sp in site_packages:
+        exts += sorted(glob.glob(os.path.join(sp, "jaxlib", "xla_extension*.so")) +
+                       glob.glob(os.path.join(sp, "jaxlib", "_jax*.so")))
+    if not exts:
+        return False
+    lm.load(exts[0], None, how="dlopen")
+    for sp in site_packages:
+        for plugin in sorted(glob.glob(os.path.join(sp, "jax_plugins", "*", "*.so"))):
+            obj = lm.load(plugin, None, how="dlopen")
+            if obj is not None and fw.cudnn:
+                lm.load(f"libcudnn.so.{fw.cudnn.split('.')[0]}", obj, how="dlopen", when="first use")
+    return True
+
+
+_RECIPES = {"torch": _torch, "tensorflow": _tensorflow, "jax": _jax}
+
+
+def _first_dir(site_packages: list[str], rel: str) -> str | None:
+    return next((sp for sp in site_packages if os.path.exists(os.path.join(sp, rel))), None)
+
+
+def _read_text(path: str, limit: int = 1 << 20) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read(limit)
+    except OSError:
+        return ""
+
+
+# --- the questions the other stages ask (no I/O) ------------------------------------------------------------
+
+@dataclass
+class WrongLoad:
+    """A load the model predicts goes to another file than the framework's own copy."""
+
+    load: LibraryLoad
+    cause: str  # "LD_PRELOAD" | "LD_LIBRARY_PATH" | "loaded earlier" | "other"
+    version: str | None  # of the file that will be mapped
+    expected_version: str | None
+
+    @property
+    def known_different(self) -> bool:
+        return bool(self.version and self.expected_version and self.version != self.expected_version)
+
+
+def version_of(env: Environment, path: str | None) -> str | None:
+    """The detected version of the file at ``path`` (matched by real path), or None."""
+    if not path:
+        return None
+    for lib in env.libraries:
+        if lib.path == path or os.path.realpath(lib.path) == path:
+            return lib.version
+    return None
+
+
+def wrong_loads(env: Environment, loads: list[LibraryLoad] | None = None) -> list[WrongLoad]:
+    """Predicted loads (``env.library_loads``, or ``loads``) that map another file than the framework's own
+    choice, except where both files are known to be the same version (one per framework and soname)."""
+    out = []
+    for load in env.library_loads if loads is None else loads:
+        if not load.expected or load.path is None or load.path == load.expected:
+            continue
+        have, want = version_of(env, load.path), version_of(env, load.expected)
+        if have and want and have == want:
+            continue
+        rule = load.rule
+        cause = ("LD_PRELOAD" if "LD_PRELOAD" in rule else "LD_LIBRARY_PATH" if rule == "LD_LIBRARY_PATH"
+                 else "loaded earlier" if rule.startswith("already loaded") else "other")
+        out.append(WrongLoad(load, cause, have, want))
+    return out
+
+
+def cudnn_mapped(env: Environment, framework: str) -> LibraryLoad | None:
+    """The predicted load of ``libcudnn.so.N`` for a framework (None when the model has none)."""
+    return next((x for x in env.library_loads if x.framework == framework and re.match(r"^libcudnn\.so\.\d+$", x.soname)
+                 and x.path), None)
 
 
 def library_path_fix(env: Environment) -> dict[str, str]:
-    """Environment changes that stop LD_LIBRARY_PATH copies from shadowing the wheels' libraries.
-
-    Returns {} when nothing needs fixing, else {"LD_LIBRARY_PATH": "<new value>"}.
-    """
+    """Environment changes that stop the wrong loads: LD_LIBRARY_PATH without the folders that win over a
+    framework's own copy, LD_PRELOAD without the files that replace one ("" = unset). {} when none."""
+    changes: dict[str, str] = {}
+    wrong = wrong_loads(env)
     current = env.context.env.get("LD_LIBRARY_PATH")
-    if not current:
-        return {}
-    bad_dirs = set()
-    by_soname: dict[str, list] = {}
-    for lib in env.libraries:
-        by_soname.setdefault(lib.soname, []).append(lib)
-    for copies in by_soname.values():
-        first = next((c for c in copies if c.loaded_first), None)
-        wheels = [c for c in copies if c.origin.startswith("wheel:")]
-        if first is not None and first.origin == "LD_LIBRARY_PATH" and wheels and \
-                any(w.version != first.version for w in wheels):
-            bad_dirs.add(os.path.normpath(os.path.dirname(first.path)))
-    if not bad_dirs:
-        return {}
-    kept = [p for p in current.split(os.pathsep) if p and os.path.normpath(p) not in bad_dirs]
-    return {"LD_LIBRARY_PATH": os.pathsep.join(kept)}
+    bad_dirs = {os.path.normpath(os.path.dirname(w.load.found_as or w.load.path)) for w in wrong
+                if w.cause == "LD_LIBRARY_PATH"}
+    if current and bad_dirs:
+        kept = [p for p in re.split(r"[:;]", current) if p and os.path.normpath(p) not in bad_dirs]
+        if len(kept) != len([p for p in re.split(r"[:;]", current) if p]):
+            changes["LD_LIBRARY_PATH"] = os.pathsep.join(kept)
+    preload = env.context.env.get("LD_PRELOAD")
+    bad_files = {w.load.path for w in wrong if w.cause == "LD_PRELOAD"}
+    if preload and bad_files:
+        items = [p for p in re.split(r"[:\s]+", preload) if p]
+        kept = [p for p in items if os.path.realpath(p) not in bad_files and p not in bad_files]
+        if len(kept) != len(items):
+            changes["LD_PRELOAD"] = " ".join(kept)
+    return changes
+
+
+def in_process_loads(env: Environment, maps_text: str | None = None) -> list[LibraryLoad]:
+    """The predictions again, for an import into *this* process: what its /proc/self/maps already holds
+    answers first (a notebook kernel where another import mapped a copy). Reads the ld.so cache again."""
+    from cudamatrix.detect.libraries import run_ldconfig
+
+    if maps_text is None:
+        try:
+            with open("/proc/self/maps") as fh:
+                maps_text = fh.read()
+        except OSError:
+            maps_text = ""
+    mapped: dict[str, None] = {}
+    for line in maps_text.splitlines():
+        parts = line.split(None, 5)
+        if len(parts) == 6 and parts[5].startswith("/") and ".so" in parts[5]:
+            mapped.setdefault(parts[5].strip(), None)
+    entries, _note = run_ldconfig(5.0)
+    return predict_loads(env.frameworks, env.python.site_packages, env.python.executable, dict(os.environ),
+                         entries, mapped=list(mapped))
+
+
+def reconcile_notes(notes: list, loads: list[LibraryLoad]) -> list:
+    """The search-order notes of :func:`cudamatrix.detect.libraries.loader_view` ("X is loaded first and shadows
+    Y") for a SONAME that a framework loads are replaced by what the model says that framework maps."""
+    from cudamatrix.models import Note
+
+    covered: dict[str, list[LibraryLoad]] = {}
+    for load in loads:
+        covered.setdefault(load.soname, []).append(load)
+    out = []
+    for note in notes:
+        soname = note.message.split(":", 1)[0] if note.probe == "loader" else None
+        if soname in covered:
+            for load in covered.pop(soname):
+                out.append(Note("loader", f"{soname}: {load.framework} maps {load.path or 'nothing (not found)'} "
+                                          f"({load.rule})", "info"))
+            continue
+        if soname is None or soname not in {x.soname for x in loads}:
+            out.append(note)
+    return out

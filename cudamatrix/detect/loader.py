@@ -98,3 +98,290 @@ def run_loader(libs: list[tuple[str, str]], nvml: bool, libcuda: bool, timeout: 
         done = set(answers.libs) | {k for k in ("nvml", "libcuda") if getattr(answers, k) is not None}
         config["skip"] = sorted(set(config["skip"]) | done | {started})
     return answers
+
+
+# --- the loader model: which file ld.so maps for a SONAME ------------------------------------------------
+#
+# glibc's search order for a name without a slash (ld.so(8) "Shared object dependencies", dlopen(3); glibc
+# elf/dl-load.c ``_dl_map_object``): an object already loaded whose DT_SONAME (or the name it was loaded
+# under) matches wins; then DT_RPATH of the requesting object and of the objects that loaded it, up the
+# chain, and the executable's (skipped when the requesting object has DT_RUNPATH; an object that has both
+# ignores its DT_RPATH); LD_LIBRARY_PATH; DT_RUNPATH of the requesting object only; /etc/ld.so.cache; the
+# default folders (the last two skipped for DF_1_NODEFLIB). A name with a slash is opened as a path, and an
+# object with the same device and inode already loaded is reused. A candidate of another ELF class or
+# machine is skipped and the search goes on. Dependencies are mapped breadth-first. glibc-hwcaps
+# subfolders are not modelled.
+
+import re as _re
+import stat as _stat
+
+from cudamatrix.detect import elf as _elf
+
+
+@dataclass
+class Obj:
+    """One object in the simulated link map."""
+
+    path: str  # as ld.so found it (before symlinks are resolved; $ORIGIN is its folder)
+    real: str  # what /proc/self/maps shows
+    dyn: _elf.Dynamic | None
+    loader: "Obj | None" = None
+    names: set[str] = field(default_factory=set)
+    ident: tuple[int, int] | None = None  # (st_dev, st_ino)
+    how: str = ""  # how it came to be mapped: "LD_PRELOAD", "preload", "dlopen", "DT_NEEDED", "mapped"
+
+
+@dataclass
+class Resolution:
+    """The model's answer for one request: the file that will be mapped and the rule that made it win."""
+
+    name: str  # the requested name (a SONAME, or a path)
+    path: str | None  # real path of the mapped file; None: not found (the load fails)
+    rule: str  # "already loaded (LD_PRELOAD)", "DT_RPATH of libtorch_cuda.so", "LD_LIBRARY_PATH", ...
+    requested_by: str | None  # real path of the requesting object (None: LD_PRELOAD)
+    how: str  # "DT_NEEDED", "dlopen", "LD_PRELOAD", "preload"
+    error: str | None = None  # why the load fails (not found, not an ELF object)
+    found_as: str | None = None  # the path the search found (its folder is the one that won)
+    when: str = "import"
+
+
+@dataclass
+class Search:
+    """The process-wide inputs of the search: environment, cache, default folders, token values."""
+
+    ld_library_path: str | None = None
+    ld_preload: str | None = None
+    cwd: str = "/"
+    cache: dict[str, str] = field(default_factory=dict)  # soname -> path, first matching ld.so.cache entry
+    default_dirs: list[str] = field(default_factory=list)
+    lib_token: str = "lib"  # what $LIB expands to
+    platform: str = ""  # what $PLATFORM expands to
+    machine: str = ""  # the ELF machine of the process (x86_64 / aarch64)
+    executable: str | None = None  # the program's file (its DT_RPATH is searched last among RPATHs)
+
+
+def system_search(environ: dict[str, str], ld_entries: list, executable: str | None, cwd: str | None = None,
+                  root: str = "/") -> Search:
+    """The Search of a process started with ``environ`` running ``executable``.
+
+    Inference rules (glibc compiles these in; they are read from where its loader lives): the ELF
+    interpreter's real folder is glibc's slibdir; "…/lib64" -> $LIB "lib64" and default folders /lib64,
+    /usr/lib64 (Fedora, RHEL, SUSE); "…/lib/<triplet>" -> $LIB "lib/<triplet>" and default folders
+    /lib/<triplet>, /usr/lib/<triplet>, /lib, /usr/lib (Debian, Ubuntu multiarch); else "lib", /lib, /usr/lib.
+    $PLATFORM is the kernel's machine name (AT_PLATFORM).
+    """
+    machine = os.uname().machine if hasattr(os, "uname") else ""
+    exe_dyn = _elf.try_read(executable) if executable else None
+    interp = os.path.realpath(exe_dyn.interp) if exe_dyn and exe_dyn.interp else ""
+    folder = os.path.dirname(interp)
+    m = _re.search(r"/lib/([a-z0-9_]+-linux-gnu[a-z0-9_]*)$", folder)
+    if m:
+        lib_token = "lib/" + m.group(1)
+        defaults = [f"/lib/{m.group(1)}", f"/usr/lib/{m.group(1)}", "/lib", "/usr/lib"]
+    elif folder.endswith("lib64"):
+        lib_token, defaults = "lib64", ["/lib64", "/usr/lib64"]
+    else:
+        lib_token, defaults = "lib", ["/lib", "/usr/lib"]
+    flag = {"x86_64": "x86-64", "aarch64": "AArch64"}.get(machine, machine)
+    cache: dict[str, str] = {}
+    for e in ld_entries:
+        if flag and flag not in e.flags and machine in ("x86_64", "aarch64"):
+            continue  # another word size or machine: ld.so skips these entries
+        cache.setdefault(e.soname, e.path)
+    return Search(ld_library_path=environ.get("LD_LIBRARY_PATH"), ld_preload=environ.get("LD_PRELOAD"),
+                  cwd=cwd or os.getcwd(), cache=cache, default_dirs=[os.path.join(root, d.lstrip("/"))
+                                                                     for d in defaults],
+                  lib_token=lib_token, platform=machine, machine=machine,
+                  executable=os.path.realpath(executable) if executable else None)
+
+
+class LinkMap:
+    """A simulated ld.so namespace. Load objects the way a process does; every answer is recorded."""
+
+    def __init__(self, search: Search, mapped: list[str] = ()) -> None:
+        self.search = search
+        self.objects: list[Obj] = []
+        self._by_name: dict[str, Obj] = {}  # name -> the first object answering to it (glibc walks in load order)
+        self.resolutions: list[Resolution] = []
+        self.exe: Obj | None = None
+        if search.executable:
+            self.exe = self._new(search.executable, search.executable, None, set())
+        # LD_PRELOAD objects come right after the program in the link map
+        for entry in _split_preload(search.ld_preload):
+            self.load(entry, None, how="LD_PRELOAD")
+        # a running process (a notebook kernel): what is mapped already answers by SONAME and by file
+        for path in mapped:
+            if not any(o.real == os.path.realpath(path) for o in self.objects):
+                self._new(path, path, None, set(), mapped=True)
+
+    # -- public ---------------------------------------------------------------------------------------------
+    def load(self, name: str, caller: Obj | None, how: str = "dlopen", when: str = "import") -> Obj | None:
+        """dlopen(name) from ``caller`` (None: the program itself): the object and its DT_NEEDED closure.
+
+        A dependency that is not found fails the whole call and unmaps what it mapped, as dlopen does;
+        then None is returned and only the failure is kept in ``resolutions``."""
+        n_obj, n_res = len(self.objects), len(self.resolutions)
+        obj = self._map(name, caller, how)
+        if obj is not None:
+            self._deps(obj)
+        failed = next((r for r in self.resolutions[n_res:] if r.path is None), None)
+        if failed is not None:
+            for gone in self.objects[n_obj:]:
+                for n in gone.names:
+                    if self._by_name.get(n) is gone:
+                        del self._by_name[n]
+            del self.objects[n_obj:]
+            del self.resolutions[n_res:]
+            self.resolutions.append(failed)
+            obj = None
+        for r in self.resolutions[n_res:]:
+            r.when = when
+        return obj
+
+    def find(self, real: str) -> Obj | None:
+        return next((o for o in self.objects if o.real == real), None)
+
+    # -- internals --------------------------------------------------------------------------------------------
+    def _new(self, path: str, found_as: str, loader: Obj | None, names: set[str], mapped: bool = False) -> Obj:
+        real = os.path.realpath(path)
+        dyn = _elf.try_read(real)
+        try:
+            st = os.stat(real)
+            ident = (st.st_dev, st.st_ino)
+        except OSError:
+            ident = None
+        obj = Obj(path=found_as, real=real, dyn=dyn, loader=loader, names=set(names) | {found_as}, ident=ident)
+        if dyn is not None and dyn.soname:
+            obj.names.add(dyn.soname)
+        if mapped:
+            obj.how = "mapped"
+        self.objects.append(obj)
+        if self.exe is not None or not self.search.executable:  # the program answers to no name here
+            for n in obj.names:
+                self._by_name.setdefault(n, obj)
+        return obj
+
+    def _deps(self, first: Obj) -> None:
+        queue = [first]
+        done: set[int] = set()
+        while queue:  # breadth-first, as _dl_map_object_deps does
+            obj = queue.pop(0)
+            if id(obj) in done or obj.dyn is None:
+                continue
+            done.add(id(obj))
+            for needed in obj.dyn.needed:
+                dep = self._map(needed, obj, "DT_NEEDED")
+                if dep is not None:
+                    queue.append(dep)
+
+    def _map(self, name: str, caller: Obj | None, how: str) -> Obj | None:
+        requester = caller.real if caller else None
+        if "/" not in name:
+            obj = self._by_name.get(name)
+            if obj is not None:
+                rule = "already loaded (" + _ALREADY.get(obj.how, "loaded earlier") + ")"
+                self.resolutions.append(Resolution(name, obj.real, rule, requester, how, found_as=obj.path))
+                return obj
+            path, rule, error = self._search(name, caller)
+        else:
+            path = name if os.path.isabs(name) else os.path.join(self.search.cwd, name)
+            rule, error = "path", None
+            if not os.path.exists(path):
+                path, error = None, "no such file"
+            elif not self._fits(path):
+                path, error = None, "not an ELF object of this machine"
+        if path is None:
+            self.resolutions.append(Resolution(name, None, "not found", requester, how, error or "not found"))
+            return None
+        real = os.path.realpath(path)
+        try:
+            st = os.stat(real)
+            ident = (st.st_dev, st.st_ino)
+        except OSError:
+            ident = None
+        same = next((o for o in self.objects if o.ident is not None and o.ident == ident and o is not self.exe), None)
+        if same is not None:  # the same file under another name: reused, and it answers to this name too
+            same.names.add(name)
+            self._by_name.setdefault(name, same)
+            self.resolutions.append(Resolution(name, same.real, rule, requester, how, found_as=path))
+            return same
+        obj = self._new(path, path, caller, {name})
+        obj.how = how
+        self.resolutions.append(Resolution(name, obj.real, rule, requester, how, found_as=path))
+        return obj
+
+    def _search(self, name: str, caller: Obj | None) -> tuple[str | None, str, str | None]:
+        s = self.search
+        if caller is None or caller.dyn is None or caller.dyn.runpath is None:
+            chain, seen_exe = caller, False
+            while chain is not None:
+                rpath = chain.dyn.effective_rpath if chain.dyn else None
+                if rpath:
+                    hit = self._in_dirs(name, self._expand(rpath, chain))
+                    if hit:
+                        return hit, f"DT_RPATH of {os.path.basename(chain.real)}", None
+                seen_exe = seen_exe or chain is self.exe
+                chain = chain.loader
+            if not seen_exe and self.exe is not None and self.exe.dyn and self.exe.dyn.effective_rpath:
+                hit = self._in_dirs(name, self._expand(self.exe.dyn.effective_rpath, self.exe))
+                if hit:
+                    return hit, f"DT_RPATH of {os.path.basename(self.exe.real)} (the program)", None
+        if s.ld_library_path:  # set but empty counts as unset (glibc _dl_init_paths)
+            dirs = [d if d else "." for d in _re.split(r"[:;]", s.ld_library_path)]
+            hit = self._in_dirs(name, [os.path.join(s.cwd, d) for d in dirs])
+            if hit:
+                return hit, "LD_LIBRARY_PATH", None
+        if caller is not None and caller.dyn is not None and caller.dyn.runpath:
+            hit = self._in_dirs(name, self._expand(caller.dyn.runpath, caller))
+            if hit:
+                return hit, f"DT_RUNPATH of {os.path.basename(caller.real)}", None
+        nodeflib = caller is not None and caller.dyn is not None and caller.dyn.nodeflib
+        if not nodeflib:
+            cached = s.cache.get(name)
+            if cached and self._fits(cached):
+                return cached, "ld.so cache", None
+            hit = self._in_dirs(name, s.default_dirs)
+            if hit:
+                return hit, "default folder", None
+        return None, "not found", None
+
+    def _expand(self, value: str, obj: Obj) -> list[str]:
+        """Split a DT_RPATH/DT_RUNPATH value and expand $ORIGIN, $LIB, $PLATFORM (braced or not)."""
+        if obj is self.exe:
+            origin = os.path.dirname(obj.real)  # the program's origin comes from /proc/self/exe (resolved)
+        else:
+            origin = os.path.dirname(obj.path if os.path.isabs(obj.path) else os.path.join(self.search.cwd, obj.path))
+        out = []
+        for part in value.split(":"):
+            if "$" in part:
+                for token, text in (("ORIGIN", origin), ("LIB", self.search.lib_token),
+                                    ("PLATFORM", self.search.platform)):
+                    part = part.replace("${" + token + "}", text).replace("$" + token, text)
+            out.append(os.path.join(self.search.cwd, part or "."))
+        return out
+
+    def _in_dirs(self, name: str, dirs: list[str]) -> str | None:
+        for d in dirs:
+            path = os.path.join(d, name)
+            if self._fits(path):
+                return path
+        return None
+
+    def _fits(self, path: str) -> bool:
+        """An existing regular file that is an ELF object of this machine (ld.so skips others)."""
+        try:
+            if not _stat.S_ISREG(os.stat(path).st_mode):
+                return False
+        except OSError:
+            return False
+        dyn = _elf.try_read(path)
+        return dyn is not None and (not self.search.machine or dyn.machine == self.search.machine)
+
+
+_ALREADY = {"mapped": "mapped in this process", "LD_PRELOAD": "LD_PRELOAD", "preload": "the framework's preload by path",
+            "dlopen": "opened earlier", "DT_NEEDED": "a dependency loaded earlier"}
+
+
+def _split_preload(value: str | None) -> list[str]:
+    """LD_PRELOAD: names separated by spaces or colons (ld.so(8))."""
+    return [p for p in _re.split(r"[:\s]+", value or "") if p]

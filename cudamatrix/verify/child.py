@@ -100,6 +100,21 @@ def mapped_libraries():
     return list(seen.values())
 
 
+def mapped_files():
+    """Every shared object file mapped into this process (/proc/self/maps), in first-seen order: what the
+    parent compares with the loader model's prediction."""
+    seen = {}
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                parts = line.split(None, 5)
+                if len(parts) == 6 and parts[5].startswith("/") and ".so" in os.path.basename(parts[5]):
+                    seen.setdefault(parts[5].strip(), None)
+    except OSError:
+        pass
+    return list(seen)
+
+
 def lib_version(path, name):
     """The library's own answer (cudnnGetVersion, cudaRuntimeGetVersion ...), else the file name's."""
     try:
@@ -288,6 +303,7 @@ def main(argv):
             result = {"status": "failed", "cause": f"{type(exc).__name__}: {exc}"}
     except BaseException as exc:  # the framework's own words go back to the parent
         result = {"status": "failed", "cause": f"{type(exc).__name__}: {exc}"}
+    result["maps"] = mapped_files()  # before mapped_libraries(), whose version calls may map more
     result["mapped_libraries"] = mapped_libraries()
     emit(stage="result", **result)
 

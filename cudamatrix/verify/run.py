@@ -74,6 +74,9 @@ def verify(*, python: str | None = None, frameworks: list[str] | str = "all", ti
     expected = gpu_present(environment) if gpu is None else gpu
     child_env = {**os.environ, **(env or {})}
     reports = [check(python, name, gpu_expected=expected, timeout=timeout, env=child_env) for name in names]
+    predicted = predictions(python, child_env)
+    for report in reports:
+        compare_maps(report, [x for x in predicted if x.framework == report.framework])
     if frameworks == "all":
         installed = [r for r in reports if r.status != "not_installed"]
         reports = installed or [FrameworkReport(framework="all", status="failed", finding_code="NOT_INSTALLED",
@@ -115,9 +118,12 @@ def check(python: str, framework: str, *, gpu_expected: bool, timeout: float, en
             code = _cudnn_mismatch(last)
             if code:
                 status, cause = "failed", "more than one cuDNN, or another major than the build's, is mapped"
-        return FrameworkReport(framework=framework, status=status, cause=cause, finding_code=code,
-                               mapped_libraries=last.get("mapped_libraries") or [],
-                               stderr_tail=tail if status == "failed" else None, **fields)
+        report = FrameworkReport(framework=framework, status=status, cause=cause, finding_code=code,
+                                 mapped_libraries=last.get("mapped_libraries") or [],
+                                 stderr_tail=tail if status == "failed" else None, **fields)
+        # compared with the loader model by verify(); not serialised
+        report._maps, report._imported = last.get("maps"), any(e.get("stage") == "imported" for e in events)
+        return report
     if r.timed_out:
         cause = f"no result within {timeout:g}s (hung after stage {stage!r})"
         code = "VERIFY_TIMEOUT"
@@ -132,6 +138,55 @@ def check(python: str, framework: str, *, gpu_expected: bool, timeout: float, en
         code = classify(tail) or "VERIFY_CRASHED"
     return FrameworkReport(framework=framework, status="failed", cause=cause, finding_code=code, stderr_tail=tail,
                            **fields)
+
+
+def predictions(python: str, environ: dict[str, str]) -> list:
+    """The loader model's predictions for the child: ``python``'s frameworks and site-packages, the child's
+    environment, this machine's ld.so cache. [] when the interpreter cannot be probed."""
+    from cudamatrix.detect import libpaths, libraries, python_env
+
+    side, error = python_env.probe(python, 30.0)
+    if error:
+        return []
+    entries, _note = libraries.run_ldconfig(10.0)
+    return libpaths.predict_loads(side.frameworks, side.python.site_packages, side.python.executable, environ,
+                                  entries)
+
+
+def compare_maps(report: FrameworkReport, loads: list) -> None:
+    """Fill ``loads_compared`` and ``model_errors``: each predicted file against the child's /proc/self/maps.
+
+    A prediction agrees when its file is mapped. It is a model error when another file of the same SONAME
+    is mapped instead, or when nothing of that SONAME is mapped although the import went through (a load at
+    import time; first-use loads are checked only when the child got that far)."""
+    from cudamatrix.detect import elf
+
+    maps = getattr(report, "_maps", None)
+    if maps is None:
+        return
+    mapped_real = {os.path.realpath(p): p for p in maps}
+    by_soname: dict[str, list[str]] = {}
+    for path in maps:
+        dyn = elf.try_read(path)
+        name = dyn.soname if dyn and dyn.soname else os.path.basename(path)
+        by_soname.setdefault(name, []).append(path)
+    imported = getattr(report, "_imported", False)
+    for load in loads:
+        if load.path is None:
+            continue
+        others = [p for p in by_soname.get(load.soname, []) if os.path.realpath(p) != load.path]
+        row = {"soname": load.soname, "predicted": load.path, "rule": load.rule, "when": load.when,
+               "mapped": mapped_real.get(load.path) or (others[0] if others else None)}
+        if load.path in mapped_real:
+            row["agree"] = True
+        elif others or (load.when == "import" and imported):
+            row["agree"] = False
+        else:
+            row["agree"] = None  # not mapped yet (a first-use load, or the import stopped before it)
+        report.loads_compared.append(row)
+        if row["agree"] is False:
+            report.model_errors.append({"soname": load.soname, "predicted": load.path, "mapped": row["mapped"],
+                                        "rule": load.rule})
 
 
 def _cudnn_mismatch(result: dict) -> str | None:

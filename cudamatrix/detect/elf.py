@@ -1,0 +1,172 @@
+"""A small reader of the ELF dynamic section: DT_NEEDED, DT_RPATH, DT_RUNPATH, DT_SONAME, DF_1_NODEFLIB.
+
+Only what the loader model needs, from 64-bit little-endian objects (x86-64, AArch64); anything else is
+refused with a reason. Reads are bounded (header, at most 256 program headers, a dynamic segment of at most
+1 MiB, strings of at most 4 KiB) and nothing is executed or mapped: the file is read with ``open``/``read``.
+Field layouts are those of the System V ABI, "Object Files" chapter (ELF header, program header, dynamic
+section); tag values from its table "Dynamic Array Tags" and glibc's ``elf.h`` (DT_RUNPATH 29, DT_FLAGS_1).
+
+Results are cached by (path, mtime, size, inode), so a detect that reads the same library twice pays once.
+"""
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass, field
+
+PT_LOAD, PT_DYNAMIC, PT_INTERP = 1, 2, 3
+DT_NULL, DT_NEEDED, DT_STRTAB, DT_STRSZ, DT_SONAME, DT_RPATH, DT_RUNPATH = 0, 1, 5, 10, 14, 15, 29
+DT_FLAGS_1 = 0x6FFFFFFB
+DF_1_NODEFLIB = 0x800
+MACHINES = {62: "x86_64", 183: "aarch64"}
+
+_WANTED = {DT_NEEDED, DT_STRTAB, DT_STRSZ, DT_SONAME, DT_RPATH, DT_RUNPATH, DT_FLAGS_1}
+_MAX_PHNUM = 256
+_MAX_DYNAMIC = 1 << 20
+_MAX_STRING = 4096
+
+
+class ElfError(ValueError):
+    """The file is not an ELF object this reader handles; the message says why."""
+
+
+@dataclass(frozen=True)
+class Dynamic:
+    """The loader-relevant part of one ELF object."""
+
+    machine: str  # "x86_64" / "aarch64" / "em:<number>"
+    soname: str | None = None
+    needed: tuple[str, ...] = ()
+    rpath: str | None = None  # DT_RPATH, unexpanded ("$ORIGIN/../lib:/opt/x")
+    runpath: str | None = None  # DT_RUNPATH, unexpanded
+    nodeflib: bool = False  # DF_1_NODEFLIB: skip the ld.so cache and the default folders
+    interp: str | None = None  # PT_INTERP (executables): the dynamic loader's path
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def effective_rpath(self) -> str | None:
+        """DT_RPATH as ld.so uses it: ignored when the object also has DT_RUNPATH (glibc, get-dynamic-info.h)."""
+        return None if self.runpath is not None else self.rpath
+
+
+_CACHE: dict[tuple, Dynamic | ElfError] = {}
+
+
+def read_dynamic(path: str) -> Dynamic:
+    """The dynamic-section facts of ``path``; raises ElfError (not ELF, 32-bit, big-endian, truncated)
+    and OSError (unreadable). Cached by (path, mtime, size, inode)."""
+    st = os.stat(path)
+    key = (path, st.st_mtime_ns, st.st_size, st.st_ino)
+    hit = _CACHE.get(key)
+    if hit is None:
+        try:
+            with open(path, "rb") as fh:
+                hit = _parse(fh, st.st_size)
+        except ElfError as exc:
+            hit = exc
+        except struct.error as exc:
+            hit = ElfError(f"truncated or malformed ELF structure ({exc})")
+        if len(_CACHE) > 4096:
+            _CACHE.clear()
+        _CACHE[key] = hit
+    if isinstance(hit, ElfError):
+        raise hit
+    return hit
+
+
+def try_read(path: str) -> Dynamic | None:
+    """``read_dynamic`` that returns None for anything it cannot read."""
+    try:
+        return read_dynamic(path)
+    except (OSError, ElfError):
+        return None
+
+
+def _parse(fh, size: int) -> Dynamic:
+    head = fh.read(64)
+    if len(head) < 16 or head[:4] != b"\x7fELF":
+        raise ElfError("not an ELF file")
+    if head[4] != 2:
+        raise ElfError("32-bit ELF objects are not read (64-bit only)")
+    if head[5] != 1:
+        raise ElfError("big-endian ELF objects are not read (little-endian only)")
+    if len(head) < 64:
+        raise ElfError("truncated ELF header")
+    (e_machine,) = struct.unpack_from("<H", head, 18)
+    (phoff,) = struct.unpack_from("<Q", head, 32)
+    phentsize, phnum = struct.unpack_from("<HH", head, 54)
+    if phentsize < 56 or phnum == 0:
+        raise ElfError("no program headers (not a loadable object)")
+    if phnum > _MAX_PHNUM:
+        raise ElfError(f"{phnum} program headers: more than {_MAX_PHNUM}")
+    if phoff + phentsize * phnum > size:
+        raise ElfError("program headers lie past the end of the file")
+    fh.seek(phoff)
+    table = fh.read(phentsize * phnum)
+    loads, dynamic, interp = [], None, None
+    for i in range(phnum):
+        p_type, _flags, off, vaddr, _paddr, filesz = struct.unpack_from("<IIQQQQ", table, i * phentsize)
+        if p_type == PT_LOAD:
+            loads.append((vaddr, off, filesz))
+        elif p_type == PT_DYNAMIC:
+            dynamic = (off, filesz)
+        elif p_type == PT_INTERP:
+            interp = (off, min(filesz, _MAX_STRING))
+    machine = MACHINES.get(e_machine, f"em:{e_machine}")
+    interp_path = None
+    if interp is not None:
+        fh.seek(interp[0])
+        interp_path = fh.read(interp[1]).split(b"\0", 1)[0].decode("utf-8", "replace") or None
+    if dynamic is None:
+        return Dynamic(machine=machine, interp=interp_path, notes=("no dynamic segment (statically linked)",))
+    if dynamic[1] > _MAX_DYNAMIC:
+        raise ElfError(f"dynamic segment of {dynamic[1]} bytes: more than {_MAX_DYNAMIC}")
+    fh.seek(dynamic[0])
+    data = fh.read(dynamic[1])
+    entries: list[tuple[int, int]] = []
+    for tag, val in struct.iter_unpack("<qQ", data[:len(data) - len(data) % 16]):
+        if tag == DT_NULL:
+            break
+        if tag in _WANTED:
+            entries.append((tag, val))
+    strtab = next((v for t, v in entries if t == DT_STRTAB), None)
+    strsz = next((v for t, v in entries if t == DT_STRSZ), None)
+    flags_1 = next((v for t, v in entries if t == DT_FLAGS_1), 0)
+    if strtab is None:
+        return Dynamic(machine=machine, interp=interp_path, nodeflib=bool(flags_1 & DF_1_NODEFLIB),
+                       notes=("dynamic segment without a string table",))
+    base = _file_offset(loads, strtab)
+    if base is None:
+        raise ElfError("the dynamic string table lies outside every loadable segment")
+
+    def string(offset: int) -> str:
+        if strsz is not None and offset >= strsz:
+            raise ElfError(f"a dynamic string offset ({offset}) lies past the string table")
+        fh.seek(base + offset)
+        raw = fh.read(256)  # sonames and paths are short; read more only when they are not
+        if b"\0" not in raw:
+            fh.seek(base + offset)
+            raw = fh.read(_MAX_STRING)
+        if b"\0" not in raw:
+            raise ElfError("a dynamic string is unterminated or longer than 4 KiB")
+        return raw.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+
+    needed, soname, rpath, runpath = [], None, None, None
+    for tag, val in entries:
+        if tag == DT_NEEDED:
+            needed.append(string(val))
+        elif tag == DT_SONAME:
+            soname = string(val)
+        elif tag == DT_RPATH:
+            rpath = string(val) if rpath is None else rpath + ":" + string(val)
+        elif tag == DT_RUNPATH:
+            runpath = string(val) if runpath is None else runpath + ":" + string(val)
+    return Dynamic(machine=machine, soname=soname, needed=tuple(needed), rpath=rpath, runpath=runpath,
+                   nodeflib=bool(flags_1 & DF_1_NODEFLIB), interp=interp_path)
+
+
+def _file_offset(loads: list[tuple[int, int, int]], vaddr: int) -> int | None:
+    for start, off, filesz in loads:
+        if start <= vaddr < start + filesz:
+            return vaddr - start + off
+    return None

@@ -1,0 +1,119 @@
+"""Real parts for the loader-model tests: gcc-built libraries linked with DT_RPATH, DT_RUNPATH or neither, a
+small C program that dlopens the top object and prints its /proc/self/maps (the truth), and the model's
+prediction for the same process. Rows go to $CUDAMATRIX_LOADER_TABLE (JSON lines) when it is set, for
+scripts/loader_table.py."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from cudamatrix.detect import libraries
+from cudamatrix.detect.loader import LinkMap, system_search
+
+LEAF_C = "int which(void) { return VARIANT; }\n"
+MID_C = "extern int which(void);\nint mid(void) { return which(); }\n"
+TOP_C = "extern int mid(void);\nint top(void) { return mid(); }\n"
+# a library that dlopens libleaf.so.1 itself (as torch's lazy NVRTC or TensorFlow's DSO loader do)
+OPENER_C = "#include <dlfcn.h>\nvoid *open_leaf(void) { return dlopen(\"libleaf.so.1\", RTLD_NOW); }\n"
+# the truth: dlopen the object named in argv[1] and print what the process maps
+DRIVER_C = r"""
+#include <dlfcn.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+    void *h = dlopen(argv[1], RTLD_NOW);
+    if (!h) { fprintf(stderr, "dlopen: %s\n", dlerror()); }
+    if (h && argc > 2) { void *(*fn)(void) = (void *(*)(void))dlsym(h, argv[2]); if (fn) fn(); }
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[4096];
+    while (fgets(line, sizeof line, f)) fputs(line, stdout);
+    return h ? 0 : 3;
+}
+"""
+
+
+def gcc(args: list[str], cwd: Path) -> None:
+    subprocess.run(["gcc", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
+
+
+def leaf(folder: Path, variant: int) -> Path:
+    """``folder/libleaf.so.1`` (DT_SONAME libleaf.so.1); each variant is a different file."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "leaf.c").write_text(LEAF_C)
+    gcc(["-shared", "-fPIC", f"-DVARIANT={variant}", "-Wl,-soname,libleaf.so.1", "-o", "libleaf.so.1", "leaf.c"],
+        folder)
+    return folder / "libleaf.so.1"
+
+
+def linked(folder: Path, name: str, source: str, needed_dir: Path, needed: str, path_flags: list[str]) -> Path:
+    """``folder/<name>`` needing ``needed`` (found at link time in ``needed_dir``), with the given -Wl flags."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.c").write_text(source)
+    gcc(["-shared", "-fPIC", f"-Wl,-soname,{name}", "-o", name, f"{name}.c", f"-L{needed_dir}", f"-l:{needed}",
+         *path_flags], folder)
+    return folder / name
+
+
+def rpath(value: str) -> list[str]:
+    return [f"-Wl,--disable-new-dtags,-rpath,{value}"]
+
+
+def runpath(value: str) -> list[str]:
+    return [f"-Wl,--enable-new-dtags,-rpath,{value}"]
+
+
+def driver(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "driver.c").write_text(DRIVER_C)
+    gcc(["-o", "driver", "driver.c", "-ldl"], folder)
+    return folder / "driver"
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "LD_PRELOAD")}
+    env.update(extra)
+    return env
+
+
+def opener(folder: Path, name: str, path_flags: list[str]) -> Path:
+    """``folder/<name>``: needs nothing of ours, dlopens libleaf.so.1 when ``open_leaf`` is called."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.c").write_text(OPENER_C)
+    gcc(["-shared", "-fPIC", f"-Wl,-soname,{name}", "-o", name, f"{name}.c", "-ldl", *path_flags], folder)
+    return folder / name
+
+
+def truth(program: Path, top: Path | str, env: dict[str, str], cwd: Path, call: str | None = None) -> list[str]:
+    """Real paths of the files the child maps after dlopen(top) (and calling ``call`` in it)."""
+    out = subprocess.run([str(program), str(top), *([call] if call else [])], env=env, cwd=cwd, capture_output=True, text=True, timeout=30)
+    paths = []
+    for line in out.stdout.splitlines():
+        parts = line.split(None, 5)
+        if len(parts) == 6 and parts[5].startswith("/") and parts[5] not in paths:
+            paths.append(parts[5])
+    return paths
+
+
+def predict(program: Path, top: Path | str, env: dict[str, str], cwd: Path, soname: str, dlopened: bool = False):
+    """The model's Resolution for ``soname`` in the same process (the program dlopens ``top``; with
+    ``dlopened``, ``top`` then dlopens ``soname`` itself, under its own search rules)."""
+    entries, _ = libraries.run_ldconfig(10)
+    lm = LinkMap(system_search(env, entries, str(program), cwd=str(cwd)))
+    obj = lm.load(str(top), None)
+    if dlopened:
+        lm.load(soname, obj, how="dlopen", when="first use")
+    return next((r for r in lm.resolutions if r.name == soname), None)
+
+
+def mapped_with_soname(paths: list[str], basename: str) -> list[str]:
+    return [p for p in paths if os.path.basename(p) == basename]
+
+
+def record(case: str, predicted: str | None, rule: str | None, mapped: list[str]) -> None:
+    """One row of the closing table (predicted vs mapped), when a table is being collected."""
+    target = os.environ.get("CUDAMATRIX_LOADER_TABLE")
+    if not target:
+        return
+    with open(target, "a") as fh:
+        fh.write(json.dumps({"case": case, "predicted": predicted, "rule": rule, "mapped": mapped}) + "\n")
