@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from cudamatrix.diagnose.findings import diagnose, summary_exit
+from cudamatrix.models import LibraryLoad
 from cudamatrix.models import (
     Context,
     Driver,
@@ -93,18 +94,36 @@ def rtx5090(env):  # torch 2.5.1 cu121 carries SASS up to sm_90 and no PTX
     env.gpus = [GpuInfo(index=0, name="NVIDIA GeForce RTX 5090", compute_capability="12.0", memory_total_mib=32607)]
 
 
-def cudnn8_first(env):
-    env.libraries = [Library(name="cudnn", soname="libcudnn.so.8", version="8.9.7", origin="LD_LIBRARY_PATH",
-                             loaded_first=True, path="/usr/local/cudnn-8/lib/libcudnn.so.8")]
+def cudnn_clobbered(env):
+    # the loader model predicts torch maps its wheel's libcudnn.so.9, but that file is cuDNN 9.0.0 where the
+    # build needs 9.1 (torch refuses a runtime cuDNN older than the one it was compiled with)
+    env.libraries = [Library(name="cudnn", soname="libcudnn.so.9", version="9.0.0", origin="wheel:nvidia-cudnn-cu12",
+                             path=WHEEL_CUDNN)]
+    env.library_loads = [LibraryLoad("torch", "libcudnn.so.9", WHEEL_CUDNN, "DT_RPATH of libtorch_cuda.so")]
+
+
+def preloaded(env):
+    env.libraries = [Library(name="cudnn", soname="libcudnn.so.9", version="9.1.0", origin="wheel:nvidia-cudnn-cu12",
+                             path=WHEEL_CUDNN)]
+    env.library_loads = [LibraryLoad("torch", "libcudnn.so.9", "/tmp/s/libcudnn.so.9", "already loaded (LD_PRELOAD)",
+                                     expected=WHEEL_CUDNN, expected_rule="DT_RPATH of libtorch_cuda.so")]
+    env.context.env = {"LD_PRELOAD": "/tmp/s/libcudnn.so.9"}
 
 
 def shadowed(env, wheel_first: bool = False):
+    # a cuDNN 9.0 on LD_LIBRARY_PATH; the loader model says which file torch will map (its healthy twin: the wheel's)
     env.libraries = [
-        Library(name="cudnn", soname="libcudnn.so.9", version="9.0.0", origin="ldconfig",
-                loaded_first=not wheel_first, path="/usr/lib/x86_64-linux-gnu/libcudnn.so.9"),
+        Library(name="cudnn", soname="libcudnn.so.9", version="9.0.0", origin="LD_LIBRARY_PATH",
+                loaded_first=not wheel_first, path="/opt/cudnn/lib/libcudnn.so.9"),
         Library(name="cudnn", soname="libcudnn.so.9", version="9.1.0", origin="wheel:nvidia-cudnn-cu12",
                 loaded_first=wheel_first, path=WHEEL_CUDNN),
     ]
+    env.context.env = {"LD_LIBRARY_PATH": "/opt/cudnn/lib"}
+    if wheel_first:
+        env.library_loads = [LibraryLoad("torch", "libcudnn.so.9", WHEEL_CUDNN, "DT_RPATH of libtorch_cuda.so")]
+    else:
+        env.library_loads = [LibraryLoad("torch", "libcudnn.so.9", "/opt/cudnn/lib/libcudnn.so.9", "LD_LIBRARY_PATH",
+                                         expected=WHEEL_CUDNN, expected_rule="DT_RUNPATH of libtorch_cuda.so")]
 
 
 def drift(env):
@@ -156,7 +175,8 @@ CASES: dict[str, tuple[Callable[[Environment], None], Callable[[Environment], No
     "STUB_LIBCUDA": (stub_libcuda, None),
     "CPU_ONLY_BUILD": (cpu_build, None),
     "ARCH_UNSUPPORTED": (rtx5090, None),
-    "CUDNN_MISMATCH": (cudnn8_first, None),
+    "CUDNN_MISMATCH": (cudnn_clobbered, None),
+    "LIBRARY_PRELOADED": (preloaded, None),
     "LIBRARY_SHADOWED": (shadowed, lambda env: shadowed(env, wheel_first=True)),
     "NVIDIA_WHEEL_DRIFT": (drift, None),
     "FILE_CLOBBER": (clobber, None),
@@ -188,7 +208,7 @@ def test_the_healthy_machine_has_no_problem(matrix):
 
 def test_every_documented_code_has_a_case():
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    section = readme.split("### Finding codes", 1)[1].split("\n## ", 1)[0]
+    section = readme.split("### Finding codes", 1)[1].split("\n\n", 2)[1]  # the list of codes
     assert set(re.findall(r"`([A-Z_]{4,})`", section)) == set(CASES)
 
 
