@@ -50,6 +50,27 @@ def guarded(command: str):
     return deco
 
 
+def check_timeout(value: float, option: str = "--timeout") -> float:
+    """A timeout must be a finite number of seconds above zero (nan and inf would never end a wait)."""
+    import math
+
+    from cudamatrix.errors import UsageError
+
+    if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0 or value > 86400:
+        raise UsageError(f"{option} {value!r} is not a number of seconds", hint=f"e.g. {option} 30 (0 < seconds <= 86400)")
+    return float(value)
+
+
+def check_target_flags(driver: str | None, gpus: list[str] | None) -> None:
+    """An empty --driver or --gpu is a mistake (an unset shell variable), not "no target given"."""
+    from cudamatrix.errors import UsageError
+
+    if driver is not None and not driver.strip():
+        raise UsageError("--driver is empty", hint="give a driver version, e.g. --driver 535.104.05")
+    if any(not (g or "").strip() for g in gpus or []):
+        raise UsageError("--gpu is empty", hint='give a GPU name, sm_XX or X.Y, e.g. --gpu "Tesla T4"')
+
+
 def echo(text: str = "", nl: bool = True) -> None:
     import sys
 

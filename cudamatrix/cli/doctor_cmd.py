@@ -29,18 +29,19 @@ def run_doctor(env: list[Path] | None = None, from_: list[str] | None = None, py
 
 def render_findings(environment, findings) -> None:
     c = render.console()
+    E = render.escape  # detected and pasted text is shown literally
     drv = environment.driver
     gpus = ", ".join(f"{g.name} ({g.compute_capability})" for g in environment.gpus) or "no GPU"
-    c.print(f"driver {drv.version or '-'} (CUDA {drv.cuda_version or '-'}, {drv.status}); {gpus}")
+    c.print(E(f"driver {drv.version or '-'} (CUDA {drv.cuda_version or '-'}, {drv.status}); {gpus}"))
     fws = ", ".join(f"{f.name} {f.version}" + (f" [{f.variant}]" if f.variant else "") for f in environment.frameworks)
-    c.print(f"frameworks: {fws or 'none installed'}")
+    c.print(E(f"frameworks: {fws or 'none installed'}"))
     if not findings:
         c.print("[green]healthy:[/] no findings")
         return
     colour = {"error": "red", "warning": "yellow", "info": "blue"}
     for f in findings:
-        c.print(f"[{colour[f.severity]}]{f.severity.upper():7}[/] {f.code}: {f.title}")
+        c.print(f"[{colour[f.severity]}]{f.severity.upper():7}[/] {f.code}: {E(f.title)}")
         for e in f.evidence:
-            c.print(f"         [dim]{e}[/]")
+            c.print(f"         [dim]{E(e)}[/]")
         if f.fix:
-            c.print(f"         fix: {f.fix}")
+            c.print(f"         fix: {E(f.fix)}")

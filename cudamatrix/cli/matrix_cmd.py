@@ -65,8 +65,8 @@ def validate(
     counts = {f: len(rows_for(matrix, f, None)) for f in FAMILIES}
     data = {"path": str(folder), "matrix_version": matrix.meta.data_version, "counts": counts, "problems": []}
     finish("matrix validate", 0, data, as_json,
-           lambda: render.console().print(f"matrix {matrix.meta.data_version} at {folder}: valid "
-                                          + ", ".join(f"{n} {f}" for f, n in counts.items())))
+           lambda: render.console().print(render.escape(f"matrix {matrix.meta.data_version} at {folder}: valid "
+                                          + ", ".join(f"{n} {f}" for f, n in counts.items()))))
 
 
 def _human_summary(data: dict) -> None:
@@ -79,14 +79,14 @@ def _human_summary(data: dict) -> None:
 def _human_rows(family: str, rows: list[dict]) -> None:
     c = render.console()
     if not rows:
-        c.print(f"no {family} rows match")
+        c.print(render.escape(f"no {family} rows match"))
         return
     if family in ("torch", "tensorflow", "jax"):
         for row in rows:
             title = f"{row['name']} {row['version']}  python {', '.join(row['python'])}"
             if row.get("companions"):
                 title += "  " + " ".join(f"{k} {v}" for k, v in row["companions"].items())
-            c.print(render.table(title, ["variant", "cuda", "cudnn", "archs (SASS)", "ptx", "pypi", "index"], [
+            c.print(render.table(render.escape(title), ["variant", "cuda", "cudnn", "archs (SASS)", "ptx", "pypi", "index"], [
                 [v["name"], v["cuda"], v["cudnn"], " ".join(v["archs"]), " ".join(v["ptx"]),
                  "yes" if v["pypi_default"] else "", v["index_url"] or "PyPI"] for v in row["variants"]]))
         return

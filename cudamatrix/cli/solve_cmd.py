@@ -6,7 +6,7 @@ from pathlib import Path
 
 from cudamatrix import render
 from cudamatrix.errors import Exit, NoSolution, UsageError
-from cudamatrix.cli.common import Done, echo, finish, guarded
+from cudamatrix.cli.common import Done, check_target_flags, echo, finish, guarded
 
 
 def _matrix(data_dir: Path | None):
@@ -22,6 +22,7 @@ def _solve(command: str, as_json: bool, matrix, requirements, env, driver, gpu, 
     from cudamatrix.solve.solver import parse_request, solve
     from cudamatrix.solve.target import resolve
 
+    check_target_flags(driver, gpu)
     resolved = resolve(matrix, env_files=env or [], driver=driver, gpus=gpu or [], python=python, platform=platform,
                        cuda_toolkit=cuda_toolkit)
     request = parse_request(requirements or [], resolved.installed)
@@ -37,14 +38,15 @@ def _no_solution(command: str, exc: NoSolution, as_json: bool) -> None:
         render.print_json(command, Exit.NO_SOLUTION, exc.detail, [exc.as_dict()])
         raise Done(Exit.NO_SOLUTION)
     c = render.console(stderr=True)
+    E = render.escape
     c.print("[bold red]no consistent set[/]")
     for cause in exc.detail["causes"]:
-        machines = f" [dim](blocks: {', '.join(cause['machines'])})[/]" if cause.get("machines") else ""
-        c.print(f"  - {cause['message']}{machines}")
+        machines = f" [dim](blocks: {E(', '.join(cause['machines']))})[/]" if cause.get("machines") else ""
+        c.print(f"  - {E(cause['message'])}{machines}")
     if exc.detail["ways_out"]:
         c.print("ways out:")
         for way in exc.detail["ways_out"]:
-            c.print(f"  → {way['message']}")
+            c.print(f"  → {E(way['message'])}")
     raise Done(Exit.NO_SOLUTION)
 
 
@@ -62,13 +64,14 @@ def run_solve(requirements: list[str] | None = None, env: list[Path] | None = No
 
 def _human_solution(solution, resolved, explain: bool) -> None:
     c = render.console()
+    E = render.escape  # GPU names, requirements and paths come from the user
     for t in resolved.targets[:5]:
-        c.print(f"[dim]{t.describe()}[/]")
+        c.print(f"[dim]{E(t.describe())}[/]")
     if len(resolved.targets) > 5:
         c.print(f"[dim]... and {len(resolved.targets) - 5} more machines[/]")
     for fw in solution.frameworks:
-        c.print(f"[bold]{fw.name} {fw.version}[/] {fw.variant}" +
-                (f"  CUDA {fw.cuda}, cuDNN {fw.cudnn or 'unknown'}" if fw.cuda else "  CPU build"))
+        c.print(f"[bold]{E(fw.name)} {E(fw.version)}[/] {E(fw.variant)}" +
+                (E(f"  CUDA {fw.cuda}, cuDNN {fw.cudnn or 'unknown'}") if fw.cuda else "  CPU build"))
     c.print(render.table(None, ["package", "version", "index"],
                          [[p.name + (f"[{','.join(p.extras)}]" if p.extras else ""), p.version, p.index_url or "default"]
                           for p in solution.packages]))
@@ -77,16 +80,16 @@ def _human_solution(solution, resolved, explain: bool) -> None:
     elif solution.pip_args:
         import shlex
 
-        c.print("pip install " + " ".join(shlex.quote(a) for a in solution.pip_args), soft_wrap=True)
+        c.print(E("pip install " + " ".join(shlex.quote(a) for a in solution.pip_args)), soft_wrap=True)
     for k, v in solution.env.items():
-        c.print(f"export {k}={v}")
+        c.print(render.escape(export_line("bash", k, v)), soft_wrap=True)
     if explain:
         c.print("[bold]trace[/]")
         for line in solution.trace:
-            c.print(f"  {line}")
+            c.print(f"  {E(line)}")
         c.print(f"[bold]rejected[/] ({len(solution.rejected)})")
         for r in solution.rejected:
-            c.print(f"  {r.candidate}: {'; '.join(r.reasons)}")
+            c.print(f"  {E(r.candidate)}: {E('; '.join(r.reasons))}")
 
 
 @guarded("lock")
@@ -104,19 +107,16 @@ def run_lock(requirements: list[str] | None = None, output: Path | None = None, 
     passthrough = [str(r) for r in request.passthrough]
     text = (requirements_txt if fmt == "requirements" else uv_project)(solution, resolved.targets, passthrough)
     if output is not None:
-        try:
-            tmp = output.with_name(output.name + ".tmp")
-            tmp.write_text(text)
-            tmp.replace(output)
-        except OSError as exc:
-            raise UsageError(f"{output}: cannot be written ({exc.strerror})") from None
+        from cudamatrix.solve.lockfile import write_lock
+
+        write_lock(output, text)
     data = {"format": fmt, "path": str(output) if output else None, "text": text, "solution": solution.to_dict()}
 
     def human() -> None:
         if output is None:
             echo(text, nl=False)
         else:
-            render.console(stderr=True).print(f"wrote {output}")
+            render.console(stderr=True).print(f"wrote {render.escape(output)}")
 
     finish("lock", 0, data, as_json, human)
 
@@ -129,6 +129,7 @@ def run_check(requirement_file: Path | None = None, env: list[Path] | None = Non
     """Gate a Docker build: exit 0 if the requirements (or what is installed) fit the target, 1 if not."""
     from cudamatrix.solve.checks import check_requirements
 
+    check_target_flags(driver, gpu)
     matrix = _matrix(data_dir)
     from cudamatrix.solve.target import resolve
 
@@ -136,28 +137,28 @@ def run_check(requirement_file: Path | None = None, env: list[Path] | None = Non
                        platform=platform, cuda_toolkit=cuda_toolkit, need_installed=requirement_file is None)
     text = None
     if requirement_file is not None:
-        try:
-            text = requirement_file.read_text(errors="replace")
-        except OSError as exc:
-            raise UsageError(f"{requirement_file}: cannot be read ({exc.strerror})") from None
+        from cudamatrix.safe.files import read_text
+
+        text = read_text(requirement_file, what="requirements file")
     result = check_requirements(matrix, resolved.targets, resolved.installed, text,
                                 str(requirement_file) if requirement_file else None, mirror)
     code = 0 if result["fits"] else 1
 
     def human() -> None:
         c = render.console()
+        E = render.escape
         if result["fits"]:
-            c.print(f"[green]fits[/] {', '.join(result['checked'])} on {len(resolved.targets)} target(s)")
+            c.print(f"[green]fits[/] {E(', '.join(result['checked']))} on {len(resolved.targets)} target(s)")
         else:
             c.print("[red]does not fit[/]")
             for p in result["problems"]:
-                c.print(f"  - {p}")
+                c.print(f"  - {E(p)}")
             for w in result.get("ways_out", []):
-                c.print(f"  → {w}")
+                c.print(f"  → {E(w)}")
         if result.get("base_image"):
-            c.print(f"base image: {result['base_image']}")
+            c.print(f"base image: {E(result['base_image'])}")
         if result.get("nvidia_require_cuda"):
-            c.print(f"ENV NVIDIA_REQUIRE_CUDA=\"{result['nvidia_require_cuda']}\"")
+            c.print(E(f"ENV NVIDIA_REQUIRE_CUDA=\"{result['nvidia_require_cuda']}\""))
 
     finish("check", code, result, as_json, human)
 
@@ -169,22 +170,22 @@ def run_env(shell: str = "bash", env: list[Path] | None = None, python: str | No
     from cudamatrix.detect.libpaths import library_path_fix
     from cudamatrix.solve.target import environments
 
-    if shell not in ("bash", "fish", "powershell"):
-        raise UsageError(f"--shell {shell!r} is not known", hint="bash | fish | powershell")
+    from cudamatrix.safe.shells import SHELLS, canonical
+
+    name = canonical(shell)
+    if name is None:
+        raise UsageError(f"--shell {shell!r} is not known", hint=" | ".join(SHELLS))
     if env and len(env) > 1:
         raise UsageError("env reads one environment at a time")
     environment = environments(env or [], [], python)[0]
     changes = library_path_fix(environment)
-    lines = [export_line(shell, k, v) for k, v in changes.items()]
-    finish("env", 0, {"env": changes, "shell": shell, "lines": lines}, as_json,
+    lines = [export_line(name, k, v) for k, v in changes.items()]
+    finish("env", 0, {"env": changes, "shell": name, "lines": lines}, as_json,
            lambda: [echo(line) for line in lines])
 
 
 def export_line(shell: str, key: str, value: str) -> str:
-    import shlex
+    """The line setting ``key`` in ``shell`` (quoting: :mod:`cudamatrix.safe.shells`)."""
+    from cudamatrix.safe.shells import export_line as line
 
-    if shell == "fish":
-        return f"set -e {key}" if not value else f"set -gx {key} {shlex.quote(value)}"
-    if shell == "powershell":
-        return f"Remove-Item Env:{key}" if not value else f"$env:{key} = '{value}'"
-    return f"unset {key}" if not value else f"export {key}={shlex.quote(value)}"
+    return line(shell, key, value)
