@@ -130,6 +130,7 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
     env.driver = drv
     env.libraries = copies
     env.notes += libraries.loader_view(copies, environ, ld_entries)
+    env.notes += libraries.unsafe_notes(environ, copies)
     for lib in copies:
         if lib.stub and lib.origin == "LD_LIBRARY_PATH":
             env.notes.append(Note("libraries", f"a link-time stub is on LD_LIBRARY_PATH: {lib.path}; programs that "
