@@ -90,6 +90,7 @@ def fix(*, python: str | None = None, request: list[str] | None = None, dry_run:
     with clock("solve"):
         solution = _solve(environment, request or [], driver, gpus or [], data_dir)
     interp = environment.python.executable or target
+    _check_index_environment(allow_http)
     plan = make_plan(environment, solution, python=interp, installer=installer, mirror=mirror,
                      allow_http=allow_http, verify=verify)
     result = FixResult(python=interp, status="unchanged" if plan.nothing_to_do else "applied",
@@ -145,6 +146,24 @@ def fix(*, python: str | None = None, request: list[str] | None = None, dry_run:
 
         result.exit_code = exit_code(result.report)
     return _shown(result, show)
+
+
+# the installer reads these itself (uv gets pip's as UV_*): a plain-http index there is as unsafe as on the
+# command line, so it is refused the same way unless --allow-http
+_INDEX_VARS = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_DEFAULT_INDEX",
+               "UV_INDEX")
+
+
+def _check_index_environment(allow_http: bool) -> None:
+    from cudamatrix.errors import UsageError
+    from cudamatrix.install.plan import check_url
+
+    for var in _INDEX_VARS:
+        for url in os.environ.get(var, "").split():
+            try:
+                check_url(url.rpartition("=")[2] if var == "UV_INDEX" else url, allow_http)
+            except UsageError as exc:
+                raise UsageError(f"{var}: {exc.message}", hint=exc.hint) from None
 
 
 def _remembered(environment: Environment, target: str, report: Report, env: dict[str, str],

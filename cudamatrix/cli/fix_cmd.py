@@ -27,6 +27,7 @@ def run_fix(requirements: list[str] | None = None, python: str | None = None, dr
     _check_framework(framework)
     check_timeout(timeout)
     check_target_flags(driver, gpu)
+    _check_python(python)
     interactive = sys.stdin.isatty() and not yes and not as_json
     progress = _Progress(as_json)
     try:
@@ -49,9 +50,22 @@ def run_verify(framework: str = "all", python: str | None = None, timeout: float
 
     _check_framework(framework)
     check_timeout(timeout)
+    _check_python(python)
     report = verify_stage(python=python, frameworks=framework, timeout=timeout)
     code = exit_code(report)
+    if report.status == "failed" and report.frameworks and all(
+            f.status == "not_installed" or f.finding_code == "NOT_INSTALLED" for f in report.frameworks):
+        code = 6  # nothing to prove in this interpreter: verification is not possible here, not a failure
     finish("verify", code, report.to_dict(), as_json, lambda: human_report(report))
+
+
+def _check_python(python: str | None) -> None:
+    import os
+
+    from cudamatrix.errors import UsageError
+
+    if python is not None and not (os.path.isfile(python) and os.access(python, os.X_OK)):
+        raise UsageError(f"no Python interpreter at {python}", hint="give the path of an executable, e.g. .venv/bin/python")
 
 
 def _check_framework(framework: str) -> None:

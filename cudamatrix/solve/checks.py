@@ -17,10 +17,17 @@ FRAMEWORK_DISTS = ("torch", "torchvision", "torchaudio", "tensorflow", "jax", "j
 
 
 def _variant_from_indexes(urls: list[str], mirror: str | None = None) -> str | None:
+    import re
+    from urllib.parse import urlsplit
+
     prefixes = [PYTORCH_INDEX_PREFIX] + ([mirror.rstrip("/")] if mirror else [])
     for url in urls:
-        if any(url.rstrip("/").startswith(p) for p in prefixes):
-            return url.rstrip("/").rsplit("/", 1)[-1]
+        parts = urlsplit(url)  # a #fragment or ?query is not part of the index folder's name
+        bare = parts._replace(query="", fragment="").geturl().rstrip("/")
+        if any(bare.startswith(p) for p in prefixes):
+            last = bare.rsplit("/", 1)[-1]
+            # the folder name becomes a local version label (2.3.0+cu121): only such names count
+            return last if re.fullmatch(r"[a-z0-9]+(?:\.[a-z0-9]+)*", last) and last != "whl" else None
     return None
 
 
