@@ -68,7 +68,13 @@ def build_files(root: Path) -> dict[str, str]:
     files["fifo"] = str(fifo)
     files["dev_zero"] = "/dev/zero"
     files["dev_null"] = "/dev/null"
-    files["dev_full"] = "/dev/full"
+    # a private copy of /dev/full (same device numbers): a version that replaces the device node with a
+    # regular file (the landed bug) damages only this copy, never the machine's /dev/full
+    try:
+        os.mknod(root / "dev_full", 0o666 | stat.S_IFCHR, os.makedev(1, 7))
+        files["dev_full"] = str(root / "dev_full")
+    except (OSError, AttributeError):
+        pass  # not root: the cases writing to a device are left out
     (root / "loop_a").symlink_to(root / "loop_b")
     (root / "loop_b").symlink_to(root / "loop_a")
     files["symlink_loop"] = str(root / "loop_a")
@@ -134,6 +140,8 @@ def cases(files: dict[str, str], tmp: Path) -> list[Case]:
     readers = [("detect", "--from"), ("detect", "--env"), ("doctor", "--from"), ("doctor", "--env"),
                ("solve", "--env"), ("lock", "--env"), ("check", "--env"), ("check", "-r"), ("env", "--env")]
     for name, path in files.items():
+        if name == "dev_full":
+            continue
         for cmd, opt in readers:
             if opt == "-r" and name.startswith(("sv_", "cc_")):
                 continue
@@ -165,7 +173,8 @@ def cases(files: dict[str, str], tmp: Path) -> list[Case]:
     for w in HOSTILE_WORDS:
         short = repr(w[:24])
         out.append(Case(f"solve req {short}", ["solve", w, "--driver", "535.104.05", "--gpu", "7.5"]))
-        out.append(Case(f"solve req {short} --json", ["solve", w, "--driver", "535.104.05", "--json"], json=True))
+        out.append(Case(f"solve req {short} --json", ["solve", w, "--driver", "535.104.05", "--json"],
+                        json=w != "--"))  # after "--", "--json" is a requirement, not the option
         out.append(Case(f"solve --gpu {short}", ["solve", "torch", "--gpu", w]))
         out.append(Case(f"solve --driver {short}", ["solve", "torch", "--driver", w]))
         out.append(Case(f"env --shell {short}", ["env", "--shell", w]))
@@ -181,6 +190,8 @@ def cases(files: dict[str, str], tmp: Path) -> list[Case]:
         out.append(Case(f"detect --python {p[-20:]!r}", ["detect", "--python", p]))
         out.append(Case(f"fix --dry-run --python {p[-20:]!r}", ["fix", "--dry-run", "--python", p]))
     for kind in ("dev_full", "directory", "fifo", "dev_null", "empty_path", "symlink_loop"):
+        if kind not in files:
+            continue
         out.append(Case(f"lock -o {kind}", ["lock", "torch", "--driver", "535.104.05", "-o", files[kind]]))
         out.append(Case(f"lock -o {kind} --json", ["lock", "torch", "--driver", "535.104.05", "-o", files[kind],
                                                    "--json"], json=True))
@@ -221,6 +232,27 @@ def _data_dir() -> Path:
     return Path(data.default_data_dir())
 
 
+def _limit_memory() -> None:
+    """An unbounded read (of /dev/zero) must end in MemoryError, not take the shared machine down."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+
+
+def _kill_group(child: subprocess.Popen) -> None:
+    """Kill a hung command with its whole process group, and reap it (bounded)."""
+    import signal
+
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except OSError:
+        child.kill()
+    try:
+        child.communicate(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+
+
 def run_case(case: Case, python: str, before: str | None, timeout: float, work: Path) -> Outcome:
     cwd = Path(tempfile.mkdtemp(prefix="case-", dir=work))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "CUDAMATRIX"))}
@@ -233,13 +265,17 @@ def run_case(case: Case, python: str, before: str | None, timeout: float, work: 
         env.pop("XDG_CACHE_HOME", None)
     start = time.monotonic()
     try:
-        p = subprocess.run([python, "-m", "cudamatrix", *case.argv], cwd=cwd, env=env, capture_output=True,
-                           input=case.stdin if case.stdin is not None else b"", timeout=timeout,
-                           start_new_session=True)
-    except subprocess.TimeoutExpired:
-        return Outcome(case, None, time.monotonic() - start, hang=True)
+        child = subprocess.Popen([python, "-m", "cudamatrix", *case.argv], cwd=cwd, env=env, stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                                 preexec_fn=_limit_memory)
     except ValueError as exc:  # an argument with a NUL byte cannot be passed at all
         return Outcome(case, -1, 0.0, tail=f"not passable: {exc}")
+    try:
+        stdout, stderr = child.communicate(case.stdin if case.stdin is not None else b"", timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(child)
+        return Outcome(case, None, time.monotonic() - start, hang=True)
+    p = subprocess.CompletedProcess(child.args, child.returncode, stdout, stderr)
     out = Outcome(case, p.returncode, time.monotonic() - start)
     err = p.stderr.decode("utf-8", "replace")
     out.traceback = "Traceback (most recent call last)" in err or p.returncode not in (0, 1, 2, 3, 4, 5, 6)
@@ -275,8 +311,13 @@ def main(argv: list[str] | None = None) -> int:
             table = [c for c in table if args.only in c.name]
         full_mode = stat.S_IFMT(os.stat("/dev/full").st_mode) if os.path.exists("/dev/full") else None
         start = time.monotonic()
+        results = []
         with cf.ThreadPoolExecutor(max_workers=args.jobs) as pool:
-            results = list(pool.map(lambda c: run_case(c, sys.executable, args.before, args.timeout, work), table))
+            for i, r in enumerate(pool.map(lambda c: run_case(c, sys.executable, args.before, args.timeout, work),
+                                           table), 1):
+                results.append(r)
+                if i % 100 == 0:
+                    print(f"... {i}/{len(table)}", file=sys.stderr, flush=True)
         if full_mode is not None and stat.S_IFMT(os.stat("/dev/full").st_mode) != full_mode:
             print("SIDE EFFECT: /dev/full is no longer a device")
         tracebacks = [r for r in results if r.traceback]

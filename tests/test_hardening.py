@@ -373,9 +373,14 @@ def test_a_python_that_prints_unexpected_json(tmp_path):
 
 
 def test_non_ascii_under_the_c_locale(tmp_path):
-    out = cli("solve", "törch☃", env={"LC_ALL": "C", "PYTHONIOENCODING": "ascii"})
+    ascii_env = {"LC_ALL": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"}  # a strict ASCII terminal
+    report = tmp_path / "smi.txt"
+    report.write_text("GPU 0: Tésla ☃ (UUID: GPU-1)\n", encoding="utf-8")
+    out = cli("detect", "--from", str(report), env=ascii_env)
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr[-400:]
+    out = cli("solve", "törch☃", env=ascii_env)
     clean_error(out)
-    out = cli("solve", "torch", "--gpu", "Tésla ☃", env={"LC_ALL": "C", "PYTHONIOENCODING": "ascii"})
+    out = cli("solve", "torch", "--gpu", "Tésla ☃", env={**ascii_env, "PYTHONIOENCODING": "ascii"})
     clean_error(out)
 
 
@@ -541,19 +546,31 @@ def test_a_planted_verify_json_does_not_make_fix_say_verified(tmp_path):
     py = str(venv / "bin" / "python")
     xdg = tmp_path / "xdg"
     env = {"XDG_CACHE_HOME": str(xdg)}
-    first = cli("fix", "--python", py, "--framework", "torch", "--json", env=env)  # creates the folder and secret
-    assert first.returncode in (5, 6), first.stdout[-400:]
+    # when the planted answer is refused, fix goes on to install torch: with pip absent from this venv and
+    # every index on a closed local port, that fails at once (exit 4) and nothing is downloaded
+    no_net = ["--installer", "pip", "--mirror", "https://127.0.0.1:9/whl"]
+    env.update({"PIP_INDEX_URL": "https://127.0.0.1:9/simple", "UV_INDEX_URL": "https://127.0.0.1:9/simple"})
+    from cudamatrix.verify.memory import store
+    from cudamatrix.models import Report
+
+    os.environ["XDG_CACHE_HOME"] = str(xdg)
+    try:
+        assert store("seed", Report(status="not_possible"))  # this user's folder and secret exist
+    finally:
+        os.environ.pop("XDG_CACHE_HOME", None)
     os.environ["XDG_CACHE_HOME"] = str(xdg)
     try:
         environment = detect(python=py)
-        key = memory.fix_key(memory.fingerprint(environment, "torch"), [], None)
+        key = memory.fix_key(memory.fingerprint(environment, "torch"), [], None, installer="pip",
+                             mirror="https://127.0.0.1:9/whl")
         planted = {"at": "2024-01-01", "env": {}, "report": {"status": "verified", "frameworks": [
             {"framework": "torch", "status": "verified", "version": "9.9.9", "device_name": "Planted GPU"}]}}
         for layout in ({key: planted}, {"format": memory.FORMAT, "entries": {key: planted}}):
             path = xdg / "cudamatrix" / "verify.json"
             path.write_text(json.dumps(layout))
             path.chmod(0o600)
-            out = cli("fix", "--python", py, "--framework", "torch", env=env)
+            out = cli("fix", "--python", py, "--framework", "torch", *no_net, env=env)
+            assert out.returncode != 0 and "Traceback" not in out.stderr, out.stderr[-400:]
             assert "verified" not in out.stdout.replace("verification", "")
             assert "Planted GPU" not in out.stdout
     finally:

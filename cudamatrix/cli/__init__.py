@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = list(sys.argv[1:] if argv is None else argv)
     _tolerant_output()
-    as_json = "--json" in args
+    as_json = "--json" in (args[:args.index("--")] if "--" in args else args)  # after "--" it is an argument
     try:
         code = fast_main(args)
         if code is not None:
