@@ -40,6 +40,7 @@ class Case:
     env: dict[str, str] = field(default_factory=dict)
     stdin: bytes | None = None
     json: bool = False
+    device: str | None = None  # a device node the command must leave as it is
 
 
 @dataclass
@@ -192,9 +193,10 @@ def cases(files: dict[str, str], tmp: Path) -> list[Case]:
     for kind in ("dev_full", "directory", "fifo", "dev_null", "empty_path", "symlink_loop"):
         if kind not in files:
             continue
-        out.append(Case(f"lock -o {kind}", ["lock", "torch", "--driver", "535.104.05", "-o", files[kind]]))
+        dev = files[kind] if kind == "dev_full" else None
+        out.append(Case(f"lock -o {kind}", ["lock", "torch", "--driver", "535.104.05", "-o", files[kind]], device=dev))
         out.append(Case(f"lock -o {kind} --json", ["lock", "torch", "--driver", "535.104.05", "-o", files[kind],
-                                                   "--json"], json=True))
+                                                   "--json"], json=True, device=dev))
     # 4. typer usage errors with --json
     for argv in (["solve", "--json", "--bogus"], ["detect", "--json", "--timeout", "abc"], ["--json"],
                  ["matrix", "show", "--json", "--x"], ["fix", "--json", "--framework"], ["lock", "--json", "--format"],
@@ -291,6 +293,10 @@ def run_case(case: Case, python: str, before: str | None, timeout: float, work: 
             out.bad_envelope = "stdout is not one JSON object: " + p.stdout.decode("utf-8", "replace")[:120]
     if any(cwd.rglob("PWNED")):
         out.side_effect = "a PWNED file was created"
+    if case.device and not stat.S_ISCHR(os.lstat(case.device).st_mode):
+        out.side_effect = f"the device node {case.device} was replaced by a regular file"
+        os.unlink(case.device)
+        os.mknod(case.device, 0o666 | stat.S_IFCHR, os.makedev(1, 7))
     shutil.rmtree(cwd, ignore_errors=True)
     return out
 
