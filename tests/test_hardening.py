@@ -188,7 +188,7 @@ def test_export_lines_source_back_to_the_same_value_in_each_shell(tmp_path, shel
         pytest.skip(f"{shell} is not installed here (.ci/run installs fish and zsh; pwsh only where the "
                     "system packages provide it)")
     for value in HOSTILE_DIRS:
-        value = "/opt/" + value + "/lib"
+        value = "/srv/" + value + "/lib"
         script.write_text(export_line(shell, "LD_LIBRARY_PATH", value) + "\n", encoding="utf-8")
         run = subprocess.run(_shell_cmd(shell, script), capture_output=True, cwd=tmp_path, timeout=60,
                              env={**os.environ, "LC_ALL": "C.UTF-8"})
@@ -199,9 +199,9 @@ def test_export_lines_source_back_to_the_same_value_in_each_shell(tmp_path, shel
 
 @pytest.mark.parametrize("shell", ["bash", "fish", "powershell"])
 def test_env_command_output_is_safe_to_source(tmp_path, shell):
-    hostile = "/opt/a\\'\"; touch X; #/$(touch X)/lib"
-    doc = dict(BASE_ENV, context={"env": {"LD_LIBRARY_PATH": f"/opt/cudnn8/lib:{hostile}"}}, libraries=[
-        {"name": "cudnn", "soname": "libcudnn.so.9", "path": "/opt/cudnn8/lib/libcudnn.so.9", "version": "9.0.0",
+    hostile = "/srv/a\\'\"; touch X; #/$(touch X)/lib"
+    doc = dict(BASE_ENV, context={"env": {"LD_LIBRARY_PATH": f"/srv/cudnn8/lib:{hostile}"}}, libraries=[
+        {"name": "cudnn", "soname": "libcudnn.so.9", "path": "/srv/cudnn8/lib/libcudnn.so.9", "version": "9.0.0",
          "origin": "LD_LIBRARY_PATH", "loaded_first": True},
         {"name": "cudnn", "soname": "libcudnn.so.9", "path": "/v/site-packages/nvidia/cudnn/lib/libcudnn.so.9",
          "version": "9.1.0", "origin": "wheel:nvidia-cudnn-cu12", "loaded_first": False}])
