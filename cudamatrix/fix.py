@@ -78,20 +78,24 @@ def fix(*, python: str | None = None, request: list[str] | None = None, dry_run:
     with clock("detect"):
         environment = _detect(python)
     quick = verify and use_cache and not dry_run and not write_activation
-    remembered_key = fix_key(fingerprint(environment, frameworks), request or [], data_dir) if quick else None
+    memory_notes: list[str] = []  # what the verification memory ignored, and why
+    remembered_key = fix_key(fingerprint(environment, frameworks), request or [], data_dir, driver=driver,
+                             gpus=gpus, installer=installer, mirror=mirror) if quick else None
     if remembered_key:
-        hit = recall_consistent(remembered_key)
-        if hit is not None:  # same machine, same packages, same matrix: same answer, no solve, no GPU run
+        hit = recall_consistent(remembered_key, environment, memory_notes)
+        if hit is not None:  # same machine, packages, request, target flags, matrix: same answer, no GPU run
             return _shown(_remembered(environment, target, hit[0], hit[1], timings, in_process), show)
     from cudamatrix.install.plan import make_plan
 
     with clock("solve"):
         solution = _solve(environment, request or [], driver, gpus or [], data_dir)
     interp = environment.python.executable or target
+    _check_index_environment(allow_http)
     plan = make_plan(environment, solution, python=interp, installer=installer, mirror=mirror,
                      allow_http=allow_http, verify=verify)
     result = FixResult(python=interp, status="unchanged" if plan.nothing_to_do else "applied",
                        solution=solution, plan=plan, timings_ms=timings)
+    result.messages += memory_notes
     if dry_run:
         result.status = "dry_run"
         result.messages.append("dry run: nothing was changed")
@@ -125,7 +129,7 @@ def fix(*, python: str | None = None, request: list[str] | None = None, dry_run:
                 result.messages.append(f"restart the kernel ({decision.context}): {decision.restart_line}")
     if verify:
         key = fingerprint(environment, frameworks, solution.env)
-        cached = load(key) if use_cache and plan.nothing_to_do else None
+        cached = load(key, environment, result.messages) if use_cache and plan.nothing_to_do else None
         if cached is not None:
             result.report, result.from_cache = cached, True
             result.messages.append(f"verification remembered from {cached.cached_at} (environment unchanged)")
@@ -135,13 +139,31 @@ def fix(*, python: str | None = None, request: list[str] | None = None, dry_run:
             with clock("verify"):
                 result.report = run_verify(python=interp, frameworks=frameworks, timeout=timeout,
                                            env=solution.env, environment=environment)
-            store(key, result.report)
+            store(key, result.report, notes=result.messages)
         if remembered_key and plan.nothing_to_do:
-            store(remembered_key, result.report, at=result.report.cached_at, env=solution.env)
+            store(remembered_key, result.report, at=result.report.cached_at, env=solution.env, notes=result.messages)
         from cudamatrix.verify.run import exit_code
 
         result.exit_code = exit_code(result.report)
     return _shown(result, show)
+
+
+# the installer reads these itself (uv gets pip's as UV_*): a plain-http index there is as unsafe as on the
+# command line, so it is refused the same way unless --allow-http
+_INDEX_VARS = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_DEFAULT_INDEX",
+               "UV_INDEX")
+
+
+def _check_index_environment(allow_http: bool) -> None:
+    from cudamatrix.errors import UsageError
+    from cudamatrix.install.plan import check_url
+
+    for var in _INDEX_VARS:
+        for url in os.environ.get(var, "").split():
+            try:
+                check_url(url.rpartition("=")[2] if var == "UV_INDEX" else url, allow_http)
+            except UsageError as exc:
+                raise UsageError(f"{var}: {exc.message}", hint=exc.hint) from None
 
 
 def _remembered(environment: Environment, target: str, report: Report, env: dict[str, str],
@@ -239,12 +261,14 @@ def write_activation_file(environment: Environment, changes: dict[str, str]) -> 
         folder = os.path.join(prefix, "etc", "conda", "activate.d")
     else:
         folder = os.path.dirname(os.path.abspath(exe))
+    from cudamatrix.safe.files import write_atomic
+    from cudamatrix.safe.shells import export_line
+
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, "cudamatrix-env.sh")
     lines = ["# written by cudamatrix fix --write-activation: the library search path of the solved set"]
-    lines += [f"export {k}={shlex.quote(v)}" for k, v in changes.items()]
-    with open(path, "w") as fh:
-        fh.write("\n".join(lines) + "\n")
+    lines += [export_line("sh", k, v) for k, v in changes.items()]
+    write_atomic(path, "\n".join(lines) + "\n")  # atomic; a FIFO or folder there is refused (UsageError)
     return path
 
 

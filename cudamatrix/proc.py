@@ -55,7 +55,7 @@ def run(argv: list[str], *, timeout: float, env: dict[str, str] | None = None, c
         out, err = proc.communicate(input=input, timeout=timeout)
     except subprocess.TimeoutExpired:
         _kill_group(proc)
-        out, err = proc.communicate()
+        out, err = _drain(proc)
         return Result(argv, None, out or "", err or "", timed_out=True, error=f"timed out after {timeout:g}s",
                       seconds=time.monotonic() - start)
     except BaseException:  # Ctrl-C: do not leave the child running
@@ -93,9 +93,13 @@ def _run_lines(argv: list[str], *, timeout: float, env: dict[str, str] | None, c
         proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         _kill_group(proc)
-        proc.wait()
+        try:
+            proc.wait(timeout=DRAIN_SECONDS)
+        except subprocess.TimeoutExpired:
+            pass
+        deadline = time.monotonic() + DRAIN_SECONDS  # a setsid grandchild may keep the pipes open
         for t in readers:
-            t.join(timeout=5)
+            t.join(timeout=max(0.0, deadline - time.monotonic()))
         return Result(argv, None, "".join(out), "".join(err), timed_out=True, error=f"timed out after {timeout:g}s",
                       seconds=time.monotonic() - start)
     except BaseException:
@@ -104,6 +108,28 @@ def _run_lines(argv: list[str], *, timeout: float, env: dict[str, str] | None, c
     for t in readers:
         t.join(timeout=5)
     return Result(argv, proc.returncode, "".join(out), "".join(err), seconds=time.monotonic() - start)
+
+
+DRAIN_SECONDS = 2.0  # after a kill: how long the pipes may still be read
+
+
+def _drain(proc: subprocess.Popen) -> tuple[str, str]:
+    """What a killed child left in its pipes, waiting at most DRAIN_SECONDS: a grandchild that left the
+    process group (setsid) may hold the pipes open long after the kill, and must not hold us."""
+    try:
+        return proc.communicate(timeout=DRAIN_SECONDS)
+    except subprocess.TimeoutExpired:
+        for pipe in (proc.stdout, proc.stderr, proc.stdin):
+            try:
+                if pipe is not None:
+                    pipe.close()
+            except OSError:
+                pass
+        try:
+            proc.wait(timeout=DRAIN_SECONDS)
+        except subprocess.TimeoutExpired:
+            pass
+        return "", ""
 
 
 def _interrupt(proc: subprocess.Popen, grace: float) -> None:

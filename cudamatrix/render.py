@@ -57,12 +57,20 @@ def console(stderr: bool = False):
     return Console(stderr=stderr, highlight=False, soft_wrap=False)
 
 
+def escape(text: Any) -> str:
+    """``text`` with rich markup made literal: user-supplied text (a requirement ``torch[/]``, a GPU name,
+    a folder on LD_LIBRARY_PATH) must never be read as a style tag (rich raises MarkupError on ``[/]``)."""
+    from rich.markup import escape as _escape
+
+    return _escape(str(text))
+
+
 def error_text(message: str, hint: str | None = None) -> None:
-    """Print an error for people on stderr."""
+    """Print an error for people on stderr (the message and hint are shown literally)."""
     c = console(stderr=True)
-    c.print(f"[bold red]error:[/] {message}", markup=True)
+    c.print(f"[bold red]error:[/] {escape(message)}", markup=True)
     if hint:
-        c.print(f"[dim]hint:[/] {hint}", markup=True)
+        c.print(f"[dim]hint:[/] {escape(hint)}", markup=True)
 
 
 def table(title: str | None, columns: list[str], rows: list[list[Any]]):
@@ -72,7 +80,7 @@ def table(title: str | None, columns: list[str], rows: list[list[Any]]):
     for col in columns:
         t.add_column(col, overflow="fold")
     for row in rows:
-        t.add_row(*["" if v is None else str(v) for v in row])
+        t.add_row(*["" if v is None else escape(v) for v in row])
     return t
 
 
@@ -90,7 +98,13 @@ def human_plan(plan) -> None:
         if step.argv and step.kind != "verify":
             _echo("     " + " ".join(shlex.quote(a) for a in step.argv))
         for k, v in step.env.items():
-            _echo(f"     export {k}={shlex.quote(v)}")
+            _echo("     " + _export(k, v))
+
+
+def _export(key: str, value: str) -> str:
+    from cudamatrix.safe.shells import export_line
+
+    return export_line("bash", key, value)
 
 
 def human_fix(result) -> None:

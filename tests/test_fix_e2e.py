@@ -119,7 +119,7 @@ def test_fix_installs_the_solved_set_then_is_a_no_op_with_a_remembered_verificat
     again = json.loads(second.stdout)["data"]
     assert second.returncode == 6
     assert again["status"] == "unchanged" and again["applied"] is None
-    assert again["from_cache"] and again["report"]["cached_at"]
+    assert again["from_cache"] and again["report"]["cached_at"], again["messages"]
 
 
 @pytest.mark.slow

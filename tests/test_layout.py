@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "cudamatrix"
 # lowest first; a module may import only from its own stage or a lower one
 STAGES = [
     ("base", {"cudamatrix.errors", "cudamatrix.models", "cudamatrix.schema", "cudamatrix.proc", "cudamatrix.names",
-              "cudamatrix._callable"}),
+              "cudamatrix._callable", "cudamatrix.safe"}),
     ("matrix", {"cudamatrix.matrix"}),
     ("detect", {"cudamatrix.detect"}),
     ("solve", {"cudamatrix.solve"}),

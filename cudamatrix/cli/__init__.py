@@ -16,22 +16,60 @@ def _register():
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Console-script entry point. Returns the exit code (documented table in the README)."""
+    """Console-script entry point. Returns the exit code (documented table in the README).
+
+    With ``--json`` anywhere in the arguments, a usage error found by the option parser is one JSON
+    envelope too (status ``usage_error``, exit 2), not typer's usage box."""
     from cudamatrix.cli.fast import fast_main
 
     args = list(sys.argv[1:] if argv is None else argv)
+    _tolerant_output()
+    as_json = "--json" in (args[:args.index("--")] if "--" in args else args)  # after "--" it is an argument
     try:
         code = fast_main(args)
         if code is not None:
             return code
         app = _register()
         try:
-            app(args=args, prog_name="cudamatrix", standalone_mode=True)
+            app(args=args, prog_name="cudamatrix", standalone_mode=not as_json)
         except SystemExit as exc:
             return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+        except Exception as exc:  # only reached with --json (standalone_mode off)
+            return _usage_envelope(args, exc)
     except Done as done:
         return done.code
     return 0
+
+
+def _usage_envelope(args: list[str], exc: Exception) -> int:
+    from cudamatrix import render
+
+    try:  # recent typer vendors click as typer._click; older ones depend on click
+        from typer._click import exceptions as clickx
+    except ImportError:
+        from click import exceptions as clickx
+
+    if type(exc).__name__ == "Exit" and isinstance(getattr(exc, "exit_code", None), int):
+        return int(exc.exit_code)
+    if type(exc).__name__ == "Abort":
+        return 1
+    if not isinstance(exc, clickx.ClickException):
+        raise exc
+    words = [a for a in args[:2] if not a.startswith("-")]
+    command = " ".join(words[:2]) if words[:1] == ["matrix"] else (words[0] if words else "cudamatrix")
+    error = {"type": "UsageError", "message": exc.format_message()}
+    render.print_json(command, 2, {}, [error])
+    return 2
+
+
+def _tolerant_output() -> None:
+    """Text that cannot be encoded for this terminal (non-ASCII under LC_ALL=C, undecodable bytes in
+    arguments) is shown escaped instead of ending the command with UnicodeEncodeError."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="backslashreplace")
+        except (AttributeError, ValueError):
+            pass
 
 
 def run() -> None:

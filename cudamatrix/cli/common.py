@@ -39,15 +39,54 @@ def guarded(command: str):
             try:
                 return fn(*args, **kwargs)
             except CudamatrixError as exc:
-                if as_json:
-                    render.print_json(command, exc.exit_code, {}, [exc.as_dict()])
-                else:
-                    render.error_text(exc.message, exc.hint)
-                raise Done(int(exc.exit_code)) from None
+                _report(command, exc, as_json)
+            except ValueError as exc:
+                if not _is_digit_limit(exc):
+                    raise  # anything else is a bug and keeps its traceback
+                from cudamatrix.errors import UsageError
+
+                _report(command, UsageError("the input holds a number longer than Python converts (4300 digits)",
+                                            hint="check the version numbers in the arguments and files given"),
+                        as_json)
 
         return wrapper
 
     return deco
+
+
+def _report(command: str, exc: CudamatrixError, as_json: bool) -> None:
+    if as_json:
+        render.print_json(command, exc.exit_code, {}, [exc.as_dict()])
+    else:
+        render.error_text(exc.message, exc.hint)
+    raise Done(int(exc.exit_code)) from None
+
+
+def _is_digit_limit(exc: ValueError) -> bool:
+    """Python's int-from-text limit (sys.set_int_max_str_digits): user text such as "torch==" followed by
+    5000 nines reaches ``int()`` inside packaging's version parser."""
+    return "integer string conversion" in str(exc)
+
+
+def check_timeout(value: float, option: str = "--timeout") -> float:
+    """A timeout must be a finite number of seconds above zero (nan and inf would never end a wait)."""
+    import math
+
+    from cudamatrix.errors import UsageError
+
+    if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0 or value > 86400:
+        raise UsageError(f"{option} {value!r} is not a number of seconds", hint=f"e.g. {option} 30 (0 < seconds <= 86400)")
+    return float(value)
+
+
+def check_target_flags(driver: str | None, gpus: list[str] | None) -> None:
+    """An empty --driver or --gpu is a mistake (an unset shell variable), not "no target given"."""
+    from cudamatrix.errors import UsageError
+
+    if driver is not None and not driver.strip():
+        raise UsageError("--driver is empty", hint="give a driver version, e.g. --driver 535.104.05")
+    if any(not (g or "").strip() for g in gpus or []):
+        raise UsageError("--gpu is empty", hint='give a GPU name, sm_XX or X.Y, e.g. --gpu "Tesla T4"')
 
 
 def echo(text: str = "", nl: bool = True) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from cudamatrix.errors import UsageError
-from cudamatrix.cli.common import finish, guarded
+from cudamatrix.cli.common import check_timeout, finish, guarded
 
 
 @guarded("detect")
@@ -16,8 +16,7 @@ def run_detect(as_json: bool = False, python: str | None = None, reports: list[s
 
     if sum(x is not None and x != [] for x in (python, reports, env_file)) > 1:
         raise UsageError("--python, --from and --env are exclusive", hint="pick one source of the environment")
-    if timeout <= 0:
-        raise UsageError("--timeout must be positive")
+    check_timeout(timeout)
     if env_file is not None:
         env = stage.load_environment(env_file)
     elif reports:
@@ -33,16 +32,17 @@ def _human(env) -> None:
     from cudamatrix import render
 
     c = render.console()
+    E = render.escape  # everything detected or pasted is shown literally
     d = env.driver
     status = {"ok": "[green]ok[/]", "absent": "[red]absent[/]", "no_device": "[yellow]no device visible[/]",
               "mismatch": "[red]driver/library version mismatch[/]", "error": "[red]error[/]",
               "unknown": "[dim]unknown[/]"}[d.status]
-    head = f"[bold]driver[/] {d.version or '-'}  supports CUDA {d.cuda_version or '-'}  status {status}"
+    head = f"[bold]driver[/] {E(d.version or '-')}  supports CUDA {E(d.cuda_version or '-')}  status {status}"
     if d.source:
-        head += f"  [dim](from {d.source})[/]"
+        head += f"  [dim](from {E(d.source)})[/]"
     c.print(head)
     if d.error:
-        c.print(f"  [red]{d.error}[/]", markup=True)
+        c.print(f"  [red]{E(d.error)}[/]", markup=True)
     if env.gpus:
         c.print(render.table("GPUs", ["#", "name", "cc", "memory used / total MiB", "MIG", "processes"], [
             [g.index, g.name, g.compute_capability,
@@ -54,29 +54,29 @@ def _human(env) -> None:
              "stub" if lib.stub else ("first" if lib.loaded_first else ("shadowed" if lib.shadowed_by else "")),
              lib.path] for lib in env.libraries]))
     if env.toolkits:
-        c.print("[bold]toolkits[/] " + ", ".join(f"{t.version} ({t.source}{', ' + t.path if t.path else ''})"
-                                               for t in env.toolkits))
+        c.print("[bold]toolkits[/] " + E(", ".join(f"{t.version} ({t.source}{', ' + t.path if t.path else ''})"
+                                               for t in env.toolkits)))
     p = env.python
     if p.version:
-        c.print(f"[bold]python[/] {p.version} {p.platform or ''} {p.executable or ''}"
-                + (f"  installer {p.installer}" if p.installer else ""))
+        c.print(f"[bold]python[/] " + E(f"{p.version} {p.platform or ''} {p.executable or ''}"
+                + (f"  installer {p.installer}" if p.installer else "")))
     if env.frameworks:
         c.print(render.table("frameworks", ["name", "version", "variant", "cuda", "cudnn", "from"], [
             [f.name, f.version, f.variant, f.cuda, f.cudnn, f.source] for f in env.frameworks]))
     nvidia = {k: v for k, v in env.packages.items() if k.startswith("nvidia-")}
     if nvidia:
-        c.print("[bold]nvidia wheels[/] " + ", ".join(f"{k} {v}" for k, v in nvidia.items()))
+        c.print("[bold]nvidia wheels[/] " + E(", ".join(f"{k} {v}" for k, v in nvidia.items())))
     for fc in env.file_conflicts[:10]:
-        c.print(f"[yellow]file installed twice[/] {fc.path}: {', '.join(fc.distributions)}")
+        c.print(f"[yellow]file installed twice[/] {E(fc.path)}: {E(', '.join(fc.distributions))}")
     ctx = env.context
     where = [x for x in (ctx.os, "WSL" if ctx.wsl else None, ctx.container, "Colab" if ctx.colab else None,
                          "Kaggle" if ctx.kaggle else None, "Jupyter" if ctx.jupyter else None) if x]
     if where:
-        c.print("[bold]context[/] " + ", ".join(where))
+        c.print("[bold]context[/] " + E(", ".join(where)))
     for k, v in ctx.env.items():
-        c.print(f"  [dim]{k}={v}[/]")
+        c.print(f"  [dim]{E(k)}={E(v)}[/]")
     colour = {"info": "dim", "warning": "yellow", "error": "red"}
     for n in env.notes:
-        c.print(f"[{colour[n.level]}]{n.level}: {n.probe}: {n.message}[/]", markup=True)
+        c.print(f"[{colour[n.level]}]{n.level}: {E(n.probe)}: {E(n.message)}[/]", markup=True)
     if env.timings_ms.get("total") is not None:
         c.print(f"[dim]detected in {env.timings_ms['total']:.0f} ms[/]")

@@ -40,18 +40,19 @@ def _gpu_text(gpu, matrix) -> str:
 
 def render_findings(environment, findings, matrix=None) -> None:
     c = render.console()
+    E = render.escape  # detected and pasted text is shown literally
     drv = environment.driver
     gpus = ", ".join(_gpu_text(g, matrix) for g in environment.gpus) or "no GPU"
-    c.print(f"driver {drv.version or '-'} (CUDA {drv.cuda_version or '-'}, {drv.status}); {gpus}")
+    c.print(E(f"driver {drv.version or '-'} (CUDA {drv.cuda_version or '-'}, {drv.status}); {gpus}"))
     fws = ", ".join(f"{f.name} {f.version}" + (f" [{f.variant}]" if f.variant else "") for f in environment.frameworks)
-    c.print(f"frameworks: {fws or 'none installed'}")
+    c.print(E(f"frameworks: {fws or 'none installed'}"))
     if not findings:
         c.print("[green]healthy:[/] no findings")
         return
     colour = {"error": "red", "warning": "yellow", "info": "blue"}
     for f in findings:
-        c.print(f"[{colour[f.severity]}]{f.severity.upper():7}[/] {f.code}: {f.title}")
+        c.print(f"[{colour[f.severity]}]{f.severity.upper():7}[/] {f.code}: {E(f.title)}")
         for e in f.evidence:
-            c.print(f"         [dim]{e}[/]")
+            c.print(f"         [dim]{E(e)}[/]")
         if f.fix:
-            c.print(f"         fix: {f.fix}")
+            c.print(f"         fix: {E(f.fix)}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from cudamatrix.cli.common import finish, guarded
+from cudamatrix.cli.common import check_target_flags, check_timeout, finish, guarded
 from cudamatrix.names import FAMILY_NAMES
 from cudamatrix.render import human_fix, human_plan, human_report
 
@@ -26,6 +26,9 @@ def run_fix(requirements: list[str] | None = None, python: str | None = None, dr
     from cudamatrix.fix import fix as run_fix_stage
 
     _check_framework(framework)
+    check_timeout(timeout)
+    check_target_flags(driver, gpu)
+    _check_python(python)
     interactive = sys.stdin.isatty() and not yes and not as_json
     progress = _Progress(as_json)
     try:
@@ -47,9 +50,23 @@ def run_verify(framework: str = "all", python: str | None = None, timeout: float
     from cudamatrix.verify.run import exit_code, verify as verify_stage
 
     _check_framework(framework)
+    check_timeout(timeout)
+    _check_python(python)
     report = verify_stage(python=python, frameworks=framework, timeout=timeout)
     code = exit_code(report)
+    if report.status == "failed" and report.frameworks and all(
+            f.status == "not_installed" or f.finding_code == "NOT_INSTALLED" for f in report.frameworks):
+        code = 6  # nothing to prove in this interpreter: verification is not possible here, not a failure
     finish("verify", code, report.to_dict(), as_json, lambda: human_report(report))
+
+
+def _check_python(python: str | None) -> None:
+    import os
+
+    from cudamatrix.errors import UsageError
+
+    if python is not None and not (os.path.isfile(python) and os.access(python, os.X_OK)):
+        raise UsageError(f"no Python interpreter at {python}", hint="give the path of an executable, e.g. .venv/bin/python")
 
 
 def _check_framework(framework: str) -> None:
@@ -82,10 +99,10 @@ class _Progress:
             self.status.start()
         if self.status is not None:
             if event == "output":
-                self.status.update(text.strip()[:100] or "working...")
+                self.status.update(_literal(text.strip()[:100]) or "working...")
             else:
-                self.status.console.print(text)
-                self.status.update(text)
+                self.status.console.print(text, markup=False)
+                self.status.update(_literal(text))
         elif event != "output" or not self.as_json:
             sys.stderr.write(("  " if event == "output" else "") + text + "\n")
             sys.stderr.flush()
@@ -93,3 +110,10 @@ class _Progress:
     def stop(self) -> None:
         if self.status is not None:
             self.status.stop()
+
+
+def _literal(text: str):
+    """A status line shown as typed: installer output may hold ``[...]`` that rich would read as markup."""
+    from rich.text import Text
+
+    return Text(text)

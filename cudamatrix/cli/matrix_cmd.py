@@ -75,8 +75,8 @@ def validate(
     counts = {f: len(rows_for(matrix, f, None)) for f in FAMILIES}
     data = {"path": str(folder), "matrix_version": matrix.meta.data_version, "counts": counts, "problems": []}
     finish("matrix validate", 0, data, as_json,
-           lambda: render.console().print(f"matrix {matrix.meta.data_version} at {folder}: valid "
-                                          + ", ".join(f"{n} {f}" for f, n in counts.items())))
+           lambda: render.console().print(render.escape(f"matrix {matrix.meta.data_version} at {folder}: valid "
+                                          + ", ".join(f"{n} {f}" for f, n in counts.items()))))
 
 
 @matrix_app.command("update")
@@ -132,7 +132,7 @@ def _human_rows(family: str, rows: list[dict], over: dict | None = None) -> None
     if over is not None:
         c.print(_overlay_line(over))
     if not rows:
-        c.print(f"no {family} rows match")
+        c.print(render.escape(f"no {family} rows match"))
         return
     if family in FAMILY_NAMES:
         for row in rows:
@@ -141,7 +141,7 @@ def _human_rows(family: str, rows: list[dict], over: dict | None = None) -> None
                 title += f"  (overlay {row['overlay']})"
             if row.get("companions"):
                 title += "  " + " ".join(f"{k} {v}" for k, v in row["companions"].items())
-            c.print(render.table(title, ["variant", "cuda", "cudnn", "archs (SASS)", "ptx", "pypi", "index"], [
+            c.print(render.table(render.escape(title), ["variant", "cuda", "cudnn", "archs (SASS)", "ptx", "pypi", "index"], [
                 [v["name"], v["cuda"], v["cudnn"], " ".join(v["archs"]), " ".join(v["ptx"]),
                  "yes" if v["pypi_default"] else "", v["index_url"] or "PyPI"] for v in row["variants"]]))
         return

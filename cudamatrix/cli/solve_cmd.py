@@ -6,7 +6,7 @@ from pathlib import Path
 
 from cudamatrix import render
 from cudamatrix.errors import Exit, NoSolution, UsageError
-from cudamatrix.cli.common import Done, echo, finish, guarded
+from cudamatrix.cli.common import Done, check_target_flags, echo, finish, guarded
 
 
 def _matrix(data_dir: Path | None):
@@ -22,6 +22,7 @@ def _solve(command: str, as_json: bool, matrix, requirements, env, driver, gpu, 
     from cudamatrix.solve.solver import parse_request, solve
     from cudamatrix.solve.target import resolve
 
+    check_target_flags(driver, gpu)
     resolved = resolve(matrix, env_files=env or [], driver=driver, gpus=gpu or [], python=python, platform=platform,
                        cuda_toolkit=cuda_toolkit)
     request = parse_request(requirements or [], resolved.installed)
@@ -39,6 +40,7 @@ def _no_solution(command: str, exc: NoSolution, as_json: bool) -> None:
     from rich.markup import escape
 
     c = render.console(stderr=True)
+    E = render.escape
     c.print("[bold red]no consistent set[/]")
     for cause in exc.causes:
         machines = f" [dim](blocks: {escape(', '.join(cause.machines))})[/]" if cause.machines else ""
@@ -66,15 +68,16 @@ def _human_solution(solution, resolved, explain: bool) -> None:
     from rich.markup import escape  # "tensorflow[and-cuda]" is text, not a rich style tag
 
     c = render.console()
+    E = render.escape  # GPU names, requirements and paths come from the user
     for t in resolved.targets[:5]:
-        c.print(f"[dim]{t.describe()}[/]")
+        c.print(f"[dim]{E(t.describe())}[/]")
     if len(resolved.targets) > 5:
         c.print(f"[dim]... and {len(resolved.targets) - 5} more machines[/]")
     for fw in solution.frameworks:
-        c.print(f"[bold]{fw.name} {fw.version}[/] {fw.variant}" +
-                (f"  CUDA {fw.cuda}, cuDNN {fw.cudnn or 'unknown'}" if fw.cuda else "  CPU build"))
+        c.print(f"[bold]{E(fw.name)} {E(fw.version)}[/] {E(fw.variant)}" +
+                (E(f"  CUDA {fw.cuda}, cuDNN {fw.cudnn or 'unknown'}") if fw.cuda else "  CPU build"))
     c.print(render.table(None, ["package", "version", "index"],
-                         [[escape(p.name + (f"[{','.join(p.extras)}]" if p.extras else "")), p.version,
+                         [[p.name + (f"[{','.join(p.extras)}]" if p.extras else ""), p.version,
                            p.index_url or "default"] for p in solution.packages]))
     if solution.unchanged:
         c.print("[green]already installed: nothing to change[/]")
@@ -86,7 +89,7 @@ def _human_solution(solution, resolved, explain: bool) -> None:
         facts = "; ".join(f"{u['fact']} ({u['basis']})" for u in solution.unverified)
         c.print(escape(f"unverified: this answer rests on inferred facts: {facts}"), soft_wrap=True)
     for k, v in solution.env.items():
-        c.print(f"export {k}={v}")
+        c.print(render.escape(export_line("bash", k, v)), soft_wrap=True)
     if explain:
         c.print("[bold]trace[/]")
         for line in solution.trace:
@@ -111,19 +114,16 @@ def run_lock(requirements: list[str] | None = None, output: Path | None = None, 
     passthrough = [str(r) for r in request.passthrough]
     text = (requirements_txt if fmt == "requirements" else uv_project)(solution, resolved.targets, passthrough)
     if output is not None:
-        try:
-            tmp = output.with_name(output.name + ".tmp")
-            tmp.write_text(text)
-            tmp.replace(output)
-        except OSError as exc:
-            raise UsageError(f"{output}: cannot be written ({exc.strerror})") from None
+        from cudamatrix.solve.lockfile import write_lock
+
+        write_lock(output, text)
     data = {"format": fmt, "path": str(output) if output else None, "text": text, "solution": solution.to_dict()}
 
     def human() -> None:
         if output is None:
             echo(text, nl=False)
         else:
-            render.console(stderr=True).print(f"wrote {output}")
+            render.console(stderr=True).print(f"wrote {render.escape(output)}")
 
     finish("lock", 0, data, as_json, human)
 
@@ -136,6 +136,7 @@ def run_check(requirement_file: Path | None = None, env: list[Path] | None = Non
     """Gate a Docker build: exit 0 if the requirements (or what is installed) fit the target, 1 if not."""
     from cudamatrix.solve.checks import check_requirements
 
+    check_target_flags(driver, gpu)
     matrix = _matrix(data_dir)
     from cudamatrix.solve.target import resolve
 
@@ -143,10 +144,9 @@ def run_check(requirement_file: Path | None = None, env: list[Path] | None = Non
                        platform=platform, cuda_toolkit=cuda_toolkit, need_installed=requirement_file is None)
     text = None
     if requirement_file is not None:
-        try:
-            text = requirement_file.read_text(errors="replace")
-        except OSError as exc:
-            raise UsageError(f"{requirement_file}: cannot be read ({exc.strerror})") from None
+        from cudamatrix.safe.files import read_text
+
+        text = read_text(requirement_file, what="requirements file")
     result = check_requirements(matrix, resolved.targets, resolved.installed, text,
                                 str(requirement_file) if requirement_file else None, mirror)
     code = 0 if result["fits"] else 1
@@ -155,6 +155,7 @@ def run_check(requirement_file: Path | None = None, env: list[Path] | None = Non
         from rich.markup import escape
 
         c = render.console()
+        E = render.escape
         if result["fits"]:
             c.print(f"[green]fits[/] {escape(', '.join(result['checked']))} on {len(resolved.targets)} target(s)")
         else:
@@ -166,11 +167,11 @@ def run_check(requirement_file: Path | None = None, env: list[Path] | None = Non
         for u in result.get("unverified", []):
             c.print(escape(f"unverified: {u['fact']} is inferred ({u['basis']})"), soft_wrap=True)
         if result.get("base_image"):
-            c.print(f"base image: {result['base_image']}")
+            c.print(f"base image: {escape(result['base_image'])}")
         if result.get("python_in_image"):
-            c.print(f"Python: {result['python_in_image']}", soft_wrap=True)
+            c.print(f"Python: {escape(result['python_in_image'])}", soft_wrap=True)
         if result.get("nvidia_require_cuda"):
-            c.print(f"ENV NVIDIA_REQUIRE_CUDA=\"{result['nvidia_require_cuda']}\"")
+            c.print(E(f"ENV NVIDIA_REQUIRE_CUDA=\"{result['nvidia_require_cuda']}\""))
 
     finish("check", code, result, as_json, human)
 
@@ -182,14 +183,17 @@ def run_env(shell: str = "bash", env: list[Path] | None = None, python: str | No
     from cudamatrix.detect.libpaths import library_path_fix
     from cudamatrix.solve.target import environments
 
-    if shell not in ("bash", "fish", "powershell"):
-        raise UsageError(f"--shell {shell!r} is not known", hint="bash | fish | powershell")
+    from cudamatrix.safe.shells import SHELLS, canonical
+
+    name = canonical(shell)
+    if name is None:
+        raise UsageError(f"--shell {shell!r} is not known", hint=" | ".join(SHELLS))
     if env and len(env) > 1:
         raise UsageError("env reads one environment at a time")
     environment = environments(env or [], [], python)[0]
     changes = library_path_fix(environment)
     advice = env_advice(environment, changes)
-    lines = [export_line(shell, k, v) for k, v in changes.items()]
+    lines = [export_line(name, k, v) for k, v in changes.items()]
 
     def human() -> None:
         for line in lines:
@@ -198,7 +202,7 @@ def run_env(shell: str = "bash", env: list[Path] | None = None, python: str | No
         for line in advice:
             err.print(line, soft_wrap=True, markup=False, highlight=False)
 
-    finish("env", 0, {"env": changes, "shell": shell, "lines": lines, "advice": advice}, as_json, human)
+    finish("env", 0, {"env": changes, "shell": name, "lines": lines, "advice": advice}, as_json, human)
 
 
 def env_advice(environment, changes: dict[str, str]) -> list[str]:
@@ -226,10 +230,7 @@ def env_advice(environment, changes: dict[str, str]) -> list[str]:
 
 
 def export_line(shell: str, key: str, value: str) -> str:
-    import shlex
+    """The line setting ``key`` in ``shell`` (quoting: :mod:`cudamatrix.safe.shells`)."""
+    from cudamatrix.safe.shells import export_line as line
 
-    if shell == "fish":
-        return f"set -e {key}" if not value else f"set -gx {key} {shlex.quote(value)}"
-    if shell == "powershell":
-        return f"Remove-Item Env:{key}" if not value else f"$env:{key} = '{value}'"
-    return f"unset {key}" if not value else f"export {key}={shlex.quote(value)}"
+    return line(shell, key, value)

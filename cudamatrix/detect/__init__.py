@@ -8,7 +8,6 @@ Nothing here imports a framework, pydantic or rich.
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import threading
@@ -135,6 +134,7 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
     env.libraries = copies
     env.library_loads = model.value()
     env.notes += libpaths.reconcile_notes(libraries.loader_view(copies, environ, ld_entries), env.library_loads)
+    env.notes += libraries.unsafe_notes(environ, copies)
     for lib in copies:
         if lib.stub and lib.origin == "LD_LIBRARY_PATH":
             env.notes.append(Note("libraries", f"a link-time stub is on LD_LIBRARY_PATH: {lib.path}; programs that "
@@ -266,10 +266,31 @@ def from_reports(items: list[tuple[str, str]]) -> Environment:
 
 
 def read_report(path: str) -> tuple[str, list[Note]]:
-    """Read one pasted report file ("-" for stdin), size-capped; raises UsageError for unreadable or binary files."""
-    from cudamatrix.detect.reports import read_report as read
+    """Read one pasted report file ("-" for stdin), at most :data:`MAX_BYTES`.
 
-    return read(path)
+    A FIFO, device, socket or folder is refused before anything is read (a FIFO would wait for a writer
+    forever, /dev/zero never ends). Raises UsageError for unreadable, non-regular or binary files."""
+    import sys
+
+    from cudamatrix.detect.text import decode
+    from cudamatrix.safe.files import read_bytes
+
+    notes: list[Note] = []
+    mb = MAX_BYTES // (1024 * 1024)
+    if path == "-":
+        data = sys.stdin.buffer.read(MAX_BYTES + 1)
+    else:
+        data = read_bytes(path, limit=MAX_BYTES + 1, what="report", truncate=True)
+    if len(data) > MAX_BYTES:
+        data = data[:MAX_BYTES]
+        notes.append(Note("report", f"{path}: longer than {mb} MB; read the first {mb} MB only", "warning"))
+    text, binary = decode(data)
+    if binary:
+        raise UsageError(f"report {path} looks binary, not pasted text",
+                         hint="paste the output of nvidia-smi, collect_env, ldconfig -p, nvcc or pip into a text file")
+    if not text.strip():
+        notes.append(Note("report", f"{path}: empty", "warning"))
+    return text, notes
 
 
 def from_report_files(paths: list[str]) -> Environment:
@@ -289,29 +310,69 @@ def from_report_files(paths: list[str]) -> Environment:
 def load_environment(path: str) -> Environment:
     """Read a saved ``detect --json`` output (the whole envelope or just the environment object).
 
-    Raises UsageError naming the file and the dotted path of a bad key.
-    """
+    Raises UsageError naming the file and the dotted path of a bad key: a FIFO or device instead of a
+    file, more than :data:`MAX_BYTES`, JSON nested too deeply, another ``schema_version`` than this
+    version writes, or a value the later stages cannot read (a compute capability "abc")."""
+    from cudamatrix.safe.files import parse_json, read_bytes
     from cudamatrix.schema import validate
 
+    data = read_bytes(path, limit=MAX_BYTES, what="environment file")
+    hint = "save one with: cudamatrix detect --json > env.json"
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_BYTES + 1)
-    except OSError as exc:
-        raise UsageError(f"cannot read environment file {path}: {exc.strerror or exc}") from None
-    if len(data) > MAX_BYTES:
-        raise UsageError(f"{path} is larger than {MAX_BYTES // (1024 * 1024)} MB; not a saved environment")
-    try:
-        obj = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise UsageError(f"{path} is not JSON: {exc}", hint="save one with: cudamatrix detect --json > env.json") from None
+        obj = parse_json(data)
+    except ValueError as exc:
+        raise UsageError(f"{path} is not JSON: {exc}", hint=hint) from None
     if isinstance(obj, dict) and "data" in obj and "command" in obj:
         data_part = obj.get("data")
         if not isinstance(data_part, dict) or "environment" not in data_part:
             raise UsageError(f"{path}: data.environment: missing (a JSON envelope of another command?)")
         obj = data_part["environment"]
-    if not isinstance(obj, dict):
-        raise UsageError(f"{path}: (top level): an environment object is needed")
-    return validate(Environment, obj, path, UsageError)
+    if not isinstance(obj, dict) or not obj:
+        raise UsageError(f"{path}: (top level): an environment object is needed", hint=hint)
+    _check_schema_version(path, obj.get("schema_version", None), "schema_version" in obj, hint)
+    env = validate(Environment, obj, path, UsageError)
+    _check_values(path, env)
+    return env
+
+
+def _check_schema_version(path: str, value, present: bool, hint: str) -> None:
+    from cudamatrix.models import ENV_SCHEMA_VERSION
+
+    if not present:  # hand-written environments (tests, fleets) may leave it out: the current one
+        return
+    if type(value) is not int:
+        raise UsageError(f"{path}: schema_version: {str(value)[:40]!r} is not an integer", hint=hint)
+    if value != ENV_SCHEMA_VERSION:
+        raise UsageError(f"{path}: schema_version {value} is not {ENV_SCHEMA_VERSION}, the version this "
+                         "cudamatrix reads", hint="save it again with this version's detect --json")
+
+
+def _check_values(path: str, env: Environment) -> None:
+    """Values that pass the models' types but that the solver and doctor parse further."""
+    from packaging.version import InvalidVersion, Version
+
+    from cudamatrix.schema import normalize_cc
+
+    def version(where: str, value: str | None) -> None:
+        if value is None:
+            return
+        try:
+            Version(value)
+        except (InvalidVersion, TypeError):
+            raise UsageError(f"{path}: {where}: {value[:40]!r} is not a version") from None
+
+    for i, gpu in enumerate(env.gpus):
+        if gpu.compute_capability is not None:
+            try:
+                normalize_cc(gpu.compute_capability)
+            except ValueError:
+                raise UsageError(f"{path}: gpus[{i}].compute_capability: {gpu.compute_capability[:40]!r} is not a "
+                                 'compute capability (like "7.5")') from None
+    version("driver.version", env.driver.version)
+    version("driver.cuda_version", env.driver.cuda_version)
+    version("python.version", env.python.version)
+    for i, tk in enumerate(env.toolkits):
+        version(f"toolkits[{i}].version", tk.version)
 
 
 from cudamatrix._callable import callable_module  # noqa: E402  (``cudamatrix.detect(...)`` calls detect())

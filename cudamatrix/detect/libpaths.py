@@ -272,9 +272,14 @@ def library_path_fix(env: Environment) -> dict[str, str]:
     bad_dirs = {os.path.normpath(os.path.dirname(w.load.found_as or w.load.path)) for w in wrong
                 if w.cause == "LD_LIBRARY_PATH"}
     if current and bad_dirs:
-        kept = [p for p in re.split(r"[:;]", current) if p and os.path.normpath(p) not in bad_dirs]
-        if len(kept) != len([p for p in re.split(r"[:;]", current) if p]):
-            changes["LD_LIBRARY_PATH"] = os.pathsep.join(kept)
+        # ld.so splits on colons and semicolons (ld.so(8)); the kept entries keep the separator that followed
+        # them, so the new value is the old text less the folders that win
+        parts = re.split(r"([:;])", current)
+        entries, seps = parts[0::2], parts[1::2] + [""]
+        kept = [(e, sep) for e, sep in zip(entries, seps) if e and os.path.normpath(e) not in bad_dirs]
+        if len(kept) != len([e for e in entries if e]):
+            changes["LD_LIBRARY_PATH"] = "".join(e + (sep or ":") for e, sep in kept[:-1]) + \
+                (kept[-1][0] if kept else "")
     preload = env.context.env.get("LD_PRELOAD")
     bad_files = {w.load.path for w in wrong if w.cause == "LD_PRELOAD"}
     if preload and bad_files:

@@ -17,6 +17,7 @@ import glob
 import os
 import re
 import shutil
+import stat
 import struct
 from dataclasses import dataclass
 
@@ -273,5 +274,80 @@ def loader_view(copies: list[Library], environ: dict[str, str], ld_entries: list
 
 
 def loadable(copies: list[Library]) -> list[tuple[str, str]]:
-    """(path, name) of the copies whose version the loader child asks through ctypes."""
-    return [(lib.path, lib.name) for lib in copies if lib.name in VERSION_CALLS and not lib.stub]
+    """(path, name) of the copies whose version the loader child asks through ctypes.
+
+    Loading a library runs its constructors: a copy reached through an unsafe folder (see
+    :func:`unsafe_folder`) is never loaded; its version comes from its file name only."""
+    return [(lib.path, lib.name) for lib in copies
+            if lib.name in VERSION_CALLS and not lib.stub and unsafe_file(lib.path) is None]
+
+
+# Where loading is unsafe. ld.so(8): an empty LD_LIBRARY_PATH entry (a leading, trailing or doubled colon)
+# means the current directory, and a relative entry is resolved against it; anyone who can write to such
+# a folder, or to a world-writable folder without the sticky bit, chooses the code that runs on load.
+UNSAFE_PROBE = "unsafe library path"
+
+
+def unsafe_folder(folder: str) -> str | None:
+    """Why loading from ``folder`` would be unsafe, or None when it is not."""
+    if folder == "":
+        return "an empty entry means the current directory"
+    if not os.path.isabs(folder):
+        return "a relative folder is resolved against the current directory"
+    try:
+        st = os.stat(folder)
+    except OSError:
+        return None  # nothing can be loaded from a folder that is not there
+    if st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
+        return "the folder is world-writable"
+    return None
+
+
+def unsafe_file(path: str) -> str | None:
+    """Why loading the file ``path`` would be unsafe (its folder, or the file itself), or None."""
+    folder = os.path.dirname(path)
+    reason = unsafe_folder(folder) if folder or not os.path.isabs(path) else None
+    if reason:
+        return reason
+    try:
+        st, fst = os.stat(path), os.stat(folder or ".")
+    except OSError:
+        return None
+    if st.st_mode & stat.S_IWOTH:
+        return "the file is world-writable"
+    mine = {0, os.getuid()} if hasattr(os, "getuid") else {0}
+    if fst.st_mode & stat.S_IWOTH and st.st_uid not in mine:
+        return "another user's file in a world-writable folder"
+    return None
+
+
+def unsafe_notes(environ: dict[str, str], copies: list[Library]) -> list[Note]:
+    """Notes (probe :data:`UNSAFE_PROBE`) for unsafe LD_LIBRARY_PATH entries and for copies not loaded."""
+    notes = []
+    value = environ.get("LD_LIBRARY_PATH")
+    if value is not None:
+        for entry in value.split(":"):
+            reason = unsafe_folder(entry)
+            if reason:
+                shown = entry or "(empty entry)"
+                notes.append(Note(UNSAFE_PROBE, f"LD_LIBRARY_PATH entry {shown!r}: {reason}; libraries there are "
+                                  "not loaded to ask their version", "warning"))
+    for lib in copies:
+        reason = unsafe_file(lib.path)
+        if reason and lib.name in VERSION_CALLS:
+            notes.append(Note(UNSAFE_PROBE, f"{lib.path}: {reason}; not loaded (version from the file name only)",
+                              "warning"))
+    return notes
+
+
+def safe_environ(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """``environ`` (default: this process's) with the unsafe LD_LIBRARY_PATH entries dropped: the loader
+    child resolves sonames (libnvidia-ml.so.1, libcuda.so.1) and its own dependencies through it."""
+    env = dict(os.environ if environ is None else environ)
+    if "LD_LIBRARY_PATH" in env:
+        kept = [e for e in env["LD_LIBRARY_PATH"].split(":") if unsafe_folder(e) is None]
+        if kept:
+            env["LD_LIBRARY_PATH"] = ":".join(kept)
+        else:
+            del env["LD_LIBRARY_PATH"]
+    return env

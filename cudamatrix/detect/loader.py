@@ -13,6 +13,7 @@ import sys
 from dataclasses import dataclass, field
 
 from cudamatrix import proc
+from cudamatrix.detect.libraries import safe_environ
 
 _SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_loader.py")
 
@@ -66,7 +67,8 @@ def run_loader(libs: list[tuple[str, str]], nvml: bool, libcuda: bool, timeout: 
               "libs": [{"path": p, "name": n} for p, n in libs], "skip": []}
     exe = python or sys.executable
     for _attempt in range(3):
-        result = proc.run([exe, "-I", "-S", _SCRIPT, json.dumps(config)], timeout=timeout)
+        result = proc.run([exe, "-I", "-S", _SCRIPT, json.dumps(config)], timeout=timeout,
+                          env=safe_environ())  # no empty, relative or world-writable LD_LIBRARY_PATH entry
         started = None
         finished = False
         for line in result.stdout.splitlines():

@@ -198,6 +198,11 @@ def probe(python: str | None, timeout: float) -> tuple[PythonSide, str | None]:
         return PythonSide(), f"{python} exited {result.returncode} running the probe: {tail[0][:300]}"
     try:
         raw = json.loads(result.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
+    except (ValueError, IndexError, RecursionError):
         return PythonSide(), f"{python} printed no probe answer: {result.stdout.strip()[:200]}"
-    return build(raw), None
+    try:  # the other interpreter is not trusted to answer in shape (a wrapper script, a hostile sitecustomize)
+        if not isinstance(raw, dict):
+            raise TypeError("not an object")
+        return build(raw), None
+    except (AttributeError, KeyError, TypeError, ValueError, RecursionError) as exc:
+        return PythonSide(), f"{python} printed an unexpected probe answer ({type(exc).__name__}: {str(exc)[:100]})"

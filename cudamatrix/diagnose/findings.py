@@ -184,6 +184,7 @@ def diagnose(env: Environment, matrix: Matrix) -> list[Finding]:
     findings.extend(_library_findings(env, matrix, installed))
     findings.extend(_wheel_findings(env, matrix, installed))
     findings.extend(_gpu_memory(env))
+    findings.extend(_unsafe_library_paths(env))
     findings.extend(_advisories(env, matrix))
     findings.extend(_toolkit(env, matrix))
     order = {"error": 0, "warning": 1, "info": 2}
@@ -391,6 +392,18 @@ def _gpu_memory(env: Environment) -> list[Finding]:
                                evidence=procs or ["other processes hold most of the GPU memory"],
                                fix="stop the processes holding it (or restart a stale notebook kernel)"))
     return out
+
+
+def _unsafe_library_paths(env: Environment) -> list[Finding]:
+    """Library folders anyone may plant a library in (detect did not load from them: ld.so(8))."""
+    evidence = [n.message for n in env.notes if n.probe == "unsafe library path"]
+    if not evidence:
+        return []
+    return [Finding(code="UNSAFE_LIBRARY_PATH", severity="warning",
+                    title="the library search path has folders others can plant libraries in",
+                    evidence=evidence[:10],
+                    fix="use absolute LD_LIBRARY_PATH entries without empty ones (no leading, trailing or double "
+                        "colon), and no world-writable folders")]
 
 
 def _advisories(env: Environment, matrix: Matrix) -> list[Finding]:

@@ -253,12 +253,12 @@ def default_data_dir() -> Path:
 
 
 def _read(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        raise DataError(f"{path.name}: missing from the matrix data folder {path.parent}") from None
-    except OSError as exc:
-        raise DataError(f"{path.name}: cannot be read ({exc.strerror})") from None
+    from cudamatrix.safe.files import read_bytes
+
+    if not path.exists() and not path.is_symlink():
+        raise DataError(f"{path.name}: missing from the matrix data folder {path.parent}")
+    # bounded, and a FIFO or device in the data folder is refused before it is read (it would hang)
+    return read_bytes(path, limit=16 * 1024 * 1024, what="matrix file", error=DataError)
 
 
 def _parse(name: str, raw: bytes) -> Any:
@@ -268,6 +268,10 @@ def _parse(name: str, raw: bytes) -> Any:
         raise DataError(f"{name}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
     except UnicodeDecodeError:
         raise DataError(f"{name}: not UTF-8 text") from None
+    except RecursionError:
+        raise DataError(f"{name}: nested too deeply") from None
+    except ValueError as exc:  # an integer past Python's digit limit
+        raise DataError(f"{name}: {exc}") from None
 
 
 def _check_schema(parsed: dict[str, Any]) -> None:

@@ -29,11 +29,19 @@ UBUNTU_PYTHON = {"20.04": "3.8", "22.04": "3.10", "24.04": "3.12"}
 
 
 def _variant_of_url(url: str, mirror: str | None) -> str | None:
-    """The torch variant a PyTorch index URL serves (``.../whl/cu126`` -> ``cu126``); None for other URLs."""
+    """The torch variant a PyTorch index URL serves (``.../whl/cu126`` -> ``cu126``); None for other URLs.
+
+    A ``#fragment`` or ``?query`` is not part of the index folder's name, and only a name that can be a local
+    version label (``2.3.0+cu121``) counts."""
+    import re
+    from urllib.parse import urlsplit
+
     prefixes = [PYTORCH_INDEX_PREFIX] + ([mirror.rstrip("/")] if mirror else [])
-    url = url.rstrip("/")
+    parts = urlsplit(url)
+    url = parts._replace(query="", fragment="").geturl().rstrip("/")
     if any(url.startswith(p + "/") for p in prefixes):
-        return url.rsplit("/", 1)[-1]
+        last = url.rsplit("/", 1)[-1]
+        return last if re.fullmatch(r"[a-z0-9]+(?:\.[a-z0-9]+)*", last) and last != "whl" else None
     return None
 
 

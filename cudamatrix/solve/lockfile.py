@@ -13,6 +13,14 @@ from cudamatrix.solve.indexes import index_layout
 from cudamatrix.solve.target import Target
 
 
+def write_lock(path, text: str) -> str:
+    """Write a lock file atomically (a device, FIFO or folder at ``path`` is refused, the mode of an
+    existing file kept: :func:`cudamatrix.safe.files.write_atomic`). Raises UsageError."""
+    from cudamatrix.safe.files import write_atomic
+
+    return write_atomic(path, text)
+
+
 def _header(solution: Solution, targets: list[Target]) -> list[str]:
     lines = [f"# written by cudamatrix lock from matrix {solution.matrix_version}"]
     for t in targets[:20]:

@@ -1,0 +1,286 @@
+"""Files read and written safely: every read bounded, every write atomic and exclusive.
+
+Reads open without blocking and look at what was opened before reading it: a FIFO, a device, a socket or a
+folder is refused up front (a FIFO would wait for a writer forever, ``/dev/zero`` never ends). Writes go
+through a temporary file created with ``O_EXCL`` under a random name in the target's folder, so a planted
+``OUT.tmp`` symlink is never followed; the file is synced and renamed over the target, which keeps its mode.
+A device, FIFO or folder at the target is never replaced. Private files (the caches) are written 0600 in a
+0700 folder, and are read only when the current user owns them and nobody else may write them.
+
+JSON from disk is parsed by :func:`parse_json`, which turns a nesting bomb (RecursionError) and an
+integer past Python's digit limit into ``ValueError`` like any other malformed text.
+"""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import stat
+from typing import Any
+
+from cudamatrix.errors import UsageError
+
+MAX_READ = 4 * 1024 * 1024  # no input file this tool reads is legitimately larger
+_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"))
+
+
+def kind_of(mode: int) -> str | None:
+    """What a non-regular file is ("a FIFO (named pipe)", "a folder"...); None for a regular file."""
+    for test, name in _KINDS:
+        if test(mode):
+            return name
+    return None if stat.S_ISREG(mode) else "not a regular file"
+
+
+def read_bytes(path: str | os.PathLike, *, limit: int = MAX_READ, what: str = "file",
+               error: type[Exception] = UsageError, truncate: bool = False) -> bytes:
+    """At most ``limit`` bytes of the regular file ``path``.
+
+    Raises ``error`` (default UsageError, exit 2) for a missing or unreadable path, anything that is not
+    a regular file (checked on the opened descriptor, before any read), or a file over ``limit`` unless
+    ``truncate`` (then the first ``limit`` bytes come back)."""
+    name = os.fspath(path)
+    if name == "":
+        raise error(f"{what}: an empty path was given")
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise error(f"cannot read {what} {name}: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        kind = kind_of(st.st_mode)
+        if kind is not None:
+            raise error(f"{what} {name} is {kind}, not a regular file")
+        if st.st_size > limit and not truncate:
+            raise error(f"{what} {name} is larger than {_size(limit)}")
+        os.set_blocking(fd, True)
+        chunks, left = [], limit + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    except OSError as exc:
+        raise error(f"cannot read {what} {name}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > limit:
+        if not truncate:
+            raise error(f"{what} {name} is larger than {_size(limit)}")
+        data = data[:limit]
+    return data
+
+
+def read_text(path: str | os.PathLike, *, limit: int = MAX_READ, what: str = "file",
+              error: type[Exception] = UsageError) -> str:
+    """:func:`read_bytes` decoded as UTF-8 (undecodable bytes replaced)."""
+    return read_bytes(path, limit=limit, what=what, error=error).decode("utf-8", errors="replace")
+
+
+def parse_json(text: str | bytes) -> Any:
+    """``json.loads`` that raises only ValueError: for bad JSON, nesting past the recursion limit, and
+    integers longer than Python's int conversion limit (sys.set_int_max_str_digits)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8 text ({exc.reason})") from None
+
+
+def _size(n: int) -> str:
+    return f"{n // (1024 * 1024)} MB" if n >= 1024 * 1024 else f"{n} bytes"
+
+
+def write_atomic(path: str | os.PathLike, data: str | bytes, *, mode: int | None = None,
+                 error: type[Exception] = UsageError) -> str:
+    """Replace the regular file ``path`` (or create it) with ``data``, atomically. Returns the path written.
+
+    A symlink at ``path`` is followed to its target (as shell redirection does); a device, FIFO, socket
+    or folder there is refused with ``error`` and left as it is. The existing file's mode is kept;
+    a new file gets ``mode`` (default 0666 less the umask)."""
+    name = os.fspath(path)
+    if name == "":
+        raise error("an empty output path was given")
+    target = os.path.realpath(name)
+    try:
+        st = os.stat(target)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise error(f"{name}: cannot be written ({exc.strerror or exc})") from None
+    if st is not None:
+        kind = kind_of(st.st_mode)
+        if kind is not None:
+            raise error(f"{name} is {kind}; it was not replaced", hint="give the path of a regular file")
+        keep = stat.S_IMODE(st.st_mode)
+    else:
+        keep = mode if mode is not None else 0o666 & ~_umask()
+    folder = os.path.dirname(target) or "."
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    try:
+        tmp, fd = _exclusive_temp(folder, os.path.basename(target), 0o600)
+    except OSError as exc:
+        raise error(f"{name}: cannot be written ({exc.strerror or exc})") from None
+    try:
+        try:
+            _write_all(fd, raw)
+            os.fchmod(fd, keep)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, target)
+    except OSError as exc:
+        _unlink(tmp)
+        raise error(f"{name}: cannot be written ({exc.strerror or exc})") from None
+    _sync_dir(folder)
+    return target
+
+
+def _exclusive_temp(folder: str, base: str, mode: int) -> tuple[str, int]:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(16):
+        tmp = os.path.join(folder, f".{base[:64]}.{secrets.token_hex(8)}.tmp")
+        try:
+            return tmp, os.open(tmp, flags, mode)
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name in {folder}")
+
+
+def _write_all(fd: int, raw: bytes) -> None:
+    view = memoryview(raw)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _sync_dir(folder: str) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _umask() -> int:
+    current = os.umask(0o022)
+    os.umask(current)
+    return current
+
+
+# private files: the caches
+
+def private_dir(path: str | os.PathLike) -> str | None:
+    """Create ``path`` (mode 0700) if needed. Returns None when it is a folder owned by this user that
+    nobody else can write, else a note saying what is wrong (the caller then does not use it)."""
+    name = os.fspath(path)
+    try:
+        os.makedirs(name, mode=0o700, exist_ok=True)
+        st = os.lstat(name)
+        if stat.S_ISDIR(st.st_mode) and st.st_mode & 0o077 and (not hasattr(os, "getuid") or st.st_uid == os.getuid()):
+            os.chmod(name, 0o700)  # our own folder made by an older version with the umask's mode: close it
+            st = os.lstat(name)
+    except OSError as exc:
+        return f"{name}: cannot be used ({exc.strerror or exc})"
+    return _private_problem(name, st, folder=True)
+
+
+def _private_problem(name: str, st: os.stat_result, folder: bool) -> str | None:
+    want = stat.S_ISDIR if folder else stat.S_ISREG
+    if not want(st.st_mode):
+        return f"{name} is {kind_of(st.st_mode) or 'a symlink'}, not a {'folder' if folder else 'file'}"
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        return f"{name} is owned by uid {st.st_uid}, not by this user"
+    # a folder others cannot write is safe to read from; a file must be this user's alone
+    if st.st_mode & (0o022 if folder else 0o077):
+        return f"{name} has mode {stat.S_IMODE(st.st_mode):04o}: others may {'change' if folder else 'read or change'} it"
+    return None
+
+
+def read_private(path: str | os.PathLike, *, limit: int = MAX_READ) -> tuple[bytes | None, str | None]:
+    """(contents, None) of a private file; (None, note) when it is absent (note None), not a regular
+    file, a symlink, not owned by this user, open to others, or too large."""
+    name = os.fspath(path)
+    folder_note = None
+    try:
+        folder_note = _private_problem(os.path.dirname(name) or ".", os.lstat(os.path.dirname(name) or "."),
+                                       folder=True)
+    except FileNotFoundError:
+        return None, None
+    except OSError as exc:
+        return None, f"{name}: cannot be read ({exc.strerror or exc})"
+    if folder_note:
+        return None, folder_note
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return None, None
+    except OSError as exc:
+        return None, f"{name}: cannot be read ({exc.strerror or exc}; a symlink is not followed)"
+    try:
+        st = os.fstat(fd)
+        problem = _private_problem(name, st, folder=False)
+        if problem:
+            return None, problem
+        if st.st_size > limit:
+            return None, f"{name} is larger than {_size(limit)}"
+        os.set_blocking(fd, True)
+        data = os.read(fd, limit + 1)
+        if len(data) > limit:
+            return None, f"{name} is larger than {_size(limit)}"
+        return data, None
+    except OSError as exc:
+        return None, f"{name}: cannot be read ({exc.strerror or exc})"
+    finally:
+        os.close(fd)
+
+
+def write_private(path: str | os.PathLike, data: str | bytes) -> str | None:
+    """Write a private file (0600, in a 0700 folder of this user), atomically. Returns None when written,
+    else a note saying why not (a read-only home is not an error)."""
+    name = os.fspath(path)
+    folder = os.path.dirname(name) or "."
+    note = private_dir(folder)
+    if note:
+        return note
+    try:
+        st = os.lstat(name)
+        if not stat.S_ISREG(st.st_mode):  # a symlink or FIFO planted at the name: do not replace it blindly
+            return f"{name} is {kind_of(st.st_mode) or 'a symlink'}; the cache was not written"
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        return f"{name}: cannot be written ({exc.strerror or exc})"
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    try:
+        tmp, fd = _exclusive_temp(folder, os.path.basename(name), 0o600)
+    except OSError as exc:
+        return f"{name}: cannot be written ({exc.strerror or exc})"
+    try:
+        try:
+            _write_all(fd, raw)
+            os.fchmod(fd, 0o600)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, name)
+    except OSError as exc:
+        _unlink(tmp)
+        return f"{name}: cannot be written ({exc.strerror or exc})"
+    return None

@@ -1,0 +1,584 @@
+"""Hostile input, one attack per test: nothing runs from the cache, nothing is clobbered, nothing is injected,
+nothing hangs, and bad input is a clear message with exit 2 (never a traceback). Every test runs the real
+CLI in a subprocess, or the real module against real files, FIFOs, devices and gcc-built libraries."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ENVELOPE = {"schema_version", "command", "status", "exit_code", "data", "errors"}
+HAVE_GCC = shutil.which("gcc") is not None
+
+
+def cli(*args: str, env: dict | None = None, cwd: str | Path | None = None, stdin: str = "",
+        timeout: float = 120) -> subprocess.CompletedProcess:
+    full = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "cudamatrix", *args], capture_output=True, text=True,
+                          timeout=timeout, input=stdin, env=full, cwd=cwd)
+
+
+def clean_error(out: subprocess.CompletedProcess, code: int = 2) -> None:
+    assert "Traceback" not in out.stderr, out.stderr
+    assert out.returncode == code, (out.returncode, out.stdout[-500:], out.stderr[-500:])
+
+
+def envelope(out: subprocess.CompletedProcess) -> dict:
+    doc = json.loads(out.stdout)
+    assert set(doc) == ENVELOPE
+    assert doc["exit_code"] == out.returncode
+    return doc
+
+
+def saved_env(tmp_path: Path, doc: dict, name: str = "env.json") -> Path:
+    p = tmp_path / name
+    p.write_text(json.dumps(doc))
+    return p
+
+
+BASE_ENV = {"origin": "file", "driver": {"version": "535.104.05", "status": "ok"},
+            "gpus": [{"index": 0, "name": "Tesla T4", "compute_capability": "7.5"}],
+            "python": {"version": "3.10.12", "platform": "linux_x86_64"}}
+
+
+# --- every read bounded; FIFOs and devices refused up front -------------------------------------------
+
+@pytest.mark.parametrize("argv", [["detect", "--from"], ["detect", "--env"], ["doctor", "--from"],
+                                  ["doctor", "--env"], ["check", "--driver", "535.104.05", "-r"],
+                                  ["solve", "torch", "--env"]])
+def test_a_fifo_as_input_is_refused_without_waiting(tmp_path, argv):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    start = time.monotonic()
+    out = cli(*argv, str(fifo), timeout=60)
+    clean_error(out)
+    assert "FIFO" in out.stderr
+    assert time.monotonic() - start < 30
+
+
+def test_check_r_dev_zero_exits_2_fast():
+    start = time.monotonic()
+    out = cli("check", "-r", "/dev/zero", "--driver", "535.104.05", "--gpu", "7.5", timeout=60)
+    clean_error(out)
+    assert "character device" in out.stderr
+    assert time.monotonic() - start < 30
+
+
+def test_a_matrix_folder_with_a_fifo_is_refused(tmp_path):
+    import cudamatrix.matrix.data as data
+
+    folder = tmp_path / "data"
+    shutil.copytree(data.default_data_dir(), folder)
+    (folder / "gpus.json").unlink()
+    os.mkfifo(folder / "gpus.json")
+    out = cli("matrix", "validate", str(folder), timeout=60)
+    clean_error(out)
+    out = cli("doctor", "--data", str(folder), timeout=60)
+    clean_error(out)
+
+
+def test_read_bytes_refuses_non_regular_files_and_bounds_size(tmp_path):
+    from cudamatrix.errors import UsageError
+    from cudamatrix.safe.files import read_bytes
+
+    for path in ("/dev/zero", str(tmp_path)):
+        with pytest.raises(UsageError):
+            read_bytes(path)
+    big = tmp_path / "big"
+    big.write_bytes(b"x" * 2000)
+    with pytest.raises(UsageError, match="larger"):
+        read_bytes(big, limit=1000)
+    assert read_bytes(big, limit=1000, truncate=True) == b"x" * 1000
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    with pytest.raises(UsageError):
+        read_bytes(loop)
+
+
+# --- output files: atomic, exclusive, never a device, FIFO or folder ----------------------------------
+
+LOCK = ["lock", "torch", "--driver", "535.104.05", "--gpu", "7.5"]
+
+
+def test_lock_output_never_follows_a_planted_tmp_symlink_and_keeps_the_mode(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    out_file = tmp_path / "req.txt"
+    out_file.write_text("old\n")
+    out_file.chmod(0o640)
+    (tmp_path / "req.txt.tmp").symlink_to(victim)
+    out = cli(*LOCK, "-o", str(out_file))
+    assert out.returncode == 0, out.stderr
+    assert victim.read_text() == "precious\n"
+    assert "torch==" in out_file.read_text()
+    assert stat.S_IMODE(out_file.stat().st_mode) == 0o640
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp") and p.name != "req.txt.tmp"]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "dev_full", "empty"])
+def test_lock_output_refuses_special_files(tmp_path, kind):
+    if kind == "fifo":
+        target = tmp_path / "fifo"
+        os.mkfifo(target)
+    elif kind == "directory":
+        target = tmp_path / "dir"
+        target.mkdir()
+    elif kind == "dev_full":
+        if not os.path.exists("/dev/full"):
+            pytest.skip("no /dev/full here")
+        target = Path("/dev/full")
+    else:
+        target = ""
+    before = os.stat(target).st_mode if target else None
+    out = cli(*LOCK, "-o", str(target), timeout=60)
+    clean_error(out)
+    if before is not None:
+        assert stat.S_IFMT(os.stat(target).st_mode) == stat.S_IFMT(before)
+    out = cli(*LOCK, "-o", str(target), "--json", timeout=60)
+    assert envelope(out)["status"] == "usage_error"
+
+
+def test_write_atomic_leaves_no_temporary_on_failure(tmp_path):
+    from cudamatrix.errors import UsageError
+    from cudamatrix.safe.files import write_atomic
+
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    target = ro / "out.txt"
+    write_atomic(target, "one\n")
+    assert target.read_text() == "one\n"
+    write_atomic(target, "two\n")
+    assert target.read_text() == "two\n"
+    assert sorted(p.name for p in ro.iterdir()) == ["out.txt"]
+    with pytest.raises(UsageError):
+        write_atomic(tmp_path / "missing-dir" / "x", "x")
+
+
+# --- injection: one quoting function per shell, proved by sourcing the output -------------------------
+
+HOSTILE_DIRS = ["a\\'\"; touch X; #", "$(touch X)", "`touch X`", "new\nline; touch X", "ünïcödé ☃", "sp ace",
+                "back\\slash\\", "dollar$HOME", "brace{a,b}*?[x]", "’typographic‘ quotes"]
+
+
+def _shell_cmd(shell: str, script: Path) -> list[str] | None:
+    exe = shutil.which({"powershell": "pwsh"}.get(shell, shell))
+    if exe is None:
+        return None
+    if shell == "fish":
+        return [exe, "--no-config", "-c", f"source {script}; printf '%s' \"$LD_LIBRARY_PATH\""]
+    if shell == "powershell":
+        return [exe, "-NoProfile", "-NonInteractive", "-Command",
+                f". '{script}'; [Console]::Out.Write($env:LD_LIBRARY_PATH)"]
+    return [exe, "-c", f'. "{script}"; printf "%s" "$LD_LIBRARY_PATH"']
+
+
+@pytest.mark.parametrize("shell", ["bash", "sh", "zsh", "fish", "powershell"])
+def test_export_lines_source_back_to_the_same_value_in_each_shell(tmp_path, shell):
+    from cudamatrix.safe.shells import export_line
+
+    script = tmp_path / "x.sh"
+    if _shell_cmd(shell, script) is None:
+        pytest.skip(f"{shell} is not installed here (.ci/run installs fish and zsh; pwsh only where the "
+                    "system packages provide it)")
+    for value in HOSTILE_DIRS:
+        value = "/srv/" + value + "/lib"
+        script.write_text(export_line(shell, "LD_LIBRARY_PATH", value) + "\n", encoding="utf-8")
+        run = subprocess.run(_shell_cmd(shell, script), capture_output=True, cwd=tmp_path, timeout=60,
+                             env={**os.environ, "LC_ALL": "C.UTF-8"})
+        assert not (tmp_path / "X").exists(), (shell, value)
+        assert run.returncode == 0, (shell, value, run.stderr)
+        assert run.stdout.decode("utf-8") == value, (shell, value, run.stdout)
+
+
+@pytest.mark.parametrize("shell", ["bash", "fish", "powershell"])
+def test_env_command_output_is_safe_to_source(tmp_path, shell):
+    hostile = "/srv/a\\'\"; touch X; #/$(touch X)/lib"
+    doc = dict(BASE_ENV, context={"env": {"LD_LIBRARY_PATH": f"/srv/cudnn8/lib:{hostile}"}}, libraries=[
+        {"name": "cudnn", "soname": "libcudnn.so.9", "path": "/srv/cudnn8/lib/libcudnn.so.9", "version": "9.0.0",
+         "origin": "LD_LIBRARY_PATH", "loaded_first": True},
+        {"name": "cudnn", "soname": "libcudnn.so.9", "path": "/v/site-packages/nvidia/cudnn/lib/libcudnn.so.9",
+         "version": "9.1.0", "origin": "wheel:nvidia-cudnn-cu12", "loaded_first": False}],
+        # the loader model's prediction: torch maps the LD_LIBRARY_PATH copy instead of its wheel's
+        library_loads=[{"framework": "torch", "soname": "libcudnn.so.9", "path": "/srv/cudnn8/lib/libcudnn.so.9",
+                        "rule": "LD_LIBRARY_PATH", "found_as": "/srv/cudnn8/lib/libcudnn.so.9",
+                        "expected": "/v/site-packages/nvidia/cudnn/lib/libcudnn.so.9",
+                        "expected_rule": "DT_RUNPATH of libtorch_cuda.so"}],
+        packages={"torch": "2.5.1+cu121", "nvidia-cudnn-cu12": "9.1.0.70"},
+        frameworks=[{"name": "torch", "version": "2.5.1+cu121", "variant": "cu121", "cuda": "12.1"}])
+    out = cli("env", "--env", str(saved_env(tmp_path, doc)), "--shell", shell)
+    assert out.returncode == 0, out.stderr
+    script = tmp_path / "out.sh"
+    script.write_text(out.stdout)
+    cmd = _shell_cmd(shell, script)
+    if cmd is None:
+        pytest.skip(f"{shell} is not installed here")
+    run = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert not (tmp_path / "X").exists()
+    assert run.stdout == hostile, run.stderr
+
+
+def test_solve_human_export_line_is_quoted(tmp_path):
+    from cudamatrix.safe.shells import export_line
+
+    assert export_line("bash", "LD_LIBRARY_PATH", "/a b/$(x)") == "export LD_LIBRARY_PATH='/a b/$(x)'"
+    assert export_line("fish", "K", "a\\'b") == "set -gx K 'a\\\\\\'b'"
+    assert export_line("powershell", "K", "it's") == "$env:K = 'it''s'"
+    with pytest.raises(ValueError):
+        export_line("bash", "BAD NAME", "x")
+
+
+# --- probes never load from unsafe folders ------------------------------------------------------------
+
+CTOR_C = r"""
+#include <stdio.h>
+#include <stdlib.h>
+__attribute__((constructor)) static void planted(void) {
+    const char *mark = getenv("PLANTED_MARK");
+    FILE *f = mark ? fopen(mark, "w") : NULL;
+    if (f) { fputs("ran", f); fclose(f); }
+}
+int cudaRuntimeGetVersion(int *v) { *v = 12040; return 0; }
+"""
+
+
+def _planted_lib(folder: Path) -> Path:
+    src = folder / "planted.c"
+    src.write_text(CTOR_C)
+    lib = folder / "libcudart.so.12"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libcudart.so.12", "-o", str(lib), str(src)], check=True)
+    return lib
+
+
+@pytest.mark.skipif(not HAVE_GCC, reason="needs gcc to build the planted library")
+@pytest.mark.parametrize("entry", [".", "", "ww"])
+def test_doctor_never_runs_a_planted_library_constructor(tmp_path, entry):
+    mark = tmp_path / "mark"
+    work = tmp_path / "cwd"
+    work.mkdir()
+    if entry == "ww":  # a world-writable folder without the sticky bit
+        folder = tmp_path / "ww"
+        folder.mkdir()
+        folder.chmod(0o777)
+        ld = str(folder)
+    else:
+        folder = work
+        ld = f"{entry}:/nonexistent" if entry == "." else ":/nonexistent"
+    _planted_lib(folder)
+    out = cli("doctor", "--json", env={"LD_LIBRARY_PATH": ld, "PLANTED_MARK": str(mark)}, cwd=work)
+    assert not mark.exists(), "the planted constructor ran"
+    doc = envelope(out)
+    codes = {f["code"] for f in doc["data"]["findings"]}
+    assert "UNSAFE_LIBRARY_PATH" in codes
+
+
+@pytest.mark.skipif(not HAVE_GCC, reason="needs gcc to build the planted library")
+def test_the_same_library_in_a_safe_folder_is_still_asked_its_version(tmp_path):
+    folder = tmp_path / "safe"
+    folder.mkdir()
+    _planted_lib(folder)
+    mark = tmp_path / "mark"
+    out = cli("detect", "--json", env={"LD_LIBRARY_PATH": str(folder), "PLANTED_MARK": str(mark)})
+    libs = envelope(out)["data"]["environment"]["libraries"]
+    assert any(lib["path"].startswith(str(folder)) and lib["version"] == "12.4" for lib in libs)
+    assert mark.exists()  # proves the test's library does run when loaded: the refusal above is what stops it
+
+
+# --- every wait bounded; the process group killed ------------------------------------------------------
+
+def test_a_timed_out_tool_that_leaves_a_setsid_child_does_not_hold_us(tmp_path):
+    from cudamatrix import proc
+
+    tool = tmp_path / "tool"
+    tool.write_text("#!/bin/sh\nsetsid sleep 30 &\necho started\nsleep 60\n")
+    tool.chmod(0o755)
+    for kwargs in ({}, {"on_output": lambda line: None}):
+        start = time.monotonic()
+        result = proc.run([str(tool)], timeout=1, **kwargs)
+        assert result.timed_out
+        assert time.monotonic() - start < 8
+
+
+def test_detect_with_a_hanging_fake_nvidia_smi_finishes(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text("#!/bin/sh\nsetsid sleep 30 &\nsleep 60\n")
+    smi.chmod(0o755)
+    start = time.monotonic()
+    out = cli("detect", "--json", "--timeout", "1", env={"PATH": f"{bin_dir}:{os.environ['PATH']}"}, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert time.monotonic() - start < 30
+
+
+# --- tracebacks become clear errors --------------------------------------------------------------------
+
+@pytest.mark.parametrize("argv", [
+    ["solve", "torch[/]"], ["solve", "torch", "--gpu", "[/]"], ["env", "--shell", "[/]"],
+    ["lock", "torch", "--driver", "535.104.05", "-o", "/nonexistent/[/]/x"], ["solve", "torch", "--driver", "[/]"],
+    ["detect", "--timeout", "nan"], ["detect", "--timeout", "inf"], ["detect", "--timeout", "-1"],
+    ["fix", "--dry-run", "--timeout", "nan"], ["verify", "--timeout", "inf"], ["solve", "torch", "--driver", ""],
+    ["fix", "--dry-run", "--driver", ""], ["verify", "--python", "/nonexistent"], ["solve", "torch==" + "9" * 5000],
+])
+def test_bad_values_are_clear_errors(argv):
+    out = cli(*argv, timeout=60)
+    clean_error(out)
+    assert out.stderr.startswith("error:")
+
+
+def test_markup_in_pasted_gpu_names_and_library_paths_is_shown_literally(tmp_path):
+    report = tmp_path / "smi.txt"
+    report.write_text("GPU 0: [/]Odd[bold] GPU (UUID: GPU-[/])\n")
+    out = cli("detect", "--from", str(report))
+    assert out.returncode == 0 and "Traceback" not in out.stderr
+    out = cli("detect", env={"LD_LIBRARY_PATH": "/tmp/[/]/lib:/x/[bold]"})
+    assert out.returncode == 0 and "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("content,words", [
+    ("[" * 1500 + "]" * 1500, "nested too deeply"),
+    ('{"schema_version": ' + "9" * 5000 + "}", "not JSON"),
+    ('{"schema_version": 999}', "schema_version 999"),
+    ('{"schema_version": -1}', "schema_version -1"),
+    ('{"schema_version": "1"}', "not an integer"),
+    ('{"schema_version": {}}', "not an integer"),
+    ("{}", "environment object"),
+    ('{"schema_version": 1, "gpus": [{"compute_capability": "abc"}]}', "gpus[0].compute_capability"),
+    ('{"schema_version": 1, "driver": {"version": "abc"}}', "driver.version"),
+])
+def test_saved_environments_are_validated(tmp_path, content, words):
+    p = tmp_path / "env.json"
+    p.write_text(content)
+    for argv in (["doctor", "--env", str(p)], ["solve", "torch", "--env", str(p)], ["detect", "--env", str(p)]):
+        out = cli(*argv)
+        clean_error(out)
+        assert words in out.stderr.replace("\n", " ") or words in out.stderr, out.stderr
+    doc = envelope(cli("doctor", "--env", str(p), "--json"))
+    assert doc["status"] == "usage_error"
+
+
+def test_an_index_url_fragment_in_a_requirements_file(tmp_path):
+    req = tmp_path / "req.txt"
+    req.write_text("--index-url https://download.pytorch.org/whl/cu121#frag\ntorch==2.3.0\n")
+    out = cli("check", "-r", str(req), "--driver", "535.104.05", "--gpu", "7.5")
+    assert out.returncode in (0, 1) and "Traceback" not in out.stderr
+
+
+def test_a_python_that_prints_unexpected_json(tmp_path):
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\necho '{\"dists\": [{\"name\": 5}], \"site_packages\": 7}'\n")
+    fake.chmod(0o755)
+    for argv in (["detect", "--python", str(fake)], ["doctor", "--python", str(fake), "--json"]):
+        out = cli(*argv)
+        clean_error(out)
+
+
+def test_non_ascii_under_the_c_locale(tmp_path):
+    ascii_env = {"LC_ALL": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"}  # a strict ASCII terminal
+    report = tmp_path / "smi.txt"
+    report.write_text("GPU 0: Tésla ☃ (UUID: GPU-1)\n", encoding="utf-8")
+    out = cli("detect", "--from", str(report), env=ascii_env)
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr[-400:]
+    out = cli("solve", "törch☃", env=ascii_env)
+    clean_error(out)
+    out = cli("solve", "torch", "--gpu", "Tésla ☃", env={**ascii_env, "PYTHONIOENCODING": "ascii"})
+    clean_error(out)
+
+
+# --- with --json every outcome is one envelope ---------------------------------------------------------
+
+@pytest.mark.parametrize("argv", [["solve", "--json", "--bogus"], ["detect", "--json", "--timeout", "abc"],
+                                  ["--json"], ["matrix", "show", "--json", "--x"], ["fix", "--json", "--framework"],
+                                  ["nosuch", "--json"]])
+def test_usage_errors_are_envelopes_with_json(argv):
+    out = cli(*argv)
+    doc = envelope(out)
+    assert out.returncode == 2 and doc["status"] == "usage_error" and doc["errors"][0]["message"]
+
+
+def test_verify_exit_codes(tmp_path):
+    venv = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    out = cli("verify", "--python", str(venv / "bin" / "python"), "--json")
+    assert out.returncode == 6, out.stdout[-400:]
+    out = cli("verify", "--python", str(venv / "bin" / "python"), "--framework", "torch", "--json")
+    assert out.returncode == 6
+    clean_error(cli("verify", "--python", str(tmp_path / "nonexistent")))
+
+
+def test_plain_http_index_variables_are_refused_without_allow_http(tmp_path):
+    for var in ("PIP_INDEX_URL", "UV_INDEX_URL", "PIP_EXTRA_INDEX_URL"):
+        out = cli("fix", "--dry-run", "--json", env={var: "http://example.invalid/simple"})
+        doc = envelope(out)
+        assert out.returncode == 2 and var in doc["errors"][0]["message"]
+
+
+# --- the verification memory is data, bound to its machine, keyed by the question ----------------------
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    return tmp_path / "xdg" / "cudamatrix"
+
+
+def _env(gpus=True):
+    from cudamatrix.models import Environment, GpuInfo
+
+    env = Environment(origin="file")
+    env.packages = {"torch": "2.5.1+cu124"}
+    if gpus:
+        env.gpus = [GpuInfo(index=0, name="Tesla T4", compute_capability="7.5", uuid="GPU-1")]
+    return env
+
+
+def _verified():
+    from cudamatrix.models import FrameworkReport, Report
+
+    return Report(status="verified", frameworks=[FrameworkReport(framework="torch", status="verified",
+                                                                 version="2.5.1+cu124", device_name="Tesla T4")])
+
+
+def test_memory_round_trip_is_private_json(cache):
+    from cudamatrix.verify import memory
+
+    env = _env()
+    key = memory.fingerprint(env)
+    assert memory.store(key, _verified())
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o700
+    for name in ("verify.json", "verify.key"):
+        assert stat.S_IMODE((cache / name).stat().st_mode) == 0o600
+    json.loads((cache / "verify.json").read_text())
+    assert memory.load(key, env).status == "verified"
+
+
+@pytest.mark.parametrize("attack", ["old_format", "no_mac", "wrong_mac", "mode_0644", "malformed", "nested",
+                                    "symlink", "fifo"])
+def test_a_planted_memory_never_proves_anything(cache, tmp_path, attack):
+    from cudamatrix.verify import memory
+
+    env = _env()
+    key = memory.fingerprint(env)
+    memory.store("other", _verified())  # the folder and this user's secret exist
+    path = cache / "verify.json"
+    planted = {"at": "2024-01-01", "report": _verified().to_dict(), "env": {}}
+    path.unlink()
+    if attack == "old_format":
+        path.write_text(json.dumps({key: planted}))
+    elif attack in ("no_mac", "wrong_mac", "mode_0644"):
+        if attack == "wrong_mac":
+            planted["mac"] = "0" * 64
+        if attack == "mode_0644":
+            memory.store(key, _verified())
+            path.chmod(0o644)
+        else:
+            path.write_text(json.dumps({"format": memory.FORMAT, "entries": {key: planted}}))
+    elif attack == "malformed":
+        path.write_text("{not json")
+    elif attack == "nested":
+        path.write_text("[" * 5000 + "]" * 5000)
+    elif attack == "symlink":
+        real = tmp_path / "elsewhere.json"
+        memory.store(key, _verified())
+        os.replace(path, real)
+        path.symlink_to(real)
+    elif attack == "fifo":
+        os.mkfifo(path)
+    if attack != "mode_0644" and path.exists() and not path.is_symlink() and attack != "fifo":
+        path.chmod(0o600)
+    notes: list[str] = []
+    assert memory.load(key, env, notes) is None
+    assert notes, "the ignored memory is noted"
+    if attack not in ("symlink", "fifo"):
+        assert memory.store(key, _verified())  # rebuilt
+        assert memory.load(key, env).status == "verified"
+
+
+def test_a_gpu_result_is_not_recalled_without_that_gpu(cache):
+    from cudamatrix.models import GpuInfo
+    from cudamatrix.verify import memory
+
+    env = _env()
+    memory.store("k", _verified())
+    assert memory.load("k", env) is not None
+    assert memory.load("k", _env(gpus=False)) is None
+    other = _env()
+    other.gpus = [GpuInfo(index=0, name="NVIDIA H100", compute_capability="9.0", uuid="GPU-2")]
+    assert memory.load("k", other) is None
+    moved = _env()
+    moved.packages = {"torch": "2.6.0+cu124"}
+    assert memory.load("k", moved) is None
+
+
+def test_the_fingerprint_covers_gpu_uuids_and_library_files(tmp_path):
+    from cudamatrix.models import Library
+    from cudamatrix.verify import memory
+
+    a, b = _env(), _env()
+    b.gpus[0].uuid = "GPU-other"
+    assert memory.fingerprint(a) != memory.fingerprint(b)
+    lib = tmp_path / "libcudart.so.12"
+    lib.write_bytes(b"one")
+    a.libraries = [Library(name="cudart", soname="libcudart.so.12", path=str(lib), origin="LD_LIBRARY_PATH")]
+    before = memory.fingerprint(a)
+    lib.write_bytes(b"changed in place")
+    assert memory.fingerprint(a) != before
+
+
+def test_fix_key_depends_on_the_target_flags_and_request():
+    from cudamatrix.verify import memory
+
+    base = memory.fix_key("fp", [])
+    assert memory.fix_key("fp", [], driver="535.104.05") != base
+    assert memory.fix_key("fp", [], gpus=["Tesla T4"]) != base
+    assert memory.fix_key("fp", ["torch"]) != base
+    assert memory.fix_key("fp", [], driver="535.104.05", gpus=["Tesla T4"]) == \
+        memory.fix_key("fp", [], driver="535.104.05", gpus=["Tesla T4"])
+
+
+def test_a_planted_verify_json_does_not_make_fix_say_verified(tmp_path):
+    """The landed attack: a verify.json planted for this environment made fix print "verified" and a
+    planted device. Here it is planted in both layouts (the old unsigned one, and the new one without
+    this user's MAC) for the exact key fix computes."""
+    from cudamatrix.detect import detect
+    from cudamatrix.verify import memory
+
+    venv = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    py = str(venv / "bin" / "python")
+    xdg = tmp_path / "xdg"
+    env = {"XDG_CACHE_HOME": str(xdg)}
+    # when the planted answer is refused, fix goes on to install torch: with pip absent from this venv and
+    # every index on a closed local port, that fails at once (exit 4) and nothing is downloaded
+    no_net = ["--installer", "pip", "--mirror", "https://127.0.0.1:9/whl"]
+    env.update({"PIP_INDEX_URL": "https://127.0.0.1:9/simple", "UV_INDEX_URL": "https://127.0.0.1:9/simple"})
+    from cudamatrix.verify.memory import store
+    from cudamatrix.models import Report
+
+    os.environ["XDG_CACHE_HOME"] = str(xdg)
+    try:
+        assert store("seed", Report(status="not_possible"))  # this user's folder and secret exist
+    finally:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    os.environ["XDG_CACHE_HOME"] = str(xdg)
+    try:
+        environment = detect(python=py)
+        key = memory.fix_key(memory.fingerprint(environment, "torch"), [], None, installer="pip",
+                             mirror="https://127.0.0.1:9/whl")
+        planted = {"at": "2024-01-01", "env": {}, "report": {"status": "verified", "frameworks": [
+            {"framework": "torch", "status": "verified", "version": "9.9.9", "device_name": "Planted GPU"}]}}
+        for layout in ({key: planted}, {"format": memory.FORMAT, "entries": {key: planted}}):
+            path = xdg / "cudamatrix" / "verify.json"
+            path.write_text(json.dumps(layout))
+            path.chmod(0o600)
+            out = cli("fix", "--python", py, "--framework", "torch", *no_net, env=env)
+            assert out.returncode != 0 and "Traceback" not in out.stderr, out.stderr[-400:]
+            assert "verified" not in out.stdout.replace("verification", "")
+            assert "Planted GPU" not in out.stdout
+    finally:
+        os.environ.pop("XDG_CACHE_HOME", None)
