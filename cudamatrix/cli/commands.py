@@ -11,10 +11,12 @@ from cudamatrix.cli.app import app
 from cudamatrix.cli.detect_cmd import run_detect
 from cudamatrix.cli.doctor_cmd import run_doctor
 from cudamatrix.cli.fix_cmd import run_fix, run_verify
+from cudamatrix.cli.fleet_cmd import has_folder, run_check_fleet, run_doctor_fleet, run_gather, run_lock_per_class
 from cudamatrix.cli.solve_cmd import run_check, run_env, run_lock, run_solve
 
 JsonOpt = typer.Option(False, "--json", help="Print the JSON envelope.")
-EnvOpt = typer.Option([], "--env", help="A saved `detect --json` (repeatable: the answer must hold on every machine).")
+EnvOpt = typer.Option([], "--env", help="A saved `detect --json`, or a folder of them (a fleet; repeatable: the "
+                                         "answer must hold on every machine).")
 DriverOpt = typer.Option(None, "--driver", help="Target driver version, e.g. 535.104.05.")
 GpuOpt = typer.Option([], "--gpu", help='Target GPU: a name ("Tesla T4"), sm_75 or 7.5 (repeatable).')
 PythonOpt = typer.Option(None, "--python", help="Target Python version (3.10), or the path of an interpreter to inspect.")
@@ -47,9 +49,11 @@ def lock(
     python: Optional[str] = PythonOpt, platform: Optional[str] = PlatformOpt,
     cuda_toolkit: Optional[str] = ToolkitOpt, mirror: Optional[str] = MirrorOpt, as_json: bool = JsonOpt,
     data_dir: Optional[Path] = DataOpt,
+    per_class: bool = typer.Option(False, "--per-class", help="Fleets: one lock per node class when no single set "
+                                   "fits, in the folder -o, with locks.json (class -> lock, Ray and Slurm selectors)."),
 ) -> None:
     """A pinned requirements file (or uv project configuration) for the target."""
-    run_lock(requirements=requirements, output=output, fmt=fmt, env=env, driver=driver, gpu=gpu, python=python,
+    (run_lock_per_class if per_class else run_lock)(requirements=requirements, output=output, fmt=fmt, env=env, driver=driver, gpu=gpu, python=python,
              platform=platform, cuda_toolkit=cuda_toolkit, mirror=mirror, as_json=as_json, data_dir=data_dir)
 
 
@@ -62,7 +66,7 @@ def check(
     data_dir: Optional[Path] = DataOpt,
 ) -> None:
     """Gate a Docker build: exit 0 if the requirements (or what is installed) fit the target, 1 if not."""
-    run_check(requirement_file=requirement_file, env=env, driver=driver, gpu=gpu, python=python, platform=platform,
+    (run_check_fleet if has_folder(env) else run_check)(requirement_file=requirement_file, env=env, driver=driver, gpu=gpu, python=python, platform=platform,
               cuda_toolkit=cuda_toolkit, mirror=mirror, as_json=as_json, data_dir=data_dir)
 
 
@@ -91,14 +95,14 @@ def detect(
 
 @app.command("doctor")
 def doctor(
-    env: List[Path] = typer.Option([], "--env", help="A saved `detect --json`."),
+    env: List[Path] = typer.Option([], "--env", help="A saved `detect --json`, or a folder of them (per class)."),
     from_: List[str] = typer.Option([], "--from", help="Pasted tool outputs (nvidia-smi, collect_env, ldconfig -p, pip freeze...); '-' for stdin."),
     python: Optional[str] = typer.Option(None, "--python", help="Inspect the interpreter at this path."),
     as_json: bool = JsonOpt,
     data_dir: Optional[Path] = typer.Option(None, "--data", hidden=True),
 ) -> None:
     """Detect and diagnose: findings with a code, severity, evidence and fix. Exit 1 on errors."""
-    run_doctor(env=env, from_=from_, python=python, as_json=as_json, data_dir=data_dir)
+    (run_doctor_fleet if has_folder(env) else run_doctor)(env=env, from_=from_, python=python, as_json=as_json, data_dir=data_dir)
 
 
 @app.command("fix")
@@ -138,3 +142,24 @@ def verify(
     """Prove the GPU stack: a cuDNN convolution and a matmul on the GPU against the CPU, in a child process.
     Exit 0 verified, 5 failed, 6 not possible here (no GPU; the CPU path is still checked)."""
     run_verify(framework=framework, python=python, timeout=timeout, as_json=as_json)
+
+
+fleet_app = typer.Typer(help="Fleets: gather every node's environment through Ray or Slurm.", no_args_is_help=True)
+app.add_typer(fleet_app, name="fleet")
+
+
+@fleet_app.command("gather")
+def fleet_gather(
+    engine: str = typer.Option("ray", "--engine", help="ray | slurm"),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="The folder for <node>.json and fleet.json."),
+    address: Optional[str] = typer.Option(None, "--address", help="Ray: the cluster address (default: RAY_ADDRESS "
+                                                                  "or the cluster started on this machine)."),
+    partition: Optional[str] = typer.Option(None, "--partition", help="Slurm: the partition."),
+    nodes: Optional[int] = typer.Option(None, "--nodes", help="Slurm: how many nodes."),
+    timeout: float = typer.Option(300.0, "--timeout", help="Seconds allowed to the whole gathering."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Run `detect` once on every node; write one file per node and fleet.json (nodes, hostnames, classes).
+    Exit 1 when a node did not answer."""
+    run_gather(engine=engine, output=output, address=address, partition=partition, nodes=nodes, timeout=timeout,
+               as_json=as_json)

@@ -35,6 +35,10 @@ FAST: dict[str, tuple[str, str, str | None, dict[str, tuple[str, str]]]] = {
         "--json": ("as_json", "flag")}),
 }
 
+# commands whose --env folder form (a fleet, answered per node class) has its own body; `lock --per-class` and
+# `fleet gather` go through typer
+FLEET = {"doctor": "run_doctor_fleet", "check": "run_check_fleet"}
+
 
 def _parse(argv: list[str], positional: str | None, spec: dict[str, tuple[str, str]]) -> dict | None:
     out: dict = {}
@@ -84,6 +88,8 @@ def fast_main(argv: list[str]) -> int | None:
     given = _parse(argv[1:], positional, spec)
     if given is None:
         return None
+    if argv[0] in FLEET and any(p.is_dir() for p in given.get("env", [])):
+        module_name, func_name = "fleet_cmd", FLEET[argv[0]]  # a folder of node files: the per-class form
     import importlib
 
     func = getattr(importlib.import_module(f"{__package__}.{module_name}"), func_name)
