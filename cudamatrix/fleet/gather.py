@@ -80,14 +80,9 @@ def gather_ray(address: str | None = None, timeout: float = 300.0, progress: Pro
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
     except ImportError:
         raise UsageError("Ray is not installed: `fleet gather --engine ray` needs it",
-                         hint="pip install 'cudamatrix[ray]' (the same Ray version as the cluster)") from None
+                         hint="pip install ray (or the `ray` extra of cudamatrix), the version the cluster runs") from None
     start = time.monotonic()
-    try:
-        ray.init(address=address or "auto", log_to_driver=False, logging_level="ERROR",
-                 include_dashboard=False, configure_logging=False)
-    except (ConnectionError, RuntimeError, ValueError) as exc:
-        raise UsageError(f"cannot connect to a Ray cluster at {address or 'auto'}: {exc}",
-                         hint="start one (ray start --head) or give --address HOST:PORT") from None
+    _connect(ray, address, min(timeout, CONNECT_TIMEOUT))
     try:
         alive = [n for n in ray.nodes() if n.get("Alive")]
         names = _unique_names([(n.get("NodeManagerHostname"), n["NodeID"]) for n in alive])
@@ -123,6 +118,34 @@ def gather_ray(address: str | None = None, timeout: float = 300.0, progress: Pro
         ray.shutdown()
     gathered.seconds = time.monotonic() - start
     return gathered
+
+
+CONNECT_TIMEOUT = 30.0
+
+
+def _connect(ray, address: str | None, timeout: float) -> None:
+    """``ray.init`` to an existing cluster, bounded: Ray retries an unreachable address for minutes, so the
+    call runs in a helper thread and a cluster that does not answer in time is a UsageError."""
+    import threading
+
+    box: dict = {}
+
+    def init() -> None:
+        try:
+            ray.init(address=address or "auto", log_to_driver=False, logging_level="ERROR",
+                     include_dashboard=False, configure_logging=False)
+            box["ok"] = True
+        except Exception as exc:  # reported below, in the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=init, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    hint = "start one (ray start --head) or give --address HOST:PORT (the head node's GCS port)"
+    if thread.is_alive():
+        raise UsageError(f"no Ray cluster answered at {address or 'auto'} within {timeout:g}s", hint=hint)
+    if "error" in box:
+        raise UsageError(f"cannot connect to a Ray cluster at {address or 'auto'}: {box['error']}", hint=hint)
 
 
 def _fill(node: Node, answer: dict) -> None:
