@@ -41,6 +41,11 @@ class Fleet:
     def targets_of(self, cls: NodeClass) -> list[Target]:
         return [self.targets[i] for i in cls.members]
 
+    def solver_key(self, cls: NodeClass) -> frozenset:
+        """Classes with the same key get the same answer from the solver (they differ only in facts it does
+        not read, such as how many GPUs of a kind or their memory)."""
+        return frozenset(self.targets[i].key() for i in cls.members)
+
 
 def load_fleet(matrix: Matrix, env_files: list[Path]) -> Fleet:
     """Read node files (folders expand to their node files) and group them into classes. Raises UsageError."""
@@ -102,12 +107,18 @@ def lock_per_class(matrix: Matrix, fleet: Fleet, requirements: list[str], fmt: s
         mapping["single"] = True
         solutions = {c.id: (f"fleet.{ext}", joint) for c in fleet.classes}
     else:
+        answers: dict[frozenset, object] = {}  # classes the solver cannot tell apart get one solve
         for cls in fleet.classes:
-            try:
-                sol = with_mirror(solve(fleet.targets_of(cls), request, matrix), mirror)
-            except NoSolution as inner:
-                mapping["unsolved"].append({**cls.to_dict(), "causes": inner.detail["causes"],
-                                            "ways_out": inner.detail["ways_out"]})
+            key = fleet.solver_key(cls)
+            if key not in answers:
+                try:
+                    answers[key] = with_mirror(solve(fleet.targets_of(cls), request, matrix), mirror)
+                except NoSolution as inner:
+                    answers[key] = inner
+            sol = answers[key]
+            if isinstance(sol, NoSolution):
+                mapping["unsolved"].append({**cls.to_dict(), "causes": sol.detail["causes"],
+                                            "ways_out": sol.detail["ways_out"]})
                 continue
             name = f"{cls.id}.{ext}"
             files[name] = write(sol, fleet.targets_of(cls), passthrough)
@@ -152,8 +163,14 @@ def check_fleet(matrix: Matrix, fleet: Fleet, text: str | None, name: str | None
     if joint is not None:
         result["joint_problems"] = joint["problems"]
         result["checked"] = joint["checked"]
+    answers: dict[tuple, dict] = {}
     for cls, members, installed in groups:
-        one = check_requirements(matrix, [fleet.targets[i] for i in members], installed, text, name, mirror)
+        targets = [fleet.targets[i] for i in members]
+        # with one requirements file, classes the solver cannot tell apart get one check
+        key = (frozenset(t.key() for t in targets), id(installed) if installed is not None else None)
+        if key not in answers:
+            answers[key] = check_requirements(matrix, targets, installed, text, name, mirror)
+        one = answers[key]
         nodes = [fleet.names[i] for i in members]
         entry = {**cls.to_dict(), "nodes": nodes, "fits": one["fits"], "checked": one["checked"],
                  "problems": one["problems"], "ways_out": one.get("ways_out", [])}

@@ -5,6 +5,7 @@ the machine the image will run on.
 """
 from __future__ import annotations
 
+import os
 import platform as _platform
 import re
 import sys
@@ -41,8 +42,10 @@ class Target:
     notes: tuple[str, ...] = field(default=())
 
     def key(self) -> tuple:
-        """Machines with the same key get the same answer: solve each key once (fleets)."""
-        return (self.driver, tuple(sorted(g.compute_capability for g in self.gpus)), self.python, self.platform)
+        """Machines with the same key get the same answer: solve each key once (fleets). The rules look at each
+        distinct compute capability, not at how many GPUs have it; the toolkit and a usable driver count too."""
+        return (self.driver, tuple(sorted({g.compute_capability for g in self.gpus})), self.python, self.platform,
+                self.cuda_toolkit, self.driver_usable)
 
     @property
     def has_gpu(self) -> bool:
@@ -171,7 +174,7 @@ def env_paths(env_files: list[Path]) -> list[Path]:
             continue
         index = path / FLEET_INDEX
         found = _listed_nodes(path, index) if index.is_file() else \
-            sorted(p for p in path.glob("*.json") if p.name != FLEET_INDEX)
+            [path / name for name in sorted(n for n in os.listdir(path) if n.endswith(".json") and n != FLEET_INDEX)]
         out += found
         if not found:
             raise UsageError(f"--env {path}: no node files (*.json) in this folder",
