@@ -1,7 +1,8 @@
 """Fleets without a cluster: CUDAMATRIX_DETECT_ENV, --env folders, node classes, the per-class lock, check and
 doctor, bad input, and the Slurm path through an ``srun`` stand-in (this machine has no Slurm controller).
 
-The stand-in ``srun`` does what real srun does for ``--ntasks-per-node=1 --label`` on N nodes: it runs the
+A real one-node Slurm is in tests/test_fleet_slurm.py; the stand-in covers what one node cannot: several
+nodes, repeated classes and a failing node. The stand-in ``srun`` does what real srun does for ``--ntasks-per-node=1 --label`` on N nodes: it runs the
 command once per node, concurrently, and prefixes every output line with the task number and ": " (srun(1),
 ``--label``). Each task runs the real ``cudamatrix detect --json`` with its own CUDAMATRIX_DETECT_ENV.
 """
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -223,10 +223,3 @@ def test_slurm_gather_through_srun(tmp_path: Path):
     out = cli("fleet", "gather", "--engine", "slurm", "-o", str(tmp_path / "none"), env={"PATH": str(tmp_path)})
     assert out.returncode == 2 and "srun" in out.stderr and not (tmp_path / "none").exists()
 
-
-@pytest.mark.skipif(shutil.which("srun") is None, reason="no Slurm here (srun not on PATH)")
-def test_slurm_gather_on_a_real_cluster(tmp_path: Path):
-    out = cli("fleet", "gather", "--engine", "slurm", "--nodes", "1", "-o", str(tmp_path / "out"), timeout=600)
-    assert out.returncode == 0, out.stderr
-    index = json.loads((tmp_path / "out" / "fleet.json").read_text())
-    assert len(index["nodes"]) == 1 and (tmp_path / "out" / index["nodes"][0]["file"]).is_file()
