@@ -16,6 +16,7 @@ import os as _os
 _os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # measure what users get: bytecode caches are written
 
 import argparse
+import os
 import copy
 import itertools
 import json
@@ -97,9 +98,10 @@ def write_fleet(folder: Path, nodes: int, kinds: list[dict]) -> None:
         (folder / f"node-{i:04d}.json").write_text(json.dumps(env, indent=2))
 
 
-def measure(argv: list[str], n: int) -> tuple[float, float, int]:
-    """(median ms, peak RSS MB over the runs, exit code): each run a fresh process."""
-    samples, peak, code = [], 0, 0
+def measure(argv: list[str], n: int) -> tuple[float, float, float, int]:
+    """(median wall ms, median CPU ms, peak RSS MB over the runs, exit code): each run a fresh process. CPU time
+    (user + system, from the same rusage) says what the wall time would be on an idle machine."""
+    samples, cpu, peak, code = [], [], 0, 0
     for i in range(n + 1):
         start = time.perf_counter()
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -108,8 +110,9 @@ def measure(argv: list[str], n: int) -> tuple[float, float, int]:
         proc.returncode = code = _os.waitstatus_to_exitcode(status)
         if i:  # the first run warms bytecode and page caches
             samples.append(elapsed)
+            cpu.append((usage.ru_utime + usage.ru_stime) * 1000)
             peak = max(peak, usage.ru_maxrss)  # KiB on Linux
-    return statistics.median(samples), peak / 1024, code
+    return statistics.median(samples), statistics.median(cpu), peak / 1024, code
 
 
 def main() -> None:
@@ -144,9 +147,10 @@ def main() -> None:
             rows.append((f"doctor --env DIR ({tag})",
                          *measure(cm + ["doctor", "--env", str(fleet), "--json"], args.n)))
     width = max(len(r[0]) for r in rows)
-    print(f"medians of {args.n} runs (fresh processes); peak RSS of the process")
-    for name, ms, mb, code in rows:
-        print(f"  {name:<{width}}  {ms:7.1f} ms  {mb:6.1f} MB  (exit {code})")
+    print(f"medians of {args.n} runs (fresh processes): wall time, CPU time (user+system), peak RSS of the process;"
+          f" load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    for name, ms, cpu_ms, mb, code in rows:
+        print(f"  {name:<{width}}  {ms:7.1f} ms wall  {cpu_ms:7.1f} ms CPU  {mb:6.1f} MB  (exit {code})")
 
 
 if __name__ == "__main__":

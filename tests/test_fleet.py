@@ -1,10 +1,11 @@
 """Fleets without a cluster: CUDAMATRIX_DETECT_ENV, --env folders, node classes, the per-class lock, check and
-doctor, bad input, and the Slurm path through an ``srun`` stand-in (this machine has no Slurm controller).
+doctor, bad input, and the Slurm path through an ``srun`` stand-in.
 
 A real one-node Slurm is in tests/test_fleet_slurm.py; the stand-in covers what one node cannot: several
-nodes, repeated classes and a failing node. The stand-in ``srun`` does what real srun does for ``--ntasks-per-node=1 --label`` on N nodes: it runs the
-command once per node, concurrently, and prefixes every output line with the task number and ": " (srun(1),
-``--label``). Each task runs the real ``cudamatrix detect --json`` with its own CUDAMATRIX_DETECT_ENV.
+nodes, repeated classes and a failing node. It does what real srun does for ``--ntasks-per-node=1 --label``
+on N nodes: it runs the command once per node, concurrently, and prefixes every output line with the task
+number and ": " (srun(1) ``--label``; the real srun of test_fleet_slurm.py prints the same). Each task
+runs the real ``cudamatrix detect --json`` with its own CUDAMATRIX_DETECT_ENV.
 """
 from __future__ import annotations
 
@@ -223,3 +224,19 @@ def test_slurm_gather_through_srun(tmp_path: Path):
     out = cli("fleet", "gather", "--engine", "slurm", "-o", str(tmp_path / "none"), env={"PATH": str(tmp_path)})
     assert out.returncode == 2 and "srun" in out.stderr and not (tmp_path / "none").exists()
 
+
+
+def test_check_folder_without_requirements_checks_each_nodes_installed_set(tmp_path: Path):
+    fleet = tmp_path / "fleet"
+    write(fleet, "kaggle-1", saved("doctor_kaggle_p100_cu128"))  # torch 2.8.0+cu128 on a P100: no sm_60 kernels
+    write(fleet, "h100-1", saved("doctor_healthy_h100"))
+    write(fleet, "h100-2", saved("doctor_healthy_h100"))
+    out = cli("check", "--env", str(fleet), "--json")
+    assert out.returncode == 1, out.stderr
+    data = json.loads(out.stdout)["data"]
+    assert [c["nodes"] for c in data["blocking"]] == [["kaggle-1"]]
+    assert any("kaggle-1" in p and "P100" in p for p in data["blocking"][0]["problems"])
+    assert {tuple(c["nodes"]): c["fits"] for c in data["classes"]} == {("h100-1", "h100-2"): True,
+                                                                       ("kaggle-1",): False}
+    human = cli("check", "--env", str(fleet))
+    assert human.returncode == 1 and "blocks" in human.stdout and "kaggle-1" in human.stdout

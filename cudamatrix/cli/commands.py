@@ -53,8 +53,9 @@ def lock(
                                    "fits, in the folder -o, with locks.json (class -> lock, Ray and Slurm selectors)."),
 ) -> None:
     """A pinned requirements file (or uv project configuration) for the target."""
-    (run_lock_per_class if per_class else run_lock)(requirements=requirements, output=output, fmt=fmt, env=env, driver=driver, gpu=gpu, python=python,
-             platform=platform, cuda_toolkit=cuda_toolkit, mirror=mirror, as_json=as_json, data_dir=data_dir)
+    body = run_lock_per_class if per_class else run_lock  # --per-class: the fleet form (cli/fleet_cmd.py)
+    body(requirements=requirements, output=output, fmt=fmt, env=env, driver=driver, gpu=gpu, python=python,
+         platform=platform, cuda_toolkit=cuda_toolkit, mirror=mirror, as_json=as_json, data_dir=data_dir)
 
 
 @app.command("check")
@@ -66,8 +67,9 @@ def check(
     data_dir: Optional[Path] = DataOpt,
 ) -> None:
     """Gate a Docker build: exit 0 if the requirements (or what is installed) fit the target, 1 if not."""
-    (run_check_fleet if has_folder(env) else run_check)(requirement_file=requirement_file, env=env, driver=driver, gpu=gpu, python=python, platform=platform,
-              cuda_toolkit=cuda_toolkit, mirror=mirror, as_json=as_json, data_dir=data_dir)
+    body = run_check_fleet if has_folder(env) else run_check  # a folder of node files: per class
+    body(requirement_file=requirement_file, env=env, driver=driver, gpu=gpu, python=python, platform=platform,
+         cuda_toolkit=cuda_toolkit, mirror=mirror, as_json=as_json, data_dir=data_dir)
 
 
 @app.command("env")
@@ -102,7 +104,8 @@ def doctor(
     data_dir: Optional[Path] = typer.Option(None, "--data", hidden=True),
 ) -> None:
     """Detect and diagnose: findings with a code, severity, evidence and fix. Exit 1 on errors."""
-    (run_doctor_fleet if has_folder(env) else run_doctor)(env=env, from_=from_, python=python, as_json=as_json, data_dir=data_dir)
+    body = run_doctor_fleet if has_folder(env) else run_doctor  # a folder of node files: per class
+    body(env=env, from_=from_, python=python, as_json=as_json, data_dir=data_dir)
 
 
 @app.command("fix")

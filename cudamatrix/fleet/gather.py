@@ -68,6 +68,7 @@ def _unique_names(hosts: list[tuple[str | None, str]]) -> list[str]:
     names = []
     for host, ident in hosts:
         base = _SAFE.sub("_", host or "node").strip("._") or "node"
+        base = "fleet-node" if base == "fleet" else base  # fleet.json is the index
         names.append(base if host and counts[host] == 1 else f"{base}-{_SAFE.sub('_', ident)[:12]}")
     return names
 
@@ -80,7 +81,8 @@ def gather_ray(address: str | None = None, timeout: float = 300.0, progress: Pro
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
     except ImportError:
         raise UsageError("Ray is not installed: `fleet gather --engine ray` needs it",
-                         hint="pip install ray (or the `ray` extra of cudamatrix), the version the cluster runs") from None
+                         hint="pip install ray (or the `ray` extra of cudamatrix), the version the cluster runs") \
+            from None
     start = time.monotonic()
     _connect(ray, address, min(timeout, CONNECT_TIMEOUT))
     try:

@@ -190,7 +190,8 @@ def _listed_nodes(folder: Path, index: Path) -> list[Path]:
         files = [node["file"] for node in doc["nodes"]]
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
         raise UsageError(f"{index}: not a fleet index ({type(exc).__name__}: {exc})",
-                         hint="regenerate it with `cudamatrix fleet gather`, or remove it to read every *.json") from None
+                         hint="regenerate it with `cudamatrix fleet gather`, or remove it to read every *.json") \
+            from None
     out = []
     for name in files:
         # only plain file names: an index must not point outside its folder
