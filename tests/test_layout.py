@@ -17,6 +17,7 @@ STAGES = [
     ("detect", {"cudamatrix.detect"}),
     ("solve", {"cudamatrix.solve"}),
     ("diagnose", {"cudamatrix.diagnose"}),
+    ("fleet", {"cudamatrix.fleet"}),  # many machines: gathers environments, answers per node class
     ("install", {"cudamatrix.install"}),
     ("verify", {"cudamatrix.verify"}),
     ("render", {"cudamatrix.render"}),

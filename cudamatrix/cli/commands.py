@@ -53,11 +53,12 @@ def lock(
     gpu: List[str] = _o("lock", "gpu"), python: Optional[str] = _o("lock", "python"),
     platform: Optional[str] = _o("lock", "platform"), cuda_toolkit: Optional[str] = _o("lock", "cuda_toolkit"),
     mirror: Optional[str] = _o("lock", "mirror"), as_json: bool = _o("lock", "as_json"),
-    data_dir: Optional[Path] = _o("lock", "data_dir"),
+    data_dir: Optional[Path] = _o("lock", "data_dir"), per_class: bool = _o("lock", "per_class"),
 ) -> None:
     """A pinned requirements file (or uv project configuration) for the target."""
     run_lock(requirements=requirements, output=output, fmt=fmt, env=env, driver=driver, gpu=gpu, python=python,
-             platform=platform, cuda_toolkit=cuda_toolkit, mirror=mirror, as_json=as_json, data_dir=data_dir)
+             platform=platform, cuda_toolkit=cuda_toolkit, mirror=mirror, as_json=as_json, data_dir=data_dir,
+             per_class=per_class)
 
 
 @app.command("check")
@@ -128,3 +129,26 @@ def verify(
     """Prove the GPU stack: a cuDNN convolution and a matmul on the GPU against the CPU, in a child process.
     Exit 0 verified, 5 failed, 6 not possible here (no GPU; the CPU path is still checked)."""
     run_verify(framework=framework, python=python, timeout=timeout, as_json=as_json)
+
+
+fleet_app = typer.Typer(help="Fleets: gather every node's environment through Ray or Slurm.", no_args_is_help=True)
+app.add_typer(fleet_app, name="fleet")
+
+
+@fleet_app.command("gather")
+def fleet_gather(
+    engine: str = typer.Option("ray", "--engine", help="ray | slurm"),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="The folder for <node>.json and fleet.json."),
+    address: Optional[str] = typer.Option(None, "--address", help="Ray: the cluster address (default: RAY_ADDRESS "
+                                                                  "or the cluster started on this machine)."),
+    partition: Optional[str] = typer.Option(None, "--partition", help="Slurm: the partition."),
+    nodes: Optional[int] = typer.Option(None, "--nodes", help="Slurm: how many nodes."),
+    timeout: float = typer.Option(300.0, "--timeout", help="Seconds allowed to the whole gathering."),
+    as_json: bool = typer.Option(False, "--json", help="Print the JSON envelope."),
+) -> None:
+    """Run `detect` once on every node; write one file per node and fleet.json (nodes, hostnames, classes).
+    Exit 1 when a node did not answer."""
+    from cudamatrix.cli.fleet_cmd import run_gather
+
+    run_gather(engine=engine, output=output, address=address, partition=partition, nodes=nodes, timeout=timeout,
+               as_json=as_json)

@@ -53,7 +53,8 @@ class Command:
 JSON = Opt("as_json", ("--json",), "flag", False, "Print the JSON envelope.")
 DATA = Opt("data_dir", ("--data",), "path", None, "Read the matrix from this folder.", hidden=True)
 ENV_FLEET = Opt("env", ("--env",), "paths", [],
-                "A saved `detect --json` (repeatable: the answer must hold on every machine).")
+                "A saved `detect --json`, or a folder of them (a fleet; repeatable: the answer must hold on every "
+                "machine).")
 DRIVER = Opt("driver", ("--driver",), "value", None, "Target driver version, e.g. 535.104.05.")
 GPU = Opt("gpu", ("--gpu",), "list", [], 'Target GPU: a name ("Tesla T4"), sm_75 or 7.5 (repeatable).')
 PYTHON = Opt("python", ("--python",), "value", None,
@@ -74,7 +75,9 @@ COMMANDS: dict[str, Command] = {
     "lock": Command("solve_cmd", "run_lock", positional=Arg("requirements", "PEP 508 requirements."), options=(
         Opt("output", ("-o", "--output"), "path", None, "Write here (default: stdout)."),
         Opt("fmt", ("--format",), "value", "requirements", "requirements | uv"),
-        *TARGET, MIRROR, JSON, DATA)),
+        *TARGET, MIRROR, JSON, DATA,
+        Opt("per_class", ("--per-class",), "flag", False, "Fleets: one lock per node class when no single set "
+            "fits, in the folder -o, with locks.json (class -> lock, Ray and Slurm selectors)."))),
     "check": Command("solve_cmd", "run_check", options=(
         Opt("requirement_file", ("-r", "--requirement"), "path", None, "A requirements file to check."),
         *TARGET, MIRROR, JSON, DATA)),
@@ -88,7 +91,7 @@ COMMANDS: dict[str, Command] = {
         Opt("env_file", ("--env",), "value", None, "Read a saved `detect --json` file and print it again."),
         Opt("timeout", ("--timeout",), "float", 5.0, "Seconds allowed to each probe's subprocess."))),
     "doctor": Command("doctor_cmd", "run_doctor", options=(
-        ENV_FLEET.with_help("A saved `detect --json`."),
+        ENV_FLEET.with_help("A saved `detect --json`, or a folder of them (findings per node class)."),
         Opt("from_", ("--from",), "list", [],
             "Pasted tool outputs (nvidia-smi, collect_env, ldconfig -p, pip freeze...); '-' for stdin."),
         PYTHON.with_help("Inspect the interpreter at this path."), JSON, DATA.with_help(""))),

@@ -103,9 +103,18 @@ def _human_solution(solution, resolved, explain: bool) -> None:
 def run_lock(requirements: list[str] | None = None, output: Path | None = None, fmt: str = "requirements",
              env: list[Path] | None = None, driver: str | None = None, gpu: list[str] | None = None,
              python: str | None = None, platform: str | None = None, cuda_toolkit: str | None = None,
-             mirror: str | None = None, as_json: bool = False, data_dir: Path | None = None) -> None:
-    """A pinned requirements file (or uv project configuration) for the target."""
+             mirror: str | None = None, as_json: bool = False, data_dir: Path | None = None,
+             per_class: bool = False) -> None:
+    """A pinned requirements file (or uv project configuration) for the target; ``per_class``: one per node
+    class of a fleet folder (:mod:`.fleet_cmd`)."""
     from cudamatrix.solve.lockfile import requirements_txt, uv_project
+
+    if per_class:
+        from cudamatrix.cli.fleet_cmd import run_lock_per_class
+
+        return run_lock_per_class(requirements=requirements, output=output, fmt=fmt, env=env, driver=driver,
+                                  gpu=gpu, python=python, platform=platform, cuda_toolkit=cuda_toolkit,
+                                  mirror=mirror, as_json=as_json, data_dir=data_dir)
 
     if fmt not in ("requirements", "uv"):
         raise UsageError(f"--format {fmt!r} is not known", hint="requirements | uv")
@@ -133,8 +142,15 @@ def run_check(requirement_file: Path | None = None, env: list[Path] | None = Non
               gpu: list[str] | None = None, python: str | None = None, platform: str | None = None,
               cuda_toolkit: str | None = None, mirror: str | None = None, as_json: bool = False,
               data_dir: Path | None = None) -> None:
-    """Gate a Docker build: exit 0 if the requirements (or what is installed) fit the target, 1 if not."""
+    """Gate a Docker build: exit 0 if the requirements (or what is installed) fit the target, 1 if not.
+    A folder of node files in ``env`` is the fleet form, answered per node class (:mod:`.fleet_cmd`)."""
+    from cudamatrix.cli.fleet_cmd import has_folder, run_check_fleet
     from cudamatrix.solve.checks import check_requirements
+
+    if has_folder(env):
+        return run_check_fleet(requirement_file=requirement_file, env=env, driver=driver, gpu=gpu, python=python,
+                               platform=platform, cuda_toolkit=cuda_toolkit, mirror=mirror, as_json=as_json,
+                               data_dir=data_dir)
 
     check_target_flags(driver, gpu)
     matrix = _matrix(data_dir)

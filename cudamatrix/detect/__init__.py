@@ -21,6 +21,8 @@ from cudamatrix.detect.text import MAX_BYTES, cudnn_version, version_from_int
 
 __all__ = ["detect", "from_reports", "load_environment", "read_report"]
 
+DETECT_ENV_VAR = "CUDAMATRIX_DETECT_ENV"  # a saved `detect --json` that detect() returns instead of probing
+
 
 class _Background(threading.Thread):
     """Run one independent probe while the main thread does the others (they wait on subprocesses)."""
@@ -63,8 +65,16 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
     ``python`` names another interpreter to inspect instead of the running one. ``root`` is where
     /proc, /sys, /usr/local/cuda* and the container markers are read (a fake root in tests). ``timeout``
     bounds each subprocess. Never raises for absent hardware; raises UsageError when ``python`` cannot be run.
+    With ``CUDAMATRIX_DETECT_ENV=PATH`` set, the saved Environment at PATH is returned instead (UsageError if bad).
     """
     environ = dict(os.environ) if environ is None else environ
+    saved = environ.get(DETECT_ENV_VAR)
+    if saved:
+        # a saved Environment stands in for this machine (fleet tests make Ray/Slurm nodes differ this way);
+        # validated like --env, so a bad file is a UsageError, never a half-probed machine
+        env = load_environment(saved)
+        env.notes.append(Note("detect", f"{DETECT_ENV_VAR}={saved}: a saved environment, not probed"))
+        return env
     timer = _Timer()
     start = time.perf_counter()
     env = Environment(origin="live", captured_at=time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),

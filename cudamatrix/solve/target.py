@@ -5,6 +5,7 @@ the machine the image will run on.
 """
 from __future__ import annotations
 
+import os
 import platform as _platform
 import re
 import sys
@@ -41,8 +42,10 @@ class Target:
     notes: tuple[str, ...] = field(default=())
 
     def key(self) -> tuple:
-        """Machines with the same key get the same answer: solve each key once (fleets)."""
-        return (self.driver, tuple(sorted(g.compute_capability for g in self.gpus)), self.python, self.platform)
+        """Machines with the same key get the same answer: solve each key once (fleets). The rules look at each
+        distinct compute capability, not at how many GPUs have it; the toolkit and a usable driver count too."""
+        return (self.driver, tuple(sorted({g.compute_capability for g in self.gpus})), self.python, self.platform,
+                self.cuda_toolkit, self.driver_usable)
 
     @property
     def has_gpu(self) -> bool:
@@ -156,15 +159,58 @@ def split_python(value: str | None) -> tuple[str | None, str | None]:
     return None, value
 
 
+FLEET_INDEX = "fleet.json"  # written by `fleet gather` beside the node files; not itself an environment
+
+
+def env_paths(env_files: list[Path]) -> list[Path]:
+    """``--env`` values with every folder replaced by its node files: the files ``fleet.json`` lists when it
+    is there (a `fleet gather` output), otherwise every ``*.json`` in it, sorted. Raises UsageError for a
+    folder without node files or a ``fleet.json`` naming a file outside its folder."""
+    out: list[Path] = []
+    for path in env_files:
+        path = Path(path)
+        if not path.is_dir():
+            out.append(path)
+            continue
+        index = path / FLEET_INDEX
+        found = _listed_nodes(path, index) if index.is_file() else \
+            [path / name for name in sorted(n for n in os.listdir(path) if n.endswith(".json") and n != FLEET_INDEX)]
+        out += found
+        if not found:
+            raise UsageError(f"--env {path}: no node files (*.json) in this folder",
+                             hint="gather them with: cudamatrix fleet gather -o DIR")
+    return out
+
+
+def _listed_nodes(folder: Path, index: Path) -> list[Path]:
+    import json
+
+    try:
+        doc = json.loads(index.read_bytes()[:64 * 1024 * 1024].decode("utf-8"))
+        files = [node["file"] for node in doc["nodes"]]
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"{index}: not a fleet index ({type(exc).__name__}: {exc})",
+                         hint="regenerate it with `cudamatrix fleet gather`, or remove it to read every *.json") \
+            from None
+    out = []
+    for name in files:
+        # only plain file names: an index must not point outside its folder
+        if not isinstance(name, str) or Path(name).name != name or name in ("", ".", ".."):
+            raise UsageError(f"{index}: nodes[].file {name!r} is not a file name in {folder}")
+        out.append(folder / name)
+    return out
+
+
 def environments(env_files: list[Path], from_files: list[str], interpreter: str | None) -> list[Environment]:
-    """Saved, pasted or live environments. Raises UsageError for contradictory options."""
+    """Saved, pasted or live environments. ``--env`` may name folders of node files (see :func:`env_paths`).
+    Raises UsageError for contradictory options."""
     from cudamatrix.detect import detect, from_report_files, load_environment
 
     if env_files and from_files:
         raise UsageError("--env and --from cannot be combined",
                          hint="--env reads saved `detect --json` files; --from reads pasted tool outputs")
     if env_files:
-        return [load_environment(str(p)) for p in env_files]
+        return [load_environment(str(p)) for p in env_paths(env_files)]
     if from_files:
         return [from_report_files(from_files)]
     return [detect(python=interpreter)]
@@ -180,6 +226,7 @@ def resolve(matrix: Matrix, *, env_files: list[Path], from_files: list[str] | No
     live one. With ``--env``, flags override the saved machine's facts.
     """
     py_version, interpreter = split_python(python)
+    env_files = env_paths(env_files)  # folders of node files count as their files
     flags = any([driver, gpus, py_version, platform, cuda_toolkit])
     if flags and len(env_files) > 1:
         raise UsageError("target flags (--driver/--gpu/--python/--platform) cannot be combined with several --env "

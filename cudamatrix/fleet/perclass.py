@@ -1,0 +1,204 @@
+"""A fleet's answers per node class: locks (one for all when one set fits, else one per class), the pre-job
+check, and doctor's findings. No I/O beyond reading the node files; the caller writes and prints.
+
+How a job lands on the nodes of its class (the names the mapping uses):
+
+- Ray: start each node with ``ray start ... --labels '{"cudamatrix-class": "<class id>"}'`` and submit with
+  ``label_selector={"cudamatrix-class": "<class id>"}`` and the class's ``runtime_env`` (its pinned packages and
+  index options for pip, and the environment changes the solution needs).
+- Slurm: give each node the feature ``cudamatrix_<class id with _ for ->`` (``Features=`` in slurm.conf, or
+  ``scontrol update NodeName=... AvailableFeatures=...``) and submit with ``--constraint=<that feature>``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from cudamatrix.errors import NoSolution
+from cudamatrix.fleet.classes import NodeClass, group
+from cudamatrix.matrix.data import Matrix
+from cudamatrix.models import Environment
+from cudamatrix.solve.target import Target
+
+RAY_LABEL = "cudamatrix-class"
+MAPPING = "locks.json"
+
+
+def slurm_feature(cid: str) -> str:
+    """The Slurm node feature that marks a class (features are safest as letters, digits and ``_``)."""
+    return "cudamatrix_" + cid.replace("-", "_")
+
+
+@dataclass
+class Fleet:
+    """Node names, their Environments and Targets (same order), and their classes."""
+
+    names: list[str]
+    environments: list[Environment]
+    targets: list[Target]
+    classes: list[NodeClass]
+
+    def targets_of(self, cls: NodeClass) -> list[Target]:
+        return [self.targets[i] for i in cls.members]
+
+    def solver_key(self, cls: NodeClass) -> frozenset:
+        """Classes with the same key get the same answer from the solver (they differ only in facts it does
+        not read, such as how many GPUs of a kind or their memory)."""
+        return frozenset(self.targets[i].key() for i in cls.members)
+
+
+def load_fleet(matrix: Matrix, env_files: list[Path]) -> Fleet:
+    """Read node files (folders expand to their node files) and group them into classes. Raises UsageError."""
+    from cudamatrix.detect import load_environment
+    from cudamatrix.solve.target import env_paths, from_environment
+
+    paths = env_paths(env_files)
+    names = [p.stem for p in paths]
+    envs = [load_environment(str(p)) for p in paths]
+    targets = [from_environment(e, matrix, name=n) for e, n in zip(envs, names)]
+    return Fleet(names, envs, targets, group(list(zip(names, envs))))
+
+
+def _ray(solution, passthrough: list[str], cid: str) -> dict:
+    from cudamatrix.solve.indexes import index_layout
+
+    index_url, extra = index_layout(solution.packages, bool(passthrough))
+    options = (["--index-url", index_url] if index_url else []) + [a for u in extra for a in ("--extra-index-url", u)]
+    pip: dict = {"packages": [p.requirement() for p in solution.packages] + passthrough}
+    if options:
+        pip["pip_install_options"] = options
+    runtime_env: dict = {"pip": pip}
+    if solution.env:
+        runtime_env["env_vars"] = dict(solution.env)
+    return {"label_selector": {RAY_LABEL: cid}, "node_labels": {RAY_LABEL: cid}, "runtime_env": runtime_env}
+
+
+def lock_per_class(matrix: Matrix, fleet: Fleet, requirements: list[str], fmt: str = "requirements",
+                   mirror: str | None = None) -> tuple[dict[str, str], dict]:
+    """Lock files by file name, and the mapping document (``locks.json``): one lock for every class when one
+    set fits the whole fleet, else one per class; classes with no consistent set are listed with their causes."""
+    from cudamatrix.solve.indexes import with_mirror
+    from cudamatrix.solve.lockfile import requirements_txt, uv_project
+    from cudamatrix.solve.solver import parse_request, solve
+
+    request = parse_request(requirements, None)
+    passthrough = [str(r) for r in request.passthrough]
+    write = requirements_txt if fmt == "requirements" else uv_project
+    ext = "txt" if fmt == "requirements" else "toml"
+    files: dict[str, str] = {}
+    mapping: dict = {"schema_version": 1, "request": request.texts, "format": fmt, "single": False,
+                     "nodes": len(fleet.names), "classes": [], "unsolved": [], "joint_causes": []}
+    solutions: dict[str, tuple] = {}
+    try:
+        joint = with_mirror(solve(fleet.targets, request, matrix), mirror)
+    except NoSolution as exc:
+        joint = None
+        mapping["joint_causes"] = exc.detail["causes"]
+    gpu_nodes = [t.name for t in fleet.targets if t.has_gpu and t.driver_usable]
+    if joint is not None and gpu_nodes and any(not f.cuda for f in joint.frameworks):
+        # the solver picks a CPU build for a fleet that has a node without a usable GPU; that build "fits"
+        # every node but wastes every GPU: the GPU classes get their own locks instead
+        mapping["joint_causes"] = [{"rule": "cpu_only", "machines": [],
+                                    "message": "the one set that fits every node is a CPU build (some nodes have "
+                                               "no usable GPU); the GPU classes get their own locks"}]
+        joint = None
+    if joint is not None:
+        files[f"fleet.{ext}"] = write(joint, fleet.targets, passthrough)
+        mapping["single"] = True
+        solutions = {c.id: (f"fleet.{ext}", joint) for c in fleet.classes}
+    else:
+        answers: dict[frozenset, object] = {}  # classes the solver cannot tell apart get one solve
+        for cls in fleet.classes:
+            key = fleet.solver_key(cls)
+            if key not in answers:
+                try:
+                    answers[key] = with_mirror(solve(fleet.targets_of(cls), request, matrix), mirror)
+                except NoSolution as inner:
+                    answers[key] = inner
+            sol = answers[key]
+            if isinstance(sol, NoSolution):
+                mapping["unsolved"].append({**cls.to_dict(), "causes": sol.detail["causes"],
+                                            "ways_out": sol.detail["ways_out"]})
+                continue
+            name = f"{cls.id}.{ext}"
+            files[name] = write(sol, fleet.targets_of(cls), passthrough)
+            solutions[cls.id] = (name, sol)
+    for cls in fleet.classes:
+        if cls.id not in solutions:
+            continue
+        name, sol = solutions[cls.id]
+        mapping["classes"].append({
+            **cls.to_dict(), "lock": name,
+            "frameworks": [f"{f.name} {f.version} {f.variant}" for f in sol.frameworks],
+            "cuda": sol.cuda, "cudnn": sol.cudnn,
+            "ray": _ray(sol, passthrough, cls.id),
+            "slurm": {"feature": slurm_feature(cls.id), "constraint": f"--constraint={slurm_feature(cls.id)}"},
+        })
+    return files, mapping
+
+
+def check_fleet(matrix: Matrix, fleet: Fleet, text: str | None, name: str | None,
+                mirror: str | None = None) -> dict:
+    """The pre-job gate over a fleet: the whole fleet first (one image for every node), then, when it does not
+    fit, every class on its own, so that the result names the blocking classes and their nodes. Without
+    ``text`` each node's installed frameworks are checked (nodes grouped by class and installed set)."""
+    from cudamatrix.solve.checks import FRAMEWORK_DISTS, check_requirements
+
+    if text is not None:
+        groups = [(cls, cls.members, None) for cls in fleet.classes]
+    else:
+        groups = []
+        for cls in fleet.classes:
+            by_set: dict[tuple, list[int]] = {}
+            for i in cls.members:
+                pkgs = fleet.environments[i].packages
+                by_set.setdefault(tuple((d, pkgs.get(d)) for d in FRAMEWORK_DISTS), []).append(i)
+            groups += [(cls, members, fleet.environments[members[0]]) for members in by_set.values()]
+    result: dict = {"fits": True, "nodes": len(fleet.names), "classes": [], "blocking": []}
+    joint = check_requirements(matrix, fleet.targets, None, text, name, mirror) if text is not None else None
+    if joint is not None and joint["fits"]:
+        result.update({k: v for k, v in joint.items() if k not in ("targets",)})
+        result["classes"] = [{**c.to_dict(), "fits": True} for c in fleet.classes]
+        return result
+    if joint is not None:
+        result["joint_problems"] = joint["problems"]
+        result["checked"] = joint["checked"]
+    answers: dict[tuple, dict] = {}
+    for cls, members, installed in groups:
+        targets = [fleet.targets[i] for i in members]
+        # with one requirements file, classes the solver cannot tell apart get one check
+        key = (frozenset(t.key() for t in targets), id(installed) if installed is not None else None)
+        if key not in answers:
+            answers[key] = check_requirements(matrix, targets, installed, text, name, mirror)
+        one = answers[key]
+        nodes = [fleet.names[i] for i in members]
+        entry = {**cls.to_dict(), "nodes": nodes, "fits": one["fits"], "checked": one["checked"],
+                 "problems": one["problems"], "ways_out": one.get("ways_out", [])}
+        result["classes"].append(entry)
+        if not one["fits"]:
+            result["blocking"].append(entry)
+    # classes that each fit but not together: the image must differ per class (lock --per-class)
+    result["fits"] = not result["blocking"] and joint is None
+    return result
+
+
+def doctor_fleet(matrix: Matrix, fleet: Fleet) -> dict:
+    """doctor on every node, summarised per class: each finding code once per class, with the nodes it has."""
+    from cudamatrix.diagnose.findings import diagnose
+
+    classes = []
+    healthy = True
+    for cls in fleet.classes:
+        by_code: dict[str, dict] = {}
+        for i in cls.members:
+            for f in diagnose(fleet.environments[i], matrix):
+                entry = by_code.setdefault(f.code, {"code": f.code, "severity": f.severity, "title": f.title,
+                                                    "evidence": f.evidence, "fix": f.fix, "nodes": []})
+                entry["nodes"].append(fleet.names[i])
+        findings = sorted(by_code.values(), key=lambda e: ({"error": 0, "warning": 1, "info": 2}[e["severity"]],
+                                                            e["code"]))
+        errors = any(e["severity"] == "error" for e in findings)
+        healthy = healthy and not errors
+        classes.append({**cls.to_dict(), "findings": findings, "healthy": not errors})
+    return {"nodes": len(fleet.names), "classes": classes, "healthy": healthy,
+            "matrix_version": matrix.meta.data_version}

@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""Benchmark the fleet commands over 1,000 node files in 100 node classes (medians of fresh processes, and
+the peak resident memory of each process, read from the kernel's rusage of that child via os.wait4).
+
+The node files are varied saved Environments made from tests/scenarios/doctor_*.json (real machines from
+public bug reports: T4, K80, P100, H100, RTX 3050/5090 on drivers 470 to 580, with their libraries and
+packages), in two fleets of 100 classes: "varied" (node pools: each machine also with 2, 4, 8 GPUs and
+Python 3.10-3.12) and "solver-distinct" (the worst case: every class a different target for the solver).
+Ten nodes per class, each with its own hostname, capture time and timings (what differs within a class).
+Usage: python scripts/bench_fleet.py [-n 7] [--nodes 1000] [--classes 100]
+"""
+from __future__ import annotations
+
+import os as _os
+
+_os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # measure what users get: bytecode caches are written
+
+import argparse
+import os
+import copy
+import itertools
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from cudamatrix.fleet.classes import class_facts, class_id  # noqa: E402
+from cudamatrix.models import Environment  # noqa: E402
+from cudamatrix.schema import validate  # noqa: E402
+
+
+def _bases() -> list[dict]:
+    return [json.loads(p.read_text())["environment"]
+            for p in sorted((ROOT / "tests" / "scenarios").glob("doctor_*.json"))]
+
+
+def _take(candidates, count: int, key) -> list[dict]:
+    out, seen = [], set()
+    for env in candidates:
+        k = key(env)
+        if k not in seen:
+            seen.add(k)
+            out.append(env)
+        if len(out) == count:
+            return out
+    raise SystemExit(f"only {len(out)} distinct classes can be made from the scenarios")
+
+
+def _class(env: dict) -> str:
+    return class_id(class_facts(validate(Environment, env, "bench", ValueError)))
+
+
+def varied(count: int) -> list[dict]:
+    """``count`` classes as node pools differ: each scenario machine also with 2, 4 and 8 GPUs and with Python
+    3.10, 3.11 and 3.12 (classes that differ only in GPU count are one target for the solver)."""
+    def gen():
+        for gpus, python, base in itertools.product((1, 2, 4, 8), ("3.11", "3.10", "3.12"), _bases()):
+            env = copy.deepcopy(base)
+            if env.get("gpus"):
+                env["gpus"] = [{**env["gpus"][0], "index": i} for i in range(gpus)]
+            elif gpus > 1:
+                continue
+            env["python"]["version"] = f"{python}.1"
+            yield env
+    return _take(gen(), count, _class)
+
+
+def distinct(count: int) -> list[dict]:
+    """The worst case: ``count`` classes that are all different targets for the solver, every scenario GPU
+    under every scenario driver and Python 3.10-3.12."""
+    bases = _bases()
+    drivers = {b["driver"]["version"]: b["driver"] for b in bases if b.get("driver", {}).get("version")}
+
+    def gen():
+        for python, drv, base in itertools.product(("3.11", "3.10", "3.12"), sorted(drivers), bases):
+            if not base.get("gpus"):
+                continue
+            env = copy.deepcopy(base)
+            env["driver"] = copy.deepcopy(drivers[drv])
+            env["python"]["version"] = f"{python}.1"
+            yield env
+    return _take(gen(), count, lambda e: (e["driver"]["version"], e["python"]["version"],
+                                          tuple(sorted({g["name"] for g in e["gpus"]}))))
+
+
+def write_fleet(folder: Path, nodes: int, kinds: list[dict]) -> None:
+    for i in range(nodes):
+        env = copy.deepcopy(kinds[i % len(kinds)])
+        env["hostname"] = f"node-{i:04d}"
+        env["captured_at"] = f"2026-11-26T{i // 3600 % 24:02d}:{i // 60 % 60:02d}:{i % 60:02d}+00:00"
+        env["timings_ms"] = {"total": 100.0 + i % 37}
+        (folder / f"node-{i:04d}.json").write_text(json.dumps(env, indent=2))
+
+
+def measure(argv: list[str], n: int) -> tuple[float, float, float, int]:
+    """(median wall ms, median CPU ms, peak RSS MB over the runs, exit code): each run a fresh process. CPU time
+    (user + system, from the same rusage) says what the wall time would be on an idle machine."""
+    samples, cpu, peak, code = [], [], 0, 0
+    for i in range(n + 1):
+        start = time.perf_counter()
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _, status, usage = _os.wait4(proc.pid, 0)
+        elapsed = (time.perf_counter() - start) * 1000
+        proc.returncode = code = _os.waitstatus_to_exitcode(status)
+        if i:  # the first run warms bytecode and page caches
+            samples.append(elapsed)
+            cpu.append((usage.ru_utime + usage.ru_stime) * 1000)
+            peak = max(peak, usage.ru_maxrss)  # KiB on Linux
+    return statistics.median(samples), statistics.median(cpu), peak / 1024, code
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("-n", type=int, default=7)
+    ap.add_argument("--nodes", type=int, default=1000)
+    ap.add_argument("--classes", type=int, default=100)
+    args = ap.parse_args()
+    cm = [sys.executable, "-m", "cudamatrix"]
+    subprocess.run(cm + ["matrix", "validate"], stdout=subprocess.DEVNULL)  # warm the validated-matrix cache
+    rows = [("python -c pass", *measure([sys.executable, "-c", "pass"], args.n))]
+    with tempfile.TemporaryDirectory() as tmp:
+        lock_file = Path(tmp) / "torch.txt"
+        subprocess.run(cm + ["lock", "torch", "--driver", "580.65.06", "--gpu", "9.0", "--python", "3.11",
+                             "-o", str(lock_file)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for label, kinds in (("varied", varied(args.classes)), ("solver-distinct", distinct(args.classes))):
+            fleet, one = Path(tmp) / label, Path(tmp) / f"{label}-one"
+            fleet.mkdir()
+            one.mkdir()
+            write_fleet(fleet, args.nodes, kinds)
+            write_fleet(one, len(kinds), kinds)
+            tag = f"{label}: {args.nodes} nodes, {len(kinds)} classes"
+            rows.append((f"solve torch --env DIR ({label}: {len(kinds)} nodes, 1 per class)",
+                         *measure(cm + ["solve", "torch", "--env", str(one), "--json"], args.n)))
+            rows.append((f"solve torch --env DIR ({tag})",
+                         *measure(cm + ["solve", "torch", "--env", str(fleet), "--json"], args.n)))
+            rows.append((f"lock torch --per-class --env DIR ({tag})",
+                         *measure(cm + ["lock", "torch", "--per-class", "--env", str(fleet), "-o",
+                                        str(Path(tmp) / f"{label}-locks"), "--json"], args.n)))
+            rows.append((f"check -r LOCK --env DIR ({tag})",
+                         *measure(cm + ["check", "-r", str(lock_file), "--env", str(fleet), "--json"], args.n)))
+            rows.append((f"doctor --env DIR ({tag})",
+                         *measure(cm + ["doctor", "--env", str(fleet), "--json"], args.n)))
+    width = max(len(r[0]) for r in rows)
+    print(f"medians of {args.n} runs (fresh processes): wall time, CPU time (user+system), peak RSS of the process;"
+          f" load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    for name, ms, cpu_ms, mb, code in rows:
+        print(f"  {name:<{width}}  {ms:7.1f} ms wall  {cpu_ms:7.1f} ms CPU  {mb:6.1f} MB  (exit {code})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,242 @@
+"""Fleets without a cluster: CUDAMATRIX_DETECT_ENV, --env folders, node classes, the per-class lock, check and
+doctor, bad input, and the Slurm path through an ``srun`` stand-in.
+
+A real one-node Slurm is in tests/test_fleet_slurm.py; the stand-in covers what one node cannot: several
+nodes, repeated classes and a failing node. It does what real srun does for ``--ntasks-per-node=1 --label``
+on N nodes: it runs the command once per node, concurrently, and prefixes every output line with the task
+number and ": " (srun(1) ``--label``; the real srun of test_fleet_slurm.py prints the same). Each task
+runs the real ``cudamatrix detect --json`` with its own CUDAMATRIX_DETECT_ENV.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCENARIOS = Path(__file__).parent / "scenarios"
+
+
+def cli(*args: str, env: dict | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if k != "CUDAMATRIX_DETECT_ENV"}
+    return subprocess.run([sys.executable, "-m", "cudamatrix", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**base, **(env or {})})
+
+
+def saved(scenario: str, **changes) -> dict:
+    env = json.loads((SCENARIOS / f"{scenario}.json").read_text())["environment"]
+    env.update(changes)
+    return env
+
+
+def write(folder: Path, name: str, env: dict) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.json"
+    path.write_text(json.dumps(env))
+    return path
+
+
+def test_detect_env_var_returns_the_saved_environment(tmp_path: Path):
+    path = write(tmp_path, "k80", saved("doctor_k80_on_driver_535", hostname="gpu-7"))
+    out = cli("detect", "--json", env={"CUDAMATRIX_DETECT_ENV": str(path)})
+    assert out.returncode == 0, out.stderr
+    env = json.loads(out.stdout)["data"]["environment"]
+    assert env["driver"]["version"] == "535.104.05" and env["gpus"][0]["name"] == "Tesla K80"
+    assert env["hostname"] == "gpu-7"
+    assert any("CUDAMATRIX_DETECT_ENV" in n["message"] for n in env["notes"])
+    bad = write(tmp_path, "bad", {**saved("doctor_k80_on_driver_535"), "drivers": {}})
+    out = cli("detect", "--json", env={"CUDAMATRIX_DETECT_ENV": str(bad)})
+    assert out.returncode == 2 and "drivers" in json.loads(out.stdout)["errors"][0]["message"]
+
+
+def test_class_ids_follow_hardware_driver_and_toolkit_only():
+    from cudamatrix.fleet.classes import class_facts, class_id, group
+    from cudamatrix.schema import validate
+    from cudamatrix.models import Environment
+
+    def env(**changes) -> Environment:
+        return validate(Environment, saved("doctor_healthy_h100", **changes), "test")
+
+    a = env(hostname="a", captured_at="2026-01-01T00:00:00+00:00", packages={"torch": "2.5.1"})
+    b = env(hostname="b", timings_ms={"total": 12.0})
+    older = env(driver={"version": "550.54.15", "cuda_version": "12.4", "status": "ok"})
+    assert class_id(class_facts(a)) == class_id(class_facts(b)) != class_id(class_facts(older))
+    assert class_id(class_facts(a)).startswith("c-") and len(class_id(class_facts(a))) == 12
+    classes = group([("a", a), ("b", b), ("old", older)])
+    assert [c.nodes for c in classes] == [["a", "b"], ["old"]]
+    assert "H100" in classes[0].to_dict()["description"]
+
+
+def test_env_folder_reads_fleet_index_or_every_json(tmp_path: Path):
+    fleet = tmp_path / "fleet"
+    for i in range(3):
+        write(fleet, f"t4-{i}", saved("doctor_cpu_wheel_on_t4"))
+    write(fleet, "k80", saved("doctor_k80_on_driver_535"))
+    out = cli("solve", "torch", "--env", str(fleet), "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)["data"]
+    assert len(data["targets"]) == 4
+    # identical machines are solved once: the trace lists one target per class
+    assert sum(line.startswith("target ") for line in data["solution"]["trace"]) == 2
+    assert any("(+2 alike)" in line for line in data["solution"]["trace"])
+    # a fleet.json beside them lists the nodes to read (here: only the T4s)
+    (fleet / "fleet.json").write_text(json.dumps({"nodes": [{"file": f"t4-{i}.json"} for i in range(3)]}))
+    out = cli("solve", "torch", "--env", str(fleet), "--json")
+    assert out.returncode == 0 and len(json.loads(out.stdout)["data"]["targets"]) == 3
+
+
+@pytest.mark.parametrize("case", ["empty", "outside", "malformed", "bad_node"])
+def test_bad_fleet_folders_are_usage_errors(tmp_path: Path, case: str):
+    fleet = tmp_path / "fleet"
+    fleet.mkdir()
+    if case == "outside":
+        write(tmp_path, "elsewhere", saved("doctor_cpu_wheel_on_t4"))
+        (fleet / "fleet.json").write_text(json.dumps({"nodes": [{"file": "../elsewhere.json"}]}))
+    elif case == "malformed":
+        (fleet / "fleet.json").write_text("{not json")
+    elif case == "bad_node":
+        write(fleet, "good", saved("doctor_cpu_wheel_on_t4"))
+        write(fleet, "broken", {**saved("doctor_cpu_wheel_on_t4"), "gpus": "many"})
+    for args in (["solve", "torch"], ["doctor"], ["check"], ["lock", "torch", "--per-class", "-o", str(tmp_path / "l")]):
+        out = cli(*args, "--env", str(fleet))
+        assert out.returncode == 2, (args, out.stdout, out.stderr)
+        assert "Traceback" not in out.stderr
+        if case == "bad_node":
+            assert "broken.json" in out.stderr and "gpus" in out.stderr
+        if case == "outside":
+            assert "../elsewhere.json" in out.stderr
+    assert not (tmp_path / "l").exists()
+
+
+def test_per_class_lock_is_one_file_when_one_set_fits(tmp_path: Path):
+    fleet = tmp_path / "fleet"
+    write(fleet, "a", saved("doctor_cpu_wheel_on_t4"))
+    write(fleet, "b", saved("doctor_cudnn8_shadows_wheel_cudnn9"))  # another T4 class: driver 550
+    locks = tmp_path / "locks"
+    out = cli("lock", "torch", "--per-class", "--env", str(fleet), "-o", str(locks), "--json")
+    assert out.returncode == 0, out.stderr
+    mapping = json.loads((locks / "locks.json").read_text())
+    assert mapping["single"] is True and len(mapping["classes"]) == 2
+    assert {c["lock"] for c in mapping["classes"]} == {"fleet.txt"}
+    assert sorted(p.name for p in locks.iterdir()) == ["fleet.txt", "locks.json"]
+    # the gate passes for the lock on every node, per class
+    gate = cli("check", "--env", str(fleet), "-r", str(locks / "fleet.txt"), "--json")
+    assert gate.returncode == 0, gate.stdout
+    assert json.loads(gate.stdout)["data"]["fits"] is True
+
+
+def test_fleet_option_errors(tmp_path: Path):
+    fleet = tmp_path / "fleet"
+    write(fleet, "a", saved("doctor_cpu_wheel_on_t4"))
+    cases = [
+        (["lock", "torch", "--per-class", "-o", str(tmp_path / "x")], "--env"),
+        (["lock", "torch", "--per-class", "--env", str(fleet)], "-o DIR"),
+        (["lock", "torch", "--per-class", "--env", str(fleet), "-o", str(tmp_path / "x"), "--driver", "550.54.15"],
+         "--driver"),
+        (["doctor", "--env", str(fleet), "--python", sys.executable], "--python"),
+        (["check", "--env", str(fleet), "--gpu", "7.5"], "--gpu"),
+        (["fleet", "gather", "--engine", "ray"], "-o DIR"),
+        (["fleet", "gather", "--engine", "mpi", "-o", str(tmp_path / "x")], "mpi"),
+        (["fleet", "gather", "--engine", "ray", "--partition", "gpu", "-o", str(tmp_path / "x")], "Slurm"),
+    ]
+    for args, words in cases:
+        out = cli(*args)
+        assert out.returncode == 2 and words in out.stderr, (args, out.stderr)
+    assert not (tmp_path / "x").exists()
+
+
+def test_gather_without_ray_installed_says_so(tmp_path: Path):
+    # a `ray` package that fails to import, first on the path: what an install without the extra looks like
+    shadow = tmp_path / "shadow" / "ray"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('No module named ray')\n")
+    out = cli("fleet", "gather", "-o", str(tmp_path / "out"),
+              env={"PYTHONPATH": str(shadow.parent) + os.pathsep + os.environ.get("PYTHONPATH", "")})
+    assert out.returncode == 2 and "Ray is not installed" in out.stderr and "pip install ray" in out.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_unreachable_ray_cluster_is_a_usage_error(tmp_path: Path):
+    pytest.importorskip("ray")
+    out = cli("fleet", "gather", "--engine", "ray", "--address", "127.0.0.1:9", "--timeout", "5",
+              "-o", str(tmp_path / "none"), timeout=120)
+    assert out.returncode == 2 and "Ray cluster" in out.stderr
+    assert not (tmp_path / "none").exists()
+
+
+FAKE_SRUN = r'''#!{python}
+"""srun stand-in: --ntasks-per-node=1 --label on FAKE_SRUN_NODES nodes; task i gets CUDAMATRIX_DETECT_ENV from
+the i-th path of FAKE_SRUN_ENVS."""
+import os, subprocess, sys
+args = sys.argv[1:]
+with open(os.environ["FAKE_SRUN_LOG"], "w") as fh:
+    fh.write("\n".join(args))
+opts = []
+while args and args[0].startswith("-"):
+    opts.append(args.pop(0))
+assert "--ntasks-per-node=1" in opts and "--label" in opts, opts
+envs = os.environ["FAKE_SRUN_ENVS"].split(os.pathsep)
+nodes = next((int(o.split("=")[1]) for o in opts if o.startswith("--nodes=")), len(envs))
+procs = [subprocess.Popen(args, stdout=subprocess.PIPE, text=True,
+                          env={{**os.environ, "CUDAMATRIX_DETECT_ENV": envs[i]}}) for i in range(nodes)]
+worst = 0
+for i, p in enumerate(procs):
+    out, _ = p.communicate()
+    for line in out.splitlines():
+        print(f"{{i}}: {{line}}")
+    worst = max(worst, p.returncode)
+sys.exit(worst)
+'''
+
+
+def test_slurm_gather_through_srun(tmp_path: Path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    srun = bin_dir / "srun"
+    srun.write_text(FAKE_SRUN.format(python=sys.executable))
+    srun.chmod(0o755)
+    saved_dir = tmp_path / "saved"
+    files = [write(saved_dir, "a", saved("doctor_healthy_h100", hostname="gpu-a")),
+             write(saved_dir, "b", saved("doctor_healthy_h100", hostname="gpu-b")),
+             write(saved_dir, "c", saved("doctor_k80_on_driver_535", hostname="gpu-c")),
+             write(saved_dir, "d", {"drivers": {}})]  # a node whose detect fails
+    # the `cudamatrix` that srun runs on the nodes: this interpreter's console script
+    path = os.pathsep.join([str(bin_dir), str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    env = {"PATH": path, "FAKE_SRUN_ENVS": os.pathsep.join(map(str, files)), "FAKE_SRUN_LOG": str(tmp_path / "log")}
+    out_dir = tmp_path / "out"
+    out = cli("fleet", "gather", "--engine", "slurm", "--partition", "gpu", "--nodes", "4", "-o", str(out_dir),
+              "--json", env=env)
+    assert (tmp_path / "log").read_text().split("\n") == [
+        "--ntasks-per-node=1", "--label", "--partition=gpu", "--nodes=4", "cudamatrix", "detect", "--json"]
+    assert out.returncode == 1, out.stderr  # one node failed
+    index = json.loads((out_dir / "fleet.json").read_text())
+    assert sorted(n["node"] for n in index["nodes"]) == ["gpu-a", "gpu-b", "gpu-c"]
+    assert [f["engine_id"] for f in index["failed"]] == ["3"] and "drivers" in index["failed"][0]["error"]
+    assert sorted(len(c["nodes"]) for c in index["classes"]) == [1, 2]
+    assert json.loads((out_dir / "gpu-c.json").read_text())["gpus"][0]["name"] == "Tesla K80"
+    assert out.stderr.count(": ok") == 4  # progress: a line per task that answered
+    # the gathered folder is a fleet for the other commands
+    assert cli("solve", "torch", "--env", str(out_dir)).returncode in (0, 3)
+    # srun missing: a usage error, nothing written
+    out = cli("fleet", "gather", "--engine", "slurm", "-o", str(tmp_path / "none"), env={"PATH": str(tmp_path)})
+    assert out.returncode == 2 and "srun" in out.stderr and not (tmp_path / "none").exists()
+
+
+
+def test_check_folder_without_requirements_checks_each_nodes_installed_set(tmp_path: Path):
+    fleet = tmp_path / "fleet"
+    write(fleet, "kaggle-1", saved("doctor_kaggle_p100_cu128"))  # torch 2.8.0+cu128 on a P100: no sm_60 kernels
+    write(fleet, "h100-1", saved("doctor_healthy_h100"))
+    write(fleet, "h100-2", saved("doctor_healthy_h100"))
+    out = cli("check", "--env", str(fleet), "--json")
+    assert out.returncode == 1, out.stderr
+    data = json.loads(out.stdout)["data"]
+    assert [c["nodes"] for c in data["blocking"]] == [["kaggle-1"]]
+    assert any("kaggle-1" in p and "P100" in p for p in data["blocking"][0]["problems"])
+    assert {tuple(c["nodes"]): c["fits"] for c in data["classes"]} == {("h100-1", "h100-2"): True,
+                                                                       ("kaggle-1",): False}
+    human = cli("check", "--env", str(fleet))
+    assert human.returncode == 1 and "blocks" in human.stdout and "kaggle-1" in human.stdout
