@@ -8,11 +8,13 @@ Each shared library in the wheel is extracted to a temporary folder (one at a ti
 hundreds of MB unpacked) and listed with ``cuobjdump --list-elf`` (SASS: ``sm_XX`` cubins) and ``--list-ptx``
 (PTX for JIT). A library without device code is skipped. ``archs``/``ptx`` of the wheel are the intersection
 over the libraries that carry device code: a GPU needs a kernel image from every one of them.
-``cuobjdump`` comes with the CUDA toolkit, or the ``nvidia-cuda-cuobjdump`` wheel.
+``cuobjdump`` comes with the CUDA toolkit, or the ``nvidia-cuda-cuobjdump`` wheel (a test dependency; found
+without ``--cuobjdump``).
 """
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import re
 import shutil
@@ -29,6 +31,18 @@ _ARCH = re.compile(r"\.sm_(\d+)([af]?)\.(cubin|ptx)\b")
 def cc(sm: str) -> str:
     """``"90"`` -> ``"9.0"``, ``"120"`` -> ``"12.0"`` (the last digit is the minor)."""
     return f"{int(sm[:-1])}.{sm[-1]}"
+
+
+def find_cuobjdump() -> str | None:
+    """cuobjdump on PATH, else the one the ``nvidia-cuda-cuobjdump`` wheel installs (``nvidia/cu*/bin``)."""
+    found = shutil.which("cuobjdump")
+    if found:
+        return found
+    spec = importlib.util.find_spec("nvidia")
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        for cand in sorted(Path(root).glob("cu*/bin/cuobjdump"), reverse=True):
+            return str(cand)
+    return None
 
 
 def _list(cuobjdump: str, so: Path, flag: str) -> tuple[set[str], set[str]]:
@@ -68,11 +82,14 @@ def read_wheel(wheel: Path, cuobjdump: str) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cuobjdump", default=shutil.which("cuobjdump") or "cuobjdump")
+    parser.add_argument("--cuobjdump", default=None, help="default: on PATH, else the nvidia-cuda-cuobjdump wheel's")
     parser.add_argument("wheels", nargs="+", type=Path)
     args = parser.parse_args(argv)
+    tool = args.cuobjdump or find_cuobjdump()
+    if tool is None:
+        parser.error("cuobjdump not found: install the CUDA toolkit or the nvidia-cuda-cuobjdump wheel")
     for wheel in args.wheels:
-        print(json.dumps(read_wheel(wheel, args.cuobjdump)), flush=True)
+        print(json.dumps(read_wheel(wheel, tool)), flush=True)
     return 0
 
 
