@@ -2,8 +2,10 @@
 and the ways out name NVIDIA's JetPack wheels.
 
 Sources (the advisory CM-2026-002 in data/advisories.json cites both):
-- PyTorch's own CUDA builds leave Tegra out: the aarch64 wheel of torch 2.15.0 is compiled for sm_80 sm_90
-  sm_100 sm_110 sm_120 (its arch flags string, recorded in torch.json), no sm_87/sm_72/sm_62/sm_53.
+- PyTorch's own CUDA builds leave Tegra out: its aarch64 CUDA wheels are built with TORCH_CUDA_ARCH_LIST
+  "8.0;9.0;10.0;11.0;12.0;12.1" (pytorch/pytorch .ci/aarch64_linux/aarch64_ci_build.sh, CUDA 12.9), and the
+  aarch64 wheel of torch 2.15.0 is compiled for sm_80 sm_90 sm_100 sm_110 sm_120 (its arch flags string,
+  recorded in torch.json): no sm_87/sm_72/sm_62/sm_53.
 - NVIDIA's "PyTorch for Jetson" forum page publishes the wheels built per JetPack release for Nano, TX2, Xavier
   and Orin.
 Run on the shipped data (the snapshot predates the advisory).
@@ -99,3 +101,12 @@ def test_jax_and_tensorflow_are_not_touched_by_the_torch_advisory(matrix):
         for rel in matrix.frameworks(family):
             for var in rel.variants:
                 assert not [r for r in rules.check(matrix, rel, var, t) if r.rule == "jetson"]
+
+
+def test_no_torch_build_in_the_matrix_carries_a_tegra_architecture(matrix):
+    # the fact the rule rests on, as the matrix holds it: no recorded torch build ships SASS for a Jetson's
+    # compute capability, so the same-major rule would be the only thing letting sm_80 "cover" an Orin
+    tegra = {"5.3", "6.2", "7.2", "8.7"}
+    for rel in matrix.frameworks("torch"):
+        for var in rel.variants:
+            assert not tegra & {a.rstrip("af") for a in var.archs}, (rel.version, var.name, var.archs)
