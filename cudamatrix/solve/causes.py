@@ -52,7 +52,8 @@ def no_solution(matrix: Matrix, request: Request, reps: list[Target], unique: di
             for _, rs, failing in in_request:
                 for r in rs:
                     by_rule.setdefault(r.rule, (r, set()))[1].update(n for k in failing for n in names[k])
-            for rule, (reason, machines) in by_rule.items():
+            # a Jetson board rules out every build of the index at once: say that first
+            for rule, (reason, machines) in sorted(by_rule.items(), key=lambda kv: kv[0] != "jetson"):
                 causes.append(Cause(rule=rule, message=reason.message, machines=sorted(machines)))
         # ways out
         driver_only = [(c, rs) for c, rs, _ in in_request if {r.rule for r in rs} <= {"driver_floor", "gpu_driver"}]
