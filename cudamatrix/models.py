@@ -223,7 +223,8 @@ class Cause(Model):
 @dataclass
 class WayOut(Model):
     message: str
-    kind: Literal["upgrade_driver", "pin_older", "cpu_build", "split_environments", "change_python", "other"]
+    kind: Literal["upgrade_driver", "pin_older", "cpu_build", "split_environments", "change_python", "jetpack",
+                  "other"]
 
 
 @dataclass

@@ -91,13 +91,14 @@ def test_torch_stays_as_installed_with_its_cuda_wheels(live):
 
 
 def test_solver_on_the_saved_machine(live):
-    # the frozen snapshot, from before jax 0.11 was in the matrix: the rule "newer than the matrix -> kept"
+    # the frozen snapshot (its jax.json now lists 0.11.2, archs inferred from the read 0.11.0/0.12.0 wheels)
     matrix = snapshot_matrix()
     target = from_environment(live, matrix)
     assert target.gpus[0].compute_capability == "9.0" and target.driver == "580.159.04"
     kept = solve([target], parse_request(["torch"], live), matrix, installed=live)
     assert kept.unchanged and kept.frameworks[0].variant == "cu130"
-    # jax 0.11.2 is newer than the matrix knows: kept, not downgraded to the newest release the matrix lists
+    # jax 0.11.2 cuda13 (the variant detect records on jaxlib) is installed and consistent: kept, not moved to
+    # the newest release the matrix lists (README "Preferences": keep what is installed when it is consistent)
     jax = solve([target], parse_request(["jax"], live), matrix, installed=live)
     assert jax.unchanged and [(f.name, f.version) for f in jax.frameworks] == [("jax", "0.11.2")]
     # TensorFlow's and-cuda wheels are CUDA 12; the installed JAX plugin brings CUDA 13 ones

@@ -52,7 +52,8 @@ def no_solution(matrix: Matrix, request: Request, reps: list[Target], unique: di
             for _, rs, failing in in_request:
                 for r in rs:
                     by_rule.setdefault(r.rule, (r, set()))[1].update(n for k in failing for n in names[k])
-            for rule, (reason, machines) in by_rule.items():
+            # a Jetson board rules out every build of the index at once: say that first
+            for rule, (reason, machines) in sorted(by_rule.items(), key=lambda kv: kv[0] != "jetson"):
                 causes.append(Cause(rule=rule, message=reason.message, machines=sorted(machines)))
         # ways out
         driver_only = [(c, rs) for c, rs, _ in in_request if {r.rule for r in rs} <= {"driver_floor", "gpu_driver"}]
@@ -71,6 +72,13 @@ def no_solution(matrix: Matrix, request: Request, reps: list[Target], unique: di
                 ways.append(WayOut(kind="upgrade_driver",
                                    message=f"upgrade the driver to >= {need} ({first.label} then fits{newest}); "
                                            f"or pin an older {family} built for an older CUDA"))
+        jetson = next((r for _, rs, _ in in_request for r in rs if r.rule == "jetson"), None)
+        if jetson is not None:
+            # no default-index or PyTorch-index build runs on the board, whatever the version or driver
+            ways.append(WayOut(kind="jetpack",
+                               message=f"install {family} from NVIDIA's JetPack wheels for the board's JetPack "
+                                       f"release (NVIDIA's 'PyTorch for Jetson' builds or the jetson-containers "
+                                       f"images); no default-index or PyTorch-index build has kernels for it"))
         fits_ignoring_request = [c for c, rs, _ in entries if {r.rule for r in rs} == {"request"}]
         ok_older = sorted(fits_ignoring_request, key=lambda c: c.release.version, reverse=True)
         ok_older = [c for c in ok_older if all(not rules.check(matrix, c.release, c.variant, t) for t in reps)]

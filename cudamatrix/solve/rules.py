@@ -19,7 +19,7 @@ from functools import lru_cache
 from packaging.version import Version
 
 from cudamatrix.matrix.data import CudnnRelease, FrameworkRelease, Matrix, Variant
-from cudamatrix.matrix.query import architecture, cuda_release, driver_max_cuda, driver_version
+from cudamatrix.matrix.query import architecture, cuda_release, driver_max_cuda, driver_version, jetpack_only
 from cudamatrix.schema import cc_key
 from cudamatrix.solve.target import Target
 # the CUDA wheel requirements of a build live in pins; re-exported for the rules' callers
@@ -29,7 +29,7 @@ from cudamatrix.solve.pins import (bundles_nvidia_wheels, conflict_pins, expand_
 
 @dataclass(frozen=True)
 class Reason:
-    # driver_floor, gpu_driver, arch, cudnn_gpu, python, platform, request, shared_nvidia, co_installed;
+    # driver_floor, gpu_driver, arch, jetson, cudnn_gpu, python, platform, request, shared_nvidia, co_installed;
     # "unknown": the rule reads a fact the matrix does not hold, so it cannot pass
     rule: str
     message: str
@@ -147,6 +147,16 @@ def check(matrix: Matrix, release: FrameworkRelease, variant: Variant, target: T
     for gpu in target.gpus:
         cc = gpu.compute_capability
         gname = gpu.name or f"sm_{cc.replace('.', '')}"
+        jetson = jetpack_only(matrix, release.name, cc)
+        if jetson is not None:
+            # a Jetson board runs only the builds NVIDIA makes for its JetPack release: the default-index and
+            # PyTorch-index aarch64 builds target server (SBSA) aarch64 and carry no Tegra kernels, whatever
+            # SASS of the same major they ship (the advisory cites PyTorch's arch list and NVIDIA's page)
+            reasons.append(Reason(
+                "jetson", f"{gname} (compute capability {cc}) is a Jetson board: {label} from the default or "
+                          f"PyTorch index has no kernels for it; install NVIDIA's JetPack wheels of {release.name} "
+                          f"for the board's JetPack release ({jetson.id})", jetson.source))
+            continue
         if not (variant.archs or variant.ptx):
             # the build's list is not in the matrix: only its toolkit's lower bound is a known fact
             toolkit = cuda_release(matrix, variant.cuda)

@@ -75,10 +75,15 @@ def solve(targets: list[Target], request: Request, matrix: Matrix, *,
 def _installed_variant(env: Environment | None, family: str) -> tuple[str, str | None] | None:
     if env is None:
         return None
-    for fw in env.frameworks:
-        if fw.name == family:
-            return str(Version(fw.version.split("+")[0])), fw.variant
-    return None
+    found = {fw.name: fw for fw in env.frameworks}
+    fw = found.get(family)
+    if fw is None:
+        return None
+    variant = fw.variant
+    companion = found.get("jaxlib") if family == "jax" else None
+    if variant is None and companion is not None and companion.version == fw.version:
+        variant = companion.variant  # detect records JAX's CUDA variant on jaxlib (its plugin), not on jax
+    return str(Version(fw.version.split("+")[0])), variant
 
 
 def _keep_unknown_installed(request: Request, matrix: Matrix, installed: Environment | None
