@@ -76,7 +76,7 @@ def test_ldconfig_and_nvcc_reports():
 
 def test_pip_list_fragment_and_freeze():
     env = env_of("pip/pip-list-fragment_cu11-wheels_norse375.txt")
-    assert env.packages == {"nvidia-cuda-runtime-cu11": "11.7.99", "nvidia-cudnn-cu11": "8.5.0.96"}
+    assert env.packages["nvidia-cuda-runtime-cu11"] == "11.7.99" and env.packages["nvidia-cudnn-cu11"] == "8.5.0.96"
     freeze = from_reports([("f", "numpy==2.1.0\ntorch==2.5.1+cu121\ntorchvision==0.20.1+cu121\n"
                                   "nvidia-cudnn-cu12==9.1.0.70\n")])
     assert fw(freeze, "torch").variant == "cu121" and fw(freeze, "torchvision").cuda == "12.1"
@@ -130,12 +130,22 @@ def test_cli_from_files_and_stdin(tmp_path):
     assert env["toolkits"][0]["version"] == "11.0.221"
 
 
-def test_cli_empty_file_is_a_note(tmp_path):
+@pytest.mark.parametrize("command", [["detect"], ["doctor"], ["solve", "torch"], ["lock", "torch"], ["check"],
+                                     ["fix", "--dry-run"]])
+def test_cli_nothing_recognised_is_exit_2_never_healthy(tmp_path, command):
     empty = tmp_path / "empty.txt"
     empty.write_text("")
-    done = run_cli(["detect", "--json", "--from", str(empty)])
-    assert done.returncode == 0
-    assert any("empty" in n["message"] for n in _envelope(done)["data"]["environment"]["notes"])
+    poem = tmp_path / "poem.txt"
+    poem.write_text("roses are red\nviolets are blue\n")
+    for path in (empty, poem):
+        done = run_cli([*command, "--json", "--from", str(path)])
+        assert done.returncode == 2, done.stdout
+        env = _envelope(done)
+        assert env["status"] == "usage_error"
+        assert env["errors"][0]["message"] == f"no known tool output in {path}"
+    human = run_cli(["doctor", "--from", str(empty)])
+    assert human.returncode == 2 and b"healthy" not in human.stdout
+    assert b"no known tool output in" in human.stderr
 
 
 def test_cli_binary_garbage_is_exit_2(tmp_path):

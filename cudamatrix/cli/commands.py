@@ -21,20 +21,22 @@ PythonOpt = typer.Option(None, "--python", help="Target Python version (3.10), o
 PlatformOpt = typer.Option(None, "--platform", help="linux_x86_64 | linux_aarch64 | win_amd64")
 ToolkitOpt = typer.Option(None, "--cuda-toolkit", help="Target CUDA toolkit version, if one is installed there.")
 DataOpt = typer.Option(None, "--data", help="Read the matrix from this folder.", hidden=True)
+FromOpt = typer.Option([], "--from", help="Pasted tool outputs (nvidia-smi, collect_env, pip list...) describing the "
+                                          "target; '-' for stdin; repeatable.")
 MirrorOpt = typer.Option(None, "--mirror", help="Replace https://download.pytorch.org/whl with this mirror in index URLs.")
 
 
 @app.command("solve")
 def solve(
     requirements: List[str] = typer.Argument(None, help="PEP 508 requirements: torch>=2.3 torchvision tensorflow==2.15.*"),
-    env: List[Path] = EnvOpt, driver: Optional[str] = DriverOpt, gpu: List[str] = GpuOpt,
+    env: List[Path] = EnvOpt, from_: List[str] = FromOpt, driver: Optional[str] = DriverOpt, gpu: List[str] = GpuOpt,
     python: Optional[str] = PythonOpt, platform: Optional[str] = PlatformOpt,
     cuda_toolkit: Optional[str] = ToolkitOpt,
     explain: bool = typer.Option(False, "--explain", help="Show the decision trace and rejected candidates."),
     mirror: Optional[str] = MirrorOpt, as_json: bool = JsonOpt, data_dir: Optional[Path] = DataOpt,
 ) -> None:
     """The consistent set for the target: exact versions, variant, index, CUDA/cuDNN, the pip command."""
-    run_solve(requirements=requirements, env=env, driver=driver, gpu=gpu, python=python, platform=platform,
+    run_solve(requirements=requirements, env=env, from_=from_, driver=driver, gpu=gpu, python=python, platform=platform,
               cuda_toolkit=cuda_toolkit, explain=explain, mirror=mirror, as_json=as_json, data_dir=data_dir)
 
 
@@ -43,26 +45,26 @@ def lock(
     requirements: List[str] = typer.Argument(None, help="PEP 508 requirements."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write here (default: stdout)."),
     fmt: str = typer.Option("requirements", "--format", help="requirements | uv"),
-    env: List[Path] = EnvOpt, driver: Optional[str] = DriverOpt, gpu: List[str] = GpuOpt,
+    env: List[Path] = EnvOpt, from_: List[str] = FromOpt, driver: Optional[str] = DriverOpt, gpu: List[str] = GpuOpt,
     python: Optional[str] = PythonOpt, platform: Optional[str] = PlatformOpt,
     cuda_toolkit: Optional[str] = ToolkitOpt, mirror: Optional[str] = MirrorOpt, as_json: bool = JsonOpt,
     data_dir: Optional[Path] = DataOpt,
 ) -> None:
     """A pinned requirements file (or uv project configuration) for the target."""
-    run_lock(requirements=requirements, output=output, fmt=fmt, env=env, driver=driver, gpu=gpu, python=python,
+    run_lock(requirements=requirements, output=output, fmt=fmt, env=env, from_=from_, driver=driver, gpu=gpu, python=python,
              platform=platform, cuda_toolkit=cuda_toolkit, mirror=mirror, as_json=as_json, data_dir=data_dir)
 
 
 @app.command("check")
 def check(
     requirement_file: Optional[Path] = typer.Option(None, "-r", "--requirement", help="A requirements file to check."),
-    env: List[Path] = EnvOpt, driver: Optional[str] = DriverOpt, gpu: List[str] = GpuOpt,
+    env: List[Path] = EnvOpt, from_: List[str] = FromOpt, driver: Optional[str] = DriverOpt, gpu: List[str] = GpuOpt,
     python: Optional[str] = PythonOpt, platform: Optional[str] = PlatformOpt,
     cuda_toolkit: Optional[str] = ToolkitOpt, mirror: Optional[str] = MirrorOpt, as_json: bool = JsonOpt,
     data_dir: Optional[Path] = DataOpt,
 ) -> None:
     """Gate a Docker build: exit 0 if the requirements (or what is installed) fit the target, 1 if not."""
-    run_check(requirement_file=requirement_file, env=env, driver=driver, gpu=gpu, python=python, platform=platform,
+    run_check(requirement_file=requirement_file, env=env, from_=from_, driver=driver, gpu=gpu, python=python, platform=platform,
               cuda_toolkit=cuda_toolkit, mirror=mirror, as_json=as_json, data_dir=data_dir)
 
 
@@ -106,6 +108,8 @@ def fix(
     requirements: List[str] = typer.Argument(None, help="PEP 508 requirements (default: the frameworks installed)."),
     python: Optional[str] = typer.Option(None, "--python", help="Fix the interpreter at this path."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and change nothing."),
+    from_: List[str] = typer.Option([], "--from", help="Plan for the machine in these pasted tool outputs "
+                                                       "(with --dry-run); '-' for stdin; repeatable."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask before installing."),
     mirror: Optional[str] = typer.Option(None, "--mirror", help="Replace the https://download.pytorch.org/whl "
                                                                 "prefix of framework index URLs (a mirror)."),
@@ -123,7 +127,7 @@ def fix(
     data_dir: Optional[str] = typer.Option(None, "--data", hidden=True),
 ) -> None:
     """Make this environment consistent: install the solved set (minimal change), then verify on the GPU."""
-    run_fix(requirements=requirements, python=python, dry_run=dry_run, yes=yes, mirror=mirror, allow_http=allow_http,
+    run_fix(requirements=requirements, python=python, dry_run=dry_run, from_=from_, yes=yes, mirror=mirror, allow_http=allow_http,
             installer=installer, write_activation=write_activation, no_verify=no_verify, no_cache=no_cache,
             framework=framework, timeout=timeout, driver=driver, gpu=gpu, as_json=as_json, data_dir=data_dir)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 _TARGET = {
-    "--env": ("env", "paths"), "--driver": ("driver", "value"), "--gpu": ("gpu", "list"),
+    "--env": ("env", "paths"), "--from": ("from_", "list"), "--driver": ("driver", "value"), "--gpu": ("gpu", "list"),
     "--python": ("python", "value"), "--platform": ("platform", "value"),
     "--cuda-toolkit": ("cuda_toolkit", "value"), "--mirror": ("mirror", "value"), "--json": ("as_json", "flag"),
 }
@@ -24,7 +24,8 @@ FAST: dict[str, tuple[str, str, str | None, dict[str, tuple[str, str]]]] = {
         "--env": ("env", "paths")}),
     "fix": ("fix_cmd", "run_fix", None, {
         "--json": ("as_json", "flag"), "--yes": ("yes", "flag"), "-y": ("yes", "flag"),
-        "--python": ("python", "value"), "--framework": ("framework", "value")}),
+        "--python": ("python", "value"), "--framework": ("framework", "value"), "--dry-run": ("dry_run", "flag"),
+        "--from": ("from_", "list")}),
     "solve": ("solve_cmd", "run_solve", "requirements", {**_TARGET, "--explain": ("explain", "flag")}),
     "lock": ("solve_cmd", "run_lock", "requirements", {
         **_TARGET, "-o": ("output", "path"), "--output": ("output", "path"), "--format": ("fmt", "value")}),

@@ -16,14 +16,14 @@ def _matrix(data_dir: Path | None):
 
 
 def _solve(command: str, as_json: bool, matrix, requirements, env, driver, gpu, python, platform, cuda_toolkit,
-           mirror=None):
+           mirror=None, from_=None):
     """Resolve the targets, parse the request and solve; "no solution" ends the command with exit 3."""
     from cudamatrix.solve.indexes import with_mirror
     from cudamatrix.solve.solver import parse_request, solve
     from cudamatrix.solve.target import resolve
 
-    resolved = resolve(matrix, env_files=env or [], driver=driver, gpus=gpu or [], python=python, platform=platform,
-                       cuda_toolkit=cuda_toolkit)
+    resolved = resolve(matrix, env_files=env or [], from_files=from_ or [], driver=driver, gpus=gpu or [],
+                       python=python, platform=platform, cuda_toolkit=cuda_toolkit)
     request = parse_request(requirements or [], resolved.installed)
     try:
         solution = with_mirror(solve(resolved.targets, request, matrix, installed=resolved.installed), mirror)
@@ -49,13 +49,14 @@ def _no_solution(command: str, exc: NoSolution, as_json: bool) -> None:
 
 
 @guarded("solve")
-def run_solve(requirements: list[str] | None = None, env: list[Path] | None = None, driver: str | None = None,
+def run_solve(requirements: list[str] | None = None, env: list[Path] | None = None, from_: list[str] | None = None,
+              driver: str | None = None,
               gpu: list[str] | None = None, python: str | None = None, platform: str | None = None,
               cuda_toolkit: str | None = None, explain: bool = False, mirror: str | None = None,
               as_json: bool = False, data_dir: Path | None = None) -> None:
     """The consistent set for the target: exact versions, variant, index, CUDA/cuDNN, the pip command."""
     resolved, request, solution = _solve("solve", as_json, _matrix(data_dir), requirements, env, driver, gpu, python,
-                                         platform, cuda_toolkit, mirror)
+                                         platform, cuda_toolkit, mirror, from_)
     data = {"solution": solution.to_dict(), "targets": [t.describe() for t in resolved.targets]}
     finish("solve", 0, data, as_json, lambda: _human_solution(solution, resolved, explain))
 
@@ -91,16 +92,17 @@ def _human_solution(solution, resolved, explain: bool) -> None:
 
 @guarded("lock")
 def run_lock(requirements: list[str] | None = None, output: Path | None = None, fmt: str = "requirements",
-             env: list[Path] | None = None, driver: str | None = None, gpu: list[str] | None = None,
-             python: str | None = None, platform: str | None = None, cuda_toolkit: str | None = None,
-             mirror: str | None = None, as_json: bool = False, data_dir: Path | None = None) -> None:
+             env: list[Path] | None = None, from_: list[str] | None = None, driver: str | None = None,
+             gpu: list[str] | None = None, python: str | None = None, platform: str | None = None,
+             cuda_toolkit: str | None = None, mirror: str | None = None, as_json: bool = False,
+             data_dir: Path | None = None) -> None:
     """A pinned requirements file (or uv project configuration) for the target."""
     from cudamatrix.solve.lockfile import requirements_txt, uv_project
 
     if fmt not in ("requirements", "uv"):
         raise UsageError(f"--format {fmt!r} is not known", hint="requirements | uv")
     resolved, request, solution = _solve("lock", as_json, _matrix(data_dir), requirements, env, driver, gpu, python,
-                                         platform, cuda_toolkit, mirror)
+                                         platform, cuda_toolkit, mirror, from_)
     passthrough = [str(r) for r in request.passthrough]
     text = (requirements_txt if fmt == "requirements" else uv_project)(solution, resolved.targets, passthrough)
     if output is not None:
@@ -122,7 +124,8 @@ def run_lock(requirements: list[str] | None = None, output: Path | None = None, 
 
 
 @guarded("check")
-def run_check(requirement_file: Path | None = None, env: list[Path] | None = None, driver: str | None = None,
+def run_check(requirement_file: Path | None = None, env: list[Path] | None = None, from_: list[str] | None = None,
+              driver: str | None = None,
               gpu: list[str] | None = None, python: str | None = None, platform: str | None = None,
               cuda_toolkit: str | None = None, mirror: str | None = None, as_json: bool = False,
               data_dir: Path | None = None) -> None:
@@ -132,8 +135,9 @@ def run_check(requirement_file: Path | None = None, env: list[Path] | None = Non
     matrix = _matrix(data_dir)
     from cudamatrix.solve.target import resolve
 
-    resolved = resolve(matrix, env_files=env or [], driver=driver, gpus=gpu or [], python=python,
-                       platform=platform, cuda_toolkit=cuda_toolkit, need_installed=requirement_file is None)
+    resolved = resolve(matrix, env_files=env or [], from_files=from_ or [], driver=driver, gpus=gpu or [],
+                       python=python, platform=platform, cuda_toolkit=cuda_toolkit,
+                       need_installed=requirement_file is None)
     text = None
     if requirement_file is not None:
         try:
