@@ -183,3 +183,145 @@ def test_cli_50mb_file_is_read_in_part(tmp_path):
 def test_every_fixture_is_recognised(rel):
     env = from_reports([(rel, fixture(rel))])
     assert any(n.message.startswith(f"{rel}: read as") for n in env.notes), [n.message for n in env.notes]
+
+
+# --- the corpus of public pastes (tests/data/pastes: first line its source, a sidecar of the fields a person reads)
+
+PASTES = DATA / "pastes"
+CORPUS = sorted(p.stem for p in PASTES.glob("*.txt"))
+
+
+def paste_text(stem):
+    text = (PASTES / f"{stem}.txt").read_text(encoding="utf-8")
+    first, _, body = text.partition("\n")
+    return first, body
+
+
+def read_fields(env):
+    """The fields a person reads in a paste, as the reader returned them."""
+    torch = next((f for f in env.frameworks if f.name == "torch"), None)
+    tf = next((f for f in env.frameworks if f.name.startswith("tensorflow")), None)
+    note = next((n.message for n in env.notes if n.message.startswith("TensorFlow build info")), "")
+    tf_cuda = tf.cuda if tf else (note.split("CUDA ")[1].split(",")[0] if note else None)
+    tf_cudnn = tf.cudnn if tf else (note.split("cuDNN ")[1].split(")")[0] if note else None)
+    cudnn = {lib.version for lib in env.libraries if lib.name == "cudnn" and lib.version}
+    cudnn |= {n.message.split()[1] for n in env.notes if n.message.startswith("cuDNN ") and "named in the paste" in n.message}
+    cudnn |= {f.cudnn for f in env.frameworks if f.cudnn and f.source and f.source.startswith("report:") and
+              f.source != "report:pip"}
+    return {
+        "driver_version": env.driver.version, "driver_cuda": env.driver.cuda_version, "driver_status": env.driver.status,
+        "gpus": [{"name": g.name, "memory_mib": g.memory_total_mib, "cc": g.compute_capability} for g in env.gpus],
+        "torch": torch.version if torch else None, "torch_cuda": torch.cuda if torch else None,
+        "torch_variant": torch.variant if torch else None, "cudnn": sorted(cudnn), "python": env.python.version,
+        "nvcc": [t.version for t in env.toolkits if t.source == "report:nvcc"],
+        "cuda_runtime": next((t.version for t in env.toolkits if t.source == "report:collect_env"), None),
+        "packages": env.packages, "tensorflow": tf.version if tf else None, "tf_cuda": tf_cuda, "tf_cudnn": tf_cudnn,
+        "jax": env.packages.get("jax"), "jaxlib": env.packages.get("jaxlib"),
+        "kernel_module": env.driver.kernel_module_version, "driver_library": env.driver.library_version,
+        "conda_cudatoolkit": next((t.version for t in env.toolkits if t.source.endswith(" cudatoolkit")), None),
+        "libraries": sorted(lib.soname for lib in env.libraries if lib.origin == "report:ldconfig"),
+    }
+
+
+def compare(expected, got):
+    """[(field, expected, got)] for every field of the sidecar; a GPU attribute or a package is one field."""
+    out = []
+    for key, want in expected.items():
+        if key == "tool":
+            continue
+        if key == "gpus":
+            for i, gpu in enumerate(want):
+                have = got["gpus"][i] if i < len(got["gpus"]) else {}
+                out += [(f"gpus[{i}].{attr}", value, have.get(attr)) for attr, value in gpu.items()]
+        elif key == "packages":
+            out += [(f"packages.{name}", version, got["packages"].get(name)) for name, version in want.items()]
+        else:
+            out.append((key, want, got[key]))
+    return out
+
+
+def test_corpus_is_public_new_and_complete():
+    assert len(CORPUS) >= 60
+    for stem in CORPUS:
+        first, body = paste_text(stem)
+        assert first.startswith("# source: https://github.com/"), stem
+        assert "/issues/" in first or "/pull/" in first or "/discussions/" in first, stem
+        assert body.strip(), stem
+        expected = json.loads((PASTES / f"{stem}.json").read_text())
+        assert expected.get("tool") and len(expected) >= 2, stem
+
+
+@pytest.mark.parametrize("stem", CORPUS)
+def test_corpus_paste_fields(stem):
+    _, body = paste_text(stem)
+    env = from_reports([(stem, body)], strict=True)
+    expected = json.loads((PASTES / f"{stem}.json").read_text())
+    wrong = [(field, want, have) for field, want, have in compare(expected, read_fields(env)) if want != have]
+    assert not wrong, wrong
+
+
+def test_corpus_score(capsys):
+    """Fields read right over fields present, overall and per tool (printed; every one must be right)."""
+    per_tool: dict[str, list[int]] = {}
+    for stem in CORPUS:
+        _, body = paste_text(stem)
+        expected = json.loads((PASTES / f"{stem}.json").read_text())
+        pairs = compare(expected, read_fields(from_reports([(stem, body)])))
+        score = per_tool.setdefault(expected["tool"], [0, 0])
+        score[0] += sum(want == have for _, want, have in pairs)
+        score[1] += len(pairs)
+    right, present = sum(s[0] for s in per_tool.values()), sum(s[1] for s in per_tool.values())
+    with capsys.disabled():
+        print(f"\ncorpus: {right}/{present} fields read right over {len(CORPUS)} pastes")
+        for tool, (r, p) in sorted(per_tool.items()):
+            print(f"  {tool}: {r}/{p}")
+    assert right == present
+
+
+def test_every_paste_says_what_it_was_read_as():
+    for stem in CORPUS:
+        _, body = paste_text(stem)
+        env = from_reports([(stem, body)])
+        assert any(n.message.startswith(f"{stem}: read as ") for n in env.notes), stem
+
+
+# --- hostile lines: every pattern on user text runs in linear time --------------------------------
+
+HOSTILE = {
+    "spaces after a bar": "|" + " " * 1_000_000,
+    "a table row of words": "| 0 " + "a " * 500_000,
+    "digits": "1" * 1_000_000,
+    "MiB cells": "| " + "1MiB " * 200_000,
+    "a GPU line": "GPU 0: " + "a " * 500_000,
+    "a collect_env field": "PyTorch version: " + "1." * 500_000,
+    "colons": ": " * 500_000,
+    "an nvidia-smi header": "| NVIDIA-SMI " + "1" * 1_000_000,
+    "a venv prompt": "(" + "a" * 1_000_000,
+    "quote markers": "> " * 500_000,
+    "ldconfig flags": "a (b) OS ABI:" + " " * 1_000_000,
+    "arrows": "a (" + "=>" * 500_000,
+    "a freeze line": "a==" + "1" * 1_000_000,
+    "commas": "," * 1_000_000,
+    "CSV header names": "name," * 200_000,
+    "deviceQuery": 'Device 0: "' + "a" * 1_000_000,
+    "HTML": "<details " + "a" * 1_000_000,
+    "a print": "torch.__version__ = " + "1" * 1_000_000,
+    "build info": "'cuda_version', '" + "1" * 1_000_000,
+    "nvcc": "Cuda compilation tools, release " + "1" * 1_000_000,
+    "-q": "    Product Name : " + "x" * 1_000_000,
+    "tabs and spaces": " \t" * 500_000,
+    "GPU rows": "| 0 Tesla  On | 0000:00:00.0 Off | " * 25_000,
+    "process row": "|    0 " + "1 " * 500_000 + "C",
+    "torch warning": "The NVIDIA driver on your system is too old (found version " + "1" * 1_000_000,
+    "nested quotes and prompts": "> " * 1000 + "$ " * 200_000 + "nvidia-smi",
+    "pip list row": "a " + "1" * 1_000_000 + " b",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_a_1mb_hostile_line_is_read_fast(name):
+    import time
+
+    start = time.perf_counter()
+    from_reports([(name, HOSTILE[name] + "\n")])
+    assert time.perf_counter() - start < 1.0  # measured 0.002-0.06 s each; quadratic patterns take minutes

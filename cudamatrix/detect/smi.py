@@ -93,7 +93,7 @@ def _cells(line: str) -> list[str]:
 def _gpu_row(line: str) -> GpuInfo | None:
     """``|   0  NVIDIA A10G   On  | 00000000:00:1E.0 Off |   0 |`` -> the GPU's index, name and bus id."""
     cells = _cells(line)
-    if len(cells) < 3:
+    if len(cells) < 2:  # a paste cut after the bus id still names the GPU
         return None
     words, bus = cells[0].split(), cells[1].split()
     if len(words) < 3 or not words[0].isdigit() or words[-1] not in _PERSISTENCE or not bus:
@@ -140,7 +140,8 @@ def parse_table(text: str | list[str], used: set[int] | None = None) -> SmiReadi
     in_table = False
     for i, raw in enumerate(lines):
         line = raw.strip()
-        if not line.startswith(("|", "+")):
+        prose = not line.startswith(("|", "+"))
+        if prose and not ("NVIDIA-SMI" in line and "Driver Version" in line):  # the header quoted in a sentence
             in_table = False
             continue
         if "NVIDIA-SMI" in line and _HEADER.search(line):
@@ -162,6 +163,7 @@ def parse_table(text: str | list[str], used: set[int] | None = None) -> SmiReadi
                     out.driver.error = "nvidia-smi shows CUDA Version: ERR!"
                     out.notes.append("the driver could not report its CUDA version (CUDA Version: ERR!)")
             out.driver.source = "nvidia-smi"
+            in_table = not prose
             continue
         if line.startswith("+") and not line.strip("+-=|: "):
             if in_table or (i + 1 < len(lines) and lines[i + 1].strip().startswith("|")):
@@ -375,11 +377,53 @@ def gpu_line(line: str) -> GpuInfo | None:
         return None
     name, uuid = name.strip(), None
     at = name.rfind("(UUID:")
-    if at >= 0 and name.endswith(")"):
-        name, uuid = name[:at].strip(), name[at + 6:-1].strip()
+    if at >= 0:  # the closing parenthesis is sometimes lost in the paste
+        name, uuid = name[:at].strip(), name[at + 6:].rstrip(")").strip()
     if not name:
         return None
     return GpuInfo(index=int(head), name=name, uuid=uuid, source="report")
+
+
+# --- nvidia-smi -q -x ---------------------------------------------------------------------------
+
+_XML_TAGS = {"driver_version", "cuda_version", "product_name", "uuid", "minor_number"}
+
+
+def parse_xml(text: str | list[str], used: set[int] | None = None) -> SmiReading:
+    """``nvidia-smi -q -x``: one element per line (``<driver_version>430.64</driver_version>``), cut with str methods."""
+    out = SmiReading()
+    used = used if used is not None else set()
+    gpu: GpuInfo | None = None
+    inside = False
+    for i, raw in enumerate(_lines(text)):
+        body = raw.strip()
+        if body.startswith(("<?xml", "<!DOCTYPE nvidia_smi_log", "<nvidia_smi_log")):
+            inside = out.found = True
+            used.add(i)
+            continue
+        if not inside or not body.startswith("<"):
+            inside = inside and not body
+            continue
+        used.add(i)
+        if body.startswith("<gpu id="):
+            gpu = GpuInfo(index=len(out.gpus), pci_bus_id=body[9:].split('"')[0] or None, source="nvidia-smi -q -x")
+            out.gpus.append(gpu)
+            continue
+        tag, close, rest = body[1:].partition(">")
+        value = rest.partition("</")[0].strip()
+        if not close or tag not in _XML_TAGS or not value:
+            continue
+        if tag == "driver_version" and _version(value):
+            out.driver.version, out.driver.source = value, "nvidia-smi -q -x"
+        elif tag == "cuda_version" and _version(value):
+            out.driver.cuda_version = value
+        elif gpu is not None and tag == "product_name":
+            gpu.name = value
+        elif gpu is not None and tag == "uuid":
+            gpu.uuid = value
+    if out.found and out.driver.status == "unknown":
+        out.driver.status = "ok" if out.gpus else "unknown"
+    return out
 
 
 # --- --query-gpu ... --format=csv ----------------------------------------------------------------

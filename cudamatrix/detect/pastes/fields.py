@@ -18,6 +18,7 @@ from cudamatrix.detect.text import Paste
 
 _EMPTY = {"", "could not collect", "n/a", "none", "no cuda", "unknown", "not found", "not available"}
 _LEADING_VERSION = re.compile(r"\d{1,4}(?:\.\d{1,9}){1,3}")
+_ANY_VERSION = re.compile(r"(?<![\d.])\d{1,4}(?:\.\d{1,9}){1,3}")
 _DIST = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,80}")
 _PATHLIKE = re.compile(r"(?:/|[A-Za-z]:\\)")
 
@@ -73,10 +74,17 @@ def _leading_version(v: str | None) -> str | None:
     return m.group(0) if m else None
 
 
+def _first_version(text: str) -> str | None:
+    """The first dotted version in a short text ("cudnn 7.6.0" -> "7.6.0")."""
+    m = _ANY_VERSION.search(text[:120])
+    return m.group(0) if m else None
+
+
 def _gpu_indices(label: str) -> list[int] | None:
-    """"gpu 0" -> [0]; "gpu 0,1,2" -> [0, 1, 2] (SGLang's check_env); else None."""
+    """"gpu 0" -> [0]; "gpu 0,1,2" and "gpu 0,1,2 compute capability" -> [0, 1, 2] (SGLang's check_env)."""
     if not label.startswith("gpu ") or len(label) > 80:
         return None
+    label = label[:-len(" compute capability")] if label.endswith(" compute capability") else label
     parts = label[4:].replace(" ", "").split(",")
     return [int(p) for p in parts] if all(p.isdigit() for p in parts) else None
 
@@ -161,7 +169,10 @@ def read(paste: Paste, env: Environment) -> bool:
 
 def _gpu_field(facts: _Facts, label: str, indices: list[int], value: str) -> None:
     facts.labels.add("gpu")
-    if value.lower().startswith("compute capability") or label.endswith("compute capability"):
+    if label.endswith("compute capability"):
+        cc = _leading_version(value)
+        for idx in indices if cc else []:
+            facts.cc[idx] = cc
         return
     name = value.strip()
     if name.endswith(")") and "(UUID:" in name:
@@ -221,11 +232,14 @@ def _apply(facts: _Facts, env: Environment, kind: str) -> None:
     torch = _leading_version(v.get("torch")) and v["torch"].split()[0]
     built = v.get("torch_cuda")
     cuda_cudnn = v.get("cuda_cudnn")
-    if cuda_cudnn and not built:
-        parts = [p.strip() for p in re.split(r"[/,]", cuda_cudnn[:80])]
-        built = parts[0] if parts and _leading_version(parts[0]) else None
-        if len(parts) > 1 and _leading_version(parts[1]):
-            facts.cudnn_paths.append(_leading_version(parts[1]))
+    if cuda_cudnn and not built:  # "10.1 / 7.6.5", "cuda 10 /  cudnn 7.6.0", "CUDA 9.0 cuDNN 7.0.5"
+        low = cuda_cudnn[:120].lower()
+        at = low.find("cudnn")
+        cuda_part, cudnn_part = (low[:at], low[at:]) if at >= 0 else (low.split("/")[0], "/".join(low.split("/")[1:]))
+        built = _first_version(cuda_part)
+        cudnn_v = _first_version(cudnn_part)
+        if cudnn_v:
+            facts.cudnn_paths.append(cudnn_v)
     if torch:
         fw = torch_variant(torch, [], None)
         fw.source = source

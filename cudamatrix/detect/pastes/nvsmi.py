@@ -8,7 +8,8 @@ from cudamatrix.detect.pastes.merge import merge_driver, merge_gpus
 from cudamatrix.detect.text import Paste
 
 _PARSERS = (("nvidia-smi", smi.parse_table), ("nvidia-smi -q", smi.parse_q), ("nvidia-smi --query-gpu", None),
-            ("nvidia-smi --version", smi.parse_version), ("nvidia-smi -L", smi.parse_list))
+            ("nvidia-smi --version", smi.parse_version), ("nvidia-smi -L", smi.parse_list),
+            ("nvidia-smi -q -x", smi.parse_xml))
 
 
 def read(paste: Paste, env: Environment) -> bool:
@@ -16,10 +17,11 @@ def read(paste: Paste, env: Environment) -> bool:
     found = False
     text = paste.text
     for kind, parser in _PARSERS:
-        if kind == "nvidia-smi" and "|" not in text or kind == "nvidia-smi -q" and "Product Name" not in text \
+        if kind == "nvidia-smi" and "|" not in text and "NVIDIA-SMI" not in text or kind == "nvidia-smi -q" and "Product Name" not in text \
                 and "NVSMI LOG" not in text or kind == "nvidia-smi --version" and "NVML version" not in text \
                 and "DRIVER version" not in text or kind == "nvidia-smi -L" and "(UUID:" not in text \
-                or kind == "nvidia-smi --query-gpu" and "," not in text:
+                or kind == "nvidia-smi --query-gpu" and "," not in text \
+                or kind == "nvidia-smi -q -x" and "<nvidia_smi_log" not in text and "<?xml" not in text:
             continue
         used: set[int] = set()
         if parser is None:
@@ -34,13 +36,16 @@ def read(paste: Paste, env: Environment) -> bool:
         merge_driver(env, reading.driver)
         merge_gpus(env, reading.gpus)
         env.notes += [Note("report:nvidia-smi", n, "warning") for n in reading.notes]
-    if not found:
-        err = smi.parse_error(text) if "nvidia-smi" in text or "NVML" in text or "NVIDIA" in text or \
-            "No devices were found" in text or "GPU is lost" in text else None
-        if err:
-            found = True
-            merge_driver(env, Driver(status=err[0], error=err[1], source="nvidia-smi"))
-            for i, line in enumerate(paste.lines):
-                if err[1][:40] in line:
-                    paste.claim(i, "nvidia-smi (error)")
+    # an error message stands alone or below a table (parse_table has merged its status already)
+    hint = ("nvidia-smi", "NVML", "NVIDIA", "No devices were found", "GPU is lost")
+    err = smi.parse_error(text) if any(h in text for h in hint) else None
+    if err:
+        found = True
+        library = next((line.split(":", 1)[1].strip() for line in paste.lines
+                        if line.startswith("NVML library version:")), None)
+        merge_driver(env, Driver(status=err[0], error=err[1], source="nvidia-smi",
+                                 library_version=library if smi._version(library) else None))
+        for i, line in enumerate(paste.lines):
+            if err[1][:40] in line or line.startswith("NVML library version:"):
+                paste.claim(i, "nvidia-smi")
     return found

@@ -109,4 +109,4 @@ def _add(env: Environment, name: str, version: str, build: str, kind: str) -> No
     if name == "pytorch" and ("cpu" in build or build.startswith("py") and "cuda" not in build) and \
             not any(f.name == "torch" for f in env.frameworks) and kind != "collect_env" and "cpu" in build:
         env.frameworks.append(Framework(name="torch", version=version, variant="cpu", source=f"report:{kind}"))
-    env.packages[name] = version
+    env.packages.setdefault(name, version)  # the first list wins: a later one may be cut short
