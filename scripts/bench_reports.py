@@ -73,7 +73,8 @@ def main() -> None:
             start = time.perf_counter()
             from_reports([("paste", text)])
             inproc.append((time.perf_counter() - start) * 1000.0)
-    print(f"paste: {big.stat().st_size / 1048576:.2f} MB, {text.count(chr(10)) + 1} lines, median of {args.n} runs")
+        size = big.stat().st_size
+    print(f"paste: {size / 1048576:.2f} MB, {text.count(chr(10)) + 1} lines, median of {args.n} runs")
     print(f"detect --from (2-line paste, fixed cost): {fixed:7.1f} ms")
     print(f"detect --from ({args.size_mb:g} MB paste):         {full:7.1f} ms   target < 200 ms")
     print(f"reader alone, in-process:                 {statistics.median(inproc):7.1f} ms")

@@ -116,30 +116,31 @@ def _process_row(line: str) -> tuple[int, GpuProcess] | None:
     return None
 
 
-def _join_wrapped(lines: list[str]) -> list[str]:
-    """A table row broken by a narrow terminal or editor: "| 0 Tesla ... |  0000..." + "...  0 |" -> one row."""
-    out = list(lines)
-    for i in range(len(out) - 1):
-        cur, nxt = out[i].strip(), out[i + 1].strip()
-        if cur.startswith("|") and not cur.endswith("|") and nxt and nxt.endswith("|") and \
-                not nxt.startswith(("|", "+")):
-            out[i], out[i + 1] = cur + " " + nxt, ""
-    return out
-
-
-def parse_table(text: str | list[str], used: set[int] | None = None) -> SmiReading:
+def parse_table(text: str | list[str], used: set[int] | None = None, only: list[int] | None = None) -> SmiReading:
     """Read the default ``nvidia-smi`` table (any driver generation, pasted or truncated).
 
-    ``text`` is a paste or its normalised lines; the indices of the lines read are added to ``used``."""
+    ``text`` is a paste or its normalised lines; the indices of the lines read are added to ``used``. ``only``:
+    the indices of the lines that can belong to a table (the others end one), when the caller knows them."""
     out = SmiReading()
-    lines = _join_wrapped(_lines(text))
+    lines = _lines(text)
     used = used if used is not None else set()
     gpu: GpuInfo | None = None
     row_of_gpu = 0
     section = "gpus"
     in_table = False
-    for i, raw in enumerate(lines):
-        line = raw.strip()
+    prev, skip = -2, -1
+    for i in (range(len(lines)) if only is None else only):
+        if i == skip:
+            continue
+        if i != prev + 1:
+            in_table, row_of_gpu = False, 0
+        prev = i
+        line = lines[i].strip()
+        if line.startswith("|") and not line.endswith("|") and i + 1 < len(lines):
+            nxt = lines[i + 1].strip()  # a row broken by a narrow terminal: "| 0 Tesla ... |  0000..." + "...  0 |"
+            if nxt and nxt.endswith("|") and not nxt.startswith(("|", "+")):
+                line, skip = line + " " + nxt, i + 1
+                used.add(i + 1)
         prose = not line.startswith(("|", "+"))
         if prose and not ("NVIDIA-SMI" in line and "Driver Version" in line):  # the header quoted in a sentence
             in_table = False
@@ -235,9 +236,9 @@ def parse_table(text: str | list[str], used: set[int] | None = None) -> SmiReadi
         if out.driver.version is None:
             out.notes.append("nvidia-smi table without a readable driver version (truncated paste?)")
         if out.driver.status == "unknown":
-            complete = any("Processes:" in ln for ln in lines)
+            complete = any("Processes:" in lines[i] for i in (range(len(lines)) if only is None else only))
             out.driver.status = "ok" if out.gpus else ("no_device" if out.driver.version and complete else "unknown")
-    err = parse_error("\n".join(lines))
+    err = parse_error(text if isinstance(text, str) else "\n".join(lines))
     if err and out.driver.status in ("unknown", "ok") and not out.gpus:
         out.found = True
         out.driver.status, out.driver.error = err
@@ -256,19 +257,21 @@ def _key_value(line: str) -> tuple[str, str] | None:
     return key.strip(), value.strip()
 
 
-def parse_q(text: str | list[str], used: set[int] | None = None) -> SmiReading:
+def parse_q(text: str | list[str], used: set[int] | None = None, only: list[int] | None = None) -> SmiReading:
     """Read ``nvidia-smi -q`` (the "NVSMI LOG"): driver, CUDA version, and per GPU name, memory, MIG mode.
 
     Nesting is read from indentation relative to the block's own left edge (a paste may be indented)."""
     out = SmiReading()
     lines = _lines(text)
     used = used if used is not None else set()
-    if not any(("Product Name" in ln or "NVSMI LOG" in ln or "Attached GPUs" in ln) for ln in lines):
+    indices = range(len(lines)) if only is None else only
+    if not any(("Product Name" in lines[i] or "NVSMI LOG" in lines[i] or "Attached GPUs" in lines[i]) for i in indices):
         return out
     gpu: GpuInfo | None = None
     gpu_indent = 0
     section: list[tuple[int, str]] = []  # (indent, title) of enclosing blocks
-    for i, raw in enumerate(lines):
+    for i in indices:
+        raw = lines[i]
         body = raw.strip()
         if not body:
             continue
@@ -330,12 +333,14 @@ def parse_q(text: str | list[str], used: set[int] | None = None) -> SmiReading:
 
 # --- nvidia-smi --version, -L ---------------------------------------------------------------------
 
-def parse_version(text: str | list[str], used: set[int] | None = None) -> SmiReading:
+def parse_version(text: str | list[str], used: set[int] | None = None, only: list[int] | None = None) -> SmiReading:
     """``nvidia-smi --version``: "NVIDIA-SMI version : 560.35.03", "NVML version", "DRIVER version",
     "CUDA Version"."""
     out = SmiReading()
     used = used if used is not None else set()
-    for i, raw in enumerate(_lines(text)):
+    lines = _lines(text)
+    for i in (range(len(lines)) if only is None else only):
+        raw = lines[i]
         kv = _key_value(raw.strip()) if "version" in raw.lower() else None
         if kv is None:
             continue
@@ -354,12 +359,13 @@ def parse_version(text: str | list[str], used: set[int] | None = None) -> SmiRea
     return out
 
 
-def parse_list(text: str | list[str], used: set[int] | None = None) -> SmiReading:
+def parse_list(text: str | list[str], used: set[int] | None = None, only: list[int] | None = None) -> SmiReading:
     """``nvidia-smi -L``: "GPU 0: Tesla T4 (UUID: GPU-...)" (collect_env prints the same lines)."""
     out = SmiReading()
     used = used if used is not None else set()
-    for i, raw in enumerate(_lines(text)):
-        g = gpu_line(raw)
+    lines = _lines(text)
+    for i in (range(len(lines)) if only is None else only):
+        g = gpu_line(lines[i])
         if g is not None and g.uuid:
             out.gpus.append(g)
             out.found = True
@@ -389,14 +395,19 @@ def gpu_line(line: str) -> GpuInfo | None:
 _XML_TAGS = {"driver_version", "cuda_version", "product_name", "uuid", "minor_number"}
 
 
-def parse_xml(text: str | list[str], used: set[int] | None = None) -> SmiReading:
+def parse_xml(text: str | list[str], used: set[int] | None = None, only: list[int] | None = None) -> SmiReading:
     """``nvidia-smi -q -x``: one element per line (``<driver_version>430.64</driver_version>``), cut with str methods."""
     out = SmiReading()
     used = used if used is not None else set()
     gpu: GpuInfo | None = None
     inside = False
-    for i, raw in enumerate(_lines(text)):
-        body = raw.strip()
+    lines = _lines(text)
+    prev = -2
+    for i in (range(len(lines)) if only is None else only):
+        body = lines[i].strip()
+        if i != prev + 1:
+            inside = inside and all(not lines[j].strip() for j in range(prev + 1, i))
+        prev = i
         if body.startswith(("<?xml", "<!DOCTYPE nvidia_smi_log", "<nvidia_smi_log")):
             inside = out.found = True
             used.add(i)
@@ -458,7 +469,8 @@ def _is_header(cells: list[str]) -> bool:
                                for n in names) and any(n in _KNOWN_FIELDS for n in names)
 
 
-def parse_query(text: str | list[str], fields: list[str] | None = None, used: set[int] | None = None) -> SmiReading:
+def parse_query(text: str | list[str], fields: list[str] | None = None, used: set[int] | None = None,
+                only: list[int] | None = None) -> SmiReading:
     """Read ``--query-gpu=FIELDS --format=csv[,noheader][,nounits]`` output; several blocks may follow each other.
 
     ``fields`` names the columns when the text has no header and no command line.
@@ -467,8 +479,9 @@ def parse_query(text: str | list[str], fields: list[str] | None = None, used: se
     used = used if used is not None else set()
     current = list(fields) if fields else None
     row = 0
-    for i, raw in enumerate(_lines(text)):
-        line = _strip_prompt(raw)
+    lines = _lines(text)
+    for i in (range(len(lines)) if only is None else only):
+        line = _strip_prompt(lines[i])
         if not line:
             continue
         cmd = _QUERY_CMD.search(line) if "--query-gpu" in line else None

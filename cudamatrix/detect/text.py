@@ -17,6 +17,8 @@ _PROMPT = re.compile(
     r"[A-Za-z]:\\[^>\n]{0,200})[$#%>] ?|[$%] |# (?=(?:nvidia-smi|nvcc|python|pip|conda|ldconfig|cat|jax|uv))|"
     r">>> ?|\.\.\. |In \[\d{1,6}\]: |!(?=[a-z]))")
 _HTML_TAG = re.compile(r"</?(?:details|summary|pre|code|br|p|div|sub|sup|b|i)\b[^<>\n]{0,200}>")
+# a line that may hold a quote marker, a fence, an HTML tag or a prompt (anchored at the line's start)
+_WRAPPED = re.compile(r"[ \t]*(?:[>`~<$%#!(\[]|\.\.\. |In \[|PS |[A-Za-z]:\\|[\w.-]{1,64}@)")
 _ESCAPES = ("&gt;", "&lt;", "&amp;", "&quot;", "&#")
 
 
@@ -68,12 +70,16 @@ class Paste:
             import html
 
             text = html.unescape(text)
-        self.lines: list[str] = []
+        self.lines: list[str] = text.split("\n")
         self.commands: set[int] = set()
         self.neutral: set[int] = set()  # fences, HTML tags, prompts: wrapping, not tool output
-        self.kind: list[str | None] = []
-        for i, raw_line in enumerate(text.split("\n")):
-            line = unquote(raw_line.rstrip())
+        self.kind: list[str | None] = [None] * len(self.lines)
+        self._text: str | None = text
+        self._starts: list[int] | None = None
+        # only the lines that can carry a quote marker, a fence, a tag or a prompt are looked at one by one
+        changed = False
+        for i in self.where(_WRAPPED):
+            line = unquote(self.lines[i].rstrip())
             body = line.strip()
             if body.startswith(("```", "~~~")) or (body.startswith("<") and _HTML_TAG.sub("", body).strip() == ""):
                 self.neutral.add(i)
@@ -84,10 +90,11 @@ class Paste:
                     self.commands.add(i)
                     self.neutral.add(i)
                     line = rest
-            self.lines.append(line)
-            self.kind.append(None)
-        self._text: str | None = None
-        self._starts: list[int] | None = None
+            if line != self.lines[i]:
+                self.lines[i] = line
+                changed = True
+        if changed:
+            self._text, self._starts = None, None
 
     @property
     def text(self) -> str:
@@ -101,12 +108,25 @@ class Paste:
         import bisect
 
         if self._starts is None:
-            starts, at = [], 0
-            for line in self.lines:
-                starts.append(at)
-                at += len(line) + 1
-            self._starts = starts
+            from itertools import accumulate
+
+            self._starts = [0, *accumulate(len(line) + 1 for line in self.lines)][:len(self.lines)]
         return bisect.bisect_right(self._starts, pos) - 1
+
+    def where(self, pattern: re.Pattern) -> list[int]:
+        """Indices of the lines that ``pattern`` matches at their start (``pattern.match``; keep it bounded)."""
+        match = pattern.match
+        return [i for i, line in enumerate(self.lines) if match(line)]
+
+    def having(self, *needles: str) -> list[int]:
+        """Indices of the lines that contain one of ``needles`` (plain substrings: the fastest filter there is)."""
+        if not any(n in self.text for n in needles):
+            return []
+        found: set[int] = set()
+        for needle in needles:
+            if needle in self.text:
+                found.update(i for i, line in enumerate(self.lines) if needle in line)
+        return sorted(found)
 
     def free(self, i: int) -> bool:
         """Line ``i`` is not yet read as some tool's output."""
@@ -129,8 +149,8 @@ class Paste:
         for i, kind in enumerate(self.kind):
             if kind is None:
                 continue
-            if out and out[-1][0] == kind and all(not self.lines[j].strip() or j in self.neutral
-                                                  for j in range(out[-1][2], i)):
+            if out and out[-1][0] == kind and (i == out[-1][2] or all(not self.lines[j].strip() or j in self.neutral
+                                                                      for j in range(out[-1][2], i))):
                 out[-1][2] = i + 1
             else:
                 out.append([kind, i + 1, i + 1])

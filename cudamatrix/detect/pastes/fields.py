@@ -19,6 +19,10 @@ from cudamatrix.detect.text import Paste
 _EMPTY = {"", "could not collect", "n/a", "none", "no cuda", "unknown", "not found", "not available"}
 _LEADING_VERSION = re.compile(r"\d{1,4}(?:\.\d{1,9}){1,3}")
 _ANY_VERSION = re.compile(r"(?<![\d.])\d{1,4}(?:\.\d{1,9}){1,3}")
+# a line that can be a field: a colon (ASCII or full-width) near its start, a path continuing the cuDNN field,
+# "PyTorch version 1.5.0" without a colon, or a collect_env marker; bounded and anchored, so linear
+_FIELD_LINE = re.compile(r"[^\n:\uff1a]{0,200}[:\uff1a]|[ \t]*(?:/|[A-Za-z]:\\|- PyTorch|PyTorch version |"
+                         r"Collecting environment|Versions of relevant)")
 _DIST = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,80}")
 _PATHLIKE = re.compile(r"(?:/|[A-Za-z]:\\)")
 
@@ -97,6 +101,7 @@ class _Facts:
         self.gpus: list[GpuInfo] = []
         self.cc: dict[int, str] = {}
         self.labels: set[str] = set()
+        self.sglang_lines: list[int] = []
 
 
 def read(paste: Paste, env: Environment) -> bool:
@@ -105,8 +110,12 @@ def read(paste: Paste, env: Environment) -> bool:
     lines = paste.lines
     claimed: list[int] = []
     current = ""
-    for i, line in enumerate(lines):
-        body = line.strip()
+    prev = -2
+    for i in paste.where(_FIELD_LINE):
+        body = lines[i].strip()
+        if i != prev + 1:
+            current = ""
+        prev = i
         if not body or not paste.free(i):
             if body:
                 current = ""
@@ -140,6 +149,8 @@ def read(paste: Paste, env: Environment) -> bool:
         facts.labels.add(label)
         claimed.append(i)
         current = fact
+        if label == "sglang":
+            facts.sglang_lines.append(i)
         if fact == "cudnn" and value:
             facts.cudnn_paths.append(value)
         elif fact == "gpus" and value:
@@ -183,12 +194,20 @@ def _gpu_field(facts: _Facts, label: str, indices: list[int], value: str) -> Non
 
 
 def _sglang_packages(paste: Paste, facts: _Facts, claimed: list[int]) -> None:
-    """SGLang's check_env lists "name: version" for each package it cares about."""
-    for i, line in enumerate(paste.lines):
-        lv = _label(line.strip()) if paste.free(i) and ":" in line else None
-        if lv and _DIST.fullmatch(lv[0][:82]) and _leading_version(lv[1]) and " " not in lv[1].strip():
-            facts.packages.setdefault(canonical(lv[0]), lv[1].strip())
-            claimed.append(i)
+    """SGLang's check_env lists "name: version" for each package it cares about, in the block of "name: value"
+    lines around its "sglang:" line."""
+    lines = paste.lines
+    for s in facts.sglang_lines:
+        start = end = s
+        while start > 0 and ":" in lines[start - 1] and paste.free(start - 1):
+            start -= 1
+        while end + 1 < len(lines) and ":" in lines[end + 1] and paste.free(end + 1):
+            end += 1
+        for i in range(start, end + 1):
+            lv = _label(lines[i].strip())
+            if lv and _DIST.fullmatch(lv[0][:82]) and _leading_version(lv[1]) and " " not in lv[1].strip():
+                facts.packages.setdefault(canonical(lv[0]), lv[1].strip())
+                claimed.append(i)
 
 
 def _enough(facts: _Facts) -> bool:

@@ -13,6 +13,9 @@ _DIST = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,100}")
 _VERSION = re.compile(r"\d[\w.+!-]{0,80}")
 _CONDA_CUDA = re.compile(r"cuda(\d{1,2}\.\d{1,2})(?:\.\d{1,4})?(?:_cudnn(\d{1,2}\.\d{1,2}\.\d{1,3}))?")
 _TAGS = ("[pip]", "[pip3]", "[conda]")
+# a line that can belong to a package list (anchored and bounded: linear on any line)
+_CANDIDATE = re.compile(r"[ \t]*(?:\[(?:pip\d?|conda)\]|Package[ \t]|# |-{3,}|"
+                        r"[A-Za-z0-9][\w.+-]{0,100}(?:==|[ \t]+\d))")
 
 
 def _freeze(body: str) -> tuple[str, str] | None:
@@ -47,11 +50,14 @@ def read(paste: Paste, env: Environment) -> bool:
             found.extend((n, v, b, i, "pip list") for n, v, b, i in run)
         run.clear()
 
-    for i, line in enumerate(lines):
-        body = line.strip()
-        if not body or not paste.free(i):
+    prev = -2
+    for i in paste.where(_CANDIDATE):
+        body = lines[i].strip()
+        if i != prev + 1 or not paste.free(i):  # a list ends where a line of another kind comes between
             flush()
             table = False
+        prev = i
+        if not body or not paste.free(i):
             continue
         if body.startswith(_TAGS):
             tag, _, rest = body.partition("]")

@@ -31,10 +31,8 @@ def read(paste: Paste, env: Environment, state: dict) -> bool:
     the TensorFlow version is known."""
     values: dict[str, str] = {}
     lines = paste.lines
-    for i, line in enumerate(lines):
-        if "__version__" not in line and "torch." not in line and "sys.version" not in line \
-                and "python_version" not in line:
-            continue
+    for i in paste.having("__version__", "torch.", "sys.version", "python_version"):
+        line = lines[i]
         exprs = [m.group(0) for m in _EXPR.finditer(line[:2000])]
         if not exprs:
             continue
@@ -95,9 +93,8 @@ def _take(values: dict[str, str], key: str | None, value: str) -> bool:
 def _build_info(paste: Paste) -> dict[str, str]:
     """``tf.sysconfig.get_build_info()``: an OrderedDict or dict with 'cuda_version' and 'cudnn_version'."""
     out: dict[str, str] = {}
-    for i, line in enumerate(paste.lines):
-        if "'cuda_version'" not in line and "'cudnn_version'" not in line:
-            continue
+    for i in paste.having("'cuda_version'", "'cudnn_version'"):
+        line = paste.lines[i]
         for m in _BUILD_KEY.finditer(line[:20000]):
             value = m.group(2)
             if value.startswith("64_"):  # Windows builds: '64_112' is CUDA 11.2, '64_8' cuDNN 8

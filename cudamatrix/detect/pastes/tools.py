@@ -20,8 +20,8 @@ _MISMATCH = re.compile(r"NVRM: API mismatch: the client has the version ([\d.]{1
                        r"module has the version ([\d.]{1,20})")
 
 
-def _lines_with(paste: Paste, needle: str):
-    return [i for i, line in enumerate(paste.lines) if needle in line]
+def _lines_with(paste: Paste, needle: str) -> list[int]:
+    return paste.having(needle)
 
 
 def read_nvcc(paste: Paste, env: Environment) -> bool:
