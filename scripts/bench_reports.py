@@ -15,6 +15,7 @@ import os as _os
 _os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # measure what users get: bytecode caches on
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -39,15 +40,22 @@ def build_paste(size: int) -> str:
     return "\n".join(out)[:size]
 
 
-def median_ms(argv: list[str], n: int) -> float:
-    times = []
+def median_ms(argv: list[str], n: int) -> tuple[float, float]:
+    """Medians of wall time and of CPU time (user + system, from the child's own accounting: on a machine
+    shared with other work the wall time grows with the load, the CPU time much less)."""
+    import resource
+
+    walls, cpus = [], []
     for _ in range(n):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO)
-        times.append((time.perf_counter() - start) * 1000.0)
+        walls.append((time.perf_counter() - start) * 1000.0)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append((after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000.0)
         if done.returncode != 0:
             raise SystemExit(f"{' '.join(argv)} exited {done.returncode}: {done.stderr.decode()[-500:]}")
-    return statistics.median(times)
+    return statistics.median(walls), statistics.median(cpus)
 
 
 def main() -> None:
@@ -63,6 +71,8 @@ def main() -> None:
         cmd = [sys.executable, "-m", "cudamatrix", "detect", "--json", "--from"]
         median_ms(cmd + [str(small)], 2)  # warm the bytecode caches
         fixed = median_ms(cmd + [str(small)], args.n)
+        # a fixed pure-Python workload, to compare figures taken on machines of different speed or load
+        reference = median_ms([sys.executable, "-c", "s = 0\nfor i in range(10_000_000): s += i"], 3)
         full = median_ms(cmd + [str(big)], args.n)
         sys.path.insert(0, str(REPO))
         from cudamatrix.detect.reports import from_reports
@@ -75,9 +85,12 @@ def main() -> None:
             inproc.append((time.perf_counter() - start) * 1000.0)
         size = big.stat().st_size
     print(f"paste: {size / 1048576:.2f} MB, {text.count(chr(10)) + 1} lines, median of {args.n} runs")
-    print(f"detect --from (2-line paste, fixed cost): {fixed:7.1f} ms")
-    print(f"detect --from ({args.size_mb:g} MB paste):         {full:7.1f} ms   target < 200 ms")
-    print(f"reader alone, in-process:                 {statistics.median(inproc):7.1f} ms")
+    print(f"load average: {', '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
+    print(f"reference loop (10^7 additions):          wall {reference[0]:7.1f} ms   cpu {reference[1]:7.1f} ms")
+    print(f"detect --from (2-line paste, fixed cost): wall {fixed[0]:7.1f} ms   cpu {fixed[1]:7.1f} ms")
+    print(f"detect --from ({args.size_mb:g} MB paste):         wall {full[0]:7.1f} ms   cpu {full[1]:7.1f} ms"
+          "   target < 200 ms")
+    print(f"reader alone, in-process:                 wall {statistics.median(inproc):7.1f} ms")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ _PROMPT = re.compile(
     r"(?:(?:[\w.-]{1,64}@[\w.-]{1,64}(?::[^\s$#]{0,200})? ?|\[[^\]\n]{1,200}\] ?|PS [^>\n]{1,200}|"
     r"[A-Za-z]:\\[^>\n]{0,200})[$#%>] ?|[$%] |# (?=(?:nvidia-smi|nvcc|python|pip|conda|ldconfig|cat|jax|uv))|"
     r">>> ?|\.\.\. |In \[\d{1,6}\]: |!(?=[a-z]))")
+_FIRST = frozenset(" \t>`~<$%#!([.")
 _HTML_TAG = re.compile(r"</?(?:details|summary|pre|code|br|p|div|sub|sup|b|i)\b[^<>\n]{0,200}>")
 # a line that may hold a quote marker, a fence, an HTML tag or a prompt (anchored at the line's start)
 _WRAPPED = re.compile(r"[ \t]*(?:[>`~<$%#!(\[]|\.\.\. |In \[|PS |[A-Za-z]:\\|[\w.-]{1,64}@)")
@@ -78,7 +79,11 @@ class Paste:
         self._starts: list[int] | None = None
         # only the lines that can carry a quote marker, a fence, a tag or a prompt are looked at one by one
         changed = False
-        for i in self.where(_WRAPPED):
+        first = _FIRST
+        maybe = [i for i, line in enumerate(self.lines)
+                 if line[:1] in first or "@" in line[:80] or line[1:3] == ":\\" or line.startswith(("In [", "PS "))]
+        match = _WRAPPED.match
+        for i in (i for i in maybe if match(self.lines[i])):
             line = unquote(self.lines[i].rstrip())
             body = line.strip()
             if body.startswith(("```", "~~~")) or (body.startswith("<") and _HTML_TAG.sub("", body).strip() == ""):
@@ -125,7 +130,7 @@ class Paste:
         found: set[int] = set()
         for needle in needles:
             if needle in self.text:
-                found.update(i for i, line in enumerate(self.lines) if needle in line)
+                found.update([i for i, line in enumerate(self.lines) if needle in line])
         return sorted(found)
 
     def free(self, i: int) -> bool:

@@ -19,10 +19,6 @@ from cudamatrix.detect.text import Paste
 _EMPTY = {"", "could not collect", "n/a", "none", "no cuda", "unknown", "not found", "not available"}
 _LEADING_VERSION = re.compile(r"\d{1,4}(?:\.\d{1,9}){1,3}")
 _ANY_VERSION = re.compile(r"(?<![\d.])\d{1,4}(?:\.\d{1,9}){1,3}")
-# a line that can be a field: a colon (ASCII or full-width) near its start, a path continuing the cuDNN field,
-# "PyTorch version 1.5.0" without a colon, or a collect_env marker; bounded and anchored, so linear
-_FIELD_LINE = re.compile(r"[^\n:\uff1a]{0,200}[:\uff1a]|[ \t]*(?:/|[A-Za-z]:\\|- PyTorch|PyTorch version |"
-                         r"Collecting environment|Versions of relevant)")
 _DIST = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,80}")
 _PATHLIKE = re.compile(r"(?:/|[A-Za-z]:\\)")
 
@@ -62,7 +58,9 @@ def _label(body: str) -> tuple[str, str] | None:
         if low.startswith("pytorch version ") and _LEADING_VERSION.match(body[16:].strip()[:40]):
             return "pytorch version", body[16:].strip()
         return None
-    label = " ".join(body[:colon].split()).lower()
+    label = body[:colon].rstrip().lower()
+    if label not in LABELS and ("  " in label or "\t" in label):
+        label = " ".join(label.split())
     if label.endswith(")") and "(" in label and label not in LABELS:
         label = label[:label.index("(")].rstrip()
     return label, body[colon + 1:].strip()
@@ -109,50 +107,42 @@ def read(paste: Paste, env: Environment) -> bool:
     facts = _Facts()
     lines = paste.lines
     claimed: list[int] = []
-    current = ""
-    prev = -2
-    for i in paste.where(_FIELD_LINE):
+    consumed: set[int] = set()
+    for i in paste.having(":", "\uff1a", "PyTorch version", "Collecting environment"):
+        if i in consumed or not paste.free(i):
+            continue
         body = lines[i].strip()
-        if i != prev + 1:
-            current = ""
-        prev = i
-        if not body or not paste.free(i):
-            if body:
-                current = ""
-            continue
-        if current == "cudnn" and _PATHLIKE.match(body[:3]):
-            facts.cudnn_paths.append(body)
-            claimed.append(i)
-            continue
         if body.lower().startswith(_MARKERS):
             facts.labels.add("marker")
             claimed.append(i)
-            current = ""
             continue
         lv = _label(body)
         if lv is None:
-            current = ""
             continue
         label, value = lv
-        gpu_idx = _gpu_indices(label)
+        gpu_idx = _gpu_indices(label) if label[:4] == "gpu " else None
         if gpu_idx is not None:
             _gpu_field(facts, label, gpu_idx, value)
             claimed.append(i)
-            current = ""
             continue
         fact = LABELS.get(label)
         if fact is None:
-            current = ""
             if facts.labels and (label.replace(" ", "").replace("-", "").replace("_", "").isalnum()):
                 claimed.append(i)  # another field of a block already recognised (CPU flags, env variables)
             continue
         facts.labels.add(label)
         claimed.append(i)
-        current = fact
         if label == "sglang":
             facts.sglang_lines.append(i)
-        if fact == "cudnn" and value:
-            facts.cudnn_paths.append(value)
+        if fact == "cudnn":
+            if value:
+                facts.cudnn_paths.append(value)
+            j = i + 1  # "Probably one of the following:" and one path a line
+            while j < len(lines) and _PATHLIKE.match(lines[j].strip()[:3]) and paste.free(j):
+                facts.cudnn_paths.append(lines[j].strip())
+                claimed.append(j)
+                consumed.add(j)
+                j += 1
         elif fact == "gpus" and value:
             g = gpu_line(value)
             if g is not None:

@@ -11,37 +11,62 @@ from cudamatrix.detect.text import Paste
 
 # the lines each parser needs to see (anchored or literal patterns: linear); the others are skipped in C
 _CANDIDATES = {
-    "nvidia-smi": lambda p: sorted(set(p.where(_TABLE_LINE)) | set(p.having("NVIDIA-SMI"))),
+    "nvidia-smi": lambda p: sorted(set(_table_lines(p)) | set(p.having("NVIDIA-SMI"))),
     "nvidia-smi -q": lambda p: _q_runs(p),
-    "nvidia-smi --version": lambda p: p.having("version", "Version"),
+    "nvidia-smi --version": lambda p: p.having("NVIDIA-SMI version", "NVML version", "DRIVER version", "CUDA Version"),
     "nvidia-smi -L": lambda p: p.having("(UUID:"),
-    "nvidia-smi -q -x": lambda p: p.where(_XML_LINE),
+    "nvidia-smi -q -x": lambda p: p.having("<"),
 }
-_TABLE_LINE = re.compile(r"[ \t]*[|+]")
-_Q_LINE = re.compile(r"[ \t]+[A-Za-z]|GPU [0-9A-Fa-f]|[A-Za-z][^\n:]{0,80}:|=+NVSMI")
-_XML_LINE = re.compile(r"[ \t]*<")
-_QUERY_FIELDS = re.compile(r"--query-gpu[= ]([\w.,]{1,400})")
+_Q_STARTS = ("GPU ", "Driver Version", "KMD Version", "CUDA", "Attached GPUs", "Timestamp", "==")
 
-_Q_KEYS = ("NVSMI LOG", "Driver Version", "KMD Version", "Attached GPUs", "Product Name")
+
+_QUERY_HEADS = ("--query-gpu", "memory.", "driver_version", "name,", ", name")  # a header names one of these
+
+
+def _query_lines(paste: Paste) -> list[int]:
+    """A query's command or header line and the comma-separated rows that follow it."""
+    out: list[int] = []
+    lines = paste.lines
+    for i in paste.having(*_QUERY_HEADS):
+        if out and i <= out[-1]:
+            continue
+        out.append(i)
+        j = i + 1
+        while j < len(lines) and ("," in lines[j] or not lines[j].strip() and j + 1 < len(lines)
+                                  and "," in lines[j + 1]):
+            out.append(j)
+            j += 1
+    return out
+
+
+def _table_lines(paste: Paste) -> list[int]:
+    """Lines that start, after blanks, with the "|" or "+" of a table (str methods: cheaper than a pattern)."""
+    edges = ("|", "+")
+    return [i for i, line in enumerate(paste.lines)
+            if line.startswith(edges) or line[:1] in (" ", "\t") and line.lstrip(" \t").startswith(edges)]
 
 
 def _q_runs(paste: Paste) -> list[int]:
-    """The lines of the runs of ``-q``-like lines (blank lines allowed inside) that hold a ``-q`` key."""
-    out: list[int] = []
-    run: list[int] = []
-    hit = False
+    """The lines of each ``-q`` block: grown from its marker lines up and down through indented, blank and
+    top-level ``-q`` lines (two blank lines in a row end it), so a long paste costs only its ``-q`` blocks."""
     lines = paste.lines
-    for i in paste.where(_Q_LINE) + [len(lines) + 1]:
-        end = i > len(lines)
-        if run and (end or any(lines[j].strip() for j in range(run[-1] + 1, i))):
-            if hit:
-                out += run
-            run, hit = [], False
-        if end:
-            break
-        run.append(i)
-        hit = hit or any(k in lines[i] for k in _Q_KEYS) or lines[i].startswith("GPU ")
-    return out
+    markers = paste.having("NVSMI LOG", "Attached GPUs", "Product Name")
+    covered: set[int] = set()
+
+    def q_like(i: int) -> bool:
+        line = lines[i]
+        return not line.strip() or line[:1] in (" ", "\t") or line.startswith(_Q_STARTS)
+
+    for m in markers:
+        if m in covered:
+            continue
+        start = end = m
+        while start > 0 and q_like(start - 1) and (lines[start - 1].strip() or lines[start].strip()):
+            start -= 1
+        while end + 1 < len(lines) and q_like(end + 1) and (lines[end + 1].strip() or lines[end].strip()):
+            end += 1
+        covered.update(range(start, end + 1))
+    return sorted(i for i in covered if lines[i].strip())
 
 
 _PARSERS = (("nvidia-smi", smi.parse_table), ("nvidia-smi -q", smi.parse_q), ("nvidia-smi --query-gpu", None),
@@ -62,8 +87,7 @@ def read(paste: Paste, env: Environment) -> bool:
             continue
         used: set[int] = set()
         if parser is None:
-            single = "--query-gpu" in text and any("," not in f for f in _QUERY_FIELDS.findall(text))
-            reading = smi.parse_query(paste.lines, used=used, only=None if single else paste.having(",", "--query-gpu"))
+            reading = smi.parse_query(paste.lines, used=used, only=_query_lines(paste))
         else:
             reading = parser(paste.lines, used=used, only=_CANDIDATES[kind](paste))
         if not reading.found:
