@@ -334,8 +334,8 @@ def parse_q(text: str | list[str], used: set[int] | None = None, only: list[int]
 # --- nvidia-smi --version, -L ---------------------------------------------------------------------
 
 def parse_version(text: str | list[str], used: set[int] | None = None, only: list[int] | None = None) -> SmiReading:
-    """``nvidia-smi --version``: "NVIDIA-SMI version : 560.35.03", "NVML version", "DRIVER version",
-    "CUDA Version"."""
+    """``nvidia-smi --version``: "NVIDIA-SMI version : 560.35.03", "NVML version", "DRIVER version", "CUDA Version";
+    drivers from 610 on say "KMD version" and "CUDA UMD version" (the older two then read "Deprecated ...")."""
     out = SmiReading()
     used = used if used is not None else set()
     lines = _lines(text)
@@ -344,18 +344,25 @@ def parse_version(text: str | list[str], used: set[int] | None = None, only: lis
         kv = _key_value(raw.strip()) if "version" in raw.lower() else None
         if kv is None:
             continue
-        key, value = kv[0].lower(), kv[1].split()[0] if kv[1] else ""
-        if key == "driver version" and _version(value) and kv[0].startswith("DRIVER"):
-            out.driver.version, out.driver.source, out.found = value, "nvidia-smi --version", True
-        elif key in ("nvidia-smi version", "nvml version") and _version(value):
-            out.found = True
-        elif key == "cuda version" and out.found and _version(value):
-            out.driver.cuda_version = value
+        key, value = " ".join(kv[0].lower().split()), kv[1].split()[0] if kv[1] else ""
+        if key in ("nvidia-smi version", "nvml version"):
+            out.found = out.found or bool(_version(value))
+            if key == "nvidia-smi version" and _version(value):
+                out.driver.library_version = value
+        elif key in ("driver version", "kmd version") and kv[0].startswith(("DRIVER", "KMD version")):  # not -q's
+            if _version(value) and (key == "kmd version" or out.driver.version is None):
+                out.driver.version, out.driver.source = value, "nvidia-smi --version"
+            out.found = out.found or bool(_version(value)) or value == "Deprecated,"
+        elif key in ("cuda version", "cuda umd version") and (out.found or out.driver.version):
+            if _version(value) and (key == "cuda umd version" or out.driver.cuda_version is None):
+                out.driver.cuda_version = value
         else:
             continue
         used.add(i)
+    if out.found and out.driver.library_version == out.driver.version:
+        out.driver.library_version = None  # the tools and the driver agree: nothing to say
     if out.found and out.driver.version is None:
-        out.notes.append("nvidia-smi --version without a DRIVER version line")
+        out.notes.append("nvidia-smi --version without a DRIVER or KMD version line")
     return out
 
 

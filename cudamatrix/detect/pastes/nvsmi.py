@@ -13,7 +13,8 @@ from cudamatrix.detect.text import Paste
 _CANDIDATES = {
     "nvidia-smi": lambda p: sorted(set(_table_lines(p)) | set(p.having("NVIDIA-SMI"))),
     "nvidia-smi -q": lambda p: _q_runs(p),
-    "nvidia-smi --version": lambda p: p.having("NVIDIA-SMI version", "NVML version", "DRIVER version", "CUDA Version"),
+    "nvidia-smi --version": lambda p: p.having("NVIDIA-SMI version", "NVML version", "DRIVER version", "CUDA Version",
+                                               "KMD version", "CUDA UMD version"),
     "nvidia-smi -L": lambda p: p.having("(UUID:"),
     "nvidia-smi -q -x": lambda p: p.having("<"),
 }
@@ -81,7 +82,7 @@ def read(paste: Paste, env: Environment) -> bool:
     for kind, parser in _PARSERS:
         if kind == "nvidia-smi" and "|" not in text and "NVIDIA-SMI" not in text or kind == "nvidia-smi -q" and "Product Name" not in text \
                 and "NVSMI LOG" not in text or kind == "nvidia-smi --version" and "NVML version" not in text \
-                and "DRIVER version" not in text or kind == "nvidia-smi -L" and "(UUID:" not in text \
+                and "NVIDIA-SMI version" not in text or kind == "nvidia-smi -L" and "(UUID:" not in text \
                 or kind == "nvidia-smi --query-gpu" and "," not in text \
                 or kind == "nvidia-smi -q -x" and "<nvidia_smi_log" not in text and "<?xml" not in text:
             continue
