@@ -325,3 +325,47 @@ def test_a_1mb_hostile_line_is_read_fast(name):
     start = time.perf_counter()
     from_reports([(name, HOSTILE[name] + "\n")])
     assert time.perf_counter() - start < 1.0  # measured 0.002-0.06 s each; quadratic patterns take minutes
+
+
+# --- --from on every command that takes a target ----------------------------------------------------
+
+RTX4090 = "collect_env_2.5.1cu121_rtx4090_cudnn8.9.0_vllm13497"
+TARGET_4090 = "the pasted machine: NVIDIA GeForce RTX 4090 (sm 8.9); driver 535.183.01; Python 3.10; linux_x86_64"
+
+
+@pytest.fixture
+def paste_4090(tmp_path):
+    path = tmp_path / "collect_env.txt"
+    path.write_text(paste_text(RTX4090)[1])
+    return path
+
+
+def test_solve_lock_check_and_fix_dry_run_read_a_paste(paste_4090):
+    solve = _envelope(run_cli(["solve", "torch", "--json", "--from", str(paste_4090)]))
+    assert solve["exit_code"] == 0 and solve["data"]["targets"] == [TARGET_4090]
+    torch = next(f for f in solve["data"]["solution"]["frameworks"] if f["name"] == "torch")
+    assert (torch["version"], torch["variant"]) == ("2.5.1", "cu121")  # what the paste has installed is kept
+    lock = _envelope(run_cli(["lock", "torch", "--json", "--from", str(paste_4090)]))
+    assert lock["exit_code"] == 0 and "torch==2.5.1" in lock["data"]["text"]
+    check = _envelope(run_cli(["check", "--json", "--from", str(paste_4090)]))
+    assert check["exit_code"] == 0 and check["data"]["targets"] == [TARGET_4090]
+    fix = _envelope(run_cli(["fix", "--dry-run", "--json", "--from", str(paste_4090)]))
+    assert fix["exit_code"] == 0 and fix["data"]["status"] == "dry_run" and fix["data"]["applied"] is None
+
+
+def test_from_stdin_and_the_typer_path_agree_with_the_fast_path(paste_4090):
+    from cudamatrix.matrix.data import default_data_dir
+
+    text = paste_4090.read_bytes()
+    fast = _envelope(run_cli(["solve", "torch", "--json", "--from", "-"], input=text))
+    # --data is declared to typer only, so this invocation is parsed by typer, not by the fast path
+    slow = _envelope(run_cli(["solve", "torch", "--json", "--from", str(paste_4090), "--data", str(default_data_dir())]))
+    assert fast["exit_code"] == slow["exit_code"] == 0
+    assert fast["data"]["solution"]["packages"] == slow["data"]["solution"]["packages"]
+
+
+def test_fix_from_a_paste_only_plans(paste_4090):
+    done = run_cli(["fix", "--json", "--from", str(paste_4090)])
+    assert done.returncode == 2 and "--dry-run" in _envelope(done)["errors"][0]["hint"]
+    both = run_cli(["solve", "--json", "--from", str(paste_4090), "--env", str(paste_4090)])
+    assert both.returncode == 2
