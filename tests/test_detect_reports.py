@@ -369,3 +369,26 @@ def test_fix_from_a_paste_only_plans(paste_4090):
     assert done.returncode == 2 and "--dry-run" in _envelope(done)["errors"][0]["hint"]
     both = run_cli(["solve", "--json", "--from", str(paste_4090), "--env", str(paste_4090)])
     assert both.returncode == 2
+
+
+def test_the_layouts_issue_13_names():
+    # lines typed after the layouts issue #13 lists (the corpus holds real pastes of each but the first)
+    env = from_reports([("t", "PyTorch version 1.5.0\nCUDA used to build PyTorch: 10.1.243\n"
+                              "GPU models and configuration:\nGPU 0\uff1aTITAN RTX\nGPU 1\uff1aTITAN RTX\n")])
+    torch = fw(env, "torch")
+    assert (torch.version, torch.cuda, torch.variant) == ("1.5.0", "10.1", "cu101")
+    assert [g.name for g in env.gpus] == ["TITAN RTX", "TITAN RTX"]
+    quoted = from_reports([("q", "    > PyTorch version: 2.3.0+cu121\n    > CUDA used to build PyTorch: 12.1\n"
+                                 "    > Python version: 3.11.9 (main) [GCC 11.2.0] (64-bit runtime)\n")])
+    assert fw(quoted, "torch").cuda == "12.1" and quoted.python.version == "3.11.9"
+    crlf_html = from_reports([("h", "&gt; Cuda compilation tools, release 12.4, V12.4.131\r\n")])
+    assert crlf_html.toolkits[0].version == "12.4.131"
+
+
+def test_notes_say_what_each_block_was_read_as_and_what_was_skipped():
+    text = ("Here is my setup:\n```\n$ nvcc --version\nnvcc: NVIDIA (R) Cuda compiler driver\n"
+            "Cuda compilation tools, release 12.4, V12.4.131\n```\nthanks!\n")
+    env = from_reports([("r.txt", text)])
+    messages = [n.message for n in env.notes]
+    assert "r.txt: read as nvcc (lines 4-5)" in messages
+    assert "r.txt: skipped 2 line(s) that are no known tool's output: 1, 7" in messages

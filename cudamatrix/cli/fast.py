@@ -24,8 +24,7 @@ FAST: dict[str, tuple[str, str, str | None, dict[str, tuple[str, str]]]] = {
         "--env": ("env", "paths")}),
     "fix": ("fix_cmd", "run_fix", None, {
         "--json": ("as_json", "flag"), "--yes": ("yes", "flag"), "-y": ("yes", "flag"),
-        "--python": ("python", "value"), "--framework": ("framework", "value"), "--dry-run": ("dry_run", "flag"),
-        "--from": ("from_", "list")}),
+        "--python": ("python", "value"), "--framework": ("framework", "value"), "--from": ("from_", "list")}),
     "solve": ("solve_cmd", "run_solve", "requirements", {**_TARGET, "--explain": ("explain", "flag")}),
     "lock": ("solve_cmd", "run_lock", "requirements", {
         **_TARGET, "-o": ("output", "path"), "--output": ("output", "path"), "--format": ("fmt", "value")}),

@@ -57,6 +57,11 @@ def read(paste: Paste, env: Environment, state: dict) -> bool:
                 value = value[3:] if value.startswith("is ") else value
                 if _take(values, _key(exprs[0]), value):
                     paste.claim(i, "python prints")
+    for i in paste.having("--version", " -V"):  # `python3 --version` prints "Python 3.12.1"
+        if i in paste.commands and paste.lines[i].lstrip().startswith("python") and i + 1 < len(lines):
+            answer = lines[i + 1].strip()
+            if answer.startswith("Python ") and _take(values, "python", answer[7:]):
+                paste.claim(i + 1, "python prints")
     build = _build_info(paste)
     if not values and not build:
         return False
