@@ -16,7 +16,6 @@ import sys
 from cudamatrix.errors import UsageError
 from cudamatrix.models import Environment, Note
 from cudamatrix.detect.pastes import fields, nvsmi, packages, prints, tools
-from cudamatrix.detect.pastes.merge import merge_driver as _merge_driver, merge_gpus as _merge_gpus  # noqa: F401
 from cudamatrix.detect.python_env import other_variant, torch_variant
 from cudamatrix.detect.text import MAX_BYTES, Paste, decode, ranges
 

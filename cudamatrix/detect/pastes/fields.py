@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from cudamatrix.models import Driver, Environment, Framework, GpuInfo, Library, Toolkit
+from cudamatrix.models import Driver, Environment, GpuInfo, Library, Toolkit
 from cudamatrix.detect.libraries import _soname_guess, library_name, version_from_filename
 from cudamatrix.detect.pastes.merge import merge_driver, merge_gpus
 from cudamatrix.detect.python_env import canonical, torch_variant

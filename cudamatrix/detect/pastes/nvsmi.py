@@ -2,14 +2,12 @@
 and its error messages (the parsers live in :mod:`cudamatrix.detect.smi`)."""
 from __future__ import annotations
 
-import re
-
 from cudamatrix.models import Driver, Environment, Note
 from cudamatrix.detect import smi
 from cudamatrix.detect.pastes.merge import merge_driver, merge_gpus
 from cudamatrix.detect.text import Paste
 
-# the lines each parser needs to see (anchored or literal patterns: linear); the others are skipped in C
+# the lines each parser needs to see, found with str methods (linear, and cheap on a long paste)
 _CANDIDATES = {
     "nvidia-smi": lambda p: sorted(set(_table_lines(p)) | set(p.having("NVIDIA-SMI"))),
     "nvidia-smi -q": lambda p: _q_runs(p),
@@ -19,8 +17,6 @@ _CANDIDATES = {
     "nvidia-smi -q -x": lambda p: p.having("<"),
 }
 _Q_STARTS = ("GPU ", "Driver Version", "KMD Version", "CUDA", "Attached GPUs", "Timestamp", "==")
-
-
 _QUERY_HEADS = ("--query-gpu", "memory.", "driver_version", "name,", ", name")  # a header names one of these
 
 
