@@ -74,8 +74,8 @@ def read_paste(name: str, raw: str, env: Environment, state: dict | None = None)
     blocks = paste.blocks()
     kinds = list(dict.fromkeys(b[0] for b in blocks))
     if blocks:
-        where = "; ".join(f"{kind} (lines {ranges([n for b in blocks if b[0] == kind for n in range(b[1], b[2] + 1)])})"
-                          for kind in kinds)
+        spans = {kind: ranges([n for b in blocks if b[0] == kind for n in range(b[1], b[2] + 1)]) for kind in kinds}
+        where = "; ".join(f"{kind} ({'line' if spans[kind].isdigit() else 'lines'} {spans[kind]})" for kind in kinds)
         env.notes.append(Note("report", f"{name}: read as {where}"))
         skipped = paste.skipped()
         if skipped:

@@ -81,7 +81,7 @@ class Paste:
         changed = False
         first = _FIRST
         maybe = [i for i, line in enumerate(self.lines)
-                 if line[:1] in first or "@" in line[:80] or line[1:3] == ":\\" or line.startswith(("In [", "PS "))]
+                 if line[:1] in first or line.find("@", 0, 80) >= 0 or line.startswith((":\\", "n [", "S "), 1)]
         match = _WRAPPED.match
         for i in (i for i in maybe if match(self.lines[i])):
             line = unquote(self.lines[i].rstrip())

@@ -108,11 +108,12 @@ def read(paste: Paste, env: Environment) -> bool:
     lines = paste.lines
     claimed: list[int] = []
     consumed: set[int] = set()
+    kinds = paste.kind
     for i in paste.having(":", "\uff1a", "PyTorch version", "Collecting environment"):
-        if i in consumed or not paste.free(i):
+        if kinds[i] is not None or i in consumed:
             continue
         body = lines[i].strip()
-        if body.lower().startswith(_MARKERS):
+        if body[:40].lower().startswith(_MARKERS):
             facts.labels.add("marker")
             claimed.append(i)
             continue

@@ -107,7 +107,21 @@ def _build_info(paste: Paste) -> dict[str, str]:
                 value = digits if m.group(1) == "cudnn_version" else f"{digits[:-1]}.{digits[-1:]}"
             out.setdefault(m.group(1), value)
         paste.claim(i, "tf.sysconfig.get_build_info()")
+        _claim_pretty_printed(paste, i)
     return out
+
+
+def _claim_pretty_printed(paste: Paste, i: int) -> None:
+    """A pretty-printed build info spans lines: claim from its "OrderedDict([" (or "{") to its "])" (or "}")."""
+    lines = paste.lines
+    start = i
+    while start > 0 and i - start < 60 and not lines[start].lstrip().startswith(("OrderedDict(", "{")):
+        start -= 1
+    end = i
+    while end + 1 < len(lines) and end - i < 60 and not lines[end].rstrip().endswith(("])", "}")):
+        end += 1
+    if lines[start].lstrip().startswith(("OrderedDict(", "{")) and lines[end].rstrip().endswith(("])", "}")):
+        paste.claim_range(start, end, "tf.sysconfig.get_build_info()")
 
 
 def _apply(env: Environment, values: dict[str, str]) -> None:

@@ -13,6 +13,8 @@ from cudamatrix.detect.text import Paste, version_from_int
 _NVCC = re.compile(r"release (?P<short>\d{1,3}\.\d{1,3}), V(?P<full>\d{1,3}\.\d{1,3}\.\d{1,6})")
 _NVCC_SHORT = re.compile(r"Cuda compilation tools, release (?P<short>\d{1,3}\.\d{1,3})")
 _TOO_OLD = re.compile(r"The NVIDIA driver on your system is too old \(found version (?P<v>\d{4,6})\)")
+_TOO_OLD_REST = ("Please update your GPU driver", "version from the URL", "Alternatively, go to",
+                 "a PyTorch version that has been compiled", "of the CUDA driver")
 _PROC = re.compile(r"Kernel Module(?: {1,4}for {1,4}\S{1,40})? {1,4}(?P<v>\d{1,4}\.\d{1,4}(?:\.\d{1,4})?)")
 _DQ_VERSIONS = re.compile(r"CUDA Driver Version / Runtime Version {1,40}(\d{1,3}\.\d{1,3}) {0,4}/ {0,4}(\d{1,3}\.\d{1,3})")
 _DQ_DEVICE = re.compile(r'Device (\d{1,3}): "([^"\n]{1,200})"')
@@ -92,6 +94,10 @@ def read_driver_warning(paste: Paste, env: Environment) -> bool:
             env.notes.append(Note("report", f"torch says the driver is too old: it runs CUDA {cuda} at most",
                                   "warning"))
             paste.claim(i, "torch warning")
+            j = i + 1  # the rest of the message, when it kept its line breaks
+            while j < len(paste.lines) and j - i <= 6 and paste.lines[j].strip().startswith(_TOO_OLD_REST):
+                paste.claim(j, "torch warning")
+                j += 1
             found = True
     for i in _lines_with(paste, "Found no NVIDIA driver on your system"):
         merge_driver(env, Driver(status="absent", error="Found no NVIDIA driver on your system (torch)"))
