@@ -37,7 +37,7 @@ LABELS = {
     "hip runtime version": "", "miopen runtime version": "", "is xnnpack available": "", "is xpu available": "",
     "cpu": "", "versions of relevant libraries": "", "collecting environment information...": "",
     "cuda available": "", "cuda_home": "", "nvcc": "", "rocm version": "", "neuron sdk version": "",
-    "vllm build flags": "", "gpu topology": "", "process_count": "", "platform": "", "cuda version": "",
+    "vllm build flags": "", "gpu topology": "", "process_count": "", "jax.devices": "", "platform": "", "cuda version": "",
     "how you installed pytorch": "", "build command you used": "", "any other relevant information": "",
     "pytorch version (gpu?)": "torch", "tensorflow version (gpu?)": "pkg:tensorflow",
 }
@@ -128,7 +128,7 @@ def read(paste: Paste, env: Environment) -> bool:
             continue
         fact = LABELS.get(label)
         if fact is None:
-            if facts.labels and (label.replace(" ", "").replace("-", "").replace("_", "").isalnum()):
+            if facts.labels and label.replace(" ", "").replace("-", "").replace("_", "").replace(".", "").isalnum():
                 claimed.append(i)  # another field of a block already recognised (CPU flags, env variables)
             continue
         facts.labels.add(label)

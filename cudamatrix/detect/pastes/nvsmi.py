@@ -69,6 +69,10 @@ def _q_runs(paste: Paste) -> list[int]:
 _PARSERS = (("nvidia-smi", smi.parse_table), ("nvidia-smi -q", smi.parse_q), ("nvidia-smi --query-gpu", None),
             ("nvidia-smi --version", smi.parse_version), ("nvidia-smi -L", smi.parse_list),
             ("nvidia-smi -q -x", smi.parse_xml))
+# a parser runs only when the paste holds one of its words (one C-level search each)
+_HINTS = {"nvidia-smi": ("|", "NVIDIA-SMI"), "nvidia-smi -q": ("Product Name", "NVSMI LOG"),
+          "nvidia-smi --query-gpu": (",",), "nvidia-smi --version": ("NVML version", "NVIDIA-SMI version"),
+          "nvidia-smi -L": ("(UUID:",), "nvidia-smi -q -x": ("<nvidia_smi_log", "<?xml")}
 
 
 def read(paste: Paste, env: Environment) -> bool:
@@ -76,11 +80,7 @@ def read(paste: Paste, env: Environment) -> bool:
     found = False
     text = paste.text
     for kind, parser in _PARSERS:
-        if kind == "nvidia-smi" and "|" not in text and "NVIDIA-SMI" not in text or kind == "nvidia-smi -q" and "Product Name" not in text \
-                and "NVSMI LOG" not in text or kind == "nvidia-smi --version" and "NVML version" not in text \
-                and "NVIDIA-SMI version" not in text or kind == "nvidia-smi -L" and "(UUID:" not in text \
-                or kind == "nvidia-smi --query-gpu" and "," not in text \
-                or kind == "nvidia-smi -q -x" and "<nvidia_smi_log" not in text and "<?xml" not in text:
+        if not any(hint in text for hint in _HINTS[kind]):
             continue
         used: set[int] = set()
         if parser is None:
