@@ -76,7 +76,7 @@ def test_ldconfig_and_nvcc_reports():
 
 def test_pip_list_fragment_and_freeze():
     env = env_of("pip/pip-list-fragment_cu11-wheels_norse375.txt")
-    assert env.packages == {"nvidia-cuda-runtime-cu11": "11.7.99", "nvidia-cudnn-cu11": "8.5.0.96"}
+    assert env.packages["nvidia-cuda-runtime-cu11"] == "11.7.99" and env.packages["nvidia-cudnn-cu11"] == "8.5.0.96"
     freeze = from_reports([("f", "numpy==2.1.0\ntorch==2.5.1+cu121\ntorchvision==0.20.1+cu121\n"
                                   "nvidia-cudnn-cu12==9.1.0.70\n")])
     assert fw(freeze, "torch").variant == "cu121" and fw(freeze, "torchvision").cuda == "12.1"
@@ -130,12 +130,22 @@ def test_cli_from_files_and_stdin(tmp_path):
     assert env["toolkits"][0]["version"] == "11.0.221"
 
 
-def test_cli_empty_file_is_a_note(tmp_path):
+@pytest.mark.parametrize("command", [["detect"], ["doctor"], ["solve", "torch"], ["lock", "torch"], ["check"],
+                                     ["fix", "--dry-run"]])
+def test_cli_nothing_recognised_is_exit_2_never_healthy(tmp_path, command):
     empty = tmp_path / "empty.txt"
     empty.write_text("")
-    done = run_cli(["detect", "--json", "--from", str(empty)])
-    assert done.returncode == 0
-    assert any("empty" in n["message"] for n in _envelope(done)["data"]["environment"]["notes"])
+    poem = tmp_path / "poem.txt"
+    poem.write_text("roses are red\nviolets are blue\n")
+    for path in (empty, poem):
+        done = run_cli([*command, "--json", "--from", str(path)])
+        assert done.returncode == 2, done.stdout
+        env = _envelope(done)
+        assert env["status"] == "usage_error"
+        assert env["errors"][0]["message"] == f"no known tool output in {path}"
+    human = run_cli(["doctor", "--from", str(empty)])
+    assert human.returncode == 2 and b"healthy" not in human.stdout
+    assert b"no known tool output in" in human.stderr
 
 
 def test_cli_binary_garbage_is_exit_2(tmp_path):
@@ -173,3 +183,212 @@ def test_cli_50mb_file_is_read_in_part(tmp_path):
 def test_every_fixture_is_recognised(rel):
     env = from_reports([(rel, fixture(rel))])
     assert any(n.message.startswith(f"{rel}: read as") for n in env.notes), [n.message for n in env.notes]
+
+
+# --- the corpus of public pastes (tests/data/pastes: first line its source, a sidecar of the fields a person reads)
+
+PASTES = DATA / "pastes"
+CORPUS = sorted(p.stem for p in PASTES.glob("*.txt"))
+
+
+def paste_text(stem):
+    text = (PASTES / f"{stem}.txt").read_text(encoding="utf-8")
+    first, _, body = text.partition("\n")
+    return first, body
+
+
+def read_fields(env):
+    """The fields a person reads in a paste, as the reader returned them."""
+    torch = next((f for f in env.frameworks if f.name == "torch"), None)
+    tf = next((f for f in env.frameworks if f.name.startswith("tensorflow")), None)
+    note = next((n.message for n in env.notes if n.message.startswith("TensorFlow build info")), "")
+    tf_cuda = tf.cuda if tf else (note.split("CUDA ")[1].split(",")[0] if note else None)
+    tf_cudnn = tf.cudnn if tf else (note.split("cuDNN ")[1].split(")")[0] if note else None)
+    cudnn = {lib.version for lib in env.libraries if lib.name == "cudnn" and lib.version}
+    cudnn |= {n.message.split()[1] for n in env.notes if n.message.startswith("cuDNN ") and "named in the paste" in n.message}
+    cudnn |= {f.cudnn for f in env.frameworks if f.cudnn and f.source and f.source.startswith("report:") and
+              f.source != "report:pip"}
+    return {
+        "driver_version": env.driver.version, "driver_cuda": env.driver.cuda_version, "driver_status": env.driver.status,
+        "gpus": [{"name": g.name, "memory_mib": g.memory_total_mib, "cc": g.compute_capability} for g in env.gpus],
+        "torch": torch.version if torch else None, "torch_cuda": torch.cuda if torch else None,
+        "torch_variant": torch.variant if torch else None, "cudnn": sorted(cudnn), "python": env.python.version,
+        "nvcc": [t.version for t in env.toolkits if t.source == "report:nvcc"],
+        "cuda_runtime": next((t.version for t in env.toolkits if t.source == "report:collect_env"), None),
+        "packages": env.packages, "tensorflow": tf.version if tf else None, "tf_cuda": tf_cuda, "tf_cudnn": tf_cudnn,
+        "jax": env.packages.get("jax"), "jaxlib": env.packages.get("jaxlib"),
+        "kernel_module": env.driver.kernel_module_version, "driver_library": env.driver.library_version,
+        "conda_cudatoolkit": next((t.version for t in env.toolkits if t.source.endswith(" cudatoolkit")), None),
+        "libraries": sorted(lib.soname for lib in env.libraries if lib.origin == "report:ldconfig"),
+    }
+
+
+def compare(expected, got):
+    """[(field, expected, got)] for every field of the sidecar; a GPU attribute or a package is one field."""
+    out = []
+    for key, want in expected.items():
+        if key == "tool":
+            continue
+        if key == "gpus":
+            for i, gpu in enumerate(want):
+                have = got["gpus"][i] if i < len(got["gpus"]) else {}
+                out += [(f"gpus[{i}].{attr}", value, have.get(attr)) for attr, value in gpu.items()]
+        elif key == "packages":
+            out += [(f"packages.{name}", version, got["packages"].get(name)) for name, version in want.items()]
+        else:
+            out.append((key, want, got[key]))
+    return out
+
+
+def test_corpus_is_public_new_and_complete():
+    assert len(CORPUS) >= 60
+    for stem in CORPUS:
+        first, body = paste_text(stem)
+        assert first.startswith("# source: https://github.com/"), stem
+        assert "/issues/" in first or "/pull/" in first or "/discussions/" in first, stem
+        assert body.strip(), stem
+        expected = json.loads((PASTES / f"{stem}.json").read_text())
+        assert expected.get("tool") and len(expected) >= 2, stem
+
+
+@pytest.mark.parametrize("stem", CORPUS)
+def test_corpus_paste_fields(stem):
+    _, body = paste_text(stem)
+    env = from_reports([(stem, body)], strict=True)
+    expected = json.loads((PASTES / f"{stem}.json").read_text())
+    wrong = [(field, want, have) for field, want, have in compare(expected, read_fields(env)) if want != have]
+    assert not wrong, wrong
+
+
+def test_corpus_score(capsys):
+    """Fields read right over fields present, overall and per tool (printed; every one must be right)."""
+    per_tool: dict[str, list[int]] = {}
+    for stem in CORPUS:
+        _, body = paste_text(stem)
+        expected = json.loads((PASTES / f"{stem}.json").read_text())
+        pairs = compare(expected, read_fields(from_reports([(stem, body)])))
+        score = per_tool.setdefault(expected["tool"], [0, 0])
+        score[0] += sum(want == have for _, want, have in pairs)
+        score[1] += len(pairs)
+    right, present = sum(s[0] for s in per_tool.values()), sum(s[1] for s in per_tool.values())
+    with capsys.disabled():
+        print(f"\ncorpus: {right}/{present} fields read right over {len(CORPUS)} pastes")
+        for tool, (r, p) in sorted(per_tool.items()):
+            print(f"  {tool}: {r}/{p}")
+    assert right == present
+
+
+def test_every_paste_says_what_it_was_read_as():
+    for stem in CORPUS:
+        _, body = paste_text(stem)
+        env = from_reports([(stem, body)])
+        assert any(n.message.startswith(f"{stem}: read as ") for n in env.notes), stem
+
+
+# --- hostile lines: every pattern on user text runs in linear time --------------------------------
+
+HOSTILE = {
+    "spaces after a bar": "|" + " " * 1_000_000,
+    "a table row of words": "| 0 " + "a " * 500_000,
+    "digits": "1" * 1_000_000,
+    "MiB cells": "| " + "1MiB " * 200_000,
+    "a GPU line": "GPU 0: " + "a " * 500_000,
+    "a collect_env field": "PyTorch version: " + "1." * 500_000,
+    "colons": ": " * 500_000,
+    "an nvidia-smi header": "| NVIDIA-SMI " + "1" * 1_000_000,
+    "a venv prompt": "(" + "a" * 1_000_000,
+    "quote markers": "> " * 500_000,
+    "ldconfig flags": "a (b) OS ABI:" + " " * 1_000_000,
+    "arrows": "a (" + "=>" * 500_000,
+    "a freeze line": "a==" + "1" * 1_000_000,
+    "commas": "," * 1_000_000,
+    "CSV header names": "name," * 200_000,
+    "deviceQuery": 'Device 0: "' + "a" * 1_000_000,
+    "HTML": "<details " + "a" * 1_000_000,
+    "a print": "torch.__version__ = " + "1" * 1_000_000,
+    "build info": "'cuda_version', '" + "1" * 1_000_000,
+    "nvcc": "Cuda compilation tools, release " + "1" * 1_000_000,
+    "-q": "    Product Name : " + "x" * 1_000_000,
+    "tabs and spaces": " \t" * 500_000,
+    "GPU rows": "| 0 Tesla  On | 0000:00:00.0 Off | " * 25_000,
+    "process row": "|    0 " + "1 " * 500_000 + "C",
+    "torch warning": "The NVIDIA driver on your system is too old (found version " + "1" * 1_000_000,
+    "nested quotes and prompts": "> " * 1000 + "$ " * 200_000 + "nvidia-smi",
+    "pip list row": "a " + "1" * 1_000_000 + " b",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_a_1mb_hostile_line_is_read_fast(name):
+    import time
+
+    start = time.perf_counter()
+    from_reports([(name, HOSTILE[name] + "\n")])
+    assert time.perf_counter() - start < 1.0  # measured 0.002-0.06 s each; quadratic patterns take minutes
+
+
+# --- --from on every command that takes a target ----------------------------------------------------
+
+RTX4090 = "collect_env_2.5.1cu121_rtx4090_cudnn8.9.0_vllm13497"
+TARGET_4090 = "the pasted machine: NVIDIA GeForce RTX 4090 (sm 8.9); driver 535.183.01; Python 3.10; linux_x86_64"
+
+
+@pytest.fixture
+def paste_4090(tmp_path):
+    path = tmp_path / "collect_env.txt"
+    path.write_text(paste_text(RTX4090)[1])
+    return path
+
+
+def test_solve_lock_check_and_fix_dry_run_read_a_paste(paste_4090):
+    solve = _envelope(run_cli(["solve", "torch", "--json", "--from", str(paste_4090)]))
+    assert solve["exit_code"] == 0 and solve["data"]["targets"] == [TARGET_4090]
+    torch = next(f for f in solve["data"]["solution"]["frameworks"] if f["name"] == "torch")
+    assert (torch["version"], torch["variant"]) == ("2.5.1", "cu121")  # what the paste has installed is kept
+    lock = _envelope(run_cli(["lock", "torch", "--json", "--from", str(paste_4090)]))
+    assert lock["exit_code"] == 0 and "torch==2.5.1" in lock["data"]["text"]
+    check = _envelope(run_cli(["check", "--json", "--from", str(paste_4090)]))
+    assert check["exit_code"] == 0 and check["data"]["targets"] == [TARGET_4090]
+    fix = _envelope(run_cli(["fix", "--dry-run", "--json", "--from", str(paste_4090)]))
+    assert fix["exit_code"] == 0 and fix["data"]["status"] == "dry_run" and fix["data"]["applied"] is None
+
+
+def test_from_stdin_and_the_typer_path_agree_with_the_fast_path(paste_4090):
+    from cudamatrix.matrix.data import default_data_dir
+
+    text = paste_4090.read_bytes()
+    fast = _envelope(run_cli(["solve", "torch", "--json", "--from", "-"], input=text))
+    # --data is declared to typer only, so this invocation is parsed by typer, not by the fast path
+    slow = _envelope(run_cli(["solve", "torch", "--json", "--from", str(paste_4090), "--data", str(default_data_dir())]))
+    assert fast["exit_code"] == slow["exit_code"] == 0
+    assert fast["data"]["solution"]["packages"] == slow["data"]["solution"]["packages"]
+
+
+def test_fix_from_a_paste_only_plans(paste_4090):
+    done = run_cli(["fix", "--json", "--from", str(paste_4090)])
+    assert done.returncode == 2 and "--dry-run" in _envelope(done)["errors"][0]["hint"]
+    both = run_cli(["solve", "--json", "--from", str(paste_4090), "--env", str(paste_4090)])
+    assert both.returncode == 2
+
+
+def test_the_layouts_issue_13_names():
+    # lines typed after the layouts issue #13 lists (the corpus holds real pastes of each but the first)
+    env = from_reports([("t", "PyTorch version 1.5.0\nCUDA used to build PyTorch: 10.1.243\n"
+                              "GPU models and configuration:\nGPU 0\uff1aTITAN RTX\nGPU 1\uff1aTITAN RTX\n")])
+    torch = fw(env, "torch")
+    assert (torch.version, torch.cuda, torch.variant) == ("1.5.0", "10.1", "cu101")
+    assert [g.name for g in env.gpus] == ["TITAN RTX", "TITAN RTX"]
+    quoted = from_reports([("q", "    > PyTorch version: 2.3.0+cu121\n    > CUDA used to build PyTorch: 12.1\n"
+                                 "    > Python version: 3.11.9 (main) [GCC 11.2.0] (64-bit runtime)\n")])
+    assert fw(quoted, "torch").cuda == "12.1" and quoted.python.version == "3.11.9"
+    crlf_html = from_reports([("h", "&gt; Cuda compilation tools, release 12.4, V12.4.131\r\n")])
+    assert crlf_html.toolkits[0].version == "12.4.131"
+
+
+def test_notes_say_what_each_block_was_read_as_and_what_was_skipped():
+    text = ("Here is my setup:\n```\n$ nvcc --version\nnvcc: NVIDIA (R) Cuda compiler driver\n"
+            "Cuda compilation tools, release 12.4, V12.4.131\n```\nthanks!\n")
+    env = from_reports([("r.txt", text)])
+    messages = [n.message for n in env.notes]
+    assert "r.txt: read as nvcc (lines 4-5)" in messages
+    assert "r.txt: skipped 2 line(s) that are no known tool's output: 1, 7" in messages

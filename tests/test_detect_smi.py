@@ -161,3 +161,33 @@ def test_old_process_table_layout():
     head = fixture("nvidia-smi/331.62_multi-gtx680_old-format-no-cuda_cbio.txt")
     r = smi.parse_table(head + "\n" + text)
     assert [(p.pid, p.name, p.used_memory_mib) for p in r.gpus[0].processes] == [(2089, "python", 168)]
+
+
+# --- nvidia-smi --version (the four lines issue #13 names; typed after that layout, not a captured paste) ---
+
+def test_version_lines_give_driver_and_cuda_and_the_tools_own_version():
+    r = smi.parse_version("NVIDIA-SMI version  : 580.82.07\nNVML version        : 580.95\n"
+                          "DRIVER version      : 581.42\nCUDA Version        : 13.0\n")
+    assert r.found and (r.driver.version, r.driver.cuda_version) == ("581.42", "13.0")
+    assert r.driver.library_version == "580.82.07"  # WSL: the Linux tools, the Windows driver
+    same = smi.parse_version("NVIDIA-SMI version  : 560.35.03\nNVML version        : 560.35\n"
+                             "DRIVER version      : 560.35.03\nCUDA Version        : 12.6\n")
+    assert (same.driver.version, same.driver.cuda_version, same.driver.library_version) == ("560.35.03", "12.6", None)
+
+
+def test_version_lines_of_a_610_driver_use_kmd_and_umd():
+    # 610 renamed the header's fields (see the KMD/UMD table fixture of sglang#27487); --version follows
+    r = smi.parse_version('NVIDIA-SMI version  : 610.88\nDRIVER version      : Deprecated, see "KMD version" instead\n'
+                          "KMD version         : 610.88\nCUDA UMD version    : 13.3\n")
+    assert (r.driver.version, r.driver.cuda_version) == ("610.88", "13.3")
+
+
+def test_q_x_xml_and_list_without_its_parenthesis():
+    xml = smi.parse_xml("<?xml version=\"1.0\" ?>\n<nvidia_smi_log>\n\t<driver_version>430.64</driver_version>\n"
+                        "\t<cuda_version>10.1</cuda_version>\n\t<gpu id=\"00000000:29:00.0\">\n"
+                        "\t\t<product_name>GeForce GTX 1660 Ti</product_name>\n")
+    assert (xml.driver.version, xml.driver.cuda_version, xml.gpus[0].name) == ("430.64", "10.1", "GeForce GTX 1660 Ti")
+    assert xml.gpus[0].pci_bus_id == "00000000:29:00.0"
+    g = smi.gpu_line("GPU 0: GeForce GTX 1660 Ti (UUID: GPU-e18afb8d-1627-f8ff-2ba3-c05c5a8e9e67")
+    assert (g.name, g.uuid) == ("GeForce GTX 1660 Ti", "GPU-e18afb8d-1627-f8ff-2ba3-c05c5a8e9e67")
+    assert smi.gpu_line("GPU 0\uff1aTITAN RTX").name == "TITAN RTX"  # a full-width colon

@@ -52,9 +52,9 @@ def test_each_raw_output_alone_gives_its_part():
 
 
 def test_python_side_matches(live, replayed):
-    # detect records cuda-toolkit, cuda-bindings, cuda-pathfinder and numpy since that run: the paste has them
-    assert live.packages.items() <= replayed.packages.items()
-    assert set(replayed.packages) - set(live.packages) == {"cuda-toolkit", "cuda-bindings", "cuda-pathfinder", "numpy"}
+    # a live detect keeps the distributions that matter for CUDA; a pasted list keeps every package it names
+    assert {name: replayed.packages.get(name) for name in live.packages} == live.packages
+    assert len(replayed.packages) > len(live.packages)
     want = {(f.name, f.version, f.variant, f.cuda) for f in live.frameworks}
     got = {(f.name, f.version, f.variant, f.cuda) for f in replayed.frameworks}
     assert ("torch", "2.11.0", "cu130", "13.0") in want & got

@@ -34,14 +34,15 @@ def _a(command: str) -> Any:
 @app.command("solve")
 def solve(
     requirements: List[str] = _a("solve"),
-    env: List[Path] = _o("solve", "env"), driver: Optional[str] = _o("solve", "driver"),
+    env: List[Path] = _o("solve", "env"), from_: List[str] = _o("solve", "from_"),
+    driver: Optional[str] = _o("solve", "driver"),
     gpu: List[str] = _o("solve", "gpu"), python: Optional[str] = _o("solve", "python"),
     platform: Optional[str] = _o("solve", "platform"), cuda_toolkit: Optional[str] = _o("solve", "cuda_toolkit"),
     explain: bool = _o("solve", "explain"), mirror: Optional[str] = _o("solve", "mirror"),
     as_json: bool = _o("solve", "as_json"), data_dir: Optional[Path] = _o("solve", "data_dir"),
 ) -> None:
     """The consistent set for the target: exact versions, variant, index, CUDA/cuDNN, the pip command."""
-    run_solve(requirements=requirements, env=env, driver=driver, gpu=gpu, python=python, platform=platform,
+    run_solve(requirements=requirements, env=env, from_=from_, driver=driver, gpu=gpu, python=python, platform=platform,
               cuda_toolkit=cuda_toolkit, explain=explain, mirror=mirror, as_json=as_json, data_dir=data_dir)
 
 
@@ -49,14 +50,15 @@ def solve(
 def lock(
     requirements: List[str] = _a("lock"),
     output: Optional[Path] = _o("lock", "output"), fmt: str = _o("lock", "fmt"),
-    env: List[Path] = _o("lock", "env"), driver: Optional[str] = _o("lock", "driver"),
+    env: List[Path] = _o("lock", "env"), from_: List[str] = _o("lock", "from_"),
+    driver: Optional[str] = _o("lock", "driver"),
     gpu: List[str] = _o("lock", "gpu"), python: Optional[str] = _o("lock", "python"),
     platform: Optional[str] = _o("lock", "platform"), cuda_toolkit: Optional[str] = _o("lock", "cuda_toolkit"),
     mirror: Optional[str] = _o("lock", "mirror"), as_json: bool = _o("lock", "as_json"),
     data_dir: Optional[Path] = _o("lock", "data_dir"), per_class: bool = _o("lock", "per_class"),
 ) -> None:
     """A pinned requirements file (or uv project configuration) for the target."""
-    run_lock(requirements=requirements, output=output, fmt=fmt, env=env, driver=driver, gpu=gpu, python=python,
+    run_lock(requirements=requirements, output=output, fmt=fmt, env=env, from_=from_, driver=driver, gpu=gpu, python=python,
              platform=platform, cuda_toolkit=cuda_toolkit, mirror=mirror, as_json=as_json, data_dir=data_dir,
              per_class=per_class)
 
@@ -64,14 +66,15 @@ def lock(
 @app.command("check")
 def check(
     requirement_file: Optional[Path] = _o("check", "requirement_file"),
-    env: List[Path] = _o("check", "env"), driver: Optional[str] = _o("check", "driver"),
+    env: List[Path] = _o("check", "env"), from_: List[str] = _o("check", "from_"),
+    driver: Optional[str] = _o("check", "driver"),
     gpu: List[str] = _o("check", "gpu"), python: Optional[str] = _o("check", "python"),
     platform: Optional[str] = _o("check", "platform"), cuda_toolkit: Optional[str] = _o("check", "cuda_toolkit"),
     mirror: Optional[str] = _o("check", "mirror"), as_json: bool = _o("check", "as_json"),
     data_dir: Optional[Path] = _o("check", "data_dir"),
 ) -> None:
     """Gate a Docker build: exit 0 if the requirements (or what is installed) fit the target, 1 if not."""
-    run_check(requirement_file=requirement_file, env=env, driver=driver, gpu=gpu, python=python, platform=platform,
+    run_check(requirement_file=requirement_file, env=env, from_=from_, driver=driver, gpu=gpu, python=python, platform=platform,
               cuda_toolkit=cuda_toolkit, mirror=mirror, as_json=as_json, data_dir=data_dir)
 
 
@@ -107,7 +110,8 @@ def doctor(
 @app.command("fix")
 def fix(
     requirements: List[str] = _a("fix"),
-    python: Optional[str] = _o("fix", "python"), dry_run: bool = _o("fix", "dry_run"), yes: bool = _o("fix", "yes"),
+    python: Optional[str] = _o("fix", "python"), dry_run: bool = _o("fix", "dry_run"),
+    from_: List[str] = _o("fix", "from_"), yes: bool = _o("fix", "yes"),
     mirror: Optional[str] = _o("fix", "mirror"), allow_http: bool = _o("fix", "allow_http"),
     installer: Optional[str] = _o("fix", "installer"), write_activation: bool = _o("fix", "write_activation"),
     no_verify: bool = _o("fix", "no_verify"), no_cache: bool = _o("fix", "no_cache"),
@@ -116,7 +120,7 @@ def fix(
     as_json: bool = _o("fix", "as_json"), data_dir: Optional[str] = _o("fix", "data_dir"),
 ) -> None:
     """Make this environment consistent: install the solved set (minimal change), then verify on the GPU."""
-    run_fix(requirements=requirements, python=python, dry_run=dry_run, yes=yes, mirror=mirror, allow_http=allow_http,
+    run_fix(requirements=requirements, python=python, dry_run=dry_run, from_=from_, yes=yes, mirror=mirror, allow_http=allow_http,
             installer=installer, write_activation=write_activation, no_verify=no_verify, no_cache=no_cache,
             framework=framework, timeout=timeout, driver=driver, gpu=gpu, as_json=as_json, data_dir=data_dir)
 

@@ -18,7 +18,7 @@ FRAMEWORK_CHOICES = (*FAMILY_NAMES, "all")
 
 @guarded("fix")
 def run_fix(requirements: list[str] | None = None, python: str | None = None, dry_run: bool = False,
-            yes: bool = False, mirror: str | None = None, allow_http: bool = False, installer: str | None = None,
+            from_: list[str] | None = None, yes: bool = False, mirror: str | None = None, allow_http: bool = False, installer: str | None = None,
             write_activation: bool = False, no_verify: bool = False, no_cache: bool = False,
             framework: str = "all", timeout: float = 300.0, driver: str | None = None,
             gpu: list[str] | None = None, as_json: bool = False, data_dir: str | None = None) -> None:
@@ -29,6 +29,9 @@ def run_fix(requirements: list[str] | None = None, python: str | None = None, dr
     check_timeout(timeout)
     check_target_flags(driver, gpu)
     _check_python(python)
+    if from_:
+        _plan_from_paste(from_, requirements or [], dry_run, python, mirror, allow_http, installer, no_verify,
+                         driver, gpu or [], as_json, data_dir)
     interactive = sys.stdin.isatty() and not yes and not as_json
     progress = _Progress(as_json)
     try:
@@ -39,6 +42,40 @@ def run_fix(requirements: list[str] | None = None, python: str | None = None, dr
                                confirm=_ask if interactive else None, on_progress=progress, in_process=False)
     finally:
         progress.stop()
+    finish("fix", result.exit_code, result.to_dict(), as_json, lambda: human_fix(result))
+
+
+def _plan_from_paste(from_: list[str], requirements: list[str], dry_run: bool, python: str | None,
+                     mirror: str | None, allow_http: bool, installer: str | None, no_verify: bool,
+                     driver: str | None, gpu: list[str], as_json: bool, data_dir: str | None) -> None:
+    """``fix --dry-run --from FILE``: the plan for the machine a bug report describes (nothing runs here)."""
+    from cudamatrix.errors import NoSolution, UsageError
+    from cudamatrix.fix import FixResult
+    from cudamatrix.install.plan import make_plan
+    from cudamatrix.matrix.data import load_matrix
+    from cudamatrix.solve.solver import parse_request, solve
+    from cudamatrix.solve.target import resolve
+
+    if not dry_run:
+        raise UsageError("fix --from describes another machine: it can only show the plan",
+                         hint="add --dry-run, or run `cudamatrix fix` on that machine")
+    if python is not None:
+        raise UsageError("--from and --python are exclusive", hint="--from reads the pasted machine's packages")
+    matrix = load_matrix(data_dir)
+    resolved = resolve(matrix, env_files=[], from_files=from_, driver=driver, gpus=gpu, python=None, platform=None,
+                       cuda_toolkit=None)
+    environment = resolved.installed
+    try:
+        solution = solve(resolved.targets, parse_request(requirements, environment), matrix, installed=environment)
+    except NoSolution as exc:
+        from cudamatrix.cli.solve_cmd import _no_solution
+
+        _no_solution("fix", exc, as_json)
+    interp = environment.python.executable or "python"
+    plan = make_plan(environment, solution, python=interp, installer=installer, mirror=mirror, allow_http=allow_http,
+                     verify=not no_verify)
+    result = FixResult(python=interp, status="dry_run", solution=solution, plan=plan)
+    result.messages.append("dry run for the pasted machine: nothing was changed")
     finish("fix", result.exit_code, result.to_dict(), as_json, lambda: human_fix(result))
 
 

@@ -64,7 +64,9 @@ TOOLKIT = Opt("cuda_toolkit", ("--cuda-toolkit",), "value", None,
               "Target CUDA toolkit version, if one is installed there.")
 MIRROR = Opt("mirror", ("--mirror",), "value", None,
              "Replace https://download.pytorch.org/whl with this mirror in index URLs.")
-TARGET = (ENV_FLEET, DRIVER, GPU, PYTHON, PLATFORM, TOOLKIT)
+FROM = Opt("from_", ("--from",), "list", [], "Pasted tool outputs (nvidia-smi, collect_env, pip list...) describing the "
+           "target; '-' for stdin; repeatable.")
+TARGET = (ENV_FLEET, FROM, DRIVER, GPU, PYTHON, PLATFORM, TOOLKIT)
 REQUIREMENTS = Arg("requirements", "PEP 508 requirements: torch>=2.3 torchvision tensorflow==2.15.*")
 VERIFY_TIMEOUT_S = 300.0
 
@@ -99,6 +101,8 @@ COMMANDS: dict[str, Command] = {
         "requirements", "PEP 508 requirements (default: the frameworks installed)."), options=(
         PYTHON.with_help("Fix the interpreter at this path."),
         Opt("dry_run", ("--dry-run",), "flag", False, "Print the plan and change nothing."),
+        FROM.with_help("Plan for the machine in these pasted tool outputs (with --dry-run); '-' for stdin; "
+                       "repeatable."),
         Opt("yes", ("--yes", "-y"), "flag", False, "Do not ask before installing."),
         MIRROR.with_help("Replace the https://download.pytorch.org/whl prefix of framework index URLs (a mirror)."),
         Opt("allow_http", ("--allow-http",), "flag", False, "Allow plain-http index URLs (trusted networks)."),

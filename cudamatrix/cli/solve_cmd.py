@@ -16,15 +16,15 @@ def _matrix(data_dir: Path | None):
 
 
 def _solve(command: str, as_json: bool, matrix, requirements, env, driver, gpu, python, platform, cuda_toolkit,
-           mirror=None):
+           mirror=None, from_=None):
     """Resolve the targets, parse the request and solve; "no solution" ends the command with exit 3."""
     from cudamatrix.solve.indexes import with_mirror
     from cudamatrix.solve.solver import parse_request, solve
     from cudamatrix.solve.target import resolve
 
     check_target_flags(driver, gpu)
-    resolved = resolve(matrix, env_files=env or [], driver=driver, gpus=gpu or [], python=python, platform=platform,
-                       cuda_toolkit=cuda_toolkit)
+    resolved = resolve(matrix, env_files=env or [], from_files=from_ or [], driver=driver, gpus=gpu or [],
+                       python=python, platform=platform, cuda_toolkit=cuda_toolkit)
     request = parse_request(requirements or [], resolved.installed)
     try:
         solution = with_mirror(solve(resolved.targets, request, matrix, installed=resolved.installed), mirror)
@@ -53,13 +53,14 @@ def _no_solution(command: str, exc: NoSolution, as_json: bool) -> None:
 
 
 @guarded("solve")
-def run_solve(requirements: list[str] | None = None, env: list[Path] | None = None, driver: str | None = None,
+def run_solve(requirements: list[str] | None = None, env: list[Path] | None = None, from_: list[str] | None = None,
+              driver: str | None = None,
               gpu: list[str] | None = None, python: str | None = None, platform: str | None = None,
               cuda_toolkit: str | None = None, explain: bool = False, mirror: str | None = None,
               as_json: bool = False, data_dir: Path | None = None) -> None:
     """The consistent set for the target: exact versions, variant, index, CUDA/cuDNN, the pip command."""
     resolved, request, solution = _solve("solve", as_json, _matrix(data_dir), requirements, env, driver, gpu, python,
-                                         platform, cuda_toolkit, mirror)
+                                         platform, cuda_toolkit, mirror, from_)
     data = {"solution": solution.to_dict(), "targets": [t.describe() for t in resolved.targets]}
     finish("solve", 0, data, as_json, lambda: _human_solution(solution, resolved, explain))
 
@@ -101,10 +102,10 @@ def _human_solution(solution, resolved, explain: bool) -> None:
 
 @guarded("lock")
 def run_lock(requirements: list[str] | None = None, output: Path | None = None, fmt: str = "requirements",
-             env: list[Path] | None = None, driver: str | None = None, gpu: list[str] | None = None,
-             python: str | None = None, platform: str | None = None, cuda_toolkit: str | None = None,
-             mirror: str | None = None, as_json: bool = False, data_dir: Path | None = None,
-             per_class: bool = False) -> None:
+             env: list[Path] | None = None, from_: list[str] | None = None, driver: str | None = None,
+             gpu: list[str] | None = None, python: str | None = None, platform: str | None = None,
+             cuda_toolkit: str | None = None, mirror: str | None = None, as_json: bool = False,
+             data_dir: Path | None = None, per_class: bool = False) -> None:
     """A pinned requirements file (or uv project configuration) for the target; ``per_class``: one per node
     class of a fleet folder (:mod:`.fleet_cmd`)."""
     from cudamatrix.solve.lockfile import requirements_txt, uv_project
@@ -112,6 +113,8 @@ def run_lock(requirements: list[str] | None = None, output: Path | None = None, 
     if per_class:
         from cudamatrix.cli.fleet_cmd import run_lock_per_class
 
+        if from_:
+            raise UsageError("--from cannot be combined with --per-class", hint="--per-class reads a fleet folder (--env DIR)")
         return run_lock_per_class(requirements=requirements, output=output, fmt=fmt, env=env, driver=driver,
                                   gpu=gpu, python=python, platform=platform, cuda_toolkit=cuda_toolkit,
                                   mirror=mirror, as_json=as_json, data_dir=data_dir)
@@ -119,7 +122,7 @@ def run_lock(requirements: list[str] | None = None, output: Path | None = None, 
     if fmt not in ("requirements", "uv"):
         raise UsageError(f"--format {fmt!r} is not known", hint="requirements | uv")
     resolved, request, solution = _solve("lock", as_json, _matrix(data_dir), requirements, env, driver, gpu, python,
-                                         platform, cuda_toolkit, mirror)
+                                         platform, cuda_toolkit, mirror, from_)
     passthrough = [str(r) for r in request.passthrough]
     text = (requirements_txt if fmt == "requirements" else uv_project)(solution, resolved.targets, passthrough)
     if output is not None:
@@ -138,7 +141,8 @@ def run_lock(requirements: list[str] | None = None, output: Path | None = None, 
 
 
 @guarded("check")
-def run_check(requirement_file: Path | None = None, env: list[Path] | None = None, driver: str | None = None,
+def run_check(requirement_file: Path | None = None, env: list[Path] | None = None, from_: list[str] | None = None,
+              driver: str | None = None,
               gpu: list[str] | None = None, python: str | None = None, platform: str | None = None,
               cuda_toolkit: str | None = None, mirror: str | None = None, as_json: bool = False,
               data_dir: Path | None = None) -> None:
@@ -148,6 +152,8 @@ def run_check(requirement_file: Path | None = None, env: list[Path] | None = Non
     from cudamatrix.solve.checks import check_requirements
 
     if has_folder(env):
+        if from_:
+            raise UsageError("--from cannot be combined with a fleet folder", hint="--env DIR reads the saved nodes")
         return run_check_fleet(requirement_file=requirement_file, env=env, driver=driver, gpu=gpu, python=python,
                                platform=platform, cuda_toolkit=cuda_toolkit, mirror=mirror, as_json=as_json,
                                data_dir=data_dir)
@@ -156,8 +162,9 @@ def run_check(requirement_file: Path | None = None, env: list[Path] | None = Non
     matrix = _matrix(data_dir)
     from cudamatrix.solve.target import resolve
 
-    resolved = resolve(matrix, env_files=env or [], driver=driver, gpus=gpu or [], python=python,
-                       platform=platform, cuda_toolkit=cuda_toolkit, need_installed=requirement_file is None)
+    resolved = resolve(matrix, env_files=env or [], from_files=from_ or [], driver=driver, gpus=gpu or [],
+                       python=python, platform=platform, cuda_toolkit=cuda_toolkit,
+                       need_installed=requirement_file is None)
     text = None
     if requirement_file is not None:
         from cudamatrix.safe.files import read_text

@@ -268,11 +268,13 @@ def _settle_status(drv: Driver, env: Environment, kmod: str | None, kmod_source:
                               "/usr/lib/wsl/lib (do not install a Linux driver inside WSL)"))
 
 
-def from_reports(items: list[tuple[str, str]]) -> Environment:
-    """Build an Environment (origin "report") from ``(name, text)`` pairs of pasted tool output."""
+def from_reports(items: list[tuple[str, str]], *, strict: bool = False) -> Environment:
+    """Build an Environment (origin "report") from ``(name, text)`` pairs of pasted tool output.
+
+    ``strict``: a text with no known tool output in it raises UsageError (exit 2) instead of becoming a note."""
     from cudamatrix.detect.reports import from_reports as build
 
-    return build(items)
+    return build(items, strict=strict)
 
 
 def read_report(path: str) -> tuple[str, list[Note]]:
@@ -306,13 +308,13 @@ def read_report(path: str) -> tuple[str, list[Note]]:
 def from_report_files(paths: list[str]) -> Environment:
     """An Environment from pasted report files ("-" for stdin), with what reading them noted.
 
-    Raises UsageError for an unreadable or binary file."""
+    Raises UsageError for an unreadable or binary file, and for one with no known tool output in it."""
     items, notes = [], []
     for path in paths:
         text, read_notes = read_report(path)
         items.append(("stdin" if path == "-" else path, text))
         notes += read_notes
-    env = from_reports(items)
+    env = from_reports(items, strict=True)
     env.notes = notes + env.notes
     return env
 

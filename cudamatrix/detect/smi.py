@@ -2,30 +2,24 @@
 
 Parsers are pure and read every generation seen in bug reports: the old table without
 "CUDA Version" (<= 410), the 418-575 table, the 580+ table and the 610 "KMD / CUDA UMD" header,
-``-q``, ``--query-gpu ... --format=csv`` with or without header and units, and its error messages.
+``--query-gpu ... --format=csv`` with or without header and units, and its error messages here; ``-q``,
+``-q -x``, ``--version`` and ``-L`` in :mod:`.smi_formats` (re-exported).
 """
 from __future__ import annotations
 
 import re
 import shutil
-from dataclasses import dataclass, field
 
 from cudamatrix import proc
-from cudamatrix.models import Driver, GpuInfo, GpuProcess
-from cudamatrix.detect.text import clean
+from cudamatrix.models import GpuInfo, GpuProcess
+from cudamatrix.detect.smi_base import BUS, SmiReading, lines_of as _lines, num as _num, version as _version
+from cudamatrix.detect.smi_formats import gpu_line, parse_list, parse_q, parse_version, parse_xml
+
+__all__ = ["QUERY_FIELDS", "SmiReading", "gpu_line", "parse_error", "parse_list", "parse_q", "parse_query",
+           "parse_table", "parse_version", "parse_xml", "probe"]
 
 QUERY_FIELDS = ["index", "name", "driver_version", "memory.total", "memory.used", "compute_cap",
                 "uuid", "pci.bus_id", "mig.mode.current"]
-
-
-@dataclass
-class SmiReading:
-    """What one nvidia-smi text said. ``notes`` are the things it could not read."""
-
-    driver: Driver = field(default_factory=Driver)
-    gpus: list[GpuInfo] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    found: bool = False  # the text was recognisably nvidia-smi output
 
 
 # --- error messages ------------------------------------------------------------------------------
@@ -56,43 +50,79 @@ def parse_error(text: str) -> tuple[str, str] | None:
 
 
 # --- the table -----------------------------------------------------------------------------------
+# Rows are cut into cells and words with str methods, never matched by a pattern with a lazy ".+?" in front of
+# a "\s+": that costs quadratic time on a long hostile line (a 4 KB row took 20 s).
 
 _HEADER = re.compile(r"NVIDIA-SMI\s+(?P<smi>[\w.]+)")
 _DRIVER = re.compile(r"(?:Driver|KMD) Version:\s*(?P<v>[\w.!/]+)")
 _CUDA = re.compile(r"CUDA(?: UMD)? Version:\s*(?P<v>[\w.!/]+)")
-_GPU_ROW = re.compile(
-    r"^\|\s*(?P<index>\d+)\s+(?P<name>.+?)\s+(?P<persist>On|Off|WDDM|TCC|N/A|ERR!)\s*\|"
-    r"\s*(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d|N/A|ERR!)\s")
-_MEM = re.compile(r"(?P<used>\d+|ERR!|N/A)\s*MiB\s*/\s*(?P<total>\d+|ERR!|N/A)\s*MiB")
-_PROC_ROW = re.compile(
-    r"^\|\s*(?P<gpu>\d+)\s+(?:(?:N/A|\d+)\s+(?:N/A|\d+)\s+)?(?P<pid>\d+)\s+(?P<type>[CGM+]+)\s+"
-    r"(?P<name>.*?)\s+(?P<mem>\d+MiB|N/A)\s*\|\s*$")
+_BUS = BUS
+_MEM = re.compile(r"(?P<used>\d{1,9}|ERR!|N/A)MiB/(?P<total>\d{1,9}|ERR!|N/A)MiB")
+_PERSISTENCE = ("On", "Off", "WDDM", "TCC", "N/A", "ERR!")
 
 
-def _num(value: str | None) -> int | None:
-    if value is None:
+def _cells(line: str) -> list[str]:
+    return line.strip().strip("|").split("|")
+
+
+def _gpu_row(line: str) -> GpuInfo | None:
+    """``|   0  NVIDIA A10G   On  | 00000000:00:1E.0 Off |   0 |`` -> the GPU's index, name and bus id."""
+    cells = _cells(line)
+    if len(cells) < 2:  # a paste cut after the bus id still names the GPU
         return None
-    m = re.match(r"\s*(\d+)", value)
-    return int(m.group(1)) if m else None
+    words, bus = cells[0].split(), cells[1].split()
+    if len(words) < 3 or not words[0].isdigit() or words[-1] not in _PERSISTENCE or not bus:
+        return None
+    if bus[0] not in ("N/A", "ERR!") and not _BUS.fullmatch(bus[0][:20]):
+        return None
+    return GpuInfo(index=int(words[0]), name=" ".join(words[1:-1]), pci_bus_id=bus[0] if ":" in bus[0] else None,
+                   source="nvidia-smi")
 
 
-def _version(value: str | None) -> str | None:
-    if value and re.fullmatch(r"\d+(?:\.\d+)+", value):
-        return value
+def _process_row(line: str) -> tuple[int, GpuProcess] | None:
+    """``|    0   N/A  N/A   1234   C   python   500MiB |`` (with or without the GI/CI columns)."""
+    words = line.strip().strip("|").split()
+    if len(words) < 4 or not words[0].isdigit() or not (words[-1].endswith("MiB") or words[-1] == "N/A"):
+        return None
+    for i in range(1, min(len(words) - 2, 4)):
+        if words[i].isdigit() and words[i + 1] and not words[i + 1].strip("CGM+"):
+            return int(words[0]), GpuProcess(pid=int(words[i]), name=" ".join(words[i + 2:-1]),
+                                             used_memory_mib=_num(words[-1]))
     return None
 
 
-def parse_table(text: str) -> SmiReading:
-    """Read the default ``nvidia-smi`` table (any driver generation, pasted or truncated)."""
-    text = clean(text)
+def parse_table(text: str | list[str], used: set[int] | None = None, only: list[int] | None = None) -> SmiReading:
+    """Read the default ``nvidia-smi`` table (any driver generation, pasted or truncated).
+
+    ``text`` is a paste or its normalised lines; the indices of the lines read are added to ``used``. ``only``:
+    the indices of the lines that can belong to a table (the others end one), when the caller knows them."""
     out = SmiReading()
-    lines = text.split("\n")
+    lines = _lines(text)
+    used = used if used is not None else set()
     gpu: GpuInfo | None = None
     row_of_gpu = 0
-    in_procs = False
-    for line in lines:
-        if "NVIDIA-SMI" in line and _HEADER.search(line) and "|" in line:
-            out.found = True
+    section = "gpus"
+    in_table = False
+    prev, skip = -2, -1
+    for i in (range(len(lines)) if only is None else only):
+        if i == skip:
+            continue
+        if i != prev + 1:
+            in_table, row_of_gpu = False, 0
+        prev = i
+        line = lines[i].strip()
+        if line.startswith("|") and not line.endswith("|") and i + 1 < len(lines):
+            nxt = lines[i + 1].strip()  # a row broken by a narrow terminal: "| 0 Tesla ... |  0000..." + "...  0 |"
+            if nxt and nxt.endswith("|") and not nxt.startswith(("|", "+")):
+                line, skip = line + " " + nxt, i + 1
+                used.add(i + 1)
+        prose = not line.startswith(("|", "+"))
+        if prose and not ("NVIDIA-SMI" in line and "Driver Version" in line):  # the header quoted in a sentence
+            in_table = False
+            continue
+        if "NVIDIA-SMI" in line and _HEADER.search(line):
+            out.found = in_table = True
+            used.add(i)
             d = _DRIVER.search(line)
             if d:
                 out.driver.version = _version(d.group("v"))
@@ -109,59 +139,81 @@ def parse_table(text: str) -> SmiReading:
                     out.driver.error = "nvidia-smi shows CUDA Version: ERR!"
                     out.notes.append("the driver could not report its CUDA version (CUDA Version: ERR!)")
             out.driver.source = "nvidia-smi"
+            in_table = not prose
             continue
-        if re.search(r"\|\s*Processes:", line):
-            in_procs = True
-            gpu = None
+        if line.startswith("+") and not line.strip("+-=|: "):
+            if in_table or (i + 1 < len(lines) and lines[i + 1].strip().startswith("|")):
+                used.add(i)
+            row_of_gpu = 0
+            continue
+        if "Processes:" in line:
+            section, gpu, in_table = "processes", None, True
+            used.add(i)
             continue
         if "MIG devices:" in line:
-            gpu = None
-            in_procs = False
+            section, gpu, in_table = "mig", None, True
+            used.add(i)
             continue
-        if in_procs:
-            p = _PROC_ROW.match(line)
+        if section == "processes":
+            p = _process_row(line)
             if p:
-                index = int(p.group("gpu"))
-                target = next((g for g in out.gpus if g.index == index), None)
+                used.add(i)
+                target = next((g for g in out.gpus if g.index == p[0]), None)
                 if target is not None:
-                    target.processes.append(GpuProcess(pid=int(p.group("pid")), name=p.group("name").strip(),
-                                                       used_memory_mib=_num(p.group("mem"))))
+                    target.processes.append(p[1])
+            elif in_table:
+                used.add(i)
             continue
-        m = _GPU_ROW.match(line)
-        if m:
-            out.found = True
-            gpu = GpuInfo(index=int(m.group("index")), name=m.group("name").strip(), source="nvidia-smi")
-            bus = m.group("bus")
-            gpu.pci_bus_id = bus if ":" in bus else None
+        if section == "mig":
+            words = _cells(line)[0].split()
+            if len(words) == 4 and all(w.isdigit() for w in words):
+                out.found = True
+                index = int(words[0])
+                target = next((g for g in out.gpus if g.index == index), None)
+                if target is None:
+                    target = GpuInfo(index=index, source="nvidia-smi")
+                    out.gpus.append(target)
+                target.mig_mode = "Enabled"
+            if in_table or words:
+                used.add(i)
+            continue
+        row = _gpu_row(line)
+        if row:
+            out.found = in_table = True
+            used.add(i)
+            gpu = row
             if "ERR!" in line:
                 out.driver.status = "error"
                 out.driver.error = out.driver.error or f"GPU {gpu.index} shows ERR!"
             out.gpus.append(gpu)
             row_of_gpu = 1
             continue
-        if gpu is not None and line.startswith("|") and row_of_gpu:
+        if in_table:
+            used.add(i)
+        if gpu is not None and row_of_gpu:
             row_of_gpu += 1
-            mem = _MEM.search(line)
-            if row_of_gpu == 2 and mem:
-                gpu.memory_used_mib = _num(mem.group("used"))
-                gpu.memory_total_mib = _num(mem.group("total"))
-                if "ERR!" in line:
-                    out.driver.status = "error"
-                    out.driver.error = out.driver.error or f"GPU {gpu.index} shows ERR!"
+            cells = _cells(line)
+            if row_of_gpu == 2:
+                for cell in cells:
+                    mem = _MEM.fullmatch("".join(cell.split())[:40]) if "MiB" in cell else None
+                    if mem:
+                        gpu.memory_used_mib = _num(mem.group("used"))
+                        gpu.memory_total_mib = _num(mem.group("total"))
+                        if "ERR!" in line:
+                            out.driver.status = "error"
+                            out.driver.error = out.driver.error or f"GPU {gpu.index} shows ERR!"
+                        break
             elif row_of_gpu == 3:
-                cells = [c.strip() for c in line.strip().strip("|").split("|")]
-                if cells and cells[-1] in ("Enabled", "Disabled"):
-                    gpu.mig_mode = cells[-1]
-            continue
-        if line.startswith("+") or line.startswith("|="):
-            row_of_gpu = 0 if line.startswith("+") else row_of_gpu
+                last = cells[-1].strip() if cells else ""
+                if last in ("Enabled", "Disabled"):
+                    gpu.mig_mode = last
     if out.found:
         if out.driver.version is None:
             out.notes.append("nvidia-smi table without a readable driver version (truncated paste?)")
         if out.driver.status == "unknown":
-            out.driver.status = "ok" if out.gpus else ("no_device" if out.driver.version and
-                                                        _table_complete(lines) else "unknown")
-    err = parse_error(text)
+            complete = any("Processes:" in lines[i] for i in (range(len(lines)) if only is None else only))
+            out.driver.status = "ok" if out.gpus else ("no_device" if out.driver.version and complete else "unknown")
+    err = parse_error(text if isinstance(text, str) else "\n".join(lines))
     if err and out.driver.status in ("unknown", "ok") and not out.gpus:
         out.found = True
         out.driver.status, out.driver.error = err
@@ -171,122 +223,70 @@ def parse_table(text: str) -> SmiReading:
     return out
 
 
-def _table_complete(lines: list[str]) -> bool:
-    return any("Processes:" in ln for ln in lines)
-
-
-# --- nvidia-smi -q -------------------------------------------------------------------------------
-
-_KV = re.compile(r"^(?P<indent>\s*)(?P<key>[^:]+?)\s*:\s*(?P<value>.*?)\s*$")
-
-
-def parse_q(text: str) -> SmiReading:
-    """Read ``nvidia-smi -q`` (the "NVSMI LOG"): driver, CUDA version, and per GPU name, memory, MIG mode."""
-    text = clean(text)
-    out = SmiReading()
-    gpu: GpuInfo | None = None
-    section: list[tuple[int, str]] = []  # (indent, title) of enclosing blocks
-    for raw in text.split("\n"):
-        if not raw.strip():
-            continue
-        indent = len(raw) - len(raw.lstrip())
-        while section and section[-1][0] >= indent:
-            section.pop()
-        kv = _KV.match(raw)
-        if re.match(r"^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d\s*$", raw.strip()) and indent == 0:
-            gpu = GpuInfo(index=len(out.gpus), pci_bus_id=raw.strip()[4:], source="nvidia-smi -q")
-            out.gpus.append(gpu)
-            out.found = True
-            section = []
-            continue
-        if not kv:
-            section.append((indent, raw.strip()))
-            continue
-        key, value = kv.group("key").strip(), kv.group("value")
-        where = section[-1][1] if section else ""
-        if key in ("Driver Version", "KMD Version") and indent == 0:
-            out.driver.version = _version(value)
-            out.driver.source = "nvidia-smi -q"
-            out.found = True
-        elif key in ("CUDA Version", "CUDA UMD Version") and indent == 0:
-            out.driver.cuda_version = _version(value)
-            if value == "ERR!":
-                out.driver.status, out.driver.error = "error", "CUDA Version: ERR!"
-        elif key == "Attached GPUs":
-            out.found = True
-        elif gpu is None:
-            continue
-        elif key == "Product Name":
-            gpu.name = value
-        elif key == "GPU UUID":
-            gpu.uuid = value
-        elif key == "Minor Number" and value.isdigit():
-            pass
-        elif where == "FB Memory Usage" and key == "Total":
-            gpu.memory_total_mib = _num(value)
-        elif where == "FB Memory Usage" and key == "Used":
-            gpu.memory_used_mib = _num(value)
-        elif where == "MIG Mode" and key == "Current" and value in ("Enabled", "Disabled"):
-            gpu.mig_mode = value
-        elif key in ("Compute Capability", "CUDA Compute Capability") and _version(value):
-            gpu.compute_capability = value
-        elif value == "ERR!" and key in ("Product Name", "GPU UUID", "Total"):
-            out.driver.status, out.driver.error = "error", f"{key}: ERR!"
-    if out.found and out.driver.status == "unknown":
-        out.driver.status = "ok" if out.gpus else "unknown"
-    return out
-
-
 # --- --query-gpu ... --format=csv ----------------------------------------------------------------
 
 _FIELD_ALIASES = {"gpu_name": "name", "compute_capability": "compute_cap", "pci.bus_id": "pci.bus_id",
                   "gpu_uuid": "uuid", "mig.mode.current": "mig.mode.current"}
 _KNOWN_FIELDS = set(QUERY_FIELDS) | {"utilization.gpu", "temperature.gpu", "compute_mode", "memory.free",
                                      "power.draw", "gpu_bus_id", "count", "driver_model.current", "pstate",
-                                     "clocks.sm", "fan.speed", "serial", "vbios_version", "persistence_mode"}
+                                     "clocks.sm", "fan.speed", "serial", "vbios_version", "persistence_mode",
+                                     "utilization.memory", "power.limit", "clocks.max.sm", "clocks.mem"}
 _QUERY_CMD = re.compile(r"--query-gpu[= ](?P<fields>[\w.,]+)")
+_FIELD = re.compile(r"[a-z_]{1,40}(?:\.[a-z_]{1,40}){0,4}")
 
 
 def _strip_prompt(line: str) -> str:
     line = line.strip()
-    line = re.sub(r"^#\s?", "", line)
+    if line.startswith("#"):
+        line = line[1:]
     return line.strip()
 
 
+def _field_name(cell: str) -> str:
+    cell = cell.strip()
+    if cell.endswith("]") and "[" in cell:
+        cell = cell[:cell.rfind("[")]
+    return cell.strip()
+
+
 def _is_header(cells: list[str]) -> bool:
-    names = [re.sub(r"\s*\[.*\]$", "", c).strip() for c in cells]
-    return bool(names) and all(n in _KNOWN_FIELDS or n in _FIELD_ALIASES or re.fullmatch(r"[a-z_]+(\.[a-z_]+)*", n)
+    names = [_field_name(c) for c in cells]
+    return bool(names) and all(n in _KNOWN_FIELDS or n in _FIELD_ALIASES or _FIELD.fullmatch(n[:210])
                                for n in names) and any(n in _KNOWN_FIELDS for n in names)
 
 
-def parse_query(text: str, fields: list[str] | None = None) -> SmiReading:
+def parse_query(text: str | list[str], fields: list[str] | None = None, used: set[int] | None = None,
+                only: list[int] | None = None) -> SmiReading:
     """Read ``--query-gpu=FIELDS --format=csv[,noheader][,nounits]`` output; several blocks may follow each other.
 
     ``fields`` names the columns when the text has no header and no command line.
     """
-    text = clean(text)
     out = SmiReading()
+    used = used if used is not None else set()
     current = list(fields) if fields else None
     row = 0
-    for raw in text.split("\n"):
-        line = _strip_prompt(raw)
+    lines = _lines(text)
+    for i in (range(len(lines)) if only is None else only):
+        line = _strip_prompt(lines[i])
         if not line:
             continue
-        cmd = _QUERY_CMD.search(line)
+        cmd = _QUERY_CMD.search(line) if "--query-gpu" in line else None
         if cmd:
             current = [f for f in cmd.group("fields").split(",") if f]
             row = 0
             continue
-        if line.startswith("$") or "nvidia-smi" in line:
+        if line.startswith("$") or "nvidia-smi" in line or "," not in line and (current is None or len(current) > 1):
             continue
         cells = [c.strip() for c in line.split(",")]
-        if _is_header(cells):
-            current = [_FIELD_ALIASES.get(n, n) for n in (re.sub(r"\s*\[.*\]$", "", c).strip() for c in cells)]
+        if len(cells) <= 64 and _is_header(cells):
+            current = [_FIELD_ALIASES.get(n, n) for n in (_field_name(c) for c in cells)]
             row = 0
+            used.add(i)
             continue
         if current is None or len(cells) != len(current):
             continue
         out.found = True
+        used.add(i)
         values = dict(zip(current, cells))
         index = _num(values.get("index")) if values.get("index", "").strip().isdigit() else row
         gpu = next((g for g in out.gpus if g.index == index), None)

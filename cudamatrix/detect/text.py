@@ -8,8 +8,19 @@ import re
 
 MAX_BYTES = 4 * 1024 * 1024  # a pasted report is never this long; read at most this much of a file
 
-_FENCE = re.compile(r"^\s*(```|~~~)")
-_QUOTE = re.compile(r"^[ \t]*(?:>[ \t]?)+")
+# A shell prompt before a command: "(venv) user@host:~/dir$ ", "[user@host dir]# ", "$ ", "PS C:\\x> ",
+# "C:\\Users\\me>", ">>> ", "... ", "In [3]: ", "!" (a notebook cell). Every repetition is bounded and the
+# pattern is anchored at the line's start, so a hostile line costs a constant amount of work.
+_PROMPT = re.compile(
+    r"(?:\([^()\s]{1,80}\) {0,2})?"  # a conda or venv name
+    r"(?:(?:[\w.-]{1,64}@[\w.-]{1,64}(?::[^\s$#]{0,200})? ?|\[[^\]\n]{1,200}\] ?|PS [^>\n]{1,200}|"
+    r"[A-Za-z]:\\[^>\n]{0,200})[$#%>] ?|[$%] |# (?=(?:nvidia-smi|nvcc|python|pip|conda|ldconfig|cat|jax|uv))|"
+    r">>> ?|\.\.\. |In \[\d{1,6}\]: |!(?=[a-z]))")
+_FIRST = frozenset(" \t>`~<$%#!([.")
+_HTML_TAG = re.compile(r"</?(?:details|summary|pre|code|br|p|div|sub|sup|b|i)\b[^<>\n]{0,200}>")
+# a line that may hold a quote marker, a fence, an HTML tag or a prompt (anchored at the line's start)
+_WRAPPED = re.compile(r"[ \t]*(?:[>`~<$%#!(\[]|\.\.\. |In \[|PS |[A-Za-z]:\\|[\w.-]{1,64}@)")
+_ESCAPES = ("&gt;", "&lt;", "&amp;", "&quot;", "&#")
 
 
 def decode(data: bytes) -> tuple[str, bool]:
@@ -21,14 +32,158 @@ def decode(data: bytes) -> tuple[str, bool]:
     return text, bool(sample) and bad > max(8, len(sample) // 20)
 
 
+def unquote(line: str) -> str:
+    """Remove markdown quote markers ("> ", "> > ") from the start of a line; a Python prompt (">>> ") stays.
+
+    Index arithmetic, not repeated slicing: a line of a million markers costs linear time."""
+    at, n, cut = 0, len(line), 0
+    while True:
+        while at < n and line[at] in " \t":
+            at += 1
+        if at >= n or line[at] != ">" or line.startswith(">>> ", at) or at + 3 == n and line.endswith(">>>"):
+            break
+        at += 2 if line.startswith("> ", at) else 1
+        cut = at
+    return line[cut:] if cut else line
+
+
+def split_prompt(line: str) -> tuple[bool, str]:
+    """(True, the command) when the line is a shell, Python or notebook prompt; else (False, the line)."""
+    body = line.lstrip(" \t")
+    m = _PROMPT.match(body)
+    if m is None or m.end() == len(body):
+        return False, line
+    return True, body[m.end():]
+
+
+class Paste:
+    """A pasted text, normalised line by line (the line count is kept, so line numbers still point into the file).
+
+    Undone: Windows and old-Mac line endings, NULs, HTML escapes (``&gt;`` in a paste copied from a web page),
+    markdown quote markers, code fences and the HTML of a collapsed section. Shell and Python prompts are taken
+    off the command they precede and the line is marked as a command. Indentation is kept: readers compare
+    stripped lines, and ``nvidia-smi -q`` reads its nesting from relative indentation.
+    """
+
+    def __init__(self, raw: str) -> None:
+        text = raw.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
+        if "&" in text and any(e in text for e in _ESCAPES):
+            import html
+
+            text = html.unescape(text)
+        self.lines: list[str] = text.split("\n")
+        self.commands: set[int] = set()
+        self.neutral: set[int] = set()  # fences, HTML tags, prompts: wrapping, not tool output
+        self.kind: list[str | None] = [None] * len(self.lines)
+        self._text: str | None = text
+        self._starts: list[int] | None = None
+        # only the lines that can carry a quote marker, a fence, a tag or a prompt are looked at one by one
+        changed = False
+        first = _FIRST
+        maybe = [i for i, line in enumerate(self.lines)
+                 if line[:1] in first or line.find("@", 0, 80) >= 0 or line.startswith((":\\", "n [", "S "), 1)]
+        match = _WRAPPED.match
+        for i in (i for i in maybe if match(self.lines[i])):
+            line = unquote(self.lines[i].rstrip())
+            body = line.strip()
+            if body.startswith(("```", "~~~")) or (body.startswith("<") and _HTML_TAG.sub("", body).strip() == ""):
+                self.neutral.add(i)
+                line = ""
+            else:
+                is_cmd, rest = split_prompt(line)
+                if is_cmd:
+                    self.commands.add(i)
+                    self.neutral.add(i)
+                    line = rest
+            if line != self.lines[i]:
+                self.lines[i] = line
+                changed = True
+        if changed:
+            self._text, self._starts = None, None
+
+    @property
+    def text(self) -> str:
+        """The normalised lines joined by newlines."""
+        if self._text is None:
+            self._text = "\n".join(self.lines)
+        return self._text
+
+    def line_of(self, pos: int) -> int:
+        """The index of the line holding character ``pos`` of :attr:`text`."""
+        import bisect
+
+        if self._starts is None:
+            from itertools import accumulate
+
+            self._starts = [0, *accumulate(len(line) + 1 for line in self.lines)][:len(self.lines)]
+        return bisect.bisect_right(self._starts, pos) - 1
+
+    def where(self, pattern: re.Pattern) -> list[int]:
+        """Indices of the lines that ``pattern`` matches at their start (``pattern.match``; keep it bounded)."""
+        match = pattern.match
+        return [i for i, line in enumerate(self.lines) if match(line)]
+
+    def having(self, *needles: str) -> list[int]:
+        """Indices of the lines that contain one of ``needles`` (plain substrings: the fastest filter there is)."""
+        if not any(n in self.text for n in needles):
+            return []
+        found: set[int] = set()
+        for needle in needles:
+            if needle in self.text:
+                found.update([i for i, line in enumerate(self.lines) if needle in line])
+        return sorted(found)
+
+    def free(self, i: int) -> bool:
+        """Line ``i`` is not yet read as some tool's output."""
+        return self.kind[i] is None
+
+    def claim(self, i: int, kind: str) -> None:
+        """Mark line ``i`` as read as ``kind`` (the first reader to claim a line keeps it)."""
+        if self.kind[i] is None and i not in self.commands:
+            self.kind[i] = kind
+
+    def claim_range(self, start: int, end: int, kind: str) -> None:
+        """Claim every non-blank line of ``start..end`` (inclusive)."""
+        for i in range(start, end + 1):
+            if self.lines[i].strip():
+                self.claim(i, kind)
+
+    def blocks(self) -> list[tuple[str, int, int]]:
+        """(kind, first line, last line), 1-based, of each run of lines read as one kind (blank lines join runs)."""
+        out: list[list] = []
+        for i, kind in enumerate(self.kind):
+            if kind is None:
+                continue
+            if out and out[-1][0] == kind and (i == out[-1][2] or all(not self.lines[j].strip() or j in self.neutral
+                                                                      for j in range(out[-1][2], i))):
+                out[-1][2] = i + 1
+            else:
+                out.append([kind, i + 1, i + 1])
+        return [tuple(b) for b in out]
+
+    def skipped(self) -> list[int]:
+        """1-based numbers of the non-blank lines no reader recognised."""
+        return [i + 1 for i, line in enumerate(self.lines)
+                if self.kind[i] is None and i not in self.neutral and line.strip()]
+
+
+def ranges(numbers: list[int], limit: int = 12) -> str:
+    """[1, 2, 3, 7] -> "1-3, 7" (at most ``limit`` ranges, then "and N more")."""
+    spans: list[list[int]] = []
+    for n in numbers:
+        if spans and n == spans[-1][1] + 1:
+            spans[-1][1] = n
+        else:
+            spans.append([n, n])
+    words = [f"{a}-{b}" if b > a else str(a) for a, b in spans[:limit]]
+    if len(spans) > limit:
+        words.append(f"and {len(spans) - limit} more")
+    return ", ".join(words)
+
+
 def clean(text: str) -> str:
-    """Normalise a paste: LF line endings, no code fences, no leading "> " quote markers, no NULs."""
-    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
-    lines = [ln for ln in text.split("\n") if not _FENCE.match(ln)]
-    quoted = [ln for ln in lines if ln.strip()]
-    if quoted and sum(1 for ln in quoted if _QUOTE.match(ln)) * 2 >= len(quoted):
-        lines = [_QUOTE.sub("", ln, count=1) for ln in lines]
-    return "\n".join(lines)
+    """Normalise a paste (see :class:`Paste`) and return it as one text; prompts are taken off commands."""
+    return Paste(text).text
 
 
 def version_from_int(value: int | None, *, patch: bool = False) -> str | None:

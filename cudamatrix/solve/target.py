@@ -236,7 +236,8 @@ def resolve(matrix: Matrix, *, env_files: list[Path], from_files: list[str] | No
                             cuda_toolkit=cuda_toolkit, base=Target(name="target"))
         return Resolved([target], None, [])
     envs = environments(env_files, from_files or [], interpreter)
-    names = [Path(p).stem for p in env_files] if env_files else ["this machine"]
+    names = [Path(p).stem for p in env_files] if env_files else (["the pasted machine"] if from_files
+                                                                  else ["this machine"])
     targets = []
     for env, name in zip(envs, names):
         base = from_environment(env, matrix, name=name)

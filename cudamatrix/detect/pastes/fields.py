@@ -1,0 +1,330 @@
+"""Labelled fields: ``python -m torch.utils.collect_env`` of every torch release (colons or not, full-width
+colons, the sectioned layout with ``=====`` banners), its vLLM variant, SGLang's ``check_env``,
+``jax.print_environment_info()`` and the fields of issue templates ("- PyTorch Version (e.g., 1.0): 1.5").
+
+A line is cut at its first colon with str methods; the label is looked up in a table, so nothing here
+backtracks on a long line.
+"""
+from __future__ import annotations
+
+import re
+
+from cudamatrix.models import Driver, Environment, GpuInfo, Library, Toolkit
+from cudamatrix.detect.libraries import _soname_guess, library_name, version_from_filename
+from cudamatrix.detect.pastes.merge import merge_driver, merge_gpus
+from cudamatrix.detect.python_env import canonical, torch_variant
+from cudamatrix.detect.smi import gpu_line
+from cudamatrix.detect.text import Paste
+
+_EMPTY = {"", "could not collect", "n/a", "none", "no cuda", "unknown", "not found", "not available"}
+_LEADING_VERSION = re.compile(r"\d{1,4}(?:\.\d{1,9}){1,3}")
+_ANY_VERSION = re.compile(r"(?<![\d.])\d{1,4}(?:\.\d{1,9}){1,3}")
+_DIST = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,80}")
+_PATHLIKE = re.compile(r"(?:/|[A-Za-z]:\\)")
+
+# label (lower case, spaces collapsed, without a trailing "(e.g., ...)") -> the fact it carries
+LABELS = {
+    "pytorch version": "torch", "pytorch": "torch", "torch version": "torch", "torch": "torch",
+    "cuda used to build pytorch": "torch_cuda", "python version": "python", "python": "python",
+    "python platform": "platform", "os": "os", "cuda runtime version": "runtime",
+    "gpu models and configuration": "gpus", "nvidia driver version": "driver", "cuda driver version": "driver",
+    "cudnn version": "cudnn", "cuda/cudnn version": "cuda_cudnn", "vllm version": "pkg:vllm",
+    "vllm": "pkg:vllm", "sglang": "pkg:sglang", "jax": "pkg:jax", "jaxlib": "pkg:jaxlib",
+    "tensorflow version": "pkg:tensorflow", "tensorflow": "pkg:tensorflow", "numpy": "pkg:numpy",
+    "numpy version": "pkg:numpy", "transformers version": "pkg:transformers",
+    "is debug build": "", "rocm used to build pytorch": "", "gcc version": "", "clang version": "",
+    "cmake version": "", "libc version": "", "is cuda available": "", "cuda_module_loading set to": "",
+    "hip runtime version": "", "miopen runtime version": "", "is xnnpack available": "", "is xpu available": "",
+    "cpu": "", "versions of relevant libraries": "", "collecting environment information...": "",
+    "cuda available": "", "cuda_home": "", "nvcc": "", "rocm version": "", "neuron sdk version": "",
+    "vllm build flags": "", "gpu topology": "", "process_count": "", "jax.devices": "", "platform": "", "cuda version": "",
+    "how you installed pytorch": "", "build command you used": "", "any other relevant information": "",
+    "pytorch version (gpu?)": "torch", "tensorflow version (gpu?)": "pkg:tensorflow",
+}
+_MARKERS = ("collecting environment information", "versions of relevant libraries")
+
+
+def _label(body: str) -> tuple[str, str] | None:
+    """("pytorch version", "1.5.0") from "PyTorch version: 1.5.0", "- PyTorch Version (e.g., 1.0): 1.5.0",
+    "PyTorch version 1.5.0" or "GPU 0：TITAN RTX"; None for a line that is no field."""
+    if body[:2] in ("- ", "* "):
+        body = body[2:].lstrip()
+    colon = body.find(":")
+    wide = body.find("\uff1a")
+    if wide >= 0 and (colon < 0 or wide < colon):
+        colon = wide
+    if colon < 0 or colon > 80:
+        low = body[:40].lower()
+        if low.startswith("pytorch version ") and _LEADING_VERSION.match(body[16:].strip()[:40]):
+            return "pytorch version", body[16:].strip()
+        return None
+    label = body[:colon].rstrip().lower()
+    if label not in LABELS and ("  " in label or "\t" in label):
+        label = " ".join(label.split())
+    if label.endswith(")") and "(" in label and label not in LABELS:
+        label = label[:label.index("(")].rstrip()
+    return label, body[colon + 1:].strip()
+
+
+def _value(v: str) -> str | None:
+    v = v.strip().strip("'\"`")
+    return None if v.lower() in _EMPTY else v
+
+
+def _leading_version(v: str | None) -> str | None:
+    m = _LEADING_VERSION.match(v.strip()[:60]) if v else None
+    return m.group(0) if m else None
+
+
+def _first_version(text: str) -> str | None:
+    """The first dotted version in a short text ("cudnn 7.6.0" -> "7.6.0")."""
+    m = _ANY_VERSION.search(text[:120])
+    return m.group(0) if m else None
+
+
+def _gpu_indices(label: str) -> list[int] | None:
+    """"gpu 0" -> [0]; "gpu 0,1,2" and "gpu 0,1,2 compute capability" -> [0, 1, 2] (SGLang's check_env)."""
+    if not label.startswith("gpu ") or len(label) > 80:
+        return None
+    label = label[:-len(" compute capability")] if label.endswith(" compute capability") else label
+    parts = label[4:].replace(" ", "").split(",")
+    return [int(p) for p in parts] if all(p.isdigit() for p in parts) else None
+
+
+class _Facts:
+    def __init__(self) -> None:
+        self.values: dict[str, str] = {}
+        self.packages: dict[str, str] = {}
+        self.cudnn_paths: list[str] = []
+        self.gpus: list[GpuInfo] = []
+        self.cc: dict[int, str] = {}
+        self.labels: set[str] = set()
+        self.sglang_lines: list[int] = []
+
+
+def read(paste: Paste, env: Environment) -> bool:
+    """Read every labelled field of the paste; the block kind follows from the labels seen."""
+    facts = _Facts()
+    lines = paste.lines
+    claimed: list[int] = []
+    consumed: set[int] = set()
+    kinds = paste.kind
+    for i in paste.having(":", "\uff1a", "PyTorch version", "Collecting environment"):
+        if kinds[i] is not None or i in consumed:
+            continue
+        body = lines[i].strip()
+        if body[:40].lower().startswith(_MARKERS):
+            facts.labels.add("marker")
+            claimed.append(i)
+            continue
+        lv = _label(body)
+        if lv is None:
+            continue
+        label, value = lv
+        gpu_idx = _gpu_indices(label) if label[:4] == "gpu " else None
+        if gpu_idx is not None:
+            _gpu_field(facts, label, gpu_idx, value)
+            claimed.append(i)
+            continue
+        fact = LABELS.get(label)
+        if fact is None:
+            if facts.labels and label.replace(" ", "").replace("-", "").replace("_", "").replace(".", "").isalnum():
+                claimed.append(i)  # another field of a block already recognised (CPU flags, env variables)
+            continue
+        facts.labels.add(label)
+        claimed.append(i)
+        if label == "sglang":
+            facts.sglang_lines.append(i)
+        if fact == "cudnn":
+            if value:
+                facts.cudnn_paths.append(value)
+            j = i + 1  # "Probably one of the following:" and one path a line
+            while j < len(lines) and _PATHLIKE.match(lines[j].strip()[:3]) and paste.free(j):
+                facts.cudnn_paths.append(lines[j].strip())
+                claimed.append(j)
+                consumed.add(j)
+                j += 1
+        elif fact == "gpus" and value:
+            g = gpu_line(value)
+            if g is not None:
+                facts.gpus.append(g)
+            elif _value(value):
+                facts.gpus.append(GpuInfo(index=0, name=_value(value), source="report"))
+        elif fact.startswith("pkg:"):
+            v = _leading_version(_value(value))
+            if v:
+                facts.packages[fact[4:]] = value.split()[0]
+        elif fact and _value(value) and fact not in facts.values:
+            facts.values[fact] = _value(value)
+    if "sglang" in facts.labels:
+        _sglang_packages(paste, facts, claimed)
+    if not _enough(facts):
+        return False
+    kind = _kind(facts)
+    for i in claimed:
+        if paste.free(i):
+            paste.claim(i, kind)
+    _fill_region(paste, claimed, kind)
+    _apply(facts, env, kind)
+    return True
+
+
+def _gpu_field(facts: _Facts, label: str, indices: list[int], value: str) -> None:
+    facts.labels.add("gpu")
+    if label.endswith("compute capability"):
+        cc = _leading_version(value)
+        for idx in indices if cc else []:
+            facts.cc[idx] = cc
+        return
+    name = value.strip()
+    if name.endswith(")") and "(UUID:" in name:
+        name = name[:name.rfind("(UUID:")].strip()
+    if _value(name):
+        for idx in indices:
+            facts.gpus.append(GpuInfo(index=idx, name=name, source="report"))
+
+
+def _sglang_packages(paste: Paste, facts: _Facts, claimed: list[int]) -> None:
+    """SGLang's check_env lists "name: version" for each package it cares about, in the block of "name: value"
+    lines around its "sglang:" line."""
+    lines = paste.lines
+    for s in facts.sglang_lines:
+        start = end = s
+        while start > 0 and ":" in lines[start - 1] and paste.free(start - 1):
+            start -= 1
+        while end + 1 < len(lines) and ":" in lines[end + 1] and paste.free(end + 1):
+            end += 1
+        for i in range(start, end + 1):
+            lv = _label(lines[i].strip())
+            if lv and _DIST.fullmatch(lv[0][:82]) and _leading_version(lv[1]) and " " not in lv[1].strip():
+                facts.packages.setdefault(canonical(lv[0]), lv[1].strip())
+                claimed.append(i)
+
+
+def _enough(facts: _Facts) -> bool:
+    real = facts.labels - {"gpu", "marker"}
+    if "marker" in facts.labels:
+        return True
+    strong = {"pytorch version", "cuda used to build pytorch", "gpu models and configuration", "nvidia driver version",
+              "cudnn version", "jaxlib", "sglang", "vllm version", "python platform", "is cuda available",
+              "cuda runtime version", "cuda/cudnn version", "pytorch version (gpu?)"}
+    return bool(real & strong) or len(real) >= 3
+
+
+def _kind(facts: _Facts) -> str:
+    if "sglang" in facts.labels:
+        return "sglang check_env"
+    if "jaxlib" in facts.labels and "jax" in facts.labels:
+        return "jax.print_environment_info"
+    if "vllm version" in facts.labels:
+        return "collect_env (vLLM)"
+    if "marker" in facts.labels or {"cuda used to build pytorch", "is debug build"} & facts.labels:
+        return "collect_env"
+    return "environment fields"
+
+
+def _fill_region(paste: Paste, claimed: list[int], kind: str) -> None:
+    """Lines between the first and last field of a collect_env block belong to it (banners, section titles,
+    CPU flags, topology tables), and so does the paragraph that ends it."""
+    if not claimed or not kind.startswith("collect_env"):
+        return
+    first, last = min(claimed), max(claimed)
+    while last + 1 < len(paste.lines) and paste.lines[last + 1].strip() and paste.free(last + 1):
+        last += 1
+    for i in range(first, last + 1):
+        if paste.lines[i].strip() and paste.free(i) and i not in paste.commands:
+            paste.claim(i, kind)
+
+
+def _apply(facts: _Facts, env: Environment, kind: str) -> None:
+    v = facts.values
+    source = "report:" + kind.split()[0]
+    torch = _leading_version(v.get("torch")) and v["torch"].split()[0]
+    built = v.get("torch_cuda")
+    cuda_cudnn = v.get("cuda_cudnn")
+    if cuda_cudnn and not built:  # "10.1 / 7.6.5", "cuda 10 /  cudnn 7.6.0", "CUDA 9.0 cuDNN 7.0.5"
+        low = cuda_cudnn[:120].lower()
+        at = low.find("cudnn")
+        cuda_part, cudnn_part = (low[:at], low[at:]) if at >= 0 else (low.split("/")[0], "/".join(low.split("/")[1:]))
+        built = _first_version(cuda_part)
+        cudnn_v = _first_version(cudnn_part)
+        if cudnn_v:
+            facts.cudnn_paths.append(cudnn_v)
+    if torch:
+        fw = torch_variant(torch, [], None)
+        fw.source = source
+        short = _leading_version(built)
+        if short:
+            mm = ".".join(short.split(".")[:2])
+            fw.cuda = fw.cuda or mm
+            fw.variant = fw.variant or "cu" + mm.replace(".", "")
+        elif fw.variant is None and "torch_cuda" not in v and built is None and \
+                "cuda used to build pytorch" in facts.labels:
+            fw.variant = "cpu"
+        env.frameworks = [f for f in env.frameworks if f.name != "torch"] + [fw]
+        env.packages.setdefault("torch", torch)
+    pyv = _leading_version(v.get("python"))
+    if pyv and env.python.version is None:
+        env.python.version = pyv
+    _platform(env, v.get("python"), v.get("platform") or "", v.get("os") or "")
+    drv = _leading_version(v.get("driver"))
+    if drv:
+        merge_driver(env, Driver(version=drv, source=source))
+    runtime = _leading_version(v.get("runtime"))
+    if runtime:
+        env.toolkits.append(Toolkit(source=source, version=runtime))
+    for path in facts.cudnn_paths:
+        _cudnn(env, path, source)
+    for g in facts.gpus:
+        g.source = source
+    for idx, cc in facts.cc.items():
+        facts.gpus.append(GpuInfo(index=idx, compute_capability=cc, source=source))
+    if facts.gpus:
+        merge_gpus(env, facts.gpus)
+    for name, version in facts.packages.items():
+        env.packages.setdefault(canonical(name), version)
+
+
+def _cudnn(env: Environment, text: str, source: str) -> None:
+    text = text.strip()
+    if text.lower().startswith("probably one of the following"):
+        return
+    base = re.split(r"[\\/]", text)[-1]
+    if _PATHLIKE.match(text[:3]):
+        name = library_name(base)
+        if name == "cudnn" or base.lower().startswith("cudnn") and base.lower().endswith(".dll"):
+            env.libraries.append(Library(name="cudnn", soname=_soname_guess(base) if name else base, path=text,
+                                         origin=source, version=version_from_filename(base)))
+        return
+    version = _leading_version(text)
+    if version is None and text.isdigit() and len(text) <= 6:  # torch.backends.cudnn.version() style: 8902
+        from cudamatrix.detect.text import cudnn_version
+
+        version = cudnn_version(int(text))
+    if version:
+        torch = next((f for f in env.frameworks if f.name == "torch"), None)
+        if torch is not None and torch.cudnn is None:
+            torch.cudnn = version
+        else:
+            env.notes.append(_note(f"cuDNN {version} named in the paste, of no framework it could be tied to"))
+
+
+def _note(message: str):
+    from cudamatrix.models import Note
+
+    return Note("report", message)
+
+
+def _platform(env: Environment, pyv: str | None, plat: str, osname: str) -> None:
+    if "Windows" in osname or plat.startswith("Windows"):
+        env.context.os = "windows"
+        env.python.platform = "win_amd64" if "64" in (pyv or "") + plat or not plat else None
+    elif plat.startswith("Linux") or "Linux" in osname or "Ubuntu" in osname or "CentOS" in osname \
+            or "Debian" in osname or "Red Hat" in osname or "Rocky" in osname:
+        env.context.os = "linux"
+        arch = "aarch64" if "aarch64" in plat + osname else ("x86_64" if "x86_64" in plat + osname else None)
+        env.python.platform = f"linux_{arch}" if arch else env.python.platform
+        if "microsoft" in plat.lower() or "WSL" in plat:
+            env.context.wsl = True
+    elif "macOS" in osname or "Mac OSX" in osname or plat.startswith("macOS"):
+        env.context.os = "darwin"

@@ -1,0 +1,118 @@
+"""Installed packages in a paste: ``pip freeze``, ``pip list`` (with or without its header), ``conda list``,
+and collect_env's ``[pip3]`` / ``[conda]`` lines. Every package is kept (``cuda-toolkit``, ``cuda-bindings``,
+``numpy`` matter as much as the ``nvidia-*`` wheels)."""
+from __future__ import annotations
+
+import re
+
+from cudamatrix.models import Environment, Framework, Toolkit
+from cudamatrix.detect.python_env import canonical
+from cudamatrix.detect.text import Paste
+
+_DIST = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,100}")
+_VERSION = re.compile(r"\d[\w.+!-]{0,80}")
+_CONDA_CUDA = re.compile(r"cuda(\d{1,2}\.\d{1,2})(?:\.\d{1,4})?(?:_cudnn(\d{1,2}\.\d{1,2}\.\d{1,3}))?")
+_TAGS = ("[pip]", "[pip3]", "[conda]")
+# a line that can belong to a package list (anchored and bounded: linear on any line)
+_CANDIDATE = re.compile(r"[ \t]*(?:\[(?:pip\d?|conda)\]|Package[ \t]|# |-{3,}|"
+                        r"[A-Za-z0-9][\w.+-]{0,100}(?:==|[ \t]+\d))")
+
+
+def _freeze(body: str) -> tuple[str, str] | None:
+    name, eq, version = body.partition("==")
+    if not eq or not _DIST.fullmatch(name.strip()[:102]):
+        return None
+    version = version.lstrip("=").split(";")[0].split("#")[0].strip()
+    return (name.strip(), version) if version and _VERSION.fullmatch(version[:82]) else None
+
+
+def _row(words: list[str]) -> tuple[str, str, str] | None:
+    """A ``pip list`` or ``conda list`` row: name, version[, location | build channel]."""
+    if not 2 <= len(words) <= 4 or not _DIST.fullmatch(words[0][:102]) or not _VERSION.fullmatch(words[1][:82]):
+        return None
+    if words[0].endswith(":") or words[1].endswith(":"):
+        return None
+    return words[0], words[1], words[2] if len(words) > 2 else ""
+
+
+def read(paste: Paste, env: Environment) -> bool:
+    """Every package list in the paste."""
+    found: list[tuple[str, str, str, int, str]] = []  # name, version, build, line, kind
+    lines = paste.lines
+    table = False  # inside a `pip list` / `conda list` table (after its header)
+    table_kind = "pip list"
+    run: list[tuple[str, str, str, int]] = []  # consecutive header-less rows
+
+    def flush() -> None:
+        # rows without a header count when they are several in a row or name what this project cares about
+        if len(run) >= 3 or any(canonical(r[0]).startswith(("nvidia-", "torch", "jax", "tensorflow", "cuda"))
+                                for r in run):
+            found.extend((n, v, b, i, "pip list") for n, v, b, i in run)
+        run.clear()
+
+    prev = -2
+    for i in paste.where(_CANDIDATE):
+        body = lines[i].strip()
+        if i != prev + 1 or not paste.free(i):  # a list ends where a line of another kind comes between
+            flush()
+            table = False
+        prev = i
+        if not body or not paste.free(i):
+            continue
+        if body.startswith(_TAGS):
+            tag, _, rest = body.partition("]")
+            words = rest.split()
+            pair = _freeze(words[0]) if words and "==" in words[0] else None
+            row = (*pair, "") if pair else (_row(words) if len(words) >= 2 else None)
+            if row:
+                found.append((*row, i, "collect_env"))
+            elif "could not collect" in body.lower() or not words:
+                paste.claim(i, "collect_env")
+            continue
+        low = body.lower()
+        if low.startswith(("package ", "# name ")) and "version" in low:
+            table, table_kind = True, "conda list" if body.startswith("#") else "pip list"
+            paste.claim(i, table_kind)
+            continue
+        if table and not body.strip("- "):
+            paste.claim(i, table_kind)
+            continue
+        if body.startswith("# packages in environment at") or body.startswith("#") and table_kind == "conda list" \
+                and table:
+            paste.claim(i, "conda list")
+            continue
+        if "==" in body and " " not in body:
+            pair = _freeze(body)
+            if pair:
+                flush()
+                found.append((pair[0], pair[1], "", i, "pip freeze"))
+                continue
+        row = _row(body.split()) if len(body) < 400 else None
+        if row and table:
+            found.append((*row, i, table_kind))
+        elif row:
+            run.append((*row, i))
+        else:
+            flush()
+            table = False
+    flush()
+    if not found:
+        return False
+    for name, version, build, i, kind in found:
+        paste.claim(i, kind)
+        _add(env, canonical(name), version, build, kind)
+    return True
+
+
+def _add(env: Environment, name: str, version: str, build: str, kind: str) -> None:
+    if name == "cudatoolkit" or name == "cuda-toolkit" and kind in ("conda list", "collect_env") and "pypi" not in build:
+        env.toolkits.append(Toolkit(source=f"report:{kind} {name}", version=version))
+    if name == "pytorch" and "cuda" in build:
+        m = _CONDA_CUDA.search(build[:120])
+        if m and not any(f.name == "torch" for f in env.frameworks):
+            env.frameworks.append(Framework(name="torch", version=version, variant="cu" + m.group(1).replace(".", ""),
+                                            cuda=m.group(1), cudnn=m.group(2), source=f"report:{kind}"))
+    if name == "pytorch" and ("cpu" in build or build.startswith("py") and "cuda" not in build) and \
+            not any(f.name == "torch" for f in env.frameworks) and kind != "collect_env" and "cpu" in build:
+        env.frameworks.append(Framework(name="torch", version=version, variant="cpu", source=f"report:{kind}"))
+    env.packages.setdefault(name, version)  # the first list wins: a later one may be cut short
