@@ -245,11 +245,30 @@ class Solution(Model):
 
 @dataclass
 class Step(Model):
-    kind: Literal["install", "uninstall", "env", "preload", "verify", "note"]
+    kind: Literal["install", "uninstall", "reinstall", "env", "preload", "verify", "note"]
     reason: str
     argv: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     timeout_s: float = 1800.0
+
+
+@dataclass
+class Removal(Model):
+    """A distribution a plan uninstalls, and why (a leftover of another variant, the cause of a file clash)."""
+
+    name: str
+    version: str | None = None
+    reason: str = ""
+
+
+@dataclass
+class Remedy(Model):
+    """How a plan answers one error finding: the step that fixes it, or why it cannot be fixed here."""
+
+    code: str
+    title: str
+    action: Literal["install", "reinstall", "uninstall", "env", "not_fixable"]
+    detail: str  # the step's reason, or "not fixable here: <what to do> (<why>)"
 
 
 @dataclass
@@ -258,6 +277,8 @@ class Plan(Model):
     steps: list[Step] = field(default_factory=list)
     solution: Solution | None = None
     nothing_to_do: bool = False
+    to_remove: list[Removal] = field(default_factory=list)  # uninstalled before the solved set goes in
+    remedies: list[Remedy] = field(default_factory=list)  # one per error finding of the starting environment
 
 
 @dataclass
@@ -266,6 +287,7 @@ class InstalledDist(Model):
     version: str
     source: str | None = None  # direct_url.json URL, or index
     installer: str | None = None
+    path: str | None = None  # its .dist-info folder (the journal repacks the installed files from it)
 
 
 @dataclass

@@ -28,7 +28,8 @@ class Result:
 
 def run(argv: list[str], *, timeout: float, env: dict[str, str] | None = None, cwd: str | None = None,
         input: str | None = None, stream: bool = False, on_output: Callable[[str], None] | None = None,
-        interrupt_grace: float = 0.0) -> Result:
+        interrupt_grace: float = 0.0, on_start: Callable[[int], None] | None = None,
+        die_with_parent: bool = False) -> Result:
     """Run ``argv`` with a timeout. The child gets its own process group so a hang is killed whole.
 
     ``env`` replaces the environment when given. ``stream`` lets the child write to our stdout/stderr
@@ -36,11 +37,13 @@ def run(argv: list[str], *, timeout: float, env: dict[str, str] | None = None, c
     ``on_output`` is called with each line the child writes (stdout and stderr, from reader threads)
     while the output is still captured whole in the result. ``interrupt_grace``: on Ctrl-C, send the
     child SIGINT and give it that many seconds to clean up (pip rolls back the package it was
-    installing) before the group is killed.
+    installing) before the group is killed. ``on_start(pid)`` is called once the child runs (its process
+    group id is its pid). ``die_with_parent`` (Linux): the kernel kills the child when this process dies,
+    even by SIGKILL, which no handler of ours can see.
     """
     if on_output is not None and not stream:
         return _run_lines(argv, timeout=timeout, env=env, cwd=cwd, on_output=on_output,
-                          interrupt_grace=interrupt_grace)
+                          interrupt_grace=interrupt_grace, on_start=on_start, die_with_parent=die_with_parent)
     start = time.monotonic()
     pipe = None if stream else subprocess.PIPE
     try:
@@ -65,15 +68,19 @@ def run(argv: list[str], *, timeout: float, env: dict[str, str] | None = None, c
 
 
 def _run_lines(argv: list[str], *, timeout: float, env: dict[str, str] | None, cwd: str | None,
-               on_output: Callable[[str], None], interrupt_grace: float) -> Result:
+               on_output: Callable[[str], None], interrupt_grace: float,
+               on_start: Callable[[int], None] | None = None, die_with_parent: bool = False) -> Result:
     start = time.monotonic()
     try:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                                env=env, cwd=cwd, text=True, errors="replace", start_new_session=True)
+                                env=env, cwd=cwd, text=True, errors="replace", start_new_session=True,
+                                preexec_fn=_die_with_parent if die_with_parent else None)
     except FileNotFoundError:
         return Result(argv, None, error="not found", seconds=time.monotonic() - start)
     except OSError as exc:
         return Result(argv, None, error=exc.strerror or str(exc), seconds=time.monotonic() - start)
+    if on_start is not None:
+        on_start(proc.pid)
     out: list[str] = []
     err: list[str] = []
 
@@ -127,3 +134,33 @@ def _kill_group(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError, AttributeError):
         proc.kill()
+
+
+def _die_with_parent() -> None:
+    """In the forked child, before exec: ask the kernel for SIGKILL when the parent dies (prctl
+    PR_SET_PDEATHSIG = 1). Its own children are in its process group, which the journal records."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: the journal's recorded group is killed on the next run
+        pass
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any process of the group ``pgid`` still runs."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def kill_group(pgid: int) -> None:
+    """SIGKILL every process of the group ``pgid`` (an installer left over by a killed run)."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

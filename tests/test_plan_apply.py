@@ -103,6 +103,7 @@ def venv(template_venv, tmp_path, monkeypatch):
             monkeypatch.delenv(k)
     monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
     monkeypatch.setenv("PIP_CACHE_DIR", str(tmp_path / "pipcache"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # the install journal
     monkeypatch.setenv("PIP_DISABLE_PIP_VERSION_CHECK", "1")
     monkeypatch.setenv("PIP_DEFAULT_TIMEOUT", "5")
     monkeypatch.setenv("PIP_RETRIES", "0")

@@ -42,7 +42,7 @@ def solve(
 def lock(
     requirements: List[str] = typer.Argument(None, help="PEP 508 requirements."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write here (default: stdout)."),
-    fmt: str = typer.Option("requirements", "--format", help="requirements | uv"),
+    fmt: str = typer.Option("requirements", "--format", help="requirements | uv | pylock"),
     env: List[Path] = EnvOpt, driver: Optional[str] = DriverOpt, gpu: List[str] = GpuOpt,
     python: Optional[str] = PythonOpt, platform: Optional[str] = PlatformOpt,
     cuda_toolkit: Optional[str] = ToolkitOpt, mirror: Optional[str] = MirrorOpt, as_json: bool = JsonOpt,
@@ -121,11 +121,15 @@ def fix(
     gpu: List[str] = typer.Option([], "--gpu", help="Solve for this GPU (name, sm_XX or X.Y; repeatable)."),
     as_json: bool = JsonOpt,
     data_dir: Optional[str] = typer.Option(None, "--data", hidden=True),
+    resume: bool = typer.Option(False, "--resume", help="Finish a change a killed run left in its journal."),
+    rollback: bool = typer.Option(False, "--rollback", help="Undo a change a killed run left in its journal "
+                                                            "(from saved wheels, no network)."),
 ) -> None:
     """Make this environment consistent: install the solved set (minimal change), then verify on the GPU."""
     run_fix(requirements=requirements, python=python, dry_run=dry_run, yes=yes, mirror=mirror, allow_http=allow_http,
             installer=installer, write_activation=write_activation, no_verify=no_verify, no_cache=no_cache,
-            framework=framework, timeout=timeout, driver=driver, gpu=gpu, as_json=as_json, data_dir=data_dir)
+            framework=framework, timeout=timeout, driver=driver, gpu=gpu, as_json=as_json, data_dir=data_dir,
+            resume=resume, rollback=rollback)
 
 
 @app.command("verify")

@@ -24,7 +24,8 @@ FAST: dict[str, tuple[str, str, str | None, dict[str, tuple[str, str]]]] = {
         "--env": ("env", "paths")}),
     "fix": ("fix_cmd", "run_fix", None, {
         "--json": ("as_json", "flag"), "--yes": ("yes", "flag"), "-y": ("yes", "flag"),
-        "--python": ("python", "value"), "--framework": ("framework", "value")}),
+        "--python": ("python", "value"), "--framework": ("framework", "value"), "--resume": ("resume", "flag"),
+        "--rollback": ("rollback", "flag"), "--no-verify": ("no_verify", "flag")}),
     "solve": ("solve_cmd", "run_solve", "requirements", {**_TARGET, "--explain": ("explain", "flag")}),
     "lock": ("solve_cmd", "run_lock", "requirements", {
         **_TARGET, "-o": ("output", "path"), "--output": ("output", "path"), "--format": ("fmt", "value")}),
@@ -78,6 +79,8 @@ def fast_main(argv: list[str]) -> int | None:
 
     The command ends by raising :class:`cudamatrix.cli.common.Done`, which :func:`cudamatrix.cli.main`
     turns into the exit code."""
+    if argv in (["--version"], ["-V"]):
+        return _version()
     if not argv or argv[0] not in FAST:
         return None
     module_name, func_name, positional, spec = FAST[argv[0]]
@@ -88,4 +91,25 @@ def fast_main(argv: list[str]) -> int | None:
 
     func = getattr(importlib.import_module(f"{__package__}.{module_name}"), func_name)
     func(**given)
+    return 0
+
+
+def _version() -> int:
+    """``cudamatrix --version``: the package version and the matrix data version it ships."""
+    import json
+    import sys
+    from importlib import metadata
+
+    try:
+        version = metadata.version("cudamatrix")
+    except metadata.PackageNotFoundError:
+        version = "unknown (not installed)"
+    from cudamatrix.matrix.data import default_data_dir
+
+    try:
+        meta = json.loads((default_data_dir() / "meta.json").read_text())
+        data = f"matrix {meta.get('data_version')} (schema {meta.get('schema_version')})"
+    except (OSError, ValueError):
+        data = "matrix data not found"
+    sys.stdout.write(f"cudamatrix {version}, {data}\n")
     return 0
