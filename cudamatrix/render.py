@@ -128,9 +128,13 @@ def human_fix(result) -> None:
         human_plan(result.plan)
     if result.applied is not None:
         before = {d.name: d.version for d in result.applied.before}
+        after = {d.name for d in result.applied.after}
         for d in result.applied.after:
             if before.get(d.name) != d.version:
                 _echo(f"  {d.name} {before.get(d.name) or '(new)'} -> {d.version}")
+        for d in result.applied.before:
+            if d.name not in after:
+                _echo(f"  {d.name} {d.version} -> (uninstalled)")
     for m in result.messages:
         _echo(m)
     if result.report is not None:

@@ -108,9 +108,10 @@ def touched_names(plan: Plan, before: list[InstalledDist]) -> set[str]:
         if step.kind not in RUNNABLE:
             continue
         for arg in step.argv:
-            name = canonical(re.split(r"[=<>!~\[; @]", arg, maxsplit=1)[0])
-            if name in installed:
-                names.add(name)
+            if "==" in arg and not arg.startswith("-"):  # the plan's pins are exact
+                name = canonical(re.split(r"[=<>!~\[; @]", arg, maxsplit=1)[0])
+                if name in installed:
+                    names.add(name)
     return names
 
 

@@ -156,7 +156,7 @@ def make_plan(environment: Environment, solution: Solution, *, python: str, inst
                               reason=f"install the solved set with {tool}: {changes}"))
         if again:
             argv = installer_argv(tool, python) + index_args(solution, mirror=mirror, allow_http=allow_http)
-            argv += ["--force-reinstall", "--no-deps"] + [f"{n}=={v}" for n, v in again]
+            argv += ["--reinstall" if tool == "uv" else "--force-reinstall", "--no-deps"] + [f"{n}=={v}" for n, v in again]
             steps.append(Step(kind="reinstall", argv=argv, timeout_s=INSTALL_TIMEOUT_S, env=tool_env,
                               reason="reinstall " + ", ".join(f"{n} {v}" for n, v in again)
                                      + " to restore the files the clash overwrote"))
