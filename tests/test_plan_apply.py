@@ -235,3 +235,89 @@ def test_uv_gets_the_users_pip_index_and_pip_config_keeps_pip(tmp_path, monkeypa
     monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
     assert pip_config_files() == []
     assert choose_installer("uv") == "uv"
+
+
+# --- the installer's root cause, from real pip and uv runs -------------------------------------------
+
+@pytest.fixture(scope="module")
+def failing(template_venv, tmp_path_factory):
+    """Run pip and uv into a venv against: a corrupt wheel, conflicting pins, a dead loopback index, and a host
+    name that cannot resolve (RFC 6761 reserves .invalid). Returns {(case, tool): combined output}."""
+    import shutil
+    import subprocess
+
+    tmp = tmp_path_factory.mktemp("failing")
+    py = copy_venv(template_venv, tmp / "venv")
+    w = tmp / "w"
+    build_wheel(w, "torch", "2.5.1+cu121", corrupt=True)
+    build_wheel(w, "aa", "1.0")
+    build_wheel(w, "aa", "2.0")
+    build_wheel(w, "bb", "1.0", requires=["aa==2.0"])
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_"))}
+    env.update({"PIP_CONFIG_FILE": os.devnull, "PIP_CACHE_DIR": str(tmp / "pc"), "UV_CACHE_DIR": str(tmp / "uc"),
+                "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_DEFAULT_TIMEOUT": "3", "PIP_RETRIES": "1",
+                "UV_HTTP_RETRIES": "0"})
+    uv = shutil.which("uv")
+    out = {}
+    with LocalIndex(w) as index:
+        cases = {"corrupt": (index.url + "/simple", ["torch==2.5.1+cu121"]),
+                 "conflict": (index.url + "/simple", ["aa==1.0", "bb==1.0"]),
+                 "dead index": ("http://127.0.0.1:9/simple", ["aa"]),
+                 "dns": ("https://index.invalid/simple", ["aa"])}
+        for case, (url, reqs) in cases.items():
+            for tool in ("pip", "uv"):
+                if tool == "uv" and not uv:
+                    continue
+                argv = ([str(py), "-m", "pip", "install", "--index-url", url, *reqs] if tool == "pip" else
+                        [uv, "pip", "install", "--python", str(py), "--index-url", url, *reqs])
+                r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+                assert r.returncode != 0, (case, tool)
+                out[(case, tool)] = r.stdout + r.stderr
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case,tool,kind,shows", [
+    ("corrupt", "pip", "corrupt download", "Bad CRC-32 for file 'torch/_payload.txt'"),
+    ("corrupt", "uv", "corrupt download", "Bad CRC"),
+    ("conflict", "pip", "resolution conflict", "Cannot install aa==1.0 and bb==1.0"),
+    ("conflict", "uv", "resolution conflict", "No solution found"),
+    ("dead index", "pip", "network", "Connection refused"),
+    ("dead index", "uv", "network", "Connection refused"),
+    ("dns", "pip", "index host does not resolve (DNS)", "Name or service not known"),
+    ("dns", "uv", "index host does not resolve (DNS)", "Name or service not known"),
+])
+def test_explain_finds_the_root_cause_in_real_installer_output(failing, case, tool, kind, shows):
+    from cudamatrix.install.explain import explain
+
+    if (case, tool) not in failing:
+        pytest.skip("uv is not on PATH")
+    output = failing[(case, tool)]
+    cause = explain(output)
+    assert cause is not None, output
+    assert (cause.kind, shows in cause.line) == (kind, True), (cause, output[-1500:])
+    last = output.strip().splitlines()[-1]
+    assert cause.line != last or case == "corrupt"  # not merely the installer's last line
+
+
+def test_explain_full_disk_and_unknown():
+    from cudamatrix.install.explain import explain
+
+    text = ("Installing collected packages: torch\nERROR: Could not install packages due to an OSError: "
+            "[Errno 28] No space left on device\n")
+    assert explain(text).kind == "no space left"
+    assert explain("something else went wrong") is None
+
+
+@pytest.mark.slow
+def test_install_failed_shows_the_cause_first(venv, wheels, tmp_path, monkeypatch):
+    bad = tmp_path / "bad"
+    build_wheel(bad, "nvidia-cublas-cu12", "12.1.3.1", corrupt=True)
+    with LocalIndex(bad) as index:
+        _use_index(monkeypatch, index)
+        plan = make_plan(Environment(), _solution(to_install=[SOLVED[2]]), python=str(venv), installer="pip")
+        with pytest.raises(InstallFailed) as err:
+            apply(plan)
+    assert err.value.message.startswith("install failed, step 1 failed")
+    assert "corrupt download: " in err.value.message and "Bad CRC-32" in err.value.message
+    assert "cache" in err.value.hint and err.value.detail["cause"]["kind"] == "corrupt download"
