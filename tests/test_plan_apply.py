@@ -321,3 +321,75 @@ def test_install_failed_shows_the_cause_first(venv, wheels, tmp_path, monkeypatc
     assert err.value.message.startswith("install failed, step 1 failed")
     assert "corrupt download: " in err.value.message and "Bad CRC-32" in err.value.message
     assert "cache" in err.value.hint and err.value.detail["cause"]["kind"] == "corrupt download"
+
+
+# --- removals, reinstalls and remedies: pure ---------------------------------------------------------
+
+def _clash_env(cudnn13: str) -> Environment:
+    from cudamatrix.models import FileConflict, Framework
+
+    return Environment(
+        packages={"torch": "2.14.1", "nvidia-cudnn-cu13": cudnn13, "nvidia-cudnn-cu12": "9.8.0.87",
+                  "jax": "0.10.2", "jaxlib": "0.10.2", "jax-cuda12-plugin": "0.10.2", "jax-cuda12-pjrt": "0.10.2"},
+        requirements={"torch": ['nvidia-cudnn-cu13==9.24.0.43; platform_system == "Linux"'],
+                      "jax-cuda12-plugin": ["nvidia-cudnn-cu12<10.0,>=9.8"]},
+        frameworks=[Framework("torch", "2.14.1", "cu130", "13.0"), Framework("jax", "0.10.2")],
+        file_conflicts=[FileConflict("nvidia/cudnn/lib/libcudnn.so.9",
+                                     ["nvidia-cudnn-cu13==" + cudnn13, "nvidia-cudnn-cu12==9.8.0.87"])])
+
+
+def _jax13(to_install) -> Solution:
+    from cudamatrix.models import FrameworkChoice
+
+    pins = [Pin("torch", "2.14.1"), Pin("nvidia-cudnn-cu13", "9.24.0.43"), Pin("jax", "0.10.2", ["cuda13"]),
+            Pin("jax-cuda13-plugin", "0.10.2"), Pin("jax-cuda13-pjrt", "0.10.2")]
+    return Solution(request=["torch", "jax"], targets=["t"], packages=pins, to_install=to_install,
+                    frameworks=[FrameworkChoice("torch", "2.14.1", "cu130", "13.0"),
+                                FrameworkChoice("jax", "0.10.2", "cuda13", "13.0")])
+
+
+def test_plan_uninstalls_the_clash_and_reinstalls_the_survivor():
+    from cudamatrix.models import Finding
+
+    env = _clash_env("9.24.0.43")  # torch's cuDNN is at its pin, but its file holds the cu12 copy
+    findings = [Finding("FILE_CLOBBER", "error", "nvidia-cudnn-cu12==9.8.0.87 and nvidia-cudnn-cu13==9.24.0.43 "
+                                                 "install the same file"),
+                Finding("NO_DRIVER", "error", "No NVIDIA driver is installed or loaded", fix="install the driver"),
+                Finding("PYTHON_UNSUPPORTED", "error", "torch 2.14.1 is not built for Python 3.9", fix="use 3.11"),
+                Finding("UNKNOWN_FRAMEWORK_BUILD", "info", "jax 0.10.2 is not in the matrix")]
+    plan = make_plan(env, _jax13([Pin("jax-cuda13-plugin", "0.10.2"), Pin("jax-cuda13-pjrt", "0.10.2")]),
+                     python="/p", installer="pip", verify=False, findings=findings)
+    assert [s.kind for s in plan.steps] == ["uninstall", "install", "reinstall"]
+    assert plan.steps[0].argv[-3:] == ["jax-cuda12-pjrt", "jax-cuda12-plugin", "nvidia-cudnn-cu12"]
+    assert plan.steps[2].argv[-3:] == ["--force-reinstall", "--no-deps", "nvidia-cudnn-cu13==9.24.0.43"]
+    by_code = {r.code: r for r in plan.remedies}
+    assert set(by_code) == {"FILE_CLOBBER", "NO_DRIVER", "PYTHON_UNSUPPORTED"}  # error findings only
+    assert by_code["FILE_CLOBBER"].action == "uninstall"
+    assert "uninstall nvidia-cudnn-cu12" in by_code["FILE_CLOBBER"].detail
+    assert "reinstall nvidia-cudnn-cu13 9.24.0.43" in by_code["FILE_CLOBBER"].detail
+    assert by_code["NO_DRIVER"].action == "not_fixable" and "install the driver" in by_code["NO_DRIVER"].detail
+    assert "host" in by_code["NO_DRIVER"].detail
+    assert by_code["PYTHON_UNSUPPORTED"].detail.startswith("not fixable here: use 3.11")
+    uv = make_plan(env, _jax13([]), python="/p", installer="uv", verify=False)
+    assert uv.steps[0].argv[:4] == ["uv", "pip", "uninstall", "--python"] and "--reinstall" in uv.steps[-1].argv
+
+
+def test_plan_keeps_what_a_remaining_framework_declares():
+    env = _clash_env("9.24.0.43")
+    env.requirements["tensorflow"] = ["nvidia-cudnn-cu12==9.8.0.87"]  # another framework still needs the cu12 copy
+    env.packages["tensorflow"] = "2.20.0"
+    plan = make_plan(env, _jax13([]), python="/p", installer="pip", verify=False)
+    assert "nvidia-cudnn-cu12" not in {r.name for r in plan.to_remove}
+    assert {r.name for r in plan.to_remove} == {"jax-cuda12-plugin", "jax-cuda12-pjrt"}
+
+
+def test_a_finding_the_plan_does_not_touch_is_named_not_fixable():
+    from cudamatrix.models import Finding
+
+    env = Environment(packages={"torch": "2.5.1+cu121", "torchvision": "0.19.0+cu118"})
+    sol = _solution(to_install=[], unchanged=True)
+    found = [Finding("TORCHVISION_MISMATCH", "error", "torchvision 0.19.0+cu118 does not match torch 2.5.1+cu121",
+                     fix="pip install torchvision==0.20.1+cu121")]
+    plan = make_plan(env, sol, python="/p", installer="pip", findings=found)
+    assert plan.nothing_to_do and plan.remedies[0].action == "not_fixable"
+    assert "torchvision" in plan.remedies[0].detail and "pip install torchvision==0.20.1+cu121" in plan.remedies[0].detail

@@ -168,6 +168,7 @@ def repack(dist_info: Path, out_dir: Path) -> Path:
     path = out_dir / f"{escaped}-{version}-{tags[0] if tags else 'py3-none-any'}.whl"
     rows = list(csv.reader(io.StringIO((dist_info / "RECORD").read_text())))
     record: list[list[str]] = []
+    out_dir.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".part")
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
         for row in rows:
