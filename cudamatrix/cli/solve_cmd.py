@@ -97,12 +97,17 @@ def run_lock(requirements: list[str] | None = None, output: Path | None = None, 
     """A pinned requirements file (or uv project configuration) for the target."""
     from cudamatrix.solve.lockfile import requirements_txt, uv_project
 
-    if fmt not in ("requirements", "uv"):
-        raise UsageError(f"--format {fmt!r} is not known", hint="requirements | uv")
+    if fmt not in ("requirements", "uv", "pylock"):
+        raise UsageError(f"--format {fmt!r} is not known", hint="requirements | uv | pylock")
     resolved, request, solution = _solve("lock", as_json, _matrix(data_dir), requirements, env, driver, gpu, python,
                                          platform, cuda_toolkit, mirror)
     passthrough = [str(r) for r in request.passthrough]
-    text = (requirements_txt if fmt == "requirements" else uv_project)(solution, resolved.targets, passthrough)
+    if fmt == "pylock":
+        from cudamatrix.cli.lock_pylock import pylock_text
+
+        text = pylock_text(solution, resolved.targets, passthrough)
+    else:
+        text = (requirements_txt if fmt == "requirements" else uv_project)(solution, resolved.targets, passthrough)
     if output is not None:
         try:
             tmp = output.with_name(output.name + ".tmp")
