@@ -140,6 +140,25 @@ class Context(Model):
 
 
 @dataclass
+class DiskSpace(Model):
+    """Free space of one file system an install writes to."""
+
+    purpose: str  # "site-packages", "temp", "pip cache"
+    path: str
+    free_mib: int
+    total_mib: int
+
+
+@dataclass
+class HostResources(Model):
+    """Host memory (/proc/meminfo) and the disks an install writes to (statvfs); empty when unread."""
+
+    memory_total_mib: int | None = None
+    memory_available_mib: int | None = None
+    disks: list[DiskSpace] = field(default_factory=list)
+
+
+@dataclass
 class Environment(Model):
     """Everything detected about one machine and one Python environment."""
 
@@ -159,6 +178,7 @@ class Environment(Model):
     context: Context = field(default_factory=Context)
     notes: list[Note] = field(default_factory=list)
     timings_ms: dict[str, float] = field(default_factory=dict)  # probe -> milliseconds spent
+    host: HostResources = field(default_factory=HostResources)  # memory and disk headroom (live detection only)
 
 
 # --- Findings (doctor) ---------------------------------------------------------------------------

@@ -52,7 +52,8 @@ def test_pylock_is_pep751_with_every_file_hashed(locked):
     assert "# target target" not in out.read_text() and out.read_text().startswith("# cudamatrix lock for target")
 
 
-def test_uv_installs_the_pylock(locked, template_venv, tmp_path):
+@pytest.mark.parametrize("verb", [["install", "-r"], ["sync"]])
+def test_uv_installs_the_pylock(locked, template_venv, tmp_path, verb):
     _, out, _, env, _ = locked
     uv = shutil.which("uv")
     if uv is None:
@@ -60,8 +61,8 @@ def test_uv_installs_the_pylock(locked, template_venv, tmp_path):
     py = copy_venv(template_venv, tmp_path / "venv")
     lock = tmp_path / "pylock.toml"  # uv wants the standard file name
     lock.write_text(out.read_text())
-    r = subprocess.run([uv, "pip", "install", "--python", str(py), "-r", str(lock)], env=env, capture_output=True,
-                       text=True, timeout=300)
+    r = subprocess.run([uv, "pip", verb[0], "--python", str(py), *verb[1:], str(lock)], env=env,
+                       capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     freeze = subprocess.run([str(py), "-m", "pip", "freeze"], capture_output=True, text=True, env=env).stdout
     assert "torch==2.14.1" in freeze and "nvidia-cudnn-cu13==9.24.0.43" in freeze
