@@ -125,11 +125,12 @@ def fix(*, python: str | None = None, request: list[str] | None = None, dry_run:
         result.messages.append("already consistent: nothing to install")
     else:
         if pending is None and confirm is not None:
-            if not confirm(plan):
+            answer = confirm(plan)
+            result.plan_shown = getattr(confirm, "shows_plan", False)  # printed at the prompt: not again
+            if not answer:
                 result.status, result.exit_code = "cancelled", Exit.PROBLEMS
                 result.messages.append("cancelled: nothing was changed")
                 return _shown(result, show)
-            result.plan_shown = getattr(confirm, "shows_plan", False)
         if pending is None:
             from cudamatrix.install.resources import check_space
 

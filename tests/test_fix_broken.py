@@ -155,7 +155,8 @@ def _journal(env: dict) -> dict | None:
     return json.loads(found[0].read_text()) if found else None
 
 
-def _start_and_stop(venv: Path, wheels: Path, tmp_path: Path, sig: int, record: Path) -> tuple[str, dict, dict]:
+def _start_and_stop(venv: Path, wheels: Path, tmp_path: Path, sig: int, record: Path,
+                    installer: str = "pip") -> tuple[str, dict, dict]:
     """Run fix --yes, stop it with ``sig`` while the install step downloads; return (start freeze, env, the
     journal as the stop left it)."""
     with LocalIndex(wheels) as index:
@@ -165,7 +166,7 @@ def _start_and_stop(venv: Path, wheels: Path, tmp_path: Path, sig: int, record: 
         start = _freeze(venv, env)
         slow.delay = 30.0
         run = subprocess.Popen([sys.executable, "-m", "cudamatrix", "fix", "--python", str(venv), *brokenvenv.TARGET,
-                                "--yes", "--no-verify", "--installer", "pip"], cwd=ROOT, env=env,
+                                "--yes", "--no-verify", "--installer", installer], cwd=ROOT, env=env,
                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 240
         journal = None
@@ -194,9 +195,10 @@ def test_ctrl_c_mid_install_restores_the_start(venv, wheels, tmp_path):
     _keep(record)
 
 
-def test_sigkill_mid_install_then_rollback_restores_the_start(venv, wheels, tmp_path):
-    record = tmp_path / "sigkill.txt"
-    start, env, journal = _start_and_stop(venv, wheels, tmp_path, signal.SIGKILL, record)
+@pytest.mark.parametrize("installer", ["pip", "uv"])
+def test_sigkill_mid_install_then_rollback_restores_the_start(venv, wheels, tmp_path, installer):
+    record = tmp_path / f"sigkill-{installer}.txt"
+    start, env, journal = _start_and_stop(venv, wheels, tmp_path, signal.SIGKILL, record, installer)
     pgid = journal["child_pgid"]
     for _ in range(50):  # the installer dies with its parent (PR_SET_PDEATHSIG), not minutes later
         try:
