@@ -139,6 +139,11 @@ def human_fix(result) -> None:
         _echo(m)
     if result.report is not None:
         human_report(result.report)
+    if result.applied is not None and result.plan is not None:
+        still = {f.code for f in result.left}
+        fixed = sorted({r.code for r in result.plan.remedies if r.action != "not_fixable" and r.code not in still})
+        if fixed:
+            _echo("fixed: " + ", ".join(fixed))
     if result.status != "dry_run" and (result.applied is not None or getattr(result, "left", None)
                                        or result.status == "rolled_back"):
         human_left(result.left)

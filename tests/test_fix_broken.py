@@ -103,6 +103,7 @@ def test_one_fix_yes_leaves_only_what_it_names(venv, wheels, tmp_path, installer
     left = _errors(venv, env)
     assert [f["code"] for f in left] == ["NO_DRIVER"]
     assert "left: 1 error finding(s)" in r.stdout and "NO_DRIVER" in r.stdout and "not fixable here" in r.stdout
+    assert "fixed: FILE_CLOBBER, FRAMEWORK_CONFLICT, NVIDIA_WHEEL_DRIFT" in r.stdout
     freeze = _freeze(venv, env)
     assert "nvidia-cudnn-cu13==9.24.0.43" in freeze and "jax-cuda13-plugin==0.10.2" in freeze
     assert "cu12" not in freeze

@@ -393,3 +393,31 @@ def test_a_finding_the_plan_does_not_touch_is_named_not_fixable():
     plan = make_plan(env, sol, python="/p", installer="pip", findings=found)
     assert plan.nothing_to_do and plan.remedies[0].action == "not_fixable"
     assert "torchvision" in plan.remedies[0].detail and "pip install torchvision==0.20.1+cu121" in plan.remedies[0].detail
+
+
+@pytest.mark.slow
+def test_a_crash_mid_apply_restores_then_shows_the_bug(venv, wheels, monkeypatch):
+    """An exception of ours between steps (a bug) still puts the starting set back, then keeps its traceback."""
+    from cudamatrix import proc
+
+    with LocalIndex(wheels) as index:
+        env = _use_index(monkeypatch, index)
+        before = _start(venv, env, "torch==2.5.1+cpu", "nvidia-cudnn-cu12==8.9.2.26")
+        plan = _plan(venv, index, pins=[SOLVED[2]])
+        plan.steps.insert(1, Step(kind="install", reason="second", argv=[str(venv), "-c", "pass"]))
+        real = proc.run
+        calls = []
+
+        def flaky(argv, **kw):
+            if argv == [str(venv), "-c", "pass"]:
+                calls.append(argv)
+                raise RuntimeError("a bug of ours")
+            return real(argv, **kw)
+
+        monkeypatch.setattr(apply_mod.proc, "run", flaky)
+        with pytest.raises(RuntimeError, match="a bug of ours"):
+            apply(plan)
+        monkeypatch.setattr(apply_mod.proc, "run", real)
+        after = pip_list(venv, env)
+    assert calls and after == before
+    assert not list(Path(os.environ["XDG_STATE_HOME"]).glob("cudamatrix/journal/*/journal.json"))
