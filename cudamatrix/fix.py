@@ -124,6 +124,13 @@ def fix(*, python: str | None = None, request: list[str] | None = None, dry_run:
     if plan.nothing_to_do:
         result.messages.append("already consistent: nothing to install")
     else:
+        if pending is None:  # refused with the numbers before anyone is asked, before anything changes
+            from cudamatrix.install.resources import check_space
+
+            with clock("resources"):
+                space = check_space(plan, environment)
+            if space:
+                result.messages.append(space)
         if pending is None and confirm is not None:
             answer = confirm(plan)
             result.plan_shown = getattr(confirm, "shows_plan", False)  # printed at the prompt: not again
@@ -131,13 +138,6 @@ def fix(*, python: str | None = None, request: list[str] | None = None, dry_run:
                 result.status, result.exit_code = "cancelled", Exit.PROBLEMS
                 result.messages.append("cancelled: nothing was changed")
                 return _shown(result, show)
-        if pending is None:
-            from cudamatrix.install.resources import check_space
-
-            with clock("resources"):
-                space = check_space(plan, environment)
-            if space:
-                result.messages.append(space)
         from cudamatrix.install.apply import apply
 
         with clock("apply"):

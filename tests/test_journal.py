@@ -143,3 +143,19 @@ def test_space_check_real_statvfs(tmp_path, monkeypatch):
         resources.check_space(plan, env)
     free = os.statvfs(tmp_path)
     assert resources.gb(free.f_bavail * free.f_frsize)[:3] in err.value.message
+
+
+def test_owner_is_a_live_process_with_the_same_start_time(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    j = journals.begin("/venv/bin/python", Plan(python="/venv/bin/python"), [], set(), [])
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        j.record(pid=sleeper.pid, pid_start=journals._start_time(sleeper.pid))
+        assert journals.owner_alive(journals.load("/venv/bin/python"))
+        j.record(pid_start="1")  # the pid now belongs to a process started at another time
+        assert not journals.owner_alive(journals.load("/venv/bin/python"))
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    j.record(pid_start=journals._start_time(sleeper.pid))
+    assert not journals.owner_alive(journals.load("/venv/bin/python"))

@@ -101,6 +101,17 @@ def load(python: str) -> Journal | None:
     return Journal(folder, data)
 
 
+def _start_time(pid: int) -> str | None:
+    """A process's start time in clock ticks since boot (/proc/PID/stat field 22, proc(5)): with the pid, it
+    names one process, so a pid the kernel gave to another process later is not taken for the owner."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2:].split()  # the command name may hold spaces: skip past its ")"
+    return fields[19] if len(fields) > 19 else None
+
+
 def owner_alive(journal: Journal) -> bool:
     """Whether the process that wrote the journal still runs (another fix is at work right now)."""
     pid = journal.data.get("pid")
@@ -111,12 +122,9 @@ def owner_alive(journal: Journal) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
-    try:  # a recycled pid is not our owner
-        cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-        return b"cudamatrix" in cmd or b"pytest" in cmd
-    except OSError:
-        return True
+        pass
+    started = journal.data.get("pid_start")
+    return started is None or _start_time(pid) == started
 
 
 def begin(python: str, plan: Plan, before: list[InstalledDist], touched: set[str], site_stash: list[str],
@@ -126,7 +134,8 @@ def begin(python: str, plan: Plan, before: list[InstalledDist], touched: set[str
     folder = folder_for(python)
     shutil.rmtree(folder, ignore_errors=True)
     (folder / "wheels").mkdir(parents=True)
-    journal = Journal(folder, {"python": python, "pid": os.getpid(), "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    journal = Journal(folder, {"python": python, "pid": os.getpid(), "pid_start": _start_time(os.getpid()),
+                               "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                                "state": "saving", "before": [d.to_dict() for d in before], "plan": plan.to_dict(),
                                "steps_done": 0, "child_pgid": None, "wheels": {}, "stash": site_stash,
                                "unsaved": []})
