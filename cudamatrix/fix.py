@@ -93,7 +93,10 @@ def fix(*, python: str | None = None, request: list[str] | None = None, dry_run:
         environment = _detect(python)
     interp = environment.python.executable or target
     sites = list(environment.python.site_packages)
-    pending = _pending(interp, resume, rollback)
+    pending = _pending(interp, resume, rollback, dry_run)
+    journal_note = None
+    if dry_run and pending is not None and not (resume or rollback):  # a dry run changes nothing: plan anyway
+        journal_note, pending = f"note: {pending.describe()} is recorded (fix --resume / --rollback)", None
     if rollback:
         return _shown(_rollback(pending, environment, python, interp, sites, data_dir, timings, on_progress), show)
     quick = verify and use_cache and not dry_run and not write_activation and pending is None
@@ -119,7 +122,7 @@ def fix(*, python: str | None = None, request: list[str] | None = None, dry_run:
                        solution=solution, plan=plan, timings_ms=timings)
     if dry_run:
         result.status = "dry_run"
-        result.messages.append("dry run: nothing was changed")
+        result.messages += ([journal_note] if journal_note else []) + ["dry run: nothing was changed"]
         return _shown(result, show)
     if plan.nothing_to_do:
         result.messages.append("already consistent: nothing to install")
@@ -237,7 +240,7 @@ def _solve(environment: Environment, request: list[str], driver: str | None, gpu
     return with_mirror(solution, mirror)
 
 
-def _pending(interp: str, resume: bool, rollback: bool):
+def _pending(interp: str, resume: bool, rollback: bool, dry_run: bool = False):
     """The journal of an interrupted change of ``interp``; refuses to go on past one unless told how."""
     from cudamatrix.install import journal as journals
 
@@ -249,7 +252,7 @@ def _pending(interp: str, resume: bool, rollback: bool):
     if pending is None and (resume or rollback):
         raise UsageError(f"no interrupted change of {interp} is recorded: nothing to "
                          f"{'resume' if resume else 'roll back'}", hint="run cudamatrix fix")
-    if pending is not None and not (resume or rollback):
+    if pending is not None and not (resume or rollback or dry_run):
         raise UsageError(f"found {pending.describe()}",
                          hint=f"cudamatrix fix --resume --python {interp} finishes it; cudamatrix fix --rollback "
                               f"--python {interp} puts the starting set back (from saved wheels, no network)",

@@ -212,6 +212,8 @@ def test_sigkill_mid_install_then_rollback_restores_the_start(venv, wheels, tmp_
     assert _freeze(venv, env) != start  # step 1 (the uninstall) had run
     again = _cli("fix", "--python", str(venv), *brokenvenv.TARGET, "--yes", "--no-verify", env=env)
     assert again.returncode == 2 and "--resume" in again.stderr and "--rollback" in again.stderr, again.stderr
+    dry = _cli("fix", "--python", str(venv), *brokenvenv.TARGET, "--dry-run", env=env)  # changes nothing: allowed
+    assert dry.returncode == 0 and "interrupted change" in dry.stdout and "is recorded" in dry.stdout
     env_offline = dict(env, PIP_INDEX_URL="http://127.0.0.1:9/simple")  # the rollback needs no index
     back = _cli("fix", "--python", str(venv), "--rollback", env=env_offline)
     with record.open("a") as fh:

@@ -91,3 +91,12 @@ def test_the_prompt_shows_the_plan_once(template_venv, tmp_path):
     assert "Apply this plan?" in r.stderr, r.stderr
     assert r.stdout.count("1. [install]") == 1, r.stdout
     assert r.returncode == 1 and "cancelled: nothing was changed" in r.stdout
+
+
+def test_version_flag():
+    r = subprocess.run([sys.executable, "-m", "cudamatrix", "--version"], capture_output=True, text=True, cwd=ROOT,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=60)
+    assert r.returncode == 0 and r.stdout.startswith("cudamatrix ") and "matrix 20" in r.stdout
+    from importlib import metadata
+
+    assert metadata.version("cudamatrix") in r.stdout
