@@ -137,17 +137,24 @@ def test_python_api_call_is_consent(venv, wheels, tmp_path, monkeypatch):
 
 
 class _SlowLog(list):
-    """Stands in for LocalIndex.served: each wheel download (GET) waits, so a run can be stopped mid-install.
-    HEAD requests (fix's disk-space check asks each file's size) pass at once and are not counted."""
+    """Stands in for LocalIndex.served: once ``armed()`` (the run is past its first step), each wheel download
+    (GET) waits, so the run can be stopped mid-install. HEAD requests (the disk-space check) and the installer's
+    dry run before the journal pass at once."""
 
-    delay = 0.0
+    delay = 30.0
+
+    def __init__(self, armed) -> None:
+        super().__init__()
+        self.armed = armed
+        self.late: list[str] = []  # wheel downloads asked for while armed
 
     def append(self, item):
         handler = sys._getframe(1).f_locals.get("self")  # the request handler that logs this path
         if getattr(handler, "_head_only", False):
             return
         super().append(item)
-        if item.startswith("/files/") and self.delay:
+        if item.startswith("/files/") and self.delay and self.armed():
+            self.late.append(item)
             time.sleep(self.delay)
 
 
@@ -161,11 +168,10 @@ def _start_and_stop(venv: Path, wheels: Path, tmp_path: Path, sig: int, record: 
     """Run fix --yes, stop it with ``sig`` while the install step downloads; return (start freeze, env, the
     journal as the stop left it)."""
     with LocalIndex(wheels) as index:
-        slow = _SlowLog()
-        index.served = slow
         env = _env(tmp_path, index.url + "/simple")
+        slow = _SlowLog(lambda: (_journal(env) or {}).get("steps_done", 0) >= 1)
+        index.served = slow
         start = _freeze(venv, env)
-        slow.delay = 30.0
         run = subprocess.Popen([sys.executable, "-m", "cudamatrix", "fix", "--python", str(venv), *brokenvenv.TARGET,
                                 "--yes", "--no-verify", "--installer", installer], cwd=ROOT, env=env,
                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -173,8 +179,7 @@ def _start_and_stop(venv: Path, wheels: Path, tmp_path: Path, sig: int, record: 
         journal = None
         while time.monotonic() < deadline:
             journal = _journal(env)
-            if journal and journal.get("steps_done") == 1 and journal.get("child_pgid") and \
-                    any(s.startswith("/files/") for s in slow):
+            if journal and journal.get("steps_done") == 1 and journal.get("child_pgid") and slow.late:
                 break
             time.sleep(0.2)
         assert journal and journal["steps_done"] == 1, "the run never reached its install step"

@@ -183,7 +183,9 @@ def test_apply_rolls_back_when_the_index_dies_mid_way(venv, wheels, monkeypatch)
         first = Step(kind="install", reason="nvidia libraries", argv=[a for a in install.argv if not a.startswith("torch==")])
         second = Step(kind="install", reason="torch", argv=[a for a in install.argv if a not in libs])
         plan.steps = [first, second]
-        index.die_after(2)  # serves the two nvidia wheels, then goes away
+        # the installer's dry runs fetch 2 + 3 files (the journal asks what each step replaces); then step 1
+        # fetches the two nvidia wheels, and the index goes away
+        index.die_after(7)
         with pytest.raises(InstallFailed) as err:
             apply(plan)
     after = pip_list(venv, env)
@@ -421,3 +423,28 @@ def test_a_crash_mid_apply_restores_then_shows_the_bug(venv, wheels, monkeypatch
         after = pip_list(venv, env)
     assert calls and after == before
     assert not list(Path(os.environ["XDG_STATE_HOME"]).glob("cudamatrix/journal/*/journal.json"))
+
+
+@pytest.mark.slow
+def test_rollback_of_an_upgraded_dependency_needs_no_index(venv, tmp_path, monkeypatch):
+    """The install upgrades a dependency the plan does not name; the installer's dry run told the journal, which
+    saved it, so the rollback works with the index gone."""
+    w = tmp_path / "deps"
+    build_wheel(w, "app", "1.0", requires=["dep>=1"])
+    build_wheel(w, "app", "2.0", requires=["dep>=2"])
+    build_wheel(w, "dep", "1.0")
+    build_wheel(w, "dep", "2.0")
+    with LocalIndex(w) as index:
+        env = _use_index(monkeypatch, index)
+        before = _start(venv, env, "app==1.0", "dep==1.0")
+        plan = Plan(python=str(venv), steps=[
+            Step(kind="install", reason="app 2", argv=[str(venv), "-m", "pip", "install", "app==2.0"]),
+            Step(kind="install", reason="fails", argv=[str(venv), "-c", "raise SystemExit(1)"])])
+        served = index.files_served()
+        index.die_after(4)  # the dry run and the install fetch app 2.0 and dep 2.0 each; then the index is gone
+        with pytest.raises(InstallFailed) as err:
+            apply(plan)
+        assert index.files_served() == served + 4
+    after = pip_list(venv, env)
+    assert after == before, err.value.detail
+    assert {(d["name"], d["version"]) for d in err.value.detail["restored"]} >= {("dep", "1.0"), ("app", "1.0")}

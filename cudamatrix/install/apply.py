@@ -115,6 +115,33 @@ def touched_names(plan: Plan, before: list[InstalledDist]) -> set[str]:
     return names
 
 
+def predicted_changes(steps, installed: set[str], say=lambda event, text: None) -> set[str]:
+    """Installed distributions the install steps would replace, dependencies included, asked of the installer
+    itself with a dry run (pip's ``--report``; uv's "- name==version" lines), so the journal saves them too and
+    a rollback needs no network. A dry run that fails predicts nothing (the real step then fails and says why)."""
+    out: set[str] = set()
+    for step in steps:
+        if step.kind not in ("install", "reinstall") or "install" not in step.argv:
+            continue
+        at = step.argv.index("install") + 1
+        uv = step.argv[:1] == ["uv"]
+        extra = ["--dry-run"] if uv else ["--dry-run", "--quiet", "--report", "-"]
+        say("step", "asking the installer what the plan changes (dry run)")
+        env = {**os.environ, **step.env} if step.env else None
+        r = proc.run(step.argv[:at] + extra + step.argv[at:], timeout=SNAPSHOT_TIMEOUT_S * 10, env=env)
+        if not r.ok:
+            continue
+        if uv:
+            names = {canonical(m.group(1)) for m in re.finditer(r"^\s*- ([A-Za-z0-9._-]+)==", r.stderr + r.stdout, re.M)}
+        else:
+            try:
+                names = {canonical(i["metadata"]["name"]) for i in json.loads(r.stdout).get("install", [])}
+            except (ValueError, KeyError, TypeError):
+                continue
+        out |= names & installed
+    return out
+
+
 def apply(plan: Plan, *, on_progress: Progress | None = None, journal=None,
           site_packages: list[str] | None = None) -> Applied:
     """Execute the uninstall/install/reinstall steps of ``plan``; other steps are for the caller (env, verify).
@@ -136,8 +163,8 @@ def apply(plan: Plan, *, on_progress: Progress | None = None, journal=None,
     sites = list(site_packages or [])
     if journal is None:
         before = snapshot(plan.python)
-        journal = journals.begin(plan.python, plan, before, touched_names(plan, before), journals.stash_dirs(sites),
-                                 say)
+        touched = touched_names(plan, before) | predicted_changes(runnable, {d.name for d in before}, say)
+        journal = journals.begin(plan.python, plan, before, touched, journals.stash_dirs(sites), say)
     else:
         before = journal.before
     start_at = int(journal.data.get("steps_done") or 0) if journal.data.get("resumed") else 0
