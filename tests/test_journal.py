@@ -159,3 +159,17 @@ def test_owner_is_a_live_process_with_the_same_start_time(tmp_path, monkeypatch)
         sleeper.wait()
     j.record(pid_start=journals._start_time(sleeper.pid))
     assert not journals.owner_alive(journals.load("/venv/bin/python"))
+
+
+@pytest.mark.slow
+def test_detect_does_not_take_a_stash_for_the_distribution(installed):
+    """A killed uninstall can leave only the stash: detect must then report the distribution as missing."""
+    from cudamatrix.detect import detect
+
+    py, _ = installed
+    site = _site(py)
+    real = next(site.glob("nvidia_cudnn_cu13-*.dist-info"))
+    real.rename(site / ("~" + real.name[1:]))
+    env = detect(python=str(py))
+    assert "nvidia-cudnn-cu13" not in env.packages
+    assert "nvidia-cudnn-cu13" not in {d.name for d in snapshot(str(py))}
