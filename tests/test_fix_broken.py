@@ -87,6 +87,7 @@ def test_solve_dry_run_and_fix_agree(venv, wheels, tmp_path):
             [(f["name"], f["variant"]) for f in solved["data"]["solution"]["frameworks"]]
     jax = next(f for f in solved["data"]["solution"]["frameworks"] if f["name"] == "jax")
     removed = {r["name"] for r in dry["data"]["plan"]["to_remove"]}
+    assert removed == {r["name"] for r in solved["data"]["to_remove"]}  # solve names the same uninstalls
     # the variant is cuda13, so no cuda12 plugin may stay: the plan uninstalls it with the cuDNN it brought
     assert jax["variant"] == "cuda13" and {"jax-cuda12-plugin", "jax-cuda12-pjrt", "nvidia-cudnn-cu12"} <= removed
 

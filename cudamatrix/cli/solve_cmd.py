@@ -57,10 +57,16 @@ def run_solve(requirements: list[str] | None = None, env: list[Path] | None = No
     resolved, request, solution = _solve("solve", as_json, _matrix(data_dir), requirements, env, driver, gpu, python,
                                          platform, cuda_toolkit, mirror)
     data = {"solution": solution.to_dict(), "targets": [t.describe() for t in resolved.targets]}
-    finish("solve", 0, data, as_json, lambda: _human_solution(solution, resolved, explain))
+    removed = []
+    if resolved.installed is not None:  # what fix would uninstall too, so that solve and fix say the same
+        from cudamatrix.install.remedies import removals
+
+        removed = removals(resolved.installed, solution)
+        data["to_remove"] = [r.to_dict() for r in removed]
+    finish("solve", 0, data, as_json, lambda: _human_solution(solution, resolved, explain, removed))
 
 
-def _human_solution(solution, resolved, explain: bool) -> None:
+def _human_solution(solution, resolved, explain: bool, removed=()) -> None:
     c = render.console()
     for t in resolved.targets[:5]:
         c.print(f"[dim]{t.describe()}[/]")
@@ -72,6 +78,9 @@ def _human_solution(solution, resolved, explain: bool) -> None:
     c.print(render.table(None, ["package", "version", "index"],
                          [[p.name + (f"[{','.join(p.extras)}]" if p.extras else ""), p.version, p.index_url or "default"]
                           for p in solution.packages]))
+    if removed:
+        c.print("pip uninstall -y " + " ".join(r.name for r in removed) + "   # first; "
+                + "; ".join(f"{r.name}: {r.reason}" for r in removed), soft_wrap=True, markup=False)
     if solution.unchanged:
         c.print("[green]already installed: nothing to change[/]")
     elif solution.pip_args:
