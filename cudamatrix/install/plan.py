@@ -145,9 +145,12 @@ def make_plan(environment: Environment, solution: Solution, *, python: str, inst
         tool_env = uv_env_from_pip(dict(os.environ)) if tool == "uv" else {}
         if removed:
             argv = installer_argv(tool, python, "uninstall") + ([] if tool == "uv" else ["-y"])
+            by_reason: dict[str, list[str]] = {}
+            for r in removed:
+                by_reason.setdefault(r.reason, []).append(f"{r.name} {r.version or ''}".rstrip())
             steps.append(Step(kind="uninstall", argv=argv + [r.name for r in removed], timeout_s=INSTALL_TIMEOUT_S,
-                              env=tool_env, reason="uninstall " + "; ".join(f"{r.name} {r.version or ''}".rstrip()
-                                                                            + f" ({r.reason})" for r in removed)))
+                              env=tool_env, reason="uninstall " + "; ".join(f"{', '.join(names)} ({why})"
+                                                                            for why, names in by_reason.items())))
         if pins:
             argv = installer_argv(tool, python) + index_args(solution, mirror=mirror, allow_http=allow_http)
             argv += [p.requirement() for p in pins]
