@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -71,10 +72,14 @@ def _run_lines(argv: list[str], *, timeout: float, env: dict[str, str] | None, c
                on_output: Callable[[str], None], interrupt_grace: float,
                on_start: Callable[[int], None] | None = None, die_with_parent: bool = False) -> Result:
     start = time.monotonic()
+    spawn = argv
+    if die_with_parent and sys.platform.startswith("linux"):
+        # prctl runs in a small launcher after exec, not in a preexec_fn: code between fork and exec can
+        # deadlock in a process with threads (a notebook kernel has several)
+        spawn = [sys.executable, "-c", _LAUNCHER, str(os.getpid()), *argv]
     try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                                env=env, cwd=cwd, text=True, errors="replace", start_new_session=True,
-                                preexec_fn=_die_with_parent if die_with_parent else None)
+        proc = subprocess.Popen(spawn, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                env=env, cwd=cwd, text=True, errors="replace", start_new_session=True)
     except FileNotFoundError:
         return Result(argv, None, error="not found", seconds=time.monotonic() - start)
     except OSError as exc:
@@ -136,15 +141,22 @@ def _kill_group(proc: subprocess.Popen) -> None:
         proc.kill()
 
 
-def _die_with_parent() -> None:
-    """In the forked child, before exec: ask the kernel for SIGKILL when the parent dies (prctl
-    PR_SET_PDEATHSIG = 1). Its own children are in its process group, which the journal records."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):  # not Linux: the journal's recorded group is killed on the next run
-        pass
+# Asks the kernel for SIGKILL when the parent dies (prctl PR_SET_PDEATHSIG = 1; kept across exec), checks the
+# parent did not die before that, then becomes the program. Exit 127 and a message when the program is missing.
+_LAUNCHER = """
+import ctypes, os, sys
+try:
+    ctypes.CDLL(None, use_errno=True).prctl(1, 9, 0, 0, 0)
+except (OSError, AttributeError):
+    pass
+if os.getppid() != int(sys.argv[1]):
+    sys.exit(137)
+try:
+    os.execvp(sys.argv[2], sys.argv[2:])
+except OSError as exc:
+    sys.stderr.write("%s: %s\\n" % (sys.argv[2], exc.strerror))
+    sys.exit(127)
+"""
 
 
 def group_alive(pgid: int) -> bool:

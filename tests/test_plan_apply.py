@@ -448,3 +448,12 @@ def test_rollback_of_an_upgraded_dependency_needs_no_index(venv, tmp_path, monke
     after = pip_list(venv, env)
     assert after == before, err.value.detail
     assert {(d["name"], d["version"]) for d in err.value.detail["restored"]} >= {("dep", "1.0"), ("app", "1.0")}
+
+
+def test_an_installer_that_dies_with_its_parent_still_reports_a_missing_program():
+    from cudamatrix import proc
+
+    r = proc.run(["no-such-installer-xyz", "install"], timeout=30, on_output=lambda line: None, die_with_parent=True)
+    assert r.returncode == 127 and "no-such-installer-xyz" in r.stderr
+    ok = proc.run(["sh", "-c", "echo $PPID; echo $$"], timeout=30, on_output=lambda line: None, die_with_parent=True)
+    assert ok.ok and ok.stdout.split()[0] == str(os.getpid())  # the launcher became the program (exec, same pid)
