@@ -248,3 +248,25 @@ def _keep(record: Path) -> None:
     if folder:
         Path(folder).mkdir(parents=True, exist_ok=True)
         (Path(folder) / record.name).write_text(record.read_text())
+
+
+@pytest.mark.parametrize("installer", ["pip", "uv"])
+def test_the_installers_dry_run_names_what_a_step_replaces(venv, wheels, tmp_path, monkeypatch, installer):
+    import shutil
+
+    from cudamatrix.install.apply import predicted_changes
+    from cudamatrix.models import Step
+
+    if installer == "uv" and shutil.which("uv") is None:
+        pytest.skip("uv is not on PATH")
+    with LocalIndex(wheels) as index:
+        for k, v in _env(tmp_path, index.url + "/simple").items():
+            monkeypatch.setenv(k, v)
+        monkeypatch.setenv("UV_INDEX_URL", index.url + "/simple")
+        head = ["uv", "pip", "install", "--python", str(venv)] if installer == "uv" else \
+            [str(venv), "-m", "pip", "install"]
+        step = Step(kind="install", reason="r", argv=head + ["nvidia-cudnn-cu13==9.24.0.43", "jax-cuda13-plugin==0.10.2"])
+        before = _freeze(venv, dict(os.environ))
+        got = predicted_changes([step], {"nvidia-cudnn-cu13", "torch", "jax"})
+        assert _freeze(venv, dict(os.environ)) == before  # a dry run
+    assert got == {"nvidia-cudnn-cu13"}
