@@ -17,16 +17,16 @@ import types
 from dataclasses import dataclass, field
 from typing import Callable
 
-from cudamatrix.errors import Exit
-from cudamatrix.models import Applied, Environment, Model, Plan, Report, Solution
+from cudamatrix.errors import Exit, UsageError
+from cudamatrix.models import Applied, Environment, Finding, Model, Plan, Report, Solution
 
 
-@dataclass
+@dataclass(repr=False)
 class FixResult(Model):
     """What ``fix`` did: its stages' values, and the exit code the command line uses."""
 
     python: str
-    status: str  # "unchanged" | "applied" | "dry_run" | "cancelled"
+    status: str  # "unchanged" | "applied" | "dry_run" | "cancelled" | "rolled_back"
     exit_code: int = 0
     solution: Solution | None = None
     plan: Plan | None = None
@@ -37,6 +37,17 @@ class FixResult(Model):
     activation: str | None = None  # the activation snippet written, if asked for
     messages: list[str] = field(default_factory=list)
     timings_ms: dict[str, float] = field(default_factory=dict)
+    left: list[Finding] = field(default_factory=list)  # error findings of the environment after the fix
+    plan_shown: bool = False  # the plan was printed at the prompt already
+
+    def __repr__(self) -> str:
+        steps = len([s for s in self.plan.steps if s.kind in ("install", "uninstall", "reinstall")]) if self.plan else 0
+        return (f"FixResult(status={self.status!r}, exit_code={int(self.exit_code)}, python={self.python!r}, "
+                f"steps={steps}, left={[f.code for f in self.left]}, "
+                f"verified={self.report.status if self.report else None!r})")
+
+    def __str__(self) -> str:
+        return self.summary()
 
     def summary(self) -> str:
         """The same text ``cudamatrix fix`` prints: what changed, what was verified, what to do next."""
@@ -60,13 +71,16 @@ def fix(*, python: str | None = None, request: list[str] | None = None, dry_run:
         use_cache: bool = True, timeout: float = 300.0, driver: str | None = None, gpus: list[str] | None = None,
         data_dir: str | None = None, confirm: Callable[[Plan], bool] | None = None,
         on_progress: Callable[[str, str], None] | None = None, in_process: bool | None = None,
-        show: bool = False) -> FixResult:
+        show: bool = False, resume: bool = False, rollback: bool = False) -> FixResult:
     """Make the interpreter ``python`` (default: this one) consistent, then prove it.
 
     ``request``: PEP 508 strings (default: the frameworks installed). ``driver``/``gpus``: solve for
     that machine instead of the detected one. ``confirm(plan)`` is asked before changing anything
-    (default: yes). ``in_process``: decide library preloading for this process (default: when
-    ``python`` is this interpreter). Raises NoSolution (3), InstallFailed (4), UsageError (2).
+    (default: yes: calling ``fix()`` is consent). ``in_process``: decide library preloading for this process
+    (default: when ``python`` is this interpreter). A change interrupted earlier (its journal is left) must
+    be finished (``resume=True``) or undone (``rollback=True``) first. Ends by diagnosing again:
+    ``FixResult.left`` holds the error findings that remain, each with what to do.
+    Raises NoSolution (3), InstallFailed (4), UsageError (2).
     """
     from cudamatrix.verify.memory import fingerprint, fix_key, load, recall_consistent, store
 
@@ -77,7 +91,15 @@ def fix(*, python: str | None = None, request: list[str] | None = None, dry_run:
         in_process = python is None or os.path.realpath(target) == os.path.realpath(sys.executable)
     with clock("detect"):
         environment = _detect(python)
-    quick = verify and use_cache and not dry_run and not write_activation
+    interp = environment.python.executable or target
+    sites = list(environment.python.site_packages)
+    pending = _pending(interp, resume, rollback, dry_run)
+    journal_note = None
+    if dry_run and pending is not None and not (resume or rollback):  # a dry run changes nothing: plan anyway
+        journal_note, pending = f"note: {pending.describe()} is recorded (fix --resume / --rollback)", None
+    if rollback:
+        return _shown(_rollback(pending, environment, python, interp, sites, data_dir, timings, on_progress), show)
+    quick = verify and use_cache and not dry_run and not write_activation and pending is None
     memory_notes: list[str] = []  # what the verification memory ignored, and why
     remembered_key = fix_key(fingerprint(environment, frameworks), request or [], data_dir, driver=driver,
                              gpus=gpus, installer=installer, mirror=mirror) if quick else None
@@ -87,32 +109,51 @@ def fix(*, python: str | None = None, request: list[str] | None = None, dry_run:
             return _shown(_remembered(environment, target, hit[0], hit[1], timings, in_process), show)
     from cudamatrix.install.plan import make_plan
 
-    with clock("solve"):
-        solution = _solve(environment, request or [], driver, gpus or [], data_dir)
-    interp = environment.python.executable or target
+    matrix = _matrix(data_dir)
     _check_index_environment(allow_http)
-    plan = make_plan(environment, solution, python=interp, installer=installer, mirror=mirror,
-                     allow_http=allow_http, verify=verify)
+    if pending is not None:  # --resume: the interrupted plan, from the step it stopped at
+        plan = pending.plan()
+        solution = plan.solution or Solution(request=request or [], targets=[])
+        pending.record(resumed=True)
+    else:
+        with clock("solve"):
+            findings = _diagnose(environment, matrix)
+            solution = _solve(environment, request or [], driver, gpus or [], matrix, mirror)
+        plan = make_plan(environment, solution, python=interp, installer=installer, mirror=mirror,
+                         allow_http=allow_http, verify=verify, findings=findings)
     result = FixResult(python=interp, status="unchanged" if plan.nothing_to_do else "applied",
                        solution=solution, plan=plan, timings_ms=timings)
     result.messages += memory_notes
     if dry_run:
         result.status = "dry_run"
-        result.messages.append("dry run: nothing was changed")
+        result.messages += ([journal_note] if journal_note else []) + ["dry run: nothing was changed"]
         return _shown(result, show)
     if plan.nothing_to_do:
         result.messages.append("already consistent: nothing to install")
     else:
-        if confirm is not None and not confirm(plan):
-            result.status, result.exit_code = "cancelled", Exit.PROBLEMS
-            result.messages.append("cancelled: nothing was changed")
-            return _shown(result, show)
+        if pending is None:  # refused with the numbers before anyone is asked, before anything changes
+            from cudamatrix.install.resources import check_space
+
+            with clock("resources"):
+                space = check_space(plan, environment)
+            if space:
+                result.messages.append(space)
+        if pending is None and confirm is not None:
+            answer = confirm(plan)
+            result.plan_shown = getattr(confirm, "shows_plan", False)  # printed at the prompt: not again
+            if not answer:
+                result.status, result.exit_code = "cancelled", Exit.PROBLEMS
+                result.messages.append("cancelled: nothing was changed")
+                return _shown(result, show)
         from cudamatrix.install.apply import apply
 
         with clock("apply"):
-            result.applied = apply(plan, on_progress=on_progress)
+            result.applied = apply(plan, on_progress=on_progress, journal=pending, site_packages=sites)
+        if pending is not None:
+            result.messages.append("resumed the interrupted change: done")
         with clock("detect_after"):
             environment = _detect(python)
+    result.left = _left(environment, matrix, plan)
     if write_activation:
         result.activation = write_activation_file(environment, solution.env)
         result.messages.append(f"wrote {result.activation}" if result.activation
@@ -145,6 +186,8 @@ def fix(*, python: str | None = None, request: list[str] | None = None, dry_run:
         from cudamatrix.verify.run import exit_code
 
         result.exit_code = exit_code(result.report)
+    elif result.left and result.exit_code == 0:
+        result.exit_code = Exit.PROBLEMS
     return _shown(result, show)
 
 
@@ -192,18 +235,86 @@ def _detect(python: str | None) -> Environment:
     return detect(python=python)
 
 
-def _solve(environment: Environment, request: list[str], driver: str | None, gpus: list[str],
-           data_dir: str | None) -> Solution:
+def _matrix(data_dir: str | None):
     from cudamatrix.matrix.data import load_matrix
+
+    return load_matrix(data_dir)
+
+
+def _diagnose(environment: Environment, matrix) -> list[Finding]:
+    from cudamatrix.diagnose.findings import diagnose
+
+    return diagnose(environment, matrix)
+
+
+def _solve(environment: Environment, request: list[str], driver: str | None, gpus: list[str], matrix,
+           mirror: str | None = None) -> Solution:
+    """The same answer ``cudamatrix solve --python PATH [--driver --gpu]`` gives for this interpreter."""
+    from cudamatrix.solve.indexes import with_mirror
     from cudamatrix.solve.solver import parse_request, solve
     from cudamatrix.solve.target import from_environment, from_flags
 
-    matrix = load_matrix(data_dir)
-    target = from_environment(environment, matrix)
+    target = from_environment(environment, matrix, name="this machine")
     if driver or gpus:
         target = from_flags(matrix, driver=driver, gpus=gpus, python=None, platform=None, cuda_toolkit=None,
                             base=target)
-    return solve([target], parse_request(request, environment), matrix, installed=environment)
+    solution = solve([target], parse_request(request, environment), matrix, installed=environment)
+    return with_mirror(solution, mirror)
+
+
+def _pending(interp: str, resume: bool, rollback: bool, dry_run: bool = False):
+    """The journal of an interrupted change of ``interp``; refuses to go on past one unless told how."""
+    from cudamatrix.install import journal as journals
+
+    if resume and rollback:
+        raise UsageError("--resume and --rollback exclude each other", hint="pick one")
+    pending = journals.load(interp)
+    if pending is not None and journals.owner_alive(pending):
+        raise UsageError(f"{pending.describe()} is still running", hint="wait for it to end")
+    if pending is None and (resume or rollback):
+        raise UsageError(f"no interrupted change of {interp} is recorded: nothing to "
+                         f"{'resume' if resume else 'roll back'}", hint="run cudamatrix fix")
+    if pending is not None and not (resume or rollback or dry_run):
+        raise UsageError(f"found {pending.describe()}",
+                         hint=f"cudamatrix fix --resume --python {interp} finishes it; cudamatrix fix --rollback "
+                              f"--python {interp} puts the starting set back (from saved wheels, no network)",
+                         detail={"journal": str(pending.folder)})
+    return pending
+
+
+def _rollback(pending, environment: Environment, python: str | None, interp: str, sites: list[str],
+              data_dir: str | None, timings: dict[str, float], on_progress) -> FixResult:
+    from cudamatrix.install.apply import rollback
+
+    restored, left = rollback(pending, site_packages=sites, on_progress=on_progress)
+    result = FixResult(python=interp, status="rolled_back", timings_ms=timings)
+    still = [f"{d.name} {d.version}" for k in ("added", "removed", "changed") for d in left[k]]
+    if still:
+        result.exit_code = Exit.INSTALL_FAILED
+        result.messages.append("could not put back: " + ", ".join(still) + f" (journal kept in {pending.folder})")
+    else:
+        result.messages.append("rolled back to the starting set of " + str(pending.data.get("started_at"))
+                               + (": reinstalled " + ", ".join(f"{d.name} {d.version}" for d in restored)
+                                  if restored else ""))
+    environment = _detect(python)
+    result.left = [f for f in _diagnose(environment, _matrix(data_dir)) if f.severity == "error"]
+    return result
+
+
+def _left(environment: Environment, matrix, plan: Plan) -> list[Finding]:
+    """The error findings after the fix, each fix text saying whether this plan could not or did not fix it."""
+    by_code = {(r.code, r.title): r for r in plan.remedies}
+    out = []
+    for f in _diagnose(environment, matrix):
+        if f.severity != "error":
+            continue
+        remedy = by_code.get((f.code, f.title)) or next((r for r in plan.remedies if r.code == f.code), None)
+        if remedy is not None and remedy.action == "not_fixable":
+            f.fix = remedy.detail
+        elif remedy is not None:
+            f.fix = f"still present after: {remedy.detail}; {f.fix or ''}".rstrip("; ")
+        out.append(f)
+    return out
 
 
 def _notebook(environment: Environment, solution: Solution | None):

@@ -155,6 +155,25 @@ class Context(Model):
 
 
 @dataclass
+class DiskSpace(Model):
+    """Free space of one file system an install writes to."""
+
+    purpose: str  # "site-packages", "temp", "pip cache"
+    path: str
+    free_mib: int
+    total_mib: int
+
+
+@dataclass
+class HostResources(Model):
+    """Host memory (/proc/meminfo) and the disks an install writes to (statvfs); empty when unread."""
+
+    memory_total_mib: int | None = None
+    memory_available_mib: int | None = None
+    disks: list[DiskSpace] = field(default_factory=list)
+
+
+@dataclass
 class Environment(Model):
     """Everything detected about one machine and one Python environment."""
 
@@ -175,6 +194,7 @@ class Environment(Model):
     context: Context = field(default_factory=Context)
     notes: list[Note] = field(default_factory=list)
     timings_ms: dict[str, float] = field(default_factory=dict)  # probe -> milliseconds spent
+    host: HostResources = field(default_factory=HostResources)  # memory and disk headroom (live detection only)
 
 
 # --- Findings (doctor) ---------------------------------------------------------------------------
@@ -264,11 +284,30 @@ class Solution(Model):
 
 @dataclass
 class Step(Model):
-    kind: Literal["install", "uninstall", "env", "preload", "verify", "note"]
+    kind: Literal["install", "uninstall", "reinstall", "env", "preload", "verify", "note"]
     reason: str
     argv: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     timeout_s: float = 1800.0
+
+
+@dataclass
+class Removal(Model):
+    """A distribution a plan uninstalls, and why (a leftover of another variant, the cause of a file clash)."""
+
+    name: str
+    version: str | None = None
+    reason: str = ""
+
+
+@dataclass
+class Remedy(Model):
+    """How a plan answers one error finding: the step that fixes it, or why it cannot be fixed here."""
+
+    code: str
+    title: str
+    action: Literal["install", "reinstall", "uninstall", "env", "not_fixable"]
+    detail: str  # the step's reason, or "not fixable here: <what to do> (<why>)"
 
 
 @dataclass
@@ -277,6 +316,8 @@ class Plan(Model):
     steps: list[Step] = field(default_factory=list)
     solution: Solution | None = None
     nothing_to_do: bool = False
+    to_remove: list[Removal] = field(default_factory=list)  # uninstalled before the solved set goes in
+    remedies: list[Remedy] = field(default_factory=list)  # one per error finding of the starting environment
 
 
 @dataclass
@@ -285,6 +326,7 @@ class InstalledDist(Model):
     version: str
     source: str | None = None  # direct_url.json URL, or index
     installer: str | None = None
+    path: str | None = None  # its .dist-info folder (the journal repacks the installed files from it)
 
 
 @dataclass

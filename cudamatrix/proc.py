@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -28,7 +29,8 @@ class Result:
 
 def run(argv: list[str], *, timeout: float, env: dict[str, str] | None = None, cwd: str | None = None,
         input: str | None = None, stream: bool = False, on_output: Callable[[str], None] | None = None,
-        interrupt_grace: float = 0.0) -> Result:
+        interrupt_grace: float = 0.0, on_start: Callable[[int], None] | None = None,
+        die_with_parent: bool = False) -> Result:
     """Run ``argv`` with a timeout. The child gets its own process group so a hang is killed whole.
 
     ``env`` replaces the environment when given. ``stream`` lets the child write to our stdout/stderr
@@ -36,11 +38,13 @@ def run(argv: list[str], *, timeout: float, env: dict[str, str] | None = None, c
     ``on_output`` is called with each line the child writes (stdout and stderr, from reader threads)
     while the output is still captured whole in the result. ``interrupt_grace``: on Ctrl-C, send the
     child SIGINT and give it that many seconds to clean up (pip rolls back the package it was
-    installing) before the group is killed.
+    installing) before the group is killed. ``on_start(pid)`` is called once the child runs (its process
+    group id is its pid). ``die_with_parent`` (Linux): the kernel kills the child when this process dies,
+    even by SIGKILL, which no handler of ours can see.
     """
     if on_output is not None and not stream:
         return _run_lines(argv, timeout=timeout, env=env, cwd=cwd, on_output=on_output,
-                          interrupt_grace=interrupt_grace)
+                          interrupt_grace=interrupt_grace, on_start=on_start, die_with_parent=die_with_parent)
     start = time.monotonic()
     pipe = None if stream else subprocess.PIPE
     try:
@@ -65,15 +69,23 @@ def run(argv: list[str], *, timeout: float, env: dict[str, str] | None = None, c
 
 
 def _run_lines(argv: list[str], *, timeout: float, env: dict[str, str] | None, cwd: str | None,
-               on_output: Callable[[str], None], interrupt_grace: float) -> Result:
+               on_output: Callable[[str], None], interrupt_grace: float,
+               on_start: Callable[[int], None] | None = None, die_with_parent: bool = False) -> Result:
     start = time.monotonic()
+    spawn = argv
+    if die_with_parent and sys.platform.startswith("linux"):
+        # prctl runs in a small launcher after exec, not in a preexec_fn: code between fork and exec can
+        # deadlock in a process with threads (a notebook kernel has several)
+        spawn = [sys.executable, "-c", _LAUNCHER, str(os.getpid()), *argv]
     try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen(spawn, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                                 env=env, cwd=cwd, text=True, errors="replace", start_new_session=True)
     except FileNotFoundError:
         return Result(argv, None, error="not found", seconds=time.monotonic() - start)
     except OSError as exc:
         return Result(argv, None, error=exc.strerror or str(exc), seconds=time.monotonic() - start)
+    if on_start is not None:
+        on_start(proc.pid)
     out: list[str] = []
     err: list[str] = []
 
@@ -153,3 +165,40 @@ def _kill_group(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError, AttributeError):
         proc.kill()
+
+
+# Asks the kernel for SIGKILL when the parent dies (prctl PR_SET_PDEATHSIG = 1; kept across exec), checks the
+# parent did not die before that, then becomes the program. Exit 127 and a message when the program is missing.
+_LAUNCHER = """
+import ctypes, os, sys
+try:
+    ctypes.CDLL(None, use_errno=True).prctl(1, 9, 0, 0, 0)
+except (OSError, AttributeError):
+    pass
+if os.getppid() != int(sys.argv[1]):
+    sys.exit(137)
+try:
+    os.execvp(sys.argv[2], sys.argv[2:])
+except OSError as exc:
+    sys.stderr.write("%s: %s\\n" % (sys.argv[2], exc.strerror))
+    sys.exit(127)
+"""
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any process of the group ``pgid`` still runs."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def kill_group(pgid: int) -> None:
+    """SIGKILL every process of the group ``pgid`` (an installer left over by a killed run)."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

@@ -68,9 +68,9 @@ def escape(text: Any) -> str:
 def error_text(message: str, hint: str | None = None) -> None:
     """Print an error for people on stderr (the message and hint are shown literally)."""
     c = console(stderr=True)
-    c.print(f"[bold red]error:[/] {escape(message)}", markup=True)
+    c.print(f"[bold red]error:[/] {escape(message)}", markup=True, soft_wrap=True)  # paths stay whole
     if hint:
-        c.print(f"[dim]hint:[/] {escape(hint)}", markup=True)
+        c.print(f"[dim]hint:[/] {escape(hint)}", markup=True, soft_wrap=True)
 
 
 def table(title: str | None, columns: list[str], rows: list[list[Any]]):
@@ -91,6 +91,7 @@ def _echo(text: str = "") -> None:
 
 
 def human_plan(plan) -> None:
+    """The plan's steps, then the findings it answers grouped by the step (the cause) that answers them."""
     if plan.nothing_to_do:
         _echo("plan: nothing to install")
     for i, step in enumerate(plan.steps, 1):
@@ -99,6 +100,31 @@ def human_plan(plan) -> None:
             _echo("     " + " ".join(shlex.quote(a) for a in step.argv))
         for k, v in step.env.items():
             _echo("     " + _export(k, v))
+    remedies = getattr(plan, "remedies", None) or []
+    if remedies:
+        _echo("findings, by what answers them:")
+        groups: dict[tuple[str, str], list] = {}
+        for r in remedies:
+            groups.setdefault((r.action, r.detail), []).append(r)
+        for (action, detail), items in sorted(groups.items(), key=lambda kv: kv[0][0] == "not_fixable"):
+            codes = ", ".join(sorted({r.code for r in items}))
+            _echo(f"  {codes}: {detail}" if action == "not_fixable" else f"  {codes}: fixed by [{action}] {detail}")
+
+
+def human_left(findings) -> None:
+    """The error findings left after a fix, grouped by the same fix text."""
+    if not findings:
+        _echo("left: no error findings")
+        return
+    _echo(f"left: {len(findings)} error finding(s)")
+    groups: dict[str, list] = {}
+    for f in findings:
+        groups.setdefault(f.fix or "", []).append(f)
+    for fix, items in groups.items():
+        for f in items:
+            _echo(f"  {f.code}: {f.title}")
+        if fix:
+            _echo(f"    -> {fix}")
 
 
 def _export(key: str, value: str) -> str:
@@ -110,24 +136,43 @@ def _export(key: str, value: str) -> str:
 def human_fix(result) -> None:
     """The fix result for people: plain lines (fast on the healthy path)."""
     _echo(f"python: {result.python}")
-    if result.status == "dry_run" or (result.plan and not result.plan.nothing_to_do and result.applied is None):
+    shown = getattr(result, "plan_shown", False)
+    if result.plan is not None and not shown and (result.status == "dry_run" or
+                                                  (not result.plan.nothing_to_do and result.applied is None)):
         human_plan(result.plan)
     if result.applied is not None:
         before = {d.name: d.version for d in result.applied.before}
+        after = {d.name for d in result.applied.after}
         for d in result.applied.after:
             if before.get(d.name) != d.version:
                 _echo(f"  {d.name} {before.get(d.name) or '(new)'} -> {d.version}")
+        for d in result.applied.before:
+            if d.name not in after:
+                _echo(f"  {d.name} {d.version} -> (uninstalled)")
     for m in result.messages:
         _echo(m)
     if result.report is not None:
         human_report(result.report)
+    if result.applied is not None and result.plan is not None:
+        still = {f.code for f in result.left}
+        fixed = sorted({r.code for r in result.plan.remedies if r.action != "not_fixable" and r.code not in still})
+        if fixed:
+            _echo("fixed: " + ", ".join(fixed))
+    if result.status != "dry_run" and (result.applied is not None or getattr(result, "left", None)
+                                       or result.status == "rolled_back"):
+        human_left(result.left)
 
 
 def human_report(report) -> None:
     for fw in report.frameworks:
         head = f"{fw.framework} {fw.version or ''}".strip()
         if fw.cuda:
-            head += f" (CUDA {fw.cuda}, cuDNN {fw.cudnn or '-'})"
+            cudnn = fw.cudnn
+            if not cudnn:  # the framework did not say; the copy mapped into the process did
+                mapped = [m for m in fw.mapped_libraries if str(m.get("file", "")).startswith("libcudnn.so")
+                          and m.get("version")]
+                cudnn = f"{mapped[0]['version']} (mapped)" if mapped else "not reported"
+            head += f" (CUDA {fw.cuda}, cuDNN {cudnn})"
         _echo(f"{head}: {fw.status}" + (f" [{fw.finding_code}]" if fw.finding_code else ""))
         if fw.device_name:
             _echo(f"  device: {fw.device_name} (compute capability {fw.compute_capability})")
@@ -138,7 +183,7 @@ def human_report(report) -> None:
         if fw.cause:
             _echo(f"  {fw.cause}")
         for lib in fw.mapped_libraries:
-            _echo(f"  mapped: {lib.get('path')} {lib.get('version') or ''}")
+            _echo(f"  mapped: {lib.get('path')} {_lib_version(lib)}")
         for err in fw.model_errors:
             _echo(f"  loader model error: {err['soname']}: predicted {err['predicted']} ({err['rule']}), "
                   f"mapped {err.get('mapped') or 'nothing'}")
@@ -150,3 +195,15 @@ def human_report(report) -> None:
         _echo("GPU verification is not possible here (no GPU or no driver); the CPU path was checked.")
     if report.cached_at:
         _echo(f"(remembered result from {report.cached_at})")
+
+
+def _lib_version(lib: dict) -> str:
+    """A mapped library's version, saying where it was read: a soname number is not a version."""
+    version, source = lib.get("version"), lib.get("version_source")
+    if not version:
+        return "(version not reported)"
+    if source == "soname" or (source is None and str(lib.get("path", "")).endswith(".so." + str(version))):
+        return f"(soname {version}; the library reports no version)"
+    if source and source.startswith("wheel "):
+        return f"{version} (from {source})"
+    return str(version)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from cudamatrix.diagnose.findings import diagnose, summary_exit
-from cudamatrix.models import LibraryLoad, Note
+from cudamatrix.models import DiskSpace, HostResources, LibraryLoad, Note
 from cudamatrix.models import (
     Context,
     Driver,
@@ -132,6 +132,16 @@ def unsafe_path(env):
                                              "not loaded by detect")]
 
 
+def low_disk(env):
+    # 8 GiB is the written-down floor (diagnose.findings.LOW_DISK_MIB); 2 GiB free where packages go is below it
+    env.host = HostResources(disks=[DiskSpace(purpose="site-packages", path="/venv/lib", free_mib=2048,
+                                              total_mib=100_000)])
+
+
+def low_memory(env):
+    env.host = HostResources(memory_total_mib=16_000, memory_available_mib=900)
+
+
 def drift(env):
     env.packages["nvidia-cudnn-cu12"] = "9.5.1.17"
 
@@ -186,6 +196,10 @@ CASES: dict[str, tuple[Callable[[Environment], None], Callable[[Environment], No
     "LIBRARY_SHADOWED": (shadowed, lambda env: shadowed(env, wheel_first=True)),
     "NVIDIA_WHEEL_DRIFT": (drift, None),
     "UNSAFE_LIBRARY_PATH": (unsafe_path, None),
+    "LOW_DISK": (low_disk, lambda env: setattr(env, "host", HostResources(disks=[DiskSpace(
+        purpose="site-packages", path="/venv/lib", free_mib=50_000, total_mib=100_000)]))),
+    "LOW_HOST_MEMORY": (low_memory, lambda env: setattr(env, "host", HostResources(memory_total_mib=16_000,
+                                                                                    memory_available_mib=9_000))),
     "FILE_CLOBBER": (clobber, None),
     "FRAMEWORK_CONFLICT": (framework_conflict, None),
     "TORCHVISION_MISMATCH": (torchvision, lambda env: torchvision(env, "0.20.1+cu121")),

@@ -72,7 +72,7 @@ def world(template_venv, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_"))}
     env.update({"PIP_CONFIG_FILE": os.devnull, "PIP_CACHE_DIR": str(tmp_path / "pipcache"),
                 "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_DEFAULT_TIMEOUT": "5", "PIP_RETRIES": "0",
-                "XDG_CACHE_HOME": str(tmp_path / "xdg"), "PATH": os.environ.get("PATH", ""),
+                "XDG_CACHE_HOME": str(tmp_path / "xdg"), "XDG_STATE_HOME": str(tmp_path / "state"), "PATH": os.environ.get("PATH", ""),
                 "PYTHONPATH": str(ROOT)})
     env.pop("LD_LIBRARY_PATH", None)
     start = tmp_path / "start"

@@ -103,6 +103,7 @@ def venv(template_venv, tmp_path, monkeypatch):
             monkeypatch.delenv(k)
     monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
     monkeypatch.setenv("PIP_CACHE_DIR", str(tmp_path / "pipcache"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # the install journal
     monkeypatch.setenv("PIP_DISABLE_PIP_VERSION_CHECK", "1")
     monkeypatch.setenv("PIP_DEFAULT_TIMEOUT", "5")
     monkeypatch.setenv("PIP_RETRIES", "0")
@@ -182,7 +183,9 @@ def test_apply_rolls_back_when_the_index_dies_mid_way(venv, wheels, monkeypatch)
         first = Step(kind="install", reason="nvidia libraries", argv=[a for a in install.argv if not a.startswith("torch==")])
         second = Step(kind="install", reason="torch", argv=[a for a in install.argv if a not in libs])
         plan.steps = [first, second]
-        index.die_after(2)  # serves the two nvidia wheels, then goes away
+        # the installer's dry runs fetch 2 + 3 files (the journal asks what each step replaces); then step 1
+        # fetches the two nvidia wheels, and the index goes away
+        index.die_after(7)
         with pytest.raises(InstallFailed) as err:
             apply(plan)
     after = pip_list(venv, env)
@@ -234,3 +237,223 @@ def test_uv_gets_the_users_pip_index_and_pip_config_keeps_pip(tmp_path, monkeypa
     monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
     assert pip_config_files() == []
     assert choose_installer("uv") == "uv"
+
+
+# --- the installer's root cause, from real pip and uv runs -------------------------------------------
+
+@pytest.fixture(scope="module")
+def failing(template_venv, tmp_path_factory):
+    """Run pip and uv into a venv against: a corrupt wheel, conflicting pins, a dead loopback index, and a host
+    name that cannot resolve (RFC 6761 reserves .invalid). Returns {(case, tool): combined output}."""
+    import shutil
+    import subprocess
+
+    tmp = tmp_path_factory.mktemp("failing")
+    py = copy_venv(template_venv, tmp / "venv")
+    w = tmp / "w"
+    build_wheel(w, "torch", "2.5.1+cu121", corrupt=True)
+    build_wheel(w, "aa", "1.0")
+    build_wheel(w, "aa", "2.0")
+    build_wheel(w, "bb", "1.0", requires=["aa==2.0"])
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_"))}
+    env.update({"PIP_CONFIG_FILE": os.devnull, "PIP_CACHE_DIR": str(tmp / "pc"), "UV_CACHE_DIR": str(tmp / "uc"),
+                "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_DEFAULT_TIMEOUT": "3", "PIP_RETRIES": "1",
+                "UV_HTTP_RETRIES": "0"})
+    uv = shutil.which("uv")
+    out = {}
+    with LocalIndex(w) as index:
+        cases = {"corrupt": (index.url + "/simple", ["torch==2.5.1+cu121"]),
+                 "conflict": (index.url + "/simple", ["aa==1.0", "bb==1.0"]),
+                 "dead index": ("http://127.0.0.1:9/simple", ["aa"]),
+                 "dns": ("https://index.invalid/simple", ["aa"])}
+        for case, (url, reqs) in cases.items():
+            for tool in ("pip", "uv"):
+                if tool == "uv" and not uv:
+                    continue
+                argv = ([str(py), "-m", "pip", "install", "--index-url", url, *reqs] if tool == "pip" else
+                        [uv, "pip", "install", "--python", str(py), "--index-url", url, *reqs])
+                r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+                assert r.returncode != 0, (case, tool)
+                out[(case, tool)] = r.stdout + r.stderr
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case,tool,kind,shows", [
+    ("corrupt", "pip", "corrupt download", "Bad CRC-32 for file 'torch/_payload.txt'"),
+    ("corrupt", "uv", "corrupt download", "Bad CRC"),
+    ("conflict", "pip", "resolution conflict", "Cannot install aa==1.0 and bb==1.0"),
+    ("conflict", "uv", "resolution conflict", "No solution found"),
+    ("dead index", "pip", "network", "Connection refused"),
+    ("dead index", "uv", "network", "Connection refused"),
+    ("dns", "pip", "index host does not resolve (DNS)", "Name or service not known"),
+    ("dns", "uv", "index host does not resolve (DNS)", "Name or service not known"),
+])
+def test_explain_finds_the_root_cause_in_real_installer_output(failing, case, tool, kind, shows):
+    from cudamatrix.install.explain import explain
+
+    if (case, tool) not in failing:
+        pytest.skip("uv is not on PATH")
+    output = failing[(case, tool)]
+    cause = explain(output)
+    assert cause is not None, output
+    assert (cause.kind, shows in cause.line) == (kind, True), (cause, output[-1500:])
+    last = output.strip().splitlines()[-1]
+    assert cause.line != last or case == "corrupt"  # not merely the installer's last line
+
+
+def test_explain_full_disk_and_unknown():
+    from cudamatrix.install.explain import explain
+
+    text = ("Installing collected packages: torch\nERROR: Could not install packages due to an OSError: "
+            "[Errno 28] No space left on device\n")
+    assert explain(text).kind == "no space left"
+    assert explain("something else went wrong") is None
+
+
+@pytest.mark.slow
+def test_install_failed_shows_the_cause_first(venv, wheels, tmp_path, monkeypatch):
+    bad = tmp_path / "bad"
+    build_wheel(bad, "nvidia-cublas-cu12", "12.1.3.1", corrupt=True)
+    with LocalIndex(bad) as index:
+        _use_index(monkeypatch, index)
+        plan = make_plan(Environment(), _solution(to_install=[SOLVED[2]]), python=str(venv), installer="pip")
+        with pytest.raises(InstallFailed) as err:
+            apply(plan)
+    assert err.value.message.startswith("install failed, step 1 failed")
+    assert "corrupt download: " in err.value.message and "Bad CRC-32" in err.value.message
+    assert "cache" in err.value.hint and err.value.detail["cause"]["kind"] == "corrupt download"
+
+
+# --- removals, reinstalls and remedies: pure ---------------------------------------------------------
+
+def _clash_env(cudnn13: str) -> Environment:
+    from cudamatrix.models import FileConflict, Framework
+
+    return Environment(
+        packages={"torch": "2.14.1", "nvidia-cudnn-cu13": cudnn13, "nvidia-cudnn-cu12": "9.8.0.87",
+                  "jax": "0.10.2", "jaxlib": "0.10.2", "jax-cuda12-plugin": "0.10.2", "jax-cuda12-pjrt": "0.10.2"},
+        requirements={"torch": ['nvidia-cudnn-cu13==9.24.0.43; platform_system == "Linux"'],
+                      "jax-cuda12-plugin": ["nvidia-cudnn-cu12<10.0,>=9.8"]},
+        frameworks=[Framework("torch", "2.14.1", "cu130", "13.0"), Framework("jax", "0.10.2")],
+        file_conflicts=[FileConflict("nvidia/cudnn/lib/libcudnn.so.9",
+                                     ["nvidia-cudnn-cu13==" + cudnn13, "nvidia-cudnn-cu12==9.8.0.87"])])
+
+
+def _jax13(to_install) -> Solution:
+    from cudamatrix.models import FrameworkChoice
+
+    pins = [Pin("torch", "2.14.1"), Pin("nvidia-cudnn-cu13", "9.24.0.43"), Pin("jax", "0.10.2", ["cuda13"]),
+            Pin("jax-cuda13-plugin", "0.10.2"), Pin("jax-cuda13-pjrt", "0.10.2")]
+    return Solution(request=["torch", "jax"], targets=["t"], packages=pins, to_install=to_install,
+                    frameworks=[FrameworkChoice("torch", "2.14.1", "cu130", "13.0"),
+                                FrameworkChoice("jax", "0.10.2", "cuda13", "13.0")])
+
+
+def test_plan_uninstalls_the_clash_and_reinstalls_the_survivor():
+    from cudamatrix.models import Finding
+
+    env = _clash_env("9.24.0.43")  # torch's cuDNN is at its pin, but its file holds the cu12 copy
+    findings = [Finding("FILE_CLOBBER", "error", "nvidia-cudnn-cu12==9.8.0.87 and nvidia-cudnn-cu13==9.24.0.43 "
+                                                 "install the same file"),
+                Finding("NO_DRIVER", "error", "No NVIDIA driver is installed or loaded", fix="install the driver"),
+                Finding("PYTHON_UNSUPPORTED", "error", "torch 2.14.1 is not built for Python 3.9", fix="use 3.11"),
+                Finding("UNKNOWN_FRAMEWORK_BUILD", "info", "jax 0.10.2 is not in the matrix")]
+    plan = make_plan(env, _jax13([Pin("jax-cuda13-plugin", "0.10.2"), Pin("jax-cuda13-pjrt", "0.10.2")]),
+                     python="/p", installer="pip", verify=False, findings=findings)
+    assert [s.kind for s in plan.steps] == ["uninstall", "install", "reinstall"]
+    assert plan.steps[0].argv[-3:] == ["jax-cuda12-pjrt", "jax-cuda12-plugin", "nvidia-cudnn-cu12"]
+    assert plan.steps[2].argv[-3:] == ["--force-reinstall", "--no-deps", "nvidia-cudnn-cu13==9.24.0.43"]
+    by_code = {r.code: r for r in plan.remedies}
+    assert set(by_code) == {"FILE_CLOBBER", "NO_DRIVER", "PYTHON_UNSUPPORTED"}  # error findings only
+    assert by_code["FILE_CLOBBER"].action == "uninstall"
+    assert "uninstall nvidia-cudnn-cu12" in by_code["FILE_CLOBBER"].detail
+    assert "reinstall nvidia-cudnn-cu13 9.24.0.43" in by_code["FILE_CLOBBER"].detail
+    assert by_code["NO_DRIVER"].action == "not_fixable" and "install the driver" in by_code["NO_DRIVER"].detail
+    assert "host" in by_code["NO_DRIVER"].detail
+    assert by_code["PYTHON_UNSUPPORTED"].detail.startswith("not fixable here: use 3.11")
+    uv = make_plan(env, _jax13([]), python="/p", installer="uv", verify=False)
+    assert uv.steps[0].argv[:4] == ["uv", "pip", "uninstall", "--python"] and "--reinstall" in uv.steps[-1].argv
+
+
+def test_plan_keeps_what_a_remaining_framework_declares():
+    env = _clash_env("9.24.0.43")
+    env.requirements["tensorflow"] = ["nvidia-cudnn-cu12==9.8.0.87"]  # another framework still needs the cu12 copy
+    env.packages["tensorflow"] = "2.20.0"
+    plan = make_plan(env, _jax13([]), python="/p", installer="pip", verify=False)
+    assert "nvidia-cudnn-cu12" not in {r.name for r in plan.to_remove}
+    assert {r.name for r in plan.to_remove} == {"jax-cuda12-plugin", "jax-cuda12-pjrt"}
+
+
+def test_a_finding_the_plan_does_not_touch_is_named_not_fixable():
+    from cudamatrix.models import Finding
+
+    env = Environment(packages={"torch": "2.5.1+cu121", "torchvision": "0.19.0+cu118"})
+    sol = _solution(to_install=[], unchanged=True)
+    found = [Finding("TORCHVISION_MISMATCH", "error", "torchvision 0.19.0+cu118 does not match torch 2.5.1+cu121",
+                     fix="pip install torchvision==0.20.1+cu121")]
+    plan = make_plan(env, sol, python="/p", installer="pip", findings=found)
+    assert plan.nothing_to_do and plan.remedies[0].action == "not_fixable"
+    assert "torchvision" in plan.remedies[0].detail and "pip install torchvision==0.20.1+cu121" in plan.remedies[0].detail
+
+
+@pytest.mark.slow
+def test_a_crash_mid_apply_restores_then_shows_the_bug(venv, wheels, monkeypatch):
+    """An exception of ours between steps (a bug) still puts the starting set back, then keeps its traceback."""
+    from cudamatrix import proc
+
+    with LocalIndex(wheels) as index:
+        env = _use_index(monkeypatch, index)
+        before = _start(venv, env, "torch==2.5.1+cpu", "nvidia-cudnn-cu12==8.9.2.26")
+        plan = _plan(venv, index, pins=[SOLVED[2]])
+        plan.steps.insert(1, Step(kind="install", reason="second", argv=[str(venv), "-c", "pass"]))
+        real = proc.run
+        calls = []
+
+        def flaky(argv, **kw):
+            if argv == [str(venv), "-c", "pass"]:
+                calls.append(argv)
+                raise RuntimeError("a bug of ours")
+            return real(argv, **kw)
+
+        monkeypatch.setattr(apply_mod.proc, "run", flaky)
+        with pytest.raises(RuntimeError, match="a bug of ours"):
+            apply(plan)
+        monkeypatch.setattr(apply_mod.proc, "run", real)
+        after = pip_list(venv, env)
+    assert calls and after == before
+    assert not list(Path(os.environ["XDG_STATE_HOME"]).glob("cudamatrix/journal/*/journal.json"))
+
+
+@pytest.mark.slow
+def test_rollback_of_an_upgraded_dependency_needs_no_index(venv, tmp_path, monkeypatch):
+    """The install upgrades a dependency the plan does not name; the installer's dry run told the journal, which
+    saved it, so the rollback works with the index gone."""
+    w = tmp_path / "deps"
+    build_wheel(w, "app", "1.0", requires=["dep>=1"])
+    build_wheel(w, "app", "2.0", requires=["dep>=2"])
+    build_wheel(w, "dep", "1.0")
+    build_wheel(w, "dep", "2.0")
+    with LocalIndex(w) as index:
+        env = _use_index(monkeypatch, index)
+        before = _start(venv, env, "app==1.0", "dep==1.0")
+        plan = Plan(python=str(venv), steps=[
+            Step(kind="install", reason="app 2", argv=[str(venv), "-m", "pip", "install", "app==2.0"]),
+            Step(kind="install", reason="fails", argv=[str(venv), "-c", "raise SystemExit(1)"])])
+        served = index.files_served()
+        index.die_after(4)  # the dry run and the install fetch app 2.0 and dep 2.0 each; then the index is gone
+        with pytest.raises(InstallFailed) as err:
+            apply(plan)
+        assert index.files_served() == served + 4
+    after = pip_list(venv, env)
+    assert after == before, err.value.detail
+    assert {(d["name"], d["version"]) for d in err.value.detail["restored"]} >= {("dep", "1.0"), ("app", "1.0")}
+
+
+def test_an_installer_that_dies_with_its_parent_still_reports_a_missing_program():
+    from cudamatrix import proc
+
+    r = proc.run(["no-such-installer-xyz", "install"], timeout=30, on_output=lambda line: None, die_with_parent=True)
+    assert r.returncode == 127 and "no-such-installer-xyz" in r.stderr
+    ok = proc.run(["sh", "-c", "echo $PPID; echo $$"], timeout=30, on_output=lambda line: None, die_with_parent=True)
+    assert ok.ok and ok.stdout.split()[0] == str(os.getpid())  # the launcher became the program (exec, same pid)

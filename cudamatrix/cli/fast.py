@@ -72,6 +72,8 @@ def fast_main(argv: list[str]) -> int | None:
 
     The command ends by raising :class:`cudamatrix.cli.common.Done`, which :func:`cudamatrix.cli.main`
     turns into the exit code."""
+    if argv in (["--version"], ["-V"]):
+        return _version()
     if not argv or argv[0] not in COMMANDS:
         return None
     command = COMMANDS[argv[0]]
@@ -82,4 +84,25 @@ def fast_main(argv: list[str]) -> int | None:
 
     func = getattr(importlib.import_module(f"{__package__}.{command.module}"), command.function)
     func(**given)
+    return 0
+
+
+def _version() -> int:
+    """``cudamatrix --version``: the package version and the matrix data version it ships."""
+    import json
+    import sys
+    from importlib import metadata
+
+    try:
+        version = metadata.version("cudamatrix")
+    except metadata.PackageNotFoundError:
+        version = "unknown (not installed)"
+    from cudamatrix.matrix.data import default_data_dir
+
+    try:
+        meta = json.loads((default_data_dir() / "meta.json").read_text())
+        data = f"matrix {meta.get('data_version')} (schema {meta.get('schema_version')})"
+    except (OSError, ValueError):
+        data = "matrix data not found"
+    sys.stdout.write(f"cudamatrix {version}, {data}\n")
     return 0

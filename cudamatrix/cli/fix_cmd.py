@@ -21,8 +21,13 @@ def run_fix(requirements: list[str] | None = None, python: str | None = None, dr
             from_: list[str] | None = None, yes: bool = False, mirror: str | None = None, allow_http: bool = False, installer: str | None = None,
             write_activation: bool = False, no_verify: bool = False, no_cache: bool = False,
             framework: str = "all", timeout: float = 300.0, driver: str | None = None,
-            gpu: list[str] | None = None, as_json: bool = False, data_dir: str | None = None) -> None:
-    """Make this environment consistent: install the solved set (minimal change), then verify on the GPU."""
+            gpu: list[str] | None = None, as_json: bool = False, data_dir: str | None = None,
+            resume: bool = False, rollback: bool = False) -> None:
+    """Make this environment consistent: install the solved set (minimal change), then verify on the GPU.
+
+    Consent: ``--yes``, or an answer at the prompt; without a terminal (and without ``--yes``) a plan that
+    changes anything is refused with exit 2 before any change. ``--resume`` / ``--rollback`` finish or undo a
+    change a killed run left in its journal (they were asked for by name: consent)."""
     from cudamatrix.fix import fix as run_fix_stage
 
     _check_framework(framework)
@@ -32,14 +37,20 @@ def run_fix(requirements: list[str] | None = None, python: str | None = None, dr
     if from_:
         _plan_from_paste(from_, requirements or [], dry_run, python, mirror, allow_http, installer, no_verify,
                          driver, gpu or [], as_json, data_dir)
-    interactive = sys.stdin.isatty() and not yes and not as_json
+    if yes or dry_run or resume or rollback:
+        confirm = None
+    elif sys.stdin.isatty() and not as_json:
+        confirm = _ask
+    else:
+        confirm = _refuse
     progress = _Progress(as_json)
     try:
         result = run_fix_stage(python=python, request=requirements or [], dry_run=dry_run, verify=not no_verify,
                                frameworks=framework, mirror=mirror, allow_http=allow_http, installer=installer,
                                write_activation=write_activation, use_cache=not no_cache, timeout=timeout,
                                driver=driver, gpus=gpu or [], data_dir=data_dir,
-                               confirm=_ask if interactive else None, on_progress=progress, in_process=False)
+                               confirm=confirm, on_progress=progress, in_process=False, resume=resume,
+                               rollback=rollback)
     finally:
         progress.stop()
     finish("fix", result.exit_code, result.to_dict(), as_json, lambda: human_fix(result))
@@ -115,10 +126,24 @@ def _check_framework(framework: str) -> None:
 
 def _ask(plan) -> bool:
     human_plan(plan)
+    sys.stdout.flush()
     sys.stderr.write("Apply this plan? [y/N]: ")
     sys.stderr.flush()
     answer = sys.stdin.readline().strip().lower()
     return answer in ("y", "yes")
+
+
+_ask.shows_plan = True  # the result's rendering does not print the plan a second time
+
+
+def _refuse(plan) -> bool:
+    """No terminal to ask and no --yes: nothing is changed (exit 2)."""
+    from cudamatrix.errors import UsageError
+
+    n = len([s for s in plan.steps if s.kind in ("install", "uninstall", "reinstall")])
+    raise UsageError(f"fix would change {plan.python} ({n} step(s)) and there is no terminal to ask: nothing was "
+                     "changed", hint="pass --yes to apply the plan, or --dry-run to see it",
+                     detail={"plan": plan.to_dict()})
 
 
 class _Progress:

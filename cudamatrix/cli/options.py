@@ -76,7 +76,7 @@ COMMANDS: dict[str, Command] = {
         MIRROR, JSON, DATA)),
     "lock": Command("solve_cmd", "run_lock", positional=Arg("requirements", "PEP 508 requirements."), options=(
         Opt("output", ("-o", "--output"), "path", None, "Write here (default: stdout)."),
-        Opt("fmt", ("--format",), "value", "requirements", "requirements | uv"),
+        Opt("fmt", ("--format",), "value", "requirements", "requirements | uv | pylock"),
         *TARGET, MIRROR, JSON, DATA,
         Opt("per_class", ("--per-class",), "flag", False, "Fleets: one lock per node class when no single set "
             "fits, in the folder -o, with locks.json (class -> lock, Ray and Slurm selectors)."))),
@@ -115,7 +115,10 @@ COMMANDS: dict[str, Command] = {
         Opt("timeout", ("--timeout",), "float", VERIFY_TIMEOUT_S, "Seconds the verification may take."),
         DRIVER.with_help("Solve for this driver version instead of the detected one."),
         GPU.with_help("Solve for this GPU (name, sm_XX or X.Y; repeatable)."),
-        JSON, Opt("data_dir", ("--data",), "value", None, "", hidden=True))),
+        JSON, Opt("data_dir", ("--data",), "value", None, "", hidden=True),
+        Opt("resume", ("--resume",), "flag", False, "Finish a change a killed run left in its journal."),
+        Opt("rollback", ("--rollback",), "flag", False, "Undo a change a killed run left in its journal "
+            "(from saved wheels, no network)."))),
     "verify": Command("fix_cmd", "run_verify", options=(
         Opt("framework", ("--framework",), "value", "all", "torch | tensorflow | jax | all"),
         PYTHON.with_help("Verify the interpreter at this path."),

@@ -62,10 +62,16 @@ def run_solve(requirements: list[str] | None = None, env: list[Path] | None = No
     resolved, request, solution = _solve("solve", as_json, _matrix(data_dir), requirements, env, driver, gpu, python,
                                          platform, cuda_toolkit, mirror, from_)
     data = {"solution": solution.to_dict(), "targets": [t.describe() for t in resolved.targets]}
-    finish("solve", 0, data, as_json, lambda: _human_solution(solution, resolved, explain))
+    removed = []
+    if resolved.installed is not None:  # what fix would uninstall too, so that solve and fix say the same
+        from cudamatrix.install.remedies import removals
+
+        removed = removals(resolved.installed, solution)
+        data["to_remove"] = [r.to_dict() for r in removed]
+    finish("solve", 0, data, as_json, lambda: _human_solution(solution, resolved, explain, removed))
 
 
-def _human_solution(solution, resolved, explain: bool) -> None:
+def _human_solution(solution, resolved, explain: bool, removed=()) -> None:
     from rich.markup import escape  # "tensorflow[and-cuda]" is text, not a rich style tag
 
     c = render.console()
@@ -80,6 +86,9 @@ def _human_solution(solution, resolved, explain: bool) -> None:
     c.print(render.table(None, ["package", "version", "index"],
                          [[p.name + (f"[{','.join(p.extras)}]" if p.extras else ""), p.version,
                            p.index_url or "default"] for p in solution.packages]))
+    if removed:
+        c.print("pip uninstall -y " + " ".join(r.name for r in removed) + "   # first; "
+                + "; ".join(f"{r.name}: {r.reason}" for r in removed), soft_wrap=True, markup=False)
     if solution.unchanged:
         c.print("[green]already installed: nothing to change[/]")
     elif solution.pip_args:
@@ -119,12 +128,17 @@ def run_lock(requirements: list[str] | None = None, output: Path | None = None, 
                                   gpu=gpu, python=python, platform=platform, cuda_toolkit=cuda_toolkit,
                                   mirror=mirror, as_json=as_json, data_dir=data_dir)
 
-    if fmt not in ("requirements", "uv"):
-        raise UsageError(f"--format {fmt!r} is not known", hint="requirements | uv")
+    if fmt not in ("requirements", "uv", "pylock"):
+        raise UsageError(f"--format {fmt!r} is not known", hint="requirements | uv | pylock")
     resolved, request, solution = _solve("lock", as_json, _matrix(data_dir), requirements, env, driver, gpu, python,
                                          platform, cuda_toolkit, mirror, from_)
     passthrough = [str(r) for r in request.passthrough]
-    text = (requirements_txt if fmt == "requirements" else uv_project)(solution, resolved.targets, passthrough)
+    if fmt == "pylock":
+        from cudamatrix.cli.lock_pylock import pylock_text
+
+        text = pylock_text(solution, resolved.targets, passthrough)
+    else:
+        text = (requirements_txt if fmt == "requirements" else uv_project)(solution, resolved.targets, passthrough)
     if output is not None:
         from cudamatrix.solve.lockfile import write_lock
 

@@ -92,6 +92,10 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
     env.frameworks, env.file_conflicts, env.notes = side.frameworks, side.file_conflicts, list(side.notes)
     with timer("context"):
         env.context = context.probe(root, environ, env.packages)
+    with timer("resources"):
+        from cudamatrix.detect import resources
+
+        env.host = resources.probe(env.python.site_packages, environ, root)
     with timer("driver_files"):
         kmod, kmod_source = driver.read_module_version(root)
     ld_entries, ld_note = ldconfig.value()

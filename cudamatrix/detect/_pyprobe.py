@@ -127,8 +127,8 @@ def collect(paths=None):
         except OSError:
             continue
         for entry in names:
-            if not entry.endswith((".dist-info", ".egg-info")):
-                continue
+            if not entry.endswith((".dist-info", ".egg-info")) or entry.startswith("~"):
+                continue  # "~orch-2.5.1.dist-info": pip's stash of a half-done uninstall, not a distribution
             stem = entry.rsplit(".", 1)[0]
             name, _, version = stem.partition("-")
             version = version.split("-py")[0] if entry.endswith(".egg-info") else version

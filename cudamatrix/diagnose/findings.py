@@ -185,6 +185,7 @@ def diagnose(env: Environment, matrix: Matrix) -> list[Finding]:
     findings.extend(_wheel_findings(env, matrix, installed))
     findings.extend(_gpu_memory(env))
     findings.extend(_unsafe_library_paths(env))
+    findings.extend(_host_resources(env))
     findings.extend(_advisories(env, matrix))
     findings.extend(_toolkit(env, matrix))
     order = {"error": 0, "warning": 1, "info": 2}
@@ -404,6 +405,36 @@ def _unsafe_library_paths(env: Environment) -> list[Finding]:
                     evidence=evidence[:10],
                     fix="use absolute LD_LIBRARY_PATH entries without empty ones (no leading, trailing or double "
                         "colon), and no world-writable folders")]
+
+
+# Inference rules (written down, not measured here): a CUDA build of torch with its nvidia-* wheels takes several
+# GB once unpacked (cudamatrix.install.resources estimates each plan from the index's sizes), so under 8 GiB
+# free where packages go, an install is likely to fail half-way; a notebook with under 2 GiB (or under 10 %)
+# of host memory available is one large tensor away from the kernel's OOM killer.
+LOW_DISK_MIB = 8 * 1024
+LOW_MEMORY_MIB = 2 * 1024
+LOW_MEMORY_FRACTION = 0.10
+
+
+def _host_resources(env: Environment) -> list[Finding]:
+    out = []
+    host = env.host
+    for disk in host.disks:
+        if disk.free_mib < LOW_DISK_MIB:
+            out.append(Finding(code="LOW_DISK", severity="warning",
+                               title=f"only {disk.free_mib / 1024:.1f} GiB free on the disk of {disk.purpose}",
+                               evidence=[f"{disk.path}: {disk.free_mib} of {disk.total_mib} MiB free (statvfs)"],
+                               fix="free space there (pip cache purge, old environments), or point TMPDIR / "
+                                   "PIP_CACHE_DIR at a larger disk: a CUDA framework with its nvidia-* wheels "
+                                   "needs several GB"))
+    avail, total = host.memory_available_mib, host.memory_total_mib
+    if avail is not None and total and (avail < LOW_MEMORY_MIB or avail < LOW_MEMORY_FRACTION * total):
+        out.append(Finding(code="LOW_HOST_MEMORY", severity="warning",
+                           title=f"only {avail} MiB of {total} MiB host memory is available",
+                           evidence=["/proc/meminfo MemAvailable"],
+                           fix="close other notebooks and processes (or restart stale kernels) before loading "
+                               "large models"))
+    return out
 
 
 def _advisories(env: Environment, matrix: Matrix) -> list[Finding]:

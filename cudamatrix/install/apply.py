@@ -10,6 +10,8 @@ again and anything still different is named. The error carries the installer's o
 from __future__ import annotations
 
 import json
+import os
+import re
 import signal
 import threading
 from typing import Callable
@@ -30,6 +32,9 @@ import json, re, sys
 from importlib import metadata
 seen = {}
 for dist in metadata.distributions():
+    where = getattr(dist, "_path", None)
+    if where is not None and where.name.startswith("~"):
+        continue  # pip's stash of a half-done uninstall ("~orch-2.5.1.dist-info"), not a distribution
     name = dist.metadata["Name"]
     if not name:
         continue
@@ -38,7 +43,8 @@ for dist in metadata.distributions():
         continue
     direct = dist.read_text("direct_url.json")
     inst = (dist.read_text("INSTALLER") or "").strip() or None
-    seen[key] = {"name": key, "version": dist.version, "direct_url": direct, "installer": inst}
+    seen[key] = {"name": key, "version": dist.version, "direct_url": direct, "installer": inst,
+                 "path": str(where) if where is not None else None}
 json.dump(sorted(seen.values(), key=lambda d: d["name"]), sys.stdout)
 """
 
@@ -55,7 +61,7 @@ def snapshot(python: str) -> list[InstalledDist]:
     out = []
     for d in json.loads(r.stdout):
         out.append(InstalledDist(name=d["name"], version=d["version"], source=_source(d.get("direct_url")),
-                                 installer=d.get("installer")))
+                                 installer=d.get("installer"), path=d.get("path")))
     return out
 
 
@@ -89,41 +95,132 @@ def diff(before: list[InstalledDist], after: list[InstalledDist]) -> dict[str, l
     }
 
 
-def apply(plan: Plan, *, on_progress: Progress | None = None) -> Applied:
-    """Execute the install/uninstall steps of ``plan``; other steps are for the caller (env, verify).
+RUNNABLE = ("uninstall", "install", "reinstall")
 
-    Returns Applied with the before/after sets. Raises InstallFailed (exit 4) after restoring the
-    starting set when a step fails or on Ctrl-C; ``detail`` names what was restored and what was not.
+
+def touched_names(plan: Plan, before: list[InstalledDist]) -> set[str]:
+    """Installed distributions the plan names (uninstalls, pins, reinstalls): the journal saves a wheel of each."""
+    names = {r.name for r in plan.to_remove}
+    installed = {d.name for d in before}
+    for step in plan.steps:
+        if step.kind not in RUNNABLE:
+            continue
+        for arg in step.argv:
+            if "==" in arg and not arg.startswith("-"):  # the plan's pins are exact
+                name = canonical(re.split(r"[=<>!~\[; @]", arg, maxsplit=1)[0])
+                if name in installed:
+                    names.add(name)
+    return names
+
+
+def predicted_changes(steps, installed: set[str], say=lambda event, text: None) -> set[str]:
+    """Installed distributions the install steps would replace, dependencies included, asked of the installer
+    itself with a dry run (pip's ``--report``; uv's "- name==version" lines), so the journal saves them too and
+    a rollback needs no network. A dry run that fails predicts nothing (the real step then fails and says why)."""
+    out: set[str] = set()
+    for step in steps:
+        if step.kind not in ("install", "reinstall") or "install" not in step.argv:
+            continue
+        at = step.argv.index("install") + 1
+        uv = step.argv[:1] == ["uv"]
+        extra = ["--dry-run"] if uv else ["--dry-run", "--quiet", "--report", "-"]
+        say("step", "asking the installer what the plan changes (dry run)")
+        env = {**os.environ, **step.env} if step.env else None
+        r = proc.run(step.argv[:at] + extra + step.argv[at:], timeout=SNAPSHOT_TIMEOUT_S * 10, env=env)
+        if not r.ok:
+            continue
+        if uv:
+            names = {canonical(m.group(1)) for m in re.finditer(r"^\s*- ([A-Za-z0-9._-]+)==", r.stderr + r.stdout, re.M)}
+        else:
+            try:
+                names = {canonical(i["metadata"]["name"]) for i in json.loads(r.stdout).get("install", [])}
+            except (ValueError, KeyError, TypeError):
+                continue
+        out |= names & installed
+    return out
+
+
+def apply(plan: Plan, *, on_progress: Progress | None = None, journal=None,
+          site_packages: list[str] | None = None) -> Applied:
+    """Execute the uninstall/install/reinstall steps of ``plan``; other steps are for the caller (env, verify).
+
+    A journal (:mod:`cudamatrix.install.journal`) is written before the first change: the starting set and a
+    wheel of every distribution the plan touches, so a rollback needs no network; ``journal`` passes one
+    left by an interrupted run (``fix --resume``: its starting set stays the one to go back to). Returns
+    Applied with the before/after sets. Raises InstallFailed (exit 4) after restoring the starting set when a
+    step fails, on Ctrl-C or on an unexpected error; ``detail`` names what was restored and what was not.
     """
+    from cudamatrix.install import journal as journals
+
     say = on_progress or (lambda event, text: None)
-    runnable = [s for s in plan.steps if s.kind in ("install", "uninstall")]
+    runnable = [s for s in plan.steps if s.kind in RUNNABLE]
     if not runnable:
         return Applied(ok=True)
-    before = snapshot(plan.python)
     tool = "uv" if runnable[0].argv[:1] == ["uv"] else "pip"
     restore_args = _index_options(runnable)
+    sites = list(site_packages or [])
+    if journal is None:
+        before = snapshot(plan.python)
+        touched = touched_names(plan, before) | predicted_changes(runnable, {d.name for d in before}, say)
+        journal = journals.begin(plan.python, plan, before, touched, journals.stash_dirs(sites), say)
+    else:
+        before = journal.before
+    start_at = int(journal.data.get("steps_done") or 0) if journal.data.get("resumed") else 0
     done: list[str] = []
+
+    def back(what: str, error: str, argv, output: str = "") -> InstallFailed:
+        restored, left = restore(plan.python, before, tool=tool, index_options=restore_args, on_progress=say,
+                                 wheels=journal.wheels)
+        journals.clean_stash(journal, sites)
+        if not any(left.values()):
+            journal.close()
+        return _failed(what, error, restored, left, argv, journal, output)
+
     try:
         for i, step in enumerate(runnable, 1):
+            if i <= start_at:
+                continue
             say("step", f"[{i}/{len(runnable)}] {step.reason}")
-            env = None
-            if step.env:
-                import os
-
-                env = {**os.environ, **step.env}
+            env = {**os.environ, **step.env} if step.env else None
             r = proc.run(step.argv, timeout=step.timeout_s, env=env, interrupt_grace=INTERRUPT_GRACE_S,
-                         on_output=lambda line: say("output", line))
+                         on_output=lambda line: say("output", line), die_with_parent=True,
+                         on_start=lambda pid: journal.record(child_pgid=pid, step=i))
+            journal.record(child_pgid=None)
             if not r.ok:
-                error = installer_error(r)
-                restored, left = restore(plan.python, before, tool=tool, index_options=restore_args, on_progress=say)
-                raise _failed(f"step {i} failed: {step.reason}", error, restored, left, step.argv)
+                raise back(f"step {i} failed: {step.reason}", installer_error(r), step.argv,
+                           f"{r.error or ''}\n{r.stderr}\n{r.stdout}")
             done.append(step.reason)
+            journal.record(steps_done=i)
     except KeyboardInterrupt:
-        restored, left = restore(plan.python, before, tool=tool, index_options=restore_args, on_progress=say)
-        raise _failed("interrupted (Ctrl-C)", "interrupted by the user", restored, left, None) from None
+        raise back("interrupted (Ctrl-C)", "interrupted by the user", None) from None
+    except InstallFailed:
+        raise
+    except Exception as exc:  # a bug of ours mid-way: still put the starting set back, then let it show
+        back("stopped by an error", f"{type(exc).__name__}: {exc}", None)
+        raise
     after = snapshot(plan.python)
+    journal.close()
     say("done", f"{len(done)} step(s) done")
     return Applied(ok=True, steps_run=done, before=before, after=after)
+
+
+def rollback(journal, *, site_packages: list[str] | None = None, on_progress: Progress | None = None):
+    """Undo an interrupted change from its journal: stop a left-over installer, put the starting set back
+    from the saved wheels. Returns (restored, still different); the journal is removed when nothing differs."""
+    from cudamatrix.install import journal as journals
+
+    pgid = journal.data.get("child_pgid")
+    if isinstance(pgid, int) and proc.group_alive(pgid):
+        proc.kill_group(pgid)
+    plan = journal.plan()
+    runnable = [s for s in plan.steps if s.kind in RUNNABLE]
+    tool = "uv" if runnable and runnable[0].argv[:1] == ["uv"] else "pip"
+    restored, left = restore(journal.python, journal.before, tool=tool, index_options=_index_options(runnable),
+                             on_progress=on_progress, wheels=journal.wheels)
+    journals.clean_stash(journal, list(site_packages or []))
+    if not any(left.values()):
+        journal.close()
+    return restored, left
 
 
 def installer_error(r: proc.Result) -> str:
@@ -139,16 +236,24 @@ def _tail(text: str, n: int = 40) -> str:
     return "\n".join(text.strip().splitlines()[-n:])
 
 
-def _failed(what: str, error: str, restored: list[InstalledDist], left: dict, argv) -> InstallFailed:
+def _failed(what: str, error: str, restored: list[InstalledDist], left: dict, argv, journal=None,
+            output: str = "") -> InstallFailed:
+    from cudamatrix.install.explain import explain
+
     not_restored = [f"{d.name} {d.version}" for k in ("added", "removed", "changed") for d in left[k]]
+    cause = explain(output or error)
     if not_restored:
-        hint = "could not restore: " + ", ".join(not_restored) + "; reinstall them by hand"
+        hint = ("could not restore: " + ", ".join(not_restored) + "; the journal keeps what is needed: "
+                "cudamatrix fix --rollback" + (f" --python {journal.python}" if journal is not None else ""))
     else:
         hint = ("the environment is back to its starting set"
                 + (f" (restored {', '.join(d.name + ' ' + d.version for d in restored)})" if restored else ""))
-    return InstallFailed(f"install failed, {what}: {error}", hint=hint, detail={
-        "installer_error": error, "argv": argv, "restored": [d.to_dict() for d in restored],
-        "not_restored": not_restored})
+    if cause is not None:
+        hint = f"{cause.way_out}; {hint}"
+    head = f"install failed, {what}: " + (f"{cause.kind}: {cause.line}" if cause is not None else error)
+    return InstallFailed(head, hint=hint, detail={
+        "installer_error": error, "cause": cause.to_dict() if cause is not None else None, "argv": argv,
+        "restored": [d.to_dict() for d in restored], "not_restored": not_restored})
 
 
 def _index_options(steps) -> list[str]:
@@ -167,8 +272,12 @@ def _index_options(steps) -> list[str]:
 
 
 def restore(python: str, before: list[InstalledDist], *, tool: str = "pip", index_options: list[str] | None = None,
-            on_progress: Progress | None = None) -> tuple[list[InstalledDist], dict[str, list[InstalledDist]]]:
+            on_progress: Progress | None = None,
+            wheels=None) -> tuple[list[InstalledDist], dict[str, list[InstalledDist]]]:
     """Put ``python``'s installed set back to ``before``. Returns (what was put back, what still differs).
+
+    ``wheels``: a folder of saved wheels (the journal's); a distribution found there is reinstalled from it
+    with ``--no-index`` (no network), else from its recorded source, else from the plan's indexes.
 
     Ctrl-C is ignored while restoring (when called from the main thread): half a restore is worse.
     """
@@ -177,13 +286,13 @@ def restore(python: str, before: list[InstalledDist], *, tool: str = "pip", inde
     if threading.current_thread() is threading.main_thread():
         old_handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        return _restore(python, before, tool, index_options or [], say)
+        return _restore(python, before, tool, index_options or [], say, wheels)
     finally:
         if old_handler is not None:
             signal.signal(signal.SIGINT, old_handler)
 
 
-def _restore(python, before, tool, index_options, say):
+def _restore(python, before, tool, index_options, say, wheels=None):
     try:
         now = snapshot(python)
     except CudamatrixError:
@@ -200,11 +309,17 @@ def _restore(python, before, tool, index_options, say):
         say("restore", "uninstall " + " ".join(drop))
         proc.run(argv, timeout=RESTORE_TIMEOUT_S)
     back = d["removed"] + d["changed"]
-    if back:
-        base = (["uv", "pip", "install", "--python", python] if tool == "uv"
-                else [python, "-m", "pip", "install"]) + ["--no-deps"]
-        reqs = [_requirement(x) for x in back]
-        say("restore", "reinstall " + ", ".join(f"{x.name} {x.version}" for x in back))
+    base = (["uv", "pip", "install", "--python", python] if tool == "uv"
+            else [python, "-m", "pip", "install"]) + ["--no-deps"]
+    saved = {x.name for x in back if not x.source and wheels is not None and _saved(wheels, x)}
+    if saved:
+        say("restore", "reinstall from the saved wheels: " + ", ".join(sorted(saved)))
+        proc.run(base + ["--no-index", "--find-links", str(wheels)] +
+                 [f"{x.name}=={x.version}" for x in back if x.name in saved], timeout=RESTORE_TIMEOUT_S)
+    back_remote = [x for x in back if x.name not in saved]
+    if back_remote:
+        reqs = [_requirement(x) for x in back_remote]
+        say("restore", "reinstall " + ", ".join(f"{x.name} {x.version}" for x in back_remote))
         r = proc.run(base + index_options + [a for req in reqs for a in req], timeout=RESTORE_TIMEOUT_S)
         if not r.ok:  # one by one, to put back as much as can be
             for req in reqs:
@@ -213,6 +328,14 @@ def _restore(python, before, tool, index_options, say):
     left = diff(before, final)
     still = {x.name for k in left.values() for x in k}
     return [x for x in d["added"] + back if x.name not in still], left
+
+
+def _saved(folder, dist: InstalledDist) -> bool:
+    prefix = re.sub(r"[-_.]+", "_", dist.name).lower() + "-" + dist.version + "-"
+    try:
+        return any(n.lower().startswith(prefix) and n.endswith(".whl") for n in os.listdir(folder))
+    except OSError:
+        return False
 
 
 def _requirement(dist: InstalledDist) -> list[str]:

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 from cudamatrix.errors import UsageError
 from cudamatrix.solve.indexes import mirror_url
-from cudamatrix.models import Environment, Plan, Solution, Step
+from cudamatrix.models import Environment, Finding, Plan, Solution, Step
 from cudamatrix.names import canonical
 
 # pip options that take a value, among those a solution may carry
@@ -123,23 +123,47 @@ def _url_opt(option: str, value: str, mirror: str | None, allow_http: bool) -> s
 
 
 def make_plan(environment: Environment, solution: Solution, *, python: str, installer: str | None = None,
-              mirror: str | None = None, allow_http: bool = False, verify: bool = True) -> Plan:
-    """Build the steps that install ``solution.to_install`` into ``python``; inert.
+              mirror: str | None = None, allow_http: bool = False, verify: bool = True,
+              findings: list[Finding] | None = None) -> Plan:
+    """Build the steps that turn what is installed into ``solution``; inert.
 
-    Returns a Plan with ``nothing_to_do`` when the solution is what is installed. Raises UsageError for
-    an index URL that is not https without ``allow_http``, or an unknown installer.
+    Order: uninstall what must go (leftovers of another variant, the distribution that brought a file clash),
+    install ``solution.to_install``, then reinstall survivors of a file clash whose files the clash or the
+    uninstall damaged. ``findings`` (the starting environment's diagnosis) are each answered by a Remedy: the
+    step that fixes it, or "not fixable here" with what to do. Returns a Plan with ``nothing_to_do`` when
+    nothing needs to run. Raises UsageError for a non-https index URL without ``allow_http``, or an unknown
+    installer.
     """
+    from cudamatrix.install.remedies import remedies, removals, reinstalls
+
     steps: list[Step] = []
     pins = [p for p in solution.to_install if environment.packages.get(_canon(p.name)) != p.version]
-    nothing = solution.unchanged or not pins
+    removed = removals(environment, solution)
+    again = reinstalls(environment, solution, removed, pins)
+    nothing = (solution.unchanged or not pins) and not removed and not again
     if not nothing:
         tool = choose_installer(installer)
-        argv = installer_argv(tool, python) + index_args(solution, mirror=mirror, allow_http=allow_http)
-        argv += [p.requirement() for p in pins]
-        changes = ", ".join(_change(environment, p) for p in pins)
-        steps.append(Step(kind="install", argv=argv, timeout_s=INSTALL_TIMEOUT_S,
-                          env=uv_env_from_pip(dict(os.environ)) if tool == "uv" else {},
-                          reason=f"install the solved set with {tool}: {changes}"))
+        tool_env = uv_env_from_pip(dict(os.environ)) if tool == "uv" else {}
+        if removed:
+            argv = installer_argv(tool, python, "uninstall") + ([] if tool == "uv" else ["-y"])
+            by_reason: dict[str, list[str]] = {}
+            for r in removed:
+                by_reason.setdefault(r.reason, []).append(f"{r.name} {r.version or ''}".rstrip())
+            steps.append(Step(kind="uninstall", argv=argv + [r.name for r in removed], timeout_s=INSTALL_TIMEOUT_S,
+                              env=tool_env, reason="uninstall " + "; ".join(f"{', '.join(names)} ({why})"
+                                                                            for why, names in by_reason.items())))
+        if pins:
+            argv = installer_argv(tool, python) + index_args(solution, mirror=mirror, allow_http=allow_http)
+            argv += [p.requirement() for p in pins]
+            changes = ", ".join(_change(environment, p) for p in pins)
+            steps.append(Step(kind="install", argv=argv, timeout_s=INSTALL_TIMEOUT_S, env=tool_env,
+                              reason=f"install the solved set with {tool}: {changes}"))
+        if again:
+            argv = installer_argv(tool, python) + index_args(solution, mirror=mirror, allow_http=allow_http)
+            argv += ["--reinstall" if tool == "uv" else "--force-reinstall", "--no-deps"] + [f"{n}=={v}" for n, v in again]
+            steps.append(Step(kind="reinstall", argv=argv, timeout_s=INSTALL_TIMEOUT_S, env=tool_env,
+                              reason="reinstall " + ", ".join(f"{n} {v}" for n, v in again)
+                                     + " to restore the files the clash overwrote"))
     if solution.env:
         steps.append(Step(kind="env", env=dict(solution.env),
                           reason="library search path the solved set needs (cudamatrix env, --write-activation, "
@@ -147,7 +171,9 @@ def make_plan(environment: Environment, solution: Solution, *, python: str, inst
     if verify:
         steps.append(Step(kind="verify", argv=[python, "-m", "cudamatrix", "verify", "--python", python],
                           timeout_s=300.0, reason="prove the result: a cuDNN convolution on the GPU against the CPU"))
-    return Plan(python=python, steps=steps, solution=solution, nothing_to_do=nothing)
+    plan = Plan(python=python, steps=steps, solution=solution, nothing_to_do=nothing, to_remove=removed)
+    plan.remedies = remedies(findings or [], plan, environment)
+    return plan
 
 
 def _change(environment: Environment, pin) -> str:

@@ -24,7 +24,9 @@ def write_lock(path, text: str) -> str:
 def _header(solution: Solution, targets: list[Target]) -> list[str]:
     lines = [f"# written by cudamatrix lock from matrix {solution.matrix_version}"]
     for t in targets[:20]:
-        lines.append(f"# target {t.describe()}")
+        # a machine described by flags is named "target": "# target target: ..." said it twice
+        text = t.describe()
+        lines.append(f"# target {text[len('target: '):] if text.startswith('target: ') else text}")
     if len(targets) > 20:
         lines.append(f"# ... and {len(targets) - 20} more targets")
     lines.append(f"# request: {' '.join(solution.request)}")

@@ -94,7 +94,9 @@ def mapped_libraries():
                     path = parts[5].strip()
                     m = LIB_RE.search(path)
                     if m and path not in seen:
-                        seen[path] = {"path": path, "file": m.group(1), "version": lib_version(path, m.group(1))}
+                        version, source = _lib_version(path, m.group(1))
+                        seen[path] = {"path": path, "file": m.group(1), "version": version,
+                                      "version_source": source}
     except OSError:
         pass
     return list(seen.values())
@@ -116,17 +118,30 @@ def mapped_files():
 
 
 def lib_version(path, name):
-    """The library's own answer (cudnnGetVersion, cudaRuntimeGetVersion ...), else the file name's."""
+    """The library's own answer (cudnnGetVersion, cudaRuntimeGetVersion ...), else its wheel's, else the
+    file name's."""
+    return _lib_version(path, name)[0]
+
+
+def _lib_version(path, name):
+    """(version, where it was read: "library" | "wheel <name>" | "soname")."""
     try:
         lib = ctypes.CDLL(path)
         if name.startswith("libcudnn") and hasattr(lib, "cudnnGetVersion"):
             lib.cudnnGetVersion.restype = ctypes.c_size_t
             v = lib.cudnnGetVersion()
-            return f"{v // 10000}.{v % 10000 // 100}.{v % 100}" if v >= 90000 else f"{v // 1000}.{v % 1000 // 100}.{v % 100}"
+            return (f"{v // 10000}.{v % 10000 // 100}.{v % 100}" if v >= 90000
+                    else f"{v // 1000}.{v % 1000 // 100}.{v % 100}"), "library"
         out = ctypes.c_int(0)
         for fn in ("cudaRuntimeGetVersion", "cuDriverGetVersion"):
             if hasattr(lib, fn) and getattr(lib, fn)(ctypes.byref(out)) == 0:
-                return f"{out.value // 1000}.{out.value % 1000 // 10}"
+                return f"{out.value // 1000}.{out.value % 1000 // 10}", "library"
+        if name.startswith("libnccl") and hasattr(lib, "ncclGetVersion"):
+            # NCCL_VERSION_CODE: X*1000+Y*100+Z up to 2.8, X*10000+Y*100+Z from 2.9 (nccl.h)
+            if lib.ncclGetVersion(ctypes.byref(out)) == 0 and out.value:
+                v = out.value
+                return (f"{v // 10000}.{v % 10000 // 100}.{v % 100}" if v >= 20900
+                        else f"{v // 1000}.{v % 1000 // 100}.{v % 100}"), "library"
         if hasattr(lib, "cublasGetProperty"):
             parts = []
             for prop in range(3):  # MAJOR_VERSION, MINOR_VERSION, PATCH_LEVEL
@@ -134,11 +149,40 @@ def lib_version(path, name):
                     break
                 parts.append(str(out.value))
             if parts:
-                return ".".join(parts)
+                return ".".join(parts), "library"
     except (OSError, AttributeError):
         pass
+    wheel = wheel_version(path)
+    if wheel:
+        return wheel
     m = re.search(r"\.so\.([\d.]+)$", path)
-    return m.group(1) if m else None
+    return (m.group(1), "soname") if m else (None, None)
+
+
+def wheel_version(path):
+    """For a library inside an nvidia-* wheel (site-packages/nvidia/<part>/lib/...), (the wheel's version,
+    "wheel nvidia-nccl-cu12"), read from the .dist-info whose RECORD lists the file; else None."""
+    m = re.search(r"^(.*)/nvidia/([^/]+)/lib/[^/]+$", path)
+    if not m:
+        return None
+    site = m.group(1)
+    rel = "nvidia/" + path[len(site) + len("/nvidia/"):]
+    try:
+        entries = os.listdir(site)
+    except OSError:
+        return None
+    for entry in entries:
+        if not (entry.startswith("nvidia_") and entry.endswith(".dist-info")):
+            continue
+        try:
+            with open(os.path.join(site, entry, "RECORD")) as fh:
+                if not any(line.startswith(rel + ",") for line in fh):
+                    continue
+        except OSError:
+            continue
+        name, _, version = entry[:-len(".dist-info")].rpartition("-")
+        return version, "wheel " + name.replace("_", "-")
+    return None
 
 
 def cpu_check(conv_cpu):

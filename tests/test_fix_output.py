@@ -1,0 +1,102 @@
+"""fix's human output: the plan printed once at the prompt, verify's library versions read right."""
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import pty
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cudamatrix.models import FrameworkReport, Report
+from cudamatrix.render import human_report
+from cudamatrix.verify import child
+
+from fakes import HAVE_GCC, build_lib
+
+ROOT = Path(__file__).resolve().parents[1]
+
+NCCL = """
+int ncclGetVersion(int *version) { *version = CODE; return 0; }
+"""
+
+
+def _report_text(report: Report) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        human_report(report)
+    return out.getvalue()
+
+
+def test_cudnn_comes_from_the_mapped_library_and_soname_numbers_are_not_versions():
+    fw = FrameworkReport(framework="torch", status="verified", version="2.14.1", cuda="13.0", cudnn=None,
+                         mapped_libraries=[
+                             {"path": "/s/nvidia/cudnn/lib/libcudnn.so.9", "file": "libcudnn.so.9",
+                              "version": "9.24.0", "version_source": "library"},
+                             {"path": "/s/nvidia/nccl/lib/libnccl.so.2", "file": "libnccl.so.2", "version": "2",
+                              "version_source": "soname"},
+                             {"path": "/s/nvidia/cu13/lib/libcublas.so.13", "file": "libcublas.so.13",
+                              "version": "13.1.0.3", "version_source": "wheel nvidia-cublas"}])
+    text = _report_text(Report(status="verified", frameworks=[fw]))
+    assert "cuDNN 9.24.0 (mapped)" in text and "cuDNN -" not in text
+    assert "libnccl.so.2 2\n" not in text and "soname 2; the library reports no version" in text
+    assert "13.1.0.3 (from wheel nvidia-cublas)" in text
+
+
+@pytest.mark.skipif(not HAVE_GCC, reason="gcc is needed to build the fake NCCL")
+@pytest.mark.parametrize("code,version", [(22307, "2.23.7"), (2804, "2.8.4")])
+def test_nccl_answers_its_own_version(tmp_path, code, version):
+    # nccl.h: NCCL_VERSION(X,Y,Z) is X*1000+Y*100+Z up to 2.8, X*10000+Y*100+Z from 2.9
+    lib = build_lib(tmp_path, "libnccl.so.2", NCCL, CODE=code)
+    assert child._lib_version(str(lib), "libnccl.so.2") == (version, "library")
+
+
+def test_a_wheel_library_without_a_version_call_reads_its_wheel(tmp_path):
+    site = tmp_path / "site-packages"
+    lib = site / "nvidia" / "nccl" / "lib" / "libnccl.so.2"
+    lib.parent.mkdir(parents=True)
+    lib.write_bytes(b"not an ELF file")  # dlopen fails: the version comes from the wheel that owns the file
+    info = site / "nvidia_nccl_cu12-2.21.5.dist-info"
+    info.mkdir()
+    (info / "RECORD").write_text("nvidia/nccl/lib/libnccl.so.2,sha256=x,15\n")
+    assert child._lib_version(str(lib), "libnccl.so.2") == ("2.21.5", "wheel nvidia-nccl-cu12")
+    other = tmp_path / "usr" / "libnccl.so.2"
+    other.parent.mkdir()
+    other.write_bytes(b"x")
+    assert child._lib_version(str(other), "libnccl.so.2") == ("2", "soname")
+
+
+@pytest.mark.slow
+def test_the_prompt_shows_the_plan_once(template_venv, tmp_path):
+    """At a terminal (a pseudo-terminal here) fix prints the plan, asks, and on "n" changes nothing."""
+    from localindex import build_wheel, copy_venv
+
+    py = copy_venv(template_venv, tmp_path / "venv")
+    cpu = build_wheel(tmp_path / "w", "torch", "2.4.1+cpu")
+    subprocess.run([str(py), "-m", "pip", "install", "--no-index", "--no-deps", str(cpu)], check=True,
+                   capture_output=True, timeout=300)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_"))}
+    env.update({"PIP_CONFIG_FILE": os.devnull, "XDG_STATE_HOME": str(tmp_path / "state"),
+                "XDG_CACHE_HOME": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)})
+    main, side = pty.openpty()
+    os.write(main, b"n\n")
+    r = subprocess.run([sys.executable, "-m", "cudamatrix", "fix", "--python", str(py), "--gpu", "Tesla T4",
+                        "--driver", "550.54.14", "--installer", "pip"], stdin=side, capture_output=True, text=True,
+                       env=env, cwd=ROOT, timeout=300)
+    os.close(main)
+    os.close(side)
+    assert "Apply this plan?" in r.stderr, r.stderr
+    assert r.stdout.count("1. [install]") == 1, r.stdout
+    assert r.returncode == 1 and "cancelled: nothing was changed" in r.stdout
+
+
+def test_version_flag():
+    r = subprocess.run([sys.executable, "-m", "cudamatrix", "--version"], capture_output=True, text=True, cwd=ROOT,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=60)
+    assert r.returncode == 0 and r.stdout.startswith("cudamatrix ") and "matrix 20" in r.stdout
+    from importlib import metadata
+
+    assert metadata.version("cudamatrix") in r.stdout
