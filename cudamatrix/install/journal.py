@@ -17,7 +17,6 @@ import hashlib
 import io
 import json
 import os
-import re
 import shutil
 import time
 import zipfile
@@ -25,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cudamatrix.models import InstalledDist, Plan
+from cudamatrix.names import canonical
 
 JOURNAL_FILE = "journal.json"
 # the installer's own files in .dist-info, written at install time: not part of the wheel
@@ -173,7 +173,7 @@ def repack(dist_info: Path, out_dir: Path) -> Path:
         raise ValueError(f"{dist_info} has no Name/Version")
     tags = [ln.split(":", 1)[1].strip() for ln in (dist_info / "WHEEL").read_text().splitlines()
             if ln.startswith("Tag:")]
-    escaped = re.sub(r"[-_.]+", "_", name)
+    escaped = canonical(name).replace("-", "_")  # the wheel file name's escaping (binary distribution format)
     path = out_dir / f"{escaped}-{version}-{tags[0] if tags else 'py3-none-any'}.whl"
     rows = list(csv.reader(io.StringIO((dist_info / "RECORD").read_text())))
     record: list[list[str]] = []
