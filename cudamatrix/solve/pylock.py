@@ -56,9 +56,9 @@ def _host(url: str) -> str:
 
 
 def _canon(name: str) -> str:
-    import re
+    from cudamatrix.names import canonical
 
-    return re.sub(r"[-_.]+", "-", name).lower()
+    return canonical(name)
 
 
 def _q(text: str) -> str:
