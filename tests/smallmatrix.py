@@ -6,10 +6,12 @@ the framework rows are constructed inputs (a build's CUDA, SASS and PTX lists), 
 from __future__ import annotations
 
 import dataclasses
+import json
+from pathlib import Path
 
 from packaging.version import Version
 
-from cudamatrix.matrix.data import (Architecture, CudaFile, CudaRelease, CudnnFile, CudnnRelease, DriverBranch,
+from cudamatrix.matrix.data import (FILES, Gpu, Architecture, CudaFile, CudaRelease, CudnnFile, CudnnRelease, DriverBranch,
                                     FrameworkFile, FrameworkRelease, GpuFile, Matrix, Meta, MinorCompat, Variant,
                                     AdvisoryFile)
 from cudamatrix.solve.target import Target, TargetGpu
@@ -67,7 +69,9 @@ def build(*releases: FrameworkRelease) -> Matrix:
                      min_driver_source=NOTES),
         Architecture(name="Blackwell", compute_capabilities=["10.0", "12.0"], source=ARCHS,
                      min_driver={"10.0": "570.26", "12.0": "570.26"}, min_driver_source=NOTES),
-    ], gpus=[])
+    ], gpus=[Gpu(name="Tesla T4", compute_capability="7.5", architecture="Turing", segment="datacenter", source=ARCHS),
+             Gpu(name="NVIDIA H100 80GB HBM3", compute_capability="9.0", architecture="Hopper",
+                 segment="datacenter", source=ARCHS, aliases=["H100"])])
     cudnn = CudnnFile(version_encoding={">=9": "major*10000+minor*100+patch"}, releases=[
         # cuDNN 9.1.0: CUDA 11.8 and 12.x, compute capability 5.0 and newer
         CudnnRelease(version=Version("9.1.0"), cuda_versions=[">=11.0,<12", ">=12.0,<13"],
@@ -100,3 +104,13 @@ def target(driver: str | None, *ccs: str, platform: str = "linux_x86_64", **kw) 
 
 def replace(obj, **changes):
     return dataclasses.replace(obj, **changes)
+
+
+def write(matrix: Matrix, folder: Path) -> Path:
+    """The matrix as a data folder (one JSON file per family), for ``--data``."""
+    from cudamatrix.schema import to_dict
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in FILES:
+        (folder / f"{name}.json").write_text(json.dumps(to_dict(getattr(matrix, name))))
+    return folder
