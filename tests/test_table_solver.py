@@ -1,0 +1,94 @@
+"""Solver tables on the small matrix: which build is chosen, and why a pair of builds cannot share a set.
+
+Facts: the CUDA Toolkit Release Notes' driver table (12.1 GA needs 530.30.02, 12.4 GA 550.54.14, any 12.x runs
+on 525.60.13 under minor-version compatibility); the nvidia-* wheels of CUDA 11 and CUDA 12 of one library
+(nvidia-cudnn-cu11 / -cu12) install the same files (nvidia/cudnn/lib/libcudnn.so.*), so two CUDA majors of one
+library cannot be installed together.
+"""
+from __future__ import annotations
+
+import pytest
+
+from cudamatrix.errors import NoSolution
+from cudamatrix.solve.solver import parse_request, solve
+from smallmatrix import build, release, replace, target, variant
+
+ARCHS = ["5.0", "6.0", "7.0", "7.5", "8.0", "8.6", "9.0"]
+LINUX = 'platform_system == "Linux" and platform_machine == "x86_64"'
+
+
+def torch(*variants):
+    return replace(release("2.5.1", *variants), companions={"torchvision": "0.20.1"})
+
+
+CU118 = variant("cu118", "11.8", archs=ARCHS, cudnn="9.1.0.70", index_url="https://download.pytorch.org/whl/cu118",
+                local_version="+cu118", nvidia_pins=[f"nvidia-cudnn-cu11==9.1.0.70; {LINUX}"])
+CU121 = variant("cu121", "12.1", archs=ARCHS, cudnn="9.1.0.70", index_url="https://download.pytorch.org/whl/cu121",
+                local_version="+cu121", nvidia_pins=[f"nvidia-cudnn-cu12==9.1.0.70; {LINUX}"])
+CU124 = variant("cu124", "12.4", archs=ARCHS, cudnn="9.1.0.70", index_url="https://download.pytorch.org/whl/cu124",
+                local_version="+cu124", nvidia_pins=[f"nvidia-cudnn-cu12==9.1.0.70; {LINUX}"])
+CPU = variant("cpu", None, index_url="https://download.pytorch.org/whl/cpu", local_version="+cpu")
+
+# preferences: a build the driver supports fully ranks above one that needs minor-version compatibility, and
+# among those the newest CUDA wins; a CPU build is never the answer on a GPU machine unless asked for
+PREFER = [
+    ("560.35.03", "cu124"),   # 12.4 fully supported: newest CUDA
+    ("550.54.14", "cu124"),
+    ("550.54.13", "cu121"),   # 12.4 only under minor-version compatibility, 12.1 fully
+    ("535.104.05", "cu121"),
+    ("530.30.02", "cu121"),
+    ("530.30.01", "cu118"),   # neither 12.x fully (11.8 GA needs 520.61.05)
+    ("525.60.13", "cu118"),
+]
+
+
+@pytest.mark.parametrize("driver, chosen", PREFER)
+def test_full_support_then_newest_cuda(driver, chosen):
+    m = build(torch(CPU, CU118, CU121, CU124))
+    sol = solve([target(driver, "7.5", python="3.11")], parse_request(["torch"]), m)
+    assert [(f.name, f.variant) for f in sol.frameworks] == [("torch", chosen)]
+
+
+def test_cpu_build_only_when_asked_for():
+    m = build(torch(CPU, CU121))
+    gpu = solve([target("535.104.05", "7.5")], parse_request(["torch"]), m)
+    assert gpu.frameworks[0].variant == "cu121"
+    asked = solve([target("535.104.05", "7.5")], parse_request(["torch==2.5.1+cpu"]), m)
+    assert asked.frameworks[0].variant == "cpu"
+    assert [p.requirement() for p in asked.packages] == ["torch==2.5.1+cpu"]
+
+
+def test_two_cuda_majors_of_nvidia_wheels_do_not_share_a_set():
+    # torch builds for CUDA 11.8 (nvidia-cudnn-cu11) and a JAX build for CUDA 12 (nvidia-cublas-cu12): no wheel
+    # name in common, but each brings its CUDA major's libraries, which install the same files
+    jax = replace(release("0.4.30", variant("cuda12", "12.1", archs=ARCHS, cudnn="9.1.0",
+                                            nvidia_pins=[f"nvidia-cublas-cu12==12.1.3.1; {LINUX}"],
+                                            pip_extra="cuda12"), name="jax"), companions={"jaxlib": "0.4.30"})
+    m = replace(build(torch(CU118)), jax=replace(build().jax, releases=[jax]))
+    t = target("550.54.15", "7.5", python="3.11")
+    with pytest.raises(NoSolution) as err:
+        solve([t], parse_request(["torch", "jax"]), m)
+    text = " ".join(c["message"] for c in err.value.detail["causes"])
+    assert "two CUDA majors of one library install the same files" in text
+    # with a CUDA 12 torch build available, the pair resolves to one CUDA major
+    m12 = replace(m, torch=replace(m.torch, releases=[torch(CU118, CU121)]))
+    sol = solve([t], parse_request(["torch", "jax"]), m12)
+    assert {(f.name, f.variant) for f in sol.frameworks} == {("torch", "cu121"), ("jax", "cuda12")}
+
+
+def test_env_changes_of_a_shadowed_cudnn(tmp_path):
+    """LIBRARY_SHADOWED's fix: the folder that shadows the wheel's cuDNN leaves LD_LIBRARY_PATH."""
+    from cudamatrix.models import Context, Driver, Environment, Library, PythonInfo
+
+    env = Environment(
+        origin="file", driver=Driver(version="550.54.15", status="ok"),
+        python=PythonInfo(version="3.11.9", platform="linux_x86_64"),
+        context=Context(env={"LD_LIBRARY_PATH": "/opt/cudnn8/lib:/usr/local/nvidia/lib64"}),
+        libraries=[Library(name="cudnn", soname="libcudnn.so.9", path="/opt/cudnn8/lib/libcudnn.so.9",
+                           version="9.0.0", origin="LD_LIBRARY_PATH", loaded_first=True),
+                   Library(name="cudnn", soname="libcudnn.so.9", path="/v/nvidia/cudnn/lib/libcudnn.so.9",
+                           version="9.1.0", origin="wheel:nvidia-cudnn-cu12")])
+    m = build(torch(CU121))
+    sol = solve([target("550.54.15", "7.5", python="3.11")], parse_request(["torch"]), m, installed=env)
+    assert sol.env == {"LD_LIBRARY_PATH": "/usr/local/nvidia/lib64"}
+    assert sol.unchanged is False
