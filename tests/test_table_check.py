@@ -1,0 +1,74 @@
+"""``check``'s container facts as a table, on the small matrix: the ``nvidia/cuda`` base image and the
+``NVIDIA_REQUIRE_CUDA`` constraint for a requirements file and a target.
+
+Expectations: the CUDA Compatibility guide (a build with SASS for every target GPU runs on any driver of its
+CUDA major's minor-version floor, so it needs only ``cuda>=12.0``; one that reaches a GPU by PTX needs its own
+CUDA); NVIDIA's published ``nvidia/cuda`` tags (``<version>-base-ubuntu<release>``, Ubuntu 24.04 from CUDA 12.5
+on, 22.04 from 11.7 on); the python3 each Ubuntu release ships (20.04: 3.8, 22.04: 3.10, 24.04: 3.12).
+"""
+from __future__ import annotations
+
+import pytest
+
+from cudamatrix.solve.checks import check_requirements
+from smallmatrix import build, release, replace, target, variant
+
+PT = "https://download.pytorch.org/whl"
+SASS = variant("cu121", "12.1", archs=["7.5", "8.0", "9.0"], cudnn="9.1.0", index_url=f"{PT}/cu121",
+               local_version="+cu121")
+PTX = variant("cu124", "12.4", archs=["7.5", "8.0"], ptx=["8.0"], cudnn="9.1.0", index_url=f"{PT}/cu124",
+              local_version="+cu124")
+NEW = variant("cu128", "12.8", archs=["7.5", "8.0", "9.0", "12.0"], cudnn="9.17.0", index_url=f"{PT}/cu128",
+              local_version="+cu128")
+MATRIX = build(replace(release("2.5.1", SASS, PTX), companions={}),
+               replace(release("2.7.0", NEW), companions={}))
+
+CONTAINER = [
+    # file, driver, GPU, Python -> base image, NVIDIA_REQUIRE_CUDA, how Python gets in
+    (f"--index-url {PT}/cu121\ntorch==2.5.1\n", "550.54.15", "9.0", "3.10",
+     "nvidia/cuda:12.1.0-base-ubuntu22.04", "cuda>=12.0",
+     "the image has no Python: apt-get install python3 python3-pip gives Python 3.10, the targets' Python"),
+    (f"--index-url {PT}/cu124\ntorch==2.5.1\n", "550.54.15", "9.0", "3.10",
+     "nvidia/cuda:12.4.0-base-ubuntu22.04", "cuda>=12.4",
+     "the image has no Python: apt-get install python3 python3-pip gives Python 3.10, the targets' Python"),
+    (f"--index-url {PT}/cu124\ntorch==2.5.1\n", "550.54.15", "8.0", "3.11",
+     "nvidia/cuda:12.4.0-base-ubuntu22.04", "cuda>=12.0",
+     "the image has no Python, and Ubuntu 22.04's python3 is 3.10, not the targets' 3.11: install Python 3.11 "
+     "into it (for example uv python install 3.11)"),
+    (f"--index-url {PT}/cu128\ntorch==2.7.0\n", "570.86.10", "12.0", "3.12",
+     "nvidia/cuda:12.8.0-base-ubuntu24.04", "cuda>=12.0",
+     "the image has no Python: apt-get install python3 python3-pip gives Python 3.12, the targets' Python"),
+    (f"--index-url {PT}/cu128\ntorch==2.7.0\n", "570.86.10", "12.0", None,
+     "nvidia/cuda:12.8.0-base-ubuntu24.04", "cuda>=12.0",
+     "the image has no Python: apt-get install python3 python3-pip gives Python 3.12"),
+]
+
+
+@pytest.mark.parametrize("text, driver, cc, python, image, require, python_note", CONTAINER)
+def test_base_image_and_nvidia_require_cuda(text, driver, cc, python, image, require, python_note):
+    result = check_requirements(MATRIX, [target(driver, cc, python=python)], None, text, "r.txt")
+    assert result["fits"] is True, result["problems"]
+    assert (result["base_image"], result["nvidia_require_cuda"], result["python_in_image"]) == \
+        (image, require, python_note)
+
+
+def test_nvidia_require_cuda_never_above_what_a_driver_reports():
+    # the H100 machine reaches the cu124 build by PTX (full driver), so the set needs CUDA 12.4; the A100 machine's
+    # driver 535 reports CUDA 12.2 (Release Notes' branch table) and runs the build by SASS under minor-version
+    # compatibility. A constraint above 12.2 would stop the container from starting there: capped at 12.2
+    text = f"--index-url {PT}/cu124\ntorch==2.5.1\n"
+    targets = [target("560.35.03", "9.0", python="3.10"), target("535.104.05", "8.0", python="3.10")]
+    result = check_requirements(MATRIX, targets, None, text, "r.txt")
+    assert result["fits"] is True and result["nvidia_require_cuda"] == "cuda>=12.2"
+    alone = check_requirements(MATRIX, targets[:1], None, text, "r.txt")
+    assert alone["nvidia_require_cuda"] == "cuda>=12.4"
+
+
+def test_a_build_that_does_not_fit_names_the_index_line_that_does():
+    # the cu124 build reaches compute capability 9.0 only by PTX, which minor-version compatibility (driver 535)
+    # does not cover; the cu121 build has SASS for 9.0
+    text = f"--index-url {PT}/cu124\ntorch==2.5.1\n"
+    result = check_requirements(MATRIX, [target("535.104.05", "9.0", python="3.10")], None, text, "r.txt")
+    assert result["fits"] is False
+    assert result["ways_out"][0] == (f"add the line --index-url {PT}/cu121 to the file: pip then installs torch "
+                                     f"2.5.1+cu121, which fits")
