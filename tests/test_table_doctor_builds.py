@@ -1,0 +1,143 @@
+"""Doctor tables, second part: the driver's state, the installed build against the machine, the nvidia-* wheels
+a framework declares, and the toolkit next to the driver. Small matrix of ``smallmatrix``; environments built
+here.
+
+Facts: CUDA Toolkit Release Notes (12.1 GA needs 530.30.02; any 12.x runs on 525.60.13 under minor-version
+compatibility; Kepler's last driver branch is R470, "Data Center Driver Support" of the driver/architecture
+matrix); pip's resolver semantics for Requires-Dist (an ``==`` pin is met only by that version).
+"""
+from __future__ import annotations
+
+import pytest
+
+from cudamatrix.diagnose.findings import diagnose, summary_exit
+from cudamatrix.models import (Context, Driver, Environment, FileConflict, Framework, GpuInfo, Note, PythonInfo,
+                               Toolkit)
+from smallmatrix import build, release, replace, variant
+
+A = ["3.7", "5.0", "6.0", "7.0", "7.5", "8.0", "8.6", "9.0"]
+CU121 = variant("cu121", "12.1", archs=A, cudnn="9.1.0", local_version="+cu121")
+CPU = variant("cpu", None, local_version="+cpu")
+TORCH = replace(release("2.5.1", CU121, CPU), python=["3.10", "3.11", "3.12"])
+M = build(TORCH)
+
+
+def env(*, driver="550.54.15", status="ok", cc="7.5", torch="2.5.1+cu121", python="3.11.9", error=None,
+        **kw) -> Environment:
+    fw = [Framework(name="torch", version=torch, variant=torch.partition("+")[2] or None)] if torch else []
+    e = Environment(origin="file", driver=Driver(version=driver, status=status, error=error),
+                    gpus=[GpuInfo(index=0, name="GPU", compute_capability=cc)] if cc else [],
+                    python=PythonInfo(version=python, platform="linux_x86_64"), frameworks=fw,
+                    packages={"torch": torch} if torch else {}, **kw)
+    return e
+
+
+def codes(e: Environment) -> list[tuple[str, str]]:
+    return [(f.code, f.severity) for f in diagnose(e, M)]
+
+
+DRIVER = [
+    # no driver: an error when a CUDA build is installed, a warning for a CPU build
+    (dict(driver=None, status="absent"), [("NO_DRIVER", "error")]),
+    (dict(driver=None, status="absent", torch="2.5.1+cpu"), [("NO_DRIVER", "warning")]),
+    (dict(status="mismatch", error="Failed to initialize NVML: Driver/library version mismatch"),
+     [("DRIVER_LIBRARY_MISMATCH", "error")]),
+    (dict(status="no_device", cc=None), [("NO_DEVICE_VISIBLE", "error")]),
+    (dict(status="error"), [("GPU_UNUSABLE", "error")]),
+    # CUDA 12.1 on 525.60.13: minor-version compatibility, SASS for sm_75 present: fine
+    (dict(driver="525.60.13"), []),
+    (dict(driver="520.61.05"), [("DRIVER_TOO_OLD", "error")]),
+    # a CPU build on a machine with a GPU and a working driver
+    (dict(torch="2.5.1+cpu"), [("CPU_ONLY_BUILD", "error")]),
+    # Kepler support ended with the R470 branch; cuDNN 9.1.0 supports compute capability 5.0 and newer only
+    (dict(driver="535.104.05", cc="3.7"), [("GPU_UNSUPPORTED_BY_DRIVER", "error"), ("CUDNN_MISMATCH", "error")]),
+    (dict(driver="470.82.01", cc="3.7"), [("DRIVER_TOO_OLD", "error"), ("CUDNN_MISMATCH", "error")]),
+    (dict(cc="12.0", driver="570.86.10"), [("ARCH_UNSUPPORTED", "error")]),
+    (dict(python="3.13.1"), [("PYTHON_UNSUPPORTED", "error")]),
+]
+
+
+@pytest.mark.parametrize("facts, expected", DRIVER)
+def test_driver_and_build_findings(facts, expected):
+    found = codes(env(**facts))
+    assert found == expected
+    assert summary_exit(diagnose(env(**facts), M)) == (1 if any(s == "error" for _, s in expected) else 0)
+
+
+def test_no_device_visible_names_cuda_visible_devices():
+    e = env(status="no_device", cc=None, context=Context(env={"CUDA_VISIBLE_DEVICES": ""}))
+    (f,) = diagnose(e, M)
+    assert f.evidence == ["the driver answers but lists no GPU", "CUDA_VISIBLE_DEVICES=''"]
+
+
+def test_no_driver_evidence_is_the_probes_words():
+    e = env(driver=None, status="absent", notes=[Note(probe="nvidia-smi", message="nvidia-smi: not found"),
+                                                  Note(probe="python", message="unrelated")])
+    (f,) = diagnose(e, M)
+    assert f.evidence == ["nvidia-smi: not found"]
+
+
+def test_driver_too_old_fix_names_the_driver():
+    (f,) = diagnose(env(driver="520.61.05"), M)
+    assert f.fix == "upgrade the driver to >= 525.60.13, or install a build for an older CUDA (cudamatrix fix)"
+
+
+LINUX = 'platform_system == "Linux" and platform_machine == "x86_64"'
+WHEELS = [
+    ({"torch": [f"nvidia-cudnn-cu12==9.1.0.70; {LINUX}"]}, {"nvidia-cudnn-cu12": "9.1.0.70"}, []),
+    ({"torch": [f"nvidia-cudnn-cu12==9.1.0.70; {LINUX}"]}, {"nvidia-cudnn-cu12": "9.3.0.75"},
+     [("NVIDIA_WHEEL_DRIFT", "nvidia-cudnn-cu12 9.3.0.75 is installed; torch declares ==9.1.0.70")]),
+    ({"torch": [f"nvidia-cudnn-cu12==9.1.0.70; {LINUX}"]}, {},
+     [("NVIDIA_WHEEL_DRIFT", "torch needs nvidia-cudnn-cu12==9.1.0.70, which is not installed")]),
+    # a requirement for another platform does not apply here
+    ({"torch": ['nvidia-cudnn-cu12==9.1.0.70; platform_system == "Windows"']}, {}, []),
+    # behind an extra: applies when its distribution is installed
+    ({"tensorflow": ['nvidia-cudnn-cu12==8.9.4.25; extra == "and-cuda"']}, {}, []),
+    ({"tensorflow": ['nvidia-cudnn-cu12==8.9.4.25; extra == "and-cuda"']}, {"nvidia-cudnn-cu12": "8.9.4.25"}, []),
+]
+
+
+@pytest.mark.parametrize("requirements, wheels, expected", WHEELS)
+def test_declared_wheels(requirements, wheels, expected):
+    e = env(requirements=requirements)
+    e.packages.update(wheels)
+    found = [(f.code, f.title) for f in diagnose(e, M) if f.code == "NVIDIA_WHEEL_DRIFT"]
+    assert found == expected
+
+
+def test_two_frameworks_pinning_different_cudnn_conflict():
+    # torch 2.5.1's wheel pins nvidia-cudnn-cu12==9.1.0.70, tensorflow[and-cuda] 2.15's pins 8.9.4.25
+    e = env(requirements={"torch": [f"nvidia-cudnn-cu12==9.1.0.70; {LINUX}"],
+                          "tensorflow": ['nvidia-cudnn-cu12==8.9.4.25; extra == "and-cuda"']})
+    e.packages.update({"tensorflow": "2.15.0", "nvidia-cudnn-cu12": "8.9.4.25"})
+    conflict = [f for f in diagnose(e, M) if f.code == "FRAMEWORK_CONFLICT"]
+    assert [f.evidence for f in conflict] == [[
+        "torch needs nvidia-cudnn-cu12==9.1.0.70, tensorflow needs nvidia-cudnn-cu12==8.9.4.25"]]
+    # torchvision and torch are one family: never a conflict between them
+    e2 = env(requirements={"torch": [f"nvidia-cudnn-cu12==9.1.0.70; {LINUX}"],
+                           "torchvision": [f"nvidia-cudnn-cu12==9.1.0.70; {LINUX}"]})
+    e2.packages["nvidia-cudnn-cu12"] = "9.1.0.70"
+    assert [f.code for f in diagnose(e2, M)] == []
+
+
+def test_file_clobber():
+    e = env(file_conflicts=[FileConflict(path="cupy/__init__.py", distributions=["cupy-cuda12x", "cupy-cuda13x"])])
+    (f,) = diagnose(e, M)
+    assert (f.code, f.title, f.evidence) == ("FILE_CLOBBER", "cupy-cuda12x and cupy-cuda13x install the same file",
+                                             ["cupy/__init__.py"])
+
+
+TOOLKIT = [
+    ("12.4", "13.0.88", [("TOOLKIT_NEWER_THAN_DRIVER", "info")]),
+    ("13.0", "13.0.88", []),
+    ("13.0", "12.8.93", []),
+    (None, "13.0.88", []),
+]
+
+
+@pytest.mark.parametrize("driver_cuda, toolkit, expected", TOOLKIT)
+def test_toolkit_newer_than_the_driver_is_information(driver_cuda, toolkit, expected):
+    e = env(toolkits=[Toolkit(source="nvcc --version", version=toolkit, path="/usr/local/cuda/bin/nvcc")])
+    e.driver.cuda_version = driver_cuda
+    assert codes(e) == expected
+    assert summary_exit(diagnose(e, M)) == 0
