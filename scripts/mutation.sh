@@ -28,35 +28,38 @@ fi
 
 if [ "${1:-}" != "--report" ]; then
   start=$(date +%s)
-  # the final line of `mutmut run` is its summary (killed, survived, timeouts ...)
-  mutmut run --max-children "$jobs" 2>&1 | tr '\r' '\n' | grep -v '^[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏]' | tail -n 5
+  # mutmut redraws one status line; its last state is the summary: done/total, killed, no tests, timeouts,
+  # suspicious, survived, skipped, caught by type check; then the rate
+  mutmut run --max-children "$jobs" 2>&1 | tr '\r' '\n' | grep -E '^[0-9]+/[0-9]+ |mutations/second' | tail -n 2
   echo "run time: $(( $(date +%s) - start )) s"
 fi
 
-# per module: killed / all, from mutmut's own result listing
-mutmut results --all true 2>/dev/null | python - <<'PY'
+# per module: killed (timeouts count as killed, as mutmut's own score does) / all, and the rest by name
+listing=$(mktemp)
+trap 'rm -f "$listing"' EXIT
+mutmut results --all true > "$listing" 2>/dev/null
+python - "$listing" <<'PY'
 import collections, re, sys
 
 counts = collections.defaultdict(collections.Counter)
-survivors = []
-for line in sys.stdin:
-    m = re.match(r"\s*([\w.]+?)\.x[_ǁ].*?: (\w[\w ]*)$", line.strip())
+rest = []
+for line in open(sys.argv[1], encoding="utf-8"):
+    m = re.match(r"\s*(\S+?)\.x[_\u01c1]\S*: (.+)$", line.rstrip())
     if not m:
         continue
     module, status = m.group(1), m.group(2).strip()
     counts[module][status] += 1
-    if status in ("survived", "no tests"):
-        survivors.append(line.strip())
+    if status not in ("killed", "timeout"):
+        rest.append(line.strip())
 total = collections.Counter()
 for module in sorted(counts):
     c = counts[module]
     total.update(c)
-    n = sum(c.values())
-    print(f"{module:40s} killed {c['killed'] + c['timeout']:4d} / {n:4d}  survived {c['survived']:3d}  "
-          f"no tests {c['no tests']:3d}")
-n = sum(total.values())
-print(f"{'all':40s} killed {total['killed'] + total['timeout']:4d} / {n:4d}  "
-      f"({100 * (total['killed'] + total['timeout']) / max(n, 1):.1f} %)")
-print("\nsurvivors:")
-print("\n".join(survivors) or "none")
+    n, k = sum(c.values()), c["killed"] + c["timeout"]
+    print(f"{module:32s} killed {k:4d} / {n:4d}  survived {c['survived']:3d}  no tests {c['no tests']:3d}  "
+          f"other {n - k - c['survived'] - c['no tests']:3d}")
+n, k = sum(total.values()), total["killed"] + total["timeout"]
+print(f"{'all':32s} killed {k:4d} / {n:4d}  ({100 * k / max(n, 1):.1f} %)")
+print("\nnot killed:")
+print("\n".join(rest) or "none")
 PY
