@@ -10,7 +10,8 @@ import sys
 import pytest
 
 from cudamatrix.errors import Exit, InstallFailed
-from cudamatrix.install.apply import _index_options, _requirement, _source, apply, diff, snapshot
+from cudamatrix.install.apply import _index_options, _requirement, _source, apply, diff, installer_error, snapshot
+from cudamatrix.proc import Result
 from cudamatrix.models import InstalledDist, Plan, Step
 from localindex import build_wheel, copy_venv
 from uvtool import needs_uv, with_uv
@@ -173,3 +174,40 @@ def test_plan_without_install_steps_runs_nothing():
     assert applied.ok and applied.steps_run == [] and applied.before == [] and applied.after == []
 
 
+
+
+# the installer's own words: pip prints "ERROR: ..." lines, uv "error: ..." with "  × " / "Caused by" lines;
+# without such lines, the tail of what it printed; a program that did not run is named with its reason
+WORDS = [
+    (Result(["pip"], 1, stderr="Collecting x\nERROR: No matching distribution found for x\n"),
+     "ERROR: No matching distribution found for x"),
+    (Result(["uv"], 2, stderr="  × No solution found\n  ╰─▶ because ...\nerror: resolution failed\n"),
+     "× No solution found\nerror: resolution failed"),
+    (Result(["pip"], 1, stdout="line 1\nline 2\n"), "line 1\nline 2"),
+    (Result(["pip"], 3), "exit status 3"),
+    (Result(["pip"], None, stderr="partial", error="timed out after 5s"), "timed out after 5s\npartial"),
+    (Result(["pip"], 1, stderr="\n".join(f"l{i}" for i in range(50))), "\n".join(f"l{i}" for i in range(10, 50))),
+]
+
+
+@pytest.mark.parametrize("result, words", WORDS)
+def test_installer_error_keeps_the_installers_words(result, words):
+    assert installer_error(result) == words
+
+
+@pytest.mark.slow
+def test_progress_events_of_a_failed_plan(world):
+    py, wheels = world
+    plan = Plan(python=py, steps=[
+        Step(kind="install", reason="upgrade a", argv=_pip(py, "install", "--no-deps", "--find-links", str(wheels),
+                                                            "mut-a==2.0")),
+        Step(kind="install", reason="a wheel that is not there", argv=_pip(py, "install", "--no-deps", "--find-links",
+                                                                            str(wheels), FAIL))])
+    seen: list[tuple[str, str]] = []
+    with pytest.raises(InstallFailed):
+        apply(plan, on_progress=lambda event, text: seen.append((event, text)))
+    steps = [t for e, t in seen if e == "step"]
+    assert steps == ["[1/2] upgrade a", "[2/2] a wheel that is not there"]
+    restore = [t for e, t in seen if e == "restore"]
+    assert restore == ["restoring the starting set", "uninstall mut-a", "reinstall mut-a 1.0"]
+    assert any(e == "output" for e, _ in seen) and not any(e == "done" for e, _ in seen)
