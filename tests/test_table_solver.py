@@ -92,3 +92,63 @@ def test_env_changes_of_a_shadowed_cudnn(tmp_path):
     sol = solve([target("550.54.15", "7.5", python="3.11")], parse_request(["torch"]), m, installed=env)
     assert sol.env == {"LD_LIBRARY_PATH": "/usr/local/nvidia/lib64"}
     assert sol.unchanged is False
+
+
+# PEP 508 requirements grouped by framework family; what the matrix does not know is passed to the installer
+REQUESTS = [
+    (["torch"], {"torch": ["torch"]}, []),
+    (["torch>=2.3", "torchvision"], {"torch": ["torch>=2.3", "torchvision"]}, []),
+    (["tensorflow[and-cuda]==2.15.*"], {"tensorflow": ["tensorflow[and-cuda]==2.15.*"]}, []),
+    (["jax[cuda12]", "jaxlib"], {"jax": ["jax[cuda12]", "jaxlib"]}, []),
+    (["jax-cuda12-plugin"], {"jax": ["jax-cuda12-plugin"]}, []),
+    (["numpy==1.26.4", "Torch"], {"torch": ["Torch"]}, ["numpy==1.26.4"]),
+]
+
+
+@pytest.mark.parametrize("texts, families, passthrough", REQUESTS)
+def test_request_families(texts, families, passthrough):
+    request = parse_request(texts)
+    assert {f: [str(r) for r in rs] for f, rs in request.families.items()} == families
+    assert [str(r) for r in request.passthrough] == passthrough
+    assert request.texts == texts and request.implicit is False
+
+
+def test_empty_request_is_what_is_installed_else_torch():
+    from cudamatrix.models import Environment
+
+    assert parse_request([]).texts == ["torch"] and parse_request([]).implicit is True
+    env = Environment(packages={"tensorflow": "2.15.0", "torchvision": "0.20.1", "numpy": "1.26.4"})
+    assert parse_request([], env).texts == ["torchvision", "tensorflow"]
+
+
+def test_unparseable_request_is_a_usage_error():
+    from cudamatrix.errors import UsageError
+
+    with pytest.raises(UsageError) as err:
+        parse_request(["torch>>2"])
+    assert str(err.value).startswith("cannot parse requirement 'torch>>2'")
+    assert err.value.hint == "write PEP 508 requirements, e.g. 'torch>=2.3' 'tensorflow==2.15.*'"
+
+
+# a requested companion pins the torch release it comes with (PyTorch's pairing, from the matrix row)
+COMPANIONS = [
+    (["torch", "torchvision==0.20.1"], "2.5.1"),
+    (["torch", "torchvision==0.20.1+cu121"], "2.5.1"),
+    (["torch==2.5.1+cu121"], "2.5.1"),
+]
+
+
+@pytest.mark.parametrize("texts, version", COMPANIONS)
+def test_companion_pins_the_release(texts, version):
+    m = build(torch(CU121))
+    sol = solve([target("550.54.15", "7.5", python="3.11")], parse_request(texts), m)
+    assert [(f.name, f.version, f.variant) for f in sol.frameworks] == [("torch", version, "cu121")]
+
+
+def test_companion_version_that_no_release_pairs_with():
+    m = build(torch(CU121))
+    with pytest.raises(NoSolution) as err:
+        solve([target("550.54.15", "7.5")], parse_request(["torch", "torchvision==0.19.1"]), m)
+    assert err.value.detail["causes"] == [{"rule": "request", "machines": [],
+                                           "message": "no torch release in the matrix matches torch "
+                                                      "torchvision==0.19.1"}]
