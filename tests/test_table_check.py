@@ -72,3 +72,56 @@ def test_a_build_that_does_not_fit_names_the_index_line_that_does():
     assert result["fits"] is False
     assert result["ways_out"][0] == (f"add the line --index-url {PT}/cu121 to the file: pip then installs torch "
                                      f"2.5.1+cu121, which fits")
+
+
+# pip's reading of a requirements file (pip documentation, "Requirements File Format" and "--find-links"):
+# an index line decides which build pip installs; a PyTorch index (or its mirror, named with --mirror) serves one
+# variant, with or without a trailing slash; a --find-links page of the PyTorch index lists every build; the
+# default index holds no local versions (+cu124) and, for torch 2.5.1 on Linux x86_64, serves the CUDA 12.4
+# build; with --no-index only the --find-links pages count. Local versions sort above the plain one (PEP 440).
+MIRROR = "https://mirror.example/pt/"
+NO_DEFAULT = replace(MATRIX, torch=replace(MATRIX.torch, releases=[
+    replace(r, variants=[replace(v, pypi_default=(str(r.version) == "2.5.1" and v.name == "cu124"))
+                         for v in r.variants]) for r in MATRIX.torch.releases]))
+FILES = [
+    (f"--index-url {MIRROR}cu121/\ntorch==2.5.1\n", MIRROR, "linux_x86_64", ["torch==2.5.1+cu121"], []),
+    (f"--index-url {MIRROR}cu121\ntorch==2.5.1\n", MIRROR.rstrip("/"), "linux_x86_64", ["torch==2.5.1+cu121"], []),
+    (f"--index-url {PT}/cu121/\ntorch==2.5.1\n", None, "linux_x86_64", ["torch==2.5.1+cu121"], []),
+    (f"--index-url {MIRROR}cu121/\ntorch==2.5.1\n", None, "linux_x86_64", [],
+     [f"torch==2.5.1: which torch build {MIRROR}cu121/ serves is not known (a mirror of the PyTorch index? pass "
+      f"--mirror URL)"]),
+    ("--extra-index-url https://other.example/simple\ntorch==2.5.1\n", MIRROR, "linux_x86_64", [],
+     ["torch==2.5.1: which torch build https://other.example/simple serves is not known (a mirror of the PyTorch "
+      "index? pass --mirror URL)"]),
+    (f"-f {PT}/torch_stable.html\ntorch==2.5.1+cu121\n", None, "linux_x86_64", ["torch==2.5.1+cu121"], []),
+    (f"--no-index\n-f {MIRROR}torch_stable.html\ntorch==2.5.1+cu121\n", MIRROR, "linux_x86_64",
+     ["torch==2.5.1+cu121"], []),
+    ("-f /wheels\ntorch==2.5.1\n", None, "linux_x86_64", [],
+     ["torch==2.5.1: what /wheels (a --find-links page) offers is not known"]),
+    ("torch==2.5.1\n", None, "linux_x86_64", ["torch==2.5.1+cu124"], []),
+    ("torch==2.5.1+cu124\n", None, "linux_x86_64", [],
+     ["torch==2.5.1+cu124: no torch build in the matrix matches it on the default index"]),
+    ("torch==2.5.1\n", None, "win_amd64", [],
+     ["torch==2.5.1: which build of torch 2.5.1 the default index serves for win_amd64 is not in the matrix"]),
+    ("torch==2.7.0\n", None, "linux_x86_64", [],
+     ["torch==2.7.0: which build of torch 2.7.0 the default index serves is not in the matrix"]),
+    (f"--extra-index-url {PT}/cu128\ntorch>=2.5,<2.8\n", None, "linux_x86_64", ["torch==2.7.0+cu128"], []),
+    (f"--extra-index-url {PT}/cu128\ntorch>=2.5,<2.7\n", None, "linux_x86_64", ["torch==2.5.1+cu124"], []),
+]
+
+
+@pytest.mark.parametrize("text, mirror, platform, checked, problems", FILES)
+def test_which_build_pip_installs_from_the_file(text, mirror, platform, checked, problems):
+    t = target("570.86.10", "8.0", python="3.11", platform=platform)
+    result = check_requirements(NO_DEFAULT, [t], None, text, "r.txt", mirror=mirror)
+    assert result["checked"] == checked
+    if problems:
+        assert result["problems"] == problems and result["fits"] is False
+    else:
+        assert result["problems"] == [] and result["fits"] is True, result["problems"]
+
+
+def test_a_release_without_a_wheel_for_the_targets_python_is_skipped():
+    t = target("570.86.10", "8.0", python="3.13")
+    result = check_requirements(NO_DEFAULT, [t], None, f"--index-url {PT}/cu128\ntorch>=2.5\n", "r.txt")
+    assert result["problems"] == [f"torch>=2.5: no torch build in the matrix matches it on {PT}/cu128"]
