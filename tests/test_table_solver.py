@@ -152,3 +152,63 @@ def test_companion_version_that_no_release_pairs_with():
     assert err.value.detail["causes"] == [{"rule": "request", "machines": [],
                                            "message": "no torch release in the matrix matches torch "
                                                       "torchvision==0.19.1"}]
+
+
+# cuda-toolkit 13.0.3's wheel METADATA (Requires-Dist per extra): [cublas] brings nvidia-cublas==13.1.1.3.* and
+# nvidia-cuda-nvrtc==13.0.88.*, [cudart] nvidia-cuda-runtime==13.0.96.*. Only an exact pin names one metapackage.
+TOOLKIT_META = "artifact: cuda_toolkit-13.0.3.0 wheel METADATA"
+EXPAND = [
+    ("cuda-toolkit[cublas,cudart]==13.0.3", ["nvidia-cublas==13.1.1.3.*", "nvidia-cuda-nvrtc==13.0.88.*",
+                                             "nvidia-cuda-runtime==13.0.96.*"]),
+    ("cuda-toolkit[cudart]==13.0.3", ["nvidia-cuda-runtime==13.0.96.*"]),
+    ("cuda-toolkit[nvtx]==13.0.3", []),          # an extra the matrix row does not list brings nothing known
+    ("cuda_toolkit[cudart]==13.0.3.0", ["nvidia-cuda-runtime==13.0.96.*"]),
+    ("cuda-toolkit[cudart]==13.0.*", None),
+    ("cuda-toolkit[cudart]>=13.0.3", None),
+    ("cuda-toolkit[cudart]==13.0.2", None),
+]
+
+
+@pytest.mark.parametrize("text, components", EXPAND)
+def test_metapackage_expands_to_its_component_wheels(text, components):
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    from cudamatrix.matrix.data import Metapackage
+    from cudamatrix.solve.pins import expand_metapackage
+
+    meta = Metapackage(name="cuda-toolkit", version=Version("13.0.3.0"), source=TOOLKIT_META, requires={
+        "cublas": ["nvidia-cublas==13.1.1.3.*", "nvidia-cuda-nvrtc==13.0.88.*"],
+        "cudart": ["nvidia-cuda-runtime==13.0.96.*"]})
+    m = build()
+    m = replace(m, cuda=replace(m.cuda, metapackages=[meta]))
+    found = expand_metapackage(m, Requirement(text))
+    assert (None if found is None else [str(r) for r in found]) == components
+
+
+# a build that brings nvidia-* wheels whose pins the matrix holds neither as read nor as inferred cannot be shown
+# to share a set with another framework: unknown, never a pass (README, "known, inferred, unknown")
+UNKNOWN_PINS = [
+    ({}, "linux_x86_64", "unknown"),
+    ({"nvidia_pins": "the cu121 wheel of the same release pins the same wheels"}, "linux_x86_64", None),
+    ({}, "win_amd64", None),   # Windows builds bundle their CUDA libraries: no nvidia-* wheels to share
+]
+
+
+@pytest.mark.parametrize("inferred, platform, rule", UNKNOWN_PINS)
+def test_unknown_pins_block_a_shared_set(inferred, platform, rule):
+    bare = variant("cu121", "12.1", archs=ARCHS, cudnn="9.1.0.70", inferred=inferred,
+                   index_url="https://download.pytorch.org/whl/cu121", local_version="+cu121")
+    jax = replace(release("0.4.30", variant("cuda12", "12.1", archs=ARCHS, cudnn="9.1.0",
+                                            nvidia_pins=[f"nvidia-cublas-cu12==12.1.3.1; {LINUX}"],
+                                            pip_extra="cuda12"), name="jax"), companions={})
+    m = replace(build(torch(bare)), jax=replace(build().jax, releases=[jax]))
+    t = target("550.54.15", "7.5", python="3.11", platform=platform)
+    if rule is None:
+        sol = solve([t], parse_request(["torch", "jax"]), m)
+        assert {f.name for f in sol.frameworks} == {"torch", "jax"}
+        return
+    with pytest.raises(NoSolution) as err:
+        solve([t], parse_request(["torch", "jax"]), m)
+    assert ("the nvidia-* wheels torch 2.5.1 cu121 pins are not in the matrix, so whether it shares one set of "
+            "them with another framework is unknown") in [c["message"] for c in err.value.detail["causes"]]
