@@ -125,3 +125,28 @@ def test_a_release_without_a_wheel_for_the_targets_python_is_skipped():
     t = target("570.86.10", "8.0", python="3.13")
     result = check_requirements(NO_DEFAULT, [t], None, f"--index-url {PT}/cu128\ntorch>=2.5\n", "r.txt")
     assert result["problems"] == [f"torch>=2.5: no torch build in the matrix matches it on {PT}/cu128"]
+
+
+def test_check_names_the_file_in_errors_and_checks_the_installed_set():
+    from cudamatrix.errors import UsageError
+    from cudamatrix.models import Environment, Framework
+
+    t = target("550.54.15", "8.0", python="3.11")
+    with pytest.raises(UsageError) as err:
+        check_requirements(MATRIX, [t], None, "torch>>2\n", "Dockerfile.req")
+    assert str(err.value).startswith("Dockerfile.req:1: cannot parse requirement")
+    with pytest.raises(UsageError) as err:
+        check_requirements(MATRIX, [t], None, "torch>>2\n", None)
+    assert str(err.value).startswith("requirements:1: cannot parse requirement")
+    assert check_requirements(MATRIX, [t], None, None, None) == {
+        "fits": False, "checked": [], "problems": ["no installed environment to check"], "ways_out": []}
+    # the installed set: the detected build of torch (its variant) is the one checked
+    env = Environment(packages={"torch": "2.5.1", "numpy": "1.26.4"},
+                      frameworks=[Framework(name="torch", version="2.5.1", variant="cu121")])
+    result = check_requirements(MATRIX, [t], env, None, None)
+    assert result["checked"] == ["torch==2.5.1+cu121"] and result["fits"] is True
+    plain = Environment(packages={"torch": "2.5.1"}, frameworks=[Framework(name="torch", version="2.5.1")])
+    assert check_requirements(MATRIX, [t], plain, None, None)["checked"] == ["torch==2.5.1"]
+    nothing = check_requirements(MATRIX, [t], Environment(packages={"numpy": "1.26.4"}), None, None)
+    assert nothing == {"checked": [], "targets": [t.describe()], "problems": [], "ways_out": [], "fits": True,
+                       "note": "no framework requirement to check"}

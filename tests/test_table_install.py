@@ -36,6 +36,12 @@ PARSE = [
     ("torch==2.5.1 \\\n  --hash=sha256:ab\n", ["torch==2.5.1"], None, [], [], False),
     ("torch\\\n==2.5.1\n", ["torch==2.5.1"], None, [], [], False),
     ("numpy>=1.26 ; python_version >= '3.9'\n", ["numpy>=1.26; python_version >= \"3.9\""], None, [], [], False),
+    # a URL may hold "=" itself: only the option's own "=" separates it from its value
+    ("--index-url=https://i.example/simple?token=abc\n", [], "https://i.example/simple?token=abc", [], [], False),
+    ("-i https://i.example/simple?token=abc\n", [], "https://i.example/simple?token=abc", [], [], False),
+    ("--extra-index-url=https://e.example/s?a=b\n", [], None, ["https://e.example/s?a=b"], [], False),
+    ("torch==2.5.1 # pinned # twice\n", ["torch==2.5.1"], None, [], [], False),
+    ("torch==2.5.1 \\\n  ; python_version >= '3.9'\n", ["torch==2.5.1; python_version >= \"3.9\""], None, [], [], False),
 ]
 
 
@@ -57,6 +63,9 @@ BAD = [
     ("numpy\n-r other.txt\n", "r.txt:2: -r is not supported by check; flatten the file first"),
     ("-c constraints.txt\n", "r.txt:1: -c is not supported by check; flatten the file first"),
     ("-e .\n", "r.txt:1: -e is not supported by check; flatten the file first"),
+    ("--requirement other.txt\n", "r.txt:1: --requirement is not supported by check; flatten the file first"),
+    ("--constraint c.txt\n", "r.txt:1: --constraint is not supported by check; flatten the file first"),
+    ("--editable .\n", "r.txt:1: --editable is not supported by check; flatten the file first"),
     ("--index-url 'unterminated\n", "r.txt:1: cannot parse"),
 ]
 
