@@ -150,3 +150,43 @@ def test_check_names_the_file_in_errors_and_checks_the_installed_set():
     nothing = check_requirements(MATRIX, [t], Environment(packages={"numpy": "1.26.4"}), None, None)
     assert nothing == {"checked": [], "targets": [t.describe()], "problems": [], "ways_out": [], "fits": True,
                        "note": "no framework requirement to check"}
+
+
+# PyTorch's install lines pair torch 2.5.1 with torchvision 0.20.1 and torchaudio 2.5.1 from the same index, so a
+# companion's exact pin gets torch's local tag (0.20.1 -> 0.20.1+cu121 from whl/cu121); ranges, wildcards and
+# pins that name a local version stay as written; other frameworks pass as written.
+CU118 = variant("cu118", "11.8", archs=["7.5", "8.0", "9.0"], cudnn="9.1.0", index_url=f"{PT}/cu118",
+                local_version="+cu118")
+MATRIX2 = build(replace(release("2.5.1", CU118, SASS, PTX), companions={"torchvision": "0.20.1",
+                                                                           "torchaudio": "2.5.1"}))
+LINES = [
+    (f"--index-url {PT}/cu121\ntorch[opt-einsum]==2.5.1\n", ["torch[opt-einsum]==2.5.1+cu121"]),
+    (f"--index-url {PT}/cu121\ntorch==2.5.1\ntorchaudio==2.5.1\n", ["torch==2.5.1+cu121", "torchaudio==2.5.1+cu121"]),
+    (f"--index-url {PT}/cu121\ntorch==2.5.1\ntorchvision>=0.20,!=0.20.0\n",
+     ["torch==2.5.1+cu121", "torchvision>=0.20,!=0.20.0"]),
+    (f"--index-url {PT}/cu121\ntorch==2.5.1\ntorchvision==0.20.*\n", ["torch==2.5.1+cu121", "torchvision==0.20.*"]),
+    (f"--index-url {PT}/cu121\ntorch==2.5.1\ntorchvision==0.20.1+cu121\n",
+     ["torch==2.5.1+cu121", "torchvision==0.20.1+cu121"]),
+]
+
+
+@pytest.mark.parametrize("text, checked", LINES)
+def test_companion_lines_take_torchs_build(text, checked):
+    result = check_requirements(MATRIX2, [target("550.54.15", "8.0", python="3.11")], None, text, "r.txt")
+    assert result["checked"] == checked and result["fits"] is True, result["problems"]
+
+
+def test_companion_without_torch_is_a_problem():
+    result = check_requirements(MATRIX2, [target("550.54.15", "8.0")], None, "torchaudio==2.5.1\n", "r.txt")
+    assert result["problems"] == ["torchaudio==2.5.1: the file pins no torch, so which torch build pip pairs it "
+                                  "with is not known (add the torch line the image installs)"]
+
+
+def test_the_index_line_offered_is_the_newest_cuda_that_fits():
+    # cu124 reaches compute capability 9.0 only by PTX, not under driver 535's minor-version compatibility;
+    # cu121 and cu118 both fit (full support): the newer CUDA is offered
+    result = check_requirements(MATRIX2, [target("535.104.05", "9.0")], None, f"--index-url {PT}/cu124\ntorch==2.5.1\n",
+                                "r.txt")
+    assert result["fits"] is False
+    assert [w for w in result["ways_out"] if w.startswith("add the line")] == [
+        f"add the line --index-url {PT}/cu121 to the file: pip then installs torch 2.5.1+cu121, which fits"]
