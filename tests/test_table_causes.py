@@ -103,3 +103,35 @@ def test_stated_build(version, variant_name, cuda, cudnn, build_cuda, unknown):
     assert (str(var.cuda) if var.cuda else None) == build_cuda
     assert (str(var.cudnn) if var.cudnn else None) == cudnn
     assert var.archs == [] and var.source == "stated by the environment (report:collect_env)"
+
+
+# the same facts when only the installed version states them (no report, no variant detected)
+LOCAL_ONLY = [
+    ("2.9.0+cu126", "12.6", "cu126"),
+    ("1.7.1+cu92", "9.2", "cu92"),
+    ("2.9.0+cpu", None, "cpu"),
+    ("2.9.0+cu9", "none", None),      # not a CUDA tag PyTorch uses: unknown
+    ("2.9.0+cuda126", "none", None),
+    ("not-a-version+cu126", "bad", None),
+]
+
+
+@pytest.mark.parametrize("version, build_cuda, name", LOCAL_ONLY)
+def test_stated_build_from_the_local_tag_alone(version, build_cuda, name):
+    other = Framework(name="torch", version="1.0.0", variant="cpu", cuda="10.2", source="report")  # another build
+    env = Environment(frameworks=[other])
+    rel, var, missing = stated_build(env, Installed("torch", version, None, None, None))
+    if build_cuda == "bad":
+        assert (rel, var, missing) == (None, None, ["its version"])
+        return
+    if build_cuda == "none":
+        assert (rel, var) == (None, None) and missing[0] == "the CUDA version it was built with"
+        return
+    assert (str(var.cuda) if var.cuda else None, var.name) == (build_cuda, name)
+    assert var.source == "stated by the environment (installed version)"
+
+
+def test_a_report_can_state_the_cpu_build():
+    env = Environment(frameworks=[Framework(name="torch", version="2.9.0", variant="cpu", source="report")])
+    rel, var, missing = stated_build(env, Installed("torch", "2.9.0", "cpu", None, None))
+    assert var.cuda is None and var.name == "cpu" and missing == ["the Python versions it is built for"]

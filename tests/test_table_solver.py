@@ -212,3 +212,45 @@ def test_unknown_pins_block_a_shared_set(inferred, platform, rule):
         solve([t], parse_request(["torch", "jax"]), m)
     assert ("the nvidia-* wheels torch 2.5.1 cu121 pins are not in the matrix, so whether it shares one set of "
             "them with another framework is unknown") in [c["message"] for c in err.value.detail["causes"]]
+
+
+# pins of two frameworks for one wheel: an exact pin (== or ===) must satisfy the other's specifier, pre-releases
+# included when pinned (PEP 440: a pre-release named explicitly is accepted); two ranges are assumed to meet
+SPECS = [
+    ("nvidia-cudnn-cu12==9.1.0.70", "nvidia-cudnn-cu12>=9.1", True),
+    ("nvidia-cudnn-cu12==9.1.0.70", "nvidia-cudnn-cu12==9.3.0.75", False),
+    ("nvidia-cudnn-cu12===9.1.0.70", "nvidia-cudnn-cu12==9.3.0.75", False),
+    ("nvidia-cudnn-cu12==9.1.0rc1", "nvidia-cudnn-cu12>=9.0", True),
+    ("nvidia-cudnn-cu12>=9.0", "nvidia-cudnn-cu12==9.1.0rc1", True),
+    ("nvidia-cudnn-cu12>=9.0", "nvidia-cudnn-cu12<9.5", True),
+    ("nvidia-cudnn-cu12==9.*", "nvidia-cudnn-cu12==8.9.2.26", False),
+    ("nvidia-cudnn-cu12==9.1.0.70", "nvidia-cudnn-cu11==9.1.0.70", False),  # two CUDA majors of one library
+]
+
+
+@pytest.mark.parametrize("a, b, meet", SPECS)
+def test_two_pins_of_one_wheel(a, b, meet):
+    from packaging.requirements import Requirement
+
+    from cudamatrix.solve.pins import pin_conflicts
+
+    assert (pin_conflicts([Requirement(a)], [Requirement(b)], "A", "B") == []) is meet
+
+
+# the wheels a known CUDA/cuDNN implies (PyTorch's cuXYZ wheels pin nvidia-cudnn of the build's cuDNN and
+# nvidia-cuda-runtime of its CUDA minor; from CUDA 13 the wheels drop the -cuXX suffix); none off Linux
+IMPLIED = [
+    ("12.4", "9.1.0.70", "linux_x86_64", ["nvidia-cudnn-cu12==9.1.0.70", "nvidia-cuda-runtime-cu12==12.4.*"]),
+    ("13.0", "9.13.0.50", "linux_x86_64", ["nvidia-cudnn-cu13==9.13.0.50", "nvidia-cuda-runtime==13.0.*"]),
+    ("12.4", "9.1.0", "linux_x86_64", ["nvidia-cudnn-cu12==9.1.0.*", "nvidia-cuda-runtime-cu12==12.4.*"]),
+    ("12.4", "9.1.0.70", "win_amd64", []),
+]
+
+
+@pytest.mark.parametrize("cuda, cudnn, platform, pins", IMPLIED)
+def test_implied_pins(cuda, cudnn, platform, pins):
+    from cudamatrix.solve.pins import implied_pins
+
+    v = variant("cuX", cuda, archs=ARCHS, cudnn=cudnn)
+    t = target("580.65.06", "8.0", platform=platform)
+    assert [str(r) for r in implied_pins(torch(v), v, t, [])] == pins

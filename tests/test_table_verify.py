@@ -231,3 +231,10 @@ def test_failed_cuda_init(tmp_path, gpu, status, code, exit):
     assert (fw.status, fw.finding_code, exit_code(report)) == (status, code, exit)
     if gpu:
         assert "Found no NVIDIA driver" in fw.cause
+
+
+def test_mapped_entries_without_a_file_name_are_not_cudnn(tmp_path):
+    mapped = [{"path": "/x/libfoo.so"}, lib("libcudnn.so.9", "9.1.0")]
+    fw = run(tmp_path, [{"stage": "result", "status": "verified", "cudnn_compiled": "9.1.0",
+                         "mapped_libraries": mapped}])
+    assert (fw.status, fw.finding_code) == ("verified", None)
