@@ -204,6 +204,7 @@ TOLERANCE = [
 
 
 @needs_torch
+@pytest.mark.slow
 @pytest.mark.parametrize("offset, status, code", TOLERANCE)
 def test_gpu_result_is_checked_against_the_cpu(tmp_path, offset, status, code):
     report = verify(frameworks="torch", timeout=240, gpu=True, env=dressed(tmp_path, True, offset))
@@ -224,6 +225,7 @@ INIT = [
 
 
 @needs_torch
+@pytest.mark.slow
 @pytest.mark.parametrize("gpu, status, code, exit", INIT)
 def test_failed_cuda_init(tmp_path, gpu, status, code, exit):
     report = verify(frameworks="torch", timeout=240, gpu=gpu, env=dressed(tmp_path, False, 0.0))
