@@ -211,3 +211,55 @@ def test_progress_events_of_a_failed_plan(world):
     restore = [t for e, t in seen if e == "restore"]
     assert restore == ["restoring the starting set", "uninstall mut-a", "reinstall mut-a 1.0"]
     assert any(e == "output" for e, _ in seen) and not any(e == "done" for e, _ in seen)
+
+
+# --- apply() on this interpreter with steps that change nothing (fast): the flow, the events, the error -------
+
+def _step(code: str, reason: str, **kw) -> Step:
+    return Step(kind="install", reason=reason, argv=[sys.executable, "-c", code], **kw)
+
+
+def test_a_failing_step_that_changed_nothing_restores_nothing():
+    seen: list[tuple[str, str]] = []
+    plan = Plan(python=sys.executable, steps=[
+        _step("print('first ok')", "first"),
+        Step(kind="env", reason="not run by apply", env={"X": "1"}),
+        _step("import sys; print('ERROR: no such wheel', file=sys.stderr); sys.exit(1)", "second")])
+    with pytest.raises(InstallFailed) as err:
+        apply(plan, on_progress=lambda e, t: seen.append((e, t)))
+    e = err.value
+    assert str(e) == "install failed, step 2 failed: second: ERROR: no such wheel"
+    assert e.hint == "the environment is back to its starting set"
+    assert e.detail == {"installer_error": "ERROR: no such wheel", "argv": plan.steps[2].argv, "restored": [],
+                        "not_restored": []}
+    assert [t for ev, t in seen if ev == "step"] == ["[1/2] first", "[2/2] second"]
+    assert ("output", "first ok") in seen and not [t for ev, t in seen if ev == "restore"]
+
+
+def test_steps_run_with_their_environment_and_report_done():
+    seen: list[tuple[str, str]] = []
+    code = "import os, sys; sys.exit(0 if os.environ.get('CUDAMATRIX_STEP') == 'yes' else 3)"
+    applied = apply(Plan(python=sys.executable, steps=[_step(code, "needs its env", env={"CUDAMATRIX_STEP": "yes"})]),
+                    on_progress=lambda e, t: seen.append((e, t)))
+    assert applied.ok and applied.steps_run == ["needs its env"]
+    assert applied.before == applied.after and any(d.name == "pytest" for d in applied.after)
+    assert seen[-1] == ("done", "1 step(s) done")
+
+
+def test_interrupt_restores_and_says_so():
+    plan = Plan(python=sys.executable, steps=[_step("import os, signal; os.kill(os.getppid(), signal.SIGINT)",
+                                                     "interrupted")])
+    with pytest.raises(InstallFailed) as err:
+        apply(plan)
+    assert str(err.value) == "install failed, interrupted (Ctrl-C): interrupted by the user"
+    assert err.value.detail["argv"] is None and err.value.detail["not_restored"] == []
+
+
+def test_restore_of_an_unchanged_set_does_nothing():
+    from cudamatrix.install.apply import restore
+
+    before = snapshot(sys.executable)
+    assert restore(sys.executable, before) == ([], {"added": [], "removed": [], "changed": []})
+    # an unreadable interpreter: nothing can be put back, and everything is named as not restored
+    restored, left = restore("/nonexistent/python", before[:2])
+    assert restored == [] and left == {"added": [], "removed": before[:2], "changed": []}

@@ -240,3 +240,64 @@ def test_mapped_entries_without_a_file_name_are_not_cudnn(tmp_path):
     fw = run(tmp_path, [{"stage": "result", "status": "verified", "cudnn_compiled": "9.1.0",
                          "mapped_libraries": mapped}])
     assert (fw.status, fw.finding_code) == ("verified", None)
+
+
+# --- verify() over several frameworks, with a stand-in interpreter that answers per framework ---------------------
+
+def multi_interpreter(tmp_path: Path, answers: dict[str, dict]) -> str:
+    """An interpreter stand-in: for ``<child> <framework> <gpu flag>`` it prints that framework's result line and
+    the flag it was given (so the test sees what the parent asked)."""
+    script = tmp_path / "python"
+    cases = "".join(f"  {name}) echo '{MARK}{json.dumps(dict(answer, stage='result'))}' ;;\n"
+                    for name, answer in answers.items())
+    script.write_text("#!/bin/sh\necho \"gpu flag $3\" >&2\ncase \"$2\" in\n" + cases +
+                      f"  *) echo '{MARK}{json.dumps({'stage': 'result', 'status': 'not_installed'})}' ;;\nesac\n")
+    script.chmod(0o755)
+    return str(script)
+
+
+ALL = [
+    # installed answers -> frameworks reported for "all", overall status
+    ({"torch": {"status": "verified"}}, ["torch"], "verified"),
+    ({"torch": {"status": "verified"}, "jax": {"status": "not_possible", "cause": "no GPU"}}, ["torch", "jax"],
+     "not_possible"),
+    ({"tensorflow": {"status": "failed", "cause": "x"}}, ["tensorflow"], "failed"),
+    ({}, ["all"], "failed"),
+]
+
+
+@pytest.mark.parametrize("answers, reported, status", ALL)
+def test_verify_all_reports_the_installed_frameworks(tmp_path, answers, reported, status):
+    report = verify(python=multi_interpreter(tmp_path, answers), frameworks="all", timeout=30, gpu=True)
+    assert [f.framework for f in report.frameworks] == reported and report.status == status
+    if reported == ["all"]:
+        (fw,) = report.frameworks
+        assert (fw.status, fw.finding_code) == ("failed", "NOT_INSTALLED")
+        assert fw.cause.startswith("none of torch, tensorflow, jax is installed for ")
+
+
+NAMES = [("torch", ["torch"]), (["jax", "torch"], ["jax", "torch"]), ("tensorflow", ["tensorflow"])]
+
+
+@pytest.mark.parametrize("frameworks, reported", NAMES)
+def test_verify_named_frameworks_are_reported_even_when_missing(tmp_path, frameworks, reported):
+    report = verify(python=multi_interpreter(tmp_path, {"torch": {"status": "verified"}}), frameworks=frameworks,
+                    timeout=30, gpu=False)
+    assert [f.framework for f in report.frameworks] == reported
+    assert report.status == ("verified" if reported == ["torch"] else "failed")
+
+
+def test_the_gpu_expectation_and_environment_reach_the_child(tmp_path):
+    from cudamatrix.models import Driver, Environment, GpuInfo
+
+    script = tmp_path / "python"
+    script.write_text("#!/bin/sh\necho \"" + MARK + "{\\\"stage\\\": \\\"result\\\", \\\"status\\\": \\\"failed\\\", "
+                      "\\\"cause\\\": \\\"flag=$3 var=$CUDAMATRIX_TEST_VAR\\\"}\"\n")
+    script.chmod(0o755)
+    gpu_env = Environment(driver=Driver(status="ok", version="550.54.15"), gpus=[GpuInfo(name="H100")])
+    no_gpu = Environment(driver=Driver(status="absent"))
+    causes = [verify(python=str(script), frameworks="torch", timeout=30, environment=e,
+                     env={"CUDAMATRIX_TEST_VAR": "set"}).frameworks[0].cause for e in (gpu_env, no_gpu)]
+    assert causes == ["flag=1 var=set", "flag=0 var=set"]
+    forced = verify(python=str(script), frameworks="torch", timeout=30, environment=no_gpu, gpu=True)
+    assert forced.frameworks[0].cause == "flag=1 var="
