@@ -263,3 +263,17 @@ def test_restore_of_an_unchanged_set_does_nothing():
     # an unreadable interpreter: nothing can be put back, and everything is named as not restored
     restored, left = restore("/nonexistent/python", before[:2])
     assert restored == [] and left == {"added": [], "removed": before[:2], "changed": []}
+
+
+def test_snapshot_records_where_each_distribution_came_from(tmp_path):
+    # this project is installed editable (PEP 610: dir_info.editable), by pip (the INSTALLER file)
+    dists = {d.name: d for d in snapshot(sys.executable)}
+    mine = dists["cudamatrix"]
+    assert mine.source is not None and mine.source.startswith("-e file://") and mine.installer == "pip"
+    assert dists["pytest"].source is None
+    broken = tmp_path / "python"
+    broken.write_text("#!/bin/sh\necho 'it broke' >&2\nexit 1\n")
+    broken.chmod(0o755)
+    with pytest.raises(InstallFailed) as err:
+        snapshot(str(broken))
+    assert str(err.value) == f"could not read the installed set of {broken}: it broke"

@@ -184,17 +184,39 @@ def test_plan_nothing_to_do():
     assert make_plan(env, _solution(unchanged=True), python="p", installer="pip").nothing_to_do is True
 
 
-def test_pip_config_files(tmp_path, monkeypatch):
+# pip's documentation, "Configuration": PIP_CONFIG_FILE names the one file (os.devnull turns them all off);
+# otherwise the global files (each XDG_CONFIG_DIRS entry's pip/pip.conf, /etc/pip.conf), the user's
+# ($XDG_CONFIG_HOME/pip/pip.conf, else ~/.config/pip/pip.conf; the legacy ~/.pip/pip.conf) and the site's
+# ($VIRTUAL_ENV/pip.conf)
+CONFIGS = [
+    ({"XDG_CONFIG_HOME": "cfg"}, ["cfg/pip/pip.conf"], ["cfg/pip/pip.conf"]),
+    ({}, ["home/.config/pip/pip.conf"], ["home/.config/pip/pip.conf"]),
+    ({}, ["home/.pip/pip.conf"], ["home/.pip/pip.conf"]),
+    ({"XDG_CONFIG_DIRS": "a{sep}b"}, ["b/pip/pip.conf", "a/pip/pip.conf"], ["a/pip/pip.conf", "b/pip/pip.conf"]),
+    ({"VIRTUAL_ENV": "venv"}, ["venv/pip.conf"], ["venv/pip.conf"]),
+    ({}, ["venv/pip.conf"], []),     # a site file counts only for the active virtual environment
+    ({"XDG_CONFIG_HOME": "cfg"}, ["home/.config/pip/pip.conf"], []),
+]
+
+
+@pytest.mark.parametrize("variables, files, found", CONFIGS)
+def test_pip_config_files(tmp_path, monkeypatch, variables, files, found):
+    for k in ("PIP_CONFIG_FILE", "XDG_CONFIG_HOME", "XDG_CONFIG_DIRS", "VIRTUAL_ENV"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CONFIG_DIRS", str(tmp_path / "none"))
+    for k, v in variables.items():
+        monkeypatch.setenv(k, os.pathsep.join(str(tmp_path / part) for part in v.format(sep=os.pathsep).split(
+            os.pathsep)))
+    for f in files:
+        (tmp_path / f).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / f).write_text("[global]\n")
+    got = [os.path.relpath(f, tmp_path) for f in plan_mod.pip_config_files() if f.startswith(str(tmp_path))]
+    assert got == found
+
+
+def test_pip_config_file_variable_names_the_one_file(tmp_path, monkeypatch):
     monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
     assert plan_mod.pip_config_files() == []
     monkeypatch.setenv("PIP_CONFIG_FILE", str(tmp_path / "pip.conf"))
     assert plan_mod.pip_config_files() == [str(tmp_path / "pip.conf")]
-    monkeypatch.delenv("PIP_CONFIG_FILE")
-    monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
-    monkeypatch.setenv("XDG_CONFIG_DIRS", str(tmp_path / "none"))
-    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
-    (tmp_path / "cfg" / "pip").mkdir(parents=True)
-    (tmp_path / "cfg" / "pip" / "pip.conf").write_text("[global]\n")
-    found = [f for f in plan_mod.pip_config_files() if f.startswith(str(tmp_path))]
-    assert found == [str(tmp_path / "cfg" / "pip" / "pip.conf")]
