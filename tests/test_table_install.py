@@ -220,3 +220,87 @@ def test_pip_config_file_variable_names_the_one_file(tmp_path, monkeypatch):
     assert plan_mod.pip_config_files() == []
     monkeypatch.setenv("PIP_CONFIG_FILE", str(tmp_path / "pip.conf"))
     assert plan_mod.pip_config_files() == [str(tmp_path / "pip.conf")]
+
+
+# index options carried into the plan: every URL option is moved to the mirror and checked, in both spellings;
+# other options (--trusted-host) keep their value; without index options in pip_args, the solution's index
+# fields and its pins' indexes are added once each as extra indexes
+ARGS = [
+    (["--index-url=http://i.example/simple", "--trusted-host", "i.example", "-f", f"{PT}/torch_stable.html",
+      "torch==2.5.1"], None, True,
+     ["--index-url=http://i.example/simple", "--trusted-host", "i.example", "-f", f"{PT}/torch_stable.html"]),
+    ([f"--extra-index-url={PT}/cu121", "--extra-index-url", f"{PT}/cu124"], "https://m.example/pt", False,
+     ["--extra-index-url=https://m.example/pt/cu121", "--extra-index-url", "https://m.example/pt/cu124"]),
+    (["-i", f"{PT}/cu121", "torch"], "https://m.example/pt/", False, ["-i", "https://m.example/pt/cu121"]),
+    (["torch==2.5.1", "--index-url"], None, False, ["--extra-index-url", f"{PT}/cu121"]),
+]
+
+
+@pytest.mark.parametrize("pip_args, mirror, allow_http, args", ARGS)
+def test_index_options_in_the_plan(pip_args, mirror, allow_http, args):
+    assert index_args(_solution(pip_args=pip_args), mirror=mirror, allow_http=allow_http) == args
+
+
+def test_http_index_in_pip_args_is_refused_without_allow_http():
+    for pip_args in (["--index-url=http://i.example/simple"], ["--extra-index-url", "http://i.example/simple"]):
+        with pytest.raises(UsageError) as err:
+            index_args(_solution(pip_args=pip_args))
+        assert str(err.value) == "index URL 'http://i.example/simple' is not https"
+    with pytest.raises(UsageError):
+        index_args(_solution(pip_args=[], packages=[Pin(name="x", version="1", index_url="http://i.example/s")],
+                             to_install=[]))
+
+
+def test_fallback_index_options_are_each_added_once():
+    sol = _solution(pip_args=[], index_url=f"{PT}/cu121", extra_index_urls=[f"{PT}/cu124", f"{PT}/cu121"],
+                    to_install=[Pin(name="jax", version="1", index_url="https://jax.example/simple")])
+    assert index_args(sol, mirror="https://m.example/pt") == [
+        "--extra-index-url", "https://m.example/pt/cu121", "--extra-index-url", "https://m.example/pt/cu124",
+        "--extra-index-url", "https://jax.example/simple"]
+    # nothing left to install: the packages' indexes
+    sol = _solution(pip_args=[], to_install=[], packages=[Pin(name="torch", version="1", index_url=f"{PT}/cu128")])
+    assert index_args(sol) == ["--extra-index-url", f"{PT}/cu128"]
+
+
+def test_plan_steps_carry_their_reasons_and_timeouts():
+    plan = make_plan(Environment(), _solution(env={"LD_LIBRARY_PATH": "/x"}), python="/p", installer="pip")
+    install, environ, verify = plan.steps
+    assert (install.kind, install.timeout_s, install.env) == ("install", 1800.0, {})
+    assert environ.reason == ("library search path the solved set needs (cudamatrix env, --write-activation, or a "
+                              "preload in a running kernel)")
+    assert (verify.kind, verify.timeout_s) == ("verify", 300.0)
+    assert verify.reason == "prove the result: a cuDNN convolution on the GPU against the CPU"
+    assert plan.python == "/p" and plan.solution.request == ["torch"]
+
+
+def _lock_solution() -> Solution:
+    from cudamatrix.models import FrameworkChoice
+
+    pins = [Pin(name="tensorflow", version="2.15.0", extras=["and-cuda"]),
+            Pin(name="torch", version="2.5.1+cu121", index_url=f"{PT}/cu121/"),
+            Pin(name="nvidia-cudnn-cu12", version="8.9.4.25")]
+    return Solution(request=["torch", "tensorflow[and-cuda]"], targets=["t"], packages=pins, matrix_version="2026.1",
+                    frameworks=[FrameworkChoice(name="torch", version="2.5.1", variant="cu121", cuda="12.1",
+                                                cudnn="9.1.0.70"),
+                                FrameworkChoice(name="tensorflow", version="2.15.0", variant="and-cuda", cuda="12.2"),
+                                FrameworkChoice(name="jax", version="0.4.30", variant="cpu")])
+
+
+def test_lock_files_exact():
+    from cudamatrix.solve.lockfile import requirements_txt, uv_project
+    from cudamatrix.solve.target import Target
+
+    targets = [Target(name=f"m{i}") for i in range(22)]
+    head = ["# written by cudamatrix lock from matrix 2026.1"] + \
+        [f"# target m{i}: no GPU; driver unknown; Python any; linux_x86_64" for i in range(20)] + \
+        ["# ... and 2 more targets", "# request: torch tensorflow[and-cuda]",
+         "# torch 2.5.1 cu121: CUDA 12.1, cuDNN 9.1.0.70", "# tensorflow 2.15.0 and-cuda: CUDA 12.2, cuDNN unknown",
+         "# jax 0.4.30 cpu: CPU build"]
+    assert requirements_txt(_lock_solution(), targets, ["numpy==1.26.4"]).splitlines() == head + [
+        f"--extra-index-url {PT}/cu121/", "tensorflow[and-cuda]==2.15.0", "torch==2.5.1+cu121",
+        "nvidia-cudnn-cu12==8.9.4.25", "numpy==1.26.4"]
+    assert uv_project(_lock_solution(), targets[:1], ["numpy==1.26.4"]).splitlines() == head[:2] + head[-4:] + [
+        "# merge into pyproject.toml", "[project]", "dependencies = [", '    "tensorflow[and-cuda]==2.15.0",',
+        '    "torch==2.5.1",', '    "nvidia-cudnn-cu12==8.9.4.25",', '    "numpy==1.26.4",', "]", "",
+        "[[tool.uv.index]]", 'name = "pytorch-cu121"', f'url = "{PT}/cu121/"', "explicit = true", "",
+        "[tool.uv.sources]", 'torch = [{ index = "pytorch-cu121" }]']
