@@ -141,3 +141,54 @@ def test_toolkit_newer_than_the_driver_is_information(driver_cuda, toolkit, expe
     e.driver.cuda_version = driver_cuda
     assert codes(e) == expected
     assert summary_exit(diagnose(e, M)) == 0
+
+
+# which matrix row an installed framework is: its release, and its variant from the detected build; a plain
+# version from the default index is the variant the matrix marks pypi_default (torch 2.5.1 on Linux x86_64:
+# the CUDA 12.4 build); a local version the matrix lacks is no known variant
+DEFAULT = replace(release("2.5.1", CU121, replace(CU121, name="cu124", cuda=CU121.cuda, pypi_default=True,
+                                                  local_version="+cu124"), CPU), python=["3.11"])
+MATCH = [
+    ("torch", "2.5.1", None, "cu124"),
+    ("torch", "2.5.1+cu121", "cu121", "cu121"),
+    ("torch", "2.5.1+cu999", None, None),
+    ("torch", "9.9.9", None, None),
+    ("torchvision", "0.20.1", None, "skip"),
+]
+
+
+@pytest.mark.parametrize("name, version, variant_name, matched", MATCH)
+def test_installed_framework_matched_to_its_row(name, version, variant_name, matched):
+    from cudamatrix.diagnose.findings import match_installed
+
+    e = Environment(frameworks=[Framework(name=name, version=version, variant=variant_name),
+                                Framework(name="jax", version="0.4.30", variant="cuda12")])
+    found = match_installed(e, build(DEFAULT))
+    if matched == "skip":
+        assert [i.name for i in found] == ["jax"]
+        return
+    inst = found[0]
+    assert (inst.name, inst.version) == (name, version)
+    assert (inst.variant.name if inst.variant else None) == matched
+    assert inst.variant_name == (variant_name or matched)
+    assert (inst.release is not None) is (version.startswith("2.5.1"))
+    assert [i.name for i in found] == ["torch", "jax"]
+
+
+TITLES = [
+    (dict(driver=None, status="absent"), "No NVIDIA driver is installed or loaded"),
+    (dict(status="mismatch"), "The kernel driver and the user-space NVIDIA libraries differ"),
+    (dict(status="no_device", cc=None), "The driver is present but no GPU is visible"),
+    (dict(status="error"), "A GPU is visible but the driver reports an error"),
+    (dict(driver="520.61.05"), "The driver is too old for torch 2.5.1+cu121"),
+    (dict(torch="2.5.1+cpu"), "torch 2.5.1+cpu is a CPU-only build on a GPU machine"),
+    (dict(cc="12.0", driver="570.86.10"), 'torch 2.5.1+cu121 has no kernel image for this GPU ("no kernel image is '
+                                          'available")'),
+    (dict(python="3.13.1"), "torch 2.5.1+cu121 is not built for Python 3.13"),
+    (dict(driver="535.104.05", cc="3.7"), "GPU (Kepler) is not supported by driver branch 535"),
+]
+
+
+@pytest.mark.parametrize("facts, title", TITLES)
+def test_finding_titles(facts, title):
+    assert diagnose(env(**facts), M)[0].title == title

@@ -301,3 +301,44 @@ def test_the_gpu_expectation_and_environment_reach_the_child(tmp_path):
     assert causes == ["flag=1 var=set", "flag=0 var=set"]
     forced = verify(python=str(script), frameworks="torch", timeout=30, environment=no_gpu, gpu=True)
     assert forced.frameworks[0].cause == "flag=1 var="
+
+
+def test_a_child_that_hangs_is_stopped_and_named(tmp_path):
+    script = tmp_path / "python"
+    script.write_text(f"#!/bin/sh\necho '{MARK}{{\"stage\": \"imported\"}}'\nexec sleep 30\n")
+    script.chmod(0o755)
+    fw = check(str(script), "jax", gpu_expected=False, timeout=1, env=dict(os.environ))
+    assert (fw.framework, fw.status, fw.finding_code) == ("jax", "failed", "VERIFY_TIMEOUT")
+    assert fw.cause == "no result within 1s (hung after stage 'imported')"
+
+
+def test_a_child_that_says_nothing(tmp_path):
+    fw = run(tmp_path, [], rc=0)
+    assert (fw.status, fw.finding_code, fw.cause) == ("failed", "VERIFY_CRASHED",
+                                                      "the child exited with status 0 after stage 'start-up'")
+
+
+RESULTS = [
+    # the child's result line -> status, finding code, the stderr tail kept only for a failure
+    ({"status": "verified"}, "verified", None, None),
+    ({}, "failed", None, "warn"),
+    ({"status": "failed", "cause": "x", "finding_code": "WRONG_RESULT"}, "failed", "WRONG_RESULT", "warn"),
+    ({"status": "not_possible", "cause": "no GPU or driver here"}, "not_possible", None, None),
+]
+
+
+@pytest.mark.parametrize("result, status, code, tail", RESULTS)
+def test_the_result_line_is_read_as_written(tmp_path, result, status, code, tail):
+    mapped = [lib("libcublas.so.12", "12.4.5")]
+    fw = run(tmp_path, [dict(result, stage="result", mapped_libraries=mapped)], stderr="warn")
+    assert (fw.framework, fw.status, fw.finding_code, fw.stderr_tail) == ("torch", status, code, tail)
+    assert fw.mapped_libraries == mapped
+    if status == "failed" and code is None and "cause" not in result:
+        assert fw.cause is None
+
+
+def test_a_cudnn_mismatch_says_why(tmp_path):
+    fw = run(tmp_path, [{"stage": "result", "status": "verified", "cudnn_compiled": "9.1.0",
+                         "mapped_libraries": [lib("libcudnn.so.8", "8.9.2")]}], stderr="warn")
+    assert fw.cause == "more than one cuDNN, or another major than the build's, is mapped"
+    assert fw.stderr_tail == "warn"
