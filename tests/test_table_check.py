@@ -328,3 +328,67 @@ def test_one_family_never_conflicts_with_itself():
     assert conflicts == ["jax and torch need different nvidia-* wheels"]
     assert [f.evidence for f in diagnose(e, build()) if f.code == "NVIDIA_WHEEL_DRIFT"] == [
         ["jax requires nvidia-cudnn-cu12>=9.8"]]
+
+
+def test_more_of_how_pip_reads_the_file():
+    t = target("570.86.10", "8.0", python="3.11")
+    # --no-index and no --find-links: pip finds nothing at all
+    none = check_requirements(NO_DEFAULT, [t], None, "--no-index\ntorch==2.5.1\n", "r.txt")
+    assert none["checked"] == [] and none["problems"] == [
+        "torch==2.5.1: no torch build in the matrix matches it on the default index"]
+    # two PyTorch indexes that do not serve the pinned release: both named
+    text = f"--index-url {PT}/cu118\n--extra-index-url {PT}/cu117\ntorch==2.7.0\n"
+    both = check_requirements(NO_DEFAULT, [t], None, text, "r.txt")
+    assert both["problems"] == [f"torch==2.7.0: no torch build in the matrix matches it on {PT}/cu118, {PT}/cu117"]
+    # several platforms without a known default-index build: all named, sorted
+    plats = [target("570.86.10", "8.0", python="3.11", platform=p) for p in ("win_amd64", "linux_aarch64")]
+    many = check_requirements(NO_DEFAULT, plats, None, "torch==2.5.1\n", "r.txt")
+    assert many["problems"] == ["torch==2.5.1: which build of torch 2.5.1 the default index serves for "
+                                "linux_aarch64, win_amd64 is not in the matrix"]
+
+
+def test_every_targets_python_needs_a_wheel():
+    three = [target("570.86.10", "8.0", python=p) for p in ("3.10", "3.11", "3.12")]
+    ok = check_requirements(NO_DEFAULT, three, None, f"--index-url {PT}/cu128\ntorch>=2.5\n", "r.txt")
+    assert ok["checked"] == ["torch==2.7.0+cu128"]
+    # the newest release has no wheel for 3.10: pip takes the next one that has
+    older = replace(NO_DEFAULT, torch=replace(NO_DEFAULT.torch, releases=[
+        replace(r, python=["3.11", "3.12"]) if str(r.version) == "2.7.0" else r for r in NO_DEFAULT.torch.releases]))
+    text = f"--index-url {PT}/cu124\n--extra-index-url {PT}/cu128\ntorch>=2.5\n"
+    res = check_requirements(older, [target("570.86.10", "8.0", python="3.10")], None, text, "r.txt")
+    assert res["checked"] == ["torch==2.5.1+cu124"]
+
+
+def test_a_build_without_a_local_version_is_named_by_its_variant():
+    bare = replace(MATRIX, torch=replace(MATRIX.torch, releases=[
+        replace(r, variants=[replace(v, local_version=None) for v in r.variants]) for r in MATRIX.torch.releases]))
+    res = check_requirements(bare, [target("550.54.15", "8.0")], None, f"-f {PT}/torch_stable.html\ntorch==2.5.1+cu121\n",
+                             "r.txt")
+    assert res["checked"] == ["torch==2.5.1+cu121"]
+
+
+def test_the_fleet_problem_names_the_machines_it_blocks():
+    import dataclasses
+
+    old = dataclasses.replace(target("470.82.01", "8.0"), name="old-box")
+    res = check_requirements(MATRIX2, [target("550.54.15", "8.0"), old], None,
+                             f"--index-url {PT}/cu121\ntorch==2.5.1\n", "r.txt")
+    assert res["fits"] is False and res["problems"][0].endswith("(it fits every other machine) (blocks: old-box)")
+    good = check_requirements(MATRIX2, [target("550.54.15", "8.0")], None, f"--index-url {PT}/cu121\ntorch==2.5.1\n",
+                              "r.txt")
+    assert [(f["name"], f["variant"]) for f in good["solution"]["frameworks"]] == [("torch", "cu121")]
+
+
+def test_the_installed_companions_take_the_detected_build():
+    from cudamatrix.models import Framework
+
+    t = target("550.54.15", "8.0", python="3.11")
+    env = Environment(packages={"torch": "2.5.1", "torchvision": "0.20.1"},
+                      frameworks=[Framework(name="jax", version="0.4.30", variant="cuda12"),
+                                  Framework(name="torch", version="2.5.1", variant="cu121")])
+    assert check_requirements(MATRIX2, [t], env, None, None)["checked"] == ["torch==2.5.1+cu121",
+                                                                            "torchvision==0.20.1+cu121"]
+    undetected = Environment(packages={"torch": "2.5.1"},
+                             frameworks=[Framework(name="jax", version="0.4.30", variant="cuda12"),
+                                         Framework(name="torch", version="2.5.1")])
+    assert check_requirements(MATRIX2, [t], undetected, None, None)["checked"] == ["torch==2.5.1"]

@@ -304,3 +304,33 @@ def test_lock_files_exact():
         '    "torch==2.5.1",', '    "nvidia-cudnn-cu12==8.9.4.25",', '    "numpy==1.26.4",', "]", "",
         "[[tool.uv.index]]", 'name = "pytorch-cu121"', f'url = "{PT}/cu121/"', "explicit = true", "",
         "[tool.uv.sources]", 'torch = [{ index = "pytorch-cu121" }]']
+
+
+def test_uv_is_chosen_only_when_it_is_there_and_no_pip_configuration_is_in_force(tmp_path, monkeypatch):
+    from uvtool import UV_DIR
+
+    if UV_DIR is None:
+        pytest.skip("uv is not installed (the test extra installs it)")
+    monkeypatch.setenv("PATH", UV_DIR)
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    assert choose_installer() == "uv"
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(tmp_path / "pip.conf"))
+    (tmp_path / "pip.conf").write_text("[global]\nindex-url = https://corp/simple\n")
+    assert choose_installer() == "pip"   # uv would not read the user's pip.conf
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert choose_installer() == "pip"
+    with pytest.raises(UsageError) as err:
+        choose_installer("poetry")
+    assert str(err.value) == "unknown installer 'poetry'"
+
+
+def test_http_hint_and_names_compared_as_pip_does():
+    with pytest.raises(UsageError) as err:
+        check_url("http://i.example/simple", False)
+    assert err.value.hint == "use an https mirror, or pass --allow-http if you trust this network"
+    # PEP 503 names: "nvidia_cudnn.cu12" is the installed "nvidia-cudnn-cu12"
+    sol = _solution(to_install=[Pin(name="Nvidia_CUDNN.cu12", version="9.1.0.70")])
+    plan = make_plan(Environment(packages={"nvidia-cudnn-cu12": "9.1.0.70"}), sol, python="p", installer="pip",
+                     verify=False)
+    assert plan.nothing_to_do is True
