@@ -192,3 +192,63 @@ TITLES = [
 @pytest.mark.parametrize("facts, title", TITLES)
 def test_finding_titles(facts, title):
     assert diagnose(env(**facts), M)[0].title == title
+
+
+def test_drift_findings_carry_the_pip_command():
+    e = env(requirements={"torch": [f"nvidia-cudnn-cu12==9.1.0.70; {LINUX}", f"nvidia-cublas-cu12==12.1.3.1; {LINUX}",
+                                    "not a requirement ~~"]})
+    e.packages["nvidia-cublas-cu12"] = "12.4.5.8"
+    drift = [f for f in diagnose(e, M) if f.code == "NVIDIA_WHEEL_DRIFT"]
+    assert [(f.fix, f.fix_commands, f.evidence) for f in drift] == [
+        ("pip install 'nvidia-cudnn-cu12==9.1.0.70'", [["pip", "install", "nvidia-cudnn-cu12==9.1.0.70"]],
+         ["torch 2.5.1+cu121 declares " + f"nvidia-cudnn-cu12==9.1.0.70; {LINUX}"]),
+        ("pip install 'nvidia-cublas-cu12==12.1.3.1' (cudamatrix fix reinstalls only the drifted wheels)",
+         [["pip", "install", "nvidia-cublas-cu12==12.1.3.1"]],
+         ["torch 2.5.1+cu121 requires " + f"nvidia-cublas-cu12==12.1.3.1; {LINUX}"])]
+
+
+def test_clobber_fix_and_torchaudio_pairing():
+    e = env(file_conflicts=[FileConflict(path="p", distributions=["a", "b"])])
+    (f,) = diagnose(e, M)
+    assert f.fix == "uninstall one of them (the one the framework does not declare), then reinstall the other"
+    paired = replace(TORCH, companions={"torchvision": "0.20.1", "torchaudio": "2.5.1"})
+    e = env()
+    e.packages.update({"torchvision": "0.20.1+cu121", "torchaudio": "2.5.1+cu124"})
+    found = [(f.code, f.title) for f in diagnose(e, build(paired))]
+    assert found == [("TORCHVISION_MISMATCH", "torchaudio 2.5.1+cu124 does not match torch 2.5.1+cu121 (needs "
+                                              "2.5.1+cu121)")]
+
+
+def test_library_findings_over_several_libraries():
+    from cudamatrix.models import Library
+
+    libs = [
+        # a library whose first copy is the wheel's: nothing to say; the next soname is still looked at
+        Library(name="cublas", soname="libcublas.so.12", path="/w/libcublas.so.12", origin="wheel:nvidia-cublas-cu12",
+                version="12.1.3", loaded_first=True),
+        Library(name="cublas", soname="libcublas.so.12", path="/usr/lib/libcublas.so.12", origin="ldconfig",
+                version="12.4.5"),
+        Library(name="cudnn", soname="libcudnn.so.9", path="/opt/c/libcudnn.so.9", origin="LD_LIBRARY_PATH",
+                loaded_first=True),
+        Library(name="cudnn", soname="libcudnn.so.9", path="/w/libcudnn.so.9", origin="wheel:nvidia-cudnn-cu12",
+                version="9.1.0"),
+    ]
+    (f,) = [f for f in diagnose(env(libraries=libs), M) if f.code == "LIBRARY_SHADOWED"]
+    assert f.title == "libcudnn.so.9 from LD_LIBRARY_PATH (version unknown) wins over the wheel's copy (9.1.0)"
+    system = [replace(libs[2], origin="/usr/local/cuda", version="9.0.0"), replace(libs[3], version=None)]
+    (g,) = [f for f in diagnose(env(libraries=system), M) if f.code == "LIBRARY_SHADOWED"]
+    assert g.title == ("libcudnn.so.9 from /usr/local/cuda (9.0.0) wins over the wheel's copy (version unknown)")
+    assert g.fix == ("the framework's own RPATH usually wins; if it does not, remove the system copy from the "
+                     "loader's path")
+
+
+def test_cudnn_major_mismatch_names_the_copy():
+    from cudamatrix.models import Library
+
+    libs = [Library(name="cudnn", soname="libcudnn.so.x", path="/bad", origin="LD_LIBRARY_PATH", version="garbage",
+                    loaded_first=True),
+            Library(name="cudnn", soname="libcudnn.so.8", path="/opt/c8/libcudnn.so.8", origin="LD_LIBRARY_PATH",
+                    version="8.9.2", loaded_first=True)]
+    (f,) = [f for f in diagnose(env(libraries=libs), M) if f.code == "CUDNN_MISMATCH"]
+    assert f.title == "torch 2.5.1+cu121 was built with cuDNN 9.1.0 but cuDNN 8.9.2 loads first"
+    assert (f.evidence, f.fix) == (["/opt/c8/libcudnn.so.8"], "remove that folder from LD_LIBRARY_PATH")
