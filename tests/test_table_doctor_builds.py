@@ -252,3 +252,64 @@ def test_cudnn_major_mismatch_names_the_copy():
     (f,) = [f for f in diagnose(env(libraries=libs), M) if f.code == "CUDNN_MISMATCH"]
     assert f.title == "torch 2.5.1+cu121 was built with cuDNN 9.1.0 but cuDNN 8.9.2 loads first"
     assert (f.evidence, f.fix) == (["/opt/c8/libcudnn.so.8"], "remove that folder from LD_LIBRARY_PATH")
+
+
+def test_busy_gpu_names_the_processes():
+    from cudamatrix.models import GpuProcess
+
+    gpu = GpuInfo(name="NVIDIA A100", compute_capability="8.0", memory_total_mib=1000, memory_used_mib=900,
+                  processes=[GpuProcess(pid=4242, name="python", used_memory_mib=850), GpuProcess(name="Xorg")])
+    (f,) = [f for f in diagnose(Environment(gpus=[gpu]), M)
+            if f.code == "GPU_MEMORY_BUSY"]
+    assert f.title == "NVIDIA A100 has 900 of 1000 MiB in use"
+    assert f.evidence == ["pid 4242 python 850 MiB", "a process Xorg"]
+    nameless = GpuInfo(memory_total_mib=1000, memory_used_mib=900)
+    (g,) = [f for f in diagnose(Environment(gpus=[nameless]), M) if f.code == "GPU_MEMORY_BUSY"]
+    assert g.title == "A GPU has 900 of 1000 MiB in use"
+    assert g.evidence == ["other processes hold most of the GPU memory"]
+
+
+def test_toolkit_evidence_and_unreadable_versions():
+    e = env(toolkits=[Toolkit(source="report:nvcc", version="13.0.88"), Toolkit(source="x", version="garbage"),
+                      Toolkit(source="y", version=None)])
+    e.driver.cuda_version = "12.4"
+    (f,) = diagnose(e, M)
+    assert (f.code, f.evidence) == ("TOOLKIT_NEWER_THAN_DRIVER", ["report:nvcc"])
+    assert f.title == "CUDA toolkit 13.0.88 is newer than the driver's CUDA 12.4"
+    e.driver.cuda_version = "unknown"
+    assert diagnose(e, M) == []
+
+
+# PyTorch's Linux GPU wheels declare nvidia-* wheels from 2.1 on (wheel METADATA); a build with declared pins,
+# a pip extra (tensorflow[and-cuda]) or extra packages (jax-cuda12-plugin) brings them too; Windows builds and
+# CPU builds bring none
+BUNDLES = [
+    ("torch", "2.1.0", dict(), "linux_x86_64", True),
+    ("torch", "2.0.1", dict(), "linux_x86_64", False),
+    ("tensorflow", "2.15.0", dict(pip_extra="and-cuda"), "linux_x86_64", True),
+    ("jax", "0.4.30", dict(extra_packages=["jax-cuda12-plugin==0.4.30"]), "linux_x86_64", True),
+    ("tensorflow", "2.13.1", dict(), "linux_x86_64", False),
+    ("torch", "2.5.1", dict(), "win_amd64", False),
+]
+
+
+@pytest.mark.parametrize("family, version, fields, platform, bundles", BUNDLES)
+def test_which_builds_bring_nvidia_wheels(family, version, fields, platform, bundles):
+    from cudamatrix.solve.pins import bundles_nvidia_wheels
+    from cudamatrix.solve.target import Target
+
+    v = variant("v", "12.1", **fields)
+    assert bundles_nvidia_wheels(release(version, v, name=family), v, Target(name="t", platform=platform)) is bundles
+    cpu = variant("cpu", None, **fields)
+    assert bundles_nvidia_wheels(release(version, cpu, name=family), cpu, Target(name="t")) is False
+
+
+def test_a_family_the_matrix_has_no_release_of():
+    from cudamatrix.errors import NoSolution
+    from cudamatrix.solve.solver import parse_request, solve
+    from cudamatrix.solve.target import Target
+
+    with pytest.raises(NoSolution) as err:
+        solve([Target(name="t")], parse_request(["jax", "torch"]), M)
+    assert err.value.detail["causes"][0] == {"rule": "request", "message": "the matrix has no jax release",
+                                             "machines": []}
