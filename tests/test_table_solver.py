@@ -254,3 +254,28 @@ def test_implied_pins(cuda, cudnn, platform, pins):
     v = variant("cuX", cuda, archs=ARCHS, cudnn=cudnn)
     t = target("580.65.06", "8.0", platform=platform)
     assert [str(r) for r in implied_pins(torch(v), v, t, [])] == pins
+
+
+# PEP 508 environment markers on each platform: os.name, sys.platform, platform.system(), platform.machine()
+# (Python documentation: "AMD64" on 64-bit Windows, "arm64" on Apple silicon macOS, "aarch64" on ARM Linux)
+MARKER_ENV = [
+    ("linux_x86_64", "3.12", ("Linux", "x86_64", "linux", "posix")),
+    ("linux_aarch64", "3.10", ("Linux", "aarch64", "linux", "posix")),
+    ("win_amd64", "3.11", ("Windows", "AMD64", "win32", "nt")),
+    ("macos_arm64", "3.12", ("Darwin", "arm64", "darwin", "posix")),
+    ("macos_x86_64", None, ("Darwin", "x86_64", "darwin", "posix")),
+    ("amiga_m68k", "3.11", ("Linux", "x86_64", "linux", "posix")),
+]
+
+
+@pytest.mark.parametrize("platform, python, facts", MARKER_ENV)
+def test_marker_environment(platform, python, facts):
+    from cudamatrix.solve.pins import marker_env
+    from cudamatrix.solve.target import Target
+
+    env = marker_env(Target(name="t", platform=platform, python=python), "and-cuda")
+    py = python or "3.11"
+    assert env == {"platform_system": facts[0], "platform_machine": facts[1], "sys_platform": facts[2],
+                   "os_name": facts[3], "python_version": py, "python_full_version": py + ".0",
+                   "implementation_name": "cpython", "platform_python_implementation": "CPython", "extra": "and-cuda"}
+    assert marker_env(Target(name="t", platform=platform), None)["extra"] == ""
