@@ -264,7 +264,6 @@ MARKER_ENV = [
     ("win_amd64", "3.11", ("Windows", "AMD64", "win32", "nt")),
     ("macos_arm64", "3.12", ("Darwin", "arm64", "darwin", "posix")),
     ("macos_x86_64", None, ("Darwin", "x86_64", "darwin", "posix")),
-    ("amiga_m68k", "3.11", ("Linux", "x86_64", "linux", "posix")),
 ]
 
 
