@@ -278,3 +278,27 @@ def test_marker_environment(platform, python, facts):
                    "os_name": facts[3], "python_version": py, "python_full_version": py + ".0",
                    "implementation_name": "cpython", "platform_python_implementation": "CPython", "extra": "and-cuda"}
     assert marker_env(Target(name="t", platform=platform), None)["extra"] == ""
+
+
+# the packages a chosen build installs: JAX's install guide (pip install "jax[cuda12]") brings jaxlib and the
+# CUDA 12 plugin and PJRT wheels at the same version; TensorFlow's (pip install "tensorflow[and-cuda]") keeps
+# the extra; torchaudio comes from torch's index at torch's local version
+def test_jax_tensorflow_and_torchaudio_pins():
+    jax = replace(release("0.4.30", variant("cuda12", "12.1", archs=ARCHS, cudnn="9.1.0", pip_extra="cuda12",
+                                            extra_packages=["jax-cuda12-plugin[with-cuda]==0.4.30",
+                                                            "jax-cuda12-pjrt==0.4.30", "jax-extra>=1"]),
+                          name="jax"), companions={"jaxlib": "0.4.30"})
+    # (a constructed row: its cuDNN is one the small matrix holds)
+    tf = release("2.15.0", variant("and-cuda", "12.2", archs=ARCHS, cudnn="9.1.0", pip_extra="and-cuda"),
+                 name="tensorflow")
+    m = replace(build(), jax=replace(build().jax, releases=[jax]), tensorflow=replace(build().jax, releases=[tf]))
+    t = target("550.54.15", "8.0", python="3.11")
+    sol = solve([t], parse_request(["jax"]), m)
+    assert [p.requirement() for p in sol.packages] == ["jax[cuda12]==0.4.30", "jaxlib==0.4.30",
+                                                       "jax-cuda12-plugin[with-cuda]==0.4.30", "jax-cuda12-pjrt==0.4.30"]
+    assert all(p.index_url is None for p in sol.packages)
+    sol = solve([t], parse_request(["tensorflow[and-cuda]"]), m)
+    assert [(p.requirement(), p.index_url) for p in sol.packages] == [("tensorflow[and-cuda]==2.15.0", None)]
+    paired = replace(torch(CU121), companions={"torchvision": "0.20.1", "torchaudio": "2.5.1"})
+    sol = solve([t], parse_request(["torch", "torchaudio"]), build(paired))
+    assert [p.requirement() for p in sol.packages][:2] == ["torch==2.5.1+cu121", "torchaudio==2.5.1+cu121"]
