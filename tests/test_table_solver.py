@@ -302,3 +302,53 @@ def test_jax_tensorflow_and_torchaudio_pins():
     paired = replace(torch(CU121), companions={"torchvision": "0.20.1", "torchaudio": "2.5.1"})
     sol = solve([t], parse_request(["torch", "torchaudio"]), build(paired))
     assert [p.requirement() for p in sol.packages][:2] == ["torch==2.5.1+cu121", "torchaudio==2.5.1+cu121"]
+
+
+def test_the_solution_records_the_chosen_rows_and_its_trace():
+    from cudamatrix.models import FrameworkChoice
+
+    cpu = variant("cpu", None, index_url="https://download.pytorch.org/whl/cpu", local_version="+cpu")
+    nocudnn = variant("cu124", "12.4", archs=ARCHS, index_url="https://download.pytorch.org/whl/cu124",
+                      local_version="+cu124")
+    m = build(torch(CU121, cpu))
+    sol = solve([target("550.54.15", "8.0", python="3.11")], parse_request(["torch", "numpy==1.26.4"]), m)
+    assert sol.frameworks == [FrameworkChoice(name="torch", version="2.5.1", variant="cu121", cuda="12.1",
+                                              cudnn="9.1.0.70", index_url="https://download.pytorch.org/whl/cu121",
+                                              matrix_source="constructed test input")]
+    assert "chose torch 2.5.1 cu121 (CUDA 12.1, cuDNN 9.1.0.70)" in sol.trace
+    assert "numpy==1.26.4 is not a framework the matrix knows: passed to the installer as given" in sol.trace
+    cpu_sol = solve([target(None, python="3.11")], parse_request(["torch==2.5.1+cpu"]), m)
+    assert "chose torch 2.5.1 cpu (CPU build)" in cpu_sol.trace and cpu_sol.frameworks[0].cudnn is None
+    plain = solve([target(None, python="3.11")], parse_request(["torch"]), build(torch(nocudnn)))
+    assert "chose torch 2.5.1 cu124 (CUDA 12.4, cuDNN unknown)" in plain.trace
+
+
+# what is installed already is not installed again: the default index's plain 2.5.1 is the same build as
+# 2.5.1+cu124 from the cu124 index when cu124 is the default variant (PEP 440: the local label names the build)
+SAME = [
+    ({"torch": "2.5.1+cu124"}, "cu124", True),
+    ({"torch": "2.5.1"}, "cu124", True),
+    ({"torch": "2.5.1+cu121"}, "cu124", False),
+    ({"torch": "2.4.1+cu124"}, "cu124", False),
+]
+
+
+@pytest.mark.parametrize("packages, detected, unchanged", SAME)
+def test_installed_build_is_kept(packages, detected, unchanged):
+    from cudamatrix.models import Environment, Framework
+
+    default = replace(CU124, pypi_default=True)
+    env = Environment(packages=dict(packages, **{"nvidia-cudnn-cu12": "9.1.0.70"}),
+                      frameworks=[Framework(name="torch", version=packages["torch"], variant=detected)])
+    sol = solve([target("550.54.15", "8.0", python="3.11")], parse_request(["torch"]), build(torch(default)),
+                installed=env)
+    assert (sol.to_install == [] and sol.unchanged) is unchanged
+
+
+def test_an_installed_companion_stays_in_the_set():
+    from cudamatrix.models import Environment
+
+    env = Environment(packages={"torch": "2.4.0", "torchvision": "0.19.0"})
+    sol = solve([target("550.54.15", "8.0", python="3.11")], parse_request(["torch"]), build(torch(CU121)),
+                installed=env)
+    assert [p.requirement() for p in sol.to_install][:2] == ["torch==2.5.1+cu121", "torchvision==0.20.1+cu121"]
