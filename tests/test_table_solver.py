@@ -352,3 +352,63 @@ def test_an_installed_companion_stays_in_the_set():
     sol = solve([target("550.54.15", "8.0", python="3.11")], parse_request(["torch"]), build(torch(CU121)),
                 installed=env)
     assert [p.requirement() for p in sol.to_install][:2] == ["torch==2.5.1+cu121", "torchvision==0.20.1+cu121"]
+
+
+# a build's declared requirements apply where their markers hold; a requirement behind an extra applies when
+# the build is installed with that extra (tensorflow[and-cuda]); torch's own with-cuda extra likewise (PEP 508)
+PINS_FOR = [
+    (None, 'extra == "with-cuda"', True),
+    (None, 'extra == "and-cuda"', False),
+    ("and-cuda", 'extra == "and-cuda"', True),
+    ("and-cuda", 'extra == "cuda"', True),
+    ("cuda12", 'extra == "cuda12"', True),
+    ("cuda12", 'extra == "cuda13"', False),
+    (None, 'platform_system == "Linux"', True),
+    (None, 'platform_system == "Windows"', False),
+]
+
+
+@pytest.mark.parametrize("pip_extra, marker, applies", PINS_FOR)
+def test_declared_pins_with_markers(pip_extra, marker, applies):
+    from cudamatrix.solve.pins import pins_for
+
+    v = variant("v", "12.1", nvidia_pins=[f"nvidia-cublas-cu12==12.1.3.1; {marker}"], pip_extra=pip_extra)
+    found = [str(r) for r in pins_for(v, target("550.54.15", "8.0", python="3.11"))]
+    assert found == ([f"nvidia-cublas-cu12==12.1.3.1; {marker}"] if applies else [])
+
+
+# the inferred facts an answer rests on: only those the rules read for this target (README, "known, inferred,
+# unknown"): nvidia pins always; Python when the target names one; CUDA with a GPU or driver; the arch lists and
+# cuDNN with a GPU
+INFERRED = {"archs": "from cu124", "ptx": "from cu124", "cudnn": "from cu124", "cuda": "from the tag",
+            "nvidia_pins": "from cu124", "python": "from 2.5.0"}
+FACTS = [
+    (dict(driver=None), ["nvidia_pins"]),
+    (dict(driver=None, python="3.11"), ["nvidia_pins", "python"]),
+    (dict(driver="550.54.15"), ["cuda", "nvidia_pins"]),
+    (dict(driver="550.54.15", gpu="8.0"), ["archs", "cuda", "cudnn", "nvidia_pins", "ptx"]),
+    (dict(driver=None, gpu="8.0"), ["archs", "cuda", "cudnn", "nvidia_pins", "ptx"]),
+]
+
+
+@pytest.mark.parametrize("facts, read", FACTS)
+def test_inferred_facts_read_for_the_target(facts, read):
+    from cudamatrix.solve.rules import inferred_facts
+
+    v = variant("cu126", "12.6", archs=ARCHS, inferred=INFERRED)
+    gpus = (facts["gpu"],) if "gpu" in facts else ()
+    t = target(facts["driver"], *gpus, python=facts.get("python"))
+    assert inferred_facts(torch(v), v, t) == [(f"torch 2.5.1 cu126 {name}", INFERRED[name]) for name in read]
+    cpu = variant("cpu", None, inferred={"python": "from 2.5.0"})
+    assert inferred_facts(torch(cpu), cpu, target("550.54.15", "8.0")) == []
+
+
+def test_requests_that_name_a_build_or_a_companion():
+    m = build(replace(torch(CU121, CU124), companions={"torchvision": "0.20.1"}))
+    t = target("550.54.15", "8.0", python="3.11")
+    assert solve([t], parse_request(["torch==2.5.1+cu121"]), m).frameworks[0].variant == "cu121"
+    with pytest.raises(NoSolution) as err:
+        solve([t], parse_request(["torch", "torchaudio"]), m)
+    # the matrix row names no torchaudio for 2.5.1: no release matches the request
+    assert [c["message"] for c in err.value.detail["causes"]] == ["no torch release in the matrix matches torch "
+                                                                  "torchaudio"]
