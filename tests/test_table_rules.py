@@ -9,7 +9,7 @@ import pytest
 from packaging.version import Version
 
 from cudamatrix.solve import rules
-from smallmatrix import build, release, target, variant
+from smallmatrix import build, release, replace, target, variant
 
 # CUDA C++ Programming Guide, "Binary Compatibility": a cubin for compute capability X.y runs on devices of
 # compute capability X.z with z >= y, never on another major. "Feature availability": an arch-specific
@@ -250,3 +250,92 @@ def test_unknown_cudnn_passes_only_where_every_release_agrees(cc, rules_broken):
     v = variant("cu124", "12.4", archs=["7.0", "7.5", "8.0", "9.0"])
     reasons = rules.check(m, release("2.5.1", v), v, target(None, cc))
     assert [r.rule for r in reasons] == rules_broken
+
+
+# --- the rules' other facts ---------------------------------------------------------------------------------
+# PyTorch "Get Started": macOS binaries have no CUDA; a build is published for the platforms its row lists.
+# PyPI wheel tags: a release has wheels for the Python versions its row lists. TensorFlow "Tested build
+# configurations": builds before 2.14 load the system's CUDA of the major they were built with (2.13: CUDA 11.8).
+def _rules_for(v, t, name="torch", python=("3.10", "3.11", "3.12")):
+    rel = replace(release("2.5.1", v, name=name), python=list(python))
+    return [(r.rule, r.message) for r in rules.check(build(rel), rel, v, t)]
+
+
+def test_platform_rules():
+    cuda = variant("cu124", "12.4", archs=["8.0"], cudnn="9.1.0")
+    assert _rules_for(cuda, target(None, platform="macos_arm64")) == [
+        ("platform", "torch 2.5.1 cu124 is a CUDA build; CUDA builds are not published for macOS")]
+    linux_only = replace(cuda, platforms=["linux_x86_64", "linux_aarch64"])
+    assert _rules_for(linux_only, target(None, platform="win_amd64")) == [
+        ("platform", "torch 2.5.1 cu124 is not published for win_amd64 (only linux_x86_64, linux_aarch64)")]
+    assert _rules_for(linux_only, target(None, platform="linux_aarch64")) == []
+
+
+def test_python_rules():
+    cpu = variant("cpu", None)
+    assert _rules_for(cpu, target(None, python="3.13")) == [
+        ("python", "torch 2.5.1 cpu supports Python 3.10, 3.11, 3.12, not 3.13")]
+    assert _rules_for(cpu, target(None, python="3.13"), python=()) == [
+        ("unknown", "the Python versions torch 2.5.1 cpu is published for are not in the matrix, so Python 3.13 "
+                    "cannot be checked")]
+    assert _rules_for(cpu, target(None)) == []
+
+
+SYSTEM_CUDA = [("12.2", ["system_cuda"]), ("11.8", []), ("11.2", []), ("not-a-version", []), (None, [])]
+
+
+@pytest.mark.parametrize("toolkit, broken", SYSTEM_CUDA)
+def test_tensorflow_before_214_needs_the_system_cuda_major(toolkit, broken):
+    tf = variant("cuda11", "11.8", archs=["8.0"], cudnn="9.1.0")
+    found = _rules_for(tf, target("550.54.15", "8.0", cuda_toolkit=toolkit), name="tensorflow")
+    assert [r for r, _ in found] == broken
+    if broken:
+        assert found[0][1] == ("tensorflow 2.5.1 cuda11 loads the system's CUDA 11.8 libraries; the target's toolkit "
+                               "is CUDA 12.2")
+    # with nvidia-* wheels (the and-cuda extra) the system toolkit plays no part
+    wheels = replace(tf, pip_extra="and-cuda")
+    assert _rules_for(wheels, target("550.54.15", "8.0", cuda_toolkit="12.2"), name="tensorflow") == []
+
+
+def test_a_documented_minimum_driver_of_the_build():
+    v = variant("cu121", "12.1", archs=["8.0"], cudnn="9.1.0", min_driver="535.54.03")
+    rel = release("2.5.1", v)
+    found = rules.check(build(rel), rel, v, target("530.30.02", "8.0"))
+    assert [(r.rule, r.need_driver, r.message) for r in found] == [
+        ("driver_floor", "535.54.03", "torch 2.5.1 cu121 documents a minimum driver of 535.54.03; the target has "
+                                      "530.30.02")]
+    assert rules.check(build(rel), rel, v, target("535.54.03", "8.0")) == []
+
+
+def test_driver_floor_message_names_both_floors():
+    v = variant("cu124", "12.4", archs=["8.0"], cudnn="9.1.0")
+    rel = release("2.5.1", v)
+    (r,) = rules.check(build(rel), rel, v, target("520.61.05", "8.0"))
+    assert r.message == ("driver 520.61.05 runs CUDA 11.8 at most; torch 2.5.1 cu124 needs CUDA 12.4, which needs "
+                         "driver >= 525.60.13 under minor-version compatibility, and 550.54.14 for full support")
+    (old,) = rules.check(build(rel), rel, v, target("390.48"))
+    assert old.message.startswith("driver 390.48 is older than every CUDA release in the matrix; ")
+
+
+# a build whose arch list the matrix lacks: only its toolkit's lowest target is known (CUDA 12.x compiles for
+# compute capability 5.0 and newer, Release Notes), so an older GPU is refused and a newer one is unknown
+def test_unknown_arch_list_uses_the_toolkit_floor():
+    v = variant("cu121", "12.1", cudnn="9.1.0")
+    rel = release("2.5.1", v)
+    old = rules.check(build(rel), rel, v, target(None, "3.7"))
+    assert [(r.rule, r.message) for r in old][0] == (
+        "arch", "torch 2.5.1 cu121 is built with CUDA 12.1, which compiles for compute capability 5.0 and newer; "
+                "sm_37 (3.7) is older, so the build has no kernel image for it")
+    new = rules.check(build(rel), rel, v, target(None, "8.0"))
+    assert [(r.rule, r.message) for r in new] == [
+        ("unknown", "the GPU architectures torch 2.5.1 cu121 was compiled for are not in the matrix, so whether it "
+                    "has a kernel image for sm_80 (compute capability 8.0) is unknown")]
+
+
+def test_a_cuda_whose_driver_floor_is_unknown():
+    v = variant("cu102", "10.2", archs=["8.0"], cudnn="9.1.0")
+    rel = release("1.6.0", v)
+    found = rules.check(build(rel), rel, v, target("450.80.02"))
+    assert [(r.rule, r.message) for r in found] == [
+        ("unknown", "torch 1.6.0 cu102 is built with CUDA 10.2, whose minimum driver is not in the matrix, so driver "
+                    "450.80.02 cannot be checked against it")]
