@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from localindex import LocalIndex, build_wheel, copy_venv, pip_list
+from uvtool import needs_uv, with_uv
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = ["--gpu", "Tesla T4", "--driver", "550.54.14"]
@@ -125,6 +125,7 @@ def test_fix_installs_the_solved_set_then_is_a_no_op_with_a_remembered_verificat
 @pytest.mark.slow
 def test_fix_rolls_back_a_failing_install_and_exits_4(world, tmp_path):
     py, env, solution = world
+    env.update(with_uv(env))
     _wheels(tmp_path / "wheels", solution, corrupt=True)
     with LocalIndex(tmp_path / "wheels") as index:
         env["PIP_INDEX_URL"] = index.url + "/simple"
@@ -143,9 +144,10 @@ def test_fix_rolls_back_a_failing_install_and_exits_4(world, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed (it comes with the test extras)")
+@needs_uv
 def test_fix_with_uv_reads_the_users_pip_index_and_rolls_back(world, tmp_path):
     py, env, solution = world
+    env.update(with_uv(env))
     _wheels(tmp_path / "wheels", solution, corrupt=True)
     with LocalIndex(tmp_path / "wheels") as index:
         env["PIP_INDEX_URL"] = index.url + "/simple"  # uv is told of it through UV_INDEX_URL

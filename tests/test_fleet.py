@@ -26,8 +26,14 @@ def cli(*args: str, env: dict | None = None, timeout: float = 180) -> subprocess
                           timeout=timeout, env={**base, **(env or {})})
 
 
+ENVIRONMENTS = Path(__file__).parent / "data" / "environments"
+
+
 def saved(scenario: str, **changes) -> dict:
-    env = json.loads((SCENARIOS / f"{scenario}.json").read_text())["environment"]
+    """A saved machine: tests/data/environments/NAME.json, else a scenario's environment."""
+    own = ENVIRONMENTS / f"{scenario}.json"
+    env = json.loads(own.read_text()) if own.exists() else \
+        json.loads((SCENARIOS / f"{scenario}.json").read_text())["environment"]
     env.update(changes)
     return env
 
@@ -58,7 +64,7 @@ def test_class_ids_follow_hardware_driver_and_toolkit_only():
     from cudamatrix.models import Environment
 
     def env(**changes) -> Environment:
-        return validate(Environment, saved("doctor_healthy_h100", **changes), "test")
+        return validate(Environment, saved("h100_driver580", **changes), "test")
 
     a = env(hostname="a", captured_at="2026-01-01T00:00:00+00:00", packages={"torch": "2.5.1"})
     b = env(hostname="b", timings_ms={"total": 12.0})
@@ -199,8 +205,8 @@ def test_slurm_gather_through_srun(tmp_path: Path):
     srun.write_text(FAKE_SRUN.format(python=sys.executable))
     srun.chmod(0o755)
     saved_dir = tmp_path / "saved"
-    files = [write(saved_dir, "a", saved("doctor_healthy_h100", hostname="gpu-a")),
-             write(saved_dir, "b", saved("doctor_healthy_h100", hostname="gpu-b")),
+    files = [write(saved_dir, "a", saved("h100_driver580", hostname="gpu-a")),
+             write(saved_dir, "b", saved("h100_driver580", hostname="gpu-b")),
              write(saved_dir, "c", saved("doctor_k80_on_driver_535", hostname="gpu-c")),
              write(saved_dir, "d", {"drivers": {}})]  # a node whose detect fails
     # the `cudamatrix` that srun runs on the nodes: this interpreter's console script
@@ -229,8 +235,8 @@ def test_slurm_gather_through_srun(tmp_path: Path):
 def test_check_folder_without_requirements_checks_each_nodes_installed_set(tmp_path: Path):
     fleet = tmp_path / "fleet"
     write(fleet, "kaggle-1", saved("doctor_kaggle_p100_cu128"))  # torch 2.8.0+cu128 on a P100: no sm_60 kernels
-    write(fleet, "h100-1", saved("doctor_healthy_h100"))
-    write(fleet, "h100-2", saved("doctor_healthy_h100"))
+    write(fleet, "h100-1", saved("h100_driver580"))
+    write(fleet, "h100-2", saved("h100_driver580"))
     out = cli("check", "--env", str(fleet), "--json")
     assert out.returncode == 1, out.stderr
     data = json.loads(out.stdout)["data"]

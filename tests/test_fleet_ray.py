@@ -20,8 +20,8 @@ import pytest
 
 SCENARIOS = Path(__file__).parent / "scenarios"
 NODES = [  # (scenario whose environment the node reports, what the node is)
-    ("doctor_healthy_h100", "h100"),
-    ("doctor_healthy_h100", "h100"),
+    ("h100_driver580", "h100"),  # tests/data/environments/
+    ("h100_driver580", "h100"),
     ("doctor_k80_on_driver_535", "k80"),
     ("doctor_rtx5090_cu124_no_kernel", "5090"),
 ]
@@ -43,7 +43,10 @@ def cluster(tmp_path_factory):
     files = []
     for scenario, kind in NODES:
         path = folder / f"{kind}-{len(files)}.json"
-        path.write_text(json.dumps(json.loads((SCENARIOS / f"{scenario}.json").read_text())["environment"]))
+        own = Path(__file__).parent / "data" / "environments" / f"{scenario}.json"
+        env = json.loads(own.read_text()) if own.exists() else \
+            json.loads((SCENARIOS / f"{scenario}.json").read_text())["environment"]
+        path.write_text(json.dumps(env))
         files.append((path, kind))
     saved = {k: os.environ.get(k) for k in ("CUDAMATRIX_DETECT_ENV", "RAY_USAGE_STATS_ENABLED")}
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"

@@ -12,9 +12,12 @@ from cudamatrix.detect import from_reports, load_environment
 from cudamatrix.diagnose.findings import diagnose, summary_exit
 from cudamatrix.errors import NoSolution
 from cudamatrix.matrix.data import load_matrix
+from cudamatrix.models import Report
+from cudamatrix.schema import validate
 from snapshot import snapshot_matrix
 from cudamatrix.solve.solver import parse_request, solve
 from cudamatrix.solve.target import from_environment
+from cudamatrix.verify.run import MARK, check, exit_code
 
 HERE = Path(__file__).parent / "data" / "gpu_h200"
 RAW = ["nvidia-smi.txt", "nvidia-smi-query.csv", "collect_env.txt", "ldconfig-p.txt", "nvcc.txt", "pip-freeze.txt"]
@@ -107,9 +110,31 @@ def test_solver_on_the_saved_machine(live):
     assert any(c["rule"] == "co_installed" for c in exc.value.detail["causes"])
 
 
-def test_verify_there_passed_with_real_cudnn():
-    report = json.loads((HERE / "verify.json").read_text())
-    assert report["exit_code"] == 0
-    torch = next(f for f in report["data"]["frameworks"] if f["framework"] == "torch")
-    assert torch["status"] == "verified" and torch["cudnn"] == "9.19.0" and torch["max_abs_error"] < 1e-3
-    assert any(lib["file"] == "libcudnn.so.9" for lib in torch["mapped_libraries"])
+def test_verify_there_passed_with_real_cudnn(tmp_path):
+    """The child's result from the H200, read again by the parent's code: the same verdict and exit code."""
+    saved = json.loads((HERE / "verify.json").read_text())
+    report = validate(Report, saved["data"], "verify.json")  # the saved data is a valid Report
+    torch = next(f for f in report.frameworks if f.framework == "torch")
+    assert (torch.status, torch.cudnn, torch.device_name) == ("verified", "9.19.0", "NVIDIA H200")
+    assert torch.max_abs_error < 1e-3 and exit_code(report) == saved["exit_code"] == 0
+    assert "libcudnn.so.9" in {lib["file"] for lib in torch.mapped_libraries}
+    # the parent re-reads the child's last line: every mapped cuDNN is 9.19.0, so it stays verified ...
+    event = {k: v for k, v in saved["data"]["frameworks"][0].items() if v is not None}
+    fields = {**event, "stage": "result"}
+    again = check(_replayer(tmp_path / "a", fields), "torch", gpu_expected=True, timeout=60, env={})
+    assert (again.status, again.finding_code, again.cudnn) == ("verified", None, "9.19.0")
+    # ... and the same run with the system cuDNN 8 of another machine mapped too is a cuDNN mismatch
+    mixed = dict(fields, mapped_libraries=fields["mapped_libraries"] + [
+        {"path": "/usr/lib/x86_64-linux-gnu/libcudnn.so.8", "file": "libcudnn.so.8", "version": "8.9.7"}])
+    again = check(_replayer(tmp_path / "b", mixed), "torch", gpu_expected=True, timeout=60, env={})
+    assert (again.status, again.finding_code) == ("failed", "CUDNN_MISMATCH")
+
+
+def _replayer(folder: Path, result: dict) -> str:
+    """An executable standing in for the H200's interpreter: it prints the saved result line, nothing else."""
+    folder.mkdir()
+    (folder / "line").write_text(MARK + json.dumps(result) + "\n")
+    exe = folder / "python"
+    exe.write_text(f"#!/bin/sh\ncat '{folder / 'line'}'\n")
+    exe.chmod(0o755)
+    return str(exe)

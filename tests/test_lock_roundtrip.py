@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from localindex import LocalIndex, build_wheel, copy_venv, pip_env, pip_list
+from uvtool import needs_uv, with_uv
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = ["--driver", "550.54.14", "--gpu", "Tesla T4", "--python", "3.11"]
@@ -71,14 +71,15 @@ def test_pip_installs_the_lock_and_check_passes(template_venv, locked, tmp_path)
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed (it comes with the test extras)")
+@needs_uv
 def test_uv_installs_the_same_lock(template_venv, locked, tmp_path):
     index, lock, _ = locked
     py = copy_venv(template_venv, tmp_path / "venv")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_"))}
     env.update({"UV_INDEX_URL": f"{index.url}/simple", "UV_NO_CONFIG": "1", "UV_CACHE_DIR": str(tmp_path / "uvc"),
                 "UV_HTTP_TIMEOUT": "10", "UV_OFFLINE": "0"})
-    done = subprocess.run(["uv", "pip", "install", "--python", str(py), "-r", str(lock)], env=env,
+    env = with_uv(env)
+    done = subprocess.run([os.path.join(env["PATH"].split(os.pathsep)[0], "uv"), "pip", "install", "--python", str(py), "-r", str(lock)], env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     installed = {d["name"]: d["version"] for d in pip_list(py, pip_env(f"{index.url}/simple", tmp_path / "c"))}

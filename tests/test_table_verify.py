@@ -1,0 +1,344 @@
+"""verify's verdicts, as tables: what the child reports (or how it dies) and the result the README's exit-code
+table and the runtime's documented error strings imply.
+
+Two kinds of real child: an interpreter stand-in (a shell script printing the child's JSON lines, for the
+parent's reading of them), and the real child script with the real CPU build of torch made to look like a CUDA
+build on a GPU (what this machine lacks), for the child's own checks.
+"""
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from cudamatrix.models import FrameworkReport, Report
+from cudamatrix.verify.run import MARK, check, classify, exit_code, overall, parse_events, verify
+
+HAS_TORCH = subprocess.run([sys.executable, "-c", "import torch"], capture_output=True).returncode == 0
+needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="the test extra's CPU build of torch is not installed here")
+
+
+def interpreter(tmp_path: Path, lines: list[dict], *, stderr: str = "", rc: int = 0, signal: str | None = None) -> str:
+    """An executable standing in for the target interpreter: prints the child's JSON lines, then exits."""
+    out = "".join(MARK + json.dumps(x) + "\n" for x in lines)
+    script = tmp_path / "python"
+    body = f"cat <<'EOF'\n{out}EOF\ncat >&2 <<'EOF'\n{stderr}\nEOF\n"
+    body += f"kill -{signal} $$\n" if signal else f"exit {rc}\n"
+    script.write_text("#!/bin/sh\n" + body)
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return str(script)
+
+
+def run(tmp_path, lines, **kw) -> FrameworkReport:
+    return check(interpreter(tmp_path, lines, **kw), "torch", gpu_expected=True, timeout=60, env=dict(os.environ))
+
+
+def lib(file: str, version: str) -> dict:
+    return {"file": file, "path": f"/x/{file}", "version": version}
+
+
+# cuDNN API compatibility (cuDNN Developer Guide): a framework runs with the cuDNN major it was built with, and
+# one process must not map two cuDNN copies. A verified convolution is still a failure when that is broken.
+CUDNN = [
+    ("9.1.0", [lib("libcudnn.so.9", "9.1.0")], "verified", None),
+    ("9.1.0", [lib("libcudnn.so.9", "9.5.1")], "verified", None),
+    ("9.1.0", [lib("libcudnn.so.8", "8.9.2")], "failed", "CUDNN_MISMATCH"),
+    ("9.1.0", [lib("libcudnn.so.9", "9.1.0"), lib("libcudnn.so.8", "8.9.2")], "failed", "CUDNN_MISMATCH"),
+    (None, [lib("libcudnn.so.9", "9.1.0"), lib("libcudnn.so.8", "8.9.2")], "failed", "CUDNN_MISMATCH"),
+    (None, [lib("libcudnn.so.9", "9.1.0")], "verified", None),
+    ("9.1.0", [lib("libcublas.so.12", "12.4.5")], "verified", None),
+]
+
+
+@pytest.mark.parametrize("compiled, mapped, status, code", CUDNN)
+def test_cudnn_mapped_in_the_child(tmp_path, compiled, mapped, status, code):
+    result = {"stage": "result", "status": "verified", "version": "2.5.1+cu121", "cudnn": "9.1.0",
+              "max_abs_error": 1e-6, "mapped_libraries": mapped}
+    if compiled:
+        result["cudnn_compiled"] = compiled
+    fw = run(tmp_path, [{"stage": "cpu_checked", "cpu_error": 0.0}, result])
+    assert (fw.status, fw.finding_code) == (status, code)
+    assert fw.cpu_checked is True and fw.max_abs_error == 1e-6
+
+
+# CUDA Runtime API error strings (cudaErrorNoKernelImageForDevice "no kernel image is available for execution
+# on the device", cudaErrorInsufficientDriver "CUDA driver version is insufficient for CUDA runtime version"),
+# torch's "Found no NVIDIA driver on your system" and cuDNN's version check message.
+WORDS = [
+    ("CUDA error: no kernel image is available for execution on the device", "ARCH_UNSUPPORTED"),
+    ("CUDA driver version is insufficient for CUDA runtime version", "DRIVER_TOO_OLD"),
+    ("The NVIDIA driver on your system is too old (found version 11040)", "DRIVER_TOO_OLD"),
+    ("cuDNN version incompatibility: PyTorch was compiled against (9, 1, 0) but found runtime version (8, 9, 2)",
+     "CUDNN_MISMATCH"),
+    ("CUDNN_STATUS_VERSION_MISMATCH", "CUDNN_MISMATCH"),
+    ("Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and installed a driver",
+     "NO_DRIVER"),
+    ("RuntimeError: No CUDA GPUs are available", "NO_GPU"),
+    ("undefined symbol: cublasLtGetVersion", "LIBRARY_MISMATCH"),
+    ("libcublasLt.so.12: cannot open shared object file: No such file or directory", "LIBRARY_MISSING"),
+    ("CUDA out of memory. Tried to allocate 2.00 GiB", "GPU_OUT_OF_MEMORY"),
+    ("all good", None),
+    ("", None),
+]
+
+
+@pytest.mark.parametrize("text, code", WORDS)
+def test_runtime_words_to_finding_codes(text, code):
+    assert classify(text) == code
+
+
+@pytest.mark.parametrize("text, code", WORDS[:3])
+def test_a_failed_result_without_a_code_is_classified_by_its_cause(tmp_path, text, code):
+    fw = run(tmp_path, [{"stage": "result", "status": "failed", "cause": text}])
+    assert (fw.status, fw.finding_code, fw.cause) == ("failed", code, text)
+
+
+# how the child ends -> the result: a crash is named by its signal, an exit by its status, each with the last
+# stage reached, and the runtime's words in stderr give the finding code.
+ENDINGS = [
+    ({"rc": 1, "stderr": "CUDA driver version is insufficient for CUDA runtime version"},
+     "the child exited with status 1 after stage 'imported'", "DRIVER_TOO_OLD"),
+    ({"rc": 3, "stderr": "something else"}, "the child exited with status 3 after stage 'imported'", "VERIFY_CRASHED"),
+    ({"signal": "SEGV"}, "the child crashed with SIGSEGV after stage 'imported'", "VERIFY_CRASHED"),
+    ({"signal": "ABRT", "stderr": "no kernel image is available"},
+     "the child crashed with SIGABRT after stage 'imported'", "ARCH_UNSUPPORTED"),
+]
+
+
+@pytest.mark.parametrize("how, cause, code", ENDINGS)
+def test_how_the_child_ends(tmp_path, how, cause, code):
+    fw = run(tmp_path, [{"stage": "started"}, {"stage": "imported", "version": "2.5.1"}], **how)
+    assert (fw.status, fw.cause, fw.finding_code, fw.version) == ("failed", cause, code, "2.5.1")
+    assert fw.stderr_tail == (how.get("stderr") or None)
+
+
+def test_a_missing_interpreter_is_python_not_found(tmp_path):
+    fw = check(str(tmp_path / "nope"), "torch", gpu_expected=True, timeout=10, env=dict(os.environ))
+    assert (fw.status, fw.finding_code) == ("failed", "PYTHON_NOT_FOUND")
+    assert fw.cause.startswith(f"could not start {tmp_path / 'nope'}: ")
+
+
+def test_the_cpu_error_stands_in_when_no_gpu_comparison_ran(tmp_path):
+    fw = run(tmp_path, [{"stage": "cpu_checked", "cpu_error": 2e-7},
+                        {"stage": "result", "status": "not_possible", "cause": "no GPU", "cpu_error": 2e-7}])
+    assert (fw.status, fw.finding_code, fw.max_abs_error, fw.cpu_checked) == ("not_possible", None, 2e-7, True)
+    assert fw.stderr_tail is None
+
+
+def test_other_output_of_the_framework_is_ignored():
+    text = f"hello\n{MARK}{{\"stage\": \"started\"}}\n{MARK}not json\nwarning: x\n{MARK}{{\"stage\": \"result\"}}\n"
+    assert parse_events(text) == [{"stage": "started"}, {"stage": "result"}]
+
+
+# README, exit codes: 0 verified, 5 verification failed, 6 verification not possible here. One failed framework
+# fails the whole report; one not possible (and none failed) makes it not possible.
+OVERALL = [
+    (["verified"], "verified", 0),
+    (["verified", "verified"], "verified", 0),
+    (["verified", "not_possible"], "not_possible", 6),
+    (["not_possible", "failed"], "failed", 5),
+    (["verified", "not_installed"], "failed", 5),
+    (["failed"], "failed", 5),
+]
+
+
+@pytest.mark.parametrize("statuses, status, code", OVERALL)
+def test_overall_status_and_exit_code(statuses, status, code):
+    reports = [FrameworkReport(framework="torch", status=s) for s in statuses]
+    assert overall(reports) == status
+    assert exit_code(Report(status=status, frameworks=reports)) == code
+
+
+# --- the real child with the real CPU torch, dressed as a CUDA build on a GPU --------------------------------
+
+DRESS = """
+    import os, sys
+    root = os.path.dirname(__path__[0])
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != root]
+    del sys.modules["torch"]
+    import torch as real  # the CPU build; it replaces this module in sys.modules
+    real.version.cuda = "12.4"
+    AVAILABLE, OFFSET = {available}, {offset}
+    real.cuda.is_available = lambda: AVAILABLE
+    def init():
+        raise RuntimeError("Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU "
+                           "and installed a driver")
+    real.cuda.init = init
+    real.cuda.get_device_name = lambda i=0: "NVIDIA H100 80GB HBM3"
+    real.cuda.get_device_capability = lambda i=0: (9, 0)
+    real.cuda.synchronize = lambda: None
+    cpu = real.device("cpu")
+    real.device = lambda *a, **k: cpu
+    conv, calls = real.nn.functional.conv2d, []
+    def conv2d(x, w, *a, **k):
+        y = conv(x, w, *a, **k)
+        if k.get("padding") == 1:
+            calls.append(1)
+            if len(calls) == 1:  # the "GPU" convolution; the CPU one that follows is exact
+                y = y + OFFSET
+        return y
+    real.nn.functional.conv2d = conv2d
+"""
+
+
+def dressed(tmp_path: Path, available: bool, offset: float) -> dict:
+    pkg = tmp_path / "dress" / "torch"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text(textwrap.dedent(DRESS.format(available=available, offset=offset)))
+    return {"PYTHONPATH": str(tmp_path / "dress")}
+
+
+# fp32 with TF32 off: the GPU and the CPU sum in different orders, so results agree to 1e-3 relative to the
+# output's magnitude; a larger difference is a wrong result (WRONG_RESULT, exit 5).
+TOLERANCE = [
+    (0.0, "verified", None),
+    (1e-6, "verified", None),
+    (0.5, "failed", "WRONG_RESULT"),
+]
+
+
+@needs_torch
+@pytest.mark.slow
+@pytest.mark.parametrize("offset, status, code", TOLERANCE)
+def test_gpu_result_is_checked_against_the_cpu(tmp_path, offset, status, code):
+    report = verify(frameworks="torch", timeout=240, gpu=True, env=dressed(tmp_path, True, offset))
+    (fw,) = report.frameworks
+    assert (fw.status, fw.finding_code) == (status, code), fw.cause
+    assert fw.device_name == "NVIDIA H100 80GB HBM3" and fw.compute_capability == "9.0"
+    assert fw.max_abs_error >= offset * 0.99
+    if code:
+        assert fw.cause.startswith("GPU and CPU results differ by ")
+
+
+# a CUDA build that cannot reach the GPU: on a machine with a GPU that is a failure with the runtime's words
+# (exit 5), on one without it is "not possible here" (exit 6), README exit-code table.
+INIT = [
+    (True, "failed", "NO_DRIVER", 5),
+    (False, "not_possible", None, 6),
+]
+
+
+@needs_torch
+@pytest.mark.slow
+@pytest.mark.parametrize("gpu, status, code, exit", INIT)
+def test_failed_cuda_init(tmp_path, gpu, status, code, exit):
+    report = verify(frameworks="torch", timeout=240, gpu=gpu, env=dressed(tmp_path, False, 0.0))
+    (fw,) = report.frameworks
+    assert (fw.status, fw.finding_code, exit_code(report)) == (status, code, exit)
+    if gpu:
+        assert "Found no NVIDIA driver" in fw.cause
+
+
+def test_mapped_entries_without_a_file_name_are_not_cudnn(tmp_path):
+    mapped = [{"path": "/x/libfoo.so"}, lib("libcudnn.so.9", "9.1.0")]
+    fw = run(tmp_path, [{"stage": "result", "status": "verified", "cudnn_compiled": "9.1.0",
+                         "mapped_libraries": mapped}])
+    assert (fw.status, fw.finding_code) == ("verified", None)
+
+
+# --- verify() over several frameworks, with a stand-in interpreter that answers per framework ---------------------
+
+def multi_interpreter(tmp_path: Path, answers: dict[str, dict]) -> str:
+    """An interpreter stand-in: for ``<child> <framework> <gpu flag>`` it prints that framework's result line and
+    the flag it was given (so the test sees what the parent asked)."""
+    script = tmp_path / "python"
+    cases = "".join(f"  {name}) echo '{MARK}{json.dumps(dict(answer, stage='result'))}' ;;\n"
+                    for name, answer in answers.items())
+    script.write_text("#!/bin/sh\necho \"gpu flag $3\" >&2\ncase \"$2\" in\n" + cases +
+                      f"  *) echo '{MARK}{json.dumps({'stage': 'result', 'status': 'not_installed'})}' ;;\nesac\n")
+    script.chmod(0o755)
+    return str(script)
+
+
+ALL = [
+    # installed answers -> frameworks reported for "all", overall status
+    ({"torch": {"status": "verified"}}, ["torch"], "verified"),
+    ({"torch": {"status": "verified"}, "jax": {"status": "not_possible", "cause": "no GPU"}}, ["torch", "jax"],
+     "not_possible"),
+    ({"tensorflow": {"status": "failed", "cause": "x"}}, ["tensorflow"], "failed"),
+    ({}, ["all"], "failed"),
+]
+
+
+@pytest.mark.parametrize("answers, reported, status", ALL)
+def test_verify_all_reports_the_installed_frameworks(tmp_path, answers, reported, status):
+    report = verify(python=multi_interpreter(tmp_path, answers), frameworks="all", timeout=30, gpu=True)
+    assert [f.framework for f in report.frameworks] == reported and report.status == status
+    if reported == ["all"]:
+        (fw,) = report.frameworks
+        assert (fw.status, fw.finding_code) == ("failed", "NOT_INSTALLED")
+        assert fw.cause.startswith("none of torch, tensorflow, jax is installed for ")
+
+
+NAMES = [("torch", ["torch"]), (["jax", "torch"], ["jax", "torch"]), ("tensorflow", ["tensorflow"])]
+
+
+@pytest.mark.parametrize("frameworks, reported", NAMES)
+def test_verify_named_frameworks_are_reported_even_when_missing(tmp_path, frameworks, reported):
+    report = verify(python=multi_interpreter(tmp_path, {"torch": {"status": "verified"}}), frameworks=frameworks,
+                    timeout=30, gpu=False)
+    assert [f.framework for f in report.frameworks] == reported
+    assert report.status == ("verified" if reported == ["torch"] else "failed")
+
+
+def test_the_gpu_expectation_and_environment_reach_the_child(tmp_path):
+    from cudamatrix.models import Driver, Environment, GpuInfo
+
+    script = tmp_path / "python"
+    script.write_text("#!/bin/sh\necho \"" + MARK + "{\\\"stage\\\": \\\"result\\\", \\\"status\\\": \\\"failed\\\", "
+                      "\\\"cause\\\": \\\"flag=$3 var=$CUDAMATRIX_TEST_VAR\\\"}\"\n")
+    script.chmod(0o755)
+    gpu_env = Environment(driver=Driver(status="ok", version="550.54.15"), gpus=[GpuInfo(name="H100")])
+    no_gpu = Environment(driver=Driver(status="absent"))
+    causes = [verify(python=str(script), frameworks="torch", timeout=30, environment=e,
+                     env={"CUDAMATRIX_TEST_VAR": "set"}).frameworks[0].cause for e in (gpu_env, no_gpu)]
+    assert causes == ["flag=1 var=set", "flag=0 var=set"]
+    forced = verify(python=str(script), frameworks="torch", timeout=30, environment=no_gpu, gpu=True)
+    assert forced.frameworks[0].cause == "flag=1 var="
+
+
+def test_a_child_that_hangs_is_stopped_and_named(tmp_path):
+    script = tmp_path / "python"
+    script.write_text(f"#!/bin/sh\necho '{MARK}{{\"stage\": \"imported\"}}'\nexec sleep 30\n")
+    script.chmod(0o755)
+    fw = check(str(script), "jax", gpu_expected=False, timeout=1, env=dict(os.environ))
+    assert (fw.framework, fw.status, fw.finding_code) == ("jax", "failed", "VERIFY_TIMEOUT")
+    assert fw.cause == "no result within 1s (hung after stage 'imported')"
+
+
+def test_a_child_that_says_nothing(tmp_path):
+    fw = run(tmp_path, [], rc=0)
+    assert (fw.status, fw.finding_code, fw.cause) == ("failed", "VERIFY_CRASHED",
+                                                      "the child exited with status 0 after stage 'start-up'")
+
+
+RESULTS = [
+    # the child's result line -> status, finding code, the stderr tail kept only for a failure
+    ({"status": "verified"}, "verified", None, None),
+    ({}, "failed", None, "warn"),
+    ({"status": "failed", "cause": "x", "finding_code": "WRONG_RESULT"}, "failed", "WRONG_RESULT", "warn"),
+    ({"status": "not_possible", "cause": "no GPU or driver here"}, "not_possible", None, None),
+]
+
+
+@pytest.mark.parametrize("result, status, code, tail", RESULTS)
+def test_the_result_line_is_read_as_written(tmp_path, result, status, code, tail):
+    mapped = [lib("libcublas.so.12", "12.4.5")]
+    fw = run(tmp_path, [dict(result, stage="result", mapped_libraries=mapped)], stderr="warn")
+    assert (fw.framework, fw.status, fw.finding_code, fw.stderr_tail) == ("torch", status, code, tail)
+    assert fw.mapped_libraries == mapped
+    if status == "failed" and code is None and "cause" not in result:
+        assert fw.cause is None
+
+
+def test_a_cudnn_mismatch_says_why(tmp_path):
+    fw = run(tmp_path, [{"stage": "result", "status": "verified", "cudnn_compiled": "9.1.0",
+                         "mapped_libraries": [lib("libcudnn.so.8", "8.9.2")]}], stderr="warn")
+    assert fw.cause == "more than one cuDNN, or another major than the build's, is mapped"
+    assert fw.stderr_tail == "warn"
