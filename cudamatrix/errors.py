@@ -6,7 +6,7 @@ and carries its exit code. Anything else is a bug and keeps its traceback.
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the models import this module; the annotations need no import at run time
     from cudamatrix.models import Cause, Rejection, WayOut
@@ -29,7 +29,7 @@ class CudamatrixError(Exception):
 
     exit_code: int = Exit.USAGE
 
-    def __init__(self, message: str, *, hint: str | None = None, detail: object = None,
+    def __init__(self, message: str, *, hint: str | None = None, detail: Any = None,
                  exit_code: int | None = None) -> None:
         super().__init__(message)
         self.message = message

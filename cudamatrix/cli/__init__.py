@@ -3,7 +3,10 @@ Only :class:`cudamatrix.errors.CudamatrixError` is caught (in :mod:`cudamatrix.c
 is a bug and keeps its traceback. This package imports no typer: the hot commands start without it."""
 from __future__ import annotations
 
+import io
 import sys
+from types import ModuleType
+from typing import cast
 
 from cudamatrix.cli.common import Done
 
@@ -44,13 +47,15 @@ def main(argv: list[str] | None = None) -> int:
 def _usage_envelope(args: list[str], exc: Exception) -> int:
     from cudamatrix import render
 
+    clickx: ModuleType
     try:  # recent typer vendors click as typer._click; older ones depend on click
         from typer._click import exceptions as clickx
     except ImportError:
         from click import exceptions as clickx
 
-    if type(exc).__name__ == "Exit" and isinstance(getattr(exc, "exit_code", None), int):
-        return int(exc.exit_code)
+    exit_code = getattr(exc, "exit_code", None)
+    if type(exc).__name__ == "Exit" and isinstance(exit_code, int):
+        return int(exit_code)
     if type(exc).__name__ == "Abort":
         return 1
     if not isinstance(exc, clickx.ClickException):
@@ -67,7 +72,8 @@ def _tolerant_output() -> None:
     arguments) is shown escaped instead of ending the command with UnicodeEncodeError."""
     for stream in (sys.stdout, sys.stderr):
         try:
-            stream.reconfigure(errors="backslashreplace")
+            # a replaced stream may lack reconfigure: the AttributeError below covers it
+            cast(io.TextIOWrapper, stream).reconfigure(errors="backslashreplace")
         except (AttributeError, ValueError):
             pass
 

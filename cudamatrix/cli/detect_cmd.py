@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 
-from cudamatrix.errors import UsageError
 from cudamatrix.cli.common import check_timeout, finish, guarded
+from cudamatrix.errors import UsageError
 
 
 @guarded("detect")
@@ -58,7 +58,7 @@ def _human(env) -> None:
                                                for t in env.toolkits)))
     p = env.python
     if p.version:
-        c.print(f"[bold]python[/] " + E(f"{p.version} {p.platform or ''} {p.executable or ''}"
+        c.print("[bold]python[/] " + E(f"{p.version} {p.platform or ''} {p.executable or ''}"
                 + (f"  installer {p.installer}" if p.installer else "")))
     if env.frameworks:
         c.print(render.table("frameworks", ["name", "version", "variant", "cuda", "cudnn", "from"], [

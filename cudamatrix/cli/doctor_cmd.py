@@ -4,8 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from cudamatrix import render
-from cudamatrix.errors import UsageError
 from cudamatrix.cli.common import finish, guarded
+from cudamatrix.errors import UsageError
 
 
 @guarded("doctor")

@@ -14,6 +14,7 @@ from typing import Any
 
 from cudamatrix.cli.options import COMMANDS, Command
 
+
 def parse(command: Command, argv: list[str]) -> dict[str, Any] | None:
     """The keyword arguments of ``command``'s function for ``argv`` (defaults filled in); None: leave it
     to typer."""

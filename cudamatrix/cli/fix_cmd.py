@@ -8,10 +8,14 @@ The already-consistent path prints plain lines (no rich import) so it stays fast
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING, Any, Callable
 
 from cudamatrix.cli.common import check_target_flags, check_timeout, finish, guarded
 from cudamatrix.names import FAMILY_NAMES
 from cudamatrix.render import human_fix, human_plan, human_report
+
+if TYPE_CHECKING:
+    from rich.status import Status
 
 FRAMEWORK_CHOICES = (*FAMILY_NAMES, "all")
 
@@ -37,6 +41,7 @@ def run_fix(requirements: list[str] | None = None, python: str | None = None, dr
     if from_:
         _plan_from_paste(from_, requirements or [], dry_run, python, mirror, allow_http, installer, no_verify,
                          driver, gpu or [], as_json, data_dir)
+    confirm: Callable[[Any], bool] | None
     if yes or dry_run or resume or rollback:
         confirm = None
     elif sys.stdin.isatty() and not as_json:
@@ -76,6 +81,7 @@ def _plan_from_paste(from_: list[str], requirements: list[str], dry_run: bool, p
     resolved = resolve(matrix, env_files=[], from_files=from_, driver=driver, gpus=gpu, python=None, platform=None,
                        cuda_toolkit=None)
     environment = resolved.installed
+    assert environment is not None  # the pastes describe one machine: resolve() returns it as installed
     try:
         solution = solve(resolved.targets, parse_request(requirements, environment), matrix, installed=environment)
     except NoSolution as exc:
@@ -95,7 +101,8 @@ def run_verify(framework: str = "all", python: str | None = None, timeout: float
                as_json: bool = False) -> None:
     """Prove the GPU stack: a cuDNN convolution and a matmul on the GPU against the CPU, in a child process.
     Exit 0 verified, 5 failed, 6 not possible here (no GPU; the CPU path is still checked)."""
-    from cudamatrix.verify.run import exit_code, verify as verify_stage
+    from cudamatrix.verify.run import exit_code
+    from cudamatrix.verify.run import verify as verify_stage
 
     _check_framework(framework)
     check_timeout(timeout)
@@ -124,16 +131,21 @@ def _check_framework(framework: str) -> None:
         raise UsageError(f"--framework {framework!r} is not known", hint="torch | tensorflow | jax | all")
 
 
-def _ask(plan) -> bool:
-    human_plan(plan)
-    sys.stdout.flush()
-    sys.stderr.write("Apply this plan? [y/N]: ")
-    sys.stderr.flush()
-    answer = sys.stdin.readline().strip().lower()
-    return answer in ("y", "yes")
+class _Ask:
+    """Show the plan and ask on the terminal."""
+
+    shows_plan = True  # the result's rendering does not print the plan a second time
+
+    def __call__(self, plan) -> bool:
+        human_plan(plan)
+        sys.stdout.flush()
+        sys.stderr.write("Apply this plan? [y/N]: ")
+        sys.stderr.flush()
+        answer = sys.stdin.readline().strip().lower()
+        return answer in ("y", "yes")
 
 
-_ask.shows_plan = True  # the result's rendering does not print the plan a second time
+_ask = _Ask()
 
 
 def _refuse(plan) -> bool:
@@ -151,7 +163,7 @@ class _Progress:
 
     def __init__(self, as_json: bool) -> None:
         self.as_json = as_json
-        self.status = None
+        self.status: Status | None = None
 
     def __call__(self, event: str, text: str) -> None:
         if self.status is None and not self.as_json and sys.stdout.isatty():

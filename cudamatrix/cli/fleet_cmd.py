@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from cudamatrix import render
-from cudamatrix.errors import Exit, UsageError
 from cudamatrix.cli.common import finish, guarded
+from cudamatrix.errors import Exit, UsageError
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 
 def _matrix(data_dir: Path | None):
@@ -32,8 +36,8 @@ class _Progress:
     """One line per node: a rich progress bar when stderr is a terminal, else plain lines on stderr."""
 
     def __init__(self) -> None:
-        self.bar = None
-        self.task = None
+        self.bar: Progress | None = None
+        self.task: Any = None  # rich's TaskID once the bar is up
 
     def __call__(self, done: int, total: int, node: str, status: str) -> None:
         if self.bar is None and sys.stderr.isatty():

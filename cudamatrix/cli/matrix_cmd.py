@@ -27,9 +27,9 @@ def show(
     data_dir: Optional[Path] = typer.Option(None, "--data", help="Read the matrix from this folder."),
 ) -> None:
     """Print matrix rows as tables, or as JSON (data.rows)."""
+    from cudamatrix.matrix import overlay
     from cudamatrix.matrix.data import load_matrix
     from cudamatrix.matrix.query import rows_for
-    from cudamatrix.matrix import overlay
     from cudamatrix.schema import to_dict
 
     matrix = load_matrix(str(data_dir) if data_dir else None)
@@ -44,7 +44,7 @@ def show(
     rows = rows_for(matrix, family, key)
     added = set((extra.releases.get(family) or []) if extra and not extra.ignored else [])
     for row in rows:  # rows the user's overlay added carry its date
-        if row.get("version") in added:
+        if extra is not None and row.get("version") in added:  # added is empty without an overlay
             row["overlay"] = extra.created
     data = {"family": family, "key": key, "matrix_version": matrix.meta.data_version, "rows": rows,
             "overlay": over}

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from cudamatrix import render
-from cudamatrix.errors import Exit, NoSolution, UsageError
 from cudamatrix.cli.common import Done, check_target_flags, echo, finish, guarded
+from cudamatrix.errors import Exit, NoSolution, UsageError
 
 
 def _matrix(data_dir: Path | None):
@@ -40,7 +40,6 @@ def _no_solution(command: str, exc: NoSolution, as_json: bool) -> None:
     from rich.markup import escape
 
     c = render.console(stderr=True)
-    E = render.escape
     c.print("[bold red]no consistent set[/]")
     for cause in exc.causes:
         machines = f" [dim](blocks: {escape(', '.join(cause.machines))})[/]" if cause.machines else ""
@@ -218,9 +217,8 @@ def run_env(shell: str = "bash", env: list[Path] | None = None, python: str | No
             as_json: bool = False) -> None:
     """Print the exports that fix library paths for this environment (nothing when nothing needs fixing)."""
     from cudamatrix.detect.libpaths import library_path_fix
-    from cudamatrix.solve.target import environments
-
     from cudamatrix.safe.shells import SHELLS, canonical
+    from cudamatrix.solve.target import environments
 
     name = canonical(shell)
     if name is None:

@@ -13,11 +13,12 @@ import shutil
 import threading
 import time
 from contextlib import contextmanager
+from typing import Any
 
-from cudamatrix.errors import UsageError
-from cudamatrix.models import Driver, Environment, Library, Note
 from cudamatrix.detect import context, driver, libpaths, libraries, loader, python_env, toolkits
 from cudamatrix.detect.text import MAX_BYTES, cudnn_version, version_from_int
+from cudamatrix.errors import UsageError
+from cudamatrix.models import Driver, Environment, Library, Note
 
 __all__ = ["detect", "from_reports", "load_environment", "read_report"]
 
@@ -29,7 +30,9 @@ class _Background(threading.Thread):
 
     def __init__(self, fn, *args) -> None:
         super().__init__(daemon=True)
-        self.fn, self.args, self.result, self.exc = fn, args, None, None
+        self.fn, self.args = fn, args
+        self.result: Any = None
+        self.exc: BaseException | None = None
         self.start()
 
     def run(self) -> None:

@@ -105,7 +105,7 @@ def probe_nvml(pynvml_dir):
         import pynvml
     except ImportError as exc:
         return {"probe": "nvml", "error": "pynvml not importable: %s" % exc, "code": None}
-    out = {"probe": "nvml", "path": mapped_path("libnvidia-ml.so")}
+    out = {"probe": "nvml", "path": mapped_path("libnvidia-ml.so")}  # type: dict
     try:
         pynvml.nvmlInit()
     except pynvml.NVMLError as exc:
@@ -129,7 +129,7 @@ def probe_nvml(pynvml_dir):
         out.update(error=str(exc), code=exc.value)
         count = 0
     for i in range(count):
-        gpu = {"index": i}
+        gpu = {"index": i}  # type: dict
         try:
             handle = pynvml.nvmlDeviceGetHandleByIndex(i)
         except pynvml.NVMLError as exc:

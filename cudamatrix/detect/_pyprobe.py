@@ -29,7 +29,7 @@ def relevant(name):
 
 def _headers(text):
     """Name, Version and Requires-Dist from a METADATA / PKG-INFO text (stops at the body)."""
-    out = {"Requires-Dist": []}
+    out = {"Requires-Dist": []}  # type: dict
     for line in text.replace("\r\n", "\n").split("\n\n", 1)[0].split("\n"):
         key, sep, value = line.partition(":")
         if not sep or line[:1] in " \t":

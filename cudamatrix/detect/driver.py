@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 import re
 
-from cudamatrix.models import Driver, GpuInfo, GpuProcess, Library, Note
 from cudamatrix.detect.text import version_from_int
+from cudamatrix.models import Driver, GpuInfo, GpuProcess, Library, Note
 
 _PROC_VERSION = re.compile(r"Kernel Module(?:\s+for\s+\S+)?\s+(?P<v>\d+\.\d+(?:\.\d+)?)")
 

@@ -27,9 +27,14 @@ import fnmatch
 import glob
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from cudamatrix.models import Environment, Framework, LibraryLoad
+
+if TYPE_CHECKING:
+    from cudamatrix.detect.loader import Resolution
 
 # the CUDA stack's libraries (what the findings and the verification compare)
 CUDA_LIB = re.compile(r"^lib(cuda|cudart|cudnn\w*|cublas\w*|nvrtc[\w.-]*|nvJitLink|cufft\w*|curand|cusparse\w*|"
@@ -39,7 +44,7 @@ _CUDA_LIBS_ENTRY = re.compile(r'\(\s*"([\w-]+)",\s*"(lib[^"]+)"\s*\)|"([\w-]+)":
 
 def predict_loads(frameworks: list[Framework], site_packages: list[str], executable: str | None,
                   environ: dict[str, str], ld_entries: list, *, cwd: str | None = None,
-                  mapped: list[str] = ()) -> list[LibraryLoad]:
+                  mapped: Sequence[str] = ()) -> list[LibraryLoad]:
     """The file each installed framework maps for every CUDA-stack SONAME, with the rule that chose it.
 
     ``mapped``: files already mapped into the process that will import the framework (a notebook kernel).
@@ -77,8 +82,8 @@ def _decisive(lm) -> dict[str, tuple]:
     """soname -> (the resolution that decided it, when). A request by name (DT_NEEDED, dlopen of a soname) is
     what the framework's own code gets; a by-path load (torch's preloads) decides only where no request by
     name was made, since a second file of the same soname is mapped beside the first but never used."""
-    by_name: dict[str, object] = {}
-    by_path: dict[str, object] = {}
+    by_name: dict[str, Resolution] = {}
+    by_path: dict[str, Resolution] = {}
     for res in lm.resolutions:
         if "/" in res.name:
             key = _soname(res.path) or os.path.basename(res.name)
@@ -269,14 +274,14 @@ def library_path_fix(env: Environment) -> dict[str, str]:
     changes: dict[str, str] = {}
     wrong = wrong_loads(env)
     current = env.context.env.get("LD_LIBRARY_PATH")
-    bad_dirs = {os.path.normpath(os.path.dirname(w.load.found_as or w.load.path)) for w in wrong
+    bad_dirs = {os.path.normpath(os.path.dirname(w.load.found_as or w.load.path or "")) for w in wrong
                 if w.cause == "LD_LIBRARY_PATH"}
     if current and bad_dirs:
         # ld.so splits on colons and semicolons (ld.so(8)); the kept entries keep the separator that followed
         # them, so the new value is the old text less the folders that win
         parts = re.split(r"([:;])", current)
         entries, seps = parts[0::2], parts[1::2] + [""]
-        kept = [(e, sep) for e, sep in zip(entries, seps) if e and os.path.normpath(e) not in bad_dirs]
+        kept = [(e, sep) for e, sep in zip(entries, seps, strict=False) if e and os.path.normpath(e) not in bad_dirs]
         if len(kept) != len([e for e in entries if e]):
             changes["LD_LIBRARY_PATH"] = "".join(e + (sep or ":") for e, sep in kept[:-1]) + \
                 (kept[-1][0] if kept else "")
@@ -284,9 +289,9 @@ def library_path_fix(env: Environment) -> dict[str, str]:
     bad_files = {w.load.path for w in wrong if w.cause == "LD_PRELOAD"}
     if preload and bad_files:
         items = [p for p in re.split(r"[:\s]+", preload) if p]
-        kept = [p for p in items if os.path.realpath(p) not in bad_files and p not in bad_files]
-        if len(kept) != len(items):
-            changes["LD_PRELOAD"] = " ".join(kept)
+        kept_files = [p for p in items if os.path.realpath(p) not in bad_files and p not in bad_files]
+        if len(kept_files) != len(items):
+            changes["LD_PRELOAD"] = " ".join(kept_files)
     return changes
 
 

@@ -19,6 +19,7 @@ import re
 import shutil
 import stat
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cudamatrix import proc
@@ -135,7 +136,7 @@ def _machine_flag() -> str:
 
 
 def search_dirs(environ: dict[str, str], root: str, site_packages: list[str],
-                conda_prefixes: list[str] = ()) -> list[tuple[str, str]]:
+                conda_prefixes: Sequence[str] = ()) -> list[tuple[str, str]]:
     """(folder, origin) pairs to scan, most specific first; LD_LIBRARY_PATH first as the loader does."""
     dirs: list[tuple[str, str]] = []
     for entry in environ.get("LD_LIBRARY_PATH", "").split(":"):
@@ -165,7 +166,7 @@ def _toolkit_lib_dirs(base: str) -> list[str]:
 
 
 def find_copies(environ: dict[str, str], root: str, site_packages: list[str], ld_entries: list[LdEntry],
-                wheel_owner: dict[str, str], conda_prefixes: list[str] = ()) -> list[Library]:
+                wheel_owner: dict[str, str], conda_prefixes: Sequence[str] = ()) -> list[Library]:
     """Every tracked library copy, one :class:`Library` per real file, in discovery order.
 
     ``wheel_owner`` maps an absolute file path (as RECORD lists it) to its distribution name;
@@ -240,7 +241,7 @@ def loader_view(copies: list[Library], environ: dict[str, str], ld_entries: list
     for lib in copies:
         if not lib.stub or lib.origin == "LD_LIBRARY_PATH":
             by_soname.setdefault(lib.soname, []).append(lib)
-    cache = {}
+    cache: dict[str, str] = {}
     for e in ld_entries:
         cache.setdefault(e.soname, e.path)
     ld_dirs = [d for d in environ.get("LD_LIBRARY_PATH", "").split(":") if d]
@@ -254,9 +255,9 @@ def loader_view(copies: list[Library], environ: dict[str, str], ld_entries: list
         for candidate in order:
             if os.path.exists(candidate):
                 real = os.path.realpath(candidate)
-                lib = next((x for x in libs if os.path.realpath(x.path) == real), None)
-                if lib is not None and lib not in reach:
-                    reach.append(lib)
+                found = next((x for x in libs if os.path.realpath(x.path) == real), None)
+                if found is not None and found not in reach:
+                    reach.append(found)
         if not reach:
             continue
         winner = reach[0]

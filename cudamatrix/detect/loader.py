@@ -9,10 +9,15 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re as _re
+import stat as _stat
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from cudamatrix import proc
+from cudamatrix.detect import elf as _elf
 from cudamatrix.detect.libraries import safe_environ
 
 _SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_loader.py")
@@ -63,7 +68,7 @@ def run_loader(libs: list[tuple[str, str]], nvml: bool, libcuda: bool, timeout: 
     answers = LoaderAnswers()
     if not (libs or nvml or libcuda):
         return answers
-    config = {"nvml": nvml, "libcuda": libcuda, "pynvml_dir": pynvml_dir() if nvml else None,
+    config: dict[str, Any] = {"nvml": nvml, "libcuda": libcuda, "pynvml_dir": pynvml_dir() if nvml else None,
               "libs": [{"path": p, "name": n} for p, n in libs], "skip": []}
     exe = python or sys.executable
     for _attempt in range(3):
@@ -114,11 +119,6 @@ def run_loader(libs: list[tuple[str, str]], nvml: bool, libcuda: bool, timeout: 
 # machine is skipped and the search goes on. Dependencies are mapped breadth-first. glibc-hwcaps
 # subfolders are not modelled.
 
-import re as _re
-import stat as _stat
-
-from cudamatrix.detect import elf as _elf
-
 
 @dataclass
 class Obj:
@@ -127,7 +127,7 @@ class Obj:
     path: str  # as ld.so found it (before symlinks are resolved; $ORIGIN is its folder)
     real: str  # what /proc/self/maps shows
     dyn: _elf.Dynamic | None
-    loader: "Obj | None" = None
+    loader: Obj | None = None
     names: set[str] = field(default_factory=set)
     ident: tuple[int, int] | None = None  # (st_dev, st_ino)
     how: str = ""  # how it came to be mapped: "LD_PRELOAD", "preload", "dlopen", "DT_NEEDED", "mapped"
@@ -200,7 +200,7 @@ def system_search(environ: dict[str, str], ld_entries: list, executable: str | N
 class LinkMap:
     """A simulated ld.so namespace. Load objects the way a process does; every answer is recorded."""
 
-    def __init__(self, search: Search, mapped: list[str] = ()) -> None:
+    def __init__(self, search: Search, mapped: Sequence[str] = ()) -> None:
         self.search = search
         self.objects: list[Obj] = []
         self._by_name: dict[str, Obj] = {}  # name -> the first object answering to it (glibc walks in load order)

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import sys
 
-from cudamatrix.errors import UsageError
-from cudamatrix.models import Environment, Note
-from cudamatrix.names import FRAMEWORK_DISTS
 from cudamatrix.detect.pastes import fields, nvsmi, packages, prints, tools
 from cudamatrix.detect.python_env import other_variant, torch_variant
 from cudamatrix.detect.text import MAX_BYTES, Paste, decode, ranges
+from cudamatrix.errors import UsageError
+from cudamatrix.models import Environment, Note
+from cudamatrix.names import FRAMEWORK_DISTS
 
 KNOWN = ("nvidia-smi, collect_env, jax.print_environment_info(), tf.sysconfig.get_build_info(), ldconfig -p, "
          "nvcc --version, pip freeze / pip list / conda list")

@@ -11,9 +11,12 @@ import re
 import shutil
 
 from cudamatrix import proc
-from cudamatrix.models import GpuInfo, GpuProcess
-from cudamatrix.detect.smi_base import BUS, SmiReading, lines_of as _lines, num as _num, version as _version
+from cudamatrix.detect.smi_base import BUS, SmiReading
+from cudamatrix.detect.smi_base import lines_of as _lines
+from cudamatrix.detect.smi_base import num as _num
+from cudamatrix.detect.smi_base import version as _version
 from cudamatrix.detect.smi_formats import gpu_line, parse_list, parse_q, parse_version, parse_xml
+from cudamatrix.models import DriverStatus, GpuInfo, GpuProcess
 
 __all__ = ["QUERY_FIELDS", "SmiReading", "gpu_line", "parse_error", "parse_list", "parse_q", "parse_query",
            "parse_table", "parse_version", "parse_xml", "probe"]
@@ -25,7 +28,7 @@ QUERY_FIELDS = ["index", "name", "driver_version", "memory.total", "memory.used"
 # --- error messages ------------------------------------------------------------------------------
 
 # (pattern, status); the message itself is kept as Driver.error
-_ERRORS: list[tuple[re.Pattern, str]] = [
+_ERRORS: list[tuple[re.Pattern, DriverStatus]] = [
     (re.compile(r"Failed to initialize NVML: Driver/library version mismatch.*"), "mismatch"),
     (re.compile(r"NVML library version: [\d.]+.*"), "mismatch"),
     (re.compile(r"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.*"), "absent"),
@@ -40,7 +43,7 @@ _ERRORS: list[tuple[re.Pattern, str]] = [
 ]
 
 
-def parse_error(text: str) -> tuple[str, str] | None:
+def parse_error(text: str) -> tuple[DriverStatus, str] | None:
     """Recognise an nvidia-smi failure message. Returns (status, message) or None."""
     for pattern, status in _ERRORS:
         m = pattern.search(text)
@@ -120,7 +123,7 @@ def parse_table(text: str | list[str], used: set[int] | None = None, only: list[
         if prose and not ("NVIDIA-SMI" in line and "Driver Version" in line):  # the header quoted in a sentence
             in_table = False
             continue
-        if "NVIDIA-SMI" in line and _HEADER.search(line):
+        if "NVIDIA-SMI" in line and (header := _HEADER.search(line)):
             out.found = in_table = True
             used.add(i)
             d = _DRIVER.search(line)
@@ -128,7 +131,7 @@ def parse_table(text: str | list[str], used: set[int] | None = None, only: list[
                 out.driver.version = _version(d.group("v"))
                 if "KMD Version" in line:
                     out.driver.kernel_module_version = out.driver.version
-                smi_version = _HEADER.search(line).group("smi")
+                smi_version = header.group("smi")
                 if _version(smi_version) and smi_version != out.driver.version:
                     out.driver.library_version = smi_version  # user-space tools vs driver (WSL shows both)
             c = _CUDA.search(line)
@@ -287,7 +290,7 @@ def parse_query(text: str | list[str], fields: list[str] | None = None, used: se
             continue
         out.found = True
         used.add(i)
-        values = dict(zip(current, cells))
+        values = dict(zip(current, cells, strict=False))
         index = _num(values.get("index")) if values.get("index", "").strip().isdigit() else row
         gpu = next((g for g in out.gpus if g.index == index), None)
         if gpu is None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from cudamatrix.models import Driver, GpuInfo
 from cudamatrix.detect.text import clean
+from cudamatrix.models import Driver, GpuInfo
 
 BUS = re.compile(r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d")
 _VERSION = re.compile(r"\d{1,9}(?:\.\d{1,9}){1,4}")

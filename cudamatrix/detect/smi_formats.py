@@ -2,8 +2,11 @@
 and ``-L``. Pure parsers; str methods and bounded patterns only, so a hostile line costs linear time."""
 from __future__ import annotations
 
+from cudamatrix.detect.smi_base import BUS, SmiReading
+from cudamatrix.detect.smi_base import lines_of as _lines
+from cudamatrix.detect.smi_base import num as _num
+from cudamatrix.detect.smi_base import version as _version
 from cudamatrix.models import GpuInfo
-from cudamatrix.detect.smi_base import BUS, SmiReading, lines_of as _lines, num as _num, version as _version
 
 _BUS = BUS
 

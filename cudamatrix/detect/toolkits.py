@@ -70,6 +70,6 @@ def probe(environ: dict[str, str], root: str, timeout: float) -> tuple[list[Tool
             continue
         seen.add(real)
         version, source = read_version_file(base)
-        if version:
+        if version and source:  # read_version_file gives both or neither
             toolkits.append(Toolkit(source=source, version=version, path=base))
     return toolkits, notes

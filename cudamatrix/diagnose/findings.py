@@ -11,12 +11,12 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from cudamatrix.solve import rules
-from cudamatrix.matrix.data import FrameworkRelease, Matrix, Variant
-from cudamatrix.models import Environment, Finding
-from cudamatrix.names import FAMILIES, family_of
-from cudamatrix.matrix.query import architecture
 from cudamatrix.diagnose.stated import stated_build
+from cudamatrix.matrix.data import FrameworkRelease, Matrix, Variant
+from cudamatrix.matrix.query import architecture
+from cudamatrix.models import Environment, Finding, Severity
+from cudamatrix.names import FAMILIES, family_of
+from cudamatrix.solve import rules
 from cudamatrix.solve.target import Target, from_environment
 
 BUSY_FRACTION = 0.8
@@ -107,7 +107,7 @@ def diagnose(env: Environment, matrix: Matrix) -> list[Finding]:
     # --- GPU architecture vs driver branch ------------------------------------------------------
     # a pasted report states the driver version without a status: the version is what the rules read
     driver_stated = bool(drv.version) and drv.status in ("ok", "unknown")
-    if driver_stated:
+    if driver_stated and drv.version:  # driver_stated implies a version; this tells the type checker
         branch = rules._branch(drv.version)
         for gpu in target.gpus:
             arch = architecture(matrix, gpu.compute_capability)
@@ -123,7 +123,7 @@ def diagnose(env: Environment, matrix: Matrix) -> list[Finding]:
                             title=f"Driver {drv.version} is older than the first driver for "
                                   f"{gpu.name or 'the GPU'}",
                             evidence=[reason.message, f"matrix row: {reason.row}"],
-                            fix=f"install driver {reason.need_driver} or newer (branch R{rules._branch(reason.need_driver)} "
+                            fix=f"install driver {reason.need_driver} or newer (branch R{rules._branch(reason.need_driver or '')} "
                                 f"or a later one)"))
 
     # --- framework builds vs this machine -------------------------------------------------------
@@ -134,14 +134,14 @@ def diagnose(env: Environment, matrix: Matrix) -> list[Finding]:
         release, var = inst.release, inst.variant
         if release is None or var is None:
             # not in the matrix: judge the build on what the environment states about it
-            release, var, unknown = stated_build(env, inst)
+            release, var, unknown = stated_build(env, inst)  # both None, or both set
             add(Finding(code="UNKNOWN_FRAMEWORK_BUILD", severity="info",
                         title=f"{label} is not in the matrix {matrix.meta.data_version}",
                         evidence=[f"variant {inst.variant_name or 'unknown'}"] +
                                  [f"unknown: {u}" for u in unknown],
                         fix="update cudamatrix for newer matrix data; the other findings about this build rest on "
                             "what the environment states about it"))
-            if var is None:
+            if release is None or var is None:
                 continue
         if has_gpu and var.cuda is None:
             add(Finding(code="CPU_ONLY_BUILD", severity="error", title=f"{label} is a CPU-only build on a GPU machine",
@@ -208,7 +208,7 @@ def _library_findings(env: Environment, matrix: Matrix, installed: list[Installe
         evidence = [f"{load.framework} maps {load.path} for {load.soname} ({load.rule}; "
                     f"{load.how} from {load.requested_by or 'the program'})",
                     f"its own copy: {load.expected} ({load.expected_rule})"]
-        severity = "error" if w.known_different or w.cause == "LD_PRELOAD" else "warning"
+        severity: Severity = "error" if w.known_different or w.cause == "LD_PRELOAD" else "warning"
         if w.cause == "LD_PRELOAD":
             out.append(Finding(code="LIBRARY_PRELOADED", severity=severity,
                                title=f"LD_PRELOAD puts {load.path} in place of {load.framework}'s {load.soname} "
@@ -217,7 +217,7 @@ def _library_findings(env: Environment, matrix: Matrix, installed: list[Installe
                                fix="remove it from LD_PRELOAD (cudamatrix env prints the change); a running notebook "
                                    "kernel keeps it until it is restarted without it"))
         else:
-            fix = ("remove " + os.path.dirname(load.found_as or load.path) + " from LD_LIBRARY_PATH (cudamatrix env "
+            fix = ("remove " + os.path.dirname(load.found_as or load.path or "") + " from LD_LIBRARY_PATH (cudamatrix env "
                    "prints the export)" if w.cause == "LD_LIBRARY_PATH" else
                    "restart the kernel, and import the framework before what loaded the other copy"
                    if w.cause == "loaded earlier" else "remove the other copy from the loader's path")
@@ -230,9 +230,10 @@ def _library_findings(env: Environment, matrix: Matrix, installed: list[Installe
     for inst in installed:
         if inst.variant is None or inst.variant.cudnn is None:
             continue
-        load = libpaths.cudnn_mapped(env, inst.name)
-        if load is None:
+        mapped = libpaths.cudnn_mapped(env, inst.name)
+        if mapped is None:
             continue
+        load = mapped
         built = inst.variant.cudnn
         have = libpaths.version_of(env, load.path)
         try:
@@ -367,6 +368,7 @@ def _family(dist: str) -> str:
 def _marker_ok(req: Requirement, env: Environment) -> bool:
     """Whether a declared requirement applies here. One behind an extra (``extra == "and-cuda"``) applies
     when its distribution is installed: that extra was asked for."""
+    assert req.marker is not None  # the caller asks only about requirements with a marker
     py = ".".join((env.python.version or "3.11").split(".")[:2])
     target = Target(name="m", python=py, platform=env.python.platform or "linux_x86_64")
     try:
@@ -453,7 +455,7 @@ def _advisories(env: Environment, matrix: Matrix) -> list[Finding]:
         if matched and adv.driver:
             from packaging.specifiers import SpecifierSet
 
-            matched = bool(env.driver.version) and SpecifierSet(adv.driver).contains(env.driver.version)
+            matched = bool(env.driver.version and SpecifierSet(adv.driver).contains(env.driver.version))
         if matched:
             out.append(Finding(code="KNOWN_BAD", severity="error", title=f"{adv.id}: {adv.symptom}",
                                evidence=list(adv.affects) + [adv.source], fix=adv.fix))
@@ -461,7 +463,7 @@ def _advisories(env: Environment, matrix: Matrix) -> list[Finding]:
 
 
 def _toolkit(env: Environment, matrix: Matrix) -> list[Finding]:
-    out = []
+    out: list[Finding] = []
     if not env.driver.cuda_version:
         return out
     try:

@@ -13,7 +13,7 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from cudamatrix.errors import UsageError
 from cudamatrix.models import Environment
@@ -50,7 +50,7 @@ def _detect_on_node() -> dict:
     from cudamatrix.detect import detect
     from cudamatrix.errors import CudamatrixError
 
-    out = {"hostname": socket.gethostname(), "python": sys.executable}
+    out: dict[str, Any] = {"hostname": socket.gethostname(), "python": sys.executable}
     try:
         # Ray leaves CUDA_VISIBLE_DEVICES alone for a task that asks no GPU (ray-project/ray#54868), so the
         # node's own setting reaches detect; the task asks none so that it never waits for a busy GPU
@@ -90,7 +90,7 @@ def gather_ray(address: str | None = None, timeout: float = 300.0, progress: Pro
         names = _unique_names([(n.get("NodeManagerHostname"), n["NodeID"]) for n in alive])
         task = ray.remote(num_cpus=0, num_gpus=0, max_retries=0)(_detect_on_node)
         refs = {}
-        for info, name in zip(alive, names):
+        for info, name in zip(alive, names, strict=False):
             strategy = NodeAffinitySchedulingStrategy(node_id=info["NodeID"], soft=False)
             refs[task.options(scheduling_strategy=strategy).remote()] = Node(
                 name, info.get("NodeManagerHostname"), info["NodeID"])
@@ -212,7 +212,7 @@ def gather_slurm(partition: str | None = None, nodes: int | None = None, timeout
     for task, lines in sorted(tasks.items(), key=lambda kv: int(kv[0])):
         answers.append((task, _parse_envelope("\n".join(lines), f"slurm task {task}")))
     names = _unique_names([(env.hostname if env else None, f"task{task}") for task, (env, _) in answers])
-    for (task, (env, error)), name in zip(answers, names):
+    for (task, (env, error)), name in zip(answers, names, strict=False):
         gathered.nodes.append(Node(name, env.hostname if env else None, task, env, error))
     if result.timed_out:
         gathered.nodes.append(Node("srun", None, None, None, f"srun {result.error}; later nodes did not answer"))
@@ -248,7 +248,7 @@ def write_fleet(gathered: Gathered, out: Path) -> dict:
     from cudamatrix.solve.target import FLEET_INDEX
 
     ok = [n for n in gathered.nodes if n.environment is not None]
-    classes = group([(n.name, n.environment) for n in ok])
+    classes = group([(n.name, n.environment) for n in ok if n.environment is not None])
     class_of = {name: c.id for c in classes for name in c.nodes}
     index = {
         "schema_version": 1,

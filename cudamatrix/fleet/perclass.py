@@ -17,7 +17,7 @@ from pathlib import Path
 from cudamatrix.errors import NoSolution
 from cudamatrix.fleet.classes import NodeClass, group
 from cudamatrix.matrix.data import Matrix
-from cudamatrix.models import Environment
+from cudamatrix.models import Environment, Solution
 from cudamatrix.solve.target import Target
 
 RAY_LABEL = "cudamatrix-class"
@@ -55,8 +55,8 @@ def load_fleet(matrix: Matrix, env_files: list[Path]) -> Fleet:
     paths = env_paths(env_files)
     names = [p.stem for p in paths]
     envs = [load_environment(str(p)) for p in paths]
-    targets = [from_environment(e, matrix, name=n) for e, n in zip(envs, names)]
-    return Fleet(names, envs, targets, group(list(zip(names, envs))))
+    targets = [from_environment(e, matrix, name=n) for e, n in zip(envs, names, strict=False)]
+    return Fleet(names, envs, targets, group(list(zip(names, envs, strict=False))))
 
 
 def _ray(solution, passthrough: list[str], cid: str) -> dict:
@@ -107,7 +107,7 @@ def lock_per_class(matrix: Matrix, fleet: Fleet, requirements: list[str], fmt: s
         mapping["single"] = True
         solutions = {c.id: (f"fleet.{ext}", joint) for c in fleet.classes}
     else:
-        answers: dict[frozenset, object] = {}  # classes the solver cannot tell apart get one solve
+        answers: dict[frozenset, Solution | NoSolution] = {}  # classes the solver cannot tell apart get one solve
         for cls in fleet.classes:
             key = fleet.solver_key(cls)
             if key not in answers:
@@ -144,6 +144,7 @@ def check_fleet(matrix: Matrix, fleet: Fleet, text: str | None, name: str | None
     ``text`` each node's installed frameworks are checked (nodes grouped by class and installed set)."""
     from cudamatrix.solve.checks import FRAMEWORK_DISTS, check_requirements
 
+    groups: list[tuple[NodeClass, list[int], Environment | None]]
     if text is not None:
         groups = [(cls, cls.members, None) for cls in fleet.classes]
     else:

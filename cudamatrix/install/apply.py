@@ -182,9 +182,12 @@ def apply(plan: Plan, *, on_progress: Progress | None = None, journal=None,
                 continue
             say("step", f"[{i}/{len(runnable)}] {step.reason}")
             env = {**os.environ, **step.env} if step.env else None
+
+            def on_start(pid: int, step_no: int = i) -> None:  # bound now: the loop moves i on
+                journal.record(child_pgid=pid, step=step_no)
+
             r = proc.run(step.argv, timeout=step.timeout_s, env=env, interrupt_grace=INTERRUPT_GRACE_S,
-                         on_output=lambda line: say("output", line), die_with_parent=True,
-                         on_start=lambda pid: journal.record(child_pgid=pid, step=i))
+                         on_output=lambda line: say("output", line), die_with_parent=True, on_start=on_start)
             journal.record(child_pgid=None)
             if not r.ok:
                 raise back(f"step {i} failed: {step.reason}", installer_error(r), step.argv,

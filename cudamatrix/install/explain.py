@@ -69,7 +69,9 @@ def explain(output: str) -> Cause | None:
         hits = [ln for ln in lines if rx.search(ln)]
         if hits:
             line = hits[0] if pick == "first" else hits[-1]
-            return Cause(kind=kind, line=_short(line, rx.search(line).start()), way_out=way_out)
+            m = rx.search(line)
+            assert m is not None  # line was picked because rx matches it
+            return Cause(kind=kind, line=_short(line, m.start()), way_out=way_out)
     return None
 
 

@@ -156,7 +156,7 @@ def begin(python: str, plan: Plan, before: list[InstalledDist], touched: set[str
     return journal
 
 
-def _record_hash(data_hash: "hashlib._Hash") -> str:
+def _record_hash(data_hash: hashlib._Hash) -> str:
     return "sha256=" + base64.urlsafe_b64encode(data_hash.digest()).rstrip(b"=").decode()
 
 

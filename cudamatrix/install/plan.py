@@ -13,9 +13,9 @@ import sys
 from urllib.parse import urlsplit
 
 from cudamatrix.errors import UsageError
-from cudamatrix.solve.indexes import mirror_url
 from cudamatrix.models import Environment, Finding, Plan, Solution, Step
 from cudamatrix.names import canonical
+from cudamatrix.solve.indexes import mirror_url
 
 # pip options that take a value, among those a solution may carry
 _INDEX_OPTIONS = ("--index-url", "-i", "--extra-index-url", "--find-links", "-f", "--trusted-host")
@@ -134,7 +134,7 @@ def make_plan(environment: Environment, solution: Solution, *, python: str, inst
     nothing needs to run. Raises UsageError for a non-https index URL without ``allow_http``, or an unknown
     installer.
     """
-    from cudamatrix.install.remedies import remedies, removals, reinstalls
+    from cudamatrix.install.remedies import reinstalls, remedies, removals
 
     steps: list[Step] = []
     pins = [p for p in solution.to_install if environment.packages.get(_canon(p.name)) != p.version]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from cudamatrix.models import Model
@@ -41,7 +42,7 @@ class Decision(Model):
     action: str  # "preload" | "restart" | "nothing" | "failed" (a preload that the loader refused)
     reason: str
     preload: list[str] = field(default_factory=list)  # in load order
-    mapped_wrong: list[dict[str, str]] = field(default_factory=list)  # {soname, mapped, wanted}
+    mapped_wrong: list[dict[str, str | None]] = field(default_factory=list)  # {soname, mapped, wanted}
     imported: list[str] = field(default_factory=list)  # frameworks already in sys.modules
     context: str = "python"
     restart_line: str | None = None
@@ -83,7 +84,7 @@ def read_maps() -> str:
         return ""
 
 
-def notebook_context(env: dict[str, str] | None = None, modules=None) -> str:
+def notebook_context(env: Mapping[str, str] | None = None, modules=None) -> str:
     """colab / kaggle / jupyter / python, from this process's modules and environment."""
     env = os.environ if env is None else env
     modules = sys.modules if modules is None else modules
@@ -110,7 +111,8 @@ def decide(wanted: list[str], *, maps_text: str | None = None, modules=None, con
     for p in mapped:
         by_soname.setdefault(soname_of(p), p)
     imported = [m for m in _FRAMEWORK_MODULES if m in modules]
-    wrong, todo = [], []
+    wrong: list[dict[str, str | None]] = []
+    todo: list[str] = []
     for path in wanted:
         real = os.path.realpath(path)
         if real in mapped_real:

@@ -15,6 +15,7 @@ Pure functions of values (no I/O). Rules, written down:
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -125,7 +126,8 @@ def _named(text: str, names) -> set[str]:
 
 def remedies(findings: list[Finding], plan: Plan, env: Environment) -> list[Remedy]:
     """One Remedy per error finding: the step that fixes it, or "not fixable here: <fix> (<why>)"."""
-    touched: dict[str, tuple[str, str]] = {}  # distribution -> (action, what the plan does to it)
+    # distribution -> (action, what the plan does to it)
+    touched: dict[str, tuple[Literal["uninstall", "reinstall", "install"], str]] = {}
     for r in plan.to_remove:
         touched[r.name] = ("uninstall", f"uninstall {r.name} {r.version or ''}".rstrip())
     solution = plan.solution

@@ -12,7 +12,7 @@ an object with ``project(name)`` and ``metadata(file)`` (an :class:`~cudamatrix.
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Iterable, Protocol
+from typing import AbstractSet, Any, Callable, Iterable, Protocol
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -215,7 +215,7 @@ def pair(parents: Iterable[str], companions: dict[str, SpecifierSet | None]) -> 
                 out[parent] = (comp, f"its Requires-Dist admits torch {parent} ({spec})")
                 break
         else:
-            if parent in companions and not (companions[parent] is not None and len(companions[parent])):
+            if parent in companions and not ((own := companions[parent]) is not None and len(own)):
                 out[parent] = (parent, "it declares no torch requirement; paired by equal version, the rule "
                                        "every earlier release of it follows with a torch==<own version> pin")
     return out
@@ -228,7 +228,7 @@ def _src(meta: Metadata) -> str:
 
 
 def torch_rows(index: Index, log: Log, read_version_py: Callable[[IndexFile], str | None] | None = None,
-               only: set[str] | None = None, skip_companions: set[str] = frozenset()) -> list[dict[str, Any]]:
+               only: set[str] | None = None, skip_companions: AbstractSet[str] = frozenset()) -> list[dict[str, Any]]:
     """torch releases with their default-index variant and torchvision/torchaudio pairings.
 
     ``only``: just these torch releases. ``skip_companions``: companion releases already paired elsewhere
@@ -238,12 +238,12 @@ def torch_rows(index: Index, log: Log, read_version_py: Callable[[IndexFile], st
     comps: dict[str, dict[str, tuple[str, str]]] = {}
     for comp in ("torchvision", "torchaudio"):
         specs: dict[str, SpecifierSet | None] = {}
-        for v, files in releases(index.project(comp)).items():
-            if str(v) in skip_companions:
+        for cv, cfiles in releases(index.project(comp)).items():
+            if str(cv) in skip_companions:
                 continue
-            f = pick(files)
+            f = pick(cfiles)
             if f is not None:
-                specs[str(v)] = requirement_of(index.metadata(f).requires_dist, "torch")
+                specs[str(cv)] = requirement_of(index.metadata(f).requires_dist, "torch")
         comps[comp] = pair(versions, specs)
         log(f"  {comp}: {len(specs)} releases, {len(comps[comp])} pairings")
     rows = []

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 OVERLAY_SCHEMA = 1
 FAMILIES = ("torch", "tensorflow", "jax")
-_applied: "weakref.WeakKeyDictionary[Matrix, OverlayInfo]" = weakref.WeakKeyDictionary()
+_applied: weakref.WeakKeyDictionary[Matrix, OverlayInfo] = weakref.WeakKeyDictionary()
 
 
 class OverlayError(CudamatrixError):
@@ -148,7 +148,7 @@ def check_rows(doc: dict[str, Any], shipped: Matrix) -> Matrix:
         raise OverlayError("the overlay's families are not torch/tensorflow/jax")
     if doc.get("sha256") != digest(fams):
         raise OverlayError("the overlay's rows do not match its sha256")
-    replaced = {}
+    replaced: dict[str, Any] = {}
     for fam, rows in fams.items():
         try:
             extra = validate(FrameworkFile, {"releases": rows}, f"overlay {fam}").releases

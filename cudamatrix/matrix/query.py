@@ -12,7 +12,6 @@ from cudamatrix.matrix.data import Advisory, Architecture, CudaRelease, CudnnRel
 from cudamatrix.names import FAMILY_NAMES
 from cudamatrix.schema import normalize_cc, to_dict
 
-
 _PREFIXES = ("nvidia ", "geforce ", "tesla ", "quadro ")
 # what NVML / nvidia-smi add to a product name: the form factor and memory of a board ("-PCIE-16GB",
 # "-SXM2-32GB", " 80GB HBM3"), "Laptop GPU", "with Max-Q Design"; and what the table truncates ("...")

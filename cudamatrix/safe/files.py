@@ -18,7 +18,7 @@ import secrets
 import stat
 from typing import Any
 
-from cudamatrix.errors import UsageError
+from cudamatrix.errors import CudamatrixError, UsageError
 
 MAX_READ = 4 * 1024 * 1024  # no input file this tool reads is legitimately larger
 _KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
@@ -96,7 +96,7 @@ def _size(n: int) -> str:
 
 
 def write_atomic(path: str | os.PathLike, data: str | bytes, *, mode: int | None = None,
-                 error: type[Exception] = UsageError) -> str:
+                 error: type[CudamatrixError] = UsageError) -> str:
     """Replace the regular file ``path`` (or create it) with ``data``, atomically. Returns the path written.
 
     A symlink at ``path`` is followed to its target (as shell redirection does); a device, FIFO, socket

@@ -228,7 +228,7 @@ def nvidia_require_cuda(solution: Solution, matrix: Matrix, targets: list[Target
     a build reaching a GPU by PTX needs its own CUDA. Never above what a target's driver reports: the NVIDIA
     container runtime refuses to start a container whose constraint the driver does not meet."""
     need: Version | None = None
-    for release, variant in _chosen(solution, matrix):
+    for _release, variant in _chosen(solution, matrix):
         if variant.cuda is None:
             continue
         gpus = [g for t in targets for g in t.gpus]

@@ -2,10 +2,17 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import overload
 
 from cudamatrix.models import Pin, Solution
 
 PYTORCH_INDEX_PREFIX = "https://download.pytorch.org/whl"
+
+
+@overload
+def mirror_url(url: str, mirror: str | None) -> str: ...
+@overload
+def mirror_url(url: str | None, mirror: str | None) -> str | None: ...
 
 
 def mirror_url(url: str | None, mirror: str | None) -> str | None:
@@ -47,8 +54,9 @@ def with_mirror(solution: Solution, mirror: str | None) -> Solution:
     def pins(items: list[Pin]) -> list[Pin]:
         return [Pin(name=p.name, version=p.version, extras=p.extras, index_url=swap(p.index_url)) for p in items]
 
-    args = [swap(a) if a.startswith(PYTORCH_INDEX_PREFIX) else a for a in solution.pip_args]
+    args = [mirror_url(a, mirror) if a.startswith(PYTORCH_INDEX_PREFIX) else a for a in solution.pip_args]
     return replace(solution, packages=pins(solution.packages), to_install=pins(solution.to_install),
-                   index_url=swap(solution.index_url), extra_index_urls=[swap(u) for u in solution.extra_index_urls],
+                   index_url=swap(solution.index_url),
+                   extra_index_urls=[mirror_url(u, mirror) for u in solution.extra_index_urls],
                    pip_args=args,
                    frameworks=[replace(f, index_url=swap(f.index_url)) for f in solution.frameworks])

@@ -3,6 +3,7 @@ requirements files back for ``check``. No I/O beyond the text handed in and retu
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -36,7 +37,7 @@ def _header(solution: Solution, targets: list[Target]) -> list[str]:
     return lines
 
 
-def requirements_txt(solution: Solution, targets: list[Target], passthrough: list[str] = ()) -> str:
+def requirements_txt(solution: Solution, targets: list[Target], passthrough: Sequence[str] = ()) -> str:
     """A pinned requirements file that `pip install -r` and `uv pip install -r` accept."""
     index_url, extra = index_layout(solution.packages, bool(passthrough))
     lines = _header(solution, targets)
@@ -49,7 +50,7 @@ def requirements_txt(solution: Solution, targets: list[Target], passthrough: lis
     return "\n".join(lines) + "\n"
 
 
-def uv_project(solution: Solution, targets: list[Target], passthrough: list[str] = ()) -> str:
+def uv_project(solution: Solution, targets: list[Target], passthrough: Sequence[str] = ()) -> str:
     """The uv project configuration: dependencies, [[tool.uv.index]] and [tool.uv.sources]."""
     lines = [f"# {line[2:]}" if line.startswith("# ") else line for line in _header(solution, targets)]
     lines.append("# merge into pyproject.toml")

@@ -62,7 +62,7 @@ def expand_metapackage(matrix: Matrix, req: Requirement) -> list[Requirement] | 
     name = canonicalize_name(req.name)
     for row in matrix.cuda.metapackages:
         if canonicalize_name(row.name) == name and row.version == Version(exact[0]):
-            out = []
+            out: list[Requirement] = []
             for extra in sorted(req.extras):
                 out.extend(Requirement(text) for text in row.requires.get(extra, []))
             return out

@@ -21,10 +21,19 @@ from packaging.version import Version
 from cudamatrix.matrix.data import CudnnRelease, FrameworkRelease, Matrix, Variant
 from cudamatrix.matrix.query import architecture, cuda_release, driver_max_cuda, driver_version, jetpack_only
 from cudamatrix.schema import cc_key
-from cudamatrix.solve.target import Target
+
 # the CUDA wheel requirements of a build live in pins; re-exported for the rules' callers
-from cudamatrix.solve.pins import (bundles_nvidia_wheels, conflict_pins, expand_metapackage,  # noqa: F401
-                                   implied_pins, library_key, marker_env, pin_conflicts, pins_for)
+from cudamatrix.solve.pins import (  # noqa: F401
+    bundles_nvidia_wheels,
+    conflict_pins,
+    expand_metapackage,
+    implied_pins,
+    library_key,
+    marker_env,
+    pin_conflicts,
+    pins_for,
+)
+from cudamatrix.solve.target import Target
 
 
 @dataclass(frozen=True)
@@ -162,7 +171,7 @@ def check(matrix: Matrix, release: FrameworkRelease, variant: Variant, target: T
             toolkit = cuda_release(matrix, variant.cuda)
             known = [c.rstrip("af") for c in toolkit.compute_capabilities] if toolkit else []
             lo = min(known, key=cc_key) if known else None
-            if lo and cc_key(cc) < cc_key(lo):
+            if lo and toolkit and cc_key(cc) < cc_key(lo):  # lo is known only when toolkit is
                 reasons.append(Reason(
                     "arch", f"{label} is built with CUDA {variant.cuda}, which compiles for compute capability "
                             f"{lo} and newer; {gname} ({cc}) is older, so the build has no kernel image for it",
@@ -180,11 +189,11 @@ def check(matrix: Matrix, release: FrameworkRelease, variant: Variant, target: T
                     "arch", f"{label} reaches {gname} (compute capability {cc}) only by PTX JIT, which the "
                             f"driver's minor-version compatibility does not cover", variant.source))
         else:
-            have = " ".join(f"sm_{a.replace('.', '')}" for a in variant.archs)
+            sass = " ".join(f"sm_{a.replace('.', '')}" for a in variant.archs)
             ptx = " ".join(f"compute_{a.replace('.', '')}" for a in variant.ptx) or "none"
             reasons.append(Reason(
                 "arch", f"{label} has no kernel image for {gname} (compute capability {cc}): "
-                        f"SASS {have or 'none'}, PTX {ptx}", variant.source))
+                        f"SASS {sass or 'none'}, PTX {ptx}", variant.source))
         reasons.extend(_cudnn_reasons(matrix, label, variant, cc, gname))
     return reasons
 
@@ -250,7 +259,8 @@ def gpu_driver_reason(matrix: Matrix, cc: str, name: str | None, driver: str, pl
                                      f"that drives it is unknown")
         return None  # older than every CUDA floor: the CUDA rule is the stricter one
     if platform.startswith("win"):
-        ok = _branch(driver) is not None and _branch(driver) >= _branch(floor)
+        have_branch, floor_branch = _branch(driver), _branch(floor)
+        ok = have_branch is not None and floor_branch is not None and have_branch >= floor_branch
     else:
         ok = _ge(driver, floor)
     if ok:

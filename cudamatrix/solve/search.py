@@ -201,7 +201,7 @@ def search(per_family: dict[str, list[Candidate]], targets: list[Target],
             problems = [p for label, reqs in fixed for p in rules.pin_conflicts(reqs, pins(c), label, c.label)]
             unknown = unknown_pins(c, targets) if fixed and not problems else None
             if problems or unknown:
-                result.rejected.append(Rejection(candidate=c.label, reasons=problems or [unknown],
+                result.rejected.append(Rejection(candidate=c.label, reasons=problems or [unknown or ""],
                                                  rules=["co_installed" if problems else "unknown"]))
             else:
                 keep.append(c)

@@ -239,7 +239,7 @@ def resolve(matrix: Matrix, *, env_files: list[Path], from_files: list[str] | No
     names = [Path(p).stem for p in env_files] if env_files else (["the pasted machine"] if from_files
                                                                   else ["this machine"])
     targets = []
-    for env, name in zip(envs, names):
+    for env, name in zip(envs, names, strict=False):
         base = from_environment(env, matrix, name=name)
         if flags:
             base = from_flags(matrix, driver=driver, gpus=gpus, python=py_version, platform=platform,

@@ -5,8 +5,8 @@ Usage: ``python child.py FRAMEWORK GPU_EXPECTED``. Writes JSON lines prefixed wi
 ``CUDAMATRIX-VERIFY`` on stdout: one per stage reached (so a parent can tell where a crash
 happened), the last one the result. Standard library only outside the framework itself.
 """
-import sys
 import os
+import sys
 
 # A script's folder comes first on sys.path: ours holds modules (errors, plan, ...) that must not
 # shadow anything the framework imports.
@@ -105,7 +105,7 @@ def mapped_libraries():
 def mapped_files():
     """Every shared object file mapped into this process (/proc/self/maps), in first-seen order: what the
     parent compares with the loader model's prediction."""
-    seen = {}
+    seen = {}  # type: dict[str, None]
     try:
         with open("/proc/self/maps") as f:
             for line in f:
@@ -202,7 +202,7 @@ def cpu_check(conv_cpu):
 def run_torch(gpu_expected):
     import torch
 
-    info = {"version": torch.__version__, "cuda": torch.version.cuda}
+    info = {"version": torch.__version__, "cuda": torch.version.cuda}  # type: dict
     emit(stage="imported", **info)
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False

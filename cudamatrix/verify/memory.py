@@ -228,8 +228,8 @@ def _agrees(report: Report, entry: dict, environment: Environment | None) -> boo
                 return False
             if fw.device_name and names and fw.device_name not in names:
                 return False
-        installed = [environment.packages.get(p) for p in _FW_PACKAGES.get(fw.framework, (fw.framework,))]
-        installed = [v for v in installed if v]
+        installed = [v for v in (environment.packages.get(p) for p in _FW_PACKAGES.get(fw.framework, (fw.framework,)))
+                     if v]
         if fw.version and installed and fw.version.split("+")[0] not in {v.split("+")[0] for v in installed}:
             return False
     return True
@@ -277,7 +277,7 @@ def store(key: str, report: Report, *, at: str | None = None, env: dict[str, str
         return False
     data = _read(None)
     data.pop(key, None)
-    mapped = sorted({lib.get("path") for fw in report.frameworks for lib in fw.mapped_libraries
+    mapped = sorted({lib["path"] for fw in report.frameworks for lib in fw.mapped_libraries
                      if isinstance(lib.get("path"), str)})
     entry = {"at": at or time.strftime("%Y-%m-%dT%H:%M:%S%z"), "report": report.to_dict(), "env": env or {},
              "mapped": [_file_identity(p) for p in mapped]}

@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import Any, Literal
 
 from cudamatrix import proc
 from cudamatrix.errors import Exit
@@ -43,7 +44,7 @@ _CAUSES = (
 )
 
 
-def classify(text: str) -> str | None:
+def classify(text: str | None) -> str | None:
     """The finding code for an error text, or None."""
     low = (text or "").lower()
     for needle, code in _CAUSES:
@@ -84,7 +85,7 @@ def verify(*, python: str | None = None, frameworks: list[str] | str = "all", ti
     return Report(status=overall(reports), frameworks=reports)
 
 
-def overall(reports: list[FrameworkReport]) -> str:
+def overall(reports: list[FrameworkReport]) -> Literal["verified", "failed", "not_possible"]:
     statuses = {r.status for r in reports}
     if "failed" in statuses or "not_installed" in statuses:
         return "failed"
@@ -104,7 +105,7 @@ def check(python: str, framework: str, *, gpu_expected: bool, timeout: float, en
     events = parse_events(r.stdout)
     last = events[-1] if events else {}
     stage = last.get("stage", "start-up")
-    fields = {k: last.get(k) for k in ("version", "cuda", "cudnn", "device_name", "compute_capability",
+    fields: dict[str, Any] = {k: last.get(k) for k in ("version", "cuda", "cudnn", "device_name", "compute_capability",
                                        "time_to_first_result_s", "max_abs_error")}
     fields["cpu_checked"] = any(e.get("stage") == "cpu_checked" for e in events)
     if fields["max_abs_error"] is None:  # no GPU comparison ran: the CPU against the reference
@@ -122,7 +123,7 @@ def check(python: str, framework: str, *, gpu_expected: bool, timeout: float, en
                                  mapped_libraries=last.get("mapped_libraries") or [],
                                  stderr_tail=tail if status == "failed" else None, **fields)
         # compared with the loader model by verify(); not serialised
-        report._maps, report._imported = last.get("maps"), any(e.get("stage") == "imported" for e in events)
+        vars(report).update(_maps=last.get("maps"), _imported=any(e.get("stage") == "imported" for e in events))
         return report
     if r.timed_out:
         cause = f"no result within {timeout:g}s (hung after stage {stage!r})"

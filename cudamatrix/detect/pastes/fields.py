@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import re
 
-from cudamatrix.models import Driver, Environment, GpuInfo, Library, Toolkit
 from cudamatrix.detect.libraries import _soname_guess, library_name, version_from_filename
 from cudamatrix.detect.pastes.merge import merge_driver, merge_gpus
 from cudamatrix.detect.python_env import canonical, torch_variant
 from cudamatrix.detect.smi import gpu_line
 from cudamatrix.detect.text import Paste
+from cudamatrix.models import Driver, Environment, GpuInfo, Library, Toolkit
 
 _EMPTY = {"", "could not collect", "n/a", "none", "no cuda", "unknown", "not found", "not available"}
 _LEADING_VERSION = re.compile(r"\d{1,4}(?:\.\d{1,9}){1,3}")
@@ -154,8 +154,8 @@ def read(paste: Paste, env: Environment) -> bool:
             v = _leading_version(_value(value))
             if v:
                 facts.packages[fact[4:]] = value.split()[0]
-        elif fact and _value(value) and fact not in facts.values:
-            facts.values[fact] = _value(value)
+        elif fact and (shown := _value(value)) and fact not in facts.values:
+            facts.values[fact] = shown
     if "sglang" in facts.labels:
         _sglang_packages(paste, facts, claimed)
     if not _enough(facts):
@@ -173,8 +173,9 @@ def _gpu_field(facts: _Facts, label: str, indices: list[int], value: str) -> Non
     facts.labels.add("gpu")
     if label.endswith("compute capability"):
         cc = _leading_version(value)
-        for idx in indices if cc else []:
-            facts.cc[idx] = cc
+        if cc:
+            for idx in indices:
+                facts.cc[idx] = cc
         return
     name = value.strip()
     if name.endswith(")") and "(UUID:" in name:

@@ -2,10 +2,10 @@
 and its error messages (the parsers live in :mod:`cudamatrix.detect.smi`)."""
 from __future__ import annotations
 
-from cudamatrix.models import Driver, Environment, Note
 from cudamatrix.detect import smi
 from cudamatrix.detect.pastes.merge import merge_driver, merge_gpus
 from cudamatrix.detect.text import Paste
+from cudamatrix.models import Driver, Environment, Note
 
 # the lines each parser needs to see, found with str methods (linear, and cheap on a long paste)
 _CANDIDATES = {

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import re
 
-from cudamatrix.models import Environment, Framework, Toolkit
 from cudamatrix.detect.python_env import canonical
 from cudamatrix.detect.text import Paste
+from cudamatrix.models import Environment, Framework, Toolkit
 
 _DIST = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,100}")
 _VERSION = re.compile(r"\d[\w.+!-]{0,80}")

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import re
 
-from cudamatrix.models import Environment, Framework, GpuInfo
 from cudamatrix.detect.pastes.merge import merge_gpus
 from cudamatrix.detect.text import Paste, cudnn_version
+from cudamatrix.models import Environment, Framework, GpuInfo
 
 _EXPR = re.compile(r"torch\.__version__|torch\.version\.cuda|torch\.backends\.cudnn\.version\(\)|"
                    r"torch\.cuda\.get_device_name\([^()\n]{0,20}\)|torch\.cuda\.is_available\(\)|"
@@ -39,9 +39,9 @@ def read(paste: Paste, env: Environment, state: dict) -> bool:
         if i in paste.commands or line.lstrip().startswith(("python", "print(")):
             outs = _outputs(paste, i)
             if len(outs) == len(exprs):
-                pairs = list(zip(exprs, (lines[j].strip() for j in outs)))
+                pairs = list(zip(exprs, (lines[j].strip() for j in outs), strict=False))
             elif len(outs) >= 1 and len(lines[outs[0]].split()) == len(exprs) and "gpu" not in map(_key, exprs):
-                pairs = list(zip(exprs, lines[outs[0]].split()))
+                pairs = list(zip(exprs, lines[outs[0]].split(), strict=False))
                 outs = outs[:1]
             else:
                 continue

@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 import re
 
-from cudamatrix.models import Driver, Environment, GpuInfo, Library, Note, Toolkit
 from cudamatrix.detect.libraries import library_name, version_from_filename
 from cudamatrix.detect.pastes.merge import merge_driver, merge_gpus
 from cudamatrix.detect.text import Paste, version_from_int
+from cudamatrix.models import Driver, Environment, GpuInfo, Library, Note, Toolkit
 
 _NVCC = re.compile(r"release (?P<short>\d{1,3}\.\d{1,3}), V(?P<full>\d{1,3}\.\d{1,3}\.\d{1,6})")
 _NVCC_SHORT = re.compile(r"Cuda compilation tools, release (?P<short>\d{1,3}\.\d{1,3})")
