@@ -72,7 +72,7 @@ def test_lock_requirements_exact(capsys, tmp_path, data, driver, request_, extra
     text = out.read_text()
     assert body(text) == lines
     assert text.splitlines()[0] == "# written by cudamatrix lock from matrix test"
-    assert f"# target target: GPU (sm 7.5); driver {driver}; Python 3.11; linux_x86_64" in text.splitlines()
+    assert f"# target GPU (sm 7.5); driver {driver}; Python 3.11; linux_x86_64" in text.splitlines()
 
 
 def test_lock_uv_format_drops_the_local_version(capsys, data):
