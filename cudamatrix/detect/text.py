@@ -128,8 +128,19 @@ class Paste:
         if not any(n in self.text for n in needles):
             return []
         found: set[int] = set()
+        text = self.text
         for needle in needles:
-            if needle in self.text:
+            count = text.count(needle) if needle and "\n" not in needle else -1
+            if count == 0:
+                continue
+            if 0 < count <= len(self.lines) // 8:  # rare: find each occurrence, its line by bisection
+                pos = text.find(needle)
+                while pos >= 0:
+                    i = self.line_of(pos)
+                    found.add(i)
+                    starts = self._starts or []  # line_of() has filled them
+                    pos = text.find(needle, starts[i + 1] if i + 1 < len(starts) else len(text))
+            else:
                 found.update([i for i, line in enumerate(self.lines) if needle in line])
         return sorted(found)
 
