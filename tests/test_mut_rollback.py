@@ -107,25 +107,39 @@ def _pip(py: str, *args: str) -> list[str]:
 
 
 FAIL = "mut-missing==9.9"  # no such wheel in the folder: the step fails after the earlier steps changed things
+# pip's words for it, and the root cause cudamatrix/install/explain.py reads from them (kind "not on the index")
+MISSING = "ERROR: Could not find a version that satisfies the requirement mut-missing==9.9 (from versions: none)"
+NOT_ON_INDEX = ("the index listed no file for it: a wrong index URL (--mirror), an index that did not answer (pip says "
+                "so only when it retries: PIP_RETRIES), or no build for this Python and platform (cudamatrix solve)")
 
 
 @pytest.mark.slow
 def test_failed_plan_restores_from_the_plans_own_find_links(world):
     py, wheels = world
     plan = Plan(python=py, steps=[
+        Step(kind="uninstall", reason="drop b", argv=_pip(py, "uninstall", "-y", "mut-b")),
         Step(kind="install", reason="upgrade a", argv=_pip(py, "install", "--no-deps", "--find-links", str(wheels),
                                                             "mut-a==2.0")),
         Step(kind="install", reason="a wheel that is not there", argv=_pip(py, "install", "--no-deps", "--find-links",
                                                                             str(wheels), FAIL))])
+    seen: list[tuple[str, str]] = []
     with pytest.raises(InstallFailed) as err:
-        apply(plan)
-    # mut-a 1.0 is only in the wheel folder: without the plan's --find-links pip could not reinstall it
+        apply(plan, on_progress=lambda event, text: seen.append((event, text)))
     assert _versions(py) == {"mut-a": "1.0", "mut-b": "1.0"}
+    # mut-a is pinned by the plan: the journal saved a wheel of it and puts it back from there; mut-b is not in
+    # the plan's to_remove, so no wheel of it was saved and it is only in the wheel folder: without the plan's
+    # --find-links pip could not reinstall it
+    assert [t for ev, t in seen if ev == "restore"] == [
+        "restoring the starting set", "uninstall mut-a", "reinstall from the saved wheels: mut-a",
+        "reinstall mut-b 1.0"]
     e = err.value
     assert e.exit_code == Exit.INSTALL_FAILED == 4
     assert e.detail["not_restored"] == []
-    assert [(d["name"], d["version"]) for d in e.detail["restored"]] == [("mut-a", "1.0")]
-    assert e.hint == "the environment is back to its starting set (restored mut-a 1.0)"
+    assert sorted((d["name"], d["version"]) for d in e.detail["restored"]) == [("mut-a", "1.0"), ("mut-b", "1.0")]
+    restored = ", ".join(f"{d['name']} {d['version']}" for d in e.detail["restored"])
+    assert e.hint == f"{NOT_ON_INDEX}; the environment is back to its starting set (restored {restored})"
+    assert str(e) == f"install failed, step 3 failed: a wheel that is not there: not on the index: {MISSING}"
+    assert e.detail["cause"] == {"kind": "not on the index", "line": MISSING, "way_out": NOT_ON_INDEX}
     assert e.detail["argv"][-1] == FAIL and "mut-missing" in e.detail["installer_error"]
 
 
@@ -137,12 +151,16 @@ def test_what_cannot_be_put_back_is_named(world):
         Step(kind="install", reason="a wheel that is not there", argv=_pip(py, "install", "--no-deps", "--find-links",
                                                                             str(wheels), FAIL))])
     (wheels / "mut_b-1.0-py3-none-any.whl").unlink()  # the only copy of mut-b 1.0 is gone
+    seen: list[tuple[str, str]] = []
     with pytest.raises(InstallFailed) as err:
-        apply(plan)
+        apply(plan, on_progress=lambda event, text: seen.append((event, text)))
     assert _versions(py) == {"mut-a": "1.0"}
     assert err.value.detail["not_restored"] == ["mut-b 1.0"]
     assert err.value.detail["restored"] == []
-    assert err.value.hint == "could not restore: mut-b 1.0; reinstall them by hand"
+    # the plan does not list mut-b in to_remove: the journal saved no wheel of it, and the plan's wheel folder lost it
+    assert [t for ev, t in seen if ev == "restore"] == ["restoring the starting set", "reinstall mut-b 1.0"]
+    assert err.value.hint == (f"{NOT_ON_INDEX}; could not restore: mut-b 1.0; the journal keeps what is needed: "
+                              f"cudamatrix fix --rollback --python {py}")
 
 
 @pytest.mark.slow
@@ -207,9 +225,13 @@ def test_progress_events_of_a_failed_plan(world):
     with pytest.raises(InstallFailed):
         apply(plan, on_progress=lambda event, text: seen.append((event, text)))
     steps = [t for e, t in seen if e == "step"]
-    assert steps == ["[1/2] upgrade a", "[2/2] a wheel that is not there"]
+    # one dry run per install step (what it would replace), then the journal saves the pinned mut-a, then the steps
+    assert steps == ["asking the installer what the plan changes (dry run)",
+                     "asking the installer what the plan changes (dry run)",
+                     "saving mut-a 1.0 for a rollback without network",
+                     "[1/2] upgrade a", "[2/2] a wheel that is not there"]
     restore = [t for e, t in seen if e == "restore"]
-    assert restore == ["restoring the starting set", "uninstall mut-a", "reinstall mut-a 1.0"]
+    assert restore == ["restoring the starting set", "uninstall mut-a", "reinstall from the saved wheels: mut-a"]
     assert any(e == "output" for e, _ in seen) and not any(e == "done" for e, _ in seen)
 
 
@@ -230,8 +252,9 @@ def test_a_failing_step_that_changed_nothing_restores_nothing():
     e = err.value
     assert str(e) == "install failed, step 2 failed: second: ERROR: no such wheel"
     assert e.hint == "the environment is back to its starting set"
-    assert e.detail == {"installer_error": "ERROR: no such wheel", "argv": plan.steps[2].argv, "restored": [],
-                        "not_restored": []}
+    # no known root cause in "ERROR: no such wheel" (explain.py): the installer's words stand alone
+    assert e.detail == {"installer_error": "ERROR: no such wheel", "cause": None, "argv": plan.steps[2].argv,
+                        "restored": [], "not_restored": []}
     assert [t for ev, t in seen if ev == "step"] == ["[1/2] first", "[2/2] second"]
     assert ("output", "first ok") in seen and not [t for ev, t in seen if ev == "restore"]
 

@@ -9,7 +9,7 @@ import pytest
 
 from cudamatrix.diagnose.findings import diagnose
 from cudamatrix.matrix.data import Advisory, AdvisoryFile
-from cudamatrix.models import Context, Driver, Environment, Framework, GpuInfo, Library, PythonInfo
+from cudamatrix.models import Context, Driver, Environment, Framework, GpuInfo, Library, LibraryLoad, PythonInfo
 from smallmatrix import build, release, replace, variant
 
 # a torch build for CUDA 12.1 with cuDNN 9.1.0 (constructed), paired with torchvision 0.20.1 (the pairing the
@@ -48,37 +48,63 @@ def cudnn(path: str, version: str, origin: str, first: bool) -> Library:
 
 
 # cuDNN's API compatibility (cuDNN Developer Guide, "API Compatibility"): an application built against one cuDNN
-# major runs only with a library of that major. torch 2.5.1 cu121 is built with cuDNN 9; a cuDNN 8 copy that
-# loads first from LD_LIBRARY_PATH breaks it (CUDNN_MISMATCH); a copy the loader finds through ldconfig does
-# not decide what the framework loads (its RPATH wins), so only LIBRARY_SHADOWED's warning remains.
+# major runs only with a library of that major; torch's own check (torch/backends/cudnn/__init__.py) also wants a
+# runtime minor no lower than the compiled one. torch 2.5.1 cu121 is built with cuDNN 9.1. Library findings come
+# only from the loader model's prediction (Environment.library_loads, detect/libpaths.py): a cuDNN 8 that torch
+# is predicted to map breaks it (CUDNN_MISMATCH); a cuDNN 9.0 on LD_LIBRARY_PATH that wins over the wheel's
+# DT_RUNPATH copy is both a wrong load (LIBRARY_SHADOWED) and too old a minor (CUDNN_MISMATCH); a copy found
+# through ldconfig does not decide what torch maps (its DT_RPATH wins), so nothing is wrong. Without a
+# prediction (a pasted environment) a different copy first on LD_LIBRARY_PATH is at most a warning.
+RPATH = "DT_RPATH of libtorch_cuda.so"
+
+
+def maps(path: str, rule: str, **kw) -> LibraryLoad:
+    """The loader model's prediction: torch maps ``path`` for its libcudnn (``expected``: its own copy)."""
+    return LibraryLoad("torch", path.rsplit("/", 1)[1], path, rule, **kw)
+
+
 CUDNN_MAJOR = [
-    ([cudnn("/opt/cudnn8/lib/libcudnn.so.8", "8.9.2", "LD_LIBRARY_PATH", True)], ["CUDNN_MISMATCH"]),
+    ([cudnn("/opt/cudnn8/lib/libcudnn.so.8", "8.9.2", "LD_LIBRARY_PATH", True)],
+     [maps("/opt/cudnn8/lib/libcudnn.so.8", "LD_LIBRARY_PATH")], ["CUDNN_MISMATCH"]),
     ([cudnn("/opt/cudnn9/lib/libcudnn.so.9", "9.0.0", "LD_LIBRARY_PATH", True),
-      cudnn(WHEEL_CUDNN, "9.1.0", "wheel:nvidia-cudnn-cu12", False)], ["LIBRARY_SHADOWED"]),
+      cudnn(WHEEL_CUDNN, "9.1.0", "wheel:nvidia-cudnn-cu12", False)], [], ["LIBRARY_SHADOWED"]),
     ([cudnn("/usr/lib/x86_64-linux-gnu/libcudnn.so.9", "9.0.0", "ldconfig", True),
-      cudnn(WHEEL_CUDNN, "9.1.0", "wheel:nvidia-cudnn-cu12", False)], ["LIBRARY_SHADOWED"]),
-    ([cudnn("/usr/lib/x86_64-linux-gnu/libcudnn.so.8", "8.9.2", "ldconfig", True)], []),
-    ([cudnn(WHEEL_CUDNN, "9.1.0", "wheel:nvidia-cudnn-cu12", True)], []),
+      cudnn(WHEEL_CUDNN, "9.1.0", "wheel:nvidia-cudnn-cu12", False)], [maps(WHEEL_CUDNN, RPATH)], []),
+    ([cudnn("/opt/cudnn9/lib/libcudnn.so.9", "9.0.0", "LD_LIBRARY_PATH", True),
+      cudnn(WHEEL_CUDNN, "9.1.0", "wheel:nvidia-cudnn-cu12", False)],
+     [maps("/opt/cudnn9/lib/libcudnn.so.9", "LD_LIBRARY_PATH", expected=WHEEL_CUDNN,
+           expected_rule="DT_RUNPATH of libtorch_cuda.so")], ["CUDNN_MISMATCH", "LIBRARY_SHADOWED"]),
+    ([cudnn("/usr/lib/x86_64-linux-gnu/libcudnn.so.8", "8.9.2", "ldconfig", True)], [], []),
+    ([cudnn(WHEEL_CUDNN, "9.1.0", "wheel:nvidia-cudnn-cu12", True)], [maps(WHEEL_CUDNN, RPATH)], []),
     ([cudnn("/opt/cudnn9/lib/libcudnn.so.9", "9.1.0", "LD_LIBRARY_PATH", True),
-      cudnn(WHEEL_CUDNN, "9.1.0", "wheel:nvidia-cudnn-cu12", False)], []),
+      cudnn(WHEEL_CUDNN, "9.1.0", "wheel:nvidia-cudnn-cu12", False)], [], []),
 ]
 
 
-@pytest.mark.parametrize("libraries, expected", CUDNN_MAJOR)
-def test_cudnn_major_that_loads_first(libraries, expected):
-    assert codes(env(libraries=libraries)) == expected
+@pytest.mark.parametrize("libraries, loads, expected", CUDNN_MAJOR)
+def test_cudnn_major_that_loads_first(libraries, loads, expected):
+    environment = env(libraries=libraries)
+    environment.library_loads = loads
+    assert codes(environment) == expected
 
 
 def test_library_shadowed_severity_and_fix():
-    found = diagnose(env(libraries=CUDNN_MAJOR[1][0], ld_path="/opt/cudnn9/lib:/usr/local/nvidia/lib64"),
-                     build(TORCH))
-    shadow = next(f for f in found if f.code == "LIBRARY_SHADOWED")
-    assert shadow.severity == "error"
+    libraries, loads, _ = CUDNN_MAJOR[3]
+    predicted = env(libraries=libraries, ld_path="/opt/cudnn9/lib:/usr/local/nvidia/lib64")
+    predicted.library_loads = loads
+    shadow = next(f for f in diagnose(predicted, build(TORCH)) if f.code == "LIBRARY_SHADOWED")
+    assert shadow.severity == "error"  # both versions are known and differ
+    assert shadow.title == ("torch will map /opt/cudnn9/lib/libcudnn.so.9 for libcudnn.so.9, not its own copy "
+                            "(9.0.0 where the framework's own copy is 9.1.0)")
     assert shadow.fix == "remove /opt/cudnn9/lib from LD_LIBRARY_PATH (cudamatrix env prints the export)"
-    assert shadow.evidence == ["loaded first: /opt/cudnn9/lib/libcudnn.so.9",
-                               f"shadowed: {WHEEL_CUDNN} (wheel:nvidia-cudnn-cu12)"]
-    system = next(f for f in diagnose(env(libraries=CUDNN_MAJOR[2][0]), build(TORCH)) if f.code == "LIBRARY_SHADOWED")
-    assert system.severity == "warning"
+    assert shadow.evidence == ["torch maps /opt/cudnn9/lib/libcudnn.so.9 for libcudnn.so.9 (LD_LIBRARY_PATH; "
+                               "DT_NEEDED from the program)",
+                               f"its own copy: {WHEEL_CUDNN} (DT_RUNPATH of libtorch_cuda.so)"]
+    # the same machine pasted without a prediction: whether torch's DT_RPATH wins is unknown, so a warning
+    pasted = next(f for f in diagnose(env(libraries=libraries), build(TORCH)) if f.code == "LIBRARY_SHADOWED")
+    assert pasted.severity == "warning"
+    assert pasted.title == "libcudnn.so.9 on LD_LIBRARY_PATH (9.0.0) may win over the wheel's copy (9.1.0)"
+    assert pasted.fix == "run cudamatrix doctor on the machine itself"
 
 
 # cuDNN Support Matrix: cuDNN 9.1.0 supports compute capability 5.0 and newer, so a K80 (3.7) is refused.

@@ -125,6 +125,11 @@ def test_file_clobber():
     (f,) = diagnose(e, M)
     assert (f.code, f.title, f.evidence) == ("FILE_CLOBBER", "cupy-cuda12x and cupy-cuda13x install the same file",
                                              ["cupy/__init__.py"])
+    # several files of the same pair: one finding that counts them and lists them sorted
+    e.file_conflicts.append(FileConflict(path="cupy/_core/core.so", distributions=["cupy-cuda13x", "cupy-cuda12x"]))
+    (f,) = diagnose(e, M)
+    assert (f.code, f.title, f.evidence) == ("FILE_CLOBBER", "cupy-cuda12x and cupy-cuda13x install the same 2 files",
+                                             ["cupy/__init__.py", "cupy/_core/core.so"])
 
 
 TOOLKIT = [
@@ -220,10 +225,9 @@ def test_clobber_fix_and_torchaudio_pairing():
 
 
 def test_library_findings_over_several_libraries():
-    from cudamatrix.models import Library
+    from cudamatrix.models import Library, LibraryLoad
 
     libs = [
-        # a library whose first copy is the wheel's: nothing to say; the next soname is still looked at
         Library(name="cublas", soname="libcublas.so.12", path="/w/libcublas.so.12", origin="wheel:nvidia-cublas-cu12",
                 version="12.1.3", loaded_first=True),
         Library(name="cublas", soname="libcublas.so.12", path="/usr/lib/libcublas.so.12", origin="ldconfig",
@@ -233,25 +237,48 @@ def test_library_findings_over_several_libraries():
         Library(name="cudnn", soname="libcudnn.so.9", path="/w/libcudnn.so.9", origin="wheel:nvidia-cudnn-cu12",
                 version="9.1.0"),
     ]
-    (f,) = [f for f in diagnose(env(libraries=libs), M) if f.code == "LIBRARY_SHADOWED"]
-    assert f.title == "libcudnn.so.9 from LD_LIBRARY_PATH (version unknown) wins over the wheel's copy (9.1.0)"
-    system = [replace(libs[2], origin="/usr/local/cuda", version="9.0.0"), replace(libs[3], version=None)]
-    (g,) = [f for f in diagnose(env(libraries=system), M) if f.code == "LIBRARY_SHADOWED"]
-    assert g.title == ("libcudnn.so.9 from /usr/local/cuda (9.0.0) wins over the wheel's copy (version unknown)")
-    assert g.fix == ("the framework's own RPATH usually wins; if it does not, remove the system copy from the "
-                     "loader's path")
+    # the loader model's predictions (detect/libpaths.wrong_loads): torch maps its wheel's cuBLAS (nothing to say;
+    # the next load is still looked at), but LD_LIBRARY_PATH's cuDNN wins over its DT_RUNPATH copy
+    loads = [LibraryLoad("torch", "libcublas.so.12", "/w/libcublas.so.12", "DT_RPATH of libtorch_cuda.so"),
+             LibraryLoad("torch", "libcudnn.so.9", "/opt/c/libcudnn.so.9", "LD_LIBRARY_PATH",
+                         expected="/w/libcudnn.so.9", expected_rule="DT_RUNPATH of libtorch_cuda.so")]
+    (f,) = [f for f in diagnose(env(libraries=libs, library_loads=loads), M) if f.code == "LIBRARY_SHADOWED"]
+    # the mapped copy's version is unknown, so it is not known to differ: a warning
+    assert f.severity == "warning"
+    assert f.title == ("torch will map /opt/c/libcudnn.so.9 for libcudnn.so.9, not its own copy (version unknown "
+                       "where the framework's own copy is 9.1.0)")
+    assert f.fix == "remove /opt/c from LD_LIBRARY_PATH (cudamatrix env prints the export)"
+    # a system copy an earlier import already mapped (a notebook kernel): it wins over torch's own copy
+    system = [replace(libs[2], path="/usr/local/cuda/lib64/libcudnn.so.9", origin="ldconfig", version="9.0.0"),
+              replace(libs[3], version=None)]
+    earlier = [LibraryLoad("torch", "libcudnn.so.9", "/usr/local/cuda/lib64/libcudnn.so.9",
+                           "already loaded (a dependency loaded earlier)", expected="/w/libcudnn.so.9",
+                           expected_rule="DT_RPATH of libtorch_cuda.so")]
+    (g,) = [f for f in diagnose(env(libraries=system, library_loads=earlier), M) if f.code == "LIBRARY_SHADOWED"]
+    assert (g.severity, g.title) == ("warning", "torch will map /usr/local/cuda/lib64/libcudnn.so.9 for libcudnn.so.9, "
+                                                "not its own copy (9.0.0 where the framework's own copy is of "
+                                                "unknown version)")
+    assert g.fix == "restart the kernel, and import the framework before what loaded the other copy"
 
 
 def test_cudnn_major_mismatch_names_the_copy():
-    from cudamatrix.models import Library
+    from cudamatrix.models import Library, LibraryLoad
 
     libs = [Library(name="cudnn", soname="libcudnn.so.x", path="/bad", origin="LD_LIBRARY_PATH", version="garbage",
                     loaded_first=True),
             Library(name="cudnn", soname="libcudnn.so.8", path="/opt/c8/libcudnn.so.8", origin="LD_LIBRARY_PATH",
                     version="8.9.2", loaded_first=True)]
-    (f,) = [f for f in diagnose(env(libraries=libs), M) if f.code == "CUDNN_MISMATCH"]
-    assert f.title == "torch 2.5.1+cu121 was built with cuDNN 9.1.0 but cuDNN 8.9.2 loads first"
-    assert (f.evidence, f.fix) == (["/opt/c8/libcudnn.so.8"], "remove that folder from LD_LIBRARY_PATH")
+    # a predicted load whose SONAME has no major number is not a cuDNN load; the next one is
+    loads = [LibraryLoad("torch", "libcudnn.so.x", "/bad", "LD_LIBRARY_PATH"),
+             LibraryLoad("torch", "libcudnn.so.8", "/opt/c8/libcudnn.so.8", "LD_LIBRARY_PATH")]
+    (f,) = [f for f in diagnose(env(libraries=libs, library_loads=loads), M) if f.code == "CUDNN_MISMATCH"]
+    assert (f.severity, f.title) == ("error", "torch 2.5.1+cu121 was built with cuDNN 9.1.0 but will map cuDNN 8.9.2 "
+                                              "from /opt/c8/libcudnn.so.8")
+    assert f.evidence == ["libcudnn.so.8: /opt/c8/libcudnn.so.8 (LD_LIBRARY_PATH)",
+                          "torch needs the same major and a minor at least the compiled one"]
+    assert f.fix == "remove /opt/c8 from LD_LIBRARY_PATH (cudamatrix env)"
+    # the same copies without a prediction (a pasted environment): no cuDNN finding at all
+    assert [f.code for f in diagnose(env(libraries=libs), M) if f.code in ("CUDNN_MISMATCH", "LIBRARY_SHADOWED")] == []
 
 
 def test_busy_gpu_names_the_processes():

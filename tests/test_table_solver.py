@@ -77,19 +77,26 @@ def test_two_cuda_majors_of_nvidia_wheels_do_not_share_a_set():
 
 
 def test_env_changes_of_a_shadowed_cudnn(tmp_path):
-    """LIBRARY_SHADOWED's fix: the folder that shadows the wheel's cuDNN leaves LD_LIBRARY_PATH."""
-    from cudamatrix.models import Context, Driver, Environment, Library, PythonInfo
+    """LIBRARY_SHADOWED's fix: the folder that shadows the wheel's cuDNN leaves LD_LIBRARY_PATH. The change comes
+    only from the loader model's prediction (detect/libpaths.library_path_fix over Environment.library_loads)."""
+    from cudamatrix.models import Context, Driver, Environment, Library, LibraryLoad, PythonInfo
 
+    wheel = "/v/nvidia/cudnn/lib/libcudnn.so.9"
     env = Environment(
         origin="file", driver=Driver(version="550.54.15", status="ok"),
         python=PythonInfo(version="3.11.9", platform="linux_x86_64"),
         context=Context(env={"LD_LIBRARY_PATH": "/opt/cudnn8/lib:/usr/local/nvidia/lib64"}),
         libraries=[Library(name="cudnn", soname="libcudnn.so.9", path="/opt/cudnn8/lib/libcudnn.so.9",
                            version="9.0.0", origin="LD_LIBRARY_PATH", loaded_first=True),
-                   Library(name="cudnn", soname="libcudnn.so.9", path="/v/nvidia/cudnn/lib/libcudnn.so.9",
+                   Library(name="cudnn", soname="libcudnn.so.9", path=wheel,
                            version="9.1.0", origin="wheel:nvidia-cudnn-cu12")])
     m = build(torch(CU121))
-    sol = solve([target("550.54.15", "7.5", python="3.11")], parse_request(["torch"]), m, installed=env)
+    t = target("550.54.15", "7.5", python="3.11")
+    # a pasted environment without the model's prediction: whether torch's DT_RPATH wins is unknown, no change
+    assert solve([t], parse_request(["torch"]), m, installed=env).env == {}
+    env.library_loads = [LibraryLoad("torch", "libcudnn.so.9", "/opt/cudnn8/lib/libcudnn.so.9", "LD_LIBRARY_PATH",
+                                     expected=wheel, expected_rule="DT_RUNPATH of libtorch_cuda.so")]
+    sol = solve([t], parse_request(["torch"]), m, installed=env)
     assert sol.env == {"LD_LIBRARY_PATH": "/usr/local/nvidia/lib64"}
     assert sol.unchanged is False
 

@@ -331,7 +331,8 @@ def _wheel_findings(env: Environment, matrix: Matrix, installed: list[Installed]
     for pair, paths in by_pair.items():
         paths = sorted(set(paths))
         out.append(Finding(code="FILE_CLOBBER", severity="error",
-                           title=f"{' and '.join(pair)} install the same {len(paths)} file{'s' if len(paths) > 1 else ''}",
+                           title=f"{' and '.join(pair)} install the same "
+                                 + ("file" if len(paths) == 1 else f"{len(paths)} files"),
                            evidence=paths[:20] + ([f"... and {len(paths) - 20} more"] if len(paths) > 20 else []),
                            fix="uninstall one of them (the one the framework does not declare), then reinstall the other"))
     # torchvision / torchaudio pairing
