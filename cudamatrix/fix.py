@@ -13,10 +13,10 @@ import os
 import shlex
 import sys
 import time
-import types
 from dataclasses import dataclass, field
 from typing import Callable
 
+from cudamatrix._callable import callable_module
 from cudamatrix.errors import Exit, UsageError
 from cudamatrix.models import Applied, Environment, Finding, Model, Plan, Report, Solution
 
@@ -408,12 +408,6 @@ class _Clock:
         return _Span()
 
 
-class _CallableModule(types.ModuleType):
-    """``cudamatrix.fix`` is both this module and the function: importing the submodule makes the
-    package attribute the module, so the module itself answers ``cudamatrix.fix()``."""
-
-    def __call__(self, *args, **kwargs) -> FixResult:
-        return fix(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
+# ``cudamatrix.fix`` is both this module and the function: importing the submodule makes the package attribute
+# the module, so the module itself answers ``cudamatrix.fix()`` (as cudamatrix.solve and cudamatrix.detect do)
+callable_module(__name__, "fix")

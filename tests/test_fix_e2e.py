@@ -206,9 +206,12 @@ def test_fast_dispatch_takes_only_plain_invocations():
     assert fast_main(["detect", "--python"]) is None  # a value is missing: typer reports the usage error
 
 
-def test_cudamatrix_fix_stays_callable_after_the_submodule_is_imported():
+def test_cudamatrix_fix_stays_callable_after_the_submodule_is_imported(monkeypatch):
     import cudamatrix
     import cudamatrix.fix  # noqa: F401  (the command line does this)
 
-    assert callable(cudamatrix.fix)
-    assert cudamatrix.fix.FixResult is not None
+    seen = {}
+    monkeypatch.setattr(cudamatrix.fix, "fix", lambda **kw: seen.update(kw) or "the result")
+    # the package attribute is now the module, and calling it runs the module's fix() with the arguments
+    assert cudamatrix.fix(dry_run=True, python="p") == "the result"
+    assert seen == {"dry_run": True, "python": "p"}

@@ -10,6 +10,8 @@ from cudamatrix import render
 from cudamatrix.cli.common import finish, guarded
 from cudamatrix.errors import Exit, UsageError
 
+E = render.escape  # node names, GPU names, paths and messages are text, never rich markup
+
 if TYPE_CHECKING:
     from rich.progress import Progress
 
@@ -91,12 +93,12 @@ def run_gather(engine: str = "ray", output: Path | None = None, address: str | N
 
     def human() -> None:
         c = render.console()
-        c.print(f"{len(index['nodes'])} node(s) in {len(index['classes'])} class(es), written to {output} "
+        c.print(f"{len(index['nodes'])} node(s) in {len(index['classes'])} class(es), written to {E(output)} "
                 f"({gathered.engine}, {gathered.seconds:.1f}s)")
         for cls in index["classes"]:
-            c.print(f"  {cls['id']}  {len(cls['nodes']):>4} node(s)  {cls['description']}")
+            c.print(f"  {cls['id']}  {len(cls['nodes']):>4} node(s)  {E(cls['description'])}")
         for f in index["failed"]:
-            c.print(f"  [red]failed[/] {f['node']}: {f['error']}")
+            c.print(f"  [red]failed[/] {E(f['node'])}: {E(f['error'])}")
 
     finish("fleet gather", code, data, as_json, human)
 
@@ -147,17 +149,17 @@ def run_lock_per_class(requirements: list[str] | None = None, output: Path | Non
         c = render.console()
         if mapping["single"]:
             c.print(f"one set fits all {mapping['nodes']} nodes ({len(fleet.classes)} classes): "
-                    f"{output / next(iter(files))}")
+                    f"{E(output / next(iter(files)))}")
         else:
-            c.print(f"no single set fits all {mapping['nodes']} nodes; one lock per class in {output}:")
+            c.print(f"no single set fits all {mapping['nodes']} nodes; one lock per class in {E(output)}:")
         for cls in mapping["classes"]:
             c.print(f"  {cls['id']} -> {cls['lock']}  {', '.join(cls['frameworks'])}  "
-                    f"[dim]{cls['description']}; {len(cls['nodes'])} node(s); {cls['slurm']['constraint']}[/]")
+                    f"[dim]{E(cls['description'])}; {len(cls['nodes'])} node(s); {cls['slurm']['constraint']}[/]")
         for cls in mapping["unsolved"]:
-            c.print(f"  [red]{cls['id']}: no consistent set[/] ({_nodes(cls['nodes'])})")
+            c.print(f"  [red]{cls['id']}: no consistent set[/] ({E(_nodes(cls['nodes']))})")
             for cause in cls["causes"]:
-                c.print(f"    - {cause['message']}")
-        c.print(f"mapping: {output / MAPPING}")
+                c.print(f"    - {E(cause['message'])}")
+        c.print(f"mapping: {E(output / MAPPING)}")
 
     finish("lock", code, data, as_json, human)
 
@@ -190,14 +192,14 @@ def run_check_fleet(requirement_file: Path | None = None, env: list[Path] | None
         else:
             c.print(f"[red]does not fit[/] the fleet ({result['nodes']} nodes, {len(fleet.classes)} classes)")
         for cls in result["blocking"]:
-            c.print(f"  [red]blocks[/] {cls['id']} ({cls['description']}): {_nodes(cls['nodes'])}")
+            c.print(f"  [red]blocks[/] {cls['id']} ({E(cls['description'])}): {E(_nodes(cls['nodes']))}")
             for p in cls["problems"]:
-                c.print(f"    - {p}")
+                c.print(f"    - {E(p)}")
         if not result["fits"] and not result["blocking"]:
             c.print("  every class fits on its own, but no one set fits them all: "
                     "use `cudamatrix lock --per-class` and one image per class")
         if result.get("base_image"):
-            c.print(f"base image: {result['base_image']}")
+            c.print(f"base image: {E(result['base_image'])}")
 
     finish("check", code, result, as_json, human)
 
@@ -223,12 +225,12 @@ def run_doctor_fleet(env: list[Path] | None = None, from_: list[str] | None = No
         c.print(f"{data['nodes']} node(s) in {len(data['classes'])} class(es)")
         for cls in data["classes"]:
             state = "[green]healthy[/]" if cls["healthy"] else "[red]errors[/]"
-            c.print(f"[bold]{cls['id']}[/] {state}  {cls['description']}  [dim]{_nodes(cls['nodes'])}[/]")
+            c.print(f"[bold]{cls['id']}[/] {state}  {E(cls['description'])}  [dim]{E(_nodes(cls['nodes']))}[/]")
             for f in cls["findings"]:
                 share = f"{len(f['nodes'])}/{len(cls['nodes'])} nodes"
-                c.print(f"  [{colour[f['severity']]}]{f['severity'].upper():7}[/] {f['code']}: {f['title']} "
+                c.print(f"  [{colour[f['severity']]}]{f['severity'].upper():7}[/] {f['code']}: {E(f['title'])} "
                         f"[dim]({share})[/]")
                 if f["fix"]:
-                    c.print(f"          fix: {f['fix']}")
+                    c.print(f"          fix: {E(f['fix'])}")
 
     finish("doctor", code, data, as_json, human)

@@ -11,42 +11,15 @@ lines was read as and which lines were skipped. Nothing here raises on odd text.
 """
 from __future__ import annotations
 
-import sys
-
 from cudamatrix.detect.pastes import fields, nvsmi, packages, prints, tools
 from cudamatrix.detect.python_env import other_variant, torch_variant
-from cudamatrix.detect.text import MAX_BYTES, Paste, decode, ranges
+from cudamatrix.detect.text import Paste, ranges
 from cudamatrix.errors import UsageError
 from cudamatrix.models import Environment, Note
 from cudamatrix.names import FRAMEWORK_DISTS
 
 KNOWN = ("nvidia-smi, collect_env, jax.print_environment_info(), tf.sysconfig.get_build_info(), ldconfig -p, "
          "nvcc --version, pip freeze / pip list / conda list")
-
-
-def read_report(path: str) -> tuple[str, list[Note]]:
-    """Read a report file ("-" is stdin), at most :data:`MAX_BYTES`. Raises UsageError for missing or binary files."""
-    notes: list[Note] = []
-    try:
-        if path == "-":
-            data = sys.stdin.buffer.read(MAX_BYTES + 1)
-        else:
-            with open(path, "rb") as fh:
-                data = fh.read(MAX_BYTES + 1)
-    except OSError as exc:
-        raise UsageError(f"cannot read report {path}: {exc.strerror or exc}",
-                         hint="pass a text file with pasted tool output, or - for stdin") from None
-    if len(data) > MAX_BYTES:
-        data = data[:MAX_BYTES]
-        notes.append(Note("report", f"{path}: longer than {MAX_BYTES // (1024 * 1024)} MB; read the first "
-                          f"{MAX_BYTES // (1024 * 1024)} MB only", "warning"))
-    text, binary = decode(data)
-    if binary:
-        raise UsageError(f"report {path} looks binary, not pasted text",
-                         hint="paste the output of nvidia-smi, collect_env, ldconfig -p, nvcc or pip into a text file")
-    if not text.strip():
-        notes.append(Note("report", f"{path}: empty", "warning"))
-    return text, notes
 
 
 READERS = [

@@ -120,24 +120,30 @@ def write_atomic(path: str | os.PathLike, data: str | bytes, *, mode: int | None
     else:
         keep = mode if mode is not None else 0o666 & ~_umask()
     folder = os.path.dirname(target) or "."
-    raw = data.encode("utf-8") if isinstance(data, str) else data
     try:
-        tmp, fd = _exclusive_temp(folder, os.path.basename(target), 0o600)
+        _replace(folder, target, data, keep)
     except OSError as exc:
         raise error(f"{name}: cannot be written ({exc.strerror or exc})") from None
+    _sync_dir(folder)
+    return target
+
+
+def _replace(folder: str, target: str, data: str | bytes, mode: int) -> None:
+    """Write ``data`` to an exclusively created temporary file in ``folder`` with ``mode``, then rename it
+    over ``target``. Raises OSError; the temporary file is gone either way."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    tmp, fd = _exclusive_temp(folder, os.path.basename(target), 0o600)
     try:
         try:
             _write_all(fd, raw)
-            os.fchmod(fd, keep)
+            os.fchmod(fd, mode)
             os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, target)
-    except OSError as exc:
+    except OSError:
         _unlink(tmp)
-        raise error(f"{name}: cannot be written ({exc.strerror or exc})") from None
-    _sync_dir(folder)
-    return target
+        raise
 
 
 def _exclusive_temp(folder: str, base: str, mode: int) -> tuple[str, int]:
@@ -267,20 +273,8 @@ def write_private(path: str | os.PathLike, data: str | bytes) -> str | None:
         pass
     except OSError as exc:
         return f"{name}: cannot be written ({exc.strerror or exc})"
-    raw = data.encode("utf-8") if isinstance(data, str) else data
     try:
-        tmp, fd = _exclusive_temp(folder, os.path.basename(name), 0o600)
+        _replace(folder, name, data, 0o600)
     except OSError as exc:
-        return f"{name}: cannot be written ({exc.strerror or exc})"
-    try:
-        try:
-            _write_all(fd, raw)
-            os.fchmod(fd, 0o600)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, name)
-    except OSError as exc:
-        _unlink(tmp)
         return f"{name}: cannot be written ({exc.strerror or exc})"
     return None
