@@ -6,10 +6,10 @@ Every model forbids unknown keys so that a saved ``detect --json`` read back by 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal
 
-from cudamatrix.schema import FORBID, to_dict
+from cudamatrix.schema import FORBID, record, to_dict
 
 ENV_SCHEMA_VERSION = 1
 
@@ -23,7 +23,7 @@ class Model:
         return to_dict(self)
 
 
-@dataclass
+@record
 class Note(Model):
     """Something a probe could not read, or an oddity worth telling: absence is data."""
 
@@ -44,8 +44,10 @@ DriverStatus = Literal[
 ]
 
 
-@dataclass
+@record
 class Driver(Model):
+    """The NVIDIA driver: its version, the highest CUDA it runs, and whether it answered."""
+
     version: str | None = None  # "580.65.06"
     cuda_version: str | None = None  # highest CUDA the driver supports: "13.0"
     status: DriverStatus = "unknown"
@@ -55,15 +57,19 @@ class Driver(Model):
     error: str | None = None  # the driver's own words when it failed
 
 
-@dataclass
+@record
 class GpuProcess(Model):
+    """A process holding memory on a GPU (from nvidia-smi)."""
+
     pid: int | None = None
     name: str | None = None
     used_memory_mib: int | None = None
 
 
-@dataclass
+@record
 class GpuInfo(Model):
+    """One GPU: name, compute capability, memory, and the processes on it."""
+
     index: int | None = None
     name: str | None = None
     compute_capability: str | None = None  # "9.0"
@@ -76,7 +82,7 @@ class GpuInfo(Model):
     source: str | None = None
 
 
-@dataclass
+@record
 class Library(Model):
     """One copy of a CUDA-stack shared library found on this machine."""
 
@@ -90,7 +96,7 @@ class Library(Model):
     stub: bool = False  # a link-time stub (…/stubs/libcuda.so)
 
 
-@dataclass
+@record
 class LibraryLoad(Model):
     """The loader model's prediction: the file a framework maps for one SONAME, and the rule that chose it."""
 
@@ -106,15 +112,19 @@ class LibraryLoad(Model):
     when: str = "import"  # "import" | "first use" (a lazy dlopen)
 
 
-@dataclass
+@record
 class Toolkit(Model):
+    """A CUDA toolkit found on the machine (nvcc or version.json), or stated in a report."""
+
     source: str  # "nvcc --version", "version.json", "report:nvcc"
     version: str | None = None
     path: str | None = None
 
 
-@dataclass
+@record
 class Framework(Model):
+    """An installed framework distribution and the build it is (its variant)."""
+
     name: str  # torch, torchvision, torchaudio, tensorflow, jax, jaxlib
     version: str
     variant: str | None = None  # "cu121", "cpu", "and-cuda", "cuda12"
@@ -123,7 +133,7 @@ class Framework(Model):
     source: str | None = None  # "metadata", "local version", "report:collect_env"
 
 
-@dataclass
+@record
 class FileConflict(Model):
     """Two distributions that install the same file (they clobber each other)."""
 
@@ -131,8 +141,10 @@ class FileConflict(Model):
     distributions: list[str]
 
 
-@dataclass
+@record
 class PythonInfo(Model):
+    """The interpreter being examined: executable, version, platform tag."""
+
     executable: str | None = None
     version: str | None = None  # "3.11.7"
     implementation: str | None = None
@@ -143,8 +155,10 @@ class PythonInfo(Model):
     installer: str | None = None  # "pip", "uv", "conda"
 
 
-@dataclass
+@record
 class Context(Model):
+    """Where the machine runs: OS, WSL, container, notebook service."""
+
     os: str | None = None  # "linux", "windows", "darwin"
     wsl: bool = False
     container: str | None = None  # "docker", "podman", "kubernetes", None
@@ -154,7 +168,7 @@ class Context(Model):
     env: dict[str, str] = field(default_factory=dict)  # relevant variables only: LD_LIBRARY_PATH, CUDA_VISIBLE_DEVICES ...
 
 
-@dataclass
+@record
 class DiskSpace(Model):
     """Free space of one file system an install writes to."""
 
@@ -164,7 +178,7 @@ class DiskSpace(Model):
     total_mib: int
 
 
-@dataclass
+@record
 class HostResources(Model):
     """Host memory (/proc/meminfo) and the disks an install writes to (statvfs); empty when unread."""
 
@@ -173,7 +187,7 @@ class HostResources(Model):
     disks: list[DiskSpace] = field(default_factory=list)
 
 
-@dataclass
+@record
 class Environment(Model):
     """Everything detected about one machine and one Python environment."""
 
@@ -202,8 +216,10 @@ class Environment(Model):
 Severity = Literal["error", "warning", "info"]
 
 
-@dataclass
+@record
 class Finding(Model):
+    """One diagnosis: a stable code, a severity, the evidence and the fix."""
+
     code: str  # stable: NO_DRIVER, DRIVER_TOO_OLD, ...
     severity: Severity
     title: str
@@ -214,8 +230,10 @@ class Finding(Model):
 
 # --- Solution (solve) ----------------------------------------------------------------------------
 
-@dataclass
+@record
 class Pin(Model):
+    """One exact distribution of a Solution, with the index it comes from."""
+
     name: str
     version: str  # exact, with the local version where the index needs it ("2.5.1+cu121")
     extras: list[str] = field(default_factory=list)
@@ -226,29 +244,37 @@ class Pin(Model):
         return f"{self.name}{extras}=={self.version}"
 
 
-@dataclass
+@record
 class Rejection(Model):
+    """A candidate the solver did not choose, with the rules that rejected it."""
+
     candidate: str  # "torch 2.5.1+cu124"
     reasons: list[str]
     rules: list[str] = field(default_factory=list)  # rule ids: driver_floor, arch, cudnn_gpu, python, platform, request, shared_nvidia
 
 
-@dataclass
+@record
 class Cause(Model):
+    """Why no set fits: the rule and a whole sentence."""
+
     rule: str
     message: str
     machines: list[str] = field(default_factory=list)  # target names that block it (fleet solves)
 
 
-@dataclass
+@record
 class WayOut(Model):
+    """A change that would let a set fit (upgrade the driver, pin older, a CPU build ...)."""
+
     message: str
     kind: Literal["upgrade_driver", "pin_older", "cpu_build", "split_environments", "change_python", "jetpack",
                   "other"]
 
 
-@dataclass
+@record
 class FrameworkChoice(Model):
+    """The release and variant chosen for one requested framework."""
+
     name: str
     version: str
     variant: str
@@ -258,8 +284,10 @@ class FrameworkChoice(Model):
     matrix_source: str | None = None
 
 
-@dataclass
+@record
 class Solution(Model):
+    """The chosen set for a Request on its Targets, or the causes of no solution."""
+
     request: list[str]
     targets: list[str]  # names of the machines solved for
     frameworks: list[FrameworkChoice] = field(default_factory=list)
@@ -282,8 +310,10 @@ class Solution(Model):
 
 # --- Plan and apply ------------------------------------------------------------------------------
 
-@dataclass
+@record
 class Step(Model):
+    """One action of a Plan (install, uninstall, env, preload, verify, note)."""
+
     kind: Literal["install", "uninstall", "reinstall", "env", "preload", "verify", "note"]
     reason: str
     argv: list[str] = field(default_factory=list)
@@ -291,7 +321,7 @@ class Step(Model):
     timeout_s: float = 1800.0
 
 
-@dataclass
+@record
 class Removal(Model):
     """A distribution a plan uninstalls, and why (a leftover of another variant, the cause of a file clash)."""
 
@@ -300,7 +330,7 @@ class Removal(Model):
     reason: str = ""
 
 
-@dataclass
+@record
 class Remedy(Model):
     """How a plan answers one error finding: the step that fixes it, or why it cannot be fixed here."""
 
@@ -310,8 +340,10 @@ class Remedy(Model):
     detail: str  # the step's reason, or "not fixable here: <what to do> (<why>)"
 
 
-@dataclass
+@record
 class Plan(Model):
+    """The ordered Steps that take one interpreter to a Solution."""
+
     python: str  # interpreter being changed
     steps: list[Step] = field(default_factory=list)
     solution: Solution | None = None
@@ -320,8 +352,10 @@ class Plan(Model):
     remedies: list[Remedy] = field(default_factory=list)  # one per error finding of the starting environment
 
 
-@dataclass
+@record
 class InstalledDist(Model):
+    """A distribution installed before a Plan ran (for rollback and the journal)."""
+
     name: str
     version: str
     source: str | None = None  # direct_url.json URL, or index
@@ -329,8 +363,10 @@ class InstalledDist(Model):
     path: str | None = None  # its .dist-info folder (the journal repacks the installed files from it)
 
 
-@dataclass
+@record
 class Applied(Model):
+    """The outcome of applying a Plan: the steps run and, on failure, the error and the rollback."""
+
     ok: bool
     steps_run: list[str] = field(default_factory=list)
     error: str | None = None
@@ -341,8 +377,10 @@ class Applied(Model):
 
 # --- Verify --------------------------------------------------------------------------------------
 
-@dataclass
+@record
 class FrameworkReport(Model):
+    """What verify found for one framework (a real GPU computation, or why not)."""
+
     framework: str
     status: Literal["verified", "failed", "not_possible", "not_installed"]
     version: str | None = None
@@ -363,8 +401,10 @@ class FrameworkReport(Model):
     model_errors: list[dict[str, Any]] = field(default_factory=list)
 
 
-@dataclass
+@record
 class Report(Model):
+    """The result of verify over every installed framework."""
+
     status: Literal["verified", "failed", "not_possible"]
     frameworks: list[FrameworkReport] = field(default_factory=list)
     cached_at: str | None = None  # when the result was obtained, if it came from the cache

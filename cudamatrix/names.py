@@ -8,7 +8,12 @@ this table instead of spelling the names again.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from cudamatrix.schema import record
+
+if TYPE_CHECKING:
+    from packaging.requirements import Requirement
 
 _SEPARATORS = re.compile(r"[-_.]+")
 
@@ -22,7 +27,30 @@ def canonical(name: str) -> str:
     return _SEPARATORS.sub("-", name).lower()
 
 
-@dataclass(frozen=True)
+def requirement(text: str) -> Requirement:
+    """``packaging.requirements.Requirement(text)``, imported on first use: its import (markers, tags,
+    sysconfig, logging: about 20 ms) costs more than a whole ``doctor`` on a machine without a framework,
+    which never parses one. Raises ``InvalidRequirement`` as packaging does."""
+    from packaging.requirements import Requirement
+
+    return Requirement(text)
+
+
+_SIMPLE_REQUIREMENT = re.compile(r"\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)\s*((?:[<>=!~]=?=?\s*[A-Za-z0-9.*+!_-]+\s*,?\s*)*)")
+
+
+def name_and_specifier(text: str) -> tuple[str, str]:
+    """The distribution name and the version specifier of a requirement (``"torch>=2.11,<2.12"`` ->
+    ``("torch", ">=2.11,<2.12")``). A plain ``name specifiers`` text is split here; anything else (extras,
+    markers, URLs) goes through :func:`requirement`. Raises ``InvalidRequirement`` as packaging does."""
+    m = _SIMPLE_REQUIREMENT.fullmatch(text)
+    if m:
+        return m.group(1), m.group(2).replace(" ", "").rstrip(",")
+    req = requirement(text)
+    return req.name, str(req.specifier)
+
+
+@record(frozen=True)
 class Family:
     """One framework family and the distributions that belong to it."""
 

@@ -26,6 +26,66 @@ T = TypeVar("T")
 FORBID = {"extra": "forbid", "arbitrary_types_allowed": True}
 
 
+if typing.TYPE_CHECKING:
+    from typing_extensions import dataclass_transform
+else:
+    def dataclass_transform(**_: Any) -> Callable[[T], T]:
+        return lambda f: f
+
+
+@typing.overload
+def record(cls: type[T], /) -> type[T]: ...
+
+
+@typing.overload
+def record(*, frozen: bool = False, eq: bool = True, kw_only: bool = False) -> Callable[[type[T]], type[T]]: ...
+
+
+@dataclass_transform(field_specifiers=(dataclasses.field, dataclasses.Field))
+def record(cls: Any = None, /, *, frozen: bool = False, eq: bool = True, **options: Any) -> Any:
+    """``dataclasses.dataclass``, cheaper to create: the models are built on every start of the CLI, and the
+    standard decorator compiles up to six methods per class (``__init__``, ``__repr__``, ``__eq__``,
+    ``__hash__``, ``__setattr__``, ``__delattr__``). Here only ``__init__`` and, for a frozen class, the two
+    setters are compiled; ``__repr__``, ``__eq__`` and ``__hash__`` are shared functions with the standard
+    meaning (the fields with ``repr``/``compare``/``hash`` set, in order; ``__eq__`` only between instances of
+    the same class; a mutable class with ``__eq__`` is unhashable, a frozen one hashes its compared fields)."""
+
+    def wrap(klass: Any) -> Any:
+        body = klass.__dict__
+        explicit_hash = "__hash__" in body and not (body["__hash__"] is None and "__eq__" in body)
+        own_repr, own_eq = "__repr__" in body, "__eq__" in body
+        klass = dataclasses.dataclass(klass, frozen=frozen, repr=False, eq=False, **options)
+        fields = dataclasses.fields(klass)
+        klass.__record_repr__ = tuple(f.name for f in fields if f.repr)
+        klass.__record_compare__ = tuple(f.name for f in fields if f.compare)
+        klass.__record_hash__ = tuple(f.name for f in fields if (f.compare if f.hash is None else f.hash))
+        if not own_repr:
+            klass.__repr__ = _record_repr
+        if eq:
+            if not own_eq:
+                klass.__eq__ = _record_eq
+            if not explicit_hash:
+                klass.__hash__ = _record_hash if frozen else None
+        return klass
+
+    return wrap if cls is None else wrap(cls)
+
+
+def _record_repr(self: Any) -> str:
+    return f"{type(self).__qualname__}({', '.join(f'{n}={getattr(self, n)!r}' for n in self.__record_repr__)})"
+
+
+def _record_eq(self: Any, other: Any) -> Any:
+    if other.__class__ is not self.__class__:
+        return NotImplemented
+    names = self.__record_compare__
+    return tuple(getattr(self, n) for n in names) == tuple(getattr(other, n) for n in names)
+
+
+def _record_hash(self: Any) -> int:
+    return hash(tuple(getattr(self, n) for n in self.__record_hash__))
+
+
 @lru_cache(maxsize=4096)
 def _normalize_cc(value: str) -> str:
     return normalize_cc(value)

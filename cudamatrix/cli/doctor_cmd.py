@@ -13,11 +13,11 @@ def run_doctor(env: list[Path] | None = None, from_: list[str] | None = None, py
                as_json: bool = False, data_dir: Path | None = None) -> None:
     """Detect and diagnose: findings with a code, severity, evidence and fix. Exit 1 on errors.
     A folder of node files in ``env`` is the fleet form: findings per node class (:mod:`.fleet_cmd`)."""
-    from cudamatrix.cli.fleet_cmd import has_folder, run_doctor_fleet
-    from cudamatrix.diagnose.findings import diagnose, summary_exit
+    if env and any(p.is_dir() for p in env):  # the same test as fleet_cmd.has_folder, without its imports
+        from cudamatrix.cli.fleet_cmd import run_doctor_fleet
 
-    if has_folder(env):
         return run_doctor_fleet(env=env, from_=from_, python=python, as_json=as_json, data_dir=data_dir)
+    from cudamatrix.diagnose.findings import diagnose, summary_exit
     from cudamatrix.matrix.data import load_matrix
     from cudamatrix.solve.target import environments
 

@@ -7,14 +7,16 @@ the command function the same values. No typer import here: the fast path must s
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Literal
+
+from cudamatrix.schema import record
 
 # flag: a boolean switch · value: a string · float · path: a pathlib.Path · list / paths: repeatable
 Kind = Literal["flag", "value", "float", "path", "list", "paths"]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Opt:
     """One command-line option: the parameter it fills, its flags, how its value is read, its default."""
 
@@ -29,7 +31,7 @@ class Opt:
         return replace(self, help=help)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Arg:
     """The positional arguments of a command (all collected in one list parameter)."""
 
@@ -37,7 +39,7 @@ class Arg:
     help: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Command:
     """A command: where its body lives (module in ``cudamatrix.cli``, function), its arguments and options."""
 

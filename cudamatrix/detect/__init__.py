@@ -9,12 +9,12 @@ Nothing here imports a framework, pydantic or rich.
 from __future__ import annotations
 
 import os
-import shutil
 import threading
 import time
 from contextlib import contextmanager
 from typing import Any
 
+from cudamatrix import proc
 from cudamatrix.detect import context, driver, libpaths, libraries, loader, python_env, toolkits
 from cudamatrix.detect.text import MAX_BYTES, cudnn_version, version_from_int
 from cudamatrix.errors import UsageError
@@ -138,7 +138,7 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
                 drv.status, drv.error = "error", f"{key} {how}"
     _add_loader_libraries(copies, answers, cuda_lib, drv)
     if drv.version is None and drv.status != "mismatch":
-        if shutil.which("nvidia-smi", path=environ.get("PATH")) is None:
+        if proc.which("nvidia-smi", path=environ.get("PATH")) is None:
             env.notes.append(Note("nvidia-smi", "nvidia-smi not found on PATH"))
         else:
             from cudamatrix.detect import smi  # only when NVML could not answer: its parsers are not needed otherwise

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from cudamatrix.schema import record
 
 PT_LOAD, PT_DYNAMIC, PT_INTERP = 1, 2, 3
 DT_NULL, DT_NEEDED, DT_STRTAB, DT_STRSZ, DT_SONAME, DT_RPATH, DT_RUNPATH = 0, 1, 5, 10, 14, 15, 29
@@ -30,7 +32,7 @@ class ElfError(ValueError):
     """The file is not an ELF object this reader handles; the message says why."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Dynamic:
     """The loader-relevant part of one ELF object."""
 

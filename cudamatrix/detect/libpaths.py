@@ -28,10 +28,10 @@ import glob
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cudamatrix.models import Environment, Framework, LibraryLoad
+from cudamatrix.schema import record
 
 if TYPE_CHECKING:
     from cudamatrix.detect.loader import Resolution
@@ -221,7 +221,7 @@ def _read_text(path: str, limit: int = 1 << 20) -> str:
 
 # --- the questions the other stages ask (no I/O) ------------------------------------------------------------
 
-@dataclass
+@record
 class WrongLoad:
     """A load the model predicts goes to another file than the framework's own copy."""
 

@@ -16,14 +16,13 @@ from __future__ import annotations
 import glob
 import os
 import re
-import shutil
 import stat
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from cudamatrix import proc
 from cudamatrix.models import Library, Note
+from cudamatrix.schema import record
 
 _NAME = re.compile(r"^lib(?P<base>cudart|cudnn|cublasLt|cublas|nvrtc|nccl|cuda|nvidia-ml)"
                    r"(?:-[0-9a-f]{8})?\.so(?P<suffix>(?:\.\d+)*)$")
@@ -34,8 +33,10 @@ DEFAULT_DIRS = ["/lib64", "/usr/lib64", "/lib", "/usr/lib", "/lib/x86_64-linux-g
 _LDCONFIG_LINE = re.compile(r"^\s*(?P<soname>\S+)\s+\((?P<flags>[^)]*)\)(?:\s+OS ABI:[^=]*)?\s*=>\s*(?P<path>\S+)")
 
 
-@dataclass
+@record
 class LdEntry:
+    """One entry of ldconfig -p: SONAME, flags and path."""
+
     soname: str
     flags: str
     path: str
@@ -120,7 +121,7 @@ def elf_soname(path: str) -> str | None:
 
 def run_ldconfig(timeout: float) -> tuple[list[LdEntry], str | None]:
     """The ldconfig cache (``ldconfig -p``); (entries, note) where note says why it could not be read."""
-    exe = shutil.which("ldconfig") or next((p for p in ("/sbin/ldconfig", "/usr/sbin/ldconfig")
+    exe = proc.which("ldconfig") or next((p for p in ("/sbin/ldconfig", "/usr/sbin/ldconfig")
                                             if os.path.exists(p)), None)
     if exe is None:
         return [], "ldconfig not found"

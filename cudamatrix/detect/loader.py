@@ -13,18 +13,21 @@ import re as _re
 import stat as _stat
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from cudamatrix import proc
 from cudamatrix.detect import elf as _elf
 from cudamatrix.detect.libraries import safe_environ
+from cudamatrix.schema import record
 
 _SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_loader.py")
 
 
-@dataclass
+@record
 class LoaderAnswers:
+    """What the loader child answered: NVML, libcuda, and each library asked about."""
+
     nvml: dict | None = None
     libcuda: dict | None = None
     libs: dict[str, dict] = field(default_factory=dict)  # path -> answer
@@ -120,7 +123,7 @@ def run_loader(libs: list[tuple[str, str]], nvml: bool, libcuda: bool, timeout: 
 # subfolders are not modelled.
 
 
-@dataclass
+@record
 class Obj:
     """One object in the simulated link map."""
 
@@ -133,7 +136,7 @@ class Obj:
     how: str = ""  # how it came to be mapped: "LD_PRELOAD", "preload", "dlopen", "DT_NEEDED", "mapped"
 
 
-@dataclass
+@record
 class Resolution:
     """The model's answer for one request: the file that will be mapped and the rule that made it win."""
 
@@ -147,7 +150,7 @@ class Resolution:
     when: str = "import"
 
 
-@dataclass
+@record
 class Search:
     """The process-wide inputs of the search: environment, cache, default folders, token values."""
 

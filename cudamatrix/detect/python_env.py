@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from cudamatrix import proc
 from cudamatrix.models import FileConflict, Framework, Note, PythonInfo
 from cudamatrix.names import KNOWN_DISTS, canonical
+from cudamatrix.schema import record
 
 _SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_pyprobe.py")
 FRAMEWORKS = KNOWN_DISTS
@@ -22,8 +23,10 @@ _PIN = re.compile(r"(?:===?|~=|>=)\s*(?P<v>[0-9][\w.+!*]*)")
 _MAX_CONFLICTS = 200
 
 
-@dataclass
+@record
 class PythonSide:
+    """What the Python probe read: the interpreter, distributions and their requirements."""
+
     python: PythonInfo = field(default_factory=PythonInfo)
     packages: dict[str, str] = field(default_factory=dict)
     requirements: dict[str, list[str]] = field(default_factory=dict)

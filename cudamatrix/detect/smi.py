@@ -8,7 +8,6 @@ Parsers are pure and read every generation seen in bug reports: the old table wi
 from __future__ import annotations
 
 import re
-import shutil
 
 from cudamatrix import proc
 from cudamatrix.detect.smi_base import BUS, SmiReading
@@ -330,7 +329,7 @@ def parse_query(text: str | list[str], fields: list[str] | None = None, used: se
 def probe(timeout: float, env: dict[str, str] | None = None) -> SmiReading:
     """Run nvidia-smi: the table (driver, CUDA version, GPUs, processes), then ``--query-gpu`` for the
     compute capabilities. Never raises; what failed is in ``notes`` and ``driver.error``."""
-    exe = shutil.which("nvidia-smi", path=(env or {}).get("PATH") if env else None)
+    exe = proc.which("nvidia-smi", path=(env or {}).get("PATH") if env else None)
     out = SmiReading()
     if exe is None:
         out.notes.append("nvidia-smi not found on PATH")

@@ -9,7 +9,6 @@ import glob
 import json
 import os
 import re
-import shutil
 
 from cudamatrix import proc
 from cudamatrix.models import Note, Toolkit
@@ -50,7 +49,7 @@ def probe(environ: dict[str, str], root: str, timeout: float) -> tuple[list[Tool
     """Toolkits found through nvcc on PATH and through the usual install folders."""
     toolkits: list[Toolkit] = []
     notes: list[Note] = []
-    nvcc = shutil.which("nvcc", path=environ.get("PATH"))
+    nvcc = proc.which("nvcc", path=environ.get("PATH"))
     if nvcc:
         result = proc.run([nvcc, "--version"], timeout=timeout)
         version = parse_nvcc(result.stdout)

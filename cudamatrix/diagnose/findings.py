@@ -5,24 +5,26 @@ No I/O. ``doctor`` = detect + diagnose. Codes are part of the public interface (
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from cudamatrix.diagnose.stated import stated_build
 from cudamatrix.matrix.data import FrameworkRelease, Matrix, Variant
 from cudamatrix.matrix.query import architecture
 from cudamatrix.models import Environment, Finding, Severity
-from cudamatrix.names import FAMILIES, family_of
+from cudamatrix.names import FAMILIES, canonical, family_of, name_and_specifier, requirement
+from cudamatrix.schema import record
 from cudamatrix.solve import rules
 from cudamatrix.solve.target import Target, from_environment
+
+if TYPE_CHECKING:
+    from packaging.requirements import Requirement
 
 BUSY_FRACTION = 0.8
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Installed:
     """An installed framework matched to its matrix row (release and variant, when known)."""
 
@@ -286,13 +288,15 @@ def _library_findings_unmodelled(env: Environment) -> list[Finding]:
 
 
 def _wheel_findings(env: Environment, matrix: Matrix, installed: list[Installed]) -> list[Finding]:
-    out = []
+    out: list[Finding] = []
     parsed: dict[str, list[Requirement]] = {}
     for dist, texts in env.requirements.items():
+        from packaging.requirements import InvalidRequirement  # on first use: see names.requirement
+
         reqs = []
         for t in texts:
             try:
-                r = Requirement(t)
+                r = requirement(t)
             except InvalidRequirement:
                 continue
             if r.marker is not None and not _marker_ok(r, env):
@@ -300,7 +304,7 @@ def _wheel_findings(env: Environment, matrix: Matrix, installed: list[Installed]
             reqs.append(r)
         parsed[dist] = reqs
         for r in reqs:
-            name = str(canonicalize_name(r.name))
+            name = canonical(r.name)
             have = env.packages.get(name)
             if have is None:
                 out.append(Finding(code="NVIDIA_WHEEL_DRIFT", severity="error",
@@ -379,7 +383,7 @@ def _marker_ok(req: Requirement, env: Environment) -> bool:
                   if req.marker.evaluate(rules.marker_env(target, e))]
     except Exception:
         return True
-    return bool(extras) and str(canonicalize_name(req.name)) in env.packages
+    return bool(extras) and canonical(req.name) in env.packages
 
 
 def _gpu_memory(env: Environment) -> list[Finding]:
@@ -446,9 +450,14 @@ def _advisories(env: Environment, matrix: Matrix) -> list[Finding]:
     for adv in matrix.advisories.advisories:
         matched = True
         for text in adv.affects:
-            req = Requirement(text)
-            have = env.packages.get(str(canonicalize_name(req.name)))
-            if have is None or not req.specifier.contains(have, prereleases=True):
+            name, spec = name_and_specifier(text)
+            have = env.packages.get(canonical(name))
+            if have is None:
+                matched = False
+                break
+            from packaging.specifiers import SpecifierSet
+
+            if not SpecifierSet(spec).contains(have, prereleases=True):
                 matched = False
                 break
         if matched and adv.gpu_compute_capabilities:

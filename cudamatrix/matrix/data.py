@@ -14,13 +14,13 @@ validate it), while a folder the user names (``--data``, ``matrix validate PATH`
 # matrix (schema.build) reads them without evaluating strings (about 15 ms saved at every start)
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
 from cudamatrix.errors import DataError
-from cudamatrix.schema import CC, FORBID, Req, Spec, Ver, build, cc_key, normalize_cc, validate  # noqa: F401
+from cudamatrix.schema import CC, FORBID, Req, Spec, Ver, build, cc_key, normalize_cc, record, validate  # noqa: F401
 
 SCHEMA_VERSION = 1
 FILES = ("meta", "cuda", "gpus", "cudnn", "torch", "tensorflow", "jax", "advisories")
@@ -31,7 +31,7 @@ Platform = Literal["linux_x86_64", "linux_aarch64", "win_amd64", "macos_arm64", 
 
 # --- CUDA toolkit and driver -------------------------------------------------------------------
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CudaRelease:
     """One CUDA toolkit release with its minimum drivers ("CUDA Toolkit and Corresponding Driver Versions")."""
 
@@ -44,7 +44,7 @@ class CudaRelease:
     __pydantic_config__ = FORBID
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class MinorCompat:
     """Minor-version compatibility floor of one CUDA major: any 12.x app runs on this driver (SASS only)."""
 
@@ -56,7 +56,7 @@ class MinorCompat:
     __pydantic_config__ = FORBID
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DriverBranch:
     """The highest CUDA version a driver branch reports (``nvidia-smi`` "CUDA Version")."""
 
@@ -66,7 +66,7 @@ class DriverBranch:
     __pydantic_config__ = FORBID
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Metapackage:
     """A wheel that only requires other wheels (``cuda-toolkit``): per extra, the component requirements its
     METADATA declares, so a framework's ``cuda-toolkit[cublas,...]==X`` pin is checked as the wheels it brings."""
@@ -78,8 +78,10 @@ class Metapackage:
     __pydantic_config__ = FORBID
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CudaFile:
+    """cuda.json: CUDA releases, minor-version compatibility, driver branches, metapackages."""
+
     releases: list[CudaRelease]
     minor_compat: list[MinorCompat]
     driver_branches: list[DriverBranch]
@@ -89,8 +91,10 @@ class CudaFile:
 
 # --- GPUs ----------------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Architecture:
+    """A GPU architecture: its compute capabilities, driver floor and end of support."""
+
     name: str
     compute_capabilities: list[CC]
     source: str
@@ -105,8 +109,10 @@ class Architecture:
     __pydantic_config__ = FORBID
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Gpu:
+    """A GPU model by name: compute capability, architecture, segment."""
+
     name: str
     compute_capability: CC
     architecture: str
@@ -117,8 +123,10 @@ class Gpu:
     __pydantic_config__ = FORBID
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class GpuFile:
+    """gpus.json: architectures and GPU models."""
+
     architectures: list[Architecture]
     gpus: list[Gpu]
     __pydantic_config__ = FORBID
@@ -126,8 +134,10 @@ class GpuFile:
 
 # --- cuDNN ---------------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CudnnRelease:
+    """A cuDNN release: the CUDA versions and compute capabilities it supports."""
+
     version: Ver
     # CUDA versions this build supports, as specifiers (">=12.0,<13")
     cuda_versions: list[Spec]
@@ -138,8 +148,10 @@ class CudnnRelease:
     __pydantic_config__ = FORBID
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CudnnFile:
+    """cudnn.json: cuDNN releases and how cudnnGetVersion() encodes a version."""
+
     # how cudnnGetVersion() encodes a version, per major range
     version_encoding: dict[str, str]
     releases: list[CudnnRelease]
@@ -148,7 +160,7 @@ class CudnnFile:
 
 # --- Frameworks ----------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Variant:
     """One published build of a framework release (``cu121``, ``cpu``, ``and-cuda``, ``cuda12``)."""
 
@@ -173,8 +185,10 @@ class Variant:
     __pydantic_config__ = FORBID
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class FrameworkRelease:
+    """One framework release: supported Pythons and its build variants."""
+
     name: Literal["torch", "tensorflow", "jax"]
     version: Ver
     python: list[str]  # "3.10", "3.11" ...
@@ -187,16 +201,20 @@ class FrameworkRelease:
     __pydantic_config__ = FORBID
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class FrameworkFile:
+    """A framework file (torch.json, tensorflow.json, jax.json): its releases."""
+
     releases: list[FrameworkRelease]
     __pydantic_config__ = FORBID
 
 
 # --- Advisories ----------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Advisory:
+    """A known-bad combination: what it affects, its symptom, its fix and source."""
+
     id: str
     # requirements that must all match installed packages ("torch==2.3.0")
     affects: list[Req]
@@ -209,14 +227,18 @@ class Advisory:
     __pydantic_config__ = FORBID
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class AdvisoryFile:
+    """advisories.json: the known-bad combinations."""
+
     advisories: list[Advisory]
     __pydantic_config__ = FORBID
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Meta:
+    """meta.json: schema and data versions of the matrix."""
+
     schema_version: int
     data_version: str
     date: str
@@ -224,7 +246,7 @@ class Meta:
     __pydantic_config__ = FORBID
 
 
-@dataclass(frozen=True, eq=False)
+@record(frozen=True, eq=False)
 class Matrix:
     """The whole loaded matrix."""
 

@@ -11,17 +11,17 @@ exists, so a machine without one pays one ``stat``.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import stat
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from cudamatrix.errors import CudamatrixError
 from cudamatrix.matrix.data import Matrix
+from cudamatrix.schema import record
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -37,7 +37,7 @@ class OverlayError(CudamatrixError):
     exit_code = 2
 
 
-@dataclass
+@record
 class OverlayInfo:
     """What an overlay added, or why one was ignored."""
 
@@ -64,6 +64,8 @@ def overlay_path() -> Path:
 
 def digest(families: dict[str, Any]) -> str:
     """SHA-256 of the rows in a canonical JSON form (sorted keys, no spaces)."""
+    import hashlib  # on first use: loading OpenSSL costs a few ms on every doctor otherwise
+
     text = json.dumps(families, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(text.encode()).hexdigest()
 

@@ -5,11 +5,10 @@ import difflib
 import re
 from functools import lru_cache
 
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
 from cudamatrix.matrix.data import Advisory, Architecture, CudaRelease, CudnnRelease, FrameworkRelease, Gpu, Matrix
-from cudamatrix.names import FAMILY_NAMES
+from cudamatrix.names import FAMILY_NAMES, name_and_specifier, requirement
 from cudamatrix.schema import normalize_cc, to_dict
 
 _PREFIXES = ("nvidia ", "geforce ", "tesla ", "quadro ")
@@ -275,8 +274,10 @@ def lint(matrix: Matrix) -> list[str]:
                 if var.cuda is not None and var.cuda.release[:2] not in cuda_versions:
                     problems.append(f"{vwhere}: cuda: {var.cuda} is not in the CUDA table")
                 for k, pin in enumerate(var.nvidia_pins):
+                    from packaging.requirements import InvalidRequirement  # on first use: see names.requirement
+
                     try:
-                        Requirement(pin)
+                        requirement(pin)
                     except InvalidRequirement:
                         problems.append(f"{vwhere}.nvidia_pins[{k}]: does not parse: {pin!r}")
             if defaults > 1:
@@ -301,6 +302,6 @@ def jetpack_only(matrix: Matrix, family: str, cc: str) -> Advisory | None:
     cc = normalize_cc(cc)
     for adv in matrix.advisories.advisories:
         if cc in adv.gpu_compute_capabilities and "JetPack" in adv.fix and \
-                any(Requirement(a).name == family for a in adv.affects):
+                any(name_and_specifier(a)[0] == family for a in adv.affects):
             return adv
     return None

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import stat
 from typing import Any
 
@@ -149,7 +148,7 @@ def _replace(folder: str, target: str, data: str | bytes, mode: int) -> None:
 def _exclusive_temp(folder: str, base: str, mode: int) -> tuple[str, int]:
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     for _ in range(16):
-        tmp = os.path.join(folder, f".{base[:64]}.{secrets.token_hex(8)}.tmp")
+        tmp = os.path.join(folder, f".{base[:64]}.{os.urandom(8).hex()}.tmp")
         try:
             return tmp, os.open(tmp, flags, mode)
         except FileExistsError:

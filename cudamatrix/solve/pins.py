@@ -4,18 +4,24 @@ CUDA/cuDNN version implies, and whether two sets of them can be installed togeth
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-from packaging.markers import Marker
-from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from cudamatrix.matrix.data import FrameworkRelease, Matrix, Variant
+from cudamatrix.names import canonical
+from cudamatrix.names import requirement as _requirement
 from cudamatrix.solve.target import Target
+
+if TYPE_CHECKING:
+    from packaging.markers import Marker
+    from packaging.requirements import Requirement
 
 
 @lru_cache(maxsize=4096)
 def _marker(text: str) -> Marker:
+    from packaging.markers import Marker
+
     return Marker(text)
 
 
@@ -37,7 +43,7 @@ def pins_for(variant: Variant, target: Target) -> list[Requirement]:
     out = []
     extras = [variant.pip_extra, "with-cuda", "and-cuda", "cuda"] if variant.pip_extra else [None, "with-cuda"]
     for text in variant.nvidia_pins:
-        req = Requirement(text)
+        req = _requirement(text)
         if req.marker is None or any(req.marker.evaluate(marker_env(target, e)) for e in extras):
             out.append(req)
     return out
@@ -59,12 +65,12 @@ def expand_metapackage(matrix: Matrix, req: Requirement) -> list[Requirement] | 
     exact = [s.version for s in req.specifier if s.operator == "==" and "*" not in s.version]
     if not exact:
         return None
-    name = canonicalize_name(req.name)
+    name = canonical(req.name)
     for row in matrix.cuda.metapackages:
-        if canonicalize_name(row.name) == name and row.version == Version(exact[0]):
+        if canonical(row.name) == name and row.version == Version(exact[0]):
             out: list[Requirement] = []
             for extra in sorted(req.extras):
-                out.extend(Requirement(text) for text in row.requires.get(extra, []))
+                out.extend(_requirement(text) for text in row.requires.get(extra, []))
             return out
     return None
 
@@ -83,10 +89,10 @@ def implied_pins(release: FrameworkRelease, variant: Variant, target: Target, de
     if variant.cudnn is not None and "nvidia-cudnn" not in have:
         spec = str(variant.cudnn) if len(variant.cudnn.release) >= 4 else \
             ".".join(str(x) for x in variant.cudnn.release) + ".*"
-        out.append(Requirement(f"nvidia-cudnn-cu{major}=={spec}"))
+        out.append(_requirement(f"nvidia-cudnn-cu{major}=={spec}"))
     if release.name == "torch" and "nvidia-cuda-runtime" not in have:
         name = f"nvidia-cuda-runtime-cu{major}" if major < 13 else "nvidia-cuda-runtime"
-        out.append(Requirement(f"{name}=={major}.{variant.cuda.minor}.*"))
+        out.append(_requirement(f"{name}=={major}.{variant.cuda.minor}.*"))
     return out
 
 
@@ -103,7 +109,7 @@ def conflict_pins(matrix: Matrix, release: FrameworkRelease, variant: Variant, t
 
 def library_key(name: str) -> str:
     """nvidia-cudnn-cu12 -> nvidia-cudnn: distributions that install the same files share a key."""
-    name = str(canonicalize_name(name))
+    name = canonical(name)
     parts = name.split("-")
     if len(parts) > 2 and parts[-1].startswith("cu") and parts[-1][2:].isdigit():
         parts = parts[:-1]
@@ -113,19 +119,19 @@ def library_key(name: str) -> str:
 def pin_conflicts(a: list[Requirement], b: list[Requirement], a_label: str, b_label: str) -> list[str]:
     """Why two sets of nvidia-* requirements cannot be installed together. Empty when they can."""
     problems = []
-    by_name = {canonicalize_name(r.name): r for r in a}
+    by_name = {canonical(r.name): r for r in a}
     by_key: dict[str, list[Requirement]] = {}
     for r in a:
         by_key.setdefault(library_key(r.name), []).append(r)
     for r in b:
-        name = canonicalize_name(r.name)
+        name = canonical(r.name)
         other = by_name.get(name)
         if other is not None:
             if not _specs_meet(other, r):
                 problems.append(f"{a_label} needs {other.name}{other.specifier}, {b_label} needs {r.name}{r.specifier}")
             continue
         for o in by_key.get(library_key(r.name), []):
-            if canonicalize_name(o.name) != name:
+            if canonical(o.name) != name:
                 problems.append(f"{a_label} needs {o.name}, {b_label} needs {r.name}: two CUDA majors of one "
                                 f"library install the same files")
     return problems

@@ -13,14 +13,13 @@ Sources of the rules:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
 
 from packaging.version import Version
 
 from cudamatrix.matrix.data import CudnnRelease, FrameworkRelease, Matrix, Variant
 from cudamatrix.matrix.query import architecture, cuda_release, driver_max_cuda, driver_version, jetpack_only
-from cudamatrix.schema import cc_key
+from cudamatrix.schema import cc_key, record
 
 # the CUDA wheel requirements of a build live in pins; re-exported for the rules' callers
 from cudamatrix.solve.pins import (  # noqa: F401
@@ -36,8 +35,10 @@ from cudamatrix.solve.pins import (  # noqa: F401
 from cudamatrix.solve.target import Target
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Reason:
+    """Why a rule rejects a candidate (or cannot judge it): the rule id and a sentence."""
+
     # driver_floor, gpu_driver, arch, jetson, cudnn_gpu, python, platform, request, shared_nvidia, co_installed;
     # "unknown": the rule reads a fact the matrix does not hold, so it cannot pass
     rule: str

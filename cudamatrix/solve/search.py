@@ -6,7 +6,7 @@ passed in to be filled.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import NamedTuple
 
 from packaging.requirements import Requirement
@@ -15,6 +15,7 @@ from packaging.version import Version
 from cudamatrix.matrix.data import FrameworkRelease, Matrix, Variant
 from cudamatrix.models import Rejection
 from cudamatrix.names import FAMILIES, canonical
+from cudamatrix.schema import record
 from cudamatrix.solve import rules
 from cudamatrix.solve.indexes import dedupe
 from cudamatrix.solve.target import Target
@@ -22,7 +23,7 @@ from cudamatrix.solve.target import Target
 MAX_COMBINATIONS = 200_000
 
 
-@dataclass(frozen=True, eq=False)
+@record(frozen=True, eq=False)
 class Candidate:
     """One framework release × one variant of it (``torch 2.5.1 cu121``)."""
 
@@ -62,7 +63,7 @@ class Preference(NamedTuple):
     pypi_default: bool  # the default index's own wheel
 
 
-@dataclass
+@record
 class Screened:
     """One family's candidates after the hard rules: those that fit, in preference order, and the rest."""
 
@@ -71,7 +72,7 @@ class Screened:
     rejected: list[Rejection] = field(default_factory=list)
 
 
-@dataclass
+@record
 class SearchResult:
     """The chosen candidates (one per family; None: no combination fits), with the rejections and trace."""
 

@@ -9,7 +9,7 @@ import os
 import platform as _platform
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
@@ -17,18 +17,20 @@ from packaging.version import InvalidVersion, Version
 from cudamatrix.errors import UsageError
 from cudamatrix.matrix.data import Matrix
 from cudamatrix.models import Environment
-from cudamatrix.schema import normalize_cc
+from cudamatrix.schema import normalize_cc, record
 
 PLATFORMS = ("linux_x86_64", "linux_aarch64", "win_amd64")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TargetGpu:
+    """A GPU of a Target: its compute capability and, where known, its name."""
+
     compute_capability: str  # "7.5"
     name: str | None = None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Target:
     """What the solver needs to know about one machine."""
 
@@ -143,8 +145,10 @@ def from_flags(matrix: Matrix, *, driver: str | None, gpus: list[str], python: s
 _VERSIONISH = re.compile(r"^\d+(\.\d+){0,2}$")
 
 
-@dataclass
+@record
 class Resolved:
+    """The Targets to solve for, and the environments they came from."""
+
     targets: list[Target]
     installed: Environment | None  # the environment whose installed set counts (minimal change)
     environments: list[Environment]

@@ -1,0 +1,117 @@
+"""The cheaper stand-ins on the start-up path behave as the standard ones they replace:
+``schema.record`` as ``dataclasses.dataclass``, ``proc.which`` as ``shutil.which``, ``names.name_and_specifier``
+as ``packaging.requirements.Requirement``."""
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import stat
+from dataclasses import field
+
+import pytest
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
+
+from cudamatrix import proc
+from cudamatrix.names import name_and_specifier
+from cudamatrix.schema import record
+
+
+def _pair(frozen: bool, eq: bool = True):
+    """The same class body under the standard decorator and under record."""
+    def body():
+        class Row:
+            name: str
+            version: str = "1.0"
+            tags: list[str] = field(default_factory=list, compare=False)
+            secret: str = field(default="", repr=False)
+            weight: int = field(default=0, hash=False)
+        return Row
+    return (dataclasses.dataclass(frozen=frozen, eq=eq)(body()), record(frozen=frozen, eq=eq)(body()))
+
+
+@pytest.mark.parametrize("frozen", [False, True])
+def test_record_repr_eq_hash_match_dataclass(frozen):
+    std, rec = _pair(frozen)
+    a_std, a_rec = std("torch", "2.5", ["x"], "s", 3), rec("torch", "2.5", ["x"], "s", 3)
+    assert repr(a_rec) == repr(a_std) == f"{std.__qualname__}(name='torch', version='2.5', tags=['x'], weight=3)"
+    # compare=False fields do not count; other fields do; another class never equals
+    assert (rec("torch", "2.5", ["y"]) == rec("torch", "2.5", ["z"])) is (std("torch", "2.5", ["y"]) == std("torch", "2.5", ["z"])) is True
+    assert (rec("torch", "2.5") == rec("torch", "2.6")) is (std("torch", "2.5") == std("torch", "2.6")) is False
+    assert rec("torch").__eq__(std("torch")) is NotImplemented
+    if frozen:
+        # hash: the compared fields with hash not switched off, as the standard decorator
+        assert hash(rec("torch", "2.5", weight=1)) == hash(rec("torch", "2.5", weight=2)) == hash(("torch", "2.5", "", ))
+        assert hash(std("torch", "2.5", weight=1)) == hash(("torch", "2.5", ""))
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            a_rec.name = "jax"  # type: ignore[misc]
+    else:
+        assert std.__hash__ is None and rec.__hash__ is None  # mutable with __eq__: unhashable
+
+
+def test_record_without_eq_keeps_identity():
+    std, rec = _pair(frozen=True, eq=False)
+    a, b = rec("torch"), rec("torch")
+    assert a != b and a == a and hash(a) == object.__hash__(a)
+    assert (std("torch") == std("torch")) is False
+
+
+def test_record_keeps_a_method_the_class_defines():
+    @record
+    class Shown:
+        name: str
+
+        def __repr__(self) -> str:
+            return f"<{self.name}>"
+
+    assert repr(Shown("x")) == "<x>"
+    assert dataclasses.is_dataclass(Shown) and [f.name for f in dataclasses.fields(Shown)] == ["name"]
+
+
+def _tree(tmp_path):
+    """PATH folders: one with a non-executable file, one with a directory of that name, one with the program."""
+    a, b, c = (tmp_path / n for n in "abc")
+    for d in (a, b, c):
+        d.mkdir()
+    (a / "tool").write_text("#!/bin/sh\n")  # not executable
+    (b / "tool").mkdir()  # a folder, even if searchable
+    (c / "tool").write_text("#!/bin/sh\n")
+    (c / "tool").chmod(stat.S_IRWXU)
+    return os.pathsep.join(map(str, (a, b, c)))
+
+
+@pytest.mark.parametrize("name", ["tool", "missing", "sh"])
+def test_which_matches_shutil(tmp_path, name):
+    path = _tree(tmp_path)
+    assert proc.which(name, path=path) == shutil.which(name, path=path)
+    assert proc.which(name, path="") is shutil.which(name, path="") is None
+
+
+def test_which_with_a_path_in_the_name(tmp_path):
+    path = _tree(tmp_path)
+    exe = str(tmp_path / "c" / "tool")
+    assert proc.which(exe) == shutil.which(exe) == exe
+    assert proc.which(str(tmp_path / "a" / "tool")) is shutil.which(str(tmp_path / "a" / "tool")) is None
+    assert proc.which("tool", path=path) == exe
+
+
+@pytest.mark.parametrize("text", [
+    "torch", "torch==2.0.1", "torch>=1.12,<1.13", "nvidia-cudnn-cu12>=9.11", "tensorflow==2.16.1",
+    "torch >= 2.1 , < 3", "a.b_c==1.0.*", "x===1.0", "torch ~= 2.1", "Torch_Vision!=0.1",
+    # not plain: through packaging
+    "torch[cuda]>=1", 'torch; python_version<"3.9"', "torch @ https://example.invalid/t.whl",
+])
+def test_name_and_specifier_matches_packaging(text):
+    req = Requirement(text)
+    name, spec = name_and_specifier(text)
+    assert name == req.name
+    assert SpecifierSet(spec) == req.specifier
+
+
+@pytest.mark.parametrize("text", ["", "==1.0", "torch==", "torch>=", "-torch", "torch 1.0"])
+def test_name_and_specifier_refuses_what_packaging_refuses(text):
+    with pytest.raises(InvalidRequirement):
+        Requirement(text)
+    with pytest.raises(InvalidRequirement):
+        name_and_specifier(text)
