@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from cudamatrix.schema import record
+
+if TYPE_CHECKING:
+    import subprocess
+
+# subprocess (with locale, selectors ...) is imported by the functions that run a child, on first use: a
+# command that reads only files (detect --from, check on a requirements file) never loads it.
 
 
 @record
@@ -78,6 +83,8 @@ def run(argv: list[str], *, timeout: float, env: dict[str, str] | None = None, c
     group id is its pid). ``die_with_parent`` (Linux): the kernel kills the child when this process dies,
     even by SIGKILL, which no handler of ours can see.
     """
+    import subprocess
+
     if on_output is not None and not stream:
         return _run_lines(argv, timeout=timeout, env=env, cwd=cwd, on_output=on_output,
                           interrupt_grace=interrupt_grace, on_start=on_start, die_with_parent=die_with_parent)
@@ -107,6 +114,8 @@ def run(argv: list[str], *, timeout: float, env: dict[str, str] | None = None, c
 def _run_lines(argv: list[str], *, timeout: float, env: dict[str, str] | None, cwd: str | None,
                on_output: Callable[[str], None], interrupt_grace: float,
                on_start: Callable[[int], None] | None = None, die_with_parent: bool = False) -> Result:
+    import subprocess
+
     start = time.monotonic()
     spawn = argv
     if die_with_parent and sys.platform.startswith("linux"):
@@ -164,6 +173,8 @@ DRAIN_SECONDS = 2.0  # after a kill: how long the pipes may still be read
 def _drain(proc: subprocess.Popen) -> tuple[str, str]:
     """What a killed child left in its pipes, waiting at most DRAIN_SECONDS: a grandchild that left the
     process group (setsid) may hold the pipes open long after the kill, and must not hold us."""
+    import subprocess
+
     try:
         return proc.communicate(timeout=DRAIN_SECONDS)
     except subprocess.TimeoutExpired:
@@ -182,6 +193,8 @@ def _drain(proc: subprocess.Popen) -> tuple[str, str]:
 
 def _interrupt(proc: subprocess.Popen, grace: float) -> None:
     """Stop a child after Ctrl-C: SIGINT first when a grace period is given, then kill the group."""
+    import subprocess
+
     if grace > 0 and proc.poll() is None:
         try:
             os.killpg(proc.pid, signal.SIGINT)

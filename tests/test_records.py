@@ -4,6 +4,7 @@ as ``packaging.requirements.Requirement``."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 import stat
@@ -115,3 +116,29 @@ def test_name_and_specifier_refuses_what_packaging_refuses(text):
         Requirement(text)
     with pytest.raises(InvalidRequirement):
         name_and_specifier(text)
+
+
+@pytest.mark.parametrize("value", [
+    {}, [], {"a": []}, [{}], (1, 2), "é\u2028\n\"\\\t", [None, True, False, 0, -1, 10**30],
+    {1: 2, 2.5: 1, True: 0, None: 1, False: [1.5, float("nan"), float("inf"), -float("inf"), 1e300, -0.0]},
+    {"x": {"y": {"z": [1, [2, [3]]], "w": "GPU 0：TITAN RTX"}}},
+])
+def test_render_dumps_is_json_dumps_indent_2(value):
+    from cudamatrix.render import dumps
+
+    assert dumps(value) == json.dumps(value, indent=2)
+
+
+def test_render_dumps_of_a_real_envelope_and_its_refusals():
+    from cudamatrix.models import Environment, GpuInfo, Note
+    from cudamatrix.render import dumps, envelope
+
+    env = Environment(gpus=[GpuInfo(index=0, name="NVIDIA GeForce RTX 4090", compute_capability="8.9")],
+                      notes=[Note("report", "paste: read as nvidia-smi (lines 1-20)")])
+    doc = envelope("detect", 0, {"environment": env.to_dict()})
+    assert dumps(doc) == json.dumps(doc, indent=2)
+    for bad in ({(1, 2): 1}, {"a": object()}, [set()]):
+        with pytest.raises(TypeError):
+            json.dumps(bad, indent=2)
+        with pytest.raises(TypeError):
+            dumps(bad)

@@ -44,15 +44,17 @@ LABELS = {
 _MARKERS = ("collecting environment information", "versions of relevant libraries")
 
 
-def _label(body: str) -> tuple[str, str] | None:
+def _label(body: str, wide_colons: bool = True) -> tuple[str, str] | None:
     """("pytorch version", "1.5.0") from "PyTorch version: 1.5.0", "- PyTorch Version (e.g., 1.0): 1.5.0",
-    "PyTorch version 1.5.0" or "GPU 0：TITAN RTX"; None for a line that is no field."""
+    "PyTorch version 1.5.0" or "GPU 0：TITAN RTX"; None for a line that is no field. ``wide_colons``: whether
+    the text may hold a full-width colon at all (a paste without one spares a search per line)."""
     if body[:2] in ("- ", "* "):
         body = body[2:].lstrip()
-    colon = body.find(":")
-    wide = body.find("\uff1a")
-    if wide >= 0 and (colon < 0 or wide < colon):
-        colon = wide
+    colon = body.find(":", 0, 81)
+    if wide_colons:
+        wide = body.find("\uff1a", 0, 81)
+        if wide >= 0 and (colon < 0 or wide < colon):
+            colon = wide
     if colon < 0 or colon > 80:
         low = body[:40].lower()
         if low.startswith("pytorch version ") and _LEADING_VERSION.match(body[16:].strip()[:40]):
@@ -109,15 +111,16 @@ def read(paste: Paste, env: Environment) -> bool:
     claimed: list[int] = []
     consumed: set[int] = set()
     kinds = paste.kind
+    wide = "\uff1a" in paste.text
     for i in paste.having(":", "\uff1a", "PyTorch version", "Collecting environment"):
         if kinds[i] is not None or i in consumed:
             continue
         body = lines[i].strip()
-        if body[:40].lower().startswith(_MARKERS):
+        if body[:1] in "CcVv" and body[:40].lower().startswith(_MARKERS):
             facts.labels.add("marker")
             claimed.append(i)
             continue
-        lv = _label(body)
+        lv = _label(body, wide)
         if lv is None:
             continue
         label, value = lv
@@ -189,7 +192,10 @@ def _sglang_packages(paste: Paste, facts: _Facts, claimed: list[int]) -> None:
     """SGLang's check_env lists "name: version" for each package it cares about, in the block of "name: value"
     lines around its "sglang:" line."""
     lines = paste.lines
-    for s in facts.sglang_lines:
+    end = -1
+    for s in facts.sglang_lines:  # in order; one inside the block just read has the same block
+        if s <= end:
+            continue
         start = end = s
         while start > 0 and ":" in lines[start - 1] and paste.free(start - 1):
             start -= 1
