@@ -59,7 +59,7 @@ def dumps(value: Any) -> str:
     return "".join(out)
 
 
-_escape_str = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
+_escape_str = json.encoder.encode_basestring_ascii
 _float_text = json.encoder.JSONEncoder().iterencode  # NaN, Infinity and repr() exactly as json writes them
 
 
