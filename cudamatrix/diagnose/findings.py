@@ -183,19 +183,19 @@ def diagnose(env: Environment, matrix: Matrix) -> list[Finding]:
                             evidence=[f"supported: {', '.join(inst.release.python)}"],
                             fix=f"use Python {inst.release.python[-1]}, or a {inst.name} release built for {py}"))
 
-    findings.extend(_library_findings(env, matrix, installed))
-    findings.extend(_wheel_findings(env, matrix, installed))
+    findings.extend(_library_findings(env, installed))
+    findings.extend(_wheel_findings(env, installed))
     findings.extend(_gpu_memory(env))
     findings.extend(_unsafe_library_paths(env))
     findings.extend(_host_resources(env))
     findings.extend(_advisories(env, matrix))
-    findings.extend(_toolkit(env, matrix))
+    findings.extend(_toolkit(env))
     order = {"error": 0, "warning": 1, "info": 2}
     findings.sort(key=lambda f: order[f.severity])
     return findings
 
 
-def _library_findings(env: Environment, matrix: Matrix, installed: list[Installed]) -> list[Finding]:
+def _library_findings(env: Environment, installed: list[Installed]) -> list[Finding]:
     """LIBRARY_SHADOWED, LIBRARY_PRELOADED and CUDNN_MISMATCH: only where the loader model (detect.libpaths)
     predicts that a framework maps a wrong file, naming that file and the rule that made it win."""
     from cudamatrix.detect import libpaths
@@ -287,7 +287,7 @@ def _library_findings_unmodelled(env: Environment) -> list[Finding]:
     return out
 
 
-def _wheel_findings(env: Environment, matrix: Matrix, installed: list[Installed]) -> list[Finding]:
+def _wheel_findings(env: Environment, installed: list[Installed]) -> list[Finding]:
     out: list[Finding] = []
     parsed: dict[str, list[Requirement]] = {}
     for dist, texts in env.requirements.items():
@@ -472,7 +472,7 @@ def _advisories(env: Environment, matrix: Matrix) -> list[Finding]:
     return out
 
 
-def _toolkit(env: Environment, matrix: Matrix) -> list[Finding]:
+def _toolkit(env: Environment) -> list[Finding]:
     out: list[Finding] = []
     if not env.driver.cuda_version:
         return out
