@@ -100,6 +100,12 @@ DRIVER_STATE = [
     pytest.param(dict(driver=Driver(status="mismatch", error="Driver/library version mismatch")), [
         F("DRIVER_LIBRARY_MISMATCH", "error", "The kernel driver and the user-space NVIDIA libraries differ",
           ["Driver/library version mismatch"], MISMATCH_FIX)], id="mismatch-versions-unread"),
+    # while kernel module and library differ no GPU works, so nothing is judged against the GPU (a K80 on a
+    # version past R470, a CPU build)
+    pytest.param(dict(driver=Driver(version="535.104.05", status="mismatch", error="Driver/library version mismatch"),
+                      gpus=(K80,), torch="2.5.1+cpu"), [
+        F("DRIVER_LIBRARY_MISMATCH", "error", "The kernel driver and the user-space NVIDIA libraries differ",
+          ["Driver/library version mismatch"], MISMATCH_FIX)], id="mismatch-judges-no-gpu"),
     pytest.param(dict(driver=Driver(status="no_device", error="No devices were found"), gpus=()), [
         F("NO_DEVICE_VISIBLE", "error", "The driver is present but no GPU is visible", ["No devices were found"],
           NO_DEVICE_FIX)], id="no-device-driver-words"),
@@ -241,6 +247,11 @@ FRAMEWORKS = [
           ["unknown: the GPU architectures torch 2.4.0 cu124 was compiled for are not in the matrix, so whether it "
            "has a kernel image for Tesla T4 (compute capability 7.5) is unknown"],
           "update cudamatrix for newer matrix data; the other rules were checked")], id="matrix-row-without-sass"),
+    # PyTorch published 2.5.1+cu118, a build this matrix's 2.5.1 row lacks: judged on its tag, reported once
+    pytest.param(dict(torch="2.5.1+cu118"), [
+        unknown_build("torch 2.5.1+cu118", "variant cu118", "unknown: the GPU architectures it was compiled for",
+                      "unknown: its cuDNN version", "unknown: the Python versions it is built for")],
+      id="known-release-unknown-build"),
 ]
 
 
@@ -421,6 +432,9 @@ STATED = [
     pytest.param("2.6.0", {"cuda": "12.6", "cudnn": "unknown", "source": "report:collect_env"},
                  ("2.6.0", "cu126", "12.6", None, "report:collect_env"), [ARCH_UNKNOWN, CUDNN_UNKNOWN, PY_UNKNOWN],
                  id="report-cudnn-in-words"),
+    # torch 1.7.1 was published with +cu92 (CUDA 9.2): a two-digit tag
+    pytest.param("1.7.1+cu92", {}, ("1.7.1", "cu92", "9.2", None, "installed version"),
+                 [ARCH_UNKNOWN, CUDNN_UNKNOWN, PY_UNKNOWN], id="local-tag-cu92"),
     pytest.param("2.6.0+cpu", {}, ("2.6.0", "cpu", None, None, "installed version"), [PY_UNKNOWN], id="cpu-tag"),
     pytest.param("2.6.0", {"variant": "cpu"}, ("2.6.0", "cpu", None, None, "installed version"), [PY_UNKNOWN],
                  id="cpu-variant"),
@@ -443,6 +457,15 @@ def test_stated_build(version, fw, expected, unknown):
     else:
         assert release == stated_release(*expected)
         assert release is not None and var is release.variants[0]
+
+
+def test_a_build_is_judged_on_its_own_statements():
+    # TensorFlow 2.6.0 was built with CUDA 11.2 ("Tested build configurations"); a torch 2.6.0 next to it that
+    # states nothing about its build is not given TensorFlow's CUDA
+    frameworks = [Framework(name="tensorflow", version="2.6.0", cuda="11.2"), Framework(name="torch", version="2.6.0")]
+    e = Environment(frameworks=frameworks)
+    torch = next(i for i in match_installed(e, M) if i.name == "torch")
+    assert stated_build(e, torch) == (None, None, ["the CUDA version it was built with", PY_UNKNOWN])
 
 
 def test_installed_without_a_default_variant_matches_no_variant():
@@ -569,7 +592,10 @@ def test_pasted_libraries_each_soname_on_its_own():
 
 def test_an_unreadable_toolkit_does_not_hide_the_next():
     # CUDA 13.0's nvcc next to a driver for CUDA 12.4 (Release Notes: 13.0 needs R580)
-    e = env(toolkits=[Toolkit(source="conda", version="unknown"), Toolkit(source="nvcc --version", version="13.0.88")])
+    # a patch release of the driver's own CUDA (12.4.131 next to 12.4) is not newer
+    e = env(toolkits=[Toolkit(source="conda", version="unknown"),
+                      Toolkit(source="/usr/local/cuda-12.4", version="12.4.131"),
+                      Toolkit(source="nvcc --version", version="13.0.88")])
     e.driver.cuda_version = "12.4"
     assert [(f.code, f.evidence) for f in diagnose(e, M)] == [("TOOLKIT_NEWER_THAN_DRIVER", ["nvcc --version"])]
 
@@ -581,7 +607,8 @@ def test_an_advisory_covers_an_installed_prerelease():
     assert [f.code for f in diagnose(e, m)] == ["KNOWN_BAD"]
 
 
-@pytest.mark.parametrize("first", [jax(variant="cpu"), jax(variant="cuda12")], ids=["cpu-jax", "jax-without-a-load"])
+@pytest.mark.parametrize("first", [jax(variant="cpu"), jax(variant="cuda12"), jax("0.9.9", "cuda12")],
+                         ids=["cpu-jax", "jax-without-a-load", "jax-not-in-the-matrix"])
 def test_cudnn_of_each_framework(first):
     # a framework before torch with no cuDNN, or with no predicted cuDNN load, does not end the check
     e = env(torch=None, frameworks=[first, Framework(name="torch", version="2.5.1+cu121", variant="cu121")],
@@ -617,3 +644,39 @@ def test_file_clobber_lists_twenty_files_and_counts_the_rest():
                                 paths[:20] + ["... and 3 more"],
                                 "uninstall one of them (the one the framework does not declare), then reinstall the "
                                 "other")]
+
+
+# README: LOW_HOST_MEMORY under 2 GiB or under 10 % of host memory available
+HOST_MEMORY = [
+    (16384, 2047, True), (16384, 2048, False),   # 2 GiB decides on a 16 GiB machine (10 % is 1638 MiB)
+    (65536, 6553, True), (65536, 6554, False),   # 10 % decides on a 64 GiB machine (6553.6 MiB)
+    (16384, None, False), (None, 512, False),   # unread
+]
+
+
+@pytest.mark.parametrize("total, available, low", HOST_MEMORY)
+def test_low_host_memory(total, available, low):
+    e = env(host=HostResources(memory_total_mib=total, memory_available_mib=available))
+    assert diagnose(e, M) == ([F("LOW_HOST_MEMORY", "warning", f"only {available} MiB of {total} MiB host memory is "
+                                                              "available", ["/proc/meminfo MemAvailable"],
+                                 "close other notebooks and processes (or restart stale kernels) before loading large "
+                                 "models")] if low else [])
+
+
+def test_low_disk_title_in_gib():
+    # 7220 MiB is 7.05 GiB: one decimal, rounded
+    e = env(host=HostResources(disks=[DiskSpace(purpose="pip cache", path="/c", free_mib=7220, total_mib=9000)]))
+    assert [(f.code, f.title) for f in diagnose(e, M)] == [("LOW_DISK", "only 7.1 GiB free on the disk of pip cache")]
+
+
+def test_unsafe_library_path_names_ten_folders():
+    notes = [Note(probe="unsafe library path", message=f"/tmp/lib{i} is world-writable") for i in range(11)]
+    (f,) = diagnose(env(notes=notes), M)
+    assert (f.code, f.evidence) == ("UNSAFE_LIBRARY_PATH", [n.message for n in notes[:10]])
+
+
+def test_file_clobber_of_exactly_twenty_files_lists_them_all():
+    paths = [f"cupy/_core/m{i:02}.so" for i in range(20)]
+    e = env(file_conflicts=[FileConflict(path=p, distributions=["cupy-cuda12x", "cupy-cuda13x"]) for p in paths])
+    (f,) = diagnose(e, M)
+    assert (f.title, f.evidence) == ("cupy-cuda12x and cupy-cuda13x install the same 20 files", paths)

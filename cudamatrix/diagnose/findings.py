@@ -166,7 +166,8 @@ def diagnose(env: Environment, matrix: Matrix) -> list[Finding]:
             elif reason.rule == "cudnn_gpu":
                 add(Finding(code="CUDNN_MISMATCH", severity="error", title=f"cuDNN of {label} does not support the GPU",
                             evidence=[reason.message], fix="install a build bundling an older cuDNN (cudamatrix fix)"))
-            elif reason.rule == "unknown" and inst.release is not None:
+            elif reason.rule == "unknown" and inst.variant is not None:
+                # a build judged on its stated facts already listed what is unknown about it (above)
                 unknown_here.append(reason.message)
             # python: reported below for every machine, GPU or not; gpu_driver: reported above, once per GPU
         if unknown_here:
