@@ -636,12 +636,18 @@ def test_requirements_behind_an_extra(dist, extra, applies):
         [["pip", "install", "nvidia-cudnn-cu12>=9.1"]])] if applies else [])
 
 
-def test_file_clobber_lists_twenty_files_and_counts_the_rest():
-    # CuPy's install guide: install one cupy-cudaXXx package; two install the same cupy/ files
-    paths = [f"cupy/_core/m{i:02}.so" for i in range(23)]
+# CuPy's install guide: install one cupy-cudaXXx package; two install the same cupy/ files. The finding lists
+# twenty of them and counts the rest
+CLOBBER = [(1, "file", []), (20, "20 files", []), (21, "21 files", ["... and 1 more"]),
+           (23, "23 files", ["... and 3 more"])]
+
+
+@pytest.mark.parametrize("count, files, more", CLOBBER)
+def test_file_clobber(count, files, more):
+    paths = [f"cupy/_core/m{i:02}.so" for i in range(count)]
     e = env(file_conflicts=[FileConflict(path=p, distributions=["cupy-cuda13x", "cupy-cuda12x"]) for p in paths])
-    assert diagnose(e, M) == [F("FILE_CLOBBER", "error", "cupy-cuda12x and cupy-cuda13x install the same 23 files",
-                                paths[:20] + ["... and 3 more"],
+    assert diagnose(e, M) == [F("FILE_CLOBBER", "error", f"cupy-cuda12x and cupy-cuda13x install the same {files}",
+                                paths[:20] + more,
                                 "uninstall one of them (the one the framework does not declare), then reinstall the "
                                 "other")]
 
@@ -650,6 +656,7 @@ def test_file_clobber_lists_twenty_files_and_counts_the_rest():
 HOST_MEMORY = [
     (16384, 2047, True), (16384, 2048, False),   # 2 GiB decides on a 16 GiB machine (10 % is 1638 MiB)
     (65536, 6553, True), (65536, 6554, False),   # 10 % decides on a 64 GiB machine (6553.6 MiB)
+    (20480, 2048, False),                        # exactly 2 GiB and exactly 10 %: neither is under
     (16384, None, False), (None, 512, False),   # unread
 ]
 
@@ -673,10 +680,3 @@ def test_unsafe_library_path_names_ten_folders():
     notes = [Note(probe="unsafe library path", message=f"/tmp/lib{i} is world-writable") for i in range(11)]
     (f,) = diagnose(env(notes=notes), M)
     assert (f.code, f.evidence) == ("UNSAFE_LIBRARY_PATH", [n.message for n in notes[:10]])
-
-
-def test_file_clobber_of_exactly_twenty_files_lists_them_all():
-    paths = [f"cupy/_core/m{i:02}.so" for i in range(20)]
-    e = env(file_conflicts=[FileConflict(path=p, distributions=["cupy-cuda12x", "cupy-cuda13x"]) for p in paths])
-    (f,) = diagnose(e, M)
-    assert (f.title, f.evidence) == ("cupy-cuda12x and cupy-cuda13x install the same 20 files", paths)
