@@ -570,7 +570,8 @@ CUBLAS_WHEEL = "/v/site-packages/nvidia/cublas/lib/libcublas.so.12"
 
 def test_pasted_libraries_each_soname_on_its_own():
     # no loader prediction (a paste): per SONAME, a copy first on LD_LIBRARY_PATH that differs from the wheel's
-    # may win; cuBLAS here comes first from the wheel, cuDNN from LD_LIBRARY_PATH, the same cuDNN twice is fine
+    # may win. cuBLAS comes first from the wheel and cuSPARSE from the ld.so cache (searched after the wheel's
+    # RUNPATH): nothing to say; cuFFT on LD_LIBRARY_PATH is the wheel's version; cuDNN and cuRAND may win
     libraries = [
         Library(name="cublas", soname="libcublas.so.12", path=CUBLAS_WHEEL, version="12.4.5",
                 origin="wheel:nvidia-cublas-cu12", loaded_first=True),
@@ -582,12 +583,24 @@ def test_pasted_libraries_each_soname_on_its_own():
                 origin="LD_LIBRARY_PATH", loaded_first=True),
         Library(name="cufft", soname="libcufft.so.11", path="/v/nvidia/cufft/lib/libcufft.so.11", version="11.2.1",
                 origin="wheel:nvidia-cufft-cu12"),
+        Library(name="cusparse", soname="libcusparse.so.12", path="/usr/lib/libcusparse.so.12", version="12.1.0",
+                origin="ldconfig", loaded_first=True),
+        Library(name="cusparse", soname="libcusparse.so.12", path="/v/nvidia/cusparse/lib/libcusparse.so.12",
+                version="12.3.1", origin="wheel:nvidia-cusparse-cu12"),
+        Library(name="curand", soname="libcurand.so.10", path="/opt/cuda/lib64/libcurand.so.10", version="10.3.2",
+                origin="LD_LIBRARY_PATH", loaded_first=True),
+        Library(name="curand", soname="libcurand.so.10", path="/v/nvidia/curand/lib/libcurand.so.10",
+                origin="wheel:nvidia-curand-cu12"),
     ]
     assert diagnose(env(libraries=libraries), M) == [F(
         "LIBRARY_SHADOWED", "warning", f"{SO9} on LD_LIBRARY_PATH (version unknown) may win over the wheel's copy "
                                        "(9.1.0)",
         [f"first on LD_LIBRARY_PATH: {OPT}", f"wheel copy: {WHEEL}", "wheel copy: /w2/nvidia/cudnn/lib/libcudnn.so.9",
-         PASTED], "run cudamatrix doctor on the machine itself")]
+         PASTED], "run cudamatrix doctor on the machine itself"), F(
+        "LIBRARY_SHADOWED", "warning", "libcurand.so.10 on LD_LIBRARY_PATH (10.3.2) may win over the wheel's copy "
+                                       "(version unknown)",
+        ["first on LD_LIBRARY_PATH: /opt/cuda/lib64/libcurand.so.10",
+         "wheel copy: /v/nvidia/curand/lib/libcurand.so.10", PASTED], "run cudamatrix doctor on the machine itself")]
 
 
 def test_an_unreadable_toolkit_does_not_hide_the_next():
@@ -680,3 +693,12 @@ def test_unsafe_library_path_names_ten_folders():
     notes = [Note(probe="unsafe library path", message=f"/tmp/lib{i} is world-writable") for i in range(11)]
     (f,) = diagnose(env(notes=notes), M)
     assert (f.code, f.evidence) == ("UNSAFE_LIBRARY_PATH", [n.message for n in notes[:10]])
+
+
+@pytest.mark.parametrize("gpu, applies", [(V100, True), (T4, False)], ids=["volta", "turing"])
+def test_an_advisory_about_the_machine_alone(gpu, applies):
+    # an advisory naming no package (the schema allows an empty ``affects``) rests on its machine conditions
+    volta_only = replace(VOLTA, affects=[])
+    e = env(gpus=(replace(gpu, memory_used_mib=0),))
+    assert [f.code for f in diagnose(e, replace(M, advisories=AdvisoryFile(advisories=[volta_only])))] == \
+        (["KNOWN_BAD"] if applies else [])
