@@ -166,7 +166,8 @@ def diagnose(env: Environment, matrix: Matrix) -> list[Finding]:
             elif reason.rule == "cudnn_gpu":
                 add(Finding(code="CUDNN_MISMATCH", severity="error", title=f"cuDNN of {label} does not support the GPU",
                             evidence=[reason.message], fix="install a build bundling an older cuDNN (cudamatrix fix)"))
-            elif reason.rule == "unknown" and inst.release is not None:
+            elif reason.rule == "unknown" and inst.variant is not None:
+                # a build judged on its stated facts already listed what is unknown about it (above)
                 unknown_here.append(reason.message)
             # python: reported below for every machine, GPU or not; gpu_driver: reported above, once per GPU
         if unknown_here:
@@ -183,19 +184,19 @@ def diagnose(env: Environment, matrix: Matrix) -> list[Finding]:
                             evidence=[f"supported: {', '.join(inst.release.python)}"],
                             fix=f"use Python {inst.release.python[-1]}, or a {inst.name} release built for {py}"))
 
-    findings.extend(_library_findings(env, matrix, installed))
-    findings.extend(_wheel_findings(env, matrix, installed))
+    findings.extend(_library_findings(env, installed))
+    findings.extend(_wheel_findings(env, installed))
     findings.extend(_gpu_memory(env))
     findings.extend(_unsafe_library_paths(env))
     findings.extend(_host_resources(env))
     findings.extend(_advisories(env, matrix))
-    findings.extend(_toolkit(env, matrix))
+    findings.extend(_toolkit(env))
     order = {"error": 0, "warning": 1, "info": 2}
     findings.sort(key=lambda f: order[f.severity])
     return findings
 
 
-def _library_findings(env: Environment, matrix: Matrix, installed: list[Installed]) -> list[Finding]:
+def _library_findings(env: Environment, installed: list[Installed]) -> list[Finding]:
     """LIBRARY_SHADOWED, LIBRARY_PRELOADED and CUDNN_MISMATCH: only where the loader model (detect.libpaths)
     predicts that a framework maps a wrong file, naming that file and the rule that made it win."""
     from cudamatrix.detect import libpaths
@@ -287,7 +288,7 @@ def _library_findings_unmodelled(env: Environment) -> list[Finding]:
     return out
 
 
-def _wheel_findings(env: Environment, matrix: Matrix, installed: list[Installed]) -> list[Finding]:
+def _wheel_findings(env: Environment, installed: list[Installed]) -> list[Finding]:
     out: list[Finding] = []
     parsed: dict[str, list[Requirement]] = {}
     for dist, texts in env.requirements.items():
@@ -472,7 +473,7 @@ def _advisories(env: Environment, matrix: Matrix) -> list[Finding]:
     return out
 
 
-def _toolkit(env: Environment, matrix: Matrix) -> list[Finding]:
+def _toolkit(env: Environment) -> list[Finding]:
     out: list[Finding] = []
     if not env.driver.cuda_version:
         return out

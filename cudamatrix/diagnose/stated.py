@@ -35,12 +35,12 @@ def stated_build(env: Environment, inst) -> tuple[FrameworkRelease | None, Varia
     except InvalidVersion:
         return None, None, ["its version"]
     source = f"stated by the environment ({fw.source if fw is not None and fw.source else 'installed version'})"
+    # a cuDNN stated in words ("unknown") is no version: it stays unknown, and is listed as such
+    cudnn = Version(fw.cudnn) if fw is not None and fw.cudnn and _is_version(fw.cudnn) else None
     if cuda is not None:
-        cudnn_stated = fw is not None and bool(fw.cudnn)
-        unknown[:0] = ["the GPU architectures it was compiled for"] + ([] if cudnn_stated else ["its cuDNN version"])
+        unknown[:0] = ["the GPU architectures it was compiled for"] + ([] if cudnn else ["its cuDNN version"])
     variant = Variant(name=inst.variant_name or (f"cu{cuda.major}{cuda.minor}" if cuda else "cpu"), source=source,
-                      cuda=cuda, cudnn=Version(fw.cudnn) if fw is not None and fw.cudnn and
-                      _is_version(fw.cudnn) else None)
+                      cuda=cuda, cudnn=cudnn)
     release = FrameworkRelease(name=inst.name, version=version, python=[], variants=[variant], source=source)
     return release, variant, unknown
 
