@@ -55,6 +55,7 @@ INDEX_OPTIONS = [
      ["--find-links", "/w", "--trusted-host", "h"]),
     (["pip", "install", "--no-deps", "a==1"], []),
     (["pip", "install", "a==1", "--index-url"], []),
+    (["pip", "install", "a==1", "--find-links", "/w"], ["--find-links", "/w"]),  # the value is the last argument
 ]
 
 

@@ -27,8 +27,9 @@ from cudamatrix.models import InstalledDist, Plan
 from cudamatrix.names import canonical
 
 JOURNAL_FILE = "journal.json"
-# the installer's own files in .dist-info, written at install time: not part of the wheel
-_INSTALL_TIME = ("RECORD", "INSTALLER", "REQUESTED", "direct_url.json")
+# the installer's own files in .dist-info, written at install time: not part of the wheel (uv_cache.json is uv's
+# note of the cache entry it installed from; uv writes it again and, were it in the wheel, RECORD would list it twice)
+_INSTALL_TIME = ("RECORD", "INSTALLER", "REQUESTED", "direct_url.json", "uv_cache.json")
 
 
 def state_root() -> Path:

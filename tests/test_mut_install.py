@@ -1,0 +1,723 @@
+"""apply, restore and rollback, fast and in this process, with real uv: a bare venv in tmp_path (a real
+interpreter, a real site-packages, the real snapshot probe; no pip in it), real wheels (tests/localindex.py),
+a real journal (saved wheels repacked from the installed files) and real ``uv pip`` for the starting set, the
+plans' steps and the rollback, so one test takes tens of milliseconds instead of pip's seconds. Each test asserts
+the files site-packages holds afterwards, the exact commands the rollback ran, and what the error, the result
+and the journal say. uv never reaches the network here (``UV_OFFLINE``): the plans name wheel folders. Plans run by
+pip (``--report`` dry runs, ``uninstall -y``) are run with real pip in tests/test_mut_rollback.py and
+tests/test_plan_apply.py (slow); here pip's restore commands are only seen failing in a venv without pip."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import venv
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from localindex import build_wheel
+from uvtool import IN_CI, UV_DIR, with_uv
+
+from cudamatrix import proc
+from cudamatrix.errors import InstallFailed
+from cudamatrix.install import apply as apply_mod
+from cudamatrix.install import journal as journals
+from cudamatrix.install.apply import (
+    _saved,
+    _source,
+    apply,
+    installer_error,
+    predicted_changes,
+    restore,
+    rollback,
+    snapshot,
+    touched_names,
+)
+from cudamatrix.models import InstalledDist, Plan, Removal, Step
+from cudamatrix.proc import Result
+
+UV_CACHE = "uv_cache.json"  # uv writes it into each .dist-info it installs
+
+
+@dataclass
+class World:
+    py: str
+    site: Path
+    wheels: Path  # the plan's --find-links folder
+    calls: list[tuple[list[str], dict]] = field(default_factory=list)  # every proc.run of the code under test
+
+    def uv(self, verb: str, *args: str) -> list[str]:
+        return ["uv", "pip", verb, "--python", self.py, *args]
+
+    def setup(self, verb: str, *args: str) -> None:
+        """Change the venv outside the code under test (the starting set, a later change) with real uv."""
+        r = subprocess.run(self.uv(verb, *args), capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+
+    def tree(self) -> dict[str, str]:
+        """Every file of site-packages with its text, but for the time in uv's own ``uv_cache.json`` (when uv
+        unpacked the wheel into its cache: a copy put back from another wheel file has a later one) and that
+        file's hash and size in ``RECORD``."""
+        out = {}
+        for p in sorted(self.site.rglob("*")):
+            if not p.is_file() or "__pycache__" in p.parts:
+                continue
+            text = p.read_text()
+            if p.name == UV_CACHE:
+                text = json.dumps({k: v for k, v in json.loads(text).items() if k != "timestamp"})
+            elif p.name == "RECORD":
+                text = re.sub(rf"^(.*/{UV_CACHE}),.*$", r"\1", text, flags=re.M)
+            out[str(p.relative_to(self.site))] = text
+        return out
+
+    def versions(self) -> dict[str, str]:
+        return {d.name: d.version for d in snapshot(self.py)}
+
+    def ran(self) -> list[list[str]]:
+        """The installer commands run (the snapshot probes left out)."""
+        return [argv for argv, _ in self.calls if argv[1:2] != ["-c"]]
+
+    @property
+    def journal_dir(self) -> Path:
+        return journals.folder_for(self.py)
+
+
+@pytest.fixture()
+def world(tmp_path, monkeypatch) -> World:
+    """A bare venv (no pip) holding a 1.0 and b 1.0, installed by uv from the wheel folder; uv first on PATH,
+    with its cache under tmp_path and no index; the journal under tmp_path; ``proc.run`` recorded (and run)."""
+    if UV_DIR is None and not IN_CI:
+        pytest.skip("uv is not installed (the test extra installs it; in CI this test fails instead)")
+    for k in list(os.environ):
+        if k.startswith(("PIP_", "UV_")):
+            monkeypatch.delenv(k)
+    monkeypatch.setenv("PATH", with_uv(dict(os.environ))["PATH"])
+    monkeypatch.setenv("UV_NO_CONFIG", "1")
+    monkeypatch.setenv("UV_OFFLINE", "1")  # no index is asked: the plans name wheel folders
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uvc"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(tmp_path / "venv")
+    site = next((tmp_path / "venv").glob("lib/python*/site-packages"))
+    wheels = tmp_path / "w"
+    for name, version in (("a", "1.0"), ("a", "2.0"), ("b", "1.0")):
+        build_wheel(wheels, name, version)
+    w = World(str(tmp_path / "venv" / "bin" / "python"), site, wheels)
+    w.setup("install", "--no-deps", "--find-links", str(wheels), "a==1.0", "b==1.0")
+    real = proc.run
+
+    def spy(argv, **kw):
+        w.calls.append((list(argv), kw))
+        return real(argv, **kw)
+
+    monkeypatch.setattr(proc, "run", spy)
+    return w
+
+
+def fails(reason: str = "fails", stash: Path | None = None) -> Step:
+    """An install step that fails with an installer-like error line; with ``stash``, it leaves a stash folder
+    behind as an installer killed mid-uninstall does (``~a-2.0.dist-info`` with a file in it)."""
+    code = "import sys; print('ERROR: no such wheel', file=sys.stderr); sys.exit(1)"
+    if stash is not None:
+        code = f"import os; os.mkdir({str(stash)!r}); open(os.path.join({str(stash)!r}, 'RECORD'), 'w').close(); " + code
+    return Step(kind="install", reason=reason, argv=[sys.executable, "-c", code])
+
+
+def events(seen: list[tuple[str, str]], kind: str) -> list[str]:
+    return [t for e, t in seen if e == kind]
+
+
+# --- a failed plan: everything put back, from the journal's wheels, with the plan's own index options -------
+
+def test_a_failed_plan_puts_every_file_back_from_the_saved_wheels(world):
+    for name in ("c", "d"):
+        build_wheel(world.wheels, name, "1.0")
+    world.setup("install", "--no-deps", "--find-links", str(world.wheels), "c==1.0", "d==1.0")
+    start = world.tree()
+    plan = Plan(python=world.py, to_remove=[Removal(name="d", version="1.0", reason="leftover"),
+                                            Removal(name="b", version="1.0", reason="leftover")], steps=[
+        Step(kind="uninstall", reason="drop b, c and d", argv=world.uv("uninstall", "b", "c", "d")),
+        Step(kind="install", reason="upgrade a", argv=world.uv("install", "--no-deps", "--find-links",
+                                                               str(world.wheels), "a==2.0"), timeout_s=77.0),
+        fails("a wheel that is not there", stash=world.site / "~a-2.0.dist-info")])
+    seen: list[tuple[str, str]] = []
+    with pytest.raises(InstallFailed) as err:
+        apply(plan, on_progress=lambda e, t: seen.append((e, t)), site_packages=[str(world.site)])
+    # the same files with the same bytes, INSTALLER and RECORD included (a saved wheel carrying uv's uv_cache.json
+    # would leave RECORD listing it twice); the failed step's stash is gone
+    assert world.tree() == start and not (world.site / "~a-2.0.dist-info").exists()
+    saved = str(world.journal_dir / "wheels")
+    # a was changed (2.0 is there): uninstalled first; the journal saved the pinned a and the plan's removals
+    # b and d: they come back from there, offline; c, which the plan did not name, from the plan's own folder
+    assert world.ran()[-3:] == [world.uv("uninstall", "a"),
+                                world.uv("install", "--no-deps", "--no-index", "--find-links", saved,
+                                         "b==1.0", "d==1.0", "a==1.0"),
+                                world.uv("install", "--no-deps", "--find-links", str(world.wheels), "c==1.0")]
+    assert events(seen, "step") == [
+        "asking the installer what the plan changes (dry run)", "saving a 1.0 for a rollback without network",
+        "saving b 1.0 for a rollback without network", "saving d 1.0 for a rollback without network",
+        "[1/3] drop b, c and d", "[2/3] upgrade a", "[3/3] a wheel that is not there"]
+    assert events(seen, "restore") == ["restoring the starting set", "uninstall a",
+                                       "reinstall from the saved wheels: a, b, d", "reinstall c 1.0"]
+    assert ("output", " + a==2.0") in seen and not events(seen, "done")  # uv's words for what it installed
+    e = err.value
+    assert e.exit_code == 4
+    assert str(e) == "install failed, step 3 failed: a wheel that is not there: ERROR: no such wheel"
+    assert e.hint == "the environment is back to its starting set (restored b 1.0, c 1.0, d 1.0, a 1.0)"
+    assert e.detail["argv"] == plan.steps[2].argv and e.detail["not_restored"] == []
+    assert e.detail["installer_error"] == "ERROR: no such wheel" and e.detail["cause"] is None
+    assert [(d["name"], d["version"], d["installer"]) for d in e.detail["restored"]] == [
+        ("b", "1.0", "uv"), ("c", "1.0", "uv"), ("d", "1.0", "uv"), ("a", "1.0", "uv")]
+    assert not world.journal_dir.exists()  # everything is back: the journal and its wheels are gone
+    # every command has its time limit: the step its own, the restore the long one, the probe the short one
+    limits = {tuple(argv): kw["timeout"] for argv, kw in world.calls}
+    assert limits[tuple(plan.steps[1].argv)] == 77.0
+    assert limits[tuple(world.uv("uninstall", "a"))] == apply_mod.RESTORE_TIMEOUT_S
+    assert [kw["timeout"] for argv, kw in world.calls if argv[1:2] == ["-c"] and argv[0] == world.py] == \
+        [apply_mod.SNAPSHOT_TIMEOUT_S] * 3  # before, during the restore, after it
+    dry = plan.steps[1].argv[:3] + ["--dry-run"] + plan.steps[1].argv[3:]  # uv's dry run: no --report
+    assert limits[tuple(dry)] == apply_mod.SNAPSHOT_TIMEOUT_S * 10
+
+
+def test_what_is_not_put_back_is_named_and_fix_rollback_finishes_it(world, tmp_path):
+    start = world.tree()
+    links = tmp_path / "links"  # the plan's --find-links folder: empty for now
+    links.mkdir()
+    (world.site / "~ld-0.1.dist-info").mkdir()  # a stash left before this run: not ours to remove
+    plan = Plan(python=world.py, steps=[
+        Step(kind="uninstall", reason="drop b", argv=world.uv("uninstall", "b")),
+        Step(kind="install", reason="nothing there", argv=world.uv("install", "--no-deps", "--find-links",
+                                                                   str(links), "c==1.0"))])
+    with pytest.raises(InstallFailed) as err:
+        apply(plan, site_packages=[str(world.site)])
+    # b is not in the plan's to_remove and not pinned: no wheel of it was saved; the plan's folder lacks it
+    reinstall_b = world.uv("install", "--no-deps", "--find-links", str(links), "b==1.0")
+    assert world.ran()[-2:] == [reinstall_b, reinstall_b]  # all together, then one by one
+    e = err.value
+    assert e.detail["not_restored"] == ["b 1.0"] and e.detail["restored"] == []
+    assert e.hint.endswith(f"; could not restore: b 1.0; the journal keeps what is needed: "
+                           f"cudamatrix fix --rollback --python {world.py}")
+    assert world.versions() == {"a": "1.0"}
+    journal = journals.load(world.py)
+    assert journal is not None
+    # no installer runs now (a rollback must not kill whatever process later gets that group id); step 1 is done
+    assert journal.data["child_pgid"] is None and journal.data["steps_done"] == 1
+    assert [(d.name, d.version) for d in journal.before] == [("a", "1.0"), ("b", "1.0")]
+
+    # fix --rollback while the wheel is still missing: nothing changes, the journal stays for the next try
+    assert rollback(journal, site_packages=[str(world.site)]) == ([], {"added": [], "changed": [],
+                                                                    "removed": journal.before[1:]})
+    assert journals.load(world.py) is not None
+
+    # later: the wheel is back in the folder, and an installer killed mid-way left its stash behind
+    build_wheel(links, "b", "1.0")
+    (world.site / "~b").mkdir()
+    (world.site / "~b" / "x.py").write_text("half")
+    seen: list[tuple[str, str]] = []
+    restored, left = rollback(journal, site_packages=[str(world.site)], on_progress=lambda e, t: seen.append((e, t)))
+    assert [(d.name, d.version) for d in restored] == [("b", "1.0")] and not any(left.values())
+    assert events(seen, "restore") == ["restoring the starting set", "reinstall b 1.0"]
+    assert world.ran()[-1] == reinstall_b
+    assert not (world.site / "~b").exists() and (world.site / "~ld-0.1.dist-info").is_dir()
+    (world.site / "~ld-0.1.dist-info").rmdir()
+    assert world.tree() == start and not world.journal_dir.exists()
+
+
+def test_what_can_be_put_back_is_put_back_one_by_one(world):
+    build_wheel(world.wheels, "c", "1.0")
+    world.setup("install", "--no-deps", "--find-links", str(world.wheels), "c==1.0")
+    start = world.tree()
+    (world.wheels / "b-1.0-py3-none-any.whl").unlink()  # the only copy of b 1.0 is gone
+    plan = Plan(python=world.py, steps=[
+        Step(kind="uninstall", reason="drop b and c", argv=world.uv("uninstall", "b", "c")),
+        Step(kind="install", reason="pin", argv=world.uv("install", "--no-deps", "--find-links", str(world.wheels),
+                                                         "a==1.0")),
+        fails()])
+    with pytest.raises(InstallFailed) as err:
+        apply(plan, site_packages=[str(world.site)])
+    base = world.uv("install", "--no-deps", "--find-links", str(world.wheels))
+    assert world.ran()[-3:] == [base + ["b==1.0", "c==1.0"], base + ["b==1.0"], base + ["c==1.0"]]
+    assert world.versions() == {"a": "1.0", "c": "1.0"}
+    assert {k: v for k, v in world.tree().items() if not k.startswith("b")} == \
+        {k: v for k, v in start.items() if not k.startswith("b")}
+    assert err.value.detail["not_restored"] == ["b 1.0"]
+    assert [d["name"] for d in err.value.detail["restored"]] == ["c"]
+    assert err.value.hint == ("could not restore: b 1.0; the journal keeps what is needed: cudamatrix fix --rollback "
+                              f"--python {world.py}")
+    assert (world.journal_dir / journals.JOURNAL_FILE).is_file()
+
+
+def test_restore_with_pip_runs_the_interpreters_pip_and_names_what_it_could_not_put_back(world):
+    """A plan not run by uv is put back with the target's own pip (``python -m pip``, ``uninstall -y``); this venv
+    has none, so every command fails for real ("No module named pip") and nothing is counted as restored."""
+    build_wheel(world.wheels, "c", "1.0")
+    before = snapshot(world.py)
+    world.setup("uninstall", "b")
+    world.setup("install", "--no-deps", "--find-links", str(world.wheels), "c==1.0")
+    world.calls.clear()
+    restored, left = restore(world.py, before, index_options=["--find-links", str(world.wheels)])  # tool: pip
+    pip = [world.py, "-m", "pip"]
+    assert world.ran() == [pip + ["uninstall", "-y", "c"],
+                           pip + ["install", "--no-deps", "--find-links", str(world.wheels), "b==1.0"],
+                           pip + ["install", "--no-deps", "--find-links", str(world.wheels), "b==1.0"]]
+    assert restored == [] and [d.name for d in left["added"]] == ["c"] and left["removed"] == before[1:]
+    assert world.versions() == {"a": "1.0", "c": "1.0"}
+
+
+def test_rollback_of_a_pip_plan_uses_the_interpreters_pip(world):
+    """fix --rollback of a plan whose steps run ``python -m pip``: pip puts it back, with the plan's folder; this
+    venv has no pip, so nothing comes back and the journal stays for the next try."""
+    pip = [world.py, "-m", "pip"]
+    plan = Plan(python=world.py, steps=[Step(kind="uninstall", reason="drop b", argv=pip + ["uninstall", "-y", "b"]),
+                                        Step(kind="install", reason="x", argv=pip + ["install", "--find-links",
+                                                                                     str(world.wheels), "a==2.0"])])
+    journal = journals.begin(world.py, plan, snapshot(world.py), set(), [])
+    world.setup("uninstall", "b")  # step 1 ran (by another hand), then a kill
+    world.calls.clear()
+    restored, left = rollback(journal)
+    assert world.ran() == [pip + ["install", "--no-deps", "--find-links", str(world.wheels), "b==1.0"]] * 2
+    assert restored == [] and [d.name for d in left["removed"]] == ["b"]
+    assert journals.load(world.py) is not None
+
+
+def test_a_distribution_from_a_url_goes_back_to_its_url(world, tmp_path):
+    """PEP 610: an install from a URL records it in direct_url.json; the rollback reinstalls "name @ URL" (not
+    the journal's copy, which has no such record), with the plan's index options (a URL needs none)."""
+    wheel = build_wheel(tmp_path / "elsewhere", "c", "1.0")
+    build_wheel(world.wheels, "c", "2.0")
+    world.setup("install", "--no-deps", f"c @ {wheel.as_uri()}")
+    start = world.tree()
+    assert json.loads(start["c-1.0.dist-info/direct_url.json"])["url"] == wheel.as_uri()
+    plan = Plan(python=world.py, steps=[
+        Step(kind="install", reason="upgrade c", argv=world.uv("install", "--no-deps", "--index-url",
+                                                               "https://i.example/simple", "--find-links",
+                                                               str(world.wheels), "c==2.0")),
+        fails()])
+    seen: list[tuple[str, str]] = []
+    with pytest.raises(InstallFailed):
+        apply(plan, on_progress=lambda e, t: seen.append((e, t)))
+    assert "saving c 1.0 for a rollback without network" in events(seen, "step")  # pinned: saved all the same
+    assert world.ran()[-2:] == [world.uv("uninstall", "c"),
+                                world.uv("install", "--no-deps", "--index-url", "https://i.example/simple",
+                                         "--find-links", str(world.wheels), f"c @ {wheel.as_uri()}")]
+    assert events(seen, "restore") == ["restoring the starting set", "uninstall c", "reinstall c 1.0"]
+    assert world.tree() == start
+
+
+def test_a_step_runs_with_the_journal_naming_it_and_dies_with_us(world):
+    """While a step runs the journal names its process group and step number, and the kernel is asked to kill
+    it if this process dies (PR_SET_PDEATHSIG, read back with PR_GET_PDEATHSIG = 2, prctl(2))."""
+    path = world.journal_dir / journals.JOURNAL_FILE
+    check = ("import ctypes, json, os, sys\n"
+             "d = json.load(open(os.environ['JOURNAL']))\n"
+             "sig = ctypes.c_int(0)\n"
+             "ctypes.CDLL(None).prctl(2, ctypes.byref(sig), 0, 0, 0)\n"
+             "got = [d['child_pgid'] == os.getpgrp(), d['step'], d['steps_done'], d['state'], sig.value]\n"
+             "sys.exit(0 if got == [True, int(sys.argv[1]), int(sys.argv[1]) - 1, 'applying', 9] else str(got))\n")
+    plan = Plan(python=world.py, steps=[
+        Step(kind="install", reason=f"check {i}", argv=[sys.executable, "-c", check, str(i)],
+             env={"JOURNAL": str(path)}) for i in (1, 2)])
+    applied = apply(plan)
+    assert applied.ok and applied.steps_run == ["check 1", "check 2"]
+    assert [(d.name, d.version) for d in applied.before] == [("a", "1.0"), ("b", "1.0")] == \
+        [(d.name, d.version) for d in applied.after]
+    assert not world.journal_dir.exists()
+
+
+def test_resume_skips_the_steps_done_and_keeps_the_starting_set(world):
+    plan = Plan(python=world.py, steps=[
+        Step(kind="install", reason="upgrade a", argv=world.uv("install", "--no-deps", "--find-links",
+                                                               str(world.wheels), "a==2.0")),
+        Step(kind="uninstall", reason="drop b", argv=world.uv("uninstall", "b"))])
+    before = snapshot(world.py)
+    journal = journals.begin(world.py, plan, before, {"a"}, [])
+    world.setup("install", "--no-deps", "--find-links", str(world.wheels), "a==2.0")  # step 1 ran, then a kill
+    journal.record(steps_done=1, resumed=True)
+    world.calls.clear()
+    applied = apply(plan, journal=journal)
+    assert applied.steps_run == ["drop b"] and world.ran() == [plan.steps[1].argv]
+    assert applied.before == before and [(d.name, d.version) for d in applied.after] == [("a", "2.0")]
+    assert not world.journal_dir.exists()
+
+
+def test_a_journal_not_marked_resumed_runs_every_step(world):
+    plan = Plan(python=world.py, steps=[Step(kind="uninstall", reason="drop b", argv=world.uv("uninstall", "b")),
+                                        Step(kind="uninstall", reason="drop a", argv=world.uv("uninstall", "a"))])
+    journal = journals.begin(world.py, plan, snapshot(world.py), set(), [])
+    journal.record(steps_done=1)
+    applied = apply(plan, journal=journal)
+    assert applied.steps_run == ["drop b", "drop a"] and applied.after == []
+
+
+def test_ctrl_c_gives_the_installer_its_grace_then_puts_back(world, tmp_path):
+    """On Ctrl-C the installer first gets SIGINT and time to clean up (pip rolls back the package it was in);
+    then the starting set is put back."""
+    marker = tmp_path / "cleaned-up"
+    code = ("import os, signal, sys, time\n"
+            "def bye(*_):\n"
+            f"    open({str(marker)!r}, 'w').write('yes')\n"
+            "    sys.exit(1)\n"
+            "signal.signal(signal.SIGINT, bye)\n"
+            "os.kill(os.getppid(), signal.SIGINT)\n"
+            "time.sleep(20)\n")
+    start = world.tree()
+    plan = Plan(python=world.py, steps=[
+        Step(kind="install", reason="upgrade a", argv=world.uv("install", "--no-deps", "--find-links",
+                                                               str(world.wheels), "a==2.0")),
+        Step(kind="install", reason="interrupted", argv=[sys.executable, "-c", code])])
+    with pytest.raises(InstallFailed) as err:
+        apply(plan)
+    assert marker.read_text() == "yes"
+    assert str(err.value) == "install failed, interrupted (Ctrl-C): interrupted by the user"
+    assert err.value.hint == "the environment is back to its starting set (restored a 1.0)"
+    assert err.value.detail["argv"] is None and err.value.detail["installer_error"] == "interrupted by the user"
+    assert world.tree() == start and not world.journal_dir.exists()
+
+
+def test_a_bug_mid_apply_still_puts_back_then_shows_itself(world):
+    start = world.tree()
+    plan = Plan(python=world.py, steps=[
+        Step(kind="install", reason="upgrade a", argv=world.uv("install", "--no-deps", "--find-links",
+                                                               str(world.wheels), "a==2.0")),
+        Step(kind="uninstall", reason="drop b", argv=world.uv("uninstall", "b"))])
+
+    def progress(event: str, text: str) -> None:
+        if text == "[2/2] drop b":
+            raise RuntimeError("a display that broke")
+
+    with pytest.raises(RuntimeError, match="^a display that broke$"):
+        apply(plan, on_progress=progress)
+    assert world.tree() == start and not world.journal_dir.exists()
+
+
+def test_rollback_stops_a_left_over_installer_and_removes_a_clean_journal(world):
+    plan = Plan(python=world.py, steps=[Step(kind="uninstall", reason="drop b",
+                                             argv=world.uv("uninstall", "b"))])
+    journal = journals.begin(world.py, plan, snapshot(world.py), set(), [])
+    left_over = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    journal.record(child_pgid=left_over.pid)
+    try:
+        assert rollback(journals.load(world.py)) == ([], {"added": [], "removed": [], "changed": []})
+        assert left_over.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        if left_over.poll() is None:
+            left_over.kill()
+    assert not world.journal_dir.exists()
+
+
+def test_rollback_of_a_uv_plan_uses_uv_and_the_plans_indexes(world, tmp_path):
+    links = tmp_path / "links"
+    build_wheel(links, "b", "1.0")
+    plan = Plan(python=world.py, steps=[Step(kind="uninstall", reason="drop b", argv=world.uv("uninstall", "b")),
+                                        Step(kind="install", reason="x", argv=world.uv("install", "--find-links",
+                                                                                       str(links), "a==2.0"))])
+    journal = journals.begin(world.py, plan, snapshot(world.py), {"a"}, [])  # a was saved
+    world.setup("uninstall", "b")
+    world.setup("install", "--no-deps", "--find-links", str(world.wheels), "a==2.0")
+    world.calls.clear()
+    restored, left = rollback(journal)
+    assert world.ran() == [world.uv("uninstall", "a"),
+                           world.uv("install", "--no-deps", "--no-index", "--find-links", str(journal.wheels),
+                                    "a==1.0"),
+                           world.uv("install", "--no-deps", "--find-links", str(links), "b==1.0")]
+    assert [(d.name, d.version, d.installer) for d in restored] == [("b", "1.0", "uv"), ("a", "1.0", "uv")]
+    assert world.versions() == {"a": "1.0", "b": "1.0"} and not any(left.values())
+    assert not world.journal_dir.exists()
+
+
+def test_restore_ignores_ctrl_c_while_it_works_and_then_gives_it_back(world):
+    world.setup("uninstall", "b")
+    before = [InstalledDist(name="a", version="1.0"), InstalledDist(name="b", version="1.0")]
+    during: list[object] = []
+    mine = signal.getsignal(signal.SIGINT)
+    restored, left = restore(world.py, before, tool="uv", index_options=["--find-links", str(world.wheels)],
+                             on_progress=lambda e, t: during.append(signal.getsignal(signal.SIGINT)))
+    assert during and set(during) == {signal.SIG_IGN} and signal.getsignal(signal.SIGINT) is mine
+    assert [d.name for d in restored] == ["b"] and not any(left.values())
+    # from another thread (a notebook's worker) signals cannot be touched: it restores all the same
+    world.setup("uninstall", "b")
+    out: list = []
+    t = threading.Thread(target=lambda: out.append(restore(world.py, before, tool="uv",
+                                                           index_options=["--find-links", str(world.wheels)])))
+    t.start()
+    t.join(30)
+    assert [d.name for d in out[0][0]] == ["b"] and world.versions() == {"a": "1.0", "b": "1.0"}
+
+
+def test_restore_puts_back_an_added_distribution_by_removing_it(world):
+    build_wheel(world.wheels, "c", "1.0")
+    start = world.tree()
+    before = snapshot(world.py)
+    world.setup("install", "--no-deps", "--find-links", str(world.wheels), "c==1.0")
+    seen: list[tuple[str, str]] = []
+    world.calls.clear()
+    restored, left = restore(world.py, before, tool="uv", on_progress=lambda e, t: seen.append((e, t)))
+    assert world.ran() == [world.uv("uninstall", "c")]
+    assert [(d.name, d.version) for d in restored] == [("c", "1.0")] and not any(left.values())
+    assert seen == [("restore", "restoring the starting set"), ("restore", "uninstall c")]
+    assert world.tree() == start
+
+
+def test_a_restore_that_cannot_read_the_set_names_everything(world):
+    before = snapshot(world.py)
+    restored, left = restore(str(world.site / "no-python"), before, tool="uv")
+    assert restored == [] and left == {"added": [], "removed": before, "changed": []}
+
+
+# --- what the journal saves: the plan's pins and what the installer's dry run says it replaces ------------
+
+def test_the_dry_run_names_an_upgraded_dependency_and_the_journal_saves_it(world):
+    build_wheel(world.wheels, "app", "1.0", requires=["dep>=1"])
+    build_wheel(world.wheels, "app", "2.0", requires=["dep>=2"])
+    build_wheel(world.wheels, "dep", "1.0")
+    build_wheel(world.wheels, "dep", "2.0")
+    world.setup("install", "--no-deps", "--find-links", str(world.wheels), "app==1.0", "dep==1.0")
+    start = world.tree()
+    # the step's own environment names the folder (uv's UV_FIND_LINKS): its dry run must see it too
+    plan = Plan(python=world.py, steps=[Step(kind="install", reason="app 2", argv=world.uv("install", "app==2.0"),
+                                             env={"UV_FIND_LINKS": str(world.wheels)}),
+                                        fails()])
+    seen: list[tuple[str, str]] = []
+    with pytest.raises(InstallFailed):
+        apply(plan, on_progress=lambda e, t: seen.append((e, t)))
+    assert events(seen, "step")[:3] == ["asking the installer what the plan changes (dry run)",
+                                        "saving app 1.0 for a rollback without network",
+                                        "saving dep 1.0 for a rollback without network"]
+    assert events(seen, "restore")[-1] == "reinstall from the saved wheels: app, dep"
+    assert world.tree() == start
+
+
+def test_predicted_changes_skips_steps_that_install_nothing_and_dry_runs_that_fail(world):
+    """Only installed distributions the installer would replace count: a new one (c) has nothing to save."""
+    build_wheel(world.wheels, "c", "1.0")
+    steps = [Step(kind="uninstall", reason="u", argv=world.uv("uninstall", "a")),
+             Step(kind="install", reason="new", argv=world.uv("install", "--find-links", str(world.wheels), "c==1.0")),
+             Step(kind="install", reason="not an installer", argv=[world.py, "-c", "print('install')"]),
+             Step(kind="install", reason="missing", argv=world.uv("install", "--find-links", str(world.wheels),
+                                                                  "zzz==1")),
+             Step(kind="reinstall", reason="r", argv=world.uv("install", "--reinstall", "--no-deps",
+                                                              "--find-links", str(world.wheels), "b==1.0"))]
+    said: list[str] = []
+    assert predicted_changes(steps, {"a", "b"}, lambda e, t: said.append(t)) == {"b"}
+    assert said == ["asking the installer what the plan changes (dry run)"] * 3  # one for each uv install step
+    dry = ["uv", "pip", "install", "--dry-run", "--python", world.py]
+    assert world.ran() == [dry + ["--find-links", str(world.wheels), "c==1.0"],
+                           dry + ["--find-links", str(world.wheels), "zzz==1"],
+                           dry + ["--reinstall", "--no-deps", "--find-links", str(world.wheels), "b==1.0"]]
+    assert world.versions() == {"a": "1.0", "b": "1.0"}  # a dry run changes nothing
+
+
+def test_a_dry_run_whose_output_is_not_a_report_predicts_nothing():
+    """An install step whose program is not uv is asked for pip's JSON report; a program that prints something
+    else (here a Python one-liner that names "install") predicts nothing rather than failing."""
+    step = Step(kind="install", reason="i", argv=[sys.executable, "-c", "print('not a report')", "install", "a==1"])
+    assert predicted_changes([step], {"a"}) == set()
+
+
+# PEP 503 names: the plan's pins are matched to installed distributions by normalised name
+TOUCHED = [
+    (["pip", "install", "A_B==1.0"], set(), {"a-b"}),
+    (["pip", "install", "a-b[extra]==1.0", "c==2; python_version>'3'"], set(), {"a-b", "c"}),
+    (["pip", "install", "x==1.0"], set(), set()),  # not installed: nothing to save
+    (["pip", "install", "a-b>=1.0"], set(), set()),  # not an exact pin
+    (["pip", "install", "--constraint==a-b"], set(), set()),  # an option, not a requirement
+    (["pip", "install", "--no-deps"], {"a-b"}, {"a-b"}),  # what the plan uninstalls
+]
+
+
+@pytest.mark.parametrize("argv, removed, touched", TOUCHED)
+def test_touched_names(argv, removed, touched):
+    before = [InstalledDist(name="a-b", version="1.0"), InstalledDist(name="c", version="1.0")]
+    plan = Plan(python="p", to_remove=[Removal(name=n) for n in removed],
+                steps=[Step(kind="env", reason="e", argv=["c==1"]), Step(kind="install", reason="i", argv=argv)])
+    assert touched_names(plan, before) == touched
+
+
+# --- the small parts, as tables --------------------------------------------------------------------------
+
+# the journal's wheel file names: "<escaped name>-<version>-<tags>.whl" (binary distribution format); a
+# half-written ".part" or another version with the same prefix is not a saved copy
+SAVED = [
+    (["a_b-1.0-py3-none-any.whl"], "a-b", "1.0", True),
+    (["A_B-1.0-py3-none-any.whl"], "a-b", "1.0", True),
+    (["a_b-1.0-py3-none-any.part"], "a-b", "1.0", False),
+    (["a_b-1.0.1-py3-none-any.whl"], "a-b", "1.0", False),
+    (["a_bc-1.0-py3-none-any.whl"], "a-b", "1.0", False),
+    ([], "a-b", "1.0", False),
+]
+
+
+@pytest.mark.parametrize("files, name, version, saved", SAVED)
+def test_saved_wheel(tmp_path, files, name, version, saved):
+    for f in files:
+        (tmp_path / f).write_text("")
+    assert _saved(tmp_path, InstalledDist(name=name, version=version)) is saved
+    assert _saved(tmp_path / "gone", InstalledDist(name=name, version=version)) is False
+
+
+# PEP 610: vcs_info.vcs names the VCS ("git", "hg" ...); without a commit id the URL stands alone
+SOURCES = [
+    (json.dumps({"url": "https://h/r.hg", "vcs_info": {"vcs": "hg", "commit_id": "c0ffee"}}), "hg+https://h/r.hg@c0ffee"),
+    (json.dumps({"url": "https://h/LaTeX", "vcs_info": {"requested_revision": "main"}}), "git+https://h/LaTeX"),
+    (json.dumps({"url": "", "archive_info": {}}), None),
+    ("", None),
+]
+
+
+@pytest.mark.parametrize("direct_url, source", SOURCES)
+def test_pep610_vcs_source(direct_url, source):
+    assert _source(direct_url) == source
+
+
+WORDS = [
+    (Result(["pip"], None, stderr="partial"), "partial"),  # no exit status but no reason either: its output
+    (Result(["uv"], 1, stderr="Resolving\n× No solution\nCaused by: no b\n"), "× No solution\nCaused by: no b"),
+    (Result(["pip"], 1, stderr="note\n", error="odd"), "note"),
+]
+
+
+@pytest.mark.parametrize("result, words", WORDS)
+def test_installer_error_words(result, words):
+    assert installer_error(result) == words
+
+
+def test_snapshot_runs_outside_the_current_folder(world, tmp_path, monkeypatch):
+    """``python -c`` puts the current folder first on sys.path: a .dist-info there must not count."""
+    stray = tmp_path / "here" / "stray-1.0.dist-info"
+    stray.mkdir(parents=True)
+    (stray / "METADATA").write_text("Metadata-Version: 2.1\nName: stray\nVersion: 1.0\n")
+    monkeypatch.chdir(tmp_path / "here")
+    dists = snapshot(world.py)
+    assert [(d.name, d.version, d.installer, d.source) for d in dists] == [("a", "1.0", "uv", None),
+                                                                          ("b", "1.0", "uv", None)]
+    assert dists[0].path == str(world.site / "a-1.0.dist-info")
+
+
+def test_snapshot_error_keeps_the_last_500_characters(tmp_path):
+    broken = tmp_path / "python"
+    broken.write_text("#!/bin/sh\nprintf 'x%.0s' $(seq 600) >&2\necho ' the end' >&2\nexit 1\n")
+    broken.chmod(0o755)
+    with pytest.raises(InstallFailed) as err:
+        snapshot(str(broken))
+    assert str(err.value) == f"could not read the installed set of {broken}: {('x' * 600 + ' the end')[-500:]}"
+
+
+# --- plan.py: what the plan carries -----------------------------------------------------------------------
+
+def test_pip_configuration_files_pip_reads_with_nothing_set(monkeypatch, tmp_path):
+    """pip's documentation, "Configuration" / "Location": with no variable set the global files are
+    /etc/xdg/pip/pip.conf (XDG_CONFIG_DIRS defaults to /etc/xdg) and /etc/pip.conf, the user's
+    ~/.config/pip/pip.conf and the legacy ~/.pip/pip.conf. Which files exist is the machine's: every candidate
+    is reported as present here, so the test sees the list that is checked."""
+    from cudamatrix.install import plan as plan_mod
+
+    for k in ("PIP_CONFIG_FILE", "XDG_CONFIG_HOME", "XDG_CONFIG_DIRS", "VIRTUAL_ENV"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setattr(plan_mod.os.path, "isfile", lambda p: True)
+    assert sorted(plan_mod.pip_config_files()) == sorted([
+        "/etc/pip.conf", "/etc/xdg/pip/pip.conf", f"{tmp_path}/.config/pip/pip.conf", f"{tmp_path}/.pip/pip.conf"])
+
+
+# an index URL may carry "=" itself (a token in the query): only the option's own "=" splits; an http index is
+# refused unless allowed, in pip_args and in the fallback from the solution's index fields alike
+INDEX_CASES = [
+    (dict(pip_args=["--index-url=https://i.example/simple?token=a=b"]), False,
+     ["--index-url=https://i.example/simple?token=a=b"]),
+    (dict(pip_args=[], index_url="http://i.example/simple", to_install=[]), True,
+     ["--extra-index-url", "http://i.example/simple"]),
+    (dict(pip_args=["--trusted-host", "i.example", "--find-links", "/w"]), False,
+     ["--trusted-host", "i.example", "--find-links", "/w"]),
+]
+
+
+@pytest.mark.parametrize("fields, allow_http, args", INDEX_CASES)
+def test_index_args_cases(fields, allow_http, args):
+    from cudamatrix.install.plan import index_args
+    from cudamatrix.models import Solution
+
+    sol = Solution(**{"request": ["torch"], "targets": ["t"], "packages": [], "to_install": [], **fields})
+    assert index_args(sol, allow_http=allow_http) == args
+
+
+def test_a_plan_targets_this_interpreter_by_its_absolute_path(monkeypatch, tmp_path):
+    from cudamatrix.install.plan import default_python
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "executable", os.path.join("bin", "python3"))
+    assert default_python() == str(tmp_path / "bin" / "python3")
+
+
+def test_the_cause_is_read_from_all_the_installer_said(world):
+    """pip's last words are often a consequence ("ERROR: Exception:" over a traceback); the cause sits in the
+    rest of its output, here the OSError of a full disk (cudamatrix/install/explain.py)."""
+    code = ("import sys; print('OSError: [Errno 28] No space left on device'); "
+            "print('ERROR: Exception:', file=sys.stderr); sys.exit(2)")
+    plan = Plan(python=world.py, steps=[Step(kind="install", reason="full", argv=[sys.executable, "-c", code])])
+    with pytest.raises(InstallFailed) as err:
+        apply(plan)
+    way_out = ("free space where the installer writes (site-packages, its cache, the temp folder), or point TMPDIR and "
+               "PIP_CACHE_DIR / UV_CACHE_DIR at a larger disk, then run fix again")
+    assert str(err.value) == "install failed, step 1 failed: full: no space left: OSError: [Errno 28] No space left on device"
+    assert err.value.hint == f"{way_out}; the environment is back to its starting set"
+    assert err.value.detail["installer_error"] == "ERROR: Exception:"
+    assert err.value.detail["cause"] == {"kind": "no space left", "line": "OSError: [Errno 28] No space left on device",
+                                         "way_out": way_out}
+
+
+def test_an_added_distribution_that_cannot_be_removed_is_named(world):
+    """The plan added c; its RECORD is gone, so the installer cannot uninstall it: c is named as not restored."""
+    build_wheel(world.wheels, "c", "1.0")
+    record = world.site / "c-1.0.dist-info" / "RECORD"
+    plan = Plan(python=world.py, steps=[
+        Step(kind="install", reason="add c", argv=world.uv("install", "--no-deps", "--find-links", str(world.wheels),
+                                                           "c==1.0")),
+        Step(kind="install", reason="lose the record", argv=[
+            sys.executable, "-c", f"import os, sys; os.unlink({str(record)!r}); sys.exit(1)"])])
+    with pytest.raises(InstallFailed) as err:
+        apply(plan)
+    assert world.ran()[-1] == world.uv("uninstall", "c")  # uv: "Cannot uninstall package; `RECORD` file not found"
+    assert err.value.detail["not_restored"] == ["c 1.0"] and err.value.detail["restored"] == []
+    assert err.value.hint == ("could not restore: c 1.0; the journal keeps what is needed: cudamatrix fix --rollback "
+                              f"--python {world.py}")
+    assert world.versions() == {"a": "1.0", "b": "1.0", "c": "1.0"}
+
+
+@pytest.mark.parametrize("tool", ["pip", "uv"])
+def test_a_clash_plan_exact(monkeypatch, tool):
+    """The three steps of a file-clash plan (uninstall the cause, install the pins, reinstall the survivor), in
+    full: pip's ``uninstall -y`` and ``--force-reinstall``, uv's ``--python`` and ``--reinstall`` (uv's
+    "Compatibility with pip" page); every step with the mirrored, checked index options, the install time
+    limit, and, for uv, the user's pip index variables under uv's names."""
+    from test_plan_apply import _clash_env, _jax13
+
+    from cudamatrix.install.plan import INSTALL_TIMEOUT_S, make_plan
+    from cudamatrix.models import Pin
+
+    for k in list(os.environ):
+        if k.startswith(("PIP_", "UV_")):
+            monkeypatch.delenv(k)
+    monkeypatch.setenv("PIP_INDEX_URL", "https://corp.example/simple")
+    sol = _jax13([Pin("jax-cuda13-plugin", "0.10.2"), Pin("jax-cuda13-pjrt", "0.10.2")])
+    sol.pip_args = ["--extra-index-url", "https://download.pytorch.org/whl/cu130", "--find-links",
+                    "http://w.example/wheels"]
+    plan = make_plan(_clash_env("9.24.0.43"), sol, python="/p", installer=tool, verify=False,
+                     mirror="https://m.example/pt", allow_http=True)
+    head = ["uv", "pip", "install", "--python", "/p"] if tool == "uv" else ["/p", "-m", "pip", "install"]
+    indexes = ["--extra-index-url", "https://m.example/pt/cu130", "--find-links", "http://w.example/wheels"]
+    uninstall = ["uv", "pip", "uninstall", "--python", "/p"] if tool == "uv" else ["/p", "-m", "pip", "uninstall", "-y"]
+    env = {"UV_INDEX_URL": "https://corp.example/simple"} if tool == "uv" else {}
+    assert [(s.kind, s.argv, s.env, s.timeout_s, s.reason) for s in plan.steps] == [
+        ("uninstall", uninstall + ["jax-cuda12-pjrt", "jax-cuda12-plugin", "nvidia-cudnn-cu12"], env, INSTALL_TIMEOUT_S,
+         "uninstall jax-cuda12-pjrt 0.10.2, jax-cuda12-plugin 0.10.2 (jax 0.10.2 cuda13 does not use the cuda12 "
+         "plugin; left installed it would load its own CUDA libraries); nvidia-cudnn-cu12 9.8.0.87 (CUDA 12 wheel no "
+         "framework of the solved set uses (it uses CUDA 13))"),
+        ("install", head + indexes + ["jax-cuda13-plugin==0.10.2", "jax-cuda13-pjrt==0.10.2"], env, INSTALL_TIMEOUT_S,
+         f"install the solved set with {tool}: jax-cuda13-plugin 0.10.2 (new), jax-cuda13-pjrt 0.10.2 (new)"),
+        ("reinstall", head + indexes + ["--reinstall" if tool == "uv" else "--force-reinstall", "--no-deps",
+                                        "nvidia-cudnn-cu13==9.24.0.43"], env, INSTALL_TIMEOUT_S,
+         "reinstall nvidia-cudnn-cu13 9.24.0.43 to restore the files the clash overwrote")]
