@@ -36,8 +36,9 @@ NO_SOLUTION = [
     (["torch"], target("550.54.15", "7.5", python="3.13"), ["python"],
      [("change_python", "use Python 3.12 (torch supports 3.10, 3.11, 3.12)")]),
     (["torch==2.5.1"], target("570.86.10", "12.0", python="3.11"), ["arch", "gpu_wanted"],
-     # (its CPU way out, torch==2.7.0+cpu, ignores the pin while torch==2.5.1+cpu fits it: left unpinned here)
-     [("pin_older", "relax the request: torch==2.7.0 (cu128) fits")]),
+     # the CPU way out is the CPU build of the pinned release, not the newest one
+     [("pin_older", "relax the request: torch==2.7.0 (cu128) fits"),
+      ("cpu_build", "use the CPU build: torch==2.5.1+cpu")]),
 ]
 
 

@@ -51,7 +51,10 @@ def no_solution(matrix: Matrix, request: Request, reps: list[Target], unique: di
             by_rule: dict[str, tuple[rules.Reason, set[str]]] = {}
             for _, rs, failing in in_request:
                 for r in rs:
-                    by_rule.setdefault(r.rule, (r, set()))[1].update(n for k in failing for n in names[k])
+                    by_rule.setdefault(r.rule, (r, set()))
+                for key, found in failing.items():  # a rule blocks the machines where it failed, not the others
+                    for r in found:
+                        by_rule[r.rule][1].update(names[key])
             # a Jetson board rules out every build of the index at once: say that first
             for rule, (reason, machines) in sorted(by_rule.items(), key=lambda kv: kv[0] != "jetson"):
                 causes.append(Cause(rule=rule, message=reason.message, machines=sorted(machines)))
@@ -82,22 +85,18 @@ def no_solution(matrix: Matrix, request: Request, reps: list[Target], unique: di
         fits_ignoring_request = [c for c, rs, _ in entries if {r.rule for r in rs} == {"request"}]
         ok_older = sorted(fits_ignoring_request, key=lambda c: c.release.version, reverse=True)
         ok_older = [c for c in ok_older if all(not rules.check(matrix, c.release, c.variant, t) for t in reps)]
+        # (a GPU build turned down by a rule, not by the request, was checked on every target and failed there:
+        # only a build the request turned down can fit once the request is relaxed)
         gpu_ok = [c for c in ok_older if c.variant.cuda is not None]
         if gpu_ok:
             c = gpu_ok[0]
             ways.append(WayOut(kind="pin_older",
                                message=f"relax the request: {family}=={c.release.version} ({c.variant.name}) fits"))
-        else:
-            # no GPU build fits with any version: is there a release that fits if the request is relaxed?
-            any_gpu = [c for c, rs, _ in entries if c.variant.cuda is not None and
-                       all(not rules.check(matrix, c.release, c.variant, t) for t in reps)]
-            if any_gpu:
-                c = max(any_gpu, key=lambda c: c.release.version)
-                ways.append(WayOut(kind="pin_older", message=f"pin {family}<={c.release.version} "
-                                                             f"({c.variant.name} fits every target GPU)"))
-        cpu = [c for c, rs, _ in entries if c.variant.cuda is None and
-               not [r for r in rs if r.rule not in ("request",)] and not any(r.rule == "request" for r in rs)]
-        cpu = cpu or [c for c, rs, _ in entries if c.variant.cuda is None and {r.rule for r in rs} <= {"request"}]
+        # the CPU build of what was asked for (turned down only for being a CPU build on a GPU machine), else
+        # the newest CPU build of another release; a build the request turned down was never checked, so check it
+        cpu = [c for c, rs, _ in entries if c.variant.cuda is None and {r.rule for r in rs} == {"gpu_wanted"}]
+        cpu = cpu or [c for c, rs, _ in entries if c.variant.cuda is None and {r.rule for r in rs} == {"request"}
+                      and all(not rules.check(matrix, c.release, c.variant, t) for t in reps)]
         if cpu:
             c = max(cpu, key=lambda c: c.release.version)
             ways.append(WayOut(kind="cpu_build", message=f"use the CPU build: {family}=={c.version_text()}"))

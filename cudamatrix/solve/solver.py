@@ -10,7 +10,7 @@ Hard rules live in :mod:`cudamatrix.solve.rules`.
 from __future__ import annotations
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from cudamatrix.errors import UsageError
 from cudamatrix.matrix.data import Matrix
@@ -83,7 +83,11 @@ def _installed_variant(env: Environment | None, family: str) -> tuple[str, str |
     companion = found.get("jaxlib") if family == "jax" else None
     if variant is None and companion is not None and companion.version == fw.version:
         variant = companion.variant  # detect records JAX's CUDA variant on jaxlib (its plugin), not on jax
-    return str(Version(fw.version.split("+")[0])), variant
+    try:
+        base = Version(fw.version.split("+")[0])
+    except InvalidVersion:
+        return None  # a version a paste or a broken install states, not PEP 440: no build of the matrix to keep
+    return str(base), variant
 
 
 def _keep_unknown_installed(request: Request, matrix: Matrix, installed: Environment | None
@@ -104,12 +108,11 @@ def _keep_unknown_installed(request: Request, matrix: Matrix, installed: Environ
             continue
         base = fw.version.split("+")[0]
         try:
-            known = any(r.version == Version(base) for r in matrix.frameworks(fam))
-            newer = all(r.version < Version(base) for r in matrix.frameworks(fam))
-        except Exception:
+            version = Version(base)
+        except InvalidVersion:
             continue
-        if known or not newer:
-            continue
+        if any(r.version >= version for r in matrix.frameworks(fam)):
+            continue  # a release the matrix knows, or older than one it knows: solved as usual
         own = [r for r in request.families[fam] if canonical(r.name) == fam]
         if all(not r.specifier or r.specifier.contains(base, prereleases=True) for r in own):
             request = request.without(fam)
