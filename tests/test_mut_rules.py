@@ -15,6 +15,7 @@ from packaging.version import Version
 
 from cudamatrix.matrix.data import CudaRelease, DriverBranch, load_matrix
 from cudamatrix.solve import rules
+from cudamatrix.solve.indexes import PYTORCH_INDEX_PREFIX
 from cudamatrix.solve.rules import Reason
 from cudamatrix.solve.target import Target, TargetGpu
 from smallmatrix import CUDNN_910, CUDNN_917, NOTES, build, release, replace, target, variant
@@ -340,7 +341,7 @@ def test_a_tensorflow_build_on_another_system_cuda_major_cites_its_row():
 
 # === check: a requirements file read as pip reads it (pip documentation, "Requirements File Format", "--index-url",
 # "--find-links"; PEP 440 for versions and local labels) ============================================================
-PT = "https://download.pytorch.org/whl"
+PT = PYTORCH_INDEX_PREFIX  # the PyTorch index, as the product names it
 CU118 = variant("cu118", "11.8", archs=["7.5", "8.0", "9.0"], cudnn="9.1.0", index_url=f"{PT}/cu118",
                 local_version="+cu118")
 CU121 = variant("cu121", "12.1", archs=["7.5", "8.0", "9.0"], cudnn="9.1.0", index_url=f"{PT}/cu121",
@@ -640,11 +641,11 @@ def test_predicted_loads_against_the_mapped_files(tmp_path):
     from cudamatrix.verify.run import compare_maps
 
     compare_maps(report, [
+        _load("libcurand.so.10", None),                         # not found: the load itself fails, nothing to compare
         _load("libcudnn.so.9", wheel),                          # the system copy is mapped instead
         _load("libcublas.so.12", blas, rule="LD_LIBRARY_PATH"),  # mapped, through a symlink
         _load("libnccl.so.2", nccl),                            # nothing mapped although the import went through
         _load("libcufft.so.11", str(tmp_path / "x.so"), when="first use"),  # not used yet
-        _load("libcurand.so.10", None),                         # not found: the load itself fails, nothing to compare
     ])
     assert report.loads_compared == [
         {"soname": "libcudnn.so.9", "predicted": wheel, "rule": "DT_RUNPATH of libtorch_cuda.so", "when": "import",
