@@ -52,7 +52,7 @@ def requirements_txt(solution: Solution, targets: list[Target], passthrough: Seq
 
 def uv_project(solution: Solution, targets: list[Target], passthrough: Sequence[str] = ()) -> str:
     """The uv project configuration: dependencies, [[tool.uv.index]] and [tool.uv.sources]."""
-    lines = [f"# {line[2:]}" if line.startswith("# ") else line for line in _header(solution, targets)]
+    lines = _header(solution, targets)  # TOML comments are the same "# " lines
     lines.append("# merge into pyproject.toml")
     deps = []
     for p in solution.packages:
