@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from packaging.requirements import Requirement
 from packaging.version import Version
 
 from cudamatrix.matrix.data import CudaRelease, DriverBranch, load_matrix
@@ -722,3 +723,57 @@ def test_the_gpu_probe(monkeypatch, present, status, gpu):
     monkeypatch.setattr(run.os.path, "exists", lambda path: path in present)
     env = Environment(driver=Driver(status=status)) if status else None
     assert run.gpu_present(env) is gpu
+
+
+# --- pins: which declared requirements apply on a target --------------------------------------------------
+# torch's CUDA wheels declare their nvidia-* requirements with the marker
+# 'platform_system == "Linux" and platform_machine == "x86_64"' (torch 2.5.1's METADATA, data/torch.json);
+# TensorFlow's declare them behind its extra: 'extra == "and-cuda"' (tensorflow 2.18.0's METADATA); JAX's
+# CUDA plugin behind 'extra == "with-cuda"' (jax-cuda12-plugin's METADATA).
+TORCH_PIN = 'nvidia-cudnn-cu12==9.1.0.70; platform_system == "Linux" and platform_machine == "x86_64"'
+TF_PIN = 'nvidia-cudnn-cu12==9.3.0.75; extra == "and-cuda"'
+JAX_PIN = 'nvidia-cudnn-cu12>=9.1,<10.0; extra == "with-cuda"'
+OTHER_EXTRA = 'nvidia-nccl-cu12==2.21.5; extra == "benchmarks"'
+
+
+@pytest.mark.parametrize(("pip_extra", "platform", "wanted"), [
+    (None, "linux_x86_64", [TORCH_PIN, JAX_PIN]),  # no extra asked: only unmarked-extra pins and with-cuda
+    (None, "linux_aarch64", [JAX_PIN]),  # torch's x86_64-only pins do not apply on aarch64
+    (None, "win_amd64", [JAX_PIN]),
+    ("and-cuda", "linux_x86_64", [TORCH_PIN, TF_PIN, JAX_PIN]),  # the variant's extra, and the CUDA extras
+    ("cuda12", "linux_x86_64", [TORCH_PIN, TF_PIN, JAX_PIN]),
+])
+def test_pins_for_evaluates_markers_on_the_target(pip_extra, platform, wanted):
+    from cudamatrix.solve.pins import pins_for
+    from smallmatrix import target, variant
+
+    v = variant("cu121", "12.1", nvidia_pins=[TORCH_PIN, TF_PIN, JAX_PIN, OTHER_EXTRA], pip_extra=pip_extra)
+    got = pins_for(v, target("550.54.15", "8.0", platform=platform))
+    assert [str(r) for r in got] == [str(Requirement(w)) for w in wanted]
+
+
+@pytest.mark.parametrize(("x", "y", "meet"), [
+    ("a==1.0", "a==1.0", True), ("a==1.0", "a==2.0", False), ("a>=2", "a==1.0", False), ("a==1.0", "a>=2", False),
+    ("a==1.0", "a<2", True), ("a<2", "a==1.0", True), ("a===1.0", "a==1.0", True), ("a===1.0", "a==2.0", False),
+    ("a==1.*", "a==2.*", True),  # wildcards are ranges: assumed to meet
+    ("a>=1,<2", "a>=3", True),  # two ranges: assumed to meet
+    ("a==1.0,>=2", "a", False),  # an exact pin its own range refuses
+    ("a==2.0rc1", "a>=2.0rc1", True),  # a pre-release pinned exactly counts
+])
+def test_specs_meet(x, y, meet):
+    from cudamatrix.solve.pins import _specs_meet
+
+    assert _specs_meet(Requirement(x), Requirement(y)) is meet
+
+
+@pytest.mark.parametrize(("name", "key"), [
+    ("nvidia-cu12", "nvidia-cu12"),  # two parts: nothing to drop
+    ("nvidia-cudnn-cu", "nvidia-cudnn-cu"),  # no digits after cu
+    ("nvidia-cudnn-cuda12", "nvidia-cudnn-cuda12"),
+    ("nvidia-cudnn-xcu12", "nvidia-cudnn-xcu12"),
+    ("nvidia.cufft_cu11", "nvidia-cufft"),
+])
+def test_library_key_edges(name, key):
+    from cudamatrix.solve.pins import library_key
+
+    assert library_key(name) == key
