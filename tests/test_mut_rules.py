@@ -210,6 +210,11 @@ def test_no_kernel_image_names_what_the_build_carries():
         VARIANT_ROW)]
     # PTX alone reaches a newer GPU under the full driver
     assert _check(ptx_only, _on("570.86.10", _gpu("12.0"))) == []
+    # several PTX targets are listed one after another, as the SASS ones are
+    two_ptx = _v("cu128", "12.8", archs=["8.0", "9.0"], ptx=["8.0", "9.0"], cudnn="9.17.0")
+    assert _check(two_ptx, _on("570.86.10", _gpu("7.5"))) == [Reason(
+        "arch", "torch 2.5.1 cu128 has no kernel image for sm_75 (compute capability 7.5): SASS sm_80 sm_90, "
+                "PTX compute_80 compute_90", VARIANT_ROW)]
 
 
 def test_ptx_under_minor_version_compatibility_names_the_gpu():
@@ -759,6 +764,9 @@ def test_pins_for_evaluates_markers_on_the_target(pip_extra, platform, wanted):
     ("a>=1,<2", "a>=3", True),  # two ranges: assumed to meet
     ("a==1.0,>=2", "a", False),  # an exact pin its own range refuses
     ("a==2.0rc1", "a>=2.0rc1", True),  # a pre-release pinned exactly counts
+    # PEP 440: a specifier set that names a pre-release admits pre-releases, so pip installs 2.0rc1 for both
+    ("a==2.0rc1", "a>=1", True), ("a>=1", "a==2.0rc1", True),
+    ("a===1.0", "a>=2", False), ("a>=2", "a===1.0", False),  # arbitrary equality is an exact pin too (PEP 440)
 ])
 def test_specs_meet(x, y, meet):
     from cudamatrix.solve.pins import _specs_meet
@@ -771,9 +779,35 @@ def test_specs_meet(x, y, meet):
     ("nvidia-cudnn-cu", "nvidia-cudnn-cu"),  # no digits after cu
     ("nvidia-cudnn-cuda12", "nvidia-cudnn-cuda12"),
     ("nvidia-cudnn-xcu12", "nvidia-cudnn-xcu12"),
+    ("nvidia-cudnn-cux12", "nvidia-cudnn-cux12"),  # "cu" then a letter: not a CUDA-major suffix
+    ("nvidia-cublas-cu9", "nvidia-cublas"),  # a one-digit CUDA major is a CUDA-major suffix too
     ("nvidia.cufft_cu11", "nvidia-cufft"),
 ])
 def test_library_key_edges(name, key):
     from cudamatrix.solve.pins import library_key
 
     assert library_key(name) == key
+
+
+# a target's platform comes from the probe (sysconfig.get_platform(), "linux-ppc64le" -> "linux_ppc64le") and can lie
+# outside the table of known platforms; PEP 508's marker variables are strings whatever the platform
+@pytest.mark.parametrize("platform", ["linux_x86_64", "linux_aarch64", "win_amd64", "macos_arm64", "macos_x86_64",
+                                      "linux_ppc64le", "macosx_14_0_arm64"])
+def test_marker_env_values_are_strings(platform):
+    from cudamatrix.solve.pins import marker_env, pins_for
+    from smallmatrix import target, variant
+
+    env = marker_env(target(None, platform=platform), None)
+    assert all(isinstance(value, str) for value in env.values())
+    v = variant("cu121", "12.1", nvidia_pins=[TORCH_PIN])
+    pins_for(v, target("550.54.15", "8.0", platform=platform))  # evaluates the marker without an error
+
+
+
+# CUDA Toolkit Release Notes, Table 3: CUDA 10.2 needs driver >= 440.33 (Linux), >= 441.22 (Windows); minor-version
+# compatibility begins with CUDA 11 (CUDA Compatibility guide), so CUDA 10.2 has no minor-version floor at all
+@pytest.mark.parametrize(("platform", "full"), [("linux_x86_64", "440.33"), ("win_amd64", "441.22")])
+def test_a_cuda_major_without_minor_version_compatibility_has_no_minor_floor(platform, full):
+    matrix = load_matrix()
+    assert rules.driver_floors(matrix, Version("10.2"), platform) == (
+        full, None, "https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html")
