@@ -441,6 +441,12 @@ STATED = [
     # nothing states the build's CUDA: a date-stamped local tag, an unreadable CUDA, no tag at all
     pytest.param("2.6.0+20240101", {}, None, ["the CUDA version it was built with", PY_UNKNOWN], id="date-tag"),
     pytest.param("2.6.0+cu1", {}, None, ["the CUDA version it was built with", PY_UNKNOWN], id="short-tag"),
+    # a tag of "cu" and something other than digits ("+cuv12" is a valid PEP 440 local label) is no +cuNNN tag
+    pytest.param("2.6.0+cuv12", {}, None, ["the CUDA version it was built with", PY_UNKNOWN], id="cu-then-letter"),
+    # PEP 440: the local label is what follows the first "+", and holds no "+" itself; "20240101+cu124" is no
+    # +cuNNN tag, so a cu124 after a second "+" states nothing
+    pytest.param("2.6.0+20240101+cu124", {}, None, ["the CUDA version it was built with", PY_UNKNOWN],
+                 id="second-plus"),
     pytest.param("2.6.0", {"cuda": "unknown"}, None, ["the CUDA version it was built with", PY_UNKNOWN],
                  id="cuda-in-words"),
     pytest.param("2.6.0", {}, None, ["the CUDA version it was built with", PY_UNKNOWN], id="no-tag"),
@@ -555,6 +561,9 @@ LOADS = [
                  [LibraryLoad("torch", SO9, WHEEL, RPATH)],
                  [mismatch("9.0.0", WHEEL, RPATH, "reinstall the cuDNN wheel torch declares (cuDNN 9.1.0): "
                                                   "cudamatrix fix")], id="own-wheel-older-minor"),
+    # the mapped copy is of the build's major but its version is unreadable: no minor to compare, no mismatch
+    pytest.param([lib(WHEEL, "unknown", "wheel:nvidia-cudnn-cu12", True)],
+                 [LibraryLoad("torch", SO9, WHEEL, RPATH)], [], id="own-wheel-version-unreadable"),
 ]
 
 

@@ -398,3 +398,30 @@ def test_a_solution_keeps_the_rejections_of_every_family():
     assert chosen(sol) == [("torch", "2.5.1", "cu121"), ("jax", "0.4.30", "cuda12")]
     assert [(r.candidate, r.rules) for r in sol.rejected] == [("torch 2.5.1 cpu", ["gpu_wanted"]),
                                                               ("jax 0.4.30 cpu", ["gpu_wanted"])]
+
+
+def test_a_build_needs_the_higher_of_two_floors_of_one_branch_as_versions():
+    # CUDA Toolkit Release Notes: CUDA 12.8 GA needs 570.26 (Blackwell's first driver here) and CUDA 12.8
+    # Update 1 needs 570.124.06, a later driver of the same R570 branch; a build documenting the latter as its
+    # minimum (constructed row) needs 570.124.06 on a Blackwell GPU, though "570.26" sorts after it as text
+    documented = cu("cu128", "12.8", archs=A + ["10.0", "12.0"], cudnn="9.17.0", min_driver="570.124.06")
+    m = build(release("2.7.0", documented, CPU))
+    _, causes, ways, _ = explain([target("560.35.03", "12.0", python="3.11")], ["torch"], m)
+    assert [rule for rule, _, _ in causes] == ["driver_floor", "gpu_driver", "gpu_wanted"]
+    assert ways == [("upgrade_driver", "upgrade the driver to >= 570.124.06 (torch 2.7.0 cu128 then fits)"
+                                       + OLDER_CUDA),
+                    ("cpu_build", "use the CPU build: torch==2.7.0+cpu")]
+
+
+def test_jaxlib_lends_its_variant_to_jax_only():
+    # detect records JAX's variant on jaxlib; a torch whose build is not stated borrows nothing from a jaxlib,
+    # even of the same version string (torch 0.4.1 and jaxlib 0.4.1 were both published): on a machine without
+    # a GPU the newest CPU build is chosen, not the 0.4.1 CPU build as if it were the installed one
+    m = build(release("0.4.1", CPU), release("2.5.1", CU121, CPU))
+    env = Environment(frameworks=[Framework(name="torch", version="0.4.1"),
+                                  Framework(name="jaxlib", version="0.4.1", variant="cpu")])
+    assert chosen(solve([target(None, python="3.11")], parse_request(["torch"]), m, installed=env)) == [
+        ("torch", "2.5.1", "cpu")]
+    env.frameworks[0] = Framework(name="torch", version="0.4.1", variant="cpu")  # stated: kept
+    assert chosen(solve([target(None, python="3.11")], parse_request(["torch"]), m, installed=env)) == [
+        ("torch", "0.4.1", "cpu")]
