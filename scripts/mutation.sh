@@ -30,7 +30,7 @@ if [ "${1:-}" != "--report" ]; then
   start=$(date +%s)
   # mutmut redraws one status line; its last state is the summary: done/total, killed, no tests, timeouts,
   # suspicious, survived, skipped, caught by type check; then the rate
-  mutmut run --max-children "$jobs" 2>&1 | tr '\r' '\n' | grep -E '^[0-9]+/[0-9]+ |mutations/second' | tail -n 2
+  mutmut run --max-children "$jobs" 2>&1 | tr '\r' '\n' | grep -E '[0-9]+/[0-9]+ +🎉|mutations/second' | sed 's/^[^0-9]*//' | tail -n 2
   echo "run time: $(( $(date +%s) - start )) s"
 fi
 
