@@ -181,6 +181,10 @@ def test_a_failed_plan_puts_every_file_back_from_the_saved_wheels(world):
         [apply_mod.SNAPSHOT_TIMEOUT_S] * 3  # before, during the restore, after it
     dry = plan.steps[1].argv[:3] + ["--dry-run"] + plan.steps[1].argv[3:]  # uv's dry run: no --report
     assert limits[tuple(dry)] == apply_mod.SNAPSHOT_TIMEOUT_S * 10
+    assert limits[tuple(world.uv("install", "--no-deps", "--no-index", "--find-links", saved,
+                                 "b==1.0", "d==1.0", "a==1.0"))] == apply_mod.RESTORE_TIMEOUT_S
+    assert limits[tuple(world.uv("install", "--no-deps", "--find-links", str(world.wheels), "c==1.0"))] == \
+        apply_mod.RESTORE_TIMEOUT_S
 
 
 def test_what_is_not_put_back_is_named_and_fix_rollback_finishes_it(world, tmp_path):
@@ -721,3 +725,107 @@ def test_a_clash_plan_exact(monkeypatch, tool):
         ("reinstall", head + indexes + ["--reinstall" if tool == "uv" else "--force-reinstall", "--no-deps",
                                         "nvidia-cudnn-cu13==9.24.0.43"], env, INSTALL_TIMEOUT_S,
          "reinstall nvidia-cudnn-cu13 9.24.0.43 to restore the files the clash overwrote")]
+
+
+# --- survivors of the final mutation campaign (issue #17) --------------------------------------------------
+
+def test_a_pip_plan_asks_pip_for_its_report_and_is_put_back_by_pip(world):
+    """A plan run by pip (``python -m pip``) is asked for pip's JSON report (pip's documentation, "pip install":
+    ``--dry-run``, ``--quiet``, ``--report -`` writes the report to stdout) and put back by the same pip, not by
+    uv that is also on PATH. This venv has no pip, so every pip command fails for real; b is removed by another
+    hand (real uv) when step 1 starts, so there is something to put back."""
+    pip = [world.py, "-m", "pip"]
+    step = Step(kind="install", reason="upgrade a", argv=pip + ["install", "--find-links", str(world.wheels), "a==2.0"])
+
+    def progress(event, text):
+        if text == "[1/1] upgrade a":
+            world.setup("uninstall", "b")
+
+    with pytest.raises(InstallFailed) as err:
+        apply(Plan(python=world.py, steps=[step]), on_progress=progress)
+    reinstall_b = pip + ["install", "--no-deps", "--find-links", str(world.wheels), "b==1.0"]
+    assert world.ran() == [pip + ["install", "--dry-run", "--quiet", "--report", "-", "--find-links",
+                                  str(world.wheels), "a==2.0"],
+                           step.argv, reinstall_b, reinstall_b]
+    assert err.value.detail["not_restored"] == ["b 1.0"] and world.versions() == {"a": "1.0"}
+
+
+def test_a_resumed_journal_of_a_run_killed_in_its_first_step_runs_every_step(world):
+    """``fix --resume`` after a kill during step 1: no step is done (steps_done 0), so step 1 runs again."""
+    plan = Plan(python=world.py, steps=[Step(kind="uninstall", reason="drop b", argv=world.uv("uninstall", "b")),
+                                        Step(kind="uninstall", reason="drop a", argv=world.uv("uninstall", "a"))])
+    journal = journals.begin(world.py, plan, snapshot(world.py), set(), [])
+    journal.record(resumed=True)
+    applied = apply(plan, journal=journal)
+    assert applied.steps_run == ["drop b", "drop a"] and applied.after == []
+
+
+def test_predicted_changes_adds_up_every_step_past_one_that_is_not_a_report(world):
+    """Each install step's prediction adds to the others: a program that prints no report predicts nothing and
+    the next steps are still asked; a later step that replaces nothing installed takes nothing away."""
+    build_wheel(world.wheels, "c", "1.0")
+    steps = [Step(kind="install", reason="i", argv=[sys.executable, "-c", "print('not a report')", "install", "b==1"]),
+             Step(kind="install", reason="up", argv=world.uv("install", "--no-deps", "--find-links", str(world.wheels),
+                                                             "a==2.0")),
+             Step(kind="install", reason="new", argv=world.uv("install", "--find-links", str(world.wheels), "c==1.0"))]
+    assert predicted_changes(steps, {"a", "b"}) == {"a"}
+
+
+def test_several_not_put_back_are_all_named(world):
+    """The plan added c and d and removed a and b, whose wheels are gone (none was saved: the plan neither pins
+    nor lists them): c and d are uninstalled together, a and b reinstalled together then one by one, each with
+    the restore's time limit, and both are named as not restored."""
+    for name in ("c", "d"):
+        build_wheel(world.wheels, name, "1.0")
+    for wheel in ("a-1.0-py3-none-any.whl", "a-2.0-py3-none-any.whl", "b-1.0-py3-none-any.whl"):
+        (world.wheels / wheel).unlink()
+    plan = Plan(python=world.py, steps=[
+        Step(kind="install", reason="add c and d", argv=world.uv("install", "--no-deps", "--find-links",
+                                                                 str(world.wheels), "c", "d")),
+        Step(kind="uninstall", reason="drop a and b", argv=world.uv("uninstall", "a", "b")),
+        fails()])
+    seen: list[tuple[str, str]] = []
+    with pytest.raises(InstallFailed) as err:
+        apply(plan, on_progress=lambda e, t: seen.append((e, t)))
+    base = world.uv("install", "--no-deps", "--find-links", str(world.wheels))
+    assert world.ran()[-4:] == [world.uv("uninstall", "c", "d"), base + ["a==1.0", "b==1.0"], base + ["a==1.0"],
+                                base + ["b==1.0"]]
+    assert [kw["timeout"] for _, kw in world.calls[-5:-1]] == [apply_mod.RESTORE_TIMEOUT_S] * 4
+    assert events(seen, "restore") == ["restoring the starting set", "uninstall c d", "reinstall a 1.0, b 1.0"]
+    assert err.value.detail["not_restored"] == ["a 1.0", "b 1.0"]
+    assert err.value.hint == ("could not restore: a 1.0, b 1.0; the journal keeps what is needed: cudamatrix fix "
+                              f"--rollback --python {world.py}")
+    assert world.versions() == {}
+
+
+def test_a_step_past_its_time_limit_is_explained_by_the_time_out(world):
+    """A step that outlives its own time limit is stopped; proc's "timed out after 0.5s" is where the cause is read
+    from, as it printed nothing itself (cudamatrix/install/explain.py: "timed out" is the network row, a stalled
+    download being the usual reason)."""
+    plan = Plan(python=world.py, steps=[Step(kind="install", reason="slow", timeout_s=0.5,
+                                             argv=[sys.executable, "-c", "import time; time.sleep(30)"])])
+    with pytest.raises(InstallFailed) as err:
+        apply(plan)
+    assert str(err.value) == "install failed, step 1 failed: slow: network: timed out after 0.5s"
+    assert err.value.detail["installer_error"] == "timed out after 0.5s"
+    assert err.value.detail["cause"]["kind"] == "network"
+
+
+def test_a_clash_with_a_partner_that_is_not_installed_and_two_survivors():
+    """A file clash can name a distribution the environment does not list (no version): it is uninstalled by name
+    alone; two clash survivors are both reinstalled, named in one reason."""
+    from test_plan_apply import _clash_env, _jax13
+
+    from cudamatrix.install.plan import make_plan
+    from cudamatrix.models import FileConflict, Pin
+
+    env = _clash_env("9.24.0.43")
+    env.file_conflicts.append(FileConflict("torch/lib/libtorch_cuda.so", ["torch==2.14.1", "torch-ghost==0.1"]))
+    plan = make_plan(env, _jax13([Pin("jax-cuda13-plugin", "0.10.2"), Pin("jax-cuda13-pjrt", "0.10.2")]),
+                     python="/p", installer="pip", verify=False)
+    uninstall, _, reinstall = plan.steps
+    assert uninstall.argv[-1] == "torch-ghost"
+    assert uninstall.reason.endswith("; torch-ghost (installs torch/lib/libtorch_cuda.so over torch's copy, and "
+                                     "nothing in the solved set needs it)")
+    assert reinstall.argv[-2:] == ["nvidia-cudnn-cu13==9.24.0.43", "torch==2.14.1"]
+    assert reinstall.reason == "reinstall nvidia-cudnn-cu13 9.24.0.43, torch 2.14.1 to restore the files the clash overwrote"
