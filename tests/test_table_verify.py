@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from cudamatrix.models import FrameworkReport, Report
-from cudamatrix.verify.run import MARK, check, classify, exit_code, overall, parse_events, verify
+from cudamatrix.verify.run import CHILD, MARK, check, classify, exit_code, overall, parse_events, verify
 
 HAS_TORCH = subprocess.run([sys.executable, "-c", "import torch"], capture_output=True).returncode == 0
 needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="the test extra's CPU build of torch is not installed here")
@@ -342,3 +342,98 @@ def test_a_cudnn_mismatch_says_why(tmp_path):
                          "mapped_libraries": [lib("libcudnn.so.8", "8.9.2")]}], stderr="warn")
     assert fw.cause == "more than one cuDNN, or another major than the build's, is mapped"
     assert fw.stderr_tail == "warn"
+
+
+# --- verify() end to end in this process: the parent's own choices, seen through stand-in interpreters -------------
+
+def test_frameworks_default_to_all(tmp_path):
+    # README: verify checks every installed framework unless --framework names some
+    report = verify(python=multi_interpreter(tmp_path, {"jax": {"status": "verified"}}), timeout=30, gpu=True)
+    assert ([f.framework for f in report.frameworks], report.status) == (["jax"], "verified")
+
+
+def test_the_timeout_reaches_the_child(tmp_path):
+    script = tmp_path / "python"
+    script.write_text(f"#!/bin/sh\n[ \"$1\" = '{CHILD}' ] || exit 1\necho '{MARK}{{\"stage\": \"imported\"}}'\n"
+                      "exec sleep 8\n")
+    script.chmod(0o755)
+    (fw,) = verify(python=str(script), frameworks="jax", timeout=1, gpu=False).frameworks
+    assert (fw.finding_code, fw.cause) == ("VERIFY_TIMEOUT", "no result within 1s (hung after stage 'imported')")
+
+
+def test_the_child_runs_the_child_script_from_the_root_folder(tmp_path, monkeypatch):
+    # from "/", a folder named like the framework in the caller's folder (on a PYTHONPATH of ".") cannot shadow it
+    script = tmp_path / "python"
+    script.write_text("#!/bin/sh\necho \"" + MARK + "{\\\"stage\\\": \\\"result\\\", \\\"status\\\": \\\"failed\\\", "
+                      "\\\"cause\\\": \\\"$1 in $(pwd)\\\"}\"\n")
+    script.chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    fw = check(str(script), "torch", gpu_expected=False, timeout=30, env=dict(os.environ))
+    assert fw.cause == f"{CHILD} in /"
+
+
+STDERR = [
+    # what the child wrote on stderr -> the tail kept with a failure: its last 20 lines, blank ends dropped
+    ("", None),
+    ("\n  \n", None),
+    ("one\ntwo\n", "one\ntwo"),
+    ("".join(f"line {i}\n" for i in range(1, 26)), "\n".join(f"line {i}" for i in range(6, 26))),
+]
+
+
+@pytest.mark.parametrize("stderr, tail", STDERR)
+def test_the_stderr_tail_of_a_failure(tmp_path, stderr, tail):
+    script = tmp_path / "python"
+    (tmp_path / "err.txt").write_text(stderr)
+    script.write_text(f"#!/bin/sh\ncat '{tmp_path / 'err.txt'}' >&2\nexit 1\n")
+    script.chmod(0o755)
+    fw = check(str(script), "torch", gpu_expected=False, timeout=30, env=dict(os.environ))
+    assert (fw.finding_code, fw.stderr_tail) == ("VERIFY_CRASHED", tail)
+
+
+# verify() compares the loader model's predictions for the target interpreter with the files its child mapped.
+# Real ELF files (gcc): a TensorFlow layout whose CUDA libraries load at first use (dlopen by SONAME), a program
+# with DT_RPATH $ORIGIN/../lib (as conda's python is linked), a cuDNN on LD_LIBRARY_PATH, and the file the child
+# "mapped" instead: libcudnn.so.9.3.0, whose DT_SONAME is libcudnn.so.9. ld.so(8): a DT_RPATH of the program is
+# searched before LD_LIBRARY_PATH when the object has no DT_RUNPATH; a file is the same library as another when
+# their SONAMEs match, whatever its file name.
+TF_REQUIRES = ['nvidia-cuda-runtime-cu12==12.5.82; extra == "and-cuda"',
+               'nvidia-cudnn-cu12==9.3.0.75; extra == "and-cuda"']
+
+
+def test_verify_compares_the_model_with_what_the_child_mapped(tmp_path):
+    from fakes import build_lib
+
+    sp = tmp_path / "site-packages"
+    build_lib(sp / "tensorflow" / "python", "_pywrap_tensorflow_internal.so", "int f(void) { return 0; }\n")
+    cudart = build_lib(tmp_path / "env" / "lib", "libcudart.so.12", "int g(void) { return 0; }\n")
+    on_path = build_lib(tmp_path / "ld", "libcudnn.so.9", "int h(void) { return 0; }\n")
+    other = build_lib(tmp_path / "other", "libcudnn.so.9.3.0", "int k(void) { return 1; }\n", soname="libcudnn.so.9")
+    program = tmp_path / "env" / "bin" / "python3"
+    program.parent.mkdir(parents=True)
+    (tmp_path / "main.c").write_text("int main(void) { return 0; }\n")
+    subprocess.run(["gcc", "-o", str(program), str(tmp_path / "main.c"), "-Wl,--disable-new-dtags,-rpath,$ORIGIN/../lib"],
+                   check=True, capture_output=True, timeout=60)
+    probe = {"executable": str(program), "version": "3.11.7", "site_packages": [str(sp)],
+             "dists": [{"name": "tensorflow", "version": "2.18.0", "requires": TF_REQUIRES},
+                       {"name": "nvidia-cudnn-cu12", "version": "9.3.0.75", "requires": []},
+                       {"name": "nvidia-cuda-runtime-cu12", "version": "12.5.82", "requires": []}]}
+    result = {"stage": "result", "status": "verified", "maps": [str(cudart), str(other)]}
+    (tmp_path / "probe.json").write_text(json.dumps(probe))
+    (tmp_path / "child.out").write_text(f"{MARK}{json.dumps({'stage': 'imported'})}\n{MARK}{json.dumps(result)}\n")
+    script = tmp_path / "python"  # the child script gets the child's lines; anything else (the probe) the probe's
+    script.write_text(f"#!/bin/sh\nif [ \"$1\" = '{CHILD}' ]; then cat '{tmp_path / 'child.out'}'; "
+                      f"else cat '{tmp_path / 'probe.json'}'; fi\n")
+    script.chmod(0o755)
+    report = verify(python=str(script), frameworks="tensorflow", timeout=30, gpu=True,
+                    env={"LD_LIBRARY_PATH": str(tmp_path / "ld")})
+    (fw,) = report.frameworks
+    assert (fw.framework, fw.status) == ("tensorflow", "verified")
+    assert fw.loads_compared == [
+        {"soname": "libcudart.so.12", "predicted": str(cudart), "rule": "DT_RPATH of python3 (the program)",
+         "when": "first use", "mapped": str(cudart), "agree": True},
+        {"soname": "libcudnn.so.9", "predicted": str(on_path), "rule": "LD_LIBRARY_PATH", "when": "first use",
+         "mapped": str(other), "agree": False},
+    ]
+    assert fw.model_errors == [{"soname": "libcudnn.so.9", "predicted": str(on_path), "mapped": str(other),
+                                "rule": "LD_LIBRARY_PATH"}]
