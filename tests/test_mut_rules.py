@@ -811,3 +811,38 @@ def test_a_cuda_major_without_minor_version_compatibility_has_no_minor_floor(pla
     matrix = load_matrix()
     assert rules.driver_floors(matrix, Version("10.2"), platform) == (
         full, None, "https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html")
+
+
+# --- requirements files as pip reads them ------------------------------------------------------------------
+# pip's "Requirements File Format": "A line ending in an unescaped \ is treated as a line continuation and the
+# newline following it is effectively ignored"; "Whitespace followed by a # causes the # and the remainder of
+# the line to be treated as a comment"; "Comments are stripped after line continuations are processed."
+PIP_LINES = [
+    ("torch==2.5.1 \\\n  --hash=sha256:abc\n", [(1, "torch==2.5.1   --hash=sha256:abc")]),
+    ("torch==2.5.1 \\ \nnumpy\n", [(1, "torch==2.5.1 \\"), (2, "numpy")]),  # blanks after the backslash: no join
+    # pip-compile's layout: the "# via" line ends the continued requirement
+    ("numpy==1.18.1 \\\n    --hash=sha256:aa \\\n    # via scipy\nscipy==1.4.1\n",
+     [(1, "numpy==1.18.1     --hash=sha256:aa"), (4, "scipy==1.4.1")]),
+    ("torch # note \\\nnumpy\n", [(1, "torch")]),  # joined first, then the comment takes the rest
+    ("# comment \\\ntorch\n", [(2, "torch")]),  # a comment line never continues
+    ("torch\t# tab comment\n", [(1, "torch")]),
+    ("torch\\\n==2.5.1\n", [(1, "torch==2.5.1")]),
+    ("a \\\n", [(1, "a")]),
+]
+
+
+@pytest.mark.parametrize(("text", "lines"), PIP_LINES)
+def test_logical_lines_as_pip_reads_them(text, lines):
+    from cudamatrix.solve.lockfile import _logical_lines
+
+    assert [(n, line) for n, line in _logical_lines(text) if line] == lines
+
+
+@pytest.mark.parametrize(("text", "lines"), PIP_LINES)
+def test_logical_lines_agree_with_the_installed_pip(text, lines):
+    """The same table through the pip installed here (its own reader, not a copy of it)."""
+    try:
+        from pip._internal.req.req_file import preprocess
+    except ImportError as exc:  # pip's internal layout moved: the table above still holds pip's documented rules
+        pytest.skip(f"pip's requirements-file reader is not importable here ({exc})")
+    assert [(n, line) for n, line in preprocess(text) if line] == lines

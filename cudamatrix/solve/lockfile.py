@@ -2,6 +2,7 @@
 requirements files back for ``check``. No I/O beyond the text handed in and returned."""
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -93,20 +94,25 @@ class RequirementsFile:
 _REQ_OPTIONS = ("--hash", "--config-settings", "--global-option", "--install-option")
 
 
+_COMMENT = re.compile(r"(^|\s+)#.*$")  # pip's: a "#" at the start or after blanks, to the end of the line
+
+
 def _logical_lines(text: str):
-    """(line number, line) with pip's rules: a trailing backslash continues the line; " #" starts a comment."""
-    buf, first = "", None
+    """(line number, line) as pip reads a requirements file: a line ending in a backslash continues on the
+    next (a comment line never does), and comments are stripped after the lines are joined."""
+    buf: list[str] = []
+    first = None
     for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.split(" #", 1)[0] if not raw.lstrip().startswith("#") else ""
-        if first is None:
-            first = number
-        if line.rstrip().endswith("\\"):
-            buf += line.rstrip()[:-1] + " "
+        comment = _COMMENT.match(raw) is not None
+        if raw.endswith("\\") and not comment:
+            first = number if first is None else first
+            buf.append(raw.strip("\\"))
             continue
-        yield first, (buf + line).strip()
-        buf, first = "", None
-    if buf.strip():
-        yield first, buf.strip()
+        joined = "".join(buf) + (" " + raw if comment else raw)
+        yield (number if first is None else first), _COMMENT.sub("", joined).strip()
+        buf, first = [], None
+    if buf:
+        yield first, _COMMENT.sub("", "".join(buf)).strip()
 
 
 def parse_requirements(text: str, name: str) -> RequirementsFile:
