@@ -846,3 +846,26 @@ def test_logical_lines_agree_with_the_installed_pip(text, lines):
     except ImportError as exc:  # pip's internal layout moved: the table above still holds pip's documented rules
         pytest.skip(f"pip's requirements-file reader is not importable here ({exc})")
     assert [(n, line) for n, line in preprocess(text) if line] == lines
+
+
+# platform_machine as Python's platform.machine() reports it on each system (PEP 508 defines the marker as
+# platform.machine()): "ppc64le" on little-endian POWER Linux, "s390x" on IBM Z, "ARM64" on Windows on Arm,
+# "arm64" on Apple silicon; a tag naming no known CPU keeps the x86_64 default
+@pytest.mark.parametrize(("platform", "machine"), [
+    ("linux_ppc64le", "ppc64le"), ("linux_s390x", "s390x"), ("win_arm64", "ARM64"),
+    ("macosx_14_0_arm64", "arm64"), ("macosx_10_9_x86_64", "x86_64"), ("linux_mystery", "x86_64"),
+])
+def test_marker_machine_of_platforms_outside_the_table(platform, machine):
+    from cudamatrix.solve.pins import marker_env
+    from cudamatrix.solve.target import Target
+
+    assert marker_env(Target(name="t", platform=platform), None)["platform_machine"] == machine
+
+
+def test_torch_x86_64_pins_do_not_apply_on_power():
+    from cudamatrix.solve.pins import pins_for
+
+    v = variant("cu121", "12.1", nvidia_pins=[TORCH_PIN])
+    assert pins_for(v, target("550.54.15", "8.0", platform="linux_ppc64le")) == []
+    assert [str(r) for r in pins_for(v, target("550.54.15", "8.0", platform="linux_x86_64"))] == \
+        [str(Requirement(TORCH_PIN))]
