@@ -12,10 +12,13 @@ import os
 import threading
 import time
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cudamatrix import proc
-from cudamatrix.detect import context, driver, libpaths, libraries, loader, python_env, toolkits
+from cudamatrix.detect import libraries, python_env
+
+if TYPE_CHECKING:
+    from cudamatrix.detect import loader
 from cudamatrix.detect.text import MAX_BYTES, cudnn_version, version_from_int
 from cudamatrix.errors import UsageError
 from cudamatrix.models import Driver, Environment, Library, Note
@@ -70,6 +73,9 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
     bounds each subprocess. Never raises for absent hardware; raises UsageError when ``python`` cannot be run.
     With ``CUDAMATRIX_DETECT_ENV=PATH`` set, the saved Environment at PATH is returned instead (UsageError if bad).
     """
+    # the live probes' modules, imported here: reading a paste (detect --from) never needs them
+    from cudamatrix.detect import context, driver, libpaths, loader, toolkits
+
     environ = dict(os.environ) if environ is None else environ
     saved = environ.get(DETECT_ENV_VAR)
     if saved:
@@ -246,6 +252,8 @@ def _merge_smi(drv: Driver, env: Environment, reading) -> None:
 def _settle_status(drv: Driver, env: Environment, kmod: str | None, kmod_source: str | None,
                    answers: loader.LoaderAnswers, environ: dict[str, str], root: str,
                    cuda_lib: Library | None) -> None:
+    from cudamatrix.detect import driver
+
     nvml_missing = (answers.nvml or {}).get("code") == driver.NVML_LIBRARY_NOT_FOUND
     if drv.status == "unknown":
         if kmod and nvml_missing:

@@ -127,22 +127,26 @@ class Paste:
         """Indices of the lines that contain one of ``needles`` (plain substrings: the fastest filter there is)."""
         if not any(n in self.text for n in needles):
             return []
-        found: set[int] = set()
+        runs: list[list[int]] = []  # per needle, its lines in order
         text = self.text
         for needle in needles:
             count = text.count(needle) if needle and "\n" not in needle else -1
             if count == 0:
                 continue
             if 0 < count <= len(self.lines) // 8:  # rare: find each occurrence, its line by bisection
+                run: list[int] = []
                 pos = text.find(needle)
                 while pos >= 0:
                     i = self.line_of(pos)
-                    found.add(i)
+                    run.append(i)
                     starts = self._starts or []  # line_of() has filled them
                     pos = text.find(needle, starts[i + 1] if i + 1 < len(starts) else len(text))
+                runs.append(run)
             else:
-                found.update([i for i, line in enumerate(self.lines) if needle in line])
-        return sorted(found)
+                runs.append([i for i, line in enumerate(self.lines) if needle in line])
+        if len(runs) == 1:
+            return runs[0]  # one needle found: its lines are in order already, each once
+        return sorted(set().union(*runs))
 
     def free(self, i: int) -> bool:
         """Line ``i`` is not yet read as some tool's output."""

@@ -164,9 +164,10 @@ def read(paste: Paste, env: Environment) -> bool:
     if not _enough(facts):
         return False
     kind = _kind(facts)
-    for i in claimed:
-        if paste.free(i):
-            paste.claim(i, kind)
+    commands = paste.commands
+    for i in claimed:  # Paste.claim, inline: thousands of lines in a long paste
+        if kinds[i] is None and i not in commands:
+            kinds[i] = kind
     _fill_region(paste, claimed, kind)
     _apply(facts, env, kind)
     return True
