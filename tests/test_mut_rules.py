@@ -828,6 +828,9 @@ PIP_LINES = [
     ("torch\t# tab comment\n", [(1, "torch")]),
     ("torch\\\n==2.5.1\n", [(1, "torch==2.5.1")]),
     ("a \\\n", [(1, "a")]),
+    ("a \\\nb \\\n", [(1, "a b")]),  # the file ends inside a continued line
+    ("torch # note \\\n", [(1, "torch")]),
+    ("XlsxWriter==3.0.3 \\\n  --hash=sha256:aa\n", [(1, "XlsxWriter==3.0.3   --hash=sha256:aa")]),
 ]
 
 

@@ -30,8 +30,8 @@ _MACHINES = ("x86_64", "aarch64", "ppc64le", "s390x", "riscv64", "armv7l", "arm6
 
 
 def _machine_of(plat: str, system: str) -> str:
-    """platform_machine for a tag outside the table ("linux_ppc64le" -> "ppc64le", "win_arm64" -> "ARM64",
-    "macosx_14_0_arm64" -> "arm64"); x86_64 when the tag names no CPU this knows."""
+    """platform_machine for a platform tag ("linux_aarch64" -> "aarch64", "win_amd64" -> "AMD64",
+    "macosx_14_0_arm64" -> "arm64", "linux_ppc64le" -> "ppc64le"); x86_64 when the tag names no CPU this knows."""
     arch = next((a for a in _MACHINES if plat.endswith("_" + a)), "x86_64")
     return arch.upper() if system == "Windows" and arch in ("amd64", "arm64") else arch
 
@@ -39,8 +39,7 @@ def _machine_of(plat: str, system: str) -> str:
 def marker_env(target: Target, extra: str | None) -> dict[str, str]:
     plat = target.platform
     system = "Windows" if plat.startswith("win") else ("Darwin" if plat.startswith("macos") else "Linux")
-    machine = {"linux_x86_64": "x86_64", "linux_aarch64": "aarch64", "win_amd64": "AMD64",
-               "macos_arm64": "arm64", "macos_x86_64": "x86_64"}.get(plat) or _machine_of(plat, system)
+    machine = _machine_of(plat, system)
     py = target.python or "3.11"
     return {"platform_system": system, "platform_machine": machine, "python_version": py,
             "python_full_version": py + ".0", "sys_platform": {"Linux": "linux", "Windows": "win32",
