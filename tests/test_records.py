@@ -142,3 +142,16 @@ def test_render_dumps_of_a_real_envelope_and_its_refusals():
             json.dumps(bad, indent=2)
         with pytest.raises(TypeError):
             dumps(bad)
+
+
+def test_paste_having_is_every_line_holding_a_needle():
+    """Paste.having finds rare needles by position and common ones line by line: either way, every line that
+    holds one of the needles, each once, in order."""
+    from cudamatrix.detect.text import Paste
+
+    lines = [f"GPU {i}: NVIDIA A100 (UUID: GPU-{i})" if i % 50 == 0 else f"row {i} | {i % 7}: x" for i in range(2000)]
+    lines[7] = "CUDA Version: 12.4 CUDA Version: 12.4"  # twice on one line
+    paste = Paste("\n".join(lines))
+    for needles in [("(UUID:",), (":",), ("|",), ("CUDA Version",), ("(UUID:", "CUDA Version"), ("absent",),
+                    ("absent", "(UUID:"), (":", "(UUID:"), ("row 1", "GPU")]:
+        assert paste.having(*needles) == [i for i, line in enumerate(lines) if any(n in line for n in needles)]

@@ -124,26 +124,30 @@ class Paste:
         return [i for i, line in enumerate(self.lines) if match(line)]
 
     def having(self, *needles: str) -> list[int]:
-        """Indices of the lines that contain one of ``needles`` (plain substrings: the fastest filter there is)."""
-        if not any(n in self.text for n in needles):
-            return []
+        """Indices of the lines that contain one of ``needles`` (plain substrings: the fastest filter there is).
+
+        A needle is looked for occurrence by occurrence (each one's line by bisection), which on a long paste
+        costs one pass over the text; one that turns out common (more than a line in eight) goes over the
+        lines instead. A one-character needle is counted first: it is usually common."""
         runs: list[list[int]] = []  # per needle, its lines in order
         text = self.text
+        limit = len(self.lines) // 8
         for needle in needles:
-            count = text.count(needle) if needle and "\n" not in needle else -1
-            if count == 0:
+            pos = text.find(needle) if needle and "\n" not in needle else 0
+            if pos < 0:
                 continue
-            if 0 < count <= len(self.lines) // 8:  # rare: find each occurrence, its line by bisection
-                run: list[int] = []
-                pos = text.find(needle)
-                while pos >= 0:
-                    i = self.line_of(pos)
-                    run.append(i)
-                    starts = self._starts or []  # line_of() has filled them
-                    pos = text.find(needle, starts[i + 1] if i + 1 < len(starts) else len(text))
-                runs.append(run)
-            else:
-                runs.append([i for i, line in enumerate(self.lines) if needle in line])
+            run: list[int] | None = []
+            if "\n" in needle or not needle or len(needle) == 1 and text.count(needle) > limit:
+                run = None
+            while run is not None and pos >= 0:
+                if len(run) > limit:
+                    run = None
+                    break
+                i = self.line_of(pos)
+                run.append(i)
+                starts = self._starts or []  # line_of() has filled them
+                pos = text.find(needle, starts[i + 1] if i + 1 < len(starts) else len(text))
+            runs.append(run if run is not None else [i for i, line in enumerate(self.lines) if needle in line])
         if len(runs) == 1:
             return runs[0]  # one needle found: its lines are in order already, each once
         return sorted(set().union(*runs))
