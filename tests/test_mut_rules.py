@@ -830,6 +830,7 @@ PIP_LINES = [
     ("a \\\n", [(1, "a")]),
     ("a \\\nb \\\n", [(1, "a b")]),  # the file ends inside a continued line
     ("torch # note \\\n", [(1, "torch")]),
+    ("torch==2.5.1\\\n# via x\n", [(1, "torch==2.5.1")]),  # a comment line ends a continued one
     ("XlsxWriter==3.0.3 \\\n  --hash=sha256:aa\n", [(1, "XlsxWriter==3.0.3   --hash=sha256:aa")]),
 ]
 
