@@ -9,10 +9,18 @@ the usual help and usage errors."""
 from __future__ import annotations
 
 import copy
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cudamatrix.cli.options import COMMANDS, Command
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def _path(value: str) -> Path:
+    from pathlib import Path  # on first use: pathlib (with urllib.parse, ipaddress) costs a few ms at start-up
+
+    return Path(value)
 
 
 def parse(command: Command, argv: list[str]) -> dict[str, Any] | None:
@@ -56,9 +64,9 @@ def parse(command: Command, argv: list[str]) -> dict[str, Any] | None:
             except ValueError:
                 return None
         elif opt.kind == "path":
-            given[opt.param] = Path(value)
+            given[opt.param] = _path(value)
         else:
-            given.setdefault(opt.param, []).append(Path(value) if opt.kind == "paths" else value)
+            given.setdefault(opt.param, []).append(_path(value) if opt.kind == "paths" else value)
         i += 1
     out: dict[str, Any] = {}
     if command.positional is not None:
