@@ -3,6 +3,7 @@ the hot commands (detect, doctor, fix) run without importing it."""
 from __future__ import annotations
 
 import functools
+import os
 from typing import Any, Callable
 
 from cudamatrix import render
@@ -15,6 +16,12 @@ class Done(Exception):
     def __init__(self, code: int) -> None:
         super().__init__(code)
         self.code = int(code)
+
+
+def has_folder(env: list | None) -> bool:
+    """Whether an ``--env`` value names a folder of node files (the fleet form of doctor and check). Here, not
+    in :mod:`.fleet_cmd`, so that a plain doctor does not import the fleet code to ask."""
+    return any(os.path.isdir(p) for p in env or [])
 
 
 def finish(command: str, exit_code: int, data: Any, as_json: bool, human: Callable[[], None] | None = None) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from cudamatrix import render
-from cudamatrix.cli.common import finish, guarded
+from cudamatrix.cli.common import finish, guarded, has_folder
 from cudamatrix.errors import UsageError
 
 
@@ -13,7 +13,7 @@ def run_doctor(env: list[Path] | None = None, from_: list[str] | None = None, py
                as_json: bool = False, data_dir: Path | None = None) -> None:
     """Detect and diagnose: findings with a code, severity, evidence and fix. Exit 1 on errors.
     A folder of node files in ``env`` is the fleet form: findings per node class (:mod:`.fleet_cmd`)."""
-    if env and any(p.is_dir() for p in env):  # the same test as fleet_cmd.has_folder, without its imports
+    if has_folder(env):
         from cudamatrix.cli.fleet_cmd import run_doctor_fleet
 
         return run_doctor_fleet(env=env, from_=from_, python=python, as_json=as_json, data_dir=data_dir)

@@ -22,11 +22,6 @@ def _matrix(data_dir: Path | None):
     return load_matrix(str(data_dir) if data_dir else None)
 
 
-def has_folder(env: list[Path] | None) -> bool:
-    """Whether an ``--env`` value names a folder of node files (the fleet form of doctor and check)."""
-    return any(Path(p).is_dir() for p in env or [])
-
-
 def _no_target_flags(**flags) -> None:
     given = [f"--{k.replace('_', '-')}" for k, v in flags.items() if v]
     if given:

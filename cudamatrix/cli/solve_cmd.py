@@ -161,10 +161,12 @@ def run_check(requirement_file: Path | None = None, env: list[Path] | None = Non
               data_dir: Path | None = None) -> None:
     """Gate a Docker build: exit 0 if the requirements (or what is installed) fit the target, 1 if not.
     A folder of node files in ``env`` is the fleet form, answered per node class (:mod:`.fleet_cmd`)."""
-    from cudamatrix.cli.fleet_cmd import has_folder, run_check_fleet
+    from cudamatrix.cli.common import has_folder
     from cudamatrix.solve.checks import check_requirements
 
     if has_folder(env):
+        from cudamatrix.cli.fleet_cmd import run_check_fleet
+
         if from_:
             raise UsageError("--from cannot be combined with a fleet folder", hint="--env DIR reads the saved nodes")
         return run_check_fleet(requirement_file=requirement_file, env=env, driver=driver, gpu=gpu, python=python,

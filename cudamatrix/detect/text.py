@@ -133,24 +133,29 @@ class Paste:
         text = self.text
         limit = len(self.lines) // 8
         for needle in needles:
-            pos = text.find(needle) if needle and "\n" not in needle else 0
-            if pos < 0:
+            searchable = needle and "\n" not in needle
+            if searchable and text.find(needle) < 0:
                 continue
-            run: list[int] | None = []
-            if "\n" in needle or not needle or len(needle) == 1 and text.count(needle) > limit:
-                run = None
-            while run is not None and pos >= 0:
-                if len(run) > limit:
-                    run = None
-                    break
-                i = self.line_of(pos)
-                run.append(i)
-                starts = self._starts or []  # line_of() has filled them
-                pos = text.find(needle, starts[i + 1] if i + 1 < len(starts) else len(text))
+            common = not searchable or len(needle) == 1 and text.count(needle) > limit
+            run = None if common else self._lines_holding(needle, limit)
             runs.append(run if run is not None else [i for i, line in enumerate(self.lines) if needle in line])
         if len(runs) == 1:
             return runs[0]  # one needle found: its lines are in order already, each once
         return sorted(set().union(*runs))
+
+    def _lines_holding(self, needle: str, limit: int) -> list[int] | None:
+        """The lines holding ``needle``, found occurrence by occurrence; None past ``limit`` lines (common)."""
+        text = self.text
+        run: list[int] = []
+        pos = text.find(needle)
+        while pos >= 0:
+            if len(run) >= limit:
+                return None
+            i = self.line_of(pos)
+            run.append(i)
+            starts = self._starts or []  # line_of() has filled them
+            pos = text.find(needle, starts[i + 1] if i + 1 < len(starts) else len(text))
+        return run
 
     def free(self, i: int) -> bool:
         """Line ``i`` is not yet read as some tool's output."""

@@ -10,7 +10,7 @@ from packaging.version import Version
 
 from cudamatrix.matrix.data import FrameworkRelease, Matrix, Variant
 from cudamatrix.names import canonical
-from cudamatrix.names import requirement as _requirement
+from cudamatrix.names import requirement as _requirement  # packaging imported on first use
 from cudamatrix.solve.target import Target
 
 if TYPE_CHECKING:
