@@ -13,15 +13,15 @@ import os
 import shlex
 import sys
 import time
-from dataclasses import dataclass, field
 from typing import Callable
 
 from cudamatrix._callable import callable_module
 from cudamatrix.errors import Exit, UsageError
 from cudamatrix.models import Applied, Environment, Finding, Model, Plan, Report, Solution
+from cudamatrix.schema import field, record
 
 
-@dataclass(repr=False)
+@record(repr=False)
 class FixResult(Model):
     """What ``fix`` did: its stages' values, and the exit code the command line uses."""
 

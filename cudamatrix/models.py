@@ -6,16 +6,16 @@ Every model forbids unknown keys so that a saved ``detect --json`` read back by 
 """
 from __future__ import annotations
 
-from dataclasses import field
 from typing import Any, Literal
 
-from cudamatrix.schema import FORBID, record, to_dict
+from cudamatrix.schema import FORBID, field, record, to_dict
 
 ENV_SCHEMA_VERSION = 1
 
 
 class Model:
-    """Base of every model: plain dataclasses; validation through :func:`cudamatrix.schema.validate`."""
+    """Base of every model: records (dataclasses to whoever asks); validation through
+    :func:`cudamatrix.schema.validate`."""
 
     __pydantic_config__ = FORBID
 

@@ -90,7 +90,7 @@ def test_no_pickle_anywhere():
 
 def test_no_validator_names_injected_into_module_globals():
     # the annotated types are defined once in cudamatrix.schema and imported; nothing binds them at run time
-    schema = (PACKAGE / "schema.py").read_text()
+    schema = "".join(p.read_text() for p in (PACKAGE / "schema").glob("*.py"))
     assert "setdefault(key, value)" not in schema and "sys.modules" not in schema
     from cudamatrix.matrix import data
     from cudamatrix import schema as schema_module

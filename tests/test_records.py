@@ -8,6 +8,9 @@ import json
 import os
 import shutil
 import stat
+import subprocess
+import sys
+import typing
 from dataclasses import field
 
 import pytest
@@ -16,7 +19,8 @@ from packaging.specifiers import SpecifierSet
 
 from cudamatrix import proc
 from cudamatrix.names import name_and_specifier
-from cudamatrix.schema import record
+from cudamatrix.schema import field as schema_field
+from cudamatrix.schema import field_names, record, replace
 
 
 def _pair(frozen: bool, eq: bool = True):
@@ -68,6 +72,95 @@ def test_record_keeps_a_method_the_class_defines():
 
     assert repr(Shown("x")) == "<x>"
     assert dataclasses.is_dataclass(Shown) and [f.name for f in dataclasses.fields(Shown)] == ["name"]
+
+
+def _kinds():
+    """A class body with what the models use beyond plain fields: a keyword-only field, a field left out of
+    ``__init__``, ``__post_init__``, a ClassVar and inheritance."""
+    def body(decorate, fld=field, **kw):
+        @decorate(**kw)
+        class Base:
+            name: str
+            size: int = 0
+
+        @decorate(**kw)
+        class Row(Base):
+            limit: typing.ClassVar[int] = 3
+            tags: list[str] = fld(default_factory=list)
+            seen: int = fld(default=0, init=False)
+            note: str = fld(default="", kw_only=True)
+
+            def __post_init__(self) -> None:
+                object.__setattr__(self, "seen", len(self.tags))
+        return Row
+    return body
+
+
+@pytest.mark.parametrize("frozen", [False, True])
+def test_record_init_matches_dataclass(frozen):
+    std, rec = _kinds()(dataclasses.dataclass, frozen=frozen), _kinds()(record, schema_field, frozen=frozen)
+    for args, kw in [(("a",), {}), (("a", 2, ["x", "y"]), {"note": "n"}), ((), {"name": "b", "tags": ["z"]})]:
+        a, b = std(*args, **kw), rec(*args, **kw)
+        assert repr(a).split("(", 1)[1] == repr(b).split("(", 1)[1]
+        assert [getattr(a, f.name) for f in dataclasses.fields(a)] == [getattr(b, n) for n in field_names(b)]
+    assert field_names(rec) == ("name", "size", "tags", "seen", "note") and rec.limit == 3
+    assert rec("a").tags is not rec("a").tags  # a fresh list each time
+    for args, kw in [(("a", 1, [], 5), {}), ((), {"seen": 1, "name": "a"}), ((), {}), (("a",), {"other": 1})]:
+        with pytest.raises(TypeError):
+            std(*args, **kw)
+        with pytest.raises(TypeError):
+            rec(*args, **kw)
+
+
+def test_record_refuses_what_dataclass_refuses():
+    def mutable():
+        class Row:
+            tags: list = []  # noqa: RUF012
+        return Row
+
+    def order():
+        class Row:
+            a: int = 0
+            b: int
+        return Row
+
+    for body in (mutable, order):
+        with pytest.raises((ValueError, TypeError)) as std_error:
+            dataclasses.dataclass(body())
+        with pytest.raises(std_error.type):
+            record(body())
+
+
+def test_record_becomes_a_dataclass_when_asked():
+    Row = _kinds()(record, schema_field, frozen=True)
+    row = Row("a", 1, ["x"], note="n")
+    assert not isinstance(vars(Row)["__dataclass_fields__"], dict)  # nobody asked yet: no fields made
+    assert dataclasses.is_dataclass(row)
+    assert [f.name for f in dataclasses.fields(Row)] == list(field_names(Row))
+    assert dataclasses.replace(row, size=2) == Row("a", 2, ["x"], note="n")
+    assert replace(row, size=2) == Row("a", 2, ["x"], note="n") and replace(row, size=2).seen == 1
+    assert dataclasses.asdict(row) == {"name": "a", "size": 1, "tags": ["x"], "seen": 1, "note": "n"}
+    assert repr(row).endswith(".Row(name='a', size=1, tags=['x'], seen=1, note='n')")  # its own repr kept
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        row.size = 3  # type: ignore[misc]
+    with pytest.raises(ValueError):
+        replace(row, seen=2)  # init=False: as dataclasses.replace
+
+
+def test_a_model_validates_through_pydantic_and_the_start_up_path_never_loads_dataclasses():
+    code = ("import sys, cudamatrix.cli.fast, cudamatrix.detect.reports\n"
+            "from cudamatrix.detect.reports import from_reports\n"
+            "env = from_reports([('p', 'nvcc: NVIDIA (R) Cuda compiler driver\\nCuda compilation tools, release 12.4,"
+            " V12.4.131')])\n"
+            "assert env.toolkits and env.to_dict()['toolkits'][0]['version'] == '12.4.131', env\n"
+            "print(sorted(m for m in ('dataclasses', 'inspect', 'pydantic') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+    from cudamatrix.models import Environment
+    from cudamatrix.schema import validate
+
+    env = validate(Environment, {"origin": "report", "toolkits": [{"source": "nvcc", "version": "12.4"}]}, "env.json")
+    assert env.toolkits[0].version == "12.4" and env.origin == "report"
 
 
 def _tree(tmp_path):

@@ -7,10 +7,9 @@ the command function the same values. No typer import here: the fast path must s
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any, Literal
 
-from cudamatrix.schema import record
+from cudamatrix.schema import record, replace
 
 # flag: a boolean switch · value: a string · float · path: a pathlib.Path · list / paths: repeatable
 Kind = Literal["flag", "value", "float", "path", "list", "paths"]

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import field
 
-from cudamatrix.schema import record
+from cudamatrix.schema import field, record
 
 PT_LOAD, PT_DYNAMIC, PT_INTERP = 1, 2, 3
 DT_NULL, DT_NEEDED, DT_STRTAB, DT_STRSZ, DT_SONAME, DT_RPATH, DT_RUNPATH = 0, 1, 5, 10, 14, 15, 29

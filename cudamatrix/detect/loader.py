@@ -13,13 +13,12 @@ import re as _re
 import stat as _stat
 import sys
 from collections.abc import Sequence
-from dataclasses import field
 from typing import Any
 
 from cudamatrix import proc
 from cudamatrix.detect import elf as _elf
 from cudamatrix.detect.libraries import safe_environ
-from cudamatrix.schema import record
+from cudamatrix.schema import field, record
 
 _SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_loader.py")
 

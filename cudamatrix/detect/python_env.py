@@ -9,12 +9,11 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import field
 
 from cudamatrix import proc
 from cudamatrix.models import FileConflict, Framework, Note, PythonInfo
 from cudamatrix.names import KNOWN_DISTS, canonical
-from cudamatrix.schema import record
+from cudamatrix.schema import field, record
 
 _SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_pyprobe.py")
 FRAMEWORKS = KNOWN_DISTS

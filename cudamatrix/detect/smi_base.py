@@ -2,11 +2,10 @@
 from __future__ import annotations
 
 import re
-from dataclasses import field
 
 from cudamatrix.detect.text import clean
 from cudamatrix.models import Driver, GpuInfo
-from cudamatrix.schema import record
+from cudamatrix.schema import field, record
 
 BUS = re.compile(r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d")
 _VERSION = re.compile(r"\d{1,9}(?:\.\d{1,9}){1,4}")

@@ -21,6 +21,7 @@ _HTML_TAG = re.compile(r"</?(?:details|summary|pre|code|br|p|div|sub|sup|b|i)\b[
 # a line that may hold a quote marker, a fence, an HTML tag or a prompt (anchored at the line's start)
 _WRAPPED = re.compile(r"[ \t]*(?:[>`~<$%#!(\[]|\.\.\. |In \[|PS |[A-Za-z]:\\|[\w.-]{1,64}@)")
 _ESCAPES = ("&gt;", "&lt;", "&amp;", "&quot;", "&#")
+_AFTER_NEWLINE: dict[re.Pattern, re.Pattern] = {}  # Paste.where's patterns, each behind a newline
 
 
 def decode(data: bytes) -> tuple[str, bool]:
@@ -119,9 +120,24 @@ class Paste:
         return bisect.bisect_right(self._starts, pos) - 1
 
     def where(self, pattern: re.Pattern) -> list[int]:
-        """Indices of the lines that ``pattern`` matches at their start (``pattern.match``; keep it bounded)."""
-        match = pattern.match
-        return [i for i, line in enumerate(self.lines) if match(line)]
+        """Indices of the lines that ``pattern`` matches at their start (``pattern.match``; keep it bounded).
+
+        The pattern must never match a newline: it is looked for in :attr:`text` after each newline (one
+        search in C over the whole paste, a search that skips ahead to the next newline at once), and a match's
+        line is the count of newlines before it, counted from the previous match."""
+        found = _AFTER_NEWLINE.get(pattern)
+        if found is None:
+            found = _AFTER_NEWLINE[pattern] = re.compile("\n(?:" + pattern.pattern + ")", pattern.flags)
+        out = [0] if self.lines and pattern.match(self.lines[0]) else []
+        text = self.text
+        count, add = text.count, out.append
+        line = last = 0
+        for m in found.finditer(text):
+            at = m.start() + 1
+            line += count("\n", last, at)
+            last = at
+            add(line)
+        return out
 
     def having(self, *needles: str) -> list[int]:
         """Indices of the lines that contain one of ``needles`` (plain substrings: the fastest filter there is).

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
 
 from cudamatrix.models import Environment
+from cudamatrix.schema import field, record
 
 
 def class_facts(env: Environment) -> dict:
@@ -48,7 +48,7 @@ def describe(facts: dict) -> str:
     return f"{gpus}; {driver}{toolkits}; Python {facts['python'] or '?'}; {facts['platform'] or '?'}"
 
 
-@dataclass
+@record
 class NodeClass:
     """Nodes with identical class facts. ``members`` are indexes into the caller's node list."""
 

@@ -11,18 +11,18 @@ from __future__ import annotations
 import re
 import shutil
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from cudamatrix.errors import UsageError
 from cudamatrix.models import Environment
+from cudamatrix.schema import field, record
 
 Progress = Callable[[int, int, str, str], None]  # (done, total, node, "ok" | error message)
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
-@dataclass
+@record
 class Node:
     """One node's answer: its Environment, or why there is none."""
 
@@ -34,7 +34,7 @@ class Node:
     python: str | None = None  # the interpreter that ran detect there
 
 
-@dataclass
+@record
 class Gathered:
     engine: str
     nodes: list[Node] = field(default_factory=list)

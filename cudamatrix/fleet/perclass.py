@@ -11,13 +11,13 @@ How a job lands on the nodes of its class (the names the mapping uses):
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from cudamatrix.errors import NoSolution
 from cudamatrix.fleet.classes import NodeClass, group
 from cudamatrix.matrix.data import Matrix
 from cudamatrix.models import Environment, Solution
+from cudamatrix.schema import record
 from cudamatrix.solve.target import Target
 
 RAY_LABEL = "cudamatrix-class"
@@ -29,7 +29,7 @@ def slurm_feature(cid: str) -> str:
     return "cudamatrix_" + cid.replace("-", "_")
 
 
-@dataclass
+@record
 class Fleet:
     """Node names, their Environments and Targets (same order), and their classes."""
 

@@ -9,9 +9,9 @@ tests/test_plan_apply.py::test_explain_*); the first kind whose pattern matches,
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from cudamatrix.models import Model
+from cudamatrix.schema import record
 
 # (kind, patterns, which matching line shows it best, way out), most specific first: a full disk also breaks
 # downloads, so it is checked first; a host that does not resolve before other network failures
@@ -50,7 +50,7 @@ _CAUSES: list[tuple[str, tuple[str, ...], str, str]] = [
 ]
 
 
-@dataclass
+@record
 class Cause(Model):
     """The root cause of an installer failure: its kind, the installer's line that shows it, a way out."""
 

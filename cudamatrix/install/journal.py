@@ -20,11 +20,11 @@ import os
 import shutil
 import time
 import zipfile
-from dataclasses import dataclass
 from pathlib import Path
 
 from cudamatrix.models import InstalledDist, Plan
 from cudamatrix.names import canonical
+from cudamatrix.schema import record
 
 JOURNAL_FILE = "journal.json"
 # the installer's own files in .dist-info, written at install time: not part of the wheel (uv_cache.json is uv's
@@ -43,7 +43,7 @@ def folder_for(python: str) -> Path:
     return state_root() / hashlib.sha256(os.path.abspath(python).encode()).hexdigest()[:16]
 
 
-@dataclass
+@record
 class Journal:
     """One interpreter's journal: its folder and the recorded data (``journal.json``)."""
 

@@ -13,9 +13,9 @@ import os
 import re
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
 from cudamatrix.models import Model
+from cudamatrix.schema import field, record
 
 # Load order: each library's dependencies come before it. cuBLAS needs cuBLASLt; cuDNN 9's
 # sub-libraries load graph -> engines/heuristic -> ops -> cnn -> adv (cuDNN 9 API overview, "library
@@ -35,7 +35,7 @@ RESTART_LINES = {
 }
 
 
-@dataclass
+@record
 class Decision(Model):
     """What to do in this process: ``preload`` these paths, ``restart`` the kernel, or ``nothing``."""
 

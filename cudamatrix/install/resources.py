@@ -17,7 +17,6 @@ import io
 import json
 import os
 import tempfile
-from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Callable
@@ -26,6 +25,7 @@ from urllib.parse import urljoin, urlsplit
 from cudamatrix.errors import InstallFailed
 from cudamatrix.models import Environment, Plan
 from cudamatrix.names import canonical
+from cudamatrix.schema import field, record
 
 UNPACK_FACTOR = 3.0
 MARGIN = 1.1  # 10 % on top: metadata, byte-code, the installer's own temporary files
@@ -33,7 +33,7 @@ HTTP_TIMEOUT_S = 5.0
 STATVFS: Callable[[str], os.statvfs_result] = os.statvfs  # tests replace it (a disk that is nearly full)
 
 
-@dataclass
+@record
 class Need:
     """Bytes the plan writes to one place."""
 
@@ -42,7 +42,7 @@ class Need:
     nbytes: int
 
 
-@dataclass
+@record
 class SpaceCheck:
     needs: list[Need] = field(default_factory=list)
     unknown: list[str] = field(default_factory=list)  # packages whose size nothing told

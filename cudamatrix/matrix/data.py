@@ -14,13 +14,12 @@ validate it), while a folder the user names (``--data``, ``matrix validate PATH`
 # matrix (schema.build) reads them without evaluating strings (about 15 ms saved at every start)
 
 import json
-from dataclasses import field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
 from cudamatrix.errors import DataError
-from cudamatrix.schema import CC, FORBID, Req, Spec, Ver, build, cc_key, normalize_cc, record, validate  # noqa: F401
+from cudamatrix.schema import CC, FORBID, Req, Spec, Ver, build, cc_key, field, normalize_cc, record, validate  # noqa: F401
 
 SCHEMA_VERSION = 1
 FILES = ("meta", "cuda", "gpus", "cudnn", "torch", "tensorflow", "jax", "advisories")

@@ -21,7 +21,6 @@ import re
 import struct
 import sys
 import zlib
-from dataclasses import dataclass, field
 from email.parser import HeaderParser
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -30,6 +29,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from cudamatrix.errors import CudamatrixError
+from cudamatrix.schema import field, record
 
 JSON_ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1"
 TIMEOUT = 30.0
@@ -42,7 +42,7 @@ class IndexReadError(CudamatrixError):
     exit_code = 2
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class IndexFile:
     """One wheel in a project listing."""
 
@@ -60,7 +60,7 @@ class IndexFile:
     has_metadata: bool = False
 
 
-@dataclass
+@record
 class Metadata:
     """The fields of a wheel's METADATA the matrix uses."""
 

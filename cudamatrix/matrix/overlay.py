@@ -10,18 +10,16 @@ exists, so a machine without one pays one ``stat``.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import stat
 import weakref
-from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from cudamatrix.errors import CudamatrixError
 from cudamatrix.matrix.data import Matrix
-from cudamatrix.schema import record
+from cudamatrix.schema import field, record, replace, to_dict
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -48,7 +46,7 @@ class OverlayInfo:
     ignored: str | None = None  # why the file was not used
 
     def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return to_dict(self)
 
 
 def cache_dir() -> Path:
@@ -161,7 +159,7 @@ def check_rows(doc: dict[str, Any], shipped: Matrix) -> Matrix:
         merged = list(shipped_rows) + [r for r in extra if r.version not in known]
         merged.sort(key=lambda r: r.version, reverse=True)
         replaced[fam] = FrameworkFile(releases=merged)
-    matrix = dataclasses.replace(shipped, **replaced)
+    matrix = replace(shipped, **replaced)
     before = set(lint(shipped))
     problems = [p for p in lint(matrix) if p not in before]
     if problems:

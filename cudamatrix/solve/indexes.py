@@ -1,10 +1,10 @@
 """Package index URLs the matrix names, and moving them to a mirror (a corporate or loopback one)."""
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import overload
 
 from cudamatrix.models import Pin, Solution
+from cudamatrix.schema import replace
 
 PYTORCH_INDEX_PREFIX = "https://download.pytorch.org/whl"
 

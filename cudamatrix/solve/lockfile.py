@@ -5,12 +5,12 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 from packaging.requirements import InvalidRequirement, Requirement
 
 from cudamatrix.errors import UsageError
 from cudamatrix.models import Solution
+from cudamatrix.schema import field, record
 from cudamatrix.solve.indexes import index_layout
 from cudamatrix.solve.target import Target
 
@@ -79,7 +79,7 @@ def uv_project(solution: Solution, targets: list[Target], passthrough: Sequence[
     return "\n".join(lines) + "\n"
 
 
-@dataclass
+@record
 class RequirementsFile:
     requirements: list[Requirement] = field(default_factory=list)
     index_url: str | None = None

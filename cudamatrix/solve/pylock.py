@@ -11,7 +11,7 @@ came from, when known) and ``[[packages.wheels]]`` with ``name``, ``url`` and ``
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from cudamatrix.schema import record
 
 LOCK_VERSION = "1.0"
 
@@ -23,7 +23,7 @@ PLATFORM_MARKERS = {
 }
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class LockedFile:
     """One distribution resolved to the wheel the installer would fetch."""
 

@@ -1,16 +1,15 @@
 """Request parsing: PEP 508 strings -> a Request grouped by framework family. No I/O."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from packaging.requirements import InvalidRequirement, Requirement
 
 from cudamatrix.errors import UsageError
 from cudamatrix.models import Environment
 from cudamatrix.names import FAMILIES, canonical, family_of
+from cudamatrix.schema import field, record
 
 
-@dataclass
+@record
 class Request:
     """What the user asked for, grouped by framework family.
 

@@ -6,7 +6,6 @@ passed in to be filled.
 """
 from __future__ import annotations
 
-from dataclasses import field
 from typing import NamedTuple
 
 from packaging.requirements import Requirement
@@ -15,7 +14,7 @@ from packaging.version import Version
 from cudamatrix.matrix.data import FrameworkRelease, Matrix, Variant
 from cudamatrix.models import Rejection
 from cudamatrix.names import FAMILIES, canonical
-from cudamatrix.schema import record
+from cudamatrix.schema import field, record
 from cudamatrix.solve import rules
 from cudamatrix.solve.indexes import dedupe
 from cudamatrix.solve.target import Target

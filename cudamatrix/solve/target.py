@@ -9,7 +9,6 @@ import os
 import platform as _platform
 import re
 import sys
-from dataclasses import field
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
@@ -17,7 +16,7 @@ from packaging.version import InvalidVersion, Version
 from cudamatrix.errors import UsageError
 from cudamatrix.matrix.data import Matrix
 from cudamatrix.models import Environment
-from cudamatrix.schema import normalize_cc, record
+from cudamatrix.schema import field, normalize_cc, record
 
 PLATFORMS = ("linux_x86_64", "linux_aarch64", "win_amd64")
 

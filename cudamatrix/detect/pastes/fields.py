@@ -50,22 +50,32 @@ def _label(body: str, wide_colons: bool = True) -> tuple[str, str] | None:
     the text may hold a full-width colon at all (a paste without one spares a search per line)."""
     if body[:2] in ("- ", "* "):
         body = body[2:].lstrip()
+    colon = _colon(body, wide_colons)
+    if colon < 0:
+        low = body[:40].lower()
+        if low.startswith("pytorch version ") and _LEADING_VERSION.match(body[16:].strip()[:40]):
+            return "pytorch version", body[16:].strip()
+        return None
+    return _normal(body[:colon].rstrip().lower()), body[colon + 1:].strip()
+
+
+def _colon(body: str, wide_colons: bool) -> int:
+    """Where the label ends: the first colon (or full-width colon) in the first 80 characters; -1 for none."""
     colon = body.find(":", 0, 81)
     if wide_colons:
         wide = body.find("\uff1a", 0, 81)
         if wide >= 0 and (colon < 0 or wide < colon):
             colon = wide
-    if colon < 0 or colon > 80:
-        low = body[:40].lower()
-        if low.startswith("pytorch version ") and _LEADING_VERSION.match(body[16:].strip()[:40]):
-            return "pytorch version", body[16:].strip()
-        return None
-    label = body[:colon].rstrip().lower()
+    return colon
+
+
+def _normal(label: str) -> str:
+    """A label as :data:`LABELS` spells it: blanks collapsed, a trailing "(e.g., ...)" dropped."""
     if label not in LABELS and ("  " in label or "\t" in label):
         label = " ".join(label.split())
     if label.endswith(")") and "(" in label and label not in LABELS:
         label = label[:label.index("(")].rstrip()
-    return label, body[colon + 1:].strip()
+    return label
 
 
 def _value(v: str) -> str | None:
@@ -112,6 +122,7 @@ def read(paste: Paste, env: Environment) -> bool:
     consumed: set[int] = set()
     kinds = paste.kind
     wide = "\uff1a" in paste.text
+    get = LABELS.get
     for i in paste.having(":", "\uff1a", "PyTorch version", "Collecting environment"):
         if kinds[i] is not None or i in consumed:
             continue
@@ -120,22 +131,37 @@ def read(paste: Paste, env: Environment) -> bool:
             facts.labels.add("marker")
             claimed.append(i)
             continue
-        lv = _label(body, wide)
-        if lv is None:
+        # _label(), inline (thousands of lines in a long paste), its value cut only for a field that is read
+        value: str | None = None
+        if body[:2] in ("- ", "* "):
+            body, raw = body[2:].lstrip(), body
+        else:
+            raw = body
+        colon = _colon(body, True) if wide else body.find(":", 0, 81)
+        if colon >= 0:
+            label = body[:colon].rstrip().lower()
+            if label not in LABELS:
+                label = _normal(label)
+        elif (lv := _label(raw, wide)) is not None:
+            label, value = lv
+        else:
             continue
-        label, value = lv
         gpu_idx = _gpu_indices(label) if label[:4] == "gpu " else None
         if gpu_idx is not None:
-            _gpu_field(facts, label, gpu_idx, value)
+            _gpu_field(facts, label, gpu_idx, body[colon + 1:].strip() if value is None else value)
             claimed.append(i)
             continue
-        fact = LABELS.get(label)
+        fact = get(label)
         if fact is None:
             if facts.labels and label.replace(" ", "").replace("-", "").replace("_", "").replace(".", "").isalnum():
                 claimed.append(i)  # another field of a block already recognised (CPU flags, env variables)
             continue
         facts.labels.add(label)
         claimed.append(i)
+        if not fact:
+            continue  # a field that carries nothing read here (gcc version, CPU, ...)
+        if value is None:
+            value = body[colon + 1:].strip()
         if label == "sglang":
             facts.sglang_lines.append(i)
         if fact == "cudnn":
@@ -157,7 +183,7 @@ def read(paste: Paste, env: Environment) -> bool:
             v = _leading_version(_value(value))
             if v:
                 facts.packages[fact[4:]] = value.split()[0]
-        elif fact and (shown := _value(value)) and fact not in facts.values:
+        elif fact and fact not in facts.values and (shown := _value(value)):
             facts.values[fact] = shown
     if "sglang" in facts.labels:
         _sglang_packages(paste, facts, claimed)

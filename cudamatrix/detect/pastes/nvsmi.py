@@ -2,6 +2,8 @@
 and its error messages (the parsers live in :mod:`cudamatrix.detect.smi`)."""
 from __future__ import annotations
 
+import re
+
 from cudamatrix.detect import smi
 from cudamatrix.detect.pastes.merge import merge_driver, merge_gpus
 from cudamatrix.detect.text import Paste
@@ -16,6 +18,7 @@ _CANDIDATES = {
     "nvidia-smi -L": lambda p: p.having("(UUID:"),
     "nvidia-smi -q -x": lambda p: p.having("<"),
 }
+_EDGE = re.compile(r"[ \t]*[|+]")
 _Q_STARTS = ("GPU ", "Driver Version", "KMD Version", "CUDA", "Attached GPUs", "Timestamp", "==")
 _QUERY_HEADS = ("--query-gpu", "memory.", "driver_version", "name,", ", name")  # a header names one of these
 
@@ -37,10 +40,8 @@ def _query_lines(paste: Paste) -> list[int]:
 
 
 def _table_lines(paste: Paste) -> list[int]:
-    """Lines that start, after blanks, with the "|" or "+" of a table (str methods: cheaper than a pattern)."""
-    edges = ("|", "+")
-    return [i for i, line in enumerate(paste.lines)
-            if line.startswith(edges) or line[:1] in (" ", "\t") and line.lstrip(" \t").startswith(edges)]
+    """Lines that start, after blanks, with the "|" or "+" of a table."""
+    return paste.where(_EDGE)
 
 
 def _q_runs(paste: Paste) -> list[int]:
@@ -100,11 +101,11 @@ def read(paste: Paste, env: Environment) -> bool:
     err = smi.parse_error(text) if any(h in text for h in hint) else None
     if err:
         found = True
-        library = next((line.split(":", 1)[1].strip() for line in paste.lines
-                        if line.startswith("NVML library version:")), None)
+        lines = paste.lines
+        libs = [i for i in paste.having("NVML library version:") if lines[i].startswith("NVML library version:")]
+        library = lines[libs[0]].split(":", 1)[1].strip() if libs else None
         merge_driver(env, Driver(status=err[0], error=err[1], source="nvidia-smi",
                                  library_version=library if smi._version(library) else None))
-        for i, line in enumerate(paste.lines):
-            if err[1][:40] in line or line.startswith("NVML library version:"):
-                paste.claim(i, "nvidia-smi")
+        for i in sorted(set(paste.having(err[1][:40])) | set(libs)):
+            paste.claim(i, "nvidia-smi")
     return found

@@ -1,16 +1,15 @@
-"""Validation and serialisation of the package's dataclasses.
+"""Validation and serialisation of the package's records.
 
-The models are plain standard-library dataclasses, so that the hot path (``detect``, ``doctor``,
-``fix`` on a healthy environment) never imports pydantic. Validation of untrusted input
-(a data file, a saved environment) builds a pydantic ``TypeAdapter`` over the same dataclasses on
-demand: unknown keys are refused, and an error names the file and the dotted path of the bad value.
-The special field types (``Ver``, ``Spec``, ``CC``, ``Req``) are ``Annotated`` types defined here whose
-metadata tells pydantic how to check them; :func:`build` turns trusted JSON (the shipped matrix) into
-the same dataclasses without pydantic.
+The models are records (:mod:`cudamatrix.schema.record`: dataclasses built without importing
+:mod:`dataclasses`), so that the hot path (``detect``, ``doctor``, ``fix`` on a healthy environment) never
+imports pydantic, nor even ``dataclasses`` and ``inspect``. Validation of untrusted input (a data file, a
+saved environment) builds a pydantic ``TypeAdapter`` over the same classes on demand: unknown keys are
+refused, and an error names the file and the dotted path of the bad value. The special field types (``Ver``,
+``Spec``, ``CC``, ``Req``) are ``Annotated`` types defined here whose metadata tells pydantic how to check
+them; :func:`build` turns trusted JSON (the shipped matrix) into the same classes without pydantic.
 """
 from __future__ import annotations
 
-import dataclasses
 import types
 import typing
 from functools import lru_cache
@@ -19,71 +18,14 @@ from typing import Annotated, Any, Callable, Literal, TypeVar, Union
 from packaging.version import Version
 
 from cudamatrix.errors import CudamatrixError, DataError
+from cudamatrix.schema.record import field, field_names, is_record, record, replace
+
+__all__ = ["record", "field", "field_names", "replace", "validate", "build", "to_dict"]
 
 T = TypeVar("T")
 
 # class attribute read by pydantic for standard-library dataclasses
 FORBID = {"extra": "forbid", "arbitrary_types_allowed": True}
-
-
-if typing.TYPE_CHECKING:
-    from typing_extensions import dataclass_transform
-else:
-    def dataclass_transform(**_: Any) -> Callable[[T], T]:
-        return lambda f: f
-
-
-@typing.overload
-def record(cls: type[T], /) -> type[T]: ...
-
-
-@typing.overload
-def record(*, frozen: bool = False, eq: bool = True, kw_only: bool = False) -> Callable[[type[T]], type[T]]: ...
-
-
-@dataclass_transform(field_specifiers=(dataclasses.field, dataclasses.Field))
-def record(cls: Any = None, /, *, frozen: bool = False, eq: bool = True, **options: Any) -> Any:
-    """``dataclasses.dataclass``, cheaper to create: the models are built on every start of the CLI, and the
-    standard decorator compiles up to six methods per class (``__init__``, ``__repr__``, ``__eq__``,
-    ``__hash__``, ``__setattr__``, ``__delattr__``). Here only ``__init__`` and, for a frozen class, the two
-    setters are compiled; ``__repr__``, ``__eq__`` and ``__hash__`` are shared functions with the standard
-    meaning (the fields with ``repr``/``compare``/``hash`` set, in order; ``__eq__`` only between instances of
-    the same class; a mutable class with ``__eq__`` is unhashable, a frozen one hashes its compared fields)."""
-
-    def wrap(klass: Any) -> Any:
-        body = klass.__dict__
-        explicit_hash = "__hash__" in body and not (body["__hash__"] is None and "__eq__" in body)
-        own_repr, own_eq = "__repr__" in body, "__eq__" in body
-        klass = dataclasses.dataclass(klass, frozen=frozen, repr=False, eq=False, **options)
-        fields = dataclasses.fields(klass)
-        klass.__record_repr__ = tuple(f.name for f in fields if f.repr)
-        klass.__record_compare__ = tuple(f.name for f in fields if f.compare)
-        klass.__record_hash__ = tuple(f.name for f in fields if (f.compare if f.hash is None else f.hash))
-        if not own_repr:
-            klass.__repr__ = _record_repr
-        if eq:
-            if not own_eq:
-                klass.__eq__ = _record_eq
-            if not explicit_hash:
-                klass.__hash__ = _record_hash if frozen else None
-        return klass
-
-    return wrap if cls is None else wrap(cls)
-
-
-def _record_repr(self: Any) -> str:
-    return f"{type(self).__qualname__}({', '.join(f'{n}={getattr(self, n)!r}' for n in self.__record_repr__)})"
-
-
-def _record_eq(self: Any, other: Any) -> Any:
-    if other.__class__ is not self.__class__:
-        return NotImplemented
-    names = self.__record_compare__
-    return tuple(getattr(self, n) for n in names) == tuple(getattr(other, n) for n in names)
-
-
-def _record_hash(self: Any) -> int:
-    return hash(tuple(getattr(self, n) for n in self.__record_hash__))
 
 
 @lru_cache(maxsize=4096)
@@ -244,7 +186,11 @@ def validate(cls: type[T], data: Any, where: str | None, error: type[CudamatrixE
 
 def to_dict(obj: Any) -> Any:
     """A JSON-ready copy of a dataclass tree (versions become strings)."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+    if is_record(obj) and not isinstance(obj, type):
+        return {name: to_dict(getattr(obj, name)) for name in field_names(obj)}
+    if hasattr(type(obj), "__dataclass_fields__"):  # a standard dataclass: its module is loaded already
+        import dataclasses
+
         return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, dict):
         return {str(k): to_dict(v) for k, v in obj.items()}
@@ -268,8 +214,8 @@ def _converter(tp: Any) -> Callable[[Any], Any]:
         return _converter(typing.get_args(tp)[0])
     if tp is Version:
         return _parse_version
-    if dataclasses.is_dataclass(tp):
-        return lambda value: build(tp, value)  # type: ignore[arg-type]
+    if is_record(tp):
+        return lambda value: build(tp, value)
     if origin is list:
         item = _converter(typing.get_args(tp)[0])
         if item is _identity:
@@ -300,15 +246,15 @@ def _plan(cls: type) -> dict[str, Callable[[Any], Any] | None]:
     """Per field of the dataclass ``cls``: the converter of its JSON value, None where the JSON value is
     kept as it is (worked out once per class)."""
     if cls not in _PLANS:
-        fields = dataclasses.fields(cls)
-        if any(isinstance(f.type, str) for f in fields):  # string annotations: evaluate them (slower)
+        specs: dict[str, Any] = vars(cls)["__record_specs__"]
+        if any(isinstance(s.type, str) for s in specs.values()):  # string annotations: evaluate them (slower)
             hints = typing.get_type_hints(cls, include_extras=True)
         else:
-            hints = {f.name: f.type for f in fields}
+            hints = {name: s.type for name, s in specs.items()}
         plan: dict[str, Callable[[Any], Any] | None] = {}
-        for f in fields:
-            conv = _converter(hints[f.name])
-            plan[f.name] = None if conv is _identity else conv
+        for name in specs:
+            conv = _converter(hints[name])
+            plan[name] = None if conv is _identity else conv
         _PLANS[cls] = plan
     return _PLANS[cls]
 

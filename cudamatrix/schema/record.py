@@ -1,0 +1,274 @@
+"""Record classes: what ``dataclasses.dataclass`` makes, built without importing :mod:`dataclasses`.
+
+Every command starts by defining the models, and the standard decorator is costly on that path: importing
+it pulls in :mod:`inspect` (and with it ``ast``, ``dis``, ``tokenize``), and it compiles up to six methods per
+class. :func:`record` compiles one method, ``__init__``, and shares the others (``__repr__``, ``__eq__``,
+``__hash__``, and for a frozen class ``__setattr__`` / ``__delattr__``) with the standard meaning.
+
+A record is still a dataclass to whoever asks: ``dataclasses.is_dataclass``, ``fields``, ``replace``,
+``asdict`` and pydantic all read ``__dataclass_fields__``, and the first such read turns the class into a
+standard dataclass in place (its ``__init__``, ``__repr__`` and ``__eq__`` kept). Code of this package on the
+start-up path asks :func:`is_record`, :func:`field_names` and :func:`replace` instead, which never import it.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
+
+T = TypeVar("T")
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING: Any = _Missing()  # no default (dataclasses.MISSING's role)
+_FACTORY: Any = _Missing()  # an argument left out where a default_factory fills it
+
+
+class Spec:
+    """What :func:`field` says of one field (the meaning of ``dataclasses.Field``'s attributes)."""
+
+    __slots__ = ("name", "type", "default", "default_factory", "init", "repr", "hash", "compare", "kw_only")
+
+    def __init__(self, default: Any = MISSING, default_factory: Any = MISSING, init: bool = True, repr: bool = True,
+                 hash: bool | None = None, compare: bool = True, kw_only: Any = MISSING) -> None:
+        if default is not MISSING and default_factory is not MISSING:
+            raise ValueError("cannot specify both default and default_factory")
+        self.name, self.type = "", None
+        self.default, self.default_factory = default, default_factory
+        self.init, self.repr, self.hash, self.compare, self.kw_only = init, repr, hash, compare, kw_only
+
+    def copy(self) -> Spec:
+        out = Spec(self.default, self.default_factory, self.init, self.repr, self.hash, self.compare, self.kw_only)
+        out.name, out.type = self.name, self.type
+        return out
+
+
+if TYPE_CHECKING:
+    from dataclasses import field
+    from dataclasses import replace as replace
+
+    from typing_extensions import dataclass_transform
+else:
+    def field(*, default: Any = MISSING, default_factory: Any = MISSING, init: bool = True, repr: bool = True,
+              hash: bool | None = None, compare: bool = True, metadata: Any = None, kw_only: Any = MISSING) -> Any:
+        """``dataclasses.field`` for records (``metadata`` is accepted and not kept)."""
+        return Spec(default, default_factory, init, repr, hash, compare, kw_only)
+
+    def dataclass_transform(**_: Any) -> Callable[[T], T]:
+        return lambda f: f
+
+    def replace(obj: Any, /, **changes: Any) -> Any:
+        """``dataclasses.replace`` for records: a copy with ``changes``, built through ``__init__``."""
+        cls = type(obj)
+        specs = cls.__dict__.get("__record_specs__")
+        if specs is None:
+            import dataclasses
+
+            return dataclasses.replace(obj, **changes)
+        for name, spec in specs.items():
+            if not spec.init:
+                if name in changes:
+                    raise ValueError(f"field {name} is declared with init=False, it cannot be specified with replace()")
+            elif name not in changes:
+                changes[name] = getattr(obj, name)
+        return cls(**changes)
+
+
+def _spec_of(value: Any) -> Spec | None:
+    """The Spec a class attribute stands for: ours, a ``dataclasses.Field`` (its module is then loaded), or
+    None for a plain default."""
+    if isinstance(value, Spec):
+        return value.copy()
+    kind = type(value)
+    if kind.__name__ == "Field" and kind.__module__ == "dataclasses":
+        import dataclasses
+
+        def ours(v: Any) -> Any:
+            return MISSING if v is dataclasses.MISSING else v
+
+        return Spec(ours(value.default), ours(value.default_factory), value.init, value.repr, value.hash,
+                    value.compare, ours(value.kw_only))
+    return None
+
+
+def is_record(obj: Any) -> bool:
+    """A record class or instance (never imports :mod:`dataclasses`)."""
+    cls = obj if isinstance(obj, type) else type(obj)
+    return "__record_specs__" in cls.__dict__
+
+
+def field_names(obj: Any) -> tuple[str, ...]:
+    """The field names of a record class or instance, in order."""
+    cls: Any = obj if isinstance(obj, type) else type(obj)
+    return cls.__record_names__
+
+
+class _AsDataclass:
+    """``__dataclass_fields__`` of a record before anyone asked: asking makes the class a standard dataclass."""
+
+    def __get__(self, obj: Any, owner: type) -> Any:
+        _upgrade(owner)
+        return owner.__dict__["__dataclass_fields__"]
+
+
+def _upgrade(cls: Any) -> None:
+    """Make the record ``cls`` a standard dataclass in place (its methods kept; a frozen one gets the standard
+    setters, which mean the same)."""
+    import dataclasses
+
+    if isinstance(cls.__dict__.get("__dataclass_fields__"), dict):
+        return
+    own = cls.__dict__.get("__annotations__", {})
+    for name, spec in cls.__record_specs__.items():
+        if name in own and (spec.default_factory is not MISSING or not (spec.init and spec.repr and spec.compare)
+                            or spec.hash is not None or spec.kw_only is not MISSING):
+            kw = {} if spec.kw_only is MISSING else {"kw_only": spec.kw_only}
+            setattr(cls, name, dataclasses.field(default=dataclasses.MISSING if spec.default is MISSING else spec.default,
+                                                 default_factory=dataclasses.MISSING if spec.default_factory is MISSING
+                                                 else spec.default_factory, init=spec.init, repr=spec.repr,
+                                                 hash=spec.hash, compare=spec.compare, **kw))
+    frozen = cls.__record_frozen__
+    if frozen:
+        del cls.__setattr__, cls.__delattr__  # the standard decorator installs its own, of the same meaning
+    del cls.__dataclass_fields__
+    dataclasses.dataclass(cls, init=False, repr=False, eq=False, frozen=frozen)
+
+
+@dataclass_transform(field_specifiers=(field,))
+def record(cls: Any = None, /, *, frozen: bool = False, eq: bool = True, repr: bool = True,
+           kw_only: bool = False) -> Any:
+    """``dataclasses.dataclass(cls, frozen=..., eq=..., repr=..., kw_only=...)``: the same ``__init__``,
+    ``__repr__`` (the fields with ``repr`` set, in order), ``__eq__`` (the fields with ``compare`` set, only
+    between instances of the same class) and ``__hash__`` (a mutable class with ``__eq__`` is unhashable, a
+    frozen one hashes its compared fields); a method the class defines itself is kept."""
+
+    def wrap(klass: Any) -> Any:
+        _build(klass, frozen, eq, repr, kw_only)
+        return klass
+
+    return wrap if cls is None else wrap(cls)
+
+
+def _build(klass: Any, frozen: bool, eq: bool, want_repr: bool, kw_only: bool) -> None:
+    body = klass.__dict__
+    specs: dict[str, Spec] = {}
+    for base in reversed(klass.__mro__[1:]):
+        if "__dataclass_fields__" in base.__dict__ and "__record_specs__" not in base.__dict__:
+            raise TypeError(f"{klass.__name__}: a record cannot extend the standard dataclass {base.__name__}")
+        inherited = base.__dict__.get("__record_specs__")
+        if inherited:
+            if base.__record_frozen__ != frozen:
+                raise TypeError(f"{klass.__name__}: cannot inherit {'non-' if frozen else ''}frozen record from a "
+                                f"{'non-' if not frozen else ''}frozen one")
+            specs.update(inherited)
+    for name, annotation in body.get("__annotations__", {}).items():
+        if isinstance(annotation, str) and annotation.split("[")[0] in ("ClassVar", "typing.ClassVar"):
+            continue
+        value = body.get(name, MISSING)
+        spec = _spec_of(value)
+        if spec is None:
+            spec = Spec(default=value)
+        elif spec.default is MISSING:
+            delattr(klass, name)
+        else:
+            setattr(klass, name, spec.default)
+        if type(spec.default).__hash__ is None and spec.default is not MISSING:
+            raise ValueError(f"mutable default {type(spec.default)} for field {name} is not allowed: use "
+                             "default_factory")
+        spec.name, spec.type = name, annotation
+        if spec.kw_only is MISSING:
+            spec.kw_only = kw_only
+        specs[name] = spec
+    klass.__record_specs__ = specs
+    klass.__record_frozen__ = frozen
+    klass.__record_names__ = tuple(specs)
+    klass.__record_repr__ = tuple(n for n, s in specs.items() if s.repr)
+    klass.__record_compare__ = tuple(n for n, s in specs.items() if s.compare)
+    klass.__record_hash__ = tuple(n for n, s in specs.items() if (s.compare if s.hash is None else s.hash))
+    klass.__dataclass_fields__ = _AsDataclass()
+    if "__init__" not in body:
+        klass.__init__ = _init(klass, specs, frozen)
+    if want_repr and "__repr__" not in body:
+        klass.__repr__ = _record_repr
+    if eq:
+        explicit_hash = "__hash__" in body and not (body["__hash__"] is None and "__eq__" in body)
+        if "__eq__" not in body:
+            klass.__eq__ = _record_eq
+        if not explicit_hash:
+            klass.__hash__ = _record_hash if frozen else None
+    if frozen:
+        if "__setattr__" in body or "__delattr__" in body:
+            raise TypeError(f"a frozen record cannot define __setattr__ or __delattr__ ({klass.__name__})")
+        klass.__setattr__ = _frozen_setattr
+        klass.__delattr__ = _frozen_delattr
+
+
+def _init(klass: Any, specs: dict[str, Spec], frozen: bool) -> Callable[..., None]:
+    """Compile ``__init__``: the init fields as parameters (keyword-only ones after a ``*``), each field set."""
+    scope: dict[str, Any] = {"_FACTORY": _FACTORY, "_set": object.__setattr__}
+    positional: list[str] = []
+    keyword: list[str] = []
+    lines: list[str] = []
+    seen_default = None
+    for name, s in specs.items():
+        if s.default_factory is not MISSING:
+            scope[f"_f_{name}"] = s.default_factory
+        elif s.default is not MISSING:
+            scope[f"_d_{name}"] = s.default
+        if s.init:
+            if s.default_factory is not MISSING:
+                param, value = f"{name}=_FACTORY", f"_f_{name}() if {name} is _FACTORY else {name}"
+            elif s.default is not MISSING:
+                param, value = f"{name}=_d_{name}", name
+            else:
+                param, value = name, name
+                if not s.kw_only and seen_default:
+                    raise TypeError(f"non-default argument {name!r} follows default argument {seen_default!r}")
+            if not s.kw_only and param != name:
+                seen_default = seen_default or name
+            (keyword if s.kw_only else positional).append(param)
+        elif s.default_factory is not MISSING:
+            value = f"_f_{name}()"
+        elif s.default is not MISSING:
+            value = f"_d_{name}"
+        else:
+            continue
+        lines.append(f"_set(self, {name!r}, {value})" if frozen else f"self.{name} = {value}")
+    if hasattr(klass, "__post_init__"):
+        lines.append("self.__post_init__()")
+    params = ", ".join(["self", *positional, *(["*", *keyword] if keyword else [])])
+    source = f"def __init__({params}):\n    " + ("\n    ".join(lines) or "pass") + "\n"
+    exec(source, scope)  # noqa: S102 (source built above from the class's own field names)
+    fn = scope["__init__"]
+    fn.__qualname__ = f"{klass.__qualname__}.__init__"
+    fn.__module__ = klass.__module__
+    return fn
+
+
+def _record_repr(self: Any) -> str:
+    return f"{type(self).__qualname__}({', '.join(f'{n}={getattr(self, n)!r}' for n in self.__record_repr__)})"
+
+
+def _record_eq(self: Any, other: Any) -> Any:
+    if other.__class__ is not self.__class__:
+        return NotImplemented
+    names = self.__record_compare__
+    return tuple(getattr(self, n) for n in names) == tuple(getattr(other, n) for n in names)
+
+
+def _record_hash(self: Any) -> int:
+    return hash(tuple(getattr(self, n) for n in self.__record_hash__))
+
+
+def _frozen_setattr(self: Any, name: str, value: Any) -> None:
+    from dataclasses import FrozenInstanceError
+
+    raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+
+def _frozen_delattr(self: Any, name: str) -> None:
+    from dataclasses import FrozenInstanceError
+
+    raise FrozenInstanceError(f"cannot delete field {name!r}")
