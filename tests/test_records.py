@@ -4,6 +4,7 @@ as ``packaging.requirements.Requirement``."""
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import os
 import shutil
@@ -104,6 +105,12 @@ def test_record_init_matches_dataclass(frozen):
         assert repr(a).split("(", 1)[1] == repr(b).split("(", 1)[1]
         assert [getattr(a, f.name) for f in dataclasses.fields(a)] == [getattr(b, n) for n in field_names(b)]
     assert field_names(rec) == ("name", "size", "tags", "seen", "note") and rec.limit == 3
+    fresh = _kinds()(record, schema_field, frozen=frozen)  # no instance yet: its __init__ is not compiled
+    dataclasses.fields(fresh)  # turning into a dataclass compiles it: the standard decorator reads its signature
+
+    def params(cls):
+        return [(p.name, p.kind) for p in inspect.signature(cls).parameters.values()]
+    assert params(fresh) == params(rec) == params(std)
     assert rec("a").tags is not rec("a").tags  # a fresh list each time
     for args, kw in [(("a", 1, [], 5), {}), ((), {"seen": 1, "name": "a"}), ((), {}), (("a",), {"other": 1})]:
         with pytest.raises(TypeError):
@@ -147,13 +154,13 @@ def test_record_becomes_a_dataclass_when_asked():
         replace(row, seen=2)  # init=False: as dataclasses.replace
 
 
-def test_a_model_validates_through_pydantic_and_the_start_up_path_never_loads_dataclasses():
+def test_a_model_validates_through_pydantic_and_the_start_up_path_never_loads_dataclasses_nor_packaging():
     code = ("import sys, cudamatrix.cli.fast, cudamatrix.detect.reports\n"
             "from cudamatrix.detect.reports import from_reports\n"
             "env = from_reports([('p', 'nvcc: NVIDIA (R) Cuda compiler driver\\nCuda compilation tools, release 12.4,"
             " V12.4.131')])\n"
             "assert env.toolkits and env.to_dict()['toolkits'][0]['version'] == '12.4.131', env\n"
-            "print(sorted(m for m in ('dataclasses', 'inspect', 'pydantic') if m in sys.modules))")
+            "print(sorted(m for m in ('dataclasses', 'inspect', 'pydantic', 'packaging') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
     from cudamatrix.models import Environment

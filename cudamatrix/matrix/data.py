@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from cudamatrix.errors import DataError
-from cudamatrix.schema import CC, FORBID, Req, Spec, Ver, build, cc_key, field, normalize_cc, record, validate  # noqa: F401
+from cudamatrix.schema import FORBID, build, cc_key, field, normalize_cc, record, validate  # noqa: F401
+from cudamatrix.schema.annotated import CC, Req, Spec, Ver  # noqa: F401
 
 SCHEMA_VERSION = 1
 FILES = ("meta", "cuda", "gpus", "cudnn", "torch", "tensorflow", "jax", "advisories")

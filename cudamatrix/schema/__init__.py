@@ -1,6 +1,6 @@
 """Validation and serialisation of the package's records.
 
-The models are records (:mod:`cudamatrix.schema.record`: dataclasses built without importing
+The models are records (:mod:`cudamatrix.schema.records`: dataclasses built without importing
 :mod:`dataclasses`), so that the hot path (``detect``, ``doctor``, ``fix`` on a healthy environment) never
 imports pydantic, nor even ``dataclasses`` and ``inspect``. Validation of untrusted input (a data file, a
 saved environment) builds a pydantic ``TypeAdapter`` over the same classes on demand: unknown keys are
@@ -15,10 +15,8 @@ import typing
 from functools import lru_cache
 from typing import Annotated, Any, Callable, Literal, TypeVar, Union
 
-from packaging.version import Version
-
 from cudamatrix.errors import CudamatrixError, DataError
-from cudamatrix.schema.record import field, field_names, is_record, record, replace
+from cudamatrix.schema.records import field, field_names, is_record, record, replace
 
 __all__ = ["record", "field", "field_names", "replace", "validate", "build", "to_dict"]
 
@@ -62,81 +60,14 @@ def cc_key(cc: str) -> tuple[int, int]:
     return int(major), int(minor or 0)
 
 
-def _version(value: Any) -> Version:
-    if isinstance(value, Version):
-        return value
-    if not isinstance(value, str):
-        raise ValueError('versions are strings, never numbers (write "12.1", not 12.1)')
-    return _parse_version(value)
+def __getattr__(name: str) -> Any:
+    """The annotated field types (``Ver``, ``CC``, ``Spec``, ``Req``) live in
+    :mod:`cudamatrix.schema.annotated`, loaded when first asked: defining them loads ``packaging``."""
+    if name in ("Ver", "CC", "Spec", "Req"):
+        from cudamatrix.schema import annotated
 
-
-@lru_cache(maxsize=8192)
-def _parse_version(value: str) -> Version:
-    from packaging.version import InvalidVersion
-
-    try:
-        return Version(value)
-    except InvalidVersion:
-        raise ValueError(f"not a version: {value!r}") from None
-
-
-def _specifier(value: Any) -> str:
-    if not isinstance(value, str):
-        raise ValueError("a version specifier string is needed")
-    return _check_specifier(value)
-
-
-@lru_cache(maxsize=4096)
-def _check_specifier(value: str) -> str:
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-
-    try:
-        SpecifierSet(value)
-    except InvalidSpecifier:
-        raise ValueError(f"not a version specifier: {value!r}") from None
-    return value
-
-
-def _requirement(value: Any) -> str:
-    if not isinstance(value, str):
-        raise ValueError("a requirement string is needed")
-    return _check_requirement(value)
-
-
-@lru_cache(maxsize=8192)
-def _check_requirement(value: str) -> str:
-    from packaging.requirements import InvalidRequirement, Requirement
-
-    try:
-        Requirement(value)
-    except InvalidRequirement as exc:
-        raise ValueError(f"not a requirement: {value!r} ({exc})") from None
-    return value
-
-
-class _Check:
-    """Validation metadata for ``Annotated[...]`` fields, read by pydantic only when it validates.
-
-    It implements pydantic's ``__get_pydantic_core_schema__`` hook itself, so that defining the annotated
-    types below imports nothing from pydantic: the run-time path builds the dataclasses without it."""
-
-    def __init__(self, func: Callable[[Any], Any], plain: bool) -> None:
-        self.func = func
-        self.plain = plain  # True: the function alone parses the value; False: after the str check
-
-    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
-        from pydantic_core import core_schema
-
-        if self.plain:
-            return core_schema.no_info_plain_validator_function(self.func)
-        return core_schema.no_info_after_validator_function(self.func, handler(source))
-
-
-# The annotated types of the matrix rows: what they hold at run time, and what validation checks.
-Ver = Annotated[Version, _Check(_version, plain=True)]  # a version string, parsed
-CC = Annotated[str, _Check(_normalize_cc, plain=False)]  # a compute capability, normalised to "7.5"
-Spec = Annotated[str, _Check(_specifier, plain=False)]  # a PEP 440 specifier set
-Req = Annotated[str, _Check(_requirement, plain=False)]  # a PEP 508 requirement
+        return getattr(annotated, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 _ADAPTERS: dict[type, Any] = {}
@@ -196,7 +127,10 @@ def to_dict(obj: Any) -> Any:
         return {str(k): to_dict(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [to_dict(v) for v in obj]
-    if isinstance(obj, Version):
+    if obj is None or isinstance(obj, (str, int, float)):
+        return obj
+    kind = type(obj)  # packaging's Version, told by name: this module does not load packaging
+    if kind.__name__ == "Version" and kind.__module__ == "packaging.version":
         return str(obj)
     return obj
 
@@ -209,11 +143,13 @@ def _identity(value: Any) -> Any:
 
 def _converter(tp: Any) -> Callable[[Any], Any]:
     """A function turning JSON for type ``tp`` into the value the dataclass holds."""
+    from cudamatrix.schema.annotated import Version, parse_version
+
     origin = typing.get_origin(tp)
     if origin is Annotated:
         return _converter(typing.get_args(tp)[0])
     if tp is Version:
-        return _parse_version
+        return parse_version
     if is_record(tp):
         return lambda value: build(tp, value)
     if origin is list:

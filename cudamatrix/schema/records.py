@@ -129,6 +129,8 @@ def _upgrade(cls: Any) -> None:
                                                  default_factory=dataclasses.MISSING if spec.default_factory is MISSING
                                                  else spec.default_factory, init=spec.init, repr=spec.repr,
                                                  hash=spec.hash, compare=spec.compare, **kw))
+    if "__init__" in cls.__dict__:
+        _compiled_init(cls)  # the standard decorator reads its signature
     frozen = cls.__record_frozen__
     if frozen:
         del cls.__setattr__, cls.__delattr__  # the standard decorator installs its own, of the same meaning
@@ -181,6 +183,15 @@ def _build(klass: Any, frozen: bool, eq: bool, want_repr: bool, kw_only: bool) -
         if spec.kw_only is MISSING:
             spec.kw_only = kw_only
         specs[name] = spec
+    seen_default = None
+    for name, spec in specs.items():  # as the standard decorator, refused when the class is defined
+        if not spec.init or spec.kw_only:
+            continue
+        if spec.default is MISSING and spec.default_factory is MISSING:
+            if seen_default:
+                raise TypeError(f"non-default argument {name!r} follows default argument {seen_default!r}")
+        else:
+            seen_default = seen_default or name
     klass.__record_specs__ = specs
     klass.__record_frozen__ = frozen
     klass.__record_names__ = tuple(specs)
@@ -189,7 +200,7 @@ def _build(klass: Any, frozen: bool, eq: bool, want_repr: bool, kw_only: bool) -
     klass.__record_hash__ = tuple(n for n, s in specs.items() if (s.compare if s.hash is None else s.hash))
     klass.__dataclass_fields__ = _AsDataclass()
     if "__init__" not in body:
-        klass.__init__ = _init(klass, specs, frozen)
+        klass.__init__ = _first_init(klass)
     if want_repr and "__repr__" not in body:
         klass.__repr__ = _record_repr
     if eq:
@@ -205,13 +216,32 @@ def _build(klass: Any, frozen: bool, eq: bool, want_repr: bool, kw_only: bool) -
         klass.__delattr__ = _frozen_delattr
 
 
+def _first_init(klass: Any) -> Callable[..., None]:
+    """``__init__`` until the first instance: it compiles the real one (:func:`_compiled_init`) and puts it in
+    its place, so that a class nobody instantiates in a run costs no compilation."""
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        _compiled_init(klass)(self, *args, **kwargs)
+
+    __init__.__qualname__ = f"{klass.__qualname__}.__init__"
+    __init__.__record_first__ = True  # type: ignore[attr-defined]
+    return __init__
+
+
+def _compiled_init(klass: Any) -> Callable[..., None]:
+    """The class's compiled ``__init__``, compiled now if it was not yet."""
+    current = klass.__dict__["__init__"]
+    if getattr(current, "__record_first__", False):
+        current = klass.__init__ = _init(klass, klass.__record_specs__, klass.__record_frozen__)
+    return current
+
+
 def _init(klass: Any, specs: dict[str, Spec], frozen: bool) -> Callable[..., None]:
     """Compile ``__init__``: the init fields as parameters (keyword-only ones after a ``*``), each field set."""
     scope: dict[str, Any] = {"_FACTORY": _FACTORY, "_set": object.__setattr__}
     positional: list[str] = []
     keyword: list[str] = []
     lines: list[str] = []
-    seen_default = None
     for name, s in specs.items():
         if s.default_factory is not MISSING:
             scope[f"_f_{name}"] = s.default_factory
@@ -224,10 +254,6 @@ def _init(klass: Any, specs: dict[str, Spec], frozen: bool) -> Callable[..., Non
                 param, value = f"{name}=_d_{name}", name
             else:
                 param, value = name, name
-                if not s.kw_only and seen_default:
-                    raise TypeError(f"non-default argument {name!r} follows default argument {seen_default!r}")
-            if not s.kw_only and param != name:
-                seen_default = seen_default or name
             (keyword if s.kw_only else positional).append(param)
         elif s.default_factory is not MISSING:
             value = f"_f_{name}()"

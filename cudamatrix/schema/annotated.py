@@ -1,0 +1,88 @@
+"""The annotated field types of the matrix rows (``Ver``, ``CC``, ``Spec``, ``Req``): what each holds at run
+time, and what validation checks. Loaded only by the matrix and by validation (defining them loads
+``packaging``); the start-up path of a command never needs them."""
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Annotated, Any, Callable
+
+from packaging.version import Version
+
+from cudamatrix.schema import _normalize_cc
+
+
+def _version(value: Any) -> Version:
+    if isinstance(value, Version):
+        return value
+    if not isinstance(value, str):
+        raise ValueError('versions are strings, never numbers (write "12.1", not 12.1)')
+    return parse_version(value)
+
+
+@lru_cache(maxsize=8192)
+def parse_version(value: str) -> Version:
+    from packaging.version import InvalidVersion
+
+    try:
+        return Version(value)
+    except InvalidVersion:
+        raise ValueError(f"not a version: {value!r}") from None
+
+
+def _specifier(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError("a version specifier string is needed")
+    return _check_specifier(value)
+
+
+@lru_cache(maxsize=4096)
+def _check_specifier(value: str) -> str:
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    try:
+        SpecifierSet(value)
+    except InvalidSpecifier:
+        raise ValueError(f"not a version specifier: {value!r}") from None
+    return value
+
+
+def _requirement(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError("a requirement string is needed")
+    return _check_requirement(value)
+
+
+@lru_cache(maxsize=8192)
+def _check_requirement(value: str) -> str:
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        Requirement(value)
+    except InvalidRequirement as exc:
+        raise ValueError(f"not a requirement: {value!r} ({exc})") from None
+    return value
+
+
+class _Check:
+    """Validation metadata for ``Annotated[...]`` fields, read by pydantic only when it validates.
+
+    It implements pydantic's ``__get_pydantic_core_schema__`` hook itself, so that defining the annotated
+    types below imports nothing from pydantic: the run-time path builds the dataclasses without it."""
+
+    def __init__(self, func: Callable[[Any], Any], plain: bool) -> None:
+        self.func = func
+        self.plain = plain  # True: the function alone parses the value; False: after the str check
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
+        from pydantic_core import core_schema
+
+        if self.plain:
+            return core_schema.no_info_plain_validator_function(self.func)
+        return core_schema.no_info_after_validator_function(self.func, handler(source))
+
+
+# The annotated types of the matrix rows: what they hold at run time, and what validation checks.
+Ver = Annotated[Version, _Check(_version, plain=True)]  # a version string, parsed
+CC = Annotated[str, _Check(_normalize_cc, plain=False)]  # a compute capability, normalised to "7.5"
+Spec = Annotated[str, _Check(_specifier, plain=False)]  # a PEP 440 specifier set
+Req = Annotated[str, _Check(_requirement, plain=False)]  # a PEP 508 requirement
