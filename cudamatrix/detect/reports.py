@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from cudamatrix.detect.pastes import fields, nvsmi, packages, prints, tools
 from cudamatrix.detect.python_env import other_variant, torch_variant
-from cudamatrix.detect.text import Paste, ranges
+from cudamatrix.detect.text import Paste, ranges, span_ranges
 from cudamatrix.errors import UsageError
 from cudamatrix.models import Environment, Note
 from cudamatrix.names import FRAMEWORK_DISTS
@@ -48,7 +48,7 @@ def read_paste(name: str, raw: str, env: Environment, state: dict | None = None)
     blocks = paste.blocks()
     kinds = list(dict.fromkeys(b[0] for b in blocks))
     if blocks:
-        spans = {kind: ranges([n for b in blocks if b[0] == kind for n in range(b[1], b[2] + 1)]) for kind in kinds}
+        spans = {kind: span_ranges([(b[1], b[2]) for b in blocks if b[0] == kind]) for kind in kinds}
         where = "; ".join(f"{kind} ({'line' if spans[kind].isdigit() else 'lines'} {spans[kind]})" for kind in kinds)
         env.notes.append(Note("report", f"{name}: read as {where}"))
         skipped = paste.skipped()

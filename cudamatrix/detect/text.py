@@ -5,6 +5,8 @@ Pure functions; every report parser and the live probes' parsers read text throu
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
+from itertools import accumulate, compress
 
 MAX_BYTES = 4 * 1024 * 1024  # a pasted report is never this long; read at most this much of a file
 
@@ -16,7 +18,6 @@ _PROMPT = re.compile(
     r"(?:(?:[\w.-]{1,64}@[\w.-]{1,64}(?::[^\s$#]{0,200})? ?|\[[^\]\n]{1,200}\] ?|PS [^>\n]{1,200}|"
     r"[A-Za-z]:\\[^>\n]{0,200})[$#%>] ?|[$%] |# (?=(?:nvidia-smi|nvcc|python|pip|conda|ldconfig|cat|jax|uv))|"
     r">>> ?|\.\.\. |In \[\d{1,6}\]: |!(?=[a-z]))")
-_FIRST = frozenset(" \t>`~<$%#!([.")
 _HTML_TAG = re.compile(r"</?(?:details|summary|pre|code|br|p|div|sub|sup|b|i)\b[^<>\n]{0,200}>")
 # a line that may hold a quote marker, a fence, an HTML tag or a prompt (anchored at the line's start)
 _WRAPPED = re.compile(r"[ \t]*(?:[>`~<$%#!(\[]|\.\.\. |In \[|PS |[A-Za-z]:\\|[\w.-]{1,64}@)")
@@ -80,11 +81,7 @@ class Paste:
         self._starts: list[int] | None = None
         # only the lines that can carry a quote marker, a fence, a tag or a prompt are looked at one by one
         changed = False
-        first = _FIRST
-        maybe = [i for i, line in enumerate(self.lines)
-                 if line[:1] in first or line.find("@", 0, 80) >= 0 or line.startswith((":\\", "n [", "S "), 1)]
-        match = _WRAPPED.match
-        for i in (i for i in maybe if match(self.lines[i])):
+        for i in compress(range(len(self.lines)), map(_WRAPPED.match, self.lines)):
             line = unquote(self.lines[i].rstrip())
             body = line.strip()
             if body.startswith(("```", "~~~")) or (body.startswith("<") and _HTML_TAG.sub("", body).strip() == ""):
@@ -108,16 +105,6 @@ class Paste:
         if self._text is None:
             self._text = "\n".join(self.lines)
         return self._text
-
-    def line_of(self, pos: int) -> int:
-        """The index of the line holding character ``pos`` of :attr:`text`."""
-        import bisect
-
-        if self._starts is None:
-            from itertools import accumulate
-
-            self._starts = [0, *accumulate(len(line) + 1 for line in self.lines)][:len(self.lines)]
-        return bisect.bisect_right(self._starts, pos) - 1
 
     def where(self, pattern: re.Pattern) -> list[int]:
         """Indices of the lines that ``pattern`` matches at their start (``pattern.match``; keep it bounded).
@@ -159,18 +146,26 @@ class Paste:
             return runs[0]  # one needle found: its lines are in order already, each once
         return sorted(set().union(*runs))
 
+    def line_of(self, pos: int) -> int:
+        """The index of the line holding character ``pos`` of :attr:`text`."""
+        if self._starts is None:
+            self._starts = [0, *accumulate(len(line) + 1 for line in self.lines)][:len(self.lines)]
+        return bisect_right(self._starts, pos) - 1
+
     def _lines_holding(self, needle: str, limit: int) -> list[int] | None:
-        """The lines holding ``needle``, found occurrence by occurrence; None past ``limit`` lines (common)."""
+        """The lines holding ``needle``, found occurrence by occurrence (each one's line by bisection of the
+        lines' start offsets, worked out once for every needle); None past ``limit`` lines (a common needle)."""
         text = self.text
+        find, line_of = text.find, self.line_of
         run: list[int] = []
-        pos = text.find(needle)
+        pos = find(needle)
         while pos >= 0:
             if len(run) >= limit:
                 return None
-            i = self.line_of(pos)
+            i = line_of(pos)
             run.append(i)
             starts = self._starts or []  # line_of() has filled them
-            pos = text.find(needle, starts[i + 1] if i + 1 < len(starts) else len(text))
+            pos = find(needle, starts[i + 1] if i + 1 < len(starts) else len(text))
         return run
 
     def free(self, i: int) -> bool:
@@ -191,10 +186,10 @@ class Paste:
     def blocks(self) -> list[tuple[str, int, int]]:
         """(kind, first line, last line), 1-based, of each run of lines read as one kind (blank lines join runs)."""
         out: list[list] = []
-        for i, kind in enumerate(self.kind):
-            if kind is None:
-                continue
-            if out and out[-1][0] == kind and (i == out[-1][2] or all(not self.lines[j].strip() or j in self.neutral
+        kinds, lines, neutral = self.kind, self.lines, self.neutral
+        for i in compress(range(len(kinds)), kinds):  # the claimed lines only
+            kind = kinds[i]
+            if out and out[-1][0] == kind and (i == out[-1][2] or all(not lines[j].strip() or j in neutral
                                                                       for j in range(out[-1][2], i))):
                 out[-1][2] = i + 1
             else:
@@ -203,21 +198,27 @@ class Paste:
 
     def skipped(self) -> list[int]:
         """1-based numbers of the non-blank lines no reader recognised."""
-        return [i + 1 for i, line in enumerate(self.lines)
-                if self.kind[i] is None and i not in self.neutral and line.strip()]
+        kinds, neutral = self.kind, self.neutral
+        return [i + 1 for i in compress(range(len(self.lines)), map(str.strip, self.lines))
+                if kinds[i] is None and i not in neutral]
 
 
 def ranges(numbers: list[int], limit: int = 12) -> str:
     """[1, 2, 3, 7] -> "1-3, 7" (at most ``limit`` ranges, then "and N more")."""
-    spans: list[list[int]] = []
-    for n in numbers:
-        if spans and n == spans[-1][1] + 1:
-            spans[-1][1] = n
+    return span_ranges([(n, n) for n in numbers], limit)
+
+
+def span_ranges(spans: list[tuple[int, int]], limit: int = 12) -> str:
+    """[(1, 2), (3, 3), (7, 9)] -> "1-3, 7-9": spans in order, those that touch joined (as :func:`ranges`)."""
+    joined: list[list[int]] = []
+    for a, b in spans:
+        if joined and a == joined[-1][1] + 1:
+            joined[-1][1] = b
         else:
-            spans.append([n, n])
-    words = [f"{a}-{b}" if b > a else str(a) for a, b in spans[:limit]]
-    if len(spans) > limit:
-        words.append(f"and {len(spans) - limit} more")
+            joined.append([a, b])
+    words = [f"{a}-{b}" if b > a else str(a) for a, b in joined[:limit]]
+    if len(joined) > limit:
+        words.append(f"and {len(joined) - limit} more")
     return ", ".join(words)
 
 
