@@ -3,9 +3,7 @@ for a missing program or a hang (absence is data)."""
 from __future__ import annotations
 
 import os
-import signal
 import sys
-import threading
 import time
 from typing import TYPE_CHECKING, Callable
 
@@ -115,6 +113,7 @@ def _run_lines(argv: list[str], *, timeout: float, env: dict[str, str] | None, c
                on_output: Callable[[str], None], interrupt_grace: float,
                on_start: Callable[[int], None] | None = None, die_with_parent: bool = False) -> Result:
     import subprocess
+    import threading
 
     start = time.monotonic()
     spawn = argv
@@ -193,6 +192,7 @@ def _drain(proc: subprocess.Popen) -> tuple[str, str]:
 
 def _interrupt(proc: subprocess.Popen, grace: float) -> None:
     """Stop a child after Ctrl-C: SIGINT first when a grace period is given, then kill the group."""
+    import signal
     import subprocess
 
     if grace > 0 and proc.poll() is None:
@@ -210,6 +210,8 @@ def _interrupt(proc: subprocess.Popen, grace: float) -> None:
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
+    import signal
+
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError, AttributeError):
@@ -248,6 +250,8 @@ def group_alive(pgid: int) -> bool:
 
 def kill_group(pgid: int) -> None:
     """SIGKILL every process of the group ``pgid`` (an installer left over by a killed run)."""
+    import signal
+
     try:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):

@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import json
-import shlex
 import sys
 from typing import Any
 
@@ -152,6 +151,8 @@ def _echo(text: str = "") -> None:
 
 def human_plan(plan) -> None:
     """The plan's steps, then the findings it answers grouped by the step (the cause) that answers them."""
+    import shlex
+
     if plan.nothing_to_do:
         _echo("plan: nothing to install")
     for i, step in enumerate(plan.steps, 1):

@@ -8,7 +8,6 @@ same values typer would pass (``tests/test_cli_parity.py`` checks it for every o
 the usual help and usage errors."""
 from __future__ import annotations
 
-import copy
 from typing import TYPE_CHECKING, Any
 
 from cudamatrix.cli.options import COMMANDS, Command
@@ -72,7 +71,8 @@ def parse(command: Command, argv: list[str]) -> dict[str, Any] | None:
     if command.positional is not None:
         out[command.positional.param] = given.get(command.positional.param)
     for opt in command.options:
-        out[opt.param] = given[opt.param] if opt.param in given else copy.copy(opt.default)
+        default = opt.default  # a fresh list for a list option: a command may append to it
+        out[opt.param] = given[opt.param] if opt.param in given else (list(default) if isinstance(default, list) else default)
     return out
 
 

@@ -9,16 +9,15 @@ Nothing here imports a framework, pydantic or rich.
 from __future__ import annotations
 
 import os
-import threading
 import time
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cudamatrix import proc
 from cudamatrix.detect import libraries, python_env
 
 if TYPE_CHECKING:
     from cudamatrix.detect import loader
+    from cudamatrix.detect.threads import Timer
 from cudamatrix.detect.text import MAX_BYTES, cudnn_version, version_from_int
 from cudamatrix.errors import UsageError
 from cudamatrix.models import Driver, Environment, Library, Note
@@ -26,42 +25,6 @@ from cudamatrix.models import Driver, Environment, Library, Note
 __all__ = ["detect", "from_reports", "load_environment", "read_report"]
 
 DETECT_ENV_VAR = "CUDAMATRIX_DETECT_ENV"  # a saved `detect --json` that detect() returns instead of probing
-
-
-class _Background(threading.Thread):
-    """Run one independent probe while the main thread does the others (they wait on subprocesses)."""
-
-    def __init__(self, fn, *args) -> None:
-        super().__init__(daemon=True)
-        self.fn, self.args = fn, args
-        self.result: Any = None
-        self.exc: BaseException | None = None
-        self.start()
-
-    def run(self) -> None:
-        try:
-            self.result = self.fn(*self.args)
-        except BaseException as exc:  # re-raised in the caller's thread by value()
-            self.exc = exc
-
-    def value(self):
-        self.join()
-        if self.exc is not None:
-            raise self.exc
-        return self.result
-
-
-class _Timer:
-    def __init__(self) -> None:
-        self.timings: dict[str, float] = {}
-
-    @contextmanager
-    def __call__(self, name: str):
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.timings[name] = round((time.perf_counter() - start) * 1000.0, 2)
 
 
 def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
@@ -75,6 +38,7 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
     """
     # the live probes' modules, imported here: reading a paste (detect --from) never needs them
     from cudamatrix.detect import context, driver, libpaths, loader, toolkits
+    from cudamatrix.detect.threads import Background, Timer
 
     environ = dict(os.environ) if environ is None else environ
     saved = environ.get(DETECT_ENV_VAR)
@@ -84,15 +48,15 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
         env = load_environment(saved)
         env.notes.append(Note("detect", f"{DETECT_ENV_VAR}={saved}: a saved environment, not probed"))
         return env
-    timer = _Timer()
+    timer = Timer()
     start = time.perf_counter()
     env = Environment(origin="live", captured_at=time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
                       hostname=os.uname().nodename if hasattr(os, "uname") else os.environ.get("COMPUTERNAME"))
     # NVML can take 50-100 ms to initialise on a real driver: its own child starts first and overlaps the rest
     want_nvml, want_cuda = loader.findable("libnvidia-ml.so.1", environ), loader.findable("libcuda.so.1", environ)
-    nvml = _Background(_timed, timer, "nvml", loader.run_loader, [], want_nvml, want_cuda, timeout)
-    tools = _Background(_timed, timer, "toolkits", toolkits.probe, environ, root, timeout)
-    ldconfig = _Background(_timed, timer, "ldconfig", libraries.run_ldconfig, timeout)
+    nvml = Background(_timed, timer, "nvml", loader.run_loader, [], want_nvml, want_cuda, timeout)
+    tools = Background(_timed, timer, "toolkits", toolkits.probe, environ, root, timeout)
+    ldconfig = Background(_timed, timer, "ldconfig", libraries.run_ldconfig, timeout)
     with timer("python"):
         side, error = python_env.probe(python, timeout)
     if error:
@@ -109,7 +73,7 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
         kmod, kmod_source = driver.read_module_version(root)
     ld_entries, ld_note = ldconfig.value()
     # the loader model reads ELF headers while the loader child below runs (it waits on a subprocess)
-    model = _Background(_timed, timer, "loader_model", libpaths.predict_loads, env.frameworks,
+    model = Background(_timed, timer, "loader_model", libpaths.predict_loads, env.frameworks,
                         env.python.site_packages, env.python.executable, environ, ld_entries)
     if ld_note:
         env.notes.append(Note("ldconfig", ld_note))
@@ -176,7 +140,7 @@ def _conda_prefixes(env: Environment) -> list[str]:
     return [os.path.dirname(os.path.dirname(os.path.dirname(sp))) for sp in env.python.site_packages[:1]]
 
 
-def _timed(timer: _Timer, name: str, fn, *args):
+def _timed(timer: Timer, name: str, fn, *args):
     with timer(name):
         return fn(*args)
 

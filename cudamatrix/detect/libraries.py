@@ -13,11 +13,9 @@ default folders. Copies outside that order are neither loaded nor shadowed.
 """
 from __future__ import annotations
 
-import glob
 import os
 import re
 import stat
-import struct
 from collections.abc import Sequence
 
 from cudamatrix import proc
@@ -70,6 +68,8 @@ def version_from_filename(filename: str) -> str | None:
 
 def elf_soname(path: str) -> str | None:
     """DT_SONAME of an ELF shared object, read from its dynamic segment; None when absent or unreadable."""
+    import struct
+
     try:
         with open(path, "rb") as fh:
             head = fh.read(64)
@@ -139,6 +139,8 @@ def _machine_flag() -> str:
 def search_dirs(environ: dict[str, str], root: str, site_packages: list[str],
                 conda_prefixes: Sequence[str] = ()) -> list[tuple[str, str]]:
     """(folder, origin) pairs to scan, most specific first; LD_LIBRARY_PATH first as the loader does."""
+    import glob
+
     dirs: list[tuple[str, str]] = []
     for entry in environ.get("LD_LIBRARY_PATH", "").split(":"):
         if entry:
@@ -162,6 +164,8 @@ def search_dirs(environ: dict[str, str], root: str, site_packages: list[str],
 
 
 def _toolkit_lib_dirs(base: str) -> list[str]:
+    import glob
+
     return [os.path.join(base, "lib64"), os.path.join(base, "lib")] + sorted(
         glob.glob(os.path.join(base, "targets", "*", "lib")))
 
