@@ -1,6 +1,6 @@
-"""The cheaper stand-ins on the start-up path behave as the standard ones they replace:
-``schema.record`` as ``dataclasses.dataclass``, ``proc.which`` as ``shutil.which``, ``names.name_and_specifier``
-as ``packaging.requirements.Requirement``."""
+"""The cheaper stand-ins on the start-up path behave as the standard ones they replace: ``schema.record`` as
+``dataclasses.dataclass``, ``Paste.where`` and ``Paste.having`` as a scan line by line, ``proc.which`` as
+``shutil.which``, ``names.name_and_specifier`` as ``packaging.requirements.Requirement``."""
 from __future__ import annotations
 
 import dataclasses
@@ -13,6 +13,7 @@ import subprocess
 import sys
 import typing
 from dataclasses import field
+from pathlib import Path
 
 import pytest
 from packaging.requirements import InvalidRequirement, Requirement
@@ -255,3 +256,19 @@ def test_paste_having_is_every_line_holding_a_needle():
     for needles in [("(UUID:",), (":",), ("|",), ("CUDA Version",), ("(UUID:", "CUDA Version"), ("absent",),
                     ("absent", "(UUID:"), (":", "(UUID:"), ("row 1", "GPU")]:
         assert paste.having(*needles) == [i for i, line in enumerate(lines) if any(n in line for n in needles)]
+
+
+def test_paste_where_is_every_line_the_pattern_matches_at_its_start():
+    """Paste.where searches the whole text behind each newline: the same lines as matching line by line, for
+    the patterns the readers give it, on the corpus and on lines made to sit at the edges (first line, last
+    line, empty lines, a match right after another)."""
+    from cudamatrix.detect.pastes import nvsmi, packages
+    from cudamatrix.detect.text import Paste
+
+    corpus = Path(__file__).parent / "data" / "pastes"
+    texts = [p.read_text(encoding="utf-8") for p in sorted(corpus.glob("*.txt"))]
+    texts += ["| 0  Tesla T4 |\n|\n+---+\n\n  | x |\nnumpy 1.26.4\n", "", "\n\n|", "torch==2.3.0", "+\n+\n+"]
+    for text in texts:
+        paste = Paste(text)
+        for pattern in (packages._CANDIDATE, nvsmi._EDGE):
+            assert paste.where(pattern) == [i for i, line in enumerate(paste.lines) if pattern.match(line)]

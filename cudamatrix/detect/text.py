@@ -79,7 +79,7 @@ class Paste:
         self.kind: list[str | None] = [None] * len(self.lines)
         self._text: str | None = text
         self._starts: list[int] | None = None
-        # only the lines that can carry a quote marker, a fence, a tag or a prompt are looked at one by one
+        # only the lines that carry a quote marker, a fence, a tag or a prompt (_WRAPPED) are looked at one by one
         changed = False
         for i in compress(range(len(self.lines)), map(_WRAPPED.match, self.lines)):
             line = unquote(self.lines[i].rstrip())
