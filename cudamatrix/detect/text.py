@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from itertools import accumulate, compress
+from itertools import accumulate, compress, count
+from operator import add
 
 MAX_BYTES = 4 * 1024 * 1024  # a pasted report is never this long; read at most this much of a file
 
@@ -149,7 +150,8 @@ class Paste:
     def line_of(self, pos: int) -> int:
         """The index of the line holding character ``pos`` of :attr:`text`."""
         if self._starts is None:
-            self._starts = [0, *accumulate(len(line) + 1 for line in self.lines)][:len(self.lines)]
+            # line i starts after the lengths of the lines before it and their i newlines
+            self._starts = [0, *map(add, accumulate(map(len, self.lines)), count(1))][:len(self.lines)]
         return bisect_right(self._starts, pos) - 1
 
     def _lines_holding(self, needle: str, limit: int) -> list[int] | None:
