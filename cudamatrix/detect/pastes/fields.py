@@ -137,7 +137,11 @@ def read(paste: Paste, env: Environment) -> bool:
             body, raw = body[2:].lstrip(), body
         else:
             raw = body
-        colon = _colon(body, True) if wide else body.find(":", 0, 81)
+        colon = body.find(":", 0, 81)
+        if wide:  # _colon(), inline
+            full = body.find("\uff1a", 0, 81)
+            if full >= 0 and (colon < 0 or full < colon):
+                colon = full
         if colon >= 0:
             label = body[:colon].rstrip().lower()
             if label not in LABELS:

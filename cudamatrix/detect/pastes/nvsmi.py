@@ -91,8 +91,10 @@ def read(paste: Paste, env: Environment) -> bool:
         if not reading.found:
             continue
         found = True
-        for i in sorted(used):
-            paste.claim(i, kind)
+        kinds, commands = paste.kind, paste.commands
+        for i in sorted(used):  # Paste.claim, inline: thousands of lines in a long paste
+            if kinds[i] is None and i not in commands:
+                kinds[i] = kind
         merge_driver(env, reading.driver)
         merge_gpus(env, reading.gpus)
         env.notes += [Note("report:nvidia-smi", n, "warning") for n in reading.notes]
