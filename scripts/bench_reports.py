@@ -6,7 +6,9 @@ Not a timed test: run it by hand, on a quiet machine.
 
 The paste is built from the corpus of real pastes in tests/data/pastes (each tool's output, quoted, fenced
 and prompted as users post them), repeated until it reaches the size asked for. Also printed: an empty-ish
-paste (the command's fixed cost) and the reader alone in-process. Target: under 200 ms for 1 MB.
+paste (the command's fixed cost), a fixed pure-Python loop (how fast the machine was meanwhile) and the
+reader alone in-process. The three commands take turns run after run, so a drift in the speed of a shared
+machine touches each of them alike. Target: under 200 ms for 1 MB.
 """
 from __future__ import annotations
 
@@ -40,22 +42,32 @@ def build_paste(size: int) -> str:
     return "\n".join(out)[:size]
 
 
-def median_ms(argv: list[str], n: int) -> tuple[float, float]:
-    """Medians of wall time and of CPU time (user + system, from the child's own accounting: on a machine
-    shared with other work the wall time grows with the load, the CPU time much less)."""
+def one_run(argv: list[str]) -> tuple[float, float]:
+    """Wall and CPU time (user + system, from the child's own accounting) of one fresh process, in ms."""
     import resource
 
-    walls, cpus = [], []
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO)
+    wall = (time.perf_counter() - start) * 1000.0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} exited {done.returncode}: {done.stderr.decode()[-500:]}")
+    return wall, (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000.0
+
+
+def medians(runs: dict[str, list[str]], n: int) -> dict[str, tuple[float, float]]:
+    """Medians of wall and CPU time per named command, the commands taking turns run after run: on a machine
+    shared with other work its speed drifts, and taking turns puts every command through the same drift
+    (the reference loop among them says how fast the machine was meanwhile)."""
+    walls: dict[str, list[float]] = {name: [] for name in runs}
+    cpus: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(n):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        start = time.perf_counter()
-        done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO)
-        walls.append((time.perf_counter() - start) * 1000.0)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpus.append((after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000.0)
-        if done.returncode != 0:
-            raise SystemExit(f"{' '.join(argv)} exited {done.returncode}: {done.stderr.decode()[-500:]}")
-    return statistics.median(walls), statistics.median(cpus)
+        for name, argv in runs.items():
+            wall, cpu = one_run(argv)
+            walls[name].append(wall)
+            cpus[name].append(cpu)
+    return {name: (statistics.median(walls[name]), statistics.median(cpus[name])) for name in runs}
 
 
 def main() -> None:
@@ -69,11 +81,11 @@ def main() -> None:
         small = Path(tmp) / "nvcc.txt"
         small.write_text("nvcc: NVIDIA (R) Cuda compiler driver\nCuda compilation tools, release 12.4, V12.4.131\n")
         cmd = [sys.executable, "-m", "cudamatrix", "detect", "--json", "--from"]
-        median_ms(cmd + [str(small)], 2)  # warm the bytecode caches
-        fixed = median_ms(cmd + [str(small)], args.n)
+        medians({"warm": cmd + [str(small)]}, 2)  # warm the bytecode caches
         # a fixed pure-Python workload, to compare figures taken on machines of different speed or load
-        reference = median_ms([sys.executable, "-c", "s = 0\nfor i in range(10_000_000): s += i"], 3)
-        full = median_ms(cmd + [str(big)], args.n)
+        got = medians({"fixed": cmd + [str(small)], "full": cmd + [str(big)],
+                       "reference": [sys.executable, "-c", "s = 0\nfor i in range(10_000_000): s += i"]}, args.n)
+        fixed, full, reference = got["fixed"], got["full"], got["reference"]
         sys.path.insert(0, str(REPO))
         from cudamatrix.detect.reports import from_reports
 
