@@ -272,3 +272,21 @@ def test_paste_where_is_every_line_the_pattern_matches_at_its_start():
         paste = Paste(text)
         for pattern in (packages._CANDIDATE, nvsmi._EDGE):
             assert paste.where(pattern) == [i for i, line in enumerate(paste.lines) if pattern.match(line)]
+
+
+def test_package_candidate_pattern_means_what_the_plain_one_means():
+    """packages._CANDIDATE takes a name atomically (no giving back): it matches exactly the lines the plain,
+    backtracking spelling of it matches, on the corpus and at the name-length bound."""
+    import re
+
+    from cudamatrix.detect.pastes import packages
+
+    plain = re.compile(r"[ \t]*(?:\[(?:pip\d?|conda)\]|Package[ \t]|# |-{3,}|[A-Za-z0-9][\w.+-]{0,100}(?:==|[ \t]+\d))")
+    corpus = Path(__file__).parent / "data" / "pastes"
+    lines = [line for p in sorted(corpus.glob("*.txt")) for line in p.read_text(encoding="utf-8").split("\n")]
+    for n in (99, 100, 101, 102):
+        name = "a" * n
+        lines += [f"{name}==1.0", f"{name} 1.0", f"{name}\t2", f"{name}=1", f"{name}.x 3", f"{name} x", name]
+    lines += ["torch 2.3.0", "torch==2.3", "torch  =2", "a-b.c+d 1", "-torch 1", "numpy", "x 1", "x= =1"]
+    assert [bool(packages._CANDIDATE.match(s)) for s in lines] == [bool(plain.match(s)) for s in lines]
+    assert sum(bool(plain.match(s)) for s in lines) > 100  # the corpus has package lists

@@ -13,9 +13,11 @@ _DIST = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,100}")
 _VERSION = re.compile(r"\d[\w.+!-]{0,80}")
 _CONDA_CUDA = re.compile(r"cuda(\d{1,2}\.\d{1,2})(?:\.\d{1,4})?(?:_cudnn(\d{1,2}\.\d{1,2}\.\d{1,3}))?")
 _TAGS = ("[pip]", "[pip3]", "[conda]")
-# a line that can belong to a package list (anchored and bounded: linear on any line)
+# a line that can belong to a package list (anchored and bounded: linear on any line). The name is taken whole
+# and never given back: "(?=(...))\1" is an atomic group (Python < 3.11 has no "(?>...)"), so a word that is
+# no name costs one pass over it instead of a retry at every shorter length
 _CANDIDATE = re.compile(r"[ \t]*(?:\[(?:pip\d?|conda)\]|Package[ \t]|# |-{3,}|"
-                        r"[A-Za-z0-9][\w.+-]{0,100}(?:==|[ \t]+\d))")
+                        r"[A-Za-z0-9](?=([\w.+-]{0,100}))\1(?:==|[ \t]+\d))")
 
 
 def _freeze(body: str) -> tuple[str, str] | None:
