@@ -122,13 +122,13 @@ class Paste:
             found = _AFTER_NEWLINE[pattern] = re.compile("\n(?:" + pattern.pattern + ")", pattern.flags)
         out = [0] if self.lines and pattern.match(self.lines[0]) else []
         text = self.text
-        count, add = text.count, out.append
+        newlines = text.count
         line = last = 0
         for m in found.finditer(text):
             at = m.start() + 1
-            line += count("\n", last, at)
+            line += newlines("\n", last, at)
             last = at
-            add(line)
+            out.append(line)
         return out
 
     def having(self, *needles: str) -> list[int]:
@@ -182,6 +182,13 @@ class Paste:
         """Mark line ``i`` as read as ``kind`` (the first reader to claim a line keeps it)."""
         if self.kind[i] is None and i not in self.commands:
             self.kind[i] = kind
+
+    def claim_all(self, indices: list[int], kind: str) -> None:
+        """:meth:`claim` for each of ``indices`` (one call for the thousands of lines a long paste has)."""
+        kinds, commands = self.kind, self.commands
+        for i in indices:
+            if kinds[i] is None and i not in commands:
+                kinds[i] = kind
 
     def claim_range(self, start: int, end: int, kind: str) -> None:
         """Claim every non-blank line of ``start..end`` (inclusive)."""

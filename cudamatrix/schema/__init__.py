@@ -5,14 +5,14 @@ The models are records (:mod:`cudamatrix.schema.records`: dataclasses built with
 imports pydantic, nor even ``dataclasses`` and ``inspect``. Validation of untrusted input (a data file, a
 saved environment) builds a pydantic ``TypeAdapter`` over the same classes on demand: unknown keys are
 refused, and an error names the file and the dotted path of the bad value. The special field types (``Ver``,
-``Spec``, ``CC``, ``Req``) are ``Annotated`` types defined here whose metadata tells pydantic how to check
-them; :func:`build` turns trusted JSON (the shipped matrix) into the same classes without pydantic.
+``Spec``, ``CC``, ``Req``) are ``Annotated`` types (:mod:`cudamatrix.schema.annotated`) whose metadata tells
+pydantic how to check them; :func:`build` turns trusted JSON (the shipped matrix) into the same classes
+without pydantic.
 """
 from __future__ import annotations
 
 import types
 import typing
-from functools import lru_cache
 from typing import Annotated, Any, Callable, Literal, TypeVar, Union
 
 from cudamatrix.errors import CudamatrixError, DataError
@@ -24,11 +24,6 @@ T = TypeVar("T")
 
 # class attribute read by pydantic for standard-library dataclasses
 FORBID = {"extra": "forbid", "arbitrary_types_allowed": True}
-
-
-@lru_cache(maxsize=4096)
-def _normalize_cc(value: str) -> str:
-    return normalize_cc(value)
 
 
 def normalize_cc(value: Any) -> str:
@@ -117,21 +112,21 @@ def validate(cls: type[T], data: Any, where: str | None, error: type[CudamatrixE
 
 def to_dict(obj: Any) -> Any:
     """A JSON-ready copy of a dataclass tree (versions become strings)."""
+    if obj is None or isinstance(obj, (str, int, float)):
+        return obj
     if is_record(obj) and not isinstance(obj, type):
         return {name: to_dict(getattr(obj, name)) for name in field_names(obj)}
-    if hasattr(type(obj), "__dataclass_fields__"):  # a standard dataclass: its module is loaded already
-        import dataclasses
-
-        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, dict):
         return {str(k): to_dict(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [to_dict(v) for v in obj]
-    if obj is None or isinstance(obj, (str, int, float)):
-        return obj
     kind = type(obj)  # packaging's Version, told by name: this module does not load packaging
     if kind.__name__ == "Version" and kind.__module__ == "packaging.version":
         return str(obj)
+    if hasattr(kind, "__dataclass_fields__"):  # a standard dataclass: its module is loaded already
+        import dataclasses
+
+        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     return obj
 
 

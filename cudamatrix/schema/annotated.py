@@ -8,7 +8,12 @@ from typing import Annotated, Any, Callable
 
 from packaging.version import Version
 
-from cudamatrix.schema import _normalize_cc
+from cudamatrix.schema import normalize_cc
+
+
+@lru_cache(maxsize=4096)
+def _normalize_cc(value: str) -> str:
+    return normalize_cc(value)
 
 
 def _version(value: Any) -> Version:

@@ -122,13 +122,11 @@ def _upgrade(cls: Any) -> None:
         return
     own = cls.__dict__.get("__annotations__", {})
     for name, spec in cls.__record_specs__.items():
-        if name in own and (spec.default_factory is not MISSING or not (spec.init and spec.repr and spec.compare)
-                            or spec.hash is not None or spec.kw_only is not MISSING):
-            kw = {} if spec.kw_only is MISSING else {"kw_only": spec.kw_only}
-            setattr(cls, name, dataclasses.field(default=dataclasses.MISSING if spec.default is MISSING else spec.default,
-                                                 default_factory=dataclasses.MISSING if spec.default_factory is MISSING
-                                                 else spec.default_factory, init=spec.init, repr=spec.repr,
-                                                 hash=spec.hash, compare=spec.compare, **kw))
+        if name in own:  # the class's own fields, as standard Fields (inherited ones come from the upgraded base)
+            setattr(cls, name, dataclasses.field(
+                default=dataclasses.MISSING if spec.default is MISSING else spec.default,
+                default_factory=dataclasses.MISSING if spec.default_factory is MISSING else spec.default_factory,
+                init=spec.init, repr=spec.repr, hash=spec.hash, compare=spec.compare, kw_only=spec.kw_only))
     if "__init__" in cls.__dict__:
         _compiled_init(cls)  # the standard decorator reads its signature
     frozen = cls.__record_frozen__

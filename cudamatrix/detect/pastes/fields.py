@@ -194,10 +194,7 @@ def read(paste: Paste, env: Environment) -> bool:
     if not _enough(facts):
         return False
     kind = _kind(facts)
-    commands = paste.commands
-    for i in claimed:  # Paste.claim, inline: thousands of lines in a long paste
-        if kinds[i] is None and i not in commands:
-            kinds[i] = kind
+    paste.claim_all(claimed, kind)
     _fill_region(paste, claimed, kind)
     _apply(facts, env, kind)
     return True

@@ -91,10 +91,7 @@ def read(paste: Paste, env: Environment) -> bool:
         if not reading.found:
             continue
         found = True
-        kinds, commands = paste.kind, paste.commands
-        for i in sorted(used):  # Paste.claim, inline: thousands of lines in a long paste
-            if kinds[i] is None and i not in commands:
-                kinds[i] = kind
+        paste.claim_all(sorted(used), kind)
         merge_driver(env, reading.driver)
         merge_gpus(env, reading.gpus)
         env.notes += [Note("report:nvidia-smi", n, "warning") for n in reading.notes]
