@@ -1,6 +1,7 @@
 """Fixtures shared by the tests that build throwaway virtual environments."""
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -17,3 +18,29 @@ def template_venv(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("tpl") / "venv"
     make_venv(path)
     return path
+
+
+# the folders where the tool keeps its state (overlay, verification memory, journal, caches): every test gets
+# its own, so no test reads or writes the user's real home, and no test sees what another left behind
+REAL_HOME = os.environ.get("HOME")  # as the session found it (tests check it is never the one in use)
+
+
+@pytest.fixture(scope="session")
+def _installer_caches(tmp_path_factory) -> dict[str, str]:
+    """pip's and uv's download caches for the whole session (outside the real home, shared between tests)."""
+    base = tmp_path_factory.mktemp("installer-cache")
+    return {"PIP_CACHE_DIR": os.environ.get("PIP_CACHE_DIR") or str(base / "pip"),
+            "UV_CACHE_DIR": os.environ.get("UV_CACHE_DIR") or str(base / "uv")}
+
+
+@pytest.fixture(autouse=True)
+def _private_home(tmp_path_factory, monkeypatch, _installer_caches) -> Path:
+    """HOME and the XDG folders point into a fresh temporary folder for every test."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    for var, sub in (("XDG_CACHE_HOME", ".cache"), ("XDG_STATE_HOME", ".local/state"),
+                     ("XDG_CONFIG_HOME", ".config"), ("XDG_DATA_HOME", ".local/share")):
+        monkeypatch.setenv(var, str(home / sub))
+    for var, value in _installer_caches.items():
+        monkeypatch.setenv(var, value)
+    return home

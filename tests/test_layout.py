@@ -87,3 +87,22 @@ def test_imports_point_down(path: Path):
         if stage_of(target) > mine:
             upward.append(f"line {line}: {me} ({STAGES[mine][0]}) imports {target} ({STAGES[stage_of(target)][0]})")
     assert not upward, "\n".join(upward)
+
+
+
+def test_every_test_runs_in_a_private_home():
+    """conftest's autouse fixture: the tool's state folders are never the user's real ones during a test."""
+    import os
+
+    from conftest import REAL_HOME
+
+    from cudamatrix.install.journal import state_root
+    from cudamatrix.matrix.overlay import cache_dir
+
+    home = Path(os.environ["HOME"])
+    assert REAL_HOME is None or home != Path(REAL_HOME)
+    assert Path(os.path.expanduser("~")) == home
+    for var in ("XDG_CACHE_HOME", "XDG_STATE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME"):
+        assert Path(os.environ[var]).is_relative_to(home), var
+    assert cache_dir().is_relative_to(home)
+    assert state_root().is_relative_to(home)
