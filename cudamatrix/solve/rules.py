@@ -14,6 +14,7 @@ Sources of the rules:
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Callable
 
 from packaging.version import Version
 
@@ -32,7 +33,7 @@ from cudamatrix.solve.pins import (  # noqa: F401
     pin_conflicts,
     pins_for,
 )
-from cudamatrix.solve.target import Target
+from cudamatrix.solve.target import Target, TargetGpu
 
 
 @record(frozen=True)
@@ -94,109 +95,241 @@ def _ge(driver: str, floor: str) -> bool:
         return False
 
 
+class Build:
+    """One candidate build (release x variant) on one Target: what every rule reads, with the driver facts more
+    than one rule needs worked out once."""
+
+    __slots__ = ("matrix", "release", "variant", "target", "label", "_floors")
+
+    def __init__(self, matrix: Matrix, release: FrameworkRelease, variant: Variant, target: Target) -> None:
+        self.matrix, self.release, self.variant, self.target = matrix, release, variant, target
+        self.label = f"{release.name} {release.version} {variant.name}"
+        self._floors: tuple[str | None, str | None, str | None] | None = None
+
+    @property
+    def floors(self) -> tuple[str | None, str | None, str | None]:
+        """:func:`driver_floors` of the build's CUDA on the target's platform (a CUDA build only)."""
+        if self._floors is None:
+            assert self.variant.cuda is not None  # the CUDA rules run for CUDA builds only
+            self._floors = driver_floors(self.matrix, self.variant.cuda, self.target.platform)
+        return self._floors
+
+    def minor_compat_only(self) -> bool:
+        """The target's driver runs the build's CUDA only under minor-version compatibility (SASS only, no PTX
+        JIT), and no driver floor of the build fails."""
+        driver = self.target.driver
+        if not driver:
+            return False
+        full, minor, _ = self.floors
+        if (full and _ge(driver, full)) or not (minor and _ge(driver, minor)):
+            return False
+        min_driver = self.variant.min_driver
+        return not (min_driver and not _ge(driver, min_driver))
+
+
+BuildRule = Callable[[Build], list[Reason]]
+GpuRule = Callable[[Build, TargetGpu], list[Reason]]
+
+# The registries :func:`check` runs, in this order; the order is the order of the Reasons it returns.
+BUILD_RULES: list[BuildRule] = []  # every build on every target
+CUDA_RULES: list[BuildRule] = []  # a CUDA build on a target with a GPU or a driver
+GPU_RULES: list[GpuRule] = []  # a CUDA build, once per target GPU
+DECISIVE: set[GpuRule] = set()  # a GPU rule that, when it fires, leaves that GPU's later rules unasked
+
+
+def rule(registry: list) -> Callable:
+    """Register a rule function at the end of ``registry`` (``decisive`` only for GPU rules)."""
+
+    def add(fn: Callable) -> Callable:
+        registry.append(fn)
+        return fn
+
+    return add
+
+
 def check(matrix: Matrix, release: FrameworkRelease, variant: Variant, target: Target) -> list[Reason]:
-    """Every hard rule the build breaks on the target; empty when it fits."""
+    """Every hard rule the build breaks on the target; empty when it fits. The rules are the functions of
+    :data:`BUILD_RULES`, :data:`CUDA_RULES` and :data:`GPU_RULES`, asked in that order."""
+    build = Build(matrix, release, variant, target)
     reasons: list[Reason] = []
-    label = f"{release.name} {release.version} {variant.name}"
-    platforms = variant.platforms or release.platforms
-    if variant.cuda is not None and target.platform.startswith("macos"):
-        reasons.append(Reason("platform", f"{label} is a CUDA build; CUDA builds are not published for macOS",
-                              variant.source))
-    elif platforms and target.platform not in platforms:
-        reasons.append(Reason("platform", f"{label} is not published for {target.platform} "
-                                          f"(only {', '.join(platforms)})", variant.source))
-    if target.python and release.python and target.python not in release.python:
-        reasons.append(Reason("python", f"{label} supports Python {', '.join(release.python)}, "
-                                        f"not {target.python}", release.source))
-    elif target.python and not release.python:
-        reasons.append(Reason("unknown", f"the Python versions {label} is published for are not in the matrix, "
-                                         f"so Python {target.python} cannot be checked", release.source))
+    for build_rule in BUILD_RULES:
+        reasons += build_rule(build)
     if variant.cuda is None or not (target.has_gpu or target.driver):
         return reasons
-    if release.name == "tensorflow" and not bundles_nvidia_wheels(release, variant, target) and \
-            target.cuda_toolkit:
-        # these TensorFlow builds load the system's CUDA libraries (no nvidia-* wheels): the installed
-        # toolkit must be of the major they were built with (TensorFlow "Tested build configurations")
-        try:
-            have = Version(target.cuda_toolkit)
-        except Exception:
-            have = None
-        if have is not None and have.major != variant.cuda.major:
-            reasons.append(Reason("system_cuda", f"{label} loads the system's CUDA {variant.cuda} libraries; "
-                                                 f"the target's toolkit is CUDA {target.cuda_toolkit}",
-                                  variant.source))
-    jit_ok = True
-    if target.driver:
-        full, minor, row = driver_floors(matrix, variant.cuda, target.platform)
-        if full and _ge(target.driver, full):
-            pass
-        elif minor and _ge(target.driver, minor):
-            jit_ok = False  # minor-version compatibility: SASS only
-        elif full or minor:
-            top = driver_max_cuda(matrix, target.driver)
-            runs = f"runs CUDA {top} at most" if top else "is older than every CUDA release in the matrix"
-            fully = f", and {full} for full support" if minor and full and minor != full else ""
-            reasons.append(Reason(
-                "driver_floor",
-                f"driver {target.driver} {runs}; {label} needs CUDA {variant.cuda}, which needs driver "
-                f">= {minor or full}{' under minor-version compatibility' if minor else ''}{fully}",
-                row, need_driver=minor or full))
-            jit_ok = False
-        else:
-            reasons.append(Reason("unknown", f"{label} is built with CUDA {variant.cuda}, whose minimum driver "
-                                             f"is not in the matrix, so driver {target.driver} cannot be checked "
-                                             f"against it", variant.source))
-        if variant.min_driver and not _ge(target.driver, variant.min_driver):
-            reasons.append(Reason("driver_floor", f"{label} documents a minimum driver of {variant.min_driver}; "
-                                                  f"the target has {target.driver}", variant.source,
-                                  need_driver=variant.min_driver))
-        for gpu in target.gpus:
-            reason = gpu_driver_reason(matrix, gpu.compute_capability, gpu.name, target.driver, target.platform)
-            if reason is not None:
-                reasons.append(reason)
+    for cuda_rule in CUDA_RULES:
+        reasons += cuda_rule(build)
     for gpu in target.gpus:
-        cc = gpu.compute_capability
-        gname = gpu.name or f"sm_{cc.replace('.', '')}"
-        jetson = jetpack_only(matrix, release.name, cc)
-        if jetson is not None:
-            # a Jetson board runs only the builds NVIDIA makes for its JetPack release: the default-index and
-            # PyTorch-index aarch64 builds target server (SBSA) aarch64 and carry no Tegra kernels, whatever
-            # SASS of the same major they ship (the advisory cites PyTorch's arch list and NVIDIA's page)
-            reasons.append(Reason(
-                "jetson", f"{gname} (compute capability {cc}) is a Jetson board: {label} from the default or "
-                          f"PyTorch index has no kernels for it; install NVIDIA's JetPack wheels of {release.name} "
-                          f"for the board's JetPack release ({jetson.id})", jetson.source))
-            continue
-        if not (variant.archs or variant.ptx):
-            # the build's list is not in the matrix: only its toolkit's lower bound is a known fact
-            toolkit = cuda_release(matrix, variant.cuda)
-            known = [c.rstrip("af") for c in toolkit.compute_capabilities] if toolkit else []
-            lo = min(known, key=cc_key) if known else None
-            if lo and toolkit and cc_key(cc) < cc_key(lo):  # lo is known only when toolkit is
-                reasons.append(Reason(
-                    "arch", f"{label} is built with CUDA {variant.cuda}, which compiles for compute capability "
-                            f"{lo} and newer; {gname} ({cc}) is older, so the build has no kernel image for it",
-                    toolkit.source))
-            else:
-                reasons.append(Reason(
-                    "unknown", f"the GPU architectures {label} was compiled for are not in the matrix, so whether "
-                               f"it has a kernel image for {gname} (compute capability {cc}) is unknown",
-                    variant.source))
-        elif sass_covers(variant.archs, cc):
-            pass
-        elif ptx_covers(variant.ptx, cc):
-            if not jit_ok and not any(r.rule == "driver_floor" for r in reasons):
-                reasons.append(Reason(
-                    "arch", f"{label} reaches {gname} (compute capability {cc}) only by PTX JIT, which the "
-                            f"driver's minor-version compatibility does not cover", variant.source))
-        else:
-            sass = " ".join(f"sm_{a.replace('.', '')}" for a in variant.archs)
-            ptx = " ".join(f"compute_{a.replace('.', '')}" for a in variant.ptx) or "none"
-            reasons.append(Reason(
-                "arch", f"{label} has no kernel image for {gname} (compute capability {cc}): "
-                        f"SASS {sass or 'none'}, PTX {ptx}", variant.source))
-        reasons.extend(_cudnn_reasons(matrix, label, variant, cc, gname))
+        for gpu_rule in GPU_RULES:
+            found = gpu_rule(build, gpu)
+            reasons += found
+            if found and gpu_rule in DECISIVE:
+                break
     return reasons
+
+
+@rule(BUILD_RULES)
+def platform(build: Build) -> list[Reason]:
+    """Rule ``platform``: the build is published for the target's platform. PyTorch "Get Started": macOS
+    binaries carry no CUDA; otherwise the platforms the matrix row lists (the index's wheel tags)."""
+    variant, platform = build.variant, build.target.platform
+    platforms = variant.platforms or build.release.platforms
+    if variant.cuda is not None and platform.startswith("macos"):
+        return [Reason("platform", f"{build.label} is a CUDA build; CUDA builds are not published for macOS",
+                       variant.source)]
+    if platforms and platform not in platforms:
+        return [Reason("platform", f"{build.label} is not published for {platform} "
+                                   f"(only {', '.join(platforms)})", variant.source)]
+    return []
+
+
+@rule(BUILD_RULES)
+def python(build: Build) -> list[Reason]:
+    """Rule ``python``: the release has wheels for the target's Python (the index's wheel tags, as the matrix row
+    lists them); ``unknown`` when the row lists none."""
+    release, want = build.release, build.target.python
+    if want and release.python and want not in release.python:
+        return [Reason("python", f"{build.label} supports Python {', '.join(release.python)}, not {want}",
+                       release.source)]
+    if want and not release.python:
+        return [Reason("unknown", f"the Python versions {build.label} is published for are not in the matrix, "
+                                  f"so Python {want} cannot be checked", release.source)]
+    return []
+
+
+@rule(CUDA_RULES)
+def system_cuda(build: Build) -> list[Reason]:
+    """Rule ``system_cuda``: TensorFlow builds without nvidia-* wheels load the system's CUDA libraries, so the
+    target's toolkit must be of the major they were built with (TensorFlow "Tested build configurations")."""
+    release, variant, target = build.release, build.variant, build.target
+    if release.name != "tensorflow" or not target.cuda_toolkit or bundles_nvidia_wheels(release, variant, target):
+        return []
+    try:
+        have = Version(target.cuda_toolkit)
+    except Exception:
+        return []
+    assert variant.cuda is not None  # a CUDA rule
+    if have.major == variant.cuda.major:
+        return []
+    return [Reason("system_cuda", f"{build.label} loads the system's CUDA {variant.cuda} libraries; "
+                                  f"the target's toolkit is CUDA {target.cuda_toolkit}", variant.source)]
+
+
+@rule(CUDA_RULES)
+def driver_floor(build: Build) -> list[Reason]:
+    """Rule ``driver_floor``: the driver runs the build's CUDA, fully or under minor-version compatibility
+    (NVIDIA CUDA Toolkit release notes, table "CUDA Toolkit and Corresponding Driver Versions", and the CUDA
+    Compatibility guide); ``unknown`` when the matrix holds no floor for that CUDA."""
+    driver, variant = build.target.driver, build.variant
+    if not driver:
+        return []
+    full, minor, row = build.floors
+    if (full and _ge(driver, full)) or (minor and _ge(driver, minor)):
+        return []
+    if not (full or minor):
+        return [Reason("unknown", f"{build.label} is built with CUDA {variant.cuda}, whose minimum driver is not in "
+                                  f"the matrix, so driver {driver} cannot be checked against it", variant.source)]
+    top = driver_max_cuda(build.matrix, driver)
+    runs = f"runs CUDA {top} at most" if top else "is older than every CUDA release in the matrix"
+    fully = f", and {full} for full support" if minor and full and minor != full else ""
+    return [Reason(
+        "driver_floor",
+        f"driver {driver} {runs}; {build.label} needs CUDA {variant.cuda}, which needs driver "
+        f">= {minor or full}{' under minor-version compatibility' if minor else ''}{fully}",
+        row, need_driver=minor or full)]
+
+
+@rule(CUDA_RULES)
+def documented_min_driver(build: Build) -> list[Reason]:
+    """Rule ``driver_floor`` again, for a minimum driver the framework documents for the build itself (the
+    matrix row's ``min_driver``, with the framework's page as its source)."""
+    driver, variant = build.target.driver, build.variant
+    if not driver or not variant.min_driver or _ge(driver, variant.min_driver):
+        return []
+    return [Reason("driver_floor", f"{build.label} documents a minimum driver of {variant.min_driver}; "
+                                   f"the target has {driver}", variant.source, need_driver=variant.min_driver)]
+
+
+@rule(CUDA_RULES)
+def gpu_driver(build: Build) -> list[Reason]:
+    """Rule ``gpu_driver``, for every target GPU: see :func:`gpu_driver_reason`."""
+    target = build.target
+    if not target.driver:
+        return []
+    found = (gpu_driver_reason(build.matrix, gpu.compute_capability, gpu.name, target.driver, target.platform)
+             for gpu in target.gpus)
+    return [reason for reason in found if reason is not None]
+
+
+def _gpu_name(gpu: TargetGpu) -> str:
+    return gpu.name or f"sm_{gpu.compute_capability.replace('.', '')}"
+
+
+@rule(GPU_RULES)
+def jetson(build: Build, gpu: TargetGpu) -> list[Reason]:
+    """Rule ``jetson``: a Jetson board runs only the builds NVIDIA makes for its JetPack release; the
+    default-index and PyTorch-index aarch64 builds target server (SBSA) aarch64 and carry no Tegra kernels,
+    whatever SASS of the same major they ship (the advisory cites PyTorch's arch list and NVIDIA's page).
+    Decisive: the board's other GPU rules are not asked."""
+    cc = gpu.compute_capability
+    board = jetpack_only(build.matrix, build.release.name, cc)
+    if board is None:
+        return []
+    return [Reason(
+        "jetson", f"{_gpu_name(gpu)} (compute capability {cc}) is a Jetson board: {build.label} from the default or "
+                  f"PyTorch index has no kernels for it; install NVIDIA's JetPack wheels of {build.release.name} "
+                  f"for the board's JetPack release ({board.id})", board.source)]
+
+
+DECISIVE.add(jetson)
+
+
+@rule(GPU_RULES)
+def arch(build: Build, gpu: TargetGpu) -> list[Reason]:
+    """Rule ``arch``: the build has a kernel image for the GPU: SASS of the same major and an equal or lower
+    minor, or PTX of a lower architecture JIT-compiled by a driver that fully supports the build's CUDA (CUDA C++
+    Programming Guide, "Binary Compatibility" and "PTX Compatibility"; the CUDA Compatibility guide: minor-version
+    compatibility does not cover PTX JIT). A build whose arch list the matrix lacks is judged on its toolkit's
+    lowest target only (CUDA Toolkit release notes), else ``unknown``."""
+    variant, cc = build.variant, gpu.compute_capability
+    if not (variant.archs or variant.ptx):
+        return _arch_unlisted(build, gpu)
+    if sass_covers(variant.archs, cc):
+        return []
+    if ptx_covers(variant.ptx, cc):
+        if build.minor_compat_only():
+            return [Reason("arch", f"{build.label} reaches {_gpu_name(gpu)} (compute capability {cc}) only by PTX "
+                                   f"JIT, which the driver's minor-version compatibility does not cover",
+                           variant.source)]
+        return []
+    sass = " ".join(f"sm_{a.replace('.', '')}" for a in variant.archs)
+    ptx = " ".join(f"compute_{a.replace('.', '')}" for a in variant.ptx) or "none"
+    return [Reason("arch", f"{build.label} has no kernel image for {_gpu_name(gpu)} (compute capability {cc}): "
+                           f"SASS {sass or 'none'}, PTX {ptx}", variant.source)]
+
+
+def _arch_unlisted(build: Build, gpu: TargetGpu) -> list[Reason]:
+    """The build's arch list is not in the matrix: only its toolkit's lower bound is a known fact."""
+    variant, cc = build.variant, gpu.compute_capability
+    assert variant.cuda is not None  # a CUDA rule
+    toolkit = cuda_release(build.matrix, variant.cuda)
+    known = [c.rstrip("af") for c in toolkit.compute_capabilities] if toolkit else []
+    lo = min(known, key=cc_key) if known else None
+    if lo and toolkit and cc_key(cc) < cc_key(lo):  # lo is known only when toolkit is
+        return [Reason(
+            "arch", f"{build.label} is built with CUDA {variant.cuda}, which compiles for compute capability "
+                    f"{lo} and newer; {_gpu_name(gpu)} ({cc}) is older, so the build has no kernel image for it",
+            toolkit.source)]
+    return [Reason(
+        "unknown", f"the GPU architectures {build.label} was compiled for are not in the matrix, so whether "
+                   f"it has a kernel image for {_gpu_name(gpu)} (compute capability {cc}) is unknown",
+        variant.source)]
+
+
+@rule(GPU_RULES)
+def cudnn_gpu(build: Build, gpu: TargetGpu) -> list[Reason]:
+    """Rule ``cudnn_gpu``: the build's cuDNN supports the GPU (cuDNN Support Matrix: each release's lowest
+    supported compute capability; cuDNN 9.11 dropped Maxwell, Pascal and Volta). See :func:`_cudnn_reasons`."""
+    return _cudnn_reasons(build.matrix, build.label, build.variant, gpu.compute_capability, _gpu_name(gpu))
 
 
 def _cudnn_reasons(matrix: Matrix, label: str, variant: Variant, cc: str, gname: str) -> list[Reason]:
