@@ -8,7 +8,7 @@ from __future__ import annotations
 from packaging.version import InvalidVersion, Version
 
 from cudamatrix.matrix.data import FrameworkRelease, Variant
-from cudamatrix.models import Environment
+from cudamatrix.models import Environment, Framework
 
 
 def stated_build(env: Environment, inst) -> tuple[FrameworkRelease | None, Variant | None, list[str]]:
@@ -18,15 +18,8 @@ def stated_build(env: Environment, inst) -> tuple[FrameworkRelease | None, Varia
     list of the facts that are unknown. ``(None, None, [...])`` when even the build's CUDA is not stated."""
     fw = next((f for f in env.frameworks if f.name == inst.name and f.version == inst.version), None)
     local = inst.version.partition("+")[2]
-    cuda = None
+    cuda = _stated_cuda(fw, local)
     cpu = local == "cpu" or (fw is not None and fw.variant == "cpu")
-    try:
-        if fw is not None and fw.cuda:
-            cuda = Version(fw.cuda)
-        elif local.startswith("cu") and local[2:].isdigit() and len(local) >= 4:
-            cuda = Version(f"{local[2:-1]}.{local[-1]}")
-    except InvalidVersion:
-        cuda = None
     unknown = ["the Python versions it is built for"]
     if cuda is None and not cpu:
         return None, None, ["the CUDA version it was built with"] + unknown
@@ -43,6 +36,18 @@ def stated_build(env: Environment, inst) -> tuple[FrameworkRelease | None, Varia
                       cuda=cuda, cudnn=cudnn)
     release = FrameworkRelease(name=inst.name, version=version, python=[], variants=[variant], source=source)
     return release, variant, unknown
+
+
+def _stated_cuda(fw: Framework | None, local: str) -> Version | None:
+    """The CUDA a build states: the framework's own report, else its ``+cuXYZ`` tag (the last digit the minor)."""
+    try:
+        if fw is not None and fw.cuda:
+            return Version(fw.cuda)
+        if local.startswith("cu") and local[2:].isdigit() and len(local) >= 4:
+            return Version(f"{local[2:-1]}.{local[-1]}")
+    except InvalidVersion:
+        return None
+    return None
 
 
 def _is_version(text: str) -> bool:
