@@ -17,9 +17,9 @@ def run_doctor(env: list[Path] | None = None, from_: list[str] | None = None, py
         from cudamatrix.cli.fleet_cmd import run_doctor_fleet
 
         return run_doctor_fleet(env=env, from_=from_, python=python, as_json=as_json, data_dir=data_dir)
+    from cudamatrix.cli.targets import environments
     from cudamatrix.diagnose.findings import diagnose, summary_exit
     from cudamatrix.matrix.data import load_matrix
-    from cudamatrix.solve.target import environments
 
     if env and len(env) > 1:
         raise UsageError("doctor reads one environment at a time", hint="run it once per --env file")

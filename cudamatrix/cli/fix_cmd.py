@@ -65,12 +65,12 @@ def _plan_from_paste(from_: list[str], requirements: list[str], dry_run: bool, p
                      mirror: str | None, allow_http: bool, installer: str | None, no_verify: bool,
                      driver: str | None, gpu: list[str], as_json: bool, data_dir: str | None) -> None:
     """``fix --dry-run --from FILE``: the plan for the machine a bug report describes (nothing runs here)."""
+    from cudamatrix.cli.targets import resolve
     from cudamatrix.errors import NoSolution, UsageError
     from cudamatrix.fix import FixResult
     from cudamatrix.install.plan import make_plan
     from cudamatrix.matrix.data import load_matrix
     from cudamatrix.solve.solver import parse_request, solve
-    from cudamatrix.solve.target import resolve
 
     if not dry_run:
         raise UsageError("fix --from describes another machine: it can only show the plan",

@@ -18,9 +18,9 @@ def _matrix(data_dir: Path | None):
 def _solve(command: str, as_json: bool, matrix, requirements, env, driver, gpu, python, platform, cuda_toolkit,
            mirror=None, from_=None):
     """Resolve the targets, parse the request and solve; "no solution" ends the command with exit 3."""
+    from cudamatrix.cli.targets import resolve
     from cudamatrix.solve.indexes import with_mirror
     from cudamatrix.solve.solver import parse_request, solve
-    from cudamatrix.solve.target import resolve
 
     check_target_flags(driver, gpu)
     resolved = resolve(matrix, env_files=env or [], from_files=from_ or [], driver=driver, gpus=gpu or [],
@@ -175,7 +175,7 @@ def run_check(requirement_file: Path | None = None, env: list[Path] | None = Non
 
     check_target_flags(driver, gpu)
     matrix = _matrix(data_dir)
-    from cudamatrix.solve.target import resolve
+    from cudamatrix.cli.targets import resolve
 
     resolved = resolve(matrix, env_files=env or [], from_files=from_ or [], driver=driver, gpus=gpu or [],
                        python=python, platform=platform, cuda_toolkit=cuda_toolkit,
@@ -218,9 +218,9 @@ def run_check(requirement_file: Path | None = None, env: list[Path] | None = Non
 def run_env(shell: str = "bash", env: list[Path] | None = None, python: str | None = None,
             as_json: bool = False) -> None:
     """Print the exports that fix library paths for this environment (nothing when nothing needs fixing)."""
+    from cudamatrix.cli.targets import environments
     from cudamatrix.detect.libpaths import library_path_fix
     from cudamatrix.safe.shells import SHELLS, canonical
-    from cudamatrix.solve.target import environments
 
     name = canonical(shell)
     if name is None:

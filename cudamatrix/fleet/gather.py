@@ -244,8 +244,8 @@ def write_fleet(gathered: Gathered, out: Path) -> dict:
     import json
 
     from cudamatrix.fleet.classes import group
+    from cudamatrix.fleet.nodes import FLEET_INDEX
     from cudamatrix.schema import to_dict
-    from cudamatrix.solve.target import FLEET_INDEX
 
     ok = [n for n in gathered.nodes if n.environment is not None]
     classes = group([(n.name, n.environment) for n in ok if n.environment is not None])

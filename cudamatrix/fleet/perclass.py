@@ -50,7 +50,8 @@ class Fleet:
 def load_fleet(matrix: Matrix, env_files: list[Path]) -> Fleet:
     """Read node files (folders expand to their node files) and group them into classes. Raises UsageError."""
     from cudamatrix.detect import load_environment
-    from cudamatrix.solve.target import env_paths, from_environment
+    from cudamatrix.fleet.nodes import env_paths
+    from cudamatrix.solve.target import from_environment
 
     paths = env_paths(env_files)
     names = [p.stem for p in paths]

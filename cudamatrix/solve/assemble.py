@@ -22,34 +22,51 @@ def framework_pins(c: Candidate, request: Request, installed: Environment | None
     nvidia-* wheels it pins on the target."""
     v = c.variant
     use_index = v.index_url if (v.index_url and not (v.pypi_default and target.platform == "linux_x86_64")) else None
-    local = (v.local_version or "") if use_index else ""
-    out: list[Pin] = []
-    fam_reqs = request.families.get(c.family, [])
-    asked = {canonical(r.name) for r in fam_reqs}
-    if c.family == "torch":
-        out.append(Pin(name="torch", version=f"{c.release.version}{local}", index_url=use_index))
-        for comp in FAMILIES["torch"].companions:
-            wanted = comp in asked or (installed is not None and comp in installed.packages)
-            if wanted and comp in c.release.companions:
-                out.append(Pin(name=comp, version=f"{c.release.companions[comp]}{local}", index_url=use_index))
-    elif c.family == "tensorflow":
-        extras = [v.pip_extra] if v.pip_extra else []
-        out.append(Pin(name="tensorflow", version=str(c.release.version), extras=extras, index_url=use_index))
-    else:
-        out.append(Pin(name="jax", version=str(c.release.version), extras=[v.pip_extra] if v.pip_extra else [],
-                       index_url=use_index))
-        if "jaxlib" in c.release.companions:
-            out.append(Pin(name="jaxlib", version=c.release.companions["jaxlib"], index_url=use_index))
-        for text in v.extra_packages:
-            req = Requirement(text)
-            exact = [s.version for s in req.specifier if s.operator == "=="]
-            if exact:
-                out.append(Pin(name=req.name, version=exact[0], extras=sorted(req.extras)))
+    out = _FAMILY_PINS[c.family](c, request, installed, use_index)
     for req in rules.pins_for(v, target):
         exact = [s.version for s in req.specifier if s.operator == "==" and "*" not in s.version]
         if exact:  # keep extras: cuda-toolkit[cublas,...]==X installs nothing of use without them
             out.append(Pin(name=canonical(req.name), version=exact[0], extras=sorted(req.extras)))
     return out
+
+
+def _torch_pins(c: Candidate, request: Request, installed: Environment | None, use_index: str | None) -> list[Pin]:
+    """torch, and each companion the request names or the environment has, at the release's companion version
+    (PyTorch "Previous PyTorch Versions"); from the framework's index with its local version."""
+    local = (c.variant.local_version or "") if use_index else ""
+    asked = {canonical(r.name) for r in request.families.get(c.family, [])}
+    out = [Pin(name="torch", version=f"{c.release.version}{local}", index_url=use_index)]
+    for comp in FAMILIES["torch"].companions:
+        wanted = comp in asked or (installed is not None and comp in installed.packages)
+        if wanted and comp in c.release.companions:
+            out.append(Pin(name=comp, version=f"{c.release.companions[comp]}{local}", index_url=use_index))
+    return out
+
+
+def _tensorflow_pins(c: Candidate, request: Request, installed: Environment | None,
+                     use_index: str | None) -> list[Pin]:
+    """tensorflow, with the variant's extra (``and-cuda``)."""
+    extras = [c.variant.pip_extra] if c.variant.pip_extra else []
+    return [Pin(name="tensorflow", version=str(c.release.version), extras=extras, index_url=use_index)]
+
+
+def _jax_pins(c: Candidate, request: Request, installed: Environment | None, use_index: str | None) -> list[Pin]:
+    """jax with the variant's extra (``cuda12``), jaxlib at the release's version, and the exact pins of the
+    variant's extra packages (the CUDA plugin wheels)."""
+    v = c.variant
+    out = [Pin(name="jax", version=str(c.release.version), extras=[v.pip_extra] if v.pip_extra else [],
+               index_url=use_index)]
+    if "jaxlib" in c.release.companions:
+        out.append(Pin(name="jaxlib", version=c.release.companions["jaxlib"], index_url=use_index))
+    for text in v.extra_packages:
+        req = Requirement(text)
+        exact = [s.version for s in req.specifier if s.operator == "=="]
+        if exact:
+            out.append(Pin(name=req.name, version=exact[0], extras=sorted(req.extras)))
+    return out
+
+
+_FAMILY_PINS = {"torch": _torch_pins, "tensorflow": _tensorflow_pins, "jax": _jax_pins}
 
 
 def same_version(installed: str | None, wanted: str, variant: str | None = None) -> bool:
@@ -71,37 +88,24 @@ def assemble(choice: list[Candidate], request: Request, targets: list[Target], m
              kept: Sequence[FrameworkChoice] = ()) -> Solution:
     """The Solution for the chosen candidates; ``rejected`` and ``trace`` so far are copied into it."""
     trace = list(trace)
-    target = targets[0]
     pins: dict[str, Pin] = {}
     frameworks = []
     for c in choice:
-        for p in framework_pins(c, request, installed, target):
+        for p in framework_pins(c, request, installed, targets[0]):
             pins.setdefault(p.name, p)
-        frameworks.append(FrameworkChoice(name=c.family, version=str(c.release.version), variant=c.variant.name,
-                                          cuda=str(c.variant.cuda) if c.variant.cuda else None,
-                                          cudnn=str(c.variant.cudnn) if c.variant.cudnn else None,
-                                          index_url=c.variant.index_url, matrix_source=c.variant.source))
+        frameworks.append(_framework_choice(c))
         trace.append(f"chose {c.label}" + (f" (CUDA {c.variant.cuda}, cuDNN {c.variant.cudnn or 'unknown'})"
                                             if c.variant.cuda else " (CPU build)"))
     frameworks.extend(kept)
     for req in request.passthrough:
         trace.append(f"{req} is not a framework the matrix knows: passed to the installer as given")
     packages = list(pins.values())
-    have = installed.packages if installed is not None else {}
-    variant_of = {n: c.variant.name for c in choice for n in FAMILIES[c.family].distributions}
-    to_install = [p for p in packages if not same_version(have.get(p.name), p.version, variant_of.get(p.name))]
-    if to_install and all(p.name.startswith("nvidia-") for p in to_install):
-        trace.append("only nvidia-* wheels differ from the solution: reinstalling those alone")
-    elif to_install and any(p.name in FRAMEWORK_DISTS for p in to_install):
-        # a framework changes: install its whole set so pip resolves them together
-        to_install = [p for p in packages if p.name in FRAMEWORK_DISTS or
-                      not same_version(have.get(p.name), p.version, variant_of.get(p.name))]
+    to_install = _minimal_change(choice, packages, installed, trace)
     index_url, extra = index_layout(to_install, bool(request.passthrough))
     pip_args = index_args(index_url, extra) + [p.requirement() for p in to_install] + \
         [str(r) for r in request.passthrough]
     env_changes = _env_changes(installed) if installed is not None else {}
-    main = next((c for c in choice if c.family == "torch"), choice[0] if choice else None)
-    main_fw = next((f for f in frameworks if main is None or f.name == main.family), None)
+    main_fw = _main(choice, frameworks)
     return Solution(
         request=request.texts, targets=[t.name for t in targets], frameworks=frameworks, packages=packages,
         variant=main_fw.variant if main_fw else None, cuda=main_fw.cuda if main_fw else None,
@@ -110,6 +114,34 @@ def assemble(choice: list[Candidate], request: Request, targets: list[Target], m
         env=env_changes, unchanged=not to_install and not env_changes, to_install=to_install,
         rejected=list(rejected), trace=trace, matrix_version=matrix.meta.data_version,
         unverified=_unverified(choice, targets, trace))
+
+
+def _framework_choice(c: Candidate) -> FrameworkChoice:
+    return FrameworkChoice(name=c.family, version=str(c.release.version), variant=c.variant.name,
+                           cuda=str(c.variant.cuda) if c.variant.cuda else None,
+                           cudnn=str(c.variant.cudnn) if c.variant.cudnn else None,
+                           index_url=c.variant.index_url, matrix_source=c.variant.source)
+
+
+def _minimal_change(choice: list[Candidate], packages: list[Pin], installed: Environment | None,
+                    trace: list[str]) -> list[Pin]:
+    """The pins to install: those not installed at the wanted build; when a framework changes, its whole set, so
+    the installer resolves them together; drifted nvidia-* wheels alone otherwise (said in ``trace``)."""
+    have = installed.packages if installed is not None else {}
+    variant_of = {n: c.variant.name for c in choice for n in FAMILIES[c.family].distributions}
+    to_install = [p for p in packages if not same_version(have.get(p.name), p.version, variant_of.get(p.name))]
+    if to_install and all(p.name.startswith("nvidia-") for p in to_install):
+        trace.append("only nvidia-* wheels differ from the solution: reinstalling those alone")
+    elif to_install and any(p.name in FRAMEWORK_DISTS for p in to_install):
+        to_install = [p for p in packages if p.name in FRAMEWORK_DISTS or
+                      not same_version(have.get(p.name), p.version, variant_of.get(p.name))]
+    return to_install
+
+
+def _main(choice: list[Candidate], frameworks: list[FrameworkChoice]) -> FrameworkChoice | None:
+    """The framework whose variant, CUDA and cuDNN the Solution names: torch when chosen, else the first."""
+    main = next((c for c in choice if c.family == "torch"), choice[0] if choice else None)
+    return next((f for f in frameworks if main is None or f.name == main.family), None)
 
 
 def _unverified(choice: list[Candidate], targets: list[Target], trace: list[str]) -> list[dict[str, str]]:

@@ -130,26 +130,10 @@ class Build:
 BuildRule = Callable[[Build], list[Reason]]
 GpuRule = Callable[[Build, TargetGpu], list[Reason]]
 
-# The registries :func:`check` runs, in this order; the order is the order of the Reasons it returns.
-BUILD_RULES: list[BuildRule] = []  # every build on every target
-CUDA_RULES: list[BuildRule] = []  # a CUDA build on a target with a GPU or a driver
-GPU_RULES: list[GpuRule] = []  # a CUDA build, once per target GPU
-DECISIVE: set[GpuRule] = set()  # a GPU rule that, when it fires, leaves that GPU's later rules unasked
-
-
-def rule(registry: list) -> Callable:
-    """Register a rule function at the end of ``registry`` (``decisive`` only for GPU rules)."""
-
-    def add(fn: Callable) -> Callable:
-        registry.append(fn)
-        return fn
-
-    return add
-
 
 def check(matrix: Matrix, release: FrameworkRelease, variant: Variant, target: Target) -> list[Reason]:
     """Every hard rule the build breaks on the target; empty when it fits. The rules are the functions of
-    :data:`BUILD_RULES`, :data:`CUDA_RULES` and :data:`GPU_RULES`, asked in that order."""
+    :data:`BUILD_RULES`, :data:`CUDA_RULES` and :data:`GPU_RULES` (defined below them), asked in that order."""
     build = Build(matrix, release, variant, target)
     reasons: list[Reason] = []
     for build_rule in BUILD_RULES:
@@ -167,7 +151,6 @@ def check(matrix: Matrix, release: FrameworkRelease, variant: Variant, target: T
     return reasons
 
 
-@rule(BUILD_RULES)
 def platform(build: Build) -> list[Reason]:
     """Rule ``platform``: the build is published for the target's platform. PyTorch "Get Started": macOS
     binaries carry no CUDA; otherwise the platforms the matrix row lists (the index's wheel tags)."""
@@ -182,7 +165,6 @@ def platform(build: Build) -> list[Reason]:
     return []
 
 
-@rule(BUILD_RULES)
 def python(build: Build) -> list[Reason]:
     """Rule ``python``: the release has wheels for the target's Python (the index's wheel tags, as the matrix row
     lists them); ``unknown`` when the row lists none."""
@@ -196,7 +178,6 @@ def python(build: Build) -> list[Reason]:
     return []
 
 
-@rule(CUDA_RULES)
 def system_cuda(build: Build) -> list[Reason]:
     """Rule ``system_cuda``: TensorFlow builds without nvidia-* wheels load the system's CUDA libraries, so the
     target's toolkit must be of the major they were built with (TensorFlow "Tested build configurations")."""
@@ -214,7 +195,6 @@ def system_cuda(build: Build) -> list[Reason]:
                                   f"the target's toolkit is CUDA {target.cuda_toolkit}", variant.source)]
 
 
-@rule(CUDA_RULES)
 def driver_floor(build: Build) -> list[Reason]:
     """Rule ``driver_floor``: the driver runs the build's CUDA, fully or under minor-version compatibility
     (NVIDIA CUDA Toolkit release notes, table "CUDA Toolkit and Corresponding Driver Versions", and the CUDA
@@ -238,7 +218,6 @@ def driver_floor(build: Build) -> list[Reason]:
         row, need_driver=minor or full)]
 
 
-@rule(CUDA_RULES)
 def documented_min_driver(build: Build) -> list[Reason]:
     """Rule ``driver_floor`` again, for a minimum driver the framework documents for the build itself (the
     matrix row's ``min_driver``, with the framework's page as its source)."""
@@ -249,7 +228,6 @@ def documented_min_driver(build: Build) -> list[Reason]:
                                    f"the target has {driver}", variant.source, need_driver=variant.min_driver)]
 
 
-@rule(CUDA_RULES)
 def gpu_driver(build: Build) -> list[Reason]:
     """Rule ``gpu_driver``, for every target GPU: see :func:`gpu_driver_reason`."""
     target = build.target
@@ -264,7 +242,6 @@ def _gpu_name(gpu: TargetGpu) -> str:
     return gpu.name or f"sm_{gpu.compute_capability.replace('.', '')}"
 
 
-@rule(GPU_RULES)
 def jetson(build: Build, gpu: TargetGpu) -> list[Reason]:
     """Rule ``jetson``: a Jetson board runs only the builds NVIDIA makes for its JetPack release; the
     default-index and PyTorch-index aarch64 builds target server (SBSA) aarch64 and carry no Tegra kernels,
@@ -280,10 +257,6 @@ def jetson(build: Build, gpu: TargetGpu) -> list[Reason]:
                   f"for the board's JetPack release ({board.id})", board.source)]
 
 
-DECISIVE.add(jetson)
-
-
-@rule(GPU_RULES)
 def arch(build: Build, gpu: TargetGpu) -> list[Reason]:
     """Rule ``arch``: the build has a kernel image for the GPU: SASS of the same major and an equal or lower
     minor, or PTX of a lower architecture JIT-compiled by a driver that fully supports the build's CUDA (CUDA C++
@@ -325,11 +298,18 @@ def _arch_unlisted(build: Build, gpu: TargetGpu) -> list[Reason]:
         variant.source)]
 
 
-@rule(GPU_RULES)
 def cudnn_gpu(build: Build, gpu: TargetGpu) -> list[Reason]:
     """Rule ``cudnn_gpu``: the build's cuDNN supports the GPU (cuDNN Support Matrix: each release's lowest
     supported compute capability; cuDNN 9.11 dropped Maxwell, Pascal and Volta). See :func:`_cudnn_reasons`."""
     return _cudnn_reasons(build.matrix, build.label, build.variant, gpu.compute_capability, _gpu_name(gpu))
+
+
+# The registries :func:`check` runs, in this order; the order is the order of the Reasons it returns.
+BUILD_RULES: list[BuildRule] = [platform, python]  # every build on every target
+# a CUDA build on a target with a GPU or a driver
+CUDA_RULES: list[BuildRule] = [system_cuda, driver_floor, documented_min_driver, gpu_driver]
+GPU_RULES: list[GpuRule] = [jetson, arch, cudnn_gpu]  # a CUDA build, once per target GPU
+DECISIVE: set[GpuRule] = {jetson}  # a GPU rule that, when it fires, leaves that GPU's later rules unasked
 
 
 def _cudnn_reasons(matrix: Matrix, label: str, variant: Variant, cc: str, gname: str) -> list[Reason]:

@@ -119,6 +119,19 @@ def preference(c: Candidate, targets: list[Target], installed: tuple[str, str | 
     )
 
 
+def _on_targets(matrix: Matrix, cand: Candidate,
+                targets: list[Target]) -> tuple[list[rules.Reason], dict[tuple, list[rules.Reason]]]:
+    """The hard rules on every target: all the reasons, and the reasons per target (by key) where it fails."""
+    reasons: list[rules.Reason] = []
+    failing: dict[tuple, list[rules.Reason]] = {}
+    for target in targets:
+        found = rules.check(matrix, cand.release, cand.variant, target)
+        if found:
+            reasons.extend(found)
+            failing[target.key()] = found
+    return reasons, failing
+
+
 def screen(family: str, reqs: list[Requirement], matrix: Matrix, targets: list[Target], wants_gpu: bool,
            installed: tuple[str, str | None] | None) -> Screened:
     """Every candidate of one family against the request and the hard rules on every target."""
@@ -133,13 +146,7 @@ def screen(family: str, reqs: list[Requirement], matrix: Matrix, targets: list[T
             if req_problems:
                 verdicts.append(Verdict(cand, [rules.Reason("request", p) for p in req_problems], {}))
                 continue
-            reasons: list[rules.Reason] = []
-            failing: dict[tuple, list[rules.Reason]] = {}
-            for target in targets:
-                found = rules.check(matrix, release, variant, target)
-                if found:
-                    reasons.extend(found)
-                    failing[target.key()] = found
+            reasons, failing = _on_targets(matrix, cand, targets)
             if reasons:
                 verdicts.append(Verdict(cand, reasons, failing))
                 rejected.append(Rejection(candidate=cand.label, reasons=dedupe([r.message for r in reasons]),
@@ -159,6 +166,87 @@ def screen(family: str, reqs: list[Requirement], matrix: Matrix, targets: list[T
     return Screened(ok, verdicts, rejected)
 
 
+class _Pairs:
+    """The nvidia-* requirements of each candidate on the targets, and the problems of each pair of candidates
+    installed together, each worked out once."""
+
+    def __init__(self, targets: list[Target], matrix: Matrix | None) -> None:
+        self.targets, self.matrix = targets, matrix
+        self._pins: dict[Candidate, list[Requirement]] = {}
+        self._pairs: dict[tuple[Candidate, Candidate], list[str]] = {}
+
+    def pins(self, c: Candidate) -> list[Requirement]:
+        if c not in self._pins:
+            seen: dict[str, Requirement] = {}
+            for t in self.targets:
+                for r in (rules.conflict_pins(self.matrix, c.release, c.variant, t) if self.matrix is not None
+                          else rules.pins_for(c.variant, t)):
+                    seen.setdefault(str(r), r)
+            self._pins[c] = list(seen.values())
+        return self._pins[c]
+
+    def problems(self, a: Candidate, b: Candidate) -> list[str]:
+        """Why ``a`` and ``b`` cannot share one environment (empty: they can)."""
+        k = (a, b)
+        if k not in self._pairs:
+            self._pairs[k] = rules.pin_conflicts(self.pins(a), self.pins(b), a.label, b.label) or \
+                self._two_majors(a, b) or [m for m in (unknown_pins(a, self.targets),
+                                                       unknown_pins(b, self.targets)) if m]
+        return self._pairs[k]
+
+    def _two_majors(self, a: Candidate, b: Candidate) -> list[str]:
+        """Both bring CUDA libraries as nvidia-* wheels, of two CUDA majors: they install the same files."""
+        if not (a.variant.cuda and b.variant.cuda and a.variant.cuda.major != b.variant.cuda.major):
+            return []
+        if not any(rules.bundles_nvidia_wheels(a.release, a.variant, t) and
+                   rules.bundles_nvidia_wheels(b.release, b.variant, t) for t in self.targets):
+            return []
+        return [f"{a.label} brings CUDA {a.variant.cuda.major} libraries as nvidia-* wheels, "
+                f"{b.label} CUDA {b.variant.cuda.major} ones: two CUDA majors of one library "
+                f"install the same files"]
+
+
+def _combine(families: list[str], lists: dict[str, list[Candidate]], pairs: _Pairs) -> list[Candidate] | None:
+    """The first combination, one candidate per family in preference order, whose pairs all share one set of
+    nvidia-* wheels; None when there is none or the search runs past MAX_COMBINATIONS."""
+    budget = MAX_COMBINATIONS
+
+    def go(i: int, chosen: list[Candidate]) -> list[Candidate] | None:
+        nonlocal budget
+        if i == len(families):
+            return list(chosen)
+        for c in lists[families[i]]:
+            budget -= 1
+            if budget < 0:
+                return None
+            if any(pairs.problems(prev, c) for prev in chosen):
+                continue
+            chosen.append(c)
+            found = go(i + 1, chosen)
+            if found:
+                return found
+            chosen.pop()
+        return None
+
+    return go(0, [])
+
+
+def _beside_fixed(candidates: list[Candidate], fixed: list[tuple[str, list[Requirement]]], pairs: _Pairs,
+                  targets: list[Target], rejected: list[Rejection]) -> list[Candidate]:
+    """The candidates that share one set of nvidia-* wheels with the installed frameworks left in place; the
+    others are added to ``rejected`` (rule ``co_installed``, or ``unknown`` when their pins are not known)."""
+    keep = []
+    for c in candidates:
+        problems = [p for label, reqs in fixed for p in rules.pin_conflicts(reqs, pairs.pins(c), label, c.label)]
+        unknown = unknown_pins(c, targets) if fixed and not problems else None
+        if problems or unknown:
+            rejected.append(Rejection(candidate=c.label, reasons=problems or [unknown or ""],
+                                      rules=["co_installed" if problems else "unknown"]))
+        else:
+            keep.append(c)
+    return keep
+
+
 def search(per_family: dict[str, list[Candidate]], targets: list[Target],
            fixed: list[tuple[str, list[Requirement]]], matrix: Matrix | None = None) -> SearchResult:
     """Lexicographic search in preference order; pairwise checks of shared nvidia-* wheels.
@@ -166,93 +254,39 @@ def search(per_family: dict[str, list[Candidate]], targets: list[Target],
     ``fixed``: (label, nvidia-* requirements) of installed frameworks the request leaves in place."""
     families = list(per_family)
     result = SearchResult(None)
-    pin_cache: dict[Candidate, list[Requirement]] = {}
-    pair_cache: dict[tuple[Candidate, Candidate], list[str]] = {}
-
-    def pins(c: Candidate) -> list[Requirement]:
-        if c not in pin_cache:
-            seen: dict[str, Requirement] = {}
-            for t in targets:
-                for r in (rules.conflict_pins(matrix, c.release, c.variant, t) if matrix is not None
-                          else rules.pins_for(c.variant, t)):
-                    seen.setdefault(str(r), r)
-            pin_cache[c] = list(seen.values())
-        return pin_cache[c]
-
-    def pair(a: Candidate, b: Candidate) -> list[str]:
-        k = (a, b)
-        if k not in pair_cache:
-            problems = rules.pin_conflicts(pins(a), pins(b), a.label, b.label)
-            if not problems and a.variant.cuda and b.variant.cuda and a.variant.cuda.major != b.variant.cuda.major \
-                    and any(rules.bundles_nvidia_wheels(a.release, a.variant, t) and
-                            rules.bundles_nvidia_wheels(b.release, b.variant, t) for t in targets):
-                problems = [f"{a.label} brings CUDA {a.variant.cuda.major} libraries as nvidia-* wheels, "
-                            f"{b.label} CUDA {b.variant.cuda.major} ones: two CUDA majors of one library "
-                            f"install the same files"]
-            if not problems:
-                problems = [m for m in (unknown_pins(a, targets), unknown_pins(b, targets)) if m]
-            pair_cache[k] = problems
-        return pair_cache[k]
-
-    options: dict[str, list[Candidate]] = {}
-    for fam in families:
-        keep = []
-        for c in per_family[fam]:
-            problems = [p for label, reqs in fixed for p in rules.pin_conflicts(reqs, pins(c), label, c.label)]
-            unknown = unknown_pins(c, targets) if fixed and not problems else None
-            if problems or unknown:
-                result.rejected.append(Rejection(candidate=c.label, reasons=problems or [unknown or ""],
-                                                 rules=["co_installed" if problems else "unknown"]))
-            else:
-                keep.append(c)
-        options[fam] = keep
+    pairs = _Pairs(targets, matrix)
+    options = {fam: _beside_fixed(per_family[fam], fixed, pairs, targets, result.rejected) for fam in families}
     if any(not options[f] for f in families):
         return result
-
-    def combine(lists: dict[str, list[Candidate]]) -> list[Candidate] | None:
-        budget = MAX_COMBINATIONS
-
-        def go(i: int, chosen: list[Candidate]) -> list[Candidate] | None:
-            nonlocal budget
-            if i == len(families):
-                return list(chosen)
-            for c in lists[families[i]]:
-                budget -= 1
-                if budget < 0:
-                    return None
-                if any(pair(prev, c) for prev in chosen):
-                    continue
-                chosen.append(c)
-                found = go(i + 1, chosen)
-                if found:
-                    return found
-                chosen.pop()
-            return None
-
-        return go(0, [])
-
-    # first pass: builds that bring their own CUDA libraries (nvidia-* wheels) only; builds that rely on a
-    # system CUDA/cuDNN install are a fallback, since the target would need those installed as well
-    choice = None
-    if len(families) > 1:
-        bundled = {f: [c for c in options[f] if any(rules.bundles_nvidia_wheels(c.release, c.variant, t)
-                                                     for t in targets) or c.variant.cuda is None] for f in families}
-        if all(bundled[f] for f in families):
-            choice = combine(bundled)
-    if choice is None:
-        choice = combine(options)
+    choice = _choose(families, options, pairs, targets)
     if choice and len(choice) > 1:
         result.trace.append("frameworks share one consistent set of nvidia-* wheels: "
                             + ", ".join(c.label for c in choice))
     if choice is None and len(families) > 1:
-        first = [options[f][0] for f in families]
-        for a_i, a in enumerate(first):
-            for b in first[a_i + 1:]:
-                for p in pair(a, b):
-                    result.rejected.append(Rejection(candidate=f"{a.label} + {b.label}", reasons=[p],
-                                                     rules=["shared_nvidia"]))
+        result.rejected += _shared_rejections([options[f][0] for f in families], pairs)
     result.choice = choice
     return result
+
+
+def _choose(families: list[str], options: dict[str, list[Candidate]], pairs: _Pairs,
+            targets: list[Target]) -> list[Candidate] | None:
+    """The combination to install. First pass: builds that bring their own CUDA libraries (nvidia-* wheels) only;
+    builds that rely on a system CUDA/cuDNN install are a fallback, since the target would need those installed
+    as well."""
+    if len(families) > 1:
+        bundled = {f: [c for c in options[f] if any(rules.bundles_nvidia_wheels(c.release, c.variant, t)
+                                                     for t in targets) or c.variant.cuda is None] for f in families}
+        if all(bundled[f] for f in families):
+            choice = _combine(families, bundled, pairs)
+            if choice is not None:
+                return choice
+    return _combine(families, options, pairs)
+
+
+def _shared_rejections(first: list[Candidate], pairs: _Pairs) -> list[Rejection]:
+    """Why the families' first choices do not go together: one rejection per problem of each pair."""
+    return [Rejection(candidate=f"{a.label} + {b.label}", reasons=[p], rules=["shared_nvidia"])
+            for a_i, a in enumerate(first) for b in first[a_i + 1:] for p in pairs.problems(a, b)]
 
 
 def unknown_pins(c: Candidate, targets: list[Target]) -> str | None:

@@ -5,11 +5,8 @@ the machine the image will run on.
 """
 from __future__ import annotations
 
-import os
 import platform as _platform
-import re
 import sys
-from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
@@ -98,35 +95,10 @@ def from_environment(env: Environment, matrix: Matrix, name: str = "this machine
 
 def from_flags(matrix: Matrix, *, driver: str | None, gpus: list[str], python: str | None,
                platform: str | None, cuda_toolkit: str | None, base: Target | None = None) -> Target:
-    """A Target from command-line flags, over ``base`` (the live machine) where a flag is absent."""
-    from cudamatrix.matrix.query import find_gpu, suggest_gpus
-
-    if driver is not None:
-        parts = driver.strip().split(".")
-        if not all(p.isdigit() for p in parts) or not parts[0]:
-            raise UsageError(f"--driver {driver!r} is not a driver version", hint="e.g. --driver 535.104.05")
-    if platform is not None and platform not in PLATFORMS:
-        raise UsageError(f"--platform {platform!r} is not known", hint=f"one of: {', '.join(PLATFORMS)}")
-    if cuda_toolkit is not None:
-        try:
-            Version(cuda_toolkit)
-        except InvalidVersion:
-            raise UsageError(f"--cuda-toolkit {cuda_toolkit!r} is not a version", hint="e.g. 12.4") from None
-    target_gpus = []
-    for text in gpus:
-        try:
-            cc = normalize_cc(text)
-            target_gpus.append(TargetGpu(cc, None))
-            continue
-        except ValueError:
-            pass
-        gpu = find_gpu(matrix, text)
-        if gpu is None:
-            close = suggest_gpus(matrix, text)
-            raise UsageError(f"--gpu {text!r}: no GPU of that name in the matrix",
-                             hint=("did you mean: " + ", ".join(repr(c) for c in close)) if close
-                             else "give the compute capability instead, e.g. --gpu 8.6 or --gpu sm_86")
-        target_gpus.append(TargetGpu(gpu.compute_capability, gpu.name))
+    """A Target from command-line flags, over ``base`` (the live machine) where a flag is absent.
+    Raises UsageError for a value that is not a driver version, a platform, a version or a GPU."""
+    _check_flags(driver, platform, cuda_toolkit)
+    target_gpus = [_flag_gpu(matrix, text) for text in gpus]
     base = base or Target(name="target")
     return Target(
         name="target" if (driver or gpus or python or platform) else base.name,
@@ -139,114 +111,32 @@ def from_flags(matrix: Matrix, *, driver: str | None, gpus: list[str], python: s
     )
 
 
-# Turning command-line options (or fix()'s arguments) into Environments and Targets: one home for
-# doctor, solve, lock, check, env and fix.
-_VERSIONISH = re.compile(r"^\d+(\.\d+){0,2}$")
+def _check_flags(driver: str | None, platform: str | None, cuda_toolkit: str | None) -> None:
+    if driver is not None:
+        parts = driver.strip().split(".")
+        if not all(p.isdigit() for p in parts) or not parts[0]:
+            raise UsageError(f"--driver {driver!r} is not a driver version", hint="e.g. --driver 535.104.05")
+    if platform is not None and platform not in PLATFORMS:
+        raise UsageError(f"--platform {platform!r} is not known", hint=f"one of: {', '.join(PLATFORMS)}")
+    if cuda_toolkit is not None:
+        try:
+            Version(cuda_toolkit)
+        except InvalidVersion:
+            raise UsageError(f"--cuda-toolkit {cuda_toolkit!r} is not a version", hint="e.g. 12.4") from None
 
 
-@record
-class Resolved:
-    """The Targets to solve for, and the environments they came from."""
-
-    targets: list[Target]
-    installed: Environment | None  # the environment whose installed set counts (minimal change)
-    environments: list[Environment]
-
-
-def split_python(value: str | None) -> tuple[str | None, str | None]:
-    """--python takes a version (a target's Python) or a path (an interpreter to inspect)."""
-    if value is None:
-        return None, None
-    if _VERSIONISH.match(value.strip()):
-        return value.strip(), None
-    return None, value
-
-
-FLEET_INDEX = "fleet.json"  # written by `fleet gather` beside the node files; not itself an environment
-
-
-def env_paths(env_files: list[Path]) -> list[Path]:
-    """``--env`` values with every folder replaced by its node files: the files ``fleet.json`` lists when it
-    is there (a `fleet gather` output), otherwise every ``*.json`` in it, sorted. Raises UsageError for a
-    folder without node files or a ``fleet.json`` naming a file outside its folder."""
-    out: list[Path] = []
-    for path in env_files:
-        path = Path(path)
-        if not path.is_dir():
-            out.append(path)
-            continue
-        index = path / FLEET_INDEX
-        found = _listed_nodes(path, index) if index.is_file() else \
-            [path / name for name in sorted(n for n in os.listdir(path) if n.endswith(".json") and n != FLEET_INDEX)]
-        out += found
-        if not found:
-            raise UsageError(f"--env {path}: no node files (*.json) in this folder",
-                             hint="gather them with: cudamatrix fleet gather -o DIR")
-    return out
-
-
-def _listed_nodes(folder: Path, index: Path) -> list[Path]:
-    import json
+def _flag_gpu(matrix: Matrix, text: str) -> TargetGpu:
+    """A ``--gpu`` value: a compute capability (``8.6``, ``sm_86``) or a GPU name the matrix knows."""
+    from cudamatrix.matrix.query import find_gpu, suggest_gpus
 
     try:
-        doc = json.loads(index.read_bytes()[:64 * 1024 * 1024].decode("utf-8"))
-        files = [node["file"] for node in doc["nodes"]]
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
-        raise UsageError(f"{index}: not a fleet index ({type(exc).__name__}: {exc})",
-                         hint="regenerate it with `cudamatrix fleet gather`, or remove it to read every *.json") \
-            from None
-    out = []
-    for name in files:
-        # only plain file names: an index must not point outside its folder
-        if not isinstance(name, str) or Path(name).name != name or name in ("", ".", ".."):
-            raise UsageError(f"{index}: nodes[].file {name!r} is not a file name in {folder}")
-        out.append(folder / name)
-    return out
-
-
-def environments(env_files: list[Path], from_files: list[str], interpreter: str | None) -> list[Environment]:
-    """Saved, pasted or live environments. ``--env`` may name folders of node files (see :func:`env_paths`).
-    Raises UsageError for contradictory options."""
-    from cudamatrix.detect import detect, from_report_files, load_environment
-
-    if env_files and from_files:
-        raise UsageError("--env and --from cannot be combined",
-                         hint="--env reads saved `detect --json` files; --from reads pasted tool outputs")
-    if env_files:
-        return [load_environment(str(p)) for p in env_paths(env_files)]
-    if from_files:
-        return [from_report_files(from_files)]
-    return [detect(python=interpreter)]
-
-
-def resolve(matrix: Matrix, *, env_files: list[Path], from_files: list[str] | None = None,
-            driver: str | None, gpus: list[str], python: str | None, platform: str | None,
-            cuda_toolkit: str | None, need_installed: bool = False) -> Resolved:
-    """Targets and the installed environment for a command's options.
-
-    Flags alone describe a machine you are not on (a Dockerfile's target): nothing is detected here, unless
-    ``--python PATH`` names an interpreter whose installed set counts or ``need_installed`` asks for the
-    live one. With ``--env``, flags override the saved machine's facts.
-    """
-    py_version, interpreter = split_python(python)
-    env_files = env_paths(env_files)  # folders of node files count as their files
-    flags = any([driver, gpus, py_version, platform, cuda_toolkit])
-    if flags and len(env_files) > 1:
-        raise UsageError("target flags (--driver/--gpu/--python/--platform) cannot be combined with several --env "
-                         "files", hint="describe each machine in its own saved environment")
-    if flags and not env_files and not from_files and interpreter is None and not need_installed:
-        target = from_flags(matrix, driver=driver, gpus=gpus, python=py_version, platform=platform,
-                            cuda_toolkit=cuda_toolkit, base=Target(name="target"))
-        return Resolved([target], None, [])
-    envs = environments(env_files, from_files or [], interpreter)
-    names = [Path(p).stem for p in env_files] if env_files else (["the pasted machine"] if from_files
-                                                                  else ["this machine"])
-    targets = []
-    for env, name in zip(envs, names, strict=False):
-        base = from_environment(env, matrix, name=name)
-        if flags:
-            base = from_flags(matrix, driver=driver, gpus=gpus, python=py_version, platform=platform,
-                              cuda_toolkit=cuda_toolkit, base=base)
-        targets.append(base)
-    installed = envs[0] if len(envs) == 1 else None
-    return Resolved(targets, installed, envs)
+        return TargetGpu(normalize_cc(text), None)
+    except ValueError:
+        pass
+    gpu = find_gpu(matrix, text)
+    if gpu is None:
+        close = suggest_gpus(matrix, text)
+        raise UsageError(f"--gpu {text!r}: no GPU of that name in the matrix",
+                         hint=("did you mean: " + ", ".join(repr(c) for c in close)) if close
+                         else "give the compute capability instead, e.g. --gpu 8.6 or --gpu sm_86")
+    return TargetGpu(gpu.compute_capability, gpu.name)

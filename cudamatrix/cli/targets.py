@@ -1,0 +1,84 @@
+"""Command-line options -> Environments and Targets: one home for doctor, solve, lock, check, env and fix.
+
+The library's stages take values (:func:`cudamatrix.solve.target.from_flags` takes a driver, GPUs, a Python, a
+platform); what to detect, read or load for a command's options is decided here.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from cudamatrix.errors import UsageError
+from cudamatrix.fleet.nodes import env_paths
+from cudamatrix.matrix.data import Matrix
+from cudamatrix.models import Environment
+from cudamatrix.schema import record
+from cudamatrix.solve.target import Target, from_environment, from_flags
+
+_VERSIONISH = re.compile(r"^\d+(\.\d+){0,2}$")
+
+
+@record
+class Resolved:
+    """The Targets to solve for, and the environments they came from."""
+
+    targets: list[Target]
+    installed: Environment | None  # the environment whose installed set counts (minimal change)
+    environments: list[Environment]
+
+
+def split_python(value: str | None) -> tuple[str | None, str | None]:
+    """--python takes a version (a target's Python) or a path (an interpreter to inspect)."""
+    if value is None:
+        return None, None
+    if _VERSIONISH.match(value.strip()):
+        return value.strip(), None
+    return None, value
+
+
+def environments(env_files: list[Path], from_files: list[str], interpreter: str | None) -> list[Environment]:
+    """Saved, pasted or live environments. ``--env`` may name folders of node files (see :func:`env_paths`).
+    Raises UsageError for contradictory options."""
+    from cudamatrix.detect import detect, from_report_files, load_environment
+
+    if env_files and from_files:
+        raise UsageError("--env and --from cannot be combined",
+                         hint="--env reads saved `detect --json` files; --from reads pasted tool outputs")
+    if env_files:
+        return [load_environment(str(p)) for p in env_paths(env_files)]
+    if from_files:
+        return [from_report_files(from_files)]
+    return [detect(python=interpreter)]
+
+
+def resolve(matrix: Matrix, *, env_files: list[Path], from_files: list[str] | None = None,
+            driver: str | None, gpus: list[str], python: str | None, platform: str | None,
+            cuda_toolkit: str | None, need_installed: bool = False) -> Resolved:
+    """Targets and the installed environment for a command's options.
+
+    Flags alone describe a machine you are not on (a Dockerfile's target): nothing is detected here, unless
+    ``--python PATH`` names an interpreter whose installed set counts or ``need_installed`` asks for the
+    live one. With ``--env``, flags override the saved machine's facts.
+    """
+    py_version, interpreter = split_python(python)
+    env_files = env_paths(env_files)  # folders of node files count as their files
+    flags = any([driver, gpus, py_version, platform, cuda_toolkit])
+    if flags and len(env_files) > 1:
+        raise UsageError("target flags (--driver/--gpu/--python/--platform) cannot be combined with several --env "
+                         "files", hint="describe each machine in its own saved environment")
+    if flags and not env_files and not from_files and interpreter is None and not need_installed:
+        target = from_flags(matrix, driver=driver, gpus=gpus, python=py_version, platform=platform,
+                            cuda_toolkit=cuda_toolkit, base=Target(name="target"))
+        return Resolved([target], None, [])
+    envs = environments(env_files, from_files or [], interpreter)
+    names = [Path(p).stem for p in env_files] if env_files else (["the pasted machine"] if from_files
+                                                                  else ["this machine"])
+    targets = []
+    for env, name in zip(envs, names, strict=False):
+        base = from_environment(env, matrix, name=name)
+        if flags:
+            base = from_flags(matrix, driver=driver, gpus=gpus, python=py_version, platform=platform,
+                              cuda_toolkit=cuda_toolkit, base=base)
+        targets.append(base)
+    installed = envs[0] if len(envs) == 1 else None
+    return Resolved(targets, installed, envs)

@@ -1,0 +1,50 @@
+"""A fleet's node files: a folder of saved environments (``detect --json``), as ``fleet gather`` writes it with its
+index ``fleet.json``, or any folder of ``*.json`` files. Reads the folder and the index; the caller loads the node
+files."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from cudamatrix.errors import UsageError
+
+FLEET_INDEX = "fleet.json"  # written by `fleet gather` beside the node files; not itself an environment
+
+
+def env_paths(env_files: list[Path]) -> list[Path]:
+    """``--env`` values with every folder replaced by its node files: the files ``fleet.json`` lists when it
+    is there (a `fleet gather` output), otherwise every ``*.json`` in it, sorted. Raises UsageError for a
+    folder without node files or a ``fleet.json`` naming a file outside its folder."""
+    out: list[Path] = []
+    for path in env_files:
+        path = Path(path)
+        if not path.is_dir():
+            out.append(path)
+            continue
+        index = path / FLEET_INDEX
+        found = _listed_nodes(path, index) if index.is_file() else \
+            [path / name for name in sorted(n for n in os.listdir(path) if n.endswith(".json") and n != FLEET_INDEX)]
+        out += found
+        if not found:
+            raise UsageError(f"--env {path}: no node files (*.json) in this folder",
+                             hint="gather them with: cudamatrix fleet gather -o DIR")
+    return out
+
+
+def _listed_nodes(folder: Path, index: Path) -> list[Path]:
+    import json
+
+    try:
+        doc = json.loads(index.read_bytes()[:64 * 1024 * 1024].decode("utf-8"))
+        files = [node["file"] for node in doc["nodes"]]
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"{index}: not a fleet index ({type(exc).__name__}: {exc})",
+                         hint="regenerate it with `cudamatrix fleet gather`, or remove it to read every *.json") \
+            from None
+    out = []
+    for name in files:
+        # only plain file names: an index must not point outside its folder
+        if not isinstance(name, str) or Path(name).name != name or name in ("", ".", ".."):
+            raise UsageError(f"{index}: nodes[].file {name!r} is not a file name in {folder}")
+        out.append(folder / name)
+    return out
