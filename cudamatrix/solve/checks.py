@@ -49,20 +49,39 @@ def _local_key(variant: str) -> Version:
     return Version(f"0+{variant}")
 
 
+class _Indexes:
+    """What a requirements file's index lines serve: the torch variants of the PyTorch index folders it names
+    (``.../whl/cu126``), whether the default index is in use, and its find-links pages on the PyTorch index."""
+
+    def __init__(self, parsed: RequirementsFile, mirror: str | None) -> None:
+        self.parsed = parsed
+        self.urls = ([parsed.index_url] if parsed.index_url else []) + parsed.extra_index_urls
+        self.served = [v for v in (_variant_of_url(u, mirror) for u in self.urls) if v]
+        self.unknown = [u for u in self.urls if _variant_of_url(u, mirror) is None]
+        self.default = parsed.index_url is None and not parsed.no_index
+        self.flat = [f for f in parsed.find_links if f.startswith(PYTORCH_INDEX_PREFIX) or
+                     (mirror and f.startswith(mirror.rstrip("/")))]
+
+    def problem(self, req: Requirement) -> str | None:
+        """An index whose torch builds are not known."""
+        if self.unknown:
+            return (f"{req}: which torch build {self.unknown[0]} serves is not known (a mirror of the PyTorch index? "
+                    f"pass --mirror URL)")
+        if self.parsed.find_links and not self.flat:
+            return f"{req}: what {self.parsed.find_links[0]} (a --find-links page) offers is not known"
+        return None
+
+    def offers(self, v: Variant) -> bool:
+        return v.name in self.served or bool(self.flat)
+
+
 def _torch_build(matrix: Matrix, req: Requirement, parsed: RequirementsFile, targets: list[Target],
                  mirror: str | None) -> tuple[str | None, str | None]:
     """(the exact ``torch==X+local`` pip would install from this file's indexes, or a problem sentence)."""
-    indexes = ([parsed.index_url] if parsed.index_url else []) + parsed.extra_index_urls
-    served = [v for v in (_variant_of_url(u, mirror) for u in indexes) if v]
-    unknown = [u for u in indexes if _variant_of_url(u, mirror) is None]
-    default = parsed.index_url is None and not parsed.no_index
-    flat = [f for f in parsed.find_links if f.startswith(PYTORCH_INDEX_PREFIX) or
-            (mirror and f.startswith(mirror.rstrip("/")))]
-    if unknown:
-        return None, (f"{req}: which torch build {unknown[0]} serves is not known (a mirror of the PyTorch index? "
-                      f"pass --mirror URL)")
-    if parsed.find_links and not flat:
-        return None, f"{req}: what {parsed.find_links[0]} (a --find-links page) offers is not known"
+    ix = _Indexes(parsed, mirror)
+    problem = ix.problem(req)
+    if problem:
+        return None, problem
     local_asked = {s.version.partition("+")[2] for s in req.specifier if "+" in s.version}
     releases = [r for r in matrix.frameworks("torch")
                 if req.specifier.contains(str(r.version), prereleases=True) or
@@ -71,26 +90,36 @@ def _torch_build(matrix: Matrix, req: Requirement, parsed: RequirementsFile, tar
     for release in sorted(releases, key=lambda r: r.version, reverse=True):
         if pythons and release.python and not pythons <= set(release.python):
             continue  # pip skips releases without a wheel for the target's Python
-        options: list[Variant] = []
-        for v in release.variants:
-            if local_asked and v.name not in local_asked:
-                continue
-            if v.name in served or flat:
-                options.append(v)
-            elif default and not local_asked and v.pypi_default:
-                if any(t.platform != "linux_x86_64" for t in targets):
-                    plats = sorted({t.platform for t in targets} - {"linux_x86_64"})
-                    return None, (f"{req}: which build of torch {release.version} the default index serves for "
-                                  f"{', '.join(plats)} is not in the matrix")
-                options.append(v)
-        if default and not local_asked and not options and not any(v.pypi_default for v in release.variants):
-            return None, f"{req}: which build of torch {release.version} the default index serves is not in the matrix"
-        if options:
-            # a local version sorts above the plain one, and cu128 above cu126: pip takes the highest
-            best = max(options, key=lambda v: (v.name in served or bool(flat), _local_key(v.name)))
-            return f"torch=={release.version}{best.local_version or '+' + best.name}", None
-    where = ", ".join(indexes + parsed.find_links) or "the default index"
+        text, problem = _release_build(release, req, ix, local_asked, targets)
+        if text or problem:
+            return text, problem
+    where = ", ".join(ix.urls + parsed.find_links) or "the default index"
     return None, f"{req}: no torch build in the matrix matches it on {where}"
+
+
+def _release_build(release: FrameworkRelease, req: Requirement, ix: _Indexes, local_asked: set[str],
+                   targets: list[Target]) -> tuple[str | None, str | None]:
+    """The build of one release pip takes from these indexes (a local version sorts above the plain one, and
+    cu128 above cu126: pip takes the highest), a problem, or (None, None) when they serve none of it."""
+    plain_default = ix.default and not local_asked
+    options: list[Variant] = []
+    for v in release.variants:
+        if local_asked and v.name not in local_asked:
+            continue
+        if ix.offers(v):
+            options.append(v)
+        elif plain_default and v.pypi_default:
+            other = sorted({t.platform for t in targets} - {"linux_x86_64"})
+            if other:
+                return None, (f"{req}: which build of torch {release.version} the default index serves for "
+                              f"{', '.join(other)} is not in the matrix")
+            options.append(v)
+    if plain_default and not options and not any(v.pypi_default for v in release.variants):
+        return None, f"{req}: which build of torch {release.version} the default index serves is not in the matrix"
+    if not options:
+        return None, None
+    best = max(options, key=lambda v: (ix.offers(v), _local_key(v.name)))
+    return f"torch=={release.version}{best.local_version or '+' + best.name}", None
 
 
 def _file_request(matrix: Matrix, parsed: RequirementsFile, targets: list[Target], mirror: str | None,
@@ -111,23 +140,39 @@ def _file_request(matrix: Matrix, parsed: RequirementsFile, targets: list[Target
                 extras = f"[{','.join(sorted(req.extras))}]" if req.extras else ""
                 texts.append(torch_text.replace("torch", f"torch{extras}", 1))
     local = torch_text.partition("+")[2] if torch_text else ""
+    has_torch = any(canonicalize_name(r.name) == "torch" for r in parsed.requirements)
     for req in parsed.requirements:
         cname = canonicalize_name(req.name)
-        if cname in ("torchvision", "torchaudio") and not any(canonicalize_name(r.name) == "torch"
-                                                              for r in parsed.requirements):
+        if cname in ("torchvision", "torchaudio") and not has_torch:
             problems.append(f"{req}: the file pins no torch, so which torch build pip pairs it with is not known "
                             f"(add the torch line the image installs)")
         elif cname in ("torchvision", "torchaudio") and local:
-            specs = []
-            for s in req.specifier:
-                version = s.version
-                if s.operator == "==" and "+" not in version and "*" not in version:
-                    version = f"{version}+{local}"
-                specs.append(f"{s.operator}{version}")
-            texts.append(f"{req.name}{','.join(specs)}")
+            texts.append(_with_local(req, local))
         elif cname in FRAMEWORK_DISTS and cname not in TORCH_DISTS:
             texts.append(str(req))
     return texts, nvidia
+
+
+def _with_local(req: Requirement, local: str) -> str:
+    """A companion requirement whose exact pins carry torch's local version (pip installs them from the same
+    index folder: ``torchvision==0.20.1`` -> ``torchvision==0.20.1+cu121``)."""
+    specs = []
+    for s in req.specifier:
+        version = s.version
+        if s.operator == "==" and "+" not in version and "*" not in version:
+            version = f"{version}+{local}"
+        specs.append(f"{s.operator}{version}")
+    return f"{req.name}{','.join(specs)}"
+
+
+def _installed_request(installed: Environment) -> list[str]:
+    """The installed frameworks as exact requirements; the installed torch build is the one detected (a plain
+    "2.5.1" from the default index is one variant)."""
+    texts = [f"{n}=={installed.packages[n]}" for n in FRAMEWORK_DISTS if n in installed.packages]
+    build = next((f.variant for f in installed.frameworks if f.name == "torch" and f.variant), None)
+    if build:
+        texts = [f"{t}+{build}" if t.split("==")[0] in TORCH_DISTS and "+" not in t else t for t in texts]
+    return texts
 
 
 def check_requirements(matrix: Matrix, targets: list[Target], installed: Environment | None,
@@ -138,18 +183,14 @@ def check_requirements(matrix: Matrix, targets: list[Target], installed: Environ
     ``text`` is a requirements file's content; None checks the installed frameworks instead.
     """
     problems: list[str] = []
+    nvidia: list[Requirement] = []
     if text is not None:
         parsed = parse_requirements(text, name or "requirements")
         texts, nvidia = _file_request(matrix, parsed, targets, mirror, problems)
+    elif installed is None:
+        return {"fits": False, "checked": [], "problems": ["no installed environment to check"], "ways_out": []}
     else:
-        if installed is None:
-            return {"fits": False, "checked": [], "problems": ["no installed environment to check"], "ways_out": []}
-        nvidia = []
-        texts = [f"{n}=={installed.packages[n]}" for n in FRAMEWORK_DISTS if n in installed.packages]
-        # the installed torch build is the one detected (a plain "2.5.1" from the default index is one variant)
-        build = next((f.variant for f in installed.frameworks if f.name == "torch" and f.variant), None)
-        if build:
-            texts = [f"{t}+{build}" if t.split("==")[0] in TORCH_DISTS and "+" not in t else t for t in texts]
+        texts = _installed_request(installed)
     result: dict = {"checked": texts, "targets": [t.describe() for t in targets], "problems": problems,
                     "ways_out": []}
     if problems:
@@ -158,26 +199,15 @@ def check_requirements(matrix: Matrix, targets: list[Target], installed: Environ
     if not texts:
         result.update(fits=True, note="no framework requirement to check")
         return result
-    request = parse_request(texts)
     try:
-        solution = solve(targets, request, matrix, installed=None)
+        solution = solve(targets, parse_request(texts), matrix, installed=None)
     except NoSolution as exc:
         result["fits"] = False
         result["problems"] = [c.message + (f" (blocks: {', '.join(c.machines)})" if c.machines else "")
                               for c in exc.causes]
         result["ways_out"] = _index_ways_out(matrix, texts, targets) + [w.message for w in exc.ways_out]
         return result
-    # nvidia-* pins in the file must agree with what the chosen builds declare
-    wanted = {p.name: p.version for p in solution.packages if p.name.startswith("nvidia-")}
-    for req in nvidia:
-        cname = str(canonicalize_name(req.name))
-        if cname in wanted and req.specifier and not req.specifier.contains(wanted[cname], prereleases=True):
-            result["problems"].append(f"{req} disagrees with the framework's own pin {cname}=={wanted[cname]}")
-        elif cname not in wanted and wanted:
-            keys = {rules.library_key(n) for n in wanted}
-            if rules.library_key(cname) in keys:
-                result["problems"].append(f"{req} is another CUDA major of a library the framework pins "
-                                          f"(both install the same files)")
+    result["problems"] += _nvidia_problems(solution, nvidia)
     result["fits"] = not result["problems"]
     result["solution"] = solution.to_dict()
     result["unverified"] = list(solution.unverified)
@@ -186,6 +216,21 @@ def check_requirements(matrix: Matrix, targets: list[Target], installed: Environ
     result["python_in_image"] = python_note
     result["nvidia_require_cuda"] = nvidia_require_cuda(solution, matrix, targets)
     return result
+
+
+def _nvidia_problems(solution: Solution, nvidia: list[Requirement]) -> list[str]:
+    """The file's nvidia-* pins that disagree with what the chosen builds declare, or that are another CUDA major
+    of a library they pin (both install the same files)."""
+    wanted = {p.name: p.version for p in solution.packages if p.name.startswith("nvidia-")}
+    keys = {rules.library_key(n) for n in wanted}
+    out = []
+    for req in nvidia:
+        cname = str(canonicalize_name(req.name))
+        if cname in wanted and req.specifier and not req.specifier.contains(wanted[cname], prereleases=True):
+            out.append(f"{req} disagrees with the framework's own pin {cname}=={wanted[cname]}")
+        elif cname not in wanted and wanted and rules.library_key(cname) in keys:
+            out.append(f"{req} is another CUDA major of a library the framework pins (both install the same files)")
+    return out
 
 
 def _index_ways_out(matrix: Matrix, texts: list[str], targets: list[Target]) -> list[str]:

@@ -123,35 +123,43 @@ def parse_requirements(text: str, name: str) -> RequirementsFile:
     """
     out = RequirementsFile()
     for number, line in _logical_lines(text):
-        if not line:
-            continue
         if line.startswith("-"):
-            try:
-                parts = shlex.split(line.replace("=", " ", 1) if line.startswith("--") else line)
-            except ValueError:
-                raise UsageError(f"{name}:{number}: cannot parse {line!r}") from None
-            opt, args = parts[0], parts[1:]
-            if len(opt) > 2 and opt[:2] in ("-i", "-f") and not opt.startswith("--"):
-                opt, args = opt[:2], [opt[2:]] + args  # "-ihttps://..." as pip allows
-            if opt in ("-i", "--index-url") and args:
-                out.index_url = args[0]
-            elif opt == "--extra-index-url" and args:
-                out.extra_index_urls.append(args[0])
-            elif opt in ("-f", "--find-links") and args:
-                out.find_links.append(args[0])
-            elif opt == "--no-index":
-                out.no_index = True
-            elif opt in ("-r", "--requirement", "-c", "--constraint", "-e", "--editable"):
-                raise UsageError(f"{name}:{number}: {opt} is not supported by check; flatten the file first")
-            continue
-        words = line.split()
-        cut = next((i for i, w in enumerate(words) if w.startswith(_REQ_OPTIONS)), len(words))
-        spec, options = " ".join(words[:cut]), words[cut:]
-        try:
-            req = Requirement(spec)
-        except InvalidRequirement as exc:
-            raise UsageError(f"{name}:{number}: cannot parse requirement {spec!r}: {exc}") from None
-        out.requirements.append(req)
-        if any(o.startswith("--hash") for o in options):
-            out.hashed.append(req.name)
+            _option_line(out, line, f"{name}:{number}")
+        elif line:
+            _requirement_line(out, line, f"{name}:{number}")
     return out
+
+
+def _option_line(out: RequirementsFile, line: str, where: str) -> None:
+    """An option line: the index options pip reads from a file; an include or an editable is refused."""
+    try:
+        parts = shlex.split(line.replace("=", " ", 1) if line.startswith("--") else line)
+    except ValueError:
+        raise UsageError(f"{where}: cannot parse {line!r}") from None
+    opt, args = parts[0], parts[1:]
+    if len(opt) > 2 and opt[:2] in ("-i", "-f") and not opt.startswith("--"):
+        opt, args = opt[:2], [opt[2:]] + args  # "-ihttps://..." as pip allows
+    if opt in ("-i", "--index-url") and args:
+        out.index_url = args[0]
+    elif opt == "--extra-index-url" and args:
+        out.extra_index_urls.append(args[0])
+    elif opt in ("-f", "--find-links") and args:
+        out.find_links.append(args[0])
+    elif opt == "--no-index":
+        out.no_index = True
+    elif opt in ("-r", "--requirement", "-c", "--constraint", "-e", "--editable"):
+        raise UsageError(f"{where}: {opt} is not supported by check; flatten the file first")
+
+
+def _requirement_line(out: RequirementsFile, line: str, where: str) -> None:
+    """A requirement, with the per-requirement options after it (``--hash`` marks it as hashed)."""
+    words = line.split()
+    cut = next((i for i, w in enumerate(words) if w.startswith(_REQ_OPTIONS)), len(words))
+    spec, options = " ".join(words[:cut]), words[cut:]
+    try:
+        req = Requirement(spec)
+    except InvalidRequirement as exc:
+        raise UsageError(f"{where}: cannot parse requirement {spec!r}: {exc}") from None
+    out.requirements.append(req)
+    if any(o.startswith("--hash") for o in options):
+        out.hashed.append(req.name)
