@@ -305,32 +305,50 @@ def _restore(python, before, tool, index_options, say, wheels=None):
         return [], d
     say("restore", "restoring the starting set")
     current = {x.name for x in now}
-    drop = [x.name for x in d["added"]] + [x.name for x in d["changed"] if x.name in current]
-    if drop:
-        argv = (["uv", "pip", "uninstall", "--python", python] if tool == "uv"
-                else [python, "-m", "pip", "uninstall", "-y"]) + drop
-        say("restore", "uninstall " + " ".join(drop))
-        proc.run(argv, timeout=RESTORE_TIMEOUT_S)
+    _uninstall(python, tool, [x.name for x in d["added"]] + [x.name for x in d["changed"] if x.name in current], say)
     back = d["removed"] + d["changed"]
     base = (["uv", "pip", "install", "--python", python] if tool == "uv"
             else [python, "-m", "pip", "install"]) + ["--no-deps"]
-    saved = {x.name for x in back if not x.source and wheels is not None and _saved(wheels, x)}
-    if saved:
-        say("restore", "reinstall from the saved wheels: " + ", ".join(sorted(saved)))
-        proc.run(base + ["--no-index", "--find-links", str(wheels)] +
-                 [f"{x.name}=={x.version}" for x in back if x.name in saved], timeout=RESTORE_TIMEOUT_S)
-    back_remote = [x for x in back if x.name not in saved]
-    if back_remote:
-        reqs = [_requirement(x) for x in back_remote]
-        say("restore", "reinstall " + ", ".join(f"{x.name} {x.version}" for x in back_remote))
-        r = proc.run(base + index_options + [a for req in reqs for a in req], timeout=RESTORE_TIMEOUT_S)
-        if not r.ok:  # one by one, to put back as much as can be
-            for req in reqs:
-                proc.run(base + index_options + req, timeout=RESTORE_TIMEOUT_S)
+    saved = _reinstall_saved(base, back, wheels, say)
+    _reinstall(base + index_options, [x for x in back if x.name not in saved], say)
     final = snapshot(python)
     left = diff(before, final)
     still = {x.name for k in left.values() for x in k}
     return [x for x in d["added"] + back if x.name not in still], left
+
+
+def _uninstall(python: str, tool: str, drop: list[str], say) -> None:
+    """Uninstall what the change added or replaced (restore)."""
+    if not drop:
+        return
+    argv = (["uv", "pip", "uninstall", "--python", python] if tool == "uv"
+            else [python, "-m", "pip", "uninstall", "-y"]) + drop
+    say("restore", "uninstall " + " ".join(drop))
+    proc.run(argv, timeout=RESTORE_TIMEOUT_S)
+
+
+def _reinstall_saved(argv: list[str], back: list[InstalledDist], wheels, say) -> set[str]:
+    """Reinstall from the journal's saved wheels (``--no-index``: no network) what was saved there; returns the
+    names it covered."""
+    saved = {x.name for x in back if not x.source and wheels is not None and _saved(wheels, x)}
+    if saved:
+        say("restore", "reinstall from the saved wheels: " + ", ".join(sorted(saved)))
+        proc.run(argv + ["--no-index", "--find-links", str(wheels)] +
+                 [f"{x.name}=={x.version}" for x in back if x.name in saved], timeout=RESTORE_TIMEOUT_S)
+    return saved
+
+
+def _reinstall(argv: list[str], dists: list[InstalledDist], say) -> None:
+    """Reinstall ``dists`` from their recorded sources or the indexes: all at once, else one by one, to put
+    back as much as can be."""
+    if not dists:
+        return
+    reqs = [_requirement(x) for x in dists]
+    say("restore", "reinstall " + ", ".join(f"{x.name} {x.version}" for x in dists))
+    r = proc.run(argv + [a for req in reqs for a in req], timeout=RESTORE_TIMEOUT_S)
+    if not r.ok:
+        for req in reqs:
+            proc.run(argv + req, timeout=RESTORE_TIMEOUT_S)
 
 
 def _saved(folder, dist: InstalledDist) -> bool:

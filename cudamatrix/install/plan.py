@@ -13,7 +13,7 @@ import sys
 from urllib.parse import urlsplit
 
 from cudamatrix.errors import UsageError
-from cudamatrix.models import Environment, Finding, Plan, Solution, Step
+from cudamatrix.models import Environment, Finding, Pin, Plan, Removal, Solution, Step
 from cudamatrix.names import canonical
 from cudamatrix.solve.indexes import mirror_url
 
@@ -144,26 +144,10 @@ def make_plan(environment: Environment, solution: Solution, *, python: str, inst
     if not nothing:
         tool = choose_installer(installer)
         tool_env = uv_env_from_pip(dict(os.environ)) if tool == "uv" else {}
-        if removed:
-            argv = installer_argv(tool, python, "uninstall") + ([] if tool == "uv" else ["-y"])
-            by_reason: dict[str, list[str]] = {}
-            for r in removed:
-                by_reason.setdefault(r.reason, []).append(f"{r.name} {r.version or ''}".rstrip())
-            steps.append(Step(kind="uninstall", argv=argv + [r.name for r in removed], timeout_s=INSTALL_TIMEOUT_S,
-                              env=tool_env, reason="uninstall " + "; ".join(f"{', '.join(names)} ({why})"
-                                                                            for why, names in by_reason.items())))
-        if pins:
-            argv = installer_argv(tool, python) + index_args(solution, mirror=mirror, allow_http=allow_http)
-            argv += [p.requirement() for p in pins]
-            changes = ", ".join(_change(environment, p) for p in pins)
-            steps.append(Step(kind="install", argv=argv, timeout_s=INSTALL_TIMEOUT_S, env=tool_env,
-                              reason=f"install the solved set with {tool}: {changes}"))
-        if again:
-            argv = installer_argv(tool, python) + index_args(solution, mirror=mirror, allow_http=allow_http)
-            argv += ["--reinstall" if tool == "uv" else "--force-reinstall", "--no-deps"] + [f"{n}=={v}" for n, v in again]
-            steps.append(Step(kind="reinstall", argv=argv, timeout_s=INSTALL_TIMEOUT_S, env=tool_env,
-                              reason="reinstall " + ", ".join(f"{n} {v}" for n, v in again)
-                                     + " to restore the files the clash overwrote"))
+        indexes = index_args(solution, mirror=mirror, allow_http=allow_http) if pins or again else []
+        steps += _uninstall_step(tool, python, removed, tool_env)
+        steps += _install_step(tool, python, environment, pins, indexes, tool_env)
+        steps += _reinstall_step(tool, python, again, indexes, tool_env)
     if solution.env:
         steps.append(Step(kind="env", env=dict(solution.env),
                           reason="library search path the solved set needs (cudamatrix env, --write-activation, "
@@ -174,6 +158,42 @@ def make_plan(environment: Environment, solution: Solution, *, python: str, inst
     plan = Plan(python=python, steps=steps, solution=solution, nothing_to_do=nothing, to_remove=removed)
     plan.remedies = remedies(findings or [], plan, environment)
     return plan
+
+
+def _uninstall_step(tool: str, python: str, removed: list[Removal], tool_env: dict[str, str]) -> list[Step]:
+    """One uninstall step for every removal, its reason grouping the names by why they go."""
+    if not removed:
+        return []
+    argv = installer_argv(tool, python, "uninstall") + ([] if tool == "uv" else ["-y"])
+    by_reason: dict[str, list[str]] = {}
+    for r in removed:
+        by_reason.setdefault(r.reason, []).append(f"{r.name} {r.version or ''}".rstrip())
+    return [Step(kind="uninstall", argv=argv + [r.name for r in removed], timeout_s=INSTALL_TIMEOUT_S,
+                 env=tool_env, reason="uninstall " + "; ".join(f"{', '.join(names)} ({why})"
+                                                               for why, names in by_reason.items()))]
+
+
+def _install_step(tool: str, python: str, environment: Environment, pins: list[Pin], indexes: list[str],
+                  tool_env: dict[str, str]) -> list[Step]:
+    """The install step of the solved set's changed pins."""
+    if not pins:
+        return []
+    argv = installer_argv(tool, python) + indexes + [p.requirement() for p in pins]
+    changes = ", ".join(_change(environment, p) for p in pins)
+    return [Step(kind="install", argv=argv, timeout_s=INSTALL_TIMEOUT_S, env=tool_env,
+                 reason=f"install the solved set with {tool}: {changes}")]
+
+
+def _reinstall_step(tool: str, python: str, again: list[tuple[str, str]], indexes: list[str],
+                    tool_env: dict[str, str]) -> list[Step]:
+    """A reinstall (no dependencies) of the clash survivors, to restore the files the clash overwrote."""
+    if not again:
+        return []
+    argv = installer_argv(tool, python) + indexes
+    argv += ["--reinstall" if tool == "uv" else "--force-reinstall", "--no-deps"] + [f"{n}=={v}" for n, v in again]
+    return [Step(kind="reinstall", argv=argv, timeout_s=INSTALL_TIMEOUT_S, env=tool_env,
+                 reason="reinstall " + ", ".join(f"{n} {v}" for n, v in again)
+                        + " to restore the files the clash overwrote")]
 
 
 def _change(environment: Environment, pin) -> str:

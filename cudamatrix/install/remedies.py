@@ -76,23 +76,45 @@ def _cuda_majors(solution: Solution) -> set[str]:
 def removals(env: Environment, solution: Solution) -> list[Removal]:
     """The installed distributions the plan uninstalls (see the module's rules), sorted by name."""
     wanted = {_canon(p.name) for p in solution.packages}
-    out: dict[str, Removal] = {}
-    jax = next((f for f in solution.frameworks if f.name == "jax"), None)
-    for name, version in env.packages.items():
-        m = _JAX_PLUGIN.match(name)
-        if jax is not None and m and f"cuda{m.group(1)}" != jax.variant and name not in wanted:
-            out[name] = Removal(name, version, f"jax {jax.version} {jax.variant} does not use the cuda{m.group(1)} "
-                                               "plugin; left installed it would load its own CUDA libraries")
+    out: dict[str, Removal] = _jax_plugins(env, solution, wanted)
     changing = {_canon(p.name) for p in solution.to_install}
     remaining = {n for n in env.packages if n not in out and n not in changing}
     declared = _declared(env, remaining) | wanted
-    majors = _cuda_majors(solution)
     if solution.frameworks:
-        for name, version in env.packages.items():
-            m = _CUDA_SUFFIX.match(name)
-            if m and name not in declared and m.group(1) not in majors:
-                out[name] = Removal(name, version, f"CUDA {m.group(1)} wheel no framework of the solved set uses "
-                                                   f"(it uses CUDA {', '.join(sorted(majors)) or 'none'})")
+        out.update(_leftover_cuda_wheels(env, solution, declared))
+    _clash_partners(env, declared, out)
+    return [out[n] for n in sorted(out)]
+
+
+def _jax_plugins(env: Environment, solution: Solution, wanted: set[str]) -> dict[str, Removal]:
+    """A JAX CUDA plugin of another CUDA major than the chosen JAX variant (JAX installation guide)."""
+    out: dict[str, Removal] = {}
+    jax = next((f for f in solution.frameworks if f.name == "jax"), None)
+    if jax is None:
+        return out
+    for name, version in env.packages.items():
+        m = _JAX_PLUGIN.match(name)
+        if m and f"cuda{m.group(1)}" != jax.variant and name not in wanted:
+            out[name] = Removal(name, version, f"jax {jax.version} {jax.variant} does not use the cuda{m.group(1)} "
+                                               "plugin; left installed it would load its own CUDA libraries")
+    return out
+
+
+def _leftover_cuda_wheels(env: Environment, solution: Solution, declared: set[str]) -> dict[str, Removal]:
+    """An nvidia-*-cuNN wheel of a CUDA major no framework of the solved set uses, which nothing declares."""
+    majors = _cuda_majors(solution)
+    out: dict[str, Removal] = {}
+    for name, version in env.packages.items():
+        m = _CUDA_SUFFIX.match(name)
+        if m and name not in declared and m.group(1) not in majors:
+            out[name] = Removal(name, version, f"CUDA {m.group(1)} wheel no framework of the solved set uses "
+                                               f"(it uses CUDA {', '.join(sorted(majors)) or 'none'})")
+    return out
+
+
+def _clash_partners(env: Environment, declared: set[str], out: dict[str, Removal]) -> None:
+    """A distribution that installs a file over a kept distribution's copy, and that nothing needs (added to
+    ``out``)."""
     for conflict in env.file_conflicts:
         names = [_canon(d.split("==")[0]) for d in conflict.distributions]
         kept = [n for n in names if n in declared and n not in out]
@@ -100,7 +122,6 @@ def removals(env: Environment, solution: Solution) -> list[Removal]:
             if kept and n not in kept and n not in declared and n not in out:
                 out[n] = Removal(n, env.packages.get(n), f"installs {conflict.path} over {kept[0]}'s copy, and "
                                                           "nothing in the solved set needs it")
-    return [out[n] for n in sorted(out)]
 
 
 def reinstalls(env: Environment, solution: Solution, removed: list[Removal], pins: list[Pin]) -> list[tuple[str, str]]:
@@ -126,50 +147,58 @@ def _named(text: str, names) -> set[str]:
 
 def remedies(findings: list[Finding], plan: Plan, env: Environment) -> list[Remedy]:
     """One Remedy per error finding: the step that fixes it, or "not fixable here: <fix> (<why>)"."""
-    # distribution -> (action, what the plan does to it)
-    touched: dict[str, tuple[Literal["uninstall", "reinstall", "install"], str]] = {}
-    for r in plan.to_remove:
-        touched[r.name] = ("uninstall", f"uninstall {r.name} {r.version or ''}".rstrip())
-    solution = plan.solution
-    changing = {}
-    for step in plan.steps:
-        if step.kind == "install" and solution is not None:
-            for p in solution.to_install:
-                if env.packages.get(_canon(p.name)) != p.version:
-                    changing[_canon(p.name)] = p.version
-        if step.kind == "reinstall":
-            for arg in step.argv:
-                name, eq, version = arg.partition("==")
-                if eq:
-                    touched.setdefault(_canon(name), ("reinstall", f"reinstall {_canon(name)} {version}"))
-    for name, version in changing.items():
-        touched.setdefault(name, ("install", f"install {name} {version}"))
-    env_step = next((s for s in plan.steps if s.kind == "env"), None)
-    framework_change = any(n in FRAMEWORK_DISTS for n in changing)
-    out = []
-    for f in findings:
-        if f.severity != "error":
-            continue
-        text = " ".join([f.title, *f.evidence])
-        if f.code in HOST:
-            out.append(Remedy(f.code, f.title, "not_fixable", f"not fixable here: {f.fix or 'see doctor'} "
-                                                              f"({HOST[f.code]})"))
-            continue
-        hits = sorted(_named(text, set(env.packages) | set(touched)) & set(touched))
-        if hits:
-            actions = [touched[n] for n in hits]
-            order = ("uninstall", "reinstall", "install")
-            action = min((a for a, _ in actions), key=order.index)
-            out.append(Remedy(f.code, f.title, action, "; ".join(d for _, d in actions)))
-        elif f.code in PATH_CODES and env_step is not None:
-            out.append(Remedy(f.code, f.title, "env", "set " + ", ".join(env_step.env) + " (cudamatrix env, or "
-                                                                                          "fix --write-activation)"))
-        elif f.code in BUILD_CODES and framework_change:
-            out.append(Remedy(f.code, f.title, "install", "install " + ", ".join(
-                f"{n} {v}" for n, v in changing.items() if n in FRAMEWORK_DISTS)))
-        else:
-            why = "the solved set leaves " + (", ".join(sorted(_named(text, env.packages))) or "it") + " as it is"
-            if f.code in PATH_CODES:
-                why = "the library search path is set outside this environment"
-            out.append(Remedy(f.code, f.title, "not_fixable", f"not fixable here: {f.fix or 'see doctor'} ({why})"))
-    return out
+    effects = _Effects(plan, env)
+    return [_remedy(f, effects, env) for f in findings if f.severity == "error"]
+
+
+class _Effects:
+    """What a plan does: each distribution it touches (the action and a few words), the versions it installs,
+    its environment step."""
+
+    ORDER = ("uninstall", "reinstall", "install")
+
+    def __init__(self, plan: Plan, env: Environment) -> None:
+        self.touched: dict[str, tuple[Literal["uninstall", "reinstall", "install"], str]] = {}
+        for r in plan.to_remove:
+            self.touched[r.name] = ("uninstall", f"uninstall {r.name} {r.version or ''}".rstrip())
+        self.changing: dict[str, str] = {}
+        for step in plan.steps:
+            if step.kind == "install" and plan.solution is not None:
+                self.changing.update({_canon(p.name): p.version for p in plan.solution.to_install
+                                      if env.packages.get(_canon(p.name)) != p.version})
+            if step.kind == "reinstall":
+                self._reinstalled(step.argv)
+        for name, version in self.changing.items():
+            self.touched.setdefault(name, ("install", f"install {name} {version}"))
+        self.env_step = next((s for s in plan.steps if s.kind == "env"), None)
+        self.framework_change = any(n in FRAMEWORK_DISTS for n in self.changing)
+
+    def _reinstalled(self, argv: list[str]) -> None:
+        for arg in argv:
+            name, eq, version = arg.partition("==")
+            if eq:
+                self.touched.setdefault(_canon(name), ("reinstall", f"reinstall {_canon(name)} {version}"))
+
+
+def _remedy(f: Finding, effects: _Effects, env: Environment) -> Remedy:
+    """The host's findings are not fixable here; else the plan's steps on the distributions the finding names,
+    its environment step for a library-path finding, its framework install for a finding about the build."""
+    if f.code in HOST:
+        return Remedy(f.code, f.title, "not_fixable", f"not fixable here: {f.fix or 'see doctor'} ({HOST[f.code]})")
+    text = " ".join([f.title, *f.evidence])
+    touched = effects.touched
+    hits = sorted(_named(text, set(env.packages) | set(touched)) & set(touched))
+    if hits:
+        actions = [touched[n] for n in hits]
+        action = min((a for a, _ in actions), key=_Effects.ORDER.index)
+        return Remedy(f.code, f.title, action, "; ".join(d for _, d in actions))
+    if f.code in PATH_CODES and effects.env_step is not None:
+        return Remedy(f.code, f.title, "env", "set " + ", ".join(effects.env_step.env) + " (cudamatrix env, or "
+                                                                                         "fix --write-activation)")
+    if f.code in BUILD_CODES and effects.framework_change:
+        return Remedy(f.code, f.title, "install", "install " + ", ".join(
+            f"{n} {v}" for n, v in effects.changing.items() if n in FRAMEWORK_DISTS))
+    why = "the solved set leaves " + (", ".join(sorted(_named(text, env.packages))) or "it") + " as it is"
+    if f.code in PATH_CODES:
+        why = "the library search path is set outside this environment"
+    return Remedy(f.code, f.title, "not_fixable", f"not fixable here: {f.fix or 'see doctor'} ({why})")

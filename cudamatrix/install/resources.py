@@ -178,10 +178,26 @@ def measure(plan: Plan, environment: Environment, environ: dict[str, str] | None
     steps = [s for s in plan.steps if s.kind in ("install", "reinstall")]
     if not steps and not plan.to_remove:
         return check
+    touched: set[str] = {r.name for r in plan.to_remove}
+    download = _download(steps, environment, environ, touched, check.unknown)
+    tool = "uv" if steps and steps[0].argv[:1] == ["uv"] else "pip"
+    site = (environment.python.site_packages or [tempfile.gettempdir()])[-1]
+    journal = sum(installed_size(d) for d in _dist_infos(environment, touched))
+    check.needs = [Need("site-packages", site, int(download * UNPACK_FACTOR * MARGIN)),
+                   Need("installer cache", cache_dir(tool, environ), int(download * MARGIN)),
+                   Need("temp", tempfile.gettempdir(), int(download * MARGIN)),
+                   Need("journal", str(state_root()), int(journal * MARGIN))]
+    check.short = _short(check.needs)
+    return check
+
+
+def _download(steps: list, environment: Environment, environ: dict[str, str], touched: set[str],
+              unknown: list[str]) -> int:
+    """The bytes the install steps download (the index's file sizes); the installed distributions they replace
+    are added to ``touched``, the pins whose size the index does not tell to ``unknown``."""
     download = 0
     tags = list(environment.python.tags)
     installed = set(environment.packages)
-    touched: set[str] = {r.name for r in plan.to_remove}
     dead: set[str] = set()
     for step in steps:
         indexes = _indexes(step.argv, environ)
@@ -194,19 +210,17 @@ def measure(plan: Plan, environment: Environment, environ: dict[str, str] | None
                 touched.add(name)
             size = next((s for s in (file_size(i, name, version, tags, dead) for i in indexes) if s is not None), None)
             if size is None:
-                check.unknown.append(f"{name}=={version}")
+                unknown.append(f"{name}=={version}")
             else:
                 download += size
-    tool = "uv" if steps and steps[0].argv[:1] == ["uv"] else "pip"
-    site = (environment.python.site_packages or [tempfile.gettempdir()])[-1]
-    journal = sum(installed_size(d) for d in _dist_infos(environment, touched))
-    check.needs = [Need("site-packages", site, int(download * UNPACK_FACTOR * MARGIN)),
-                   Need("installer cache", cache_dir(tool, environ), int(download * MARGIN)),
-                   Need("temp", tempfile.gettempdir(), int(download * MARGIN)),
-                   Need("journal", str(state_root()), int(journal * MARGIN))]
+    return download
+
+
+def _short(needs: list[Need]) -> list[str]:
+    """One sentence per file system that has less free space than the needs on it add up to."""
     by_fs: dict[int, list[Need]] = {}
     free: dict[int, int] = {}
-    for need in check.needs:
+    for need in needs:
         where = _existing(need.path)
         try:
             st = STATVFS(where)
@@ -215,12 +229,13 @@ def measure(plan: Plan, environment: Environment, environ: dict[str, str] | None
             continue
         by_fs.setdefault(dev, []).append(need)
         free[dev] = st.f_bavail * st.f_frsize
-    for dev, needs in by_fs.items():
-        total = sum(n.nbytes for n in needs)
+    out = []
+    for dev, on_fs in by_fs.items():
+        total = sum(n.nbytes for n in on_fs)
         if total > free[dev]:
-            places = ", ".join(f"{n.where} {n.path} ({gb(n.nbytes)})" for n in needs if n.nbytes)
-            check.short.append(f"{gb(total)} needed on one file system, {gb(free[dev])} free: {places}")
-    return check
+            places = ", ".join(f"{n.where} {n.path} ({gb(n.nbytes)})" for n in on_fs if n.nbytes)
+            out.append(f"{gb(total)} needed on one file system, {gb(free[dev])} free: {places}")
+    return out
 
 
 def _dist_infos(environment: Environment, names: set[str]) -> list[str]:
