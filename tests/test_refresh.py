@@ -313,3 +313,50 @@ def test_arch_specific_targets_are_written_as_the_data_writes_them():
 
     assert [cc_of(t) for t in ("sm_60", "sm_90a", "compute_90", "sm_100f", "sm_120")] == \
         ["6.0", "9.0a", "9.0", "10.0f", "12.0"]
+
+
+def _wheel(project: str, version: str, python: str, platform: str):
+    from cudamatrix.matrix.index import IndexFile
+
+    name = project.replace("-", "_")
+    filename = f"{name}-{version}-{python}-{'none' if python == 'py3' else python}-{platform}.whl"
+    return IndexFile(filename=filename, url=f"https://index.invalid/{filename}", project=project,
+                     version=Version(version), pythons=(python,), abis=("none" if python == "py3" else python,),
+                     platforms=(platform,))
+
+
+class _JaxIndex:
+    """An index holding jax 0.5.3 and 0.5.2, jaxlib 0.5.3 and 0.5.1, and the jax-cuda12-plugin 0.5.3 wheel whose
+    METADATA is the captured real one; jax's own Requires-Dist lines are constructed inputs (the jaxlib pin)."""
+
+    FILES = {"jax": [_wheel("jax", "0.5.3", "py3", "any"), _wheel("jax", "0.5.2", "py3", "any")],
+             "jaxlib": [_wheel("jaxlib", "0.5.3", "cp312", "manylinux2014_x86_64"),
+                        _wheel("jaxlib", "0.5.1", "cp311", "manylinux2014_x86_64")],
+             "jax-cuda12-plugin": [_wheel("jax-cuda12-plugin", "0.5.3", "cp312", "manylinux2014_x86_64")]}
+    REQUIRES = {("jax", "0.5.3"): ["jaxlib<=0.5.3,>=0.5.3"], ("jax", "0.5.2"): ["jaxlib<=0.5.2,>=0.5.1"],
+                ("jax-cuda12-plugin", "0.5.3"): requires("jax-cuda12-plugin-with-cuda-0.5.3")}
+
+    def project(self, name):
+        return self.FILES.get(name, [])
+
+    def metadata(self, f):
+        from cudamatrix.matrix.index import Metadata
+
+        return Metadata(f.project, str(f.version), None, self.REQUIRES[(f.project, str(f.version))], f.filename)
+
+
+def test_jax_rows_pair_jaxlib_and_read_the_plugin_variant():
+    """jaxlib pairs by jax's own pin (its version when admitted, else the newest admitted one); the cuda12 variant
+    comes from the plugin wheel's with-cuda extra (cuda and cudnn are its floors) with the pjrt pin it declares."""
+    rows = discover.jax_rows(_JaxIndex(), lambda _: None)
+    assert [(r["version"], r.get("companions"), [v["name"] for v in r["variants"]]) for r in rows] == [
+        ("0.5.3", {"jaxlib": "0.5.3"}, ["cpu", "cuda12"]), ("0.5.2", {"jaxlib": "0.5.1"}, ["cpu"])]
+    assert (rows[0]["python"], rows[0]["platforms"]) == (["3.12"], ["linux_x86_64"])
+    # no jaxlib 0.5.2 wheel: the jax wheel's own tags stand (py3, any: every Python the matrix knows, no platform)
+    assert (rows[1]["python"], rows[1]["platforms"]) == (list(discover.PYTHONS), [])
+    cuda12 = rows[0]["variants"][1]
+    assert cuda12["extra_packages"] == ["jax-cuda12-plugin==0.5.3", "jax-cuda12-pjrt==0.5.3"]
+    assert (cuda12["pip_extra"], cuda12["cuda"], cuda12["platforms"]) == ("cuda12", "12.1", ["linux_x86_64"])
+    assert "nvidia-cudnn-cu12<10.0,>=9.1" in cuda12["nvidia_pins"]
+    assert cuda12["source"].endswith("(the with-cuda extra; cuda and cudnn are its floors)")
+    assert discover.jax_rows(_JaxIndex(), lambda _: None, only={"0.5.2"})[0]["version"] == "0.5.2"

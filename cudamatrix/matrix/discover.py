@@ -353,39 +353,53 @@ def jax_rows(index: Index, log: Log, only: set[str] | None = None) -> list[dict[
         v = str(ver)
         if only is not None and v not in only:
             continue
-        lib_files = jaxlib.get(ver, [])
-        pys, plats = support(lib_files or rels[ver])
+        pys, plats = support(jaxlib.get(ver, []) or rels[ver])
         row: dict[str, Any] = {"name": "jax", "version": v, "python": pys, "platforms": plats,
                                "source": "artifact: index listing of jaxlib (wheel tags)",
                                "variants": [{"name": "cpu", "source": "artifact: jaxlib wheels on the index "
                                                                       "(the default jaxlib is the CPU build)"}]}
-        f = pick(rels[ver])
-        if f is not None:
-            spec = requirement_of(index.metadata(f).requires_dist, "jaxlib")
-            libs = [str(x) for x in sorted(jaxlib, reverse=True) if spec is None or spec.contains(x)]
-            if ver in jaxlib and (spec is None or spec.contains(ver)):
-                row["companions"] = {"jaxlib": v}
-            elif libs:
-                row["companions"] = {"jaxlib": libs[0]}
+        companion = _jaxlib_of(index, rels[ver], ver, jaxlib)
+        if companion:
+            row["companions"] = {"jaxlib": companion}
         for major, rel in plugins.items():
-            pf = pick(rel.get(ver, []))
-            if pf is None:
-                continue
-            meta = index.metadata(pf)
-            pins = cuda_pins(meta.requires_dist, extra="with-cuda")
-            pjrt = requirement_of(meta.requires_dist, f"jax-cuda{major}-pjrt")
-            extra = [f"jax-cuda{major}-plugin=={v}"]
-            exact = [s.version for s in (pjrt or []) if s.operator == "=="]
-            if exact:
-                extra.append(f"jax-cuda{major}-pjrt=={exact[0]}")
-            row["variants"].append({"name": f"cuda{major}", "pip_extra": f"cuda{major}", "nvidia_pins": pins,
-                                    "cuda": cuda_of(pins), "cudnn": cudnn_of(pins), "extra_packages": extra,
-                                    "platforms": sorted({p for f in rel[ver] for t in f.platforms
-                                                         for p in platform_of(t)}),
-                                    "source": _src(meta) + " (the with-cuda extra; cuda and cudnn are its floors)"})
+            variant = _jax_plugin_variant(index, major, rel.get(ver, []), v)
+            if variant is not None:
+                row["variants"].append(variant)
         log(f"  jax {v}: {[x['name'] for x in row['variants']]}")
         rows.append(row)
     return rows
+
+
+def _jaxlib_of(index: Index, files: list, ver, jaxlib: dict) -> str | None:
+    """The jaxlib a jax release pairs with: its own version when jax's pin admits it, else the newest jaxlib the
+    pin admits (jax's METADATA); None without a jax wheel or a matching jaxlib."""
+    f = pick(files)
+    if f is None:
+        return None
+    spec = requirement_of(index.metadata(f).requires_dist, "jaxlib")
+    if ver in jaxlib and (spec is None or spec.contains(ver)):
+        return str(ver)
+    libs = [str(x) for x in sorted(jaxlib, reverse=True) if spec is None or spec.contains(x)]
+    return libs[0] if libs else None
+
+
+def _jax_plugin_variant(index: Index, major: str, files: list, v: str) -> dict[str, Any] | None:
+    """The cudaNN variant of a jax release from its jax-cudaNN-plugin wheel: the with-cuda extra's nvidia-* pins
+    (cuda and cudnn are their floors), the plugin and pjrt wheels to install; None without a plugin wheel."""
+    pf = pick(files)
+    if pf is None:
+        return None
+    meta = index.metadata(pf)
+    pins = cuda_pins(meta.requires_dist, extra="with-cuda")
+    pjrt = requirement_of(meta.requires_dist, f"jax-cuda{major}-pjrt")
+    extra = [f"jax-cuda{major}-plugin=={v}"]
+    exact = [s.version for s in (pjrt or []) if s.operator == "=="]
+    if exact:
+        extra.append(f"jax-cuda{major}-pjrt=={exact[0]}")
+    return {"name": f"cuda{major}", "pip_extra": f"cuda{major}", "nvidia_pins": pins,
+            "cuda": cuda_of(pins), "cudnn": cudnn_of(pins), "extra_packages": extra,
+            "platforms": sorted({p for f in files for t in f.platforms for p in platform_of(t)}),
+            "source": _src(meta) + " (the with-cuda extra; cuda and cudnn are its floors)"}
 
 
 def cudnn_releases(index: Index) -> dict[str, dict[str, list[str]]]:

@@ -30,8 +30,15 @@ def merge_release(old: dict[str, Any] | None, art: dict[str, Any]) -> dict[str, 
             row[key] = list(art[key])
     if art.get("companions"):
         row["companions"] = {**row.get("companions", {}), **art["companions"]}
-    variants = {v["name"]: v for v in row.get("variants", [])}
-    order = [v["name"] for v in row.get("variants", [])]
+    row["variants"] = _merge_variants(row.get("variants", []), art)
+    return row
+
+
+def _merge_variants(published: list[dict[str, Any]], art: dict[str, Any]) -> list[dict[str, Any]]:
+    """The published variants with the artifacts' merged in by name (new ones appended); the default-index
+    wheel's variant becomes the only ``pypi_default``."""
+    variants = {v["name"]: v for v in published}
+    order = [v["name"] for v in published]
     incoming = list(art.get("variants", []))
     if art.get("default"):
         for v in variants.values():
@@ -42,17 +49,18 @@ def merge_release(old: dict[str, Any] | None, art: dict[str, Any]) -> dict[str, 
         if cur is None:
             variants[new["name"]] = {k: v for k, v in new.items() if v not in (None, [], False)}
             order.append(new["name"])
-            continue
-        for key, value in new.items():
-            if key == "source":
-                continue
-            if value not in (None, [], False):
-                cur[key] = value
-        if new.get("source") and new["source"] not in cur.get("source", ""):
-            cur["source"] = f"{cur['source']}; {new['source']}" if cur.get("source") else new["source"]
-    row["variants"] = [variants[n] for n in order]
-    return row
+        else:
+            _merge_variant(cur, new)
+    return [variants[n] for n in order]
 
+
+def _merge_variant(cur: dict[str, Any], new: dict[str, Any]) -> None:
+    """The artifact's non-empty facts over a published variant; its source appended to the variant's."""
+    for key, value in new.items():
+        if key != "source" and value not in (None, [], False):
+            cur[key] = value
+    if new.get("source") and new["source"] not in cur.get("source", ""):
+        cur["source"] = f"{cur['source']}; {new['source']}" if cur.get("source") else new["source"]
 
 
 INHERIT = ("cuda", "cudnn", "archs", "ptx", "platforms", "min_driver", "index_url")

@@ -4,6 +4,7 @@ from __future__ import annotations
 import difflib
 import re
 from functools import lru_cache
+from typing import Callable
 
 from packaging.version import InvalidVersion, Version
 
@@ -172,126 +173,171 @@ def _version_prefix(version: str, key: str) -> bool:
 
 
 def lint(matrix: Matrix) -> list[str]:
-    """Consistency problems in the data (beyond what the schema checks). Empty when clean."""
+    """Consistency problems in the data (beyond what the schema checks). Empty when clean. The checks are the
+    functions of :data:`LINTS`, asked in that order."""
+    return [problem for check in LINTS for problem in check(matrix)]
+
+
+def _sourced(where: str, source: str) -> list[str]:
+    return [f"{where}: source: empty"] if not source or not source.strip() else []
+
+
+def _duplicate(where: str, what: str, key: str, seen: set[str]) -> list[str]:
+    """"<where>: <what>: duplicate ..." when ``key`` was seen before (it is added to ``seen``)."""
+    found = key in seen
+    seen.add(key)
+    return [f"{where}: {what}"] if found else []
+
+
+def _cuda_releases(matrix: Matrix) -> list[str]:
+    """Every CUDA row sourced, once, its driver floors driver versions."""
     problems: list[str] = []
-
-    def sourced(where: str, source: str) -> None:
-        if not source or not source.strip():
-            problems.append(f"{where}: source: empty")
-
-    # CUDA
     seen: set[str] = set()
     for i, rel in enumerate(matrix.cuda.releases):
         where = f"cuda.json: releases[{i}]"
-        sourced(where, rel.source)
-        if str(rel.version) in seen:
-            problems.append(f"{where}: version: duplicate row {rel.version}")
-        seen.add(str(rel.version))
+        problems += _sourced(where, rel.source)
+        problems += _duplicate(where, f"version: duplicate row {rel.version}", str(rel.version), seen)
         for field_name in ("linux_min_driver", "windows_min_driver"):
             value = getattr(rel, field_name)
-            if value is not None:
-                try:
-                    driver_version(value)
-                except ValueError:
-                    problems.append(f"{where}: {field_name}: not a driver version: {value!r}")
+            if value is not None and not _is_driver_version(value):
+                problems.append(f"{where}: {field_name}: not a driver version: {value!r}")
+    return problems
+
+
+def _is_driver_version(value: str) -> bool:
+    try:
+        driver_version(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _cuda_floors_increase(matrix: Matrix) -> list[str]:
+    """Within a CUDA major, a newer release never needs an older driver (NVIDIA's release notes table)."""
+    problems = []
     for major in {r.version.major for r in matrix.cuda.releases}:
         rels = sorted((r for r in matrix.cuda.releases if r.version.major == major), key=lambda r: r.version)
         for field_name in ("linux_min_driver", "windows_min_driver"):
-            last = None
-            for rel in rels:
-                value = getattr(rel, field_name)
-                if value is None:
-                    continue
-                try:
-                    v = driver_version(value)
-                except ValueError:
-                    continue
-                if last and v < last[1]:
-                    problems.append(f"cuda.json: {field_name} decreases within CUDA {major}: "
-                                    f"{last[0]} needs {'.'.join(map(str, last[1]))}, {rel.version} needs {value}")
-                last = (rel.version, v)
-    for i, row in enumerate(matrix.cuda.minor_compat):
-        sourced(f"cuda.json: minor_compat[{i}]", row.source)
-    for i, branch_row in enumerate(matrix.cuda.driver_branches):
-        sourced(f"cuda.json: driver_branches[{i}]", branch_row.source)
-    toolkit_ccs = {c.rstrip("af") for r in matrix.cuda.releases for c in r.compute_capabilities}
+            problems += _floors_increase(major, rels, field_name)
+    return problems
 
-    # GPUs
+
+def _floors_increase(major: int, rels: list, field_name: str) -> list[str]:
+    problems = []
+    last = None
+    for rel in rels:
+        value = getattr(rel, field_name)
+        if value is None or not _is_driver_version(value):
+            continue
+        v = driver_version(value)
+        if last and v < last[1]:
+            problems.append(f"cuda.json: {field_name} decreases within CUDA {major}: "
+                            f"{last[0]} needs {'.'.join(map(str, last[1]))}, {rel.version} needs {value}")
+        last = (rel.version, v)
+    return problems
+
+
+def _cuda_tables_sourced(matrix: Matrix) -> list[str]:
+    return [p for i, row in enumerate(matrix.cuda.minor_compat)
+            for p in _sourced(f"cuda.json: minor_compat[{i}]", row.source)] + \
+        [p for i, branch_row in enumerate(matrix.cuda.driver_branches)
+         for p in _sourced(f"cuda.json: driver_branches[{i}]", branch_row.source)]
+
+
+def _gpus(matrix: Matrix) -> list[str]:
+    """Every architecture and GPU sourced; a GPU name or alias names one GPU; its architecture is listed and its
+    compute capability known to some CUDA release."""
+    problems = [p for i, arch in enumerate(matrix.gpus.architectures)
+                for p in _sourced(f"gpus.json: architectures[{i}]", arch.source)]
+    toolkit_ccs = {c.rstrip("af") for r in matrix.cuda.releases for c in r.compute_capabilities}
     names: dict[str, str] = {}
     arch_names = {a.name for a in matrix.gpus.architectures}
-    for i, arch in enumerate(matrix.gpus.architectures):
-        sourced(f"gpus.json: architectures[{i}]", arch.source)
     for i, gpu in enumerate(matrix.gpus.gpus):
         where = f"gpus.json: gpus[{i}]"
-        sourced(where, gpu.source)
+        problems += _sourced(where, gpu.source)
         for name in (gpu.name, *gpu.aliases):
             key = name.lower()
             if key in names and names[key] != gpu.name:
                 problems.append(f"{where}: name {name!r} also belongs to {names[key]!r}")
-            elif key in names and name != gpu.name and key == gpu.name.lower():
-                pass
             names[key] = gpu.name
         if gpu.architecture not in arch_names:
             problems.append(f"{where}: architecture: {gpu.architecture!r} is not in architectures")
         if toolkit_ccs and gpu.compute_capability.rstrip("af") not in toolkit_ccs:
             problems.append(f"{where}: compute_capability: {gpu.compute_capability} is known to no CUDA release")
+    return problems
 
-    # cuDNN
-    seen = set()
+
+def _cudnn(matrix: Matrix) -> list[str]:
+    problems: list[str] = []
+    seen: set[str] = set()
     for i, cudnn_rel in enumerate(matrix.cudnn.releases):
         where = f"cudnn.json: releases[{i}]"
-        sourced(where, cudnn_rel.source)
-        if str(cudnn_rel.version) in seen:
-            problems.append(f"{where}: version: duplicate row {cudnn_rel.version}")
-        seen.add(str(cudnn_rel.version))
+        problems += _sourced(where, cudnn_rel.source)
+        problems += _duplicate(where, f"version: duplicate row {cudnn_rel.version}", str(cudnn_rel.version), seen)
+    return problems
 
-    # Frameworks
+
+def _frameworks(matrix: Matrix) -> list[str]:
+    """Every release sourced, in its family's file, once; its Python versions versions; its variants checked."""
     cuda_versions = {r.version.release[:2] for r in matrix.cuda.releases}
+    problems: list[str] = []
     for family in FAMILY_NAMES:
-        seen = set()
+        seen: set[str] = set()
         for i, fw_rel in enumerate(matrix.frameworks(family)):
             where = f"{family}.json: releases[{i}]"
-            sourced(where, fw_rel.source)
+            problems += _sourced(where, fw_rel.source)
             if fw_rel.name != family:
                 problems.append(f"{where}: name: {fw_rel.name!r} in {family}.json")
-            if str(fw_rel.version) in seen:
-                problems.append(f"{where}: version: duplicate row {fw_rel.version}")
-            seen.add(str(fw_rel.version))
-            for p in fw_rel.python:
-                try:
-                    Version(p)
-                except InvalidVersion:
-                    problems.append(f"{where}: python: not a version: {p!r}")
-            variant_names: set[str] = set()
-            defaults = 0
-            for j, var in enumerate(fw_rel.variants):
-                vwhere = f"{where}.variants[{j}]"
-                sourced(vwhere, var.source)
-                if var.name in variant_names:
-                    problems.append(f"{vwhere}: name: duplicate variant {var.name}")
-                variant_names.add(var.name)
-                defaults += var.pypi_default
-                if var.cuda is not None and var.cuda.release[:2] not in cuda_versions:
-                    problems.append(f"{vwhere}: cuda: {var.cuda} is not in the CUDA table")
-                for k, pin in enumerate(var.nvidia_pins):
-                    from packaging.requirements import InvalidRequirement  # on first use: see names.requirement
+            problems += _duplicate(where, f"version: duplicate row {fw_rel.version}", str(fw_rel.version), seen)
+            problems += [f"{where}: python: not a version: {p!r}" for p in fw_rel.python if not _is_version(p)]
+            problems += _variants(where, fw_rel.variants, cuda_versions)
+    return problems
 
-                    try:
-                        requirement(pin)
-                    except InvalidRequirement:
-                        problems.append(f"{vwhere}.nvidia_pins[{k}]: does not parse: {pin!r}")
-            if defaults > 1:
-                problems.append(f"{where}: more than one variant is pypi_default")
 
-    # Advisories
-    seen = set()
+def _is_version(text: str) -> bool:
+    try:
+        Version(text)
+    except InvalidVersion:
+        return False
+    return True
+
+
+def _variants(where: str, variants: list, cuda_versions: set) -> list[str]:
+    """Every variant sourced and named once, of a CUDA the table holds, its nvidia-* pins requirements; at most
+    one the default index's build."""
+    problems: list[str] = []
+    variant_names: set[str] = set()
+    for j, var in enumerate(variants):
+        vwhere = f"{where}.variants[{j}]"
+        problems += _sourced(vwhere, var.source)
+        problems += _duplicate(vwhere, f"name: duplicate variant {var.name}", var.name, variant_names)
+        if var.cuda is not None and var.cuda.release[:2] not in cuda_versions:
+            problems.append(f"{vwhere}: cuda: {var.cuda} is not in the CUDA table")
+        for k, pin in enumerate(var.nvidia_pins):
+            from packaging.requirements import InvalidRequirement  # on first use: see names.requirement
+
+            try:
+                requirement(pin)
+            except InvalidRequirement:
+                problems.append(f"{vwhere}.nvidia_pins[{k}]: does not parse: {pin!r}")
+    if sum(var.pypi_default for var in variants) > 1:
+        problems.append(f"{where}: more than one variant is pypi_default")
+    return problems
+
+
+def _advisories(matrix: Matrix) -> list[str]:
+    problems: list[str] = []
+    seen: set[str] = set()
     for i, adv in enumerate(matrix.advisories.advisories):
         where = f"advisories.json: advisories[{i}]"
-        sourced(where, adv.source)
-        if adv.id in seen:
-            problems.append(f"{where}: id: duplicate {adv.id}")
-        seen.add(adv.id)
+        problems += _sourced(where, adv.source)
+        problems += _duplicate(where, f"id: duplicate {adv.id}", adv.id, seen)
     return problems
+
+
+# the checks :func:`lint` asks, in the order their problems are listed
+LINTS: list[Callable[[Matrix], list[str]]] = [_cuda_releases, _cuda_floors_increase, _cuda_tables_sourced, _gpus,
+                                              _cudnn, _frameworks, _advisories]
 
 
 def jetpack_only(matrix: Matrix, family: str, cc: str) -> Advisory | None:
