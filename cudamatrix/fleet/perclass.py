@@ -78,9 +78,8 @@ def lock_per_class(matrix: Matrix, fleet: Fleet, requirements: list[str], fmt: s
                    mirror: str | None = None) -> tuple[dict[str, str], dict]:
     """Lock files by file name, and the mapping document (``locks.json``): one lock for every class when one
     set fits the whole fleet, else one per class; classes with no consistent set are listed with their causes."""
-    from cudamatrix.solve.indexes import with_mirror
     from cudamatrix.solve.lockfile import requirements_txt, uv_project
-    from cudamatrix.solve.solver import parse_request, solve
+    from cudamatrix.solve.solver import parse_request
 
     request = parse_request(requirements, None)
     passthrough = [str(r) for r in request.passthrough]
@@ -89,34 +88,14 @@ def lock_per_class(matrix: Matrix, fleet: Fleet, requirements: list[str], fmt: s
     files: dict[str, str] = {}
     mapping: dict = {"schema_version": 1, "request": request.texts, "format": fmt, "single": False,
                      "nodes": len(fleet.names), "classes": [], "unsolved": [], "joint_causes": []}
-    solutions: dict[str, tuple] = {}
-    try:
-        joint = with_mirror(solve(fleet.targets, request, matrix), mirror)
-    except NoSolution as exc:
-        joint = None
-        mapping["joint_causes"] = exc.detail["causes"]
-    gpu_nodes = [t.name for t in fleet.targets if t.has_gpu and t.driver_usable]
-    if joint is not None and gpu_nodes and any(not f.cuda for f in joint.frameworks):
-        # the solver picks a CPU build for a fleet that has a node without a usable GPU; that build "fits"
-        # every node but wastes every GPU: the GPU classes get their own locks instead
-        mapping["joint_causes"] = [{"rule": "cpu_only", "machines": [],
-                                    "message": "the one set that fits every node is a CPU build (some nodes have "
-                                               "no usable GPU); the GPU classes get their own locks"}]
-        joint = None
+    joint = _joint(matrix, fleet, request, mirror, mapping)
     if joint is not None:
         files[f"fleet.{ext}"] = write(joint, fleet.targets, passthrough)
         mapping["single"] = True
         solutions = {c.id: (f"fleet.{ext}", joint) for c in fleet.classes}
     else:
-        answers: dict[frozenset, Solution | NoSolution] = {}  # classes the solver cannot tell apart get one solve
-        for cls in fleet.classes:
-            key = fleet.solver_key(cls)
-            if key not in answers:
-                try:
-                    answers[key] = with_mirror(solve(fleet.targets_of(cls), request, matrix), mirror)
-                except NoSolution as inner:
-                    answers[key] = inner
-            sol = answers[key]
+        solutions = {}
+        for cls, sol in _per_class(matrix, fleet, request, mirror):
             if isinstance(sol, NoSolution):
                 mapping["unsolved"].append({**cls.to_dict(), "causes": sol.detail["causes"],
                                             "ways_out": sol.detail["ways_out"]})
@@ -124,18 +103,55 @@ def lock_per_class(matrix: Matrix, fleet: Fleet, requirements: list[str], fmt: s
             name = f"{cls.id}.{ext}"
             files[name] = write(sol, fleet.targets_of(cls), passthrough)
             solutions[cls.id] = (name, sol)
+    mapping["classes"] = [_class_entry(cls, *solutions[cls.id], passthrough) for cls in fleet.classes
+                          if cls.id in solutions]
+    return files, mapping
+
+
+def _joint(matrix: Matrix, fleet: Fleet, request, mirror: str | None, mapping: dict) -> Solution | None:
+    """The one set that fits every node, or None (the reason in ``mapping["joint_causes"]``). The solver picks a
+    CPU build for a fleet that has a node without a usable GPU; that build "fits" every node but wastes every
+    GPU: the GPU classes get their own locks instead."""
+    from cudamatrix.solve.indexes import with_mirror
+    from cudamatrix.solve.solver import solve
+
+    try:
+        joint = with_mirror(solve(fleet.targets, request, matrix), mirror)
+    except NoSolution as exc:
+        mapping["joint_causes"] = exc.detail["causes"]
+        return None
+    gpu_nodes = [t.name for t in fleet.targets if t.has_gpu and t.driver_usable]
+    if gpu_nodes and any(not f.cuda for f in joint.frameworks):
+        mapping["joint_causes"] = [{"rule": "cpu_only", "machines": [],
+                                    "message": "the one set that fits every node is a CPU build (some nodes have "
+                                               "no usable GPU); the GPU classes get their own locks"}]
+        return None
+    return joint
+
+
+def _per_class(matrix: Matrix, fleet: Fleet, request, mirror: str | None):
+    """(class, its Solution or NoSolution) for every class; classes the solver cannot tell apart get one solve."""
+    from cudamatrix.solve.indexes import with_mirror
+    from cudamatrix.solve.solver import solve
+
+    answers: dict[frozenset, Solution | NoSolution] = {}
     for cls in fleet.classes:
-        if cls.id not in solutions:
-            continue
-        name, sol = solutions[cls.id]
-        mapping["classes"].append({
-            **cls.to_dict(), "lock": name,
+        key = fleet.solver_key(cls)
+        if key not in answers:
+            try:
+                answers[key] = with_mirror(solve(fleet.targets_of(cls), request, matrix), mirror)
+            except NoSolution as inner:
+                answers[key] = inner
+        yield cls, answers[key]
+
+
+def _class_entry(cls: NodeClass, name: str, sol: Solution, passthrough: list[str]) -> dict:
+    """A class's entry in ``locks.json``: its lock file, frameworks, and how jobs land on it (Ray, Slurm)."""
+    return {**cls.to_dict(), "lock": name,
             "frameworks": [f"{f.name} {f.version} {f.variant}" for f in sol.frameworks],
             "cuda": sol.cuda, "cudnn": sol.cudnn,
             "ray": _ray(sol, passthrough, cls.id),
-            "slurm": {"feature": slurm_feature(cls.id), "constraint": f"--constraint={slurm_feature(cls.id)}"},
-        })
-    return files, mapping
+            "slurm": {"feature": slurm_feature(cls.id), "constraint": f"--constraint={slurm_feature(cls.id)}"}}
 
 
 def check_fleet(matrix: Matrix, fleet: Fleet, text: str | None, name: str | None,
@@ -143,19 +159,8 @@ def check_fleet(matrix: Matrix, fleet: Fleet, text: str | None, name: str | None
     """The pre-job gate over a fleet: the whole fleet first (one image for every node), then, when it does not
     fit, every class on its own, so that the result names the blocking classes and their nodes. Without
     ``text`` each node's installed frameworks are checked (nodes grouped by class and installed set)."""
-    from cudamatrix.solve.checks import FRAMEWORK_DISTS, check_requirements
+    from cudamatrix.solve.checks import check_requirements
 
-    groups: list[tuple[NodeClass, list[int], Environment | None]]
-    if text is not None:
-        groups = [(cls, cls.members, None) for cls in fleet.classes]
-    else:
-        groups = []
-        for cls in fleet.classes:
-            by_set: dict[tuple, list[int]] = {}
-            for i in cls.members:
-                pkgs = fleet.environments[i].packages
-                by_set.setdefault(tuple((d, pkgs.get(d)) for d in FRAMEWORK_DISTS), []).append(i)
-            groups += [(cls, members, fleet.environments[members[0]]) for members in by_set.values()]
     result: dict = {"fits": True, "nodes": len(fleet.names), "classes": [], "blocking": []}
     joint = check_requirements(matrix, fleet.targets, None, text, name, mirror) if text is not None else None
     if joint is not None and joint["fits"]:
@@ -166,22 +171,38 @@ def check_fleet(matrix: Matrix, fleet: Fleet, text: str | None, name: str | None
         result["joint_problems"] = joint["problems"]
         result["checked"] = joint["checked"]
     answers: dict[tuple, dict] = {}
-    for cls, members, installed in groups:
+    for cls, members, installed in _check_groups(fleet, text is not None):
         targets = [fleet.targets[i] for i in members]
         # with one requirements file, classes the solver cannot tell apart get one check
         key = (frozenset(t.key() for t in targets), id(installed) if installed is not None else None)
         if key not in answers:
             answers[key] = check_requirements(matrix, targets, installed, text, name, mirror)
         one = answers[key]
-        nodes = [fleet.names[i] for i in members]
-        entry = {**cls.to_dict(), "nodes": nodes, "fits": one["fits"], "checked": one["checked"],
-                 "problems": one["problems"], "ways_out": one.get("ways_out", [])}
+        entry = {**cls.to_dict(), "nodes": [fleet.names[i] for i in members], "fits": one["fits"],
+                 "checked": one["checked"], "problems": one["problems"], "ways_out": one.get("ways_out", [])}
         result["classes"].append(entry)
         if not one["fits"]:
             result["blocking"].append(entry)
     # classes that each fit but not together: the image must differ per class (lock --per-class)
     result["fits"] = not result["blocking"] and joint is None
     return result
+
+
+def _check_groups(fleet: Fleet, with_file: bool) -> list[tuple[NodeClass, list[int], Environment | None]]:
+    """What ``check`` asks about: each class (with a requirements file), or each class's nodes grouped by their
+    installed frameworks (with the first such node's environment)."""
+    from cudamatrix.solve.checks import FRAMEWORK_DISTS
+
+    if with_file:
+        return [(cls, cls.members, None) for cls in fleet.classes]
+    groups: list[tuple[NodeClass, list[int], Environment | None]] = []
+    for cls in fleet.classes:
+        by_set: dict[tuple, list[int]] = {}
+        for i in cls.members:
+            pkgs = fleet.environments[i].packages
+            by_set.setdefault(tuple((d, pkgs.get(d)) for d in FRAMEWORK_DISTS), []).append(i)
+        groups += [(cls, members, fleet.environments[members[0]]) for members in by_set.values()]
+    return groups
 
 
 def doctor_fleet(matrix: Matrix, fleet: Fleet) -> dict:

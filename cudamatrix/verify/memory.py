@@ -221,18 +221,18 @@ def _agrees(report: Report, entry: dict, environment: Environment | None) -> boo
             return False  # a library the verification had mapped changed since (or is gone)
     if environment is None:
         return True
+    return all(_framework_agrees(fw, environment) for fw in report.frameworks)
+
+
+def _framework_agrees(fw: FrameworkReport, environment: Environment) -> bool:
+    """A verified framework needs a GPU, of the name it ran on; its version must be the installed one."""
     names = {g.name for g in environment.gpus if g.name}
-    for fw in report.frameworks:
-        if fw.status == "verified":
-            if not environment.gpus:
-                return False
-            if fw.device_name and names and fw.device_name not in names:
-                return False
-        installed = [v for v in (environment.packages.get(p) for p in _FW_PACKAGES.get(fw.framework, (fw.framework,)))
-                     if v]
-        if fw.version and installed and fw.version.split("+")[0] not in {v.split("+")[0] for v in installed}:
-            return False
-    return True
+    if fw.status == "verified" and (not environment.gpus or (fw.device_name and names and
+                                                              fw.device_name not in names)):
+        return False
+    installed = [v for v in (environment.packages.get(p) for p in _FW_PACKAGES.get(fw.framework, (fw.framework,)))
+                 if v]
+    return not (fw.version and installed and fw.version.split("+")[0] not in {v.split("+")[0] for v in installed})
 
 
 def load(key: str, environment: Environment | None = None, notes: list[str] | None = None) -> Report | None:
