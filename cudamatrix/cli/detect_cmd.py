@@ -29,9 +29,15 @@ def run_detect(as_json: bool = False, python: str | None = None, reports: list[s
 
 
 def _human(env) -> None:
+    """The environment for people: one section after the other (:data:`_SECTIONS`)."""
     from cudamatrix import render
 
     c = render.console()
+    for section in _SECTIONS:
+        section(c, env, render)
+
+
+def _driver(c, env, render) -> None:
     E = render.escape  # everything detected or pasted is shown literally
     d = env.driver
     status = {"ok": "[green]ok[/]", "absent": "[red]absent[/]", "no_device": "[yellow]no device visible[/]",
@@ -43,16 +49,26 @@ def _human(env) -> None:
     c.print(head)
     if d.error:
         c.print(f"  [red]{E(d.error)}[/]", markup=True)
+
+
+def _gpus(c, env, render) -> None:
     if env.gpus:
         c.print(render.table("GPUs", ["#", "name", "cc", "memory used / total MiB", "MIG", "processes"], [
             [g.index, g.name, g.compute_capability,
              f"{g.memory_used_mib if g.memory_used_mib is not None else '?'} / {g.memory_total_mib or '?'}",
              g.mig_mode, len(g.processes) or ""] for g in env.gpus]))
+
+
+def _libraries(c, env, render) -> None:
     if env.libraries:
         c.print(render.table("CUDA libraries", ["name", "soname", "version", "origin", "loader", "path"], [
             [lib.name, lib.soname, lib.version, lib.origin,
              "stub" if lib.stub else ("first" if lib.loaded_first else ("shadowed" if lib.shadowed_by else "")),
              lib.path] for lib in env.libraries]))
+
+
+def _toolkits_and_python(c, env, render) -> None:
+    E = render.escape
     if env.toolkits:
         c.print("[bold]toolkits[/] " + E(", ".join(f"{t.version} ({t.source}{', ' + t.path if t.path else ''})"
                                                for t in env.toolkits)))
@@ -60,6 +76,10 @@ def _human(env) -> None:
     if p.version:
         c.print("[bold]python[/] " + E(f"{p.version} {p.platform or ''} {p.executable or ''}"
                 + (f"  installer {p.installer}" if p.installer else "")))
+
+
+def _packages(c, env, render) -> None:
+    E = render.escape
     if env.frameworks:
         c.print(render.table("frameworks", ["name", "version", "variant", "cuda", "cudnn", "from"], [
             [f.name, f.version, f.variant, f.cuda, f.cudnn, f.source] for f in env.frameworks]))
@@ -68,6 +88,10 @@ def _human(env) -> None:
         c.print("[bold]nvidia wheels[/] " + E(", ".join(f"{k} {v}" for k, v in nvidia.items())))
     for fc in env.file_conflicts[:10]:
         c.print(f"[yellow]file installed twice[/] {E(fc.path)}: {E(', '.join(fc.distributions))}")
+
+
+def _context(c, env, render) -> None:
+    E = render.escape
     ctx = env.context
     where = [x for x in (ctx.os, "WSL" if ctx.wsl else None, ctx.container, "Colab" if ctx.colab else None,
                          "Kaggle" if ctx.kaggle else None, "Jupyter" if ctx.jupyter else None) if x]
@@ -75,8 +99,15 @@ def _human(env) -> None:
         c.print("[bold]context[/] " + E(", ".join(where)))
     for k, v in ctx.env.items():
         c.print(f"  [dim]{E(k)}={E(v)}[/]")
+
+
+def _notes(c, env, render) -> None:
+    E = render.escape
     colour = {"info": "dim", "warning": "yellow", "error": "red"}
     for n in env.notes:
         c.print(f"[{colour[n.level]}]{n.level}: {E(n.probe)}: {E(n.message)}[/]", markup=True)
     if env.timings_ms.get("total") is not None:
         c.print(f"[dim]detected in {env.timings_ms['total']:.0f} ms[/]")
+
+
+_SECTIONS = (_driver, _gpus, _libraries, _toolkits_and_python, _packages, _context, _notes)

@@ -22,51 +22,21 @@ def _path(value: str) -> Path:
     return Path(value)
 
 
+class _Unparsed(Exception):
+    """The invocation is not a plain one: typer parses it."""
+
+
 def parse(command: Command, argv: list[str]) -> dict[str, Any] | None:
     """The keyword arguments of ``command``'s function for ``argv`` (defaults filled in); None: leave it
     to typer."""
     spec = {flag: opt for opt in command.options for flag in opt.flags}
     given: dict[str, Any] = {}
     i = 0
-    while i < len(argv):
-        arg = argv[i]
-        if not arg.startswith("-") or arg == "-":
-            if command.positional is None:
-                return None
-            given.setdefault(command.positional.param, []).append(arg)
-            i += 1
-            continue
-        flag, eq, inline = arg.partition("=")
-        opt = spec.get(flag)
-        if opt is None:
-            return None
-        if eq and not flag.startswith("--"):
-            return None  # "-o=x" means the value "=x" to click: leave such spellings to typer
-        if opt.kind == "flag":
-            if eq:
-                return None
-            given[opt.param] = True
-            i += 1
-            continue
-        if eq:
-            value = inline
-        elif i + 1 < len(argv) and not argv[i + 1].startswith("--"):
-            i += 1
-            value = argv[i]
-        else:
-            return None
-        if opt.kind == "value":
-            given[opt.param] = value
-        elif opt.kind == "float":
-            try:
-                given[opt.param] = float(value)
-            except ValueError:
-                return None
-        elif opt.kind == "path":
-            given[opt.param] = _path(value)
-        else:
-            given.setdefault(opt.param, []).append(_path(value) if opt.kind == "paths" else value)
-        i += 1
+    try:
+        while i < len(argv):
+            i = _take(command, spec, argv, i, given)
+    except _Unparsed:
+        return None
     out: dict[str, Any] = {}
     if command.positional is not None:
         out[command.positional.param] = given.get(command.positional.param)
@@ -74,6 +44,49 @@ def parse(command: Command, argv: list[str]) -> dict[str, Any] | None:
         default = opt.default  # a fresh list for a list option: a command may append to it
         out[opt.param] = given[opt.param] if opt.param in given else (list(default) if isinstance(default, list) else default)
     return out
+
+
+def _take(command: Command, spec: dict, argv: list[str], i: int, given: dict[str, Any]) -> int:
+    """Read the argument at ``i`` (and its value) into ``given``; the index of the next one. Raises _Unparsed."""
+    arg = argv[i]
+    if not arg.startswith("-") or arg == "-":
+        if command.positional is None:
+            raise _Unparsed
+        given.setdefault(command.positional.param, []).append(arg)
+        return i + 1
+    flag, eq, inline = arg.partition("=")
+    opt = spec.get(flag)
+    if opt is None or (eq and not flag.startswith("--")):
+        raise _Unparsed  # "-o=x" means the value "=x" to click: leave such spellings to typer
+    if opt.kind == "flag":
+        if eq:
+            raise _Unparsed
+        given[opt.param] = True
+        return i + 1
+    if eq:
+        value = inline
+    elif i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+        i += 1
+        value = argv[i]
+    else:
+        raise _Unparsed
+    _store(opt, value, given)
+    return i + 1
+
+
+def _store(opt, value: str, given: dict[str, Any]) -> None:
+    """An option's value, as typer converts it for the option's kind."""
+    if opt.kind == "value":
+        given[opt.param] = value
+    elif opt.kind == "float":
+        try:
+            given[opt.param] = float(value)
+        except ValueError:
+            raise _Unparsed from None
+    elif opt.kind == "path":
+        given[opt.param] = _path(value)
+    else:
+        given.setdefault(opt.param, []).append(_path(value) if opt.kind == "paths" else value)
 
 
 def fast_main(argv: list[str]) -> int | None:

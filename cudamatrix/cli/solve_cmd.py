@@ -71,8 +71,6 @@ def run_solve(requirements: list[str] | None = None, env: list[Path] | None = No
 
 
 def _human_solution(solution, resolved, explain: bool, removed=()) -> None:
-    from rich.markup import escape  # "tensorflow[and-cuda]" is text, not a rich style tag
-
     c = render.console()
     E = render.escape  # GPU names, requirements and paths come from the user
     for t in resolved.targets[:5]:
@@ -85,6 +83,15 @@ def _human_solution(solution, resolved, explain: bool, removed=()) -> None:
     c.print(render.table(None, ["package", "version", "index"],
                          [[p.name + (f"[{','.join(p.extras)}]" if p.extras else ""), p.version,
                            p.index_url or "default"] for p in solution.packages]))
+    _commands(c, solution, removed)
+    if explain:
+        _explained(c, solution)
+
+
+def _commands(c, solution, removed) -> None:
+    """The uninstall and install commands, what the answer rests on, the library-path exports."""
+    from rich.markup import escape  # "tensorflow[and-cuda]" is text, not a rich style tag
+
     if removed:
         c.print("pip uninstall -y " + " ".join(r.name for r in removed) + "   # first; "
                 + "; ".join(f"{r.name}: {r.reason}" for r in removed), soft_wrap=True, markup=False)
@@ -99,13 +106,18 @@ def _human_solution(solution, resolved, explain: bool, removed=()) -> None:
         c.print(escape(f"unverified: this answer rests on inferred facts: {facts}"), soft_wrap=True)
     for k, v in solution.env.items():
         c.print(render.escape(export_line("bash", k, v)), soft_wrap=True)
-    if explain:
-        c.print("[bold]trace[/]")
-        for line in solution.trace:
-            c.print(escape(f"  {line}"))
-        c.print(f"[bold]rejected[/] ({len(solution.rejected)})")
-        for r in solution.rejected:
-            c.print(escape(f"  {r.candidate}: {'; '.join(r.reasons)}"))
+
+
+def _explained(c, solution) -> None:
+    """--explain: the decision trace and every rejected candidate."""
+    from rich.markup import escape
+
+    c.print("[bold]trace[/]")
+    for line in solution.trace:
+        c.print(escape(f"  {line}"))
+    c.print(f"[bold]rejected[/] ({len(solution.rejected)})")
+    for r in solution.rejected:
+        c.print(escape(f"  {r.candidate}: {'; '.join(r.reasons)}"))
 
 
 @guarded("lock")
