@@ -13,12 +13,12 @@ import os
 import shlex
 import sys
 import time
-from typing import Callable
+from typing import Any, Callable
 
 from cudamatrix._callable import callable_module
 from cudamatrix.errors import Exit, UsageError
 from cudamatrix.models import Applied, Environment, Finding, Model, Plan, Report, Solution
-from cudamatrix.schema import field, record
+from cudamatrix.schema import field, record, replace
 
 
 @record(repr=False)
@@ -51,144 +51,213 @@ class FixResult(Model):
 
     def summary(self) -> str:
         """The same text ``cudamatrix fix`` prints: what changed, what was verified, what to do next."""
-        import contextlib
-        import io
+        from cudamatrix.render import fix_text
 
-        from cudamatrix.render import human_fix
-
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            human_fix(self)
-        return out.getvalue().rstrip()
+        return fix_text(self)
 
     def _repr_pretty_(self, printer, cycle: bool) -> None:  # a notebook cell shows the summary
         printer.text(self.summary() if not cycle else "FixResult(...)")
 
 
-def fix(*, python: str | None = None, request: list[str] | None = None, dry_run: bool = False,
-        verify: bool = True, frameworks: str | list[str] = "all", mirror: str | None = None,
-        allow_http: bool = False, installer: str | None = None, write_activation: bool = False,
-        use_cache: bool = True, timeout: float = 300.0, driver: str | None = None, gpus: list[str] | None = None,
-        data_dir: str | None = None, confirm: Callable[[Plan], bool] | None = None,
-        on_progress: Callable[[str, str], None] | None = None, in_process: bool | None = None,
-        show: bool = False, resume: bool = False, rollback: bool = False) -> FixResult:
+@record
+class FixOptions:
+    """What :func:`fix` is asked to do (the keywords of ``cudamatrix.fix(...)``)."""
+
+    python: str | None = None  # the interpreter to make consistent (default: this one)
+    request: list[str] | None = None  # PEP 508 strings (default: the frameworks installed)
+    dry_run: bool = False  # plan only; nothing is changed
+    verify: bool = True  # prove the result on the GPU
+    frameworks: str | list[str] = "all"  # which frameworks verify runs
+    mirror: str | None = None  # replaces the PyTorch index prefix in index URLs
+    allow_http: bool = False  # a plain-http index is refused without it
+    installer: str | None = None  # "uv" or "pip" (default: uv when found and no pip configuration is in force)
+    write_activation: bool = False  # write the library-path changes as a shell snippet
+    use_cache: bool = True  # recall a verification remembered for the same fingerprint
+    timeout: float = 300.0  # the verification's time limit, seconds
+    driver: str | None = None  # solve for this driver instead of the detected one
+    gpus: list[str] | None = None  # ... and these GPUs (names or compute capabilities)
+    data_dir: str | None = None  # a matrix data folder instead of the shipped one
+    confirm: Callable[[Plan], bool] | None = None  # asked before anything changes (None: yes)
+    on_progress: Callable[[str, str], None] | None = None  # (event, text) while applying
+    in_process: bool | None = None  # decide library preloading for this process (default: python is this one)
+    show: bool = False  # print the result (through cudamatrix.render) before returning it
+    resume: bool = False  # finish a change a killed run left in its journal
+    rollback: bool = False  # undo it
+
+
+def fix(options: FixOptions | None = None, /, **keywords: Any) -> FixResult:
     """Make the interpreter ``python`` (default: this one) consistent, then prove it.
 
+    Takes a :class:`FixOptions`, or its fields as keywords (``cudamatrix.fix(python=..., request=[...])``).
     ``request``: PEP 508 strings (default: the frameworks installed). ``driver``/``gpus``: solve for
     that machine instead of the detected one. ``confirm(plan)`` is asked before changing anything
     (default: yes: calling ``fix()`` is consent). ``in_process``: decide library preloading for this process
     (default: when ``python`` is this interpreter). A change interrupted earlier (its journal is left) must
     be finished (``resume=True``) or undone (``rollback=True``) first. Ends by diagnosing again:
     ``FixResult.left`` holds the error findings that remain, each with what to do.
-    Raises NoSolution (3), InstallFailed (4), UsageError (2).
+    Raises NoSolution (3), InstallFailed (4), UsageError (2); TypeError for a keyword FixOptions lacks.
     """
-    from cudamatrix.verify.memory import fingerprint, fix_key, load, recall_consistent, store
+    o = options if options is not None else FixOptions(**keywords)
+    if options is not None and keywords:
+        o = replace(options, **keywords)
+    return _shown(_Session(o).run(), o.show)
 
-    timings: dict[str, float] = {}
-    clock = _Clock(timings)
-    target = os.path.abspath(python) if python else os.path.abspath(sys.executable)
-    if in_process is None:
-        in_process = python is None or os.path.realpath(target) == os.path.realpath(sys.executable)
-    with clock("detect"):
-        environment = _detect(python)
-    interp = environment.python.executable or target
-    sites = list(environment.python.site_packages)
-    pending = _pending(interp, resume, rollback, dry_run)
-    journal_note = None
-    if dry_run and pending is not None and not (resume or rollback):  # a dry run changes nothing: plan anyway
-        journal_note, pending = f"note: {pending.describe()} is recorded (fix --resume / --rollback)", None
-    if rollback:
-        return _shown(_rollback(pending, environment, python, interp, sites, data_dir, timings, on_progress), show)
-    quick = verify and use_cache and not dry_run and not write_activation and pending is None
-    memory_notes: list[str] = []  # what the verification memory ignored, and why
-    remembered_key = fix_key(fingerprint(environment, frameworks), request or [], data_dir, driver=driver,
-                             gpus=gpus, installer=installer, mirror=mirror) if quick else None
-    if remembered_key:
-        hit = recall_consistent(remembered_key, environment, memory_notes)
-        if hit is not None:  # same machine, packages, request, target flags, matrix: same answer, no GPU run
-            return _shown(_remembered(environment, target, hit[0], hit[1], timings, in_process), show)
-    from cudamatrix.install.plan import make_plan
 
-    matrix = _matrix(data_dir)
-    _check_index_environment(allow_http)
-    if pending is not None:  # --resume: the interrupted plan, from the step it stopped at
-        plan = pending.plan()
-        solution = plan.solution or Solution(request=request or [], targets=[])
-        pending.record(resumed=True)
-    else:
-        with clock("solve"):
-            findings = _diagnose(environment, matrix)
-            solution = _solve(environment, request or [], driver, gpus or [], matrix, mirror)
-        plan = make_plan(environment, solution, python=interp, installer=installer, mirror=mirror,
-                         allow_http=allow_http, verify=verify, findings=findings)
-    result = FixResult(python=interp, status="unchanged" if plan.nothing_to_do else "applied",
-                       solution=solution, plan=plan, timings_ms=timings)
-    result.messages += memory_notes
-    if dry_run:
-        result.status = "dry_run"
-        result.messages += ([journal_note] if journal_note else []) + ["dry run: nothing was changed"]
-        return _shown(result, show)
-    if plan.nothing_to_do:
-        result.messages.append("already consistent: nothing to install")
-    else:
-        if pending is None:  # refused with the numbers before anyone is asked, before anything changes
+class _Session:
+    """One run of :func:`fix`: the options, the environment as detected, and the stage timings."""
+
+    def __init__(self, o: FixOptions) -> None:
+        self.o = o
+        self.timings: dict[str, float] = {}
+        self.clock = _Clock(self.timings)
+        self.target = os.path.abspath(o.python) if o.python else os.path.abspath(sys.executable)
+        self.in_process = o.in_process if o.in_process is not None else \
+            o.python is None or os.path.realpath(self.target) == os.path.realpath(sys.executable)
+        with self.clock("detect"):
+            self.environment = _detect(o.python)
+        self.interp = self.environment.python.executable or self.target
+        self.sites = list(self.environment.python.site_packages)
+        self.pending = _pending(self.interp, o.resume, o.rollback, o.dry_run)
+        self.journal_note = None
+        if o.dry_run and self.pending is not None and not (o.resume or o.rollback):
+            # a dry run changes nothing: plan anyway
+            self.journal_note = f"note: {self.pending.describe()} is recorded (fix --resume / --rollback)"
+            self.pending = None
+
+    def run(self) -> FixResult:
+        o = self.o
+        if o.rollback:
+            return _rollback(self.pending, self.environment, o.python, self.interp, self.sites, o.data_dir,
+                             self.timings, o.on_progress)
+        memory_notes: list[str] = []  # what the verification memory ignored, and why
+        remembered_key, hit = self._recall(memory_notes)
+        if hit is not None:
+            return hit
+        matrix = _matrix(o.data_dir)
+        _check_index_environment(o.allow_http)
+        plan, solution = self._plan(matrix)
+        result = FixResult(python=self.interp, status="unchanged" if plan.nothing_to_do else "applied",
+                           solution=solution, plan=plan, timings_ms=self.timings)
+        result.messages += memory_notes
+        if o.dry_run:
+            result.status = "dry_run"
+            result.messages += ([self.journal_note] if self.journal_note else []) + ["dry run: nothing was changed"]
+            return result
+        if plan.nothing_to_do:
+            result.messages.append("already consistent: nothing to install")
+        elif not self._apply(plan, result):
+            return result
+        self._after(result, matrix, plan, solution, remembered_key)
+        return result
+
+    def _recall(self, notes: list[str]) -> tuple[str | None, FixResult | None]:
+        """The verification memory's key for this run, and the remembered answer when this machine, its
+        packages, the request, the target flags and the matrix are as they were (no GPU run then)."""
+        from cudamatrix.verify.memory import fingerprint, fix_key, recall_consistent
+
+        o = self.o
+        quick = o.verify and o.use_cache and not o.dry_run and not o.write_activation and self.pending is None
+        if not quick:
+            return None, None
+        key = fix_key(fingerprint(self.environment, o.frameworks), o.request or [], o.data_dir, driver=o.driver,
+                      gpus=o.gpus, installer=o.installer, mirror=o.mirror)
+        hit = recall_consistent(key, self.environment, notes) if key else None
+        if hit is None:
+            return key, None
+        return key, _remembered(self.environment, self.target, hit[0], hit[1], self.timings, self.in_process)
+
+    def _plan(self, matrix) -> tuple[Plan, Solution]:
+        """The plan and its solution: the interrupted plan from the step it stopped at (--resume), else a new one
+        for the solved set."""
+        from cudamatrix.install.plan import make_plan
+
+        o = self.o
+        if self.pending is not None:
+            plan = self.pending.plan()
+            solution = plan.solution or Solution(request=o.request or [], targets=[])
+            self.pending.record(resumed=True)
+            return plan, solution
+        with self.clock("solve"):
+            findings = _diagnose(self.environment, matrix)
+            solution = _solve(self.environment, o.request or [], o.driver, o.gpus or [], matrix, o.mirror)
+        return make_plan(self.environment, solution, python=self.interp, installer=o.installer, mirror=o.mirror,
+                         allow_http=o.allow_http, verify=o.verify, findings=findings), solution
+
+    def _apply(self, plan: Plan, result: FixResult) -> bool:
+        """Check the space, ask, apply, detect again; False when the user said no (nothing changed)."""
+        from cudamatrix.install.apply import apply
+
+        o = self.o
+        if self.pending is None:  # refused with the numbers before anyone is asked, before anything changes
             from cudamatrix.install.resources import check_space
 
-            with clock("resources"):
-                space = check_space(plan, environment)
+            with self.clock("resources"):
+                space = check_space(plan, self.environment)
             if space:
                 result.messages.append(space)
-        if pending is None and confirm is not None:
-            answer = confirm(plan)
-            result.plan_shown = getattr(confirm, "shows_plan", False)  # printed at the prompt: not again
+        if self.pending is None and o.confirm is not None:
+            answer = o.confirm(plan)
+            result.plan_shown = getattr(o.confirm, "shows_plan", False)  # printed at the prompt: not again
             if not answer:
                 result.status, result.exit_code = "cancelled", Exit.PROBLEMS
                 result.messages.append("cancelled: nothing was changed")
-                return _shown(result, show)
-        from cudamatrix.install.apply import apply
-
-        with clock("apply"):
-            result.applied = apply(plan, on_progress=on_progress, journal=pending, site_packages=sites)
-        if pending is not None:
+                return False
+        with self.clock("apply"):
+            result.applied = apply(plan, on_progress=o.on_progress, journal=self.pending, site_packages=self.sites)
+        if self.pending is not None:
             result.messages.append("resumed the interrupted change: done")
-        with clock("detect_after"):
-            environment = _detect(python)
-    result.left = _left(environment, matrix, plan)
-    if write_activation:
-        result.activation = write_activation_file(environment, solution.env)
-        result.messages.append(f"wrote {result.activation}" if result.activation
-                               else "no library path change needed: no activation snippet written")
-    elif solution.env:
-        result.messages.append("the library search path needs: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in
-                               solution.env.items()) + " (cudamatrix env, or fix --write-activation)")
-    if in_process:
-        decision = _notebook(environment, solution)
-        if decision is not None:
-            result.preload = decision.to_dict()
-            result.messages.append(decision.reason)
-            if decision.action == "restart":
-                result.messages.append(f"restart the kernel ({decision.context}): {decision.restart_line}")
-    if verify:
-        key = fingerprint(environment, frameworks, solution.env)
-        cached = load(key, environment, result.messages) if use_cache and plan.nothing_to_do else None
+        with self.clock("detect_after"):
+            self.environment = _detect(o.python)
+        return True
+
+    def _after(self, result: FixResult, matrix, plan: Plan, solution: Solution, remembered_key: str | None) -> None:
+        """What is left, the library path, the notebook's preloads, then the verification and the exit code."""
+        o = self.o
+        result.left = _left(self.environment, matrix, plan)
+        result.messages += self._library_path(result, solution)
+        if self.in_process:
+            decision = _notebook(self.environment, solution)
+            if decision is not None:
+                result.preload = decision.to_dict()
+                result.messages.append(decision.reason)
+                if decision.action == "restart":
+                    result.messages.append(f"restart the kernel ({decision.context}): {decision.restart_line}")
+        if o.verify:
+            self._verify(result, plan, solution, remembered_key)
+        elif result.left and result.exit_code == 0:
+            result.exit_code = Exit.PROBLEMS
+
+    def _library_path(self, result: FixResult, solution: Solution) -> list[str]:
+        if self.o.write_activation:
+            result.activation = write_activation_file(self.environment, solution.env)
+            return [f"wrote {result.activation}" if result.activation
+                    else "no library path change needed: no activation snippet written"]
+        if solution.env:
+            return ["the library search path needs: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in
+                    solution.env.items()) + " (cudamatrix env, or fix --write-activation)"]
+        return []
+
+    def _verify(self, result: FixResult, plan: Plan, solution: Solution, remembered_key: str | None) -> None:
+        """The GPU check (or the result remembered for this unchanged environment), remembered for next time."""
+        from cudamatrix.verify.memory import fingerprint, load, store
+        from cudamatrix.verify.run import exit_code
+
+        o = self.o
+        key = fingerprint(self.environment, o.frameworks, solution.env)
+        cached = load(key, self.environment, result.messages) if o.use_cache and plan.nothing_to_do else None
         if cached is not None:
             result.report, result.from_cache = cached, True
             result.messages.append(f"verification remembered from {cached.cached_at} (environment unchanged)")
         else:
             from cudamatrix.verify.run import verify as run_verify
 
-            with clock("verify"):
-                result.report = run_verify(python=interp, frameworks=frameworks, timeout=timeout,
-                                           env=solution.env, environment=environment)
+            with self.clock("verify"):
+                result.report = run_verify(python=self.interp, frameworks=o.frameworks, timeout=o.timeout,
+                                           env=solution.env, environment=self.environment)
             store(key, result.report, notes=result.messages)
         if remembered_key and plan.nothing_to_do:
             store(remembered_key, result.report, at=result.report.cached_at, env=solution.env, notes=result.messages)
-        from cudamatrix.verify.run import exit_code
-
         result.exit_code = exit_code(result.report)
-    elif result.left and result.exit_code == 0:
-        result.exit_code = Exit.PROBLEMS
-    return _shown(result, show)
 
 
 # the installer reads these itself (uv gets pip's as UV_*): a plain-http index there is as unsafe as on the

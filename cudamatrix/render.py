@@ -143,49 +143,63 @@ def table(title: str | None, columns: list[str], rows: list[list[Any]]):
     return t
 
 
-# fix and verify, for people: plain lines (no rich import, so the healthy path stays fast)
+# fix and verify, for people: plain lines (no rich import, so the healthy path stays fast). Each ``*_lines``
+# function returns the lines; ``human_*`` prints them, and FixResult.summary() joins them.
 
 def _echo(text: str = "") -> None:
     sys.stdout.write(text + "\n")
 
 
-def human_plan(plan) -> None:
+def _print(lines: list[str]) -> None:
+    for line in lines:
+        _echo(line)
+
+
+def plan_lines(plan) -> list[str]:
     """The plan's steps, then the findings it answers grouped by the step (the cause) that answers them."""
     import shlex
 
-    if plan.nothing_to_do:
-        _echo("plan: nothing to install")
+    out = ["plan: nothing to install"] if plan.nothing_to_do else []
     for i, step in enumerate(plan.steps, 1):
-        _echo(f"{i}. [{step.kind}] {step.reason}")
+        out.append(f"{i}. [{step.kind}] {step.reason}")
         if step.argv and step.kind != "verify":
-            _echo("     " + " ".join(shlex.quote(a) for a in step.argv))
-        for k, v in step.env.items():
-            _echo("     " + _export(k, v))
+            out.append("     " + " ".join(shlex.quote(a) for a in step.argv))
+        out += ["     " + _export(k, v) for k, v in step.env.items()]
     remedies = getattr(plan, "remedies", None) or []
     if remedies:
-        _echo("findings, by what answers them:")
+        out.append("findings, by what answers them:")
         groups: dict[tuple[str, str], list] = {}
         for r in remedies:
             groups.setdefault((r.action, r.detail), []).append(r)
         for (action, detail), items in sorted(groups.items(), key=lambda kv: kv[0][0] == "not_fixable"):
             codes = ", ".join(sorted({r.code for r in items}))
-            _echo(f"  {codes}: {detail}" if action == "not_fixable" else f"  {codes}: fixed by [{action}] {detail}")
+            out.append(f"  {codes}: {detail}" if action == "not_fixable" else f"  {codes}: fixed by [{action}] {detail}")
+    return out
 
 
-def human_left(findings) -> None:
+def human_plan(plan) -> None:
+    """Print :func:`plan_lines`."""
+    _print(plan_lines(plan))
+
+
+def left_lines(findings) -> list[str]:
     """The error findings left after a fix, grouped by the same fix text."""
     if not findings:
-        _echo("left: no error findings")
-        return
-    _echo(f"left: {len(findings)} error finding(s)")
+        return ["left: no error findings"]
+    out = [f"left: {len(findings)} error finding(s)"]
     groups: dict[str, list] = {}
     for f in findings:
         groups.setdefault(f.fix or "", []).append(f)
     for fix, items in groups.items():
-        for f in items:
-            _echo(f"  {f.code}: {f.title}")
+        out += [f"  {f.code}: {f.title}" for f in items]
         if fix:
-            _echo(f"    -> {fix}")
+            out.append(f"    -> {fix}")
+    return out
+
+
+def human_left(findings) -> None:
+    """Print :func:`left_lines`."""
+    _print(left_lines(findings))
 
 
 def _export(key: str, value: str) -> str:
@@ -194,68 +208,101 @@ def _export(key: str, value: str) -> str:
     return export_line("bash", key, value)
 
 
-def human_fix(result) -> None:
-    """The fix result for people: plain lines (fast on the healthy path)."""
-    _echo(f"python: {result.python}")
+def fix_lines(result) -> list[str]:
+    """The fix result for people: what changed, what was verified, what is left to do."""
+    out = [f"python: {result.python}"]
     shown = getattr(result, "plan_shown", False)
     if result.plan is not None and not shown and (result.status == "dry_run" or
                                                   (not result.plan.nothing_to_do and result.applied is None)):
-        human_plan(result.plan)
+        out += plan_lines(result.plan)
     if result.applied is not None:
-        before = {d.name: d.version for d in result.applied.before}
-        after = {d.name for d in result.applied.after}
-        for d in result.applied.after:
-            if before.get(d.name) != d.version:
-                _echo(f"  {d.name} {before.get(d.name) or '(new)'} -> {d.version}")
-        for d in result.applied.before:
-            if d.name not in after:
-                _echo(f"  {d.name} {d.version} -> (uninstalled)")
-    for m in result.messages:
-        _echo(m)
+        out += _changed_lines(result.applied)
+    out += list(result.messages)
     if result.report is not None:
-        human_report(result.report)
-    if result.applied is not None and result.plan is not None:
-        still = {f.code for f in result.left}
-        fixed = sorted({r.code for r in result.plan.remedies if r.action != "not_fixable" and r.code not in still})
-        if fixed:
-            _echo("fixed: " + ", ".join(fixed))
+        out += report_lines(result.report)
+    out += _fixed_lines(result)
     if result.status != "dry_run" and (result.applied is not None or getattr(result, "left", None)
                                        or result.status == "rolled_back"):
-        human_left(result.left)
+        out += left_lines(result.left)
+    return out
+
+
+def _fixed_lines(result) -> list[str]:
+    """"fixed: CODE, ...": the codes a plan step answered that are gone after the change."""
+    if result.applied is None or result.plan is None:
+        return []
+    still = {f.code for f in result.left}
+    fixed = sorted({r.code for r in result.plan.remedies if r.action != "not_fixable" and r.code not in still})
+    return ["fixed: " + ", ".join(fixed)] if fixed else []
+
+
+def _changed_lines(applied) -> list[str]:
+    """Each distribution whose version the change moved, added or uninstalled."""
+    before = {d.name: d.version for d in applied.before}
+    after = {d.name for d in applied.after}
+    out = [f"  {d.name} {before.get(d.name) or '(new)'} -> {d.version}" for d in applied.after
+           if before.get(d.name) != d.version]
+    return out + [f"  {d.name} {d.version} -> (uninstalled)" for d in applied.before if d.name not in after]
+
+
+def human_fix(result) -> None:
+    """Print :func:`fix_lines` (plain lines: fast on the healthy path)."""
+    _print(fix_lines(result))
+
+
+def fix_text(result) -> str:
+    """:func:`fix_lines` as one text, what ``cudamatrix fix`` prints (without the final newline)."""
+    return "\n".join(fix_lines(result)).rstrip()
+
+
+def report_lines(report) -> list[str]:
+    """The verification report for people: one block per framework, then what the whole report says."""
+    out: list[str] = []
+    for fw in report.frameworks:
+        out += _framework_report_lines(fw)
+    if report.status == "not_possible":
+        out.append("GPU verification is not possible here (no GPU or no driver); the CPU path was checked.")
+    if report.cached_at:
+        out.append(f"(remembered result from {report.cached_at})")
+    return out
 
 
 def human_report(report) -> None:
-    for fw in report.frameworks:
-        head = f"{fw.framework} {fw.version or ''}".strip()
-        if fw.cuda:
-            cudnn = fw.cudnn
-            if not cudnn:  # the framework did not say; the copy mapped into the process did
-                mapped = [m for m in fw.mapped_libraries if str(m.get("file", "")).startswith("libcudnn.so")
-                          and m.get("version")]
-                cudnn = f"{mapped[0]['version']} (mapped)" if mapped else "not reported"
-            head += f" (CUDA {fw.cuda}, cuDNN {cudnn})"
-        _echo(f"{head}: {fw.status}" + (f" [{fw.finding_code}]" if fw.finding_code else ""))
-        if fw.device_name:
-            _echo(f"  device: {fw.device_name} (compute capability {fw.compute_capability})")
-        if fw.time_to_first_result_s is not None:
-            _echo(f"  first GPU result after {fw.time_to_first_result_s:.2f}s, max abs error {fw.max_abs_error:.3g}")
-        elif fw.cpu_checked:
-            _echo(f"  CPU convolution checked against the reference (max abs error {fw.max_abs_error:.3g})")
-        if fw.cause:
-            _echo(f"  {fw.cause}")
-        for lib in fw.mapped_libraries:
-            _echo(f"  mapped: {lib.get('path')} {_lib_version(lib)}")
-        for err in fw.model_errors:
-            _echo(f"  loader model error: {err['soname']}: predicted {err['predicted']} ({err['rule']}), "
-                  f"mapped {err.get('mapped') or 'nothing'}")
-        if fw.status == "failed" and fw.stderr_tail:
-            _echo("  stderr (last lines):")
-            for line in fw.stderr_tail.splitlines()[-8:]:
-                _echo("    " + line)
-    if report.status == "not_possible":
-        _echo("GPU verification is not possible here (no GPU or no driver); the CPU path was checked.")
-    if report.cached_at:
-        _echo(f"(remembered result from {report.cached_at})")
+    """Print :func:`report_lines`."""
+    _print(report_lines(report))
+
+
+def _framework_report_lines(fw) -> list[str]:
+    out = [f"{_framework_head(fw)}: {fw.status}" + (f" [{fw.finding_code}]" if fw.finding_code else "")]
+    if fw.device_name:
+        out.append(f"  device: {fw.device_name} (compute capability {fw.compute_capability})")
+    if fw.time_to_first_result_s is not None:
+        out.append(f"  first GPU result after {fw.time_to_first_result_s:.2f}s, max abs error {fw.max_abs_error:.3g}")
+    elif fw.cpu_checked:
+        out.append(f"  CPU convolution checked against the reference (max abs error {fw.max_abs_error:.3g})")
+    if fw.cause:
+        out.append(f"  {fw.cause}")
+    out += [f"  mapped: {lib.get('path')} {_lib_version(lib)}" for lib in fw.mapped_libraries]
+    out += [f"  loader model error: {err['soname']}: predicted {err['predicted']} ({err['rule']}), "
+            f"mapped {err.get('mapped') or 'nothing'}" for err in fw.model_errors]
+    if fw.status == "failed" and fw.stderr_tail:
+        out.append("  stderr (last lines):")
+        out += ["    " + line for line in fw.stderr_tail.splitlines()[-8:]]
+    return out
+
+
+def _framework_head(fw) -> str:
+    """"torch 2.5.1 (CUDA 12.4, cuDNN 9.1.0)"; a cuDNN the framework did not report is read from the copy mapped
+    into the process."""
+    head = f"{fw.framework} {fw.version or ''}".strip()
+    if fw.cuda:
+        cudnn = fw.cudnn
+        if not cudnn:
+            mapped = [m for m in fw.mapped_libraries if str(m.get("file", "")).startswith("libcudnn.so")
+                      and m.get("version")]
+            cudnn = f"{mapped[0]['version']} (mapped)" if mapped else "not reported"
+        head += f" (CUDA {fw.cuda}, cuDNN {cudnn})"
+    return head
 
 
 def _lib_version(lib: dict) -> str:

@@ -215,3 +215,34 @@ def test_cudamatrix_fix_stays_callable_after_the_submodule_is_imported(monkeypat
     # the package attribute is now the module, and calling it runs the module's fix() with the arguments
     assert cudamatrix.fix(dry_run=True, python="p") == "the result"
     assert seen == {"dry_run": True, "python": "p"}
+
+
+def test_fix_takes_one_options_record_or_its_fields_as_keywords(monkeypatch):
+    import importlib
+
+    fix_module = importlib.import_module("cudamatrix.fix")
+    FixOptions = fix_module.FixOptions
+    seen = []
+
+    class Session:
+        def __init__(self, options):
+            seen.append(options)
+
+        def run(self):
+            return "the result"
+
+    monkeypatch.setattr(fix_module, "_Session", Session)
+    assert fix_module.fix(python="p", dry_run=True, gpus=["sm_90"]) == "the result"
+    assert fix_module.fix(FixOptions(python="p", dry_run=True, gpus=["sm_90"])) == "the result"
+    assert fix_module.fix(FixOptions(python="p", gpus=["sm_90"]), dry_run=True) == "the result"
+    assert seen == [FixOptions(python="p", dry_run=True, gpus=["sm_90"])] * 3
+    with pytest.raises(TypeError):
+        fix_module.fix(no_such_keyword=1)
+    # the record's fields are the keywords the README documents for cudamatrix.fix()
+    from cudamatrix.schema import field_names
+
+    assert field_names(FixOptions) == (
+        "python", "request", "dry_run", "verify", "frameworks", "mirror", "allow_http", "installer",
+        "write_activation", "use_cache", "timeout", "driver", "gpus", "data_dir", "confirm", "on_progress",
+        "in_process", "show", "resume", "rollback")
+    assert FixOptions() == FixOptions(verify=True, frameworks="all", use_cache=True, timeout=300.0)

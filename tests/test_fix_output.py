@@ -100,3 +100,22 @@ def test_version_flag():
     from importlib import metadata
 
     assert metadata.version("cudamatrix") in r.stdout
+
+
+def test_summary_is_the_text_the_command_prints():
+    """FixResult.summary() joins the lines the command prints (render.fix_lines); nothing is captured from stdout."""
+    from cudamatrix.fix import FixResult
+    from cudamatrix.models import Plan, Step
+    from cudamatrix.render import fix_lines, human_fix
+
+    plan = Plan(python="/v/bin/python", steps=[Step(kind="install", argv=["pip", "install", "torch==2.5.1"],
+                                                    reason="install the solved set with pip: torch 2.5.1 (new)")])
+    result = FixResult(python="/v/bin/python", status="dry_run", plan=plan, messages=["dry run: nothing was changed"])
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        human_fix(result)
+    assert printed.getvalue() == "\n".join(fix_lines(result)) + "\n"
+    assert result.summary() == str(result) == printed.getvalue().rstrip()
+    assert result.summary().splitlines() == [
+        "python: /v/bin/python", "1. [install] install the solved set with pip: torch 2.5.1 (new)",
+        "     pip install torch==2.5.1", "dry run: nothing was changed"]

@@ -360,3 +360,28 @@ def test_jax_rows_pair_jaxlib_and_read_the_plugin_variant():
     assert "nvidia-cudnn-cu12<10.0,>=9.1" in cuda12["nvidia_pins"]
     assert cuda12["source"].endswith("(the with-cuda extra; cuda and cudnn are its floors)")
     assert discover.jax_rows(_JaxIndex(), lambda _: None, only={"0.5.2"})[0]["version"] == "0.5.2"
+
+
+def test_pip_default_index_comes_from_pip_itself_not_its_internals(tmp_path, monkeypatch):
+    """With no PIP_INDEX_URL and no pip configuration, the default is the one pip's own --index-url help names."""
+    import os
+    import subprocess
+    import sys
+
+    from cudamatrix.matrix.index import parse_pip_help_default, pip_default_index
+
+    text = ("  -i, --index-url <url>       Base URL of the Python Package Index (default\n"
+            "                              https://index.invalid/simple). This should point to a\n")
+    assert parse_pip_help_default(text) == "https://index.invalid/simple"
+    assert parse_pip_help_default("  --extra-index-url <url>  Extra URLs (default none)\n") is None
+    real = subprocess.run([sys.executable, "-m", "pip", "install", "--help"], capture_output=True, text=True,
+                          env={**os.environ, "COLUMNS": "200"}).stdout
+    default = parse_pip_help_default(real)
+    assert default and default.startswith("https://") and default.endswith("/simple")
+    monkeypatch.delenv("PIP_INDEX_URL", raising=False)
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)  # pip reads no configuration file
+    for var in ("PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS"):
+        monkeypatch.delenv(var, raising=False)
+    assert pip_default_index() == default
+    source = (ROOT / "cudamatrix" / "matrix" / "index.py").read_text()
+    assert "pip._internal" not in source

@@ -32,6 +32,7 @@ def run_fix(requirements: list[str] | None = None, python: str | None = None, dr
     Consent: ``--yes``, or an answer at the prompt; without a terminal (and without ``--yes``) a plan that
     changes anything is refused with exit 2 before any change. ``--resume`` / ``--rollback`` finish or undo a
     change a killed run left in its journal (they were asked for by name: consent)."""
+    from cudamatrix.fix import FixOptions
     from cudamatrix.fix import fix as run_fix_stage
 
     _check_framework(framework)
@@ -50,12 +51,11 @@ def run_fix(requirements: list[str] | None = None, python: str | None = None, dr
         confirm = _refuse
     progress = _Progress(as_json)
     try:
-        result = run_fix_stage(python=python, request=requirements or [], dry_run=dry_run, verify=not no_verify,
-                               frameworks=framework, mirror=mirror, allow_http=allow_http, installer=installer,
-                               write_activation=write_activation, use_cache=not no_cache, timeout=timeout,
-                               driver=driver, gpus=gpu or [], data_dir=data_dir,
-                               confirm=confirm, on_progress=progress, in_process=False, resume=resume,
-                               rollback=rollback)
+        result = run_fix_stage(FixOptions(
+            python=python, request=requirements or [], dry_run=dry_run, verify=not no_verify, frameworks=framework,
+            mirror=mirror, allow_http=allow_http, installer=installer, write_activation=write_activation,
+            use_cache=not no_cache, timeout=timeout, driver=driver, gpus=gpu or [], data_dir=data_dir,
+            confirm=confirm, on_progress=progress, in_process=False, resume=resume, rollback=rollback))
     finally:
         progress.stop()
     finish("fix", result.exit_code, result.to_dict(), as_json, lambda: human_fix(result))

@@ -51,7 +51,7 @@ _CAUSES: list[tuple[str, tuple[str, ...], str, str]] = [
 
 
 @record
-class Cause(Model):
+class RootCause(Model):
     """The root cause of an installer failure: its kind, the installer's line that shows it, a way out."""
 
     kind: str
@@ -59,7 +59,7 @@ class Cause(Model):
     way_out: str
 
 
-def explain(output: str) -> Cause | None:
+def explain(output: str) -> RootCause | None:
     """The first cause found in the installer's ``output`` (stdout and stderr), or None when none is known."""
     lines = [ln.strip() for ln in (output or "").splitlines() if ln.strip()]
     # source lines of a traceback repeat the message without its values
@@ -71,7 +71,7 @@ def explain(output: str) -> Cause | None:
             line = hits[0] if pick == "first" else hits[-1]
             m = rx.search(line)
             assert m is not None  # line was picked because rx matches it
-            return Cause(kind=kind, line=_short(line, m.start()), way_out=way_out)
+            return RootCause(kind=kind, line=_short(line, m.start()), way_out=way_out)
     return None
 
 

@@ -225,8 +225,19 @@ def parse_pip_config(text: str) -> str | None:
     return next(iter(found.values()), None)
 
 
+# pip's help for --index-url names its built-in default: "Base URL of the Python Package Index (default URL)"
+_HELP_DEFAULT = re.compile(r"--index-url <url>[^(]*\(default\s+([^\s)]+)\)")
+
+
+def parse_pip_help_default(text: str) -> str | None:
+    """The default index URL in ``pip install --help`` output (the ``--index-url`` option's help), or None."""
+    m = _HELP_DEFAULT.search(text)
+    return m.group(1) if m else None
+
+
 def pip_default_index(python: str | None = None) -> str:
-    """The index URL the user's pip uses: ``PIP_INDEX_URL``, pip.conf, else pip's built-in default.
+    """The index URL the user's pip uses: ``PIP_INDEX_URL``, pip.conf (``pip config list``), else the default
+    pip's own help names (pip's public command line, not its internals).
 
     Raises IndexReadError if pip is not there to ask."""
     import os
@@ -240,12 +251,12 @@ def pip_default_index(python: str | None = None) -> str:
     configured = parse_pip_config(res.stdout) if res.ok else None
     if configured:
         return configured
-    # pip's own default lives in pip, not here: ask the installed pip for it
-    res = run([interp, "-c", "from pip._internal.models.index import PyPI; print(PyPI.simple_url)"], timeout=30)
-    if res.ok and res.stdout.strip():
-        return res.stdout.strip()
+    res = run([interp, "-m", "pip", "install", "--help"], timeout=30, env={**os.environ, "COLUMNS": "200"})
+    default = parse_pip_help_default(res.stdout) if res.ok else None
+    if default:
+        return default
     raise IndexReadError("cannot tell which index pip uses (pip is not installed for this interpreter)",
-                      hint="pass --index-url / --mirror")
+                         hint="pass --index-url / --mirror")
 
 
 def redact(url: str) -> str:
