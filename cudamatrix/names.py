@@ -42,7 +42,11 @@ _SIMPLE_REQUIREMENT = re.compile(r"\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])
 def name_and_specifier(text: str) -> tuple[str, str]:
     """The distribution name and the version specifier of a requirement (``"torch>=2.11,<2.12"`` ->
     ``("torch", ">=2.11,<2.12")``). A plain ``name specifiers`` text is split here; anything else (extras,
-    markers, URLs) goes through :func:`requirement`. Raises ``InvalidRequirement`` as packaging does."""
+    markers, URLs) goes through :func:`requirement`. Raises ``InvalidRequirement`` as packaging does.
+
+    Kept beside packaging because it pays: doctor reads the advisories' requirements with it, and parsing them
+    with ``packaging.requirements`` instead made doctor 11 % slower in CPU and 15 % in wall time (paired runs,
+    medians of 15: the import of markers, tags and sysconfig it spares)."""
     m = _SIMPLE_REQUIREMENT.fullmatch(text)
     if m:
         return m.group(1), m.group(2).replace(" ", "").rstrip(",")

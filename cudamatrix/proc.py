@@ -34,36 +34,11 @@ class Result:
 
 
 def which(name: str, path: str | None = None) -> str | None:
-    """``shutil.which(name, path=path)`` without importing shutil (it pulls in bz2 and lzma: a few ms on
-    every detect). The same search: each PATH entry in order, the first regular file we may execute."""
-    if os.name != "posix":
-        import shutil
+    """``shutil.which(name, path=path)``, imported on first use. (A copy of its search used to live here to spare
+    shutil's import; that measured 4-5 ms of detect's ~270 ms CPU, under the 10 % a replacement must earn.)"""
+    import shutil
 
-        return shutil.which(name, path=path)
-    if os.path.dirname(name):
-        return name if _executable(name) else None
-    if path is None:
-        path = os.environ.get("PATH")
-        if path is None:
-            try:
-                path = os.confstr("CS_PATH")
-            except (AttributeError, ValueError):
-                path = os.defpath
-    if not path:
-        return None
-    seen = set()
-    for folder in path.split(os.pathsep):
-        if folder in seen:
-            continue
-        seen.add(folder)
-        candidate = os.path.join(folder, name)
-        if _executable(candidate):
-            return candidate
-    return None
-
-
-def _executable(path: str) -> bool:
-    return os.path.exists(path) and os.access(path, os.X_OK) and not os.path.isdir(path)
+    return shutil.which(name, path=path)
 
 
 def run(argv: list[str], *, timeout: float, env: dict[str, str] | None = None, cwd: str | None = None,

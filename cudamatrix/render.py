@@ -45,68 +45,10 @@ def envelope(command: str, exit_code: int, data: Any = None, errors: list[dict] 
 
 
 def print_json(command: str, exit_code: int, data: Any = None, errors: list[dict] | None = None) -> None:
-    sys.stdout.write(dumps(envelope(command, exit_code, data, errors)) + "\n")
+    # json.dumps with an indent (the pure-Python encoder): a hand-written printer measured no faster on doctor's
+    # envelope (paired runs: 1.04) nor on a pasted megabyte's (1.02), so the standard one it is
+    sys.stdout.write(json.dumps(envelope(command, exit_code, data, errors), indent=2) + "\n")
     sys.stdout.flush()
-
-
-def dumps(value: Any) -> str:
-    """``json.dumps(value, indent=2)``, the same text, several times faster: with an indent the standard
-    library falls back to its pure-Python encoder, and a detect of a pasted megabyte prints a hundred KB.
-    Strings go through the C escaper; anything that is not plain JSON data raises TypeError as json does."""
-    out: list[str] = []
-    _encode(value, "\n", out)
-    return "".join(out)
-
-
-_escape_str = json.encoder.encode_basestring_ascii
-_float_text = json.encoder.JSONEncoder().iterencode  # NaN, Infinity and repr() exactly as json writes them
-
-
-def _key(key: Any) -> str:
-    if isinstance(key, str):
-        return _escape_str(key)
-    if key is True or key is False or key is None or isinstance(key, (int, float)):
-        return _escape_str("".join(_float_text(key)))  # json's rule: such keys become their JSON text
-    raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
-
-
-def _encode(value: Any, newline: str, out: list[str]) -> None:
-    if isinstance(value, str):
-        out.append(_escape_str(value))
-    elif value is None:
-        out.append("null")
-    elif value is True:
-        out.append("true")
-    elif value is False:
-        out.append("false")
-    elif isinstance(value, int):
-        out.append(int.__repr__(value))
-    elif isinstance(value, float):
-        out.append("".join(_float_text(value)))
-    elif isinstance(value, dict):
-        if not value:
-            out.append("{}")
-            return
-        inner = newline + "  "
-        sep = "{" + inner
-        for k, v in value.items():
-            out.append(sep + _key(k) + ": ")
-            _encode(v, inner, out)
-            sep = "," + inner
-        out.append(newline + "}")
-    elif isinstance(value, (list, tuple)):
-        if not value:
-            out.append("[]")
-            return
-        inner = newline + "  "
-        sep = "[" + inner
-        for v in value:
-            out.append(sep)
-            _encode(v, inner, out)
-            sep = "," + inner
-        out.append(newline + "]")
-    else:
-        raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
 def console(stderr: bool = False):

@@ -5,10 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import json
-import os
-import shutil
-import stat
 import subprocess
 import sys
 import typing
@@ -19,7 +15,6 @@ import pytest
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 
-from cudamatrix import proc
 from cudamatrix.names import name_and_specifier
 from cudamatrix.schema import field as schema_field
 from cudamatrix.schema import field_names, record, replace
@@ -171,33 +166,6 @@ def test_a_model_validates_through_pydantic_and_the_start_up_path_never_loads_da
     assert env.toolkits[0].version == "12.4" and env.origin == "report"
 
 
-def _tree(tmp_path):
-    """PATH folders: one with a non-executable file, one with a directory of that name, one with the program."""
-    a, b, c = (tmp_path / n for n in "abc")
-    for d in (a, b, c):
-        d.mkdir()
-    (a / "tool").write_text("#!/bin/sh\n")  # not executable
-    (b / "tool").mkdir()  # a folder, even if searchable
-    (c / "tool").write_text("#!/bin/sh\n")
-    (c / "tool").chmod(stat.S_IRWXU)
-    return os.pathsep.join(map(str, (a, b, c)))
-
-
-@pytest.mark.parametrize("name", ["tool", "missing", "sh"])
-def test_which_matches_shutil(tmp_path, name):
-    path = _tree(tmp_path)
-    assert proc.which(name, path=path) == shutil.which(name, path=path)
-    assert proc.which(name, path="") is shutil.which(name, path="") is None
-
-
-def test_which_with_a_path_in_the_name(tmp_path):
-    path = _tree(tmp_path)
-    exe = str(tmp_path / "c" / "tool")
-    assert proc.which(exe) == shutil.which(exe) == exe
-    assert proc.which(str(tmp_path / "a" / "tool")) is shutil.which(str(tmp_path / "a" / "tool")) is None
-    assert proc.which("tool", path=path) == exe
-
-
 @pytest.mark.parametrize("text", [
     "torch", "torch==2.0.1", "torch>=1.12,<1.13", "nvidia-cudnn-cu12>=9.11", "tensorflow==2.16.1",
     "torch >= 2.1 , < 3", "a.b_c==1.0.*", "x===1.0", "torch ~= 2.1", "Torch_Vision!=0.1",
@@ -217,32 +185,6 @@ def test_name_and_specifier_refuses_what_packaging_refuses(text):
         Requirement(text)
     with pytest.raises(InvalidRequirement):
         name_and_specifier(text)
-
-
-@pytest.mark.parametrize("value", [
-    {}, [], {"a": []}, [{}], (1, 2), "é\u2028\n\"\\\t", [None, True, False, 0, -1, 10**30],
-    {7: 2, 2.5: 1, True: 0, None: 1, False: [1.5, float("nan"), float("inf"), -float("inf"), 1e300, -0.0]},
-    {"x": {"y": {"z": [1, [2, [3]]], "w": "GPU 0：TITAN RTX"}}},
-])
-def test_render_dumps_is_json_dumps_indent_2(value):
-    from cudamatrix.render import dumps
-
-    assert dumps(value) == json.dumps(value, indent=2)
-
-
-def test_render_dumps_of_a_real_envelope_and_its_refusals():
-    from cudamatrix.models import Environment, GpuInfo, Note
-    from cudamatrix.render import dumps, envelope
-
-    env = Environment(gpus=[GpuInfo(index=0, name="NVIDIA GeForce RTX 4090", compute_capability="8.9")],
-                      notes=[Note("report", "paste: read as nvidia-smi (lines 1-20)")])
-    doc = envelope("detect", 0, {"environment": env.to_dict()})
-    assert dumps(doc) == json.dumps(doc, indent=2)
-    for bad in ({(1, 2): 1}, {"a": object()}, [set()]):
-        with pytest.raises(TypeError):
-            json.dumps(bad, indent=2)
-        with pytest.raises(TypeError):
-            dumps(bad)
 
 
 def test_paste_having_is_every_line_holding_a_needle():

@@ -315,6 +315,10 @@ def validate_files(raws: dict[str, bytes]) -> Matrix:
 def build_files(raws: dict[str, bytes]) -> Matrix:
     """Build a Matrix from trusted raw file contents (the shipped data) without validation.
 
+    This second loader beside pydantic pays for itself: validating the shipped data with pydantic instead made
+    ``solve`` (four frameworks, one target) take 1.9 times the CPU time and ``doctor`` 1.8 times (paired runs,
+    medians of 15); the tests check both loaders give the same Matrix.
+
     Raises DataError when the files are not even of the right shape (a broken installation)."""
     parsed = {name: _parse(f"{name}.json", raw) for name, raw in raws.items()}
     _check_schema(parsed)
