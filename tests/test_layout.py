@@ -106,3 +106,22 @@ def test_every_test_runs_in_a_private_home():
         assert Path(os.environ[var]).is_relative_to(home), var
     assert cache_dir().is_relative_to(home)
     assert state_root().is_relative_to(home)
+
+
+def test_the_complexity_gate_finds_a_function_ranked_d_and_holds_for_the_package(tmp_path):
+    """scripts/complexity.py (run by scripts/lint.sh): a function above radon's rank C is found, by path and name;
+    the package has none beyond the allow-list, and every allow-list entry is still above the limit."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("complexity", PACKAGE.parent / "scripts" / "complexity.py")
+    gate = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gate)
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    branches = "\n".join(f"    if x == {i}:\n        return {i}" for i in range(20))
+    (pkg / "m.py").write_text(f"def wide(x):\n{branches}\n    return -1\n\n\nclass K:\n    def narrow(self):\n"
+                              f"        return 0\n")
+    assert gate.over_limit(pkg) == {"pkg/m.py:wide": 21}
+    found = gate.over_limit(PACKAGE)
+    allow = gate.allowed(gate.ALLOW.read_text())
+    assert set(found) == allow, (sorted(set(found) - allow), sorted(allow - set(found)))

@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""The complexity gate: no function of the package ranked D or worse by radon (cyclomatic complexity above 20).
+
+Functions still above it while their module is being reworked are listed in ``scripts/complexity_allow.txt``
+(``path:Function`` or ``path:Class.method``, one a line); the list only shrinks: an entry whose function is
+back at C or better, or gone, fails the gate too, so that it is taken off when its change lands.
+
+    python scripts/complexity.py          # exit 0 clean, 1 with the functions to fix, 2 radon is missing
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ALLOW = ROOT / "scripts" / "complexity_allow.txt"
+LIMIT = 20  # radon's rank C ends here: 21 and above is D, E or F
+
+
+def over_limit(package: Path) -> dict[str, int]:
+    """``path:name`` -> complexity of every function and method above :data:`LIMIT`."""
+    from radon.complexity import cc_visit
+
+    found: dict[str, int] = {}
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(package.parent).as_posix()
+        # functions and methods (a class's own block is its methods' sum: not a function), and their closures
+        for block in cc_visit(path.read_text(encoding="utf-8")):
+            if type(block).__name__ != "Function":
+                continue
+            for item in [block, *block.closures]:
+                if item.complexity > LIMIT:
+                    name = f"{item.classname}.{item.name}" if item.classname else item.name
+                    found[f"{rel}:{name}"] = item.complexity
+    return found
+
+
+def allowed(text: str) -> set[str]:
+    return {line.split("#")[0].strip() for line in text.splitlines() if line.split("#")[0].strip()}
+
+
+def main() -> int:
+    try:
+        found = over_limit(ROOT / "cudamatrix")
+    except ImportError:
+        print("complexity: radon is not installed (pip install -e '.[test]')", file=sys.stderr)
+        return 2
+    allow = allowed(ALLOW.read_text(encoding="utf-8")) if ALLOW.is_file() else set()
+    new = sorted(k for k in found if k not in allow)
+    stale = sorted(allow - set(found))
+    for key in new:
+        print(f"{key}: cyclomatic complexity {found[key]} (rank D or worse; split it to {LIMIT} or less)")
+    for key in stale:
+        print(f"{key}: listed in {ALLOW.relative_to(ROOT)} but no longer above {LIMIT}: take it off the list")
+    if not new and not stale:
+        print(f"complexity: no function above {LIMIT} ({len(allow)} allowed while their modules are reworked)")
+    return 1 if new or stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
