@@ -8,6 +8,7 @@ from __future__ import annotations
 from packaging.version import InvalidVersion, Version
 
 from cudamatrix.matrix.data import FrameworkRelease, Variant
+from cudamatrix.matrix.query import is_version
 from cudamatrix.models import Environment, Framework
 
 
@@ -29,7 +30,7 @@ def stated_build(env: Environment, inst) -> tuple[FrameworkRelease | None, Varia
         return None, None, ["its version"]
     source = f"stated by the environment ({fw.source if fw is not None and fw.source else 'installed version'})"
     # a cuDNN stated in words ("unknown") is no version: it stays unknown, and is listed as such
-    cudnn = Version(fw.cudnn) if fw is not None and fw.cudnn and _is_version(fw.cudnn) else None
+    cudnn = Version(fw.cudnn) if fw is not None and fw.cudnn and is_version(fw.cudnn) else None
     if cuda is not None:
         unknown[:0] = ["the GPU architectures it was compiled for"] + ([] if cudnn else ["its cuDNN version"])
     variant = Variant(name=inst.variant_name or (f"cu{cuda.major}{cuda.minor}" if cuda else "cpu"), source=source,
@@ -48,11 +49,3 @@ def _stated_cuda(fw: Framework | None, local: str) -> Version | None:
     except InvalidVersion:
         return None
     return None
-
-
-def _is_version(text: str) -> bool:
-    try:
-        Version(text)
-    except InvalidVersion:
-        return False
-    return True

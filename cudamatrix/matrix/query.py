@@ -289,12 +289,13 @@ def _frameworks(matrix: Matrix) -> list[str]:
             if fw_rel.name != family:
                 problems.append(f"{where}: name: {fw_rel.name!r} in {family}.json")
             problems += _duplicate(where, f"version: duplicate row {fw_rel.version}", str(fw_rel.version), seen)
-            problems += [f"{where}: python: not a version: {p!r}" for p in fw_rel.python if not _is_version(p)]
+            problems += [f"{where}: python: not a version: {p!r}" for p in fw_rel.python if not is_version(p)]
             problems += _variants(where, fw_rel.variants, cuda_versions)
     return problems
 
 
-def _is_version(text: str) -> bool:
+def is_version(text: str) -> bool:
+    """Whether ``text`` is a PEP 440 version."""
     try:
         Version(text)
     except InvalidVersion:
