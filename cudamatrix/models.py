@@ -110,6 +110,8 @@ class LibraryLoad(Model):
     expected: str | None = None  # the file mapped without LD_PRELOAD, LD_LIBRARY_PATH and earlier loads
     expected_rule: str | None = None
     when: str = "import"  # "import" | "first use" (a lazy dlopen)
+    version: str | None = None  # of the file that will be mapped (its name, or the wheel that installed it)
+    expected_version: str | None = None  # of ``expected``
 
 
 @record
@@ -399,6 +401,9 @@ class FrameworkReport(Model):
     # ({soname, predicted, mapped, rule, agree}); the rows where they differ, again, as model errors
     loads_compared: list[dict[str, Any]] = field(default_factory=list)
     model_errors: list[dict[str, Any]] = field(default_factory=list)
+    # one library family mapped from several copies of different (or unknown) versions after the work: a shim
+    # from one copy, sub-libraries from another ({family, copies: [{folder, version, files}]})
+    mixed_loads: list[dict[str, Any]] = field(default_factory=list)
 
 
 @record

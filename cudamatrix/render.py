@@ -248,6 +248,10 @@ def human_report(report) -> None:
         for err in fw.model_errors:
             _echo(f"  loader model error: {err['soname']}: predicted {err['predicted']} ({err['rule']}), "
                   f"mapped {err.get('mapped') or 'nothing'}")
+        for mixed in fw.mixed_loads:
+            copies = "; ".join(f"{c['folder']} ({c['version'] or 'version unknown'}): {', '.join(c['files'])}"
+                               for c in mixed["copies"])
+            _echo(f"  mixed load of {mixed['family']}: {copies}")
         if fw.status == "failed" and fw.stderr_tail:
             _echo("  stderr (last lines):")
             for line in fw.stderr_tail.splitlines()[-8:]:

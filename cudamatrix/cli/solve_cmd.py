@@ -218,7 +218,7 @@ def run_check(requirement_file: Path | None = None, env: list[Path] | None = Non
 def run_env(shell: str = "bash", env: list[Path] | None = None, python: str | None = None,
             as_json: bool = False) -> None:
     """Print the exports that fix library paths for this environment (nothing when nothing needs fixing)."""
-    from cudamatrix.detect.libpaths import library_path_fix
+    from cudamatrix.detect.libpaths import after_change, library_path_fix
     from cudamatrix.safe.shells import SHELLS, canonical
     from cudamatrix.solve.target import environments
 
@@ -229,7 +229,7 @@ def run_env(shell: str = "bash", env: list[Path] | None = None, python: str | No
         raise UsageError("env reads one environment at a time")
     environment = environments(env or [], [], python)[0]
     changes = library_path_fix(environment)
-    advice = env_advice(environment, changes)
+    advice = env_advice(environment, changes, after_change(environment, changes) if changes else None)
     lines = [export_line(name, k, v) for k, v in changes.items()]
 
     def human() -> None:
@@ -242,28 +242,48 @@ def run_env(shell: str = "bash", env: list[Path] | None = None, python: str | No
     finish("env", 0, {"env": changes, "shell": name, "lines": lines, "advice": advice}, as_json, human)
 
 
-def env_advice(environment, changes: dict[str, str]) -> list[str]:
-    """What the exports do, one line per wrong load they stop; and a plain "nothing to change" otherwise."""
-    from cudamatrix.detect.libpaths import wrong_loads
+def env_advice(environment, changes: dict[str, str], left=None) -> list[str]:
+    """What the exports do: one line per framework and folder (or preloaded file) whose loads they stop, the
+    loads no variable stops, and what the loader model predicts once they apply (``left``: the wrong loads it
+    still predicts, None when it could not check); a plain "nothing to change" when nothing loads wrong."""
+    from cudamatrix.detect.libpaths import grouped, wrong_loads
 
     wrong = wrong_loads(environment)
     if not environment.library_loads:
         return ["nothing to change: this environment carries no loader prediction (pasted or saved by an older "
                 "version); run cudamatrix env on the machine"] if not changes else []
     if not wrong:
-        return ["nothing to change: every framework maps its own copy of each CUDA library"]
-    out = []
-    for w in wrong:
-        load = w.load
-        if w.cause == "LD_PRELOAD":
-            out.append(f"# {load.soname}: LD_PRELOAD puts {load.path} in place of {load.expected}; a running notebook "
-                       "kernel keeps it until restarted without it")
-        elif w.cause == "LD_LIBRARY_PATH":
-            out.append(f"# {load.soname}: {load.framework} maps {load.path} (LD_LIBRARY_PATH) instead of {load.expected}")
-        else:
-            out.append(f"# {load.soname}: {load.framework} maps {load.path} ({load.rule}); no variable changes that: "
-                       "restart, and import the framework before what loaded that copy")
+        return ["nothing to change: every library each framework maps, and every library those open, resolves "
+                "to the framework's own copy"]
+    out = [_advice_line(group) for group in grouped(wrong)]
+    if left is not None and changes:
+        out.append("# after this change every library the frameworks map resolves to their own copies (loader model)"
+                   if not left else "# still wrong after this change: " + "; ".join(
+                       f"{w.load.soname} -> {w.load.path} ({w.load.rule})" for w in left))
     return out
+
+
+def _advice_line(group) -> str:
+    from cudamatrix.detect.libpaths import winner_folder
+
+    load = group[0].load
+    names = ", ".join(w.load.soname for w in group)
+    own = sorted({w.load.expected for w in group if w.load.expected})
+    instead = f" instead of {own[0] if len(own) == 1 else 'its own copies in ' + winner_folder_of(own)}" if own else ""
+    if group[0].cause == "LD_PRELOAD":
+        return (f"# {names}: LD_PRELOAD puts {load.path} in place of {load.expected}; a running notebook kernel keeps "
+                "it until restarted without it")
+    if group[0].cause == "LD_LIBRARY_PATH":
+        return f"# {load.framework} maps {names} from {winner_folder(load)} (LD_LIBRARY_PATH){instead}"
+    return (f"# {names}: {load.framework} maps {load.path} ({load.rule}); no variable changes that: restart, and "
+            "import the framework before what loaded that copy")
+
+
+def winner_folder_of(paths: list[str]) -> str:
+    """The folder of the first path (the framework's own copies of one library family share it)."""
+    import os
+
+    return os.path.dirname(paths[0])
 
 
 def export_line(shell: str, key: str, value: str) -> str:

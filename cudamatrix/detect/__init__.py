@@ -73,8 +73,9 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
         kmod, kmod_source = driver.read_module_version(root)
     ld_entries, ld_note = ldconfig.value()
     # the loader model reads ELF headers while the loader child below runs (it waits on a subprocess)
+    model_notes: list[Note] = []  # openers whose opened libraries the data does not know
     model = Background(_timed, timer, "loader_model", libpaths.predict_loads, env.frameworks,
-                        env.python.site_packages, env.python.executable, environ, ld_entries)
+                       env.python.site_packages, env.python.executable, environ, ld_entries, None, (), model_notes)
     if ld_note:
         env.notes.append(Note("ldconfig", ld_note))
     with timer("libraries"):
@@ -120,6 +121,7 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
     env.driver = drv
     env.libraries = copies
     env.library_loads = model.value()
+    env.notes += model_notes
     env.notes += libpaths.reconcile_notes(libraries.loader_view(copies, environ, ld_entries), env.library_loads)
     env.notes += libraries.unsafe_notes(environ, copies)
     for lib in copies:

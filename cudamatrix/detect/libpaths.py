@@ -43,38 +43,107 @@ _CUDA_LIBS_ENTRY = re.compile(r'\(\s*"([\w-]+)",\s*"(lib[^"]+)"\s*\)|"([\w-]+)":
 
 
 def predict_loads(frameworks: list[Framework], site_packages: list[str], executable: str | None,
-                  environ: dict[str, str], ld_entries: list, *, cwd: str | None = None,
-                  mapped: Sequence[str] = ()) -> list[LibraryLoad]:
-    """The file each installed framework maps for every CUDA-stack SONAME, with the rule that chose it.
+                  environ: dict[str, str], ld_entries: list, cwd: str | None = None,
+                  mapped: Sequence[str] = (), notes: list | None = None) -> list[LibraryLoad]:
+    """The file each installed framework maps for every CUDA-stack SONAME, with the rule that chose it: what
+    its import loads, and what the libraries it loads open themselves on first use (:mod:`.openers`).
 
     ``mapped``: files already mapped into the process that will import the framework (a notebook kernel).
+    ``notes``: receives a :class:`~cudamatrix.models.Note` for each opener whose opened libraries are unknown.
     Reads ELF headers only; never loads anything.
     """
-    from cudamatrix.detect.loader import LinkMap, system_search
-
     _LISTED.clear()  # folder listings live for one prediction: a later call may follow an install
+    versions = wheel_versions(site_packages)
     out: list[LibraryLoad] = []
+    unknown: dict[str, None] = {}
     clean_environ = {k: v for k, v in environ.items() if k not in ("LD_PRELOAD", "LD_LIBRARY_PATH")}
     for fw in frameworks:
-        if fw.name not in _RECIPES:
-            continue
-        actual = LinkMap(system_search(environ, ld_entries, executable, cwd), mapped)
-        if not _RECIPES[fw.name](actual, site_packages, fw):
-            continue  # the framework's files are not there (a report, or another layout)
+        actual = _simulate(fw, site_packages, environ, ld_entries, executable, cwd, mapped, versions, unknown)
+        if actual is None:
+            continue  # not modelled, or the framework's files are not there (a report, or another layout)
         if mapped or len(clean_environ) != len(environ):
-            clean = LinkMap(system_search(clean_environ, ld_entries, executable, cwd))
-            _RECIPES[fw.name](clean, site_packages, fw)
+            clean = _simulate(fw, site_packages, clean_environ, ld_entries, executable, cwd, (), versions, {}) or actual
         else:  # nothing that could shadow: the framework's own choice is the prediction itself
             clean = actual
-        own = _decisive(clean)
-        for soname, (res, when) in _decisive(actual).items():
-            exp = own.get(soname)
-            expected = exp[0] if exp else None
-            out.append(LibraryLoad(
-                framework=fw.name, soname=soname, path=res.path, rule=res.rule, requested_by=res.requested_by,
-                how=res.how, found_as=res.found_as, when=when,
-                expected=expected.path if expected is not None and expected.path != res.path else None,
-                expected_rule=expected.rule if expected is not None and expected.path != res.path else None))
+        out += _loads(fw.name, _decisive(actual), _decisive(clean), versions)
+    if notes is not None:
+        from cudamatrix.models import Note
+
+        notes += [Note("loader", why, "warning") for why in unknown]
+    return out
+
+
+def _simulate(fw: Framework, site_packages: list[str], environ: dict[str, str], ld_entries: list,
+              executable: str | None, cwd: str | None, mapped: Sequence[str], versions: dict[str, str],
+              unknown: dict[str, None]):
+    """The link map of importing ``fw`` and using its libraries once, or None when it is not modelled here."""
+    from cudamatrix.detect.loader import LinkMap, system_search
+
+    if fw.name not in _RECIPES:
+        return None
+    lm = LinkMap(system_search(environ, ld_entries, executable, cwd), mapped)
+    if not _RECIPES[fw.name](lm, site_packages, fw):
+        return None
+    open_libraries(lm, versions, unknown)
+    return lm
+
+
+def _loads(framework: str, actual: dict, own: dict, versions: dict[str, str]) -> list[LibraryLoad]:
+    out = []
+    for soname, (res, when) in actual.items():
+        exp = own.get(soname)
+        other = exp[0] if exp is not None and exp[0].path != res.path else None
+        out.append(LibraryLoad(
+            framework=framework, soname=soname, path=res.path, rule=res.rule, requested_by=res.requested_by,
+            how=res.how, found_as=res.found_as, when=when, version=file_version(res.path, versions),
+            expected=other.path if other is not None else None, expected_rule=other.rule if other is not None else None,
+            expected_version=file_version(other.path, versions) if other is not None else None))
+    return out
+
+
+def open_libraries(lm, versions: dict[str, str], unknown: dict[str, None]) -> None:
+    """Every object in ``lm`` that the data knows as an opener opens its libraries (first use), in load order;
+    what those open in turn follows (cuDNN's graph library opens the engine libraries)."""
+    from cudamatrix.detect import openers
+
+    done: set[int] = set()
+    i = 0
+    while i < len(lm.objects):
+        obj = lm.objects[i]
+        i += 1
+        soname = obj.dyn.soname if obj.dyn is not None else None
+        if soname is None or id(obj) in done or not openers.is_opener(soname):
+            continue
+        done.add(id(obj))
+        todo, why = openers.openings(soname, file_version(obj.real, versions))
+        if why:
+            unknown.setdefault(why, None)
+        for opening in todo:
+            lm.load_first(opening.names, obj, opening.soname)
+
+
+_VERSIONED_NAME = re.compile(r"\.so\.(\d+\.\d+(?:\.\d+)*)$")
+
+
+def file_version(path: str | None, versions: dict[str, str]) -> str | None:
+    """The version of a library file: its real name (``libcudnn_graph.so.9.14.0``), else the version of the
+    nvidia-* wheel whose RECORD lists it (``versions``, from :func:`wheel_versions`)."""
+    if not path:
+        return None
+    m = _VERSIONED_NAME.search(os.path.basename(os.path.realpath(path)))
+    return m.group(1) if m else versions.get(os.path.realpath(path))
+
+
+def wheel_versions(site_packages: list[str]) -> dict[str, str]:
+    """Real path -> version of every shared library an nvidia-* wheel installed in ``site_packages``."""
+    out: dict[str, str] = {}
+    for sp in site_packages:
+        for record_file in sorted(glob.glob(os.path.join(sp, "nvidia_*.dist-info", "RECORD"))):
+            version = os.path.basename(os.path.dirname(record_file))[:-len(".dist-info")].rpartition("-")[2]
+            for line in _read_text(record_file, 1 << 22).splitlines():
+                rel = line.split(",", 1)[0]
+                if ".so" in rel:
+                    out.setdefault(os.path.realpath(os.path.join(sp, rel)), version)
     return out
 
 
@@ -89,7 +158,7 @@ def _decisive(lm) -> dict[str, tuple]:
             key = _soname(res.path) or os.path.basename(res.name)
             table = by_path
         else:
-            key, table = res.name, by_name
+            key, table = res.soname or res.name, by_name
         if not CUDA_LIB.match(key):
             continue
         if key not in table or (table[key].path is None and res.path is not None):
@@ -232,17 +301,49 @@ class WrongLoad:
 
     @property
     def known_different(self) -> bool:
-        return bool(self.version and self.expected_version and self.version != self.expected_version)
+        return bool(self.version and self.expected_version and not same_release(self.version, self.expected_version))
+
+
+def same_release(a: str | None, b: str | None) -> bool:
+    """Both versions known and of one library release ("9.19.0" and the wheel's "9.19.0.56" are)."""
+    from cudamatrix.detect.openers import version_tuple
+
+    ta, tb = version_tuple(a), version_tuple(b)
+    return ta is not None and tb is not None and ta[:len(tb)] == tb[:len(ta)]
 
 
 def version_of(env: Environment, path: str | None) -> str | None:
-    """The detected version of the file at ``path`` (matched by real path), or None."""
+    """The detected version of the file at ``path`` (matched by real path); for a library that an opener of
+    the data opens (cuDNN's sub-libraries), the version detect read for that folder's copy of the opener. None
+    when neither is known."""
     if not path:
         return None
     for lib in env.libraries:
         if lib.path == path or os.path.realpath(lib.path) == path:
             return lib.version
-    return None
+    return _folder_version(env, path)
+
+
+def _folder_version(env: Environment, path: str) -> str | None:
+    """Inference rule: cuDNN's sub-libraries are one release with the shim of their folder, whose version detect
+    read by loading it after that folder's own answering sub-library (:func:`cudamatrix.detect.loader.own_answerer`)."""
+    from cudamatrix.detect import elf, openers
+
+    dyn = elf.try_read(path)
+    family = openers.family_of(dyn.soname) if dyn is not None and dyn.soname else None
+    if family is None or not family.startswith("cudnn"):
+        return None
+    folder = os.path.dirname(os.path.realpath(path))
+    return next((lib.version for lib in env.libraries if lib.name == "cudnn" and lib.version
+                 and lib.soname == f"libcudnn.so.{family[len('cudnn'):]}"
+                 and os.path.dirname(os.path.realpath(lib.path)) == folder), None)
+
+
+def load_version(env: Environment, load: LibraryLoad, expected: bool = False) -> str | None:
+    """The version of the file a load maps (``expected``: of the framework's own copy)."""
+    if expected:
+        return load.expected_version or version_of(env, load.expected)
+    return load.version or version_of(env, load.path)
 
 
 def wrong_loads(env: Environment, loads: list[LibraryLoad] | None = None) -> list[WrongLoad]:
@@ -252,14 +353,42 @@ def wrong_loads(env: Environment, loads: list[LibraryLoad] | None = None) -> lis
     for load in env.library_loads if loads is None else loads:
         if not load.expected or load.path is None or load.path == load.expected:
             continue
-        have, want = version_of(env, load.path), version_of(env, load.expected)
-        if have and want and have == want:
+        have, want = load_version(env, load), load_version(env, load, expected=True)
+        if same_release(have, want):
             continue
         rule = load.rule
         cause = ("LD_PRELOAD" if "LD_PRELOAD" in rule else "LD_LIBRARY_PATH" if rule == "LD_LIBRARY_PATH"
                  else "loaded earlier" if rule.startswith("already loaded") else "other")
         out.append(WrongLoad(load, cause, have, want))
     return out
+
+
+def winner_folder(load: LibraryLoad) -> str:
+    """The folder whose entry made ``load``'s file win (the path as the search found it, before symlinks)."""
+    return os.path.dirname(load.found_as or load.path or "")
+
+
+def grouped(wrong: list[WrongLoad]) -> list[list[WrongLoad]]:
+    """Wrong loads by framework, cause and what wins (the folder, or the preloaded file), in first-seen order."""
+    groups: dict[tuple[str, str, str], list[WrongLoad]] = {}
+    for w in wrong:
+        where = w.load.path or "" if w.cause == "LD_PRELOAD" else winner_folder(w.load)
+        groups.setdefault((w.load.framework, w.cause, where), []).append(w)
+    return list(groups.values())
+
+
+def after_change(env: Environment, changes: dict[str, str]) -> list[WrongLoad] | None:
+    """The wrong loads left once ``changes`` (variable -> value, "" unsets) apply to this process's environment,
+    predicted again for ``env``'s interpreter; None when ``env`` was not detected here (a saved or pasted one)."""
+    from cudamatrix.detect.libraries import run_ldconfig
+
+    if env.origin != "live" or not env.python.site_packages:
+        return None
+    environ = {k: v for k, v in os.environ.items() if changes.get(k, v) != ""}
+    environ.update({k: v for k, v in changes.items() if v != ""})
+    entries, _note = run_ldconfig(10.0)
+    loads = predict_loads(env.frameworks, env.python.site_packages, env.python.executable, environ, entries)
+    return wrong_loads(env, loads)
 
 
 def cudnn_mapped(env: Environment, framework: str) -> LibraryLoad | None:

@@ -64,6 +64,24 @@ def findable(soname: str, environ: dict[str, str]) -> bool:
         return os.name != "posix"  # no cache to read: let the child try
 
 
+def own_answerer(path: str) -> list[str]:
+    """The file of the same copy that answers ``path``'s version call (cuDNN 9's libcudnn_graph.so.9 next to
+    libcudnn.so.9), when the shim forwards the call to a library it opens by name; [] for the others."""
+    from cudamatrix.detect import openers
+
+    if not os.path.basename(path).startswith("libcudnn"):
+        return []  # only the cuDNN shims forward cudnnGetVersion: nothing else reads the data here
+    dyn = _elf.try_read(path)
+    answers = openers.answers_version(dyn.soname) if dyn is not None and dyn.soname else None
+    if not answers:
+        return []
+    for folder in dict.fromkeys((os.path.dirname(path), os.path.dirname(os.path.realpath(path)))):
+        sibling = os.path.join(folder, answers)
+        if os.path.exists(sibling):
+            return [sibling]
+    return []
+
+
 def run_loader(libs: list[tuple[str, str]], nvml: bool, libcuda: bool, timeout: float,
                python: str | None = None) -> LoaderAnswers:
     """Answer NVML (when ``nvml``), libcuda (when ``libcuda``) and each ``(path, name)`` in ``libs``."""
@@ -71,7 +89,7 @@ def run_loader(libs: list[tuple[str, str]], nvml: bool, libcuda: bool, timeout: 
     if not (libs or nvml or libcuda):
         return answers
     config: dict[str, Any] = {"nvml": nvml, "libcuda": libcuda, "pynvml_dir": pynvml_dir() if nvml else None,
-              "libs": [{"path": p, "name": n} for p, n in libs], "skip": []}
+              "libs": [{"path": p, "name": n, "first": own_answerer(p)} for p, n in libs], "skip": []}
     exe = python or sys.executable
     for _attempt in range(3):
         result = proc.run([exe, "-I", "-S", _SCRIPT, json.dumps(config)], timeout=timeout,
@@ -147,6 +165,7 @@ class Resolution:
     error: str | None = None  # why the load fails (not found, not an ELF object)
     found_as: str | None = None  # the path the search found (its folder is the one that won)
     when: str = "import"
+    soname: str | None = None  # the SONAME a load under several names answers for (libcudnn_graph.so.9)
 
 
 @record
@@ -241,6 +260,24 @@ class LinkMap:
         for r in self.resolutions[n_res:]:
             r.when = when
         return obj
+
+    def load_first(self, names: Sequence[str], caller: Obj | None, soname: str, how: str = "dlopen",
+                   when: str = "first use") -> Obj | None:
+        """dlopen of each name in turn until one loads, as cuDNN's shims do (``libcudnn_graph.so.9.19.0``, then
+        ``.so.9.19``, ``.so.9``, ``.so``). The kept resolution answers for ``soname``; when none loads, the
+        last failure is kept."""
+        failure = None
+        for name in names:
+            n_res = len(self.resolutions)
+            obj = self.load(name, caller, how=how, when=when)
+            if obj is not None:
+                self.resolutions[n_res].soname = soname
+                return obj
+            failure = self.resolutions.pop(n_res)
+        if failure is not None:
+            failure.soname = soname
+            self.resolutions.append(failure)
+        return None
 
     def find(self, real: str) -> Obj | None:
         return next((o for o in self.objects if o.real == real), None)

@@ -78,6 +78,7 @@ def verify(*, python: str | None = None, frameworks: list[str] | str = "all", ti
     predicted = predictions(python, child_env)
     for report in reports:
         compare_maps(report, [x for x in predicted if x.framework == report.framework])
+        check_mixed(report)
     if frameworks == "all":
         installed = [r for r in reports if r.status != "not_installed"]
         reports = installed or [FrameworkReport(framework="all", status="failed", finding_code="NOT_INSTALLED",
@@ -188,6 +189,57 @@ def compare_maps(report: FrameworkReport, loads: list) -> None:
         if row["agree"] is False:
             report.model_errors.append({"soname": load.soname, "predicted": load.path, "mapped": row["mapped"],
                                         "rule": load.rule})
+
+
+def mixed_loads(maps: list[str], mapped_libraries: list[dict]) -> list[dict]:
+    """The library families (:mod:`cudamatrix.detect.openers`) whose files in ``maps`` come from more than one
+    folder of different or unknown versions: [{family, copies: [{folder, version, files}]}], the opener's copy
+    first. Versions: the child's own answers (``mapped_libraries``), else the file name."""
+    from cudamatrix.detect import elf, openers
+
+    answered = {os.path.realpath(m["path"]): m.get("version") for m in mapped_libraries if m.get("path")}
+    families: dict[str, dict[str, dict]] = {}
+    for path in maps:
+        dyn = elf.try_read(path)
+        soname = dyn.soname if dyn is not None and dyn.soname else os.path.basename(path)
+        family = openers.family_of(soname)
+        if family is None:
+            continue
+        real = os.path.realpath(path)
+        copy = families.setdefault(family, {}).setdefault(os.path.dirname(real), {
+            "folder": os.path.dirname(real), "version": None, "files": [], "opener": False})
+        copy["files"].append(os.path.basename(real))
+        copy["opener"] = copy["opener"] or openers.is_opener(soname) and not soname.startswith("libcudnn_")
+        version = answered.get(real) or _name_version(real)
+        copy["version"] = copy["version"] or version
+    out = []
+    for family, copies in families.items():
+        releases = {openers.version_tuple(c["version"]) for c in copies.values()}
+        if len(copies) > 1 and (len(releases) > 1 or None in releases):
+            ordered = sorted(copies.values(), key=lambda c: not c["opener"])
+            out.append({"family": family, "copies": [{k: c[k] for k in ("folder", "version", "files")} for c in ordered]})
+    return out
+
+
+def _name_version(path: str) -> str | None:
+    from cudamatrix.detect.libpaths import file_version
+
+    return file_version(path, {})
+
+
+def check_mixed(report: FrameworkReport) -> None:
+    """A library family mapped from two copies after the work is a failure, even when the work ran: the
+    sub-libraries of one copy run with another copy's shim (LIBRARY_MIXED)."""
+    maps = getattr(report, "_maps", None)
+    if not maps:
+        return
+    report.mixed_loads = mixed_loads(maps, report.mapped_libraries)
+    if report.mixed_loads and report.status in ("verified", "not_possible"):
+        first = report.mixed_loads[0]
+        copies = ", ".join(f"{c['folder']} ({c['version'] or 'version unknown'})" for c in first["copies"])
+        ran = "the work ran, by luck" if report.status == "verified" else "only the CPU path ran"
+        report.status, report.finding_code = "failed", "LIBRARY_MIXED"
+        report.cause = f"{first['family']} is mapped from more than one copy: {copies}; {ran}"
 
 
 def _cudnn_mismatch(result: dict) -> str | None:
