@@ -122,6 +122,7 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
     env.libraries = copies
     env.library_loads = model.value()
     env.notes += model_notes
+    libpaths.fill_versions(env)
     env.notes += libpaths.reconcile_notes(libraries.loader_view(copies, environ, ld_entries), env.library_loads)
     env.notes += libraries.unsafe_notes(environ, copies)
     for lib in copies:

@@ -313,30 +313,34 @@ def same_release(a: str | None, b: str | None) -> bool:
 
 
 def version_of(env: Environment, path: str | None) -> str | None:
-    """The detected version of the file at ``path`` (matched by real path); for a library that an opener of
-    the data opens (cuDNN's sub-libraries), the version detect read for that folder's copy of the opener. None
-    when neither is known."""
+    """The detected version of the file at ``path`` (matched by real path), or None."""
     if not path:
         return None
     for lib in env.libraries:
         if lib.path == path or os.path.realpath(lib.path) == path:
             return lib.version
-    return _folder_version(env, path)
+    return None
 
 
-def _folder_version(env: Environment, path: str) -> str | None:
-    """Inference rule: cuDNN's sub-libraries are one release with the shim of their folder, whose version detect
-    read by loading it after that folder's own answering sub-library (:func:`cudamatrix.detect.loader.own_answerer`)."""
-    from cudamatrix.detect import elf, openers
+def fill_versions(env: Environment) -> None:
+    """Give each predicted load (and its framework's own copy) the version detect knows for that file: the copy
+    of the library list, else, for a library a cuDNN shim opens, that folder's cuDNN version. Inference rule:
+    cuDNN's sub-libraries are one release with the shim of their folder, whose version detect read by loading it
+    after that folder's own answering sub-library (:func:`cudamatrix.detect.loader.own_answerer`)."""
+    from cudamatrix.detect import openers
 
-    dyn = elf.try_read(path)
-    family = openers.family_of(dyn.soname) if dyn is not None and dyn.soname else None
-    if family is None or not family.startswith("cudnn"):
-        return None
-    folder = os.path.dirname(os.path.realpath(path))
-    return next((lib.version for lib in env.libraries if lib.name == "cudnn" and lib.version
-                 and lib.soname == f"libcudnn.so.{family[len('cudnn'):]}"
-                 and os.path.dirname(os.path.realpath(lib.path)) == folder), None)
+    folders = {os.path.dirname(os.path.realpath(lib.path)) + "|" + lib.soname: lib.version
+               for lib in env.libraries if lib.name == "cudnn" and lib.version}
+
+    def known(path: str | None, soname: str) -> str | None:
+        family = openers.family_of(soname) or ""
+        shim = f"libcudnn.so.{family[len('cudnn'):]}" if family.startswith("cudnn") else ""
+        return version_of(env, path) or (folders.get(os.path.dirname(path) + "|" + shim) if path and shim else None)
+
+    for load in env.library_loads:
+        load.version = load.version or known(load.path, load.soname)
+        if load.expected:
+            load.expected_version = load.expected_version or known(load.expected, load.soname)
 
 
 def load_version(env: Environment, load: LibraryLoad, expected: bool = False) -> str | None:

@@ -125,6 +125,15 @@ def lib_version(path, name):
 
 def _lib_version(path, name):
     """(version, where it was read: "library" | "wheel <name>" | "soname")."""
+    if re.match(r"libcudnn\.so\.\d+$", name):
+        # cuDNN's shim answers cudnnGetVersion through the sub-library it opened, maybe another copy's: its own
+        # version is its file name's or its wheel's
+        own = re.search(r"\.so\.(\d+\.\d+[\d.]*)$", os.path.realpath(path)) or None
+        if own:
+            return own.group(1), "file name"
+        wheel = wheel_version(path)
+        if wheel:
+            return wheel
     try:
         lib = ctypes.CDLL(path)
         if name.startswith("libcudnn") and hasattr(lib, "cudnnGetVersion"):
@@ -213,6 +222,11 @@ def run_torch(gpu_expected):
 
     info["cpu_error"] = cpu_check(conv_cpu)
     emit(stage="cpu_checked", **info)
+    if torch.version.cuda is not None and torch.backends.cudnn.is_available():
+        # torch's own check of the cuDNN it gets against the one it was built with, as its first cuDNN use
+        # makes it; no GPU needed (it raises "cuDNN version incompatibility" on a mismatch)
+        info["cudnn"] = _cudnn_version(torch.backends.cudnn.version())
+        emit(stage="cudnn_checked", **info)
     if torch.version.cuda is None:
         if gpu_expected:
             return dict(info, status="failed", finding_code="CPU_ONLY_BUILD",

@@ -106,11 +106,14 @@ def check(python: str, framework: str, *, gpu_expected: bool, timeout: float, en
     events = parse_events(r.stdout)
     last = events[-1] if events else {}
     stage = last.get("stage", "start-up")
-    fields: dict[str, Any] = {k: last.get(k) for k in ("version", "cuda", "cudnn", "device_name", "compute_capability",
+    seen: dict[str, Any] = {}  # what every stage reported (a failure's result carries only its cause)
+    for event in events:
+        seen.update({k: v for k, v in event.items() if v is not None})
+    fields: dict[str, Any] = {k: seen.get(k) for k in ("version", "cuda", "cudnn", "device_name", "compute_capability",
                                        "time_to_first_result_s", "max_abs_error")}
     fields["cpu_checked"] = any(e.get("stage") == "cpu_checked" for e in events)
     if fields["max_abs_error"] is None:  # no GPU comparison ran: the CPU against the reference
-        fields["max_abs_error"] = last.get("cpu_error")
+        fields["max_abs_error"] = seen.get("cpu_error")
     tail = _tail(r.stderr)
     if last.get("stage") == "result":
         status = last.get("status", "failed")
