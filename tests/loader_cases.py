@@ -110,13 +110,27 @@ def mapped_with_soname(paths: list[str], basename: str) -> list[str]:
     return [p for p in paths if os.path.basename(p) == basename]
 
 
-def record(case: str, predicted: str | None, rule: str | None, mapped: list[str]) -> None:
-    """One row of the closing table (predicted vs mapped), when a table is being collected."""
+def record(case: str, predicted: str | None, rule: str | None, mapped: list[str], doctor: str | None = None,
+           env: str | None = None, when: str = "import") -> None:
+    """One row of the closing table (predicted vs mapped, and what doctor and env said where they ran), when a
+    table is being collected."""
     target = os.environ.get("CUDAMATRIX_LOADER_TABLE")
     if not target:
         return
     with open(target, "a") as fh:
-        fh.write(json.dumps({"case": case, "predicted": predicted, "rule": rule, "mapped": mapped}) + "\n")
+        fh.write(json.dumps({"case": case, "predicted": predicted, "rule": rule, "mapped": mapped, "doctor": doctor,
+                             "env": env, "when": when}) + "\n")
+
+
+def said(data: dict, framework: str, codes=("LIBRARY_SHADOWED", "LIBRARY_PRELOADED", "CUDNN_MISMATCH")) -> str:
+    """doctor's library findings for ``framework`` in a few words, for the closing table."""
+    found = [f"{f['code']} ({f['fix']})" for f in data["findings"] if f["code"] in codes and framework in f["title"]]
+    return "; ".join(found) or "no library finding"
+
+
+def env_said(changes: dict) -> str:
+    """env's change (or its first advice line) in a few words, for the closing table."""
+    return ", ".join(f"{k}={v!r}" for k, v in changes["env"].items()) or changes["advice"][0]
 
 
 # the truth for the opened half: a Python child opens a real cuDNN shim (or NVRTC) by path with ctypes, makes
