@@ -50,6 +50,13 @@ def versions(cudnn919, cudnn924) -> dict[str, str]:
     return wheel_versions([str(cudnn919.parents[2]), str(cudnn924.parents[2])])
 
 
+def case(shim: Path, what: str, env: dict[str, str], versions: dict[str, str]):
+    """(the truth, the model's link map, its graph library resolution, its unknown openers) for ``shim``."""
+    truth = opened_truth(shim, what, env)
+    lm, unknown = opened_prediction(shim, env, versions)
+    return truth, lm, resolution(lm, "libcudnn_graph.so.9"), unknown
+
+
 def names(truth: dict, folder: Path) -> list[str]:
     """The files of ``folder`` (by real path) that the child mapped, by base name."""
     real = os.path.realpath(folder)
@@ -81,10 +88,8 @@ def test_shim_with_rpath_keeps_its_graph_but_not_its_engines(cudnn919, cudnn924,
     # DT_RUNPATH only, so the engine libraries it opens come from LD_LIBRARY_PATH: torch 2.14.1 is not safe
     # with another cuDNN on LD_LIBRARY_PATH either, from its first convolution on
     env = clean_env(LD_LIBRARY_PATH=str(cudnn919))
-    truth = opened_truth(cudnn924 / "libcudnn.so.9", "cudnn+engines", env)
+    truth, lm, graph, _ = case(cudnn924 / "libcudnn.so.9", "cudnn+engines", env, versions)
     assert truth["version"] == 92400
-    lm, _ = opened_prediction(cudnn924 / "libcudnn.so.9", env, versions)
-    graph = resolution(lm, "libcudnn_graph.so.9")
     assert graph.path == os.path.realpath(cudnn924 / "libcudnn_graph.so.9") and graph.rule == "DT_RPATH of libcudnn.so.9"
     assert "libcudnn_graph.so.9" in names(truth, cudnn924)
     engines = resolution(lm, "libcudnn_engines_precompiled.so.9")
@@ -110,10 +115,8 @@ def test_nothing_on_the_path_keeps_every_library_in_its_folder(cudnn919, version
 def test_a_system_cudnn_on_ld_library_path_answers_for_the_wheel(cudnn919, cudnn914, versions):
     # the GPU machine's case: a distribution cuDNN 9.14 (libcudnn_graph.so.9.14.0 and its .so.9 link)
     env = clean_env(LD_LIBRARY_PATH=str(cudnn914))
-    truth = opened_truth(cudnn919 / "libcudnn.so.9", "cudnn", env)
+    truth, lm, graph, _ = case(cudnn919 / "libcudnn.so.9", "cudnn", env, versions)
     assert truth["version"] == 91400
-    lm, _ = opened_prediction(cudnn919 / "libcudnn.so.9", env, versions)
-    graph = resolution(lm, "libcudnn_graph.so.9")
     record("cuDNN 9.19 shim, system-style 9.14 on LD_LIBRARY_PATH: graph", graph.path, graph.rule,
            [p for p in truth["maps"] if "libcudnn_graph" in p])
     assert graph.path == str(cudnn914 / "libcudnn_graph.so.9.14.0") == os.path.realpath(

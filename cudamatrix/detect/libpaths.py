@@ -54,15 +54,17 @@ def predict_loads(frameworks: list[Framework], site_packages: list[str], executa
     """
     _LISTED.clear()  # folder listings live for one prediction: a later call may follow an install
     versions = wheel_versions(site_packages)
+    fits: dict[str, bool] = {}  # shared by every link map of this prediction
     out: list[LibraryLoad] = []
     unknown: dict[str, None] = {}
     clean_environ = {k: v for k, v in environ.items() if k not in ("LD_PRELOAD", "LD_LIBRARY_PATH")}
     for fw in frameworks:
-        actual = _simulate(fw, site_packages, environ, ld_entries, executable, cwd, mapped, versions, unknown)
+        actual = _simulate(fw, site_packages, environ, ld_entries, executable, cwd, mapped, versions, unknown, fits)
         if actual is None:
             continue  # not modelled, or the framework's files are not there (a report, or another layout)
         if mapped or len(clean_environ) != len(environ):
-            clean = _simulate(fw, site_packages, clean_environ, ld_entries, executable, cwd, (), versions, {}) or actual
+            clean = _simulate(fw, site_packages, clean_environ, ld_entries, executable, cwd, (), versions, {},
+                              fits) or actual
         else:  # nothing that could shadow: the framework's own choice is the prediction itself
             clean = actual
         out += _loads(fw.name, _decisive(actual), _decisive(clean), versions)
@@ -75,13 +77,13 @@ def predict_loads(frameworks: list[Framework], site_packages: list[str], executa
 
 def _simulate(fw: Framework, site_packages: list[str], environ: dict[str, str], ld_entries: list,
               executable: str | None, cwd: str | None, mapped: Sequence[str], versions: dict[str, str],
-              unknown: dict[str, None]):
+              unknown: dict[str, None], fits: dict[str, bool]):
     """The link map of importing ``fw`` and using its libraries once, or None when it is not modelled here."""
     from cudamatrix.detect.loader import LinkMap, system_search
 
     if fw.name not in _RECIPES:
         return None
-    lm = LinkMap(system_search(environ, ld_entries, executable, cwd), mapped)
+    lm = LinkMap(system_search(environ, ld_entries, executable, cwd), mapped, fits)
     if not _RECIPES[fw.name](lm, site_packages, fw):
         return None
     open_libraries(lm, versions, unknown)
@@ -130,20 +132,21 @@ def file_version(path: str | None, versions: dict[str, str]) -> str | None:
     nvidia-* wheel whose RECORD lists it (``versions``, from :func:`wheel_versions`)."""
     if not path:
         return None
-    m = _VERSIONED_NAME.search(os.path.basename(os.path.realpath(path)))
-    return m.group(1) if m else versions.get(os.path.realpath(path))
+    m = _VERSIONED_NAME.search(os.path.basename(path))  # the model's paths are real paths already
+    return m.group(1) if m else versions.get(path)
 
 
 def wheel_versions(site_packages: list[str]) -> dict[str, str]:
     """Real path -> version of every shared library an nvidia-* wheel installed in ``site_packages``."""
     out: dict[str, str] = {}
     for sp in site_packages:
+        real = os.path.realpath(sp)  # a wheel's files are plain files: one realpath per folder is enough
         for record_file in sorted(glob.glob(os.path.join(sp, "nvidia_*.dist-info", "RECORD"))):
             version = os.path.basename(os.path.dirname(record_file))[:-len(".dist-info")].rpartition("-")[2]
             for line in _read_text(record_file, 1 << 22).splitlines():
                 rel = line.split(",", 1)[0]
-                if ".so" in rel:
-                    out.setdefault(os.path.realpath(os.path.join(sp, rel)), version)
+                if ".so" in rel and not rel.startswith(".."):
+                    out.setdefault(os.path.join(real, rel), version)
     return out
 
 

@@ -221,10 +221,15 @@ def system_search(environ: dict[str, str], ld_entries: list, executable: str | N
 class LinkMap:
     """A simulated ld.so namespace. Load objects the way a process does; every answer is recorded."""
 
-    def __init__(self, search: Search, mapped: Sequence[str] = ()) -> None:
+    def __init__(self, search: Search, mapped: Sequence[str] = (), fits: dict[str, bool] | None = None) -> None:
+        """``fits``: answers of :meth:`_fits` to share between link maps of one machine state (files do not
+        change while a prediction runs)."""
         self.search = search
         self.objects: list[Obj] = []
         self._by_name: dict[str, Obj] = {}  # name -> the first object answering to it (glibc walks in load order)
+        self._by_ident: dict[tuple[int, int], Obj] = {}  # (st_dev, st_ino) -> the object mapped from that file
+        self._fits_cache: dict[str, bool] = {} if fits is None else fits
+        self._expanded: dict[tuple[int, str], list[str]] = {}  # (id(object), DT_RPATH/DT_RUNPATH value) -> folders
         self.resolutions: list[Resolution] = []
         self.exe: Obj | None = None
         if search.executable:
@@ -253,6 +258,9 @@ class LinkMap:
                 for n in gone.names:
                     if self._by_name.get(n) is gone:
                         del self._by_name[n]
+            for gone in self.objects[n_obj:]:
+                if gone.ident is not None and self._by_ident.get(gone.ident) is gone:
+                    del self._by_ident[gone.ident]
             del self.objects[n_obj:]
             del self.resolutions[n_res:]
             self.resolutions.append(failed)
@@ -297,6 +305,8 @@ class LinkMap:
         if mapped:
             obj.how = "mapped"
         self.objects.append(obj)
+        if ident is not None and (self.exe is not None or not self.search.executable):  # not the program itself
+            self._by_ident.setdefault(ident, obj)
         if self.exe is not None or not self.search.executable:  # the program answers to no name here
             for n in obj.names:
                 self._by_name.setdefault(n, obj)
@@ -340,7 +350,7 @@ class LinkMap:
             ident = (st.st_dev, st.st_ino)
         except OSError:
             ident = None
-        same = next((o for o in self.objects if o.ident is not None and o.ident == ident and o is not self.exe), None)
+        same = self._by_ident.get(ident) if ident is not None else None
         if same is not None:  # the same file under another name: reused, and it answers to this name too
             same.names.add(name)
             self._by_name.setdefault(name, same)
@@ -387,7 +397,15 @@ class LinkMap:
         return None, "not found", None
 
     def _expand(self, value: str, obj: Obj) -> list[str]:
-        """Split a DT_RPATH/DT_RUNPATH value and expand $ORIGIN, $LIB, $PLATFORM (braced or not)."""
+        """Split a DT_RPATH/DT_RUNPATH value and expand $ORIGIN, $LIB, $PLATFORM (braced or not); once per object
+        and value (an opener searches its path for every name it tries)."""
+        key = (id(obj), value)
+        hit = self._expanded.get(key)
+        if hit is None:
+            hit = self._expanded[key] = self._expand_now(value, obj)
+        return hit
+
+    def _expand_now(self, value: str, obj: Obj) -> list[str]:
         if obj is self.exe:
             origin = os.path.dirname(obj.real)  # the program's origin comes from /proc/self/exe (resolved)
         else:
@@ -410,6 +428,12 @@ class LinkMap:
 
     def _fits(self, path: str) -> bool:
         """An existing regular file that is an ELF object of this machine (ld.so skips others)."""
+        hit = self._fits_cache.get(path)
+        if hit is None:
+            hit = self._fits_cache[path] = self._check(path)
+        return hit
+
+    def _check(self, path: str) -> bool:
         try:
             if not _stat.S_ISREG(os.stat(path).st_mode):
                 return False

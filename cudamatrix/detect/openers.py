@@ -16,15 +16,14 @@ from __future__ import annotations
 import json
 import os
 import re
-
-from cudamatrix.schema import record
+from typing import NamedTuple
 
 _TABLE: list[dict] = []
 
 
-@record(frozen=True)
-class Opening:
-    """One library an opener dlopens: the SONAME it answers to and the names tried, first found wins."""
+class Opening(NamedTuple):
+    """One library an opener dlopens: the SONAME it answers to and the names tried, first found wins (a plain
+    tuple: made on the hot path of every detect)."""
 
     soname: str
     names: tuple[str, ...]
@@ -110,3 +109,10 @@ def family_of(soname: str) -> str | None:
             if soname == row.get("opener", opener["opener"]) or soname in row["opens"]:
                 return opener["family"].split("-")[0]
     return None
+
+
+def soname_guess(filename: str) -> str:
+    """"libcudnn_graph.so.9.14.0" -> "libcudnn_graph.so.9": the SONAME cuDNN's and NVRTC's files carry (name and
+    major), for a file that cannot be read (a replayed report)."""
+    m = re.match(r"^(lib[\w.+-]*?\.so\.\d+)(?:\.\d+)*$", filename)
+    return m.group(1) if m else filename

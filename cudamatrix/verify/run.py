@@ -204,8 +204,9 @@ def mixed_loads(maps: list[str], mapped_libraries: list[dict]) -> list[dict]:
     families: dict[str, dict[str, dict]] = {}
     for path in maps:
         dyn = elf.try_read(path)
-        soname = dyn.soname if dyn is not None and dyn.soname else os.path.basename(path)
-        family = openers.family_of(soname)
+        name = os.path.basename(path)
+        soname = dyn.soname if dyn is not None and dyn.soname else name
+        family = openers.family_of(soname) or openers.family_of(openers.soname_guess(name))
         if family is None:
             continue
         real = os.path.realpath(path)
