@@ -229,9 +229,11 @@ def human_report(report) -> None:
         head = f"{fw.framework} {fw.version or ''}".strip()
         if fw.cuda:
             cudnn = fw.cudnn
-            if not cudnn:  # the framework did not say; the copy mapped into the process did
-                mapped = [m for m in fw.mapped_libraries if str(m.get("file", "")).startswith("libcudnn.so")
-                          and m.get("version")]
+            if not cudnn:  # the framework did not say; the library that answers cudnnGetVersion() did
+                # (cuDNN 9's graph library, cuDNN 8's ops_infer; the shim only forwards the call)
+                mapped = sorted((m for m in fw.mapped_libraries if str(m.get("file", "")).startswith("libcudnn")
+                                 and m.get("version")), key=lambda m: not str(m["file"]).startswith(
+                                     ("libcudnn_graph.so", "libcudnn_ops_infer.so")))
                 cudnn = f"{mapped[0]['version']} (mapped)" if mapped else "not reported"
             head += f" (CUDA {fw.cuda}, cuDNN {cudnn})"
         _echo(f"{head}: {fw.status}" + (f" [{fw.finding_code}]" if fw.finding_code else ""))

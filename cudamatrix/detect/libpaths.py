@@ -409,26 +409,36 @@ def library_path_fix(env: Environment) -> dict[str, str]:
     framework's own copy, LD_PRELOAD without the files that replace one ("" = unset). {} when none."""
     changes: dict[str, str] = {}
     wrong = wrong_loads(env)
-    current = env.context.env.get("LD_LIBRARY_PATH")
-    bad_dirs = {os.path.normpath(os.path.dirname(w.load.found_as or w.load.path or "")) for w in wrong
-                if w.cause == "LD_LIBRARY_PATH"}
-    if current and bad_dirs:
-        # ld.so splits on colons and semicolons (ld.so(8)); the kept entries keep the separator that followed
-        # them, so the new value is the old text less the folders that win
-        parts = re.split(r"([:;])", current)
-        entries, seps = parts[0::2], parts[1::2] + [""]
-        kept = [(e, sep) for e, sep in zip(entries, seps, strict=False) if e and os.path.normpath(e) not in bad_dirs]
-        if len(kept) != len([e for e in entries if e]):
-            changes["LD_LIBRARY_PATH"] = "".join(e + (sep or ":") for e, sep in kept[:-1]) + \
-                (kept[-1][0] if kept else "")
-    preload = env.context.env.get("LD_PRELOAD")
-    bad_files = {w.load.path for w in wrong if w.cause == "LD_PRELOAD"}
-    if preload and bad_files:
-        items = [p for p in re.split(r"[:\s]+", preload) if p]
-        kept_files = [p for p in items if os.path.realpath(p) not in bad_files and p not in bad_files]
-        if len(kept_files) != len(items):
-            changes["LD_PRELOAD"] = " ".join(kept_files)
+    bad_dirs = {os.path.normpath(winner_folder(w.load)) for w in wrong if w.cause == "LD_LIBRARY_PATH"}
+    value = _without_folders(env.context.env.get("LD_LIBRARY_PATH"), bad_dirs)
+    if value is not None:
+        changes["LD_LIBRARY_PATH"] = value
+    value = _without_files(env.context.env.get("LD_PRELOAD"), {w.load.path for w in wrong if w.cause == "LD_PRELOAD"})
+    if value is not None:
+        changes["LD_PRELOAD"] = value
     return changes
+
+
+def _without_folders(current: str | None, bad_dirs: set[str]) -> str | None:
+    """LD_LIBRARY_PATH less ``bad_dirs``, or None when none of them is in it. ld.so splits on colons and
+    semicolons (ld.so(8)); the kept entries keep the separator that followed them."""
+    if not current or not bad_dirs:
+        return None
+    parts = re.split(r"([:;])", current)
+    entries, seps = parts[0::2], parts[1::2] + [""]
+    kept = [(e, sep) for e, sep in zip(entries, seps, strict=False) if e and os.path.normpath(e) not in bad_dirs]
+    if len(kept) == len([e for e in entries if e]):
+        return None
+    return "".join(e + (sep or ":") for e, sep in kept[:-1]) + (kept[-1][0] if kept else "")
+
+
+def _without_files(preload: str | None, bad_files: set[str | None]) -> str | None:
+    """LD_PRELOAD less the entries that are ``bad_files`` (as written or resolved), or None when none is."""
+    if not preload or not bad_files:
+        return None
+    items = [p for p in re.split(r"[:\s]+", preload) if p]
+    kept = [p for p in items if os.path.realpath(p) not in bad_files and p not in bad_files]
+    return " ".join(kept) if len(kept) != len(items) else None
 
 
 def in_process_loads(env: Environment, maps_text: str | None = None) -> list[LibraryLoad]:

@@ -106,14 +106,7 @@ def check(python: str, framework: str, *, gpu_expected: bool, timeout: float, en
     events = parse_events(r.stdout)
     last = events[-1] if events else {}
     stage = last.get("stage", "start-up")
-    seen: dict[str, Any] = {}  # what every stage reported (a failure's result carries only its cause)
-    for event in events:
-        seen.update({k: v for k, v in event.items() if v is not None})
-    fields: dict[str, Any] = {k: seen.get(k) for k in ("version", "cuda", "cudnn", "device_name", "compute_capability",
-                                       "time_to_first_result_s", "max_abs_error")}
-    fields["cpu_checked"] = any(e.get("stage") == "cpu_checked" for e in events)
-    if fields["max_abs_error"] is None:  # no GPU comparison ran: the CPU against the reference
-        fields["max_abs_error"] = seen.get("cpu_error")
+    fields = _reported(events)
     tail = _tail(r.stderr)
     if last.get("stage") == "result":
         status = last.get("status", "failed")
@@ -143,6 +136,19 @@ def check(python: str, framework: str, *, gpu_expected: bool, timeout: float, en
         code = classify(tail) or "VERIFY_CRASHED"
     return FrameworkReport(framework=framework, status="failed", cause=cause, finding_code=code, stderr_tail=tail,
                            **fields)
+
+
+def _reported(events: list[dict]) -> dict[str, Any]:
+    """The report's fields from what every stage said (a failure's last line carries only its cause)."""
+    seen: dict[str, Any] = {}
+    for event in events:
+        seen.update({k: v for k, v in event.items() if v is not None})
+    fields: dict[str, Any] = {k: seen.get(k) for k in ("version", "cuda", "cudnn", "device_name", "compute_capability",
+                                                       "time_to_first_result_s", "max_abs_error")}
+    fields["cpu_checked"] = any(e.get("stage") == "cpu_checked" for e in events)
+    if fields["max_abs_error"] is None:  # no GPU comparison ran: the CPU against the reference
+        fields["max_abs_error"] = seen.get("cpu_error")
+    return fields
 
 
 def predictions(python: str, environ: dict[str, str]) -> list:
