@@ -218,3 +218,56 @@ def test_every_row_names_its_evidence():
                 lows.append((row.get("opener", ""), low, high))
         for (o1, _l1, h1), (o2, l2, _h2) in zip(lows, lows[1:]):
             assert o1 != o2 or h1 < l2, opener["family"]  # no release in two rows
+
+
+# JAX's CUDA plugin dlopens libcudnn.so.9 by name from its own code, with a DT_RPATH naming the nvidia wheel
+# folders (data/loaders.json, read from jax-cuda13-pjrt 0.11.2: its plugin is 411 MB, so a gcc-built stand-in
+# carries the same DT_RPATH entries and makes the same call). The shim it gets is the real cuDNN 9.19 wheel's.
+PLUGIN_C = r"""
+#include <dlfcn.h>
+#include <stddef.h>
+void *open_leaf(void) {
+    void *h = dlopen("libcudnn.so.9", RTLD_NOW);
+    size_t (*version)(void) = h ? (size_t (*)(void))dlsym(h, "cudnnGetVersion") : NULL;
+    if (version) version();
+    return h;
+}
+"""
+PLUGIN_RPATH = ("$ORIGIN/../../nvidia/cu13/lib:$ORIGIN/../nvidia/cu13/lib:$ORIGIN/../../nvidia/cudnn/lib:"
+                "$ORIGIN/../nvidia/cudnn/lib:$ORIGIN/../../nvidia/nccl/lib:$ORIGIN/../nvidia/nccl/lib")
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+def test_jax_plugin_gets_the_wheel_shim_and_ld_library_path_sub_libraries(cudnn919, cudnn914, versions, tmp_path):
+    from cudamatrix.detect import libraries
+    from cudamatrix.detect.libpaths import _jax, open_libraries
+    from cudamatrix.detect.loader import LinkMap, system_search
+    from cudamatrix.models import Framework
+    from loader_cases import driver, gcc, rpath, truth
+
+    site = tmp_path / "site-packages"
+    (site / "nvidia" / "cudnn").mkdir(parents=True)
+    (site / "nvidia" / "cudnn" / "lib").symlink_to(cudnn919)  # the installed wheel's files
+    plugin_dir = site / "jax_plugins" / "xla_cuda13"
+    plugin_dir.mkdir(parents=True)
+    (plugin_dir / "plugin.c").write_text(PLUGIN_C)
+    gcc(["-shared", "-fPIC", "-Wl,-soname,xla_cuda_plugin.so", "-o", "xla_cuda_plugin.so", "plugin.c", "-ldl",
+         *rpath(PLUGIN_RPATH)], plugin_dir)
+    (site / "jaxlib").mkdir()
+    (site / "jaxlib" / "x.c").write_text("int jaxlib_here(void) { return 1; }\n")
+    gcc(["-shared", "-fPIC", "-o", "_jax.so", "x.c"], site / "jaxlib")
+    program = driver(tmp_path / "bin")
+    env = clean_env(LD_LIBRARY_PATH=str(cudnn914))
+    mapped = [p for p in truth(program, plugin_dir / "xla_cuda_plugin.so", env, tmp_path, "open_leaf") if "libcudnn" in p]
+    assert sorted(mapped) == sorted([str(cudnn919 / "libcudnn.so.9"), str(cudnn914 / "libcudnn_graph.so.9.14.0")])
+    entries, _ = libraries.run_ldconfig(10)
+    lm = LinkMap(system_search(env, entries, str(program), cwd=str(tmp_path)))
+    assert _jax(lm, [str(site)], Framework(name="jax", version="0.11.2"))  # cuDNN unknown: read from its folders
+    open_libraries(lm, versions, {})
+    shim, graph = resolution(lm, "libcudnn.so.9"), resolution(lm, "libcudnn_graph.so.9")
+    record("JAX CUDA plugin (DT_RPATH, stand-in), cuDNN 9.19 wheel, system-style 9.14 on LD_LIBRARY_PATH: shim",
+           shim.path, shim.rule, [p for p in mapped if p.endswith("libcudnn.so.9")], when="first use")
+    record("JAX CUDA plugin (DT_RPATH, stand-in), cuDNN 9.19 wheel, system-style 9.14 on LD_LIBRARY_PATH: graph",
+           graph.path, graph.rule, [p for p in mapped if "graph" in p], when="first use")
+    assert (shim.path, shim.rule) == (str(cudnn919 / "libcudnn.so.9"), "DT_RPATH of xla_cuda_plugin.so")
+    assert (graph.path, graph.rule) == (str(cudnn914 / "libcudnn_graph.so.9.14.0"), "LD_LIBRARY_PATH")

@@ -271,9 +271,21 @@ def _jax(lm, site_packages: list[str], fw: Framework) -> bool:
     for sp in site_packages:
         for plugin in sorted(glob.glob(os.path.join(sp, "jax_plugins", "*", "*.so"))):
             obj = lm.load(plugin, None, how="dlopen")
-            if obj is not None and fw.cudnn:
-                lm.load(f"libcudnn.so.{fw.cudnn.split('.')[0]}", obj, how="dlopen", when="first use")
+            for major in _plugin_cudnn_majors(lm, obj, fw) if obj is not None else []:
+                lm.load(f"libcudnn.so.{major}", obj, how="dlopen", when="first use")
     return True
+
+
+def _plugin_cudnn_majors(lm, plugin, fw: Framework) -> list[str]:
+    """The cuDNN major the JAX CUDA plugin dlopens (``libcudnn.so.<major>``, XLA's dso_loader; data/loaders.json):
+    the framework's known cuDNN, else, by inference, the major of the ``libcudnn.so.N`` in the plugin's own
+    DT_RPATH folders. Rule: the plugin's ``with-cuda`` extra requires ``nvidia-cudnn-cuXX>=9.x,<10`` (its
+    METADATA, data/jax.json ``nvidia_pins``), which puts that major's shim in its ``nvidia/cudnn/lib`` folder."""
+    if fw.cudnn:
+        return [fw.cudnn.split(".")[0]]
+    majors = {m.group(1) for folder in lm.search_folders(plugin) for name in _listdir(folder)
+              for m in [re.fullmatch(r"libcudnn\.so\.(\d+)", name)] if m}
+    return sorted(majors)
 
 
 _RECIPES = {"torch": _torch, "tensorflow": _tensorflow, "jax": _jax}

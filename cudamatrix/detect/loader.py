@@ -287,6 +287,12 @@ class LinkMap:
             self.resolutions.append(failure)
         return None
 
+    def search_folders(self, obj: Obj) -> list[str]:
+        """The folders of ``obj``'s own DT_RUNPATH, else DT_RPATH, expanded ($ORIGIN ...)."""
+        value = obj.dyn.runpath if obj.dyn is not None and obj.dyn.runpath is not None else \
+            (obj.dyn.rpath if obj.dyn is not None else None)
+        return self._expand(value, obj) if value else []
+
     def find(self, real: str) -> Obj | None:
         return next((o for o in self.objects if o.real == real), None)
 
