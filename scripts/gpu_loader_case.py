@@ -126,7 +126,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     run = Run(args.outdir, args.deadline)
     frameworks = [fw for fw in ("torch", "jax") if installed(args.python, fw)]
-    run.summary.update(python=args.python, system_dir=args.system_dir, frameworks=frameworks,
+    run.summary.update(python=args.python, system_dir=args.system_dir,
+                       system_dir_real=os.path.realpath(args.system_dir),  # /lib -> usr/lib on merged-/usr systems
+                       frameworks=frameworks,
                        system_cudnn=sorted(os.path.basename(p) for p in glob.glob(os.path.join(args.system_dir,
                                                                                                "libcudnn*.so*"))))
     cm = [args.python, "-m", "cudamatrix"]

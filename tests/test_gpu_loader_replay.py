@@ -65,10 +65,12 @@ def test_doctor_predicted_every_file_the_work_mapped(case, setting, framework):
 
 @pytest.mark.parametrize("case,setting,framework", runs(), ids=lambda x: x.name if isinstance(x, Path) else x)
 def test_findings_and_env_name_the_folder_that_wins(case, setting, framework):
-    system = json.loads((case / "summary.json").read_text())["system_dir"]
+    summary = json.loads((case / "summary.json").read_text())
+    system = summary["system_dir"]  # as LD_LIBRARY_PATH names it; the maps show real paths (/lib -> usr/lib)
+    real = summary.get("system_dir_real", system)
     doctor = saved(case, setting, "doctor.json")
     env_out = saved(case, setting, "env.json")
-    from_system = [p for p in mapped(case, setting, framework) if p.startswith(system + "/")]
+    from_system = [p for p in mapped(case, setting, framework) if p.startswith(real + "/")]
     findings = [f for f in doctor["findings"] if f["code"] in LIBRARY_CODES and framework in f["title"]]
     if from_system:
         named = " ".join(f["title"] + " " + " ".join(f["evidence"]) for f in findings)
@@ -78,7 +80,7 @@ def test_findings_and_env_name_the_folder_that_wins(case, setting, framework):
         assert system not in kept and any(system in line for line in env_out["advice"])
     else:
         assert findings == []
-    if not any(p.startswith(system + "/") for fw in ("torch", "jax") if (case / setting / f"maps-{fw}.txt").exists()
+    if not any(p.startswith(real + "/") for fw in ("torch", "jax") if (case / setting / f"maps-{fw}.txt").exists()
                for p in mapped(case, setting, fw)):
         assert env_out["env"] == {} and env_out["advice"][0].startswith("nothing to change")
 

@@ -240,7 +240,8 @@ PLUGIN_RPATH = ("$ORIGIN/../../nvidia/cu13/lib:$ORIGIN/../nvidia/cu13/lib:$ORIGI
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 def test_jax_plugin_gets_the_wheel_shim_and_ld_library_path_sub_libraries(cudnn919, cudnn914, versions, tmp_path):
     from cudamatrix.detect import libraries
-    from cudamatrix.detect.libpaths import _jax, open_libraries
+    from cudamatrix.detect.libpaths import open_libraries
+    from cudamatrix.detect.recipes import _jax
     from cudamatrix.detect.loader import LinkMap, system_search
     from cudamatrix.models import Framework
     from loader_cases import driver, gcc, rpath, truth
