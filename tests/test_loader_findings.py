@@ -204,3 +204,13 @@ def test_verify_calls_a_family_from_two_copies_a_failure():
     one._maps = [f"{SP}/nvidia/cudnn/lib/libcudnn.so.9", f"{SP}/nvidia/cudnn/lib/libcudnn_graph.so.9"]
     check_mixed(one)
     assert one.status == "verified" and one.mixed_loads == []
+
+
+def test_env_does_not_say_nothing_to_change_over_an_unknown_opener():
+    from cudamatrix.models import Note
+
+    env = torch_env([LibraryLoad("torch", "libcudnn.so.9", WHEEL, "DT_RPATH of libtorch_cuda.so")], [wheel_lib()])
+    env.notes.append(Note("loader", "libcudnn.so.9 9.99.0: how this release opens its libraries is not in "
+                                    "data/loaders.json; the libraries it opens are not predicted", "warning"))
+    advice = env_advice(env, {})
+    assert advice[0].startswith("nothing to change for the loads the model predicts; not predicted: libcudnn.so.9 9.99.0")

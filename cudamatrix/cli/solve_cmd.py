@@ -252,6 +252,9 @@ def env_advice(environment, changes: dict[str, str], left=None) -> list[str]:
     if not environment.library_loads:
         return ["nothing to change: this environment carries no loader prediction (pasted or saved by an older "
                 "version); run cudamatrix env on the machine"] if not changes else []
+    unknown = [n.message for n in environment.notes if n.probe == "loader" and "not predicted" in n.message]
+    if not wrong and unknown:
+        return ["nothing to change for the loads the model predicts; not predicted: " + "; ".join(unknown)]
     if not wrong:
         return ["nothing to change: every library each framework maps, and every library those open, resolves "
                 "to the framework's own copy"]
