@@ -240,6 +240,12 @@ def load_version(env: Environment, load: LibraryLoad, expected: bool = False) ->
     return load.version or version_of(env, load.path)
 
 
+def cause_of(rule: str) -> str:
+    """What made a file win, as a fix sees it: "LD_PRELOAD" | "LD_LIBRARY_PATH" | "loaded earlier" | "other"."""
+    return ("LD_PRELOAD" if "LD_PRELOAD" in rule else "LD_LIBRARY_PATH" if rule == "LD_LIBRARY_PATH"
+            else "loaded earlier" if rule.startswith("already loaded") else "other")
+
+
 def wrong_loads(env: Environment, loads: list[LibraryLoad] | None = None) -> list[WrongLoad]:
     """Predicted loads (``env.library_loads``, or ``loads``) that map another file than the framework's own
     choice, except where both files are known to be the same version (one per framework and soname)."""
@@ -250,10 +256,7 @@ def wrong_loads(env: Environment, loads: list[LibraryLoad] | None = None) -> lis
         have, want = load_version(env, load), load_version(env, load, expected=True)
         if same_release(have, want):
             continue
-        rule = load.rule
-        cause = ("LD_PRELOAD" if "LD_PRELOAD" in rule else "LD_LIBRARY_PATH" if rule == "LD_LIBRARY_PATH"
-                 else "loaded earlier" if rule.startswith("already loaded") else "other")
-        out.append(WrongLoad(load, cause, have, want))
+        out.append(WrongLoad(load, cause_of(load.rule), have, want))
     return out
 
 

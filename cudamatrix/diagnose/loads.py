@@ -126,6 +126,9 @@ def cudnn_findings(env: Environment, installed: list[Installed]) -> list[Finding
 
 def _cudnn_fix(env: Environment, load: LibraryLoad, built, inst: Installed) -> str:
     wrong = next((w for w in libpaths.wrong_loads(env) if w.load is load), None)
+    cause = wrong.cause if wrong is not None else libpaths.cause_of(load.rule)
+    if cause != "other":  # the file wins by a variable or an earlier load: stop that, whatever its own copy is
+        return fix_for(wrong or libpaths.WrongLoad(load, cause, None, None))
     if wrong is not None:
         return fix_for(wrong)
     # the framework's own copy is that version: its wheel was overwritten (another cuDNN wheel of the same files)

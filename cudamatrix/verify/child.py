@@ -228,7 +228,8 @@ def run_torch(gpu_expected):
 
     info["cpu_error"] = cpu_check(conv_cpu)
     emit(stage="cpu_checked", **info)
-    if torch.version.cuda is not None and torch.backends.cudnn.is_available():
+    available = getattr(getattr(getattr(torch, "backends", None), "cudnn", None), "is_available", None)
+    if torch.version.cuda is not None and callable(available) and available():
         # torch's own check of the cuDNN it gets against the one it was built with, as its first cuDNN use
         # makes it; no GPU needed (it raises "cuDNN version incompatibility" on a mismatch)
         info["cudnn"] = _cudnn_version(torch.backends.cudnn.version())
