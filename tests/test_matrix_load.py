@@ -104,7 +104,7 @@ def test_matrix_show_without_arguments_lists_the_families():
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)["data"]
     assert data["families"] == ["torch", "tensorflow", "jax", "cuda", "cudnn", "gpu"]
-    assert data["counts"]["torch"] > 10 and data["meta"]["schema_version"] == 1
+    assert data["counts"]["torch"] > 10 and data["meta"]["schema_version"] == 2
     human = subprocess.run([sys.executable, "-m", "cudamatrix", "matrix", "show"], capture_output=True, text=True,
                            timeout=60)
     assert human.returncode == 0 and "torch" in human.stdout and "Traceback" not in human.stderr

@@ -113,6 +113,8 @@ def validate(cls: type[T], data: Any, where: str | None, error: type[CudamatrixE
 def to_dict(obj: Any) -> Any:
     """A JSON-ready copy of a dataclass tree (versions become strings)."""
     if obj is None or isinstance(obj, (str, int, float)):
+        if isinstance(obj, str) and type(obj) is not str and hasattr(obj, "as_json"):
+            return obj.as_json()  # a str that carries records (a matrix row's sources)
         return obj
     if is_record(obj) and not isinstance(obj, type):
         return {name: to_dict(getattr(obj, name)) for name in field_names(obj)}
@@ -136,13 +138,23 @@ def _identity(value: Any) -> Any:
     return value
 
 
+def _annotated_converter(tp: Any) -> Callable[[Any], Any]:
+    """``Annotated[X, ...]``: the ``build`` of a metadata item that builds its own value from JSON (a row's
+    sources), else the converter of ``X``."""
+    base, *meta = typing.get_args(tp)
+    for item in meta:
+        if getattr(item, "build", None) is not None:
+            return item.build
+    return _converter(base)
+
+
 def _converter(tp: Any) -> Callable[[Any], Any]:
     """A function turning JSON for type ``tp`` into the value the dataclass holds."""
     from cudamatrix.schema.annotated import Version, parse_version
 
     origin = typing.get_origin(tp)
     if origin is Annotated:
-        return _converter(typing.get_args(tp)[0])
+        return _annotated_converter(tp)
     if tp is Version:
         return parse_version
     if is_record(tp):
