@@ -49,16 +49,23 @@ class SourceText(str):
     Built from the records as JSON dicts (the shipped data, trusted: nothing is checked) or from validated
     :class:`Source` records; ``records`` builds the records on first use, ``as_json()`` gives the public shape."""
 
-    _raw: tuple[dict[str, Any], ...]
+    _raw: list[dict[str, Any]]
 
     def __new__(cls, raw: Any) -> SourceText:
-        items = tuple(raw)
-        obj = super().__new__(cls, "; ".join(line(r) for r in items))
+        items = raw if isinstance(raw, list) else list(raw)  # the JSON parser's fresh list is kept as it is
+        parts = []
+        for rec in items:  # line(), inlined: every command builds a source for each row of the matrix
+            url = rec.get("url")
+            if url:
+                parts.append(f"{url} ({rec['states']})" if rec.get("states") else url)
+            else:
+                parts.append("artifact: " + rec["states"] if rec.get("kind") == "artifact" else rec["states"])
+        obj = super().__new__(cls, "; ".join(parts))
         obj._raw = items
         return obj
 
     def __getnewargs__(self) -> tuple[Any, ...]:  # copy and pickle rebuild from the records
-        return (self._raw,)
+        return (list(self._raw),)
 
     @property
     def records(self) -> tuple[Source, ...]:
