@@ -169,7 +169,7 @@ def _row_states(path: str, row: dict[str, Any], key: str) -> str:
         return f"CUDA {row['version']}: minimum driver Linux {row.get('linux_min_driver')}, Windows " \
                f"{row.get('windows_min_driver')}"
     if "affects" in row:
-        return f"{row['id']}: {row['symptom'][:120]}"
+        return f"{row['id']}: {row['symptom'][:120].rstrip()}"
     if "variants" in row:
         return f"{row['name']} {row['version']}: variants {', '.join(v['name'] for v in row['variants'])}"
     return f"{path}"

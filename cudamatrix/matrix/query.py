@@ -182,7 +182,7 @@ def rows_for(matrix: Matrix, family: str, key: str | None) -> list[dict]:
         versioned: list[FrameworkRelease] | list[CudaRelease] | list[CudnnRelease] = (
             matrix.cuda.releases if family == "cuda" else
             matrix.cudnn.releases if family == "cudnn" else matrix.frameworks(family))
-        return [to_dict(r) for r in versioned
+        return [to_dict(r, records=True) for r in versioned
                 if not key or str(r.version) == key or _version_prefix(str(r.version), key)]
     if family == "gpu":
         if key:
@@ -198,7 +198,7 @@ def rows_for(matrix: Matrix, family: str, key: str | None) -> list[dict]:
             gpus = matrix.gpus.gpus
         out = []
         for g in gpus:
-            row = to_dict(g)
+            row = to_dict(g, records=True)
             arch = architecture(matrix, g.compute_capability)
             row["last_driver_branch"] = arch.last_driver_branch if arch else None
             row["last_cuda"] = str(arch.last_cuda) if arch and arch.last_cuda else None
