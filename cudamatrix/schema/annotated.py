@@ -68,6 +68,30 @@ def _check_requirement(value: str) -> str:
     return value
 
 
+def _iso_date(value: str) -> str:
+    from datetime import date
+
+    try:
+        if len(value) != 10:
+            raise ValueError
+        date.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"not an ISO date (YYYY-MM-DD): {value!r}") from None
+    return value
+
+
+def _url(value: str) -> str:
+    if not value.startswith("https://") or any(c.isspace() for c in value) or len(value) <= len("https://"):
+        raise ValueError(f"not an https URL: {value!r}")
+    return value
+
+
+def _text(value: str) -> str:
+    if not value.strip():
+        raise ValueError("empty text")
+    return value
+
+
 class _Check:
     """Validation metadata for ``Annotated[...]`` fields, read by pydantic only when it validates.
 
@@ -91,3 +115,6 @@ Ver = Annotated[Version, _Check(_version, plain=True)]  # a version string, pars
 CC = Annotated[str, _Check(_normalize_cc, plain=False)]  # a compute capability, normalised to "7.5"
 Spec = Annotated[str, _Check(_specifier, plain=False)]  # a PEP 440 specifier set
 Req = Annotated[str, _Check(_requirement, plain=False)]  # a PEP 508 requirement
+IsoDate = Annotated[str, _Check(_iso_date, plain=False)]  # "2026-11-26"
+Url = Annotated[str, _Check(_url, plain=False)]  # an https URL without spaces
+Text = Annotated[str, _Check(_text, plain=False)]  # non-empty text
