@@ -77,23 +77,8 @@ def from_reports(items: list[tuple[str, str]], *, strict: bool = False) -> Envir
 
 def _settle(env: Environment, state: dict) -> None:
     """Frameworks from the package lists; one torch build; TensorFlow's build info tied to its version."""
-    for fw_name in (d for d in FRAMEWORK_DISTS if d != "torch"):  # torch is read below, with its pins
-        if fw_name in env.packages and not any(f.name == fw_name for f in env.frameworks):
-            fw = other_variant(fw_name, env.packages[fw_name], [], env.packages)
-            fw.source = "report"
-            env.frameworks.append(fw)
-    torch_name = "torch" if "torch" in env.packages else ("pytorch" if "pytorch" in env.packages else None)
-    if torch_name and not any(f.name == "torch" for f in env.frameworks):
-        pins = [f"{n}=={v}" for n, v in env.packages.items() if n.startswith("nvidia-")]
-        fw = torch_variant(env.packages[torch_name], pins, None)
-        fw.source = "report:pip"
-        env.frameworks.append(fw)
-    torch = next((f for f in env.frameworks if f.name == "torch"), None)
-    if torch is not None and torch.cudnn is None:
-        cudnn = env.packages.get("nvidia-cudnn-cu12") or env.packages.get("nvidia-cudnn-cu11") or \
-            env.packages.get("nvidia-cudnn-cu13")
-        if cudnn and torch.variant != "cpu":
-            torch.cudnn = ".".join(cudnn.split(".")[:3])
+    _frameworks_from_packages(env)
+    _torch_cudnn_from_wheel(env)
     build = state.get("tf_build")
     if build and not prints.apply_tf_build(env, build):
         env.notes.append(Note("report", f"TensorFlow build info (CUDA {build.get('cuda_version')}, cuDNN "
@@ -111,3 +96,30 @@ def _settle(env: Environment, state: dict) -> None:
         dist = env.packages.get(fw.name)
         if dist and dist != fw.version and dist.split("+")[0] == fw.version.split("+")[0]:
             fw.version = dist
+
+
+def _frameworks_from_packages(env: Environment) -> None:
+    """A framework for each framework distribution the package lists name that no reader built already; torch's
+    build from its version and its nvidia-* pins."""
+    for fw_name in (d for d in FRAMEWORK_DISTS if d != "torch"):  # torch is read below, with its pins
+        if fw_name in env.packages and not any(f.name == fw_name for f in env.frameworks):
+            fw = other_variant(fw_name, env.packages[fw_name], [], env.packages)
+            fw.source = "report"
+            env.frameworks.append(fw)
+    torch_name = "torch" if "torch" in env.packages else ("pytorch" if "pytorch" in env.packages else None)
+    if torch_name and not any(f.name == "torch" for f in env.frameworks):
+        pins = [f"{n}=={v}" for n, v in env.packages.items() if n.startswith("nvidia-")]
+        fw = torch_variant(env.packages[torch_name], pins, None)
+        fw.source = "report:pip"
+        env.frameworks.append(fw)
+
+
+def _torch_cudnn_from_wheel(env: Environment) -> None:
+    """A CUDA build of torch without a stated cuDNN uses the nvidia-cudnn wheel the paste lists."""
+    torch = next((f for f in env.frameworks if f.name == "torch"), None)
+    if torch is None or torch.cudnn is not None or torch.variant == "cpu":
+        return
+    cudnn = env.packages.get("nvidia-cudnn-cu12") or env.packages.get("nvidia-cudnn-cu11") or \
+        env.packages.get("nvidia-cudnn-cu13")
+    if cudnn:
+        torch.cudnn = ".".join(cudnn.split(".")[:3])

@@ -117,78 +117,13 @@ class _Facts:
 def read(paste: Paste, env: Environment) -> bool:
     """Read every labelled field of the paste; the block kind follows from the labels seen."""
     facts = _Facts()
-    lines = paste.lines
     claimed: list[int] = []
     consumed: set[int] = set()
     kinds = paste.kind
     wide = "\uff1a" in paste.text
-    get = LABELS.get
     for i in paste.having(":", "\uff1a", "PyTorch version", "Collecting environment"):
-        if kinds[i] is not None or i in consumed:
-            continue
-        body = lines[i].strip()
-        if body[:1] in "CcVv" and body[:40].lower().startswith(_MARKERS):
-            facts.labels.add("marker")
-            claimed.append(i)
-            continue
-        # _label(), inline (thousands of lines in a long paste), its value cut only for a field that is read
-        value: str | None = None
-        if body[:2] in ("- ", "* "):
-            body, raw = body[2:].lstrip(), body
-        else:
-            raw = body
-        colon = body.find(":", 0, 81)
-        if wide:  # _colon(), inline
-            full = body.find("\uff1a", 0, 81)
-            if full >= 0 and (colon < 0 or full < colon):
-                colon = full
-        if colon >= 0:
-            label = body[:colon].rstrip().lower()
-            if label not in LABELS:
-                label = _normal(label)
-        elif (lv := _label(raw, wide)) is not None:
-            label, value = lv
-        else:
-            continue
-        gpu_idx = _gpu_indices(label) if label[:4] == "gpu " else None
-        if gpu_idx is not None:
-            _gpu_field(facts, label, gpu_idx, body[colon + 1:].strip() if value is None else value)
-            claimed.append(i)
-            continue
-        fact = get(label)
-        if fact is None:
-            if facts.labels and label.replace(" ", "").replace("-", "").replace("_", "").replace(".", "").isalnum():
-                claimed.append(i)  # another field of a block already recognised (CPU flags, env variables)
-            continue
-        facts.labels.add(label)
-        claimed.append(i)
-        if not fact:
-            continue  # a field that carries nothing read here (gcc version, CPU, ...)
-        if value is None:
-            value = body[colon + 1:].strip()
-        if label == "sglang":
-            facts.sglang_lines.append(i)
-        if fact == "cudnn":
-            if value:
-                facts.cudnn_paths.append(value)
-            j = i + 1  # "Probably one of the following:" and one path a line
-            while j < len(lines) and _PATHLIKE.match(lines[j].strip()[:3]) and paste.free(j):
-                facts.cudnn_paths.append(lines[j].strip())
-                claimed.append(j)
-                consumed.add(j)
-                j += 1
-        elif fact == "gpus" and value:
-            g = gpu_line(value)
-            if g is not None:
-                facts.gpus.append(g)
-            elif _value(value):
-                facts.gpus.append(GpuInfo(index=0, name=_value(value), source="report"))
-        elif fact.startswith("pkg:"):
-            v = _leading_version(_value(value))
-            if v:
-                facts.packages[fact[4:]] = value.split()[0]
-        elif fact and fact not in facts.values and (shown := _value(value)):
-            facts.values[fact] = shown
+        if kinds[i] is None and i not in consumed:
+            _line(paste, facts, i, wide, claimed, consumed)
     if "sglang" in facts.labels:
         _sglang_packages(paste, facts, claimed)
     if not _enough(facts):
@@ -198,6 +133,90 @@ def read(paste: Paste, env: Environment) -> bool:
     _fill_region(paste, claimed, kind)
     _apply(facts, env, kind)
     return True
+
+
+def _line(paste: Paste, facts: _Facts, i: int, wide: bool, claimed: list[int], consumed: set[int]) -> None:
+    """Read line ``i`` if it is a field (a marker line, a GPU line, a label of :data:`LABELS`)."""
+    body = paste.lines[i].strip()
+    if body[:1] in "CcVv" and body[:40].lower().startswith(_MARKERS):
+        facts.labels.add("marker")
+        claimed.append(i)
+        return
+    cut = _cut(body, wide)
+    if cut is None:
+        return
+    label, body, value = cut
+    gpu_idx = _gpu_indices(label) if label[:4] == "gpu " else None
+    if gpu_idx is not None:
+        _gpu_field(facts, label, gpu_idx, value())
+        claimed.append(i)
+        return
+    fact = LABELS.get(label)
+    if fact is None:
+        if facts.labels and label.replace(" ", "").replace("-", "").replace("_", "").replace(".", "").isalnum():
+            claimed.append(i)  # another field of a block already recognised (CPU flags, env variables)
+        return
+    facts.labels.add(label)
+    claimed.append(i)
+    if fact:  # else a field that carries nothing read here (gcc version, CPU, ...)
+        _fact(paste, facts, i, label, fact, value(), claimed, consumed)
+
+
+def _cut(body: str, wide: bool):
+    """(label, body, a function returning the value) of a field line, else None. :func:`_label`, inline for the
+    common case (thousands of lines in a long paste): the value is cut only for a field that is read."""
+    if body[:2] in ("- ", "* "):
+        body, raw = body[2:].lstrip(), body
+    else:
+        raw = body
+    colon = body.find(":", 0, 81)
+    if wide:  # _colon(), inline
+        full = body.find("\uff1a", 0, 81)
+        if full >= 0 and (colon < 0 or full < colon):
+            colon = full
+    if colon >= 0:
+        label = body[:colon].rstrip().lower()
+        if label not in LABELS:
+            label = _normal(label)
+        return label, body, lambda: body[colon + 1:].strip()
+    lv = _label(raw, wide)
+    if lv is None:
+        return None
+    return lv[0], body, lambda: lv[1]
+
+
+def _fact(paste: Paste, facts: _Facts, i: int, label: str, fact: str, value: str, claimed: list[int],
+          consumed: set[int]) -> None:
+    """Keep the fact a field carries (the first value of a label wins)."""
+    if label == "sglang":
+        facts.sglang_lines.append(i)
+    if fact == "cudnn":
+        _cudnn_field(paste, facts, i, value, claimed, consumed)
+    elif fact == "gpus" and value:
+        g = gpu_line(value)
+        if g is not None:
+            facts.gpus.append(g)
+        elif _value(value):
+            facts.gpus.append(GpuInfo(index=0, name=_value(value), source="report"))
+    elif fact.startswith("pkg:"):
+        v = _leading_version(_value(value))
+        if v:
+            facts.packages[fact[4:]] = value.split()[0]
+    elif fact not in facts.values and (shown := _value(value)):
+        facts.values[fact] = shown
+
+
+def _cudnn_field(paste: Paste, facts: _Facts, i: int, value: str, claimed: list[int], consumed: set[int]) -> None:
+    """"cuDNN version: ..." and, below it, "Probably one of the following:" and one path a line."""
+    lines = paste.lines
+    if value:
+        facts.cudnn_paths.append(value)
+    j = i + 1
+    while j < len(lines) and _PATHLIKE.match(lines[j].strip()[:3]) and paste.free(j):
+        facts.cudnn_paths.append(lines[j].strip())
+        claimed.append(j)
+        consumed.add(j)
+        j += 1
 
 
 def _gpu_field(facts: _Facts, label: str, indices: list[int], value: str) -> None:
@@ -274,30 +293,12 @@ def _fill_region(paste: Paste, claimed: list[int], kind: str) -> None:
 def _apply(facts: _Facts, env: Environment, kind: str) -> None:
     v = facts.values
     source = "report:" + kind.split()[0]
-    torch = _leading_version(v.get("torch")) and v["torch"].split()[0]
     built = v.get("torch_cuda")
-    cuda_cudnn = v.get("cuda_cudnn")
-    if cuda_cudnn and not built:  # "10.1 / 7.6.5", "cuda 10 /  cudnn 7.6.0", "CUDA 9.0 cuDNN 7.0.5"
-        low = cuda_cudnn[:120].lower()
-        at = low.find("cudnn")
-        cuda_part, cudnn_part = (low[:at], low[at:]) if at >= 0 else (low.split("/")[0], "/".join(low.split("/")[1:]))
-        built = _first_version(cuda_part)
-        cudnn_v = _first_version(cudnn_part)
-        if cudnn_v:
-            facts.cudnn_paths.append(cudnn_v)
+    if v.get("cuda_cudnn") and not built:  # "10.1 / 7.6.5", "cuda 10 /  cudnn 7.6.0", "CUDA 9.0 cuDNN 7.0.5"
+        built = _split_cuda_cudnn(v["cuda_cudnn"], facts)
+    torch = _leading_version(v.get("torch")) and v["torch"].split()[0]
     if torch:
-        fw = torch_variant(torch, [], None)
-        fw.source = source
-        short = _leading_version(built)
-        if short:
-            mm = ".".join(short.split(".")[:2])
-            fw.cuda = fw.cuda or mm
-            fw.variant = fw.variant or "cu" + mm.replace(".", "")
-        elif fw.variant is None and "torch_cuda" not in v and built is None and \
-                "cuda used to build pytorch" in facts.labels:
-            fw.variant = "cpu"
-        env.frameworks = [f for f in env.frameworks if f.name != "torch"] + [fw]
-        env.packages.setdefault("torch", torch)
+        _apply_torch(env, facts, torch, built, source)
     pyv = _leading_version(v.get("python"))
     if pyv and env.python.version is None:
         env.python.version = pyv
@@ -310,14 +311,47 @@ def _apply(facts: _Facts, env: Environment, kind: str) -> None:
         env.toolkits.append(Toolkit(source=source, version=runtime))
     for path in facts.cudnn_paths:
         _cudnn(env, path, source)
+    _apply_gpus(env, facts, source)
+    for name, version in facts.packages.items():
+        env.packages.setdefault(canonical(name), version)
+
+
+def _split_cuda_cudnn(text: str, facts: _Facts) -> str | None:
+    """A "CUDA/cuDNN version" value: the CUDA version it names (returned) and its cuDNN (kept with the cuDNN
+    paths)."""
+    low = text[:120].lower()
+    at = low.find("cudnn")
+    cuda_part, cudnn_part = (low[:at], low[at:]) if at >= 0 else (low.split("/")[0], "/".join(low.split("/")[1:]))
+    cudnn_v = _first_version(cudnn_part)
+    if cudnn_v:
+        facts.cudnn_paths.append(cudnn_v)
+    return _first_version(cuda_part)
+
+
+def _apply_torch(env: Environment, facts: _Facts, torch: str, built: str | None, source: str) -> None:
+    """torch's build from its version and "CUDA used to build PyTorch" (a collect_env that names no CUDA there
+    describes a CPU build)."""
+    fw = torch_variant(torch, [], None)
+    fw.source = source
+    short = _leading_version(built)
+    if short:
+        mm = ".".join(short.split(".")[:2])
+        fw.cuda = fw.cuda or mm
+        fw.variant = fw.variant or "cu" + mm.replace(".", "")
+    elif fw.variant is None and "torch_cuda" not in facts.values and built is None and \
+            "cuda used to build pytorch" in facts.labels:
+        fw.variant = "cpu"
+    env.frameworks = [f for f in env.frameworks if f.name != "torch"] + [fw]
+    env.packages.setdefault("torch", torch)
+
+
+def _apply_gpus(env: Environment, facts: _Facts, source: str) -> None:
     for g in facts.gpus:
         g.source = source
     for idx, cc in facts.cc.items():
         facts.gpus.append(GpuInfo(index=idx, compute_capability=cc, source=source))
     if facts.gpus:
         merge_gpus(env, facts.gpus)
-    for name, version in facts.packages.items():
-        env.packages.setdefault(canonical(name), version)
 
 
 def _cudnn(env: Environment, text: str, source: str) -> None:
@@ -350,12 +384,15 @@ def _note(message: str):
     return Note("report", message)
 
 
+_LINUX_NAMES = ("Linux", "Ubuntu", "CentOS", "Debian", "Red Hat", "Rocky")
+
+
 def _platform(env: Environment, pyv: str | None, plat: str, osname: str) -> None:
+    """The operating system and the Python platform tag from "Python platform" and "OS"."""
     if "Windows" in osname or plat.startswith("Windows"):
         env.context.os = "windows"
         env.python.platform = "win_amd64" if "64" in (pyv or "") + plat or not plat else None
-    elif plat.startswith("Linux") or "Linux" in osname or "Ubuntu" in osname or "CentOS" in osname \
-            or "Debian" in osname or "Red Hat" in osname or "Rocky" in osname:
+    elif plat.startswith("Linux") or any(name in osname for name in _LINUX_NAMES):
         env.context.os = "linux"
         arch = "aarch64" if "aarch64" in plat + osname else ("x86_64" if "x86_64" in plat + osname else None)
         env.python.platform = f"linux_{arch}" if arch else env.python.platform

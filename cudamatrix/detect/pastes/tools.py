@@ -135,24 +135,29 @@ def read_device_query(paste: Paste, env: Environment) -> bool:
         body = line.strip()
         d = _DQ_DEVICE.match(body) if body.startswith("Device ") else None
         if d:
-            gpu = GpuInfo(index=int(d.group(1)), name=d.group(2), source="report:deviceQuery")
-            merge_gpus(env, [gpu])
+            merge_gpus(env, [GpuInfo(index=int(d.group(1)), name=d.group(2), source="report:deviceQuery")])
             gpu = next(g for g in env.gpus if g.index == int(d.group(1)))
         if "deviceQuery" in body or "CUDA Device Query" in body:
             start = i if start is None else start
         if start is None:
             continue
-        if gpu is not None and "CUDA Capability Major/Minor version number:" in body:
-            gpu.compute_capability = gpu.compute_capability or body.rsplit(":", 1)[1].strip()[:8]
-        elif gpu is not None and "Total amount of global memory:" in body:
-            words = body.rsplit(":", 1)[1].split()
-            if len(words) >= 2 and words[0].isdigit() and words[1] == "MBytes":
-                gpu.memory_total_mib = gpu.memory_total_mib or int(words[0])
+        if gpu is not None:
+            _device_fact(gpu, body)
         if body and paste.free(i):
             paste.claim(i, "deviceQuery")
         if body.startswith("Result = "):
             start = None
     return True
+
+
+def _device_fact(gpu: GpuInfo, body: str) -> None:
+    """A deviceQuery line about the current device: its compute capability or its memory."""
+    if "CUDA Capability Major/Minor version number:" in body:
+        gpu.compute_capability = gpu.compute_capability or body.rsplit(":", 1)[1].strip()[:8]
+    elif "Total amount of global memory:" in body:
+        words = body.rsplit(":", 1)[1].split()
+        if len(words) >= 2 and words[0].isdigit() and words[1] == "MBytes":
+            gpu.memory_total_mib = gpu.memory_total_mib or int(words[0])
 
 
 def read_dmesg(paste: Paste, env: Environment) -> bool:
