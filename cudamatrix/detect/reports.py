@@ -11,7 +11,7 @@ lines was read as and which lines were skipped. Nothing here raises on odd text.
 """
 from __future__ import annotations
 
-from cudamatrix.detect.pastes import fields, nvsmi, packages, prints, tools
+from cudamatrix.detect.pastes import fields, messages, nvsmi, packages, prints, tools
 from cudamatrix.detect.python_env import other_variant, torch_variant
 from cudamatrix.detect.text import Paste, ranges, span_ranges
 from cudamatrix.errors import UsageError
@@ -29,7 +29,8 @@ READERS = [
     ("fields", lambda p, e, s: fields.read(p, e)),
     ("nvcc", lambda p, e, s: tools.read_nvcc(p, e)),
     ("ldconfig", lambda p, e, s: tools.read_ldconfig(p, e)),
-    ("torch warning", lambda p, e, s: tools.read_driver_warning(p, e)),
+    ("cudnn.h", lambda p, e, s: tools.read_cudnn_header(p, e)),
+    ("framework messages", lambda p, e, s: messages.read(p, e)),
     ("/proc/driver/nvidia/version", lambda p, e, s: tools.read_proc_version(p, e)),
     ("deviceQuery", lambda p, e, s: tools.read_device_query(p, e)),
     ("dmesg", lambda p, e, s: tools.read_dmesg(p, e)),
@@ -78,6 +79,7 @@ def from_reports(items: list[tuple[str, str]], *, strict: bool = False) -> Envir
 def _settle(env: Environment, state: dict) -> None:
     """Frameworks from the package lists; one torch build; TensorFlow's build info tied to its version."""
     _frameworks_from_packages(env)
+    messages.settle(env)
     _torch_cudnn_from_wheel(env)
     build = state.get("tf_build")
     if build and not prints.apply_tf_build(env, build):

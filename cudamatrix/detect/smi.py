@@ -17,7 +17,7 @@ from cudamatrix.detect.smi_base import version as _version
 from cudamatrix.detect.smi_formats import gpu_line, parse_list, parse_q, parse_version, parse_xml
 from cudamatrix.models import DriverStatus, GpuInfo, GpuProcess
 
-__all__ = ["QUERY_FIELDS", "SmiReading", "gpu_line", "parse_error", "parse_list", "parse_q", "parse_query",
+__all__ = ["QUERY_FIELDS", "QUERY_CMD", "SmiReading", "gpu_line", "parse_error", "parse_list", "parse_q", "parse_query",
            "parse_table", "parse_version", "parse_xml", "probe"]
 
 QUERY_FIELDS = ["index", "name", "driver_version", "memory.total", "memory.used", "compute_cap",
@@ -277,15 +277,16 @@ _KNOWN_FIELDS = set(QUERY_FIELDS) | {"utilization.gpu", "temperature.gpu", "comp
                                      "power.draw", "gpu_bus_id", "count", "driver_model.current", "pstate",
                                      "clocks.sm", "fan.speed", "serial", "vbios_version", "persistence_mode",
                                      "utilization.memory", "power.limit", "clocks.max.sm", "clocks.mem"}
-_QUERY_CMD = re.compile(r"--query-gpu[= ](?P<fields>[\w.,]+)")
+QUERY_CMD = re.compile(r"--query-gpu[= ](?P<fields>[\w.,]+)")
 _FIELD = re.compile(r"[a-z_]{1,40}(?:\.[a-z_]{1,40}){0,4}")
 
 
 def _strip_prompt(line: str) -> str:
+    """A line without a leading "#" prompt and without the backticks of inline code around it."""
     line = line.strip()
     if line.startswith("#"):
         line = line[1:]
-    return line.strip()
+    return line.strip().strip("`").strip()
 
 
 def _field_name(cell: str) -> str:
@@ -314,9 +315,9 @@ def parse_query(text: str | list[str], fields: list[str] | None = None, used: se
     lines = _lines(text)
     for i in (range(len(lines)) if only is None else only):
         line = _strip_prompt(lines[i])
-        cmd = _QUERY_CMD.search(line) if "--query-gpu" in line else None
+        cmd = QUERY_CMD.search(line) if "--query-gpu" in line else None
         if cmd:
-            current, row = [f for f in cmd.group("fields").split(",") if f], 0
+            current, row = [_FIELD_ALIASES.get(f, f) for f in cmd.group("fields").split(",") if f], 0
             continue
         cells = _query_cells(line, current)
         if cells is None:
@@ -325,13 +326,34 @@ def parse_query(text: str | list[str], fields: list[str] | None = None, used: se
             current, row = [_FIELD_ALIASES.get(n, n) for n in (_field_name(c) for c in cells)], 0
             used.add(i)
         elif current is not None and len(cells) == len(current):
+            values = dict(zip(current, cells, strict=False))
+            if not _plausible(values):
+                current = None  # the block ended: this line is something else (a shell line, prose)
+                continue
             out.found = True
             used.add(i)
-            _query_row(out, dict(zip(current, cells, strict=False)), row)
+            _query_row(out, values, row)
             row += 1
     if out.found and out.driver.status == "unknown":
         out.driver.status = "ok"
     return out
+
+
+_NOT_A_NAME = ("\"", ";", "=", "import ", "print(")
+
+
+def _plausible(values: dict[str, str]) -> bool:
+    """Every value of a row has the form of its field (an index is a number, a version a version, a GPU name no
+    code): a line that merely has as many commas is no row."""
+    for key, value in values.items():
+        if value in ("[N/A]", "N/A", "[Not Supported]", "") or value.startswith("ERR!") or value == "[Unknown Error]":
+            continue
+        if key == "index" and not value.isdigit() or \
+                key in ("driver_version", "compute_cap") and not _version(value) or \
+                key.startswith("memory.") and not value[:1].isdigit() or \
+                key == "name" and any(w in value for w in _NOT_A_NAME):
+            return False
+    return True
 
 
 def _query_cells(line: str, current: list[str] | None) -> list[str] | None:

@@ -87,22 +87,29 @@ class Paste:
         # only the lines that carry a quote marker, a fence, a tag or a prompt (_WRAPPED) are looked at one by one
         changed = False
         for i in compress(range(len(self.lines)), map(_WRAPPED.match, self.lines)):
-            line = unquote(self.lines[i].rstrip())
-            body = line.strip()
-            if body.startswith(("```", "~~~")) or (body.startswith("<") and _HTML_TAG.sub("", body).strip() == ""):
-                self.neutral.add(i)
-                line = ""
-            else:
-                is_cmd, rest = split_prompt(line)
-                if is_cmd:
-                    self.commands.add(i)
-                    self.neutral.add(i)
-                    line = rest
+            line = self._unwrap(i, unquote(self.lines[i].rstrip()))
             if line != self.lines[i]:
                 self.lines[i] = line
                 changed = True
         if changed:
             self._text, self._starts = None, None
+
+    def _unwrap(self, i: int, line: str) -> str:
+        """Line ``i`` without its wrapping: a fence or an HTML tag line becomes blank (neutral), inline code around
+        the whole line is taken off ("`text`", "```text```"), a prompt is taken off its command."""
+        body = line.strip()
+        code = body.strip("`")
+        if body[:1] == "`" and body[-1:] == "`" and code.strip() and "`" not in code:
+            return code.strip()  # one line of inline code: the code
+        if body.startswith(("```", "~~~")) or (body.startswith("<") and _HTML_TAG.sub("", body).strip() == ""):
+            self.neutral.add(i)
+            return ""
+        is_cmd, rest = split_prompt(line)
+        if is_cmd:
+            self.commands.add(i)
+            self.neutral.add(i)
+            return rest
+        return line
 
     @property
     def text(self) -> str:

@@ -15,6 +15,7 @@ from cudamatrix.detect.python_env import canonical, torch_variant
 from cudamatrix.detect.smi import gpu_line
 from cudamatrix.detect.text import Paste
 from cudamatrix.models import Driver, Environment, GpuInfo, Library, Toolkit
+from cudamatrix.schema import normalize_cc
 
 _EMPTY = {"", "could not collect", "n/a", "none", "no cuda", "unknown", "not found", "not available"}
 _LEADING_VERSION = re.compile(r"\d{1,4}(?:\.\d{1,9}){1,3}")
@@ -40,6 +41,11 @@ LABELS = {
     "vllm build flags": "", "gpu topology": "", "process_count": "", "jax.devices": "", "platform": "", "cuda version": "",
     "how you installed pytorch": "", "build command you used": "", "any other relevant information": "",
     "pytorch version (gpu?)": "torch", "tensorflow version (gpu?)": "pkg:tensorflow",
+    # issue templates' own words
+    "gpu": "gpus", "gpus": "gpus", "nvidia gpu": "gpus", "gpu model": "gpus", "gpu models": "gpus",
+    "gpu model and memory": "gpus", "gpu/vram": "gpus", "driver": "driver", "nvidia driver": "driver",
+    "driver version": "driver", "operating system": "os", "os platform and distribution": "os",
+    "jax version": "pkg:jax", "jaxlib version": "pkg:jaxlib",
 }
 _MARKERS = ("collecting environment information", "versions of relevant libraries")
 
@@ -70,7 +76,10 @@ def _colon(body: str, wide_colons: bool) -> int:
 
 
 def _normal(label: str) -> str:
-    """A label as :data:`LABELS` spells it: blanks collapsed, a trailing "(e.g., ...)" dropped."""
+    """A label as :data:`LABELS` spells it: Markdown bold and code taken off, blanks collapsed, a trailing
+    "(e.g., ...)" dropped."""
+    if label not in LABELS and ("*" in label or "`" in label):
+        label = label.replace("*", "").replace("`", "").strip()
     if label not in LABELS and ("  " in label or "\t" in label):
         label = " ".join(label.split())
     if label.endswith(")") and "(" in label and label not in LABELS:
@@ -81,6 +90,63 @@ def _normal(label: str) -> str:
 def _value(v: str) -> str | None:
     v = v.strip().strip("'\"`")
     return None if v.lower() in _EMPTY else v
+
+
+_LINK = re.compile(r"\[([^\]\n]{0,200})\]\([^)\n]{0,500}\)")
+_DRIVER_IN = re.compile(r"driver(?: version)?[ :=]{1,3}v?(\d{2,4}\.\d{1,3}(?:\.\d{1,3})?)", re.IGNORECASE)
+
+
+def demark(value: str) -> str:
+    """A value without the Markdown around and inside it: inline code, bold, links ("[text](url)" -> "text")."""
+    if "`" in value:
+        value = value.replace("`", "")
+    if "**" in value:
+        value = value.replace("**", "")
+    if "](" in value:
+        value = _LINK.sub(r"\1", value)
+    return value.strip()
+
+
+_GPU_WORDS = re.compile(r"RTX|GTX|NVIDIA|Tesla|Quadro|TITAN|GeForce|\b[ABHKLPTV]\d{1,3}\b")
+
+
+def _pkg_version(value: str) -> tuple[str | None, str] | None:
+    """(a distribution name the value names, its version) of a package field's value: "2.5.1+cu121",
+    "tensorflow-gpu==1.15.0", "TF 2.11", "v0.4.30"; None without a version."""
+    shown = _value(value)
+    if not shown:
+        return None
+    name, eq, version = shown.partition("==")
+    if eq and _DIST.fullmatch(name.strip()[:82]) and _leading_version(version):
+        return name.strip(), version.split()[0]
+    if _leading_version(shown):
+        return None, shown.split()[0]
+    found = _ANY_VERSION.search(shown[:40])
+    if found and found.start() <= 12 and not any(c.isdigit() for c in shown[:found.start()]):
+        return None, shown[found.start():].split()[0]  # "TF 2.11", "v2.1.0"
+    return None
+
+
+def _gpu_value(value: str) -> GpuInfo | None:
+    """A GPU field's value: "GPU 0: NAME (UUID: ...)", or a name with a compute capability in parentheses
+    ("NVIDIA GeForce RTX 5090 (SM_120)") or its memory after a slash ("RTX 5090 / 32GB")."""
+    g = gpu_line(value)
+    if g is not None:
+        return g
+    name = _value(value.split(" / ")[0])
+    if not name:
+        return None
+    cc = None
+    if name.endswith(")") and "(" in name:  # "(SM_120)"
+        cc = _sm(name[name.rfind("(") + 1:-1].strip().lower())
+        name = name[:name.rfind("(")].strip() if cc else name
+    return GpuInfo(index=0, name=name, compute_capability=cc, source="report")
+
+
+def _sm(text: str) -> str | None:
+    """"sm_120" -> "12.0"; None when it is no compute capability."""
+    digits = text[3:] if text.startswith("sm_") else ""
+    return normalize_cc(text) if digits.isdigit() and 2 <= len(digits) <= 3 else None
 
 
 def _leading_version(v: str | None) -> str | None:
@@ -124,6 +190,8 @@ def read(paste: Paste, env: Environment) -> bool:
     for i in paste.having(":", "\uff1a", "PyTorch version", "Collecting environment"):
         if kinds[i] is None and i not in consumed:
             _line(paste, facts, i, wide, claimed, consumed)
+    if "### " in paste.text:
+        _headings(paste, facts, claimed, consumed)
     if "sglang" in facts.labels:
         _sglang_packages(paste, facts, claimed)
     if not _enough(facts):
@@ -158,8 +226,32 @@ def _line(paste: Paste, facts: _Facts, i: int, wide: bool, claimed: list[int], c
         return
     facts.labels.add(label)
     claimed.append(i)
+    if "river" in body:  # "(driver 570.124.06)" said in passing, in the value of another field
+        said = _DRIVER_IN.search(value()[:200])
+        if said and label not in ("nvidia driver version", "cuda driver version", "driver", "nvidia driver",
+                                  "driver version"):
+            facts.values.setdefault("driver", said.group(1))
     if fact:  # else a field that carries nothing read here (gcc version, CPU, ...)
         _fact(paste, facts, i, label, fact, value(), claimed, consumed)
+
+
+def _headings(paste: Paste, facts: _Facts, claimed: list[int], consumed: set[int]) -> None:
+    """Issue templates that put each label in a Markdown heading and its value on the next non-blank line
+    ("### TensorFlow version" / "" / "TF 2.11")."""
+    lines = paste.lines
+    for i in paste.having("### "):
+        body = lines[i].strip()
+        label = _normal(body.lstrip("#").strip().lower()) if body.startswith("### ") else ""
+        fact = LABELS.get(label)
+        if not fact or not paste.free(i):
+            continue
+        j = next((k for k in range(i + 1, min(i + 4, len(lines))) if lines[k].strip()), None)
+        if j is None or lines[j].lstrip().startswith("#") or not paste.free(j):
+            continue
+        facts.labels.add(label)
+        claimed += [i, j]
+        consumed.add(j)
+        _fact(paste, facts, j, label, fact, lines[j].strip(), claimed, consumed)
 
 
 def _cut(body: str, wide: bool):
@@ -187,21 +279,22 @@ def _cut(body: str, wide: bool):
 
 def _fact(paste: Paste, facts: _Facts, i: int, label: str, fact: str, value: str, claimed: list[int],
           consumed: set[int]) -> None:
-    """Keep the fact a field carries (the first value of a label wins)."""
+    """Keep the fact a field carries (the first value of a label wins); the value is read without its Markdown."""
     if label == "sglang":
         facts.sglang_lines.append(i)
+    value = demark(value) if "`" in value or "*" in value or "](" in value else value
     if fact == "cudnn":
         _cudnn_field(paste, facts, i, value, claimed, consumed)
     elif fact == "gpus" and value:
-        g = gpu_line(value)
+        g = _gpu_value(value)
         if g is not None:
             facts.gpus.append(g)
-        elif _value(value):
-            facts.gpus.append(GpuInfo(index=0, name=_value(value), source="report"))
+            if g.name and _GPU_WORDS.search(g.name[:80]):
+                facts.labels.add("gpu name")  # a template's "GPU: RTX 5090" is as telling as collect_env's
     elif fact.startswith("pkg:"):
-        v = _leading_version(_value(value))
-        if v:
-            facts.packages[fact[4:]] = value.split()[0]
+        named = _pkg_version(value)
+        if named:
+            facts.packages[named[0] or fact[4:]] = named[1]
     elif fact not in facts.values and (shown := _value(value)):
         facts.values[fact] = shown
 
@@ -220,7 +313,7 @@ def _cudnn_field(paste: Paste, facts: _Facts, i: int, value: str, claimed: list[
 
 
 def _gpu_field(facts: _Facts, label: str, indices: list[int], value: str) -> None:
-    facts.labels.add("gpu")
+    facts.labels.add("gpu index")
     if label.endswith("compute capability"):
         cc = _leading_version(value)
         if cc:
@@ -256,12 +349,12 @@ def _sglang_packages(paste: Paste, facts: _Facts, claimed: list[int]) -> None:
 
 
 def _enough(facts: _Facts) -> bool:
-    real = facts.labels - {"gpu", "marker"}
+    real = facts.labels - {"gpu index", "marker"}
     if "marker" in facts.labels:
         return True
     strong = {"pytorch version", "cuda used to build pytorch", "gpu models and configuration", "nvidia driver version",
               "cudnn version", "jaxlib", "sglang", "vllm version", "python platform", "is cuda available",
-              "cuda runtime version", "cuda/cudnn version", "pytorch version (gpu?)"}
+              "cuda runtime version", "cuda/cudnn version", "pytorch version (gpu?)", "gpu name"}
     return bool(real & strong) or len(real) >= 3
 
 
@@ -303,7 +396,7 @@ def _apply(facts: _Facts, env: Environment, kind: str) -> None:
     if pyv and env.python.version is None:
         env.python.version = pyv
     _platform(env, v.get("python"), v.get("platform") or "", v.get("os") or "")
-    drv = _leading_version(v.get("driver"))
+    drv = _leading_version(v.get("driver")) or _first_version(v.get("driver") or "")  # NVIDIA-Linux-x86_64-470.94.run
     if drv:
         merge_driver(env, Driver(version=drv, source=source))
     runtime = _leading_version(v.get("runtime"))

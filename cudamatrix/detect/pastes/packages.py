@@ -16,7 +16,7 @@ _TAGS = ("[pip]", "[pip3]", "[conda]")
 # a line that can belong to a package list (anchored and bounded: linear on any line). The name is taken whole
 # and never given back: "(?=(...))\1" is an atomic group (Python < 3.11 has no "(?>...)"), so a word that is
 # no name costs one pass over it instead of a retry at every shorter length
-_CANDIDATE = re.compile(r"[ \t]*(?:\[(?:pip\d?|conda)\]|Package[ \t]|# |-{3,}|"
+_CANDIDATE = re.compile(r"[ \t]*(?:\[(?:pip\d?|conda)\]|Package[ \t]|# |-{3,}|[-*][ \t]{1,4}`|"
                         r"[A-Za-z0-9](?=([\w.+-]{0,100}))\1(?:==|[ \t]+\d))")
 
 
@@ -86,11 +86,22 @@ class _Lists:
             self._tagged(i, body)
         elif self._header_or_rule(i, body):
             return
+        elif body[:1] in "-*" and body[1:].lstrip().startswith("`"):
+            self._markdown_item(i, body)
         elif "==" in body and " " not in body and (pair := _freeze(body)):
             self.flush()
             self.found.append((pair[0], pair[1], "", i, "pip freeze"))
         else:
             self._row(i, body)
+
+    def _markdown_item(self, i: int, body: str) -> None:
+        """A Markdown list item holding a pin in inline code: "- `torch==2.5.1`"."""
+        code = body[1:].strip()
+        pair = _freeze(code.strip("`")) if code.count("`") == 2 and code.endswith("`") else None
+        if pair:
+            self.found.append((pair[0], pair[1], "", i, "pip freeze"))
+        else:
+            self.end()
 
     def _tagged(self, i: int, body: str) -> None:
         """collect_env's "[pip3] torch==2.5.1" / "[conda] torch 2.5.1 pypi_0 pypi"."""

@@ -50,13 +50,23 @@ def read(paste: Paste, env: Environment, state: dict) -> bool:
 
 
 def _python_version(paste: Paste, values: dict[str, str]) -> None:
-    """`python3 --version` prints "Python 3.12.1"."""
+    """`python3 --version` prints "Python 3.12.1"; `python3` alone starts the interpreter, whose banner begins
+    "Python 3.9.12 (main, Apr  5 2022, 06:56:58)" and goes on with the compiler and the "Type "help"" line."""
     lines = paste.lines
-    for i in paste.having("--version", " -V"):
-        if i in paste.commands and lines[i].lstrip().startswith("python") and i + 1 < len(lines):
+    for i in sorted(paste.commands):
+        if lines[i].lstrip().startswith("python") and i + 1 < len(lines):
             answer = lines[i + 1].strip()
-            if answer.startswith("Python ") and _take(values, "python", answer[7:]):
+            if answer.startswith("Python ") and _take(values, "python", answer[7:].split(" (")[0]):
                 paste.claim(i + 1, "python prints")
+                _claim_banner(paste, i + 2)
+
+
+def _claim_banner(paste: Paste, j: int) -> None:
+    """The interpreter banner's lines after its first."""
+    for k in range(j, min(j + 2, len(paste.lines))):
+        body = paste.lines[k].strip()
+        if body.startswith("[") or body.startswith("Type \"help\""):
+            paste.claim(k, "python prints")
 
 
 def _command_outputs(paste: Paste, i: int, exprs: list[str], values: dict[str, str]) -> None:
