@@ -3,10 +3,11 @@
 A paste is normalised (:class:`~cudamatrix.detect.text.Paste`: quote markers, fences, prompts, CRLF, HTML
 escapes), then every reader in :data:`READERS` looks for its tool's output anywhere in it, so several tools'
 outputs may follow each other in one file: nvidia-smi (table of every driver era, ``-q``, ``--query-gpu`` CSV,
-``--version``, ``-L``, error messages), ``python -m torch.utils.collect_env`` (every torch release, vLLM's and
-SGLang's variants), ``jax.print_environment_info()``, ``tf.sysconfig.get_build_info()``, what users print from
-Python, ``ldconfig -p``, ``nvcc --version``, ``pip freeze`` / ``pip list`` / ``conda list``,
-/proc/driver/nvidia/version, deviceQuery and NVRM kernel messages. The notes say which tool each block of
+``--version``, ``-L``, ``-h``, error messages), ``python -m torch.utils.collect_env`` (every torch release, vLLM's
+and SGLang's variants), ``jax.print_environment_info()``, ``tf.sysconfig.get_build_info()``, issue templates, what
+users print from Python, ``ldconfig -p``, ``nvcc --version``, ``pip freeze`` / ``pip list`` / ``conda list``,
+/proc/driver/nvidia/version, deviceQuery, cudnn.h, NVRM kernel messages, and the warnings and errors torch,
+TensorFlow, XLA, JAX, the CUDA runtime and the loader print (:mod:`.pastes.messages`). The notes say which tool each block of
 lines was read as and which lines were skipped. Nothing here raises on odd text.
 """
 from __future__ import annotations
@@ -19,7 +20,8 @@ from cudamatrix.models import Environment, Note
 from cudamatrix.names import FRAMEWORK_DISTS
 
 KNOWN = ("nvidia-smi, collect_env, jax.print_environment_info(), tf.sysconfig.get_build_info(), ldconfig -p, "
-         "nvcc --version, pip freeze / pip list / conda list")
+         "nvcc --version, pip freeze / pip list / conda list, or the warnings and errors of torch, TensorFlow, JAX "
+         "and the CUDA runtime")
 
 
 READERS = [
@@ -64,14 +66,14 @@ def read_paste(name: str, raw: str, env: Environment, state: dict | None = None)
 def from_reports(items: list[tuple[str, str]], *, strict: bool = False) -> Environment:
     """Build an Environment (origin "report") from ``(name, text)`` pairs of pasted tool output.
 
-    ``strict``: a paste with no known tool output in it is an input error (UsageError, exit 2), not a note."""
+    A paste with no known tool output in it is a note; ``strict``: when none of them holds any, that is an input
+    error (UsageError, exit 2)."""
     env = Environment(origin="report")
     state: dict = {}
-    for name, raw in items:
-        kinds = read_paste(name, raw, env, state)
-        if strict and not kinds:
-            raise UsageError(f"no known tool output in {name}",
-                             hint=f"paste the output of one of: {KNOWN}")
+    recognised = [bool(read_paste(name, raw, env, state)) for name, raw in items]
+    if strict and not any(recognised):
+        raise UsageError(f"no known tool output in {', '.join(name for name, _ in items) or 'the input'}",
+                         hint=f"paste the output of one of: {KNOWN}")
     _settle(env, state)
     return env
 
