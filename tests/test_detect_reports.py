@@ -220,6 +220,24 @@ def read_fields(env):
         "kernel_module": env.driver.kernel_module_version, "driver_library": env.driver.library_version,
         "conda_cudatoolkit": next((t.version for t in env.toolkits if t.source.endswith(" cudatoolkit")), None),
         "libraries": sorted(lib.soname for lib in env.libraries if lib.origin == "report:ldconfig"),
+        **said_fields(env),
+    }
+
+
+def said_fields(env):
+    """The facts the frameworks' own words state (env.messages): the build's arch list, cuDNN built and found,
+    another library's versions, the libraries that could not be opened; and whether the machine is WSL."""
+    arch = next((m for m in env.messages if m.archs or m.ptx), None)
+    cudnn = next((m for m in env.messages if m.kind == "library_version" and m.library == "cudnn"), None)
+    other = next((m for m in env.messages if m.kind == "library_version" and m.library != "cudnn"), None)
+    return {
+        "torch_archs": arch.archs if arch else [], "torch_ptx": arch.ptx if arch else [],
+        "cudnn_built": cudnn.built if cudnn else None, "cudnn_found": cudnn.found if cudnn else None,
+        "cudnn_minimum": cudnn.minimum if cudnn else None,
+        "library_built": f"{other.library} {other.built}" if other else None,
+        "library_found": f"{other.library} {other.found}" if other else None,
+        "missing": sorted({m.soname or m.library for m in env.messages if m.kind == "library_missing"}),
+        "wsl": env.context.wsl,
     }
 
 
@@ -227,7 +245,7 @@ def compare(expected, got):
     """[(field, expected, got)] for every field of the sidecar; a GPU attribute or a package is one field."""
     out = []
     for key, want in expected.items():
-        if key == "tool":
+        if key in ("tool", "findings"):
             continue
         if key == "gpus":
             for i, gpu in enumerate(want):
@@ -241,7 +259,7 @@ def compare(expected, got):
 
 
 def test_corpus_is_public_new_and_complete():
-    assert len(CORPUS) >= 60
+    assert len(CORPUS) >= 130
     for stem in CORPUS:
         first, body = paste_text(stem)
         assert first.startswith("# source: https://github.com/"), stem
@@ -260,22 +278,47 @@ def test_corpus_paste_fields(stem):
     assert not wrong, wrong
 
 
+def error_codes(env):
+    """The codes of the error findings doctor gives for a pasted environment (on the frozen matrix snapshot)."""
+    from cudamatrix.diagnose.findings import diagnose
+    from snapshot import snapshot_matrix
+
+    return sorted({f.code for f in diagnose(env, snapshot_matrix()) if f.severity == "error"})
+
+
+DIAGNOSED = [stem for stem in CORPUS if "findings" in json.loads((PASTES / f"{stem}.json").read_text())]
+
+
+@pytest.mark.parametrize("stem", DIAGNOSED)
+def test_corpus_paste_findings(stem):
+    """The error findings a paste implies, exactly (the sidecar's "findings"; [] where it implies none)."""
+    _, body = paste_text(stem)
+    expected = json.loads((PASTES / f"{stem}.json").read_text())
+    assert error_codes(from_reports([(stem, body)], strict=True)) == sorted(expected["findings"])
+
+
 def test_corpus_score(capsys):
-    """Fields read right over fields present, overall and per tool (printed; every one must be right)."""
+    """Fields read right over fields present, and findings right over pastes with an expected finding, overall and
+    per tool (printed; every one must be right)."""
     per_tool: dict[str, list[int]] = {}
     for stem in CORPUS:
         _, body = paste_text(stem)
         expected = json.loads((PASTES / f"{stem}.json").read_text())
-        pairs = compare(expected, read_fields(from_reports([(stem, body)])))
-        score = per_tool.setdefault(expected["tool"], [0, 0])
+        env = from_reports([(stem, body)])
+        pairs = compare(expected, read_fields(env))
+        score = per_tool.setdefault(expected["tool"], [0, 0, 0, 0])
         score[0] += sum(want == have for _, want, have in pairs)
         score[1] += len(pairs)
-    right, present = sum(s[0] for s in per_tool.values()), sum(s[1] for s in per_tool.values())
+        if "findings" in expected:
+            score[2] += error_codes(env) == sorted(expected["findings"])
+            score[3] += 1
+    totals = [sum(s[k] for s in per_tool.values()) for k in range(4)]
     with capsys.disabled():
-        print(f"\ncorpus: {right}/{present} fields read right over {len(CORPUS)} pastes")
-        for tool, (r, p) in sorted(per_tool.items()):
-            print(f"  {tool}: {r}/{p}")
-    assert right == present
+        print(f"\ncorpus: {totals[0]}/{totals[1]} fields read right over {len(CORPUS)} pastes; "
+              f"findings right in {totals[2]}/{totals[3]}")
+        for tool, (r, p, fr, fp) in sorted(per_tool.items()):
+            print(f"  {tool}: fields {r}/{p}" + (f", findings {fr}/{fp}" if fp else ""))
+    assert totals[0] == totals[1] and totals[2] == totals[3]
 
 
 def test_every_paste_says_what_it_was_read_as():

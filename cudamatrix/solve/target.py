@@ -95,7 +95,8 @@ def from_environment(env: Environment, matrix: Matrix, name: str = "this machine
     plat = env.python.platform or (host_platform() if env.origin == "live" else "linux_x86_64")
     toolkit = next((t.version for t in env.toolkits if t.version), None)
     usable = env.driver.status in ("ok", "unknown")
-    driver, notes = env.driver.version, ()
+    driver: str | None = env.driver.version
+    notes: tuple[str, ...] = ()
     if driver is None and env.driver.cuda_version:  # a paste that gives only the CUDA version the driver runs
         driver = driver_floor(matrix, env.driver.cuda_version, plat)
         notes = (f"the driver's version is not stated; it runs CUDA {env.driver.cuda_version}, so it is at least "

@@ -354,7 +354,8 @@ def _enough(facts: _Facts) -> bool:
         return True
     strong = {"pytorch version", "cuda used to build pytorch", "gpu models and configuration", "nvidia driver version",
               "cudnn version", "jaxlib", "sglang", "vllm version", "python platform", "is cuda available",
-              "cuda runtime version", "cuda/cudnn version", "pytorch version (gpu?)", "gpu name"}
+              "cuda runtime version", "cuda/cudnn version", "pytorch version (gpu?)", "gpu name", "pytorch",
+              "torch version"}
     return bool(real & strong) or len(real) >= 3
 
 
@@ -458,6 +459,12 @@ def _cudnn(env: Environment, text: str, source: str) -> None:
             env.libraries.append(Library(name="cudnn", soname=_soname_guess(base) if name else base, path=text,
                                          origin=source, version=version_from_filename(base)))
         return
+    if "/" in text:  # "8.0.4/8.0.3/7.6.5": several copies named, the first as the framework's
+        for more in text.split("/")[1:]:
+            if _leading_version(more.strip()):
+                env.notes.append(_note(f"cuDNN {_leading_version(more.strip())} named in the paste, of no "
+                                       "framework it could be tied to"))
+        text = text.split("/")[0].strip()
     version = _leading_version(text)
     if version is None and text.isdigit() and len(text) <= 6:  # torch.backends.cudnn.version() style: 8902
         from cudamatrix.detect.text import cudnn_version

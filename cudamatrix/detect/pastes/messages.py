@@ -464,6 +464,24 @@ def read(paste: Paste, env: Environment) -> bool:
     return found
 
 
+_KEY_WORDS = ("is not compatible", "which is of cuda capability", "no kernel image", "too old", "insufficient",
+              "InsufficientDriver", "INSUFFICIENT_DRIVER", "compiled", "but JAX was built", "Outdated",
+              "cannot open", "Could not load", "Couldn't open", "Unable to load", "DNN library", "Could not locate")
+
+
+def _clip(text: str) -> str:
+    """The sentence that says it: a long log line cut to its message ("...RuntimeError: CUDA error: no kernel image
+    is available for execution on the device"), without the advice that follows it."""
+    text = text.strip()
+    at = min((i for i in (text.find(w) for w in _KEY_WORDS) if i >= 0), default=-1)
+    if at < 0 or len(text) <= 160:
+        return text[:300]
+    start = max(0, at - 80)
+    end = text.find(". ", at)
+    clipped = text[start:end + 1 if 0 <= end < at + 240 else at + 240].strip()
+    return ("..." if start else "") + clipped
+
+
 def _say(env: Environment, said: ToolMessage) -> None:
     """Keep a message unless the paste said the same thing already (a log repeats its lines; TensorFlow says
     "Couldn't open CUDA library libcudnn.so.5" and then "Unable to load cuDNN DSO")."""
@@ -477,6 +495,7 @@ def _say(env: Environment, said: ToolMessage) -> None:
            said.compute_capability)
     if not any((m.tool, m.kind, m.library, m.soname, m.built, m.found, m.gpu, m.compute_capability) == key
                for m in env.messages):
+        said.text = _clip(said.text)
         env.messages.append(said)
 
 
