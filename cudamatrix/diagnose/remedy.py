@@ -199,11 +199,13 @@ def solved(env: Environment, matrix: Matrix, target: Target, family: str) -> tup
         solution = _solve(env, matrix, target, family)
     except NoSolution as exc:
         why = f" ({exc.causes[0].message})" if exc.causes else ""
-        return f"no {family} build in the matrix fits this machine{why}", []
+        ways = [w.message for w in exc.ways_out if w.kind != "cpu_build"]  # a CPU build answers no GPU finding
+        way = f"; way out: {ways[0]}" if ways else ""
+        return f"no {family} build in the matrix fits this machine{why}{way}", []
     choice = next((f for f in solution.frameworks if f.name == family), None)
     if choice is None:
         return None, []
-    if solution.unchanged or not solution.pip_args:
+    if _keeps(env, solution, choice):
         return (f"the installed {family} {choice.version} ({choice.variant}) fits this machine: the failing "
                 f"kernel is another package's (a CUDA extension built for other GPUs): reinstall or rebuild it for "
                 f"the GPU"), []
@@ -213,6 +215,14 @@ def solved(env: Environment, matrix: Matrix, target: Target, family: str) -> tup
     return (f"install {family} {choice.version} ({choice.variant}{cuda}) from {where}, what `cudamatrix solve "
             f"{family}` gives for this machine{needs}: pip install {' '.join(solution.pip_args)}",
             list(solution.pip_args))
+
+
+def _keeps(env: Environment, solution, choice) -> bool:
+    """The solve keeps the installed build (the same release and variant; wheels aside)."""
+    have = next((f for f in env.frameworks if f.name == choice.name), None)
+    same = have is not None and have.version.split("+")[0] == choice.version.split("+")[0] and \
+        have.variant == choice.variant
+    return solution.unchanged or not solution.pip_args or same
 
 
 def _solve(env: Environment, matrix: Matrix, target: Target, family: str):
