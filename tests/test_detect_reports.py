@@ -358,6 +358,20 @@ HOSTILE = {
     "torch warning": "The NVIDIA driver on your system is too old (found version " + "1" * 1_000_000,
     "nested quotes and prompts": "> " * 1000 + "$ " * 200_000 + "nvidia-smi",
     "pip list row": "a " + "1" * 1_000_000 + " b",
+    "arch warning": "a" * 1_000_000 + " with CUDA capability sm_120 is not compatible with the current PyTorch "
+                    "installation. The current PyTorch install supports CUDA capabilities " + "sm_50 " * 100_000,
+    "old GPU warning": "Found GPU0 " + "a " * 500_000 + " which is of cuda capability 2.1",
+    "cannot open": "lib" + "a." * 500_000 + "so: cannot open shared object file",
+    "cuDNN versions": "PyTorch was compiled  against (" + "8, " * 300_000 + ") but found runtime version",
+    "loaded runtime": "Loaded runtime CuDNN library: " + "1." * 500_000 + " but source was compiled with: 8",
+    "JAX component": "CUDA backend failed to initialize: Found " + "cu" * 500_000 + " version 1, but JAX",
+    "dso": "Could not load dynamic library '" + "a" * 1_000_000,
+    "smi banner": "NVIDIA System Management Interface -- v" + "1." * 500_000,
+    "heading template": "### " + "python version " * 70_000,
+    "markdown item": "- `" + "a" * 1_000_000 + "==1`",
+    "driver in passing": "PyTorch version: 2.1.0 (driver " + "1." * 500_000 + ")",
+    "inline code": "`" + "x" * 1_000_000 + "`",
+    "wsl": "/usr/lib/wsl/lib/" + "a" * 1_000_000 + " is not a symbolic link",
 }
 
 

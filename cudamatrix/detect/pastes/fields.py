@@ -204,35 +204,65 @@ def read(paste: Paste, env: Environment) -> bool:
 
 
 def _line(paste: Paste, facts: _Facts, i: int, wide: bool, claimed: list[int], consumed: set[int]) -> None:
-    """Read line ``i`` if it is a field (a marker line, a GPU line, a label of :data:`LABELS`)."""
+    """Read line ``i`` if it is a field (a marker line, a GPU line, a label of :data:`LABELS`). :func:`_label`,
+    inline for the common case (thousands of lines in a long paste): the value is cut only for a field read."""
     body = paste.lines[i].strip()
     if body[:1] in "CcVv" and body[:40].lower().startswith(_MARKERS):
         facts.labels.add("marker")
         claimed.append(i)
         return
-    cut = _cut(body, wide)
-    if cut is None:
+    raw = body
+    if body[:2] in ("- ", "* "):
+        body = body[2:].lstrip()
+    colon = body.find(":", 0, 81)
+    if wide:  # _colon(), inline
+        full = body.find("\uff1a", 0, 81)
+        if full >= 0 and (colon < 0 or full < colon):
+            colon = full
+    given = None
+    if colon >= 0:
+        label = body[:colon].rstrip().lower()
+        if label not in LABELS:
+            label = _normal(label)
+    elif (lv := _label(raw, wide)) is not None:
+        label, given = lv
+    else:
         return
-    label, body, value = cut
+    if label in LABELS or label[:4] == "gpu ":
+        _labelled(paste, facts, i, label, _val(body, colon, given), claimed, consumed)
+    elif facts.labels and label.replace(" ", "").replace("-", "").replace("_", "").replace(".", "").isalnum():
+        claimed.append(i)  # another field of a block already recognised (CPU flags, env variables)
+
+
+def _labelled(paste: Paste, facts: _Facts, i: int, label: str, value: str, claimed: list[int],
+              consumed: set[int]) -> None:
+    """A line whose label is a GPU's ("GPU 0: ...") or one of :data:`LABELS`."""
     gpu_idx = _gpu_indices(label) if label[:4] == "gpu " else None
     if gpu_idx is not None:
-        _gpu_field(facts, label, gpu_idx, value())
+        _gpu_field(facts, label, gpu_idx, value)
         claimed.append(i)
         return
     fact = LABELS.get(label)
     if fact is None:
         if facts.labels and label.replace(" ", "").replace("-", "").replace("_", "").replace(".", "").isalnum():
-            claimed.append(i)  # another field of a block already recognised (CPU flags, env variables)
+            claimed.append(i)
         return
     facts.labels.add(label)
     claimed.append(i)
-    if "river" in body:  # "(driver 570.124.06)" said in passing, in the value of another field
-        said = _DRIVER_IN.search(value()[:200])
-        if said and label not in ("nvidia driver version", "cuda driver version", "driver", "nvidia driver",
-                                  "driver version"):
+    if "river" in value and label not in _DRIVER_LABELS:  # "(driver 570.124.06)" said in another field's value
+        said = _DRIVER_IN.search(value[:200])
+        if said:
             facts.values.setdefault("driver", said.group(1))
     if fact:  # else a field that carries nothing read here (gcc version, CPU, ...)
-        _fact(paste, facts, i, label, fact, value(), claimed, consumed)
+        _fact(paste, facts, i, label, fact, value, claimed, consumed)
+
+
+_DRIVER_LABELS = ("nvidia driver version", "cuda driver version", "driver", "nvidia driver", "driver version")
+
+
+def _val(body: str, colon: int, given: str | None) -> str:
+    """A field's value: cut after its colon, unless :func:`_label` cut it already."""
+    return given if given is not None else body[colon + 1:].strip()
 
 
 def _headings(paste: Paste, facts: _Facts, claimed: list[int], consumed: set[int]) -> None:
@@ -252,29 +282,6 @@ def _headings(paste: Paste, facts: _Facts, claimed: list[int], consumed: set[int
         claimed += [i, j]
         consumed.add(j)
         _fact(paste, facts, j, label, fact, lines[j].strip(), claimed, consumed)
-
-
-def _cut(body: str, wide: bool):
-    """(label, body, a function returning the value) of a field line, else None. :func:`_label`, inline for the
-    common case (thousands of lines in a long paste): the value is cut only for a field that is read."""
-    if body[:2] in ("- ", "* "):
-        body, raw = body[2:].lstrip(), body
-    else:
-        raw = body
-    colon = body.find(":", 0, 81)
-    if wide:  # _colon(), inline
-        full = body.find("\uff1a", 0, 81)
-        if full >= 0 and (colon < 0 or full < colon):
-            colon = full
-    if colon >= 0:
-        label = body[:colon].rstrip().lower()
-        if label not in LABELS:
-            label = _normal(label)
-        return label, body, lambda: body[colon + 1:].strip()
-    lv = _label(raw, wide)
-    if lv is None:
-        return None
-    return lv[0], body, lambda: lv[1]
 
 
 def _fact(paste: Paste, facts: _Facts, i: int, label: str, fact: str, value: str, claimed: list[int],

@@ -382,10 +382,13 @@ def read_missing_libraries(paste: Paste, env: Environment) -> bool:
 
 
 def _read_tf_missing(paste: Paste, env: Environment) -> bool:
+    """TensorFlow's loader lines; the lines around them (the libraries it did open, "Cannot dlopen some GPU
+    libraries") are claimed where it could not open one."""
     found = False
     lines = paste.lines
-    for i in paste.having("Could not load dynamic library", "Couldn't open CUDA library", "Unable to load cuDNN DSO",
-                          "DNN library is not found", *_TF_LINES):
+    missing = paste.having("Could not load dynamic library", "Couldn't open CUDA library", "Unable to load cuDNN DSO",
+                           "DNN library is not found")
+    for i in sorted(set(missing) | set(paste.having(*_TF_LINES) if missing else ())):
         line = lines[i][:2000]
         m = _TF_MISSING.search(line) or _TF_OLD_MISSING.search(line)
         soname = m.group(1).rstrip(".;") if m else None
@@ -456,12 +459,30 @@ def read_wsl_template(paste: Paste, env: Environment) -> bool:
 
 
 def read(paste: Paste, env: Environment) -> bool:
-    """Every kind of message above."""
+    """Every kind of message above. A reader runs only when the paste holds one of its anchors (a few substrings
+    that every message it reads contains): one search of the text each, where its own words would cost several."""
+    text = paste.text
     found = False
-    for reader in (read_arch_warning, read_driver_warning, read_kernel_errors, read_cudnn_versions, read_jax,
-                   read_missing_libraries, read_wsl, read_wsl_template):
-        found |= reader(paste, env)
+    for anchors, reader in _READERS:
+        if any(a in text for a in anchors):
+            found |= reader(paste, env)
     return found
+
+
+def _read_wsl(paste: Paste, env: Environment) -> bool:
+    return read_wsl(paste, env) | read_wsl_template(paste, env)
+
+
+_READERS = (
+    (("CUDA capability ", "cuda capability "), read_arch_warning),
+    (("driver on your system",), read_driver_warning),
+    (("no kernel image", "nsufficient", "INSUFFICIENT_DRIVER"), read_kernel_errors),
+    (("ompiled",), read_cudnn_versions),  # "PyTorch was compiled", "cuDNN compiled (", "source was compiled with"
+    (("JAX", "ackend"), read_jax),  # "Unable to load cuDNN. Is it installed?" follows "CUDA backend failed"
+    (("Could not lo", "Couldn't open", "cuDNN DSO", "DNN library is not found", "cannot open shared"),
+     read_missing_libraries),
+    (("symbolic link", "] WSL 2"), _read_wsl),
+)
 
 
 _KEY_WORDS = ("is not compatible", "which is of cuda capability", "no kernel image", "too old", "insufficient",
