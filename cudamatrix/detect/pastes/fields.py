@@ -121,6 +121,9 @@ def _pkg_version(value: str) -> tuple[str | None, str] | None:
         return name.strip(), version.split()[0]
     if _leading_version(shown):
         return None, shown.split()[0]
+    whole = next((w for w in shown.split()[:4] if _LEADING_VERSION.fullmatch(w[:40])), None)
+    if whole:  # "v2.13.0-rc2-7-g1cb1a030a62 2.13.0" (TensorFlow's template asks for both)
+        return None, whole
     found = _ANY_VERSION.search(shown[:40])
     if found and found.start() <= 12 and not any(c.isdigit() for c in shown[:found.start()]):
         return None, shown[found.start():].split()[0]  # "TF 2.11", "v2.1.0"
@@ -136,11 +139,15 @@ def _gpu_value(value: str) -> GpuInfo | None:
     name = _value(value.split(" / ")[0])
     if not name:
         return None
+    memory = None
+    head, comma, tail = name.rpartition(", ")  # "NVIDIA GeForce GTX 960M, 4096MiB"
+    if comma and tail.replace(" ", "").endswith("MiB") and tail.replace(" ", "")[:-3].isdigit():
+        name, memory = head.strip(), int(tail.replace(" ", "")[:-3])
     cc = None
     if name.endswith(")") and "(" in name:  # "(SM_120)"
         cc = _sm(name[name.rfind("(") + 1:-1].strip().lower())
         name = name[:name.rfind("(")].strip() if cc else name
-    return GpuInfo(index=0, name=name, compute_capability=cc, source="report")
+    return GpuInfo(index=0, name=name, compute_capability=cc, memory_total_mib=memory, source="report")
 
 
 def _sm(text: str) -> str | None:

@@ -225,6 +225,31 @@ def _claim_following(paste: Paste, i: int, starts: tuple[str, ...], kind: str) -
         j += 1
 
 
+_NO_DEVICE = ("no CUDA-capable device is detected", "CUDA_ERROR_NO_DEVICE", "No CUDA GPUs are available")
+_PADDLE = re.compile(r"device: (\d{1,3}), GPU Compute Capability: (\d{1,2}\.\d{1,2}), Driver API Version: "
+                     r"(\d{1,3}\.\d{1,2}), Runtime API Version: (\d{1,3}\.\d{1,2})")
+
+
+def read_devices(paste: Paste, env: Environment) -> bool:
+    """The CUDA runtime or driver finding no device ("no CUDA-capable device is detected", cuInit's
+    CUDA_ERROR_NO_DEVICE, torch's "No CUDA GPUs are available"): the driver loads but shows no GPU. And Paddle's
+    "Please NOTE: device: 0, GPU Compute Capability: 8.6, Driver API Version: 12.0, Runtime API Version: 11.7"."""
+    found = False
+    for i in paste.having(*_NO_DEVICE):
+        line = paste.lines[i].strip()
+        merge_driver(env, Driver(status="no_device", error=_clip(line)))
+        paste.claim(i, "CUDA error")
+        found = True
+    for i in paste.having("Driver API Version: "):
+        m = _PADDLE.search(paste.lines[i][:600])
+        if m:
+            merge_gpus(env, [GpuInfo(index=int(m.group(1)), compute_capability=m.group(2), source="report:paddle")])
+            merge_driver(env, Driver(cuda_version=m.group(3), source="report:paddle"))
+            paste.claim(i, "Paddle device note")
+            found = True
+    return found
+
+
 # --- cuDNN versions: torch, TensorFlow / XLA, JAX ---------------------------------------------------
 
 _TORCH_TUPLES = re.compile(r"compiled {1,4}against \((\d{1,2}), (\d{1,3}), (\d{1,3})\) but found runtime version "
@@ -237,7 +262,7 @@ _JAX_FOUND = re.compile(r"Found (\w{2,12}) version (\d{3,6}), but JAX was built 
 _JAX_OUTDATED = re.compile(r"Outdated (\w{2,12}) installation found")
 _JAX_LINES = {"built": "Version JAX was built against:", "minimum": "Minimum supported:",
               "found": "Installed version:"}
-_JAX_MISSING = re.compile(r"Unable to load (\w{2,12})\. Is it installed\?")
+_JAX_MISSING = re.compile(r"Unable to load (\w{2,12})\.")  # "Unable to load cuDNN. Is it installed?", "... CUDA."
 _JAX_BACKEND = ("CUDA backend failed to initialize", "Unable to initialize backend 'cuda'",
                 "Backend 'cuda' failed to initialize")
 
@@ -289,7 +314,7 @@ def read_jax(paste: Paste, env: Environment) -> bool:
     older than JAX was built against, an outdated installation below JAX's minimum, or one it could not load."""
     found = False
     lines = paste.lines
-    for i in paste.having(*_JAX_BACKEND, ", but JAX was built against version", "Outdated ", "Is it installed?"):
+    for i in paste.having(*_JAX_BACKEND, ", but JAX was built against version", "Outdated "):
         line = lines[i][:2000]
         said = _jax_found(line) or _jax_outdated(paste, i, line) or _jax_missing(line)
         if said is None and not any(b in line for b in _JAX_BACKEND):
@@ -476,6 +501,7 @@ def _read_wsl(paste: Paste, env: Environment) -> bool:
 _READERS = (
     (("CUDA capability ", "cuda capability "), read_arch_warning),
     (("driver on your system",), read_driver_warning),
+    (("-capable device", "NO_DEVICE", "No CUDA GPUs", "Driver API Version"), read_devices),
     (("no kernel image", "nsufficient", "INSUFFICIENT_DRIVER"), read_kernel_errors),
     (("ompiled",), read_cudnn_versions),  # "PyTorch was compiled", "cuDNN compiled (", "source was compiled with"
     (("JAX", "ackend"), read_jax),  # "Unable to load cuDNN. Is it installed?" follows "CUDA backend failed"
@@ -485,7 +511,7 @@ _READERS = (
 )
 
 
-_KEY_WORDS = ("is not compatible", "which is of cuda capability", "no kernel image", "too old", "insufficient",
+_KEY_WORDS = ("no CUDA-capable device", "CUDA_ERROR_NO_DEVICE", "No CUDA GPUs", "is not compatible", "which is of cuda capability", "no kernel image", "too old", "insufficient",
               "InsufficientDriver", "INSUFFICIENT_DRIVER", "compiled", "but JAX was built", "Outdated",
               "cannot open", "Could not load", "Couldn't open", "Unable to load", "DNN library", "Could not locate")
 

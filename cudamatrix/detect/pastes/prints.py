@@ -40,6 +40,8 @@ def read(paste: Paste, env: Environment, state: dict) -> bool:
         elif len(exprs) == 1 and paste.free(i):  # "torch.__version__ = 2.1.0", "torch.version.cuda: 12.1"
             _inline_value(paste, i, exprs[0], values)
     _python_version(paste, values)
+    if "python" not in values:
+        _python_answer(paste, values)
     build = _build_info(paste)
     if not values and not build:
         return False
@@ -59,6 +61,16 @@ def _python_version(paste: Paste, values: dict[str, str]) -> None:
             if answer.startswith("Python ") and _take(values, "python", answer[7:].split(" (")[0]):
                 paste.claim(i + 1, "python prints")
                 _claim_banner(paste, i + 2)
+
+
+def _python_answer(paste: Paste, values: dict[str, str]) -> None:
+    """A line that is `python --version`'s answer on its own: "Python 3.6.10" or "Python 3.6.10 :: Anaconda, Inc."."""
+    for i in paste.having("Python 3.", "Python 2."):
+        body = paste.lines[i].strip()
+        version, _, rest = body[7:].partition(" ")
+        if body.startswith("Python ") and (not rest or rest.startswith(":: ")) and paste.free(i) and \
+                _VERSIONISH.fullmatch(version) and _take(values, "python", version):
+            paste.claim(i, "python prints")
 
 
 def _claim_banner(paste: Paste, j: int) -> None:
