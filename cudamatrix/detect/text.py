@@ -52,7 +52,8 @@ def unquote(line: str) -> str:
     if last < 0:
         return line
     if ">>>" in prefix:
-        cut = _QUOTES.match(line).end()
+        found = _QUOTES.match(line)  # matches at every position (its group may repeat zero times)
+        cut = found.end() if found else 0
     else:
         cut = last + 1 + (line[last + 1:last + 2] == " ")
     return line[cut:] if cut else line
