@@ -536,6 +536,17 @@ def test_fragments_that_carry_facts():
     assert (escaped.driver.version, escaped.gpus[0].name) == ("591.74", "NVIDIA GeForce RTX 4090")
 
 
+def test_tensorflow_devices_and_its_missing_runtime():
+    tf1 = paste_env("tf-log_found-device-properties-tf1-major-minor_2xK80_faster-rcnn-tf330")
+    assert [(g.index, g.name, g.compute_capability) for g in tf1.gpus] == [(0, "Tesla K80", "3.7"),
+                                                                           (1, "Tesla K80", "3.7")]
+    tf2 = paste_env("tf-log_found-device-computecapability_quadro-p6000_successfully-opened_tensorflow26182")
+    assert [(g.name, g.compute_capability) for g in tf2.gpus] == [("Quadro P6000", "6.1")]
+    # cudart_stub.cc's words name drivers, but it says them where libcudart cannot be opened
+    stub = paste_env("tf-log_could-not-find-cuda-drivers_cudart-stub_gunicorn_deepface739")
+    assert [(m.tool, m.kind, m.library) for m in stub.messages] == [("tensorflow", "library_missing", "cudart")]
+
+
 def test_a_query_block_ends_where_the_format_does():
     # the headerless rows end at the next shell line, however many commas it has (typed after issue #24's report)
     text = ("$ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader\n"

@@ -385,6 +385,8 @@ _TF_MISSING = re.compile(r"Could not load dynamic library '([^'\s]{1,80})'")
 _TF_OLD_MISSING = re.compile(r"Couldn't open CUDA library (\S{1,80})")
 _CANNOT_OPEN = ": cannot open shared object file"
 _DLL = re.compile(r"Could not (?:load library|locate) ([\w.-]{1,80}\.dll)")
+# TensorFlow's cudart_stub.cc says this where it cannot open the CUDA runtime (libcudart), whatever its words say
+_NO_CUDART = "Could not find cuda drivers on your machine"
 _TF_LINES = ("successfully opened CUDA library", "Successfully opened dynamic library", "Cannot dlopen some GPU",
              "DNN library initialization failed")
 
@@ -412,14 +414,16 @@ def _read_tf_missing(paste: Paste, env: Environment) -> bool:
     found = False
     lines = paste.lines
     missing = paste.having("Could not load dynamic library", "Couldn't open CUDA library", "Unable to load cuDNN DSO",
-                           "DNN library is not found")
+                           "DNN library is not found", _NO_CUDART)
     for i in sorted(set(missing) | set(paste.having(*_TF_LINES) if missing else ())):
         line = lines[i][:2000]
         m = _TF_MISSING.search(line) or _TF_OLD_MISSING.search(line)
         soname = m.group(1).rstrip(".;") if m else None
-        if soname or "Unable to load cuDNN DSO" in line or "DNN library is not found" in line:
-            _say(env, ToolMessage(tool="tensorflow", kind="library_missing", soname=soname,
-                                  library=_library_of(soname) if soname else "cudnn", text=line.strip()[:300]))
+        said = _library_of(soname) if soname else "cudart" if _NO_CUDART in line else \
+            "cudnn" if "Unable to load cuDNN DSO" in line or "DNN library is not found" in line else None
+        if said:
+            _say(env, ToolMessage(tool="tensorflow", kind="library_missing", soname=soname, library=said,
+                                  text=line.strip()[:300]))
         paste.claim(i, "TensorFlow/XLA log")
         found = True
     return found
@@ -445,6 +449,55 @@ def _library_of(soname: str) -> str:
     base = base[3:] if base.startswith("lib") else base
     n = len(base) - len(base.lstrip("abcdefghijklmnopqrstuvwxyz"))
     return base[:n] or soname
+
+
+# --- TensorFlow's devices ----------------------------------------------------------------------------------
+
+_TF_FOUND = re.compile(r"Found device (\d{1,3}) with properties")
+_TF_CREATED = re.compile(r"-> device: (\d{1,3}), name: ([^,\n]{1,120}), pci bus id: [^,\n]{0,40}, "
+                         r"compute capability: (\d{1,2}\.\d{1,2})")
+
+
+def read_tf_devices(paste: Paste, env: Environment) -> bool:
+    """TensorFlow's "Found device 0 with properties:" and the line after it ("name: Tesla K80 major: 3 minor: 7" in
+    1.x, "pciBusID: ... name: Quadro P6000 computeCapability: 6.1" in 2.x), and "Created device ... -> device: 0,
+    name: NVIDIA GeForce RTX 3090, pci bus id: 0000:01:00.0, compute capability: 8.6"."""
+    found = False
+    lines = paste.lines
+    for i in paste.having("with properties"):
+        m = _TF_FOUND.search(lines[i][:600])
+        gpu = _tf_properties(lines[i + 1][:600]) if m and i + 1 < len(lines) else None
+        if gpu is not None:
+            gpu.index = int(m.group(1)) if m else 0
+            merge_gpus(env, [gpu])
+            paste.claim_range(i, min(i + 3, len(lines) - 1), "TensorFlow/XLA log")
+            found = True
+    for i in paste.having("compute capability: "):
+        c = _TF_CREATED.search(lines[i][:800])
+        if c:
+            merge_gpus(env, [GpuInfo(index=int(c.group(1)), name=c.group(2).strip(), compute_capability=c.group(3),
+                                     source="report:tensorflow")])
+            paste.claim(i, "TensorFlow/XLA log")
+            found = True
+    return found
+
+
+def _tf_properties(line: str) -> GpuInfo | None:
+    """"name: Tesla K80 major: 3 minor: 7 ..." or "pciBusID: 0000:3b:00.0 name: Quadro P6000 computeCapability: 6.1"."""
+    at = line.find("name: ")
+    if at < 0:
+        return None
+    rest = line[at + 6:]
+    for end_word in (" major: ", " computeCapability: "):
+        end = rest.find(end_word)
+        if end > 0:
+            cc = rest[end + len(end_word):].split()[0] if rest[end + len(end_word):].split() else ""
+            if end_word == " major: ":
+                minor = rest.split(" minor: ", 1)[1].split()[0] if " minor: " in rest else ""
+                cc = f"{cc}.{minor}"
+            if _is_cc(cc):
+                return GpuInfo(name=rest[:end].strip(), compute_capability=cc, source="report:tensorflow")
+    return None
 
 
 # --- WSL ---------------------------------------------------------------------------------------------
@@ -505,13 +558,14 @@ _READERS = (
     (("no kernel image", "nsufficient", "INSUFFICIENT_DRIVER"), read_kernel_errors),
     (("ompiled",), read_cudnn_versions),  # "PyTorch was compiled", "cuDNN compiled (", "source was compiled with"
     (("JAX", "ackend"), read_jax),  # "Unable to load cuDNN. Is it installed?" follows "CUDA backend failed"
-    (("Could not lo", "Couldn't open", "cuDNN DSO", "DNN library is not found", "cannot open shared"),
-     read_missing_libraries),
+    (("Could not lo", "Couldn't open", "cuDNN DSO", "DNN library is not found", "cannot open shared",
+      "Could not find cuda drivers"), read_missing_libraries),
+    (("with properties", "compute capability: "), read_tf_devices),
     (("symbolic link", "] WSL 2"), _read_wsl),
 )
 
 
-_KEY_WORDS = ("no CUDA-capable device", "CUDA_ERROR_NO_DEVICE", "No CUDA GPUs", "is not compatible", "which is of cuda capability", "no kernel image", "too old", "insufficient",
+_KEY_WORDS = ("Could not find cuda drivers", "no CUDA-capable device", "CUDA_ERROR_NO_DEVICE", "No CUDA GPUs", "is not compatible", "which is of cuda capability", "no kernel image", "too old", "insufficient",
               "InsufficientDriver", "INSUFFICIENT_DRIVER", "compiled", "but JAX was built", "Outdated",
               "cannot open", "Could not load", "Couldn't open", "Unable to load", "DNN library", "Could not locate")
 
