@@ -421,6 +421,14 @@ def test_from_stdin_and_the_typer_path_agree_with_the_fast_path(paste_4090):
     assert fast["data"]["solution"]["packages"] == slow["data"]["solution"]["packages"]
 
 
+def test_fix_dry_run_from_a_paste_answers_its_findings(tmp_path):
+    paste = tmp_path / "warning.txt"
+    paste.write_text(paste_text("torch-arch-warning_sm120_5090_chinese-prose_leggedlab26")[1])
+    out = _envelope(run_cli(["fix", "--dry-run", "--json", "--from", str(paste)]))
+    (remedy,) = out["data"]["plan"]["remedies"]
+    assert (remedy["code"], remedy["action"]) == ("ARCH_UNSUPPORTED", "install")
+
+
 def test_fix_from_a_paste_only_plans(paste_4090):
     done = run_cli(["fix", "--json", "--from", str(paste_4090)])
     assert done.returncode == 2 and "--dry-run" in _envelope(done)["errors"][0]["hint"]
