@@ -7,6 +7,7 @@ wheel's metadata); the drifted cuDNN version only has to differ from the pin."""
 from __future__ import annotations
 
 import json
+import platform
 import subprocess
 from pathlib import Path
 
@@ -18,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CUDNN_FILE = "nvidia/cudnn/lib/libcudnn.so.9"
 DRIFTED_CUDNN13 = "9.12.0.46"  # jax's cuda13 floor (data/jax.json): installable, yet not torch's pin
 TARGET = ["--driver", "580.65.06", "--gpu", "sm_90"]
+ARCH = "aarch64" if platform.machine().lower() in ("aarch64", "arm64") else "x86_64"
 
 
 def _matrix_pins(family: str, version: str, variant: str) -> list[str]:
@@ -37,7 +39,9 @@ def build_wheels(folder: Path) -> Path:
         lower = [sp.version for sp in req.specifier if sp.operator == ">="]
         version = (exact or lower)[0]
         files = {CUDNN_FILE: "cudnn 13 " + version} if req.name == "nvidia-cudnn-cu13" else None
-        build_wheel(folder, req.name, version, files=files)
+        # nvidia-nccl-cu13 2.30.7 is published only as py3-none-manylinux_2_18_<arch> (its index listing)
+        tag = f"py3-none-manylinux_2_18_{ARCH}" if req.name == "nvidia-nccl-cu13" else "py3-none-any"
+        build_wheel(folder, req.name, version, files=files, tag=tag)
     build_wheel(folder, "nvidia-cudnn-cu13", DRIFTED_CUDNN13, files={CUDNN_FILE: "cudnn 13 drifted"})
     build_wheel(folder, "nvidia-cudnn-cu12", "9.8.0.87", files={CUDNN_FILE: "cudnn 12"})
     build_wheel(folder, "jax", "0.10.2", requires=["jaxlib==0.10.2",

@@ -14,8 +14,9 @@ from cudamatrix.cli.app import app
 from cudamatrix.cli.detect_cmd import run_detect
 from cudamatrix.cli.doctor_cmd import run_doctor
 from cudamatrix.cli.fix_cmd import run_fix, run_verify
+from cudamatrix.cli.lock_cmd import run_lock
 from cudamatrix.cli.options import COMMANDS
-from cudamatrix.cli.solve_cmd import run_check, run_env, run_lock, run_solve
+from cudamatrix.cli.solve_cmd import run_check, run_env, run_solve
 
 
 def _o(command: str, param: str) -> Any:
@@ -56,11 +57,12 @@ def lock(
     platform: Optional[str] = _o("lock", "platform"), cuda_toolkit: Optional[str] = _o("lock", "cuda_toolkit"),
     mirror: Optional[str] = _o("lock", "mirror"), as_json: bool = _o("lock", "as_json"),
     data_dir: Optional[Path] = _o("lock", "data_dir"), per_class: bool = _o("lock", "per_class"),
+    pins_only: bool = _o("lock", "pins_only"), glibc: Optional[str] = _o("lock", "glibc"),
 ) -> None:
-    """A pinned requirements file (or uv project configuration) for the target."""
+    """The complete, hashed set for the target: a requirements file or pylock.toml (or uv project settings)."""
     run_lock(requirements=requirements, output=output, fmt=fmt, env=env, from_=from_, driver=driver, gpu=gpu, python=python,
              platform=platform, cuda_toolkit=cuda_toolkit, mirror=mirror, as_json=as_json, data_dir=data_dir,
-             per_class=per_class)
+             per_class=per_class, pins_only=pins_only, glibc=glibc)
 
 
 @app.command("check")

@@ -75,10 +75,15 @@ COMMANDS: dict[str, Command] = {
     "solve": Command("solve_cmd", "run_solve", positional=REQUIREMENTS, options=(
         *TARGET, Opt("explain", ("--explain",), "flag", False, "Show the decision trace and rejected candidates."),
         MIRROR, JSON, DATA)),
-    "lock": Command("solve_cmd", "run_lock", positional=Arg("requirements", "PEP 508 requirements."), options=(
-        Opt("output", ("-o", "--output"), "path", None, "Write here (default: stdout)."),
+    "lock": Command("lock_cmd", "run_lock", positional=Arg("requirements", "PEP 508 requirements."), options=(
+        Opt("output", ("-o", "--output"), "path", None, "Write here (default: stdout); a pylock must be named "
+            "pylock.toml or pylock.NAME.toml."),
         Opt("fmt", ("--format",), "value", "requirements", "requirements | uv | pylock"),
-        *TARGET, MIRROR, JSON, DATA,
+        *TARGET, Opt("glibc", ("--glibc",), "value", None, "The target's glibc, e.g. 2.35 (default: the saved "
+                     "machine's, else this machine's, said in the lock)."),
+        Opt("pins_only", ("--pins-only",), "flag", False, "Write only the solved pins, without hashes or the other "
+            "dependencies (no index needed; not a complete lock)."),
+        MIRROR, JSON, DATA,
         Opt("per_class", ("--per-class",), "flag", False, "Fleets: one lock per node class when no single set "
             "fits, in the folder -o, with locks.json (class -> lock, Ray and Slurm selectors)."))),
     "check": Command("solve_cmd", "run_check", options=(

@@ -1,4 +1,4 @@
-"""`cudamatrix solve | lock | check | env`: the bodies, typer-free (options are declared in
+"""`cudamatrix solve | check | env`: the bodies (lock: :mod:`.lock_cmd`), typer-free (options are declared in
 :mod:`cudamatrix.cli.commands`; :mod:`cudamatrix.cli.fast` runs plain invocations without typer)."""
 from __future__ import annotations
 
@@ -106,51 +106,6 @@ def _human_solution(solution, resolved, explain: bool, removed=()) -> None:
         c.print(f"[bold]rejected[/] ({len(solution.rejected)})")
         for r in solution.rejected:
             c.print(escape(f"  {r.candidate}: {'; '.join(r.reasons)}"))
-
-
-@guarded("lock")
-def run_lock(requirements: list[str] | None = None, output: Path | None = None, fmt: str = "requirements",
-             env: list[Path] | None = None, from_: list[str] | None = None, driver: str | None = None,
-             gpu: list[str] | None = None, python: str | None = None, platform: str | None = None,
-             cuda_toolkit: str | None = None, mirror: str | None = None, as_json: bool = False,
-             data_dir: Path | None = None, per_class: bool = False) -> None:
-    """A pinned requirements file (or uv project configuration) for the target; ``per_class``: one per node
-    class of a fleet folder (:mod:`.fleet_cmd`)."""
-    from cudamatrix.solve.lockfile import requirements_txt, uv_project
-
-    if per_class:
-        from cudamatrix.cli.fleet_cmd import run_lock_per_class
-
-        if from_:
-            raise UsageError("--from cannot be combined with --per-class", hint="--per-class reads a fleet folder (--env DIR)")
-        return run_lock_per_class(requirements=requirements, output=output, fmt=fmt, env=env, driver=driver,
-                                  gpu=gpu, python=python, platform=platform, cuda_toolkit=cuda_toolkit,
-                                  mirror=mirror, as_json=as_json, data_dir=data_dir)
-
-    if fmt not in ("requirements", "uv", "pylock"):
-        raise UsageError(f"--format {fmt!r} is not known", hint="requirements | uv | pylock")
-    resolved, request, solution = _solve("lock", as_json, _matrix(data_dir), requirements, env, driver, gpu, python,
-                                         platform, cuda_toolkit, mirror, from_)
-    passthrough = [str(r) for r in request.passthrough]
-    if fmt == "pylock":
-        from cudamatrix.cli.lock_pylock import pylock_text
-
-        text = pylock_text(solution, resolved.targets, passthrough)
-    else:
-        text = (requirements_txt if fmt == "requirements" else uv_project)(solution, resolved.targets, passthrough)
-    if output is not None:
-        from cudamatrix.solve.lockfile import write_lock
-
-        write_lock(output, text)
-    data = {"format": fmt, "path": str(output) if output else None, "text": text, "solution": solution.to_dict()}
-
-    def human() -> None:
-        if output is None:
-            echo(text, nl=False)
-        else:
-            render.console(stderr=True).print(f"wrote {render.escape(output)}")
-
-    finish("lock", 0, data, as_json, human)
 
 
 @guarded("check")
