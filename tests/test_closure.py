@@ -8,8 +8,15 @@ from packaging.tags import sys_tags
 from cudamatrix.errors import UsageError
 from cudamatrix.install.locking import host_glibc, lock_specs
 from cudamatrix.models import Environment, PythonInfo
-from cudamatrix.solve.closure import (LockedFile, LockSpec, diverging_markers, from_report, glibc_of, merge,
-                                      platform_tags)
+from cudamatrix.solve.closure import (
+    LockedFile,
+    LockSpec,
+    diverging_markers,
+    from_report,
+    glibc_of,
+    merge,
+    platform_tags,
+)
 from cudamatrix.solve.pylock import check_name
 from cudamatrix.solve.target import Target
 

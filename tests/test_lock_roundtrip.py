@@ -12,9 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import lockwheels
+import pytest
 from localindex import LocalIndex, build_wheel, canonical, copy_venv, pip_env, pip_list
 from uvtool import needs_uv, with_uv
 

@@ -14,9 +14,8 @@ if sys.version_info >= (3, 11):
 else:  # Python 3.10: tomllib's predecessor (the test extra installs it there)
     import tomli as tomllib
 
-import pytest
-
 import brokenvenv
+import pytest
 from localindex import LocalIndex, copy_venv
 
 ROOT = Path(__file__).resolve().parents[1]
