@@ -335,3 +335,15 @@ def test_jetson_is_sent_to_jetpack_wheels(matrix):
     # PyTorch's own aarch64 build of the newest release carries no sm_87 SASS
     torch = {str(r.version): r for r in matrix.frameworks("torch")}["2.15.0"]
     assert all("8.7" not in v.archs for v in torch.variants)
+
+
+def test_update_says_what_it_added_in_words(tmp_path):
+    from cudamatrix.cli.matrix_cmd import _update_line
+
+    none = _update_line({"torch": [], "jax": []}, "2026.11.26", "https://idx.invalid/simple", tmp_path / "o.json")
+    assert none.startswith("https://idx.invalid/simple has no release newer than the shipped matrix 2026.11.26")
+    assert "0 release" not in none and "none" not in none
+    one = _update_line({"jax": ["0.99.0"]}, "2026.11.26", "https://idx.invalid/simple", tmp_path / "o.json")
+    assert one.startswith("1 release newer than the shipped matrix 2026.11.26 from https://idx.invalid/simple: jax 0.99.0")
+    two = _update_line({"jax": ["0.99.0", "0.99.1"]}, "x", "i", tmp_path / "o.json")
+    assert two.startswith("2 releases newer")

@@ -216,3 +216,14 @@ def test_env_removes_shadowing_folder(tmp_path: Path):
     assert doctor.returncode == 1
     codes = {f["code"] for f in envelope(doctor)["data"]["findings"]}
     assert "LIBRARY_SHADOWED" in codes
+
+
+def test_wordings_say_things_once():
+    # "target target:" (a machine described by flags is named "target") in the decision trace
+    explain = cli("solve", "torch", *T4, "--explain")
+    assert explain.returncode == 0 and "target target" not in explain.stdout
+    assert "target: NVIDIA T4 (sm 7.5); driver 535.104.05" in explain.stdout
+    # a live environment is no "pasted or saved" one: here the test extra's torch may be a CPU build (no CUDA
+    # library to load) or a CUDA build (its loads predicted); either way env says something true of this machine
+    live = cli("env")
+    assert live.returncode == 0 and "older version" not in live.stderr and "pasted or saved" not in live.stderr

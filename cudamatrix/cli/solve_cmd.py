@@ -84,7 +84,7 @@ def _human_solution(solution, resolved, explain: bool, removed=()) -> None:
                 (E(f"  CUDA {fw.cuda}, cuDNN {fw.cudnn or 'unknown'}") if fw.cuda else "  CPU build"))
     c.print(render.table(None, ["package", "version", "index"],
                          [[p.name + (f"[{','.join(p.extras)}]" if p.extras else ""), p.version,
-                           p.index_url or "default"] for p in solution.packages]))
+                           p.index_url or "default"] for p in solution.packages], paths=("index",)))
     if removed:
         c.print("pip uninstall -y " + " ".join(r.name for r in removed) + "   # first; "
                 + "; ".join(f"{r.name}: {r.reason}" for r in removed), soft_wrap=True, markup=False)
@@ -203,8 +203,12 @@ def env_advice(environment, changes: dict[str, str]) -> list[str]:
 
     wrong = wrong_loads(environment)
     if not environment.library_loads:
+        if changes:
+            return []
+        if environment.origin == "live":  # detected here: no framework of it loads a CUDA library
+            return ["nothing to change: no installed framework loads CUDA libraries"]
         return ["nothing to change: this environment carries no loader prediction (pasted or saved by an older "
-                "version); run cudamatrix env on the machine"] if not changes else []
+                "version); run cudamatrix env on the machine"]
     if not wrong:
         return ["nothing to change: every framework maps its own copy of each CUDA library"]
     out = []
