@@ -99,7 +99,7 @@ def test_tables_fit_80_columns_without_splitting_words(h200, how):
     assert len(rows) == len(env["libraries"])  # one row per library: no cell went on to a second line
     table = out[out.index("CUDA libraries"):out.index("toolkits")]
     assert max(len(line) for line in table.splitlines()) <= 80
-    for row, lib in zip(rows, env["libraries"]):
+    for row, lib in zip(rows, env["libraries"], strict=True):
         soname, version, loader, shown = row
         assert (soname, version) == (lib["soname"], lib["version"])
         assert shown == lib["path"] or (shown.startswith("…") and lib["path"].endswith(shown[1:]))
