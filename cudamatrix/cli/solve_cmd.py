@@ -150,7 +150,8 @@ def run_check(requirement_file: Path | None = None, env: list[Path] | None = Non
         c = render.console()
         E = render.escape
         if result["fits"]:
-            c.print(f"[green]fits[/] {escape(', '.join(result['checked']))} on {len(resolved.targets)} target(s)")
+            n = len(resolved.targets)
+            c.print(f"[green]fits[/] {escape(', '.join(result['checked']))} on {n} target{'s' if n != 1 else ''}")
         else:
             c.print("[red]does not fit[/]")
             for p in result["problems"]:
