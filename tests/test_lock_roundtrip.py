@@ -228,3 +228,24 @@ def test_a_marker_pip_answers_for_this_interpreter_only_is_refused(tmp_path):
     assert here.returncode == 0 and "beta==1.0" in here.stdout, here.stderr
     assert there.returncode == 2 and f'alpha 1.0: beta; python_version == "{PY}"' in there.stderr, there.stderr
     assert there.stdout == ""
+
+
+@pytest.mark.slow
+def test_per_class_locks_are_complete_for_the_saved_machines(closure, tmp_path):
+    """Two saved H100 nodes (tests/data/environments/h100_driver580.json, on this Python, a glibc 2.28 wheel tag):
+    one set fits both, and fleet.txt is the complete hashed set, for the glibc the nodes' environments carry."""
+    _, lock, _, env, _ = closure
+    node = json.loads((ROOT / "tests/data/environments/h100_driver580.json").read_text())
+    node["python"] = {"version": f"{PY}.0", "platform": "linux_x86_64",
+                      "tags": [f"cp{PY.replace('.', '')}-cp{PY.replace('.', '')}-manylinux_2_28_x86_64"]}
+    node["packages"] = {}
+    fleet = tmp_path / "fleet"
+    fleet.mkdir()
+    for name in ("node-a", "node-b"):
+        (fleet / f"{name}.json").write_text(json.dumps(node))
+    locks = tmp_path / "locks"
+    out = _cli("lock", "torch==2.14.1", "--per-class", "--env", str(fleet), "-o", str(locks), env=env)
+    assert out.returncode == 0, out.stderr
+    text = (locks / "fleet.txt").read_text()
+    assert _pins(locks / "fleet.txt") == _pins(lock) and text.count("--hash=sha256:") == len(_pins(lock))
+    assert f"for Python {PY} on linux_x86_64, glibc 2.28" in text and "assumed" not in text
