@@ -146,7 +146,8 @@ def cases(files: dict[str, str], tmp: Path) -> list[Case]:
         for cmd, opt in readers:
             if opt == "-r" and name.startswith(("sv_", "cc_")):
                 continue
-            extra = ["torch"] if cmd in ("solve", "lock") else []
+            # lock: the solved pins only, so that no case asks the real index (a complete lock resolves there)
+            extra = {"solve": ["torch"], "lock": ["torch", "--pins-only"]}.get(cmd, [])
             target = ["--driver", "535.104.05", "--gpu", "7.5"] if opt == "-r" else []
             out.append(Case(f"{cmd} {opt} {name}", [cmd, *extra, opt, path, *target]))
             if name in ("fifo", "nested_json", "cc_abc", "binary", "markup_gpu_env", "smi_markup"):
@@ -180,7 +181,7 @@ def cases(files: dict[str, str], tmp: Path) -> list[Case]:
         out.append(Case(f"solve --driver {short}", ["solve", "torch", "--driver", w]))
         out.append(Case(f"env --shell {short}", ["env", "--shell", w]))
         out.append(Case(f"detect --timeout {short}", ["detect", "--timeout", w]))
-        out.append(Case(f"lock -o {short}", ["lock", "torch", "--driver", "535.104.05", "-o", w]))
+        out.append(Case(f"lock -o {short}", ["lock", "torch", "--pins-only", "--driver", "535.104.05", "-o", w]))
         out.append(Case(f"verify --framework {short} --json", ["verify", "--framework", w, "--json"], json=True))
         out.append(Case(f"matrix show gpu {short}", ["matrix", "show", "gpu", w]))
     for w in ("nan", "inf", "-inf", "-1", "0", "1e309"):
@@ -194,8 +195,9 @@ def cases(files: dict[str, str], tmp: Path) -> list[Case]:
         if kind not in files:
             continue
         dev = files[kind] if kind == "dev_full" else None
-        out.append(Case(f"lock -o {kind}", ["lock", "torch", "--driver", "535.104.05", "-o", files[kind]], device=dev))
-        out.append(Case(f"lock -o {kind} --json", ["lock", "torch", "--driver", "535.104.05", "-o", files[kind],
+        out.append(Case(f"lock -o {kind}", ["lock", "torch", "--pins-only", "--driver", "535.104.05", "-o", files[kind]],
+                        device=dev))
+        out.append(Case(f"lock -o {kind} --json", ["lock", "torch", "--pins-only", "--driver", "535.104.05", "-o", files[kind],
                                                    "--json"], json=True, device=dev))
     # 4. typer usage errors with --json
     for argv in (["solve", "--json", "--bogus"], ["detect", "--json", "--timeout", "abc"], ["--json"],

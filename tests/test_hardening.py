@@ -104,7 +104,7 @@ def test_read_bytes_refuses_non_regular_files_and_bounds_size(tmp_path):
 
 # --- output files: atomic, exclusive, never a device, FIFO or folder ----------------------------------
 
-LOCK = ["lock", "torch", "--driver", "535.104.05", "--gpu", "7.5"]
+LOCK = ["lock", "torch", "--driver", "535.104.05", "--gpu", "7.5", "--pins-only"]  # no index here
 
 
 def test_lock_output_never_follows_a_planted_tmp_symlink_and_keeps_the_mode(tmp_path):

@@ -38,6 +38,19 @@ def installed(template_venv, tmp_path):
     return py, env
 
 
+def test_a_repacked_py2_py3_wheel_is_named_for_every_tag_it_had(tmp_path):
+    """A wheel built for both Pythons (shellingham, six: WHEEL lists ``Tag: py2-none-any`` and ``Tag: py3-none-any``)
+    is saved under the compressed tag set; named for its first tag alone, no Python 3 pip would take it back."""
+    info = tmp_path / "site" / "shellingham-1.5.4.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: shellingham\nVersion: 1.5.4\n")
+    (info / "WHEEL").write_text("Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py2-none-any\nTag: py3-none-any\n")
+    (info / "RECORD").write_text("shellingham-1.5.4.dist-info/METADATA,,\nshellingham-1.5.4.dist-info/WHEEL,,\n")
+    assert journals.repack(info, tmp_path / "saved").name == "shellingham-1.5.4-py2.py3-none-any.whl"
+    assert journals._tag_set(["cp311-cp311-manylinux_2_17_x86_64", "cp311-cp311-manylinux2014_x86_64"]) == \
+        "cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64"
+
+
 @pytest.mark.slow
 def test_repacked_wheel_puts_back_the_same_files(installed, tmp_path):
     py, env = installed

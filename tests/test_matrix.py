@@ -485,3 +485,15 @@ def test_show_gives_sources_as_records_and_per_platform_facts():
     human = cli("matrix", "show", "torch", "2.14.1").stdout
     assert "cu130 on linux_aarch64: the default-index wheel; archs 8.0 9.0 10.0 11.0 12.0" in " ".join(human.split())
     assert "cpu on win_amd64: the default-index wheel" in human
+
+
+def test_update_says_what_it_added_in_words(tmp_path):
+    from cudamatrix.cli.matrix_cmd import _update_line
+
+    none = _update_line({"torch": [], "jax": []}, "2026.11.26", "https://idx.invalid/simple", tmp_path / "o.json")
+    assert none.startswith("https://idx.invalid/simple has no release newer than the shipped matrix 2026.11.26")
+    assert "0 release" not in none and "none" not in none
+    one = _update_line({"jax": ["0.99.0"]}, "2026.11.26", "https://idx.invalid/simple", tmp_path / "o.json")
+    assert one.startswith("1 release newer than the shipped matrix 2026.11.26 from https://idx.invalid/simple: jax 0.99.0")
+    two = _update_line({"jax": ["0.99.0", "0.99.1"]}, "x", "i", tmp_path / "o.json")
+    assert two.startswith("2 releases newer")

@@ -18,6 +18,15 @@ def _register():
     return app
 
 
+def _command():
+    """The click command tree of the typer app, every command registered, with plain help metavars."""
+    import typer.main
+
+    from cudamatrix.cli.app import plain_help
+
+    return plain_help(typer.main.get_command(_register()))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point. Returns the exit code (documented table in the README).
 
@@ -32,9 +41,9 @@ def main(argv: list[str] | None = None) -> int:
         code = fast_main(args)
         if code is not None:
             return code
-        app = _register()
+        command = _command()
         try:
-            app(args=args, prog_name="cudamatrix", standalone_mode=not as_json)
+            command.main(args=args, prog_name="cudamatrix", standalone_mode=not as_json)
         except SystemExit as exc:
             return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
         except Exception as exc:  # only reached with --json (standalone_mode off)

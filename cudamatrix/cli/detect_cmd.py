@@ -47,12 +47,12 @@ def _human(env) -> None:
         c.print(render.table("GPUs", ["#", "name", "cc", "memory used / total MiB", "MIG", "processes"], [
             [g.index, g.name, g.compute_capability,
              f"{g.memory_used_mib if g.memory_used_mib is not None else '?'} / {g.memory_total_mib or '?'}",
-             g.mig_mode, len(g.processes) or ""] for g in env.gpus]))
+             g.mig_mode, len(g.processes) or ""] for g in env.gpus], optional=("MIG", "processes")))
     if env.libraries:
         c.print(render.table("CUDA libraries", ["name", "soname", "version", "origin", "loader", "path"], [
             [lib.name, lib.soname, lib.version, lib.origin,
              "stub" if lib.stub else ("first" if lib.loaded_first else ("shadowed" if lib.shadowed_by else "")),
-             lib.path] for lib in env.libraries]))
+             lib.path] for lib in env.libraries], optional=("name", "origin"), paths=("path",)))
     if env.toolkits:
         c.print("[bold]toolkits[/] " + E(", ".join(f"{t.version} ({t.source}{', ' + t.path if t.path else ''})"
                                                for t in env.toolkits)))
@@ -62,7 +62,7 @@ def _human(env) -> None:
                 + (f"  installer {p.installer}" if p.installer else "")))
     if env.frameworks:
         c.print(render.table("frameworks", ["name", "version", "variant", "cuda", "cudnn", "from"], [
-            [f.name, f.version, f.variant, f.cuda, f.cudnn, f.source] for f in env.frameworks]))
+            [f.name, f.version, f.variant, f.cuda, f.cudnn, f.source] for f in env.frameworks], optional=("from",)))
     nvidia = {k: v for k, v in env.packages.items() if k.startswith("nvidia-")}
     if nvidia:
         c.print("[bold]nvidia wheels[/] " + E(", ".join(f"{k} {v}" for k, v in nvidia.items())))

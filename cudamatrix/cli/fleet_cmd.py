@@ -109,12 +109,14 @@ def run_lock_per_class(requirements: list[str] | None = None, output: Path | Non
                        fmt: str = "requirements", env: list[Path] | None = None, driver: str | None = None,
                        gpu: list[str] | None = None, python: str | None = None, platform: str | None = None,
                        cuda_toolkit: str | None = None, mirror: str | None = None, as_json: bool = False,
-                       data_dir: Path | None = None) -> None:
+                       data_dir: Path | None = None, pins_only: bool = False, glibc: str | None = None) -> None:
     """One lock for the whole fleet when one set fits, else one per node class, with locks.json mapping each
-    class to its lock, its Ray label selector and runtime_env, and its Slurm constraint. Exit 3 when a class
-    has no consistent set (the others are still written)."""
+    class to its lock, its Ray label selector and runtime_env, and its Slurm constraint. Each lock is the
+    complete, hashed set for its nodes unless ``pins_only``. Exit 3 when a class has no consistent set (the
+    others are still written)."""
     import json
 
+    from cudamatrix.cli.lock_cmd import lock_writer
     from cudamatrix.fleet.perclass import MAPPING, load_fleet, lock_per_class
 
     if fmt not in ("requirements", "uv"):
@@ -128,7 +130,8 @@ def run_lock_per_class(requirements: list[str] | None = None, output: Path | Non
     _no_target_flags(driver=driver, gpu=gpu, python=python, platform=platform, cuda_toolkit=cuda_toolkit)
     matrix = _matrix(data_dir)
     fleet = load_fleet(matrix, env)
-    files, mapping = lock_per_class(matrix, fleet, list(requirements or []), fmt, mirror)
+    write = lock_writer(fmt, pins_only, glibc, dict(zip(fleet.names, fleet.environments, strict=False)))
+    files, mapping = lock_per_class(matrix, fleet, list(requirements or []), fmt, mirror, write=write)
     try:
         output.mkdir(parents=True, exist_ok=True)
         for name, text in {**files, MAPPING: json.dumps(mapping, indent=2) + "\n"}.items():

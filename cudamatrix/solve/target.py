@@ -60,6 +60,12 @@ class Target:
         said = "".join(f" ({n})" for n in self.notes)
         return f"{self.name}: {gpus}; {driver}; Python {self.python or 'any'}; {self.platform}{said}"
 
+    def as_target(self) -> str:
+        """:meth:`describe` led by the word "target" once: "target: T4 ...", "target this machine: ..." (a machine
+        described by flags is named "target": "target target: ..." said it twice)."""
+        text = self.describe()
+        return text if self.name == "target" else f"target {text}"
+
 
 def _py_minor(version: str | None) -> str | None:
     if not version:
