@@ -2,12 +2,19 @@
 
 ``--json`` prints exactly one envelope object on stdout:
 ``{"schema_version", "command", "status", "exit_code", "data", "errors"}``.
+
+Output is inert: every line printed for people goes through :func:`inert` (control characters escaped,
+credentials in URLs masked as pip masks them), and every string of an envelope has its credentials masked
+(JSON escapes control characters itself). Applied where the text leaves (the console, the plain lines, the
+envelope), so no input-derived piece of text (a paste, a node file, a Slurm error, a GPU name) can miss it.
 """
 from __future__ import annotations
 
 import json
 import sys
 from typing import Any
+
+from cudamatrix.safe.text import escape_controls, redact_urls
 
 JSON_SCHEMA_VERSION = 1
 
@@ -72,7 +79,7 @@ def _key(key: Any) -> str:
 
 def _encode(value: Any, newline: str, out: list[str]) -> None:
     if isinstance(value, str):
-        out.append(_escape_str(value))
+        out.append(_escape_str(redact_urls(value) if "@" in value else value))
     elif value is None:
         out.append("null")
     elif value is True:
@@ -109,19 +116,38 @@ def _encode(value: Any, newline: str, out: list[str]) -> None:
         raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
-def console(stderr: bool = False):
-    """A rich Console (imported lazily: rich costs start-up time)."""
-    from rich.console import Console
+def inert(text: Any) -> str:
+    """``text`` made safe to show: control characters written as escapes (``\\x1b``; tab and newline stay),
+    so a pasted clear-screen or terminal hyperlink does nothing, and credentials in URLs masked
+    (``user:****@host``). Every line printed for people passes through here."""
+    return escape_controls(redact_urls(str(text)))
 
-    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+
+_Console: Any = None
+
+
+def console(stderr: bool = False):
+    """A rich Console (imported lazily: rich costs start-up time) whose ``print`` makes every string it is
+    given :func:`inert` (the tool's own markup holds no control character, so its styles still apply)."""
+    global _Console
+    if _Console is None:
+        from rich.console import Console
+
+        class InertConsole(Console):
+            def print(self, *objects: Any, **kwargs: Any) -> None:
+                super().print(*(inert(o) if isinstance(o, str) else o for o in objects), **kwargs)
+
+        _Console = InertConsole
+    return _Console(stderr=stderr, highlight=False, soft_wrap=False)
 
 
 def escape(text: Any) -> str:
-    """``text`` with rich markup made literal: user-supplied text (a requirement ``torch[/]``, a GPU name,
-    a folder on LD_LIBRARY_PATH) must never be read as a style tag (rich raises MarkupError on ``[/]``)."""
+    """``text`` with rich markup made literal, and :func:`inert`: user-supplied text (a requirement
+    ``torch[/]``, a GPU name, a folder on LD_LIBRARY_PATH) must never be read as a style tag (rich raises
+    MarkupError on ``[/]``), nor reach the terminal's control sequences (table cells, progress lines)."""
     from rich.markup import escape as _escape
 
-    return _escape(str(text))
+    return _escape(inert(text))
 
 
 def error_text(message: str, hint: str | None = None) -> None:
@@ -146,7 +172,7 @@ def table(title: str | None, columns: list[str], rows: list[list[Any]]):
 # fix and verify, for people: plain lines (no rich import, so the healthy path stays fast)
 
 def _echo(text: str = "") -> None:
-    sys.stdout.write(text + "\n")
+    sys.stdout.write(inert(text) + "\n")
 
 
 def human_plan(plan) -> None:

@@ -97,7 +97,8 @@ def check_target_flags(driver: str | None, gpus: list[str] | None) -> None:
 
 
 def echo(text: str = "", nl: bool = True) -> None:
+    """Print plain text (a lock file, export lines) on stdout, :func:`cudamatrix.render.inert`."""
     import sys
 
-    sys.stdout.write(text + ("\n" if nl else ""))
+    sys.stdout.write(render.inert(text) + ("\n" if nl else ""))
     sys.stdout.flush()
