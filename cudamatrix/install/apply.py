@@ -183,8 +183,8 @@ def apply(plan: Plan, *, on_progress: Progress | None = None, journal=None,
             say("step", f"[{i}/{len(runnable)}] {step.reason}")
             env = {**os.environ, **step.env} if step.env else None
 
-            def on_start(pid: int, step_no: int = i) -> None:  # bound now: the loop moves i on
-                journal.record(child_pgid=pid, step=step_no)
+            def on_start(pid: int, step_no: int = i, argv: list[str] = step.argv) -> None:  # bound now
+                journal.record_installer(pid, argv, step_no)
 
             r = proc.run(step.argv, timeout=step.timeout_s, env=env, interrupt_grace=INTERRUPT_GRACE_S,
                          on_output=lambda line: say("output", line), die_with_parent=True, on_start=on_start)
@@ -207,18 +207,25 @@ def apply(plan: Plan, *, on_progress: Progress | None = None, journal=None,
     return Applied(ok=True, steps_run=done, before=before, after=after)
 
 
-def rollback(journal, *, site_packages: list[str] | None = None, on_progress: Progress | None = None):
-    """Undo an interrupted change from its journal: stop a left-over installer, put the starting set back
-    from the saved wheels. Returns (restored, still different); the journal is removed when nothing differs."""
-    from cudamatrix.install import journal as journals
+def rollback(journal, *, python: str | None = None, site_packages: list[str] | None = None,
+             on_progress: Progress | None = None):
+    """Undo an interrupted change from its journal: stop a left-over installer proven to be the journal's, put
+    the starting set of ``python`` (default: this interpreter; never one the journal names) back from the saved
+    wheels. Returns (restored, still different); the journal is removed when nothing differs. Raises UsageError,
+    doing nothing, for a journal kept for another interpreter or naming a process it cannot prove is its own."""
+    import sys
 
-    pgid = journal.data.get("child_pgid")
-    if isinstance(pgid, int) and proc.group_alive(pgid):
-        proc.kill_group(pgid)
-    plan = journal.plan()
+    from cudamatrix.install import journal as journals
+    from cudamatrix.install.replay import rebuilt
+
+    python = python or sys.executable
+    journals.check_usable(journal, python)
+    # its index options are reused for what has no saved wheel; the scheme was allowed when the plan was made
+    plan = rebuilt(journal.plan(), python, allow_http=True)
+    journals.stop_installer(journal)
     runnable = [s for s in plan.steps if s.kind in RUNNABLE]
     tool = "uv" if runnable and runnable[0].argv[:1] == ["uv"] else "pip"
-    restored, left = restore(journal.python, journal.before, tool=tool, index_options=_index_options(runnable),
+    restored, left = restore(python, journal.before, tool=tool, index_options=_index_options(runnable),
                              on_progress=on_progress, wheels=journal.wheels)
     journals.clean_stash(journal, list(site_packages or []))
     if not any(left.values()):

@@ -131,7 +131,7 @@ def _replace(folder: str, target: str, data: str | bytes, mode: int) -> None:
     """Write ``data`` to an exclusively created temporary file in ``folder`` with ``mode``, then rename it
     over ``target``. Raises OSError; the temporary file is gone either way."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
-    tmp, fd = _exclusive_temp(folder, os.path.basename(target), 0o600)
+    tmp, fd = exclusive_temp(folder, os.path.basename(target), 0o600)
     try:
         try:
             _write_all(fd, raw)
@@ -145,7 +145,9 @@ def _replace(folder: str, target: str, data: str | bytes, mode: int) -> None:
         raise
 
 
-def _exclusive_temp(folder: str, base: str, mode: int) -> tuple[str, int]:
+def exclusive_temp(folder: str, base: str, mode: int) -> tuple[str, int]:
+    """(path, descriptor) of a new file in ``folder`` under a random name made from ``base``, created with
+    O_EXCL and O_NOFOLLOW: a file or link planted at any name is never opened. Raises OSError."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     for _ in range(16):
         tmp = os.path.join(folder, f".{base[:64]}.{os.urandom(8).hex()}.tmp")
