@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from cudamatrix import render
-from cudamatrix.cli.common import Done, check_target_flags, echo, finish, guarded
+from cudamatrix.cli.common import Done, check_target_flags, echo, finish, guarded, python_path
 from cudamatrix.errors import Exit, NoSolution, UsageError
 
 
@@ -138,19 +138,34 @@ def run_lock(requirements: list[str] | None = None, output: Path | None = None, 
         text = pylock_text(solution, resolved.targets, passthrough)
     else:
         text = (requirements_txt if fmt == "requirements" else uv_project)(solution, resolved.targets, passthrough)
+    text, notes = _without_credentials(text)
     if output is not None:
         from cudamatrix.solve.lockfile import write_lock
 
         write_lock(output, text)
-    data = {"format": fmt, "path": str(output) if output else None, "text": text, "solution": solution.to_dict()}
+    data = {"format": fmt, "path": str(output) if output else None, "text": text, "solution": solution.to_dict(),
+            "notes": notes}
 
     def human() -> None:
         if output is None:
             echo(text, nl=False)
         else:
             render.console(stderr=True).print(f"wrote {render.escape(output)}")
+        for note in notes:
+            render.console(stderr=True).print(render.escape(note))
 
     finish("lock", 0, data, as_json, human)
+
+
+CREDENTIALS_NOTE = ("the credentials in the index URLs were left out of the lock (a file keeps no secret): "
+                    "pip and uv read them from ~/.netrc or a keyring at install time")
+
+
+def _without_credentials(text: str) -> tuple[str, list[str]]:
+    """A lock text without the user part of any URL in it, and the note saying so when one was there."""
+    from cudamatrix.safe.text import has_credentials, strip_credentials
+
+    return (strip_credentials(text), [CREDENTIALS_NOTE]) if has_credentials(text) else (text, [])
 
 
 @guarded("check")
@@ -227,7 +242,7 @@ def run_env(shell: str = "bash", env: list[Path] | None = None, python: str | No
         raise UsageError(f"--shell {shell!r} is not known", hint=" | ".join(SHELLS))
     if env and len(env) > 1:
         raise UsageError("env reads one environment at a time")
-    environment = environments(env or [], [], python)[0]
+    environment = environments(env or [], [], python_path(python))[0]
     changes = library_path_fix(environment)
     advice = env_advice(environment, changes)
     lines = [export_line(name, k, v) for k, v in changes.items()]

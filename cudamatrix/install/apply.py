@@ -9,7 +9,6 @@ again and anything still different is named. The error carries the installer's o
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -58,10 +57,17 @@ def snapshot(python: str) -> list[InstalledDist]:
     if not r.ok:
         raise InstallFailed(f"could not read the installed set of {python}: {r.error or r.stderr.strip()[-500:]}",
                             hint="check that --python names a working interpreter")
-    out = []
-    for d in json.loads(r.stdout):
-        out.append(InstalledDist(name=d["name"], version=d["version"], source=_source(d.get("direct_url")),
-                                 installer=d.get("installer"), path=d.get("path")))
+    from cudamatrix.safe.files import parse_json
+
+    try:  # another interpreter's answer: checked for shape before use
+        out = [InstalledDist(name=d["name"], version=d["version"], source=_source(d.get("direct_url")),
+                             installer=d.get("installer"), path=d.get("path")) for d in parse_json(r.stdout)]
+        if not all(isinstance(d.name, str) and isinstance(d.version, str) for d in out):
+            raise TypeError("a name or version is not text")
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise InstallFailed(f"could not read the installed set of {python}: it printed no list of distributions "
+                            f"({type(exc).__name__}: {str(exc)[:200]})",
+                            hint="check that --python names a working interpreter") from None
     return out
 
 
@@ -69,9 +75,13 @@ def _source(direct_url: str | None) -> str | None:
     """A requirement-ready source from PEP 610 ``direct_url.json``: ``git+URL@commit``, ``-e PATH``, a URL."""
     if not direct_url:
         return None
+    from cudamatrix.safe.files import parse_json
+
     try:
-        data = json.loads(direct_url)
+        data = parse_json(direct_url)
     except ValueError:
+        return None
+    if not isinstance(data, dict):
         return None
     url = data.get("url")
     if not url:
@@ -132,9 +142,11 @@ def predicted_changes(steps, installed: set[str], say=lambda event, text: None) 
         if uv:
             names = {canonical(m.group(1)) for m in re.finditer(r"^\s*- ([A-Za-z0-9._-]+)==", r.stderr + r.stdout, re.M)}
         else:
+            from cudamatrix.safe.files import parse_json
+
             try:
-                names = {canonical(i["metadata"]["name"]) for i in json.loads(r.stdout).get("install", [])}
-            except (ValueError, KeyError, TypeError):
+                names = {canonical(i["metadata"]["name"]) for i in parse_json(r.stdout).get("install", [])}
+            except (ValueError, KeyError, TypeError, AttributeError):
                 continue
         out |= names & installed
     return out

@@ -3,7 +3,6 @@ from, for a target platform and Python, asked of the real index by pip (``pip in
 --ignore-installed --report``, pip's installation report). Feeds :mod:`cudamatrix.solve.pylock`."""
 from __future__ import annotations
 
-import json
 import sys
 import tempfile
 
@@ -43,7 +42,9 @@ def locked_report(requirements: list[str], index_args: list[str], *, platform: s
                                                                     (r.error or r.stderr.strip()[-300:])),
                          hint=(cause.way_out if cause else "check the index") + "; a pylock.toml names each file "
                               "and its sha256, so the index must be reachable")
+    from cudamatrix.safe.files import parse_json
+
     try:
-        return json.loads(r.stdout)
+        return parse_json(r.stdout)
     except ValueError:
         raise UsageError("pip printed no installation report", hint="pip >= 22.2 is needed for --report") from None

@@ -23,8 +23,8 @@ _SWITCHES = {"install": {"--no-deps", "--force-reinstall", "--reinstall"}, "unin
 _VALUED = ("--index-url", "-i", "--extra-index-url", "--find-links", "-f", "--trusted-host")
 _ENV = {"UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_FIND_LINKS"}  # what make_plan carries over from pip's
 _NAME = r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?"  # PEP 508 names
-_PIN = re.compile(rf"^{_NAME}(?:\[{_NAME}(?:,{_NAME})*\])?==[A-Za-z0-9][A-Za-z0-9.+!_-]*$")
-_BARE = re.compile(rf"^{_NAME}$")
+_PIN = re.compile(rf"^{_NAME}(?:\[{_NAME}(?:,{_NAME})*\])?==[A-Za-z0-9][A-Za-z0-9.+!_-]*\Z")
+_BARE = re.compile(rf"^{_NAME}\Z")
 
 
 def _refuse(step: Step, why: str) -> UsageError:

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from cudamatrix.errors import DataError
 from cudamatrix.schema import FORBID, build, cc_key, field, normalize_cc, record, validate  # noqa: F401
-from cudamatrix.schema.annotated import CC, Req, Spec, Ver  # noqa: F401
+from cudamatrix.schema.annotated import CC, Driver, IndexUrl, Label, Local, Name, Req, Spec, Ver, VersionText  # noqa: F401
 
 SCHEMA_VERSION = 1
 FILES = ("meta", "cuda", "gpus", "cudnn", "torch", "tensorflow", "jax", "advisories")
@@ -37,8 +37,8 @@ class CudaRelease:
 
     version: Ver
     source: str
-    linux_min_driver: str | None = None
-    windows_min_driver: str | None = None
+    linux_min_driver: Driver | None = None
+    windows_min_driver: Driver | None = None
     # compute capabilities this toolkit's compiler can generate code for
     compute_capabilities: list[CC] = field(default_factory=list)
     __pydantic_config__ = FORBID
@@ -49,10 +49,10 @@ class MinorCompat:
     """Minor-version compatibility floor of one CUDA major: any 12.x app runs on this driver (SASS only)."""
 
     cuda_major: int
-    linux_min_driver: str
+    linux_min_driver: Driver
     limits: str
     source: str
-    windows_min_driver: str | None = None
+    windows_min_driver: Driver | None = None
     __pydantic_config__ = FORBID
 
 
@@ -71,9 +71,9 @@ class Metapackage:
     """A wheel that only requires other wheels (``cuda-toolkit``): per extra, the component requirements its
     METADATA declares, so a framework's ``cuda-toolkit[cublas,...]==X`` pin is checked as the wheels it brings."""
 
-    name: str
+    name: Name
     version: Ver
-    requires: dict[str, list[Req]]  # extra -> requirements (markers dropped: Linux and Windows alike)
+    requires: dict[Name, list[Req]]  # extra -> requirements (markers dropped: Linux and Windows alike)
     source: str
     __pydantic_config__ = FORBID
 
@@ -104,7 +104,7 @@ class Architecture:
     last_cuda: Ver | None = None
     # compute capability -> the oldest Linux driver that drives it: the driver of the first CUDA release
     # whose compiler targets it ("CUDA Toolkit and Corresponding Driver Versions"); a hard floor
-    min_driver: dict[CC, str] = field(default_factory=dict)
+    min_driver: dict[CC, Driver] = field(default_factory=dict)
     min_driver_source: str | None = None
     __pydantic_config__ = FORBID
 
@@ -142,9 +142,9 @@ class CudnnRelease:
     # CUDA versions this build supports, as specifiers (">=12.0,<13")
     cuda_versions: list[Spec]
     compute_capabilities: list[CC]
-    soname: str
+    soname: Label
     source: str
-    linux_min_driver: str | None = None
+    linux_min_driver: Driver | None = None
     __pydantic_config__ = FORBID
 
 
@@ -164,20 +164,20 @@ class CudnnFile:
 class Variant:
     """One published build of a framework release (``cu121``, ``cpu``, ``and-cuda``, ``cuda12``)."""
 
-    name: str
+    name: Label
     source: str
-    index_url: str | None = None  # None: the default index
+    index_url: IndexUrl | None = None  # None: the default index
     cuda: Ver | None = None
     cudnn: Ver | None = None
     archs: list[CC] = field(default_factory=list)  # SASS compiled into the binaries
     ptx: list[CC] = field(default_factory=list)  # PTX shipped for JIT on newer GPUs
     nvidia_pins: list[Req] = field(default_factory=list)  # exact nvidia-* requirements the wheel declares
     extra_packages: list[Req] = field(default_factory=list)  # installed alongside (jax-cuda12-plugin==...)
-    pip_extra: str | None = None  # "and-cuda" -> tensorflow[and-cuda]
-    local_version: str | None = None  # "+cu121": the index needs it in exact pins
+    pip_extra: Name | None = None  # "and-cuda" -> tensorflow[and-cuda]
+    local_version: Local | None = None  # "+cu121": the index needs it in exact pins
     pypi_default: bool = False  # the plain default-index wheel is this variant (linux_x86_64)
     platforms: list[Platform] = field(default_factory=list)  # empty: the release's platforms
-    min_driver: str | None = None  # a floor the framework documents itself
+    min_driver: Driver | None = None  # a floor the framework documents itself
     # facts of this row not read from an artifact but inferred from a named neighbour by a documented rule:
     # field name ("archs", "ptx", "cudnn", "cuda", "nvidia_pins", "python") -> the basis, one sentence.
     # A field that is empty and not listed here is unknown, and no rule passes on it.
@@ -191,12 +191,12 @@ class FrameworkRelease:
 
     name: Literal["torch", "tensorflow", "jax"]
     version: Ver
-    python: list[str]  # "3.10", "3.11" ...
+    python: list[VersionText]  # "3.10", "3.11" ...
     variants: list[Variant]
     source: str
     released: str | None = None  # ISO date
     platforms: list[Platform] = field(default_factory=list)
-    companions: dict[str, str] = field(default_factory=dict)  # torchvision/torchaudio; jaxlib
+    companions: dict[Name, VersionText] = field(default_factory=dict)  # torchvision/torchaudio; jaxlib
     notes: list[str] = field(default_factory=list)
     __pydantic_config__ = FORBID
 
@@ -240,7 +240,7 @@ class Meta:
     """meta.json: schema and data versions of the matrix."""
 
     schema_version: int
-    data_version: str
+    data_version: VersionText
     date: str
     description: str = ""
     __pydantic_config__ = FORBID
@@ -306,10 +306,37 @@ def _check_schema(parsed: dict[str, Any]) -> None:
 def validate_files(raws: dict[str, bytes]) -> Matrix:
     """Validate raw file contents (name -> bytes) into a Matrix with pydantic. Raises DataError.
 
-    For data a user supplies; one validator covers all files (pydantic builds it once)."""
+    For data a user supplies; one validator covers all files (pydantic builds it once). No text of it may
+    hold a line break or another control character (it reaches lock files and terminals)."""
     parsed = {name: _parse(f"{name}.json", raw) for name, raw in raws.items()}
     _check_schema(parsed)
+    for name, doc in parsed.items():
+        where = control_text(doc)
+        if where is not None:
+            raise DataError(f"{name}.json: {where}: holds a line break or a control character",
+                            hint="matrix data is one-line text: index URLs, names, versions, sources")
     return validate(Matrix, parsed, None)
+
+
+def control_text(doc: Any, path: str = "") -> str | None:
+    """The dotted path of the first key or string in ``doc`` that holds a control character (a line
+    break, an escape, a bidirectional override), or None (iterative: no recursion)."""
+    from cudamatrix.safe.text import breaks_line
+
+    stack: list[tuple[Any, str]] = [(doc, path)]
+    while stack:
+        value, where = stack.pop()
+        if isinstance(value, str):
+            if breaks_line(value):
+                return where or "(top level)"
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                if isinstance(k, str) and breaks_line(k):
+                    return f"{where}.{k!r}".lstrip(".")
+                stack.append((v, f"{where}.{k}".lstrip(".")))
+        elif isinstance(value, list):
+            stack += [(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    return None
 
 
 def build_files(raws: dict[str, bytes]) -> Matrix:

@@ -45,6 +45,25 @@ def breaks_line(text: str) -> bool:
     return _BREAKS.search(text) is not None
 
 
+def escape_breaks(text: str) -> str:
+    """``text`` with every line break and control character (tab and newline included) written as an
+    escape: a comment line of a file stays one line whatever it quotes (a GPU name from a node file)."""
+    return _BREAKS.sub(_escaped, text) if _BREAKS.search(text) else text
+
+
+def file_lines(lines: list[str], what: str = "a lock file") -> str:
+    """``lines`` joined into a file's text (one ``\n`` after each). A comment line (``#``) has its line
+    breaks and control characters escaped; any other line holding one is refused (UsageError, exit 2, nothing
+    written): a value that would add a line (an index URL from the data with ``\n--trusted-host ...``)."""
+    out = []
+    for line in lines:
+        if line.startswith("#"):
+            out.append(escape_breaks(line))
+        else:
+            out.append(one_line(line, f"a line of {what}"))
+    return "\n".join(out) + "\n"
+
+
 def one_line(value: str, what: str) -> str:
     """``value`` when it fits on one line of a file; raises UsageError (exit 2) naming ``what`` otherwise:
     a line break in it would add a line the user never asked for (another index, a trusted host)."""

@@ -10,6 +10,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 
 from cudamatrix.errors import UsageError
 from cudamatrix.models import Solution
+from cudamatrix.safe.text import file_lines
 from cudamatrix.schema import field, record
 from cudamatrix.solve.indexes import index_layout
 from cudamatrix.solve.target import Target
@@ -48,7 +49,7 @@ def requirements_txt(solution: Solution, targets: list[Target], passthrough: Seq
         lines.append(f"--extra-index-url {url}")
     lines += [p.requirement() for p in solution.packages]
     lines += list(passthrough)
-    return "\n".join(lines) + "\n"
+    return file_lines(lines)  # a value that would add a line is refused
 
 
 def uv_project(solution: Solution, targets: list[Target], passthrough: Sequence[str] = ()) -> str:
@@ -76,7 +77,7 @@ def uv_project(solution: Solution, targets: list[Target], passthrough: Sequence[
         for p in solution.packages:
             if p.index_url:
                 lines.append(f'{p.name} = [{{ index = "{names[p.index_url]}" }}]')
-    return "\n".join(lines) + "\n"
+    return file_lines(lines)  # a value that would add a line is refused
 
 
 @record

@@ -81,4 +81,6 @@ def pylock_toml(files: list[LockedFile], *, platform: str, python: str, header: 
             lines.append(f"index = {_q(f.index)}")
         lines += ["", "[[packages.wheels]]", f"name = {_q(f.url.rsplit('/', 1)[-1].split('#')[0])}",
                   f"url = {_q(f.url.split('#')[0])}", f"hashes = {{sha256 = {_q(f.sha256)}}}"]
-    return "\n".join(lines) + "\n"
+    from cudamatrix.safe.text import file_lines
+
+    return file_lines(lines, "pylock.toml")  # a value that would add a line is refused
