@@ -14,7 +14,7 @@ import json
 import sys
 from typing import Any
 
-from cudamatrix.safe.text import escape_controls, redact_urls
+from cudamatrix.safe.text import escape_breaks, escape_controls, redact_urls
 
 JSON_SCHEMA_VERSION = 1
 
@@ -142,20 +142,23 @@ def console(stderr: bool = False):
 
 
 def escape(text: Any) -> str:
-    """``text`` with rich markup made literal, and :func:`inert`: user-supplied text (a requirement
-    ``torch[/]``, a GPU name, a folder on LD_LIBRARY_PATH) must never be read as a style tag (rich raises
-    MarkupError on ``[/]``), nor reach the terminal's control sequences (table cells, progress lines)."""
+    """One value shown inside a line (a requirement ``torch[/]``, a GPU name, a folder on LD_LIBRARY_PATH, a
+    node's error): rich markup made literal (never read as a style tag; rich raises MarkupError on ``[/]``),
+    credentials masked, and every control character escaped, line breaks included, so that a value never
+    starts a line of its own (a GPU name "T4\\n--trusted-host ..." from a node file stays one value)."""
     from rich.markup import escape as _escape
 
-    return _escape(inert(text))
+    return _escape(escape_breaks(redact_urls(str(text))))
 
 
 def error_text(message: str, hint: str | None = None) -> None:
     """Print an error for people on stderr (the message and hint are shown literally)."""
-    c = console(stderr=True)
-    c.print(f"[bold red]error:[/] {escape(message)}", markup=True, soft_wrap=True)  # paths stay whole
+    from rich.markup import escape as _escape
+
+    c = console(stderr=True)  # a message may span lines (the installer's own): inert, line breaks kept
+    c.print(f"[bold red]error:[/] {_escape(inert(message))}", markup=True, soft_wrap=True)  # paths stay whole
     if hint:
-        c.print(f"[dim]hint:[/] {escape(hint)}", markup=True, soft_wrap=True)
+        c.print(f"[dim]hint:[/] {_escape(inert(hint))}", markup=True, soft_wrap=True)
 
 
 def table(title: str | None, columns: list[str], rows: list[list[Any]]):

@@ -171,7 +171,9 @@ class _Progress:
                 self.status.console.print(text, markup=False)
                 self.status.update(_literal(text))
         elif event != "output" or not self.as_json:
-            sys.stderr.write(("  " if event == "output" else "") + text + "\n")
+            from cudamatrix.render import inert
+
+            sys.stderr.write(("  " if event == "output" else "") + inert(text) + "\n")
             sys.stderr.flush()
 
     def stop(self) -> None:
@@ -180,7 +182,10 @@ class _Progress:
 
 
 def _literal(text: str):
-    """A status line shown as typed: installer output may hold ``[...]`` that rich would read as markup."""
+    """A status line shown as typed: installer output may hold ``[...]`` that rich would read as markup, and
+    control characters that the terminal would act on (:func:`cudamatrix.render.inert`)."""
     from rich.text import Text
 
-    return Text(text)
+    from cudamatrix.render import inert
+
+    return Text(inert(text))

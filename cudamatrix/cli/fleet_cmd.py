@@ -44,9 +44,9 @@ class _Progress:
             self.bar.start()
             self.task = self.bar.add_task("gathering", total=total or None)
         if self.bar is not None:
-            self.bar.update(self.task, completed=done, description=f"{node}: {status}"[:60])
+            self.bar.update(self.task, completed=done, description=E(f"{node}: {status}"[:60]))
         else:
-            sys.stderr.write(f"[{done}/{total or '?'}] {node}: {status}\n")
+            sys.stderr.write(render.inert(f"[{done}/{total or '?'}] {node}: {status}") + "\n")
             sys.stderr.flush()
 
     def stop(self) -> None:

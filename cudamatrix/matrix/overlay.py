@@ -183,8 +183,6 @@ def _unsigned(doc: dict[str, Any]) -> dict[str, Any]:
 def write(doc: dict[str, Any], shipped: Matrix, path: Path | None = None) -> Path:
     """Validate ``doc``, sign it with the per-user key and write it to the overlay file (0600 in a 0700
     folder, temp file + rename). Raises OverlayError."""
-    import tempfile  # only here: writing is rare, and tempfile is slow to import
-
     from cudamatrix.safe.keys import sign, user_key
 
     check_rows(doc, shipped)
@@ -203,19 +201,11 @@ def write(doc: dict[str, Any], shipped: Matrix, path: Path | None = None) -> Pat
     if why:
         raise OverlayError(f"{folder}: {why}; not writing the overlay there",
                            hint=f"chmod 700 {folder} (or set XDG_CACHE_HOME to a private folder)")
-    fd, tmp = tempfile.mkstemp(prefix=".overlay-", suffix=".tmp", dir=folder)  # O_EXCL, mode 0600
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, indent=1, sort_keys=True)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise OverlayError(f"{path}: cannot write the overlay ({exc.strerror})") from None
+    from cudamatrix.safe.files import write_private
+
+    note = write_private(path, json.dumps(doc, indent=1, sort_keys=True))  # the one safe writer: 0600, no link
+    if note:
+        raise OverlayError(f"{path}: cannot write the overlay ({note})")
     return path
 
 
