@@ -440,7 +440,8 @@ def _srun_env(root: Path) -> dict[str, str]:
     return {"PATH": os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")])}
 
 
-def _overlay_doc(index_url: str) -> dict:
+def overlay_doc(index_url: str) -> dict:
+    """What `matrix update` writes for one new torch release (the newest shipped row as 2.99.0), unsigned."""
     from cudamatrix.matrix.overlay import digest
 
     row = json.loads((_data_dir() / "torch.json").read_text())["releases"][0]
@@ -456,8 +457,8 @@ def _overlay_doc(index_url: str) -> dict:
 
 def _overlay_cases(root: Path) -> list[Case]:
     out: list[Case] = []
-    plants = {"recomputed sha256, evil index": json.dumps(_overlay_doc("https://evil.example/simple")),
-              "line break in an index URL": json.dumps(_overlay_doc("https://download.pytorch.org/whl/cu121" + INJECT)),
+    plants = {"recomputed sha256, evil index": json.dumps(overlay_doc("https://evil.example/simple")),
+              "line break in an index URL": json.dumps(overlay_doc("https://download.pytorch.org/whl/cu121" + INJECT)),
               "nested": "[" * 100_000 + "]" * 100_000, "bigint": '{"overlay_schema": ' + "9" * 5000 + "}",
               "not JSON": "{", "huge sparse": None, "symlink": None}
     for label, text in plants.items():
@@ -482,7 +483,8 @@ def _overlay_cases(root: Path) -> list[Case]:
     return out
 
 
-def _data_folder(root: Path, name: str, url: str) -> Path:
+def data_folder(root: Path, name: str, url: str) -> Path:
+    """A copy of the shipped matrix whose torch rows all name ``url`` as their index."""
     folder = root / f"data-{name}"
     shutil.copytree(_data_dir(), folder)
     doc = json.loads((folder / "torch.json").read_text())
@@ -503,7 +505,7 @@ def _data_cases(root: Path) -> list[Case]:
             "plain http": "http://evil.example/simple", "credentials": "https://user:TOKEN@evil.example/simple",
             "quote": base + '"', "escape": base + ESC}
     for label, url in urls.items():
-        folder = _data_folder(root, label.replace(" ", "-"), url)
+        folder = data_folder(root, label.replace(" ", "-"), url)
         lock = str(root / f"lock-{label.replace(' ', '-')}.txt")
         out.append(Case(f"data {label}: matrix validate", ["matrix", "validate", str(folder), "--json"], json=True))
         out.append(Case(f"data {label}: lock -o", ["lock", "torch==2.5.1+cu121", *TARGET, "--data", str(folder), "-o",

@@ -164,7 +164,10 @@ def test_write_atomic_leaves_no_temporary_on_failure(tmp_path):
 # --- injection: one quoting function per shell, proved by sourcing the output -------------------------
 
 HOSTILE_DIRS = ["a\\'\"; touch X; #", "$(touch X)", "`touch X`", "new\nline; touch X", "ünïcödé ☃", "sp ace",
-                "back\\slash\\", "dollar$HOME", "brace{a,b}*?[x]", "’typographic‘ quotes"]
+                "back\\slash\\", "dollar$HOME", "brace{a,b}*?[x]", "’typographic‘ quotes",
+                # control characters: written with each shell's escapes, never raw (the printed line stays inert)
+                "esc\x1b[2J\x1b]8;;https://evil/\x07x", "cr\rline", "bidi\u202egnp.exe", "c1\x85\x9b'$(touch X)",
+                "\x01'\x7f\\"]
 
 
 def _shell_cmd(shell: str, script: Path) -> list[str] | None:
@@ -182,6 +185,7 @@ def _shell_cmd(shell: str, script: Path) -> list[str] | None:
 @pytest.mark.parametrize("shell", ["bash", "sh", "zsh", "fish", "powershell"])
 def test_export_lines_source_back_to_the_same_value_in_each_shell(tmp_path, shell):
     from cudamatrix.safe.shells import export_line
+    from cudamatrix.safe.text import CONTROLS
 
     script = tmp_path / "x.sh"
     if _shell_cmd(shell, script) is None:
@@ -189,7 +193,9 @@ def test_export_lines_source_back_to_the_same_value_in_each_shell(tmp_path, shel
                     "system packages provide it)")
     for value in HOSTILE_DIRS:
         value = "/srv/" + value + "/lib"
-        script.write_text(export_line(shell, "LD_LIBRARY_PATH", value) + "\n", encoding="utf-8")
+        line = export_line(shell, "LD_LIBRARY_PATH", value)
+        assert not CONTROLS.search(line), (shell, line)
+        script.write_text(line + "\n", encoding="utf-8")
         run = subprocess.run(_shell_cmd(shell, script), capture_output=True, cwd=tmp_path, timeout=60,
                              env={**os.environ, "LC_ALL": "C.UTF-8"})
         assert not (tmp_path / "X").exists(), (shell, value)
@@ -592,17 +598,14 @@ TARGET = ["--driver", "550.54.15", "--gpu", "7.5", "--python", "3.11"]
 
 def _data_with_index_url(tmp_path: Path, url: str) -> Path:
     """A copy of the shipped matrix whose torch rows all name ``url`` as their index."""
-    import cudamatrix.matrix.data as data
+    return _hostile().data_folder(tmp_path, "data", url)
 
-    folder = tmp_path / "data"
-    shutil.copytree(data.default_data_dir(), folder)
-    doc = json.loads((folder / "torch.json").read_text())
-    for release in doc["releases"]:
-        for variant in release["variants"]:
-            if variant.get("index_url"):
-                variant["index_url"] = url
-    (folder / "torch.json").write_text(json.dumps(doc))
-    return folder
+
+def _hostile():
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+    import hostile_inputs
+
+    return hostile_inputs
 
 
 def _no_injected_line(text: str) -> None:
@@ -651,6 +654,7 @@ def test_matrix_validate_refuses_index_urls_that_are_not_one_line_https(tmp_path
     ("torch.json", ("releases", 0, "python"), ["3.x"], "not a version"),
     ("cuda.json", ("releases", 0, "linux_min_driver"), "410.48; rm -rf", "driver version"),
     ("meta.json", ("data_version",), "2026\n--index-url x", "control character"),
+    ("meta.json", ("data_version",), "2026 11 26", "not a label"),
     ("tensorflow.json", ("releases", 0, "variants", 0, "pip_extra"), "and cuda", "PEP 508 name"),
 ])
 def test_matrix_validate_refuses_names_and_versions_that_are_not(tmp_path, file, path, value, words):
@@ -671,18 +675,7 @@ def test_matrix_validate_refuses_names_and_versions_that_are_not(tmp_path, file,
 
 def _overlay_doc(index_url: str) -> dict:
     """What `matrix update` writes for one new torch release (the newest shipped row as version 2.99.0)."""
-    from cudamatrix.matrix import overlay
-    from cudamatrix.matrix.data import default_data_dir
-
-    row = json.loads((default_data_dir() / "torch.json").read_text())["releases"][0]
-    row["version"] = "2.99.0"
-    row.pop("companions", None)
-    for variant in row["variants"]:
-        if variant.get("index_url"):
-            variant["index_url"] = index_url
-    families = {"torch": [row], "tensorflow": [], "jax": []}
-    return {"overlay_schema": 1, "created": "2026-12-01T00:00:00Z", "index": "https://pypi.org/simple",
-            "matrix_version": "x", "families": families, "sha256": overlay.digest(families)}
+    return _hostile().overlay_doc(index_url)
 
 
 def _plant_overlay(home_cache: Path, doc: dict) -> Path:

@@ -240,7 +240,7 @@ class Meta:
     """meta.json: schema and data versions of the matrix."""
 
     schema_version: int
-    data_version: VersionText
+    data_version: Label  # "2026.11.26": one word
     date: str
     description: str = ""
     __pydantic_config__ = FORBID

@@ -96,46 +96,28 @@ def _index_url(value: str) -> str:
     return value
 
 
-_PEP508_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?\Z")  # PEP 508 "identifier"
+def _matching(pattern: str, what: str) -> Callable[[str], str]:
+    """A check that a text matches ``pattern`` whole (``\\Z``: no trailing line break slips through)."""
+    compiled = re.compile(pattern + r"\Z")
+
+    def check(value: str) -> str:
+        if not compiled.match(value):
+            raise ValueError(f"not {what}: {value!r}")
+        return value
+
+    return check
 
 
-def _name(value: str) -> str:
-    if not _PEP508_NAME.match(value):
-        raise ValueError(f"not a PEP 508 name: {value!r}")
-    return value
-
-
-_TOKEN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}\Z")
-
-
-def _token(value: str) -> str:
-    if not _TOKEN.match(value):
-        raise ValueError(f"not a label (letters, digits and . _ + -): {value!r}")
-    return value
-
-
-_LOCAL = re.compile(r"^\+[A-Za-z0-9]+(?:[._-][A-Za-z0-9]+)*\Z")  # PEP 440 local version label, with its "+"
-
-
-def _local(value: str) -> str:
-    if not _LOCAL.match(value):
-        raise ValueError(f"not a local version label (+cu121): {value!r}")
-    return value
+_name = _matching(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?", "a PEP 508 name")
+_token = _matching(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}", "a label (letters, digits and . _ + -)")
+_local = _matching(r"\+[A-Za-z0-9]+(?:[._-][A-Za-z0-9]+)*", "a local version label (+cu121)")  # PEP 440, with "+"
+_driver = _matching(r"[0-9]{1,4}(?:\.[0-9]{1,4}){0,3}", "a driver version (535.104.05)")
 
 
 def _version_text(value: str) -> str:
     parse_version(value)  # raises ValueError naming it
     if value != value.strip():
         raise ValueError(f"not a version: {value!r}")
-    return value
-
-
-_DRIVER = re.compile(r"^[0-9]{1,4}(?:\.[0-9]{1,4}){0,3}\Z")
-
-
-def _driver(value: str) -> str:
-    if not _DRIVER.match(value):
-        raise ValueError(f"not a driver version (535.104.05): {value!r}")
     return value
 
 
