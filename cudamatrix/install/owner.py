@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import socket
 from typing import Any
 
 from cudamatrix.schema import record, to_dict
@@ -36,6 +35,8 @@ def boot_id() -> str | None:
 
 
 def host() -> str:
+    import socket  # on first use: a plain fix never needs it
+
     return socket.gethostname()
 
 

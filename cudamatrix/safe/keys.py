@@ -7,8 +7,6 @@ protection (whoever edits the file recomputes it); an HMAC needs the key.
 """
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import os
 from pathlib import Path
@@ -45,10 +43,15 @@ def user_key(create: bool) -> tuple[bytes | None, str | None]:
 
 def sign(key: bytes, value: Any) -> str:
     """The HMAC-SHA256 of ``value`` in a canonical JSON form (sorted keys)."""
+    import hashlib  # on first use: OpenSSL costs memory and milliseconds on every doctor otherwise
+    import hmac
+
     body = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
     return hmac.new(key, body.encode(), hashlib.sha256).hexdigest()
 
 
 def signed(key: bytes, value: Any, mac: Any) -> bool:
     """Whether ``mac`` is :func:`sign` of ``value`` with ``key`` (compared in constant time)."""
+    import hmac
+
     return isinstance(mac, str) and hmac.compare_digest(mac, sign(key, value))
