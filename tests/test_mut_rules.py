@@ -808,9 +808,12 @@ def test_marker_env_values_are_strings(platform):
 # compatibility begins with CUDA 11 (CUDA Compatibility guide), so CUDA 10.2 has no minor-version floor at all
 @pytest.mark.parametrize(("platform", "full"), [("linux_x86_64", "440.33"), ("win_amd64", "441.22")])
 def test_a_cuda_major_without_minor_version_compatibility_has_no_minor_floor(platform, full):
+    from cudamatrix.matrix.sources import records_of
+
     matrix = load_matrix()
-    assert rules.driver_floors(matrix, Version("10.2"), platform) == (
-        full, None, "https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html")
+    floor, minor, source = rules.driver_floors(matrix, Version("10.2"), platform)
+    assert (floor, minor) == (full, None)
+    assert [r.url for r in records_of(source)] == ["https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html"]
 
 
 # --- requirements files as pip reads them ------------------------------------------------------------------

@@ -47,10 +47,11 @@ def render_findings(environment, findings, matrix=None) -> None:
     c = render.console()
     E = render.escape  # detected and pasted text is shown literally
     drv = environment.driver
-    gpus = ", ".join(_gpu_text(g, matrix) for g in environment.gpus) or "no GPU"
+    pasted = environment.origin == "report"  # what a paste leaves out is not stated, not absent
+    gpus = ", ".join(_gpu_text(g, matrix) for g in environment.gpus) or ("GPU not stated" if pasted else "no GPU")
     c.print(E(f"driver {drv.version or '-'} (CUDA {drv.cuda_version or '-'}, {drv.status}); {gpus}"))
     fws = ", ".join(f"{f.name} {f.version}" + (f" [{f.variant}]" if f.variant else "") for f in environment.frameworks)
-    c.print(E(f"frameworks: {fws or 'none installed'}"))
+    c.print(E(f"frameworks: {fws or ('none stated' if pasted else 'none installed')}"))
     if not findings:
         c.print("[green]healthy:[/] no findings")
         return

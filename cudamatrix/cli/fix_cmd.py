@@ -91,9 +91,12 @@ def _plan_from_paste(from_: list[str], requirements: list[str], dry_run: bool, p
         from cudamatrix.cli.solve_cmd import _no_solution
 
         _no_solution("fix", exc, as_json)
+    from cudamatrix.diagnose.findings import diagnose
+
     interp = environment.python.executable or "python"
+    # the pasted machine's error findings are answered in the plan, as on a live machine
     plan = make_plan(environment, solution, python=interp, installer=installer, mirror=mirror, allow_http=allow_http,
-                     verify=not no_verify)
+                     verify=not no_verify, findings=diagnose(environment, matrix))
     result = FixResult(python=interp, status="dry_run", solution=solution, plan=plan)
     result.messages.append("dry run for the pasted machine: nothing was changed")
     finish("fix", result.exit_code, result.to_dict(), as_json, lambda: human_fix(result))

@@ -147,6 +147,8 @@ def _human_rows(family: str, rows: list[dict], over: dict | None = None) -> None
             c.print(render.table(render.escape(title), ["variant", "cuda", "cudnn", "archs (SASS)", "ptx", "pypi", "index"], [
                 [v["name"], v["cuda"], v["cudnn"], " ".join(v["archs"]), " ".join(v["ptx"]),
                  "yes" if v["pypi_default"] else "", v["index_url"] or "PyPI"] for v in row["variants"]]))
+            for line in _platform_lines(row):
+                c.print(render.escape(line))
         return
     cols = {
         "cuda": ["version", "linux_min_driver", "windows_min_driver"],
@@ -154,6 +156,18 @@ def _human_rows(family: str, rows: list[dict], over: dict | None = None) -> None
         "gpu": ["name", "compute_capability", "architecture", "last_driver_branch", "aliases"],
     }[family]
     c.print(render.table(None, cols, [[_cell(r.get(k)) for k in cols] for r in rows]))
+
+
+def _platform_lines(row: dict) -> list[str]:
+    """One line per variant and platform whose wheels differ from the variant's own fields (per_platform)."""
+    out = []
+    for v in row["variants"]:
+        for platform, f in (v.get("per_platform") or {}).items():
+            facts = ["the default-index wheel"] if f.get("pypi_default") else []
+            facts += [f"{k} {' '.join(f[k]) or 'none'}" for k in ("archs", "ptx", "python") if f.get(k) is not None]
+            facts += [f"cuda {f['cuda']}"] if f.get("cuda") else []
+            out.append(f"  {v['name']} on {platform}: {'; '.join(facts)}")
+    return out
 
 
 def _cell(value) -> str:

@@ -2,7 +2,8 @@
 
 One JSON file per family (``cuda.json``, ``gpus.json``, ``cudnn.json``, ``torch.json``,
 ``tensorflow.json``, ``jax.json``, ``advisories.json``) plus ``meta.json`` (schema and data versions).
-Every row carries ``source``: the URL of the document or the package artifact it was read from.
+Every row carries ``source``: a list of source records (:mod:`cudamatrix.matrix.sources`: the URL of the document
+or the package artifact it was read from, what it states, when it was read, whose word it is).
 Unknown keys are refused; a load error names the file and the dotted path of the bad value.
 
 Trust the shipped data, validate the user's: the data shipped inside the package is built straight into
@@ -19,10 +20,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from cudamatrix.errors import DataError
+from cudamatrix.matrix.sources import Source, Sources, SourceText  # noqa: F401
 from cudamatrix.schema import FORBID, build, cc_key, field, normalize_cc, record, validate  # noqa: F401
 from cudamatrix.schema.annotated import CC, Driver, IndexUrl, Label, Local, Name, Req, Spec, Ver, VersionText  # noqa: F401
 
-SCHEMA_VERSION = 1
+# 2: every row's ``source`` is a list of source records (url, states, read, kind), not free text; variants
+# carry ``per_platform``; cuda.json carries ``jetpack``, cudnn.json ``gpu_floors``
+SCHEMA_VERSION = 2
 FILES = ("meta", "cuda", "gpus", "cudnn", "torch", "tensorflow", "jax", "advisories")
 
 InferredField = Literal["archs", "ptx", "cudnn", "cuda", "nvidia_pins", "python"]
@@ -36,7 +40,7 @@ class CudaRelease:
     """One CUDA toolkit release with its minimum drivers ("CUDA Toolkit and Corresponding Driver Versions")."""
 
     version: Ver
-    source: str
+    source: Sources
     linux_min_driver: Driver | None = None
     windows_min_driver: Driver | None = None
     # compute capabilities this toolkit's compiler can generate code for
@@ -51,7 +55,7 @@ class MinorCompat:
     cuda_major: int
     linux_min_driver: Driver
     limits: str
-    source: str
+    source: Sources
     windows_min_driver: Driver | None = None
     __pydantic_config__ = FORBID
 
@@ -62,7 +66,7 @@ class DriverBranch:
 
     branch: int
     max_cuda: Ver
-    source: str
+    source: Sources
     __pydantic_config__ = FORBID
 
 
@@ -74,18 +78,36 @@ class Metapackage:
     name: Name
     version: Ver
     requires: dict[Name, list[Req]]  # extra -> requirements (markers dropped: Linux and Windows alike)
-    source: str
+    source: Sources
+    __pydantic_config__ = FORBID
+
+
+@record(frozen=True)
+class JetPack:
+    """A Jetson Linux (L4T) release line of JetPack: the driver its boards report, the CUDA version that driver
+    reports (a Jetson driver is not a desktop branch: R540 of JetPack 6 reports 12.6, where the desktop table
+    would say 12.2), the boards it drives, and where NVIDIA publishes framework wheels for it."""
+
+    jetpack: list[str]  # the JetPack releases of this line ("6.1", "6.2")
+    l4t: str  # Jetson Linux release line ("36.4")
+    driver: Driver  # "Driver Version" as nvidia-smi prints it on the board ("540.4.0")
+    cuda: Ver  # the CUDA version that driver reports ("CUDA Version" of nvidia-smi)
+    compute_capabilities: list[CC]  # the boards' GPUs (Orin: 8.7)
+    source: Sources
+    # the package index NVIDIA names for this JetPack's framework wheels (pip --extra-index-url)
+    index_url: IndexUrl | None = None
     __pydantic_config__ = FORBID
 
 
 @record(frozen=True)
 class CudaFile:
-    """cuda.json: CUDA releases, minor-version compatibility, driver branches, metapackages."""
+    """cuda.json: CUDA releases, minor-version compatibility, driver branches, metapackages, Jetson drivers."""
 
     releases: list[CudaRelease]
     minor_compat: list[MinorCompat]
     driver_branches: list[DriverBranch]
     metapackages: list[Metapackage] = field(default_factory=list)
+    jetpack: list[JetPack] = field(default_factory=list)
     __pydantic_config__ = FORBID
 
 
@@ -97,7 +119,7 @@ class Architecture:
 
     name: str
     compute_capabilities: list[CC]
-    source: str
+    source: Sources
     # last driver branch that supports this architecture, where support has ended (None: still supported)
     last_driver_branch: int | None = None
     # last CUDA toolkit able to build for it, where that has ended
@@ -105,7 +127,7 @@ class Architecture:
     # compute capability -> the oldest Linux driver that drives it: the driver of the first CUDA release
     # whose compiler targets it ("CUDA Toolkit and Corresponding Driver Versions"); a hard floor
     min_driver: dict[CC, Driver] = field(default_factory=dict)
-    min_driver_source: str | None = None
+    min_driver_source: Sources | None = None
     __pydantic_config__ = FORBID
 
 
@@ -117,7 +139,7 @@ class Gpu:
     compute_capability: CC
     architecture: str
     segment: Literal["datacenter", "workstation", "consumer", "jetson", "laptop", "embedded"]
-    source: str
+    source: Sources
     aliases: list[str] = field(default_factory=list)
     memory_gib: float | None = None
     __pydantic_config__ = FORBID
@@ -143,29 +165,58 @@ class CudnnRelease:
     cuda_versions: list[Spec]
     compute_capabilities: list[CC]
     soname: Label
-    source: str
+    source: Sources
     linux_min_driver: Driver | None = None
     __pydantic_config__ = FORBID
 
 
 @record(frozen=True)
+class CudnnGpuFloor:
+    """A cap cuDNN puts on the GPU: from the versions ``versions`` on, its kernels are built for no compute
+    capability below ``min_compute_capability`` (cuDNN 9.11 dropped Maxwell, Pascal and Volta). Its sources are
+    NVIDIA's document and the binaries themselves (cuobjdump of the wheels on either side of the change)."""
+
+    versions: Spec  # ">=9.11"
+    min_compute_capability: CC
+    source: Sources
+    __pydantic_config__ = FORBID
+
+
+@record(frozen=True)
 class CudnnFile:
-    """cudnn.json: cuDNN releases and how cudnnGetVersion() encodes a version."""
+    """cudnn.json: cuDNN releases, how cudnnGetVersion() encodes a version, and the GPU floors of its kernels."""
 
     # how cudnnGetVersion() encodes a version, per major range
     version_encoding: dict[str, str]
     releases: list[CudnnRelease]
+    gpu_floors: list[CudnnGpuFloor] = field(default_factory=list)
     __pydantic_config__ = FORBID
 
 
 # --- Frameworks ----------------------------------------------------------------------------------
 
 @record(frozen=True)
+class PlatformFacts:
+    """How the wheels of one platform (wheel tag) of a variant differ from the variant's own fields, read from
+    that platform's wheels: the plain default-index wheel of that platform is this variant (``pypi_default``:
+    PyPI's Windows torch is the CPU build, its Linux aarch64 torch a CUDA 13 build), and its own SASS/PTX, CUDA
+    and Python versions. A field left out (None) is the variant's."""
+
+    source: Sources
+    pypi_default: bool = False  # the plain default-index wheel on this platform is this variant
+    cuda: Ver | None = None
+    archs: list[CC] | None = None  # SASS in this platform's binaries
+    ptx: list[CC] | None = None
+    python: list[VersionText] | None = None  # Python versions with a wheel on this platform
+    __pydantic_config__ = FORBID
+
+
+@record(frozen=True)
 class Variant:
     """One published build of a framework release (``cu121``, ``cpu``, ``and-cuda``, ``cuda12``)."""
 
     name: Label
-    source: str
+    source: Sources
     index_url: IndexUrl | None = None  # None: the default index
     cuda: Ver | None = None
     cudnn: Ver | None = None
@@ -182,6 +233,9 @@ class Variant:
     # field name ("archs", "ptx", "cudnn", "cuda", "nvidia_pins", "python") -> the basis, one sentence.
     # A field that is empty and not listed here is unknown, and no rule passes on it.
     inferred: dict[InferredField, str] = field(default_factory=dict)
+    # platform -> what that platform's wheels say where it differs from the fields above (read by the solver
+    # work that follows schema 2: until then the solver applies the variant's own fields on every platform)
+    per_platform: dict[Platform, PlatformFacts] = field(default_factory=dict)
     __pydantic_config__ = FORBID
 
 
@@ -193,11 +247,13 @@ class FrameworkRelease:
     version: Ver
     python: list[VersionText]  # "3.10", "3.11" ...
     variants: list[Variant]
-    source: str
+    source: Sources
     released: str | None = None  # ISO date
     platforms: list[Platform] = field(default_factory=list)
     companions: dict[Name, VersionText] = field(default_factory=dict)  # torchvision/torchaudio; jaxlib
     notes: list[str] = field(default_factory=list)
+    # why the index withdrew this release (PEP 592 yanked): pip installs it only when pinned exactly
+    yanked: str | None = None
     __pydantic_config__ = FORBID
 
 
@@ -220,7 +276,7 @@ class Advisory:
     affects: list[Req]
     symptom: str
     fix: str
-    source: str
+    source: Sources
     # optional conditions on the machine
     gpu_compute_capabilities: list[CC] = field(default_factory=list)
     driver: Spec | None = None
@@ -360,7 +416,19 @@ def load_matrix_from(data_dir: Path, *, trusted: bool = False) -> Matrix:
     if not data_dir.is_dir():
         raise DataError(f"{data_dir}: not a matrix data folder")
     raws = {name: _read(data_dir / f"{name}.json") for name in FILES}
-    return build_files(raws) if trusted else validate_files(raws)
+    if not trusted:
+        return validate_files(raws)
+    # The build allocates some hundred thousand objects and none of them form a cycle: the cyclic collector
+    # would only walk them again and again (measured: about a tenth of the load at every start).
+    import gc
+
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        return build_files(raws)
+    finally:
+        if was_on:
+            gc.enable()
 
 
 @lru_cache(maxsize=4)

@@ -133,7 +133,7 @@ def build(index: Any, shipped: Matrix, index_url: str, log: Callable[[str], None
 def to_plain(release: Any) -> dict[str, Any]:
     from cudamatrix.schema import to_dict
 
-    return json.loads(json.dumps(to_dict(release), default=str))
+    return json.loads(json.dumps(to_dict(release, records=True), default=str))
 
 
 def check_rows(doc: dict[str, Any], shipped: Matrix) -> Matrix:

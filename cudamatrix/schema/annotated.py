@@ -121,6 +121,30 @@ def _version_text(value: str) -> str:
     return value
 
 
+def _iso_date(value: str) -> str:
+    from datetime import date
+
+    try:
+        if len(value) != 10:
+            raise ValueError
+        date.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"not an ISO date (YYYY-MM-DD): {value!r}") from None
+    return value
+
+
+def _url(value: str) -> str:
+    if not value.startswith("https://") or any(c.isspace() for c in value) or len(value) <= len("https://"):
+        raise ValueError(f"not an https URL: {value!r}")
+    return value
+
+
+def _text(value: str) -> str:
+    if not value.strip():
+        raise ValueError("empty text")
+    return value
+
+
 class _Check:
     """Validation metadata for ``Annotated[...]`` fields, read by pydantic only when it validates.
 
@@ -150,3 +174,6 @@ Label = Annotated[str, _Check(_token, plain=False)]  # one word: a variant name 
 Local = Annotated[str, _Check(_local, plain=False)]  # a PEP 440 local version label with its "+"
 VersionText = Annotated[str, _Check(_version_text, plain=False)]  # a PEP 440 version kept as text ("3.10")
 Driver = Annotated[str, _Check(_driver, plain=False)]  # a driver version ("535.104.05", "452.39")
+IsoDate = Annotated[str, _Check(_iso_date, plain=False)]  # "2026-11-26"
+Url = Annotated[str, _Check(_url, plain=False)]  # an https URL without spaces
+Text = Annotated[str, _Check(_text, plain=False)]  # non-empty text
