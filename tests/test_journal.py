@@ -406,3 +406,22 @@ def test_a_journal_that_cannot_be_trusted_is_refused_not_used(tmp_path, attack):
         return
     with pytest.raises(UsageError, match="cannot be used"):
         journals.load("/venv/bin/python")
+
+
+def test_an_installer_that_died_unreaped_does_not_block_the_rollback(tmp_path):
+    """After SIGKILL the installer dies with its parent, but until init reaps it, it is a zombie that still
+    answers kill(0) and has no command line: it runs nothing, so it is no reason to refuse."""
+    import signal
+
+    j = journals.begin("/venv/bin/python", Plan(python="/venv/bin/python"), [], set(), [])
+    installer = _sleeper()
+    try:
+        j.record_installer(installer.pid, ["sleep", "120"], 1)
+        os.kill(installer.pid, signal.SIGKILL)
+        for _ in range(50):
+            if Path(f"/proc/{installer.pid}/stat").read_text().split(") ")[1][0] == "Z":
+                break
+            time.sleep(0.05)
+        assert journals.stop_installer(journals.load("/venv/bin/python")) is None
+    finally:
+        installer.wait()

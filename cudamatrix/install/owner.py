@@ -132,14 +132,36 @@ def forbidden_group(pgid: int) -> str | None:
 
 
 def group_alive(pgid: int) -> bool:
-    """Whether any process of the group ``pgid`` runs (a group we may not signal counts as running)."""
+    """Whether any process of the group ``pgid`` runs (a group we may not signal counts as running). A process
+    that has died but is not reaped yet (a zombie: the installer killed with its parent, waiting for init) does
+    not run: ``/proc`` says which members are zombies."""
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return False
     except (PermissionError, OSError):
         return True
-    return True
+    members = _members(pgid)
+    return members is None or any(state not in "ZX" for state in members)
+
+
+def _members(pgid: int) -> list[str] | None:
+    """The states (``R``, ``S``, ``Z`` ...) of the processes of group ``pgid`` from ``/proc/*/stat`` (proc(5):
+    field 3 is the state, field 5 the process group); None where there is no ``/proc`` to read."""
+    try:
+        pids = [name for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return None
+    states = []
+    for pid in pids:
+        raw = _read(f"/proc/{pid}/stat")
+        if raw is None:
+            continue
+        text = raw.decode("ascii", "replace")
+        fields = text[text.rfind(")") + 2:].split()
+        if len(fields) > 2 and fields[2] == str(pgid):
+            states.append(fields[0])
+    return states
 
 
 def leader_of(pgid: int) -> bool:
