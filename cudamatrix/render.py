@@ -2,12 +2,19 @@
 
 ``--json`` prints exactly one envelope object on stdout:
 ``{"schema_version", "command", "status", "exit_code", "data", "errors"}``.
+
+Output is inert: every line printed for people goes through :func:`inert` (control characters escaped,
+credentials in URLs masked as pip masks them), and every string of an envelope has its credentials masked
+(JSON escapes control characters itself). Applied where the text leaves (the console, the plain lines, the
+envelope), so no input-derived piece of text (a paste, a node file, a Slurm error, a GPU name) can miss it.
 """
 from __future__ import annotations
 
 import json
 import sys
 from typing import Any
+
+from cudamatrix.safe.text import escape_breaks, escape_controls, redact_urls
 
 JSON_SCHEMA_VERSION = 1
 
@@ -72,7 +79,7 @@ def _key(key: Any) -> str:
 
 def _encode(value: Any, newline: str, out: list[str]) -> None:
     if isinstance(value, str):
-        out.append(_escape_str(value))
+        out.append(_escape_str(redact_urls(value) if "@" in value else value))
     elif value is None:
         out.append("null")
     elif value is True:
@@ -126,29 +133,52 @@ def output_width(stream: Any) -> int | None:
     return None if tty or (os.environ.get("COLUMNS") or "").isdigit() else UNBOUNDED
 
 
-def console(stderr: bool = False):
-    """A rich Console (imported lazily: rich costs start-up time). Text is never hard-wrapped (``soft_wrap``: a
-    terminal folds long lines itself and a copied path stays whole); tables fit the width (:func:`table`)."""
-    from rich.console import Console
+def inert(text: Any) -> str:
+    """``text`` made safe to show: control characters written as escapes (``\\x1b``; tab and newline stay),
+    so a pasted clear-screen or terminal hyperlink does nothing, and credentials in URLs masked
+    (``user:****@host``). Every line printed for people passes through here."""
+    return escape_controls(redact_urls(str(text)))
 
+
+_Console: Any = None
+
+
+def console(stderr: bool = False):
+    """A rich Console (imported lazily: rich costs start-up time) whose ``print`` makes every string it is
+    given :func:`inert` (the tool's own markup holds no control character, so its styles still apply). Text is
+    never hard-wrapped (``soft_wrap``: a terminal folds long lines itself and a copied path stays whole); tables
+    fit the width (:func:`table`)."""
+    global _Console
+    if _Console is None:
+        from rich.console import Console
+
+        class InertConsole(Console):
+            def print(self, *objects: Any, **kwargs: Any) -> None:
+                super().print(*(inert(o) if isinstance(o, str) else o for o in objects), **kwargs)
+
+        _Console = InertConsole
     width = output_width(sys.stderr if stderr else sys.stdout)
-    return Console(stderr=stderr, highlight=False, soft_wrap=True, width=width)
+    return _Console(stderr=stderr, highlight=False, soft_wrap=True, width=width)
 
 
 def escape(text: Any) -> str:
-    """``text`` with rich markup made literal: user-supplied text (a requirement ``torch[/]``, a GPU name,
-    a folder on LD_LIBRARY_PATH) must never be read as a style tag (rich raises MarkupError on ``[/]``)."""
+    """One value shown inside a line (a requirement ``torch[/]``, a GPU name, a folder on LD_LIBRARY_PATH, a
+    node's error): rich markup made literal (never read as a style tag; rich raises MarkupError on ``[/]``),
+    credentials masked, and every control character escaped, line breaks included, so that a value never
+    starts a line of its own (a GPU name "T4\\n--trusted-host ..." from a node file stays one value)."""
     from rich.markup import escape as _escape
 
-    return _escape(str(text))
+    return _escape(escape_breaks(redact_urls(str(text))))
 
 
 def error_text(message: str, hint: str | None = None) -> None:
     """Print an error for people on stderr (the message and hint are shown literally)."""
-    c = console(stderr=True)
-    c.print(f"[bold red]error:[/] {escape(message)}", markup=True, soft_wrap=True)  # paths stay whole
+    from rich.markup import escape as _escape
+
+    c = console(stderr=True)  # a message may span lines (the installer's own): inert, line breaks kept
+    c.print(f"[bold red]error:[/] {_escape(inert(message))}", markup=True, soft_wrap=True)  # paths stay whole
     if hint:
-        c.print(f"[dim]hint:[/] {escape(hint)}", markup=True, soft_wrap=True)
+        c.print(f"[dim]hint:[/] {_escape(inert(hint))}", markup=True, soft_wrap=True)
 
 
 def table(title: str | None, columns: list[str], rows: list[list[Any]], *, optional: tuple[str, ...] = (),
@@ -226,7 +256,7 @@ class FittedTable:
 # fix and verify, for people: plain lines (no rich import, so the healthy path stays fast)
 
 def _echo(text: str = "") -> None:
-    sys.stdout.write(text + "\n")
+    sys.stdout.write(inert(text) + "\n")
 
 
 def human_plan(plan) -> None:

@@ -2,9 +2,7 @@
 the options are declared in :mod:`cudamatrix.cli.commands`."""
 from __future__ import annotations
 
-import os
-
-from cudamatrix.cli.common import check_timeout, finish, guarded
+from cudamatrix.cli.common import check_timeout, finish, guarded, python_path
 from cudamatrix.errors import UsageError
 
 
@@ -22,9 +20,7 @@ def run_detect(as_json: bool = False, python: str | None = None, reports: list[s
     elif reports:
         env = stage.from_report_files(reports)
     else:
-        if python is not None and not (os.path.isfile(python) and os.access(python, os.X_OK)):
-            raise UsageError(f"no Python interpreter at {python}", hint="give the path of an executable, e.g. .venv/bin/python")
-        env = stage.detect(python, timeout=timeout)
+        env = stage.detect(python_path(python), timeout=timeout)
     finish("detect", 0, {"environment": env.to_dict()}, as_json, lambda: _human(env))
 
 

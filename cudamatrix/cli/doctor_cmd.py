@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from cudamatrix import render
-from cudamatrix.cli.common import finish, guarded, has_folder
+from cudamatrix.cli.common import finish, guarded, has_folder, python_path
 from cudamatrix.errors import UsageError
 
 
@@ -24,7 +24,7 @@ def run_doctor(env: list[Path] | None = None, from_: list[str] | None = None, py
     if env and len(env) > 1:
         raise UsageError("doctor reads one environment at a time", hint="run it once per --env file")
     matrix = load_matrix(str(data_dir) if data_dir else None)
-    environment = environments(env or [], from_ or [], python)[0]
+    environment = environments(env or [], from_ or [], python_path(python))[0]
     findings = diagnose(environment, matrix)
     code = summary_exit(findings)
     data = {"findings": [f.to_dict() for f in findings], "environment": environment.to_dict(),

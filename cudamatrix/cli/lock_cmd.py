@@ -103,18 +103,31 @@ def run_lock(requirements: list[str] | None = None, output: Path | None = None, 
     passthrough = [str(r) for r in request.passthrough]
     environments = {t.name: e for t, e in zip(resolved.targets, resolved.environments, strict=False)}
     write = lock_writer(fmt, pins_only, glibc, environments, output.name if output is not None else None)
-    text = write(solution, resolved.targets, passthrough)
+    text, notes = _without_credentials(write(solution, resolved.targets, passthrough))
     if output is not None:
         from cudamatrix.solve.lockfile import write_lock
 
         write_lock(output, text)
     data = {"format": fmt, "path": str(output) if output else None, "complete": fmt != "uv" and not pins_only,
-            "text": text, "solution": solution.to_dict()}
+            "text": text, "solution": solution.to_dict(), "notes": notes}
 
     def human() -> None:
         if output is None:
             echo(text, nl=False)
         else:
             render.console(stderr=True).print(f"wrote {render.escape(output)}")
+        for note in notes:
+            render.console(stderr=True).print(render.escape(note))
 
     finish("lock", 0, data, as_json, human)
+
+
+CREDENTIALS_NOTE = ("the credentials in the index URLs were left out of the lock (a file keeps no secret): "
+                    "pip and uv read them from ~/.netrc or a keyring at install time")
+
+
+def _without_credentials(text: str) -> tuple[str, list[str]]:
+    """A lock text without the user part of any URL in it, and the note saying so when one was there."""
+    from cudamatrix.safe.text import has_credentials, strip_credentials
+
+    return (strip_credentials(text), [CREDENTIALS_NOTE]) if has_credentials(text) else (text, [])

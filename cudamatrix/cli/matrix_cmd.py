@@ -56,13 +56,16 @@ def show(
 def validate(
     path: Optional[Path] = typer.Argument(None, help="A data folder (default: the shipped matrix).", metavar="PATH"),
     as_json: bool = typer.Option(False, "--json", help="Print the JSON envelope."),
+    allow_http: bool = typer.Option(False, "--allow-http", help="Accept plain-http index URLs (trusted networks)."),
 ) -> None:
     """Validate the shipped data or the data folder at PATH; exit 2 with precise messages on bad data."""
     from cudamatrix.matrix.data import default_data_dir, load_matrix_from
     from cudamatrix.matrix.query import lint, rows_for
+    from cudamatrix.schema import http_allowed
 
     folder = path or default_data_dir()
-    matrix = load_matrix_from(folder)
+    with http_allowed(allow_http):
+        matrix = load_matrix_from(folder)
     problems = lint(matrix)
     if problems:
         data: dict[str, Any] = {"path": str(folder), "problems": problems}

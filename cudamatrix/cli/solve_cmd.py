@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from cudamatrix import render
-from cudamatrix.cli.common import Done, check_target_flags, echo, finish, guarded
+from cudamatrix.cli.common import Done, check_target_flags, echo, finish, guarded, python_path
 from cudamatrix.errors import Exit, NoSolution, UsageError
 
 
@@ -183,7 +183,7 @@ def run_env(shell: str = "bash", env: list[Path] | None = None, python: str | No
         raise UsageError(f"--shell {shell!r} is not known", hint=" | ".join(SHELLS))
     if env and len(env) > 1:
         raise UsageError("env reads one environment at a time")
-    environment = environments(env or [], [], python)[0]
+    environment = environments(env or [], [], python_path(python))[0]
     changes = library_path_fix(environment)
     advice = env_advice(environment, changes)
     lines = [export_line(name, k, v) for k, v in changes.items()]

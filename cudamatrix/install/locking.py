@@ -7,7 +7,6 @@ An index that cannot be read, a file without a hash, or a dependency marker that
 interpreter and not for the target ends the lock with a UsageError: no partial lock is ever written."""
 from __future__ import annotations
 
-import json
 import os
 import sys
 import tempfile
@@ -108,7 +107,9 @@ def locked_report(requirements: list[str], index_args: list[str], spec: LockSpec
                          + (f"{cause.kind}: {cause.line}" if cause else (r.error or r.stderr.strip()[-300:])),
                          hint=(cause.way_out if cause else "check the index") + "; a complete lock names each file "
                               "and its sha256, so the index must be reachable (or: lock --pins-only)")
+    from cudamatrix.safe.files import parse_json
+
     try:
-        return json.loads(r.stdout)
+        return parse_json(r.stdout)
     except ValueError:
         raise UsageError("pip printed no installation report", hint="pip >= 22.2 is needed for --report") from None

@@ -22,7 +22,7 @@ from typing import Any, Literal
 from cudamatrix.errors import DataError
 from cudamatrix.matrix.sources import Source, Sources, SourceText  # noqa: F401
 from cudamatrix.schema import FORBID, build, cc_key, field, normalize_cc, record, validate  # noqa: F401
-from cudamatrix.schema.annotated import CC, Req, Spec, Ver  # noqa: F401
+from cudamatrix.schema.annotated import CC, Driver, IndexUrl, Label, Local, Name, Req, Spec, Ver, VersionText  # noqa: F401
 
 # 2: every row's ``source`` is a list of source records (url, states, read, kind), not free text; variants
 # carry ``per_platform``; cuda.json carries ``jetpack``, cudnn.json ``gpu_floors``
@@ -41,8 +41,8 @@ class CudaRelease:
 
     version: Ver
     source: Sources
-    linux_min_driver: str | None = None
-    windows_min_driver: str | None = None
+    linux_min_driver: Driver | None = None
+    windows_min_driver: Driver | None = None
     # compute capabilities this toolkit's compiler can generate code for
     compute_capabilities: list[CC] = field(default_factory=list)
     __pydantic_config__ = FORBID
@@ -53,10 +53,10 @@ class MinorCompat:
     """Minor-version compatibility floor of one CUDA major: any 12.x app runs on this driver (SASS only)."""
 
     cuda_major: int
-    linux_min_driver: str
+    linux_min_driver: Driver
     limits: str
     source: Sources
-    windows_min_driver: str | None = None
+    windows_min_driver: Driver | None = None
     __pydantic_config__ = FORBID
 
 
@@ -75,9 +75,9 @@ class Metapackage:
     """A wheel that only requires other wheels (``cuda-toolkit``): per extra, the component requirements its
     METADATA declares, so a framework's ``cuda-toolkit[cublas,...]==X`` pin is checked as the wheels it brings."""
 
-    name: str
+    name: Name
     version: Ver
-    requires: dict[str, list[Req]]  # extra -> requirements (markers dropped: Linux and Windows alike)
+    requires: dict[Name, list[Req]]  # extra -> requirements (markers dropped: Linux and Windows alike)
     source: Sources
     __pydantic_config__ = FORBID
 
@@ -90,12 +90,12 @@ class JetPack:
 
     jetpack: list[str]  # the JetPack releases of this line ("6.1", "6.2")
     l4t: str  # Jetson Linux release line ("36.4")
-    driver: str  # "Driver Version" as nvidia-smi prints it on the board ("540.4.0")
+    driver: Driver  # "Driver Version" as nvidia-smi prints it on the board ("540.4.0")
     cuda: Ver  # the CUDA version that driver reports ("CUDA Version" of nvidia-smi)
     compute_capabilities: list[CC]  # the boards' GPUs (Orin: 8.7)
     source: Sources
     # the package index NVIDIA names for this JetPack's framework wheels (pip --extra-index-url)
-    index_url: str | None = None
+    index_url: IndexUrl | None = None
     __pydantic_config__ = FORBID
 
 
@@ -126,7 +126,7 @@ class Architecture:
     last_cuda: Ver | None = None
     # compute capability -> the oldest Linux driver that drives it: the driver of the first CUDA release
     # whose compiler targets it ("CUDA Toolkit and Corresponding Driver Versions"); a hard floor
-    min_driver: dict[CC, str] = field(default_factory=dict)
+    min_driver: dict[CC, Driver] = field(default_factory=dict)
     min_driver_source: Sources | None = None
     __pydantic_config__ = FORBID
 
@@ -164,9 +164,9 @@ class CudnnRelease:
     # CUDA versions this build supports, as specifiers (">=12.0,<13")
     cuda_versions: list[Spec]
     compute_capabilities: list[CC]
-    soname: str
+    soname: Label
     source: Sources
-    linux_min_driver: str | None = None
+    linux_min_driver: Driver | None = None
     __pydantic_config__ = FORBID
 
 
@@ -207,7 +207,7 @@ class PlatformFacts:
     cuda: Ver | None = None
     archs: list[CC] | None = None  # SASS in this platform's binaries
     ptx: list[CC] | None = None
-    python: list[str] | None = None  # Python versions with a wheel on this platform
+    python: list[VersionText] | None = None  # Python versions with a wheel on this platform
     __pydantic_config__ = FORBID
 
 
@@ -215,20 +215,20 @@ class PlatformFacts:
 class Variant:
     """One published build of a framework release (``cu121``, ``cpu``, ``and-cuda``, ``cuda12``)."""
 
-    name: str
+    name: Label
     source: Sources
-    index_url: str | None = None  # None: the default index
+    index_url: IndexUrl | None = None  # None: the default index
     cuda: Ver | None = None
     cudnn: Ver | None = None
     archs: list[CC] = field(default_factory=list)  # SASS compiled into the binaries
     ptx: list[CC] = field(default_factory=list)  # PTX shipped for JIT on newer GPUs
     nvidia_pins: list[Req] = field(default_factory=list)  # exact nvidia-* requirements the wheel declares
     extra_packages: list[Req] = field(default_factory=list)  # installed alongside (jax-cuda12-plugin==...)
-    pip_extra: str | None = None  # "and-cuda" -> tensorflow[and-cuda]
-    local_version: str | None = None  # "+cu121": the index needs it in exact pins
+    pip_extra: Name | None = None  # "and-cuda" -> tensorflow[and-cuda]
+    local_version: Local | None = None  # "+cu121": the index needs it in exact pins
     pypi_default: bool = False  # the plain default-index wheel is this variant (linux_x86_64)
     platforms: list[Platform] = field(default_factory=list)  # empty: the release's platforms
-    min_driver: str | None = None  # a floor the framework documents itself
+    min_driver: Driver | None = None  # a floor the framework documents itself
     # facts of this row not read from an artifact but inferred from a named neighbour by a documented rule:
     # field name ("archs", "ptx", "cudnn", "cuda", "nvidia_pins", "python") -> the basis, one sentence.
     # A field that is empty and not listed here is unknown, and no rule passes on it.
@@ -245,12 +245,12 @@ class FrameworkRelease:
 
     name: Literal["torch", "tensorflow", "jax"]
     version: Ver
-    python: list[str]  # "3.10", "3.11" ...
+    python: list[VersionText]  # "3.10", "3.11" ...
     variants: list[Variant]
     source: Sources
     released: str | None = None  # ISO date
     platforms: list[Platform] = field(default_factory=list)
-    companions: dict[str, str] = field(default_factory=dict)  # torchvision/torchaudio; jaxlib
+    companions: dict[Name, VersionText] = field(default_factory=dict)  # torchvision/torchaudio; jaxlib
     notes: list[str] = field(default_factory=list)
     # why the index withdrew this release (PEP 592 yanked): pip installs it only when pinned exactly
     yanked: str | None = None
@@ -296,7 +296,7 @@ class Meta:
     """meta.json: schema and data versions of the matrix."""
 
     schema_version: int
-    data_version: str
+    data_version: Label  # "2026.11.26": one word
     date: str
     description: str = ""
     __pydantic_config__ = FORBID
@@ -362,10 +362,37 @@ def _check_schema(parsed: dict[str, Any]) -> None:
 def validate_files(raws: dict[str, bytes]) -> Matrix:
     """Validate raw file contents (name -> bytes) into a Matrix with pydantic. Raises DataError.
 
-    For data a user supplies; one validator covers all files (pydantic builds it once)."""
+    For data a user supplies; one validator covers all files (pydantic builds it once). No text of it may
+    hold a line break or another control character (it reaches lock files and terminals)."""
     parsed = {name: _parse(f"{name}.json", raw) for name, raw in raws.items()}
     _check_schema(parsed)
+    for name, doc in parsed.items():
+        where = control_text(doc)
+        if where is not None:
+            raise DataError(f"{name}.json: {where}: holds a line break or a control character",
+                            hint="matrix data is one-line text: index URLs, names, versions, sources")
     return validate(Matrix, parsed, None)
+
+
+def control_text(doc: Any, path: str = "") -> str | None:
+    """The dotted path of the first key or string in ``doc`` that holds a control character (a line
+    break, an escape, a bidirectional override), or None (iterative: no recursion)."""
+    from cudamatrix.safe.text import breaks_line
+
+    stack: list[tuple[Any, str]] = [(doc, path)]
+    while stack:
+        value, where = stack.pop()
+        if isinstance(value, str):
+            if breaks_line(value):
+                return where or "(top level)"
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                if isinstance(k, str) and breaks_line(k):
+                    return f"{where}.{k!r}".lstrip(".")
+                stack.append((v, f"{where}.{k}".lstrip(".")))
+        elif isinstance(value, list):
+            stack += [(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    return None
 
 
 def build_files(raws: dict[str, bytes]) -> Matrix:

@@ -25,6 +25,22 @@ T = TypeVar("T")
 # class attribute read by pydantic for standard-library dataclasses
 FORBID = {"extra": "forbid", "arbitrary_types_allowed": True}
 
+# plain-http index URLs in data a user names are data errors unless the command was given --allow-http
+HTTP_ALLOWED = [False]
+
+
+class http_allowed:  # noqa: N801  (used as a ``with`` statement, like contextlib's helpers)
+    """``with http_allowed(flag):`` validation accepts ``http://`` index URLs when ``flag`` (``--allow-http``)."""
+
+    def __init__(self, allow: bool) -> None:
+        self.allow, self.before = bool(allow), False
+
+    def __enter__(self) -> None:
+        self.before, HTTP_ALLOWED[0] = HTTP_ALLOWED[0], self.allow
+
+    def __exit__(self, *exc: object) -> None:
+        HTTP_ALLOWED[0] = self.before
+
 
 def normalize_cc(value: Any) -> str:
     """Normalise "7.5", "sm_75", "75", "compute_90a" to "7.5" / "9.0a". Raises ValueError."""
@@ -58,7 +74,7 @@ def cc_key(cc: str) -> tuple[int, int]:
 def __getattr__(name: str) -> Any:
     """The annotated field types (``Ver``, ``CC``, ``Spec``, ``Req``) live in
     :mod:`cudamatrix.schema.annotated`, loaded when first asked: defining them loads ``packaging``."""
-    if name in ("Ver", "CC", "Spec", "Req"):
+    if name in ("Ver", "CC", "Spec", "Req", "IndexUrl", "Name", "Label", "Local", "VersionText", "Driver"):
         from cudamatrix.schema import annotated
 
         return getattr(annotated, name)

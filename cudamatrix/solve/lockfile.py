@@ -10,6 +10,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 
 from cudamatrix.errors import UsageError
 from cudamatrix.models import Solution
+from cudamatrix.safe.text import file_lines
 from cudamatrix.schema import field, record
 from cudamatrix.solve.closure import Closure
 from cudamatrix.solve.indexes import index_layout
@@ -67,12 +68,12 @@ def requirements_txt(solution: Solution, targets: list[Target], passthrough: Seq
     for url in extra:
         lines.append(f"--extra-index-url {url}")
     if closure is None:
-        return "\n".join(lines + [p.requirement() for p in solution.packages] + list(passthrough)) + "\n"
+        return file_lines(lines + [p.requirement() for p in solution.packages] + list(passthrough))
     for p in closure.packages:
         hashes = sorted({f.sha256 for f in p.files})
         lines.append(p.pin() + " \\")
         lines += [f"    --hash=sha256:{h}" + (" \\" if i < len(hashes) - 1 else "") for i, h in enumerate(hashes)]
-    return "\n".join(lines) + "\n"
+    return file_lines(lines)  # a value that would add a line is refused
 
 
 def uv_project(solution: Solution, targets: list[Target], passthrough: Sequence[str] = ()) -> str:
@@ -100,7 +101,7 @@ def uv_project(solution: Solution, targets: list[Target], passthrough: Sequence[
         for p in solution.packages:
             if p.index_url:
                 lines.append(f'{p.name} = [{{ index = "{names[p.index_url]}" }}]')
-    return "\n".join(lines) + "\n"
+    return file_lines(lines)  # a value that would add a line is refused
 
 
 @record

@@ -68,4 +68,6 @@ def pylock_toml(closure: Closure, header: list[str]) -> str:
             seen.add(f.filename)
             lines += ["", "[[packages.wheels]]", f"name = {_q(f.filename)}", f"url = {_q(f.url.split('#')[0])}",
                       f"hashes = {{sha256 = {_q(f.sha256)}}}"]
-    return "\n".join(lines) + "\n"
+    from cudamatrix.safe.text import file_lines
+
+    return file_lines(lines, "pylock.toml")  # a value that would add a line is refused
