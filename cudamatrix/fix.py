@@ -111,8 +111,10 @@ def fix(*, python: str | None = None, request: list[str] | None = None, dry_run:
 
     matrix = _matrix(data_dir)
     _check_index_environment(allow_http)
-    if pending is not None:  # --resume: the interrupted plan, from the step it stopped at
-        plan = pending.plan()
+    if pending is not None:  # --resume: the interrupted plan, rebuilt for this interpreter, from where it stopped
+        from cudamatrix.install.replay import resume_plan
+
+        plan = resume_plan(pending, interp, allow_http=allow_http, mirror=mirror)
         solution = plan.solution or Solution(request=request or [], targets=[])
         pending.record(resumed=True)
     else:
@@ -268,7 +270,9 @@ def _pending(interp: str, resume: bool, rollback: bool, dry_run: bool = False):
 
     if resume and rollback:
         raise UsageError("--resume and --rollback exclude each other", hint="pick one")
-    pending = journals.load(interp)
+    pending = journals.load(interp) if not dry_run or resume or rollback else journals.peek(interp)
+    if pending is not None and (resume or rollback):
+        journals.check_usable(pending, interp)  # kept for this interpreter, and its owner ran on this host
     if pending is not None and journals.owner_alive(pending):
         raise UsageError(f"{pending.describe()} is still running", hint="wait for it to end")
     if pending is None and (resume or rollback):
@@ -286,7 +290,7 @@ def _rollback(pending, environment: Environment, python: str | None, interp: str
               data_dir: str | None, timings: dict[str, float], on_progress) -> FixResult:
     from cudamatrix.install.apply import rollback
 
-    restored, left = rollback(pending, site_packages=sites, on_progress=on_progress)
+    restored, left = rollback(pending, python=interp, site_packages=sites, on_progress=on_progress)
     result = FixResult(python=interp, status="rolled_back", timings_ms=timings)
     still = [f"{d.name} {d.version}" for k in ("added", "removed", "changed") for d in left[k]]
     if still:

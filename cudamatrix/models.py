@@ -136,6 +136,27 @@ class Framework(Model):
 
 
 @record
+class ToolMessage(Model):
+    """A warning or error a framework, the CUDA runtime or the loader printed about the machine, read from a paste:
+    torch's architecture warning, "no kernel image is available", TensorFlow's and JAX's cuDNN lines, a library
+    that could not be opened. It keeps the facts the words state; the finding they imply is the diagnose stage's."""
+
+    tool: str  # who said it: "torch", "tensorflow", "xla", "jax", "cuda runtime", "onnxruntime", "loader"
+    # arch_unsupported, no_kernel_image, driver_too_old, driver_insufficient, library_version, library_missing
+    kind: str
+    text: str  # the words, as printed (at most 300 characters)
+    gpu: str | None = None  # the GPU named ("NVIDIA GeForce RTX 5090")
+    compute_capability: str | None = None  # its compute capability ("12.0")
+    archs: list[str] = field(default_factory=list)  # the build's SASS targets it lists ("5.0" ... "9.0")
+    ptx: list[str] = field(default_factory=list)  # the build's PTX targets it lists ("3.7")
+    library: str | None = None  # "cudnn", "cudart", "cusolver" ...: the library the words are about
+    soname: str | None = None  # the file that could not be opened ("libcudnn.so.8")
+    built: str | None = None  # the version the program was built against ("8.9.6")
+    found: str | None = None  # the version found at run time ("8.6.0"; the driver's CUDA, "11.4", for the driver)
+    minimum: str | None = None  # the lowest version the program accepts, where it says
+
+
+@record
 class FileConflict(Model):
     """Two distributions that install the same file (they clobber each other)."""
 
@@ -207,6 +228,7 @@ class Environment(Model):
     frameworks: list[Framework] = field(default_factory=list)
     file_conflicts: list[FileConflict] = field(default_factory=list)
     library_loads: list[LibraryLoad] = field(default_factory=list)  # the loader model's predictions (detect.libpaths)
+    messages: list[ToolMessage] = field(default_factory=list)  # warnings and errors read from pasted reports
     context: Context = field(default_factory=Context)
     notes: list[Note] = field(default_factory=list)
     timings_ms: dict[str, float] = field(default_factory=dict)  # probe -> milliseconds spent

@@ -160,7 +160,10 @@ BUILD = [
           "install driver 570.26 or newer (branch R570 or a later one)"),
         F("ARCH_UNSUPPORTED", "error", NO_KERNEL,
           [f"torch 2.5.1 cu121 has no kernel image for NVIDIA GeForce RTX 5090 (compute capability 12.0): {SASS}"],
-          "cudamatrix fix: it picks a build that covers the GPU")], id="rtx5090-on-r560"),
+          # diagnose.remedy: the fix is what the solve says; nothing in this matrix covers sm_120 on R560
+          "no torch build in the matrix fits this machine (driver 560.35.03 does not drive NVIDIA GeForce RTX 5090 "
+          "(Blackwell, compute capability 12.0): the first driver for it is 570.26 (branch R570))")],
+      id="rtx5090-on-r560"),
     pytest.param(dict(driver="560.35.03", gpus=(replace(RTX5090, name=None),)), [
         F("GPU_UNSUPPORTED_BY_DRIVER", "error", "Driver 560.35.03 is older than the first driver for the GPU",
           ["driver 560.35.03 does not drive sm_120 (Blackwell, compute capability 12.0): the first driver for it is "
@@ -168,20 +171,22 @@ BUILD = [
           "install driver 570.26 or newer (branch R570 or a later one)"),
         F("ARCH_UNSUPPORTED", "error", NO_KERNEL,
           [f"torch 2.5.1 cu121 has no kernel image for sm_120 (compute capability 12.0): {SASS}"],
-          "cudamatrix fix: it picks a build that covers the GPU")], id="unnamed-rtx5090-on-r560"),
+          "no torch build in the matrix fits this machine (driver 560.35.03 does not drive sm_120 (Blackwell, "
+          "compute capability 12.0): the first driver for it is 570.26 (branch R570))")],
+      id="unnamed-rtx5090-on-r560"),
     # 520.61.05 is CUDA 11.8's driver: below 12.x's minor-version floor 525.60.13
     pytest.param(dict(driver="520.61.05"), [
         F("DRIVER_TOO_OLD", "error", "The driver is too old for torch 2.5.1+cu121",
           ["driver 520.61.05 runs CUDA 11.8 at most; torch 2.5.1 cu121 needs CUDA 12.1, which needs driver >= "
            "525.60.13 under minor-version compatibility, and 530.30.02 for full support", f"matrix row: {NOTES}"],
-          "upgrade the driver to >= 525.60.13, or install a build for an older CUDA (cudamatrix fix)")],
+          "upgrade the driver to >= 525.60.13")],  # no build of this matrix runs on R520: the driver is the answer
       id="cuda-12.1-on-r520"),
     # a pasted nvidia-smi states the driver's version without a status: the rules read that version
     pytest.param(dict(driver="520.61.05", status="unknown"), [
         F("DRIVER_TOO_OLD", "error", "The driver is too old for torch 2.5.1+cu121",
           ["driver 520.61.05 runs CUDA 11.8 at most; torch 2.5.1 cu121 needs CUDA 12.1, which needs driver >= "
            "525.60.13 under minor-version compatibility, and 530.30.02 for full support", f"matrix row: {NOTES}"],
-          "upgrade the driver to >= 525.60.13, or install a build for an older CUDA (cudamatrix fix)")],
+          "upgrade the driver to >= 525.60.13")],
       id="pasted-r520"),
     # a CPU build where GPUs work; the GPUs are named, or given by compute capability where unnamed
     pytest.param(dict(torch="2.5.1+cpu", gpus=(T4, GpuInfo(index=1, compute_capability="8.0"))), [
@@ -221,7 +226,7 @@ FRAMEWORKS = [
         F("DRIVER_TOO_OLD", "error", "The driver is too old for torch 2.6.0+cu124",
           ["driver 520.61.05 runs CUDA 11.8 at most; torch 2.6.0 cu124 needs CUDA 12.4, which needs driver >= "
            "525.60.13 under minor-version compatibility, and 550.54.14 for full support", f"matrix row: {NOTES}"],
-          "upgrade the driver to >= 525.60.13, or install a build for an older CUDA (cudamatrix fix)"),
+          "upgrade the driver to >= 525.60.13"),
         unknown_build("torch 2.6.0+cu124", "variant cu124", "unknown: the GPU architectures it was compiled for",
                       "unknown: its cuDNN version", "unknown: the Python versions it is built for")],
       id="stated-cu124-on-r520"),

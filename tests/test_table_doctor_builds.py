@@ -78,8 +78,9 @@ def test_no_driver_evidence_is_the_probes_words():
 
 
 def test_driver_too_old_fix_names_the_driver():
+    # no build of this small matrix runs on R520 (CUDA 11.8): the driver floor is the whole answer
     (f,) = diagnose(env(driver="520.61.05"), M)
-    assert f.fix == "upgrade the driver to >= 525.60.13, or install a build for an older CUDA (cudamatrix fix)"
+    assert f.fix == "upgrade the driver to >= 525.60.13"
 
 
 LINUX = 'platform_system == "Linux" and platform_machine == "x86_64"'

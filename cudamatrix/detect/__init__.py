@@ -290,13 +290,27 @@ def read_report(path: str) -> tuple[str, list[Note]]:
 def from_report_files(paths: list[str]) -> Environment:
     """An Environment from pasted report files ("-" for stdin), with what reading them noted.
 
-    Raises UsageError for an unreadable or binary file, and for one with no known tool output in it."""
+    A file that cannot be read (missing, binary, no known tool output in it) is a warning note when another one
+    can; raises UsageError when none can (the first file's error when no file could be read at all)."""
     items, notes = [], []
+    failed: list[UsageError] = []
     for path in paths:
-        text, read_notes = read_report(path)
+        try:
+            text, read_notes = read_report(path)
+        except UsageError as exc:
+            failed.append(exc)
+            notes.append(Note("report", f"{path}: not read ({exc.message})", "warning"))
+            continue
         items.append(("stdin" if path == "-" else path, text))
         notes += read_notes
-    env = from_reports(items, strict=True)
+    if not items:
+        raise failed[0]
+    try:
+        env = from_reports(items, strict=True)
+    except UsageError as exc:
+        if failed:
+            exc.hint = f"{exc.hint}; not read: " + "; ".join(f.message for f in failed)
+        raise
     env.notes = notes + env.notes
     return env
 

@@ -18,6 +18,7 @@ from typing import Any
 from cudamatrix import proc
 from cudamatrix.detect import elf as _elf
 from cudamatrix.detect.libraries import safe_environ
+from cudamatrix.safe.files import parse_json
 from cudamatrix.schema import field, record
 
 _SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_loader.py")
@@ -98,8 +99,10 @@ def run_loader(libs: list[tuple[str, str]], nvml: bool, libcuda: bool, timeout: 
         finished = False
         for line in result.stdout.splitlines():
             try:
-                obj = json.loads(line)
+                obj = parse_json(line)  # the other interpreter's words: any shape, any depth
             except ValueError:
+                continue
+            if not isinstance(obj, dict):
                 continue
             if "start" in obj:
                 started = obj["start"]

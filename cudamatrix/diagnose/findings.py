@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
+from cudamatrix.diagnose import remedy
 from cudamatrix.diagnose.stated import stated_build
 from cudamatrix.matrix.data import FrameworkRelease, Matrix, Variant
 from cudamatrix.matrix.query import architecture
@@ -190,6 +191,7 @@ def diagnose(env: Environment, matrix: Matrix) -> list[Finding]:
     findings.extend(_host_resources(env))
     findings.extend(_advisories(env, matrix))
     findings.extend(_toolkit(env))
+    remedy.complete(env, matrix, findings)  # what a paste's own words imply; the concrete build in the fixes
     order = {"error": 0, "warning": 1, "info": 2}
     findings.sort(key=lambda f: order[f.severity])
     return findings

@@ -7,6 +7,8 @@ from typing import Any, Iterable
 
 from packaging.version import Version
 
+from cudamatrix.matrix.sources import merge_sources
+
 
 def merge_release(old: dict[str, Any] | None, art: dict[str, Any]) -> dict[str, Any]:
     """Merge artifact facts ``art`` over a published row ``old`` (or build a new row).
@@ -48,8 +50,7 @@ def merge_release(old: dict[str, Any] | None, art: dict[str, Any]) -> dict[str, 
                 continue
             if value not in (None, [], False):
                 cur[key] = value
-        if new.get("source") and new["source"] not in cur.get("source", ""):
-            cur["source"] = f"{cur['source']}; {new['source']}" if cur.get("source") else new["source"]
+        cur["source"] = merge_sources(cur.get("source"), new.get("source"))
     row["variants"] = [variants[n] for n in order]
     return row
 

@@ -8,7 +8,6 @@ with its cause; the finding codes match ``doctor``'s.
 """
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
@@ -70,12 +69,17 @@ def verify(*, python: str | None = None, frameworks: list[str] | str = "all", ti
     ``env``: environment changes for the child (the solution's LD_LIBRARY_PATH). ``gpu``: override
     the GPU probe. Never raises for what the child does.
     """
-    python = python or sys.executable
+    python = os.path.abspath(python) if python else sys.executable  # the children run in "/": not relative to it
     names = list(FRAMEWORKS) if frameworks == "all" else ([frameworks] if isinstance(frameworks, str) else list(frameworks))
     expected = gpu_present(environment) if gpu is None else gpu
     child_env = {**os.environ, **(env or {})}
-    reports = [check(python, name, gpu_expected=expected, timeout=timeout, env=child_env) for name in names]
-    predicted = predictions(python, child_env)
+    reports: list[FrameworkReport] = []
+    for name in names:  # an interpreter that hangs before it says anything is not waited for again
+        hung = next((r for r in reports if _hung_at_start(r)), None)
+        reports.append(check(python, name, gpu_expected=expected, timeout=timeout, env=child_env) if hung is None
+                       else FrameworkReport(framework=name, status="failed", cause=hung.cause,
+                                            finding_code=hung.finding_code))
+    predicted = [] if any(_hung_at_start(r) for r in reports) else predictions(python, child_env)
     for report in reports:
         compare_maps(report, [x for x in predicted if x.framework == report.framework])
         check_mixed(report)
@@ -84,6 +88,11 @@ def verify(*, python: str | None = None, frameworks: list[str] | str = "all", ti
         reports = installed or [FrameworkReport(framework="all", status="failed", finding_code="NOT_INSTALLED",
                                                 cause="none of torch, tensorflow, jax is installed for " + python)]
     return Report(status=overall(reports), frameworks=reports)
+
+
+def _hung_at_start(report: FrameworkReport) -> bool:
+    """The child ran out of time before its first word: the interpreter itself hangs."""
+    return report.finding_code == "VERIFY_TIMEOUT" and "'start-up'" in (report.cause or "")
 
 
 def overall(reports: list[FrameworkReport]) -> Literal["verified", "failed", "not_possible"]:
@@ -264,13 +273,17 @@ def _cudnn_mismatch(result: dict) -> str | None:
 
 def parse_events(stdout: str) -> list[dict]:
     """The child's JSON lines, in order; other output (the framework's own prints) is ignored."""
+    from cudamatrix.safe.files import parse_json
+
     out = []
     for line in stdout.splitlines():
         if line.startswith(MARK):
             try:
-                out.append(json.loads(line[len(MARK):]))
+                event = parse_json(line[len(MARK):])  # nested too deeply: ValueError, like any other bad line
             except ValueError:
-                pass
+                continue
+            if isinstance(event, dict):
+                out.append(event)
     return out
 
 
