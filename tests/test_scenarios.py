@@ -125,6 +125,8 @@ def check_solution(solution, expect: dict) -> None:
     pinned = [p.requirement() for p in solution.packages]
     for text in expect.get("requirements_include", []):
         assert text in pinned, f"{text} not in {pinned}"
+    for text in expect.get("requirements_include_prefix", []):
+        assert any(p.startswith(text) for p in pinned), f"no {text}... in {pinned}"
     names = {p.name for p in solution.packages}
     for name in expect.get("packages_include", []):
         assert name in names, f"{name} missing from {sorted(names)}"
@@ -158,6 +160,11 @@ def check_no_solution(causes: list[Cause], ways_out: list[WayOut], expect: dict)
     texts = " ".join(c.message for c in causes)
     for text in expect.get("cause_text_includes", []):
         assert text in texts, texts
+    ways = " ".join(w.message for w in ways_out)
+    for text in expect.get("ways_text_includes", []):
+        assert text in ways, ways
+    for text in expect.get("ways_text_excludes", []):
+        assert text not in ways, ways
 
 
 def check_file(result: dict, expect: dict) -> None:
@@ -171,6 +178,8 @@ def check_file(result: dict, expect: dict) -> None:
         assert result.get("base_image") == expect["base_image"]
     for text in expect.get("problems_include", []):
         assert any(text in p for p in result["problems"]), result["problems"]
+    for text in expect.get("skipped_include", []):
+        assert any(text in p for p in result["skipped"]), result["skipped"]
 
 
 def check_findings(findings, expect: dict) -> None:

@@ -207,13 +207,16 @@ def run_check(requirement_file: Path | None = None, env: list[Path] | None = Non
         c = render.console()
         E = render.escape
         if result["fits"]:
-            c.print(f"[green]fits[/] {escape(', '.join(result['checked']))} on {len(resolved.targets)} target(s)")
+            what = ", ".join(result["checked"]) or result.get("note", "")
+            c.print(f"[green]fits[/] {escape(what)} on {len(resolved.targets)} target(s)")
         else:
             c.print("[red]does not fit[/]")
             for p in result["problems"]:
                 c.print(f"  - {escape(p)}")
             for w in result.get("ways_out", []):
                 c.print(f"  → {escape(w)}")
+        for line in result.get("skipped", []):
+            c.print(escape(f"skipped: {line}"), soft_wrap=True)
         for u in result.get("unverified", []):
             c.print(escape(f"unverified: {u['fact']} is inferred ({u['basis']})"), soft_wrap=True)
         if result.get("base_image"):

@@ -22,12 +22,22 @@ def framework_pins(c: Candidate, request: Request, installed: Environment | None
     nvidia-* wheels it pins on the target."""
     v = c.variant
     use_index = v.index_url if (v.index_url and not (v.pypi_default and target.platform == "linux_x86_64")) else None
-    out = _FAMILY_PINS[c.family](c, request, installed, use_index)
+    out = [_with_asked_extras(p, request.families.get(c.family, [])) for p in
+           _FAMILY_PINS[c.family](c, request, installed, use_index)]
     for req in rules.pins_for(v, target):
         exact = [s.version for s in req.specifier if s.operator == "==" and "*" not in s.version]
         if exact:  # keep extras: cuda-toolkit[cublas,...]==X installs nothing of use without them
             out.append(Pin(name=canonical(req.name), version=exact[0], extras=sorted(req.extras)))
     return out
+
+
+def _with_asked_extras(pin: Pin, reqs: list[Requirement]) -> Pin:
+    """The pin with every extra the request gave its distribution (``torch[opt-einsum]``, ``jax[cpu]``): what the
+    user wrote is kept. The build-naming extras were matched by the search, so adding them changes no build."""
+    asked = {e for r in reqs if canonical(r.name) == pin.name for e in r.extras}
+    if not asked - set(pin.extras):
+        return pin
+    return Pin(name=pin.name, version=pin.version, extras=sorted(set(pin.extras) | asked), index_url=pin.index_url)
 
 
 def _torch_pins(c: Candidate, request: Request, installed: Environment | None, use_index: str | None) -> list[Pin]:

@@ -84,7 +84,10 @@ def _unmatched(request: Request, family: str, entries: list[Verdict]) -> Cause |
         return Cause(rule="request", message=f"the matrix has no {family} release")
     if all(any(r.rule == "request" for r in v.reasons) for v in entries):
         asked = " ".join(str(r) for r in request.families[family])
-        return Cause(rule="request", message=f"no {family} release in the matrix matches {asked}")
+        extra = next((v.reasons[0].message for v in entries  # a release the version admits, of another build
+                      if all("the request asks for" in r.message for r in v.reasons)), None)
+        why = f": {extra}" if extra else ""
+        return Cause(rule="request", message=f"no {family} release in the matrix matches {asked}{why}")
     return None
 
 
@@ -166,7 +169,9 @@ def pin_older(f: Failure) -> list[WayOut]:
     c = next((c for c in ok_older if c.variant.cuda is not None and f.fits_everywhere(c)), None)
     if c is None:
         return []
-    return [WayOut(kind="pin_older", message=f"relax the request: {f.family}=={c.release.version} ({c.variant.name}) fits")]
+    extra = f"[{c.variant.pip_extra}]" if c.variant.pip_extra else ""
+    return [WayOut(kind="pin_older",
+                   message=f"relax the request: {f.family}{extra}=={c.release.version} ({c.variant.name}) fits")]
 
 
 def cpu_build(f: Failure) -> list[WayOut]:

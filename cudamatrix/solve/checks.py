@@ -122,6 +122,36 @@ def _release_build(release: FrameworkRelease, req: Requirement, ix: _Indexes, lo
     return f"torch=={release.version}{best.local_version or '+' + best.name}", None
 
 
+def marker_applies(req: Requirement, target: Target) -> bool | None:
+    """Whether a requirement's PEP 508 marker is true on the target (pip skips a line whose marker is false:
+    pip's "Requirements File Format", PEP 508 "Environment Markers"); None when it depends on the Python
+    version and the target states none."""
+    if req.marker is None:
+        return True
+    if target.python is None and "python" in str(req.marker):
+        return None
+    return bool(req.marker.evaluate(rules.marker_env(target, None)))
+
+
+def applying(reqs: list[Requirement], targets: list[Target]) -> tuple[list[Requirement], list[str]]:
+    """(the requirements whose marker holds, or may hold, on some target; a sentence per line skipped because
+    its marker is false on every target)."""
+    kept: list[Requirement] = []
+    skipped: list[str] = []
+    for req in reqs:
+        if any(marker_applies(req, t) is not False for t in targets):
+            kept.append(req)
+        else:
+            skipped.append(f"{req}: its marker is false on every target ({_marker_facts(targets)}): pip skips "
+                           f"the line, so check does too")
+    return kept, skipped
+
+
+def _marker_facts(targets: list[Target]) -> str:
+    """The marker values of the targets, as people read them ("Python 3.9, linux_x86_64")."""
+    return "; ".join(sorted({f"Python {t.python or 'any'}, {t.platform}" for t in targets}))
+
+
 def _file_request(matrix: Matrix, parsed: RequirementsFile, targets: list[Target], mirror: str | None,
                   problems: list[str]) -> tuple[list[str], list[Requirement]]:
     """(framework requirement strings for the solver, nvidia-* requirements of the file)."""
@@ -184,15 +214,17 @@ def check_requirements(matrix: Matrix, targets: list[Target], installed: Environ
     """
     problems: list[str] = []
     nvidia: list[Requirement] = []
+    skipped: list[str] = []
     if text is not None:
         parsed = parse_requirements(text, name or "requirements")
+        parsed.requirements, skipped = applying(parsed.requirements, targets)
         texts, nvidia = _file_request(matrix, parsed, targets, mirror, problems)
     elif installed is None:
         return {"fits": False, "checked": [], "problems": ["no installed environment to check"], "ways_out": []}
     else:
         texts = _installed_request(installed)
     result: dict = {"checked": texts, "targets": [t.describe() for t in targets], "problems": problems,
-                    "ways_out": []}
+                    "ways_out": [], "skipped": skipped}
     if problems:
         result["fits"] = False
         return result

@@ -80,11 +80,38 @@ class SearchResult:
     trace: list[str] = field(default_factory=list)
 
 
-def matches_request(cand: Candidate, reqs: list[Requirement]) -> list[str]:
-    """Reasons the candidate does not meet the requested specifiers (empty: it does)."""
+def build_extras(matrix_extras: set[str], extras: set[str]) -> set[str]:
+    """The requested extras that name a build (``cuda12``, ``cuda13``, ``and-cuda``, ``cpu``): the extras of the
+    family's GPU variants in the matrix, any ``cudaNN``-style extra (JAX's installation guide names its CUDA
+    builds by extra), and ``cpu``."""
+    import re
+
+    return {e for e in extras if e in matrix_extras or e == "cpu" or re.fullmatch(r"cuda\d+(?:[_-]\w+)?", e)}
+
+
+def extra_problems(cand: Candidate, req: Requirement, matrix_extras: set[str]) -> list[str]:
+    """Why the candidate is not the build the requirement's extras name (``jax[cuda13]`` is the CUDA 13 plugin
+    build, never the CUDA 12 one; ``jax[cpu]`` the CPU build): pip installs exactly the extra asked for."""
+    wanted = build_extras(matrix_extras, {canonical(e) for e in req.extras})
+    if not wanted:
+        return []
+    have = cand.variant.pip_extra
+    if have in wanted or (cand.variant.cuda is None and wanted == {"cpu"}):
+        return []
+    offered = ", ".join(sorted({v.pip_extra or "cpu" for v in cand.release.variants}))
+    asked = ",".join(sorted(wanted))
+    return [f"{cand.label}: the request asks for {req.name}[{asked}], and this build is "
+            f"{'[' + have + ']' if have else 'the ' + ('CPU build' if cand.variant.cuda is None else 'plain one')}"
+            f" ({cand.family} {cand.release.version} builds in the matrix: {offered})"]
+
+
+def matches_request(cand: Candidate, reqs: list[Requirement], matrix_extras: set[str] = frozenset()) -> list[str]:
+    """Reasons the candidate does not meet the requested specifiers and build extras (empty: it does)."""
     out = []
     family = FAMILIES[cand.family]
     for req in reqs:
+        if canonical(req.name) == cand.family:
+            out += extra_problems(cand, req, set(matrix_extras))
         name = canonical(req.name)
         # tensorflow-gpu releases carry tensorflow's versions; tensorflow-cpu is left unconstrained, as before
         if name == cand.family or (name in family.aliases and name.endswith("-gpu")):
@@ -135,14 +162,16 @@ def _on_targets(matrix: Matrix, cand: Candidate,
 def screen(family: str, reqs: list[Requirement], matrix: Matrix, targets: list[Target], wants_gpu: bool,
            installed: tuple[str, str | None] | None) -> Screened:
     """Every candidate of one family against the request and the hard rules on every target."""
-    wants_cpu_variant = any(str(s.version).endswith("+cpu") for r in reqs for s in r.specifier)
+    wants_cpu_variant = any(str(s.version).endswith("+cpu") for r in reqs for s in r.specifier) or \
+        any("cpu" in r.extras for r in reqs)
     ok: list[Candidate] = []
     verdicts: list[Verdict] = []
     rejected: list[Rejection] = []
+    extras = {v.pip_extra for r in matrix.frameworks(family) for v in r.variants if v.pip_extra}
     for release in matrix.frameworks(family):
         for variant in release.variants:
             cand = Candidate(release, variant)
-            req_problems = matches_request(cand, reqs)
+            req_problems = matches_request(cand, reqs, extras)
             if req_problems:
                 verdicts.append(Verdict(cand, [rules.Reason("request", p) for p in req_problems], {}))
                 continue
