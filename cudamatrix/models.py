@@ -306,6 +306,8 @@ class Solution(Model):
     matrix_version: str | None = None
     # inferred matrix facts the answer rests on: [{"fact": ..., "basis": ...}] (empty: all known)
     unverified: list[dict[str, str]] = field(default_factory=list)
+    # requested names neither the matrix knows nor an index could be asked about (one sentence each)
+    unchecked: list[str] = field(default_factory=list)
 
 
 # --- Plan and apply ------------------------------------------------------------------------------

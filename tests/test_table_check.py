@@ -154,7 +154,7 @@ def test_check_names_the_file_in_errors_and_checks_the_installed_set():
     assert check_requirements(MATRIX, [t], plain, None, None)["checked"] == ["torch==2.5.1"]
     nothing = check_requirements(MATRIX, [t], Environment(packages={"numpy": "1.26.4"}), None, None)
     assert nothing == {"checked": [], "targets": [t.describe()], "problems": [], "ways_out": [], "fits": True,
-                       "note": "no framework requirement to check", "skipped": []}
+                       "note": "no framework requirement to check", "skipped": [], "unchecked": []}
 
 
 # PyTorch's install lines pair torch 2.5.1 with torchvision 0.20.1 and torchaudio 2.5.1 from the same index, so a

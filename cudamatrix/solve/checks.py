@@ -9,6 +9,8 @@ version (``2.5.1+cu121``) sorts above the plain one. The container facts (``NVID
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
@@ -19,6 +21,7 @@ from cudamatrix.models import Environment, Solution
 from cudamatrix.names import FAMILIES, FRAMEWORK_DISTS
 from cudamatrix.solve import rules
 from cudamatrix.solve.indexes import PYTORCH_INDEX_PREFIX
+from cudamatrix.solve.known import NameCheck
 from cudamatrix.solve.lockfile import RequirementsFile, parse_requirements
 from cudamatrix.solve.solver import parse_request, solve
 from cudamatrix.solve.target import Target
@@ -205,26 +208,37 @@ def _installed_request(installed: Environment) -> list[str]:
     return texts
 
 
-def check_requirements(matrix: Matrix, targets: list[Target], installed: Environment | None,
-                       text: str | None, name: str | None, mirror: str | None = None) -> dict:
-    """{"fits": bool, "checked": [...], "problems": [...], "ways_out": [...], "base_image", "nvidia_require_cuda",
-    "python_in_image", "unverified"}.
+NamesOf = Callable[[RequirementsFile, list[str]], NameCheck]  # the file's indexes, the names to ask about
 
-    ``text`` is a requirements file's content; None checks the installed frameworks instead.
+
+def check_requirements(matrix: Matrix, targets: list[Target], installed: Environment | None,
+                       text: str | None, name: str | None, mirror: str | None = None,
+                       names: NamesOf | None = None) -> dict:
+    """{"fits": bool, "checked": [...], "problems": [...], "ways_out": [...], "skipped", "unchecked",
+    "base_image", "nvidia_require_cuda", "python_in_image", "unverified"}.
+
+    ``text`` is a requirements file's content; None checks the installed frameworks instead. ``names`` asks the
+    file's indexes about the names the matrix does not know (:mod:`cudamatrix.solve.known`); a name no index
+    lists is a UsageError, one no index could answer is listed as unchecked.
     """
     problems: list[str] = []
     nvidia: list[Requirement] = []
     skipped: list[str] = []
+    unchecked: list[str] = []
     if text is not None:
         parsed = parse_requirements(text, name or "requirements")
         parsed.requirements, skipped = applying(parsed.requirements, targets)
+        if names is not None:
+            found = names(parsed, [r.name for r in parsed.requirements])
+            found.raise_unknown(f"{name or 'requirements'}: ")
+            unchecked = found.sentences()
         texts, nvidia = _file_request(matrix, parsed, targets, mirror, problems)
     elif installed is None:
         return {"fits": False, "checked": [], "problems": ["no installed environment to check"], "ways_out": []}
     else:
         texts = _installed_request(installed)
     result: dict = {"checked": texts, "targets": [t.describe() for t in targets], "problems": problems,
-                    "ways_out": [], "skipped": skipped}
+                    "ways_out": [], "skipped": skipped, "unchecked": unchecked}
     if problems:
         result["fits"] = False
         return result
