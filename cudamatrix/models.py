@@ -332,6 +332,10 @@ class Solution(Model):
     unverified: list[dict[str, str]] = field(default_factory=list)
     # requested names neither the matrix knows nor an index could be asked about (one sentence each)
     unchecked: list[str] = field(default_factory=list)
+    # sentences people must read with the answer: every substitution the solver made, every rule it applied
+    # that changes what was asked (a build passed over for inferred facts, a driver left unknown); each is a
+    # trace line too
+    notes: list[str] = field(default_factory=list)
 
 
 # --- Plan and apply ------------------------------------------------------------------------------

@@ -134,7 +134,7 @@ def _commands(c, solution, removed) -> None:
         import shlex
 
         c.print(escape("pip install " + " ".join(shlex.quote(a) for a in solution.pip_args)), soft_wrap=True)
-    for line in solution.unchecked:
+    for line in (*solution.notes, *solution.unchecked):
         c.print(escape(line), soft_wrap=True)
     if solution.unverified:
         facts = "; ".join(f"{u['fact']} ({u['basis']})" for u in solution.unverified)

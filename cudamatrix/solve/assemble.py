@@ -116,6 +116,8 @@ def assemble(choice: list[Candidate], request: Request, targets: list[Target], m
         [str(r) for r in request.passthrough]
     env_changes = _env_changes(installed) if installed is not None else {}
     main_fw = _main(choice, frameworks)
+    notes = said(choice, request, packages, targets, matrix)
+    trace += notes
     return Solution(
         request=request.texts, targets=[t.name for t in targets], frameworks=frameworks, packages=packages,
         variant=main_fw.variant if main_fw else None, cuda=main_fw.cuda if main_fw else None,
@@ -123,7 +125,47 @@ def assemble(choice: list[Candidate], request: Request, targets: list[Target], m
         extra_index_urls=extra, pip_args=pip_args if to_install or request.passthrough else [],
         env=env_changes, unchanged=not to_install and not env_changes, to_install=to_install,
         rejected=list(rejected), trace=trace, matrix_version=matrix.meta.data_version,
-        unverified=_unverified(choice, targets, trace))
+        unverified=_unverified(choice, targets, trace), notes=notes)
+
+
+def said(choice: list[Candidate], request: Request, packages: list[Pin], targets: list[Target],
+         matrix: Matrix) -> list[str]:
+    """The sentences the answer owes people: each requested name or extra it does not install as written (a
+    substitution), and each GPU build chosen for a target whose driver is not stated (the driver it needs)."""
+    return _substitutions(request, packages) + [s for c in choice for s in _unknown_driver(c, targets, matrix)]
+
+
+def _substitutions(request: Request, packages: list[Pin]) -> list[str]:
+    """A framework requirement whose name or extras no pin carries: what was asked, and what is installed."""
+    pinned = {p.name: p for p in packages}
+    out = []
+    for family, reqs in request.families.items():
+        for req in reqs:
+            pin = pinned.get(canonical(req.name))
+            if pin is None and canonical(req.name) in FAMILIES[family].aliases:
+                pin = pinned.get(family)
+                if pin is not None:
+                    out.append(f"substituted: {req} is installed as {pin.requirement()} ({req.name} is another "
+                               f"name of {family})")
+                continue
+            missing = set(req.extras) - set(pin.extras) if pin is not None else set()
+            if missing:
+                out.append(f"substituted: {req} asks for the extra {', '.join(sorted(missing))}, and the answer "
+                           f"installs {pin.requirement() if pin else family}")
+    return out
+
+
+def _unknown_driver(c: Candidate, targets: list[Target], matrix: Matrix) -> list[str]:
+    """A GPU build for a target whose driver is unknown: the driver it needs, since nothing checked it."""
+    if c.variant.cuda is None or all(t.driver for t in targets):
+        return []
+    full, minor, _ = rules.driver_floors(matrix, c.variant.cuda, targets[0].platform)
+    if not full and not minor:
+        return [f"the driver is not stated: {c.label} needs a driver that runs CUDA {c.variant.cuda}"]
+    floor = minor or full
+    return [f"the driver is not stated: {c.label} (CUDA {c.variant.cuda}) needs driver >= {floor}"
+            + (f" ({full} for full support)" if full and minor and full != minor else "")
+            + "; with an older driver, solve again with --driver VERSION"]
 
 
 def _framework_choice(c: Candidate) -> FrameworkChoice:

@@ -42,7 +42,7 @@ def solve(targets: list[Target], request: Request, matrix: Matrix, *,
     rejected: list[Rejection] = []
     per_family: dict[str, list[Candidate]] = {}
     verdicts: Verdicts = {}
-    wants_gpu = all((t.has_gpu or t.driver) and t.driver_usable for t in reps)
+    wants_gpu = all(t.wants_gpu for t in reps)
     request, kept, kept_trace = _keep_unknown_installed(request, matrix, installed)
     trace += kept_trace
 
