@@ -293,6 +293,10 @@ class WayOut(Model):
     message: str
     kind: Literal["upgrade_driver", "pin_older", "cpu_build", "split_environments", "change_python", "jetpack",
                   "other"]
+    # the change, as the solver re-solves it before the way out is printed: {"driver": "570.26"},
+    # {"python": "3.13 3.12"} (tried in that order), {"family": "torch", "requirement": "torch==2.7.1+cu118"};
+    # empty: a change outside the matrix (another index, separate environments), printed as it is
+    change: dict[str, str] = field(default_factory=dict)
 
 
 @record

@@ -144,9 +144,8 @@ def upgrade_driver(f: Failure) -> list[WayOut]:
     need, first = max(((n, c) for n, c in needs if driver_version(n) == low), key=lambda x: x[1].release.version)
     top_need, best = max(needs, key=lambda x: (x[1].release.version, driver_version(x[0])))
     newest = "" if best is first else f"; the newest, {best.label}, needs >= {top_need}"
-    return [WayOut(kind="upgrade_driver",
-                   message=f"upgrade the driver to >= {need} ({first.label} then fits{newest}); "
-                           f"or pin an older {f.family} built for an older CUDA")]
+    return [WayOut(kind="upgrade_driver", message=f"upgrade the driver to >= {need} ({first.label} then fits{newest})",
+                   change={"driver": need, "family": f.family})]
 
 
 def jetpack(f: Failure) -> list[WayOut]:
@@ -171,7 +170,8 @@ def pin_older(f: Failure) -> list[WayOut]:
         return []
     extra = f"[{c.variant.pip_extra}]" if c.variant.pip_extra else ""
     return [WayOut(kind="pin_older",
-                   message=f"relax the request: {f.family}{extra}=={c.release.version} ({c.variant.name}) fits")]
+                   message=f"relax the request: {f.family}{extra}=={c.release.version} ({c.variant.name}) fits",
+                   change={"family": f.family, "requirement": f"{f.family}{extra}=={c.version_text()}"})]
 
 
 def cpu_build(f: Failure) -> list[WayOut]:
@@ -183,7 +183,8 @@ def cpu_build(f: Failure) -> list[WayOut]:
     if not cpu:
         return []
     c = max(cpu, key=lambda c: c.release.version)
-    return [WayOut(kind="cpu_build", message=f"use the CPU build: {f.family}=={c.version_text()}")]
+    return [WayOut(kind="cpu_build", message=f"use the CPU build: {f.family}=={c.version_text()}",
+                   change={"family": f.family, "requirement": f"{f.family}=={c.version_text()}"})]
 
 
 def change_python(f: Failure) -> list[WayOut]:
@@ -193,7 +194,8 @@ def change_python(f: Failure) -> list[WayOut]:
     pys = sorted({p for c, _, _ in f.in_request for p in c.release.python}, key=Version)
     if not pys:
         return []
-    return [WayOut(kind="change_python", message=f"use Python {pys[-1]} ({f.family} supports {', '.join(pys[-4:])})")]
+    return [WayOut(kind="change_python", message=f"use Python {pys[-1]} ({f.family} supports {', '.join(pys[-4:])})",
+                   change={"python": " ".join(reversed(pys)), "family": f.family})]
 
 
 def split_environments(request: Request) -> WayOut:
