@@ -21,7 +21,8 @@ def framework_pins(c: Candidate, request: Request, installed: Environment | None
     """Exact pins of one chosen build: the framework, its wanted companions, its extra packages and the
     nvidia-* wheels it pins on the target."""
     v = c.variant
-    use_index = v.index_url if (v.index_url and not (v.pypi_default and target.platform == "linux_x86_64")) else None
+    use_index = v.index_url if (v.index_url and not rules.platform_variant(v, target.platform).pypi_default) \
+        else None
     out = [_with_asked_extras(p, request.families.get(c.family, [])) for p in
            _FAMILY_PINS[c.family](c, request, installed, use_index)]
     for req in rules.pins_for(v, target):

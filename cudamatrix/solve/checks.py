@@ -104,21 +104,21 @@ def _release_build(release: FrameworkRelease, req: Requirement, ix: _Indexes, lo
                    targets: list[Target]) -> tuple[str | None, str | None]:
     """The build of one release pip takes from these indexes (a local version sorts above the plain one, and
     cu128 above cu126: pip takes the highest), a problem, or (None, None) when they serve none of it."""
+    from cudamatrix.matrix.query import default_variant
+
     plain_default = ix.default and not local_asked
-    options: list[Variant] = []
-    for v in release.variants:
-        if local_asked and v.name not in local_asked:
-            continue
-        if ix.offers(v):
-            options.append(v)
-        elif plain_default and v.pypi_default:
-            other = sorted({t.platform for t in targets} - {"linux_x86_64"})
-            if other:
-                return None, (f"{req}: which build of torch {release.version} the default index serves for "
-                              f"{', '.join(other)} is not in the matrix")
-            options.append(v)
-    if plain_default and not options and not any(v.pypi_default for v in release.variants):
-        return None, f"{req}: which build of torch {release.version} the default index serves is not in the matrix"
+    platforms = sorted({t.platform for t in targets})
+    served = {p: default_variant(release, p) for p in platforms} if plain_default else {}
+    defaults = {v.name for v in served.values() if v is not None}
+    options = [v for v in release.variants if (not local_asked or v.name in local_asked) and ix.offers(v)]
+    if not options and any(v is None for v in served.values()):  # a local version would sort above it
+        other = [p for p, v in served.items() if v is None and p != "linux_x86_64"]
+        on = f" for {', '.join(other)}" if other else ""
+        return None, f"{req}: which build of torch {release.version} the default index serves{on} is not in the matrix"
+    if len(defaults) > 1:
+        return None, (f"{req}: the default index serves another build of torch {release.version} on each of "
+                      f"the targets' platforms ({', '.join(sorted(defaults))}): check each platform on its own")
+    options += [v for v in release.variants if v.name in defaults and v not in options]
     if not options:
         return None, None
     best = max(options, key=lambda v: (ix.offers(v), _local_key(v.name)))
@@ -167,9 +167,10 @@ def _file_request(matrix: Matrix, parsed: RequirementsFile, targets: list[Target
             nvidia.append(req)
         elif cname == "torch":
             torch_text, problem = _torch_build(matrix, req, parsed, targets, mirror)
+            problem = problem or _cpu_by_default(req, torch_text, targets)
             if problem:
                 problems.append(problem)
-            elif torch_text:
+            if torch_text:
                 extras = f"[{','.join(sorted(req.extras))}]" if req.extras else ""
                 texts.append(torch_text.replace("torch", f"torch{extras}", 1))
     local = torch_text.partition("+")[2] if torch_text else ""
@@ -184,6 +185,17 @@ def _file_request(matrix: Matrix, parsed: RequirementsFile, targets: list[Target
         elif cname in FRAMEWORK_DISTS and cname not in TORCH_DISTS:
             texts.append(str(req))
     return texts, nvidia
+
+
+def _cpu_by_default(req: Requirement, text: str | None, targets: list[Target]) -> str | None:
+    """A line that did not ask for the CPU build, which pip installs from the file's indexes on a GPU target
+    (PyPI's Windows torch is the CPU build: PyTorch "Get Started", Windows pip lines name a CUDA index)."""
+    asked_cpu = any(s.version.endswith("+cpu") for s in req.specifier)
+    if text is None or not text.endswith("+cpu") or asked_cpu or not all(t.wants_gpu for t in targets):
+        return None
+    where = ", ".join(sorted({t.platform for t in targets}))
+    return (f"{req}: pip installs {text} from the file's indexes on {where} (the CPU build), and the target has a "
+            f"GPU")
 
 
 def _with_local(req: Requirement, local: str) -> str:
@@ -241,6 +253,8 @@ def check_requirements(matrix: Matrix, targets: list[Target], installed: Environ
                     "ways_out": [], "skipped": skipped, "unchecked": unchecked}
     if problems:
         result["fits"] = False
+        result["advice"] = index_advice(matrix, texts, targets) if texts else []
+        result["ways_out"] = [a["message"] for a in result["advice"]]
         return result
     if not texts:
         result.update(fits=True, note="no framework requirement to check")
@@ -251,7 +265,8 @@ def check_requirements(matrix: Matrix, targets: list[Target], installed: Environ
         result["fits"] = False
         result["problems"] = [c.message + (f" (blocks: {', '.join(c.machines)})" if c.machines else "")
                               for c in exc.causes]
-        result["ways_out"] = _index_ways_out(matrix, texts, targets) + [w.message for w in exc.ways_out]
+        result["advice"] = index_advice(matrix, texts, targets)
+        result["ways_out"] = [a["message"] for a in result["advice"]] + [w.message for w in exc.ways_out]
         return result
     result["problems"] += _nvidia_problems(solution, nvidia)
     result["fits"] = not result["problems"]
@@ -279,11 +294,16 @@ def _nvidia_problems(solution: Solution, nvidia: list[Requirement]) -> list[str]
     return out
 
 
-def _index_ways_out(matrix: Matrix, texts: list[str], targets: list[Target]) -> list[str]:
-    """For a torch build that does not fit: another build of the same release that does, and the index
-    line that makes pip install it."""
-    out = []
-    for text in texts:
+def index_advice(matrix: Matrix, texts: list[str], targets: list[Target]) -> list[dict]:
+    """For a torch build that does not fit: another build of the same release with which the whole file solves
+    (re-solved with the file's other frameworks, so the advice converges), as a change to the file:
+    ``{"add": [index line], "pin": {name: exact requirement}, "message": sentence}``.
+
+    The index line is ``--extra-index-url``: the file's indexes stay for every other package (TensorFlow is not
+    on the PyTorch index). The pins carry the build's local version (``torch==2.5.1+cu121``), which only that
+    PyTorch index folder serves, so pip installs that build whatever other indexes the file names (an exact
+    local version matches only itself: PEP 440)."""
+    for i, text in enumerate(texts):
         req = Requirement(text)
         if canonicalize_name(req.name) != "torch":
             continue
@@ -292,12 +312,35 @@ def _index_ways_out(matrix: Matrix, texts: list[str], targets: list[Target]) -> 
         if release is None:
             continue
         for v in sorted(release.variants, key=lambda v: v.cuda or Version("0"), reverse=True):
-            if v.name != local and v.cuda is not None and v.index_url and \
-                    all(not rules.check(matrix, release, v, t) for t in targets):
-                out.append(f"add the line --index-url {v.index_url} to the file: pip then installs torch "
-                           f"{release.version}{v.local_version or ''}, which fits")
-                break
-    return out
+            if v.name == local or v.cuda is None or not v.index_url:
+                continue
+            moved = [_with_variant(t, local, v.name) if j == i or _is_companion(t) else t
+                     for j, t in enumerate(texts)]
+            try:
+                solve(targets, parse_request(moved), matrix, installed=None, check_ways=False)
+            except NoSolution:
+                continue
+            pins = {canonicalize_name(Requirement(t).name): t for t in moved
+                    if canonicalize_name(Requirement(t).name) in TORCH_DISTS}
+            line = f"--extra-index-url {v.index_url}"
+            return [{"add": [line], "pin": pins,
+                     "message": f"add the line {line} to the file and pin {' '.join(pins.values())}: pip then "
+                                f"installs that build, which fits with the file's other frameworks; other "
+                                f"packages keep their index"}]
+    return []
+
+
+def _is_companion(text: str) -> bool:
+    return canonicalize_name(Requirement(text).name) in ("torchvision", "torchaudio")
+
+
+def _with_variant(text: str, old: str, new: str) -> str:
+    """A requirement text whose exact pin carries another local version (``torch==2.5.1+cu124`` -> ``+cu121``)."""
+    if old:
+        return text.replace(f"+{old}", f"+{new}")
+    req = Requirement(text)
+    specs = [f"{s.operator}{s.version}+{new}" if s.operator == "==" else str(s) for s in req.specifier]
+    return f"{req.name}{','.join(specs)}"
 
 
 def _chosen(solution: Solution, matrix: Matrix) -> list[tuple[FrameworkRelease, Variant]]:

@@ -142,7 +142,7 @@ def preference(c: Candidate, targets: list[Target], installed: tuple[str, str | 
         version=c.release.version,
         full_driver_support=all(rules.full_support(matrix, c.variant, t) for t in targets),
         cuda=c.variant.cuda or Version("0"),
-        pypi_default=c.variant.pypi_default,
+        pypi_default=all(rules.platform_variant(c.variant, t.platform).pypi_default for t in targets),
     )
 
 
