@@ -310,6 +310,16 @@ class FrameworkChoice(Model):
     cudnn: str | None = None
     index_url: str | None = None
     matrix_source: str | None = None
+    # the CUDA/cuDNN wheels the label names that the answer leaves as a range (pip takes the newest in it):
+    # "nvidia-cudnn-cu12<10.0,>=9.3.0.75"; empty: what the label says is pinned
+    unpinned: list[str] = field(default_factory=list)
+
+    def label(self) -> str:
+        """"CUDA 12.5.1, cuDNN 9.3.0.75" (with what is unpinned said), or "CPU build"."""
+        if not self.cuda:
+            return "CPU build"
+        free = f" (unpinned: pip takes the newest of {', '.join(self.unpinned)})" if self.unpinned else ""
+        return f"CUDA {self.cuda}, cuDNN {self.cudnn or 'unknown'}{free}"
 
 
 @record

@@ -122,6 +122,8 @@ def check_solution(solution, expect: dict) -> None:
             assert fw.cuda is None, f"{name}: a GPU build was chosen"
         if "variant" in want:
             assert fw.variant == want["variant"]
+        if name in expect.get("cudnn_label", {}):
+            assert fw.cudnn == expect["cudnn_label"][name] and not any("cudnn" in u for u in fw.unpinned), fw
         if name in expect.get("variant_not", {}):
             assert fw.variant != expect["variant_not"][name], f"{name} {fw.version} {fw.variant}"
     if expect.get("same_cuda_major"):

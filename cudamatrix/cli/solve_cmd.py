@@ -112,7 +112,7 @@ def _human_solution(solution, resolved, explain: bool, removed=()) -> None:
         c.print(f"[dim]... and {len(resolved.targets) - 5} more machines[/]")
     for fw in solution.frameworks:
         c.print(f"[bold]{E(fw.name)} {E(fw.version)}[/] {E(fw.variant)}" +
-                (E(f"  CUDA {fw.cuda}, cuDNN {fw.cudnn or 'unknown'}") if fw.cuda else "  CPU build"))
+                E(f"  {fw.label()}"))
     c.print(render.table(None, ["package", "version", "index"],
                          [[p.name + (f"[{','.join(p.extras)}]" if p.extras else ""), p.version,
                            p.index_url or "default"] for p in solution.packages], paths=("index",)))

@@ -17,7 +17,8 @@ from cudamatrix.solve.search import Candidate
 from cudamatrix.solve.target import Target
 
 
-def framework_pins(c: Candidate, request: Request, installed: Environment | None, target: Target) -> list[Pin]:
+def framework_pins(c: Candidate, request: Request, installed: Environment | None, target: Target,
+                   matrix: Matrix | None = None) -> list[Pin]:
     """Exact pins of one chosen build: the framework, its wanted companions, its extra packages and the
     nvidia-* wheels it pins on the target."""
     v = c.variant
@@ -29,7 +30,16 @@ def framework_pins(c: Candidate, request: Request, installed: Environment | None
         exact = [s.version for s in req.specifier if s.operator == "==" and "*" not in s.version]
         if exact:  # keep extras: cuda-toolkit[cublas,...]==X installs nothing of use without them
             out.append(Pin(name=canonical(req.name), version=exact[0], extras=sorted(req.extras)))
-    return out
+    return out + (_gpu_capped(c, target, matrix) if matrix is not None else [])
+
+
+def _gpu_capped(c: Candidate, target: Target, matrix: Matrix) -> list[Pin]:
+    """The cuDNN wheel pinned below the versions that have no kernels for the target's GPU (the rule
+    ``cudnn_range`` let the build in only because such a version is known)."""
+    from cudamatrix.solve.pins import cudnn_for_gpus
+
+    pin, _ = cudnn_for_gpus(matrix, c.variant, target)
+    return [Pin(name=canonical(pin.name), version=next(iter(pin.specifier)).version)] if pin is not None else []
 
 
 def _with_asked_extras(pin: Pin, reqs: list[Requirement]) -> Pin:
@@ -102,9 +112,10 @@ def assemble(choice: list[Candidate], request: Request, targets: list[Target], m
     pins: dict[str, Pin] = {}
     frameworks = []
     for c in choice:
-        for p in framework_pins(c, request, installed, targets[0]):
+        own = framework_pins(c, request, installed, targets[0], matrix)
+        for p in own:
             pins.setdefault(p.name, p)
-        frameworks.append(_framework_choice(c))
+        frameworks.append(_as_pinned(_framework_choice(c), c, own, targets[0]))
         trace.append(f"chose {c.label}" + (f" (CUDA {c.variant.cuda}, cuDNN {c.variant.cudnn or 'unknown'})"
                                             if c.variant.cuda else " (CPU build)"))
     frameworks.extend(kept)
@@ -133,7 +144,16 @@ def said(choice: list[Candidate], request: Request, packages: list[Pin], targets
          matrix: Matrix) -> list[str]:
     """The sentences the answer owes people: each requested name or extra it does not install as written (a
     substitution), and each GPU build chosen for a target whose driver is not stated (the driver it needs)."""
-    return _substitutions(request, packages) + [s for c in choice for s in _unknown_driver(c, targets, matrix)]
+    return _substitutions(request, packages) + [s for c in choice for s in _unknown_driver(c, targets, matrix)] + \
+        [s for c in choice for s in _capped_said(c, targets[0], matrix)]
+
+
+def _capped_said(c: Candidate, target: Target, matrix: Matrix) -> list[str]:
+    """The cuDNN pin the GPU's floor adds to a build that leaves cuDNN as a range, and why."""
+    from cudamatrix.solve.pins import cudnn_for_gpus
+
+    pin, why = cudnn_for_gpus(matrix, c.variant, target)
+    return [f"pinned {pin} for {c.label}: {why}"] if pin is not None else []
 
 
 def _substitutions(request: Request, packages: list[Pin]) -> list[str]:
@@ -167,6 +187,23 @@ def _unknown_driver(c: Candidate, targets: list[Target], matrix: Matrix) -> list
     return [f"the driver is not stated: {c.label} (CUDA {c.variant.cuda}) needs driver >= {floor}"
             + (f" ({full} for full support)" if full and minor and full != minor else "")
             + "; with an older driver, solve again with --driver VERSION"]
+
+
+_LABELLED = ("nvidia-cudnn", "nvidia-cuda-runtime")  # the libraries a label names: cuDNN, the CUDA runtime
+
+
+def _as_pinned(fw: FrameworkChoice, c: Candidate, own: list[Pin], target: Target) -> FrameworkChoice:
+    """The label made true to the pip line: the cuDNN pinned below a GPU floor is the one named; a CUDA or cuDNN
+    wheel the build leaves as a range is listed as unpinned."""
+    exact = {p.name: p.version for p in own}
+    cudnn = next((v for n, v in exact.items() if rules.library_key(n) == "nvidia-cudnn"), None)
+    free = [str(r) for r in rules.pins_for(c.variant, target)
+            if rules.library_key(r.name) in _LABELLED and canonical(r.name) not in exact]
+    if cudnn is None and not free:
+        return fw
+    return FrameworkChoice(name=fw.name, version=fw.version, variant=fw.variant, cuda=fw.cuda,
+                           cudnn=cudnn or fw.cudnn, index_url=fw.index_url, matrix_source=fw.matrix_source,
+                           unpinned=[f.split(";")[0].strip() for f in free])
 
 
 def _framework_choice(c: Candidate) -> FrameworkChoice:

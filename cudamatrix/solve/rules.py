@@ -334,11 +334,26 @@ def cudnn_gpu(build: Build, gpu: TargetGpu) -> list[Reason]:
     return _cudnn_reasons(build.matrix, build.label, build.variant, gpu.compute_capability, _gpu_name(gpu))
 
 
+def cudnn_range(build: Build, gpu: TargetGpu) -> list[Reason]:
+    """Rule ``cudnn_gpu``, for a build whose cuDNN wheel is a range (TensorFlow's and-cuda: nvidia-cudnn-cu12
+    >=9.3.0.75,<10): pip takes the newest, and cuDNN from 9.11 on carries no kernels below compute capability 7.5
+    (cudnn.json ``gpu_floors``, from NVIDIA's cuDNN support matrix and the wheels' binaries). The build fits when
+    the matrix knows a version in the range that has kernels for the GPU (the answer then pins it)."""
+    from cudamatrix.solve.pins import cudnn_for_gpus
+
+    one = Target(name=build.target.name, driver=build.target.driver, gpus=(gpu,), platform=build.target.platform,
+                 python=build.target.python)
+    pin, why = cudnn_for_gpus(build.matrix, build.variant, one)
+    if pin is None and why:
+        return [Reason("cudnn_gpu", f"{build.label}: {why}", build.variant.source)]
+    return []
+
+
 # The registries :func:`check` runs, in this order; the order is the order of the Reasons it returns.
 BUILD_RULES: list[BuildRule] = [platform, python]  # every build on every target
 # a CUDA build on a target with a GPU or a driver
 CUDA_RULES: list[BuildRule] = [system_cuda, driver_floor, documented_min_driver, gpu_driver]
-GPU_RULES: list[GpuRule] = [jetson, arch, cudnn_gpu]  # a CUDA build, once per target GPU
+GPU_RULES: list[GpuRule] = [jetson, arch, cudnn_gpu, cudnn_range]  # a CUDA build, once per target GPU
 DECISIVE: set[GpuRule] = {jetson}  # a GPU rule that, when it fires, leaves that GPU's later rules unasked
 
 
