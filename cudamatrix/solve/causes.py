@@ -153,6 +153,13 @@ def jetpack(f: Failure) -> list[WayOut]:
     driver; NVIDIA's JetPack wheels do (NVIDIA's "PyTorch for Jetson" page)."""
     if not any(r.rule == "jetson" for _, rs, _ in f.in_request for r in rs):
         return []
+    boards = [b for b in (rules.jetpack_of(f.matrix, t) for t in f.reps) if b is not None]
+    if boards and boards[0].index_url:
+        b = boards[0]
+        return [WayOut(kind="jetpack",
+                       message=f"install {f.family} from NVIDIA's JetPack {'/'.join(b.jetpack)} wheels (CUDA "
+                               f"{b.cuda}, Jetson Linux {b.l4t}): pip install --extra-index-url {b.index_url} "
+                               f"{f.family}; no default-index or PyTorch-index build has kernels for the board")]
     return [WayOut(kind="jetpack",
                    message=f"install {f.family} from NVIDIA's JetPack wheels for the board's JetPack "
                            f"release (NVIDIA's 'PyTorch for Jetson' builds or the jetson-containers "

@@ -232,6 +232,9 @@ def driver_floor(build: Build) -> list[Reason]:
     driver, variant = build.target.driver, build.variant
     if not driver:
         return []
+    board = jetpack_of(build.matrix, build.target)
+    if board is not None:
+        return _jetpack_floor(build, board)
     full, minor, row = build.floors
     if (full and _ge(driver, full)) or (minor and _ge(driver, minor)):
         return []
@@ -246,6 +249,29 @@ def driver_floor(build: Build) -> list[Reason]:
         f"driver {driver} {runs}; {build.label} needs CUDA {variant.cuda}, which needs driver "
         f">= {minor or full}{' under minor-version compatibility' if minor else ''}{fully}",
         row, need_driver=minor or full)]
+
+
+def jetpack_of(matrix: Matrix, target: Target):
+    """The JetPack line of a Jetson target (linux_aarch64, a driver a JetPack line reports: cuda.json ``jetpack``,
+    from NVIDIA's JetPack release notes), or None."""
+    from cudamatrix.matrix.query import jetpack_for_driver
+
+    if target.platform != "linux_aarch64" or not target.driver:
+        return None
+    return jetpack_for_driver(matrix, target.driver)
+
+
+def _jetpack_floor(build: Build, board) -> list[Reason]:
+    """A Jetson driver is not a desktop branch: it runs the CUDA its JetPack line ships (R540 of JetPack 6 runs
+    CUDA 12.6, where the desktop table would say 12.2), and no newer one."""
+    cuda = build.variant.cuda
+    assert cuda is not None  # a CUDA rule
+    if cuda.release[:2] <= board.cuda.release[:2]:
+        return []
+    line = "/".join(board.jetpack)
+    return [Reason("driver_floor", f"driver {build.target.driver} is JetPack {line}'s (Jetson Linux {board.l4t}), "
+                                   f"which runs CUDA {board.cuda} at most; {build.label} needs CUDA {cuda}",
+                   board.source)]
 
 
 def documented_min_driver(build: Build) -> list[Reason]:

@@ -198,6 +198,11 @@ def flag_driver(matrix: Matrix, text: str, platform: str) -> tuple[str, tuple[st
                          hint="give the \"Driver Version\" nvidia-smi prints" +
                               (f"; every driver from {first} on runs CUDA {t}: --driver {first} answers for the oldest"
                                if first else ""))
+    from cudamatrix.matrix.query import jetpack_for_driver
+
+    board = jetpack_for_driver(matrix, t) if platform == "linux_aarch64" else None
+    if board is not None:
+        return t, (f"a Jetson driver: JetPack {'/'.join(board.jetpack)} (Jetson Linux {board.l4t}), CUDA {board.cuda}",)
     return t, ()
 
 
