@@ -135,6 +135,9 @@ def check_solution(solution, expect: dict) -> None:
     for text in expect.get("requirements_include_prefix", []):
         assert any(p.startswith(text) for p in pinned), f"no {text}... in {pinned}"
     names = {p.name for p in solution.packages}
+    if "no_package_prefix" in expect:
+        assert not [n for n in names if n.startswith(expect["no_package_prefix"])], sorted(names)
+        assert not [p for p in solution.packages if p.extras and p.name == "tensorflow"], solution.packages
     for name in expect.get("packages_include", []):
         assert name in names, f"{name} missing from {sorted(names)}"
     if "to_install_prefix" in expect:

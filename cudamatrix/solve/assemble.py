@@ -26,6 +26,8 @@ def framework_pins(c: Candidate, request: Request, installed: Environment | None
         else None
     out = [_with_asked_extras(p, request.families.get(c.family, [])) for p in
            _FAMILY_PINS[c.family](c, request, installed, use_index)]
+    if plain_wheel(c, request, [target]):
+        return [Pin(name=p.name, version=p.version, index_url=p.index_url) for p in out]
     for req in rules.pins_for(v, target):
         exact = [s.version for s in req.specifier if s.operator == "==" and "*" not in s.version]
         if exact:  # keep extras: cuda-toolkit[cublas,...]==X installs nothing of use without them
@@ -69,6 +71,15 @@ def _tensorflow_pins(c: Candidate, request: Request, installed: Environment | No
     """tensorflow, with the variant's extra (``and-cuda``)."""
     extras = [c.variant.pip_extra] if c.variant.pip_extra else []
     return [Pin(name="tensorflow", version=str(c.release.version), extras=extras, index_url=use_index)]
+
+
+def plain_wheel(c: Candidate, request: Request, targets: list[Target]) -> bool:
+    """TensorFlow for targets without a GPU, whose request names no extra: the plain ``tensorflow`` wheel, not
+    ``tensorflow[and-cuda]`` (TensorFlow's pip guide: "pip install tensorflow" for CPU users, the and-cuda extra
+    for GPU users; it would pull gigabytes of nvidia-* wheels a machine without a GPU never loads)."""
+    if c.family != "tensorflow" or not c.variant.pip_extra or any(t.wants_gpu for t in targets):
+        return False
+    return not any(r.extras for r in request.families.get("tensorflow", []))
 
 
 def _jax_pins(c: Candidate, request: Request, installed: Environment | None, use_index: str | None) -> list[Pin]:
@@ -115,7 +126,7 @@ def assemble(choice: list[Candidate], request: Request, targets: list[Target], m
         own = framework_pins(c, request, installed, targets[0], matrix)
         for p in own:
             pins.setdefault(p.name, p)
-        frameworks.append(_as_pinned(_framework_choice(c), c, own, targets[0]))
+        frameworks.append(_plain_choice(c, request, targets) or _as_pinned(_framework_choice(c), c, own, targets[0]))
         trace.append(f"chose {c.label}" + (f" (CUDA {c.variant.cuda}, cuDNN {c.variant.cudnn or 'unknown'})"
                                             if c.variant.cuda else " (CPU build)"))
     frameworks.extend(kept)
@@ -144,7 +155,11 @@ def said(choice: list[Candidate], request: Request, packages: list[Pin], targets
          matrix: Matrix) -> list[str]:
     """The sentences the answer owes people: each requested name or extra it does not install as written (a
     substitution), and each GPU build chosen for a target whose driver is not stated (the driver it needs)."""
-    return _substitutions(request, packages) + [s for c in choice for s in _unknown_driver(c, targets, matrix)] + \
+    plain = [f"{c.label} without the [{c.variant.pip_extra}] extra: the plain wheel, since the target has no GPU "
+             f"(TensorFlow's pip guide: pip install tensorflow for CPU users)"
+             for c in choice if plain_wheel(c, request, targets)]
+    return plain + _substitutions(request, packages) + \
+        [s for c in choice if not plain_wheel(c, request, targets) for s in _unknown_driver(c, targets, matrix)] + \
         [s for c in choice for s in _capped_said(c, targets[0], matrix)]
 
 
@@ -190,6 +205,14 @@ def _unknown_driver(c: Candidate, targets: list[Target], matrix: Matrix) -> list
 
 
 _LABELLED = ("nvidia-cudnn", "nvidia-cuda-runtime")  # the libraries a label names: cuDNN, the CUDA runtime
+
+
+def _plain_choice(c: Candidate, request: Request, targets: list[Target]) -> FrameworkChoice | None:
+    """The plain TensorFlow wheel's choice: the CPU use of the release, no CUDA named."""
+    if not plain_wheel(c, request, targets):
+        return None
+    return FrameworkChoice(name=c.family, version=str(c.release.version), variant="cpu", index_url=None,
+                           matrix_source=c.variant.source)
 
 
 def _as_pinned(fw: FrameworkChoice, c: Candidate, own: list[Pin], target: Target) -> FrameworkChoice:
