@@ -142,3 +142,21 @@ def test_a_substitution_is_a_trace_line_and_a_note(matrix):
     solution = solve([t], parse_request(["tensorflow-gpu==2.10.0"]), matrix)
     said = [n for n in solution.notes if n.startswith("substituted: tensorflow-gpu==2.10.0")]
     assert said and said[0] in solution.trace
+
+
+def test_a_build_passed_over_for_inferred_facts_is_said():
+    """README "known / inferred": a build that rests on inferred facts ranks below one that rests on read ones.
+    When that passes over a newer build that fits (issue #23: torch 2.11/2.12 cu128/cu129 on R570, whose facts
+    were inferred), the answer says so, with the facts and their basis, in a note and the trace."""
+    from smallmatrix import build, release, target, variant
+
+    known = variant("cu124", "12.4", archs=["8.0", "9.0"], cudnn="9.1.0", index_url="https://download.pytorch.org/whl/cu124",
+                    local_version="+cu124")
+    guessed = variant("cu128", "12.8", archs=["8.0", "9.0", "12.0"], cudnn="9.1.0",
+                      index_url="https://download.pytorch.org/whl/cu128", local_version="+cu128",
+                      inferred={"archs": "copied from the cu126 build of the same release"})
+    m = build(release("2.5.1", known), release("2.7.0", guessed))
+    solution = solve([target("570.86.10", "9.0")], parse_request(["torch"]), m)
+    assert [(f.version, f.variant) for f in solution.frameworks] == [("2.5.1", "cu124")]
+    said = [n for n in solution.notes if n.startswith("passed over torch 2.7.0 cu128")]
+    assert said and "copied from the cu126 build" in said[0] and said[0] in solution.trace

@@ -117,7 +117,7 @@ def same_version(installed: str | None, wanted: str, variant: str | None = None)
 
 def assemble(choice: list[Candidate], request: Request, targets: list[Target], matrix: Matrix,
              installed: Environment | None, rejected: list[Rejection], trace: list[str],
-             kept: Sequence[FrameworkChoice] = ()) -> Solution:
+             kept: Sequence[FrameworkChoice] = (), notes: Sequence[str] = ()) -> Solution:
     """The Solution for the chosen candidates; ``rejected`` and ``trace`` so far are copied into it."""
     trace = list(trace)
     pins: dict[str, Pin] = {}
@@ -139,7 +139,7 @@ def assemble(choice: list[Candidate], request: Request, targets: list[Target], m
         [str(r) for r in request.passthrough]
     env_changes = _env_changes(installed) if installed is not None else {}
     main_fw = _main(choice, frameworks)
-    notes = said(choice, request, packages, targets, matrix)
+    notes = [*notes, *said(choice, request, packages, targets, matrix)]
     trace += notes
     return Solution(
         request=request.texts, targets=[t.name for t in targets], frameworks=frameworks, packages=packages,

@@ -131,7 +131,29 @@ def _solve(targets: list[Target], request: Request, matrix: Matrix, installed: E
         if found.choice is None:
             raise no_solution(matrix, request, reps, unique, verdicts, [], rejected, combined=True)
         choice = found.choice
-    return assemble(choice, request, reps, matrix, installed, rejected, trace, kept)
+    return assemble(choice, request, reps, matrix, installed, rejected, trace, kept,
+                    notes=passed_over(choice, per_family, reps, matrix))
+
+
+def passed_over(choice: list[Candidate], per_family: dict[str, list[Candidate]], targets: list[Target],
+                matrix: Matrix) -> list[str]:
+    """For each chosen build, the best build that fits but was passed over because its facts are inferred, not
+    read from an artifact (README, "known / inferred"): newer, or of a newer CUDA, yet ranked below. One sentence
+    per family, with the inferred facts and their basis."""
+    from cudamatrix.solve import rules
+
+    out = []
+    for c in choice:
+        mine = (c.release.version, c.variant.cuda or Version("0"))
+        for other in per_family.get(c.family, []):
+            facts = [f for t in targets for f in rules.inferred_facts(other.release, other.variant, t)]
+            if facts and (other.release.version, other.variant.cuda or Version("0")) > mine:
+                names = "; ".join(f"{fact} ({basis})" for fact, basis in dict(facts).items())
+                out.append(f"passed over {other.label}, which also fits: it rests on inferred facts ({names}); "
+                           f"{c.label} rests on facts read from its wheels. Ask for {other.family}=="
+                           f"{other.version_text()} to take it anyway")
+                break
+    return out
 
 
 def _installed_variant(env: Environment | None, family: str) -> tuple[str, str | None] | None:
