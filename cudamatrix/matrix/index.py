@@ -21,6 +21,7 @@ import re
 import struct
 import sys
 import zlib
+from collections.abc import Sequence
 from email.parser import HeaderParser
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -317,7 +318,7 @@ def _in_find_links(folder: str, name: str) -> bool:
     return any(canonicalize_name(re.split(r"-\d", f, maxsplit=1)[0]) == want for f in files)
 
 
-def index_lookup(urls: list[str], find_links: list[str] = (), timeout: float = 10.0):
+def index_lookup(urls: list[str], find_links: Sequence[str] = (), timeout: float = 10.0):
     """A name lookup over pip's sources: True when one lists the project, False when every one answered and
     none lists it, None when it cannot be told (an index that did not answer, a find-links web page, which
     is not read). Local indexes and find-links folders are read from disk."""

@@ -104,25 +104,35 @@ def _release_build(release: FrameworkRelease, req: Requirement, ix: _Indexes, lo
                    targets: list[Target]) -> tuple[str | None, str | None]:
     """The build of one release pip takes from these indexes (a local version sorts above the plain one, and
     cu128 above cu126: pip takes the highest), a problem, or (None, None) when they serve none of it."""
-    from cudamatrix.matrix.query import default_variant
-
-    plain_default = ix.default and not local_asked
-    platforms = sorted({t.platform for t in targets})
-    served = {p: default_variant(release, p) for p in platforms} if plain_default else {}
-    defaults = {v.name for v in served.values() if v is not None}
     options = [v for v in release.variants if (not local_asked or v.name in local_asked) and ix.offers(v)]
-    if not options and any(v is None for v in served.values()):  # a local version would sort above it
-        other = [p for p, v in served.items() if v is None and p != "linux_x86_64"]
-        on = f" for {', '.join(other)}" if other else ""
-        return None, f"{req}: which build of torch {release.version} the default index serves{on} is not in the matrix"
-    if len(defaults) > 1:
-        return None, (f"{req}: the default index serves another build of torch {release.version} on each of "
-                      f"the targets' platforms ({', '.join(sorted(defaults))}): check each platform on its own")
+    defaults, problem = _default_builds(release, req, targets, bool(options)) if ix.default and not local_asked \
+        else (set(), None)
+    if problem:
+        return None, problem
     options += [v for v in release.variants if v.name in defaults and v not in options]
     if not options:
         return None, None
     best = max(options, key=lambda v: (ix.offers(v), _local_key(v.name)))
     return f"torch=={release.version}{best.local_version or '+' + best.name}", None
+
+
+def _default_builds(release: FrameworkRelease, req: Requirement, targets: list[Target],
+                    other_options: bool) -> tuple[set[str], str | None]:
+    """(the variant names the default index serves of ``release`` on the targets' platforms, a problem): the
+    matrix records it per platform (PyPI's Windows torch is the CPU build); unknown matters only when no other
+    index of the file serves the release (a local version sorts above the default index's plain one)."""
+    from cudamatrix.matrix.query import default_variant
+
+    served = {p: default_variant(release, p) for p in sorted({t.platform for t in targets})}
+    if not other_options and any(v is None for v in served.values()):
+        other = [p for p, v in served.items() if v is None and p != "linux_x86_64"]
+        on = f" for {', '.join(other)}" if other else ""
+        return set(), f"{req}: which build of torch {release.version} the default index serves{on} is not in the matrix"
+    defaults = {v.name for v in served.values() if v is not None}
+    if len(defaults) > 1:
+        return set(), (f"{req}: the default index serves another build of torch {release.version} on each of the "
+                       f"targets' platforms ({', '.join(sorted(defaults))}): check each platform on its own")
+    return defaults, None
 
 
 def marker_applies(req: Requirement, target: Target) -> bool | None:

@@ -113,7 +113,7 @@ def platform_variant(variant: Variant, platform: str) -> Variant:
     from cudamatrix.matrix.query import on_platform
 
     seen = on_platform(variant, platform)
-    view = Variant(**{**vars(variant), "cuda": seen.cuda, "archs": list(seen.archs), "ptx": list(seen.ptx),
+    view = Variant(**{**vars(variant), "cuda": seen.cuda, "archs": list(seen.archs or []), "ptx": list(seen.ptx or []),
                       "pypi_default": seen.pypi_default})
     _VIEWS[key] = (variant, view)
     return view
@@ -129,8 +129,8 @@ class Build:
         self.matrix, self.release, self.target = matrix, release, target
         self.variant = platform_variant(variant, target.platform)
         facts = variant.per_platform.get(target.platform)  # type: ignore[call-overload]
-        self.python: list[str] = list(facts.python) if facts is not None and facts.python else \
-            [str(p) for p in release.python]
+        own = facts.python if facts is not None else None
+        self.python: list[str] = [str(p) for p in (own or release.python)]
         self.label = f"{release.name} {release.version} {variant.name}"
         self._floors: tuple[str | None, str | None, str | None] | None = None
 

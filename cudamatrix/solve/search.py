@@ -105,7 +105,8 @@ def extra_problems(cand: Candidate, req: Requirement, matrix_extras: set[str]) -
             f" ({cand.family} {cand.release.version} builds in the matrix: {offered})"]
 
 
-def matches_request(cand: Candidate, reqs: list[Requirement], matrix_extras: set[str] = frozenset()) -> list[str]:
+def matches_request(cand: Candidate, reqs: list[Requirement], matrix_extras: frozenset[str] | set[str] = frozenset()
+                    ) -> list[str]:
     """Reasons the candidate does not meet the requested specifiers and build extras (empty: it does)."""
     out = []
     family = FAMILIES[cand.family]
@@ -184,15 +185,21 @@ def screen(family: str, reqs: list[Requirement], matrix: Matrix, targets: list[T
                 ok.append(cand)
     gpu_wanted = wants_gpu and not wants_cpu_variant
     if gpu_wanted:
-        # a CPU build on a GPU machine is the CPU_ONLY_BUILD problem, never a silent answer
-        for c in (c for c in ok if c.variant.cuda is None):
-            reason = rules.Reason("gpu_wanted", f"{c.label} is a CPU build and the target has a GPU "
-                                                f"(ask for it explicitly, e.g. {family}=={c.version_text()})")
-            verdicts.append(Verdict(c, [reason], {}))
-            rejected.append(Rejection(candidate=c.label, reasons=[reason.message], rules=["gpu_wanted"]))
-        ok = [c for c in ok if c.variant.cuda is not None]
+        ok = _gpu_builds_only(family, ok, verdicts, rejected)
     ok.sort(key=lambda c: preference(c, targets, installed, gpu_wanted, matrix), reverse=True)
     return Screened(ok, verdicts, rejected)
+
+
+def _gpu_builds_only(family: str, ok: list[Candidate], verdicts: list[Verdict],
+                     rejected: list[Rejection]) -> list[Candidate]:
+    """A CPU build on a GPU machine is the CPU_ONLY_BUILD problem, never a silent answer: each is turned down
+    (added to ``verdicts`` and ``rejected``) and the GPU builds are returned."""
+    for c in (c for c in ok if c.variant.cuda is None):
+        reason = rules.Reason("gpu_wanted", f"{c.label} is a CPU build and the target has a GPU "
+                                            f"(ask for it explicitly, e.g. {family}=={c.version_text()})")
+        verdicts.append(Verdict(c, [reason], {}))
+        rejected.append(Rejection(candidate=c.label, reasons=[reason.message], rules=["gpu_wanted"]))
+    return [c for c in ok if c.variant.cuda is not None]
 
 
 class _Pairs:

@@ -14,9 +14,8 @@ from dataclasses import replace
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
-from cudamatrix.errors import UsageError
+from cudamatrix.errors import NoSolution, UsageError
 from cudamatrix.matrix.data import Matrix
-from cudamatrix.errors import NoSolution
 from cudamatrix.models import Environment, FrameworkChoice, Rejection, Solution, WayOut
 from cudamatrix.names import FAMILY_NAMES, canonical, family_of
 from cudamatrix.solve.assemble import assemble
