@@ -160,3 +160,14 @@ def test_a_build_passed_over_for_inferred_facts_is_said():
     assert [(f.version, f.variant) for f in solution.frameworks] == [("2.5.1", "cu124")]
     said = [n for n in solution.notes if n.startswith("passed over torch 2.7.0 cu128")]
     assert said and "copied from the cu126 build" in said[0] and said[0] in solution.trace
+
+
+def test_a_yanked_release_only_when_pinned_exactly():
+    """PEP 592: pip installs a yanked release only when a requirement pins it exactly. jax 0.4.32 was yanked (the
+    JAX changelog, data/jax.json): jax<0.4.33 gets 0.4.31, jax==0.4.32 gets 0.4.32."""
+    from snapshot import named_snapshot
+
+    m = named_snapshot("issue23")
+    t = from_flags(m, driver="550.54.14", gpus=["T4"], python="3.11", platform=None, cuda_toolkit=None)
+    assert solve([t], parse_request(["jax<0.4.33"]), m).frameworks[0].version == "0.4.31"
+    assert solve([t], parse_request(["jax==0.4.32"]), m).frameworks[0].version == "0.4.32"

@@ -123,10 +123,11 @@ def assemble(choice: list[Candidate], request: Request, targets: list[Target], m
     pins: dict[str, Pin] = {}
     frameworks = []
     for c in choice:
-        own = framework_pins(c, request, installed, targets[0], matrix)
-        for p in own:
+        for p in framework_pins(c, request, installed, targets[0], matrix):
             pins.setdefault(p.name, p)
-        frameworks.append(_plain_choice(c, request, targets) or _as_pinned(_framework_choice(c), c, own, targets[0]))
+    for c in choice:
+        frameworks.append(_plain_choice(c, request, targets) or
+                          _as_pinned(_framework_choice(c), c, list(pins.values()), targets[0]))
         trace.append(f"chose {c.label}" + (f" (CUDA {c.variant.cuda}, cuDNN {c.variant.cudnn or 'unknown'})"
                                             if c.variant.cuda else " (CPU build)"))
     frameworks.extend(kept)
@@ -216,10 +217,12 @@ def _plain_choice(c: Candidate, request: Request, targets: list[Target]) -> Fram
 
 
 def _as_pinned(fw: FrameworkChoice, c: Candidate, own: list[Pin], target: Target) -> FrameworkChoice:
-    """The label made true to the pip line: the cuDNN pinned below a GPU floor is the one named; a CUDA or cuDNN
-    wheel the build leaves as a range is listed as unpinned."""
+    """The label made true to the pip line (``own``: every exact pin of the answer): where the build's cuDNN wheel
+    is pinned exactly (by this build, another framework of the set or the GPU's floor) that version is named; a
+    CUDA or cuDNN wheel the build leaves as a range, and nothing in the line pins, is listed as unpinned."""
     exact = {p.name: p.version for p in own}
-    cudnn = next((v for n, v in exact.items() if rules.library_key(n) == "nvidia-cudnn"), None)
+    wanted = {canonical(r.name) for r in rules.pins_for(c.variant, target)}
+    cudnn = next((v for n, v in exact.items() if rules.library_key(n) == "nvidia-cudnn" and n in wanted), None)
     free = [str(r) for r in rules.pins_for(c.variant, target)
             if rules.library_key(r.name) in _LABELLED and canonical(r.name) not in exact]
     if cudnn is None and not free:

@@ -107,8 +107,11 @@ def extra_problems(cand: Candidate, req: Requirement, matrix_extras: set[str]) -
 
 def matches_request(cand: Candidate, reqs: list[Requirement], matrix_extras: frozenset[str] | set[str] = frozenset()
                     ) -> list[str]:
-    """Reasons the candidate does not meet the requested specifiers and build extras (empty: it does)."""
-    out = []
+    """Reasons the candidate does not meet the requested specifiers and build extras (empty: it does); a yanked
+    release (PEP 592) meets only a requirement that pins it exactly, as pip installs it only then."""
+    out = [] if not cand.release.yanked or _pinned_exactly(cand, reqs) else \
+        [f"{cand.label}: {cand.release.name} {cand.release.version} is yanked ({cand.release.yanked}); pip installs "
+         f"it only when pinned exactly ({cand.release.name}=={cand.release.version})"]
     family = FAMILIES[cand.family]
     for req in reqs:
         if canonical(req.name) == cand.family:
@@ -129,6 +132,12 @@ def matches_request(cand: Candidate, reqs: list[Requirement], matrix_extras: fro
                                   or req.specifier.contains(full, prereleases=True)):
             out.append(f"{cand.label}: {name} {full} does not satisfy {req}")
     return out
+
+
+def _pinned_exactly(cand: Candidate, reqs: list[Requirement]) -> bool:
+    """A requirement of the family's main distribution pins this release with ``==`` (PEP 592)."""
+    return any(canonical(r.name) == cand.family and s.operator in ("==", "===") and "*" not in s.version and
+               s.contains(cand.version_text(True), prereleases=True) for r in reqs for s in r.specifier)
 
 
 def preference(c: Candidate, targets: list[Target], installed: tuple[str, str | None] | None,
