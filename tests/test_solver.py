@@ -78,7 +78,7 @@ def test_preference_is_named():
 # --- issue #23: inputs as people type them, unknown is not absent, substitutions said -------------------------
 
 @pytest.mark.parametrize("typed, cc", [("4090", "8.9"), ("rtx4090", "8.9"), ("RTX 4090", "8.9"), ("a100", "8.0"),
-                                       ("8.6", "8.6"), ("sm_86", "8.6"), ("Tesla T4", "7.5")])
+                                       ("8.6", "8.6"), ("sm_86", "8.6"), ("86", "8.6"), ("Tesla T4", "7.5")])
 def test_gpu_as_people_type_it(matrix, typed, cc):
     """gpus.json names and aliases (NVIDIA's "CUDA GPUs" list: GeForce RTX 4090 is 8.9, A100 8.0, T4 7.5): a
     model number is a model, never a compute capability (4090 is not "409.0")."""

@@ -238,6 +238,8 @@ def _flag_gpu(matrix: Matrix, text: str) -> TargetGpu:
     if len({g.compute_capability for g in several}) > 1:
         raise UsageError(f"--gpu {text!r} names GPUs of different compute capabilities",
                          hint="one of: " + ", ".join(f"{g.name!r} (sm {g.compute_capability})" for g in several[:8]))
+    if t.isdigit() and len(t) <= 3:  # "86", "120": a compute capability written without its dot (sm_86)
+        return TargetGpu(normalize_cc(t), None)
     gpu = None if t.isdigit() else find_gpu(matrix, t)
     if gpu is None:
         close = suggest_gpus(matrix, text)
