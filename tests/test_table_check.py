@@ -407,6 +407,8 @@ def apply_advice(text: str, advice: dict) -> str:
 
     lines = []
     for line in text.splitlines():
+        if any(line.startswith(d + " ") for d in advice.get("drop", [])):
+            continue
         name = None
         if line.strip() and not line.startswith("-"):
             name = canonicalize_name(Requirement(line.split(";")[0]).name)

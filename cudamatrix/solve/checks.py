@@ -324,20 +324,43 @@ def index_advice(matrix: Matrix, texts: list[str], targets: list[Target]) -> lis
         for v in sorted(release.variants, key=lambda v: v.cuda or Version("0"), reverse=True):
             if v.name == local or v.cuda is None or not v.index_url:
                 continue
-            moved = [_with_variant(t, local, v.name) if j == i or _is_companion(t) else t
-                     for j, t in enumerate(texts)]
-            try:
-                solve(targets, parse_request(moved), matrix, installed=None, check_ways=False)
-            except NoSolution:
-                continue
-            pins = {canonicalize_name(Requirement(t).name): t for t in moved
-                    if canonicalize_name(Requirement(t).name) in TORCH_DISTS}
-            line = f"--extra-index-url {v.index_url}"
-            return [{"add": [line], "pin": pins,
-                     "message": f"add the line {line} to the file and pin {' '.join(pins.values())}: pip then "
-                                f"installs that build, which fits with the file's other frameworks; other "
-                                f"packages keep their index"}]
+            found = _local_advice(matrix, v, i, local, texts, targets) if v.local_version else \
+                _bare_advice(matrix, release, v, texts, targets)
+            if found:
+                return found
     return []
+
+
+def _local_advice(matrix: Matrix, v: Variant, i: int, local: str, texts: list[str],
+                  targets: list[Target]) -> list[dict]:
+    """The advice for a build with a local version: its index as an extra index and its local pins, when the file's
+    frameworks then solve together."""
+    moved = [_with_variant(t, local, v.name) if j == i or _is_companion(t) else t for j, t in enumerate(texts)]
+    try:
+        solve(targets, parse_request(moved), matrix, installed=None, check_ways=False)
+    except NoSolution:
+        return []
+    pins = {canonicalize_name(Requirement(t).name): t for t in moved
+            if canonicalize_name(Requirement(t).name) in TORCH_DISTS}
+    line = f"--extra-index-url {v.index_url}"
+    return [{"add": [line], "pin": pins,
+             "message": f"add the line {line} to the file and pin {' '.join(pins.values())}: pip then installs "
+                        f"that build, which fits with the file's other frameworks; other packages keep their index"}]
+
+
+def _bare_advice(matrix: Matrix, release: FrameworkRelease, v: Variant, texts: list[str],
+                 targets: list[Target]) -> list[dict]:
+    """A build whose wheels carry no local version (``2.5.1`` on its PyTorch index folder): no pin tells it from
+    the default index's, so only that folder as the file's index makes pip take it. Offered for a file whose only
+    framework is torch, when the build fits every target; the file's other index lines are dropped."""
+    if any(canonicalize_name(Requirement(t).name) not in TORCH_DISTS for t in texts) or \
+            any(rules.check(matrix, release, v, t) for t in targets):
+        return []
+    line = f"--index-url {v.index_url}"
+    return [{"add": [line], "drop": ["--index-url", "-i", "--extra-index-url"], "pin": {},
+             "message": f"make {line} the file's only index line: pip then installs torch {release.version} "
+                        f"({v.name}, whose wheels carry no local version), which fits; list any other package's "
+                        f"index after it with --extra-index-url"}]
 
 
 def _is_companion(text: str) -> bool:

@@ -128,8 +128,9 @@ def matches_request(cand: Candidate, reqs: list[Requirement], matrix_extras: fro
             continue
         else:
             continue
-        if req.specifier and not (req.specifier.contains(version, prereleases=True)
-                                  or req.specifier.contains(full, prereleases=True)):
+        # a build whose wheels carry no local version is named by its variant (check -r: torch==2.5.1+cu118)
+        named = f"{version}+{cand.variant.name}" if not cand.variant.local_version else full
+        if req.specifier and not any(req.specifier.contains(v, prereleases=True) for v in (version, full, named)):
             out.append(f"{cand.label}: {name} {full} does not satisfy {req}")
     return out
 
