@@ -293,6 +293,10 @@ class WayOut(Model):
     message: str
     kind: Literal["upgrade_driver", "pin_older", "cpu_build", "split_environments", "change_python", "jetpack",
                   "other"]
+    # the change, as the solver re-solves it before the way out is printed: {"driver": "570.26"},
+    # {"python": "3.13 3.12"} (tried in that order), {"family": "torch", "requirement": "torch==2.7.1+cu118"};
+    # empty: a change outside the matrix (another index, separate environments), printed as it is
+    change: dict[str, str] = field(default_factory=dict)
 
 
 @record
@@ -306,6 +310,16 @@ class FrameworkChoice(Model):
     cudnn: str | None = None
     index_url: str | None = None
     matrix_source: str | None = None
+    # the CUDA/cuDNN wheels the label names that the answer leaves as a range (pip takes the newest in it):
+    # "nvidia-cudnn-cu12<10.0,>=9.3.0.75"; empty: what the label says is pinned
+    unpinned: list[str] = field(default_factory=list)
+
+    def label(self) -> str:
+        """"CUDA 12.5.1, cuDNN 9.3.0.75" (with what is unpinned said), or "CPU build"."""
+        if not self.cuda:
+            return "CPU build"
+        free = f" (unpinned: pip takes the newest of {', '.join(self.unpinned)})" if self.unpinned else ""
+        return f"CUDA {self.cuda}, cuDNN {self.cudnn or 'unknown'}{free}"
 
 
 @record
@@ -330,6 +344,12 @@ class Solution(Model):
     matrix_version: str | None = None
     # inferred matrix facts the answer rests on: [{"fact": ..., "basis": ...}] (empty: all known)
     unverified: list[dict[str, str]] = field(default_factory=list)
+    # requested names neither the matrix knows nor an index could be asked about (one sentence each)
+    unchecked: list[str] = field(default_factory=list)
+    # sentences people must read with the answer: every substitution the solver made, every rule it applied
+    # that changes what was asked (a build passed over for inferred facts, a driver left unknown); each is a
+    # trace line too
+    notes: list[str] = field(default_factory=list)
 
 
 # --- Plan and apply ------------------------------------------------------------------------------

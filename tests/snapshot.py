@@ -18,3 +18,14 @@ SNAPSHOT = Path(__file__).resolve().parent / "data" / "matrix_snapshot"
 def snapshot_matrix() -> Matrix:
     """The snapshot, validated with pydantic (the path user-supplied data takes)."""
     return load_matrix_from(SNAPSHOT)
+
+
+# data/ as it was when issue #23's solver half was written (schema 2: per-platform facts, Jetson drivers, cuDNN's
+# GPU floors, the rows that issue added): the scenarios that need those facts name it ("snapshot": "issue23")
+SNAPSHOTS = {"issue23": Path(__file__).resolve().parent / "data" / "matrix_snapshot_23"}
+
+
+@lru_cache(maxsize=4)
+def named_snapshot(name: str) -> Matrix:
+    """A named frozen copy of data/ (:data:`SNAPSHOTS`), validated with pydantic."""
+    return load_matrix_from(SNAPSHOTS[name])

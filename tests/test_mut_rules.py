@@ -435,7 +435,7 @@ def test_a_mixed_fleet_names_only_the_platforms_without_a_known_default_build():
 def test_a_fitting_file_reports_every_field():
     result = _file(f"--index-url {PT}/cu121\ntorch==2.5.1\n")
     assert sorted(result) == ["base_image", "checked", "fits", "nvidia_require_cuda", "problems", "python_in_image",
-                              "solution", "targets", "unverified", "ways_out"]
+                              "skipped", "solution", "targets", "unchecked", "unverified", "ways_out"]
     assert (result["fits"], result["problems"], result["unverified"]) == (True, [], [])
 
 
@@ -446,8 +446,9 @@ def test_a_driver_problem_names_the_machine_and_the_index_that_fits():
     assert (result["fits"], result["problems"]) == (False, [
         "driver 520.61.05 runs CUDA 11.8 at most; torch 2.5.1 cu124 needs CUDA 12.4, which needs driver >= 525.60.13 "
         "under minor-version compatibility, and 550.54.14 for full support (blocks: t)"])
-    assert result["ways_out"][0] == (f"add the line --index-url {PT}/cu118 to the file: pip then installs torch "
-                                     f"2.5.1+cu118, which fits")
+    assert result["ways_out"][0] == (f"add the line --extra-index-url {PT}/cu118 to the file and pin "
+                                     f"torch==2.5.1+cu118: pip then installs that build, which fits with the file's "
+                                     f"other frameworks; other packages keep their index")
 
 
 def test_the_blocks_clause_names_every_machine():
@@ -461,8 +462,15 @@ def test_the_index_way_out_reads_a_release_with_a_cpu_build_and_bare_variant_nam
     m = build(release("2.5.1", CPU_B, bare, CU124P))
     res = _file(f"--index-url {PT}/cu124\ntorch==2.5.1\n", target("535.104.05", "9.0", python="3.11"), matrix=m)
     assert res["fits"] is False
-    assert [w for w in res["ways_out"] if w.startswith("add the line")] == [
-        f"add the line --index-url {PT}/cu118 to the file: pip then installs torch 2.5.1, which fits"]
+    # cu118 here carries no local version: no pin tells it from the default index's 2.5.1, so its folder must be
+    # the file's only index
+    assert [w for w in res["ways_out"] if w.startswith("make")] == [
+        f"make --index-url {PT}/cu118 the file's only index line: pip then installs torch 2.5.1 (cu118, whose wheels "
+        f"carry no local version), which fits; list any other package's index after it with --extra-index-url"]
+    from test_table_check import apply_advice  # applied, the advice makes the file fit
+
+    applied = apply_advice(f"--index-url {PT}/cu124\ntorch==2.5.1\n", res["advice"][0])
+    assert _file(applied, target("535.104.05", "9.0", python="3.11"), matrix=m)["fits"] is True
 
 
 def test_installed_sets_keep_other_frameworks_and_written_local_versions():

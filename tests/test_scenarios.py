@@ -10,6 +10,8 @@ bug report becomes a regression test by adding a file, without new Python. Keys:
   exact ``version`` (``"==2.5.1"``) and ``variant``, with ``why`` saying which documented rule and which rows of
   the snapshot give that answer; for no solution, the cause rules and the kinds of ways out;
 - ``requirements_txt``: a requirements file's text for ``check`` (with ``target``);
+- ``snapshot``: the named frozen copy of data/ the case runs against (``tests/snapshot.py``), where it needs
+  facts the default snapshot predates (per-platform wheels, Jetson drivers, cuDNN's GPU floors);
 - ``pending_facts``: the matrix facts the case needs that the data does not hold yet (the case is skipped
   while the solver rejects its candidates as resting on unknown facts).
 
@@ -32,7 +34,7 @@ from cudamatrix.schema import validate
 from cudamatrix.solve.checks import check_requirements
 from cudamatrix.solve.solver import parse_request, solve
 from cudamatrix.solve.target import Target, from_environment, from_flags
-from snapshot import snapshot_matrix
+from snapshot import named_snapshot, snapshot_matrix
 
 SCENARIOS = sorted((Path(__file__).parent / "scenarios").glob("*.json"))
 
@@ -74,12 +76,13 @@ def test_solutions_are_pinned_exactly():
 def test_scenario(path: Path):
     case = json.loads(path.read_text())
     assert case.get("source"), f"{path.name}: every scenario names its source"
-    matrix = snapshot_matrix()
+    matrix = named_snapshot(case["snapshot"]) if "snapshot" in case else snapshot_matrix()
     env = validate(Environment, case["environment"], path.name) if "environment" in case else None
     expect = case["expect"]
     if "requirements_txt" in case:
         targets = [_target(matrix, case["target"], "target")]
-        check_file(check_requirements(matrix, targets, None, case["requirements_txt"], path.name), expect)
+        check_file(check_requirements(matrix, targets, None, case["requirements_txt"], path.name), expect, matrix,
+                   targets, case["requirements_txt"])
         return
     if "request" not in case:
         check_findings(diagnose(env, matrix), expect)
@@ -119,13 +122,22 @@ def check_solution(solution, expect: dict) -> None:
             assert fw.cuda is None, f"{name}: a GPU build was chosen"
         if "variant" in want:
             assert fw.variant == want["variant"]
+        if name in expect.get("cudnn_label", {}):
+            assert fw.cudnn == expect["cudnn_label"][name] and not any("cudnn" in u for u in fw.unpinned), fw
+        if name in expect.get("variant_not", {}):
+            assert fw.variant != expect["variant_not"][name], f"{name} {fw.version} {fw.variant}"
     if expect.get("same_cuda_major"):
         majors = {fw.cuda.split(".")[0] for fw in solution.frameworks if fw.cuda}
         assert len(majors) == 1, f"frameworks mix CUDA majors: {majors}"
     pinned = [p.requirement() for p in solution.packages]
     for text in expect.get("requirements_include", []):
         assert text in pinned, f"{text} not in {pinned}"
+    for text in expect.get("requirements_include_prefix", []):
+        assert any(p.startswith(text) for p in pinned), f"no {text}... in {pinned}"
     names = {p.name for p in solution.packages}
+    if "no_package_prefix" in expect:
+        assert not [n for n in names if n.startswith(expect["no_package_prefix"])], sorted(names)
+        assert not [p for p in solution.packages if p.extras and p.name == "tensorflow"], solution.packages
     for name in expect.get("packages_include", []):
         assert name in names, f"{name} missing from {sorted(names)}"
     if "to_install_prefix" in expect:
@@ -158,10 +170,24 @@ def check_no_solution(causes: list[Cause], ways_out: list[WayOut], expect: dict)
     texts = " ".join(c.message for c in causes)
     for text in expect.get("cause_text_includes", []):
         assert text in texts, texts
+    ways = " ".join(w.message for w in ways_out)
+    for text in expect.get("ways_text_includes", []):
+        assert text in ways, ways
+    for text in expect.get("ways_text_excludes", []):
+        assert text not in ways, ways
 
 
-def check_file(result: dict, expect: dict) -> None:
-    """``check -r``: whether the file fits, which builds pip would install, and the container constraint."""
+def check_file(result: dict, expect: dict, matrix=None, targets=None, text: str = "") -> None:
+    """``check -r``: whether the file fits, which builds pip would install, and the container constraint; with
+    ``advice_converges``, every change check suggests, applied to the file, makes check pass."""
+    if expect.get("advice_converges"):
+        from test_table_check import apply_advice
+
+        assert result["advice"], result["ways_out"]
+        for advice in result["advice"]:
+            assert advice["add"][0].startswith("--extra-index-url "), advice
+            again = check_requirements(matrix, targets, None, apply_advice(text, advice), "applied")
+            assert again["fits"] is True, (advice, again["problems"])
     assert result["fits"] is expect["fits"], result["problems"]
     if "checked" in expect:
         assert result["checked"] == expect["checked"]
@@ -171,6 +197,12 @@ def check_file(result: dict, expect: dict) -> None:
         assert result.get("base_image") == expect["base_image"]
     for text in expect.get("problems_include", []):
         assert any(text in p for p in result["problems"]), result["problems"]
+    for text in expect.get("ways_exclude", []):
+        assert not any(text in w for w in result["ways_out"]), result["ways_out"]
+    for text in expect.get("ways_include", []):
+        assert any(text in w for w in result["ways_out"]), result["ways_out"]
+    for text in expect.get("skipped_include", []):
+        assert any(text in p for p in result["skipped"]), result["skipped"]
 
 
 def check_findings(findings, expect: dict) -> None:

@@ -123,11 +123,10 @@ def test_shared_wheels(rejected, has_causes, expected):
 # The lowest driver that lets some build run: the highest of each build's floors, the lowest over the builds.
 UPGRADE = [
     ([v(OLD, FLOOR_OLD), v(NEW, FLOOR_NEW)],
-     [("upgrade_driver", "upgrade the driver to >= 525.60.13 (torch 2.7.0 cu128 then fits); or pin an older torch "
-                         "built for an older CUDA")]),
+     [("upgrade_driver", "upgrade the driver to >= 525.60.13 (torch 2.7.0 cu128 then fits)")]),
     ([v(OLD, FLOOR_OLD), v(NEW, FLOOR_NEW, GPU_NEW)],
      [("upgrade_driver", "upgrade the driver to >= 525.60.13 (torch 2.5.1 cu121 then fits; the newest, torch 2.7.0 "
-                         "cu128, needs >= 570.26); or pin an older torch built for an older CUDA")]),
+                         "cu128, needs >= 570.26)")]),
     ([v(OLD, FLOOR_OLD, ARCH)], []),  # a build the driver alone does not block
     ([v(OLD, PY)], []),
 ]

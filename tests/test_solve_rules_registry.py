@@ -12,7 +12,7 @@ import pytest
 from cudamatrix.matrix.data import Advisory, AdvisoryFile
 from cudamatrix.solve import rules
 from cudamatrix.solve.target import Target, TargetGpu
-from smallmatrix import build, release, replace, target, variant
+from smallmatrix import CUDNN_917, build, release, replace, target, variant
 
 CU124 = variant("cu124", "12.4", archs=["7.5", "8.0", "8.6", "9.0"], cudnn="9.1.0")
 
@@ -213,12 +213,46 @@ def test_cudnn_gpu(cudnn, cc, expected):
     assert _ask(rules.cudnn_gpu, v, target(None, cc), gpu=TargetGpu(cc)) == expected
 
 
+# cudnn.json gpu_floors (NVIDIA's cuDNN support matrix, 9.10.2 edition: from compute capability 5.0; 9.17.0 edition:
+# from 7.5; the wheels' cuobjdump on either side of 9.11): a build whose cuDNN wheel is a range reaching 9.11 lets
+# pip install a cuDNN with no kernels for a Pascal GPU; it fits only when a version below 9.11 in the range is known
+# (a pin another build of the matrix declares, here torch's nvidia-cudnn-cu12==9.10.2.21), which the answer pins.
+TF_RANGE = variant("and-cuda", "12.5", archs=["6.0", "7.0", "7.5", "8.0", "9.0"], cudnn="9.3.0.75",
+                   nvidia_pins=["nvidia-cudnn-cu12<10.0,>=9.3.0.75"], pip_extra="and-cuda")
+HIGH_FLOOR = replace(TF_RANGE, nvidia_pins=["nvidia-cudnn-cu12<10.0,>=9.12.0.46"])
+CUDNN_RANGE = [
+    (TF_RANGE, "6.0", ["nvidia-cudnn-cu12==9.10.2.21"], "nvidia-cudnn-cu12==9.10.2.21", []),
+    (TF_RANGE, "6.0", [], "nvidia-cudnn-cu12==9.3.0.75", []),  # the range's own floor is a published wheel
+    (HIGH_FLOOR, "6.0", ["nvidia-cudnn-cu12==9.10.2.21"], None,
+     [("cudnn_gpu", "torch 2.5.1 and-cuda: cuDNN >=9.11 has no kernels below compute capability 7.5 (the GPU is "
+                    "6.0), and nvidia-cudnn-cu12<10.0,>=9.12.0.46 lets pip take the newest; the matrix knows no "
+                    "nvidia-cudnn-cu12 version in that range that has them")]),
+    (TF_RANGE, "8.0", [], None, []),
+]
+
+
+@pytest.mark.parametrize("v, cc, other_pins, pinned, expected", CUDNN_RANGE)
+def test_cudnn_range(v, cc, other_pins, pinned, expected):
+    from cudamatrix.matrix.data import CudnnGpuFloor
+    from cudamatrix.solve.pins import cudnn_for_gpus
+
+    rel = replace(release("2.5.1", v), python=["3.10", "3.11", "3.12"])
+    other = release("2.8.0", variant("cu128", "12.8", nvidia_pins=other_pins))
+    m = build(rel, other)
+    m = replace(m, cudnn=replace(m.cudnn, gpu_floors=[CudnnGpuFloor(versions=">=9.11", min_compute_capability="7.5",
+                                                                    source=CUDNN_917)]))
+    found = rules.cudnn_range(rules.Build(m, rel, v, target(None, cc)), TargetGpu(cc))
+    assert [(r.rule, r.message) for r in found] == expected
+    pin, _ = cudnn_for_gpus(m, v, target(None, cc))
+    assert (str(pin) if pin else None) == pinned
+
+
 # --- check: the loop over the registries ------------------------------------------------------------------------
 
 def test_registries_hold_every_rule_in_order():
     assert rules.BUILD_RULES == [rules.platform, rules.python]
     assert rules.CUDA_RULES == [rules.system_cuda, rules.driver_floor, rules.documented_min_driver, rules.gpu_driver]
-    assert rules.GPU_RULES == [rules.jetson, rules.arch, rules.cudnn_gpu]
+    assert rules.GPU_RULES == [rules.jetson, rules.arch, rules.cudnn_gpu, rules.cudnn_range]
     assert rules.DECISIVE == {rules.jetson}
 
 

@@ -73,3 +73,101 @@ def test_no_solution_carries_typed_causes_and_ways_out(matrix):
 def test_preference_is_named():
     assert Preference._fields == ("keeps_installed", "build_as_wanted", "facts_known", "version",
                                   "full_driver_support", "cuda", "pypi_default")
+
+
+# --- issue #23: inputs as people type them, unknown is not absent, substitutions said -------------------------
+
+@pytest.mark.parametrize("typed, cc", [("4090", "8.9"), ("rtx4090", "8.9"), ("RTX 4090", "8.9"), ("a100", "8.0"),
+                                       ("8.6", "8.6"), ("sm_86", "8.6"), ("86", "8.6"), ("Tesla T4", "7.5")])
+def test_gpu_as_people_type_it(matrix, typed, cc):
+    """gpus.json names and aliases (NVIDIA's "CUDA GPUs" list: GeForce RTX 4090 is 8.9, A100 8.0, T4 7.5): a
+    model number is a model, never a compute capability (4090 is not "409.0")."""
+    t = from_flags(matrix, driver="580.65.06", gpus=[typed], python=None, platform=None, cuda_toolkit=None)
+    assert t.gpus[0].compute_capability == cc
+
+
+def test_an_ambiguous_gpu_name_lists_the_candidates(matrix):
+    """"4000" is Quadro RTX 4000 (7.5) and RTX 4000 Ada (8.9) (NVIDIA's "CUDA GPUs" list): exit 2, listing them."""
+    from cudamatrix.errors import UsageError
+
+    with pytest.raises(UsageError) as err:
+        from_flags(matrix, driver=None, gpus=["4000"], python=None, platform=None, cuda_toolkit=None)
+    assert "different compute capabilities" in err.value.message
+    assert "'Quadro RTX 4000' (sm 7.5)" in err.value.hint and "(sm 8.9)" in err.value.hint
+
+
+@pytest.mark.parametrize("typed", ["R550", "r550", "550"])
+def test_a_driver_branch_is_its_first_release(matrix, typed):
+    """NVIDIA numbers the releases of branch R550 550.xx.yy; CUDA 12.4 needs 550.54.14 (CUDA release notes,
+    table 3): a branch is checked as its first release, below 550.54.14, so no build needing full 12.4 support
+    is assumed, and the target says how the value was read."""
+    from cudamatrix.matrix.query import driver_version
+
+    t = from_flags(matrix, driver=typed, gpus=["H100"], python=None, platform=None, cuda_toolkit=None)
+    assert t.driver == "550" and driver_version(t.driver) < driver_version("550.54.14")
+    assert "driver branch R550" in t.describe()
+
+
+def test_a_cuda_version_given_as_driver_is_refused(matrix):
+    """nvidia-smi prints "CUDA Version: 12.4" beside "Driver Version": 12.4 is not a driver; the first driver
+    for CUDA 12.4 is 550.54.14 (CUDA release notes, table 3), named in the hint."""
+    from cudamatrix.errors import UsageError
+
+    with pytest.raises(UsageError) as err:
+        from_flags(matrix, driver="12.4", gpus=["H100"], python=None, platform=None, cuda_toolkit=None)
+    assert "is a CUDA version" in err.value.message and "550.54.14" in err.value.hint
+
+
+KOHYA = "tests/data/pastes/torch-error_cudnn-incompatibility_8.7.0-vs-8.2.4_kohya-log-torch2.0.1cu118_kohya1096.txt"
+
+
+def test_a_report_of_cuda_in_use_without_gpu_or_driver_is_not_a_cpu_machine(matrix):
+    """kohya_ss issue 1096 (the paste's first line): torch 2.0.1+cu118 fails on a cuDNN mismatch; the report names
+    no GPU and no driver. The GPU is unknown, not absent: solve answers with a GPU build, says the driver it needs,
+    and never a CPU build."""
+    from cudamatrix.detect import from_report_files
+    from cudamatrix.solve.target import from_environment
+
+    target = from_environment(from_report_files([KOHYA]), matrix, name="the pasted machine")
+    assert target.gpu_unknown and target.wants_gpu and "GPU not stated" in target.describe()
+    solution = solve([target], parse_request(["torch"]), matrix)
+    assert all(fw.cuda for fw in solution.frameworks)
+    assert any(n.startswith("the driver is not stated: torch") for n in solution.notes)
+    assert any(line.startswith("the driver is not stated") for line in solution.trace)
+
+
+def test_a_substitution_is_a_trace_line_and_a_note(matrix):
+    """tensorflow-gpu is TensorFlow's old name (TensorFlow's pip guide); the answer installs tensorflow, and says so."""
+    t = from_flags(matrix, driver="535.104.05", gpus=["T4"], python="3.10", platform=None, cuda_toolkit=None)
+    solution = solve([t], parse_request(["tensorflow-gpu==2.10.0"]), matrix)
+    said = [n for n in solution.notes if n.startswith("substituted: tensorflow-gpu==2.10.0")]
+    assert said and said[0] in solution.trace
+
+
+def test_a_build_passed_over_for_inferred_facts_is_said():
+    """README "known / inferred": a build that rests on inferred facts ranks below one that rests on read ones.
+    When that passes over a newer build that fits (issue #23: torch 2.11/2.12 cu128/cu129 on R570, whose facts
+    were inferred), the answer says so, with the facts and their basis, in a note and the trace."""
+    from smallmatrix import build, release, target, variant
+
+    known = variant("cu124", "12.4", archs=["8.0", "9.0"], cudnn="9.1.0", index_url="https://download.pytorch.org/whl/cu124",
+                    local_version="+cu124")
+    guessed = variant("cu128", "12.8", archs=["8.0", "9.0", "12.0"], cudnn="9.1.0",
+                      index_url="https://download.pytorch.org/whl/cu128", local_version="+cu128",
+                      inferred={"archs": "copied from the cu126 build of the same release"})
+    m = build(release("2.5.1", known), release("2.7.0", guessed))
+    solution = solve([target("570.86.10", "9.0")], parse_request(["torch"]), m)
+    assert [(f.version, f.variant) for f in solution.frameworks] == [("2.5.1", "cu124")]
+    said = [n for n in solution.notes if n.startswith("passed over torch 2.7.0 cu128")]
+    assert said and "copied from the cu126 build" in said[0] and said[0] in solution.trace
+
+
+def test_a_yanked_release_only_when_pinned_exactly():
+    """PEP 592: pip installs a yanked release only when a requirement pins it exactly. jax 0.4.32 was yanked (the
+    JAX changelog, data/jax.json): jax<0.4.33 gets 0.4.31, jax==0.4.32 gets 0.4.32."""
+    from snapshot import named_snapshot
+
+    m = named_snapshot("issue23")
+    t = from_flags(m, driver="550.54.14", gpus=["T4"], python="3.11", platform=None, cuda_toolkit=None)
+    assert solve([t], parse_request(["jax<0.4.33"]), m).frameworks[0].version == "0.4.31"
+    assert solve([t], parse_request(["jax==0.4.32"]), m).frameworks[0].version == "0.4.32"

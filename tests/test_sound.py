@@ -299,7 +299,7 @@ def test_check_file_reads_index_lines(matrix, text, fits, checked):
     assert result["checked"] == [checked]
     assert result["fits"] is fits, result["problems"]
     if not fits:
-        assert result["ways_out"][0].startswith("add the line --index-url https://download.pytorch.org/whl/cu126")
+        assert result["ways_out"][0].startswith("add the line --extra-index-url https://download.pytorch.org/whl/cu126")
 
 
 def test_nvidia_require_cuda_is_the_lowest_the_set_needs(matrix):

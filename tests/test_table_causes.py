@@ -28,13 +28,11 @@ MATRIX = build(
 
 NO_SOLUTION = [
     (["torch"], target("470.82.01", "7.5", python="3.11"), ["driver_floor", "gpu_wanted"],
-     [("upgrade_driver", "upgrade the driver to >= 525.60.13 (torch 2.7.0 cu128 then fits); or pin an older torch "
-                         "built for an older CUDA")]),
+     [("upgrade_driver", "upgrade the driver to >= 525.60.13 (torch 2.7.0 cu128 then fits)")]),
     (["torch"], target("565.57.01", "12.0", python="3.11"), ["gpu_driver", "arch", "gpu_wanted"],
-     [("upgrade_driver", "upgrade the driver to >= 570.26 (torch 2.7.0 cu128 then fits); or pin an older torch "
-                         "built for an older CUDA")]),
+     [("upgrade_driver", "upgrade the driver to >= 570.26 (torch 2.7.0 cu128 then fits)")]),
     (["torch"], target("550.54.15", "7.5", python="3.13"), ["python"],
-     [("change_python", "use Python 3.12 (torch supports 3.10, 3.11, 3.12)")]),
+     [("change_python", "use Python 3.12 (torch 2.7.0 cu128 then fits)")]),
     (["torch==2.5.1"], target("570.86.10", "12.0", python="3.11"), ["arch", "gpu_wanted"],
      # the CPU way out is the CPU build of the pinned release, not the newest one
      [("pin_older", "relax the request: torch==2.7.0 (cu128) fits"),

@@ -75,8 +75,12 @@ def test_a_build_that_does_not_fit_names_the_index_line_that_does():
     text = f"--index-url {PT}/cu124\ntorch==2.5.1\n"
     result = check_requirements(MATRIX, [target("535.104.05", "9.0", python="3.10")], None, text, "r.txt")
     assert result["fits"] is False
-    assert result["ways_out"][0] == (f"add the line --index-url {PT}/cu121 to the file: pip then installs torch "
-                                     f"2.5.1+cu121, which fits")
+    assert result["ways_out"][0] == (f"add the line --extra-index-url {PT}/cu121 to the file and pin "
+                                     f"torch==2.5.1+cu121: pip then installs that build, which fits with the "
+                                     f"file's other frameworks; other packages keep their index")
+    assert result["advice"] == [{"add": [f"--extra-index-url {PT}/cu121"], "pin": {"torch": "torch==2.5.1+cu121"},
+                                 "message": result["ways_out"][0]}]
+    assert apply_and_check(MATRIX, [target("535.104.05", "9.0", python="3.10")], text, result)["fits"] is True
 
 
 # pip's reading of a requirements file (pip documentation, "Requirements File Format" and "--find-links"):
@@ -154,7 +158,7 @@ def test_check_names_the_file_in_errors_and_checks_the_installed_set():
     assert check_requirements(MATRIX, [t], plain, None, None)["checked"] == ["torch==2.5.1"]
     nothing = check_requirements(MATRIX, [t], Environment(packages={"numpy": "1.26.4"}), None, None)
     assert nothing == {"checked": [], "targets": [t.describe()], "problems": [], "ways_out": [], "fits": True,
-                       "note": "no framework requirement to check"}
+                       "note": "no framework requirement to check", "skipped": [], "unchecked": []}
 
 
 # PyTorch's install lines pair torch 2.5.1 with torchvision 0.20.1 and torchaudio 2.5.1 from the same index, so a
@@ -194,7 +198,9 @@ def test_the_index_line_offered_is_the_newest_cuda_that_fits():
                                 "r.txt")
     assert result["fits"] is False
     assert [w for w in result["ways_out"] if w.startswith("add the line")] == [
-        f"add the line --index-url {PT}/cu121 to the file: pip then installs torch 2.5.1+cu121, which fits"]
+        f"add the line --extra-index-url {PT}/cu121 to the file and pin torch==2.5.1+cu121: pip then installs that "
+        f"build, which fits with the file's other frameworks; other packages keep their index"]
+    apply_and_check(MATRIX2, [target("535.104.05", "9.0")], f"--index-url {PT}/cu124\ntorch==2.5.1\n", result)
 
 
 # --- the container facts and the GPU probe ------------------------------------------------------------------
@@ -392,3 +398,71 @@ def test_the_installed_companions_take_the_detected_build():
                              frameworks=[Framework(name="jax", version="0.4.30", variant="cuda12"),
                                          Framework(name="torch", version="2.5.1")])
     assert check_requirements(MATRIX2, [t], undetected, None, None)["checked"] == ["torch==2.5.1"]
+
+
+def apply_advice(text: str, advice: dict) -> str:
+    """The file with a piece of check's advice applied: its index lines added, its pinned lines replaced."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    lines = []
+    for line in text.splitlines():
+        if any(line.startswith(d + " ") for d in advice.get("drop", [])):
+            continue
+        name = None
+        if line.strip() and not line.startswith("-"):
+            name = canonicalize_name(Requirement(line.split(";")[0]).name)
+        lines.append(advice["pin"].get(name, line) if name else line)
+    return "\n".join(advice["add"] + lines) + "\n"
+
+
+def apply_and_check(matrix, targets, text: str, result: dict) -> dict:
+    """Every piece of advice, applied, makes check pass (the advice converges); the last answer."""
+    assert result["advice"], result
+    for advice in result["advice"]:
+        again = check_requirements(matrix, targets, None, apply_advice(text, advice), "r.txt")
+        assert again["fits"] is True, (advice, again["problems"])
+    return again
+
+
+# Issue #23, "advice converges": the change check suggests, applied to the file, makes check pass; it adds an
+# --extra-index-url line (the file's other packages keep their index) and pins the build's local version.
+# PyTorch's RELEASE.md support matrix: torch 2.12 ships CUDA 12.6 and 13.0 wheels (13.0 on the default index);
+# driver 535 runs CUDA 12.2 (CUDA release notes, table 3), and 12.x builds under minor-version compatibility.
+# PyTorch "Get Started": the Windows pip line names a CUDA index (the default index's Windows torch is the CPU
+# build). TensorFlow 2.15's and-cuda wheels pin CUDA 12 / cuDNN 8.9 libraries (its METADATA).
+CONVERGE = [
+    ("torch==2.12.0\ntorchvision==0.27.0\n", dict(driver="535.104.05", gpus=["Tesla T4"], python="3.12")),
+    ("torch==2.14.1\n", dict(driver="580.65.06", gpus=["RTX 4090"], python="3.12", platform="win_amd64")),
+]
+
+
+@pytest.mark.parametrize("text, flags", CONVERGE)
+def test_advice_applied_makes_check_pass(text, flags):
+    from cudamatrix.solve.target import from_flags
+    from snapshot import named_snapshot
+
+    matrix = named_snapshot("issue23")
+    t = from_flags(matrix, driver=flags["driver"], gpus=flags["gpus"], python=flags["python"],
+                   platform=flags.get("platform"), cuda_toolkit=None)
+    result = check_requirements(matrix, [t], None, text, "r.txt")
+    assert result["fits"] is False
+    assert all(a["add"][0].startswith("--extra-index-url ") for a in result["advice"])
+    apply_and_check(matrix, [t], text, result)
+
+
+def test_tensorflow_keeps_its_index_and_the_advice_never_loops():
+    """tensorflow==2.15.0 + torch==2.14.1 on H100/R580 said "add --index-url .../cu132", then ".../cu130": an
+    --index-url would hide TensorFlow from pip, and neither build shares one set of nvidia-* wheels with TF 2.15.
+    Now: no index line that does not make the whole file fit is offered."""
+    from cudamatrix.solve.target import from_flags
+    from snapshot import named_snapshot
+
+    matrix = named_snapshot("issue23")
+    t = from_flags(matrix, driver="580.65.06", gpus=["H100"], python="3.11", platform=None, cuda_toolkit=None)
+    text = "tensorflow==2.15.0\ntorch==2.14.1\n"
+    result = check_requirements(matrix, [t], None, text, "r.txt")
+    assert result["fits"] is False
+    assert not any("--index-url" in w and "--extra-index-url" not in w for w in result["ways_out"])
+    for advice in result["advice"]:
+        assert check_requirements(matrix, [t], None, apply_advice(text, advice), "r.txt")["fits"] is True

@@ -104,6 +104,7 @@ def run_lock(requirements: list[str] | None = None, output: Path | None = None, 
     environments = {t.name: e for t, e in zip(resolved.targets, resolved.environments, strict=False)}
     write = lock_writer(fmt, pins_only, glibc, environments, output.name if output is not None else None)
     text, notes = _without_credentials(write(solution, resolved.targets, passthrough))
+    notes += [*solution.notes, *solution.unchecked]
     if output is not None:
         from cudamatrix.solve.lockfile import write_lock
 

@@ -26,11 +26,44 @@ def _solve(command: str, as_json: bool, matrix, requirements, env, driver, gpu, 
     resolved = resolve(matrix, env_files=env or [], from_files=from_ or [], driver=driver, gpus=gpu or [],
                        python=python, platform=platform, cuda_toolkit=cuda_toolkit)
     request = parse_request(requirements or [], resolved.installed)
+    names = check_names_on_index(matrix, [r.name for r in request.passthrough])
+    names.raise_unknown()
     try:
         solution = with_mirror(solve(resolved.targets, request, matrix, installed=resolved.installed), mirror)
     except NoSolution as exc:
         _no_solution(command, exc, as_json)
+    solution.unchecked = names.sentences()
     return resolved, request, solution
+
+
+def check_names_on_index(matrix, names: list[str], file=None):
+    """The names the matrix does not know, asked of the indexes pip would read (a requirements file's own index
+    lines over pip's configuration): :class:`cudamatrix.solve.known.NameCheck`. No index I/O when every name
+    is known."""
+    from cudamatrix.names import canonical
+    from cudamatrix.solve.known import NameCheck, check_names, matrix_names
+
+    known = matrix_names(matrix)
+    todo = [n for n in names if canonical(n) not in known]
+    if not todo:
+        return NameCheck()
+    from cudamatrix.matrix.index import IndexReadError, index_lookup, pip_sources, redact
+
+    if file is not None and file.no_index:
+        return check_names(todo, known, None, "the file says --no-index, and find-links pages are not read")
+    try:
+        index, extra, links = pip_sources()
+    except IndexReadError:
+        return check_names(todo, known, None, "pip could not be asked which index it uses")
+    if file is not None:
+        index, extra, links = file.index_url or index, extra + file.extra_index_urls, links + file.find_links
+    urls = [index, *extra]
+    why = f"no index could say whether it exists (asked: {', '.join(redact(u) for u in urls + links)})"
+    try:
+        lookup = index_lookup(urls, links)
+    except IndexReadError as exc:  # an index URL that is not http(s) or a local folder
+        return check_names(todo, known, None, f"{exc.message}")
+    return check_names(todo, known, lookup, why)
 
 
 def _no_solution(command: str, exc: NoSolution, as_json: bool) -> None:
@@ -79,7 +112,7 @@ def _human_solution(solution, resolved, explain: bool, removed=()) -> None:
         c.print(f"[dim]... and {len(resolved.targets) - 5} more machines[/]")
     for fw in solution.frameworks:
         c.print(f"[bold]{E(fw.name)} {E(fw.version)}[/] {E(fw.variant)}" +
-                (E(f"  CUDA {fw.cuda}, cuDNN {fw.cudnn or 'unknown'}") if fw.cuda else "  CPU build"))
+                E(f"  {fw.label()}"))
     c.print(render.table(None, ["package", "version", "index"],
                          [[p.name + (f"[{','.join(p.extras)}]" if p.extras else ""), p.version,
                            p.index_url or "default"] for p in solution.packages], paths=("index",)))
@@ -101,6 +134,8 @@ def _commands(c, solution, removed) -> None:
         import shlex
 
         c.print(escape("pip install " + " ".join(shlex.quote(a) for a in solution.pip_args)), soft_wrap=True)
+    for line in (*solution.notes, *solution.unchecked):
+        c.print(escape(line), soft_wrap=True)
     if solution.unverified:
         facts = "; ".join(f"{u['fact']} ({u['basis']})" for u in solution.unverified)
         c.print(escape(f"unverified: this answer rests on inferred facts: {facts}"), soft_wrap=True)
@@ -153,7 +188,8 @@ def run_check(requirement_file: Path | None = None, env: list[Path] | None = Non
 
         text = read_text(requirement_file, what="requirements file")
     result = check_requirements(matrix, resolved.targets, resolved.installed, text,
-                                str(requirement_file) if requirement_file else None, mirror)
+                                str(requirement_file) if requirement_file else None, mirror,
+                                names=lambda parsed, names: check_names_on_index(matrix, names, parsed))
     code = 0 if result["fits"] else 1
 
     def human() -> None:
@@ -163,13 +199,18 @@ def run_check(requirement_file: Path | None = None, env: list[Path] | None = Non
         E = render.escape
         if result["fits"]:
             n = len(resolved.targets)
-            c.print(f"[green]fits[/] {escape(', '.join(result['checked']))} on {n} target{'s' if n != 1 else ''}")
+            what = ", ".join(result["checked"]) or result.get("note", "")
+            c.print(f"[green]fits[/] {escape(what)} on {n} target{'s' if n != 1 else ''}")
         else:
             c.print("[red]does not fit[/]")
             for p in result["problems"]:
                 c.print(f"  - {escape(p)}")
             for w in result.get("ways_out", []):
                 c.print(f"  → {escape(w)}")
+        for line in result.get("unchecked", []):
+            c.print(escape(line), soft_wrap=True)
+        for line in result.get("skipped", []):
+            c.print(escape(f"skipped: {line}"), soft_wrap=True)
         for u in result.get("unverified", []):
             c.print(escape(f"unverified: {u['fact']} is inferred ({u['basis']})"), soft_wrap=True)
         if result.get("base_image"):

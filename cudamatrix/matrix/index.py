@@ -21,6 +21,7 @@ import re
 import struct
 import sys
 import zlib
+from collections.abc import Sequence
 from email.parser import HeaderParser
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -235,9 +236,10 @@ def parse_pip_help_default(text: str) -> str | None:
     return m.group(1) if m else None
 
 
-def pip_default_index(python: str | None = None) -> str:
-    """The index URL the user's pip uses: ``PIP_INDEX_URL``, pip.conf (``pip config list``), else the default
-    pip's own help names (pip's public command line, not its internals).
+def pip_default_index(python: str | None = None, config_list: str | None = None) -> str:
+    """The index URL the user's pip uses: ``PIP_INDEX_URL``, pip.conf (``pip config list``, or its output
+    given as ``config_list``), else the default pip's own help names (pip's public command line, not its
+    internals).
 
     Raises IndexReadError if pip is not there to ask."""
     import os
@@ -247,8 +249,10 @@ def pip_default_index(python: str | None = None) -> str:
     from cudamatrix.proc import run
 
     interp = python or sys.executable
-    res = run([interp, "-m", "pip", "config", "list"], timeout=30)
-    configured = parse_pip_config(res.stdout) if res.ok else None
+    if config_list is None:
+        res = run([interp, "-m", "pip", "config", "list"], timeout=30)
+        config_list = res.stdout if res.ok else ""
+    configured = parse_pip_config(config_list)
     if configured:
         return configured
     res = run([interp, "-m", "pip", "install", "--help"], timeout=30, env={**os.environ, "COLUMNS": "200"})
@@ -257,6 +261,92 @@ def pip_default_index(python: str | None = None) -> str:
         return default
     raise IndexReadError("cannot tell which index pip uses (pip is not installed for this interpreter)",
                          hint="pass --index-url / --mirror")
+
+
+def parse_pip_config_list(text: str, key: str) -> list[str]:
+    """The values of one pip option (``extra-index-url``, ``find-links``) in ``pip config list`` output, every
+    scope, each value split on blanks as pip splits a list option."""
+    out: list[str] = []
+    for line in text.splitlines():
+        m = re.match(r"^[^=]*?\." + re.escape(key) + r"\s*=\s*'?(.*?)'?\s*$", line.strip())
+        if m:
+            out += m.group(1).split()
+    return out
+
+
+def pip_sources(python: str | None = None) -> tuple[str, list[str], list[str]]:
+    """(index URL, extra index URLs, find-links) the user's pip reads: ``PIP_*`` variables, then its
+    configuration (``pip config list``), the index URL falling back on pip's own default.
+    Raises IndexReadError if pip is not there to ask."""
+    import os
+
+    from cudamatrix.proc import run
+
+    res = run([python or sys.executable, "-m", "pip", "config", "list"], timeout=30)
+    listed = res.stdout if res.ok else ""
+    extra = os.environ.get("PIP_EXTRA_INDEX_URL", "").split() or parse_pip_config_list(listed, "extra-index-url")
+    links = os.environ.get("PIP_FIND_LINKS", "").split() or parse_pip_config_list(listed, "find-links")
+    return pip_default_index(python, listed), extra, links
+
+
+def _local_folder(location: str) -> str | None:
+    """The folder a ``file://`` URL or a plain path names (pip reads both as local sources); None for others."""
+    from urllib.parse import unquote
+
+    parts = urlsplit(location)
+    if parts.scheme == "file":
+        return unquote(parts.path)
+    return location if not parts.scheme else None
+
+
+def _in_folder_index(folder: str, name: str) -> bool:
+    """A local PEP 503 index (``file:///.../simple``) lists a project by its folder."""
+    import os
+
+    return os.path.isdir(os.path.join(folder, canonicalize_name(name)))
+
+
+def _in_find_links(folder: str, name: str) -> bool:
+    """A local find-links folder holds a project when one of its wheels or sdists carries the name."""
+    import os
+
+    want = canonicalize_name(name)
+    try:
+        files = os.listdir(folder)
+    except OSError:
+        return False
+    return any(canonicalize_name(re.split(r"-\d", f, maxsplit=1)[0]) == want for f in files)
+
+
+def index_lookup(urls: list[str], find_links: Sequence[str] = (), timeout: float = 10.0):
+    """A name lookup over pip's sources: True when one lists the project, False when every one answered and
+    none lists it, None when it cannot be told (an index that did not answer, a find-links web page, which
+    is not read). Local indexes and find-links folders are read from disk."""
+    clients: list[IndexClient] = []
+    folders: list[tuple[str, bool]] = []  # (folder, is a find-links folder)
+    partial = False
+    for url, flat in [(u, False) for u in urls] + [(f, True) for f in find_links]:
+        folder = _local_folder(url)
+        if folder is not None:
+            folders.append((folder, flat))
+        elif flat:
+            partial = True  # a find-links page on the web: not read here
+        else:
+            clients.append(IndexClient(url, timeout=timeout))
+
+    def lookup(name: str) -> bool | None:
+        if any((_in_find_links if flat else _in_folder_index)(folder, name) for folder, flat in folders):
+            return True
+        answered = not partial
+        for client in clients:
+            try:
+                if client.exists(name):
+                    return True
+            except IndexReadError:
+                answered = False
+        return False if answered else None
+
+    return lookup
 
 
 def redact(url: str) -> str:
@@ -324,6 +414,22 @@ class IndexClient:
                 raise IndexReadError(f"{redact(url)}: the JSON listing is not an object")
             return parse_json_listing(project, doc, resp.url)
         return parse_html_listing(project, resp.text, resp.url)
+
+    def exists(self, name: str) -> bool:
+        """Whether the index lists project ``name`` (its page answers 200; 404: it does not). The listing is not
+        read. Raises IndexReadError for any other answer or a network error."""
+        import requests
+
+        url = urljoin(self.base, canonicalize_name(name) + "/")
+        self.requests_made += 1
+        try:
+            resp = self.session.get(url, headers={"Accept": JSON_ACCEPT}, timeout=self.timeout, stream=True)
+        except requests.RequestException as exc:
+            raise IndexReadError(f"{redact(url)}: {type(exc).__name__}: {exc}") from None
+        resp.close()
+        if resp.status_code in (200, 404):
+            return resp.status_code == 200
+        raise IndexReadError(f"{redact(url)}: HTTP {resp.status_code}")
 
     def metadata(self, f: IndexFile) -> Metadata:
         """The METADATA of one wheel: its PEP 658 file where published, else read out of the wheel in parts."""

@@ -17,17 +17,40 @@ from cudamatrix.solve.search import Candidate
 from cudamatrix.solve.target import Target
 
 
-def framework_pins(c: Candidate, request: Request, installed: Environment | None, target: Target) -> list[Pin]:
+def framework_pins(c: Candidate, request: Request, installed: Environment | None, target: Target,
+                   matrix: Matrix | None = None) -> list[Pin]:
     """Exact pins of one chosen build: the framework, its wanted companions, its extra packages and the
     nvidia-* wheels it pins on the target."""
     v = c.variant
-    use_index = v.index_url if (v.index_url and not (v.pypi_default and target.platform == "linux_x86_64")) else None
-    out = _FAMILY_PINS[c.family](c, request, installed, use_index)
+    use_index = v.index_url if (v.index_url and not rules.platform_variant(v, target.platform).pypi_default) \
+        else None
+    out = [_with_asked_extras(p, request.families.get(c.family, [])) for p in
+           _FAMILY_PINS[c.family](c, request, installed, use_index)]
+    if plain_wheel(c, request, [target]):
+        return [Pin(name=p.name, version=p.version, index_url=p.index_url) for p in out]
     for req in rules.pins_for(v, target):
         exact = [s.version for s in req.specifier if s.operator == "==" and "*" not in s.version]
         if exact:  # keep extras: cuda-toolkit[cublas,...]==X installs nothing of use without them
             out.append(Pin(name=canonical(req.name), version=exact[0], extras=sorted(req.extras)))
-    return out
+    return out + (_gpu_capped(c, target, matrix) if matrix is not None else [])
+
+
+def _gpu_capped(c: Candidate, target: Target, matrix: Matrix) -> list[Pin]:
+    """The cuDNN wheel pinned below the versions that have no kernels for the target's GPU (the rule
+    ``cudnn_range`` let the build in only because such a version is known)."""
+    from cudamatrix.solve.pins import cudnn_for_gpus
+
+    pin, _ = cudnn_for_gpus(matrix, c.variant, target)
+    return [Pin(name=canonical(pin.name), version=next(iter(pin.specifier)).version)] if pin is not None else []
+
+
+def _with_asked_extras(pin: Pin, reqs: list[Requirement]) -> Pin:
+    """The pin with every extra the request gave its distribution (``torch[opt-einsum]``, ``jax[cpu]``): what the
+    user wrote is kept. The build-naming extras were matched by the search, so adding them changes no build."""
+    asked = {e for r in reqs if canonical(r.name) == pin.name for e in r.extras}
+    if not asked - set(pin.extras):
+        return pin
+    return Pin(name=pin.name, version=pin.version, extras=sorted(set(pin.extras) | asked), index_url=pin.index_url)
 
 
 def _torch_pins(c: Candidate, request: Request, installed: Environment | None, use_index: str | None) -> list[Pin]:
@@ -48,6 +71,15 @@ def _tensorflow_pins(c: Candidate, request: Request, installed: Environment | No
     """tensorflow, with the variant's extra (``and-cuda``)."""
     extras = [c.variant.pip_extra] if c.variant.pip_extra else []
     return [Pin(name="tensorflow", version=str(c.release.version), extras=extras, index_url=use_index)]
+
+
+def plain_wheel(c: Candidate, request: Request, targets: list[Target]) -> bool:
+    """TensorFlow for targets without a GPU, whose request names no extra: the plain ``tensorflow`` wheel, not
+    ``tensorflow[and-cuda]`` (TensorFlow's pip guide: "pip install tensorflow" for CPU users, the and-cuda extra
+    for GPU users; it would pull gigabytes of nvidia-* wheels a machine without a GPU never loads)."""
+    if c.family != "tensorflow" or not c.variant.pip_extra or any(t.wants_gpu for t in targets):
+        return False
+    return not any(r.extras for r in request.families.get("tensorflow", []))
 
 
 def _jax_pins(c: Candidate, request: Request, installed: Environment | None, use_index: str | None) -> list[Pin]:
@@ -85,15 +117,17 @@ def same_version(installed: str | None, wanted: str, variant: str | None = None)
 
 def assemble(choice: list[Candidate], request: Request, targets: list[Target], matrix: Matrix,
              installed: Environment | None, rejected: list[Rejection], trace: list[str],
-             kept: Sequence[FrameworkChoice] = ()) -> Solution:
+             kept: Sequence[FrameworkChoice] = (), notes: Sequence[str] = ()) -> Solution:
     """The Solution for the chosen candidates; ``rejected`` and ``trace`` so far are copied into it."""
     trace = list(trace)
     pins: dict[str, Pin] = {}
     frameworks = []
     for c in choice:
-        for p in framework_pins(c, request, installed, targets[0]):
+        for p in framework_pins(c, request, installed, targets[0], matrix):
             pins.setdefault(p.name, p)
-        frameworks.append(_framework_choice(c))
+    for c in choice:
+        frameworks.append(_plain_choice(c, request, targets) or
+                          _as_pinned(_framework_choice(c), c, list(pins.values()), targets[0]))
         trace.append(f"chose {c.label}" + (f" (CUDA {c.variant.cuda}, cuDNN {c.variant.cudnn or 'unknown'})"
                                             if c.variant.cuda else " (CPU build)"))
     frameworks.extend(kept)
@@ -106,6 +140,8 @@ def assemble(choice: list[Candidate], request: Request, targets: list[Target], m
         [str(r) for r in request.passthrough]
     env_changes = _env_changes(installed) if installed is not None else {}
     main_fw = _main(choice, frameworks)
+    notes = [*notes, *said(choice, request, packages, targets, matrix)]
+    trace += notes
     return Solution(
         request=request.texts, targets=[t.name for t in targets], frameworks=frameworks, packages=packages,
         variant=main_fw.variant if main_fw else None, cuda=main_fw.cuda if main_fw else None,
@@ -113,7 +149,87 @@ def assemble(choice: list[Candidate], request: Request, targets: list[Target], m
         extra_index_urls=extra, pip_args=pip_args if to_install or request.passthrough else [],
         env=env_changes, unchanged=not to_install and not env_changes, to_install=to_install,
         rejected=list(rejected), trace=trace, matrix_version=matrix.meta.data_version,
-        unverified=_unverified(choice, targets, trace))
+        unverified=_unverified(choice, targets, trace), notes=notes)
+
+
+def said(choice: list[Candidate], request: Request, packages: list[Pin], targets: list[Target],
+         matrix: Matrix) -> list[str]:
+    """The sentences the answer owes people: each requested name or extra it does not install as written (a
+    substitution), and each GPU build chosen for a target whose driver is not stated (the driver it needs)."""
+    plain = [f"{c.label} without the [{c.variant.pip_extra}] extra: the plain wheel, since the target has no GPU "
+             f"(TensorFlow's pip guide: pip install tensorflow for CPU users)"
+             for c in choice if plain_wheel(c, request, targets)]
+    return plain + _substitutions(request, packages) + \
+        [s for c in choice if not plain_wheel(c, request, targets) for s in _unknown_driver(c, targets, matrix)] + \
+        [s for c in choice for s in _capped_said(c, targets[0], matrix)]
+
+
+def _capped_said(c: Candidate, target: Target, matrix: Matrix) -> list[str]:
+    """The cuDNN pin the GPU's floor adds to a build that leaves cuDNN as a range, and why."""
+    from cudamatrix.solve.pins import cudnn_for_gpus
+
+    pin, why = cudnn_for_gpus(matrix, c.variant, target)
+    return [f"pinned {pin} for {c.label}: {why}"] if pin is not None else []
+
+
+def _substitutions(request: Request, packages: list[Pin]) -> list[str]:
+    """A framework requirement whose name or extras no pin carries: what was asked, and what is installed."""
+    pinned = {p.name: p for p in packages}
+    out = []
+    for family, reqs in request.families.items():
+        for req in reqs:
+            pin = pinned.get(canonical(req.name))
+            if pin is None and canonical(req.name) in FAMILIES[family].aliases:
+                pin = pinned.get(family)
+                if pin is not None:
+                    out.append(f"substituted: {req} is installed as {pin.requirement()} ({req.name} is another "
+                               f"name of {family})")
+                continue
+            missing = set(req.extras) - set(pin.extras) if pin is not None else set()
+            if missing:
+                out.append(f"substituted: {req} asks for the extra {', '.join(sorted(missing))}, and the answer "
+                           f"installs {pin.requirement() if pin else family}")
+    return out
+
+
+def _unknown_driver(c: Candidate, targets: list[Target], matrix: Matrix) -> list[str]:
+    """A GPU build for a target whose driver is unknown: the driver it needs, since nothing checked it."""
+    if c.variant.cuda is None or all(t.driver for t in targets):
+        return []
+    full, minor, _ = rules.driver_floors(matrix, c.variant.cuda, targets[0].platform)
+    if not full and not minor:
+        return [f"the driver is not stated: {c.label} needs a driver that runs CUDA {c.variant.cuda}"]
+    floor = minor or full
+    return [f"the driver is not stated: {c.label} (CUDA {c.variant.cuda}) needs driver >= {floor}"
+            + (f" ({full} for full support)" if full and minor and full != minor else "")
+            + "; with an older driver, solve again with --driver VERSION"]
+
+
+_LABELLED = ("nvidia-cudnn", "nvidia-cuda-runtime")  # the libraries a label names: cuDNN, the CUDA runtime
+
+
+def _plain_choice(c: Candidate, request: Request, targets: list[Target]) -> FrameworkChoice | None:
+    """The plain TensorFlow wheel's choice: the CPU use of the release, no CUDA named."""
+    if not plain_wheel(c, request, targets):
+        return None
+    return FrameworkChoice(name=c.family, version=str(c.release.version), variant="cpu", index_url=None,
+                           matrix_source=c.variant.source)
+
+
+def _as_pinned(fw: FrameworkChoice, c: Candidate, own: list[Pin], target: Target) -> FrameworkChoice:
+    """The label made true to the pip line (``own``: every exact pin of the answer): where the build's cuDNN wheel
+    is pinned exactly (by this build, another framework of the set or the GPU's floor) that version is named; a
+    CUDA or cuDNN wheel the build leaves as a range, and nothing in the line pins, is listed as unpinned."""
+    exact = {p.name: p.version for p in own}
+    wanted = {canonical(r.name) for r in rules.pins_for(c.variant, target)}
+    cudnn = next((v for n, v in exact.items() if rules.library_key(n) == "nvidia-cudnn" and n in wanted), None)
+    free = [str(r) for r in rules.pins_for(c.variant, target)
+            if rules.library_key(r.name) in _LABELLED and canonical(r.name) not in exact]
+    if cudnn is None and not free:
+        return fw
+    return FrameworkChoice(name=fw.name, version=fw.version, variant=fw.variant, cuda=fw.cuda,
+                           cudnn=cudnn or fw.cudnn, index_url=fw.index_url, matrix_source=fw.matrix_source,
+                           unpinned=[f.split(";")[0].strip() for f in free])
 
 
 def _framework_choice(c: Candidate) -> FrameworkChoice:

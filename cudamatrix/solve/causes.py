@@ -84,7 +84,10 @@ def _unmatched(request: Request, family: str, entries: list[Verdict]) -> Cause |
         return Cause(rule="request", message=f"the matrix has no {family} release")
     if all(any(r.rule == "request" for r in v.reasons) for v in entries):
         asked = " ".join(str(r) for r in request.families[family])
-        return Cause(rule="request", message=f"no {family} release in the matrix matches {asked}")
+        extra = next((v.reasons[0].message for v in entries  # a release the version admits, of another build
+                      if all("the request asks for" in r.message for r in v.reasons)), None)
+        why = f": {extra}" if extra else ""
+        return Cause(rule="request", message=f"no {family} release in the matrix matches {asked}{why}")
     return None
 
 
@@ -141,9 +144,8 @@ def upgrade_driver(f: Failure) -> list[WayOut]:
     need, first = max(((n, c) for n, c in needs if driver_version(n) == low), key=lambda x: x[1].release.version)
     top_need, best = max(needs, key=lambda x: (x[1].release.version, driver_version(x[0])))
     newest = "" if best is first else f"; the newest, {best.label}, needs >= {top_need}"
-    return [WayOut(kind="upgrade_driver",
-                   message=f"upgrade the driver to >= {need} ({first.label} then fits{newest}); "
-                           f"or pin an older {f.family} built for an older CUDA")]
+    return [WayOut(kind="upgrade_driver", message=f"upgrade the driver to >= {need} ({first.label} then fits{newest})",
+                   change={"driver": need, "family": f.family})]
 
 
 def jetpack(f: Failure) -> list[WayOut]:
@@ -151,6 +153,13 @@ def jetpack(f: Failure) -> list[WayOut]:
     driver; NVIDIA's JetPack wheels do (NVIDIA's "PyTorch for Jetson" page)."""
     if not any(r.rule == "jetson" for _, rs, _ in f.in_request for r in rs):
         return []
+    boards = [b for b in (rules.jetpack_of(f.matrix, t) for t in f.reps) if b is not None]
+    if boards and boards[0].index_url:
+        b = boards[0]
+        return [WayOut(kind="jetpack",
+                       message=f"install {f.family} from NVIDIA's JetPack {'/'.join(b.jetpack)} wheels (CUDA "
+                               f"{b.cuda}, Jetson Linux {b.l4t}): pip install --extra-index-url {b.index_url} "
+                               f"{f.family}; no default-index or PyTorch-index build has kernels for the board")]
     return [WayOut(kind="jetpack",
                    message=f"install {f.family} from NVIDIA's JetPack wheels for the board's JetPack "
                            f"release (NVIDIA's 'PyTorch for Jetson' builds or the jetson-containers "
@@ -166,7 +175,10 @@ def pin_older(f: Failure) -> list[WayOut]:
     c = next((c for c in ok_older if c.variant.cuda is not None and f.fits_everywhere(c)), None)
     if c is None:
         return []
-    return [WayOut(kind="pin_older", message=f"relax the request: {f.family}=={c.release.version} ({c.variant.name}) fits")]
+    extra = f"[{c.variant.pip_extra}]" if c.variant.pip_extra else ""
+    return [WayOut(kind="pin_older",
+                   message=f"relax the request: {f.family}{extra}=={c.release.version} ({c.variant.name}) fits",
+                   change={"family": f.family, "requirement": f"{f.family}{extra}=={c.version_text()}"})]
 
 
 def cpu_build(f: Failure) -> list[WayOut]:
@@ -178,7 +190,8 @@ def cpu_build(f: Failure) -> list[WayOut]:
     if not cpu:
         return []
     c = max(cpu, key=lambda c: c.release.version)
-    return [WayOut(kind="cpu_build", message=f"use the CPU build: {f.family}=={c.version_text()}")]
+    return [WayOut(kind="cpu_build", message=f"use the CPU build: {f.family}=={c.version_text()}",
+                   change={"family": f.family, "requirement": f"{f.family}=={c.version_text()}"})]
 
 
 def change_python(f: Failure) -> list[WayOut]:
@@ -188,7 +201,8 @@ def change_python(f: Failure) -> list[WayOut]:
     pys = sorted({p for c, _, _ in f.in_request for p in c.release.python}, key=Version)
     if not pys:
         return []
-    return [WayOut(kind="change_python", message=f"use Python {pys[-1]} ({f.family} supports {', '.join(pys[-4:])})")]
+    return [WayOut(kind="change_python", message=f"use Python {pys[-1]} ({f.family} supports {', '.join(pys[-4:])})",
+                   change={"python": " ".join(reversed(pys)), "family": f.family})]
 
 
 def split_environments(request: Request) -> WayOut:

@@ -9,6 +9,8 @@ version (``2.5.1+cu121``) sorts above the plain one. The container facts (``NVID
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
@@ -19,6 +21,7 @@ from cudamatrix.models import Environment, Solution
 from cudamatrix.names import FAMILIES, FRAMEWORK_DISTS
 from cudamatrix.solve import rules
 from cudamatrix.solve.indexes import PYTORCH_INDEX_PREFIX
+from cudamatrix.solve.known import NameCheck
 from cudamatrix.solve.lockfile import RequirementsFile, parse_requirements
 from cudamatrix.solve.solver import parse_request, solve
 from cudamatrix.solve.target import Target
@@ -101,25 +104,65 @@ def _release_build(release: FrameworkRelease, req: Requirement, ix: _Indexes, lo
                    targets: list[Target]) -> tuple[str | None, str | None]:
     """The build of one release pip takes from these indexes (a local version sorts above the plain one, and
     cu128 above cu126: pip takes the highest), a problem, or (None, None) when they serve none of it."""
-    plain_default = ix.default and not local_asked
-    options: list[Variant] = []
-    for v in release.variants:
-        if local_asked and v.name not in local_asked:
-            continue
-        if ix.offers(v):
-            options.append(v)
-        elif plain_default and v.pypi_default:
-            other = sorted({t.platform for t in targets} - {"linux_x86_64"})
-            if other:
-                return None, (f"{req}: which build of torch {release.version} the default index serves for "
-                              f"{', '.join(other)} is not in the matrix")
-            options.append(v)
-    if plain_default and not options and not any(v.pypi_default for v in release.variants):
-        return None, f"{req}: which build of torch {release.version} the default index serves is not in the matrix"
+    options = [v for v in release.variants if (not local_asked or v.name in local_asked) and ix.offers(v)]
+    defaults, problem = _default_builds(release, req, targets, bool(options)) if ix.default and not local_asked \
+        else (set(), None)
+    if problem:
+        return None, problem
+    options += [v for v in release.variants if v.name in defaults and v not in options]
     if not options:
         return None, None
     best = max(options, key=lambda v: (ix.offers(v), _local_key(v.name)))
     return f"torch=={release.version}{best.local_version or '+' + best.name}", None
+
+
+def _default_builds(release: FrameworkRelease, req: Requirement, targets: list[Target],
+                    other_options: bool) -> tuple[set[str], str | None]:
+    """(the variant names the default index serves of ``release`` on the targets' platforms, a problem): the
+    matrix records it per platform (PyPI's Windows torch is the CPU build); unknown matters only when no other
+    index of the file serves the release (a local version sorts above the default index's plain one)."""
+    from cudamatrix.matrix.query import default_variant
+
+    served = {p: default_variant(release, p) for p in sorted({t.platform for t in targets})}
+    if not other_options and any(v is None for v in served.values()):
+        other = [p for p, v in served.items() if v is None and p != "linux_x86_64"]
+        on = f" for {', '.join(other)}" if other else ""
+        return set(), f"{req}: which build of torch {release.version} the default index serves{on} is not in the matrix"
+    defaults = {v.name for v in served.values() if v is not None}
+    if len(defaults) > 1:
+        return set(), (f"{req}: the default index serves another build of torch {release.version} on each of the "
+                       f"targets' platforms ({', '.join(sorted(defaults))}): check each platform on its own")
+    return defaults, None
+
+
+def marker_applies(req: Requirement, target: Target) -> bool | None:
+    """Whether a requirement's PEP 508 marker is true on the target (pip skips a line whose marker is false:
+    pip's "Requirements File Format", PEP 508 "Environment Markers"); None when it depends on the Python
+    version and the target states none."""
+    if req.marker is None:
+        return True
+    if target.python is None and "python" in str(req.marker):
+        return None
+    return bool(req.marker.evaluate(rules.marker_env(target, None)))
+
+
+def applying(reqs: list[Requirement], targets: list[Target]) -> tuple[list[Requirement], list[str]]:
+    """(the requirements whose marker holds, or may hold, on some target; a sentence per line skipped because
+    its marker is false on every target)."""
+    kept: list[Requirement] = []
+    skipped: list[str] = []
+    for req in reqs:
+        if any(marker_applies(req, t) is not False for t in targets):
+            kept.append(req)
+        else:
+            skipped.append(f"{req}: its marker is false on every target ({_marker_facts(targets)}): pip skips "
+                           f"the line, so check does too")
+    return kept, skipped
+
+
+def _marker_facts(targets: list[Target]) -> str:
+    """The marker values of the targets, as people read them ("Python 3.9, linux_x86_64")."""
+    return "; ".join(sorted({f"Python {t.python or 'any'}, {t.platform}" for t in targets}))
 
 
 def _file_request(matrix: Matrix, parsed: RequirementsFile, targets: list[Target], mirror: str | None,
@@ -134,9 +177,10 @@ def _file_request(matrix: Matrix, parsed: RequirementsFile, targets: list[Target
             nvidia.append(req)
         elif cname == "torch":
             torch_text, problem = _torch_build(matrix, req, parsed, targets, mirror)
+            problem = problem or _cpu_by_default(req, torch_text, targets)
             if problem:
                 problems.append(problem)
-            elif torch_text:
+            if torch_text:
                 extras = f"[{','.join(sorted(req.extras))}]" if req.extras else ""
                 texts.append(torch_text.replace("torch", f"torch{extras}", 1))
     local = torch_text.partition("+")[2] if torch_text else ""
@@ -151,6 +195,17 @@ def _file_request(matrix: Matrix, parsed: RequirementsFile, targets: list[Target
         elif cname in FRAMEWORK_DISTS and cname not in TORCH_DISTS:
             texts.append(str(req))
     return texts, nvidia
+
+
+def _cpu_by_default(req: Requirement, text: str | None, targets: list[Target]) -> str | None:
+    """A line that did not ask for the CPU build, which pip installs from the file's indexes on a GPU target
+    (PyPI's Windows torch is the CPU build: PyTorch "Get Started", Windows pip lines name a CUDA index)."""
+    asked_cpu = any(s.version.endswith("+cpu") for s in req.specifier)
+    if text is None or not text.endswith("+cpu") or asked_cpu or not all(t.wants_gpu for t in targets):
+        return None
+    where = ", ".join(sorted({t.platform for t in targets}))
+    return (f"{req}: pip installs {text} from the file's indexes on {where} (the CPU build), and the target has a "
+            f"GPU")
 
 
 def _with_local(req: Requirement, local: str) -> str:
@@ -175,26 +230,41 @@ def _installed_request(installed: Environment) -> list[str]:
     return texts
 
 
-def check_requirements(matrix: Matrix, targets: list[Target], installed: Environment | None,
-                       text: str | None, name: str | None, mirror: str | None = None) -> dict:
-    """{"fits": bool, "checked": [...], "problems": [...], "ways_out": [...], "base_image", "nvidia_require_cuda",
-    "python_in_image", "unverified"}.
+NamesOf = Callable[[RequirementsFile, list[str]], NameCheck]  # the file's indexes, the names to ask about
 
-    ``text`` is a requirements file's content; None checks the installed frameworks instead.
+
+def check_requirements(matrix: Matrix, targets: list[Target], installed: Environment | None,
+                       text: str | None, name: str | None, mirror: str | None = None,
+                       names: NamesOf | None = None) -> dict:
+    """{"fits": bool, "checked": [...], "problems": [...], "ways_out": [...], "skipped", "unchecked",
+    "base_image", "nvidia_require_cuda", "python_in_image", "unverified"}.
+
+    ``text`` is a requirements file's content; None checks the installed frameworks instead. ``names`` asks the
+    file's indexes about the names the matrix does not know (:mod:`cudamatrix.solve.known`); a name no index
+    lists is a UsageError, one no index could answer is listed as unchecked.
     """
     problems: list[str] = []
     nvidia: list[Requirement] = []
+    skipped: list[str] = []
+    unchecked: list[str] = []
     if text is not None:
         parsed = parse_requirements(text, name or "requirements")
+        parsed.requirements, skipped = applying(parsed.requirements, targets)
+        if names is not None:
+            found = names(parsed, [r.name for r in parsed.requirements])
+            found.raise_unknown(f"{name or 'requirements'}: ")
+            unchecked = found.sentences()
         texts, nvidia = _file_request(matrix, parsed, targets, mirror, problems)
     elif installed is None:
         return {"fits": False, "checked": [], "problems": ["no installed environment to check"], "ways_out": []}
     else:
         texts = _installed_request(installed)
     result: dict = {"checked": texts, "targets": [t.describe() for t in targets], "problems": problems,
-                    "ways_out": []}
+                    "ways_out": [], "skipped": skipped, "unchecked": unchecked}
     if problems:
         result["fits"] = False
+        result["advice"] = index_advice(matrix, texts, targets) if texts else []
+        result["ways_out"] = [a["message"] for a in result["advice"]]
         return result
     if not texts:
         result.update(fits=True, note="no framework requirement to check")
@@ -205,7 +275,8 @@ def check_requirements(matrix: Matrix, targets: list[Target], installed: Environ
         result["fits"] = False
         result["problems"] = [c.message + (f" (blocks: {', '.join(c.machines)})" if c.machines else "")
                               for c in exc.causes]
-        result["ways_out"] = _index_ways_out(matrix, texts, targets) + [w.message for w in exc.ways_out]
+        result["advice"] = index_advice(matrix, texts, targets)
+        result["ways_out"] = [a["message"] for a in result["advice"]] + [w.message for w in exc.ways_out]
         return result
     result["problems"] += _nvidia_problems(solution, nvidia)
     result["fits"] = not result["problems"]
@@ -233,11 +304,16 @@ def _nvidia_problems(solution: Solution, nvidia: list[Requirement]) -> list[str]
     return out
 
 
-def _index_ways_out(matrix: Matrix, texts: list[str], targets: list[Target]) -> list[str]:
-    """For a torch build that does not fit: another build of the same release that does, and the index
-    line that makes pip install it."""
-    out = []
-    for text in texts:
+def index_advice(matrix: Matrix, texts: list[str], targets: list[Target]) -> list[dict]:
+    """For a torch build that does not fit: another build of the same release with which the whole file solves
+    (re-solved with the file's other frameworks, so the advice converges), as a change to the file:
+    ``{"add": [index line], "pin": {name: exact requirement}, "message": sentence}``.
+
+    The index line is ``--extra-index-url``: the file's indexes stay for every other package (TensorFlow is not
+    on the PyTorch index). The pins carry the build's local version (``torch==2.5.1+cu121``), which only that
+    PyTorch index folder serves, so pip installs that build whatever other indexes the file names (an exact
+    local version matches only itself: PEP 440)."""
+    for i, text in enumerate(texts):
         req = Requirement(text)
         if canonicalize_name(req.name) != "torch":
             continue
@@ -246,12 +322,58 @@ def _index_ways_out(matrix: Matrix, texts: list[str], targets: list[Target]) -> 
         if release is None:
             continue
         for v in sorted(release.variants, key=lambda v: v.cuda or Version("0"), reverse=True):
-            if v.name != local and v.cuda is not None and v.index_url and \
-                    all(not rules.check(matrix, release, v, t) for t in targets):
-                out.append(f"add the line --index-url {v.index_url} to the file: pip then installs torch "
-                           f"{release.version}{v.local_version or ''}, which fits")
-                break
-    return out
+            if v.name == local or v.cuda is None or not v.index_url:
+                continue
+            found = _local_advice(matrix, v, i, local, texts, targets) if v.local_version else \
+                _bare_advice(matrix, release, v, texts, targets)
+            if found:
+                return found
+    return []
+
+
+def _local_advice(matrix: Matrix, v: Variant, i: int, local: str, texts: list[str],
+                  targets: list[Target]) -> list[dict]:
+    """The advice for a build with a local version: its index as an extra index and its local pins, when the file's
+    frameworks then solve together."""
+    moved = [_with_variant(t, local, v.name) if j == i or _is_companion(t) else t for j, t in enumerate(texts)]
+    try:
+        solve(targets, parse_request(moved), matrix, installed=None, check_ways=False)
+    except NoSolution:
+        return []
+    pins = {canonicalize_name(Requirement(t).name): t for t in moved
+            if canonicalize_name(Requirement(t).name) in TORCH_DISTS}
+    line = f"--extra-index-url {v.index_url}"
+    return [{"add": [line], "pin": pins,
+             "message": f"add the line {line} to the file and pin {' '.join(pins.values())}: pip then installs "
+                        f"that build, which fits with the file's other frameworks; other packages keep their index"}]
+
+
+def _bare_advice(matrix: Matrix, release: FrameworkRelease, v: Variant, texts: list[str],
+                 targets: list[Target]) -> list[dict]:
+    """A build whose wheels carry no local version (``2.5.1`` on its PyTorch index folder): no pin tells it from
+    the default index's, so only that folder as the file's index makes pip take it. Offered for a file whose only
+    framework is torch, when the build fits every target; the file's other index lines are dropped."""
+    if any(canonicalize_name(Requirement(t).name) not in TORCH_DISTS for t in texts) or \
+            any(rules.check(matrix, release, v, t) for t in targets):
+        return []
+    line = f"--index-url {v.index_url}"
+    return [{"add": [line], "drop": ["--index-url", "-i", "--extra-index-url"], "pin": {},
+             "message": f"make {line} the file's only index line: pip then installs torch {release.version} "
+                        f"({v.name}, whose wheels carry no local version), which fits; list any other package's "
+                        f"index after it with --extra-index-url"}]
+
+
+def _is_companion(text: str) -> bool:
+    return canonicalize_name(Requirement(text).name) in ("torchvision", "torchaudio")
+
+
+def _with_variant(text: str, old: str, new: str) -> str:
+    """A requirement text whose exact pin carries another local version (``torch==2.5.1+cu124`` -> ``+cu121``)."""
+    if old:
+        return text.replace(f"+{old}", f"+{new}")
+    req = Requirement(text)
+    specs = [f"{s.operator}{s.version}+{new}" if s.operator == "==" else str(s) for s in req.specifier]
+    return f"{req.name}{','.join(specs)}"
 
 
 def _chosen(solution: Solution, matrix: Matrix) -> list[tuple[FrameworkRelease, Variant]]:

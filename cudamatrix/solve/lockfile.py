@@ -36,7 +36,7 @@ def lock_header(solution: Solution, targets: list[Target]) -> list[str]:
         lines.append(f"... and {len(targets) - 20} more targets")
     lines.append(f"request: {' '.join(solution.request)}")
     for fw in solution.frameworks:
-        bits = f"CUDA {fw.cuda}, cuDNN {fw.cudnn or 'unknown'}" if fw.cuda else "CPU build"
+        bits = fw.label()
         lines.append(f"{fw.name} {fw.version} {fw.variant}: {bits}")
     return lines
 

@@ -155,3 +155,52 @@ def _specs_meet(x: Requirement, y: Requirement) -> bool:
                 return second.specifier.contains(spec.version, prereleases=True) and \
                     first.specifier.contains(spec.version, prereleases=True)
     return True  # two ranges: assume they meet
+
+
+def _exact(req: Requirement) -> str | None:
+    return next((s.version for s in req.specifier if s.operator == "==" and "*" not in s.version), None)
+
+
+def known_wheel_versions(matrix: Matrix, name: str) -> list[Version]:
+    """Versions of one nvidia-* wheel the matrix has read: the exact pins of its builds and the floors of their
+    ranges (each a version a framework's METADATA names, so a published wheel)."""
+    out: set[Version] = set()
+    for family in ("torch", "tensorflow", "jax"):
+        for release in matrix.frameworks(family):
+            for v in release.variants:
+                for text in v.nvidia_pins:
+                    req = _requirement(text)
+                    if canonical(req.name) != name:
+                        continue
+                    for s in req.specifier:
+                        if s.operator in ("==", ">=") and "*" not in s.version:
+                            out.add(Version(s.version))
+    return sorted(out)
+
+
+def cudnn_for_gpus(matrix: Matrix, variant: Variant, target: Target) -> tuple[Requirement | None, str | None]:
+    """The cuDNN wheel to pin when the build's cuDNN requirement is a range that reaches versions with no kernels
+    for a target GPU (cudnn.json ``gpu_floors``: from cuDNN 9.11 on, none below compute capability 7.5; NVIDIA's
+    cuDNN support matrix and the wheels' binaries): (the exact requirement of the newest known version in the range
+    that has them, why), or (None, why not) when the matrix knows none. (None, None): nothing to pin."""
+    from packaging.specifiers import SpecifierSet
+
+    from cudamatrix.schema import cc_key
+
+    ranges = [r for r in pins_for(variant, target) if library_key(r.name) == "nvidia-cudnn" and not _exact(r)]
+    if not ranges or not target.gpus:
+        return None, None
+    req = ranges[0]
+    low = min((g.compute_capability for g in target.gpus), key=cc_key)
+    caps = [f for f in matrix.cudnn.gpu_floors if cc_key(low) < cc_key(f.min_compute_capability)]
+    if not caps:
+        return None, None
+    spans = [SpecifierSet(f.versions) for f in caps]
+    ok = [v for v in known_wheel_versions(matrix, canonical(req.name))
+          if req.specifier.contains(v, prereleases=True) and not any(s.contains(v, prereleases=True) for s in spans)]
+    floor = caps[0]
+    because = (f"cuDNN {floor.versions} has no kernels below compute capability {floor.min_compute_capability} "
+               f"(the GPU is {low}), and {req} lets pip take the newest")
+    if not ok:
+        return None, because + f"; the matrix knows no {canonical(req.name)} version in that range that has them"
+    return _requirement(f"{req.name}=={max(ok)}"), because

@@ -95,14 +95,42 @@ def _ge(driver: str, floor: str) -> bool:
         return False
 
 
+_VIEWS: dict[tuple[int, str], tuple[Variant, Variant]] = {}
+
+
+def platform_variant(variant: Variant, platform: str) -> Variant:
+    """The variant as its wheels for ``platform`` are (:func:`cudamatrix.matrix.query.on_platform`: PyPI's aarch64
+    torch 2.11-2.15 is a CUDA 13 build with sm_80 ... sm_120 and no sm_75; PyPI's Windows torch is the CPU build):
+    its CUDA, SASS, PTX and whether the plain default-index wheel is it, read from that platform's wheels. The
+    variant itself where the matrix records nothing of its own for that platform."""
+    facts = variant.per_platform.get(platform)  # type: ignore[call-overload]
+    if facts is None:
+        return variant
+    key = (id(variant), platform)
+    cached = _VIEWS.get(key)
+    if cached is not None and cached[0] is variant:
+        return cached[1]
+    from cudamatrix.matrix.query import on_platform
+
+    seen = on_platform(variant, platform)
+    view = Variant(**{**vars(variant), "cuda": seen.cuda, "archs": list(seen.archs or []), "ptx": list(seen.ptx or []),
+                      "pypi_default": seen.pypi_default})
+    _VIEWS[key] = (variant, view)
+    return view
+
+
 class Build:
     """One candidate build (release x variant) on one Target: what every rule reads, with the driver facts more
     than one rule needs worked out once."""
 
-    __slots__ = ("matrix", "release", "variant", "target", "label", "_floors")
+    __slots__ = ("matrix", "release", "variant", "target", "label", "_floors", "python")
 
     def __init__(self, matrix: Matrix, release: FrameworkRelease, variant: Variant, target: Target) -> None:
-        self.matrix, self.release, self.variant, self.target = matrix, release, variant, target
+        self.matrix, self.release, self.target = matrix, release, target
+        self.variant = platform_variant(variant, target.platform)
+        facts = variant.per_platform.get(target.platform)  # type: ignore[call-overload]
+        own = facts.python if facts is not None else None
+        self.python: list[str] = [str(p) for p in (own or release.python)]
         self.label = f"{release.name} {release.version} {variant.name}"
         self._floors: tuple[str | None, str | None, str | None] | None = None
 
@@ -138,7 +166,7 @@ def check(matrix: Matrix, release: FrameworkRelease, variant: Variant, target: T
     reasons: list[Reason] = []
     for build_rule in BUILD_RULES:
         reasons += build_rule(build)
-    if variant.cuda is None or not (target.has_gpu or target.driver):
+    if build.variant.cuda is None or not (target.has_gpu or target.driver):
         return reasons
     for cuda_rule in CUDA_RULES:
         reasons += cuda_rule(build)
@@ -153,13 +181,14 @@ def check(matrix: Matrix, release: FrameworkRelease, variant: Variant, target: T
 
 def platform(build: Build) -> list[Reason]:
     """Rule ``platform``: the build is published for the target's platform. PyTorch "Get Started": macOS
-    binaries carry no CUDA; otherwise the platforms the matrix row lists (the index's wheel tags)."""
+    binaries carry no CUDA; otherwise the platforms the matrix row lists (the index's wheel tags), and those whose
+    wheels it records facts of (``per_platform``)."""
     variant, platform = build.variant, build.target.platform
     platforms = variant.platforms or build.release.platforms
     if variant.cuda is not None and platform.startswith("macos"):
         return [Reason("platform", f"{build.label} is a CUDA build; CUDA builds are not published for macOS",
                        variant.source)]
-    if platforms and platform not in platforms:
+    if platforms and platform not in platforms and platform not in variant.per_platform:  # facts read there
         return [Reason("platform", f"{build.label} is not published for {platform} "
                                    f"(only {', '.join(platforms)})", variant.source)]
     return []
@@ -168,11 +197,12 @@ def platform(build: Build) -> list[Reason]:
 def python(build: Build) -> list[Reason]:
     """Rule ``python``: the release has wheels for the target's Python (the index's wheel tags, as the matrix row
     lists them); ``unknown`` when the row lists none."""
-    release, want = build.release, build.target.python
-    if want and release.python and want not in release.python:
-        return [Reason("python", f"{build.label} supports Python {', '.join(release.python)}, not {want}",
+    release, want, pythons = build.release, build.target.python, build.python
+    if want and pythons and want not in pythons:
+        on = f" on {build.target.platform}" if pythons != [str(p) for p in release.python] else ""
+        return [Reason("python", f"{build.label} supports Python {', '.join(pythons)}{on}, not {want}",
                        release.source)]
-    if want and not release.python:
+    if want and not pythons:
         return [Reason("unknown", f"the Python versions {build.label} is published for are not in the matrix, "
                                   f"so Python {want} cannot be checked", release.source)]
     return []
@@ -202,6 +232,9 @@ def driver_floor(build: Build) -> list[Reason]:
     driver, variant = build.target.driver, build.variant
     if not driver:
         return []
+    board = jetpack_of(build.matrix, build.target)
+    if board is not None:
+        return _jetpack_floor(build, board)
     full, minor, row = build.floors
     if (full and _ge(driver, full)) or (minor and _ge(driver, minor)):
         return []
@@ -216,6 +249,29 @@ def driver_floor(build: Build) -> list[Reason]:
         f"driver {driver} {runs}; {build.label} needs CUDA {variant.cuda}, which needs driver "
         f">= {minor or full}{' under minor-version compatibility' if minor else ''}{fully}",
         row, need_driver=minor or full)]
+
+
+def jetpack_of(matrix: Matrix, target: Target):
+    """The JetPack line of a Jetson target (linux_aarch64, a driver a JetPack line reports: cuda.json ``jetpack``,
+    from NVIDIA's JetPack release notes), or None."""
+    from cudamatrix.matrix.query import jetpack_for_driver
+
+    if target.platform != "linux_aarch64" or not target.driver:
+        return None
+    return jetpack_for_driver(matrix, target.driver)
+
+
+def _jetpack_floor(build: Build, board) -> list[Reason]:
+    """A Jetson driver is not a desktop branch: it runs the CUDA its JetPack line ships (R540 of JetPack 6 runs
+    CUDA 12.6, where the desktop table would say 12.2), and no newer one."""
+    cuda = build.variant.cuda
+    assert cuda is not None  # a CUDA rule
+    if cuda.release[:2] <= board.cuda.release[:2]:
+        return []
+    line = "/".join(board.jetpack)
+    return [Reason("driver_floor", f"driver {build.target.driver} is JetPack {line}'s (Jetson Linux {board.l4t}), "
+                                   f"which runs CUDA {board.cuda} at most; {build.label} needs CUDA {cuda}",
+                   board.source)]
 
 
 def documented_min_driver(build: Build) -> list[Reason]:
@@ -304,11 +360,26 @@ def cudnn_gpu(build: Build, gpu: TargetGpu) -> list[Reason]:
     return _cudnn_reasons(build.matrix, build.label, build.variant, gpu.compute_capability, _gpu_name(gpu))
 
 
+def cudnn_range(build: Build, gpu: TargetGpu) -> list[Reason]:
+    """Rule ``cudnn_gpu``, for a build whose cuDNN wheel is a range (TensorFlow's and-cuda: nvidia-cudnn-cu12
+    >=9.3.0.75,<10): pip takes the newest, and cuDNN from 9.11 on carries no kernels below compute capability 7.5
+    (cudnn.json ``gpu_floors``, from NVIDIA's cuDNN support matrix and the wheels' binaries). The build fits when
+    the matrix knows a version in the range that has kernels for the GPU (the answer then pins it)."""
+    from cudamatrix.solve.pins import cudnn_for_gpus
+
+    one = Target(name=build.target.name, driver=build.target.driver, gpus=(gpu,), platform=build.target.platform,
+                 python=build.target.python)
+    pin, why = cudnn_for_gpus(build.matrix, build.variant, one)
+    if pin is None and why:
+        return [Reason("cudnn_gpu", f"{build.label}: {why}", build.variant.source)]
+    return []
+
+
 # The registries :func:`check` runs, in this order; the order is the order of the Reasons it returns.
 BUILD_RULES: list[BuildRule] = [platform, python]  # every build on every target
 # a CUDA build on a target with a GPU or a driver
 CUDA_RULES: list[BuildRule] = [system_cuda, driver_floor, documented_min_driver, gpu_driver]
-GPU_RULES: list[GpuRule] = [jetson, arch, cudnn_gpu]  # a CUDA build, once per target GPU
+GPU_RULES: list[GpuRule] = [jetson, arch, cudnn_gpu, cudnn_range]  # a CUDA build, once per target GPU
 DECISIVE: set[GpuRule] = {jetson}  # a GPU rule that, when it fires, leaves that GPU's later rules unasked
 
 

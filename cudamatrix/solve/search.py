@@ -80,11 +80,42 @@ class SearchResult:
     trace: list[str] = field(default_factory=list)
 
 
-def matches_request(cand: Candidate, reqs: list[Requirement]) -> list[str]:
-    """Reasons the candidate does not meet the requested specifiers (empty: it does)."""
-    out = []
+def build_extras(matrix_extras: set[str], extras: set[str]) -> set[str]:
+    """The requested extras that name a build (``cuda12``, ``cuda13``, ``and-cuda``, ``cpu``): the extras of the
+    family's GPU variants in the matrix, any ``cudaNN``-style extra (JAX's installation guide names its CUDA
+    builds by extra), and ``cpu``."""
+    import re
+
+    return {e for e in extras if e in matrix_extras or e == "cpu" or re.fullmatch(r"cuda\d+(?:[_-]\w+)?", e)}
+
+
+def extra_problems(cand: Candidate, req: Requirement, matrix_extras: set[str]) -> list[str]:
+    """Why the candidate is not the build the requirement's extras name (``jax[cuda13]`` is the CUDA 13 plugin
+    build, never the CUDA 12 one; ``jax[cpu]`` the CPU build): pip installs exactly the extra asked for."""
+    wanted = build_extras(matrix_extras, {canonical(e) for e in req.extras})
+    if not wanted:
+        return []
+    have = cand.variant.pip_extra
+    if have in wanted or (cand.variant.cuda is None and wanted == {"cpu"}):
+        return []
+    offered = ", ".join(sorted({v.pip_extra or "cpu" for v in cand.release.variants}))
+    asked = ",".join(sorted(wanted))
+    return [f"{cand.label}: the request asks for {req.name}[{asked}], and this build is "
+            f"{'[' + have + ']' if have else 'the ' + ('CPU build' if cand.variant.cuda is None else 'plain one')}"
+            f" ({cand.family} {cand.release.version} builds in the matrix: {offered})"]
+
+
+def matches_request(cand: Candidate, reqs: list[Requirement], matrix_extras: frozenset[str] | set[str] = frozenset()
+                    ) -> list[str]:
+    """Reasons the candidate does not meet the requested specifiers and build extras (empty: it does); a yanked
+    release (PEP 592) meets only a requirement that pins it exactly, as pip installs it only then."""
+    out = [] if not cand.release.yanked or _pinned_exactly(cand, reqs) else \
+        [f"{cand.label}: {cand.release.name} {cand.release.version} is yanked ({cand.release.yanked}); pip installs "
+         f"it only when pinned exactly ({cand.release.name}=={cand.release.version})"]
     family = FAMILIES[cand.family]
     for req in reqs:
+        if canonical(req.name) == cand.family:
+            out += extra_problems(cand, req, set(matrix_extras))
         name = canonical(req.name)
         # tensorflow-gpu releases carry tensorflow's versions; tensorflow-cpu is left unconstrained, as before
         if name == cand.family or (name in family.aliases and name.endswith("-gpu")):
@@ -97,10 +128,17 @@ def matches_request(cand: Candidate, reqs: list[Requirement]) -> list[str]:
             continue
         else:
             continue
-        if req.specifier and not (req.specifier.contains(version, prereleases=True)
-                                  or req.specifier.contains(full, prereleases=True)):
+        # a build whose wheels carry no local version is named by its variant (check -r: torch==2.5.1+cu118)
+        named = f"{version}+{cand.variant.name}" if not cand.variant.local_version else full
+        if req.specifier and not any(req.specifier.contains(v, prereleases=True) for v in (version, full, named)):
             out.append(f"{cand.label}: {name} {full} does not satisfy {req}")
     return out
+
+
+def _pinned_exactly(cand: Candidate, reqs: list[Requirement]) -> bool:
+    """A requirement of the family's main distribution pins this release with ``==`` (PEP 592)."""
+    return any(canonical(r.name) == cand.family and s.operator in ("==", "===") and "*" not in s.version and
+               s.contains(cand.version_text(True), prereleases=True) for r in reqs for s in r.specifier)
 
 
 def preference(c: Candidate, targets: list[Target], installed: tuple[str, str | None] | None,
@@ -115,7 +153,7 @@ def preference(c: Candidate, targets: list[Target], installed: tuple[str, str | 
         version=c.release.version,
         full_driver_support=all(rules.full_support(matrix, c.variant, t) for t in targets),
         cuda=c.variant.cuda or Version("0"),
-        pypi_default=c.variant.pypi_default,
+        pypi_default=all(rules.platform_variant(c.variant, t.platform).pypi_default for t in targets),
     )
 
 
@@ -135,14 +173,16 @@ def _on_targets(matrix: Matrix, cand: Candidate,
 def screen(family: str, reqs: list[Requirement], matrix: Matrix, targets: list[Target], wants_gpu: bool,
            installed: tuple[str, str | None] | None) -> Screened:
     """Every candidate of one family against the request and the hard rules on every target."""
-    wants_cpu_variant = any(str(s.version).endswith("+cpu") for r in reqs for s in r.specifier)
+    wants_cpu_variant = any(str(s.version).endswith("+cpu") for r in reqs for s in r.specifier) or \
+        any("cpu" in r.extras for r in reqs)
     ok: list[Candidate] = []
     verdicts: list[Verdict] = []
     rejected: list[Rejection] = []
+    extras = {v.pip_extra for r in matrix.frameworks(family) for v in r.variants if v.pip_extra}
     for release in matrix.frameworks(family):
         for variant in release.variants:
             cand = Candidate(release, variant)
-            req_problems = matches_request(cand, reqs)
+            req_problems = matches_request(cand, reqs, extras)
             if req_problems:
                 verdicts.append(Verdict(cand, [rules.Reason("request", p) for p in req_problems], {}))
                 continue
@@ -155,15 +195,21 @@ def screen(family: str, reqs: list[Requirement], matrix: Matrix, targets: list[T
                 ok.append(cand)
     gpu_wanted = wants_gpu and not wants_cpu_variant
     if gpu_wanted:
-        # a CPU build on a GPU machine is the CPU_ONLY_BUILD problem, never a silent answer
-        for c in (c for c in ok if c.variant.cuda is None):
-            reason = rules.Reason("gpu_wanted", f"{c.label} is a CPU build and the target has a GPU "
-                                                f"(ask for it explicitly, e.g. {family}=={c.version_text()})")
-            verdicts.append(Verdict(c, [reason], {}))
-            rejected.append(Rejection(candidate=c.label, reasons=[reason.message], rules=["gpu_wanted"]))
-        ok = [c for c in ok if c.variant.cuda is not None]
+        ok = _gpu_builds_only(family, ok, verdicts, rejected)
     ok.sort(key=lambda c: preference(c, targets, installed, gpu_wanted, matrix), reverse=True)
     return Screened(ok, verdicts, rejected)
+
+
+def _gpu_builds_only(family: str, ok: list[Candidate], verdicts: list[Verdict],
+                     rejected: list[Rejection]) -> list[Candidate]:
+    """A CPU build on a GPU machine is the CPU_ONLY_BUILD problem, never a silent answer: each is turned down
+    (added to ``verdicts`` and ``rejected``) and the GPU builds are returned."""
+    for c in (c for c in ok if c.variant.cuda is None):
+        reason = rules.Reason("gpu_wanted", f"{c.label} is a CPU build and the target has a GPU "
+                                            f"(ask for it explicitly, e.g. {family}=={c.version_text()})")
+        verdicts.append(Verdict(c, [reason], {}))
+        rejected.append(Rejection(candidate=c.label, reasons=[reason.message], rules=["gpu_wanted"]))
+    return [c for c in ok if c.variant.cuda is not None]
 
 
 class _Pairs:

@@ -9,12 +9,14 @@ Hard rules live in :mod:`cudamatrix.solve.rules`.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
-from cudamatrix.errors import UsageError
+from cudamatrix.errors import NoSolution, UsageError
 from cudamatrix.matrix.data import Matrix
-from cudamatrix.models import Environment, FrameworkChoice, Rejection, Solution
+from cudamatrix.models import Environment, FrameworkChoice, Rejection, Solution, WayOut
 from cudamatrix.names import FAMILY_NAMES, canonical, family_of
 from cudamatrix.solve.assemble import assemble
 from cudamatrix.solve.causes import Verdicts, no_solution
@@ -26,11 +28,70 @@ __all__ = ["MAX_COMBINATIONS", "Candidate", "Preference", "Request", "parse_requ
 
 
 def solve(targets: list[Target], request: Request, matrix: Matrix, *,
-          installed: Environment | None = None) -> Solution:
+          installed: Environment | None = None, check_ways: bool = True) -> Solution:
     """The chosen set for every target, with its trace and rejections.
 
-    Raises NoSolution (typed causes and ways out) when nothing fits, UsageError without a target.
-    Neither ``request`` nor ``targets`` nor ``installed`` is changed."""
+    Raises NoSolution (typed causes and ways out) when nothing fits, UsageError without a target; each way out
+    is re-solved first, and one that lifts nothing is left out (``check_ways``). Neither ``request`` nor
+    ``targets`` nor ``installed`` is changed."""
+    try:
+        return _solve(targets, request, matrix, installed)
+    except NoSolution as exc:
+        if not check_ways:
+            raise
+        raise checked_ways(exc, targets, request, matrix, installed) from None
+
+
+def checked_ways(exc: NoSolution, targets: list[Target], request: Request, matrix: Matrix,
+                 installed: Environment | None) -> NoSolution:
+    """The NoSolution with only the ways out that, applied, give a solution (each re-solved); a way out outside
+    the matrix (another index, separate environments) is kept as it is."""
+    ways = []
+    for way in exc.ways_out:
+        kept = _lifts(way, targets, request, matrix, installed)
+        if kept is not None:
+            ways.append(kept)
+    return NoSolution(exc.message, causes=exc.causes, ways_out=ways, rejected=exc.rejected,
+                      hint="; ".join(w.message for w in ways) or None)
+
+
+def _lifts(way: WayOut, targets: list[Target], request: Request, matrix: Matrix,
+           installed: Environment | None) -> WayOut | None:
+    """The way out when the change it names gives a solution (a change_python way names the newest Python
+    that does), else None."""
+    change = way.change
+    if not change:
+        return way
+    if "family" in change and change["family"] in request.families:  # the family the way out is for
+        request = Request([], {change["family"]: request.families[change["family"]]})
+    if "python" in change:
+        for py in change["python"].split():
+            found = _fits([replace(t, python=py) for t in targets], request, matrix, installed)
+            if found is not None:
+                builds = ", ".join(f"{fw.name} {fw.version} {fw.variant}" for fw in found.frameworks)
+                return WayOut(kind=way.kind, change={"python": py, "family": change.get("family", "")},
+                              message=f"use Python {py} ({builds} then fits)")
+        return None
+    if "driver" in change:
+        moved = [replace(t, driver=change["driver"], driver_usable=True) for t in targets]
+        return way if _fits(moved, request, matrix, installed) is not None else None
+    if "requirement" in change:
+        relaxed = request.without(change["family"])
+        relaxed.families[change["family"]] = [Requirement(change["requirement"])]
+        return way if _fits(targets, relaxed, matrix, installed) is not None else None
+    return way
+
+
+def _fits(targets: list[Target], request: Request, matrix: Matrix,
+          installed: Environment | None) -> Solution | None:
+    try:
+        return _solve(targets, request, matrix, installed)
+    except NoSolution:
+        return None
+
+
+def _solve(targets: list[Target], request: Request, matrix: Matrix, installed: Environment | None) -> Solution:
+    """:func:`solve` without re-solving the ways out."""
     if not targets:
         raise UsageError("no target to solve for")
     unique: dict[tuple, list[Target]] = {}
@@ -42,7 +103,7 @@ def solve(targets: list[Target], request: Request, matrix: Matrix, *,
     rejected: list[Rejection] = []
     per_family: dict[str, list[Candidate]] = {}
     verdicts: Verdicts = {}
-    wants_gpu = all((t.has_gpu or t.driver) and t.driver_usable for t in reps)
+    wants_gpu = all(t.wants_gpu for t in reps)
     request, kept, kept_trace = _keep_unknown_installed(request, matrix, installed)
     trace += kept_trace
 
@@ -69,7 +130,29 @@ def solve(targets: list[Target], request: Request, matrix: Matrix, *,
         if found.choice is None:
             raise no_solution(matrix, request, reps, unique, verdicts, [], rejected, combined=True)
         choice = found.choice
-    return assemble(choice, request, reps, matrix, installed, rejected, trace, kept)
+    return assemble(choice, request, reps, matrix, installed, rejected, trace, kept,
+                    notes=passed_over(choice, per_family, reps, matrix))
+
+
+def passed_over(choice: list[Candidate], per_family: dict[str, list[Candidate]], targets: list[Target],
+                matrix: Matrix) -> list[str]:
+    """For each chosen build, the best build that fits but was passed over because its facts are inferred, not
+    read from an artifact (README, "known / inferred"): newer, or of a newer CUDA, yet ranked below. One sentence
+    per family, with the inferred facts and their basis."""
+    from cudamatrix.solve import rules
+
+    out = []
+    for c in choice:
+        mine = (c.release.version, c.variant.cuda or Version("0"))
+        for other in per_family.get(c.family, []):
+            facts = [f for t in targets for f in rules.inferred_facts(other.release, other.variant, t)]
+            if facts and (other.release.version, other.variant.cuda or Version("0")) > mine:
+                names = "; ".join(f"{fact} ({basis})" for fact, basis in dict(facts).items())
+                out.append(f"passed over {other.label}, which also fits: it rests on inferred facts ({names}); "
+                           f"{c.label} rests on facts read from its wheels. Ask for {other.family}=="
+                           f"{other.version_text()} to take it anyway")
+                break
+    return out
 
 
 def _installed_variant(env: Environment | None, family: str) -> tuple[str, str | None] | None:

@@ -38,21 +38,30 @@ class Target:
     cuda_toolkit: str | None = None
     driver_usable: bool = True  # False: mismatch / no device visible
     notes: tuple[str, ...] = field(default=())
+    # a report shows CUDA in use (a CUDA build, its cuDNN or CUDA libraries) and names neither GPU nor driver:
+    # the GPU is unknown, not absent
+    gpu_unknown: bool = False
 
     def key(self) -> tuple:
         """Machines with the same key get the same answer: solve each key once (fleets). The rules look at each
         distinct compute capability, not at how many GPUs have it; the toolkit and a usable driver count too."""
         return (self.driver, tuple(sorted({g.compute_capability for g in self.gpus})), self.python, self.platform,
-                self.cuda_toolkit, self.driver_usable)
+                self.cuda_toolkit, self.driver_usable, self.gpu_unknown)
 
     @property
     def has_gpu(self) -> bool:
         return bool(self.gpus)
 
+    @property
+    def wants_gpu(self) -> bool:
+        """A GPU build is the answer: a GPU named, a driver stated, or a GPU in use that the report does not name
+        (unknown is not absent); and the driver is usable."""
+        return bool(self.gpus or self.driver or self.gpu_unknown) and self.driver_usable
+
     def describe(self) -> str:
         # with a driver and no GPU named, the machine has some GPU that driver runs (a paste that names none)
         gpus = ", ".join(f"{g.name or 'GPU'} (sm {g.compute_capability})" for g in self.gpus) or \
-            ("GPU not stated" if self.driver and self.driver_usable else "no GPU")
+            ("GPU not stated" if (self.driver or self.gpu_unknown) and self.driver_usable else "no GPU")
         driver = f"driver {self.driver}" if self.driver else "driver unknown"
         said = "".join(f" ({n})" for n in self.notes)
         return f"{self.name}: {gpus}; {driver}; Python {self.python or 'any'}; {self.platform}{said}"
@@ -104,8 +113,24 @@ def from_environment(env: Environment, matrix: Matrix, name: str = "this machine
         driver = driver_floor(matrix, env.driver.cuda_version, plat)
         notes = (f"the driver's version is not stated; it runs CUDA {env.driver.cuda_version}, so it is at least "
                  f"{driver}, that CUDA's first driver",) if driver else ()
+    unknown = not gpus and driver is None and env.origin == "report" and cuda_in_use(env)
+    if unknown:
+        notes += ("the report shows CUDA in use but names neither the GPU nor the driver: answered for some GPU "
+                  "a current driver runs; the GPU's kernels and the driver were not checked",)
     return Target(name=name, driver=driver, gpus=tuple(gpus), python=_py_minor(env.python.version),
-                  platform=plat, cuda_toolkit=toolkit, driver_usable=usable, notes=notes)
+                  platform=plat, cuda_toolkit=toolkit, driver_usable=usable, notes=notes, gpu_unknown=unknown)
+
+
+def cuda_in_use(env: Environment) -> bool:
+    """Whether a report proves CUDA is in use on the machine: a framework or package of a CUDA build, a CUDA
+    library found or named in a framework's message (torch's "cuDNN version incompatibility", a CUDA library
+    that could not be opened), a GPU or architecture message."""
+    if any(f.cuda or (f.variant or "").startswith("cu") for f in env.frameworks):
+        return True
+    if any("+cu" in v for v in env.packages.values()) or env.libraries:
+        return True
+    return any(m.library or m.gpu or m.compute_capability or m.kind in ("no_kernel_image", "arch_unsupported")
+               for m in env.messages)
 
 
 def driver_floor(matrix: Matrix, cuda: str, platform: str) -> str | None:
@@ -129,11 +154,16 @@ def from_flags(matrix: Matrix, *, driver: str | None, gpus: list[str], python: s
                platform: str | None, cuda_toolkit: str | None, base: Target | None = None) -> Target:
     """A Target from command-line flags, over ``base`` (the live machine) where a flag is absent.
     Raises UsageError for a value that is not a driver version, a platform, a version or a GPU."""
-    _check_flags(driver, platform, cuda_toolkit)
+    _check_flags(platform, cuda_toolkit)
+    note: tuple[str, ...] = ()
+    if driver is not None:
+        driver, note = flag_driver(matrix, driver, platform or (base.platform if base else "linux_x86_64"))
     target_gpus = [_flag_gpu(matrix, text) for text in gpus]
     base = base or Target(name="target")
     return Target(
         name="target" if (driver or gpus or python or platform) else base.name,
+        notes=note if driver is not None else base.notes,
+        gpu_unknown=False if (driver or gpus) else base.gpu_unknown,
         driver=driver if driver is not None else base.driver,
         gpus=tuple(target_gpus) if gpus else base.gpus,
         python=_py_minor(python) if python else base.python,
@@ -143,11 +173,40 @@ def from_flags(matrix: Matrix, *, driver: str | None, gpus: list[str], python: s
     )
 
 
-def _check_flags(driver: str | None, platform: str | None, cuda_toolkit: str | None) -> None:
-    if driver is not None:
-        parts = driver.strip().split(".")
-        if not all(p.isdigit() for p in parts) or not parts[0]:
-            raise UsageError(f"--driver {driver!r} is not a driver version", hint="e.g. --driver 535.104.05")
+def flag_driver(matrix: Matrix, text: str, platform: str) -> tuple[str, tuple[str, ...]]:
+    """A ``--driver`` value as people type it -> (the driver version the rules read, a note saying how it was read).
+
+    ``535.104.05``: that driver. ``R550`` or ``550``: a driver branch (NVIDIA numbers every release of branch R550
+    550.xx[.yy]); the rules then read the branch's first release, below every numbered release of it, so an answer
+    holds for any driver of the branch (a build that needs 550.54.14, CUDA 12.4's first driver, is not assumed).
+    ``12.4``: a CUDA version (nvidia-smi's "CUDA Version"), not a driver: refused with the first driver of that
+    CUDA, since any driver from there up reports it. Raises UsageError."""
+    import re
+
+    t = text.strip()
+    branch = re.fullmatch(r"[Rr]?(\d{3})", t)
+    if branch:
+        return branch.group(1), (f"driver branch R{branch.group(1)}: checked as its first release, so the answer "
+                                 f"holds for every driver of the branch",)
+    parts = t.split(".")
+    if not all(p.isdigit() for p in parts) or not parts[0]:
+        raise UsageError(f"--driver {text!r} is not a driver version",
+                         hint="e.g. --driver 535.104.05 (nvidia-smi's Driver Version), or a branch: --driver R550")
+    if int(parts[0]) < 100 and len(parts) == 2:
+        first = driver_floor(matrix, t, platform)
+        raise UsageError(f"--driver {text!r} is a CUDA version (nvidia-smi's \"CUDA Version\"), not a driver version",
+                         hint="give the \"Driver Version\" nvidia-smi prints" +
+                              (f"; every driver from {first} on runs CUDA {t}: --driver {first} answers for the oldest"
+                               if first else ""))
+    from cudamatrix.matrix.query import jetpack_for_driver
+
+    board = jetpack_for_driver(matrix, t) if platform == "linux_aarch64" else None
+    if board is not None:
+        return t, (f"a Jetson driver: JetPack {'/'.join(board.jetpack)} (Jetson Linux {board.l4t}), CUDA {board.cuda}",)
+    return t, ()
+
+
+def _check_flags(platform: str | None, cuda_toolkit: str | None) -> None:
     if platform is not None and platform not in PLATFORMS:
         raise UsageError(f"--platform {platform!r} is not known", hint=f"one of: {', '.join(PLATFORMS)}")
     if cuda_toolkit is not None:
@@ -158,17 +217,40 @@ def _check_flags(driver: str | None, platform: str | None, cuda_toolkit: str | N
 
 
 def _flag_gpu(matrix: Matrix, text: str) -> TargetGpu:
-    """A ``--gpu`` value: a compute capability (``8.6``, ``sm_86``) or a GPU name the matrix knows."""
-    from cudamatrix.matrix.query import find_gpu, suggest_gpus
+    """A ``--gpu`` value: a compute capability (``8.6``, ``sm_86``, ``compute_90``) or a GPU as people name it
+    (``4090``, ``rtx4090``, ``a100``, ``"Tesla T4"``: :func:`cudamatrix.matrix.query.lookup_gpu`). A bare number
+    is a model number, never a compute capability ("4090" is not 409.0). A name that fits models of different
+    compute capabilities is refused, listing them."""
+    import re
 
-    try:
-        return TargetGpu(normalize_cc(text), None)
-    except ValueError:
-        pass
-    gpu = find_gpu(matrix, text)
+    from cudamatrix.matrix.query import find_gpu, lookup_gpu, suggest_gpus
+
+    t = text.strip()
+    if re.fullmatch(r"\d+\.\d+|(?:sm|compute)_\d+[af]?", t, re.IGNORECASE):
+        try:
+            return TargetGpu(normalize_cc(t), None)
+        except ValueError:
+            pass
+    gpu = lookup_gpu(matrix, t)
+    if gpu is not None:
+        return TargetGpu(gpu.compute_capability, gpu.name)
+    several = _models_named(matrix, t)
+    if len({g.compute_capability for g in several}) > 1:
+        raise UsageError(f"--gpu {text!r} names GPUs of different compute capabilities",
+                         hint="one of: " + ", ".join(f"{g.name!r} (sm {g.compute_capability})" for g in several[:8]))
+    if t.isdigit() and len(t) <= 3:  # "86", "120": a compute capability written without its dot (sm_86)
+        return TargetGpu(normalize_cc(t), None)
+    gpu = None if t.isdigit() else find_gpu(matrix, t)
     if gpu is None:
         close = suggest_gpus(matrix, text)
         raise UsageError(f"--gpu {text!r}: no GPU of that name in the matrix",
                          hint=("did you mean: " + ", ".join(repr(c) for c in close)) if close
                          else "give the compute capability instead, e.g. --gpu 8.6 or --gpu sm_86")
     return TargetGpu(gpu.compute_capability, gpu.name)
+
+
+def _models_named(matrix: Matrix, text: str) -> list:
+    """The GPU models whose name or alias holds ``text`` as a word ("4000": Quadro RTX 4000, RTX 4000 Ada ...)."""
+    words = " " + " ".join(text.lower().split()) + " "
+    return [g for g in matrix.gpus.gpus
+            if any(words in " " + " ".join(n.lower().replace("-", " ").split()) + " " for n in (g.name, *g.aliases))]

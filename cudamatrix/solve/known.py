@@ -1,0 +1,86 @@
+"""Are the names of a request real distributions? No I/O: the caller passes the index lookup.
+
+A name the matrix knows (a framework, its companions and plugins, the ``nvidia-*`` wheels its builds pin) is
+known. Any other name is asked of the index pip would use: listed, it is passed to the installer as given; not
+listed by any index, it is an input error with a did-you-mean (``torhc`` -> ``torch``); when no index could
+answer (offline, an index that is not http(s), a ``--find-links`` source the tool does not read) it is
+unchecked, and said so, never counted as fitting.
+"""
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Iterable
+
+from cudamatrix.errors import UsageError
+from cudamatrix.matrix.data import Matrix
+from cudamatrix.names import FAMILIES, canonical
+from cudamatrix.schema import field, record
+
+# name -> True (an index lists it), False (every index answered and none lists it), None (no answer)
+Lookup = Callable[[str], "bool | None"]
+
+
+@record
+class NameCheck:
+    """The names asked about: those no index lists (with close known names), and those no index could answer."""
+
+    unknown: list[tuple[str, list[str]]] = field(default_factory=list)
+    unchecked: list[str] = field(default_factory=list)
+    why_unchecked: str = ""
+
+    def raise_unknown(self, where: str = "") -> None:
+        """UsageError (exit 2) naming every unknown name and what it may have meant."""
+        if not self.unknown:
+            return
+        parts = [f"{name!r}" + (f" (did you mean {' or '.join(repr(s) for s in close)}?)" if close else "")
+                 for name, close in self.unknown]
+        raise UsageError(f"{where}no distribution named {', '.join(parts)}: the matrix does not know "
+                         f"{'it' if len(parts) == 1 else 'them'} and the index does not list "
+                         f"{'it' if len(parts) == 1 else 'them'}",
+                         hint="check the spelling; a package from another index needs that index "
+                              "(--extra-index-url in the file, or PIP_EXTRA_INDEX_URL)")
+
+    def sentences(self) -> list[str]:
+        """One line per unchecked name, for people."""
+        return [f"{name}: unchecked: not a distribution the matrix knows, and {self.why_unchecked}"
+                for name in self.unchecked]
+
+
+def matrix_names(matrix: Matrix) -> set[str]:
+    """Every distribution name the matrix knows: the families' distributions, aliases and plugins, and the
+    names of the wheels its builds pin or bring."""
+    from cudamatrix.names import requirement
+
+    names: set[str] = set()
+    for family in FAMILIES.values():
+        names.update((*family.distributions, *family.aliases))
+        for release in matrix.frameworks(family.name):
+            names.update(release.companions)
+            for v in release.variants:
+                for text in (*v.nvidia_pins, *v.extra_packages):
+                    names.add(canonical(requirement(text).name))
+    return names
+
+
+def suggestions(name: str, known: Iterable[str]) -> list[str]:
+    """Known names close to a mistyped one (difflib's ratio of at least 0.75: ``torhc`` -> ``torch``,
+    ``torchvison`` -> ``torchvision``), best first."""
+    return difflib.get_close_matches(canonical(name), sorted(set(known)), n=3, cutoff=0.75)
+
+
+def check_names(names: Iterable[str], known: set[str], lookup: Lookup | None, why_unchecked: str = "") -> NameCheck:
+    """The names neither the matrix nor the index knows, and those that could not be asked. ``lookup`` None:
+    no index to ask at all."""
+    out = NameCheck(why_unchecked=why_unchecked or "no package index could be asked whether it exists")
+    seen: set[str] = set()
+    for name in names:
+        key = canonical(name)
+        if key in known or key in seen:
+            continue
+        seen.add(key)
+        listed = lookup(key) if lookup is not None else None
+        if listed is False:
+            out.unknown.append((name, suggestions(key, known)))
+        elif listed is None:
+            out.unchecked.append(name)
+    return out
