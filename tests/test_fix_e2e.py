@@ -235,7 +235,8 @@ def test_fix_takes_one_options_record_or_its_fields_as_keywords(monkeypatch):
     assert fix_module.fix(python="p", dry_run=True, gpus=["sm_90"]) == "the result"
     assert fix_module.fix(FixOptions(python="p", dry_run=True, gpus=["sm_90"])) == "the result"
     assert fix_module.fix(FixOptions(python="p", gpus=["sm_90"]), dry_run=True) == "the result"
-    assert seen == [FixOptions(python="p", dry_run=True, gpus=["sm_90"])] * 3
+    # not at a notebook cell or prompt: nothing is shown, nobody is asked (a script's call is consent)
+    assert seen == [FixOptions(python="p", dry_run=True, gpus=["sm_90"], show=False)] * 3
     with pytest.raises(TypeError):
         fix_module.fix(no_such_keyword=1)
     # the record's fields are the keywords the README documents for cudamatrix.fix()
@@ -244,5 +245,5 @@ def test_fix_takes_one_options_record_or_its_fields_as_keywords(monkeypatch):
     assert field_names(FixOptions) == (
         "python", "request", "dry_run", "verify", "frameworks", "mirror", "allow_http", "installer",
         "write_activation", "use_cache", "timeout", "driver", "gpus", "data_dir", "confirm", "on_progress",
-        "in_process", "show", "resume", "rollback")
+        "in_process", "show", "resume", "rollback", "yes", "interactive")
     assert FixOptions() == FixOptions(verify=True, frameworks="all", use_cache=True, timeout=300.0)

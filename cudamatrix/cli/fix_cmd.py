@@ -55,7 +55,8 @@ def run_fix(requirements: list[str] | None = None, python: str | None = None, dr
             python=python, request=requirements or [], dry_run=dry_run, verify=not no_verify, frameworks=framework,
             mirror=mirror, allow_http=allow_http, installer=installer, write_activation=write_activation,
             use_cache=not no_cache, timeout=timeout, driver=driver, gpus=gpu or [], data_dir=data_dir,
-            confirm=confirm, on_progress=progress, in_process=False, resume=resume, rollback=rollback))
+            confirm=confirm, on_progress=progress, in_process=False, resume=resume, rollback=rollback,
+            yes=yes, interactive=False, show=False))
     finally:
         progress.stop()
     finish("fix", result.exit_code, result.to_dict(), as_json, lambda: human_fix(result))

@@ -161,6 +161,16 @@ def _record_hash(data_hash: hashlib._Hash) -> str:
     return "sha256=" + base64.urlsafe_b64encode(data_hash.digest()).rstrip(b"=").decode()
 
 
+def _tag_set(tags: list[str]) -> str:
+    """The file name's tag part for a wheel's ``Tag:`` lines, as a compressed tag set (PEP 425: "py2.py3-none-any"
+    for ``py2-none-any`` and ``py3-none-any``): the first tag alone would make a py2.py3 wheel "py2-none-any",
+    which no Python 3 installer takes back."""
+    parts = [t.split("-") for t in tags if t.count("-") == 2]
+    if not parts:
+        return "py3-none-any"
+    return "-".join(".".join(dict.fromkeys(p[i] for p in parts)) for i in range(3))
+
+
 def repack(dist_info: Path, out_dir: Path) -> Path:
     """A wheel of an installed distribution, from the files its RECORD lists (PEP 376/427): the same bytes the
     environment holds now. Files outside site-packages (console scripts: pip writes them again from
@@ -175,7 +185,7 @@ def repack(dist_info: Path, out_dir: Path) -> Path:
     tags = [ln.split(":", 1)[1].strip() for ln in (dist_info / "WHEEL").read_text().splitlines()
             if ln.startswith("Tag:")]
     escaped = canonical(name).replace("-", "_")  # the wheel file name's escaping (binary distribution format)
-    path = out_dir / f"{escaped}-{version}-{tags[0] if tags else 'py3-none-any'}.whl"
+    path = out_dir / f"{escaped}-{version}-{_tag_set(tags)}.whl"
     rows = list(csv.reader(io.StringIO((dist_info / "RECORD").read_text())))
     record: list[list[str]] = []
     out_dir.mkdir(parents=True, exist_ok=True)
