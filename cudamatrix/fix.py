@@ -203,8 +203,10 @@ class _Session:
         from cudamatrix.install.plan import make_plan
 
         o = self.o
-        if self.pending is not None:
-            plan = self.pending.plan()
+        if self.pending is not None:  # rebuilt for this interpreter, from where it stopped
+            from cudamatrix.install.replay import resume_plan
+
+            plan = resume_plan(self.pending, self.interp, allow_http=o.allow_http, mirror=o.mirror)
             solution = plan.solution or Solution(request=o.request or [], targets=[])
             self.pending.record(resumed=True)
             return plan, solution
@@ -389,7 +391,9 @@ def _pending(interp: str, resume: bool, rollback: bool, dry_run: bool = False):
 
     if resume and rollback:
         raise UsageError("--resume and --rollback exclude each other", hint="pick one")
-    pending = journals.load(interp)
+    pending = journals.load(interp) if not dry_run or resume or rollback else journals.peek(interp)
+    if pending is not None and (resume or rollback):
+        journals.check_usable(pending, interp)  # kept for this interpreter, and its owner ran on this host
     if pending is not None and journals.owner_alive(pending):
         raise UsageError(f"{pending.describe()} is still running", hint="wait for it to end")
     if pending is None and (resume or rollback):
@@ -407,7 +411,7 @@ def _rollback(pending, environment: Environment, python: str | None, interp: str
               data_dir: str | None, timings: dict[str, float], on_progress) -> FixResult:
     from cudamatrix.install.apply import rollback
 
-    restored, left = rollback(pending, site_packages=sites, on_progress=on_progress)
+    restored, left = rollback(pending, python=interp, site_packages=sites, on_progress=on_progress)
     result = FixResult(python=interp, status="rolled_back", timings_ms=timings)
     still = [f"{d.name} {d.version}" for k in ("added", "removed", "changed") for d in left[k]]
     if still:

@@ -110,6 +110,8 @@ class LibraryLoad(Model):
     expected: str | None = None  # the file mapped without LD_PRELOAD, LD_LIBRARY_PATH and earlier loads
     expected_rule: str | None = None
     when: str = "import"  # "import" | "first use" (a lazy dlopen)
+    version: str | None = None  # of the file that will be mapped (its name, or the wheel that installed it)
+    expected_version: str | None = None  # of ``expected``
 
 
 @record
@@ -131,6 +133,27 @@ class Framework(Model):
     cuda: str | None = None  # CUDA the build targets
     cudnn: str | None = None
     source: str | None = None  # "metadata", "local version", "report:collect_env"
+
+
+@record
+class ToolMessage(Model):
+    """A warning or error a framework, the CUDA runtime or the loader printed about the machine, read from a paste:
+    torch's architecture warning, "no kernel image is available", TensorFlow's and JAX's cuDNN lines, a library
+    that could not be opened. It keeps the facts the words state; the finding they imply is the diagnose stage's."""
+
+    tool: str  # who said it: "torch", "tensorflow", "xla", "jax", "cuda runtime", "onnxruntime", "loader"
+    # arch_unsupported, no_kernel_image, driver_too_old, driver_insufficient, library_version, library_missing
+    kind: str
+    text: str  # the words, as printed (at most 300 characters)
+    gpu: str | None = None  # the GPU named ("NVIDIA GeForce RTX 5090")
+    compute_capability: str | None = None  # its compute capability ("12.0")
+    archs: list[str] = field(default_factory=list)  # the build's SASS targets it lists ("5.0" ... "9.0")
+    ptx: list[str] = field(default_factory=list)  # the build's PTX targets it lists ("3.7")
+    library: str | None = None  # "cudnn", "cudart", "cusolver" ...: the library the words are about
+    soname: str | None = None  # the file that could not be opened ("libcudnn.so.8")
+    built: str | None = None  # the version the program was built against ("8.9.6")
+    found: str | None = None  # the version found at run time ("8.6.0"; the driver's CUDA, "11.4", for the driver)
+    minimum: str | None = None  # the lowest version the program accepts, where it says
 
 
 @record
@@ -205,6 +228,7 @@ class Environment(Model):
     frameworks: list[Framework] = field(default_factory=list)
     file_conflicts: list[FileConflict] = field(default_factory=list)
     library_loads: list[LibraryLoad] = field(default_factory=list)  # the loader model's predictions (detect.libpaths)
+    messages: list[ToolMessage] = field(default_factory=list)  # warnings and errors read from pasted reports
     context: Context = field(default_factory=Context)
     notes: list[Note] = field(default_factory=list)
     timings_ms: dict[str, float] = field(default_factory=dict)  # probe -> milliseconds spent
@@ -399,6 +423,9 @@ class FrameworkReport(Model):
     # ({soname, predicted, mapped, rule, agree}); the rows where they differ, again, as model errors
     loads_compared: list[dict[str, Any]] = field(default_factory=list)
     model_errors: list[dict[str, Any]] = field(default_factory=list)
+    # one library family mapped from several copies of different (or unknown) versions after the work: a shim
+    # from one copy, sub-libraries from another ({family, copies: [{folder, version, files}]})
+    mixed_loads: list[dict[str, Any]] = field(default_factory=list)
 
 
 @record

@@ -2,6 +2,11 @@
 
 ``--json`` prints exactly one envelope object on stdout:
 ``{"schema_version", "command", "status", "exit_code", "data", "errors"}``.
+
+Output is inert: every line printed for people goes through :func:`inert` (control characters escaped,
+credentials in URLs masked as pip masks them), and every string of an envelope has its credentials masked
+(JSON escapes control characters itself). Applied where the text leaves (the console, the plain lines, the
+envelope), so no input-derived piece of text (a paste, a node file, a Slurm error, a GPU name) can miss it.
 """
 from __future__ import annotations
 
@@ -9,6 +14,8 @@ import json
 import re
 import sys
 from typing import Any
+
+from cudamatrix.safe.text import escape_breaks, escape_controls, redact_urls
 
 JSON_SCHEMA_VERSION = 1
 
@@ -48,49 +55,163 @@ def envelope(command: str, exit_code: int, data: Any = None, errors: list[dict] 
 def print_json(command: str, exit_code: int, data: Any = None, errors: list[dict] | None = None) -> None:
     # json.dumps with an indent (the pure-Python encoder): a hand-written printer measured no faster on doctor's
     # envelope (paired runs: 1.04) nor on a pasted megabyte's (1.02), so the standard one it is
-    sys.stdout.write(json.dumps(envelope(command, exit_code, data, errors), indent=2) + "\n")
+    sys.stdout.write(json.dumps(_masked(envelope(command, exit_code, data, errors)), indent=2) + "\n")
     sys.stdout.flush()
 
 
-def console(stderr: bool = False):
-    """A rich Console (imported lazily: rich costs start-up time)."""
-    from rich.console import Console
+def _masked(value: Any) -> Any:
+    """``value`` with the credentials in its strings' URLs masked (:func:`~cudamatrix.safe.text.redact_urls`)."""
+    if isinstance(value, str):
+        return redact_urls(value) if "@" in value else value
+    if isinstance(value, dict):
+        return {k: _masked(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_masked(v) for v in value]
+    return value
 
-    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+
+# the width of output that goes to a file or a pipe: lines are never broken there (a path stays whole, so a
+# paste or a grep finds it), and tables take their natural width
+UNBOUNDED = 1 << 16
+
+
+def output_width(stream: Any) -> int | None:
+    """The width output is fitted to: None (the terminal's own, which rich reads) at a terminal or when COLUMNS
+    asks for one; :data:`UNBOUNDED` for a file or a pipe."""
+    import os
+
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError, OSError):
+        tty = False
+    return None if tty or (os.environ.get("COLUMNS") or "").isdigit() else UNBOUNDED
+
+
+def inert(text: Any) -> str:
+    """``text`` made safe to show: control characters written as escapes (``\\x1b``; tab and newline stay),
+    so a pasted clear-screen or terminal hyperlink does nothing, and credentials in URLs masked
+    (``user:****@host``). Every line printed for people passes through here."""
+    return escape_controls(redact_urls(str(text)))
+
+
+_Console: Any = None
+
+
+def console(stderr: bool = False):
+    """A rich Console (imported lazily: rich costs start-up time) whose ``print`` makes every string it is
+    given :func:`inert` (the tool's own markup holds no control character, so its styles still apply). Text is
+    never hard-wrapped (``soft_wrap``: a terminal folds long lines itself and a copied path stays whole); tables
+    fit the width (:func:`table`)."""
+    global _Console
+    if _Console is None:
+        from rich.console import Console
+
+        class InertConsole(Console):
+            def print(self, *objects: Any, **kwargs: Any) -> None:
+                super().print(*(inert(o) if isinstance(o, str) else o for o in objects), **kwargs)
+
+        _Console = InertConsole
+    width = output_width(sys.stderr if stderr else sys.stdout)
+    return _Console(stderr=stderr, highlight=False, soft_wrap=True, width=width)
 
 
 def escape(text: Any) -> str:
-    """``text`` with rich markup made literal: user-supplied text (a requirement ``torch[/]``, a GPU name,
-    a folder on LD_LIBRARY_PATH) must never be read as a style tag (rich raises MarkupError on ``[/]``)."""
+    """One value shown inside a line (a requirement ``torch[/]``, a GPU name, a folder on LD_LIBRARY_PATH, a
+    node's error): rich markup made literal (never read as a style tag; rich raises MarkupError on ``[/]``),
+    credentials masked, and every control character escaped, line breaks included, so that a value never
+    starts a line of its own (a GPU name "T4\\n--trusted-host ..." from a node file stays one value)."""
     from rich.markup import escape as _escape
 
-    return _escape(str(text))
+    return _escape(escape_breaks(redact_urls(str(text))))
 
 
 def error_text(message: str, hint: str | None = None) -> None:
     """Print an error for people on stderr (the message and hint are shown literally)."""
-    c = console(stderr=True)
-    c.print(f"[bold red]error:[/] {escape(message)}", markup=True, soft_wrap=True)  # paths stay whole
+    from rich.markup import escape as _escape
+
+    c = console(stderr=True)  # a message may span lines (the installer's own): inert, line breaks kept
+    c.print(f"[bold red]error:[/] {_escape(inert(message))}", markup=True, soft_wrap=True)  # paths stay whole
     if hint:
-        c.print(f"[dim]hint:[/] {escape(hint)}", markup=True, soft_wrap=True)
+        c.print(f"[dim]hint:[/] {_escape(inert(hint))}", markup=True, soft_wrap=True)
 
 
-def table(title: str | None, columns: list[str], rows: list[list[Any]]):
-    from rich.table import Table
+def table(title: str | None, columns: list[str], rows: list[list[Any]], *, optional: tuple[str, ...] = (),
+          paths: tuple[str, ...] = ()):
+    """A table that fits the width it is printed at (:class:`FittedTable`): ``optional`` columns are left out,
+    in that order, while it is too wide, then ``paths`` cells lose their leading folders ("…/lib/libcudnn.so.9");
+    other cells wrap at spaces only (a word too long for its column ends in "…", it is never split)."""
+    return FittedTable(title, columns, [["" if v is None else str(v) for v in row] for row in rows], optional, paths)
 
-    t = Table(title=title, show_lines=False, header_style="bold")
-    for col in columns:
-        t.add_column(col, overflow="fold")
-    for row in rows:
-        t.add_row(*["" if v is None else escape(v) for v in row])
-    return t
+
+def fit_columns(columns: list[str], rows: list[list[str]], width: int, optional: tuple[str, ...] = (),
+                paths: tuple[str, ...] = ()) -> tuple[list[int], dict[int, int]]:
+    """Which columns to show at ``width`` (their indexes) and the width each shortened path column gets.
+    A rich table with heavy head borders takes the cells' width plus 3 per column plus 1."""
+    from rich.cells import cell_len
+
+    natural = [max([cell_len(c)] + [cell_len(r[i]) for r in rows]) for i, c in enumerate(columns)]
+    keep = list(range(len(columns)))
+
+    def total() -> int:
+        return sum(natural[i] for i in keep) + 3 * len(keep) + 1
+
+    for name in optional:
+        if total() <= width:
+            break
+        if name in columns and len(keep) > 1:
+            keep.remove(columns.index(name))
+    limits: dict[int, int] = {}
+    for name in paths:
+        i = columns.index(name) if name in columns else -1
+        if i in keep and total() > width:
+            limits[i] = max(cell_len(name), 12, natural[i] - (total() - width))
+            natural[i] = limits[i]
+    return keep, limits
+
+
+def shorten_path(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` cells from the left, at a folder boundary when one is within 8 cells:
+    "…/lib/x.so.9"; the file name is kept whole as long as it fits."""
+    if len(text) <= limit:
+        return text
+    tail = text[len(text) - (limit - 1):]
+    cut = tail.find("/")
+    if 0 < cut <= 8 and cut < len(tail) - 1:
+        tail = tail[cut:]
+    return "…" + tail
+
+
+class FittedTable:
+    """A rich renderable: the table built for the width it is rendered at (see :func:`fit_columns`), and a dim
+    line naming what was left out or shortened (``--json`` has every field)."""
+
+    def __init__(self, title: str | None, columns: list[str], rows: list[list[str]], optional: tuple[str, ...],
+                 paths: tuple[str, ...]) -> None:
+        self.title, self.columns, self.rows, self.optional, self.paths = title, columns, rows, optional, paths
+
+    def __rich_console__(self, console: Any, options: Any):
+        from rich.table import Table
+        from rich.text import Text
+
+        keep, limits = fit_columns(self.columns, self.rows, options.max_width, self.optional, self.paths)
+        t = Table(title=self.title, show_lines=False, header_style="bold")
+        for i in keep:  # words wrap at spaces; a path (one long word) is never folded, it was shortened instead
+            t.add_column(self.columns[i], no_wrap=self.columns[i] in self.paths, overflow="ellipsis")
+        for row in self.rows:
+            t.add_row(*[Text(shorten_path(row[i], limits[i]) if i in limits else row[i]) for i in keep])
+        yield t
+        left = [c for i, c in enumerate(self.columns) if i not in keep]
+        said = ([f"left out {', '.join(left)}"] if left else []) + \
+            ([f"{', '.join(self.columns[i] for i in limits)} shortened"] if limits else [])
+        if said:
+            yield Text(f"(at {options.max_width} columns: {'; '.join(said)}; --json has every field)", style="dim")
 
 
 # fix and verify, for people: plain lines (no rich import, so the healthy path stays fast). Each ``*_lines``
 # function returns the lines; ``human_*`` prints them, and FixResult.summary() joins them.
 
 def _echo(text: str = "") -> None:
-    sys.stdout.write(text + "\n")
+    sys.stdout.write(inert(text) + "\n")
 
 
 def _print(lines: list[str]) -> None:
@@ -256,8 +377,8 @@ def human_fix(result) -> None:
 
 
 def fix_text(result) -> str:
-    """:func:`fix_lines` as one text, what ``cudamatrix fix`` prints (without the final newline)."""
-    return "\n".join(fix_lines(result)).rstrip()
+    """:func:`fix_lines` as one text, what ``cudamatrix fix`` prints (inert; without the final newline)."""
+    return "\n".join(inert(line) for line in fix_lines(result)).rstrip()
 
 
 def report_lines(report) -> list[str]:
@@ -290,6 +411,9 @@ def _framework_report_lines(fw) -> list[str]:
     out += [f"  mapped: {lib.get('path')} {_lib_version(lib)}" for lib in fw.mapped_libraries]
     out += [f"  loader model error: {err['soname']}: predicted {err['predicted']} ({err['rule']}), "
             f"mapped {err.get('mapped') or 'nothing'}" for err in fw.model_errors]
+    out += [f"  mixed load of {mixed['family']}: " + "; ".join(
+        f"{c['folder']} ({c['version'] or 'version unknown'}): {', '.join(c['files'])}" for c in mixed["copies"])
+        for mixed in fw.mixed_loads]
     if fw.status == "failed" and fw.stderr_tail:
         out.append("  stderr (last lines):")
         out += ["    " + line for line in fw.stderr_tail.splitlines()[-8:]]
@@ -297,14 +421,16 @@ def _framework_report_lines(fw) -> list[str]:
 
 
 def _framework_head(fw) -> str:
-    """"torch 2.5.1 (CUDA 12.4, cuDNN 9.1.0)"; a cuDNN the framework did not report is read from the copy mapped
-    into the process."""
+    """"torch 2.5.1 (CUDA 12.4, cuDNN 9.1.0)"; a cuDNN the framework did not report is read from the library
+    mapped into the process that answers cudnnGetVersion() (cuDNN 9's graph library, cuDNN 8's ops_infer; the
+    shim only forwards the call)."""
     head = f"{fw.framework} {fw.version or ''}".strip()
     if fw.cuda:
         cudnn = fw.cudnn
         if not cudnn:
-            mapped = [m for m in fw.mapped_libraries if str(m.get("file", "")).startswith("libcudnn.so")
-                      and m.get("version")]
+            mapped = sorted((m for m in fw.mapped_libraries if str(m.get("file", "")).startswith("libcudnn")
+                             and m.get("version")), key=lambda m: not str(m["file"]).startswith(
+                                 ("libcudnn_graph.so", "libcudnn_ops_infer.so")))
             cudnn = f"{mapped[0]['version']} (mapped)" if mapped else "not reported"
         head += f" (CUDA {fw.cuda}, cuDNN {cudnn})"
     return head

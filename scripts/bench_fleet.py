@@ -126,7 +126,7 @@ def main() -> None:
     rows = [("python -c pass", *measure([sys.executable, "-c", "pass"], args.n))]
     with tempfile.TemporaryDirectory() as tmp:
         lock_file = Path(tmp) / "torch.txt"
-        subprocess.run(cm + ["lock", "torch", "--driver", "580.65.06", "--gpu", "9.0", "--python", "3.11",
+        subprocess.run(cm + ["lock", "torch", "--pins-only", "--driver", "580.65.06", "--gpu", "9.0", "--python", "3.11",
                              "-o", str(lock_file)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         for label, kinds in (("varied", varied(args.classes)), ("solver-distinct", distinct(args.classes))):
             fleet, one = Path(tmp) / label, Path(tmp) / f"{label}-one"
@@ -140,7 +140,7 @@ def main() -> None:
             rows.append((f"solve torch --env DIR ({tag})",
                          *measure(cm + ["solve", "torch", "--env", str(fleet), "--json"], args.n)))
             rows.append((f"lock torch --per-class --env DIR ({tag})",
-                         *measure(cm + ["lock", "torch", "--per-class", "--env", str(fleet), "-o",
+                         *measure(cm + ["lock", "torch", "--per-class", "--pins-only", "--env", str(fleet), "-o",
                                         str(Path(tmp) / f"{label}-locks"), "--json"], args.n)))
             rows.append((f"check -r LOCK --env DIR ({tag})",
                          *measure(cm + ["check", "-r", str(lock_file), "--env", str(fleet), "--json"], args.n)))

@@ -1,26 +1,45 @@
 #!/usr/bin/env bash
 # GPU self-test: run cudamatrix on a real NVIDIA machine (no network needed) and keep everything it saw.
 #
-#   bash scripts/gpu_selftest.sh OUTDIR [WHEELDIR]
+#   bash scripts/gpu_selftest.sh OUTDIR [WHEELDIR] [all|loader]
 #
 # WHEELDIR holds the cudamatrix wheel and any runtime dependency the machine lacks (built elsewhere with
 # `pip wheel . --no-deps -w WHEELDIR` and `pip download`). They are installed into a private folder, never
-# into the machine's environment. OUTDIR receives raw tool outputs (raw/), cudamatrix's JSON (json/),
-# timings (timing/) and a summary; OUTDIR.tar.gz packs it all. Meant to finish well under 4 minutes.
+# into the machine's environment, and compiled to bytecode there as pip does (the image may set
+# PYTHONDONTWRITEBYTECODE=1, so compileall runs explicitly). OUTDIR receives raw tool outputs (raw/),
+# cudamatrix's JSON (json/), timings (timing/), the loader case (loader/: scripts/gpu_loader_case.py, the
+# system-cuDNN case for torch and JAX) and a summary; OUTDIR.tar.gz packs it all. "loader" runs the install
+# and the loader case only (about 3 minutes); "all" (the default) runs everything.
 set -u
-OUT=${1:?usage: gpu_selftest.sh OUTDIR [WHEELDIR]}
+OUT=${1:?usage: gpu_selftest.sh OUTDIR [WHEELDIR] [all|loader]}
 WHEELS=${2:-.whl}
+MODE=${3:-all}
 PY=${PYTHON:-python3}
+HERE=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$OUT/raw" "$OUT/json" "$OUT/timing"
 SITE=$(mktemp -d)
 export XDG_CACHE_HOME=$(mktemp -d)   # no remembered results from earlier runs
-"$PY" -m pip install -q --no-index --no-deps --no-compile --target "$SITE" "$WHEELS"/*.whl \
+# which of cudamatrix's runtime dependencies the machine has (the wheels in WHEELDIR stand in for the rest)
+for mod in packaging pydantic pydantic_core typer requests pynvml; do
+  "$PY" -c "import $mod, sys; print('$mod', getattr($mod, '__version__', getattr($mod, 'VERSION', '?')))" 2>/dev/null \
+    || echo "$mod MISSING"
+done > "$OUT/raw/deps.txt"
+ls "$WHEELS" > "$OUT/raw/wheels.txt" 2>&1
+"$PY" -m pip install -q --no-index --no-deps --target "$SITE" "$WHEELS"/*.whl \
     > "$OUT/raw/install.txt" 2>&1 || { echo "install failed"; cat "$OUT/raw/install.txt"; exit 1; }
+"$PY" -m compileall -q -j 0 "$SITE" >> "$OUT/raw/install.txt" 2>&1
 export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
 cd "$(mktemp -d)"   # so the checkout's own package cannot shadow the installed wheel
 CM=("$PY" -m cudamatrix)
 "$PY" -c 'import cudamatrix, cudamatrix.matrix.data as m; print(cudamatrix.__file__); print(m.default_data_dir())' \
     > "$OUT/raw/installed-from.txt" 2>&1
+if [ "$MODE" = loader ]; then
+  "$PY" "$HERE/gpu_loader_case.py" "$OUT/loader" --python "$PY" --system-dir "${SYSTEM_CUDNN_DIR:-/lib/x86_64-linux-gnu}" > "$OUT/loader.log" 2>&1
+  echo "loader rc=$?" >> "$OUT/summary.txt"
+  tar -C "$(dirname "$OUT")" -czf "$OUT.tar.gz" "$(basename "$OUT")"
+  cat "$OUT/summary.txt"
+  exit 0
+fi
 
 # 1. raw outputs of the tools people paste into bug reports
 { date -u; uname -a; } > "$OUT/raw/machine.txt" 2>&1
@@ -63,6 +82,8 @@ done > "$OUT/timing/import-torch-ms.txt"
 for i in 1 2 3; do
   s=$(date +%s%N); "${CM[@]}" verify --framework torch --json > /dev/null 2>&1; e=$(date +%s%N); echo $(( (e - s) / 1000000 ))
 done > "$OUT/timing/verify-torch-ms.txt"
+"$PY" "$HERE/gpu_loader_case.py" "$OUT/loader" --python "$PY" --system-dir "${SYSTEM_CUDNN_DIR:-/lib/x86_64-linux-gnu}" > "$OUT/loader.log" 2>&1
+echo "loader rc=$?" >> "$OUT/summary.txt"
 echo done >> "$OUT/summary.txt"
 tar -C "$(dirname "$OUT")" -czf "$OUT.tar.gz" "$(basename "$OUT")"
 cat "$OUT/summary.txt"

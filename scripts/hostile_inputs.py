@@ -1,5 +1,15 @@
 """Run a table of hostile and careless inputs against every command, each in its own subprocess with a
-timeout, and count tracebacks, hangs, broken JSON envelopes and side effects.
+timeout, and count tracebacks, hangs, broken JSON envelopes, side effects and unsafe output.
+
+Surfaces: input files (pastes, saved environments, requirements), matrix data folders, arguments, environment
+variables, standard input; and, from the second round, the install journal (a stale journal naming a bystander's
+process group, a planted interpreter, tampered steps, malformed journals), fleet folders (unbounded
+``fleet.json``, links planted at every name the writers use, a Slurm stand-in printing escape sequences), the
+overlay (planted without the user's key, a line break in an index URL), data values (index URLs holding line
+breaks, plain http, credentials) and the terminal (escape sequences in pastes, node files and arguments; mirror
+credentials). A side effect is a PWNED file, a replaced device, a killed bystander, a planted program that ran,
+or a file written through a planted link; unsafe output is a raw control character or a credential printed,
+or a line injected into a lock.
 
     python scripts/hostile_inputs.py [--before PATH] [--timeout 30] [--jobs 2] [--only SUBSTRING] [-v]
 
@@ -41,6 +51,12 @@ class Case:
     stdin: bytes | None = None
     json: bool = False
     device: str | None = None  # a device node the command must leave as it is
+    alive: int | None = None  # the pid of a bystander (a process of ours) that must survive
+    absent: list[str] = field(default_factory=list)  # markers a planted program would leave
+    untouched: dict[str, str] = field(default_factory=dict)  # files (link targets) that must keep their text
+    inert: bool = False  # the output must hold no raw control character and no credential
+    forbid: list[str] = field(default_factory=list)  # text that must not reach stdout or the files below
+    files: list[str] = field(default_factory=list)  # files the command writes, checked for ``forbid``
 
 
 @dataclass
@@ -52,6 +68,7 @@ class Outcome:
     hang: bool = False
     bad_envelope: str | None = None
     side_effect: str | None = None
+    unsafe: str | None = None
     tail: str = ""
 
 
@@ -146,7 +163,8 @@ def cases(files: dict[str, str], tmp: Path) -> list[Case]:
         for cmd, opt in readers:
             if opt == "-r" and name.startswith(("sv_", "cc_")):
                 continue
-            extra = ["torch"] if cmd in ("solve", "lock") else []
+            # lock: the solved pins only, so that no case asks the real index (a complete lock resolves there)
+            extra = {"solve": ["torch"], "lock": ["torch", "--pins-only"]}.get(cmd, [])
             target = ["--driver", "535.104.05", "--gpu", "7.5"] if opt == "-r" else []
             out.append(Case(f"{cmd} {opt} {name}", [cmd, *extra, opt, path, *target]))
             if name in ("fifo", "nested_json", "cc_abc", "binary", "markup_gpu_env", "smi_markup"):
@@ -180,7 +198,7 @@ def cases(files: dict[str, str], tmp: Path) -> list[Case]:
         out.append(Case(f"solve --driver {short}", ["solve", "torch", "--driver", w]))
         out.append(Case(f"env --shell {short}", ["env", "--shell", w]))
         out.append(Case(f"detect --timeout {short}", ["detect", "--timeout", w]))
-        out.append(Case(f"lock -o {short}", ["lock", "torch", "--driver", "535.104.05", "-o", w]))
+        out.append(Case(f"lock -o {short}", ["lock", "torch", "--pins-only", "--driver", "535.104.05", "-o", w]))
         out.append(Case(f"verify --framework {short} --json", ["verify", "--framework", w, "--json"], json=True))
         out.append(Case(f"matrix show gpu {short}", ["matrix", "show", "gpu", w]))
     for w in ("nan", "inf", "-inf", "-1", "0", "1e309"):
@@ -194,8 +212,9 @@ def cases(files: dict[str, str], tmp: Path) -> list[Case]:
         if kind not in files:
             continue
         dev = files[kind] if kind == "dev_full" else None
-        out.append(Case(f"lock -o {kind}", ["lock", "torch", "--driver", "535.104.05", "-o", files[kind]], device=dev))
-        out.append(Case(f"lock -o {kind} --json", ["lock", "torch", "--driver", "535.104.05", "-o", files[kind],
+        out.append(Case(f"lock -o {kind}", ["lock", "torch", "--pins-only", "--driver", "535.104.05", "-o", files[kind]],
+                        device=dev))
+        out.append(Case(f"lock -o {kind} --json", ["lock", "torch", "--pins-only", "--driver", "535.104.05", "-o", files[kind],
                                                    "--json"], json=True, device=dev))
     # 4. typer usage errors with --json
     for argv in (["solve", "--json", "--bogus"], ["detect", "--json", "--timeout", "abc"], ["--json"],
@@ -225,6 +244,333 @@ def cases(files: dict[str, str], tmp: Path) -> list[Case]:
                         ("empty", b""), ("huge", b"x" * (5 * 1024 * 1024)), ("not_utf8", b"\xff" * 100)):
         out.append(Case(f"detect --from - ({label})", ["detect", "--from", "-"], stdin=data))
         out.append(Case(f"doctor --from - ({label}) --json", ["doctor", "--from", "-", "--json"], stdin=data, json=True))
+    return out
+
+
+# --- the second round's surfaces: the journal, fleet folders, the overlay, data values, the terminal ------------
+
+REPO = Path(__file__).resolve().parent.parent
+NODE = REPO / "tests" / "data" / "environments" / "h100_driver580.json"
+ESC = "\x1b[2J\x1b]8;;https://evil.example/\x07docs\x1b]8;;\x07\u202e"
+INJECT = "\n--trusted-host evil.example\n--extra-index-url http://evil.example/simple"
+FORBID_LOCK = ["\n--trusted-host", "\n--extra-index-url http://evil"]
+TARGET = ["--driver", "550.54.15", "--gpu", "7.5", "--python", "3.11"]
+
+
+def _folder(root: Path, name: str) -> Path:
+    path = root / name
+    path.mkdir(parents=True)
+    return path
+
+
+def _victim(root: Path, name: str) -> tuple[str, dict[str, str]]:
+    path = root / f"victim-{name}"
+    path.write_text("precious")
+    return str(path), {str(path): "precious"}
+
+
+def surface_cases(root: Path) -> list[Case]:
+    """The second round's hostile inputs (module docstring)."""
+    root = _folder(root, "surfaces")
+    return (_journal_cases(root) + _fleet_cases(root) + _overlay_cases(root) + _data_cases(root)
+            + _terminal_cases(root) + _wait_cases(root))
+
+
+def _bare_python(root: Path) -> str:
+    venv = root / "bare"
+    if not venv.exists():
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
+    return str(venv / "bin" / "python")
+
+
+def _journal(state: Path, python: str, doc: dict | str | bytes | None = None) -> Path:
+    """A journal left for ``python`` under the state home ``state`` (where fix looks for it)."""
+    import hashlib
+
+    folder = state / "cudamatrix" / "journal" / hashlib.sha256(os.path.abspath(python).encode()).hexdigest()[:16]
+    folder.mkdir(parents=True, mode=0o700)
+    for p in (state / "cudamatrix", state / "cudamatrix" / "journal", folder):
+        p.chmod(0o700)
+    path = folder / "journal.json"
+    if doc is not None:
+        path.write_bytes(doc if isinstance(doc, bytes) else (doc if isinstance(doc, str) else json.dumps(doc)).encode())
+        path.chmod(0o600)
+    return path
+
+
+def _journal_doc(python: str, **changes) -> dict:
+    doc = {"python": python, "pid": 4194000, "before": [], "steps_done": 0, "child_pgid": None, "wheels": {},
+           "stash": [], "unsaved": [], "plan": {"python": python, "steps": [
+               {"kind": "uninstall", "reason": "drop x", "argv": [python, "-m", "pip", "uninstall", "-y", "x"]}]}}
+    doc.update(changes)
+    return doc
+
+
+def _planted(root: Path, name: str) -> tuple[str, str]:
+    """A script that leaves a marker when it runs (and answers like an empty interpreter); (script, marker)."""
+    marker = root / f"ran-{name}"
+    script = root / f"planted-{name}"
+    script.write_text(f"#!/bin/sh\necho ran > {marker}\necho '[]'\n")
+    script.chmod(0o755)
+    return str(script), str(marker)
+
+
+def _journal_cases(root: Path) -> list[Case]:
+    py = _bare_python(root)
+    out: list[Case] = []
+    actions = (["fix", "--rollback"], ["fix", "--resume", "--no-verify"], ["fix", "--dry-run"],
+               ["fix", "--yes", "--no-verify"])
+
+    def add(label: str, make, **extra) -> None:
+        """Four cases (one per action), each with its own state home; ``make(tag)`` -> (journal, markers)."""
+        for action in actions:
+            tag = f"{label.replace(' ', '-')}-{action[1][2:]}"
+            state = _folder(root, f"state-{tag}")
+            doc, absent = make(tag) if callable(make) else (make, [])
+            path = _journal(state, py, doc)
+            if "link" in extra:
+                path.symlink_to(extra["link"])
+            kw = {k: v for k, v in extra.items() if k != "link"}
+            out.append(Case(f"journal {label}: {' '.join(action)}", [*action, "--python", py, "--json"],
+                            env={"XDG_STATE_HOME": str(state)}, json=True, absent=absent, **kw))
+
+    for i, action in enumerate(actions):  # a bystander holding the installer's old group number
+        bystander = subprocess.Popen(["sleep", "3600"], start_new_session=True)
+        BYSTANDERS[bystander.pid] = bystander
+        state = _folder(root, f"state-bystander-{i}")
+        _journal(state, py, _journal_doc(py, child_pgid=bystander.pid))
+        out.append(Case(f"journal bystander group: {' '.join(action)}", [*action, "--python", py, "--json"],
+                        env={"XDG_STATE_HOME": str(state)}, json=True, alive=bystander.pid))
+
+    def interpreter(tag: str):
+        script, marker = _planted(root, tag)
+        return _journal_doc(script), [marker]
+
+    def program(tag: str):
+        script, marker = _planted(root, tag)
+        return _journal_doc(py, plan={"python": py, "steps": [
+            {"kind": "install", "reason": "x", "argv": [script, "-m", "pip", "install", "x==1"]}]}), [marker]
+
+    def code(tag: str):
+        marker = str(root / f"ran-{tag}")
+        return _journal_doc(py, plan={"python": py, "steps": [
+            {"kind": "install", "reason": "x", "argv": [py, "-c", f"open({marker!r}, 'w')"]}]}), [marker]
+
+    add("names a planted interpreter", interpreter)
+    add("step runs a planted program", program)
+    add("step runs code", code)
+    add("step injects a line", _journal_doc(py, plan={"python": py, "steps": [
+        {"kind": "install", "reason": "x", "argv": [py, "-m", "pip", "install", "--index-url",
+                                                    "https://i.example/s" + INJECT, "x==1"]}]}))
+    for label, doc in (("nested", "[" * 100_000 + "]" * 100_000), ("not JSON", "{not json"),
+                       ("wrong shape", {"python": py, "before": "all", "plan": []}), ("a list", [1, 2]),
+                       ("bad before", _journal_doc(py, before=[{"name": 5}])), ("bigint", '{"pid": ' + "9" * 5000 + "}"),
+                       ("pid group 1", _journal_doc(py, child_pgid=-1)), ("binary", bytes(range(256)))):
+        add(label, doc)
+    victim, untouched = _victim(root, "journal")
+    add("a symlink", None, link=victim, untouched=untouched)
+    return out
+
+
+def _fleet_folder(root: Path, name: str, index: str | bytes | None = None, node: str | None = None) -> Path:
+    folder = _folder(root, name)
+    (folder / "a.json").write_text(node if node is not None else NODE.read_text())
+    if isinstance(index, bytes):
+        (folder / "fleet.json").write_bytes(index)
+    elif index is not None:
+        (folder / "fleet.json").write_text(index)
+    return folder
+
+
+def _fleet_cases(root: Path) -> list[Case]:
+    out: list[Case] = []
+    indexes = {"nested list": "[" * 200_000 + "]" * 200_000,
+               "nested object": '{"nodes": [{"file": "a.json", "x": ' + "[" * 5000 + "]" * 5000 + "}]}",
+               "bigint": '{"nodes": ' + "9" * 5000 + "}", "outside": '{"nodes": [{"file": "../a.json"}]}',
+               "not JSON": "{", "binary": bytes(range(256)) * 4}
+    for label, index in [*indexes.items(), ("huge sparse", None), ("fifo", None)]:
+        folder = _fleet_folder(root, f"fleet-{label.replace(' ', '-')}", index)
+        if label == "huge sparse":
+            with open(folder / "fleet.json", "wb") as fh:
+                fh.truncate(3_500_000_000)
+        elif label == "fifo":
+            os.mkfifo(folder / "fleet.json")
+        for argv in (["solve", "torch"], ["doctor"], ["check"], ["lock", "torch", "--per-class", "-o",
+                                                                    str(root / f"locks-{label}")]):
+            out.append(Case(f"fleet.json {label}: {argv[0]}", [*argv, "--env", str(folder), "--json"], json=True))
+    # links planted at every name the writers use
+    folder = _fleet_folder(root, "fleet-ok", json.dumps({"nodes": [{"file": "a.json"}]}))
+    victim, untouched = _victim(root, "locks")
+    locks = _folder(root, "locks-planted")
+    for name in ("locks.json.tmp", "fleet.txt.tmp", "locks.json"):
+        (locks / name).symlink_to(victim)
+    out.append(Case("lock --per-class -o DIR with planted links", ["lock", "torch", "--per-class", "--env", str(folder),
+                                                                   "-o", str(locks)], untouched=untouched))
+    env = _srun_env(root)
+    victim, untouched = _victim(root, "gather")
+    gathered = _folder(root, "gathered")
+    for name in ("fleet.json.tmp", "gpu-a.json.tmp", "gpu-a.json", "fleet.json"):
+        (gathered / name).symlink_to(victim)
+    out.append(Case("fleet gather -o DIR with planted links", ["fleet", "gather", "--engine", "slurm", "-o",
+                                                               str(gathered)], env=env, untouched=untouched, inert=True))
+    out.append(Case("fleet gather: escape sequences from srun --json", ["fleet", "gather", "--engine", "slurm", "-o",
+                                                                        str(root / "gathered-2"), "--json"], env=env,
+                    json=True))
+    return out
+
+
+SRUN = """#!{python}
+import json, sys
+node = json.load(open({node!r}))
+node["hostname"] = "gpu-a"
+env = {{"schema_version": 1, "command": "detect", "status": "ok", "exit_code": 0, "data": {{"environment": node}},
+       "errors": []}}
+bad = {{"schema_version": 1, "command": "detect", "status": "usage_error", "exit_code": 2, "data": {{}},
+       "errors": [{{"type": "UsageError", "message": "boom" + {esc!r}}}]}}
+for task, doc in enumerate((env, bad)):
+    for line in json.dumps(doc, indent=2).splitlines():
+        print(f"{{task}}: {{line}}")
+sys.stderr.write("srun: warning: " + {esc!r} + "\\n")
+"""
+
+
+def _srun_env(root: Path) -> dict[str, str]:
+    bin_dir = _folder(root, "bin")
+    srun = bin_dir / "srun"
+    srun.write_text(SRUN.format(python=sys.executable, node=str(NODE), esc=ESC))
+    srun.chmod(0o755)
+    return {"PATH": os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")])}
+
+
+def overlay_doc(index_url: str) -> dict:
+    """What `matrix update` writes for one new torch release (the newest shipped row as 2.99.0), unsigned."""
+    from cudamatrix.matrix.overlay import digest
+
+    row = json.loads((_data_dir() / "torch.json").read_text())["releases"][0]
+    row["version"] = "2.99.0"
+    row.pop("companions", None)
+    for variant in row["variants"]:
+        if variant.get("index_url"):
+            variant["index_url"] = index_url
+    families = {"torch": [row], "tensorflow": [], "jax": []}
+    return {"overlay_schema": 1, "created": "2026-12-01T00:00:00Z", "index": "https://pypi.org/simple",
+            "matrix_version": "x", "families": families, "sha256": digest(families)}
+
+
+def _overlay_cases(root: Path) -> list[Case]:
+    out: list[Case] = []
+    plants = {"recomputed sha256, evil index": json.dumps(overlay_doc("https://evil.example/simple")),
+              "line break in an index URL": json.dumps(overlay_doc("https://download.pytorch.org/whl/cu121" + INJECT)),
+              "nested": "[" * 100_000 + "]" * 100_000, "bigint": '{"overlay_schema": ' + "9" * 5000 + "}",
+              "not JSON": "{", "huge sparse": None, "symlink": None}
+    for label, text in plants.items():
+        cache = _folder(root, f"cache-{label.replace(' ', '-').replace(',', '')}")
+        folder = cache / "cudamatrix" / "overlay"
+        folder.mkdir(parents=True, mode=0o700)
+        path = folder / "overlay.json"
+        if label == "huge sparse":
+            with open(path, "wb") as fh:
+                fh.truncate(3_500_000_000)
+        elif label == "symlink":
+            path.symlink_to(root / "nowhere.json")
+        else:
+            path.write_text(text or "")
+        if path.exists() and not path.is_symlink():
+            path.chmod(0o600)
+        env = {"XDG_CACHE_HOME": str(cache)}
+        out.append(Case(f"overlay {label}: matrix show", ["matrix", "show", "torch", "2.99.0", "--json"], env=env,
+                        json=True, forbid=["evil.example"]))
+        out.append(Case(f"overlay {label}: lock", ["lock", "torch", *TARGET], env=env, inert=True,
+                        forbid=["evil.example", *FORBID_LOCK]))
+    return out
+
+
+def data_folder(root: Path, name: str, url: str) -> Path:
+    """A copy of the shipped matrix whose torch rows all name ``url`` as their index."""
+    folder = root / f"data-{name}"
+    shutil.copytree(_data_dir(), folder)
+    doc = json.loads((folder / "torch.json").read_text())
+    for release in doc["releases"]:
+        for variant in release["variants"]:
+            if variant.get("index_url"):
+                variant["index_url"] = url
+    (folder / "torch.json").write_text(json.dumps(doc))
+    return folder
+
+
+def _data_cases(root: Path) -> list[Case]:
+    out: list[Case] = []
+    base = "https://download.pytorch.org/whl/cu121"
+    urls = {"newline": base + INJECT, "carriage return": base + INJECT.replace("\n", "\r"),
+            "line separator": base + INJECT.replace("\n", "\u2028"), "vertical tab": base + INJECT.replace("\n", "\x0b"),
+            "next line": base + INJECT.replace("\n", "\x85"), "space": base + " --trusted-host evil.example",
+            "plain http": "http://evil.example/simple", "credentials": "https://user:TOKEN@evil.example/simple",
+            "quote": base + '"', "escape": base + ESC}
+    for label, url in urls.items():
+        folder = data_folder(root, label.replace(" ", "-"), url)
+        lock = str(root / f"lock-{label.replace(' ', '-')}.txt")
+        out.append(Case(f"data {label}: matrix validate", ["matrix", "validate", str(folder), "--json"], json=True))
+        out.append(Case(f"data {label}: lock -o", ["lock", "torch==2.5.1+cu121", *TARGET, "--data", str(folder), "-o",
+                                                   lock], inert=True, forbid=[*FORBID_LOCK, "TOKEN"], files=[lock]))
+        out.append(Case(f"data {label}: lock", ["lock", "torch==2.5.1+cu121", *TARGET, "--data", str(folder)],
+                        inert=True, forbid=FORBID_LOCK))
+        out.append(Case(f"data {label}: solve", ["solve", "torch", *TARGET, "--data", str(folder)], inert=True))
+    return out
+
+
+def _terminal_cases(root: Path) -> list[Case]:
+    out: list[Case] = []
+    paste = root / "smi-escapes.txt"
+    paste.write_text(f"GPU 0: Tesla T4{ESC} (UUID: GPU-1234)\n", encoding="utf-8")
+    env_file = root / "node-escapes.json"
+    node = json.loads(NODE.read_text())
+    node["gpus"][0]["name"] += ESC + INJECT
+    env_file.write_text(json.dumps(node))
+    fleet = _fleet_folder(root, "fleet-escapes", None, json.dumps(node))
+    for argv in (["detect", "--from", str(paste)], ["doctor", "--from", str(paste)], ["solve", "torch", "--from",
+                 str(paste)], ["fix", "--dry-run", "--from", str(paste)], ["detect", "--env", str(env_file)],
+                 ["doctor", "--env", str(env_file)], ["lock", "torch", "--env", str(env_file)],
+                 ["doctor", "--env", str(fleet)], ["check", "--env", str(fleet)], ["solve", f"torch{ESC}"],
+                 ["solve", "torch", "--gpu", ESC], ["env", "--shell", ESC], ["check", "-r", f"/nonexistent{ESC}"],
+                 ["lock", "torch", "--per-class", "--env", str(fleet), "-o", str(root / "locks-escapes")]):
+        out.append(Case(f"terminal: {' '.join(a[:30] for a in argv[:2])} {argv[2][-20:] if len(argv) > 2 else ''}",
+                        argv, inert=True, forbid=FORBID_LOCK))
+    for value in ("/srv/a\x1b[2J/lib", "/srv/\u202eb/lib"):
+        for shell in ("bash", "sh", "fish", "powershell"):
+            out.append(Case(f"terminal: env --shell {shell} LD_LIBRARY_PATH={value!r}", ["env", "--shell", shell],
+                            env={"LD_LIBRARY_PATH": value}, inert=True))
+    mirror = "https://user:TOKEN@mirror.example/whl"
+    lock = str(root / "lock-mirror.txt")
+    for argv in (["lock", "torch==2.5.1+cu121", *TARGET, "--mirror", mirror, "-o", lock],
+                 ["lock", "torch==2.5.1+cu121", *TARGET, "--mirror", mirror],
+                 ["lock", "torch==2.5.1+cu121", *TARGET, "--mirror", mirror, "--format", "uv"],
+                 ["solve", "torch==2.5.1+cu121", *TARGET, "--mirror", mirror],
+                 ["fix", "--dry-run", "--driver", "550.54.15", "--gpu", "7.5", "--mirror", mirror, "torch==2.5.1+cu121"]):
+        out.append(Case(f"credentials: {' '.join(argv[:2])} {argv[-1][-12:]}", argv, inert=True, forbid=["TOKEN"],
+                        files=[lock]))
+        out.append(Case(f"credentials: {' '.join(argv[:2])} {argv[-1][-12:]} --json", [*argv, "--json"], json=True,
+                        forbid=["TOKEN"], files=[lock]))
+    out.append(Case("credentials: detect with PIP_INDEX_URL", ["detect", "--json"], json=True, forbid=["TOKEN"],
+                    env={"PIP_INDEX_URL": "https://user:TOKEN@pypi.example/simple"}))
+    return out
+
+
+def _wait_cases(root: Path) -> list[Case]:
+    hang = root / "hanging-python"
+    hang.write_text("#!/bin/sh\nexec sleep 600\n")
+    hang.chmod(0o755)
+    out = [Case(f"wait: {cmd} --python on an interpreter that hangs", [cmd, "--python", str(hang), "--timeout", "3",
+                                                                        "--json"], json=True)
+           for cmd in ("verify", "detect")]
+    for argv in (["detect", "--from"], ["detect", "--env"], ["detect", "--python"], ["doctor", "--from"],
+                 ["solve", "torch", "--gpu"], ["verify", "--python"], ["lock", "torch", "-o"],
+                 ["matrix", "show", "--data"], ["fleet", "gather", "-o"], ["check", "-r"], ["env", "--shell"]):
+        out.append(Case(f"envelope: {' '.join(argv)} --json", [*argv, "--json"], json=True))
+    py = _bare_python(root)
+    rel = os.path.join("..", os.path.relpath(py, root.parent))  # each case runs in its own folder in the work folder
+    for cmd in (["verify"], ["detect"], ["doctor"], ["fix", "--dry-run", "--no-verify"], ["env"]):
+        out.append(Case(f"python relative path: {cmd[0]}", [*cmd, "--python", rel, "--json"],
+                        json=True, forbid=["PYTHON_NOT_FOUND", "no Python interpreter"]))
     return out
 
 
@@ -293,6 +639,8 @@ def run_case(case: Case, python: str, before: str | None, timeout: float, work: 
             out.bad_envelope = "stdout is not one JSON object: " + p.stdout.decode("utf-8", "replace")[:120]
     if any(cwd.rglob("PWNED")):
         out.side_effect = "a PWNED file was created"
+    out.side_effect = out.side_effect or _side_effect(case)
+    out.unsafe = _unsafe_output(case, p.stdout.decode("utf-8", "replace"), err)
     if case.device and not stat.S_ISCHR(os.lstat(case.device).st_mode):
         out.side_effect = f"the device node {case.device} was replaced by a regular file"
         os.unlink(case.device)
@@ -301,20 +649,48 @@ def run_case(case: Case, python: str, before: str | None, timeout: float, work: 
     return out
 
 
+BYSTANDERS: dict[int, subprocess.Popen] = {}
+RAW = ("\x1b", "\x07", "\x9b", "\u202e", "\r")
+
+
+def _side_effect(case: Case) -> str | None:
+    if case.alive is not None and BYSTANDERS[case.alive].poll() is not None:
+        return f"the bystander process {case.alive} was killed"
+    ran = [m for m in case.absent if os.path.exists(m)]
+    if ran:
+        return f"a planted program ran ({ran[0]})"
+    for path, text in case.untouched.items():
+        if Path(path).read_text() != text:
+            return f"{path} was written through a planted link"
+    return None
+
+
+def _unsafe_output(case: Case, stdout: str, stderr: str) -> str | None:
+    if case.inert and not case.json:
+        raw = [c for c in RAW if c in stdout or c in stderr]
+        if raw:
+            return f"a raw control character {raw[0]!r} reached the terminal"
+    if case.inert and "TOKEN" in stdout + stderr:
+        return "a credential was printed"
+    written = "".join(Path(f).read_text(errors="replace") for f in case.files if os.path.isfile(f))
+    hit = [f for f in case.forbid if f in stdout or f in written]
+    return f"{hit[0]!r} was printed or written" if hit else None
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--before", help="run the package at this path (first on PYTHONPATH)")
     ap.add_argument("--timeout", type=float, default=30.0)
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--only", help="run the cases whose name contains this")
+    ap.add_argument("--only", action="append", help="run the cases whose name contains this (repeatable)")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="hostile-"))
     try:
         files = build_files(work)
-        table = cases(files, work)
+        table = cases(files, work) + surface_cases(work)
         if args.only:
-            table = [c for c in table if args.only in c.name]
+            table = [c for c in table if any(o in c.name for o in args.only)]
         full_mode = stat.S_IFMT(os.stat("/dev/full").st_mode) if os.path.exists("/dev/full") else None
         start = time.monotonic()
         results = []
@@ -330,16 +706,22 @@ def main(argv: list[str] | None = None) -> int:
         hangs = [r for r in results if r.hang]
         envelopes = [r for r in results if r.bad_envelope]
         effects = [r for r in results if r.side_effect]
-        for label, rows in (("TRACEBACK", tracebacks), ("HANG", hangs), ("ENVELOPE", envelopes), ("SIDE EFFECT", effects)):
+        unsafe = [r for r in results if r.unsafe]
+        for label, rows in (("TRACEBACK", tracebacks), ("HANG", hangs), ("ENVELOPE", envelopes), ("SIDE EFFECT", effects),
+                            ("UNSAFE OUTPUT", unsafe)):
             for r in rows:
-                print(f"{label}: {r.case.name} (exit {r.code}, {r.seconds:.1f}s) {r.bad_envelope or r.side_effect or ''}")
+                why = {"ENVELOPE": r.bad_envelope, "SIDE EFFECT": r.side_effect, "UNSAFE OUTPUT": r.unsafe}.get(label)
+                print(f"{label}: {r.case.name} (exit {r.code}, {r.seconds:.1f}s) {why or ''}")
                 if args.verbose and r.tail:
                     print("    " + r.tail.replace("\n", "\n    ")[-400:])
         print(json.dumps({"inputs": len(results), "tracebacks": len(tracebacks), "hangs": len(hangs),
-                          "bad_envelopes": len(envelopes), "side_effects": len(effects),
+                          "bad_envelopes": len(envelopes), "side_effects": len(effects), "unsafe_output": len(unsafe),
                           "seconds": round(time.monotonic() - start, 1)}))
-        return 1 if (tracebacks or hangs or effects or envelopes) else 0
+        return 1 if (tracebacks or hangs or effects or envelopes or unsafe) else 0
     finally:
+        for bystander in BYSTANDERS.values():
+            bystander.kill()
+            bystander.wait()
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -34,6 +34,7 @@ from packaging.version import Version  # noqa: E402
 
 from cudamatrix.matrix import discover  # noqa: E402
 from cudamatrix.matrix.index import IndexClient, IndexReadError, pip_default_index  # noqa: E402
+from cudamatrix.matrix.sources import source_record  # noqa: E402
 
 
 def archs_of(listing: str) -> list[str]:
@@ -97,10 +98,11 @@ def probe(client: IndexClient, dist: str, version: str, cuobjdump: str, max_mb: 
         "version": ver, "cuda_versions": [f">={major}.0,<{major + 1}"],
         "compute_capabilities": sorted(runs, key=lambda c: tuple(int(x) for x in c.split("."))),
         "soname": "libcudnn.so.9", "linux_min_driver": first["linux_min_driver"],
-        "source": (f"artifact: {f.filename} on the default package index (member reads); ctypes "
-                   f"cudnnGetVersion()={got}, cudnnGetCudartVersion()={cudart}; " + "; ".join(notes)
-                   + f"; linux_min_driver: the CUDA {major}.0 floor from cuda.json (inferred: the cuDNN 9.17 "
-                   f"support matrix gives that floor for its CUDA {major} line)"),
+        "source": [source_record(
+            f"{f.filename} on the default package index (member reads); ctypes cudnnGetVersion()={got}, "
+            f"cudnnGetCudartVersion()={cudart}; " + "; ".join(notes) + f"; linux_min_driver: the CUDA {major}.0 "
+            f"floor from cuda.json (inferred: the cuDNN 9.17 support matrix gives that floor for its CUDA "
+            f"{major} line)")],
     }
 
 

@@ -9,7 +9,9 @@ hundreds of MB unpacked) and listed with ``cuobjdump --list-elf`` (SASS: ``sm_XX
 (PTX for JIT). A library without device code is skipped. ``archs``/``ptx`` of the wheel are the intersection
 over the libraries that carry device code: a GPU needs a kernel image from every one of them.
 ``cuobjdump`` comes with the CUDA toolkit, or the ``nvidia-cuda-cuobjdump`` wheel (a test dependency; found
-without ``--cuobjdump``).
+without ``--cuobjdump``). Where cuobjdump refuses a library ("Invalid ELF": jax-cuda12-pjrt 0.4.23 and the
+jax-cuda12-plugin kernels of 0.4.22/0.4.23 are such libraries), the headers of its ``.nv_fatbin`` section are
+read directly (:func:`fatbin_archs`): each entry names its kind (SASS cubin or PTX) and its ``sm_XX``.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import importlib.util
 import json
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -45,9 +48,51 @@ def find_cuobjdump() -> str | None:
     return None
 
 
+FATBIN_MAGIC = 0xBA55ED50  # each fatbinary in .nv_fatbin starts with it; its entries are cubins (2) or PTX (1)
+
+
+def _section(so: Path, name: str) -> bytes | None:
+    """The bytes of ELF section ``name`` of the 64-bit little-endian library ``so`` (None: no such section)."""
+    data = so.read_bytes()
+    if data[:4] != b"\x7fELF" or data[4] != 2:
+        return None
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+    headers = [struct.unpack_from("<IIQQQQ", data, shoff + i * shentsize) for i in range(shnum)]
+    strtab = headers[shstrndx]
+    for sh_name, _type, _flags, _addr, offset, size in headers:
+        end = data.index(b"\0", strtab[4] + sh_name)
+        if data[strtab[4] + sh_name:end].decode() == name:
+            return data[offset:offset + size]
+    return None
+
+
+def fatbin_archs(so: Path) -> tuple[set[str], set[str]]:
+    """(SASS archs, PTX archs) read from the fatbinary headers of ``so`` without cuobjdump."""
+    data = _section(so, ".nv_fatbin") or b""
+    sass: set[str] = set()
+    ptx: set[str] = set()
+    at = data.find(struct.pack("<I", FATBIN_MAGIC))
+    while at >= 0:
+        _magic, _version, header, size = struct.unpack_from("<IHHQ", data, at)
+        entry, end = at + header, at + header + size
+        while entry < end:
+            kind, _unused, entry_header, entry_size = struct.unpack_from("<HHIQ", data, entry)
+            sm, = struct.unpack_from("<I", data, entry + 28)
+            (ptx if kind == 1 else sass).add(cc(str(sm)))
+            entry += entry_header + entry_size
+        at = data.find(struct.pack("<I", FATBIN_MAGIC), end)
+    return sass, ptx
+
+
 def _list(cuobjdump: str, so: Path, flag: str) -> tuple[set[str], set[str]]:
-    """(generic archs, arch-specific archs such as 9.0a) of one listing; empty when there is no device code."""
-    out = subprocess.run([cuobjdump, flag, str(so)], capture_output=True, text=True, check=False).stdout
+    """(generic archs, arch-specific archs such as 9.0a) of one listing; empty when there is no device code.
+    A library cuobjdump refuses as an invalid ELF is read from its fatbinary headers instead."""
+    res = subprocess.run([cuobjdump, flag, str(so)], capture_output=True, text=True, check=False)
+    if "Invalid ELF" in res.stderr:
+        sass, ptx = fatbin_archs(so)
+        return (ptx if flag == "--list-ptx" else sass), set()
+    out = res.stdout
     generic: set[str] = set()
     specific: set[str] = set()
     for sm, suffix, _kind in _ARCH.findall(out):

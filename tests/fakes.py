@@ -168,10 +168,13 @@ def run_cli(args: list[str], env: dict[str, str] | None = None, input: bytes | N
                           input=input, capture_output=True, timeout=timeout)
 
 
-def run_detect(env: dict[str, str], root: Path | None = None, timeout_s: float = 5.0) -> dict:
-    """``detect(root=...)`` in a child process (LD_LIBRARY_PATH must be set before a process starts)."""
+def run_detect(env: dict[str, str], root: Path | None = None, timeout_s: float = 5.0,
+               python: Path | None = None) -> dict:
+    """``detect(root=...)`` in a child process (LD_LIBRARY_PATH must be set before a process starts).
+    ``python``: the interpreter whose environment is examined (default: the test's own, with its frameworks)."""
+    which = repr(str(python)) if python else "None"
     code = ("import json, sys; from cudamatrix.detect import detect; "
-            f"print(json.dumps(detect(root={str(root or '/')!r}, timeout={timeout_s}).to_dict()))")
+            f"print(json.dumps(detect({which}, root={str(root or '/')!r}, timeout={timeout_s}).to_dict()))")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, timeout=120)
     assert done.returncode == 0, done.stderr.decode()
     return json.loads(done.stdout)

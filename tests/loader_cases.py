@@ -110,10 +110,91 @@ def mapped_with_soname(paths: list[str], basename: str) -> list[str]:
     return [p for p in paths if os.path.basename(p) == basename]
 
 
-def record(case: str, predicted: str | None, rule: str | None, mapped: list[str]) -> None:
-    """One row of the closing table (predicted vs mapped), when a table is being collected."""
+def record(case: str, predicted: str | None, rule: str | None, mapped: list[str], doctor: str | None = None,
+           env: str | None = None, when: str = "import") -> None:
+    """One row of the closing table (predicted vs mapped, and what doctor and env said where they ran), when a
+    table is being collected."""
     target = os.environ.get("CUDAMATRIX_LOADER_TABLE")
     if not target:
         return
     with open(target, "a") as fh:
-        fh.write(json.dumps({"case": case, "predicted": predicted, "rule": rule, "mapped": mapped}) + "\n")
+        fh.write(json.dumps({"case": case, "predicted": predicted, "rule": rule, "mapped": mapped, "doctor": doctor,
+                             "env": env, "when": when}) + "\n")
+
+
+def said(data: dict, framework: str, codes=("LIBRARY_SHADOWED", "LIBRARY_PRELOADED", "CUDNN_MISMATCH")) -> str:
+    """doctor's library findings for ``framework`` in a few words, for the closing table."""
+    found = [f"{f['code']} ({f['fix']})" for f in data["findings"] if f["code"] in codes and framework in f["title"]]
+    return "; ".join(found) or "no library finding"
+
+
+def env_said(changes: dict) -> str:
+    """env's change (or its first advice line) in a few words, for the closing table."""
+    return ", ".join(f"{k}={v!r}" for k, v in changes["env"].items()) or changes["advice"][0]
+
+
+# the truth for the opened half: a Python child opens a real cuDNN shim (or NVRTC) by path with ctypes, makes
+# the calls that open its sub-libraries, and prints what it maps. ``engines``: also run the graph library's
+# cudnn::graph::LibraryLoader::loadLibraries_(), the loader a convolution runs (no GPU needed).
+OPENED_PROBE = r"""
+import ctypes, json, sys
+path, what = sys.argv[1], sys.argv[2]
+out = {"error": None}
+try:
+    lib = ctypes.CDLL(path)
+    if what.startswith("cudnn"):
+        lib.cudnnGetVersion.restype = ctypes.c_size_t
+        out["version"] = int(lib.cudnnGetVersion())
+    if what == "cudnn+engines":
+        graph = next(l.split(None, 5)[5].strip() for l in open("/proc/self/maps") if "libcudnn_graph" in l)
+        g = ctypes.CDLL(graph)
+        inst = g._ZN5cudnn5graph13LibraryLoader11getInstanceEv
+        inst.restype = ctypes.c_void_p
+        load = g._ZN5cudnn5graph13LibraryLoader14loadLibraries_Ev
+        load.restype, load.argtypes = ctypes.c_int, [ctypes.c_void_p]
+        out["engines_status"] = load(inst())
+    if what == "nvrtc":
+        prog = ctypes.c_void_p()
+        lib.nvrtcCreateProgram(ctypes.byref(prog), b'extern "C" __global__ void k(float *x) { x[0] = sinf(x[0]); }',
+                               b"k.cu", 0, None, None)
+        opts = (ctypes.c_char_p * 1)(b"--gpu-architecture=compute_80")
+        out["compile_status"] = lib.nvrtcCompileProgram(prog, 1, opts)
+except Exception as exc:
+    out["error"] = "%s: %s" % (type(exc).__name__, exc)
+maps = []
+for line in open("/proc/self/maps"):
+    parts = line.split(None, 5)
+    if len(parts) == 6 and ("libcudnn" in parts[5] or "libnvrtc" in parts[5]) and parts[5].strip() not in maps:
+        maps.append(parts[5].strip())
+out["maps"] = maps
+print(json.dumps(out))
+"""
+
+
+def opened_truth(path: Path | str, what: str, env: dict[str, str], cwd: Path | str = "/") -> dict:
+    """What a process maps after opening ``path`` and calling it (``what``: "cudnn", "cudnn+engines", "nvrtc")."""
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", OPENED_PROBE, str(path), what], env=env, cwd=cwd,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def opened_prediction(path: Path | str, env: dict[str, str], versions: dict[str, str], cwd: Path | str = "/"):
+    """The model's link map for the same process: ``path`` opened, then what the openers of the data open."""
+    import sys
+
+    from cudamatrix.detect.libpaths import open_libraries
+
+    entries, _ = libraries.run_ldconfig(10)
+    lm = LinkMap(system_search(env, entries, sys.executable, cwd=str(cwd)))
+    assert lm.load(str(path), None) is not None
+    unknown: dict[str, None] = {}
+    open_libraries(lm, {os.path.realpath(k): v for k, v in versions.items()}, unknown)
+    return lm, list(unknown)
+
+
+def resolution(lm, soname: str):
+    """The resolution that decided ``soname`` in the model's link map (None: never requested)."""
+    return next((r for r in lm.resolutions if (r.soname or r.name) == soname), None)

@@ -225,9 +225,9 @@ def pip_env(index_url: str, cache_dir: Path) -> dict[str, str]:
     return env
 
 
-def make_venv(path: Path) -> Path:
+def make_venv(path: Path, python: str = sys.executable) -> Path:
     """``python -m venv`` with pip (ensurepip ships it: no download). Returns the venv's interpreter."""
-    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True, timeout=300)
+    subprocess.run([python, "-m", "venv", str(path)], check=True, timeout=300)
     return venv_python(path)
 
 

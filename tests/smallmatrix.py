@@ -11,7 +11,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from cudamatrix.matrix.data import (FILES, Gpu, Architecture, CudaFile, CudaRelease, CudnnFile, CudnnRelease, DriverBranch,
+from cudamatrix.matrix.data import (FILES, SCHEMA_VERSION, Gpu, Architecture, CudaFile, CudaRelease, CudnnFile, CudnnRelease, DriverBranch,
                                     FrameworkFile, FrameworkRelease, GpuFile, Matrix, Meta, MinorCompat, Variant,
                                     AdvisoryFile)
 from cudamatrix.solve.target import Target, TargetGpu
@@ -82,7 +82,7 @@ def build(*releases: FrameworkRelease) -> Matrix:
                      compute_capabilities=["7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "12.0"],
                      soname="libcudnn.so.9", source=CUDNN_917),
     ])
-    return Matrix(meta=Meta(schema_version=1, data_version="test", date="2026-01-01"), cuda=cuda, gpus=gpus,
+    return Matrix(meta=Meta(schema_version=SCHEMA_VERSION, data_version="test", date="2026-01-01"), cuda=cuda, gpus=gpus,
                   cudnn=cudnn, torch=FrameworkFile(releases=list(releases)), tensorflow=FrameworkFile(releases=[]),
                   jax=FrameworkFile(releases=[]), advisories=AdvisoryFile(advisories=[]))
 
@@ -106,11 +106,29 @@ def replace(obj, **changes):
     return dataclasses.replace(obj, **changes)
 
 
+def _records(text: str) -> list[dict]:
+    """A row's source text of this module as the data files' source records (schema 2)."""
+    url, _, rest = text.partition(" ")
+    if url.startswith("https://"):
+        return [{"url": url, "states": rest.strip(" ()") or "the row's facts", "read": "2026-01-01",
+                 "kind": "first_party"}]
+    return [{"states": text, "read": "2026-01-01", "kind": "artifact"}]
+
+
+def _with_records(doc):
+    if isinstance(doc, dict):
+        return {k: _records(v) if k in ("source", "min_driver_source") and isinstance(v, str) else _with_records(v)
+                for k, v in doc.items()}
+    if isinstance(doc, list):
+        return [_with_records(v) for v in doc]
+    return doc
+
+
 def write(matrix: Matrix, folder: Path) -> Path:
     """The matrix as a data folder (one JSON file per family), for ``--data``."""
     from cudamatrix.schema import to_dict
 
     folder.mkdir(parents=True, exist_ok=True)
     for name in FILES:
-        (folder / f"{name}.json").write_text(json.dumps(to_dict(getattr(matrix, name))))
+        (folder / f"{name}.json").write_text(json.dumps(_with_records(to_dict(getattr(matrix, name)))))
     return folder

@@ -105,3 +105,46 @@ def test_command_functions_take_exactly_the_declared_parameters(name: str):
     for param, default in declared.items():
         own = params[param].default
         assert own == default or (own is None and default == []), (param, own, default)
+
+
+# --- help for people: -h is --help, metavars say what to type, every option listed ---------------------------
+
+def _help(*argv: str) -> str:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-m", "cudamatrix", *argv], capture_output=True, text=True, cwd=root,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _every_command(group: Any, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    out = [prefix]
+    for name, sub in getattr(group, "commands", {}).items():
+        out += _every_command(sub, prefix + (name,))
+    return out
+
+
+def test_help_has_plain_metavars_and_h_is_help(group):
+    import re
+
+    for argv in _every_command(group):
+        text = _help(*argv, "--help")
+        assert text == _help(*argv, "-h"), argv
+        assert not re.search(r"<(bool|str|int|float|path|Path|list\[[A-Za-z]+\])>", text), (argv, text)
+        assert "--help" in text and "-h" in text
+    assert re.search(r"--version\s+-V\s", _help("--help"))
+    lock = _help("lock", "--help")
+    for shown in ("--output", "-o", "FILE", "--format", "FORMAT", "--driver", "VERSION", "--gpu", "GPU",
+                  "--pins-only", "--glibc", "REQUIREMENT"):
+        assert shown in lock, shown
+
+
+def test_env_shell_help_lists_every_shell():
+    from cudamatrix.safe.shells import SHELLS
+
+    text = " ".join(_help("env", "--help").split())
+    assert all(shell in text for shell in SHELLS) and SHELLS == ("bash", "zsh", "sh", "fish", "powershell")

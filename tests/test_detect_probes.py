@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from cudamatrix.detect import _pyprobe, context, python_env
+from localindex import venv_python
 from fakes import (CRASH_C, CUDART_C, CUDNN_C, HANG_C, HAVE_GCC, LIBCUDA_C, build_lib, child_env, fake_nvml,
                    fake_smi, fixture, proc_root, run_detect)
 
@@ -121,11 +122,15 @@ def test_stub_libcuda_on_the_search_path(tmp_path):
 
 
 @needs_gcc
-def test_cudnn_copies_versions_and_shadowing(tmp_path):
+def test_cudnn_copies_versions_and_shadowing(tmp_path, template_venv):
     first = build_lib(tmp_path / "a", "libcudnn.so.9", CUDNN_C, VERSION=90100)
     second = build_lib(tmp_path / "b", "libcudnn.so.9", CUDNN_C, VERSION=90500)
     old = build_lib(tmp_path / "c", "libcudnn.so.8", CUDNN_C, VERSION=8902)
-    env = run_detect(child_env(ld_library_path=[tmp_path / "a", tmp_path / "b", tmp_path / "c"]))
+    # a Python environment without frameworks: the search-order note is what is left to say. (The test extra's
+    # torch is the CUDA build where pip takes it from the default index; its DT_RPATH maps its own wheel's
+    # cuDNN, and detect rightly says that instead: tests/test_loader*.py cover that case.)
+    env = run_detect(child_env(ld_library_path=[tmp_path / "a", tmp_path / "b", tmp_path / "c"]),
+                     python=venv_python(template_venv))
     a, b, c = lib(env, str(first))[0], lib(env, str(second))[0], lib(env, str(old))[0]
     assert (a["version"], a["loaded_first"], a["shadowed_by"], a["origin"]) == ("9.1.0", True, None, "LD_LIBRARY_PATH")
     assert (b["version"], b["loaded_first"], b["shadowed_by"]) == ("9.5.0", False, str(first))

@@ -220,6 +220,24 @@ def read_fields(env):
         "kernel_module": env.driver.kernel_module_version, "driver_library": env.driver.library_version,
         "conda_cudatoolkit": next((t.version for t in env.toolkits if t.source.endswith(" cudatoolkit")), None),
         "libraries": sorted(lib.soname for lib in env.libraries if lib.origin == "report:ldconfig"),
+        **said_fields(env),
+    }
+
+
+def said_fields(env):
+    """The facts the frameworks' own words state (env.messages): the build's arch list, cuDNN built and found,
+    another library's versions, the libraries that could not be opened; and whether the machine is WSL."""
+    arch = next((m for m in env.messages if m.archs or m.ptx), None)
+    cudnn = next((m for m in env.messages if m.kind == "library_version" and m.library == "cudnn"), None)
+    other = next((m for m in env.messages if m.kind == "library_version" and m.library != "cudnn"), None)
+    return {
+        "torch_archs": arch.archs if arch else [], "torch_ptx": arch.ptx if arch else [],
+        "cudnn_built": cudnn.built if cudnn else None, "cudnn_found": cudnn.found if cudnn else None,
+        "cudnn_minimum": cudnn.minimum if cudnn else None,
+        "library_built": f"{other.library} {other.built}" if other else None,
+        "library_found": f"{other.library} {other.found}" if other else None,
+        "missing": sorted({m.soname or m.library for m in env.messages if m.kind == "library_missing"}),
+        "wsl": env.context.wsl,
     }
 
 
@@ -227,7 +245,7 @@ def compare(expected, got):
     """[(field, expected, got)] for every field of the sidecar; a GPU attribute or a package is one field."""
     out = []
     for key, want in expected.items():
-        if key == "tool":
+        if key in ("tool", "findings"):
             continue
         if key == "gpus":
             for i, gpu in enumerate(want):
@@ -241,7 +259,7 @@ def compare(expected, got):
 
 
 def test_corpus_is_public_new_and_complete():
-    assert len(CORPUS) >= 60
+    assert len(CORPUS) >= 130
     for stem in CORPUS:
         first, body = paste_text(stem)
         assert first.startswith("# source: https://github.com/"), stem
@@ -260,22 +278,47 @@ def test_corpus_paste_fields(stem):
     assert not wrong, wrong
 
 
+def error_codes(env):
+    """The codes of the error findings doctor gives for a pasted environment (on the frozen matrix snapshot)."""
+    from cudamatrix.diagnose.findings import diagnose
+    from snapshot import snapshot_matrix
+
+    return sorted({f.code for f in diagnose(env, snapshot_matrix()) if f.severity == "error"})
+
+
+DIAGNOSED = [stem for stem in CORPUS if "findings" in json.loads((PASTES / f"{stem}.json").read_text())]
+
+
+@pytest.mark.parametrize("stem", DIAGNOSED)
+def test_corpus_paste_findings(stem):
+    """The error findings a paste implies, exactly (the sidecar's "findings"; [] where it implies none)."""
+    _, body = paste_text(stem)
+    expected = json.loads((PASTES / f"{stem}.json").read_text())
+    assert error_codes(from_reports([(stem, body)], strict=True)) == sorted(expected["findings"])
+
+
 def test_corpus_score(capsys):
-    """Fields read right over fields present, overall and per tool (printed; every one must be right)."""
+    """Fields read right over fields present, and findings right over pastes with an expected finding, overall and
+    per tool (printed; every one must be right)."""
     per_tool: dict[str, list[int]] = {}
     for stem in CORPUS:
         _, body = paste_text(stem)
         expected = json.loads((PASTES / f"{stem}.json").read_text())
-        pairs = compare(expected, read_fields(from_reports([(stem, body)])))
-        score = per_tool.setdefault(expected["tool"], [0, 0])
+        env = from_reports([(stem, body)])
+        pairs = compare(expected, read_fields(env))
+        score = per_tool.setdefault(expected["tool"], [0, 0, 0, 0])
         score[0] += sum(want == have for _, want, have in pairs)
         score[1] += len(pairs)
-    right, present = sum(s[0] for s in per_tool.values()), sum(s[1] for s in per_tool.values())
+        if "findings" in expected:
+            score[2] += error_codes(env) == sorted(expected["findings"])
+            score[3] += 1
+    totals = [sum(s[k] for s in per_tool.values()) for k in range(4)]
     with capsys.disabled():
-        print(f"\ncorpus: {right}/{present} fields read right over {len(CORPUS)} pastes")
-        for tool, (r, p) in sorted(per_tool.items()):
-            print(f"  {tool}: {r}/{p}")
-    assert right == present
+        print(f"\ncorpus: {totals[0]}/{totals[1]} fields read right over {len(CORPUS)} pastes; "
+              f"findings right in {totals[2]}/{totals[3]}")
+        for tool, (r, p, fr, fp) in sorted(per_tool.items()):
+            print(f"  {tool}: fields {r}/{p}" + (f", findings {fr}/{fp}" if fp else ""))
+    assert totals[0] == totals[1] and totals[2] == totals[3]
 
 
 def test_every_paste_says_what_it_was_read_as():
@@ -315,6 +358,20 @@ HOSTILE = {
     "torch warning": "The NVIDIA driver on your system is too old (found version " + "1" * 1_000_000,
     "nested quotes and prompts": "> " * 1000 + "$ " * 200_000 + "nvidia-smi",
     "pip list row": "a " + "1" * 1_000_000 + " b",
+    "arch warning": "a" * 1_000_000 + " with CUDA capability sm_120 is not compatible with the current PyTorch "
+                    "installation. The current PyTorch install supports CUDA capabilities " + "sm_50 " * 100_000,
+    "old GPU warning": "Found GPU0 " + "a " * 500_000 + " which is of cuda capability 2.1",
+    "cannot open": "lib" + "a." * 500_000 + "so: cannot open shared object file",
+    "cuDNN versions": "PyTorch was compiled  against (" + "8, " * 300_000 + ") but found runtime version",
+    "loaded runtime": "Loaded runtime CuDNN library: " + "1." * 500_000 + " but source was compiled with: 8",
+    "JAX component": "CUDA backend failed to initialize: Found " + "cu" * 500_000 + " version 1, but JAX",
+    "dso": "Could not load dynamic library '" + "a" * 1_000_000,
+    "smi banner": "NVIDIA System Management Interface -- v" + "1." * 500_000,
+    "heading template": "### " + "python version " * 70_000,
+    "markdown item": "- `" + "a" * 1_000_000 + "==1`",
+    "driver in passing": "PyTorch version: 2.1.0 (driver " + "1." * 500_000 + ")",
+    "inline code": "`" + "x" * 1_000_000 + "`",
+    "wsl": "/usr/lib/wsl/lib/" + "a" * 1_000_000 + " is not a symbolic link",
 }
 
 
@@ -345,7 +402,7 @@ def test_solve_lock_check_and_fix_dry_run_read_a_paste(paste_4090):
     assert solve["exit_code"] == 0 and solve["data"]["targets"] == [TARGET_4090]
     torch = next(f for f in solve["data"]["solution"]["frameworks"] if f["name"] == "torch")
     assert (torch["version"], torch["variant"]) == ("2.5.1", "cu121")  # what the paste has installed is kept
-    lock = _envelope(run_cli(["lock", "torch", "--json", "--from", str(paste_4090)]))
+    lock = _envelope(run_cli(["lock", "torch", "--pins-only", "--json", "--from", str(paste_4090)]))
     assert lock["exit_code"] == 0 and "torch==2.5.1" in lock["data"]["text"]
     check = _envelope(run_cli(["check", "--json", "--from", str(paste_4090)]))
     assert check["exit_code"] == 0 and check["data"]["targets"] == [TARGET_4090]
@@ -362,6 +419,14 @@ def test_from_stdin_and_the_typer_path_agree_with_the_fast_path(paste_4090):
     slow = _envelope(run_cli(["solve", "torch", "--json", "--from", str(paste_4090), "--data", str(default_data_dir())]))
     assert fast["exit_code"] == slow["exit_code"] == 0
     assert fast["data"]["solution"]["packages"] == slow["data"]["solution"]["packages"]
+
+
+def test_fix_dry_run_from_a_paste_answers_its_findings(tmp_path):
+    paste = tmp_path / "warning.txt"
+    paste.write_text(paste_text("torch-arch-warning_sm120_5090_chinese-prose_leggedlab26")[1])
+    out = _envelope(run_cli(["fix", "--dry-run", "--json", "--from", str(paste)]))
+    (remedy,) = out["data"]["plan"]["remedies"]
+    assert (remedy["code"], remedy["action"]) == ("ARCH_UNSUPPORTED", "install")
 
 
 def test_fix_from_a_paste_only_plans(paste_4090):
@@ -392,3 +457,146 @@ def test_notes_say_what_each_block_was_read_as_and_what_was_skipped():
     messages = [n.message for n in env.notes]
     assert "r.txt: read as nvcc (lines 4-5)" in messages
     assert "r.txt: skipped 2 line(s) that are no known tool's output: 1, 7" in messages
+
+
+# --- the frameworks' own words (detect/pastes/messages.py), each class on a real paste of the corpus ---------
+
+def paste_env(stem, strict=True):
+    return from_reports([(stem, paste_text(stem)[1])], strict=strict)
+
+
+def test_torch_arch_warning_names_the_gpu_its_compute_capability_and_the_builds_arch_list():
+    env = paste_env("torch-arch-warning_sm120_5080-laptop_windows-venv_hi3dgen5")
+    (said,) = env.messages
+    assert (said.tool, said.kind, said.gpu, said.compute_capability) == (
+        "torch", "arch_unsupported", "NVIDIA GeForce RTX 5080 Laptop GPU", "12.0")
+    assert said.archs == ["5.0", "6.0", "6.1", "7.0", "7.5", "8.0", "8.6", "9.0"] and said.ptx == []
+    assert [(g.name, g.compute_capability) for g in env.gpus] == [("NVIDIA GeForce RTX 5080 Laptop GPU", "12.0")]
+    # a log prefix on every line ("service  | ") and a PTX target in the list
+    compose = paste_env("torch-arch-warning_sm120_5090-laptop_compose-prefix_py3.10_orpheus84")
+    assert compose.gpus[0].name == "NVIDIA GeForce RTX 5090 Laptop GPU"
+    ptx = paste_env("torch-arch-warning_sm86_3060_compute37_metabin15").messages[0]
+    assert ptx.archs[-1] == "7.5" and ptx.ptx == ["3.7"]
+    old = paste_env("torch-warning_old-gpu-2.1_820M_no-kernel-image-48_py2.7_pytorch6515")
+    assert [(g.index, g.name, g.compute_capability) for g in old.gpus] == [(0, "GeForce 820M", "2.1")]
+    assert {m.kind for m in old.messages} == {"arch_unsupported", "no_kernel_image"}
+
+
+def test_driver_too_old_and_runtime_errors_are_messages():
+    env = paste_env("collect_env_2.4.0cu121_driver-too-old-11040_undefined-symbol_vllm11623")
+    assert env.driver.cuda_version == "11.4" and env.driver.version is None
+    assert [(m.kind, m.found) for m in env.messages] == [("driver_too_old", "11.4")]
+    bandwidth = paste_env("cuda-error_insufficient-driver_bandwidthTest-35_windows_nvidia-docker498")
+    assert [(m.tool, m.kind) for m in bandwidth.messages] == [("cuda runtime", "driver_insufficient")]
+    kernel = paste_env("torch-error_no-kernel-image_repl-tensor-compare_5090D-nightly-cu128_pytorch149845")
+    assert [(m.tool, m.kind) for m in kernel.messages] == [("torch", "no_kernel_image")]
+
+
+@pytest.mark.parametrize("stem, tool, built, found", [
+    ("torch-error_cudnn-incompatibility_8.5.0-vs-8.3.3_vscode_co-gat2", "torch", "8.5.0", "8.3.3"),  # (8, 5, 0)
+    ("torch-error_cudnn-mismatch-old-ints_7102-vs-7600_da-detection19", "torch", "7.1.2", "7.6.0"),  # 7102
+    ("tf-log_loaded-runtime-cudnn_8.0.4-vs-8.1.0_deeplab2-66", "tensorflow", "8.1.0", "8.0.4"),
+    ("jax-xla-log_loaded-runtime-cudnn_9.10.1-vs-9.13.1_conda-prompt_jaxlib-feedstock329", "xla", "9.13.1", "9.10.1"),
+    ("jax-error_backend-failed_found-cudnn-8600-built-8906_gcbfplus1", "jax", "8.9.6", "8.6.0"),
+])
+def test_cudnn_built_and_found_in_every_wording(stem, tool, built, found):
+    (said,) = paste_env(stem).messages
+    assert (said.tool, said.kind, said.library, said.built, said.found) == (tool, "library_version", "cudnn",
+                                                                            built, found)
+
+
+def test_jax_outdated_component_reads_the_lines_after_it():
+    (said,) = paste_env("jax-error_backend-cuda-failed_outdated-cudnn_pytest-E-prefix_pixi-scipystack1").messages
+    assert (said.library, said.built, said.minimum, said.found) == ("cudnn", "8.9.7", "9.1.0", "8.9.7")
+    # components other than cuDNN and the CUDA runtime keep JAX's integers (their encodings differ)
+    (solver,) = paste_env("jax-log_unable-to-initialize-backend-cuda_cusolver-11002-vs-11401_tf-dlopen_"
+                          "alphapulldown237").messages
+    assert (solver.library, solver.built, solver.found) == ("cusolver", "11401", "11002")
+
+
+def test_libraries_that_could_not_be_opened():
+    assert [(m.tool, m.soname) for m in paste_env(
+        "torch-error_libcudnn.so.8-missing_import-torch_conda-py3.10_textgen2513").messages] == [
+        ("loader", "libcudnn.so.8")]
+    # "Couldn't open CUDA library libcudnn.so.5" and "Unable to load cuDNN DSO" are one fact
+    assert [(m.library, m.soname) for m in paste_env(
+        "tf-log_couldnt-open-libcudnn.so.5_cuda8.0-libs_tf1.0.1_tensorflow15294").messages] == [
+        ("cudnn", "libcudnn.so.5")]
+    # the file the loader could not open is the one after "Error:", not the library that asked for it
+    assert [m.soname for m in paste_env(
+        "ctranslate2-error_libcudnn_ops_infer.so.8-missing_whisper_xtts-webui31").messages] == [
+        "libcudnn_ops_infer.so.8"]
+    assert [(m.library, m.soname) for m in paste_env(
+        "tf-log_could-not-load-libcudart.so.11.0_colab-lib64-nvidia_dreamtalk32").messages] == [
+        ("cudart", "libcudart.so.11.0")]
+
+
+def test_fragments_that_carry_facts():
+    wsl = paste_env("ldconfig-wsl_not-a-symbolic-link_wsl-template-debian_wsl11229")
+    assert wsl.context.wsl and [lib.path for lib in wsl.libraries] == ["/usr/lib/wsl/lib/libcuda.so.1"]
+    banner = paste_env("nvidia-smi-h-banner_inline-backticks_470.182.03_help-query-gpu_candle733")
+    assert banner.driver.version == "470.182.03"
+    one_column = paste_env("nvidia-smi-query_compute_cap-only-8.9_plus-table-570.133.07_inference-snaps128")
+    assert [g.compute_capability for g in one_column.gpus] == ["8.9"] and one_column.driver.version == "570.133.07"
+    four = paste_env("nvidia-smi-query_compute_cap-noheader-4x8.6_aitemplate330")
+    assert [g.compute_capability for g in four.gpus] == ["8.6"] * 4
+    escaped = paste_env("nvidia-smi-q-x_html-escaped-gt-nbsp_591.74_rtx4090_wsl-mnt_1panel11910")
+    assert (escaped.driver.version, escaped.gpus[0].name) == ("591.74", "NVIDIA GeForce RTX 4090")
+
+
+def test_tensorflow_devices_and_its_missing_runtime():
+    tf1 = paste_env("tf-log_found-device-properties-tf1-major-minor_2xK80_faster-rcnn-tf330")
+    assert [(g.index, g.name, g.compute_capability) for g in tf1.gpus] == [(0, "Tesla K80", "3.7"),
+                                                                           (1, "Tesla K80", "3.7")]
+    tf2 = paste_env("tf-log_found-device-computecapability_quadro-p6000_successfully-opened_tensorflow26182")
+    assert [(g.name, g.compute_capability) for g in tf2.gpus] == [("Quadro P6000", "6.1")]
+    # cudart_stub.cc's words name drivers, but it says them where libcudart cannot be opened
+    stub = paste_env("tf-log_could-not-find-cuda-drivers_cudart-stub_gunicorn_deepface739")
+    assert [(m.tool, m.kind, m.library) for m in stub.messages] == [("tensorflow", "library_missing", "cudart")]
+
+
+def test_a_query_block_ends_where_the_format_does():
+    # the headerless rows end at the next shell line, however many commas it has (typed after issue #24's report)
+    text = ("$ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader\n"
+            "NVIDIA GeForce RTX 4090, 550.54.15\nNVIDIA GeForce RTX 4090, 550.54.15\n"
+            "python3 -c \"import torch; print(torch.__version__, torch.cuda.is_available())\"\n2.3.0+cu121 True\n")
+    env = from_reports([("q", text)])
+    assert [g.name for g in env.gpus] == ["NVIDIA GeForce RTX 4090"] * 2
+    # a label line between the command and its row, inline code around the row, named fields aliased
+    mega = paste_env("nvidia-smi-query_noheader-backticks_not-supported_gtx770_megaminer235")
+    assert [g.name for g in mega.gpus] == ["GeForce GTX 770"]
+    two = paste_env("nvidia-smi-query_driver_version-noheader-two-rows_then-prose_pytorch88364")
+    assert two.driver.version == "515.57"
+
+
+def test_markdown_is_cleaned_from_values():
+    env = paste_env("issue-template_markdown-backticks_5090-sm120_driver-590.48.01_torch2.5.1-cu121_berkeley-humanoid49")
+    assert env.driver.version == "590.48.01" and env.packages["torch"] == "2.5.1"
+    assert (env.gpus[0].name, env.gpus[0].compute_capability) == ("NVIDIA GeForce RTX 5090", "12.0")
+    bold = paste_env("issue-template_bold-labels_runfile-driver-470.94_rtx2080_libcudnn.so.8_tensorrt1747")
+    assert (bold.driver.version, bold.python.version, fw(bold, "torch").version) == ("470.94", "3.7", "1.8.1")
+    headings = paste_env("tf-template-headings_dnn-library-not-found-prose_tf2.11_A16_tensorflow65033")
+    assert (headings.packages["tensorflow"], headings.python.version, headings.gpus[0].name) == (
+        "2.11", "3.8.10", "NVIDIA A16")
+    # the issue's own example: a torch version in inline code and the driver said in passing on the same line
+    typed = from_reports([("t", "- PyTorch version: `2.7.0.dev20250310+cu124` (driver 570.124.06, CUDA 12.8)\n"
+                                "- Python version: 3.12.9\n- OS: Ubuntu 24.04\n")])
+    torch = fw(typed, "torch")
+    assert (torch.version, torch.variant, typed.driver.version) == ("2.7.0.dev20250310+cu124", "cu124", "570.124.06")
+
+
+def test_cli_one_unreadable_file_among_several_is_a_note(tmp_path):
+    poem = tmp_path / "poem.txt"
+    poem.write_text("roses are red\n")
+    warning = tmp_path / "warning.txt"
+    warning.write_text(paste_text("torch-arch-warning_sm120_5080-laptop_windows-venv_hi3dgen5")[1])
+    done = run_cli(["doctor", "--json", "--from", str(poem), "--from", str(warning), "--from",
+                    str(tmp_path / "missing.txt")])
+    out = _envelope(done)
+    assert done.returncode == 1 and out["exit_code"] == 1  # the findings decide, not the unreadable files
+    notes = [n["message"] for n in out["data"]["environment"]["notes"]]
+    assert any(m.startswith(f"{poem}: no known tool output") for m in notes)
+    assert any(m.startswith(f"{tmp_path / 'missing.txt'}: not read") for m in notes)
+    assert [f["code"] for f in out["data"]["findings"]] == ["ARCH_UNSUPPORTED"]
+    nothing = run_cli(["solve", "torch", "--json", "--from", str(poem), "--from", str(tmp_path / "missing.txt")])
+    assert nothing.returncode == 2 and "not read" in _envelope(nothing)["errors"][0]["hint"]

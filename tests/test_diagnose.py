@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from cudamatrix.diagnose.findings import diagnose, summary_exit
-from cudamatrix.models import DiskSpace, HostResources, LibraryLoad, Note
+from cudamatrix.models import DiskSpace, HostResources, LibraryLoad, Note, ToolMessage
 from cudamatrix.models import (
     Context,
     Driver,
@@ -180,6 +180,16 @@ def new_toolkit(env):
     env.toolkits = [Toolkit(source="nvcc --version", version="12.8", path="/usr/local/cuda-12.8/bin/nvcc")]
 
 
+def missing_library(env):  # TensorFlow's words in a paste (tests/data/pastes/tf-log_could-not-load-libcudart...)
+    env.messages = [ToolMessage(tool="tensorflow", kind="library_missing", library="cudart", soname="libcudart.so.11.0",
+                                text="Could not load dynamic library 'libcudart.so.11.0'")]
+
+
+def older_library(env):  # JAX's words in a paste (tests/data/pastes/jax-log_unable-to-initialize-backend-cuda_...)
+    env.messages = [ToolMessage(tool="jax", kind="library_version", library="cusolver", built="11401", found="11002",
+                                text="Found cuSOLVER version 11002, but JAX was built against version 11401")]
+
+
 # code -> (the change that causes it, the change of its healthy twin or None for the healthy machine)
 CASES: dict[str, tuple[Callable[[Environment], None], Callable[[Environment], None] | None]] = {
     "NO_DRIVER": (no_driver, None),
@@ -208,6 +218,8 @@ CASES: dict[str, tuple[Callable[[Environment], None], Callable[[Environment], No
     "KNOWN_BAD": (known_bad, None),
     "UNKNOWN_FRAMEWORK_BUILD": (unknown_build, None),
     "TOOLKIT_NEWER_THAN_DRIVER": (new_toolkit, None),
+    "LIBRARY_MISSING": (missing_library, None),
+    "LIBRARY_MISMATCH": (older_library, None),
 }
 INFO = {"UNKNOWN_FRAMEWORK_BUILD", "TOOLKIT_NEWER_THAN_DRIVER"}  # README: information, not problems
 

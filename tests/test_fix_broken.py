@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import brokenvenv
-from localindex import LocalIndex, copy_venv, pip_list
+from localindex import LocalIndex, copy_venv, make_venv, pip_list
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -27,10 +27,10 @@ def wheels(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def broken(template_venv, wheels, tmp_path_factory) -> Path:
-    """A template of the broken venv (copied per test)."""
+def broken(wheels, tmp_path_factory) -> Path:
+    """A template of the broken venv (copied per test), of a Python the issue's jax 0.10.2 installs on."""
     path = tmp_path_factory.mktemp("broken") / "venv"
-    py = copy_venv(template_venv, path)
+    py = make_venv(path, brokenvenv.interpreter())
     brokenvenv.break_venv(py, _env(tmp_path_factory.mktemp("env")), wheels)
     return path
 

@@ -122,7 +122,7 @@ def test_per_class_lock_is_one_file_when_one_set_fits(tmp_path: Path):
     write(fleet, "a", saved("doctor_cpu_wheel_on_t4"))
     write(fleet, "b", saved("doctor_cudnn8_shadows_wheel_cudnn9"))  # another T4 class: driver 550
     locks = tmp_path / "locks"
-    out = cli("lock", "torch", "--per-class", "--env", str(fleet), "-o", str(locks), "--json")
+    out = cli("lock", "torch", "--per-class", "--pins-only", "--env", str(fleet), "-o", str(locks), "--json")
     assert out.returncode == 0, out.stderr
     mapping = json.loads((locks / "locks.json").read_text())
     assert mapping["single"] is True and len(mapping["classes"]) == 2
@@ -246,3 +246,167 @@ def test_check_folder_without_requirements_checks_each_nodes_installed_set(tmp_p
                                                                        ("kaggle-1",): False}
     human = cli("check", "--env", str(fleet))
     assert human.returncode == 1 and "blocks" in human.stdout and "kaggle-1" in human.stdout
+
+
+# --- attacks on the fleet folders (shared on clusters): planted links, hostile text, unbounded files ----------
+
+def _victim(tmp_path: Path) -> Path:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    return victim
+
+
+def test_lock_per_class_never_follows_links_planted_at_its_names(tmp_path: Path):
+    """The names the writer used as temporary files (NAME.tmp) and the outputs themselves: a link planted at
+    any of them is never written through (before: both targets were overwritten, exit 0)."""
+    from cudamatrix.fleet.classes import group
+    from cudamatrix.models import Environment
+    from cudamatrix.schema import validate
+
+    fleet, locks = tmp_path / "fleet", tmp_path / "locks"
+    envs = {"a": saved("doctor_kaggle_p100_cu128"), "b": saved("h100_driver580")}  # no one set fits both
+    for name, env in envs.items():
+        write(fleet, name, env)
+    ids = [c.id for c in group([(n, validate(Environment, e, n)) for n, e in envs.items()])]
+    victim = _victim(tmp_path)
+    locks.mkdir()
+    names = ["locks.json", "fleet.txt", *(f"{i}.txt" for i in ids)]
+    for name in names:
+        (locks / (name + ".tmp")).symlink_to(victim)
+    (locks / "locks.json").symlink_to(victim)  # the output's own name
+    out = cli("lock", "torch", "--per-class", "--env", str(fleet), "-o", str(locks), "--json")
+    assert out.returncode in (0, 3), out.stdout[-500:] + out.stderr[-500:]
+    assert victim.read_text() == "precious"
+    assert not (locks / "locks.json").is_symlink() and json.loads((locks / "locks.json").read_text())["classes"]
+    for name in names:  # the planted links are left alone, and nothing else is left behind
+        assert (locks / (name + ".tmp")).is_symlink()
+    assert not [p for p in locks.iterdir() if p.name.startswith(".")]
+
+
+def _srun(tmp_path: Path, script: str) -> dict:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    srun = bin_dir / "srun"
+    srun.write_text(script)
+    srun.chmod(0o755)
+    path = os.pathsep.join([str(bin_dir), str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    return {"PATH": path, "FAKE_SRUN_LOG": str(tmp_path / "log")}
+
+
+def test_gather_never_follows_links_planted_at_its_names(tmp_path: Path):
+    saved_dir = tmp_path / "saved"
+    files = [write(saved_dir, "a", saved("h100_driver580", hostname="gpu-a"))]
+    env = {**_srun(tmp_path, FAKE_SRUN.format(python=sys.executable)), "FAKE_SRUN_ENVS": str(files[0])}
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    victim = _victim(tmp_path)
+    for name in ("fleet.json.tmp", "gpu-a.json.tmp", "gpu-a.json"):
+        (out_dir / name).symlink_to(victim)
+    out = cli("fleet", "gather", "--engine", "slurm", "-o", str(out_dir), "--json", env=env)
+    assert out.returncode == 0, out.stdout[-500:] + out.stderr[-500:]
+    assert victim.read_text() == "precious"
+    assert json.loads((out_dir / "gpu-a.json").read_text())["hostname"] == "gpu-a"
+    assert json.loads((out_dir / "fleet.json").read_text())["nodes"][0]["node"] == "gpu-a"
+
+
+ESCAPES = "\x1b[2J\x1b]8;;https://evil.example/\x07click\x1b]8;;\x07\u202e"
+
+
+def _inert(out: subprocess.CompletedProcess) -> None:
+    for stream in (out.stdout, out.stderr):
+        assert not any(c in stream for c in ("\x1b", "\x07", "\u202e")), stream[-800:]
+
+
+def test_escape_sequences_in_node_files_are_shown_escaped(tmp_path: Path):
+    fleet = tmp_path / "fleet"
+    env = saved("doctor_kaggle_p100_cu128")
+    env["gpus"][0]["name"] = "Tesla P100" + ESCAPES
+    write(fleet, "n1", env)
+    write(fleet, "n2", saved("h100_driver580"))
+    for argv in (["doctor", "--env", str(fleet)], ["check", "--env", str(fleet)],
+                 ["lock", "torch", "--per-class", "--env", str(fleet), "-o", str(tmp_path / "locks")],
+                 ["solve", "torch", "--env", str(fleet)]):
+        out = cli(*argv)
+        assert "Traceback" not in out.stderr and out.returncode in (0, 1, 3), (argv, out.stderr[-500:])
+        _inert(out)
+    for lock in (tmp_path / "locks").glob("*.txt"):
+        text = lock.read_text()
+        assert "\x1b" not in text and not any(ln.startswith("--extra-index-url http://evil") for ln in text.splitlines())
+
+
+def test_a_line_break_in_a_node_files_gpu_name_adds_no_line_to_a_lock(tmp_path: Path):
+    fleet = tmp_path / "fleet"
+    env = saved("h100_driver580")
+    env["gpus"][0]["name"] = "NVIDIA H100 80GB HBM3\n--extra-index-url http://evil.example/simple\r\x85"
+    write(fleet, "n1", env)
+    out = cli("lock", "torch", "--per-class", "--env", str(fleet), "-o", str(tmp_path / "locks"))
+    assert out.returncode == 0, out.stderr
+    for lock in (tmp_path / "locks").glob("*.txt"):
+        assert not any(ln.startswith("--extra-index-url http://evil") for ln in lock.read_text().splitlines())
+    out = cli("lock", "torch", "--env", str(fleet / "n1.json"))
+    assert out.returncode == 0 and not any(ln.startswith("--extra") for ln in out.stdout.splitlines()), out.stdout
+
+
+SRUN_SAYS = r'''#!{python}
+import json, sys
+print("0: " + json.dumps({{"schema_version": 1, "command": "detect", "status": "usage_error", "exit_code": 2,
+                          "data": {{}}, "errors": [{{"type": "UsageError", "message": {message!r}}}]}}))
+sys.stderr.write({stderr!r})
+sys.exit({code})
+'''
+
+
+def test_escape_sequences_in_slurm_output_are_shown_escaped(tmp_path: Path):
+    out_dir = tmp_path / "out"
+    env = _srun(tmp_path, SRUN_SAYS.format(python=sys.executable, message="boom" + ESCAPES, stderr="", code=0))
+    out = cli("fleet", "gather", "--engine", "slurm", "-o", str(out_dir), env=env)
+    assert out.returncode == 1 and "boom" in out.stdout and "\\x1b[2J" in out.stdout, out.stdout + out.stderr
+    _inert(out)
+    # srun itself fails, no task answers: its last stderr line is the error shown
+    script = '#!/bin/sh\nprintf "srun: error: %b\\n" "no partition\\033[2J\\033]8;;https://evil/\\007x" >&2\nexit 1\n'
+    env = _srun(tmp_path, script)
+    out = cli("fleet", "gather", "--engine", "slurm", "-o", str(tmp_path / "none"), env=env)
+    assert out.returncode == 2 and "no partition" in out.stderr, out.stderr
+    _inert(out)
+
+
+def _limit_memory() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+
+
+@pytest.mark.parametrize("attack", ["nested-list", "nested-object", "huge-sparse", "fifo", "deep-node-file",
+                                    "huge-node-file"])
+def test_an_unbounded_fleet_json_or_node_file_is_a_usage_error(tmp_path: Path, attack: str):
+    """Before: a deeply nested or 3.5 GB sparse fleet.json raised RecursionError or MemoryError (a traceback,
+    no envelope)."""
+    fleet = tmp_path / "fleet"
+    write(fleet, "a", saved("h100_driver580"))
+    index = fleet / "fleet.json"
+    if attack == "nested-list":
+        index.write_text("[" * 200_000 + "]" * 200_000)
+    elif attack == "nested-object":
+        index.write_text('{"nodes": [{"file": "a.json", "x": ' + "[" * 5_000 + "]" * 5_000 + "}]}")
+    elif attack == "huge-sparse":
+        with open(index, "wb") as fh:
+            fh.truncate(3_500_000_000)
+    elif attack == "fifo":
+        os.mkfifo(index)
+    elif attack == "deep-node-file":
+        index.write_text(json.dumps({"nodes": [{"file": "a.json"}]}))
+        (fleet / "a.json").write_text('{"schema_version": 1, "gpus": ' + "[" * 200_000 + "]" * 200_000 + "}")
+    else:
+        index.write_text(json.dumps({"nodes": [{"file": "a.json"}]}))
+        with open(fleet / "a.json", "wb") as fh:
+            fh.truncate(3_500_000_000)
+    for argv in (["solve", "torch", "--env", str(fleet)], ["doctor", "--env", str(fleet)],
+                 ["check", "--env", str(fleet)], ["lock", "torch", "--per-class", "--env", str(fleet), "-o",
+                                                  str(tmp_path / "locks")]):
+        # under a 3 GB address-space limit, as on a small node: an unbounded read ends in MemoryError
+        out = subprocess.run([sys.executable, "-m", "cudamatrix", *argv, "--json"], capture_output=True, text=True,
+                             timeout=60, preexec_fn=_limit_memory,
+                             env={k: v for k, v in os.environ.items() if k != "CUDAMATRIX_DETECT_ENV"})
+        assert "Traceback" not in out.stderr, out.stderr[-600:]
+        doc = json.loads(out.stdout)
+        assert out.returncode == 2 and doc["exit_code"] == 2 and doc["status"] == "usage_error", doc

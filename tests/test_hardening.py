@@ -104,7 +104,7 @@ def test_read_bytes_refuses_non_regular_files_and_bounds_size(tmp_path):
 
 # --- output files: atomic, exclusive, never a device, FIFO or folder ----------------------------------
 
-LOCK = ["lock", "torch", "--driver", "535.104.05", "--gpu", "7.5"]
+LOCK = ["lock", "torch", "--driver", "535.104.05", "--gpu", "7.5", "--pins-only"]  # no index here
 
 
 def test_lock_output_never_follows_a_planted_tmp_symlink_and_keeps_the_mode(tmp_path):
@@ -164,7 +164,10 @@ def test_write_atomic_leaves_no_temporary_on_failure(tmp_path):
 # --- injection: one quoting function per shell, proved by sourcing the output -------------------------
 
 HOSTILE_DIRS = ["a\\'\"; touch X; #", "$(touch X)", "`touch X`", "new\nline; touch X", "ünïcödé ☃", "sp ace",
-                "back\\slash\\", "dollar$HOME", "brace{a,b}*?[x]", "’typographic‘ quotes"]
+                "back\\slash\\", "dollar$HOME", "brace{a,b}*?[x]", "’typographic‘ quotes",
+                # control characters: written with each shell's escapes, never raw (the printed line stays inert)
+                "esc\x1b[2J\x1b]8;;https://evil/\x07x", "cr\rline", "bidi\u202egnp.exe", "c1\x85\x9b'$(touch X)",
+                "\x01'\x7f\\"]
 
 
 def _shell_cmd(shell: str, script: Path) -> list[str] | None:
@@ -182,6 +185,7 @@ def _shell_cmd(shell: str, script: Path) -> list[str] | None:
 @pytest.mark.parametrize("shell", ["bash", "sh", "zsh", "fish", "powershell"])
 def test_export_lines_source_back_to_the_same_value_in_each_shell(tmp_path, shell):
     from cudamatrix.safe.shells import export_line
+    from cudamatrix.safe.text import CONTROLS
 
     script = tmp_path / "x.sh"
     if _shell_cmd(shell, script) is None:
@@ -189,7 +193,9 @@ def test_export_lines_source_back_to_the_same_value_in_each_shell(tmp_path, shel
                     "system packages provide it)")
     for value in HOSTILE_DIRS:
         value = "/srv/" + value + "/lib"
-        script.write_text(export_line(shell, "LD_LIBRARY_PATH", value) + "\n", encoding="utf-8")
+        line = export_line(shell, "LD_LIBRARY_PATH", value)
+        assert not CONTROLS.search(line), (shell, line)
+        script.write_text(line + "\n", encoding="utf-8")
         run = subprocess.run(_shell_cmd(shell, script), capture_output=True, cwd=tmp_path, timeout=60,
                              env={**os.environ, "LC_ALL": "C.UTF-8"})
         assert not (tmp_path / "X").exists(), (shell, value)
@@ -582,3 +588,246 @@ def test_a_planted_verify_json_does_not_make_fix_say_verified(tmp_path):
             assert "Planted GPU" not in out.stdout
     finally:
         os.environ.pop("XDG_CACHE_HOME", None)
+
+
+# --- round two: data values are what they are; a lock gets no line the user did not ask for ----------------
+
+INJECTION = "\n--trusted-host evil.example\n--extra-index-url http://evil.example/simple"
+TARGET = ["--driver", "550.54.15", "--gpu", "7.5", "--python", "3.11"]
+
+
+def _data_with_index_url(tmp_path: Path, url: str) -> Path:
+    """A copy of the shipped matrix whose torch rows all name ``url`` as their index."""
+    return _hostile().data_folder(tmp_path, "data", url)
+
+
+def _hostile():
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+    import hostile_inputs
+
+    return hostile_inputs
+
+
+def _no_injected_line(text: str) -> None:
+    lines = text.splitlines()
+    assert not any(line.startswith(("--trusted-host", "--extra-index-url http://evil")) for line in lines), text
+
+
+@pytest.mark.parametrize("brk", ["\n", "\r", "\r\n", "\x0b", "\x0c", "\x1c", "\x85", "\u2028"])
+def test_a_line_break_in_an_index_url_from_the_data_never_reaches_a_lock(tmp_path, brk):
+    """pip and uv read requirements files with str.splitlines: each of these characters starts a new line."""
+    folder = _data_with_index_url(tmp_path, "https://download.pytorch.org/whl/cu121" + INJECTION.replace("\n", brk))
+    out = cli("matrix", "validate", str(folder), "--json")
+    doc = envelope(out)
+    assert out.returncode == 2 and "torch.json" in doc["errors"][0]["message"], doc
+    lock = tmp_path / "requirements.txt"
+    out = cli("lock", "torch==2.5.1", *TARGET, "--data", str(folder), "-o", str(lock))
+    clean_error(out)
+    assert not lock.exists()
+    out = cli("lock", "torch==2.5.1", *TARGET, "--data", str(folder))
+    clean_error(out)
+    _no_injected_line(out.stdout)
+
+
+@pytest.mark.parametrize("value, words", [
+    ("http://evil.example/simple", "not https"),
+    ("https://user:pw@mirror.example/simple", "credentials"),
+    ("https://download.pytorch.org/whl/cu121 --trusted-host evil.example", "space"),
+    ("download.pytorch.org/whl/cu121", "https://HOST"),
+    ('https://x/"a', "quote"),
+])
+def test_matrix_validate_refuses_index_urls_that_are_not_one_line_https(tmp_path, value, words):
+    folder = _data_with_index_url(tmp_path, value)
+    out = cli("matrix", "validate", str(folder))
+    clean_error(out)
+    assert words in out.stderr.replace("\n", " ") and "index_url" in out.stderr, out.stderr
+    if value.startswith("http://"):  # a trusted network: --allow-http accepts it
+        assert cli("matrix", "validate", str(folder), "--allow-http").returncode == 0
+
+
+@pytest.mark.parametrize("file, path, value, words", [
+    ("torch.json", ("releases", 0, "variants", 0, "name"), "cu121\n--index-url x", "control character"),
+    ("torch.json", ("releases", 0, "variants", 0, "local_version"), "+cu121 x", "local version"),
+    ("torch.json", ("releases", 0, "companions"), {"torchvision\n-e .": "0.20.1"}, "control character"),
+    ("torch.json", ("releases", 0, "companions"), {"torch vision": "0.20.1"}, "PEP 508 name"),
+    ("torch.json", ("releases", 0, "companions"), {"torchvision": "latest"}, "not a version"),
+    ("torch.json", ("releases", 0, "python"), ["3.x"], "not a version"),
+    ("cuda.json", ("releases", 0, "linux_min_driver"), "410.48; rm -rf", "driver version"),
+    ("meta.json", ("data_version",), "2026\n--index-url x", "control character"),
+    ("meta.json", ("data_version",), "2026 11 26", "not a label"),
+    ("tensorflow.json", ("releases", 0, "variants", 0, "pip_extra"), "and cuda", "PEP 508 name"),
+])
+def test_matrix_validate_refuses_names_and_versions_that_are_not(tmp_path, file, path, value, words):
+    import cudamatrix.matrix.data as data
+
+    folder = tmp_path / "data"
+    shutil.copytree(data.default_data_dir(), folder)
+    doc = json.loads((folder / file).read_text())
+    node = doc
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    (folder / file).write_text(json.dumps(doc))
+    out = cli("matrix", "validate", str(folder))
+    clean_error(out)
+    assert words in out.stderr.replace("\n", " "), out.stderr
+
+
+def _overlay_doc(index_url: str) -> dict:
+    """What `matrix update` writes for one new torch release (the newest shipped row as version 2.99.0)."""
+    return _hostile().overlay_doc(index_url)
+
+
+def _plant_overlay(home_cache: Path, doc: dict) -> Path:
+    folder = home_cache / "cudamatrix" / "overlay"
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    folder.chmod(0o700)
+    path = folder / "overlay.json"
+    path.write_text(json.dumps(doc))
+    path.chmod(0o600)
+    return path
+
+
+def test_an_overlay_edited_without_the_users_key_is_ignored(tmp_path):
+    """The overlay's sha256 sits in the file it protects: whoever can edit the file recomputes it. Planted here
+    with a recomputed sha256 and an evil index (the folder and file have the right owner and modes)."""
+    cache = Path(os.environ["XDG_CACHE_HOME"])
+    _plant_overlay(cache, _overlay_doc("https://evil.example/simple"))
+    shown = envelope(cli("matrix", "show", "torch", "2.99.0", "--json"))["data"]
+    assert shown["rows"] == [] and "not signed with this user's key" in shown["overlay"]["ignored"], shown["overlay"]
+    out = cli("lock", "torch", *TARGET)
+    assert out.returncode == 0 and "evil.example" not in out.stdout and "2.99.0" not in out.stdout, out.stderr
+
+
+def test_an_overlay_with_a_line_break_in_an_index_url_is_ignored_even_when_signed(tmp_path):
+    from cudamatrix.safe.keys import sign, user_key
+
+    cache = Path(os.environ["XDG_CACHE_HOME"])
+    doc = _overlay_doc("https://download.pytorch.org/whl/cu121" + INJECTION)
+    key, _ = user_key(create=True)
+    doc["mac"] = sign(key, doc)
+    _plant_overlay(cache, doc)
+    shown = envelope(cli("matrix", "show", "torch", "2.99.0", "--json"))["data"]
+    assert shown["rows"] == [] and "control character" in shown["overlay"]["ignored"], shown["overlay"]
+    out = cli("lock", "torch", *TARGET)
+    assert out.returncode == 0, out.stderr
+    _no_injected_line(out.stdout)
+
+
+def test_a_signed_overlay_of_good_rows_is_used(tmp_path):
+    from cudamatrix.safe.keys import sign, user_key
+
+    doc = _overlay_doc("https://download.pytorch.org/whl/cu128")
+    key, _ = user_key(create=True)
+    doc["mac"] = sign(key, doc)
+    _plant_overlay(Path(os.environ["XDG_CACHE_HOME"]), doc)
+    shown = envelope(cli("matrix", "show", "torch", "2.99.0", "--json"))["data"]
+    assert [r["version"] for r in shown["rows"]] == ["2.99.0"] and shown["overlay"]["ignored"] is None
+
+
+# --- round two: output is inert ---------------------------------------------------------------------------
+
+CLEAR_AND_LINK = "\x1b[2J\x1b]8;;https://evil.example/\x07docs\x1b]8;;\x07\r\u202e"
+
+
+def _inert(out: subprocess.CompletedProcess) -> None:
+    for stream in (out.stdout, out.stderr):
+        assert not any(c in stream for c in ("\x1b", "\x07", "\r", "\u202e", "\x9b")), stream[-600:]
+
+
+def test_escape_sequences_in_a_pasted_nvidia_smi_list_are_shown_escaped(tmp_path):
+    paste = tmp_path / "smi.txt"
+    paste.write_text(f"GPU 0: Tesla T4{CLEAR_AND_LINK.replace(chr(13), '')} (UUID: GPU-1234)\n", encoding="utf-8")
+    for argv in (["detect", "--from", str(paste)], ["doctor", "--from", str(paste)],
+                 ["solve", "torch", "--from", str(paste)], ["fix", "--dry-run", "--from", str(paste)]):
+        out = cli(*argv)
+        assert "Traceback" not in out.stderr and out.returncode in (0, 1, 3), (argv, out.stderr[-400:])
+        _inert(out)
+    out = cli("detect", "--from", str(paste))
+    assert "\\x1b[2J" in out.stdout, out.stdout
+
+
+@pytest.mark.parametrize("argv", [["solve", f"torch{CLEAR_AND_LINK}"], ["solve", "torch", "--gpu", CLEAR_AND_LINK],
+                                  ["env", "--shell", CLEAR_AND_LINK], ["check", "-r", f"/nonexistent/{CLEAR_AND_LINK}"]])
+def test_escape_sequences_in_arguments_are_shown_escaped(argv):
+    out = cli(*argv)
+    clean_error(out)
+    _inert(out)
+
+
+# --- round two: credentials stay secret ---------------------------------------------------------------------
+
+MIRROR = "https://user:TOKEN@mirror.example/whl"
+
+
+def test_mirror_credentials_are_never_written_to_a_lock_nor_printed(tmp_path):
+    lock = tmp_path / "requirements.txt"
+    out = cli("lock", "torch==2.5.1+cu121", *TARGET, "--mirror", MIRROR, "-o", str(lock))
+    assert out.returncode == 0, out.stderr
+    text = lock.read_text()
+    assert "TOKEN" not in text and "--index-url https://mirror.example/whl/cu121" in text, text
+    assert "TOKEN" not in out.stdout + out.stderr and "left out of the lock" in out.stderr
+    for extra in ([], ["--json"], ["--format", "uv"]):
+        out = cli("lock", "torch==2.5.1+cu121", *TARGET, "--mirror", MIRROR, *extra)
+        assert out.returncode == 0 and "TOKEN" not in out.stdout + out.stderr, out.stdout
+    out = cli("solve", "torch==2.5.1+cu121", *TARGET, "--mirror", MIRROR)
+    assert out.returncode == 0 and "TOKEN" not in out.stdout + out.stderr and "user:****@" in out.stdout
+
+
+def test_fix_dry_run_masks_the_mirrors_credentials():
+    for extra in ([], ["--json"]):
+        out = cli("fix", "--dry-run", "--driver", "550.54.15", "--gpu", "7.5", "--mirror", MIRROR,
+                  "torch==2.5.1+cu121", *extra)
+        assert "Traceback" not in out.stderr and "TOKEN" not in out.stdout + out.stderr, out.stdout[-800:]
+        assert "user:****@mirror.example" in out.stdout, out.stdout[-800:]
+
+
+def test_an_index_variable_with_credentials_is_masked_in_detect():
+    out = cli("detect", "--json", env={"PIP_INDEX_URL": "https://user:TOKEN@pypi.example/simple"})
+    assert out.returncode == 0 and "TOKEN" not in out.stdout
+    assert envelope(out)["data"]["environment"]["context"]["env"]["PIP_INDEX_URL"] == \
+        "https://user:****@pypi.example/simple"
+
+
+# --- round two: every wait bounded, every --json failure an envelope, --python read the same everywhere -------
+
+def test_verify_on_an_interpreter_that_hangs_ends_within_its_timeout(tmp_path):
+    hang = tmp_path / "python"
+    hang.write_text("#!/bin/sh\nexec sleep 600\n")
+    hang.chmod(0o755)
+    start = time.monotonic()
+    out = cli("verify", "--python", str(hang), "--timeout", "3", "--json", timeout=120)
+    took = time.monotonic() - start
+    doc = envelope(out)
+    assert out.returncode == 5 and took < 20, (took, out.stdout[-400:])
+    assert {f["finding_code"] for f in doc["data"]["frameworks"]} == {"VERIFY_TIMEOUT"}
+
+
+@pytest.mark.parametrize("argv", [["detect", "--from", "--json"], ["detect", "--env", "--json"],
+                                  ["detect", "--python", "--json"], ["doctor", "--from", "--json"],
+                                  ["solve", "torch", "--gpu", "--json"], ["verify", "--python", "--json"],
+                                  ["lock", "torch", "-o", "--json"], ["matrix", "show", "--data", "--json"],
+                                  ["fleet", "gather", "-o", "--json"]])
+def test_an_option_missing_its_value_before_json_is_an_envelope(argv):
+    out = cli(*argv)
+    doc = envelope(out)
+    assert out.returncode == 2 and doc["status"] == "usage_error", out.stdout + out.stderr
+    assert "needs a value" in doc["errors"][0]["message"] or "requires an argument" in doc["errors"][0]["message"]
+
+
+def test_python_relative_paths_are_read_alike_by_every_command(tmp_path):
+    venv = tmp_path / "v"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    rel = os.path.join("v", "bin", "python")
+    codes = {}
+    for argv in (["verify", "--python", rel], ["detect", "--python", rel], ["doctor", "--python", rel],
+                 ["fix", "--dry-run", "--python", rel, "--no-verify"], ["env", "--python", rel]):
+        out = cli(*argv, "--json", cwd=tmp_path)
+        doc = envelope(out)
+        codes[argv[0]] = out.returncode
+        assert "PYTHON_NOT_FOUND" not in out.stdout and "no Python interpreter" not in out.stdout, (argv, out.stdout)
+    assert codes["verify"] == 6 and codes["detect"] == 0, codes  # the bare venv has no framework: nothing to prove
+    for argv in (["verify"], ["detect"], ["doctor"], ["fix", "--dry-run"], ["env"]):
+        out = cli(*argv, "--python", "nowhere/python", "--json", cwd=tmp_path)
+        doc = envelope(out)
+        assert out.returncode == 2 and "no Python interpreter at" in doc["errors"][0]["message"], (argv, doc)

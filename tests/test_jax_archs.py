@@ -162,3 +162,22 @@ def test_reader_lists_sass_and_ptx_of_a_built_library(tmp_path):
     got = json.loads(out)
     assert got["archs"] == ["7.5", "9.0"] and got["ptx"] == ["9.0"]
     assert list(got["libraries"]) == ["demo/libk.so"]
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None or read_wheel_archs.find_cuobjdump() is None,
+                    reason="needs nvcc (CUDA toolkit) and cuobjdump (nvidia-cuda-cuobjdump, a test dependency)")
+def test_fatbin_headers_give_what_cuobjdump_lists(tmp_path):
+    # the fallback for libraries cuobjdump refuses ("Invalid ELF": jax-cuda12-pjrt 0.4.23): the .nv_fatbin
+    # headers of a library nvcc builds here name the same SASS and PTX as cuobjdump's own listing of it
+    src = tmp_path / "k.cu"
+    src.write_text("__global__ void k(float *x) { x[threadIdx.x] *= 2.0f; }\n"
+                   "extern \"C\" void launch(float *x) { k<<<1, 32>>>(x); }\n")
+    so = tmp_path / "libk.so"
+    subprocess.run(["nvcc", "-shared", "-Xcompiler", "-fPIC", "-o", str(so), str(src),
+                    "-gencode", "arch=compute_75,code=sm_75", "-gencode", "arch=compute_80,code=sm_80",
+                    "-gencode", "arch=compute_80,code=compute_80"], check=True, capture_output=True)
+    tool = read_wheel_archs.find_cuobjdump()
+    listed = (read_wheel_archs._list(tool, so, "--list-elf")[0], read_wheel_archs._list(tool, so, "--list-ptx")[0])
+    assert listed == ({"7.5", "8.0"}, {"8.0"})
+    assert read_wheel_archs.fatbin_archs(so) == listed
+    assert read_wheel_archs.fatbin_archs(src) == (set(), set())  # no ELF, no device code

@@ -36,6 +36,10 @@ def parts(tmp_path_factory) -> dict[str, Path]:
     for n, sub in enumerate(("lib/x86_64-linux-gnu", "lib/aarch64-linux-gnu", "lib64", "lib"), start=10):
         leaf(t / "libtok" / sub, n)
     p["mid_lib"] = linked(t / "libtok" / "x", "libmid_lib.so", MID_C, p["a"], "libleaf.so.1", rpath("$ORIGIN/../$LIB"))
+    # a DT_RUNPATH over 4 KiB (TensorFlow 2.20's libtensorflow_framework.so.2 carries 21 KiB), the one folder
+    # that holds the library last
+    p["mid_long"] = linked(t / "mid", "libmid_long.so", MID_C, p["a"], "libleaf.so.1",
+                           runpath(":".join([f"/nonexistent/{i:04d}" for i in range(400)] + ["$ORIGIN/../a"])))
     p["open_rpath"] = opener(t / "op", "libopen_rpath.so", rpath("$ORIGIN/../a"))
     p["open_runpath"] = opener(t / "op", "libopen_runpath.so", runpath("$ORIGIN/../a"))
     p["driver"] = driver(t / "bin")
@@ -57,6 +61,8 @@ CASES = {
     "DT_RUNPATH stops the chain's DT_RPATH": ("top_over_runpath", {"LD_LIBRARY_PATH": "{b}"}, "root", "b"),
     "DT_RUNPATH of the object itself after LD_LIBRARY_PATH": ("top_over_runpath", {}, "root", "c"),
     "$LIB": ("mid_lib", {}, "root", "$LIB"),
+    "DT_RUNPATH longer than 4 KiB": ("mid_long", {}, "root", "a"),
+    "DT_RUNPATH longer than 4 KiB loses to LD_LIBRARY_PATH": ("mid_long", {"LD_LIBRARY_PATH": "{b}"}, "root", "b"),
 }
 
 

@@ -129,3 +129,88 @@ def test_verify_reports_a_model_error_with_both_paths():
         human_report(Report(status="not_possible", frameworks=[report]))
     assert f"loader model error: libcudnn.so.9: predicted {WHEEL}" in out.getvalue()
     assert "mapped /opt/other/libcudnn.so.9" in out.getvalue()
+
+
+# --- the opened half: what a framework's libraries open themselves (data/loaders.json) -------------------------
+
+GRAPH = f"{SP}/nvidia/cudnn/lib/libcudnn_graph.so.9"
+SYSTEM = "/lib/x86_64-linux-gnu"
+
+
+def mixed_env(*sonames: str) -> Environment:
+    """torch 2.11.0 (cuDNN 9.19.0.56) whose shim opens ``sonames`` from a system cuDNN 9.14 first on
+    LD_LIBRARY_PATH, as the model predicts it (tests/test_loader_torch.py shows it against the maps)."""
+    shim = LibraryLoad("torch", "libcudnn.so.9", f"{SP}/nvidia/cudnn/lib/libcudnn.so.9", "DT_RPATH of libtorch_python.so",
+                       version="9.19.0.56")
+    loads = [shim] + [LibraryLoad("torch", s, f"{SYSTEM}/{s}.14.0", "LD_LIBRARY_PATH", requested_by=shim.path,
+                                  how="dlopen", found_as=f"{SYSTEM}/{s}", when="first use", version="9.14.0",
+                                  expected=f"{SP}/nvidia/cudnn/lib/{s}", expected_rule="DT_RUNPATH of libcudnn.so.9",
+                                  expected_version="9.19.0.56") for s in sonames]
+    env = torch_env(loads, [wheel_lib("9.19.0.56")], {"LD_LIBRARY_PATH": f"{SYSTEM}:/usr/local/nvidia/lib64"})
+    env.packages = {"torch": "2.11.0", "nvidia-cudnn-cu13": "9.19.0.56"}
+    env.frameworks = [Framework(name="torch", version="2.11.0", cuda="13.0")]
+    return env
+
+
+def test_the_loads_of_one_folder_are_one_finding_with_the_folder_and_the_fix():
+    env = mixed_env("libcudnn_graph.so.9", "libcudnn_ops.so.9", "libcudnn_cnn.so.9", "libcudnn_adv.so.9")
+    found = diagnose(env, load_matrix())
+    shadowed = [f for f in found if f.code == "LIBRARY_SHADOWED"]
+    assert len(shadowed) == 1 and shadowed[0].severity == "error"
+    assert "from /lib/x86_64-linux-gnu (LD_LIBRARY_PATH)" in shadowed[0].title and "and 1 more" in shadowed[0].title
+    assert len([e for e in shadowed[0].evidence if e.startswith("torch maps")]) == 4
+    assert any(e.startswith(f"a mixed load: {SP}/nvidia/cudnn/lib/libcudnn.so.9") for e in shadowed[0].evidence)
+    assert shadowed[0].fix.startswith("remove /lib/x86_64-linux-gnu from LD_LIBRARY_PATH")
+    # cuDNN's version is the graph library's: the one from the system folder
+    mismatch = next(f for f in found if f.code == "CUDNN_MISMATCH")
+    assert f"cuDNN 9.14.0 from {SYSTEM}/libcudnn_graph.so.9.14.0" in mismatch.title
+    assert mismatch.fix == shadowed[0].fix and "reinstall" not in mismatch.fix
+    assert library_path_fix(env) == {"LD_LIBRARY_PATH": "/usr/local/nvidia/lib64"}
+    advice = env_advice(env, library_path_fix(env), left=[])
+    assert advice[0].startswith("# torch maps libcudnn_graph.so.9, libcudnn_ops.so.9") and SYSTEM in advice[0]
+    assert advice[-1].startswith("# after this change every library")
+
+
+def test_env_says_what_its_change_does_not_stop():
+    env = mixed_env("libcudnn_graph.so.9")
+    left = wrong_loads(env)  # as if the change left them (a copy mapped earlier in a running kernel)
+    assert env_advice(env, library_path_fix(env), left=left)[-1].startswith("# still wrong after this change: "
+                                                                          "libcudnn_graph.so.9")
+
+
+def test_a_sub_library_of_the_same_release_elsewhere_is_no_finding():
+    env = mixed_env("libcudnn_graph.so.9")
+    env.library_loads[1].version = "9.19.0"  # the wheel says 9.19.0.56: the same release
+    assert not {"LIBRARY_SHADOWED", "CUDNN_MISMATCH"} & set(codes(env))
+    assert library_path_fix(env) == {} and env_advice(env, {})[0].startswith("nothing to change")
+
+
+def test_verify_calls_a_family_from_two_copies_a_failure():
+    from cudamatrix.models import FrameworkReport
+    from cudamatrix.verify.run import check_mixed
+
+    system = "/srv/cudnn-9.14/lib"  # not a real folder here: no symlink in it to resolve
+    report = FrameworkReport(framework="jax", status="verified", cpu_checked=True, max_abs_error=0.0)
+    report._maps = [f"{SP}/nvidia/cudnn/lib/libcudnn.so.9", f"{system}/libcudnn_graph.so.9.14.0",
+                    f"{system}/libcudnn_engines_precompiled.so.9.14.0", f"{SP}/nvidia/cu13/lib/libcublasLt.so.13"]
+    report.mapped_libraries = [{"path": report._maps[0], "file": "libcudnn.so.9", "version": "9.19.0.56"}]
+    check_mixed(report)
+    assert (report.status, report.finding_code) == ("failed", "LIBRARY_MIXED") and "by luck" in report.cause
+    copies = report.mixed_loads[0]["copies"]
+    assert [(c["folder"], c["version"]) for c in copies] == [(f"{SP}/nvidia/cudnn/lib", "9.19.0.56"),
+                                                             (system, "9.14.0")]
+    assert copies[1]["files"] == ["libcudnn_graph.so.9.14.0", "libcudnn_engines_precompiled.so.9.14.0"]
+    one = FrameworkReport(framework="torch", status="verified")
+    one._maps = [f"{SP}/nvidia/cudnn/lib/libcudnn.so.9", f"{SP}/nvidia/cudnn/lib/libcudnn_graph.so.9"]
+    check_mixed(one)
+    assert one.status == "verified" and one.mixed_loads == []
+
+
+def test_env_does_not_say_nothing_to_change_over_an_unknown_opener():
+    from cudamatrix.models import Note
+
+    env = torch_env([LibraryLoad("torch", "libcudnn.so.9", WHEEL, "DT_RPATH of libtorch_cuda.so")], [wheel_lib()])
+    env.notes.append(Note("loader", "libcudnn.so.9 9.99.0: how this release opens its libraries is not in "
+                                    "data/loaders.json; the libraries it opens are not predicted", "warning"))
+    advice = env_advice(env, {})
+    assert advice[0].startswith("nothing to change for the loads the model predicts; not predicted: libcudnn.so.9 9.99.0")

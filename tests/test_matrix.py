@@ -250,7 +250,7 @@ def test_update_reads_a_new_release_and_show_marks_it(tmp_path, jax_index):
     cuda12 = {v["name"]: v for v in row["variants"]}["cuda12"]
     assert cuda12["cudnn"] == "9.10.2.21" and cuda12["cuda"] == "12.1"
     assert cuda12["extra_packages"] == ["jax-cuda12-plugin==99.0.0", "jax-cuda12-pjrt==99.0.0"]
-    assert "jax_cuda12_plugin-99.0.0" in cuda12["source"]
+    assert any("jax_cuda12_plugin-99.0.0" in r["states"] and r["kind"] == "artifact" for r in cuda12["source"])
     human = cli("matrix", "show", "jax", "99.0.0", env=env).stdout
     assert "(overlay " in human
     # a shipped release is never replaced by the overlay
@@ -335,3 +335,165 @@ def test_jetson_is_sent_to_jetpack_wheels(matrix):
     # PyTorch's own aarch64 build of the newest release carries no sm_87 SASS
     torch = {str(r.version): r for r in matrix.frameworks("torch")}["2.15.0"]
     assert all("8.7" not in v.archs for v in torch.variants)
+
+
+# --- GPU models as people type them ------------------------------------------------------------------------
+# compute capabilities from NVIDIA's "CUDA GPU Compute Capability" page (https://developer.nvidia.com/cuda-gpus):
+# GeForce RTX 5090 12.0, RTX 4090 8.9, RTX 3090 8.6, A100 8.0, H100 9.0, T4 7.5, Quadro RTX 4000 7.5, RTX 4000
+# Ada 8.9; and its legacy page (https://developer.nvidia.com/cuda-legacy-gpus): V100 7.0, P100 6.0, GTX 1080 6.1
+@pytest.mark.parametrize("typed, model, cc", [
+    ("4090", "GeForce RTX 4090", "8.9"), ("rtx4090", "GeForce RTX 4090", "8.9"),
+    ("RTX 4090", "GeForce RTX 4090", "8.9"), ("rtx-4090", "GeForce RTX 4090", "8.9"),
+    ("3090", "GeForce RTX 3090", "8.6"), ("5090", "GeForce RTX 5090", "12.0"),
+    ("1080 Ti", "GeForce GTX 1080 Ti", "6.1"), ("gtx1080", "GeForce GTX 1080", "6.1"),
+    ("a100", None, "8.0"), ("h100", None, "9.0"), ("t4", "NVIDIA T4", "7.5"), ("v100", None, "7.0"),
+    ("p100", None, "6.0"), ("A100-SXM4-80GB", "NVIDIA A100 SXM4 80GB", "8.0"),
+])
+def test_lookup_gpu_reads_model_numbers(matrix, typed, model, cc):
+    from cudamatrix.matrix.query import lookup_gpu
+
+    gpu = lookup_gpu(matrix, typed)
+    assert gpu is not None and gpu.compute_capability == cc and (model is None or gpu.name == model)
+
+
+def test_lookup_gpu_refuses_what_names_no_single_model(matrix):
+    from cudamatrix.matrix.query import lookup_gpu
+
+    # "4000": Quadro RTX 4000 (7.5) and RTX 4000 Ada (8.9); a compute capability is not a model
+    assert [lookup_gpu(matrix, t) for t in ("4000", "8.6", "sm_86", "", "rtx9999")] == [None] * 5
+    aliases = {a for g in matrix.gpus.gpus for a in g.aliases}
+    assert {"4090", "rtx4090", "3090", "5090", "RTX 4090"} <= aliases  # data, not code
+
+
+# --- Jetson drivers --------------------------------------------------------------------------------------
+def test_jetpack_6_driver_reports_cuda_12_6_and_names_nvidias_index(matrix):
+    from cudamatrix.matrix.query import driver_max_cuda, jetpack_for_driver
+
+    # JetPack 6.1 incorporates CUDA 12.6 (https://pytorch.org/TensorRT/getting_started/jetpack.html); nvidia-smi on
+    # a JetPack 6.2.1 Orin prints Driver Version 540.4.0, CUDA Version 12.6 (jetson-containers#1403); NVIDIA names
+    # https://pypi.jetson-ai-lab.dev/jp6/cu126 for JetPack 6.1's torch wheels (forums.developer.nvidia.com 318629/7)
+    jp = jetpack_for_driver(matrix, "540.4.0")
+    assert jp is not None and str(jp.cuda) == "12.6" and jp.index_url == "https://pypi.jetson-ai-lab.dev/jp6/cu126"
+    assert "8.7" in jp.compute_capabilities and {"6.1", "6.2"} <= set(jp.jetpack)
+    assert str(driver_max_cuda(matrix, "540.4.0")) == "12.2"  # what the desktop branch table alone would say
+    assert jetpack_for_driver(matrix, "550.54.15") is None and jetpack_for_driver(matrix, "not a driver") is None
+
+
+# --- facts per platform ----------------------------------------------------------------------------------
+PYPI_AARCH64 = ("2.11.0", "2.12.0", "2.12.1", "2.13.0", "2.14.0", "2.14.1", "2.15.0")
+
+
+@pytest.mark.parametrize("version", PYPI_AARCH64)
+def test_pypi_aarch64_torch_is_a_cuda13_build_with_sm110_and_no_sm75(matrix, version):
+    from cudamatrix.matrix.query import default_variant, on_platform
+
+    # cuobjdump of libtorch_cuda.so in each release's manylinux_2_28_aarch64 wheel on the default index (the
+    # record quotes it): SASS sm_80 sm_90 sm_100 sm_110 sm_120 in every fatbin, no sm_75, no PTX
+    rel = next(r for r in matrix.torch.releases if str(r.version) == version)
+    var = default_variant(rel, "linux_aarch64")
+    facts = on_platform(var, "linux_aarch64")
+    assert var.cuda.major == 13 and facts.archs == ["8.0", "9.0", "10.0", "11.0", "12.0"] and facts.ptx == []
+    record = var.per_platform["linux_aarch64"].source.records[0]
+    assert record.kind == "artifact" and "sm_110" in record.states and "no sm_75" in record.states
+    assert "7.5" in on_platform(var, "linux_x86_64").archs  # the x86 list is another list
+
+
+def test_windows_default_torch_is_the_cpu_build(matrix):
+    from cudamatrix.matrix.query import default_variant
+
+    # torch/version.py of each release's win_amd64 wheel on the default index reads "<version>+cpu", cuda None
+    for rel in matrix.torch.releases:
+        var = default_variant(rel, "win_amd64")
+        assert var is not None and var.name == "cpu", rel.version
+        assert "+cpu" in var.per_platform["win_amd64"].source.records[0].states
+
+
+def test_per_platform_lint(data_copy: Path):
+    doc = json.loads((data_copy / "torch.json").read_text())
+    rel = next(r for r in doc["releases"] if r["version"] == "2.14.1")
+    cu126 = next(v for v in rel["variants"] if v["name"] == "cu126")
+    cu126["per_platform"]["linux_aarch64"]["pypi_default"] = True  # two defaults on one platform
+    cu126["per_platform"]["macos_x86_64"] = {"source": cu126["source"], "archs": []}  # no such wheels
+    (data_copy / "torch.json").write_text(json.dumps(doc))
+    problems = [p for p in lint(load_matrix_from(data_copy)) if "releases[1]" in p]
+    assert any("more than one variant is the default-index wheel on linux_aarch64 (cu126, cu130)" in p
+               for p in problems), problems
+    assert any("per_platform.macos_x86_64: the release has no macos_x86_64 wheels" in p for p in problems)
+
+
+# --- cuDNN's cap on the GPU --------------------------------------------------------------------------------
+def test_cudnn_911_and_later_start_at_turing_and_the_rule_cites_document_and_binaries(matrix, data_copy):
+    from cudamatrix.matrix.query import cudnn_gpu_floor
+    from cudamatrix.matrix.sources import records_of
+
+    # cuobjdump of libcudnn_ops.so.9: 9.10.2.21 has SASS sm_50 .. sm_70, 9.11.0.98 starts at sm_75 (the record
+    # quotes both); the 9.17.0 support matrix lists compute capabilities from 7.5
+    assert cudnn_gpu_floor(matrix, "9.10.2.21") is None
+    floor = cudnn_gpu_floor(matrix, "9.11.0.98")
+    assert floor is not None and floor.min_compute_capability == "7.5"
+    assert cudnn_gpu_floor(matrix, "9.26.0.51") is floor
+    assert {r.kind for r in records_of(floor.source)} >= {"first_party", "artifact"}
+    doc = json.loads((data_copy / "cudnn.json").read_text())
+    doc["gpu_floors"][0]["source"] = [s for s in doc["gpu_floors"][0]["source"] if s["kind"] != "artifact"]
+    (data_copy / "cudnn.json").write_text(json.dumps(doc))
+    assert any("gpu_floors[0]: source: needs NVIDIA's document (first_party) and the binaries (artifact)" in p
+               for p in lint(load_matrix_from(data_copy)))
+
+
+# --- rows that were missing ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("version, variant, first_party", [
+    ("2.11.0", "cu129", "https://github.com/pytorch/pytorch/issues/185269"),
+    ("2.12.0", "cu126", "https://github.com/pytorch/pytorch/pull/182849"),
+    ("2.12.0", "cu132", "https://github.com/pytorch/pytorch/pull/182849"),
+    ("2.15.0", "cu130", "https://github.com/pytorch/pytorch/issues/190385"),
+])
+def test_missing_torch_rows_are_there_with_pytorchs_own_source(matrix, version, variant, first_party):
+    rel = next(r for r in matrix.torch.releases if str(r.version) == version)
+    var = next(v for v in rel.variants if v.name == variant)
+    assert var.index_url == f"https://download.pytorch.org/whl/{variant}"
+    assert any(r.url == first_party and r.kind == "first_party" for r in var.source.records)
+
+
+def test_torch_211_cu128_and_cu129_cudnn_and_archs_are_sourced_not_inferred(matrix):
+    # pytorch#172680 (CuDNN 9.15.1 for CUDA-12.8 builds) and #171793 (9.15 for 12.9) landed before the 2.11 cut;
+    # #173677 names the wheel 9.15.1.9; #172598 took 7.0 out of the 12.8/12.9 arch lists
+    rel = next(r for r in matrix.torch.releases if str(r.version) == "2.11.0")
+    by = {v.name: v for v in rel.variants}
+    for name in ("cu128", "cu129"):
+        assert str(by[name].cudnn) == "9.15.1.9" and "cudnn" not in by[name].inferred
+        assert by[name].archs == ["7.5", "8.0", "8.6", "9.0", "10.0", "12.0"] and "archs" not in by[name].inferred
+
+
+def test_jax_0_4_22_to_0_4_32_are_there(matrix):
+    versions = {str(r.version): r for r in matrix.jax.releases}
+    for minor in range(22, 33):
+        rel = versions[f"0.4.{minor}"]
+        assert rel.source.records[0].url == f"https://github.com/jax-ml/jax/blob/jax-v0.4.{minor}/docs/installation.md"
+    # the JAX changelog: 0.4.32 was yanked from PyPI (a data corruption bug on TPU)
+    assert versions["0.4.32"].yanked and versions["0.4.31"].yanked is None
+    # jax-cuda12-plugin 0.4.22 has no PJRT plugin: no CUDA variant from the default index
+    assert [v.name for v in versions["0.4.22"].variants] == ["cpu"]
+    assert versions["0.4.23"].variants[1].archs == ["5.0", "6.0", "7.0", "8.0", "9.0"]
+
+
+def test_show_gives_sources_as_records_and_per_platform_facts():
+    out = cli("matrix", "show", "torch", "2.14.1", "--json")
+    row = json.loads(out.stdout)["data"]["rows"][0]
+    assert {"url", "states", "read", "kind"} == set(row["source"][0])
+    cu130 = next(v for v in row["variants"] if v["name"] == "cu130")
+    assert cu130["per_platform"]["linux_aarch64"]["archs"] == ["8.0", "9.0", "10.0", "11.0", "12.0"]
+    human = cli("matrix", "show", "torch", "2.14.1").stdout
+    assert "cu130 on linux_aarch64: the default-index wheel; archs 8.0 9.0 10.0 11.0 12.0" in " ".join(human.split())
+    assert "cpu on win_amd64: the default-index wheel" in human
+
+
+def test_update_says_what_it_added_in_words(tmp_path):
+    from cudamatrix.cli.matrix_cmd import _update_line
+
+    none = _update_line({"torch": [], "jax": []}, "2026.11.26", "https://idx.invalid/simple", tmp_path / "o.json")
+    assert none.startswith("https://idx.invalid/simple has no release newer than the shipped matrix 2026.11.26")
+    assert "0 release" not in none and "none" not in none
+    one = _update_line({"jax": ["0.99.0"]}, "2026.11.26", "https://idx.invalid/simple", tmp_path / "o.json")
+    assert one.startswith("1 release newer than the shipped matrix 2026.11.26 from https://idx.invalid/simple: jax 0.99.0")
+    two = _update_line({"jax": ["0.99.0", "0.99.1"]}, "x", "i", tmp_path / "o.json")
+    assert two.startswith("2 releases newer")

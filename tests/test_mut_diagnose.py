@@ -160,7 +160,10 @@ BUILD = [
           "install driver 570.26 or newer (branch R570 or a later one)"),
         F("ARCH_UNSUPPORTED", "error", NO_KERNEL,
           [f"torch 2.5.1 cu121 has no kernel image for NVIDIA GeForce RTX 5090 (compute capability 12.0): {SASS}"],
-          "cudamatrix fix: it picks a build that covers the GPU")], id="rtx5090-on-r560"),
+          # diagnose.remedy: the fix is what the solve says; nothing in this matrix covers sm_120 on R560
+          "no torch build in the matrix fits this machine (driver 560.35.03 does not drive NVIDIA GeForce RTX 5090 "
+          "(Blackwell, compute capability 12.0): the first driver for it is 570.26 (branch R570))")],
+      id="rtx5090-on-r560"),
     pytest.param(dict(driver="560.35.03", gpus=(replace(RTX5090, name=None),)), [
         F("GPU_UNSUPPORTED_BY_DRIVER", "error", "Driver 560.35.03 is older than the first driver for the GPU",
           ["driver 560.35.03 does not drive sm_120 (Blackwell, compute capability 12.0): the first driver for it is "
@@ -168,20 +171,22 @@ BUILD = [
           "install driver 570.26 or newer (branch R570 or a later one)"),
         F("ARCH_UNSUPPORTED", "error", NO_KERNEL,
           [f"torch 2.5.1 cu121 has no kernel image for sm_120 (compute capability 12.0): {SASS}"],
-          "cudamatrix fix: it picks a build that covers the GPU")], id="unnamed-rtx5090-on-r560"),
+          "no torch build in the matrix fits this machine (driver 560.35.03 does not drive sm_120 (Blackwell, "
+          "compute capability 12.0): the first driver for it is 570.26 (branch R570))")],
+      id="unnamed-rtx5090-on-r560"),
     # 520.61.05 is CUDA 11.8's driver: below 12.x's minor-version floor 525.60.13
     pytest.param(dict(driver="520.61.05"), [
         F("DRIVER_TOO_OLD", "error", "The driver is too old for torch 2.5.1+cu121",
           ["driver 520.61.05 runs CUDA 11.8 at most; torch 2.5.1 cu121 needs CUDA 12.1, which needs driver >= "
            "525.60.13 under minor-version compatibility, and 530.30.02 for full support", f"matrix row: {NOTES}"],
-          "upgrade the driver to >= 525.60.13, or install a build for an older CUDA (cudamatrix fix)")],
+          "upgrade the driver to >= 525.60.13")],  # no build of this matrix runs on R520: the driver is the answer
       id="cuda-12.1-on-r520"),
     # a pasted nvidia-smi states the driver's version without a status: the rules read that version
     pytest.param(dict(driver="520.61.05", status="unknown"), [
         F("DRIVER_TOO_OLD", "error", "The driver is too old for torch 2.5.1+cu121",
           ["driver 520.61.05 runs CUDA 11.8 at most; torch 2.5.1 cu121 needs CUDA 12.1, which needs driver >= "
            "525.60.13 under minor-version compatibility, and 530.30.02 for full support", f"matrix row: {NOTES}"],
-          "upgrade the driver to >= 525.60.13, or install a build for an older CUDA (cudamatrix fix)")],
+          "upgrade the driver to >= 525.60.13")],
       id="pasted-r520"),
     # a CPU build where GPUs work; the GPUs are named, or given by compute capability where unnamed
     pytest.param(dict(torch="2.5.1+cpu", gpus=(T4, GpuInfo(index=1, compute_capability="8.0"))), [
@@ -221,7 +226,7 @@ FRAMEWORKS = [
         F("DRIVER_TOO_OLD", "error", "The driver is too old for torch 2.6.0+cu124",
           ["driver 520.61.05 runs CUDA 11.8 at most; torch 2.6.0 cu124 needs CUDA 12.4, which needs driver >= "
            "525.60.13 under minor-version compatibility, and 550.54.14 for full support", f"matrix row: {NOTES}"],
-          "upgrade the driver to >= 525.60.13, or install a build for an older CUDA (cudamatrix fix)"),
+          "upgrade the driver to >= 525.60.13"),
         unknown_build("torch 2.6.0+cu124", "variant cu124", "unknown: the GPU architectures it was compiled for",
                       "unknown: its cuDNN version", "unknown: the Python versions it is built for")],
       id="stated-cu124-on-r520"),
@@ -501,9 +506,21 @@ def load(path: str, rule: str, **kw) -> LibraryLoad:
     return LibraryLoad("torch", SO9, path, rule, expected=WHEEL, expected_rule=RPATH, **kw)
 
 
-def mismatch(have: str, path: str, rule: str, fix: str, built="9.1.0") -> Finding:
-    return F("CUDNN_MISMATCH", "error", f"torch 2.5.1+cu121 was built with cuDNN {built} but will map cuDNN {have} "
-                                        f"from {path}", [f"{SO9}: {path} ({rule})", TORCH_RULE], fix)
+def mismatch(have: str, path: str, rule: str, fix: str, built="9.1.0", found: str | None = None) -> Finding:
+    return F("CUDNN_MISMATCH", "error", f"torch 2.5.1+cu121 was built with cuDNN {built} but will run cuDNN {have} "
+                                        f"from {path}", [f"{SO9}: {path} ({rule}; found as {found or path})",
+                                                         TORCH_RULE], fix)
+
+
+def maps(path: str, rule: str, how: str, version: str | None, own: str | None) -> str:
+    """The evidence line of a wrong load: the file, the rule, who asked, both versions."""
+    return (f"torch maps {path} for {SO9} ({rule}; {how}), {version or 'version unknown'}; {OWN}, "
+            f"{own or 'version unknown'}")
+
+
+CACHE_FIX = "the copy in /usr/lib wins by ld.so cache: take it off the loader's path"
+PRELOAD_FIX = ("remove it from LD_PRELOAD (cudamatrix env prints the change); a running notebook kernel keeps it "
+               "until it is restarted without it")
 
 
 LOADS = [
@@ -512,19 +529,16 @@ LOADS = [
                  [load(OPT, "already loaded (LD_PRELOAD)", how="LD_PRELOAD")], [
         F("LIBRARY_PRELOADED", "error", f"LD_PRELOAD puts {OPT} in place of torch's {SO9} (9.0.0 where the "
                                         "framework's own copy is 9.1.0)",
-          [f"torch maps {OPT} for {SO9} (already loaded (LD_PRELOAD); LD_PRELOAD from the program)", OWN],
-          "remove it from LD_PRELOAD (cudamatrix env prints the change); a running notebook kernel keeps it until it "
-          "is restarted without it"),
-        mismatch("9.0.0", OPT, "already loaded (LD_PRELOAD)", "remove it from LD_PRELOAD (cudamatrix env)")],
+          [maps(OPT, "already loaded (LD_PRELOAD)", "LD_PRELOAD from the program", "9.0.0", "9.1.0")], PRELOAD_FIX),
+        mismatch("9.0.0", OPT, "already loaded (LD_PRELOAD)", PRELOAD_FIX)],
       id="preloaded-older-minor"),
     # a preloaded copy of unknown version is still an error (LD_PRELOAD wins over everything); no minor to compare
     pytest.param([lib(OPT, None, "LD_PRELOAD", True), lib(WHEEL, None, "wheel:nvidia-cudnn-cu12")],
                  [load(OPT, "already loaded (LD_PRELOAD)", how="LD_PRELOAD", requested_by="libtorch_cuda.so")], [
         F("LIBRARY_PRELOADED", "error", f"LD_PRELOAD puts {OPT} in place of torch's {SO9} (version unknown where the "
                                         "framework's own copy is of unknown version)",
-          [f"torch maps {OPT} for {SO9} (already loaded (LD_PRELOAD); LD_PRELOAD from libtorch_cuda.so)", OWN],
-          "remove it from LD_PRELOAD (cudamatrix env prints the change); a running notebook kernel keeps it until it "
-          "is restarted without it")], id="preloaded-versions-unknown"),
+          [maps(OPT, "already loaded (LD_PRELOAD)", "LD_PRELOAD from libtorch_cuda.so", None, None)],
+          PRELOAD_FIX)], id="preloaded-versions-unknown"),
     # LD_LIBRARY_PATH found it through a symlinked folder: the folder to remove is the one on the path
     pytest.param([lib("/opt/cuda-12/lib/libcudnn.so.9.0.0", "9.0.0", "LD_LIBRARY_PATH", True),
                   lib(WHEEL, "9.1.0", "wheel:nvidia-cudnn-cu12")],
@@ -532,29 +546,28 @@ LOADS = [
                                                                                           "libcudnn.so.9")], [
         F("LIBRARY_SHADOWED", "error", f"torch will map /opt/cuda-12/lib/libcudnn.so.9.0.0 for {SO9}, not its own "
                                        "copy (9.0.0 where the framework's own copy is 9.1.0)",
-          [f"torch maps /opt/cuda-12/lib/libcudnn.so.9.0.0 for {SO9} (LD_LIBRARY_PATH; DT_NEEDED from the "
-           "program)", OWN],
+          [maps("/opt/cuda-12/lib/libcudnn.so.9.0.0", "LD_LIBRARY_PATH", "DT_NEEDED from the program", "9.0.0",
+                "9.1.0")],
           "remove /opt/cuda/lib64 from LD_LIBRARY_PATH (cudamatrix env prints the export)"),
-        F("CUDNN_MISMATCH", "error", "torch 2.5.1+cu121 was built with cuDNN 9.1.0 but will map cuDNN 9.0.0 from "
-                                     "/opt/cuda-12/lib/libcudnn.so.9.0.0",
-          [f"{SO9}: /opt/cuda-12/lib/libcudnn.so.9.0.0 (LD_LIBRARY_PATH)", TORCH_RULE],
-          "remove /opt/cuda/lib64 from LD_LIBRARY_PATH (cudamatrix env)")], id="ld-library-path-symlinked-folder"),
-    # another rule (the ld.so cache) picks the system's older cuDNN 9; the wheel's version is unread: a warning
+        mismatch("9.0.0", "/opt/cuda-12/lib/libcudnn.so.9.0.0", "LD_LIBRARY_PATH",
+                 "remove /opt/cuda/lib64 from LD_LIBRARY_PATH (cudamatrix env prints the export)",
+                 found="/opt/cuda/lib64/libcudnn.so.9")], id="ld-library-path-symlinked-folder"),
+    # another rule (the ld.so cache) picks the system's older cuDNN 9; the wheel's version is unread: a warning,
+    # and the fix is the other copy's way in, never a reinstall of the framework's own (it is not the one mapped)
     pytest.param([lib("/usr/lib/libcudnn.so.9", "9.0.0", "ldconfig", True),
                   lib(WHEEL, None, "wheel:nvidia-cudnn-cu12")],
                  [load("/usr/lib/libcudnn.so.9", "ld.so cache")], [
-        mismatch("9.0.0", "/usr/lib/libcudnn.so.9", "ld.so cache",
-                 "reinstall the cuDNN wheel torch declares (cuDNN 9.1.0): cudamatrix fix"),
+        mismatch("9.0.0", "/usr/lib/libcudnn.so.9", "ld.so cache", CACHE_FIX),
         F("LIBRARY_SHADOWED", "warning", f"torch will map /usr/lib/libcudnn.so.9 for {SO9}, not its own copy (9.0.0 "
                                          "where the framework's own copy is of unknown version)",
-          [f"torch maps /usr/lib/libcudnn.so.9 for {SO9} (ld.so cache; DT_NEEDED from the program)", OWN],
-          "remove the other copy from the loader's path")], id="ld-cache-older-minor"),
+          [maps("/usr/lib/libcudnn.so.9", "ld.so cache", "DT_NEEDED from the program", "9.0.0", None)], CACHE_FIX)],
+      id="ld-cache-older-minor"),
     # a newer minor of the same major is what torch accepts: the wrong file, but no cuDNN mismatch
     pytest.param([lib(OPT, "9.3.0", "LD_LIBRARY_PATH", True), lib(WHEEL, "9.1.0", "wheel:nvidia-cudnn-cu12")],
                  [load(OPT, "LD_LIBRARY_PATH")], [
         F("LIBRARY_SHADOWED", "error", f"torch will map {OPT} for {SO9}, not its own copy (9.3.0 where the "
                                        "framework's own copy is 9.1.0)",
-          [f"torch maps {OPT} for {SO9} (LD_LIBRARY_PATH; DT_NEEDED from the program)", OWN],
+          [maps(OPT, "LD_LIBRARY_PATH", "DT_NEEDED from the program", "9.3.0", "9.1.0")],
           "remove /opt/cudnn/lib from LD_LIBRARY_PATH (cudamatrix env prints the export)")], id="newer-minor"),
     # the wheel's own copy mapped through its DT_RPATH, but an older minor than the build's: reinstall the wheel
     pytest.param([lib(WHEEL, "9.0.0", "wheel:nvidia-cudnn-cu12", True)],

@@ -213,8 +213,8 @@ def test_what_is_not_put_back_is_named_and_fix_rollback_finishes_it(world, tmp_p
     assert [(d.name, d.version) for d in journal.before] == [("a", "1.0"), ("b", "1.0")]
 
     # fix --rollback while the wheel is still missing: nothing changes, the journal stays for the next try
-    assert rollback(journal, site_packages=[str(world.site)]) == ([], {"added": [], "changed": [],
-                                                                    "removed": journal.before[1:]})
+    assert rollback(journal, python=world.py, site_packages=[str(world.site)]) == (
+        [], {"added": [], "changed": [], "removed": journal.before[1:]})
     assert journals.load(world.py) is not None
 
     # later: the wheel is back in the folder, and an installer killed mid-way left its stash behind
@@ -222,7 +222,8 @@ def test_what_is_not_put_back_is_named_and_fix_rollback_finishes_it(world, tmp_p
     (world.site / "~b").mkdir()
     (world.site / "~b" / "x.py").write_text("half")
     seen: list[tuple[str, str]] = []
-    restored, left = rollback(journal, site_packages=[str(world.site)], on_progress=lambda e, t: seen.append((e, t)))
+    restored, left = rollback(journal, python=world.py, site_packages=[str(world.site)],
+                              on_progress=lambda e, t: seen.append((e, t)))
     assert [(d.name, d.version) for d in restored] == [("b", "1.0")] and not any(left.values())
     assert events(seen, "restore") == ["restoring the starting set", "reinstall b 1.0"]
     assert world.ran()[-1] == reinstall_b
@@ -282,7 +283,7 @@ def test_rollback_of_a_pip_plan_uses_the_interpreters_pip(world):
     journal = journals.begin(world.py, plan, snapshot(world.py), set(), [])
     world.setup("uninstall", "b")  # step 1 ran (by another hand), then a kill
     world.calls.clear()
-    restored, left = rollback(journal)
+    restored, left = rollback(journal, python=world.py)
     assert world.ran() == [pip + ["install", "--no-deps", "--find-links", str(world.wheels), "b==1.0"]] * 2
     assert restored == [] and [d.name for d in left["removed"]] == ["b"]
     assert journals.load(world.py) is not None
@@ -403,9 +404,9 @@ def test_rollback_stops_a_left_over_installer_and_removes_a_clean_journal(world)
                                              argv=world.uv("uninstall", "b"))])
     journal = journals.begin(world.py, plan, snapshot(world.py), set(), [])
     left_over = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
-    journal.record(child_pgid=left_over.pid)
+    journal.record_installer(left_over.pid, [sys.executable, "-c", "import time; time.sleep(60)"], 1)
     try:
-        assert rollback(journals.load(world.py)) == ([], {"added": [], "removed": [], "changed": []})
+        assert rollback(journals.load(world.py), python=world.py) == ([], {"added": [], "removed": [], "changed": []})
         assert left_over.wait(timeout=10) == -signal.SIGKILL
     finally:
         if left_over.poll() is None:
@@ -423,7 +424,7 @@ def test_rollback_of_a_uv_plan_uses_uv_and_the_plans_indexes(world, tmp_path):
     world.setup("uninstall", "b")
     world.setup("install", "--no-deps", "--find-links", str(world.wheels), "a==2.0")
     world.calls.clear()
-    restored, left = rollback(journal)
+    restored, left = rollback(journal, python=world.py)
     assert world.ran() == [world.uv("uninstall", "a"),
                            world.uv("install", "--no-deps", "--no-index", "--find-links", str(journal.wheels),
                                     "a==1.0"),

@@ -561,6 +561,8 @@ def _targets(n: int) -> list[Target]:
 
 HEAD = ["# written by cudamatrix lock from matrix 2026.1", "# request: torch",
         "# torch 2.5.1 cu121: CUDA 12.1, cuDNN 9.1.0.70"]
+PINS_ONLY = ("# pins only (--pins-only): the frameworks and their nvidia-* wheels, no hashes; pip resolves their other "
+             "dependencies when it installs, so this is not a complete lock")
 
 
 @pytest.mark.parametrize("n, more", [(20, []), (21, ["# ... and 1 more targets"])])
@@ -570,16 +572,38 @@ def test_the_header_lists_twenty_targets_then_counts(n, more):
     text = requirements_txt(_torch_only(), _targets(n)).splitlines()
     shown = [f"# target m{i}: no GPU; driver unknown; Python any; linux_x86_64" for i in range(min(n, 20))]
     assert text[:1 + len(shown) + len(more)] == HEAD[:1] + shown + more
-    assert text[1 + len(shown) + len(more):] == HEAD[1:] + [f"--index-url {PT}/cu121", "torch==2.5.1+cu121",
-                                                            "torchvision==0.20.1+cu121"]
+    assert text[1 + len(shown) + len(more):] == HEAD[1:] + [PINS_ONLY, f"--index-url {PT}/cu121",
+                                                            "torch==2.5.1+cu121", "torchvision==0.20.1+cu121"]
 
 
 def test_a_pass_through_line_keeps_the_default_index():
     from cudamatrix.solve.lockfile import requirements_txt
 
     # numpy comes from the default index, so the PyTorch index is an extra one
-    assert requirements_txt(_torch_only(), [], ["numpy==1.26.4"]).splitlines() == HEAD + [
+    assert requirements_txt(_torch_only(), [], ["numpy==1.26.4"]).splitlines() == HEAD + [PINS_ONLY,
         f"--extra-index-url {PT}/cu121", "torch==2.5.1+cu121", "torchvision==0.20.1+cu121", "numpy==1.26.4"]
+
+
+def test_a_complete_lock_pins_every_file_with_its_hashes():
+    """pip's "Hash-checking mode": every requirement pinned with == and its --hash options (a continuation line
+    each); the index lines the set was resolved against; the header says what the lock holds and assumed."""
+    from cudamatrix.solve.closure import Closure, Locked, LockedFile, LockSpec
+    from cudamatrix.solve.lockfile import requirements_txt
+
+    spec = LockSpec("linux_x86_64", "3.12", "2.35", ("glibc 2.35 assumed (this machine's)",))
+    files = [Locked("filelock", "3.20.0", [LockedFile("filelock", "3.20.0", "u/f.whl", "a" * 64)]),
+             Locked("markupsafe", "3.0.3", [LockedFile("markupsafe", "3.0.3", "u/m312.whl", "c" * 64),
+                                            LockedFile("markupsafe", "3.0.3", "u/m311.whl", "b" * 64)]),
+             Locked("torch", "2.5.1+cu121", [LockedFile("torch", "2.5.1+cu121", "u/t.whl", "d" * 64)])]
+    text = requirements_txt(_torch_only(), [], [], Closure([spec], files, "pip 25.2"), "req.txt").splitlines()
+    assert text == HEAD + [
+        "# complete: 3 distributions, every file hashed, resolved by pip 25.2 for Python 3.12 on linux_x86_64, "
+        "glibc 2.35", "# glibc 2.35 assumed (this machine's)",
+        "# install: pip install --require-hashes -r req.txt (or: uv pip sync req.txt)",
+        f"--index-url {PT}/cu121",
+        "filelock==3.20.0 \\", "    --hash=sha256:" + "a" * 64,
+        "markupsafe==3.0.3 \\", "    --hash=sha256:" + "b" * 64 + " \\", "    --hash=sha256:" + "c" * 64,
+        "torch==2.5.1+cu121 \\", "    --hash=sha256:" + "d" * 64]
 
 
 def test_uv_lists_every_extra_and_one_source_per_package():
@@ -808,9 +832,12 @@ def test_marker_env_values_are_strings(platform):
 # compatibility begins with CUDA 11 (CUDA Compatibility guide), so CUDA 10.2 has no minor-version floor at all
 @pytest.mark.parametrize(("platform", "full"), [("linux_x86_64", "440.33"), ("win_amd64", "441.22")])
 def test_a_cuda_major_without_minor_version_compatibility_has_no_minor_floor(platform, full):
+    from cudamatrix.matrix.sources import records_of
+
     matrix = load_matrix()
-    assert rules.driver_floors(matrix, Version("10.2"), platform) == (
-        full, None, "https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html")
+    floor, minor, source = rules.driver_floors(matrix, Version("10.2"), platform)
+    assert (floor, minor) == (full, None)
+    assert [r.url for r in records_of(source)] == ["https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html"]
 
 
 # --- requirements files as pip reads them ------------------------------------------------------------------

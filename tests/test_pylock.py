@@ -7,16 +7,20 @@ import os
 import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
-import pytest
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: tomllib's predecessor (the test extra installs it there)
+    import tomli as tomllib
 
 import brokenvenv
+import pytest
 from localindex import LocalIndex, copy_venv
 
 ROOT = Path(__file__).resolve().parents[1]
-TARGET = ["--driver", "580.65.06", "--gpu", "sm_90", "--python", "3.11"]
+PY = f"{sys.version_info[0]}.{sys.version_info[1]}"  # the lock is installed into a venv of this Python
+TARGET = ["--driver", "580.65.06", "--gpu", "sm_90", "--python", PY]
 pytestmark = pytest.mark.slow
 
 
@@ -41,7 +45,7 @@ def test_pylock_is_pep751_with_every_file_hashed(locked):
     assert r.returncode == 0, r.stderr
     doc = tomllib.loads(out.read_text())
     assert doc["lock-version"] == "1.0" and doc["created-by"] == "cudamatrix"
-    assert doc["requires-python"] == "==3.11.*" and 'platform_machine == "x86_64"' in doc["environments"][0]
+    assert doc["requires-python"] == f"=={PY}.*" and 'platform_machine == "x86_64"' in doc["environments"][0]
     names = {p["name"]: p for p in doc["packages"]}
     assert names["torch"]["version"] == "2.14.1" and "nvidia-cudnn-cu13" in names
     for p in doc["packages"]:
@@ -49,7 +53,23 @@ def test_pylock_is_pep751_with_every_file_hashed(locked):
         local = wheels / wheel["name"]
         assert hashlib.sha256(local.read_bytes()).hexdigest() == wheel["hashes"]["sha256"]
         assert wheel["url"].startswith(index.url) and p["index"] == index.url + "/simple"
-    assert "# target target" not in out.read_text() and out.read_text().startswith("# cudamatrix lock for target")
+    text = out.read_text()
+    assert "# target target" not in text and text.startswith("# written by cudamatrix lock from matrix")
+    assert "# complete: " in text and "glibc" in text
+    # published only as manylinux_2_18 (its index listing): the platform list of a glibc 2.28+ target holds it
+    (nccl,) = names["nvidia-nccl-cu13"]["wheels"]
+    assert nccl["name"].endswith("-py3-none-manylinux_2_18_x86_64.whl") or nccl["name"].endswith("_aarch64.whl")
+
+
+def test_pylock_names_follow_pep751(tmp_path):
+    """The specification's File Name: pylock.toml or pylock.<name>.toml; anything else is refused before the
+    index is asked, with the name to use."""
+    for name, hint in (("pylock-jax.toml", "pylock.jax.toml"), ("jax.toml", "pylock.jax.toml"),
+                       ("pylock.a.b.toml", "pylock.a-b.toml")):
+        r = subprocess.run([sys.executable, "-m", "cudamatrix", "lock", "torch==2.14.1", *TARGET, "--format", "pylock",
+                            "-o", str(tmp_path / name)], capture_output=True, text=True, cwd=ROOT, timeout=120)
+        assert r.returncode == 2 and "pylock.toml or pylock.<name>.toml" in r.stderr and hint in r.stderr, r.stderr
+        assert not (tmp_path / name).exists()
 
 
 @pytest.mark.parametrize("verb", [["install", "-r"], ["sync"]])

@@ -223,7 +223,8 @@ def test_package_candidate_pattern_means_what_the_plain_one_means():
 
     from cudamatrix.detect.pastes import packages
 
-    plain = re.compile(r"[ \t]*(?:\[(?:pip\d?|conda)\]|Package[ \t]|# |-{3,}|[A-Za-z0-9][\w.+-]{0,100}(?:==|[ \t]+\d))")
+    plain = re.compile(r"[ \t]*(?:\[(?:pip\d?|conda)\]|Package[ \t]|# |-{3,}|[-*][ \t]{1,4}`|"
+                       r"[A-Za-z0-9][\w.+-]{0,100}(?:==|[ \t]+\d))")
     corpus = Path(__file__).parent / "data" / "pastes"
     lines = [line for p in sorted(corpus.glob("*.txt")) for line in p.read_text(encoding="utf-8").split("\n")]
     for n in (99, 100, 101, 102):

@@ -154,28 +154,33 @@ def test_new_patch_release_inherits_its_minor_and_says_so():
     assert var["platforms"] == ["linux_x86_64", "win_amd64"] and any("platforms" in n for n in row["notes"])
 
 
+def _src(states: str, kind: str = "first_party") -> list[dict]:
+    return [{"states": states, "read": "2026-11-26", "kind": kind}]
+
+
 PUBLISHED = {
-    "name": "torch", "version": "2.5.1", "python": ["3.9"], "source": "RELEASE.md",
+    "name": "torch", "version": "2.5.1", "python": ["3.9"], "source": _src("RELEASE.md"),
     "variants": [
-        {"name": "cu121", "source": "build_cuda.sh", "cuda": "12.1", "archs": ["9.0"], "pypi_default": True},
-        {"name": "cu124", "source": "build_cuda.sh", "cuda": "12.4", "cudnn": "9.1.0.70", "archs": ["9.0"]},
+        {"name": "cu121", "source": _src("build_cuda.sh"), "cuda": "12.1", "archs": ["9.0"], "pypi_default": True},
+        {"name": "cu124", "source": _src("build_cuda.sh"), "cuda": "12.4", "cudnn": "9.1.0.70", "archs": ["9.0"]},
     ],
 }
 
 
 def test_merge_moves_the_default_and_keeps_published_archs():
     pins = discover.cuda_pins(requires("torch-2.5.1"))
-    art = {"name": "torch", "version": "2.5.1", "python": ["3.9", "3.10"], "source": "pip",
+    art = {"name": "torch", "version": "2.5.1", "python": ["3.9", "3.10"], "source": _src("pip", "artifact"),
            "companions": {"torchvision": "0.20.1"},
            "default": {"name": "cu124", "cuda": "12.4", "cudnn": "9.1.0.70", "nvidia_pins": pins,
-                       "source": "artifact: wheel metadata"}}
+                       "source": _src("wheel metadata", "artifact")}}
     row = refresh.merge_release(PUBLISHED, art)
     by = {v["name"]: v for v in row["variants"]}
     assert by["cu124"]["pypi_default"] is True
     assert "pypi_default" not in by["cu121"]
     assert by["cu124"]["archs"] == ["9.0"]  # published, kept
     assert by["cu124"]["nvidia_pins"] == pins  # artifact, merged
-    assert by["cu124"]["source"] == "build_cuda.sh; artifact: wheel metadata"
+    # the published record kept, the artifact's added after it (sources as data: one record each)
+    assert by["cu124"]["source"] == _src("build_cuda.sh") + _src("wheel metadata", "artifact")
     assert row["python"] == ["3.9", "3.10"]
     assert row["companions"] == {"torchvision": "0.20.1"}
     assert PUBLISHED["variants"][0]["pypi_default"] is True  # input untouched
@@ -285,7 +290,7 @@ def test_check_and_write_against_a_loopback_index(tmp_path, capsys):
     assert var["name"] == "cu132" and var["pypi_default"] and var["cuda"] == "13.2" and var["cudnn"] == "9.26.0.51"
     assert var["nvidia_pins"][:2] == ['cuda-toolkit[cublas,cudart]==13.2.2; platform_system == "Linux"',
                                       'cuda-bindings<14,>=13.0.3; platform_system == "Linux"']
-    assert "torch-2.99.0-cp312-cp312-manylinux_2_28_x86_64.whl" in var["source"]
+    assert any("torch-2.99.0-cp312-cp312-manylinux_2_28_x86_64.whl" in r["states"] for r in var["source"])
     assert any("no torch requirement" in n for n in row["notes"])
 
 

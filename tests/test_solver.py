@@ -47,7 +47,7 @@ def test_solve_twice_with_the_same_request_gives_the_same_answer(matrix):
 def test_trace_and_rejections_are_part_of_the_result(matrix):
     target = from_flags(matrix, driver="470.82.01", gpus=["Tesla T4"], python="3.10", platform=None, cuda_toolkit=None)
     solution = solve([target], parse_request(["torch"]), matrix)
-    assert solution.trace[0].startswith("target ")
+    assert solution.trace[0].startswith("target: NVIDIA T4 (sm 7.5); driver 470.82.01")  # said once, not twice
     assert solution.rejected and all(isinstance(r, Rejection) for r in solution.rejected)
     assert {"driver_floor"} <= {rule for r in solution.rejected for rule in r.rules}
 

@@ -60,13 +60,16 @@ def with_torch(m, releases):
 
 # --- 1. known / inferred / unknown ---------------------------------------------------------------
 
+SRC = [{"states": "s", "read": "2026-11-26", "kind": "artifact"}]
+
+
 def test_inferred_field_validates_its_keys():
-    row = {"name": "cu128", "source": "s", "cuda": "12.8",
+    row = {"name": "cu128", "source": SRC, "cuda": "12.8",
            "inferred": {"archs": "same arch list as torch 2.9.1 cu128: PyTorch keeps a variant's list between "
                                  "adjacent releases unless RELEASE.md says otherwise"}}
     v = validate(Variant, row, "torch.json")
     assert list(v.inferred) == ["archs"]
-    assert validate(Variant, {"name": "cpu", "source": "s"}, "x").inferred == {}
+    assert validate(Variant, {"name": "cpu", "source": SRC}, "x").inferred == {}
     with pytest.raises(DataError, match="inferred"):
         validate(Variant, {**row, "inferred": {"arch_list": "a guess"}}, "torch.json")
 

@@ -98,8 +98,8 @@ def test_library_shadowed_severity_and_fix():
                             "(9.0.0 where the framework's own copy is 9.1.0)")
     assert shadow.fix == "remove /opt/cudnn9/lib from LD_LIBRARY_PATH (cudamatrix env prints the export)"
     assert shadow.evidence == ["torch maps /opt/cudnn9/lib/libcudnn.so.9 for libcudnn.so.9 (LD_LIBRARY_PATH; "
-                               "DT_NEEDED from the program)",
-                               f"its own copy: {WHEEL_CUDNN} (DT_RUNPATH of libtorch_cuda.so)"]
+                               "DT_NEEDED from the program), 9.0.0; its own copy: "
+                               f"{WHEEL_CUDNN} (DT_RUNPATH of libtorch_cuda.so), 9.1.0"]
     # the same machine pasted without a prediction: whether torch's DT_RPATH wins is unknown, so a warning
     pasted = next(f for f in diagnose(env(libraries=libraries), build(TORCH)) if f.code == "LIBRARY_SHADOWED")
     assert pasted.severity == "warning"

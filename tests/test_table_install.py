@@ -296,7 +296,9 @@ def test_lock_files_exact():
         ["# ... and 2 more targets", "# request: torch tensorflow[and-cuda]",
          "# torch 2.5.1 cu121: CUDA 12.1, cuDNN 9.1.0.70", "# tensorflow 2.15.0 and-cuda: CUDA 12.2, cuDNN unknown",
          "# jax 0.4.30 cpu: CPU build"]
-    assert requirements_txt(_lock_solution(), targets, ["numpy==1.26.4"]).splitlines() == head + [
+    from cudamatrix.solve.lockfile import PINS_ONLY
+
+    assert requirements_txt(_lock_solution(), targets, ["numpy==1.26.4"]).splitlines() == head + ["# " + PINS_ONLY,
         f"--extra-index-url {PT}/cu121/", "tensorflow[and-cuda]==2.15.0", "torch==2.5.1+cu121",
         "nvidia-cudnn-cu12==8.9.4.25", "numpy==1.26.4"]
     assert uv_project(_lock_solution(), targets[:1], ["numpy==1.26.4"]).splitlines() == head[:2] + head[-4:] + [

@@ -162,7 +162,7 @@ DRESS = """
     root = os.path.dirname(__path__[0])
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != root]
     del sys.modules["torch"]
-    import torch as real  # the CPU build; it replaces this module in sys.modules
+    import torch as real  # the installed build (CPU or CUDA); it replaces this module in sys.modules
     real.version.cuda = "12.4"
     AVAILABLE, OFFSET = {available}, {offset}
     real.cuda.is_available = lambda: AVAILABLE
@@ -173,6 +173,8 @@ DRESS = """
     real.cuda.get_device_name = lambda i=0: "NVIDIA H100 80GB HBM3"
     real.cuda.get_device_capability = lambda i=0: (9, 0)
     real.cuda.synchronize = lambda: None
+    # a CUDA build asked for its cuDNN with no GPU behind it fails inside torch; the CPU build answers None
+    real.backends.cudnn.version = lambda: None
     cpu = real.device("cpu")
     real.device = lambda *a, **k: cpu
     conv, calls = real.nn.functional.conv2d, []

@@ -18,6 +18,15 @@ def _register():
     return app
 
 
+def _command():
+    """The click command tree of the typer app, every command registered, with plain help metavars."""
+    import typer.main
+
+    from cudamatrix.cli.app import plain_help
+
+    return plain_help(typer.main.get_command(_register()))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point. Returns the exit code (documented table in the README).
 
@@ -32,9 +41,12 @@ def main(argv: list[str] | None = None) -> int:
         code = fast_main(args)
         if code is not None:
             return code
-        app = _register()
+        command = _command()
+        missing = _missing_value(command, args) if as_json else None
+        if missing is not None:
+            return _usage_envelope(args, missing)
         try:
-            app(args=args, prog_name="cudamatrix", standalone_mode=not as_json)
+            command.main(args=args, prog_name="cudamatrix", standalone_mode=not as_json)
         except SystemExit as exc:
             return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
         except Exception as exc:  # only reached with --json (standalone_mode off)
@@ -42,6 +54,30 @@ def main(argv: list[str] | None = None) -> int:
     except Done as done:
         return done.code
     return 0
+
+
+def _missing_value(command, args: list[str]) -> Exception | None:
+    """With ``--json``, an option that takes a value followed by ``--json`` itself (``detect --from --json``):
+    the parser would take "--json" for the file name and answer in plain text; it is the value that is missing.
+    Returns the usage error to report, or None."""
+    words = args[:args.index("--")] if "--" in args else args
+    after = {w for i, w in enumerate(words[:-1]) if w.startswith("-") and words[i + 1] == "--json"}
+    if not after:
+        return None
+    for word in words:  # the command path: matrix show, fleet gather
+        sub = getattr(command, "commands", {}).get(word)
+        if sub is None:
+            break
+        command = sub
+    for param in getattr(command, "params", []):
+        if getattr(param, "param_type_name", "") == "option" and not getattr(param, "is_flag", False) \
+                and not getattr(param, "count", False):
+            taken = [o for o in param.opts + param.secondary_opts if o in after]
+            if taken:
+                from cudamatrix.errors import UsageError
+
+                return UsageError(f"option {taken[0]} needs a value (the next word is --json, an option)")
+    return None
 
 
 def _usage_envelope(args: list[str], exc: Exception) -> int:
@@ -53,16 +89,19 @@ def _usage_envelope(args: list[str], exc: Exception) -> int:
     except ImportError:
         from click import exceptions as clickx
 
+    from cudamatrix.errors import CudamatrixError
+
     exit_code = getattr(exc, "exit_code", None)
     if type(exc).__name__ == "Exit" and isinstance(exit_code, int):
         return int(exit_code)
     if type(exc).__name__ == "Abort":
         return 1
-    if not isinstance(exc, clickx.ClickException):
+    if not isinstance(exc, (clickx.ClickException, CudamatrixError)):
         raise exc
     words = [a for a in args[:2] if not a.startswith("-")]
-    command = " ".join(words[:2]) if words[:1] == ["matrix"] else (words[0] if words else "cudamatrix")
-    error = {"type": "UsageError", "message": exc.format_message()}
+    command = " ".join(words[:2]) if words[:1] in (["matrix"], ["fleet"]) else (words[0] if words else "cudamatrix")
+    message = exc.message if isinstance(exc, CudamatrixError) else exc.format_message()
+    error = {"type": "UsageError", "message": message}
     render.print_json(command, 2, {}, [error])
     return 2
 

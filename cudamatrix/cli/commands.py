@@ -14,21 +14,22 @@ from cudamatrix.cli.app import app
 from cudamatrix.cli.detect_cmd import run_detect
 from cudamatrix.cli.doctor_cmd import run_doctor
 from cudamatrix.cli.fix_cmd import run_fix, run_verify
+from cudamatrix.cli.lock_cmd import run_lock
 from cudamatrix.cli.options import COMMANDS
-from cudamatrix.cli.solve_cmd import run_check, run_env, run_lock, run_solve
+from cudamatrix.cli.solve_cmd import run_check, run_env, run_solve
 
 
 def _o(command: str, param: str) -> Any:
     """The typer option for ``param`` of ``command``, from the one declaration in the options table."""
     o = COMMANDS[command].option(param)
     default = list(o.default) if isinstance(o.default, list) else o.default
-    return typer.Option(default, *o.flags, help=o.help or None, hidden=o.hidden)
+    return typer.Option(default, *o.flags, help=o.help or None, hidden=o.hidden, metavar=o.shown_metavar())
 
 
 def _a(command: str) -> Any:
     arg = COMMANDS[command].positional
     assert arg is not None
-    return typer.Argument(None, help=arg.help)
+    return typer.Argument(None, help=arg.help, metavar=arg.metavar)
 
 
 @app.command("solve")
@@ -56,11 +57,12 @@ def lock(
     platform: Optional[str] = _o("lock", "platform"), cuda_toolkit: Optional[str] = _o("lock", "cuda_toolkit"),
     mirror: Optional[str] = _o("lock", "mirror"), as_json: bool = _o("lock", "as_json"),
     data_dir: Optional[Path] = _o("lock", "data_dir"), per_class: bool = _o("lock", "per_class"),
+    pins_only: bool = _o("lock", "pins_only"), glibc: Optional[str] = _o("lock", "glibc"),
 ) -> None:
-    """A pinned requirements file (or uv project configuration) for the target."""
+    """The complete, hashed set for the target: a requirements file or pylock.toml (or uv project settings)."""
     run_lock(requirements=requirements, output=output, fmt=fmt, env=env, from_=from_, driver=driver, gpu=gpu, python=python,
              platform=platform, cuda_toolkit=cuda_toolkit, mirror=mirror, as_json=as_json, data_dir=data_dir,
-             per_class=per_class)
+             per_class=per_class, pins_only=pins_only, glibc=glibc)
 
 
 @app.command("check")
@@ -143,13 +145,15 @@ app.add_typer(fleet_app, name="fleet")
 
 @fleet_app.command("gather")
 def fleet_gather(
-    engine: str = typer.Option("ray", "--engine", help="ray | slurm"),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="The folder for <node>.json and fleet.json."),
-    address: Optional[str] = typer.Option(None, "--address", help="Ray: the cluster address (default: RAY_ADDRESS "
+    engine: str = typer.Option("ray", "--engine", help="ray | slurm", metavar="ENGINE"),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="The folder for NODE.json and fleet.json.",
+                                          metavar="DIR"),
+    address: Optional[str] = typer.Option(None, "--address", metavar="ADDRESS", help="Ray: the cluster address (default: RAY_ADDRESS "
                                                                   "or the cluster started on this machine)."),
-    partition: Optional[str] = typer.Option(None, "--partition", help="Slurm: the partition."),
-    nodes: Optional[int] = typer.Option(None, "--nodes", help="Slurm: how many nodes."),
-    timeout: float = typer.Option(300.0, "--timeout", help="Seconds allowed to the whole gathering."),
+    partition: Optional[str] = typer.Option(None, "--partition", help="Slurm: the partition.", metavar="NAME"),
+    nodes: Optional[int] = typer.Option(None, "--nodes", help="Slurm: how many nodes.", metavar="N"),
+    timeout: float = typer.Option(300.0, "--timeout", help="Seconds allowed to the whole gathering.",
+                                   metavar="SECONDS"),
     as_json: bool = typer.Option(False, "--json", help="Print the JSON envelope."),
 ) -> None:
     """Run `detect` once on every node; write one file per node and fleet.json (nodes, hostnames, classes).

@@ -86,6 +86,21 @@ def check_timeout(value: float, option: str = "--timeout") -> float:
     return float(value)
 
 
+def python_path(value: str | None) -> str | None:
+    """``--python PATH`` as every command reads it: relative to the current folder, made absolute (not resolved:
+    a venv's ``bin/python`` is a link whose own folder names the environment), and an executable file.
+    Raises UsageError otherwise."""
+    import os
+
+    from cudamatrix.errors import UsageError
+
+    if value is None:
+        return None
+    if not (value and os.path.isfile(value) and os.access(value, os.X_OK)):
+        raise UsageError(f"no Python interpreter at {value}", hint="give the path of an executable, e.g. .venv/bin/python")
+    return os.path.abspath(value)
+
+
 def check_target_flags(driver: str | None, gpus: list[str] | None) -> None:
     """An empty --driver or --gpu is a mistake (an unset shell variable), not "no target given"."""
     from cudamatrix.errors import UsageError
@@ -97,7 +112,8 @@ def check_target_flags(driver: str | None, gpus: list[str] | None) -> None:
 
 
 def echo(text: str = "", nl: bool = True) -> None:
+    """Print plain text (a lock file, export lines) on stdout, :func:`cudamatrix.render.inert`."""
     import sys
 
-    sys.stdout.write(text + ("\n" if nl else ""))
+    sys.stdout.write(render.inert(text) + ("\n" if nl else ""))
     sys.stdout.flush()

@@ -2,9 +2,7 @@
 the options are declared in :mod:`cudamatrix.cli.commands`."""
 from __future__ import annotations
 
-import os
-
-from cudamatrix.cli.common import check_timeout, finish, guarded
+from cudamatrix.cli.common import check_timeout, finish, guarded, python_path
 from cudamatrix.errors import UsageError
 
 
@@ -22,9 +20,7 @@ def run_detect(as_json: bool = False, python: str | None = None, reports: list[s
     elif reports:
         env = stage.from_report_files(reports)
     else:
-        if python is not None and not (os.path.isfile(python) and os.access(python, os.X_OK)):
-            raise UsageError(f"no Python interpreter at {python}", hint="give the path of an executable, e.g. .venv/bin/python")
-        env = stage.detect(python, timeout=timeout)
+        env = stage.detect(python_path(python), timeout=timeout)
     finish("detect", 0, {"environment": env.to_dict()}, as_json, lambda: _human(env))
 
 
@@ -56,7 +52,7 @@ def _gpus(c, env, render) -> None:
         c.print(render.table("GPUs", ["#", "name", "cc", "memory used / total MiB", "MIG", "processes"], [
             [g.index, g.name, g.compute_capability,
              f"{g.memory_used_mib if g.memory_used_mib is not None else '?'} / {g.memory_total_mib or '?'}",
-             g.mig_mode, len(g.processes) or ""] for g in env.gpus]))
+             g.mig_mode, len(g.processes) or ""] for g in env.gpus], optional=("MIG", "processes")))
 
 
 def _libraries(c, env, render) -> None:
@@ -64,7 +60,7 @@ def _libraries(c, env, render) -> None:
         c.print(render.table("CUDA libraries", ["name", "soname", "version", "origin", "loader", "path"], [
             [lib.name, lib.soname, lib.version, lib.origin,
              "stub" if lib.stub else ("first" if lib.loaded_first else ("shadowed" if lib.shadowed_by else "")),
-             lib.path] for lib in env.libraries]))
+             lib.path] for lib in env.libraries], optional=("name", "origin"), paths=("path",)))
 
 
 def _toolkits_and_python(c, env, render) -> None:
@@ -82,7 +78,7 @@ def _packages(c, env, render) -> None:
     E = render.escape
     if env.frameworks:
         c.print(render.table("frameworks", ["name", "version", "variant", "cuda", "cudnn", "from"], [
-            [f.name, f.version, f.variant, f.cuda, f.cudnn, f.source] for f in env.frameworks]))
+            [f.name, f.version, f.variant, f.cuda, f.cudnn, f.source] for f in env.frameworks], optional=("from",)))
     nvidia = {k: v for k, v in env.packages.items() if k.startswith("nvidia-")}
     if nvidia:
         c.print("[bold]nvidia wheels[/] " + E(", ".join(f"{k} {v}" for k, v in nvidia.items())))

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from cudamatrix import render
-from cudamatrix.cli.common import finish, guarded, has_folder
+from cudamatrix.cli.common import finish, guarded, has_folder, python_path
 from cudamatrix.errors import UsageError
 
 
@@ -24,7 +24,7 @@ def run_doctor(env: list[Path] | None = None, from_: list[str] | None = None, py
     if env and len(env) > 1:
         raise UsageError("doctor reads one environment at a time", hint="run it once per --env file")
     matrix = load_matrix(str(data_dir) if data_dir else None)
-    environment = environments(env or [], from_ or [], python)[0]
+    environment = environments(env or [], from_ or [], python_path(python))[0]
     findings = diagnose(environment, matrix)
     code = summary_exit(findings)
     data = {"findings": [f.to_dict() for f in findings], "environment": environment.to_dict(),
@@ -47,10 +47,11 @@ def render_findings(environment, findings, matrix=None) -> None:
     c = render.console()
     E = render.escape  # detected and pasted text is shown literally
     drv = environment.driver
-    gpus = ", ".join(_gpu_text(g, matrix) for g in environment.gpus) or "no GPU"
+    pasted = environment.origin == "report"  # what a paste leaves out is not stated, not absent
+    gpus = ", ".join(_gpu_text(g, matrix) for g in environment.gpus) or ("GPU not stated" if pasted else "no GPU")
     c.print(E(f"driver {drv.version or '-'} (CUDA {drv.cuda_version or '-'}, {drv.status}); {gpus}"))
     fws = ", ".join(f"{f.name} {f.version}" + (f" [{f.variant}]" if f.variant else "") for f in environment.frameworks)
-    c.print(E(f"frameworks: {fws or 'none installed'}"))
+    c.print(E(f"frameworks: {fws or ('none stated' if pasted else 'none installed')}"))
     if not findings:
         c.print("[green]healthy:[/] no findings")
         return

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any, Callable
 
-from cudamatrix.cli.common import check_target_flags, check_timeout, finish, guarded
+from cudamatrix.cli.common import check_target_flags, check_timeout, finish, guarded, python_path
 from cudamatrix.names import FAMILY_NAMES
 from cudamatrix.render import human_fix, human_plan, human_report
 
@@ -38,7 +38,7 @@ def run_fix(requirements: list[str] | None = None, python: str | None = None, dr
     _check_framework(framework)
     check_timeout(timeout)
     check_target_flags(driver, gpu)
-    _check_python(python)
+    python = python_path(python)
     if from_:
         _plan_from_paste(from_, requirements or [], dry_run, python, mirror, allow_http, installer, no_verify,
                          driver, gpu or [], as_json, data_dir)
@@ -50,13 +50,16 @@ def run_fix(requirements: list[str] | None = None, python: str | None = None, dr
     else:
         confirm = _refuse
     progress = _Progress(as_json)
+    from cudamatrix.schema import http_allowed
+
     try:
-        result = run_fix_stage(FixOptions(
-            python=python, request=requirements or [], dry_run=dry_run, verify=not no_verify, frameworks=framework,
-            mirror=mirror, allow_http=allow_http, installer=installer, write_activation=write_activation,
-            use_cache=not no_cache, timeout=timeout, driver=driver, gpus=gpu or [], data_dir=data_dir,
-            confirm=confirm, on_progress=progress, in_process=False, resume=resume, rollback=rollback,
-            yes=yes, interactive=False, show=False))
+        with http_allowed(allow_http):  # a --data folder's http index URLs: only with --allow-http
+            result = run_fix_stage(FixOptions(
+                python=python, request=requirements or [], dry_run=dry_run, verify=not no_verify, frameworks=framework,
+                mirror=mirror, allow_http=allow_http, installer=installer, write_activation=write_activation,
+                use_cache=not no_cache, timeout=timeout, driver=driver, gpus=gpu or [], data_dir=data_dir,
+                confirm=confirm, on_progress=progress, in_process=False, resume=resume, rollback=rollback,
+                yes=yes, interactive=False, show=False))
     finally:
         progress.stop()
     finish("fix", result.exit_code, result.to_dict(), as_json, lambda: human_fix(result))
@@ -89,9 +92,12 @@ def _plan_from_paste(from_: list[str], requirements: list[str], dry_run: bool, p
         from cudamatrix.cli.solve_cmd import _no_solution
 
         _no_solution("fix", exc, as_json)
+    from cudamatrix.diagnose.findings import diagnose
+
     interp = environment.python.executable or "python"
+    # the pasted machine's error findings are answered in the plan, as on a live machine
     plan = make_plan(environment, solution, python=interp, installer=installer, mirror=mirror, allow_http=allow_http,
-                     verify=not no_verify)
+                     verify=not no_verify, findings=diagnose(environment, matrix))
     result = FixResult(python=interp, status="dry_run", solution=solution, plan=plan)
     result.messages.append("dry run for the pasted machine: nothing was changed")
     finish("fix", result.exit_code, result.to_dict(), as_json, lambda: human_fix(result))
@@ -107,22 +113,12 @@ def run_verify(framework: str = "all", python: str | None = None, timeout: float
 
     _check_framework(framework)
     check_timeout(timeout)
-    _check_python(python)
-    report = verify_stage(python=python, frameworks=framework, timeout=timeout)
+    report = verify_stage(python=python_path(python), frameworks=framework, timeout=timeout)
     code = exit_code(report)
     if report.status == "failed" and report.frameworks and all(
             f.status == "not_installed" or f.finding_code == "NOT_INSTALLED" for f in report.frameworks):
         code = 6  # nothing to prove in this interpreter: verification is not possible here, not a failure
     finish("verify", code, report.to_dict(), as_json, lambda: human_report(report))
-
-
-def _check_python(python: str | None) -> None:
-    import os
-
-    from cudamatrix.errors import UsageError
-
-    if python is not None and not (os.path.isfile(python) and os.access(python, os.X_OK)):
-        raise UsageError(f"no Python interpreter at {python}", hint="give the path of an executable, e.g. .venv/bin/python")
 
 
 def _check_framework(framework: str) -> None:
@@ -179,7 +175,9 @@ class _Progress:
                 self.status.console.print(text, markup=False)
                 self.status.update(_literal(text))
         elif event != "output" or not self.as_json:
-            sys.stderr.write(("  " if event == "output" else "") + text + "\n")
+            from cudamatrix.render import inert
+
+            sys.stderr.write(("  " if event == "output" else "") + inert(text) + "\n")
             sys.stderr.flush()
 
     def stop(self) -> None:
@@ -188,7 +186,10 @@ class _Progress:
 
 
 def _literal(text: str):
-    """A status line shown as typed: installer output may hold ``[...]`` that rich would read as markup."""
+    """A status line shown as typed: installer output may hold ``[...]`` that rich would read as markup, and
+    control characters that the terminal would act on (:func:`cudamatrix.render.inert`)."""
     from rich.text import Text
 
-    return Text(text)
+    from cudamatrix.render import inert
+
+    return Text(inert(text))

@@ -44,9 +44,9 @@ class _Progress:
             self.bar.start()
             self.task = self.bar.add_task("gathering", total=total or None)
         if self.bar is not None:
-            self.bar.update(self.task, completed=done, description=f"{node}: {status}"[:60])
+            self.bar.update(self.task, completed=done, description=E(f"{node}: {status}"[:60]))
         else:
-            sys.stderr.write(f"[{done}/{total or '?'}] {node}: {status}\n")
+            sys.stderr.write(render.inert(f"[{done}/{total or '?'}] {node}: {status}") + "\n")
             sys.stderr.flush()
 
     def stop(self) -> None:
@@ -109,12 +109,14 @@ def run_lock_per_class(requirements: list[str] | None = None, output: Path | Non
                        fmt: str = "requirements", env: list[Path] | None = None, driver: str | None = None,
                        gpu: list[str] | None = None, python: str | None = None, platform: str | None = None,
                        cuda_toolkit: str | None = None, mirror: str | None = None, as_json: bool = False,
-                       data_dir: Path | None = None) -> None:
+                       data_dir: Path | None = None, pins_only: bool = False, glibc: str | None = None) -> None:
     """One lock for the whole fleet when one set fits, else one per node class, with locks.json mapping each
-    class to its lock, its Ray label selector and runtime_env, and its Slurm constraint. Exit 3 when a class
-    has no consistent set (the others are still written)."""
+    class to its lock, its Ray label selector and runtime_env, and its Slurm constraint. Each lock is the
+    complete, hashed set for its nodes unless ``pins_only``. Exit 3 when a class has no consistent set (the
+    others are still written)."""
     import json
 
+    from cudamatrix.cli.lock_cmd import lock_writer
     from cudamatrix.fleet.perclass import MAPPING, load_fleet, lock_per_class
 
     if fmt not in ("requirements", "uv"):
@@ -128,17 +130,22 @@ def run_lock_per_class(requirements: list[str] | None = None, output: Path | Non
     _no_target_flags(driver=driver, gpu=gpu, python=python, platform=platform, cuda_toolkit=cuda_toolkit)
     matrix = _matrix(data_dir)
     fleet = load_fleet(matrix, env)
-    files, mapping = lock_per_class(matrix, fleet, list(requirements or []), fmt, mirror)
+    write = lock_writer(fmt, pins_only, glibc, dict(zip(fleet.names, fleet.environments, strict=False)))
+    files, mapping = lock_per_class(matrix, fleet, list(requirements or []), fmt, mirror, write=write)
+    from cudamatrix.cli.lock_cmd import CREDENTIALS_NOTE
+    from cudamatrix.safe.files import write_atomic
+    from cudamatrix.safe.text import has_credentials, strip_credentials
+
+    texts = {**files, MAPPING: json.dumps(mapping, indent=2) + "\n"}
+    notes = [CREDENTIALS_NOTE] if any(has_credentials(t) for t in texts.values()) else []
     try:
         output.mkdir(parents=True, exist_ok=True)
-        for name, text in {**files, MAPPING: json.dumps(mapping, indent=2) + "\n"}.items():
-            tmp = output / (name + ".tmp")
-            tmp.write_text(text)
-            tmp.replace(output / name)
+        for name, text in texts.items():  # through the safe writer: an exclusive temp file, no planted link followed
+            write_atomic(output / name, strip_credentials(text), follow_links=False)
     except OSError as exc:
         raise UsageError(f"{output}: cannot be written ({exc.strerror or exc})") from None
     code = Exit.NO_SOLUTION if mapping["unsolved"] else Exit.OK
-    data = {"path": str(output), "files": sorted(files) + [MAPPING], **mapping}
+    data = {"path": str(output), "files": sorted(files) + [MAPPING], **mapping, "notes": notes}
 
     def human() -> None:
         c = render.console()
@@ -155,6 +162,8 @@ def run_lock_per_class(requirements: list[str] | None = None, output: Path | Non
             for cause in cls["causes"]:
                 c.print(f"    - {E(cause['message'])}")
         c.print(f"mapping: {E(output / MAPPING)}")
+        for note in notes:
+            render.console(stderr=True).print(E(note))
 
     finish("lock", code, data, as_json, human)
 

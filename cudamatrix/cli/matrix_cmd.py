@@ -21,10 +21,10 @@ FAMILIES = (*FAMILY_NAMES, "cuda", "cudnn", "gpu")
 @matrix_app.command("show")
 @guarded("matrix show")
 def show(
-    family: Optional[str] = typer.Argument(None, help="torch | tensorflow | jax | cuda | cudnn | gpu"),
-    key: Optional[str] = typer.Argument(None, help="A version (2.5.1, 12.4) or a GPU name / alias / sm_XX."),
+    family: Optional[str] = typer.Argument(None, help="torch | tensorflow | jax | cuda | cudnn | gpu", metavar="FAMILY"),
+    key: Optional[str] = typer.Argument(None, help="A version (2.5.1, 12.4) or a GPU name / alias / sm_XX.", metavar="KEY"),
     as_json: bool = typer.Option(False, "--json", help="Print the JSON envelope."),
-    data_dir: Optional[Path] = typer.Option(None, "--data", help="Read the matrix from this folder."),
+    data_dir: Optional[Path] = typer.Option(None, "--data", help="Read the matrix from this folder.", metavar="DIR"),
 ) -> None:
     """Print matrix rows as tables, or as JSON (data.rows)."""
     from cudamatrix.matrix import overlay
@@ -54,15 +54,18 @@ def show(
 @matrix_app.command("validate")
 @guarded("matrix validate")
 def validate(
-    path: Optional[Path] = typer.Argument(None, help="A data folder (default: the shipped matrix)."),
-    as_json: bool = typer.Option(False, "--json"),
+    path: Optional[Path] = typer.Argument(None, help="A data folder (default: the shipped matrix).", metavar="PATH"),
+    as_json: bool = typer.Option(False, "--json", help="Print the JSON envelope."),
+    allow_http: bool = typer.Option(False, "--allow-http", help="Accept plain-http index URLs (trusted networks)."),
 ) -> None:
     """Validate the shipped data or the data folder at PATH; exit 2 with precise messages on bad data."""
     from cudamatrix.matrix.data import default_data_dir, load_matrix_from
     from cudamatrix.matrix.query import lint, rows_for
+    from cudamatrix.schema import http_allowed
 
     folder = path or default_data_dir()
-    matrix = load_matrix_from(folder)
+    with http_allowed(allow_http):
+        matrix = load_matrix_from(folder)
     problems = lint(matrix)
     if problems:
         data: dict[str, Any] = {"path": str(folder), "problems": problems}
@@ -82,7 +85,7 @@ def validate(
 @matrix_app.command("update")
 @guarded("matrix update")
 def update(
-    mirror: Optional[str] = typer.Option(None, "--mirror", help="Read this index (https) instead of pip's."),
+    mirror: Optional[str] = typer.Option(None, "--mirror", help="Read this index (https) instead of pip's.", metavar="URL"),
     as_json: bool = typer.Option(False, "--json", help="Print the JSON envelope."),
 ) -> None:
     """Read releases newer than the shipped matrix from the index pip uses; keep them as your overlay."""
@@ -104,10 +107,18 @@ def update(
     added = {f: [r["version"] for r in rows] for f, rows in doc["families"].items()}
     data = {"path": str(path), "index": doc["index"], "created": doc["created"],
             "matrix_version": shipped.meta.data_version, "added": added}
-    total = sum(len(v) for v in added.values())
     finish("matrix update", 0, data, as_json, lambda: render.console().print(
-        f"{total} release(s) newer than the shipped matrix {shipped.meta.data_version} from {doc['index']}: "
-        + ("; ".join(f"{f} {', '.join(v)}" for f, v in added.items() if v) or "none") + f"\nwritten to {path}"))
+        _update_line(added, shipped.meta.data_version, doc["index"], path), markup=False))
+
+
+def _update_line(added: dict[str, list[str]], shipped: str, index: str, path) -> str:
+    """What `matrix update` added, in words ("no release ..." rather than "0 release(s) ...: none")."""
+    total = sum(len(v) for v in added.values())
+    if total == 0:
+        return f"{index} has no release newer than the shipped matrix {shipped}\nwritten to {path} (no rows)"
+    found = "; ".join(f"{f} {', '.join(v)}" for f, v in added.items() if v)
+    return (f"{total} release{'s' if total > 1 else ''} newer than the shipped matrix {shipped} from {index}: {found}"
+            f"\nwritten to {path}")
 
 
 def _overlay_line(over: dict | None) -> str:
@@ -143,7 +154,10 @@ def _human_rows(family: str, rows: list[dict], over: dict | None = None) -> None
                 title += "  " + " ".join(f"{k} {v}" for k, v in row["companions"].items())
             c.print(render.table(render.escape(title), ["variant", "cuda", "cudnn", "archs (SASS)", "ptx", "pypi", "index"], [
                 [v["name"], v["cuda"], v["cudnn"], " ".join(v["archs"]), " ".join(v["ptx"]),
-                 "yes" if v["pypi_default"] else "", v["index_url"] or "PyPI"] for v in row["variants"]]))
+                 "yes" if v["pypi_default"] else "", v["index_url"] or "PyPI"] for v in row["variants"]],
+                optional=("pypi", "ptx"), paths=("index",)))
+            for line in _platform_lines(row):
+                c.print(render.escape(line))
         return
     cols = {
         "cuda": ["version", "linux_min_driver", "windows_min_driver"],
@@ -151,6 +165,18 @@ def _human_rows(family: str, rows: list[dict], over: dict | None = None) -> None
         "gpu": ["name", "compute_capability", "architecture", "last_driver_branch", "aliases"],
     }[family]
     c.print(render.table(None, cols, [[_cell(r.get(k)) for k in cols] for r in rows]))
+
+
+def _platform_lines(row: dict) -> list[str]:
+    """One line per variant and platform whose wheels differ from the variant's own fields (per_platform)."""
+    out = []
+    for v in row["variants"]:
+        for platform, f in (v.get("per_platform") or {}).items():
+            facts = ["the default-index wheel"] if f.get("pypi_default") else []
+            facts += [f"{k} {' '.join(f[k]) or 'none'}" for k in ("archs", "ptx", "python") if f.get(k) is not None]
+            facts += [f"cuda {f['cuda']}"] if f.get("cuda") else []
+            out.append(f"  {v['name']} on {platform}: {'; '.join(facts)}")
+    return out
 
 
 def _cell(value) -> str:

@@ -1,11 +1,11 @@
-"""`cudamatrix solve | lock | check | env`: the bodies, typer-free (options are declared in
+"""`cudamatrix solve | check | env`: the bodies (lock: :mod:`.lock_cmd`), typer-free (options are declared in
 :mod:`cudamatrix.cli.commands`; :mod:`cudamatrix.cli.fast` runs plain invocations without typer)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from cudamatrix import render
-from cudamatrix.cli.common import Done, check_target_flags, echo, finish, guarded
+from cudamatrix.cli.common import Done, check_target_flags, echo, finish, guarded, python_path
 from cudamatrix.errors import Exit, NoSolution, UsageError
 
 
@@ -82,7 +82,7 @@ def _human_solution(solution, resolved, explain: bool, removed=()) -> None:
                 (E(f"  CUDA {fw.cuda}, cuDNN {fw.cudnn or 'unknown'}") if fw.cuda else "  CPU build"))
     c.print(render.table(None, ["package", "version", "index"],
                          [[p.name + (f"[{','.join(p.extras)}]" if p.extras else ""), p.version,
-                           p.index_url or "default"] for p in solution.packages]))
+                           p.index_url or "default"] for p in solution.packages], paths=("index",)))
     _commands(c, solution, removed)
     if explain:
         _explained(c, solution)
@@ -118,51 +118,6 @@ def _explained(c, solution) -> None:
     c.print(f"[bold]rejected[/] ({len(solution.rejected)})")
     for r in solution.rejected:
         c.print(escape(f"  {r.candidate}: {'; '.join(r.reasons)}"))
-
-
-@guarded("lock")
-def run_lock(requirements: list[str] | None = None, output: Path | None = None, fmt: str = "requirements",
-             env: list[Path] | None = None, from_: list[str] | None = None, driver: str | None = None,
-             gpu: list[str] | None = None, python: str | None = None, platform: str | None = None,
-             cuda_toolkit: str | None = None, mirror: str | None = None, as_json: bool = False,
-             data_dir: Path | None = None, per_class: bool = False) -> None:
-    """A pinned requirements file (or uv project configuration) for the target; ``per_class``: one per node
-    class of a fleet folder (:mod:`.fleet_cmd`)."""
-    from cudamatrix.solve.lockfile import requirements_txt, uv_project
-
-    if per_class:
-        from cudamatrix.cli.fleet_cmd import run_lock_per_class
-
-        if from_:
-            raise UsageError("--from cannot be combined with --per-class", hint="--per-class reads a fleet folder (--env DIR)")
-        return run_lock_per_class(requirements=requirements, output=output, fmt=fmt, env=env, driver=driver,
-                                  gpu=gpu, python=python, platform=platform, cuda_toolkit=cuda_toolkit,
-                                  mirror=mirror, as_json=as_json, data_dir=data_dir)
-
-    if fmt not in ("requirements", "uv", "pylock"):
-        raise UsageError(f"--format {fmt!r} is not known", hint="requirements | uv | pylock")
-    resolved, request, solution = _solve("lock", as_json, _matrix(data_dir), requirements, env, driver, gpu, python,
-                                         platform, cuda_toolkit, mirror, from_)
-    passthrough = [str(r) for r in request.passthrough]
-    if fmt == "pylock":
-        from cudamatrix.cli.lock_pylock import pylock_text
-
-        text = pylock_text(solution, resolved.targets, passthrough)
-    else:
-        text = (requirements_txt if fmt == "requirements" else uv_project)(solution, resolved.targets, passthrough)
-    if output is not None:
-        from cudamatrix.solve.lockfile import write_lock
-
-        write_lock(output, text)
-    data = {"format": fmt, "path": str(output) if output else None, "text": text, "solution": solution.to_dict()}
-
-    def human() -> None:
-        if output is None:
-            echo(text, nl=False)
-        else:
-            render.console(stderr=True).print(f"wrote {render.escape(output)}")
-
-    finish("lock", 0, data, as_json, human)
 
 
 @guarded("check")
@@ -207,7 +162,8 @@ def run_check(requirement_file: Path | None = None, env: list[Path] | None = Non
         c = render.console()
         E = render.escape
         if result["fits"]:
-            c.print(f"[green]fits[/] {escape(', '.join(result['checked']))} on {len(resolved.targets)} target(s)")
+            n = len(resolved.targets)
+            c.print(f"[green]fits[/] {escape(', '.join(result['checked']))} on {n} target{'s' if n != 1 else ''}")
         else:
             c.print("[red]does not fit[/]")
             for p in result["problems"]:
@@ -231,7 +187,7 @@ def run_env(shell: str = "bash", env: list[Path] | None = None, python: str | No
             as_json: bool = False) -> None:
     """Print the exports that fix library paths for this environment (nothing when nothing needs fixing)."""
     from cudamatrix.cli.targets import environments
-    from cudamatrix.detect.libpaths import library_path_fix
+    from cudamatrix.detect.libpaths import after_change, library_path_fix
     from cudamatrix.safe.shells import SHELLS, canonical
 
     name = canonical(shell)
@@ -239,9 +195,9 @@ def run_env(shell: str = "bash", env: list[Path] | None = None, python: str | No
         raise UsageError(f"--shell {shell!r} is not known", hint=" | ".join(SHELLS))
     if env and len(env) > 1:
         raise UsageError("env reads one environment at a time")
-    environment = environments(env or [], [], python)[0]
+    environment = environments(env or [], [], python_path(python))[0]
     changes = library_path_fix(environment)
-    advice = env_advice(environment, changes)
+    advice = env_advice(environment, changes, after_change(environment, changes) if changes else None)
     lines = [export_line(name, k, v) for k, v in changes.items()]
 
     def human() -> None:
@@ -254,28 +210,55 @@ def run_env(shell: str = "bash", env: list[Path] | None = None, python: str | No
     finish("env", 0, {"env": changes, "shell": name, "lines": lines, "advice": advice}, as_json, human)
 
 
-def env_advice(environment, changes: dict[str, str]) -> list[str]:
-    """What the exports do, one line per wrong load they stop; and a plain "nothing to change" otherwise."""
-    from cudamatrix.detect.libpaths import wrong_loads
+def env_advice(environment, changes: dict[str, str], left=None) -> list[str]:
+    """What the exports do: one line per framework and folder (or preloaded file) whose loads they stop, the
+    loads no variable stops, and what the loader model predicts once they apply (``left``: the wrong loads it
+    still predicts, None when it could not check); a plain "nothing to change" when nothing loads wrong."""
+    from cudamatrix.detect.libpaths import grouped, wrong_loads
 
     wrong = wrong_loads(environment)
     if not environment.library_loads:
+        if changes:
+            return []
+        if environment.origin == "live":  # detected here: no framework of it loads a CUDA library
+            return ["nothing to change: no installed framework loads CUDA libraries"]
         return ["nothing to change: this environment carries no loader prediction (pasted or saved by an older "
-                "version); run cudamatrix env on the machine"] if not changes else []
+                "version); run cudamatrix env on the machine"]
+    unknown = [n.message for n in environment.notes if n.probe == "loader" and "not predicted" in n.message]
+    if not wrong and unknown:
+        return ["nothing to change for the loads the model predicts; not predicted: " + "; ".join(unknown)]
     if not wrong:
-        return ["nothing to change: every framework maps its own copy of each CUDA library"]
-    out = []
-    for w in wrong:
-        load = w.load
-        if w.cause == "LD_PRELOAD":
-            out.append(f"# {load.soname}: LD_PRELOAD puts {load.path} in place of {load.expected}; a running notebook "
-                       "kernel keeps it until restarted without it")
-        elif w.cause == "LD_LIBRARY_PATH":
-            out.append(f"# {load.soname}: {load.framework} maps {load.path} (LD_LIBRARY_PATH) instead of {load.expected}")
-        else:
-            out.append(f"# {load.soname}: {load.framework} maps {load.path} ({load.rule}); no variable changes that: "
-                       "restart, and import the framework before what loaded that copy")
+        return ["nothing to change: every library each framework maps, and every library those open, resolves "
+                "to the framework's own copy"]
+    out = [_advice_line(group) for group in grouped(wrong)]
+    if left is not None and changes:
+        out.append("# after this change every library the frameworks map resolves to their own copies (loader model)"
+                   if not left else "# still wrong after this change: " + "; ".join(
+                       f"{w.load.soname} -> {w.load.path} ({w.load.rule})" for w in left))
     return out
+
+
+def _advice_line(group) -> str:
+    from cudamatrix.detect.libpaths import winner_folder
+
+    load = group[0].load
+    names = ", ".join(w.load.soname for w in group)
+    own = sorted({w.load.expected for w in group if w.load.expected})
+    instead = f" instead of {own[0] if len(own) == 1 else 'its own copies in ' + winner_folder_of(own)}" if own else ""
+    if group[0].cause == "LD_PRELOAD":
+        return (f"# {names}: LD_PRELOAD puts {load.path} in place of {load.expected}; a running notebook kernel keeps "
+                "it until restarted without it")
+    if group[0].cause == "LD_LIBRARY_PATH":
+        return f"# {load.framework} maps {names} from {winner_folder(load)} (LD_LIBRARY_PATH){instead}"
+    return (f"# {names}: {load.framework} maps {load.path} ({load.rule}); no variable changes that: restart, and "
+            "import the framework before what loaded that copy")
+
+
+def winner_folder_of(paths: list[str]) -> str:
+    """The folder of the first path (the framework's own copies of one library family share it)."""
+    import os
+
+    return os.path.dirname(paths[0])
 
 
 def export_line(shell: str, key: str, value: str) -> str:

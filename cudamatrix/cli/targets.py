@@ -5,6 +5,7 @@ platform); what to detect, read or load for a command's options is decided here.
 """
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -33,7 +34,7 @@ def split_python(value: str | None) -> tuple[str | None, str | None]:
         return None, None
     if _VERSIONISH.match(value.strip()):
         return value.strip(), None
-    return None, value
+    return None, os.path.abspath(value) if value else value  # a path: relative to the current folder, as everywhere
 
 
 def environments(env_files: list[Path], from_files: list[str], interpreter: str | None) -> list[Environment]:

@@ -73,8 +73,9 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
         kmod, kmod_source = driver.read_module_version(root)
     ld_entries, ld_note = ldconfig.value()
     # the loader model reads ELF headers while the loader child below runs (it waits on a subprocess)
+    model_notes: list[Note] = []  # openers whose opened libraries the data does not know
     model = Background(_timed, timer, "loader_model", libpaths.predict_loads, env.frameworks,
-                        env.python.site_packages, env.python.executable, environ, ld_entries)
+                       env.python.site_packages, env.python.executable, environ, ld_entries, None, (), model_notes)
     if ld_note:
         env.notes.append(Note("ldconfig", ld_note))
     with timer("libraries"):
@@ -120,6 +121,8 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
     env.driver = drv
     env.libraries = copies
     env.library_loads = model.value()
+    env.notes += model_notes
+    libpaths.fill_versions(env)
     env.notes += libpaths.reconcile_notes(libraries.loader_view(copies, environ, ld_entries), env.library_loads)
     env.notes += libraries.unsafe_notes(environ, copies)
     for lib in copies:
@@ -287,13 +290,27 @@ def read_report(path: str) -> tuple[str, list[Note]]:
 def from_report_files(paths: list[str]) -> Environment:
     """An Environment from pasted report files ("-" for stdin), with what reading them noted.
 
-    Raises UsageError for an unreadable or binary file, and for one with no known tool output in it."""
+    A file that cannot be read (missing, binary, no known tool output in it) is a warning note when another one
+    can; raises UsageError when none can (the first file's error when no file could be read at all)."""
     items, notes = [], []
+    failed: list[UsageError] = []
     for path in paths:
-        text, read_notes = read_report(path)
+        try:
+            text, read_notes = read_report(path)
+        except UsageError as exc:
+            failed.append(exc)
+            notes.append(Note("report", f"{path}: not read ({exc.message})", "warning"))
+            continue
         items.append(("stdin" if path == "-" else path, text))
         notes += read_notes
-    env = from_reports(items, strict=True)
+    if not items:
+        raise failed[0]
+    try:
+        env = from_reports(items, strict=True)
+    except UsageError as exc:
+        if failed:
+            exc.hint = f"{exc.hint}; not read: " + "; ".join(f.message for f in failed)
+        raise
     env.notes = notes + env.notes
     return env
 

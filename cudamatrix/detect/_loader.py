@@ -36,38 +36,58 @@ def emit(obj):
     sys.stdout.flush()
 
 
+RTLD_DI_LMID = 1  # dlfcn.h: dlinfo() request for the namespace of a handle
+
+
 def _dl():
-    """dlmopen, dlsym and dlerror from the C library, or None where they cannot be had."""
+    """dlmopen, dlsym, dlerror and dlinfo from the C library, or None where they cannot be had."""
     try:
         libc = ctypes.CDLL(None)
-        fns = libc.dlmopen, libc.dlsym, libc.dlerror
+        fns = libc.dlmopen, libc.dlsym, libc.dlerror, libc.dlinfo
     except (OSError, AttributeError):
         try:
             libc = ctypes.CDLL("libdl.so.2")
-            fns = libc.dlmopen, libc.dlsym, libc.dlerror
+            fns = libc.dlmopen, libc.dlsym, libc.dlerror, libc.dlinfo
         except (OSError, AttributeError):
             return None
-    dlmopen, dlsym, dlerror = fns
+    dlmopen, dlsym, dlerror, dlinfo = fns
     dlmopen.restype, dlmopen.argtypes = ctypes.c_void_p, [ctypes.c_long, ctypes.c_char_p, ctypes.c_int]
     dlsym.restype, dlsym.argtypes = ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_char_p]
     dlerror.restype, dlerror.argtypes = ctypes.c_char_p, []
-    return dlmopen, dlsym, dlerror
+    dlinfo.restype, dlinfo.argtypes = ctypes.c_int, [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
+    return dlmopen, dlsym, dlerror, dlinfo
 
 
 class Opened(object):
-    """A library opened in its own namespace (or, failing that, with dlopen); symbols as ctypes functions."""
+    """A library opened in its own namespace (or, failing that, with dlopen); symbols as ctypes functions.
 
-    def __init__(self, path, dl):
+    ``first``: files of the same copy opened before it in that namespace. cuDNN's shim answers
+    cudnnGetVersion() through the sub-library it dlopens by name, which LD_LIBRARY_PATH can take from another
+    copy; its own folder's sub-library, loaded first, answers to that name instead, so the answer is the
+    copy's own version."""
+
+    def __init__(self, path, dl, first=()):
         """``dl`` None: plain dlopen (libcuda crashes when opened in a second namespace)."""
         self.handle = self.lib = None
         self.namespace = False
         if dl is not None:
-            dlmopen, self.dlsym, dlerror = dl
-            self.handle = dlmopen(LM_ID_NEWLM, path.encode(), RTLD_NOW)
+            dlmopen, self.dlsym, dlerror, dlinfo = dl
+            lmid = LM_ID_NEWLM
+            for sibling in first:
+                handle = dlmopen(lmid, sibling.encode(), RTLD_NOW)
+                ns = ctypes.c_long(0)
+                if handle and lmid == LM_ID_NEWLM and dlinfo(handle, RTLD_DI_LMID, ctypes.byref(ns)) == 0:
+                    lmid = ns.value
+            self.handle = dlmopen(lmid, path.encode(), RTLD_NOW)
             if self.handle:
                 self.namespace = True
                 return
             dlerror()
+        for sibling in first:
+            try:
+                ctypes.CDLL(sibling, mode=RTLD_LOCAL | RTLD_NOW)
+            except OSError:
+                pass
         self.lib = ctypes.CDLL(path, mode=RTLD_LOCAL | RTLD_NOW)  # raises OSError with the loader's words
 
     def function(self, name, restype, *argtypes):
@@ -192,10 +212,10 @@ CALLS = {
 }
 
 
-def probe_library(path, name, dl):
+def probe_library(path, name, dl, first=()):
     out = {"probe": "lib", "path": path}
     try:
-        lib = Opened(path, None if name == "cuda" else dl)
+        lib = Opened(path, None if name == "cuda" else dl, first)
     except OSError as exc:
         out["error"] = str(exc)
         return out
@@ -234,7 +254,7 @@ def main(argv):
         if item["path"] in skip:
             continue
         emit({"start": item["path"]})
-        emit(probe_library(item["path"], item["name"], dl))
+        emit(probe_library(item["path"], item["name"], dl, item.get("first", ())))
     emit({"done": True})
     return 0
 

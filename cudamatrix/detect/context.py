@@ -67,5 +67,14 @@ def probe(root: str, environ: dict[str, str], packages: dict[str, str] | None = 
     ctx.colab = any(k.startswith("COLAB_") for k in environ) or "google-colab" in (packages or {})
     ctx.kaggle = bool(environ.get("KAGGLE_KERNEL_RUN_TYPE")) or bool(environ.get("KAGGLE_URL_BASE"))
     ctx.jupyter = is_jupyter(root, environ)
-    ctx.env = {k: environ[k] for k in RELEVANT_VARS if k in environ}
+    ctx.env = {k: _shown(k, environ[k]) for k in RELEVANT_VARS if k in environ}
     return ctx
+
+
+def _shown(key: str, value: str) -> str:
+    """An index variable's credentials masked as pip masks them: an Environment is printed and saved."""
+    if "INDEX" in key or "FIND_LINKS" in key:
+        from cudamatrix.safe.text import redact_urls
+
+        return redact_urls(value)
+    return value

@@ -2,7 +2,7 @@
 
 Only what the loader model needs, from 64-bit little-endian objects (x86-64, AArch64); anything else is
 refused with a reason. Reads are bounded (header, at most 256 program headers, a dynamic segment of at most
-1 MiB, strings of at most 4 KiB) and nothing is executed or mapped: the file is read with ``open``/``read``.
+1 MiB, strings within the string table and at most 1 MiB) and nothing is executed or mapped: the file is read with ``open``/``read``.
 Field layouts are those of the System V ABI, "Object Files" chapter (ELF header, program header, dynamic
 section); tag values from its table "Dynamic Array Tags" and glibc's ``elf.h`` (DT_RUNPATH 29, DT_FLAGS_1).
 
@@ -146,10 +146,12 @@ def _parse(fh, size: int) -> Dynamic:
         fh.seek(base + offset)
         raw = fh.read(256)  # sonames and paths are short; read more only when they are not
         if b"\0" not in raw:
+            # a DT_RUNPATH can be long (TensorFlow 2.20's libtensorflow_framework.so.2: over 4 KiB of nvidia/*
+            # folders); ld.so has no limit, this reader stops at the string table's end or 1 MiB
             fh.seek(base + offset)
-            raw = fh.read(_MAX_STRING)
+            raw = fh.read(min(strsz - offset, _MAX_DYNAMIC) if strsz is not None else _MAX_STRING)
         if b"\0" not in raw:
-            raise ElfError("a dynamic string is unterminated or longer than 4 KiB")
+            raise ElfError("a dynamic string is unterminated or longer than the string table allows")
         return raw.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
 
     needed, soname, rpath, runpath = [], None, None, None

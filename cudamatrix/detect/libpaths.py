@@ -6,24 +6,14 @@ LD_PRELOAD, LD_LIBRARY_PATH and earlier loads (the framework's own choice, ``exp
 compares the two; doctor's LIBRARY_SHADOWED / LIBRARY_PRELOADED / CUDNN_MISMATCH, ``env``, ``solve``'s
 environment changes and ``fix``'s notebook decision all ask here.
 
-How each framework loads (read from the installed files where they say it; the rest is written down here):
-
-- torch (torch/__init__.py ``_load_global_deps``, 2.x): ``ctypes.CDLL(torch/lib/libtorch_global_deps.so,
-  RTLD_GLOBAL)``; if that fails, or (2.14) once it has mapped ``libcudart.so``, ``_preload_cuda_deps`` loads
-  by full path the first match of each ``nvidia/<folder>/lib/<pattern>`` (and ``nvidia/cu<major>/lib``) found
-  along sys.path — the list is read from the installed torch/__init__.py; then ``import torch._C``.
-  ``libcaffe2_nvrtc.so`` (which needs libnvrtc) is dlopened by libtorch_cuda on first NVRTC use.
-- tensorflow: ``_pywrap_tensorflow_internal.so``; on GPU start-up libtensorflow_framework.so.2 dlopens
-  ``libcudart.so.<11.0|major>`` and ``libcudnn.so.<major>`` (TensorFlow's DSO loader names these sonames).
-- jax: jaxlib's extension, then each ``jax_plugins/*/*.so`` PJRT plugin, which dlopens cuDNN on first use.
+How each framework loads is :mod:`.recipes`; what the libraries it loads open themselves is :mod:`.openers`.
 
 Not modelled: ``cuda.pathfinder``'s own search (already loaded, site-packages, conda, CUDA_HOME): torch 2.14.1
 depends on it but does not call it while importing (its installed sources do not name it); glibc-hwcaps
-subfolders; TensorFlow and JAX are modelled from the layout above, not yet checked against their real wheels.
+subfolders.
 """
 from __future__ import annotations
 
-import fnmatch
 import glob
 import os
 import re
@@ -39,42 +29,116 @@ if TYPE_CHECKING:
 # the CUDA stack's libraries (what the findings and the verification compare)
 CUDA_LIB = re.compile(r"^lib(cuda|cudart|cudnn\w*|cublas\w*|nvrtc[\w.-]*|nvJitLink|cufft\w*|curand|cusparse\w*|"
                       r"cusolver\w*|nccl|cupti|nvshmem\w*|cufile\w*|nvToolsExt|nvidia-ml|caffe2_nvrtc)\.so")
-_CUDA_LIBS_ENTRY = re.compile(r'\(\s*"([\w-]+)",\s*"(lib[^"]+)"\s*\)|"([\w-]+)":\s*"(lib[^"]+)"')
 
 
 def predict_loads(frameworks: list[Framework], site_packages: list[str], executable: str | None,
-                  environ: dict[str, str], ld_entries: list, *, cwd: str | None = None,
-                  mapped: Sequence[str] = ()) -> list[LibraryLoad]:
-    """The file each installed framework maps for every CUDA-stack SONAME, with the rule that chose it.
+                  environ: dict[str, str], ld_entries: list, cwd: str | None = None,
+                  mapped: Sequence[str] = (), notes: list | None = None) -> list[LibraryLoad]:
+    """The file each installed framework maps for every CUDA-stack SONAME, with the rule that chose it: what
+    its import loads, and what the libraries it loads open themselves on first use (:mod:`.openers`).
 
     ``mapped``: files already mapped into the process that will import the framework (a notebook kernel).
+    ``notes``: receives a :class:`~cudamatrix.models.Note` for each opener whose opened libraries are unknown.
     Reads ELF headers only; never loads anything.
     """
-    from cudamatrix.detect.loader import LinkMap, system_search
+    from cudamatrix.detect.recipes import forget_listings
 
-    _LISTED.clear()  # folder listings live for one prediction: a later call may follow an install
+    forget_listings()  # folder listings live for one prediction: a later call may follow an install
+    versions = wheel_versions(site_packages)
+    fits: dict[str, bool] = {}  # shared by every link map of this prediction
     out: list[LibraryLoad] = []
+    unknown: dict[str, None] = {}
     clean_environ = {k: v for k, v in environ.items() if k not in ("LD_PRELOAD", "LD_LIBRARY_PATH")}
     for fw in frameworks:
-        if fw.name not in _RECIPES:
-            continue
-        actual = LinkMap(system_search(environ, ld_entries, executable, cwd), mapped)
-        if not _RECIPES[fw.name](actual, site_packages, fw):
-            continue  # the framework's files are not there (a report, or another layout)
+        actual = _simulate(fw, site_packages, environ, ld_entries, executable, cwd, mapped, versions, unknown, fits)
+        if actual is None:
+            continue  # not modelled, or the framework's files are not there (a report, or another layout)
         if mapped or len(clean_environ) != len(environ):
-            clean = LinkMap(system_search(clean_environ, ld_entries, executable, cwd))
-            _RECIPES[fw.name](clean, site_packages, fw)
+            clean = _simulate(fw, site_packages, clean_environ, ld_entries, executable, cwd, (), versions, {},
+                              fits) or actual
         else:  # nothing that could shadow: the framework's own choice is the prediction itself
             clean = actual
-        own = _decisive(clean)
-        for soname, (res, when) in _decisive(actual).items():
-            exp = own.get(soname)
-            expected = exp[0] if exp else None
-            out.append(LibraryLoad(
-                framework=fw.name, soname=soname, path=res.path, rule=res.rule, requested_by=res.requested_by,
-                how=res.how, found_as=res.found_as, when=when,
-                expected=expected.path if expected is not None and expected.path != res.path else None,
-                expected_rule=expected.rule if expected is not None and expected.path != res.path else None))
+        out += _loads(fw.name, _decisive(actual), _decisive(clean), versions)
+    if notes is not None:
+        from cudamatrix.models import Note
+
+        notes += [Note("loader", why, "warning") for why in unknown]
+    return out
+
+
+def _simulate(fw: Framework, site_packages: list[str], environ: dict[str, str], ld_entries: list,
+              executable: str | None, cwd: str | None, mapped: Sequence[str], versions: dict[str, str],
+              unknown: dict[str, None], fits: dict[str, bool]):
+    """The link map of importing ``fw`` and using its libraries once, or None when it is not modelled here."""
+    from cudamatrix.detect.loader import LinkMap, system_search
+    from cudamatrix.detect.recipes import RECIPES
+
+    if fw.name not in RECIPES:
+        return None
+    lm = LinkMap(system_search(environ, ld_entries, executable, cwd), mapped, fits)
+    if not RECIPES[fw.name](lm, site_packages, fw):
+        return None
+    open_libraries(lm, versions, unknown)
+    return lm
+
+
+def _loads(framework: str, actual: dict, own: dict, versions: dict[str, str]) -> list[LibraryLoad]:
+    out = []
+    for soname, (res, when) in actual.items():
+        exp = own.get(soname)
+        other = exp[0] if exp is not None and exp[0].path != res.path else None
+        out.append(LibraryLoad(
+            framework=framework, soname=soname, path=res.path, rule=res.rule, requested_by=res.requested_by,
+            how=res.how, found_as=res.found_as, when=when, version=file_version(res.path, versions),
+            expected=other.path if other is not None else None, expected_rule=other.rule if other is not None else None,
+            expected_version=file_version(other.path, versions) if other is not None else None))
+    return out
+
+
+def open_libraries(lm, versions: dict[str, str], unknown: dict[str, None]) -> None:
+    """Every object in ``lm`` that the data knows as an opener opens its libraries (first use), in load order;
+    what those open in turn follows (cuDNN's graph library opens the engine libraries)."""
+    from cudamatrix.detect import openers
+
+    done: set[int] = set()
+    i = 0
+    while i < len(lm.objects):
+        obj = lm.objects[i]
+        i += 1
+        soname = obj.dyn.soname if obj.dyn is not None else None
+        if soname is None or id(obj) in done or not openers.is_opener(soname):
+            continue
+        done.add(id(obj))
+        todo, why = openers.openings(soname, file_version(obj.real, versions))
+        if why:
+            unknown.setdefault(why, None)
+        for opening in todo:
+            lm.load_first(opening.names, obj, opening.soname)
+
+
+_VERSIONED_NAME = re.compile(r"\.so\.(\d+\.\d+(?:\.\d+)*)$")
+
+
+def file_version(path: str | None, versions: dict[str, str]) -> str | None:
+    """The version of a library file: its real name (``libcudnn_graph.so.9.14.0``), else the version of the
+    nvidia-* wheel whose RECORD lists it (``versions``, from :func:`wheel_versions`)."""
+    if not path:
+        return None
+    m = _VERSIONED_NAME.search(os.path.basename(path))  # the model's paths are real paths already
+    return m.group(1) if m else versions.get(path)
+
+
+def wheel_versions(site_packages: list[str]) -> dict[str, str]:
+    """Real path -> version of every shared library an nvidia-* wheel installed in ``site_packages``."""
+    out: dict[str, str] = {}
+    for sp in site_packages:
+        real = os.path.realpath(sp)  # a wheel's files are plain files: one realpath per folder is enough
+        for record_file in sorted(glob.glob(os.path.join(sp, "nvidia_*.dist-info", "RECORD"))):
+            version = os.path.basename(os.path.dirname(record_file))[:-len(".dist-info")].rpartition("-")[2]
+            for line in read_text(record_file, 1 << 22).splitlines():
+                rel = line.split(",", 1)[0]
+                if ".so" in rel and not rel.startswith(".."):
+                    out.setdefault(os.path.join(real, rel), version)
     return out
 
 
@@ -89,7 +153,7 @@ def _decisive(lm) -> dict[str, tuple]:
             key = _soname(res.path) or os.path.basename(res.name)
             table = by_path
         else:
-            key, table = res.name, by_name
+            key, table = res.soname or res.name, by_name
         if not CUDA_LIB.match(key):
             continue
         if key not in table or (table[key].path is None and res.path is not None):
@@ -98,125 +162,20 @@ def _decisive(lm) -> dict[str, tuple]:
     return {k: (v, v.when) for k, v in merged.items()}
 
 
-def _soname(path: str | None) -> str | None:
-    from cudamatrix.detect import elf
-
-    dyn = elf.try_read(path) if path else None
-    return dyn.soname if dyn and dyn.soname else (os.path.basename(path) if path else None)
-
-
-# --- how each framework loads ------------------------------------------------------------------------------
-
-def _torch(lm, site_packages: list[str], fw: Framework) -> bool:
-    base = _first_dir(site_packages, "torch/lib/libtorch_global_deps.so")
-    if base is None:
-        return False
-    torch_dir = os.path.join(base, "torch")
-    init = _read_text(os.path.join(torch_dir, "__init__.py"))
-    cuda_major = (fw.cuda or "").split(".")[0]
-    deps = lm.load(os.path.join(torch_dir, "lib", "libtorch_global_deps.so"), None, how="preload")
-    if deps is None or ("_preload_cuda_deps(required=False)" in init and
-                        any("libcudart.so" in o.real for o in lm.objects)):
-        for folder, pattern in _cuda_libs(init):
-            found = _torch_dep_path(site_packages, folder, pattern, cuda_major)
-            if found and lm.load(found, None, how="preload") is None:
-                break  # an OSError ends torch's best-effort loop
-        if deps is None:
-            lm.load(os.path.join(torch_dir, "lib", "libtorch_global_deps.so"), None, how="preload")
-    ext = sorted(glob.glob(os.path.join(torch_dir, "_C.*.so")))
-    if ext:
-        lm.load(ext[0], None, how="dlopen")
-    nvrtc = os.path.join(torch_dir, "lib", "libcaffe2_nvrtc.so")
-    caller = next((o for o in lm.objects if os.path.basename(o.real) == "libtorch_cuda.so"), None)
-    if caller is not None and os.path.exists(nvrtc):
-        lm.load(nvrtc, caller, how="dlopen", when="first use")
-    return True
-
-
-def _cuda_libs(init: str) -> list[tuple[str, str]]:
-    """The (folder, pattern) list of torch's ``_preload_cuda_deps``, read from the installed source, plus nvtx."""
-    start = init.find("def _preload_cuda_deps")
-    body = init[start:init.find("\ndef ", start + 10)] if start >= 0 else ""
-    pairs = [(a or c, b or d) for a, b, c, d in _CUDA_LIBS_ENTRY.findall(body)]
-    if "_preload_cuda_lib(\"nvtx\"" in body:
-        pairs.append(("nvtx", "libnvToolsExt.so.*[0-9]"))
-    return pairs
-
-
-def _torch_dep_path(site_packages: list[str], folder: str, pattern: str, cuda_major: str) -> str | None:
-    """torch's ``_get_cuda_dep_paths`` along sys.path (the site-packages folders stand for it)."""
-    for sp in site_packages:
-        dirs = [os.path.join(sp, "nvidia", folder, "lib")]
-        if cuda_major:
-            dirs.append(os.path.join(sp, "nvidia", f"cu{cuda_major}", "lib"))
-        dirs.append(os.path.join(sp, folder, "lib"))
-        for d in dirs:  # glob.glob's answer: the directory's own order, names starting with "." left out
-            names = [n for n in fnmatch.filter(_listdir(d), pattern) if not n.startswith(".")]
-            if names:
-                return os.path.join(d, names[0])
-    return None
-
-
-_LISTED: dict[str, list[str]] = {}
-
-
-def _listdir(folder: str) -> list[str]:
-    if folder not in _LISTED:
-        try:
-            _LISTED[folder] = os.listdir(folder)
-        except OSError:
-            _LISTED[folder] = []
-        if len(_LISTED) > 256:
-            _LISTED.clear()
-    return _LISTED[folder]
-
-
-def _tensorflow(lm, site_packages: list[str], fw: Framework) -> bool:
-    base = _first_dir(site_packages, "tensorflow/python/_pywrap_tensorflow_internal.so")
-    if base is None:
-        return False
-    lm.load(os.path.join(base, "tensorflow/python/_pywrap_tensorflow_internal.so"), None, how="dlopen")
-    caller = next((o for o in lm.objects if os.path.basename(o.real).startswith("libtensorflow_framework.so")), None)
-    major = (fw.cuda or "").split(".")[0]
-    names = []
-    if major:
-        names.append("libcudart.so.11.0" if major == "11" else f"libcudart.so.{major}")
-    if fw.cudnn:
-        names.append(f"libcudnn.so.{fw.cudnn.split('.')[0]}")
-    for name in names:
-        lm.load(name, caller, how="dlopen", when="first use")
-    return True
-
-
-def _jax(lm, site_packages: list[str], fw: Framework) -> bool:
-    exts = []
-    for sp in site_packages:
-        exts += sorted(glob.glob(os.path.join(sp, "jaxlib", "xla_extension*.so")) +
-                       glob.glob(os.path.join(sp, "jaxlib", "_jax*.so")))
-    if not exts:
-        return False
-    lm.load(exts[0], None, how="dlopen")
-    for sp in site_packages:
-        for plugin in sorted(glob.glob(os.path.join(sp, "jax_plugins", "*", "*.so"))):
-            obj = lm.load(plugin, None, how="dlopen")
-            if obj is not None and fw.cudnn:
-                lm.load(f"libcudnn.so.{fw.cudnn.split('.')[0]}", obj, how="dlopen", when="first use")
-    return True
-
-
-_RECIPES = {"torch": _torch, "tensorflow": _tensorflow, "jax": _jax}
-
-
-def _first_dir(site_packages: list[str], rel: str) -> str | None:
-    return next((sp for sp in site_packages if os.path.exists(os.path.join(sp, rel))), None)
-
-
-def _read_text(path: str, limit: int = 1 << 20) -> str:
+def read_text(path: str, limit: int = 1 << 20) -> str:
+    """A text file's first ``limit`` characters, "" when it cannot be read."""
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
             return fh.read(limit)
     except OSError:
         return ""
+
+
+def _soname(path: str | None) -> str | None:
+    from cudamatrix.detect import elf
+
+    dyn = elf.try_read(path) if path else None
+    return dyn.soname if dyn and dyn.soname else (os.path.basename(path) if path else None)
 
 
 # --- the questions the other stages ask (no I/O) ------------------------------------------------------------
@@ -232,7 +191,15 @@ class WrongLoad:
 
     @property
     def known_different(self) -> bool:
-        return bool(self.version and self.expected_version and self.version != self.expected_version)
+        return bool(self.version and self.expected_version and not same_release(self.version, self.expected_version))
+
+
+def same_release(a: str | None, b: str | None) -> bool:
+    """Both versions known and of one library release ("9.19.0" and the wheel's "9.19.0.56" are)."""
+    from cudamatrix.detect.openers import version_tuple
+
+    ta, tb = version_tuple(a), version_tuple(b)
+    return ta is not None and tb is not None and ta[:len(tb)] == tb[:len(ta)]
 
 
 def version_of(env: Environment, path: str | None) -> str | None:
@@ -245,6 +212,40 @@ def version_of(env: Environment, path: str | None) -> str | None:
     return None
 
 
+def fill_versions(env: Environment) -> None:
+    """Give each predicted load (and its framework's own copy) the version detect knows for that file: the copy
+    of the library list, else, for a library a cuDNN shim opens, that folder's cuDNN version. Inference rule:
+    cuDNN's sub-libraries are one release with the shim of their folder, whose version detect read by loading it
+    after that folder's own answering sub-library (:func:`cudamatrix.detect.loader.own_answerer`)."""
+    from cudamatrix.detect import openers
+
+    folders = {os.path.dirname(os.path.realpath(lib.path)) + "|" + lib.soname: lib.version
+               for lib in env.libraries if lib.name == "cudnn" and lib.version}
+
+    def known(path: str | None, soname: str) -> str | None:
+        family = openers.family_of(soname) or ""
+        shim = f"libcudnn.so.{family[len('cudnn'):]}" if family.startswith("cudnn") else ""
+        return version_of(env, path) or (folders.get(os.path.dirname(path) + "|" + shim) if path and shim else None)
+
+    for load in env.library_loads:
+        load.version = load.version or known(load.path, load.soname)
+        if load.expected:
+            load.expected_version = load.expected_version or known(load.expected, load.soname)
+
+
+def load_version(env: Environment, load: LibraryLoad, expected: bool = False) -> str | None:
+    """The version of the file a load maps (``expected``: of the framework's own copy)."""
+    if expected:
+        return load.expected_version or version_of(env, load.expected)
+    return load.version or version_of(env, load.path)
+
+
+def cause_of(rule: str) -> str:
+    """What made a file win, as a fix sees it: "LD_PRELOAD" | "LD_LIBRARY_PATH" | "loaded earlier" | "other"."""
+    return ("LD_PRELOAD" if "LD_PRELOAD" in rule else "LD_LIBRARY_PATH" if rule == "LD_LIBRARY_PATH"
+            else "loaded earlier" if rule.startswith("already loaded") else "other")
+
+
 def wrong_loads(env: Environment, loads: list[LibraryLoad] | None = None) -> list[WrongLoad]:
     """Predicted loads (``env.library_loads``, or ``loads``) that map another file than the framework's own
     choice, except where both files are known to be the same version (one per framework and soname)."""
@@ -252,14 +253,39 @@ def wrong_loads(env: Environment, loads: list[LibraryLoad] | None = None) -> lis
     for load in env.library_loads if loads is None else loads:
         if not load.expected or load.path is None or load.path == load.expected:
             continue
-        have, want = version_of(env, load.path), version_of(env, load.expected)
-        if have and want and have == want:
+        have, want = load_version(env, load), load_version(env, load, expected=True)
+        if same_release(have, want):
             continue
-        rule = load.rule
-        cause = ("LD_PRELOAD" if "LD_PRELOAD" in rule else "LD_LIBRARY_PATH" if rule == "LD_LIBRARY_PATH"
-                 else "loaded earlier" if rule.startswith("already loaded") else "other")
-        out.append(WrongLoad(load, cause, have, want))
+        out.append(WrongLoad(load, cause_of(load.rule), have, want))
     return out
+
+
+def winner_folder(load: LibraryLoad) -> str:
+    """The folder whose entry made ``load``'s file win (the path as the search found it, before symlinks)."""
+    return os.path.dirname(load.found_as or load.path or "")
+
+
+def grouped(wrong: list[WrongLoad]) -> list[list[WrongLoad]]:
+    """Wrong loads by framework, cause and what wins (the folder, or the preloaded file), in first-seen order."""
+    groups: dict[tuple[str, str, str], list[WrongLoad]] = {}
+    for w in wrong:
+        where = w.load.path or "" if w.cause == "LD_PRELOAD" else winner_folder(w.load)
+        groups.setdefault((w.load.framework, w.cause, where), []).append(w)
+    return list(groups.values())
+
+
+def after_change(env: Environment, changes: dict[str, str]) -> list[WrongLoad] | None:
+    """The wrong loads left once ``changes`` (variable -> value, "" unsets) apply to this process's environment,
+    predicted again for ``env``'s interpreter; None when ``env`` was not detected here (a saved or pasted one)."""
+    from cudamatrix.detect.libraries import run_ldconfig
+
+    if env.origin != "live" or not env.python.site_packages:
+        return None
+    environ = {k: v for k, v in os.environ.items() if changes.get(k, v) != ""}
+    environ.update({k: v for k, v in changes.items() if v != ""})
+    entries, _note = run_ldconfig(10.0)
+    loads = predict_loads(env.frameworks, env.python.site_packages, env.python.executable, environ, entries)
+    return wrong_loads(env, loads)
 
 
 def cudnn_mapped(env: Environment, framework: str) -> LibraryLoad | None:
@@ -273,26 +299,36 @@ def library_path_fix(env: Environment) -> dict[str, str]:
     framework's own copy, LD_PRELOAD without the files that replace one ("" = unset). {} when none."""
     changes: dict[str, str] = {}
     wrong = wrong_loads(env)
-    current = env.context.env.get("LD_LIBRARY_PATH")
-    bad_dirs = {os.path.normpath(os.path.dirname(w.load.found_as or w.load.path or "")) for w in wrong
-                if w.cause == "LD_LIBRARY_PATH"}
-    if current and bad_dirs:
-        # ld.so splits on colons and semicolons (ld.so(8)); the kept entries keep the separator that followed
-        # them, so the new value is the old text less the folders that win
-        parts = re.split(r"([:;])", current)
-        entries, seps = parts[0::2], parts[1::2] + [""]
-        kept = [(e, sep) for e, sep in zip(entries, seps, strict=False) if e and os.path.normpath(e) not in bad_dirs]
-        if len(kept) != len([e for e in entries if e]):
-            changes["LD_LIBRARY_PATH"] = "".join(e + (sep or ":") for e, sep in kept[:-1]) + \
-                (kept[-1][0] if kept else "")
-    preload = env.context.env.get("LD_PRELOAD")
-    bad_files = {w.load.path for w in wrong if w.cause == "LD_PRELOAD"}
-    if preload and bad_files:
-        items = [p for p in re.split(r"[:\s]+", preload) if p]
-        kept_files = [p for p in items if os.path.realpath(p) not in bad_files and p not in bad_files]
-        if len(kept_files) != len(items):
-            changes["LD_PRELOAD"] = " ".join(kept_files)
+    bad_dirs = {os.path.normpath(winner_folder(w.load)) for w in wrong if w.cause == "LD_LIBRARY_PATH"}
+    value = _without_folders(env.context.env.get("LD_LIBRARY_PATH"), bad_dirs)
+    if value is not None:
+        changes["LD_LIBRARY_PATH"] = value
+    value = _without_files(env.context.env.get("LD_PRELOAD"), {w.load.path for w in wrong if w.cause == "LD_PRELOAD"})
+    if value is not None:
+        changes["LD_PRELOAD"] = value
     return changes
+
+
+def _without_folders(current: str | None, bad_dirs: set[str]) -> str | None:
+    """LD_LIBRARY_PATH less ``bad_dirs``, or None when none of them is in it. ld.so splits on colons and
+    semicolons (ld.so(8)); the kept entries keep the separator that followed them."""
+    if not current or not bad_dirs:
+        return None
+    parts = re.split(r"([:;])", current)
+    entries, seps = parts[0::2], parts[1::2] + [""]
+    kept = [(e, sep) for e, sep in zip(entries, seps, strict=False) if e and os.path.normpath(e) not in bad_dirs]
+    if len(kept) == len([e for e in entries if e]):
+        return None
+    return "".join(e + (sep or ":") for e, sep in kept[:-1]) + (kept[-1][0] if kept else "")
+
+
+def _without_files(preload: str | None, bad_files: set[str | None]) -> str | None:
+    """LD_PRELOAD less the entries that are ``bad_files`` (as written or resolved), or None when none is."""
+    if not preload or not bad_files:
+        return None
+    items = [p for p in re.split(r"[:\s]+", preload) if p]
+    kept = [p for p in items if os.path.realpath(p) not in bad_files and p not in bad_files]
+    return " ".join(kept) if len(kept) != len(items) else None
 
 
 def in_process_loads(env: Environment, maps_text: str | None = None) -> list[LibraryLoad]:

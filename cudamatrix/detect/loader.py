@@ -18,6 +18,7 @@ from typing import Any
 from cudamatrix import proc
 from cudamatrix.detect import elf as _elf
 from cudamatrix.detect.libraries import safe_environ
+from cudamatrix.safe.files import parse_json
 from cudamatrix.schema import field, record
 
 _SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_loader.py")
@@ -64,6 +65,24 @@ def findable(soname: str, environ: dict[str, str]) -> bool:
         return os.name != "posix"  # no cache to read: let the child try
 
 
+def own_answerer(path: str) -> list[str]:
+    """The file of the same copy that answers ``path``'s version call (cuDNN 9's libcudnn_graph.so.9 next to
+    libcudnn.so.9), when the shim forwards the call to a library it opens by name; [] for the others."""
+    from cudamatrix.detect import openers
+
+    if not os.path.basename(path).startswith("libcudnn"):
+        return []  # only the cuDNN shims forward cudnnGetVersion: nothing else reads the data here
+    dyn = _elf.try_read(path)
+    answers = openers.answers_version(dyn.soname) if dyn is not None and dyn.soname else None
+    if not answers:
+        return []
+    for folder in dict.fromkeys((os.path.dirname(path), os.path.dirname(os.path.realpath(path)))):
+        sibling = os.path.join(folder, answers)
+        if os.path.exists(sibling):
+            return [sibling]
+    return []
+
+
 def run_loader(libs: list[tuple[str, str]], nvml: bool, libcuda: bool, timeout: float,
                python: str | None = None) -> LoaderAnswers:
     """Answer NVML (when ``nvml``), libcuda (when ``libcuda``) and each ``(path, name)`` in ``libs``."""
@@ -71,7 +90,7 @@ def run_loader(libs: list[tuple[str, str]], nvml: bool, libcuda: bool, timeout: 
     if not (libs or nvml or libcuda):
         return answers
     config: dict[str, Any] = {"nvml": nvml, "libcuda": libcuda, "pynvml_dir": pynvml_dir() if nvml else None,
-              "libs": [{"path": p, "name": n} for p, n in libs], "skip": []}
+              "libs": [{"path": p, "name": n, "first": own_answerer(p)} for p, n in libs], "skip": []}
     exe = python or sys.executable
     for _attempt in range(3):
         result = proc.run([exe, "-I", "-S", _SCRIPT, json.dumps(config)], timeout=timeout,
@@ -80,8 +99,10 @@ def run_loader(libs: list[tuple[str, str]], nvml: bool, libcuda: bool, timeout: 
         finished = False
         for line in result.stdout.splitlines():
             try:
-                obj = json.loads(line)
+                obj = parse_json(line)  # the other interpreter's words: any shape, any depth
             except ValueError:
+                continue
+            if not isinstance(obj, dict):
                 continue
             if "start" in obj:
                 started = obj["start"]
@@ -147,6 +168,7 @@ class Resolution:
     error: str | None = None  # why the load fails (not found, not an ELF object)
     found_as: str | None = None  # the path the search found (its folder is the one that won)
     when: str = "import"
+    soname: str | None = None  # the SONAME a load under several names answers for (libcudnn_graph.so.9)
 
 
 @record
@@ -202,10 +224,15 @@ def system_search(environ: dict[str, str], ld_entries: list, executable: str | N
 class LinkMap:
     """A simulated ld.so namespace. Load objects the way a process does; every answer is recorded."""
 
-    def __init__(self, search: Search, mapped: Sequence[str] = ()) -> None:
+    def __init__(self, search: Search, mapped: Sequence[str] = (), fits: dict[str, bool] | None = None) -> None:
+        """``fits``: answers of :meth:`_fits` to share between link maps of one machine state (files do not
+        change while a prediction runs)."""
         self.search = search
         self.objects: list[Obj] = []
         self._by_name: dict[str, Obj] = {}  # name -> the first object answering to it (glibc walks in load order)
+        self._by_ident: dict[tuple[int, int], Obj] = {}  # (st_dev, st_ino) -> the object mapped from that file
+        self._fits_cache: dict[str, bool] = {} if fits is None else fits
+        self._expanded: dict[tuple[int, str], list[str]] = {}  # (id(object), DT_RPATH/DT_RUNPATH value) -> folders
         self.resolutions: list[Resolution] = []
         self.exe: Obj | None = None
         if search.executable:
@@ -234,6 +261,9 @@ class LinkMap:
                 for n in gone.names:
                     if self._by_name.get(n) is gone:
                         del self._by_name[n]
+            for gone in self.objects[n_obj:]:
+                if gone.ident is not None and self._by_ident.get(gone.ident) is gone:
+                    del self._by_ident[gone.ident]
             del self.objects[n_obj:]
             del self.resolutions[n_res:]
             self.resolutions.append(failed)
@@ -241,6 +271,30 @@ class LinkMap:
         for r in self.resolutions[n_res:]:
             r.when = when
         return obj
+
+    def load_first(self, names: Sequence[str], caller: Obj | None, soname: str, how: str = "dlopen",
+                   when: str = "first use") -> Obj | None:
+        """dlopen of each name in turn until one loads, as cuDNN's shims do (``libcudnn_graph.so.9.19.0``, then
+        ``.so.9.19``, ``.so.9``, ``.so``). The kept resolution answers for ``soname``; when none loads, the
+        last failure is kept."""
+        failure = None
+        for name in names:
+            n_res = len(self.resolutions)
+            obj = self.load(name, caller, how=how, when=when)
+            if obj is not None:
+                self.resolutions[n_res].soname = soname
+                return obj
+            failure = self.resolutions.pop(n_res)
+        if failure is not None:
+            failure.soname = soname
+            self.resolutions.append(failure)
+        return None
+
+    def search_folders(self, obj: Obj) -> list[str]:
+        """The folders of ``obj``'s own DT_RUNPATH, else DT_RPATH, expanded ($ORIGIN ...)."""
+        value = obj.dyn.runpath if obj.dyn is not None and obj.dyn.runpath is not None else \
+            (obj.dyn.rpath if obj.dyn is not None else None)
+        return self._expand(value, obj) if value else []
 
     def find(self, real: str) -> Obj | None:
         return next((o for o in self.objects if o.real == real), None)
@@ -260,6 +314,8 @@ class LinkMap:
         if mapped:
             obj.how = "mapped"
         self.objects.append(obj)
+        if ident is not None and (self.exe is not None or not self.search.executable):  # not the program itself
+            self._by_ident.setdefault(ident, obj)
         if self.exe is not None or not self.search.executable:  # the program answers to no name here
             for n in obj.names:
                 self._by_name.setdefault(n, obj)
@@ -303,7 +359,7 @@ class LinkMap:
             ident = (st.st_dev, st.st_ino)
         except OSError:
             ident = None
-        same = next((o for o in self.objects if o.ident is not None and o.ident == ident and o is not self.exe), None)
+        same = self._by_ident.get(ident) if ident is not None else None
         if same is not None:  # the same file under another name: reused, and it answers to this name too
             same.names.add(name)
             self._by_name.setdefault(name, same)
@@ -350,7 +406,15 @@ class LinkMap:
         return None, "not found", None
 
     def _expand(self, value: str, obj: Obj) -> list[str]:
-        """Split a DT_RPATH/DT_RUNPATH value and expand $ORIGIN, $LIB, $PLATFORM (braced or not)."""
+        """Split a DT_RPATH/DT_RUNPATH value and expand $ORIGIN, $LIB, $PLATFORM (braced or not); once per object
+        and value (an opener searches its path for every name it tries)."""
+        key = (id(obj), value)
+        hit = self._expanded.get(key)
+        if hit is None:
+            hit = self._expanded[key] = self._expand_now(value, obj)
+        return hit
+
+    def _expand_now(self, value: str, obj: Obj) -> list[str]:
         if obj is self.exe:
             origin = os.path.dirname(obj.real)  # the program's origin comes from /proc/self/exe (resolved)
         else:
@@ -373,6 +437,12 @@ class LinkMap:
 
     def _fits(self, path: str) -> bool:
         """An existing regular file that is an ELF object of this machine (ld.so skips others)."""
+        hit = self._fits_cache.get(path)
+        if hit is None:
+            hit = self._fits_cache[path] = self._check(path)
+        return hit
+
+    def _check(self, path: str) -> bool:
         try:
             if not _stat.S_ISREG(os.stat(path).st_mode):
                 return False

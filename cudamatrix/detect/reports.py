@@ -3,15 +3,16 @@
 A paste is normalised (:class:`~cudamatrix.detect.text.Paste`: quote markers, fences, prompts, CRLF, HTML
 escapes), then every reader in :data:`READERS` looks for its tool's output anywhere in it, so several tools'
 outputs may follow each other in one file: nvidia-smi (table of every driver era, ``-q``, ``--query-gpu`` CSV,
-``--version``, ``-L``, error messages), ``python -m torch.utils.collect_env`` (every torch release, vLLM's and
-SGLang's variants), ``jax.print_environment_info()``, ``tf.sysconfig.get_build_info()``, what users print from
-Python, ``ldconfig -p``, ``nvcc --version``, ``pip freeze`` / ``pip list`` / ``conda list``,
-/proc/driver/nvidia/version, deviceQuery and NVRM kernel messages. The notes say which tool each block of
+``--version``, ``-L``, ``-h``, error messages), ``python -m torch.utils.collect_env`` (every torch release, vLLM's
+and SGLang's variants), ``jax.print_environment_info()``, ``tf.sysconfig.get_build_info()``, issue templates, what
+users print from Python, ``ldconfig -p``, ``nvcc --version``, ``pip freeze`` / ``pip list`` / ``conda list``,
+/proc/driver/nvidia/version, deviceQuery, cudnn.h, NVRM kernel messages, and the warnings and errors torch,
+TensorFlow, XLA, JAX, the CUDA runtime and the loader print (:mod:`.pastes.messages`). The notes say which tool each block of
 lines was read as and which lines were skipped. Nothing here raises on odd text.
 """
 from __future__ import annotations
 
-from cudamatrix.detect.pastes import fields, nvsmi, packages, prints, tools
+from cudamatrix.detect.pastes import fields, messages, nvsmi, packages, prints, tools
 from cudamatrix.detect.python_env import other_variant, torch_variant
 from cudamatrix.detect.text import Paste, ranges, span_ranges
 from cudamatrix.errors import UsageError
@@ -19,7 +20,8 @@ from cudamatrix.models import Environment, Note
 from cudamatrix.names import FRAMEWORK_DISTS
 
 KNOWN = ("nvidia-smi, collect_env, jax.print_environment_info(), tf.sysconfig.get_build_info(), ldconfig -p, "
-         "nvcc --version, pip freeze / pip list / conda list")
+         "nvcc --version, pip freeze / pip list / conda list, or the warnings and errors of torch, TensorFlow, JAX "
+         "and the CUDA runtime")
 
 
 READERS = [
@@ -29,7 +31,8 @@ READERS = [
     ("fields", lambda p, e, s: fields.read(p, e)),
     ("nvcc", lambda p, e, s: tools.read_nvcc(p, e)),
     ("ldconfig", lambda p, e, s: tools.read_ldconfig(p, e)),
-    ("torch warning", lambda p, e, s: tools.read_driver_warning(p, e)),
+    ("cudnn.h", lambda p, e, s: tools.read_cudnn_header(p, e)),
+    ("framework messages", lambda p, e, s: messages.read(p, e)),
     ("/proc/driver/nvidia/version", lambda p, e, s: tools.read_proc_version(p, e)),
     ("deviceQuery", lambda p, e, s: tools.read_device_query(p, e)),
     ("dmesg", lambda p, e, s: tools.read_dmesg(p, e)),
@@ -63,37 +66,23 @@ def read_paste(name: str, raw: str, env: Environment, state: dict | None = None)
 def from_reports(items: list[tuple[str, str]], *, strict: bool = False) -> Environment:
     """Build an Environment (origin "report") from ``(name, text)`` pairs of pasted tool output.
 
-    ``strict``: a paste with no known tool output in it is an input error (UsageError, exit 2), not a note."""
+    A paste with no known tool output in it is a note; ``strict``: when none of them holds any, that is an input
+    error (UsageError, exit 2)."""
     env = Environment(origin="report")
     state: dict = {}
-    for name, raw in items:
-        kinds = read_paste(name, raw, env, state)
-        if strict and not kinds:
-            raise UsageError(f"no known tool output in {name}",
-                             hint=f"paste the output of one of: {KNOWN}")
+    recognised = [bool(read_paste(name, raw, env, state)) for name, raw in items]
+    if strict and not any(recognised):
+        raise UsageError(f"no known tool output in {', '.join(name for name, _ in items) or 'the input'}",
+                         hint=f"paste the output of one of: {KNOWN}")
     _settle(env, state)
     return env
 
 
 def _settle(env: Environment, state: dict) -> None:
     """Frameworks from the package lists; one torch build; TensorFlow's build info tied to its version."""
-    for fw_name in (d for d in FRAMEWORK_DISTS if d != "torch"):  # torch is read below, with its pins
-        if fw_name in env.packages and not any(f.name == fw_name for f in env.frameworks):
-            fw = other_variant(fw_name, env.packages[fw_name], [], env.packages)
-            fw.source = "report"
-            env.frameworks.append(fw)
-    torch_name = "torch" if "torch" in env.packages else ("pytorch" if "pytorch" in env.packages else None)
-    if torch_name and not any(f.name == "torch" for f in env.frameworks):
-        pins = [f"{n}=={v}" for n, v in env.packages.items() if n.startswith("nvidia-")]
-        fw = torch_variant(env.packages[torch_name], pins, None)
-        fw.source = "report:pip"
-        env.frameworks.append(fw)
-    torch = next((f for f in env.frameworks if f.name == "torch"), None)
-    if torch is not None and torch.cudnn is None:
-        cudnn = env.packages.get("nvidia-cudnn-cu12") or env.packages.get("nvidia-cudnn-cu11") or \
-            env.packages.get("nvidia-cudnn-cu13")
-        if cudnn and torch.variant != "cpu":
-            torch.cudnn = ".".join(cudnn.split(".")[:3])
+    _frameworks_from_packages(env)
+    messages.settle(env)
+    _torch_cudnn_from_wheel(env)
     build = state.get("tf_build")
     if build and not prints.apply_tf_build(env, build):
         env.notes.append(Note("report", f"TensorFlow build info (CUDA {build.get('cuda_version')}, cuDNN "
@@ -111,3 +100,30 @@ def _settle(env: Environment, state: dict) -> None:
         dist = env.packages.get(fw.name)
         if dist and dist != fw.version and dist.split("+")[0] == fw.version.split("+")[0]:
             fw.version = dist
+
+
+def _frameworks_from_packages(env: Environment) -> None:
+    """A framework for each framework distribution the package lists name that no reader built already; torch's
+    build from its version and its nvidia-* pins."""
+    for fw_name in (d for d in FRAMEWORK_DISTS if d != "torch"):  # torch is read below, with its pins
+        if fw_name in env.packages and not any(f.name == fw_name for f in env.frameworks):
+            fw = other_variant(fw_name, env.packages[fw_name], [], env.packages)
+            fw.source = "report"
+            env.frameworks.append(fw)
+    torch_name = "torch" if "torch" in env.packages else ("pytorch" if "pytorch" in env.packages else None)
+    if torch_name and not any(f.name == "torch" for f in env.frameworks):
+        pins = [f"{n}=={v}" for n, v in env.packages.items() if n.startswith("nvidia-")]
+        fw = torch_variant(env.packages[torch_name], pins, None)
+        fw.source = "report:pip"
+        env.frameworks.append(fw)
+
+
+def _torch_cudnn_from_wheel(env: Environment) -> None:
+    """A CUDA build of torch without a stated cuDNN uses the nvidia-cudnn wheel the paste lists."""
+    torch = next((f for f in env.frameworks if f.name == "torch"), None)
+    if torch is None or torch.cudnn is not None or torch.variant == "cpu":
+        return
+    cudnn = env.packages.get("nvidia-cudnn-cu12") or env.packages.get("nvidia-cudnn-cu11") or \
+        env.packages.get("nvidia-cudnn-cu13")
+    if cudnn:
+        torch.cudnn = ".".join(cudnn.split(".")[:3])

@@ -17,7 +17,7 @@ from cudamatrix.detect.smi_base import version as _version
 from cudamatrix.detect.smi_formats import gpu_line, parse_list, parse_q, parse_version, parse_xml
 from cudamatrix.models import DriverStatus, GpuInfo, GpuProcess
 
-__all__ = ["QUERY_FIELDS", "SmiReading", "gpu_line", "parse_error", "parse_list", "parse_q", "parse_query",
+__all__ = ["QUERY_FIELDS", "QUERY_CMD", "SmiReading", "gpu_line", "parse_error", "parse_list", "parse_q", "parse_query",
            "parse_table", "parse_version", "parse_xml", "probe"]
 
 QUERY_FIELDS = ["index", "name", "driver_version", "memory.total", "memory.used", "compute_cap",
@@ -98,131 +98,175 @@ def parse_table(text: str | list[str], used: set[int] | None = None, only: list[
 
     ``text`` is a paste or its normalised lines; the indices of the lines read are added to ``used``. ``only``:
     the indices of the lines that can belong to a table (the others end one), when the caller knows them."""
-    out = SmiReading()
     lines = _lines(text)
-    used = used if used is not None else set()
-    gpu: GpuInfo | None = None
-    row_of_gpu = 0
-    section = "gpus"
-    in_table = False
-    prev, skip = -2, -1
-    for i in (range(len(lines)) if only is None else only):
-        if i == skip:
-            continue
-        if i != prev + 1:
-            in_table, row_of_gpu = False, 0
-        prev = i
-        line = lines[i].strip()
-        if line.startswith("|") and not line.endswith("|") and i + 1 < len(lines):
-            nxt = lines[i + 1].strip()  # a row broken by a narrow terminal: "| 0 Tesla ... |  0000..." + "...  0 |"
-            if nxt and nxt.endswith("|") and not nxt.startswith(("|", "+")):
-                line, skip = line + " " + nxt, i + 1
-                used.add(i + 1)
-        prose = not line.startswith(("|", "+"))
-        if prose and not ("NVIDIA-SMI" in line and "Driver Version" in line):  # the header quoted in a sentence
-            in_table = False
-            continue
-        if "NVIDIA-SMI" in line and (header := _HEADER.search(line)):
-            out.found = in_table = True
-            used.add(i)
-            d = _DRIVER.search(line)
-            if d:
-                out.driver.version = _version(d.group("v"))
-                if "KMD Version" in line:
-                    out.driver.kernel_module_version = out.driver.version
-                smi_version = header.group("smi")
-                if _version(smi_version) and smi_version != out.driver.version:
-                    out.driver.library_version = smi_version  # user-space tools vs driver (WSL shows both)
-            c = _CUDA.search(line)
-            if c:
-                out.driver.cuda_version = _version(c.group("v"))
-                if "ERR!" in c.group("v"):
-                    out.driver.status = "error"
-                    out.driver.error = "nvidia-smi shows CUDA Version: ERR!"
-                    out.notes.append("the driver could not report its CUDA version (CUDA Version: ERR!)")
-            out.driver.source = "nvidia-smi"
-            in_table = not prose
-            continue
-        if line.startswith("+") and not line.strip("+-=|: "):
-            if in_table or (i + 1 < len(lines) and lines[i + 1].strip().startswith("|")):
-                used.add(i)
-            row_of_gpu = 0
-            continue
-        if "Processes:" in line:
-            section, gpu, in_table = "processes", None, True
-            used.add(i)
-            continue
-        if "MIG devices:" in line:
-            section, gpu, in_table = "mig", None, True
-            used.add(i)
-            continue
-        if section == "processes":
-            p = _process_row(line)
-            if p:
-                used.add(i)
-                target = next((g for g in out.gpus if g.index == p[0]), None)
-                if target is not None:
-                    target.processes.append(p[1])
-            elif in_table:
-                used.add(i)
-            continue
-        if section == "mig":
-            words = _cells(line)[0].split()
-            if len(words) == 4 and all(w.isdigit() for w in words):
-                out.found = True
-                index = int(words[0])
-                target = next((g for g in out.gpus if g.index == index), None)
-                if target is None:
-                    target = GpuInfo(index=index, source="nvidia-smi")
-                    out.gpus.append(target)
-                target.mig_mode = "Enabled"
-            if in_table or words:
-                used.add(i)
-            continue
-        row = _gpu_row(line)
-        if row:
-            out.found = in_table = True
-            used.add(i)
-            gpu = row
-            if "ERR!" in line:
-                out.driver.status = "error"
-                out.driver.error = out.driver.error or f"GPU {gpu.index} shows ERR!"
-            out.gpus.append(gpu)
-            row_of_gpu = 1
-            continue
-        if in_table:
-            used.add(i)
-        if gpu is not None and row_of_gpu:
-            row_of_gpu += 1
-            cells = _cells(line)
-            if row_of_gpu == 2:
-                for cell in cells:
-                    mem = _MEM.fullmatch("".join(cell.split())[:40]) if "MiB" in cell else None
-                    if mem:
-                        gpu.memory_used_mib = _num(mem.group("used"))
-                        gpu.memory_total_mib = _num(mem.group("total"))
-                        if "ERR!" in line:
-                            out.driver.status = "error"
-                            out.driver.error = out.driver.error or f"GPU {gpu.index} shows ERR!"
-                        break
-            elif row_of_gpu == 3:
-                last = cells[-1].strip() if cells else ""
-                if last in ("Enabled", "Disabled"):
-                    gpu.mig_mode = last
+    indices = range(len(lines)) if only is None else only
+    table = _Table(lines, used if used is not None else set())
+    for i in indices:
+        table.feed(i)
+    out = table.out
     if out.found:
-        if out.driver.version is None:
-            out.notes.append("nvidia-smi table without a readable driver version (truncated paste?)")
-        if out.driver.status == "unknown":
-            complete = any("Processes:" in lines[i] for i in (range(len(lines)) if only is None else only))
-            out.driver.status = "ok" if out.gpus else ("no_device" if out.driver.version and complete else "unknown")
-    err = parse_error(text if isinstance(text, str) else "\n".join(lines))
+        _finish_table(out, any("Processes:" in lines[i] for i in indices))
+    _table_error(out, parse_error(text if isinstance(text, str) else "\n".join(lines)))
+    return out
+
+
+def _finish_table(out: SmiReading, complete: bool) -> None:
+    """A found table's notes and status: ok with GPUs; no device when a complete table lists none."""
+    if out.driver.version is None:
+        out.notes.append("nvidia-smi table without a readable driver version (truncated paste?)")
+    if out.driver.status == "unknown":
+        out.driver.status = "ok" if out.gpus else ("no_device" if out.driver.version and complete else "unknown")
+
+
+def _table_error(out: SmiReading, err: tuple[DriverStatus, str] | None) -> None:
+    """An error message with (or instead of) the table: it sets the status when no GPU row says otherwise."""
     if err and out.driver.status in ("unknown", "ok") and not out.gpus:
         out.found = True
         out.driver.status, out.driver.error = err
         out.driver.source = out.driver.source or "nvidia-smi"
     elif err and err[0] == "error":
         out.driver.status, out.driver.error = err
-    return out
+
+
+class _Table:
+    """One pass over the lines of a table: the section it is in (GPUs, processes, MIG devices), the GPU whose
+    rows follow, and whether the current line is inside a table at all."""
+
+    def __init__(self, lines: list[str], used: set[int]) -> None:
+        self.lines, self.used, self.out = lines, used, SmiReading()
+        self.gpu: GpuInfo | None = None
+        self.row_of_gpu = 0
+        self.section = "gpus"
+        self.in_table = False
+        self.prev, self.skip = -2, -1
+
+    def feed(self, i: int) -> None:
+        """Read line ``i`` (lines come in order; a gap between two ends the table)."""
+        if i == self.skip:
+            return
+        if i != self.prev + 1:
+            self.in_table, self.row_of_gpu = False, 0
+        self.prev = i
+        line = self._joined(i)
+        prose = not line.startswith(("|", "+"))
+        if prose and not ("NVIDIA-SMI" in line and "Driver Version" in line):  # the header quoted in a sentence
+            self.in_table = False
+        elif "NVIDIA-SMI" in line and (header := _HEADER.search(line)):
+            self._header(i, line, header, prose)
+        elif line.startswith("+") and not line.strip("+-=|: "):
+            self._rule(i)
+        elif "Processes:" in line or "MIG devices:" in line:
+            self.section, self.gpu, self.in_table = ("processes" if "Processes:" in line else "mig"), None, True
+            self.used.add(i)
+        elif self.section == "processes":
+            self._process(i, line)
+        elif self.section == "mig":
+            self._mig(i, line)
+        else:
+            self._gpu_rows(i, line)
+
+    def _joined(self, i: int) -> str:
+        """Line ``i``, joined with the next when a narrow terminal broke a row: "| 0 Tesla ... |  0000..." +
+        "...  0 |"."""
+        lines = self.lines
+        line = lines[i].strip()
+        if line.startswith("|") and not line.endswith("|") and i + 1 < len(lines):
+            nxt = lines[i + 1].strip()
+            if nxt and nxt.endswith("|") and not nxt.startswith(("|", "+")):
+                line, self.skip = line + " " + nxt, i + 1
+                self.used.add(i + 1)
+        return line
+
+    def _header(self, i: int, line: str, header: re.Match, prose: bool) -> None:
+        """``| NVIDIA-SMI 550.54.15   Driver Version: 550.54.15   CUDA Version: 12.4 |`` (or KMD / CUDA UMD)."""
+        out = self.out
+        out.found = self.in_table = True
+        self.used.add(i)
+        d = _DRIVER.search(line)
+        if d:
+            out.driver.version = _version(d.group("v"))
+            if "KMD Version" in line:
+                out.driver.kernel_module_version = out.driver.version
+            smi_version = header.group("smi")
+            if _version(smi_version) and smi_version != out.driver.version:
+                out.driver.library_version = smi_version  # user-space tools vs driver (WSL shows both)
+        c = _CUDA.search(line)
+        if c:
+            out.driver.cuda_version = _version(c.group("v"))
+            if "ERR!" in c.group("v"):
+                out.driver.status = "error"
+                out.driver.error = "nvidia-smi shows CUDA Version: ERR!"
+                out.notes.append("the driver could not report its CUDA version (CUDA Version: ERR!)")
+        out.driver.source = "nvidia-smi"
+        self.in_table = not prose
+
+    def _rule(self, i: int) -> None:
+        """A ``+----+`` or ``|====|`` rule: part of the table when inside one or when a row follows."""
+        if self.in_table or (i + 1 < len(self.lines) and self.lines[i + 1].strip().startswith("|")):
+            self.used.add(i)
+        self.row_of_gpu = 0
+
+    def _process(self, i: int, line: str) -> None:
+        p = _process_row(line)
+        if p:
+            self.used.add(i)
+            target = next((g for g in self.out.gpus if g.index == p[0]), None)
+            if target is not None:
+                target.processes.append(p[1])
+        elif self.in_table:
+            self.used.add(i)
+
+    def _mig(self, i: int, line: str) -> None:
+        """A row of the "MIG devices:" table: its first number is the GPU, which is in MIG mode."""
+        words = _cells(line)[0].split()
+        if len(words) == 4 and all(w.isdigit() for w in words):
+            self.out.found = True
+            index = int(words[0])
+            target = next((g for g in self.out.gpus if g.index == index), None)
+            if target is None:
+                target = GpuInfo(index=index, source="nvidia-smi")
+                self.out.gpus.append(target)
+            target.mig_mode = "Enabled"
+        if self.in_table or words:
+            self.used.add(i)
+
+    def _gpu_rows(self, i: int, line: str) -> None:
+        """A GPU's first row (index, name, bus id) or one of the rows below it (memory, MIG mode)."""
+        row = _gpu_row(line)
+        if row:
+            self.out.found = self.in_table = True
+            self.used.add(i)
+            self.gpu, self.row_of_gpu = row, 1
+            if "ERR!" in line:
+                self._err(row)
+            self.out.gpus.append(row)
+            return
+        if self.in_table:
+            self.used.add(i)
+        if self.gpu is not None and self.row_of_gpu:
+            self.row_of_gpu += 1
+            if self.row_of_gpu == 2:
+                self._memory(self.gpu, line)
+            elif self.row_of_gpu == 3:
+                cells = _cells(line)
+                last = cells[-1].strip() if cells else ""
+                if last in ("Enabled", "Disabled"):
+                    self.gpu.mig_mode = last
+
+    def _memory(self, gpu: GpuInfo, line: str) -> None:
+        """The second row's "used / total" memory cell."""
+        for cell in _cells(line):
+            mem = _MEM.fullmatch("".join(cell.split())[:40]) if "MiB" in cell else None
+            if mem:
+                gpu.memory_used_mib = _num(mem.group("used"))
+                gpu.memory_total_mib = _num(mem.group("total"))
+                if "ERR!" in line:
+                    self._err(gpu)
+                return
+
+    def _err(self, gpu: GpuInfo) -> None:
+        self.out.driver.status = "error"
+        self.out.driver.error = self.out.driver.error or f"GPU {gpu.index} shows ERR!"
 
 
 # --- --query-gpu ... --format=csv ----------------------------------------------------------------
@@ -233,15 +277,16 @@ _KNOWN_FIELDS = set(QUERY_FIELDS) | {"utilization.gpu", "temperature.gpu", "comp
                                      "power.draw", "gpu_bus_id", "count", "driver_model.current", "pstate",
                                      "clocks.sm", "fan.speed", "serial", "vbios_version", "persistence_mode",
                                      "utilization.memory", "power.limit", "clocks.max.sm", "clocks.mem"}
-_QUERY_CMD = re.compile(r"--query-gpu[= ](?P<fields>[\w.,]+)")
+QUERY_CMD = re.compile(r"--query-gpu[= ](?P<fields>[\w.,]+)")
 _FIELD = re.compile(r"[a-z_]{1,40}(?:\.[a-z_]{1,40}){0,4}")
 
 
 def _strip_prompt(line: str) -> str:
+    """A line without a leading "#" prompt and without the backticks of inline code around it."""
     line = line.strip()
     if line.startswith("#"):
         line = line[1:]
-    return line.strip()
+    return line.strip().strip("`").strip()
 
 
 def _field_name(cell: str) -> str:
@@ -270,58 +315,92 @@ def parse_query(text: str | list[str], fields: list[str] | None = None, used: se
     lines = _lines(text)
     for i in (range(len(lines)) if only is None else only):
         line = _strip_prompt(lines[i])
-        if not line:
-            continue
-        cmd = _QUERY_CMD.search(line) if "--query-gpu" in line else None
+        cmd = QUERY_CMD.search(line) if "--query-gpu" in line else None
         if cmd:
-            current = [f for f in cmd.group("fields").split(",") if f]
-            row = 0
+            current, row = [_FIELD_ALIASES.get(f, f) for f in cmd.group("fields").split(",") if f], 0
             continue
-        if line.startswith("$") or "nvidia-smi" in line or "," not in line and (current is None or len(current) > 1):
+        cells = _query_cells(line, current)
+        if cells is None:
             continue
-        cells = [c.strip() for c in line.split(",")]
         if len(cells) <= 64 and _is_header(cells):
-            current = [_FIELD_ALIASES.get(n, n) for n in (_field_name(c) for c in cells)]
-            row = 0
+            current, row = [_FIELD_ALIASES.get(n, n) for n in (_field_name(c) for c in cells)], 0
             used.add(i)
-            continue
-        if current is None or len(cells) != len(current):
-            continue
-        out.found = True
-        used.add(i)
-        values = dict(zip(current, cells, strict=False))
-        index = _num(values.get("index")) if values.get("index", "").strip().isdigit() else row
-        gpu = next((g for g in out.gpus if g.index == index), None)
-        if gpu is None:
-            gpu = GpuInfo(index=index, source="nvidia-smi --query-gpu")
-            out.gpus.append(gpu)
-        row += 1
-        for key, value in values.items():
-            if value in ("[N/A]", "N/A", "[Not Supported]", ""):
+        elif current is not None and len(cells) == len(current):
+            values = dict(zip(current, cells, strict=False))
+            if not _plausible(values):
+                current = None  # the block ended: this line is something else (a shell line, prose)
                 continue
-            if value.startswith("ERR!") or value == "[Unknown Error]":
-                out.driver.status, out.driver.error = "error", f"{key}: {value}"
-                continue
-            if key == "name":
-                gpu.name = value
-            elif key == "driver_version":
-                out.driver.version = _version(value) or out.driver.version
-                out.driver.source = "nvidia-smi --query-gpu"
-            elif key == "memory.total":
-                gpu.memory_total_mib = _num(value)
-            elif key == "memory.used":
-                gpu.memory_used_mib = _num(value)
-            elif key == "compute_cap" and _version(value):
-                gpu.compute_capability = value
-            elif key == "uuid":
-                gpu.uuid = value
-            elif key in ("pci.bus_id", "gpu_bus_id"):
-                gpu.pci_bus_id = value
-            elif key == "mig.mode.current" and value in ("Enabled", "Disabled"):
-                gpu.mig_mode = value
+            out.found = True
+            used.add(i)
+            _query_row(out, values, row)
+            row += 1
     if out.found and out.driver.status == "unknown":
         out.driver.status = "ok"
     return out
+
+
+_NOT_A_NAME = ("\"", ";", "=", "import ", "print(")
+
+
+def _plausible(values: dict[str, str]) -> bool:
+    """Every value of a row has the form of its field (an index is a number, a version a version, a GPU name no
+    code): a line that merely has as many commas is no row."""
+    for key, value in values.items():
+        if value in ("[N/A]", "N/A", "[Not Supported]", "") or value.startswith("ERR!") or value == "[Unknown Error]":
+            continue
+        if key == "index" and not value.isdigit() or \
+                key in ("driver_version", "compute_cap") and not _version(value) or \
+                key.startswith("memory.") and not value[:1].isdigit() or \
+                key == "name" and any(w in value for w in _NOT_A_NAME):
+            return False
+    return True
+
+
+def _query_cells(line: str, current: list[str] | None) -> list[str] | None:
+    """The comma-separated cells of a line that can be a header or a row; None for a blank line, a prompt, an
+    nvidia-smi command, or a line without commas where the query has several columns."""
+    if not line or line.startswith("$") or "nvidia-smi" in line:
+        return None
+    if "," not in line and (current is None or len(current) > 1):
+        return None
+    return [c.strip() for c in line.split(",")]
+
+
+def _query_row(out: SmiReading, values: dict[str, str], row: int) -> None:
+    """One CSV row: the GPU it is about (its index column, else its place) gains every value given."""
+    index = _num(values.get("index")) if values.get("index", "").strip().isdigit() else row
+    gpu = next((g for g in out.gpus if g.index == index), None)
+    if gpu is None:
+        gpu = GpuInfo(index=index, source="nvidia-smi --query-gpu")
+        out.gpus.append(gpu)
+    for key, value in values.items():
+        if value in ("[N/A]", "N/A", "[Not Supported]", ""):
+            continue
+        if value.startswith("ERR!") or value == "[Unknown Error]":
+            out.driver.status, out.driver.error = "error", f"{key}: {value}"
+        elif key == "driver_version":
+            out.driver.version = _version(value) or out.driver.version
+            out.driver.source = "nvidia-smi --query-gpu"
+        else:
+            _query_value(gpu, key, value)
+
+
+def _query_value(gpu: GpuInfo, key: str, value: str) -> None:
+    """A GPU's own field of a query row."""
+    if key == "name":
+        gpu.name = value
+    elif key == "memory.total":
+        gpu.memory_total_mib = _num(value)
+    elif key == "memory.used":
+        gpu.memory_used_mib = _num(value)
+    elif key == "compute_cap" and _version(value):
+        gpu.compute_capability = value
+    elif key == "uuid":
+        gpu.uuid = value
+    elif key in ("pci.bus_id", "gpu_bus_id"):
+        gpu.pci_bus_id = value
+    elif key == "mig.mode.current" and value in ("Enabled", "Disabled"):
+        gpu.mig_mode = value
 
 
 # --- the live probe ------------------------------------------------------------------------------
@@ -344,21 +423,24 @@ def probe(timeout: float, env: dict[str, str] | None = None) -> SmiReading:
     if not out.found:
         out.notes.append(f"nvidia-smi exited {table.returncode} without a readable table: "
                          f"{text.strip()[:200] or '(no output)'}")
-        return out
-    if out.gpus:
-        query = proc.run([exe, "--query-gpu=" + ",".join(QUERY_FIELDS), "--format=csv,noheader,nounits"],
-                         timeout=timeout, env=env)
-        if query.ok:
-            q = parse_query(query.stdout, QUERY_FIELDS)
-            for g in q.gpus:
-                t = next((x for x in out.gpus if x.index == g.index), None)
-                if t is not None:
-                    t.compute_capability = g.compute_capability or t.compute_capability
-                    t.uuid = g.uuid or t.uuid
-                    t.name = g.name or t.name  # the table truncates long names
-                    t.memory_total_mib = g.memory_total_mib or t.memory_total_mib
-                    t.mig_mode = g.mig_mode or t.mig_mode
-        else:
-            out.notes.append("nvidia-smi --query-gpu failed (driver older than the compute_cap field?): "
-                             + (query.error or query.stdout.strip()[:200]))
+    elif out.gpus:
+        _probe_query(exe, out, timeout, env)
     return out
+
+
+def _probe_query(exe: str, out: SmiReading, timeout: float, env: dict[str, str] | None) -> None:
+    """``--query-gpu`` after the table: compute capabilities, UUIDs, full names (the table truncates long ones)."""
+    query = proc.run([exe, "--query-gpu=" + ",".join(QUERY_FIELDS), "--format=csv,noheader,nounits"],
+                     timeout=timeout, env=env)
+    if not query.ok:
+        out.notes.append("nvidia-smi --query-gpu failed (driver older than the compute_cap field?): "
+                         + (query.error or query.stdout.strip()[:200]))
+        return
+    for g in parse_query(query.stdout, QUERY_FIELDS).gpus:
+        t = next((x for x in out.gpus if x.index == g.index), None)
+        if t is not None:
+            t.compute_capability = g.compute_capability or t.compute_capability
+            t.uuid = g.uuid or t.uuid
+            t.name = g.name or t.name  # the table truncates long names
+            t.memory_total_mib = g.memory_total_mib or t.memory_total_mib
+            t.mig_mode = g.mig_mode or t.mig_mode

@@ -24,43 +24,56 @@ def parse_q(text: str | list[str], used: set[int] | None = None, only: list[int]
     """Read ``nvidia-smi -q`` (the "NVSMI LOG"): driver, CUDA version, and per GPU name, memory, MIG mode.
 
     Nesting is read from indentation relative to the block's own left edge (a paste may be indented)."""
-    out = SmiReading()
     lines = _lines(text)
-    used = used if used is not None else set()
     indices = range(len(lines)) if only is None else only
+    log = _QLog(used if used is not None else set())
     if not any(("Product Name" in lines[i] or "NVSMI LOG" in lines[i] or "Attached GPUs" in lines[i]) for i in indices):
-        return out
-    gpu: GpuInfo | None = None
-    gpu_indent = 0
-    section: list[tuple[int, str]] = []  # (indent, title) of enclosing blocks
+        return log.out
     for i in indices:
-        raw = lines[i]
+        if lines[i].strip():
+            log.feed(i, lines[i])
+    out = log.out
+    if out.found and out.driver.status == "unknown":
+        out.driver.status = "ok" if out.gpus else "unknown"
+    return out
+
+
+class _QLog:
+    """One pass over a ``-q`` log: the GPU whose block the line is in, and the titles of the enclosing blocks."""
+
+    def __init__(self, used: set[int]) -> None:
+        self.out, self.used = SmiReading(), used
+        self.gpu: GpuInfo | None = None
+        self.gpu_indent = 0
+        self.section: list[tuple[int, str]] = []  # (indent, title) of enclosing blocks
+
+    def feed(self, i: int, raw: str) -> None:
+        """Read non-blank line ``i``."""
         body = raw.strip()
-        if not body:
-            continue
         indent = len(raw) - len(raw.lstrip())
-        while section and section[-1][0] >= indent:
-            section.pop()
+        while self.section and self.section[-1][0] >= indent:
+            self.section.pop()
         if body.startswith("GPU ") and _BUS.fullmatch(body[4:40]) and len(body) < 40:
-            gpu = GpuInfo(index=len(out.gpus), pci_bus_id=body[4:], source="nvidia-smi -q")
-            gpu_indent = indent
-            out.gpus.append(gpu)
-            out.found = True
-            section = []
-            used.add(i)
-            continue
-        if "NVSMI LOG" in body or body.startswith("Timestamp"):
-            used.add(i)
-            continue
-        kv = _key_value(body)
-        if kv is None:
-            section.append((indent, body))
-            if gpu is not None and indent > gpu_indent:
-                used.add(i)
-            continue
-        key, value = kv
-        where = section[-1][1] if section else ""
-        top = gpu is None or indent <= gpu_indent
+            self.gpu = GpuInfo(index=len(self.out.gpus), pci_bus_id=body[4:], source="nvidia-smi -q")
+            self.gpu_indent = indent
+            self.out.gpus.append(self.gpu)
+            self.out.found = True
+            self.section = []
+            self.used.add(i)
+        elif "NVSMI LOG" in body or body.startswith("Timestamp"):
+            self.used.add(i)
+        elif (kv := _key_value(body)) is None:
+            self.section.append((indent, body))
+            if self.gpu is not None and indent > self.gpu_indent:
+                self.used.add(i)
+        elif self._value(kv[0], kv[1], indent) and self.out.found:
+            self.used.add(i)
+
+    def _value(self, key: str, value: str, indent: int) -> bool:
+        """A "key : value" line: a top-level driver fact, or a fact of the GPU whose block it is in. False for a
+        top-level line that is neither (not part of what was read)."""
+        out = self.out
+        top = self.gpu is None or indent <= self.gpu_indent
         if key in ("Driver Version", "KMD Version") and top:
             out.driver.version = _version(value)
             out.driver.source = "nvidia-smi -q"
@@ -71,27 +84,26 @@ def parse_q(text: str | list[str], used: set[int] | None = None, only: list[int]
                 out.driver.status, out.driver.error = "error", "CUDA Version: ERR!"
         elif key == "Attached GPUs":
             out.found = True
-        elif gpu is None or indent <= gpu_indent:
-            continue
-        elif key == "Product Name":
+        elif self.gpu is not None and indent > self.gpu_indent:
+            self._gpu_value(self.gpu, key, value)
+        else:
+            return False
+        return True
+
+    def _gpu_value(self, gpu: GpuInfo, key: str, value: str) -> None:
+        where = self.section[-1][1] if self.section else ""
+        if key == "Product Name":
             gpu.name = value
         elif key == "GPU UUID":
             gpu.uuid = value
-        elif where == "FB Memory Usage" and key == "Total":
-            gpu.memory_total_mib = _num(value)
-        elif where == "FB Memory Usage" and key == "Used":
-            gpu.memory_used_mib = _num(value)
+        elif where == "FB Memory Usage" and key in ("Total", "Used"):
+            setattr(gpu, "memory_total_mib" if key == "Total" else "memory_used_mib", _num(value))
         elif where == "MIG Mode" and key == "Current" and value in ("Enabled", "Disabled"):
             gpu.mig_mode = value
         elif key in ("Compute Capability", "CUDA Compute Capability") and _version(value):
             gpu.compute_capability = value
         if value == "ERR!" and key in ("Product Name", "GPU UUID", "Total"):
-            out.driver.status, out.driver.error = "error", f"{key}: ERR!"
-        if out.found:
-            used.add(i)
-    if out.found and out.driver.status == "unknown":
-        out.driver.status = "ok" if out.gpus else "unknown"
-    return out
+            self.out.driver.status, self.out.driver.error = "error", f"{key}: ERR!"
 
 
 # --- nvidia-smi --version, -L ---------------------------------------------------------------------
@@ -105,28 +117,32 @@ def parse_version(text: str | list[str], used: set[int] | None = None, only: lis
     for i in (range(len(lines)) if only is None else only):
         raw = lines[i]
         kv = _key_value(raw.strip()) if "version" in raw.lower() else None
-        if kv is None:
-            continue
-        key, value = " ".join(kv[0].lower().split()), kv[1].split()[0] if kv[1] else ""
-        if key in ("nvidia-smi version", "nvml version"):
-            out.found = out.found or bool(_version(value))
-            if key == "nvidia-smi version" and _version(value):
-                out.driver.library_version = value
-        elif key in ("driver version", "kmd version") and kv[0].startswith(("DRIVER", "KMD version")):  # not -q's
-            if _version(value) and (key == "kmd version" or out.driver.version is None):
-                out.driver.version, out.driver.source = value, "nvidia-smi --version"
-            out.found = out.found or bool(_version(value)) or value == "Deprecated,"
-        elif key in ("cuda version", "cuda umd version") and (out.found or out.driver.version):
-            if _version(value) and (key == "cuda umd version" or out.driver.cuda_version is None):
-                out.driver.cuda_version = value
-        else:
-            continue
-        used.add(i)
+        if kv is not None and _version_line(out, kv[0], kv[1].split()[0] if kv[1] else ""):
+            used.add(i)
     if out.found and out.driver.library_version == out.driver.version:
         out.driver.library_version = None  # the tools and the driver agree: nothing to say
     if out.found and out.driver.version is None:
         out.notes.append("nvidia-smi --version without a DRIVER or KMD version line")
     return out
+
+
+def _version_line(out: SmiReading, label: str, value: str) -> bool:
+    """One "label : value" line of ``--version``; False for a line that is none of its."""
+    key = " ".join(label.lower().split())
+    if key in ("nvidia-smi version", "nvml version"):
+        out.found = out.found or bool(_version(value))
+        if key == "nvidia-smi version" and _version(value):
+            out.driver.library_version = value
+    elif key in ("driver version", "kmd version") and label.startswith(("DRIVER", "KMD version")):  # not -q's
+        if _version(value) and (key == "kmd version" or out.driver.version is None):
+            out.driver.version, out.driver.source = value, "nvidia-smi --version"
+        out.found = out.found or bool(_version(value)) or value == "Deprecated,"
+    elif key in ("cuda version", "cuda umd version") and (out.found or out.driver.version):
+        if _version(value) and (key == "cuda umd version" or out.driver.cuda_version is None):
+            out.driver.cuda_version = value
+    else:
+        return False
+    return True
 
 
 def parse_list(text: str | list[str], used: set[int] | None = None, only: list[int] | None = None) -> SmiReading:
@@ -181,27 +197,30 @@ def parse_xml(text: str | list[str], used: set[int] | None = None, only: list[in
         if body.startswith(("<?xml", "<!DOCTYPE nvidia_smi_log", "<nvidia_smi_log")):
             inside = out.found = True
             used.add(i)
-            continue
-        if not inside or not body.startswith("<"):
+        elif not inside or not body.startswith("<"):
             inside = inside and not body
-            continue
-        used.add(i)
-        if body.startswith("<gpu id="):
-            gpu = GpuInfo(index=len(out.gpus), pci_bus_id=body[9:].split('"')[0] or None, source="nvidia-smi -q -x")
-            out.gpus.append(gpu)
-            continue
-        tag, close, rest = body[1:].partition(">")
-        value = rest.partition("</")[0].strip()
-        if not close or tag not in _XML_TAGS or not value:
-            continue
-        if tag == "driver_version" and _version(value):
-            out.driver.version, out.driver.source = value, "nvidia-smi -q -x"
-        elif tag == "cuda_version" and _version(value):
-            out.driver.cuda_version = value
-        elif gpu is not None and tag == "product_name":
-            gpu.name = value
-        elif gpu is not None and tag == "uuid":
-            gpu.uuid = value
+        else:
+            used.add(i)
+            gpu = _xml_element(out, gpu, body)
     if out.found and out.driver.status == "unknown":
         out.driver.status = "ok" if out.gpus else "unknown"
     return out
+
+
+def _xml_element(out: SmiReading, gpu: GpuInfo | None, body: str) -> GpuInfo | None:
+    """One element line inside the log; returns the GPU whose element the next lines are in."""
+    if body.startswith("<gpu id="):
+        gpu = GpuInfo(index=len(out.gpus), pci_bus_id=body[9:].split('"')[0] or None, source="nvidia-smi -q -x")
+        out.gpus.append(gpu)
+        return gpu
+    tag, close, rest = body[1:].partition(">")
+    value = rest.partition("</")[0].strip()
+    if not close or tag not in _XML_TAGS or not value:
+        return gpu
+    if tag == "driver_version" and _version(value):
+        out.driver.version, out.driver.source = value, "nvidia-smi -q -x"
+    elif tag == "cuda_version" and _version(value):
+        out.driver.cuda_version = value
+    elif gpu is not None and tag in ("product_name", "uuid"):
+        setattr(gpu, "name" if tag == "product_name" else "uuid", value)
+    return gpu

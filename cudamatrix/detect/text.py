@@ -35,18 +35,27 @@ def decode(data: bytes) -> tuple[str, bool]:
     return text, bool(sample) and bad > max(8, len(sample) // 20)
 
 
+# markdown quote markers ("> ", ">"), each after optional blanks; a Python prompt (">>> ", a line ending in ">>>")
+# is no marker. Every repetition consumes a ">", and nothing follows the group to fail: matched in one pass, no
+# backtracking, whatever the line holds
+_QUOTES = re.compile(r"(?:[ \t]*(?!>>> |>>>$)> ?)*")
+
+
 def unquote(line: str) -> str:
     """Remove markdown quote markers ("> ", "> > ") from the start of a line; a Python prompt (">>> ") stays.
 
-    Index arithmetic, not repeated slicing: a line of a million markers costs linear time."""
-    at, n, cut = 0, len(line), 0
-    while True:
-        while at < n and line[at] in " \t":
-            at += 1
-        if at >= n or line[at] != ">" or line.startswith(">>> ", at) or at + 3 == n and line.endswith(">>>"):
-            break
-        at += 2 if line.startswith("> ", at) else 1
-        cut = at
+    The markers are found with str methods (C speed, a line of a million of them included); only a run that holds a
+    ">>>" goes through :data:`_QUOTES`, which tells a prompt from markers."""
+    rest = line.lstrip(" \t>")
+    prefix = line[:len(line) - len(rest)]
+    last = prefix.rfind(">")
+    if last < 0:
+        return line
+    if ">>>" in prefix:
+        found = _QUOTES.match(line)  # matches at every position (its group may repeat zero times)
+        cut = found.end() if found else 0
+    else:
+        cut = last + 1 + (line[last + 1:last + 2] == " ")
     return line[cut:] if cut else line
 
 
@@ -87,22 +96,29 @@ class Paste:
         # only the lines that carry a quote marker, a fence, a tag or a prompt (_WRAPPED) are looked at one by one
         changed = False
         for i in compress(range(len(self.lines)), map(_WRAPPED.match, self.lines)):
-            line = unquote(self.lines[i].rstrip())
-            body = line.strip()
-            if body.startswith(("```", "~~~")) or (body.startswith("<") and _HTML_TAG.sub("", body).strip() == ""):
-                self.neutral.add(i)
-                line = ""
-            else:
-                is_cmd, rest = split_prompt(line)
-                if is_cmd:
-                    self.commands.add(i)
-                    self.neutral.add(i)
-                    line = rest
+            line = self._unwrap(i, unquote(self.lines[i].rstrip()))
             if line != self.lines[i]:
                 self.lines[i] = line
                 changed = True
         if changed:
             self._text, self._starts = None, None
+
+    def _unwrap(self, i: int, line: str) -> str:
+        """Line ``i`` without its wrapping: a fence or an HTML tag line becomes blank (neutral), inline code around
+        the whole line is taken off ("`text`", "```text```"), a prompt is taken off its command."""
+        body = line.strip()
+        code = body.strip("`")
+        if body[:1] == "`" and body[-1:] == "`" and code.strip() and "`" not in code:
+            return code.strip()  # one line of inline code: the code
+        if body.startswith(("```", "~~~")) or (body.startswith("<") and _HTML_TAG.sub("", body).strip() == ""):
+            self.neutral.add(i)
+            return ""
+        is_cmd, rest = split_prompt(line)
+        if is_cmd:
+            self.commands.add(i)
+            self.neutral.add(i)
+            return rest
+        return line
 
     @property
     def text(self) -> str:

@@ -6,7 +6,6 @@ driver runs), which is a different fact: a 12.4 toolkit on a driver that support
 from __future__ import annotations
 
 import glob
-import json
 import os
 import re
 
@@ -29,20 +28,22 @@ def parse_nvcc(text: str) -> str | None:
 
 def read_version_file(base: str) -> tuple[str | None, str | None]:
     """(version, file name) of the toolkit at ``base``: version.json (CUDA >= 11.1) or version.txt (older)."""
-    try:
-        with open(os.path.join(base, "version.json"), encoding="utf-8") as fh:
-            data = json.load(fh)
+    from cudamatrix.errors import CudamatrixError
+    from cudamatrix.safe.files import parse_json, read_bytes
+
+    try:  # bounded, and a FIFO or device planted at the name is refused before it is read
+        data = parse_json(read_bytes(os.path.join(base, "version.json"), limit=1 << 20, error=CudamatrixError))
         v = (data.get("cuda") or data.get("cuda_cudart") or {}).get("version")
         if isinstance(v, str):
             return v, "version.json"
-    except (OSError, ValueError, AttributeError):
+    except (CudamatrixError, ValueError, AttributeError):
         pass
     try:
-        with open(os.path.join(base, "version.txt"), encoding="utf-8") as fh:
-            m = _VERSION_TXT.search(fh.read(1000))
-            return (m.group("v"), "version.txt") if m else (None, None)
-    except OSError:
+        raw = read_bytes(os.path.join(base, "version.txt"), limit=1000, error=CudamatrixError, truncate=True)
+    except CudamatrixError:
         return None, None
+    m = _VERSION_TXT.search(raw.decode("utf-8", "replace"))
+    return (m.group("v"), "version.txt") if m else (None, None)
 
 
 def probe(environ: dict[str, str], root: str, timeout: float) -> tuple[list[Toolkit], list[Note]]:

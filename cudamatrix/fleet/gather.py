@@ -221,12 +221,11 @@ def gather_slurm(partition: str | None = None, nodes: int | None = None, timeout
 
 
 def _parse_envelope(text: str, where: str) -> tuple[Environment | None, str | None]:
-    import json
-
+    from cudamatrix.safe.files import parse_json
     from cudamatrix.schema import validate
 
     try:
-        doc = json.loads(text)
+        doc = parse_json(text)
         if doc.get("exit_code") != 0:
             errors = doc.get("errors") or [{}]
             return None, f"detect failed there: {errors[0].get('message', doc.get('status'))}"
@@ -272,6 +271,8 @@ def write_fleet(gathered: Gathered, out: Path) -> dict:
 
 
 def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    """Through the one safe writer: an exclusive temporary file (no planted link followed), renamed over
+    ``path``; a link at ``path`` itself is replaced, never written through (fleet folders are shared)."""
+    from cudamatrix.safe.files import write_atomic
+
+    write_atomic(path, text, follow_links=False)

@@ -1,6 +1,6 @@
 """A fleet's node files: a folder of saved environments (``detect --json``), as ``fleet gather`` writes it with its
-index ``fleet.json``, or any folder of ``*.json`` files. Reads the folder and the index; the caller loads the node
-files."""
+index ``fleet.json``, or any folder of ``*.json`` files. Reads the folder and the index (bounded: a FIFO or device
+refused); the caller loads the node files."""
 from __future__ import annotations
 
 import os
@@ -22,7 +22,7 @@ def env_paths(env_files: list[Path]) -> list[Path]:
             out.append(path)
             continue
         index = path / FLEET_INDEX
-        found = _listed_nodes(path, index) if index.is_file() else \
+        found = _listed_nodes(path, index) if os.path.lexists(index) else \
             [path / name for name in sorted(n for n in os.listdir(path) if n.endswith(".json") and n != FLEET_INDEX)]
         out += found
         if not found:
@@ -31,16 +31,20 @@ def env_paths(env_files: list[Path]) -> list[Path]:
     return out
 
 
-def _listed_nodes(folder: Path, index: Path) -> list[Path]:
-    import json
+FLEET_INDEX_LIMIT = 64 * 1024 * 1024  # 100,000 nodes at ~600 bytes each fit well inside
+FLEET_INDEX_DEPTH = 16  # fleet gather writes 4 levels
 
+
+def _listed_nodes(folder: Path, index: Path) -> list[Path]:
+    from cudamatrix.safe.files import parse_json, read_bytes
+
+    hint = "regenerate it with `cudamatrix fleet gather`, or remove it to read every *.json"
+    raw = read_bytes(index, limit=FLEET_INDEX_LIMIT, what="fleet index")  # bounded; a FIFO or device refused
     try:
-        doc = json.loads(index.read_bytes()[:64 * 1024 * 1024].decode("utf-8"))
+        doc = parse_json(raw, max_depth=FLEET_INDEX_DEPTH)
         files = [node["file"] for node in doc["nodes"]]
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
-        raise UsageError(f"{index}: not a fleet index ({type(exc).__name__}: {exc})",
-                         hint="regenerate it with `cudamatrix fleet gather`, or remove it to read every *.json") \
-            from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"{index}: not a fleet index ({type(exc).__name__}: {exc})", hint=hint) from None
     out = []
     for name in files:
         # only plain file names: an index must not point outside its folder

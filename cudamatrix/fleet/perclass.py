@@ -12,6 +12,7 @@ How a job lands on the nodes of its class (the names the mapping uses):
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 from cudamatrix.errors import NoSolution
 from cudamatrix.fleet.classes import NodeClass, group
@@ -75,15 +76,16 @@ def _ray(solution, passthrough: list[str], cid: str) -> dict:
 
 
 def lock_per_class(matrix: Matrix, fleet: Fleet, requirements: list[str], fmt: str = "requirements",
-                   mirror: str | None = None) -> tuple[dict[str, str], dict]:
+                   mirror: str | None = None, write: Callable[..., str] | None = None) -> tuple[dict[str, str], dict]:
     """Lock files by file name, and the mapping document (``locks.json``): one lock for every class when one
-    set fits the whole fleet, else one per class; classes with no consistent set are listed with their causes."""
+    set fits the whole fleet, else one per class; classes with no consistent set are listed with their causes.
+    ``write(solution, targets, passthrough)`` makes a lock's text (default: the pins, or the uv settings)."""
     from cudamatrix.solve.lockfile import requirements_txt, uv_project
     from cudamatrix.solve.solver import parse_request
 
     request = parse_request(requirements, None)
     passthrough = [str(r) for r in request.passthrough]
-    write = requirements_txt if fmt == "requirements" else uv_project
+    write = write or (requirements_txt if fmt == "requirements" else uv_project)
     ext = "txt" if fmt == "requirements" else "toml"
     files: dict[str, str] = {}
     mapping: dict = {"schema_version": 1, "request": request.texts, "format": fmt, "single": False,

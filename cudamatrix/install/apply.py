@@ -9,7 +9,6 @@ again and anything still different is named. The error carries the installer's o
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -58,10 +57,17 @@ def snapshot(python: str) -> list[InstalledDist]:
     if not r.ok:
         raise InstallFailed(f"could not read the installed set of {python}: {r.error or r.stderr.strip()[-500:]}",
                             hint="check that --python names a working interpreter")
-    out = []
-    for d in json.loads(r.stdout):
-        out.append(InstalledDist(name=d["name"], version=d["version"], source=_source(d.get("direct_url")),
-                                 installer=d.get("installer"), path=d.get("path")))
+    from cudamatrix.safe.files import parse_json
+
+    try:  # another interpreter's answer: checked for shape before use
+        out = [InstalledDist(name=d["name"], version=d["version"], source=_source(d.get("direct_url")),
+                             installer=d.get("installer"), path=d.get("path")) for d in parse_json(r.stdout)]
+        if not all(isinstance(d.name, str) and isinstance(d.version, str) for d in out):
+            raise TypeError("a name or version is not text")
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise InstallFailed(f"could not read the installed set of {python}: it printed no list of distributions "
+                            f"({type(exc).__name__}: {str(exc)[:200]})",
+                            hint="check that --python names a working interpreter") from None
     return out
 
 
@@ -69,9 +75,13 @@ def _source(direct_url: str | None) -> str | None:
     """A requirement-ready source from PEP 610 ``direct_url.json``: ``git+URL@commit``, ``-e PATH``, a URL."""
     if not direct_url:
         return None
+    from cudamatrix.safe.files import parse_json
+
     try:
-        data = json.loads(direct_url)
+        data = parse_json(direct_url)
     except ValueError:
+        return None
+    if not isinstance(data, dict):
         return None
     url = data.get("url")
     if not url:
@@ -132,9 +142,11 @@ def predicted_changes(steps, installed: set[str], say=lambda event, text: None) 
         if uv:
             names = {canonical(m.group(1)) for m in re.finditer(r"^\s*- ([A-Za-z0-9._-]+)==", r.stderr + r.stdout, re.M)}
         else:
+            from cudamatrix.safe.files import parse_json
+
             try:
-                names = {canonical(i["metadata"]["name"]) for i in json.loads(r.stdout).get("install", [])}
-            except (ValueError, KeyError, TypeError):
+                names = {canonical(i["metadata"]["name"]) for i in parse_json(r.stdout).get("install", [])}
+            except (ValueError, KeyError, TypeError, AttributeError):
                 continue
         out |= names & installed
     return out
@@ -183,8 +195,8 @@ def apply(plan: Plan, *, on_progress: Progress | None = None, journal=None,
             say("step", f"[{i}/{len(runnable)}] {step.reason}")
             env = {**os.environ, **step.env} if step.env else None
 
-            def on_start(pid: int, step_no: int = i) -> None:  # bound now: the loop moves i on
-                journal.record(child_pgid=pid, step=step_no)
+            def on_start(pid: int, step_no: int = i, argv: list[str] = step.argv) -> None:  # bound now
+                journal.record_installer(pid, argv, step_no)
 
             r = proc.run(step.argv, timeout=step.timeout_s, env=env, interrupt_grace=INTERRUPT_GRACE_S,
                          on_output=lambda line: say("output", line), die_with_parent=True, on_start=on_start)
@@ -207,18 +219,25 @@ def apply(plan: Plan, *, on_progress: Progress | None = None, journal=None,
     return Applied(ok=True, steps_run=done, before=before, after=after)
 
 
-def rollback(journal, *, site_packages: list[str] | None = None, on_progress: Progress | None = None):
-    """Undo an interrupted change from its journal: stop a left-over installer, put the starting set back
-    from the saved wheels. Returns (restored, still different); the journal is removed when nothing differs."""
-    from cudamatrix.install import journal as journals
+def rollback(journal, *, python: str | None = None, site_packages: list[str] | None = None,
+             on_progress: Progress | None = None):
+    """Undo an interrupted change from its journal: stop a left-over installer proven to be the journal's, put
+    the starting set of ``python`` (default: this interpreter; never one the journal names) back from the saved
+    wheels. Returns (restored, still different); the journal is removed when nothing differs. Raises UsageError,
+    doing nothing, for a journal kept for another interpreter or naming a process it cannot prove is its own."""
+    import sys
 
-    pgid = journal.data.get("child_pgid")
-    if isinstance(pgid, int) and proc.group_alive(pgid):
-        proc.kill_group(pgid)
-    plan = journal.plan()
+    from cudamatrix.install import journal as journals
+    from cudamatrix.install.replay import rebuilt
+
+    python = python or sys.executable
+    journals.check_usable(journal, python)
+    # its index options are reused for what has no saved wheel; the scheme was allowed when the plan was made
+    plan = rebuilt(journal.plan(), python, allow_http=True)
+    journals.stop_installer(journal)
     runnable = [s for s in plan.steps if s.kind in RUNNABLE]
     tool = "uv" if runnable and runnable[0].argv[:1] == ["uv"] else "pip"
-    restored, left = restore(journal.python, journal.before, tool=tool, index_options=_index_options(runnable),
+    restored, left = restore(python, journal.before, tool=tool, index_options=_index_options(runnable),
                              on_progress=on_progress, wheels=journal.wheels)
     journals.clean_stash(journal, list(site_packages or []))
     if not any(left.values()):

@@ -7,7 +7,15 @@ needs no network and no index. While an installer runs, its process group is rec
 removed when the change is done or undone; one left behind means the run was killed (SIGKILL, a crash, a
 closed terminal), and the next run offers ``fix --resume`` or ``fix --rollback``.
 
-Where: ``$XDG_STATE_HOME/cudamatrix/journal/<hash of the interpreter path>/`` (default ``~/.local/state``).
+Where: ``$XDG_STATE_HOME/cudamatrix/journal/<hash of the interpreter path>/`` (default ``~/.local/state``),
+every folder from ``cudamatrix`` down 0700 and every file 0600, written through the one safe writer
+(:mod:`cudamatrix.safe.files`: an exclusive temporary file, no link followed, an atomic rename).
+
+The journal is data, never code. A left journal is used only for the interpreter it is kept for (its folder
+is keyed by that path): a journal naming another interpreter is refused, and rollback and resume run the
+interpreter given (or this one), never one the journal names. The installer's process group is signalled only
+when its leader is proven to be the installer the journal recorded (:mod:`cudamatrix.install.owner`); a
+journal whose owner runs on another host is left to that host. Credentials in index URLs are not written.
 """
 from __future__ import annotations
 
@@ -22,11 +30,14 @@ import time
 import zipfile
 from pathlib import Path
 
+from cudamatrix.errors import UsageError
+from cudamatrix.install.owner import Identity, forbidden_group, group_alive, leader_of
 from cudamatrix.models import InstalledDist, Plan
 from cudamatrix.names import canonical
 from cudamatrix.schema import record
 
 JOURNAL_FILE = "journal.json"
+MAX_JOURNAL = 16 * 1024 * 1024  # a plan, a starting set and a file name per saved wheel: far below
 # the installer's own files in .dist-info, written at install time: not part of the wheel (uv_cache.json is uv's
 # note of the cache entry it installed from; uv writes it again and, were it in the wheel, RECORD would list it twice)
 _INSTALL_TIME = ("RECORD", "INSTALLER", "REQUESTED", "direct_url.json", "uv_cache.json")
@@ -60,7 +71,7 @@ class Journal:
 
     @property
     def before(self) -> list[InstalledDist]:
-        return [InstalledDist(**d) for d in self.data["before"]]
+        return _validated(list[InstalledDist], self.data["before"], self.folder, "before")
 
     def plan(self) -> Plan:
         """The plan the interrupted run was applying."""
@@ -69,11 +80,20 @@ class Journal:
         return validate(Plan, self.data["plan"], str(self.folder / JOURNAL_FILE))
 
     def record(self, **fields) -> None:
-        """Update fields and write the journal atomically (a kill mid-write leaves the old copy)."""
+        """Update fields and write the journal atomically (a kill mid-write leaves the old copy), 0600 through
+        the safe writer, without the credentials of any index URL. Raises UsageError when it cannot be written."""
+        from cudamatrix.safe.files import write_private
+        from cudamatrix.safe.text import strip_credentials
+
         self.data.update(fields)
-        tmp = self.folder / (JOURNAL_FILE + ".tmp")
-        tmp.write_text(json.dumps(self.data, indent=1))
-        tmp.replace(self.folder / JOURNAL_FILE)
+        note = write_private(self.folder / JOURNAL_FILE, strip_credentials(json.dumps(self.data, indent=1)))
+        if note:
+            raise UsageError(f"the install journal cannot be written: {note}; nothing was changed",
+                             hint="make the state folder ($XDG_STATE_HOME, default ~/.local/state) yours and private")
+
+    def record_installer(self, pid: int, argv: list[str], step: int) -> None:
+        """Note the installer just started for step ``step``: its process group and its identity."""
+        self.record(child_pgid=pid, installer=Identity.of(pid, argv).to_dict(), step=step)
 
     def close(self) -> None:
         """The change is done or undone: remove the journal and its wheels."""
@@ -87,45 +107,153 @@ class Journal:
                 f"{self.data.get('pid')}, {done} of {total} step(s) done)")
 
 
+def _validated(kind, value, folder: Path, key: str):
+    from cudamatrix.schema import validate
+
+    return validate(kind, value, f"{folder / JOURNAL_FILE}: {key}", UsageError)
+
+
+def _unusable(folder: Path, why: str) -> UsageError:
+    return UsageError(f"the install journal {folder / JOURNAL_FILE} cannot be used: {why}; nothing was run or "
+                      "changed", hint=f"check the environment (cudamatrix doctor), then remove the folder {folder}",
+                      detail={"journal": str(folder)})
+
+
 def load(python: str) -> Journal | None:
-    """The journal left for ``python``, or None. An unreadable journal is returned with what could be read."""
+    """The journal left for ``python``, or None when there is none. Read bounded, only when it is this user's
+    and nobody else may change it; checked for shape. Raises UsageError (exit 2) for a journal that is there
+    but cannot be used (unsafe, malformed): it is left in place, and nothing is done."""
+    from cudamatrix.safe.files import parse_json, read_private
+
     folder = folder_for(python)
     path = folder / JOURNAL_FILE
-    if not path.is_file():
+    if not os.path.lexists(path):
         return None
+    _tighten(folder, path)
+    raw, note = read_private(path, limit=MAX_JOURNAL)
+    if note or raw is None:
+        raise _unusable(folder, note or "it vanished while being read")
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict) or "before" not in data or "plan" not in data:
-        return None
+        data = parse_json(raw)
+    except ValueError as exc:
+        raise _unusable(folder, f"not JSON ({exc})") from None
+    problem = _shape(data)
+    if problem:
+        raise _unusable(folder, problem)
     return Journal(folder, data)
 
 
-def _start_time(pid: int) -> str | None:
-    """A process's start time in clock ticks since boot (/proc/PID/stat field 22, proc(5)): with the pid, it
-    names one process, so a pid the kernel gave to another process later is not taken for the owner."""
+def peek(python: str) -> Journal | None:
+    """:func:`load` for a look only (a dry run): a journal that cannot be used is None here."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+        return load(python)
+    except UsageError:
         return None
-    fields = stat[stat.rfind(")") + 2:].split()  # the command name may hold spaces: skip past its ")"
-    return fields[19] if len(fields) > 19 else None
+
+
+def _tighten(folder: Path, path: Path) -> None:
+    """A journal an older version wrote with the umask's modes (0755 folders, a 0644 file) that only this user
+    can change is closed to others (0700 / 0600); anything else is left for :func:`load` to refuse."""
+    import stat
+
+    for item, mode in ((folder, 0o700), (path, 0o600)):
+        try:
+            st = os.lstat(item)
+            if st.st_uid == os.getuid() and not stat.S_ISLNK(st.st_mode) and not st.st_mode & 0o022 \
+                    and stat.S_IMODE(st.st_mode) != mode:
+                os.chmod(item, mode)
+        except (OSError, AttributeError):
+            continue
+
+
+_SHAPE: dict[str, type] = {"python": str, "before": list, "plan": dict}
+_OPTIONAL: dict[str, type] = {"steps_done": int, "child_pgid": int, "wheels": dict, "stash": list, "unsaved": list, "pid": int,
+             "step": int, "resumed": bool}
+
+
+def _shape(data) -> str | None:
+    """Why ``data`` is not a journal this tool writes (None: it is in shape)."""
+    if not isinstance(data, dict):
+        return "not a JSON object"
+    for key, kind in _SHAPE.items():
+        if not isinstance(data.get(key), kind):
+            return f"{key} is missing or not a {kind.__name__}"
+    for key, kind in _OPTIONAL.items():
+        value = data.get(key)
+        if value is not None and (not isinstance(value, kind) or (kind is int and isinstance(value, bool))):
+            return f"{key} is not a {kind.__name__}"
+    if not all(isinstance(v, str) for v in data.get("stash") or []):
+        return "stash holds something other than paths"
+    return None
+
+
+def _start_time(pid: int) -> str | None:
+    from cudamatrix.install.owner import start_time
+
+    return start_time(pid)
 
 
 def owner_alive(journal: Journal) -> bool:
-    """Whether the process that wrote the journal still runs (another fix is at work right now)."""
+    """Whether the process that wrote the journal still runs (another fix is at work right now). A journal
+    written on another host or before a reboot: its owner does not run here."""
     pid = journal.data.get("pid")
-    if not isinstance(pid, int) or pid == os.getpid():
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid == os.getpid() or pid <= 0:
         return False
+    owner = Identity.from_journal(journal.data.get("owner"))
+    if owner is not None:
+        return owner.pid == pid and owner.mismatch() is None
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
+    except (PermissionError, OSError):
         pass
     started = journal.data.get("pid_start")
     return started is None or _start_time(pid) == started
+
+
+def check_usable(journal: Journal, python: str) -> None:
+    """Refuse (UsageError, exit 2; nothing run or changed) a journal that names another interpreter than the
+    one it is kept for, or whose owner ran on another host (its installer may still run there)."""
+    named = journal.data.get("python")
+    if os.path.abspath(str(named)) != os.path.abspath(python):
+        raise _unusable(journal.folder, f"it names the interpreter {named!r}, not {python!r}, which it is kept for "
+                                        "(a journal is never taken for another interpreter, and never runs the one "
+                                        "it names)")
+    owner = Identity.from_journal(journal.data.get("owner"))
+    if owner is not None and owner.host != Identity.of(os.getpid()).host:
+        raise UsageError(f"{journal.describe()} was recorded on host {owner.host!r}: its installer may still run "
+                         "there; nothing was run or changed", hint=f"run cudamatrix fix --resume or --rollback on "
+                                                                    f"{owner.host}", detail={"journal": str(journal.folder)})
+
+
+def stop_installer(journal: Journal) -> str | None:
+    """Stop the installer an interrupted change left running, when it is proven to be that installer (same pid,
+    start time, boot, host and command as recorded, still leading its own process group). Returns a note of
+    what was done (None: nothing ran). Raises UsageError (exit 2), signalling nothing, when the recorded
+    process group is one never signalled (0, 1, our own) or runs and cannot be proven to be the installer."""
+    from cudamatrix import proc
+
+    pgid = journal.data.get("child_pgid")
+    if pgid is None:
+        return None
+    forbidden = forbidden_group(pgid)
+    if forbidden:
+        raise _unusable(journal.folder, f"its installer's {forbidden}")
+    if not group_alive(pgid):
+        return None
+    ident = Identity.from_journal(journal.data.get("installer"))
+    why = ("this journal records no identity of its installer" if ident is None else
+           f"the journal's installer was process {ident.pid}" if ident.pid != pgid else
+           ident.mismatch() or (None if leader_of(pgid) else f"process {pgid} no longer leads its group"))
+    if why:
+        raise UsageError(f"the journal names the installer's process group {pgid}, which is running, but it is not "
+                         f"proven to be that installer ({why}): nothing was signalled and nothing was changed",
+                         hint=f"if process group {pgid} is not the installer of this change, that installer has "
+                              "ended: run this again once that group has ended (or after a reboot)",
+                         detail={"journal": str(journal.folder), "process_group": pgid})
+    proc.kill_group(pgid)
+    return f"stopped the interrupted change's installer (process group {pgid})"
 
 
 def begin(python: str, plan: Plan, before: list[InstalledDist], touched: set[str], site_stash: list[str],
@@ -133,9 +261,9 @@ def begin(python: str, plan: Plan, before: list[InstalledDist], touched: set[str
     """Write the journal before the first change: the starting set, the plan, and a wheel of every touched
     distribution repacked from its installed files. Returns the Journal."""
     folder = folder_for(python)
-    shutil.rmtree(folder, ignore_errors=True)
-    (folder / "wheels").mkdir(parents=True)
+    _private_folders(folder)
     journal = Journal(folder, {"python": python, "pid": os.getpid(), "pid_start": _start_time(os.getpid()),
+                               "owner": Identity.of(os.getpid()).to_dict(),
                                "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                                "state": "saving", "before": [d.to_dict() for d in before], "plan": plan.to_dict(),
                                "steps_done": 0, "child_pgid": None, "wheels": {}, "stash": site_stash,
@@ -155,6 +283,20 @@ def begin(python: str, plan: Plan, before: list[InstalledDist], touched: set[str
             unsaved.append(f"{dist.name}: no .dist-info folder known")
     journal.record(state="applying", wheels=wheels, unsaved=unsaved)
     return journal
+
+
+def _private_folders(folder: Path) -> None:
+    """Make the journal folder empty, with it and every folder from ``cudamatrix`` down 0700 and this user's.
+    Raises UsageError when one is not (a link planted in its place, another owner)."""
+    from cudamatrix.safe.files import private_dir
+
+    shutil.rmtree(folder, ignore_errors=True)
+    root = state_root().parent  # .../cudamatrix: the user's state home above it is theirs to set
+    for path in (root, root / "journal", folder, folder / "wheels"):
+        note = private_dir(path)
+        if note:
+            raise UsageError(f"the install journal cannot be kept: {note}; nothing was changed",
+                             hint="the state folder must be yours and closed to others")
 
 
 def _record_hash(data_hash: hashlib._Hash) -> str:
@@ -185,12 +327,32 @@ def repack(dist_info: Path, out_dir: Path) -> Path:
     tags = [ln.split(":", 1)[1].strip() for ln in (dist_info / "WHEEL").read_text().splitlines()
             if ln.startswith("Tag:")]
     escaped = canonical(name).replace("-", "_")  # the wheel file name's escaping (binary distribution format)
-    path = out_dir / f"{escaped}-{version}-{_tag_set(tags)}.whl"
+    base = f"{escaped}-{version}-{_tag_set(tags)}.whl"
+    if "/" in base or "\\" in base or "\0" in base or base.startswith("."):
+        raise ValueError(f"{dist_info}: its name, version or tag does not make a file name ({base!r})")
+    path = out_dir / base
     rows = list(csv.reader(io.StringIO((dist_info / "RECORD").read_text())))
+    out_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    from cudamatrix.safe.files import exclusive_temp
+
+    tmp, fd = exclusive_temp(str(out_dir), path.name, 0o600)  # never a planted link: O_EXCL | O_NOFOLLOW
+    try:
+        with os.fdopen(fd, "wb") as raw:
+            _zip_installed(raw, site, dist_info, rows)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return path
+
+
+def _zip_installed(raw, site: Path, dist_info: Path, rows: list[list[str]]) -> None:
+    """Write the wheel of the installed files ``rows`` (RECORD's) into the open file ``raw``."""
     record: list[list[str]] = []
-    out_dir.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".part")
-    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
+    with zipfile.ZipFile(raw, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
         for row in rows:
             rel = row[0] if row else ""
             if not rel or rel.startswith("..") or os.path.isabs(rel) or "__pycache__/" in rel or rel.endswith(".pyc"):
@@ -211,8 +373,6 @@ def repack(dist_info: Path, out_dir: Path) -> Path:
         text = io.StringIO()
         csv.writer(text, lineterminator="\n").writerows(record)
         zf.writestr(f"{dist_info.name}/RECORD", text.getvalue())
-    tmp.replace(path)
-    return path
 
 
 def stash_dirs(site_packages: list[str]) -> list[str]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import os
 import tempfile
 from html.parser import HTMLParser
@@ -25,6 +24,7 @@ from urllib.parse import urljoin, urlsplit
 from cudamatrix.errors import InstallFailed
 from cudamatrix.models import Environment, Plan
 from cudamatrix.names import canonical
+from cudamatrix.safe.files import parse_json
 from cudamatrix.schema import field, record
 
 UNPACK_FACTOR = 3.0
@@ -92,7 +92,7 @@ def file_size(index: str, name: str, version: str, tags: list[str], dead: set[st
     files: list[tuple[str, str, int | None]] = []
     if "json" in ctype:
         try:
-            for f in json.loads(body).get("files", []):
+            for f in parse_json(body).get("files", []):
                 files.append((f["filename"], urljoin(url, f["url"]), f.get("size")))
         except (ValueError, KeyError, AttributeError):
             return None

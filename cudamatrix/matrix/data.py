@@ -2,7 +2,8 @@
 
 One JSON file per family (``cuda.json``, ``gpus.json``, ``cudnn.json``, ``torch.json``,
 ``tensorflow.json``, ``jax.json``, ``advisories.json``) plus ``meta.json`` (schema and data versions).
-Every row carries ``source``: the URL of the document or the package artifact it was read from.
+Every row carries ``source``: a list of source records (:mod:`cudamatrix.matrix.sources`: the URL of the document
+or the package artifact it was read from, what it states, when it was read, whose word it is).
 Unknown keys are refused; a load error names the file and the dotted path of the bad value.
 
 Trust the shipped data, validate the user's: the data shipped inside the package is built straight into
@@ -19,10 +20,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from cudamatrix.errors import DataError
+from cudamatrix.matrix.sources import Source, Sources, SourceText  # noqa: F401
 from cudamatrix.schema import FORBID, build, cc_key, field, normalize_cc, record, validate  # noqa: F401
-from cudamatrix.schema.annotated import CC, Req, Spec, Ver  # noqa: F401
+from cudamatrix.schema.annotated import CC, Driver, IndexUrl, Label, Local, Name, Req, Spec, Ver, VersionText  # noqa: F401
 
-SCHEMA_VERSION = 1
+# 2: every row's ``source`` is a list of source records (url, states, read, kind), not free text; variants
+# carry ``per_platform``; cuda.json carries ``jetpack``, cudnn.json ``gpu_floors``
+SCHEMA_VERSION = 2
 FILES = ("meta", "cuda", "gpus", "cudnn", "torch", "tensorflow", "jax", "advisories")
 
 InferredField = Literal["archs", "ptx", "cudnn", "cuda", "nvidia_pins", "python"]
@@ -36,9 +40,9 @@ class CudaRelease:
     """One CUDA toolkit release with its minimum drivers ("CUDA Toolkit and Corresponding Driver Versions")."""
 
     version: Ver
-    source: str
-    linux_min_driver: str | None = None
-    windows_min_driver: str | None = None
+    source: Sources
+    linux_min_driver: Driver | None = None
+    windows_min_driver: Driver | None = None
     # compute capabilities this toolkit's compiler can generate code for
     compute_capabilities: list[CC] = field(default_factory=list)
     __pydantic_config__ = FORBID
@@ -49,10 +53,10 @@ class MinorCompat:
     """Minor-version compatibility floor of one CUDA major: any 12.x app runs on this driver (SASS only)."""
 
     cuda_major: int
-    linux_min_driver: str
+    linux_min_driver: Driver
     limits: str
-    source: str
-    windows_min_driver: str | None = None
+    source: Sources
+    windows_min_driver: Driver | None = None
     __pydantic_config__ = FORBID
 
 
@@ -62,7 +66,7 @@ class DriverBranch:
 
     branch: int
     max_cuda: Ver
-    source: str
+    source: Sources
     __pydantic_config__ = FORBID
 
 
@@ -71,21 +75,39 @@ class Metapackage:
     """A wheel that only requires other wheels (``cuda-toolkit``): per extra, the component requirements its
     METADATA declares, so a framework's ``cuda-toolkit[cublas,...]==X`` pin is checked as the wheels it brings."""
 
-    name: str
+    name: Name
     version: Ver
-    requires: dict[str, list[Req]]  # extra -> requirements (markers dropped: Linux and Windows alike)
-    source: str
+    requires: dict[Name, list[Req]]  # extra -> requirements (markers dropped: Linux and Windows alike)
+    source: Sources
+    __pydantic_config__ = FORBID
+
+
+@record(frozen=True)
+class JetPack:
+    """A Jetson Linux (L4T) release line of JetPack: the driver its boards report, the CUDA version that driver
+    reports (a Jetson driver is not a desktop branch: R540 of JetPack 6 reports 12.6, where the desktop table
+    would say 12.2), the boards it drives, and where NVIDIA publishes framework wheels for it."""
+
+    jetpack: list[str]  # the JetPack releases of this line ("6.1", "6.2")
+    l4t: str  # Jetson Linux release line ("36.4")
+    driver: Driver  # "Driver Version" as nvidia-smi prints it on the board ("540.4.0")
+    cuda: Ver  # the CUDA version that driver reports ("CUDA Version" of nvidia-smi)
+    compute_capabilities: list[CC]  # the boards' GPUs (Orin: 8.7)
+    source: Sources
+    # the package index NVIDIA names for this JetPack's framework wheels (pip --extra-index-url)
+    index_url: IndexUrl | None = None
     __pydantic_config__ = FORBID
 
 
 @record(frozen=True)
 class CudaFile:
-    """cuda.json: CUDA releases, minor-version compatibility, driver branches, metapackages."""
+    """cuda.json: CUDA releases, minor-version compatibility, driver branches, metapackages, Jetson drivers."""
 
     releases: list[CudaRelease]
     minor_compat: list[MinorCompat]
     driver_branches: list[DriverBranch]
     metapackages: list[Metapackage] = field(default_factory=list)
+    jetpack: list[JetPack] = field(default_factory=list)
     __pydantic_config__ = FORBID
 
 
@@ -97,15 +119,15 @@ class Architecture:
 
     name: str
     compute_capabilities: list[CC]
-    source: str
+    source: Sources
     # last driver branch that supports this architecture, where support has ended (None: still supported)
     last_driver_branch: int | None = None
     # last CUDA toolkit able to build for it, where that has ended
     last_cuda: Ver | None = None
     # compute capability -> the oldest Linux driver that drives it: the driver of the first CUDA release
     # whose compiler targets it ("CUDA Toolkit and Corresponding Driver Versions"); a hard floor
-    min_driver: dict[CC, str] = field(default_factory=dict)
-    min_driver_source: str | None = None
+    min_driver: dict[CC, Driver] = field(default_factory=dict)
+    min_driver_source: Sources | None = None
     __pydantic_config__ = FORBID
 
 
@@ -117,7 +139,7 @@ class Gpu:
     compute_capability: CC
     architecture: str
     segment: Literal["datacenter", "workstation", "consumer", "jetson", "laptop", "embedded"]
-    source: str
+    source: Sources
     aliases: list[str] = field(default_factory=list)
     memory_gib: float | None = None
     __pydantic_config__ = FORBID
@@ -142,46 +164,78 @@ class CudnnRelease:
     # CUDA versions this build supports, as specifiers (">=12.0,<13")
     cuda_versions: list[Spec]
     compute_capabilities: list[CC]
-    soname: str
-    source: str
-    linux_min_driver: str | None = None
+    soname: Label
+    source: Sources
+    linux_min_driver: Driver | None = None
+    __pydantic_config__ = FORBID
+
+
+@record(frozen=True)
+class CudnnGpuFloor:
+    """A cap cuDNN puts on the GPU: from the versions ``versions`` on, its kernels are built for no compute
+    capability below ``min_compute_capability`` (cuDNN 9.11 dropped Maxwell, Pascal and Volta). Its sources are
+    NVIDIA's document and the binaries themselves (cuobjdump of the wheels on either side of the change)."""
+
+    versions: Spec  # ">=9.11"
+    min_compute_capability: CC
+    source: Sources
     __pydantic_config__ = FORBID
 
 
 @record(frozen=True)
 class CudnnFile:
-    """cudnn.json: cuDNN releases and how cudnnGetVersion() encodes a version."""
+    """cudnn.json: cuDNN releases, how cudnnGetVersion() encodes a version, and the GPU floors of its kernels."""
 
     # how cudnnGetVersion() encodes a version, per major range
     version_encoding: dict[str, str]
     releases: list[CudnnRelease]
+    gpu_floors: list[CudnnGpuFloor] = field(default_factory=list)
     __pydantic_config__ = FORBID
 
 
 # --- Frameworks ----------------------------------------------------------------------------------
 
 @record(frozen=True)
+class PlatformFacts:
+    """How the wheels of one platform (wheel tag) of a variant differ from the variant's own fields, read from
+    that platform's wheels: the plain default-index wheel of that platform is this variant (``pypi_default``:
+    PyPI's Windows torch is the CPU build, its Linux aarch64 torch a CUDA 13 build), and its own SASS/PTX, CUDA
+    and Python versions. A field left out (None) is the variant's."""
+
+    source: Sources
+    pypi_default: bool = False  # the plain default-index wheel on this platform is this variant
+    cuda: Ver | None = None
+    archs: list[CC] | None = None  # SASS in this platform's binaries
+    ptx: list[CC] | None = None
+    python: list[VersionText] | None = None  # Python versions with a wheel on this platform
+    __pydantic_config__ = FORBID
+
+
+@record(frozen=True)
 class Variant:
     """One published build of a framework release (``cu121``, ``cpu``, ``and-cuda``, ``cuda12``)."""
 
-    name: str
-    source: str
-    index_url: str | None = None  # None: the default index
+    name: Label
+    source: Sources
+    index_url: IndexUrl | None = None  # None: the default index
     cuda: Ver | None = None
     cudnn: Ver | None = None
     archs: list[CC] = field(default_factory=list)  # SASS compiled into the binaries
     ptx: list[CC] = field(default_factory=list)  # PTX shipped for JIT on newer GPUs
     nvidia_pins: list[Req] = field(default_factory=list)  # exact nvidia-* requirements the wheel declares
     extra_packages: list[Req] = field(default_factory=list)  # installed alongside (jax-cuda12-plugin==...)
-    pip_extra: str | None = None  # "and-cuda" -> tensorflow[and-cuda]
-    local_version: str | None = None  # "+cu121": the index needs it in exact pins
+    pip_extra: Name | None = None  # "and-cuda" -> tensorflow[and-cuda]
+    local_version: Local | None = None  # "+cu121": the index needs it in exact pins
     pypi_default: bool = False  # the plain default-index wheel is this variant (linux_x86_64)
     platforms: list[Platform] = field(default_factory=list)  # empty: the release's platforms
-    min_driver: str | None = None  # a floor the framework documents itself
+    min_driver: Driver | None = None  # a floor the framework documents itself
     # facts of this row not read from an artifact but inferred from a named neighbour by a documented rule:
     # field name ("archs", "ptx", "cudnn", "cuda", "nvidia_pins", "python") -> the basis, one sentence.
     # A field that is empty and not listed here is unknown, and no rule passes on it.
     inferred: dict[InferredField, str] = field(default_factory=dict)
+    # platform -> what that platform's wheels say where it differs from the fields above (read by the solver
+    # work that follows schema 2: until then the solver applies the variant's own fields on every platform)
+    per_platform: dict[Platform, PlatformFacts] = field(default_factory=dict)
     __pydantic_config__ = FORBID
 
 
@@ -191,13 +245,15 @@ class FrameworkRelease:
 
     name: Literal["torch", "tensorflow", "jax"]
     version: Ver
-    python: list[str]  # "3.10", "3.11" ...
+    python: list[VersionText]  # "3.10", "3.11" ...
     variants: list[Variant]
-    source: str
+    source: Sources
     released: str | None = None  # ISO date
     platforms: list[Platform] = field(default_factory=list)
-    companions: dict[str, str] = field(default_factory=dict)  # torchvision/torchaudio; jaxlib
+    companions: dict[Name, VersionText] = field(default_factory=dict)  # torchvision/torchaudio; jaxlib
     notes: list[str] = field(default_factory=list)
+    # why the index withdrew this release (PEP 592 yanked): pip installs it only when pinned exactly
+    yanked: str | None = None
     __pydantic_config__ = FORBID
 
 
@@ -220,7 +276,7 @@ class Advisory:
     affects: list[Req]
     symptom: str
     fix: str
-    source: str
+    source: Sources
     # optional conditions on the machine
     gpu_compute_capabilities: list[CC] = field(default_factory=list)
     driver: Spec | None = None
@@ -240,7 +296,7 @@ class Meta:
     """meta.json: schema and data versions of the matrix."""
 
     schema_version: int
-    data_version: str
+    data_version: Label  # "2026.11.26": one word
     date: str
     description: str = ""
     __pydantic_config__ = FORBID
@@ -306,10 +362,37 @@ def _check_schema(parsed: dict[str, Any]) -> None:
 def validate_files(raws: dict[str, bytes]) -> Matrix:
     """Validate raw file contents (name -> bytes) into a Matrix with pydantic. Raises DataError.
 
-    For data a user supplies; one validator covers all files (pydantic builds it once)."""
+    For data a user supplies; one validator covers all files (pydantic builds it once). No text of it may
+    hold a line break or another control character (it reaches lock files and terminals)."""
     parsed = {name: _parse(f"{name}.json", raw) for name, raw in raws.items()}
     _check_schema(parsed)
+    for name, doc in parsed.items():
+        where = control_text(doc)
+        if where is not None:
+            raise DataError(f"{name}.json: {where}: holds a line break or a control character",
+                            hint="matrix data is one-line text: index URLs, names, versions, sources")
     return validate(Matrix, parsed, None)
+
+
+def control_text(doc: Any, path: str = "") -> str | None:
+    """The dotted path of the first key or string in ``doc`` that holds a control character (a line
+    break, an escape, a bidirectional override), or None (iterative: no recursion)."""
+    from cudamatrix.safe.text import breaks_line
+
+    stack: list[tuple[Any, str]] = [(doc, path)]
+    while stack:
+        value, where = stack.pop()
+        if isinstance(value, str):
+            if breaks_line(value):
+                return where or "(top level)"
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                if isinstance(k, str) and breaks_line(k):
+                    return f"{where}.{k!r}".lstrip(".")
+                stack.append((v, f"{where}.{k}".lstrip(".")))
+        elif isinstance(value, list):
+            stack += [(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    return None
 
 
 def build_files(raws: dict[str, bytes]) -> Matrix:
@@ -337,7 +420,19 @@ def load_matrix_from(data_dir: Path, *, trusted: bool = False) -> Matrix:
     if not data_dir.is_dir():
         raise DataError(f"{data_dir}: not a matrix data folder")
     raws = {name: _read(data_dir / f"{name}.json") for name in FILES}
-    return build_files(raws) if trusted else validate_files(raws)
+    if not trusted:
+        return validate_files(raws)
+    # The build allocates some hundred thousand objects and none of them form a cycle: the cyclic collector
+    # would only walk them again and again (measured: about a tenth of the load at every start).
+    import gc
+
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        return build_files(raws)
+    finally:
+        if was_on:
+            gc.enable()
 
 
 @lru_cache(maxsize=4)

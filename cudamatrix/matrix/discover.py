@@ -19,6 +19,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
 from cudamatrix.matrix.index import IndexFile, Metadata
+from cudamatrix.matrix.sources import source_record
 
 PYTHONS = ("3.6", "3.7", "3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "3.14", "3.15")
 # the distributions whose pins decide which CUDA user-space a framework wheel loads
@@ -223,8 +224,8 @@ def pair(parents: Iterable[str], companions: dict[str, SpecifierSet | None]) -> 
 
 # --- builders ---------------------------------------------------------------------------------------
 
-def _src(meta: Metadata) -> str:
-    return f"artifact: index listing and wheel METADATA ({meta.source})"
+def _src(meta: Metadata, what: str = "") -> list[dict[str, Any]]:
+    return [source_record(f"index listing and wheel METADATA ({meta.source}){what}")]
 
 
 def torch_rows(index: Index, log: Log, read_version_py: Callable[[IndexFile], str | None] | None = None,
@@ -251,7 +252,7 @@ def torch_rows(index: Index, log: Log, read_version_py: Callable[[IndexFile], st
         files = rels[Version(v)]
         pys, plats = support(files)
         row: dict[str, Any] = {"name": "torch", "version": v, "python": pys, "platforms": plats,
-                               "source": "artifact: index listing of torch (wheel tags)", "notes": []}
+                               "source": [source_record("index listing of torch (wheel tags)")], "notes": []}
         pairing = {c: comps[c][v] for c in comps if v in comps[c]}
         if pairing:
             row["companions"] = {c: p[0] for c, p in pairing.items()}
@@ -264,7 +265,7 @@ def torch_rows(index: Index, log: Log, read_version_py: Callable[[IndexFile], st
             source = _src(meta)
             if cuda is None and read_version_py is not None:
                 cuda = parse_torch_version_py(read_version_py(f) or "")["cuda"]
-                source += f"; torch/version.py read from {f.filename}"
+                source.append(source_record(f"torch/version.py read from {f.filename}"))
             if cuda:
                 tag = "cu" + cuda.replace(".", "")
                 row["default"] = {"name": tag, "cuda": cuda, "cudnn": cudnn_of(pins), "nvidia_pins": pins,
@@ -295,7 +296,7 @@ def tensorflow_rows(index: Index, log: Log, read_build_info: Callable[[IndexFile
             continue
         pys, plats = support(rels[ver])
         row: dict[str, Any] = {"name": "tensorflow", "version": v, "python": pys, "platforms": plats,
-                               "source": "artifact: index listing of tensorflow (wheel tags)"}
+                               "source": [source_record("index listing of tensorflow (wheel tags)")]}
         if v in cpu:
             row["companions"] = {"tensorflow-cpu": v}
         f = pick(rels[ver])
@@ -312,7 +313,8 @@ def tensorflow_rows(index: Index, log: Log, read_build_info: Callable[[IndexFile
                     # build_info names the cuDNN major only ("8"): a published "8.1" is not replaced by it
                     if not variant["cudnn"] and info["cudnn"] and "." in info["cudnn"]:
                         variant["cudnn"] = info["cudnn"]
-                    variant["source"] += f"; tensorflow/python/platform/build_info.py read from {f.filename}"
+                    variant["source"].append(
+                        source_record(f"tensorflow/python/platform/build_info.py read from {f.filename}"))
             if variant["cuda"] or pins:
                 row["variants"] = [variant]
         log(f"  tensorflow {v}: python {pys} cuda {row.get('variants', [{}])[0].get('cuda')}")
@@ -355,9 +357,9 @@ def jax_rows(index: Index, log: Log, only: set[str] | None = None) -> list[dict[
             continue
         pys, plats = support(jaxlib.get(ver, []) or rels[ver])
         row: dict[str, Any] = {"name": "jax", "version": v, "python": pys, "platforms": plats,
-                               "source": "artifact: index listing of jaxlib (wheel tags)",
-                               "variants": [{"name": "cpu", "source": "artifact: jaxlib wheels on the index "
-                                                                      "(the default jaxlib is the CPU build)"}]}
+                               "source": [source_record("index listing of jaxlib (wheel tags)")],
+                               "variants": [{"name": "cpu", "source": [source_record(
+                                   "jaxlib wheels on the index (the default jaxlib is the CPU build)")]}]}
         companion = _jaxlib_of(index, rels[ver], ver, jaxlib)
         if companion:
             row["companions"] = {"jaxlib": companion}
@@ -399,7 +401,7 @@ def _jax_plugin_variant(index: Index, major: str, files: list, v: str) -> dict[s
     return {"name": f"cuda{major}", "pip_extra": f"cuda{major}", "nvidia_pins": pins,
             "cuda": cuda_of(pins), "cudnn": cudnn_of(pins), "extra_packages": extra,
             "platforms": sorted({p for f in files for t in f.platforms for p in platform_of(t)}),
-            "source": _src(meta) + " (the with-cuda extra; cuda and cudnn are its floors)"}
+            "source": _src(meta, " (the with-cuda extra; cuda and cudnn are its floors)")}
 
 
 def cudnn_releases(index: Index) -> dict[str, dict[str, list[str]]]:

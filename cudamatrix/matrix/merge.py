@@ -7,6 +7,8 @@ from typing import Any, Iterable
 
 from packaging.version import Version
 
+from cudamatrix.matrix.sources import merge_sources
+
 
 def merge_release(old: dict[str, Any] | None, art: dict[str, Any]) -> dict[str, Any]:
     """Merge artifact facts ``art`` over a published row ``old`` (or build a new row).
@@ -55,12 +57,11 @@ def _merge_variants(published: list[dict[str, Any]], art: dict[str, Any]) -> lis
 
 
 def _merge_variant(cur: dict[str, Any], new: dict[str, Any]) -> None:
-    """The artifact's non-empty facts over a published variant; its source appended to the variant's."""
+    """The artifact's non-empty facts over a published variant; its sources merged into the variant's."""
     for key, value in new.items():
         if key != "source" and value not in (None, [], False):
             cur[key] = value
-    if new.get("source") and new["source"] not in cur.get("source", ""):
-        cur["source"] = f"{cur['source']}; {new['source']}" if cur.get("source") else new["source"]
+    cur["source"] = merge_sources(cur.get("source"), new.get("source"))
 
 
 INHERIT = ("cuda", "cudnn", "archs", "ptx", "platforms", "min_driver", "index_url")

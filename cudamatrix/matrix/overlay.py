@@ -3,9 +3,12 @@ the user's pip uses (``cudamatrix matrix update``) and kept as JSON in the user'
 
 Only releases the shipped data lacks are kept; the shipped rows always win. The file is plain JSON (it
 is parsed, never executed or unpickled), written 0600 into a 0700 folder of its own through an exclusive temporary
-file and a rename, and carries the SHA-256 of its rows. On read, a file or folder owned by someone else,
-readable by others, a symlink, or a hash that does not match is ignored with a note. Its rows are checked
-with the matrix's pydantic models when written and again when read: pydantic is only loaded when an overlay
+file and a rename, and carries the SHA-256 of its rows and an HMAC of the whole document made with the per-user
+key (:mod:`cudamatrix.safe.keys`, the verification memory's): a hash in the file it protects is recomputed by
+whoever edits the file, the HMAC is not. On read (bounded in size and depth), a file or folder owned by someone
+else, readable by others, a symlink, a hash or an HMAC that does not match is ignored with a note. Its rows are
+checked with the matrix's pydantic models when written and again when read (index URLs one-line https, names
+PEP 508 names, versions versions, no control character in any text): pydantic is only loaded when an overlay
 exists, so a machine without one pays one ``stat``.
 """
 from __future__ import annotations
@@ -51,8 +54,9 @@ class OverlayInfo:
 
 def cache_dir() -> Path:
     """``$XDG_CACHE_HOME/cudamatrix``, else ``~/.cache/cudamatrix``."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "cudamatrix"
+    from cudamatrix.safe.keys import cache_dir as folder
+
+    return folder()
 
 
 def overlay_path() -> Path:
@@ -129,7 +133,7 @@ def build(index: Any, shipped: Matrix, index_url: str, log: Callable[[str], None
 def to_plain(release: Any) -> dict[str, Any]:
     from cudamatrix.schema import to_dict
 
-    return json.loads(json.dumps(to_dict(release), default=str))
+    return json.loads(json.dumps(to_dict(release, records=True), default=str))
 
 
 def check_rows(doc: dict[str, Any], shipped: Matrix) -> Matrix:
@@ -148,6 +152,11 @@ def check_rows(doc: dict[str, Any], shipped: Matrix) -> Matrix:
         raise OverlayError("the overlay's families are not torch/tensorflow/jax")
     if doc.get("sha256") != digest(fams):
         raise OverlayError("the overlay's rows do not match its sha256")
+    from cudamatrix.matrix.data import control_text
+
+    where = control_text(doc)
+    if where is not None:
+        raise OverlayError(f"the overlay's {where} holds a line break or a control character")
     replaced: dict[str, Any] = {}
     for fam, rows in fams.items():
         try:
@@ -167,11 +176,21 @@ def check_rows(doc: dict[str, Any], shipped: Matrix) -> Matrix:
     return matrix
 
 
+def _unsigned(doc: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in doc.items() if k != "mac"}
+
+
 def write(doc: dict[str, Any], shipped: Matrix, path: Path | None = None) -> Path:
-    """Validate ``doc`` and write it to the overlay file (0600 in a 0700 folder, temp file + rename)."""
-    import tempfile  # only here: writing is rare, and tempfile is slow to import
+    """Validate ``doc``, sign it with the per-user key and write it to the overlay file (0600 in a 0700
+    folder, temp file + rename). Raises OverlayError."""
+    from cudamatrix.safe.keys import sign, user_key
 
     check_rows(doc, shipped)
+    key, note = user_key(create=True)
+    if key is None:
+        raise OverlayError(f"the per-user key cannot be kept: {note}; not writing the overlay",
+                           hint="make the cache folder ($XDG_CACHE_HOME, default ~/.cache) yours and private")
+    doc = {**_unsigned(doc), "mac": sign(key, _unsigned(doc))}
     path = path or overlay_path()
     folder = path.parent
     try:
@@ -182,19 +201,11 @@ def write(doc: dict[str, Any], shipped: Matrix, path: Path | None = None) -> Pat
     if why:
         raise OverlayError(f"{folder}: {why}; not writing the overlay there",
                            hint=f"chmod 700 {folder} (or set XDG_CACHE_HOME to a private folder)")
-    fd, tmp = tempfile.mkstemp(prefix=".overlay-", suffix=".tmp", dir=folder)  # O_EXCL, mode 0600
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, indent=1, sort_keys=True)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise OverlayError(f"{path}: cannot write the overlay ({exc.strerror})") from None
+    from cudamatrix.safe.files import write_private
+
+    note = write_private(path, json.dumps(doc, indent=1, sort_keys=True))  # the one safe writer: 0600, no link
+    if note:
+        raise OverlayError(f"{path}: cannot write the overlay ({note})")
     return path
 
 
@@ -218,13 +229,13 @@ def apply(shipped: Matrix, path: Path | None = None) -> Matrix:
     matrix = shipped
     if why is None:
         try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
+            doc = _read_signed(path)
             matrix = check_rows(doc, shipped)
             result.created, result.index = doc.get("created"), doc.get("index")
             shipped_versions = {f: {str(r.version) for r in shipped.frameworks(f)} for f in FAMILIES}
             result.releases = {f: [r["version"] for r in rows if r["version"] not in shipped_versions[f]]
                                for f, rows in doc["families"].items()}
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except (OSError, ValueError) as exc:
             why = f"the overlay cannot be read ({exc})"
         except OverlayError as exc:
             why = exc.message
@@ -233,6 +244,31 @@ def apply(shipped: Matrix, path: Path | None = None) -> Matrix:
         matrix = shipped
     _applied[matrix] = result
     return matrix
+
+
+MAX_BYTES = 16 * 1024 * 1024
+MAX_DEPTH = 16  # the rows of matrix update nest 6 levels
+
+
+def _read_signed(path: Path) -> dict[str, Any]:
+    """The overlay document, read bounded (size, depth) and checked against the per-user key. Raises
+    OverlayError when it is not signed with this user's key, ValueError when it cannot be read."""
+    from cudamatrix.safe.files import parse_json, read_private
+    from cudamatrix.safe.keys import signed, user_key
+
+    raw, note = read_private(path, limit=MAX_BYTES)
+    if note or raw is None:
+        raise ValueError(note or "it vanished while being read")
+    doc = parse_json(raw, max_depth=MAX_DEPTH)
+    if not isinstance(doc, dict):
+        raise OverlayError("the overlay is not a JSON object")
+    key, note = user_key(create=False)
+    if key is None or not signed(key, _unsigned(doc), doc.get("mac")):
+        if doc.get("sha256") != digest(doc.get("families") or {}):  # say the plainer reason first
+            raise OverlayError("the overlay's rows do not match its sha256")
+        raise OverlayError("the overlay is not signed with this user's key (" + (note or "no key, or another key")
+                           + "): an overlay edited or planted by anyone without the key is not used")
+    return doc
 
 
 def info(matrix: Matrix) -> OverlayInfo | None:

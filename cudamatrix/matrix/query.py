@@ -4,11 +4,23 @@ from __future__ import annotations
 import difflib
 import re
 from functools import lru_cache
-from typing import Callable
+from typing import Any, Callable
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import VERSION_PATTERN, InvalidVersion, Version
 
-from cudamatrix.matrix.data import Advisory, Architecture, CudaRelease, CudnnRelease, FrameworkRelease, Gpu, Matrix
+from cudamatrix.matrix.data import (
+    Advisory,
+    Architecture,
+    CudaRelease,
+    CudnnGpuFloor,
+    CudnnRelease,
+    FrameworkRelease,
+    Gpu,
+    JetPack,
+    Matrix,
+    PlatformFacts,
+    Variant,
+)
 from cudamatrix.names import FAMILY_NAMES, name_and_specifier, requirement
 from cudamatrix.schema import normalize_cc, to_dict
 
@@ -93,6 +105,33 @@ def find_gpu(matrix: Matrix, name: str) -> Gpu | None:
     return None
 
 
+def _words(text: str) -> str:
+    return " " + _norm_name(text) + " "
+
+
+def lookup_gpu(matrix: Matrix, text: str) -> Gpu | None:
+    """The GPU model a person names as they type it: a model number ("4090", "3090"), a compact or spaced
+    name ("rtx4090", "RTX 4090"), a family ("a100", "h100", "t4"), from the names and aliases in gpus.json.
+
+    None when the text names no model, or names models of different compute capabilities ("4000": Quadro RTX
+    4000 is 7.5, RTX 4000 Ada 8.9). Unlike :func:`find_gpu` (which reads the names nvidia-smi prints, cut or
+    suffixed), it never guesses among models that differ. A compute capability ("8.6", "sm_86") is not a
+    model: the caller tries that first or after, as its input rules say."""
+    text = text.strip()
+    if not text:
+        return None
+    index = _gpu_index(matrix)
+    hit = index.get(text.lower()) or index.get(_norm_name(text))
+    if hit:
+        return hit
+    squeezed = re.sub(r"[\s\-_()]+", "", _norm_name(text))
+    named = [g for g in matrix.gpus.gpus for n in (g.name, *g.aliases) if re.sub(r"[\s\-_()]+", "", _norm_name(n)) == squeezed]
+    if not named:  # a family: every name that has the text as its words ("a100" in "a100 sxm4 40gb")
+        words = _words(text)
+        named = [g for g in matrix.gpus.gpus if any(words in _words(n) for n in (g.name, *g.aliases))]
+    return _same_cc(named)
+
+
 def suggest_gpus(matrix: Matrix, name: str, n: int = 3) -> list[str]:
     names = [g.name for g in matrix.gpus.gpus] + [a for g in matrix.gpus.gpus for a in g.aliases]
     return difflib.get_close_matches(name, names, n=n, cutoff=0.4) or \
@@ -143,7 +182,7 @@ def rows_for(matrix: Matrix, family: str, key: str | None) -> list[dict]:
         versioned: list[FrameworkRelease] | list[CudaRelease] | list[CudnnRelease] = (
             matrix.cuda.releases if family == "cuda" else
             matrix.cudnn.releases if family == "cudnn" else matrix.frameworks(family))
-        return [to_dict(r) for r in versioned
+        return [to_dict(r, records=True) for r in versioned
                 if not key or str(r.version) == key or _version_prefix(str(r.version), key)]
     if family == "gpu":
         if key:
@@ -159,7 +198,7 @@ def rows_for(matrix: Matrix, family: str, key: str | None) -> list[dict]:
             gpus = matrix.gpus.gpus
         out = []
         for g in gpus:
-            row = to_dict(g)
+            row = to_dict(g, records=True)
             arch = architecture(matrix, g.compute_capability)
             row["last_driver_branch"] = arch.last_driver_branch if arch else None
             row["last_cuda"] = str(arch.last_cuda) if arch and arch.last_cuda else None
@@ -178,83 +217,68 @@ def lint(matrix: Matrix) -> list[str]:
     return [problem for check in LINTS for problem in check(matrix)]
 
 
-def _sourced(where: str, source: str) -> list[str]:
-    return [f"{where}: source: empty"] if not source or not source.strip() else []
+def _lint_driver_fields(where: str, rel: CudaRelease) -> list[str]:
+    out = []
+    for field_name in ("linux_min_driver", "windows_min_driver"):
+        value = getattr(rel, field_name)
+        if value is not None:
+            try:
+                driver_version(value)
+            except ValueError:
+                out.append(f"{where}: {field_name}: not a driver version: {value!r}")
+    return out
 
 
-def _duplicate(where: str, what: str, key: str, seen: set[str]) -> list[str]:
-    """"<where>: <what>: duplicate ..." when ``key`` was seen before (it is added to ``seen``)."""
-    found = key in seen
-    seen.add(key)
-    return [f"{where}: {what}"] if found else []
+def _lint_floors_rise(rels: list[CudaRelease], field_name: str, major: int) -> list[str]:
+    """A major's driver floors never decrease from one minor to the next."""
+    out, last = [], None
+    for rel in rels:
+        value = getattr(rel, field_name)
+        try:
+            v = driver_version(value) if value is not None else None
+        except ValueError:
+            v = None
+        if v is None:
+            continue
+        if last and v < last[1]:
+            out.append(f"cuda.json: {field_name} decreases within CUDA {major}: "
+                       f"{last[0]} needs {'.'.join(map(str, last[1]))}, {rel.version} needs {value}")
+        last = (rel.version, v)
+    return out
 
 
-def _cuda_releases(matrix: Matrix) -> list[str]:
-    """Every CUDA row sourced, once, its driver floors driver versions."""
+def _lint_cuda(matrix: Matrix) -> list[str]:
     problems: list[str] = []
     seen: set[str] = set()
     for i, rel in enumerate(matrix.cuda.releases):
         where = f"cuda.json: releases[{i}]"
-        problems += _sourced(where, rel.source)
-        problems += _duplicate(where, f"version: duplicate row {rel.version}", str(rel.version), seen)
-        for field_name in ("linux_min_driver", "windows_min_driver"):
-            value = getattr(rel, field_name)
-            if value is not None and not _is_driver_version(value):
-                problems.append(f"{where}: {field_name}: not a driver version: {value!r}")
-    return problems
-
-
-def _is_driver_version(value: str) -> bool:
-    try:
-        driver_version(value)
-    except ValueError:
-        return False
-    return True
-
-
-def _cuda_floors_increase(matrix: Matrix) -> list[str]:
-    """Within a CUDA major, a newer release never needs an older driver (NVIDIA's release notes table)."""
-    problems = []
+        if str(rel.version) in seen:
+            problems.append(f"{where}: version: duplicate row {rel.version}")
+        seen.add(str(rel.version))
+        problems += _lint_driver_fields(where, rel)
     for major in {r.version.major for r in matrix.cuda.releases}:
         rels = sorted((r for r in matrix.cuda.releases if r.version.major == major), key=lambda r: r.version)
         for field_name in ("linux_min_driver", "windows_min_driver"):
-            problems += _floors_increase(major, rels, field_name)
+            problems += _lint_floors_rise(rels, field_name, major)
+    cuda_versions = {r.version.release[:2] for r in matrix.cuda.releases}
+    for i, jp in enumerate(matrix.cuda.jetpack):
+        where = f"cuda.json: jetpack[{i}]"
+        try:
+            driver_version(jp.driver)
+        except ValueError:
+            problems.append(f"{where}: driver: not a driver version: {jp.driver!r}")
+        if jp.cuda.release[:2] not in cuda_versions:
+            problems.append(f"{where}: cuda: {jp.cuda} is not in the CUDA table")
     return problems
 
 
-def _floors_increase(major: int, rels: list, field_name: str) -> list[str]:
-    problems = []
-    last = None
-    for rel in rels:
-        value = getattr(rel, field_name)
-        if value is None or not _is_driver_version(value):
-            continue
-        v = driver_version(value)
-        if last and v < last[1]:
-            problems.append(f"cuda.json: {field_name} decreases within CUDA {major}: "
-                            f"{last[0]} needs {'.'.join(map(str, last[1]))}, {rel.version} needs {value}")
-        last = (rel.version, v)
-    return problems
-
-
-def _cuda_tables_sourced(matrix: Matrix) -> list[str]:
-    return [p for i, row in enumerate(matrix.cuda.minor_compat)
-            for p in _sourced(f"cuda.json: minor_compat[{i}]", row.source)] + \
-        [p for i, branch_row in enumerate(matrix.cuda.driver_branches)
-         for p in _sourced(f"cuda.json: driver_branches[{i}]", branch_row.source)]
-
-
-def _gpus(matrix: Matrix) -> list[str]:
-    """Every architecture and GPU sourced; a GPU name or alias names one GPU; its architecture is listed and its
-    compute capability known to some CUDA release."""
-    problems = [p for i, arch in enumerate(matrix.gpus.architectures)
-                for p in _sourced(f"gpus.json: architectures[{i}]", arch.source)]
+def _lint_gpus(matrix: Matrix) -> list[str]:
+    problems: list[str] = []
     toolkit_ccs = {c.rstrip("af") for r in matrix.cuda.releases for c in r.compute_capabilities}
     names: dict[str, str] = {}
     arch_names = {a.name for a in matrix.gpus.architectures}
     for i, gpu in enumerate(matrix.gpus.gpus):
         where = f"gpus.json: gpus[{i}]"
-        problems += _sourced(where, gpu.source)
         for name in (gpu.name, *gpu.aliases):
             key = name.lower()
             if key in names and names[key] != gpu.name:
@@ -267,35 +291,137 @@ def _gpus(matrix: Matrix) -> list[str]:
     return problems
 
 
-def _cudnn(matrix: Matrix) -> list[str]:
+def _lint_cudnn(matrix: Matrix) -> list[str]:
     problems: list[str] = []
     seen: set[str] = set()
     for i, cudnn_rel in enumerate(matrix.cudnn.releases):
-        where = f"cudnn.json: releases[{i}]"
-        problems += _sourced(where, cudnn_rel.source)
-        problems += _duplicate(where, f"version: duplicate row {cudnn_rel.version}", str(cudnn_rel.version), seen)
+        if str(cudnn_rel.version) in seen:
+            problems.append(f"cudnn.json: releases[{i}]: version: duplicate row {cudnn_rel.version}")
+        seen.add(str(cudnn_rel.version))
+    from cudamatrix.matrix.sources import records_of
+
+    for i, cap in enumerate(matrix.cudnn.gpu_floors):  # a cap from the GPU: the document and the binaries
+        kinds = {r.kind for r in records_of(cap.source)}
+        if not {"first_party", "artifact"} <= kinds:
+            problems.append(f"cudnn.json: gpu_floors[{i}]: source: needs NVIDIA's document (first_party) and the "
+                            f"binaries (artifact), has {', '.join(sorted(kinds)) or 'none'}")
     return problems
 
 
-def _frameworks(matrix: Matrix) -> list[str]:
-    """Every release sourced, in its family's file, once; its Python versions versions; its variants checked."""
-    cuda_versions = {r.version.release[:2] for r in matrix.cuda.releases}
+def _lint_variant(where: str, var: Variant, release: FrameworkRelease, cuda_versions: set) -> list[str]:
+    problems = []
+    if var.cuda is not None and var.cuda.release[:2] not in cuda_versions:
+        problems.append(f"{where}: cuda: {var.cuda} is not in the CUDA table")
+    for k, pin in enumerate(var.nvidia_pins):
+        from packaging.requirements import InvalidRequirement  # on first use: see names.requirement
+
+        try:
+            requirement(pin)
+        except InvalidRequirement:
+            problems.append(f"{where}.nvidia_pins[{k}]: does not parse: {pin!r}")
+    for platform, facts in var.per_platform.items():
+        if release.platforms and platform not in release.platforms:
+            problems.append(f"{where}.per_platform.{platform}: the release has no {platform} wheels "
+                            f"({', '.join(release.platforms)})")
+        if facts.cuda is not None and facts.cuda.release[:2] not in cuda_versions:
+            problems.append(f"{where}.per_platform.{platform}: cuda: {facts.cuda} is not in the CUDA table")
+    return problems
+
+
+def _lint_defaults(where: str, release: FrameworkRelease) -> list[str]:
+    """At most one variant is the default-index wheel of a platform (``pypi_default`` means linux_x86_64)."""
+    defaults: dict[str, list[str]] = {}
+    for var in release.variants:
+        if var.pypi_default:
+            defaults.setdefault("linux_x86_64", []).append(var.name)
+        for platform, facts in var.per_platform.items():
+            if facts.pypi_default and not (platform == "linux_x86_64" and var.pypi_default):
+                defaults.setdefault(platform, []).append(var.name)
+    if len(defaults.get("linux_x86_64", [])) > 1:
+        return [f"{where}: more than one variant is pypi_default"]
+    return [f"{where}: more than one variant is the default-index wheel on {p} ({', '.join(names)})"
+            for p, names in defaults.items() if len(names) > 1]
+
+
+def _lint_frameworks(matrix: Matrix) -> list[str]:
     problems: list[str] = []
+    cuda_versions = {r.version.release[:2] for r in matrix.cuda.releases}
     for family in FAMILY_NAMES:
         seen: set[str] = set()
         for i, fw_rel in enumerate(matrix.frameworks(family)):
             where = f"{family}.json: releases[{i}]"
-            problems += _sourced(where, fw_rel.source)
             if fw_rel.name != family:
                 problems.append(f"{where}: name: {fw_rel.name!r} in {family}.json")
-            problems += _duplicate(where, f"version: duplicate row {fw_rel.version}", str(fw_rel.version), seen)
-            problems += [f"{where}: python: not a version: {p!r}" for p in fw_rel.python if not is_version(p)]
-            problems += _variants(where, fw_rel.variants, cuda_versions)
+            if str(fw_rel.version) in seen:
+                problems.append(f"{where}: version: duplicate row {fw_rel.version}")
+            seen.add(str(fw_rel.version))
+            problems += [f"{where}: python: not a version: {p!r}" for p in fw_rel.python
+                         if not re.fullmatch(VERSION_PATTERN, p, re.VERBOSE | re.IGNORECASE)]
+            names = [v.name for v in fw_rel.variants]
+            problems += [f"{where}.variants[{j}]: name: duplicate variant {n}" for j, n in enumerate(names)
+                         if n in names[:j]]
+            for j, var in enumerate(fw_rel.variants):
+                problems += _lint_variant(f"{where}.variants[{j}]", var, fw_rel, cuda_versions)
+            problems += _lint_defaults(where, fw_rel)
     return problems
 
 
+def _lint_advisories(matrix: Matrix) -> list[str]:
+    problems: list[str] = []
+    seen: set[str] = set()
+    for i, adv in enumerate(matrix.advisories.advisories):
+        if adv.id in seen:
+            problems.append(f"advisories.json: advisories[{i}]: id: duplicate {adv.id}")
+        seen.add(adv.id)
+    return problems
+
+
+def sourced_rows(matrix: Matrix) -> list[tuple[str, str]]:
+    """(where, source) of every row of the matrix that carries sources, with its file and dotted path."""
+    rows: list[tuple[str, str]] = []
+    cuda, gpus = matrix.cuda, matrix.gpus
+    tables: tuple[tuple[str, list[Any]], ...] = (("cuda.json: releases", cuda.releases), ("cuda.json: minor_compat", cuda.minor_compat),
+                        ("cuda.json: driver_branches", cuda.driver_branches),
+                        ("cuda.json: metapackages", cuda.metapackages), ("cuda.json: jetpack", cuda.jetpack),
+                        ("gpus.json: architectures", gpus.architectures), ("gpus.json: gpus", gpus.gpus),
+                        ("cudnn.json: releases", matrix.cudnn.releases),
+                        ("cudnn.json: gpu_floors", matrix.cudnn.gpu_floors),
+                        ("advisories.json: advisories", matrix.advisories.advisories))
+    for name, items in tables:
+        rows += [(f"{name}[{i}]", row.source) for i, row in enumerate(items)]
+    rows += [(f"gpus.json: architectures[{i}].min_driver_source", a.min_driver_source)
+             for i, a in enumerate(gpus.architectures) if a.min_driver_source is not None]
+    for family in FAMILY_NAMES:
+        for i, rel in enumerate(matrix.frameworks(family)):
+            where = f"{family}.json: releases[{i}]"
+            rows.append((where, rel.source))
+            for j, var in enumerate(rel.variants):
+                rows.append((f"{where}.variants[{j}]", var.source))
+                rows += [(f"{where}.variants[{j}].per_platform.{p}", f.source) for p, f in var.per_platform.items()]
+    return rows
+
+
+def _lint_sources(matrix: Matrix) -> list[str]:
+    """Every row has a source; none rests on third-party records alone (a table on a moving branch, a paste)."""
+    from cudamatrix.matrix.sources import all_third_party
+
+    problems = []
+    for where, source in sourced_rows(matrix):
+        if not source or not source.strip():
+            problems.append(f"{where}: source: empty")
+        elif all_third_party(source):
+            problems.append(f"{where}: source: only third-party records; add the first-party document or the "
+                            f"artifact that states the same")
+    return problems
+
+
+# the checks :func:`lint` asks, in the order their problems are listed
+LINTS: list[Callable[[Matrix], list[str]]] = [_lint_cuda, _lint_gpus, _lint_cudnn, _lint_frameworks, _lint_advisories,
+                                              _lint_sources]
+
+
 def is_version(text: str) -> bool:
-    """Whether ``text`` is a PEP 440 version."""
+    """Whether ``text`` is a PEP 440 version (as :class:`packaging.version.Version` reads it)."""
     try:
         Version(text)
     except InvalidVersion:
@@ -303,42 +429,45 @@ def is_version(text: str) -> bool:
     return True
 
 
-def _variants(where: str, variants: list, cuda_versions: set) -> list[str]:
-    """Every variant sourced and named once, of a CUDA the table holds, its nvidia-* pins requirements; at most
-    one the default index's build."""
-    problems: list[str] = []
-    variant_names: set[str] = set()
-    for j, var in enumerate(variants):
-        vwhere = f"{where}.variants[{j}]"
-        problems += _sourced(vwhere, var.source)
-        problems += _duplicate(vwhere, f"name: duplicate variant {var.name}", var.name, variant_names)
-        if var.cuda is not None and var.cuda.release[:2] not in cuda_versions:
-            problems.append(f"{vwhere}: cuda: {var.cuda} is not in the CUDA table")
-        for k, pin in enumerate(var.nvidia_pins):
-            from packaging.requirements import InvalidRequirement  # on first use: see names.requirement
-
-            try:
-                requirement(pin)
-            except InvalidRequirement:
-                problems.append(f"{vwhere}.nvidia_pins[{k}]: does not parse: {pin!r}")
-    if sum(var.pypi_default for var in variants) > 1:
-        problems.append(f"{where}: more than one variant is pypi_default")
-    return problems
+def jetpack_for_driver(matrix: Matrix, driver: str) -> JetPack | None:
+    """The JetPack line whose Jetson boards report ``driver`` (nvidia-smi's "Driver Version" on the board:
+    "540.4.0" is JetPack 6.1/6.2, whose driver reports CUDA 12.6 where the desktop R540 would not exist), or
+    None. Matched on the driver's first two numbers ("540.4"): a Jetson Linux line keeps them."""
+    try:
+        key = driver_version(driver)[:2]
+    except ValueError:
+        return None
+    return next((jp for jp in matrix.cuda.jetpack if driver_version(jp.driver)[:2] == key), None)
 
 
-def _advisories(matrix: Matrix) -> list[str]:
-    problems: list[str] = []
-    seen: set[str] = set()
-    for i, adv in enumerate(matrix.advisories.advisories):
-        where = f"advisories.json: advisories[{i}]"
-        problems += _sourced(where, adv.source)
-        problems += _duplicate(where, f"id: duplicate {adv.id}", adv.id, seen)
-    return problems
+def cudnn_gpu_floor(matrix: Matrix, version: str | Version) -> CudnnGpuFloor | None:
+    """The cap cuDNN ``version`` puts on the GPU (its kernels start at a compute capability: 7.5 from 9.11 on),
+    with its sources; None when no recorded floor covers the version."""
+    from packaging.specifiers import SpecifierSet
+
+    v = Version(str(version))
+    return next((f for f in matrix.cudnn.gpu_floors if SpecifierSet(f.versions).contains(v, prereleases=True)),
+                None)
 
 
-# the checks :func:`lint` asks, in the order their problems are listed
-LINTS: list[Callable[[Matrix], list[str]]] = [_cuda_releases, _cuda_floors_increase, _cuda_tables_sourced, _gpus,
-                                              _cudnn, _frameworks, _advisories]
+def on_platform(variant: Variant, platform: str) -> PlatformFacts:
+    """What ``variant`` is on ``platform``: its per-platform facts where its wheels for that platform differ
+    (PyPI's aarch64 torch: other SASS, no PTX; PyPI's Windows torch: the CPU build), its own fields elsewhere.
+    ``pypi_default`` says whether the plain default-index wheel of that platform is this variant."""
+    facts = variant.per_platform.get(platform)  # type: ignore[call-overload]
+    own_default = variant.pypi_default and platform == "linux_x86_64"
+    if facts is None:
+        return PlatformFacts(source=variant.source, pypi_default=own_default, cuda=variant.cuda,
+                             archs=variant.archs, ptx=variant.ptx, python=None)
+    return PlatformFacts(source=facts.source, pypi_default=facts.pypi_default or own_default,
+                         cuda=facts.cuda if facts.cuda is not None else variant.cuda,
+                         archs=facts.archs if facts.archs is not None else variant.archs,
+                         ptx=facts.ptx if facts.ptx is not None else variant.ptx, python=facts.python)
+
+
+def default_variant(release: FrameworkRelease, platform: str) -> Variant | None:
+    """The variant the plain default-index wheel of ``release`` is on ``platform`` (None: not recorded)."""
+    return next((v for v in release.variants if on_platform(v, platform).pypi_default), None)
 
 
 def jetpack_only(matrix: Matrix, family: str, cc: str) -> Advisory | None:

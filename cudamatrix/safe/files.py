@@ -79,15 +79,33 @@ def read_text(path: str | os.PathLike, *, limit: int = MAX_READ, what: str = "fi
     return read_bytes(path, limit=limit, what=what, error=error).decode("utf-8", errors="replace")
 
 
-def parse_json(text: str | bytes) -> Any:
-    """``json.loads`` that raises only ValueError: for bad JSON, nesting past the recursion limit, and
-    integers longer than Python's int conversion limit (sys.set_int_max_str_digits)."""
+def parse_json(text: str | bytes, max_depth: int | None = None) -> Any:
+    """``json.loads`` that raises only ValueError: for bad JSON, nesting past the recursion limit (or past
+    ``max_depth`` arrays and objects, when given), and integers longer than Python's int conversion limit
+    (sys.set_int_max_str_digits)."""
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except RecursionError:
         raise ValueError("nested too deeply") from None
     except UnicodeDecodeError as exc:
         raise ValueError(f"not UTF-8 text ({exc.reason})") from None
+    if max_depth is not None and _deeper(value, max_depth):
+        raise ValueError(f"nested more than {max_depth} levels deep")
+    return value
+
+
+def _deeper(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests arrays and objects more than ``limit`` deep (iterative: no recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        for child in children:
+            if isinstance(child, (dict, list)):
+                if depth + 1 > limit:
+                    return True
+                stack.append((child, depth + 1))
+    return False
 
 
 def _size(n: int) -> str:
@@ -95,22 +113,26 @@ def _size(n: int) -> str:
 
 
 def write_atomic(path: str | os.PathLike, data: str | bytes, *, mode: int | None = None,
-                 error: type[CudamatrixError] = UsageError) -> str:
+                 error: type[CudamatrixError] = UsageError, follow_links: bool = True) -> str:
     """Replace the regular file ``path`` (or create it) with ``data``, atomically. Returns the path written.
 
-    A symlink at ``path`` is followed to its target (as shell redirection does); a device, FIFO, socket
-    or folder there is refused with ``error`` and left as it is. The existing file's mode is kept;
+    A symlink at ``path`` is followed to its target (as shell redirection does), or, with
+    ``follow_links=False`` (names the tool picks in a folder others may share), replaced itself; a device,
+    FIFO, socket or folder there is refused with ``error`` and left as it is. The existing file's mode is kept;
     a new file gets ``mode`` (default 0666 less the umask)."""
     name = os.fspath(path)
     if name == "":
         raise error("an empty output path was given")
-    target = os.path.realpath(name)
+    target = os.path.realpath(name) if follow_links else os.path.join(os.path.realpath(os.path.dirname(name) or "."),
+                                                                       os.path.basename(name))
     try:
-        st = os.stat(target)
+        st = os.stat(target, follow_symlinks=follow_links)
     except FileNotFoundError:
         st = None
     except OSError as exc:
         raise error(f"{name}: cannot be written ({exc.strerror or exc})") from None
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        st = None  # not followed: the rename replaces the link itself, its target is never touched
     if st is not None:
         kind = kind_of(st.st_mode)
         if kind is not None:
@@ -131,7 +153,7 @@ def _replace(folder: str, target: str, data: str | bytes, mode: int) -> None:
     """Write ``data`` to an exclusively created temporary file in ``folder`` with ``mode``, then rename it
     over ``target``. Raises OSError; the temporary file is gone either way."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
-    tmp, fd = _exclusive_temp(folder, os.path.basename(target), 0o600)
+    tmp, fd = exclusive_temp(folder, os.path.basename(target), 0o600)
     try:
         try:
             _write_all(fd, raw)
@@ -145,7 +167,9 @@ def _replace(folder: str, target: str, data: str | bytes, mode: int) -> None:
         raise
 
 
-def _exclusive_temp(folder: str, base: str, mode: int) -> tuple[str, int]:
+def exclusive_temp(folder: str, base: str, mode: int) -> tuple[str, int]:
+    """(path, descriptor) of a new file in ``folder`` under a random name made from ``base``, created with
+    O_EXCL and O_NOFOLLOW: a file or link planted at any name is never opened. Raises OSError."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     for _ in range(16):
         tmp = os.path.join(folder, f".{base[:64]}.{os.urandom(8).hex()}.tmp")

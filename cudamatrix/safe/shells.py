@@ -10,11 +10,19 @@ backticks, newlines. Each shell's literal-string syntax, from its manual:
   are escaped instead.
 - PowerShell: inside single quotes a quote is written twice (about_Quoting_Rules); PowerShell also
   treats the typographic quotes U+2018-U+201B as single quotes, so those are doubled too.
+
+A control character (an escape sequence, a carriage return, a bidirectional override:
+:data:`cudamatrix.safe.text.CONTROLS`) is never written raw, so the printed line is inert on a terminal and
+still sets the exact value: bash and zsh get ANSI-C quoting (``$'...\\x1b...'``, its UTF-8 bytes as ``\\xHH``),
+POSIX sh a ``"$(printf '\\033')"`` piece (octal escapes are POSIX printf), fish an unquoted ``\\xHH`` piece
+between quoted ones, PowerShell ``('...' + [char]0x001b + '...')``.
 """
 from __future__ import annotations
 
 import re
 import shlex
+
+from cudamatrix.safe.text import CONTROLS
 
 SHELLS = ("bash", "zsh", "sh", "fish", "powershell")
 ALIASES = {"pwsh": "powershell"}
@@ -32,6 +40,8 @@ def canonical(shell: str) -> str | None:
 def quote(shell: str, value: str) -> str:
     """``value`` as one literal word of ``shell``. Raises ValueError for an unknown shell."""
     name = canonical(shell)
+    if name is not None and CONTROLS.search(value):
+        return _with_controls(name, value)
     if name == "fish":
         if _FISH_PLAIN.match(value):  # nothing fish would expand: printed as is, like shlex does for sh
             return value
@@ -57,3 +67,39 @@ def export_line(shell: str, key: str, value: str) -> str:
     if name is None:
         raise ValueError(f"no quoting known for shell {shell!r}")
     return f"unset {key}" if not value else f"export {key}={quote(name, value)}"
+
+
+def _pieces(value: str) -> list[tuple[bool, str]]:
+    """``value`` cut into (is control, text) runs."""
+    out: list[tuple[bool, str]] = []
+    last = 0
+    for m in CONTROLS.finditer(value):
+        if m.start() > last:
+            out.append((False, value[last:m.start()]))
+        out.append((True, m.group()))
+        last = m.end()
+    if last < len(value):
+        out.append((False, value[last:]))
+    return out
+
+
+def _bytes(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")
+
+
+def _with_controls(name: str, value: str) -> str:
+    """A word of shell ``name`` for a value holding control characters, none of them written raw."""
+    pieces = _pieces(value)
+    if name in ("bash", "zsh"):
+        body = "".join("".join(f"\\x{b:02x}" for b in _bytes(t)) if ctl else
+                       t.replace("\\", "\\\\").replace("'", "\\'") for ctl, t in pieces)
+        return f"$'{body}'"
+    if name == "sh":
+        return "".join("\"$(printf '" + "".join(f"\\{b:03o}" for b in _bytes(t)) + "')\"" if ctl else shlex.quote(t)
+                       for ctl, t in pieces)
+    if name == "fish":
+        return "".join("".join(f"\\x{b:02x}" for b in _bytes(t)) if ctl else
+                       "'" + t.replace("\\", "\\\\").replace("'", "\\'") + "'" for ctl, t in pieces)
+    parts = [" + ".join(f"[char]0x{ord(c):04x}" for c in t) if ctl else
+             "'" + "".join(c + c if c in _PS_QUOTES else c for c in t) + "'" for ctl, t in pieces]
+    return "(" + " + ".join(parts) + ")"

@@ -25,6 +25,22 @@ T = TypeVar("T")
 # class attribute read by pydantic for standard-library dataclasses
 FORBID = {"extra": "forbid", "arbitrary_types_allowed": True}
 
+# plain-http index URLs in data a user names are data errors unless the command was given --allow-http
+HTTP_ALLOWED = [False]
+
+
+class http_allowed:  # noqa: N801  (used as a ``with`` statement, like contextlib's helpers)
+    """``with http_allowed(flag):`` validation accepts ``http://`` index URLs when ``flag`` (``--allow-http``)."""
+
+    def __init__(self, allow: bool) -> None:
+        self.allow, self.before = bool(allow), False
+
+    def __enter__(self) -> None:
+        self.before, HTTP_ALLOWED[0] = HTTP_ALLOWED[0], self.allow
+
+    def __exit__(self, *exc: object) -> None:
+        HTTP_ALLOWED[0] = self.before
+
 
 def normalize_cc(value: Any) -> str:
     """Normalise "7.5", "sm_75", "75", "compute_90a" to "7.5" / "9.0a". Raises ValueError."""
@@ -58,7 +74,7 @@ def cc_key(cc: str) -> tuple[int, int]:
 def __getattr__(name: str) -> Any:
     """The annotated field types (``Ver``, ``CC``, ``Spec``, ``Req``) live in
     :mod:`cudamatrix.schema.annotated`, loaded when first asked: defining them loads ``packaging``."""
-    if name in ("Ver", "CC", "Spec", "Req"):
+    if name in ("Ver", "CC", "Spec", "Req", "IndexUrl", "Name", "Label", "Local", "VersionText", "Driver"):
         from cudamatrix.schema import annotated
 
         return getattr(annotated, name)
@@ -110,23 +126,29 @@ def validate(cls: type[T], data: Any, where: str | None, error: type[CudamatrixE
         raise error("\n".join(problems[:20]), detail=problems) from None
 
 
-def to_dict(obj: Any) -> Any:
-    """A JSON-ready copy of a dataclass tree (versions become strings)."""
+def to_dict(obj: Any, records: bool = False) -> Any:
+    """A JSON-ready copy of a dataclass tree (versions become strings).
+
+    ``records``: a str that carries records (a matrix row's sources) is written as its records, as the data
+    files hold them (``matrix show``, the overlay); otherwise as its text, as the models that quote a row
+    (a Solution's ``matrix_source``, the journal) hold it."""
     if obj is None or isinstance(obj, (str, int, float)):
+        if records and isinstance(obj, str) and type(obj) is not str and hasattr(obj, "as_json"):
+            return obj.as_json()
         return obj
     if is_record(obj) and not isinstance(obj, type):
-        return {name: to_dict(getattr(obj, name)) for name in field_names(obj)}
+        return {name: to_dict(getattr(obj, name), records) for name in field_names(obj)}
     if isinstance(obj, dict):
-        return {str(k): to_dict(v) for k, v in obj.items()}
+        return {str(k): to_dict(v, records) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [to_dict(v) for v in obj]
+        return [to_dict(v, records) for v in obj]
     kind = type(obj)  # packaging's Version, told by name: this module does not load packaging
     if kind.__name__ == "Version" and kind.__module__ == "packaging.version":
         return str(obj)
     if hasattr(kind, "__dataclass_fields__"):  # a standard dataclass: its module is loaded already
         import dataclasses
 
-        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        return {f.name: to_dict(getattr(obj, f.name), records) for f in dataclasses.fields(obj)}
     return obj
 
 
@@ -136,13 +158,23 @@ def _identity(value: Any) -> Any:
     return value
 
 
+def _annotated_converter(tp: Any) -> Callable[[Any], Any]:
+    """``Annotated[X, ...]``: the ``build`` of a metadata item that builds its own value from JSON (a row's
+    sources), else the converter of ``X``."""
+    base, *meta = typing.get_args(tp)
+    for item in meta:
+        if getattr(item, "build", None) is not None:
+            return item.build
+    return _converter(base)
+
+
 def _converter(tp: Any) -> Callable[[Any], Any]:
     """A function turning JSON for type ``tp`` into the value the dataclass holds."""
     from cudamatrix.schema.annotated import Version, parse_version
 
     origin = typing.get_origin(tp)
     if origin is Annotated:
-        return _converter(typing.get_args(tp)[0])
+        return _annotated_converter(tp)
     if tp is Version:
         return parse_version
     if is_record(tp):

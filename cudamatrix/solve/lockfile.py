@@ -10,7 +10,9 @@ from packaging.requirements import InvalidRequirement, Requirement
 
 from cudamatrix.errors import UsageError
 from cudamatrix.models import Solution
+from cudamatrix.safe.text import file_lines
 from cudamatrix.schema import field, record
+from cudamatrix.solve.closure import Closure
 from cudamatrix.solve.indexes import index_layout
 from cudamatrix.solve.target import Target
 
@@ -23,37 +25,60 @@ def write_lock(path, text: str) -> str:
     return write_atomic(path, text)
 
 
-def _header(solution: Solution, targets: list[Target]) -> list[str]:
-    lines = [f"# written by cudamatrix lock from matrix {solution.matrix_version}"]
+def lock_header(solution: Solution, targets: list[Target]) -> list[str]:
+    """The comment lines (without "# ") a lock starts with: the matrix, the targets, the request, the builds."""
+    lines = [f"written by cudamatrix lock from matrix {solution.matrix_version}"]
     for t in targets[:20]:
-        # a machine described by flags is named "target": "# target target: ..." said it twice
+        # a machine described by flags is named "target": "target target: ..." said it twice
         text = t.describe()
-        lines.append(f"# target {text[len('target: '):] if text.startswith('target: ') else text}")
+        lines.append(f"target {text[len('target: '):] if text.startswith('target: ') else text}")
     if len(targets) > 20:
-        lines.append(f"# ... and {len(targets) - 20} more targets")
-    lines.append(f"# request: {' '.join(solution.request)}")
+        lines.append(f"... and {len(targets) - 20} more targets")
+    lines.append(f"request: {' '.join(solution.request)}")
     for fw in solution.frameworks:
         bits = f"CUDA {fw.cuda}, cuDNN {fw.cudnn or 'unknown'}" if fw.cuda else "CPU build"
-        lines.append(f"# {fw.name} {fw.version} {fw.variant}: {bits}")
+        lines.append(f"{fw.name} {fw.version} {fw.variant}: {bits}")
     return lines
 
 
-def requirements_txt(solution: Solution, targets: list[Target], passthrough: Sequence[str] = ()) -> str:
-    """A pinned requirements file that `pip install -r` and `uv pip install -r` accept."""
-    index_url, extra = index_layout(solution.packages, bool(passthrough))
-    lines = _header(solution, targets)
+PINS_ONLY = ("pins only (--pins-only): the frameworks and their nvidia-* wheels, no hashes; pip resolves their "
+             "other dependencies when it installs, so this is not a complete lock")
+
+
+def closure_header(closure: Closure, name: str) -> list[str]:
+    """What a complete lock holds (which interpreters, what was assumed) and how to install it."""
+    lines = [f"complete: {len(closure.packages)} distributions, every file hashed, resolved by "
+             f"{closure.resolver} for " + "; ".join(s.describe() for s in closure.specs)]
+    lines += [a for s in closure.specs for a in s.assumed]
+    if name.endswith(".toml"):
+        return lines + [f"install: uv pip sync {name} (or: uv pip install -r {name})"]
+    return lines + [f"install: pip install --require-hashes -r {name} (or: uv pip sync {name})"]
+
+
+def requirements_txt(solution: Solution, targets: list[Target], passthrough: Sequence[str] = (),
+                     closure: Closure | None = None, name: str = "requirements.txt") -> str:
+    """A requirements file that `pip install -r` and `uv pip install -r` accept: with ``closure``, every
+    distribution of the complete set pinned with its ``--hash`` options (``pip install --require-hashes``,
+    ``uv pip sync``); without, the solved pins and the requirements passed through."""
+    index_url, extra = index_layout(solution.packages, bool(passthrough))  # the indexes the closure came from
+    head = lock_header(solution, targets) + (closure_header(closure, name) if closure else [PINS_ONLY])
+    lines = ["# " + h for h in head]
     if index_url:
         lines.append(f"--index-url {index_url}")
     for url in extra:
         lines.append(f"--extra-index-url {url}")
-    lines += [p.requirement() for p in solution.packages]
-    lines += list(passthrough)
-    return "\n".join(lines) + "\n"
+    if closure is None:
+        return file_lines(lines + [p.requirement() for p in solution.packages] + list(passthrough))
+    for p in closure.packages:
+        hashes = sorted({f.sha256 for f in p.files})
+        lines.append(p.pin() + " \\")
+        lines += [f"    --hash=sha256:{h}" + (" \\" if i < len(hashes) - 1 else "") for i, h in enumerate(hashes)]
+    return file_lines(lines)  # a value that would add a line is refused
 
 
 def uv_project(solution: Solution, targets: list[Target], passthrough: Sequence[str] = ()) -> str:
     """The uv project configuration: dependencies, [[tool.uv.index]] and [tool.uv.sources]."""
-    lines = _header(solution, targets)  # TOML comments are the same "# " lines
+    lines = ["# " + h for h in lock_header(solution, targets)]  # TOML comments are the same "# " lines
     lines.append("# merge into pyproject.toml")
     deps = []
     for p in solution.packages:
@@ -76,7 +101,7 @@ def uv_project(solution: Solution, targets: list[Target], passthrough: Sequence[
         for p in solution.packages:
             if p.index_url:
                 lines.append(f'{p.name} = [{{ index = "{names[p.index_url]}" }}]')
-    return "\n".join(lines) + "\n"
+    return file_lines(lines)  # a value that would add a line is refused
 
 
 @record

@@ -1,64 +1,39 @@
-"""``lock --format pylock``: the solved set as a PEP 751 ``pylock.toml`` (the packaging specification
+"""``lock --format pylock``: the complete set as a PEP 751 ``pylock.toml`` (the packaging specification
 "pylock.toml Specification", originally PEP 751), which uv and pip read.
 
-A lock file names files, not versions: every package carries the wheel (URL and sha256) to install, so the
-solved pins are first resolved to files with their dependencies by the installer against the real index
-(:func:`cudamatrix.install.locking.locked_files`); this module only renders. Pure, no I/O.
+A lock file names files, not versions: every package carries the wheel (URL and sha256) to install, resolved
+with its dependencies by the installer against the real index (:mod:`cudamatrix.install.locking`, into a
+:class:`cudamatrix.solve.closure.Closure`); this module only renders. Pure, no I/O.
 
-Fields written (all from the specification): ``lock-version`` "1.0"; ``environments`` (markers the lock is
-valid for); ``requires-python``; ``created-by``; per package ``name``, ``version``, ``index`` (the index the file
-came from, when known) and ``[[packages.wheels]]`` with ``name``, ``url`` and ``hashes``.
+Fields written (all from the specification): ``lock-version`` "1.0"; ``environments`` (one marker per
+interpreter the lock was resolved for); ``requires-python``; ``created-by``; per package ``name``, ``version``,
+``index`` (the index the file came from, when known) and ``[[packages.wheels]]`` with ``name``, ``url`` and
+``hashes`` (one entry per distinct file, when the targets take different wheels of one version).
+The file name must be ``pylock.toml`` or ``pylock.<name>.toml`` (:func:`check_name`).
 """
 from __future__ import annotations
 
-from cudamatrix.schema import record
+import re
+from pathlib import Path
+
+from cudamatrix.errors import UsageError
+from cudamatrix.solve.closure import Closure
 
 LOCK_VERSION = "1.0"
-
-# the markers that hold on each platform the solver knows (PEP 508 environment markers)
-PLATFORM_MARKERS = {
-    "linux_x86_64": 'sys_platform == "linux" and platform_machine == "x86_64"',
-    "linux_aarch64": 'sys_platform == "linux" and platform_machine == "aarch64"',
-    "win_amd64": 'sys_platform == "win32" and platform_machine == "AMD64"',
-}
+# the specification's "File Name": r"^pylock\.([^.]+\.)?toml$", prefix and suffix lowercase
+_NAME = re.compile(r"pylock\.([^.]+\.)?toml")
 
 
-@record(frozen=True)
-class LockedFile:
-    """One distribution resolved to the wheel the installer would fetch."""
-
-    name: str
-    version: str
-    url: str
-    sha256: str
-    index: str | None = None
+def check_name(path: Path | None) -> None:
+    """Refuse an output name that installers will not take for a lock file. Raises UsageError."""
+    if path is not None and not _NAME.fullmatch(Path(path).name):
+        raise UsageError(f"-o {path}: a pylock file must be named pylock.toml or pylock.<name>.toml "
+                         "(PEP 751; uv and pip refuse other names)", hint=f"e.g. -o {_suggest(Path(path))}")
 
 
-def from_report(report: dict, indexes: list[str] | None = None) -> list[LockedFile]:
-    """LockedFiles from a ``pip install --dry-run --report`` JSON document (pip's installation report format).
-    ``indexes``: the index URLs given to pip; a file's index is the one its URL shares a host with."""
-    out = []
-    for item in report.get("install", []):
-        info = item.get("download_info") or {}
-        hashes = (info.get("archive_info") or {}).get("hashes") or {}
-        meta = item.get("metadata") or {}
-        if not info.get("url") or "sha256" not in hashes or not meta.get("name"):
-            raise ValueError(f"the installer's report has no file and sha256 for {meta.get('name') or item}")
-        index = next((i for i in indexes or [] if _host(i) == _host(info["url"])), None)
-        out.append(LockedFile(_canon(meta["name"]), meta["version"], info["url"], hashes["sha256"], index))
-    return sorted(out, key=lambda f: f.name)
-
-
-def _host(url: str) -> str:
-    from urllib.parse import urlsplit
-
-    return urlsplit(url).netloc.lower()
-
-
-def _canon(name: str) -> str:
-    from cudamatrix.names import canonical
-
-    return canonical(name)
+def _suggest(path: Path) -> Path:
+    stem = re.sub(r"^pylock[-_.]?|\.toml$", "", path.name.lower()).replace(".", "-")
+    return path.with_name(f"pylock.{stem}.toml" if stem else "pylock.toml")
 
 
 def _q(text: str) -> str:
@@ -66,19 +41,33 @@ def _q(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def pylock_toml(files: list[LockedFile], *, platform: str, python: str, header: list[str]) -> str:
-    """The text of ``pylock.toml`` for the locked files, valid on ``platform`` with Python ``python`` ("3.11")."""
+def _requires_python(pythons: list[str]) -> str:
+    versions = sorted({tuple(int(x) for x in p.split(".")) for p in pythons})
+    if len(versions) == 1:
+        return f"=={versions[0][0]}.{versions[0][1]}.*"
+    low, high = versions[0], versions[-1]
+    return f">={low[0]}.{low[1]},<{high[0]}.{high[1] + 1}"
+
+
+def pylock_toml(closure: Closure, header: list[str]) -> str:
+    """The text of ``pylock.toml`` for the complete set, valid where one of its LockSpecs' markers holds."""
     lines = [f"# {h}" for h in header]
-    marker = PLATFORM_MARKERS.get(platform)
     lines.append(f"lock-version = {_q(LOCK_VERSION)}")
-    env = f'{marker} and python_version == "{python}"' if marker else f'python_version == "{python}"'
-    lines.append(f"environments = [{_q(env)}]")
-    lines.append(f"requires-python = {_q('==' + python + '.*')}")
+    lines.append("environments = [" + ", ".join(_q(s.marker()) for s in closure.specs) + "]")
+    lines.append(f"requires-python = {_q(_requires_python([s.python for s in closure.specs]))}")
     lines.append(f"created-by = {_q('cudamatrix')}")
-    for f in files:
-        lines += ["", "[[packages]]", f"name = {_q(f.name)}", f"version = {_q(f.version)}"]
-        if f.index:
-            lines.append(f"index = {_q(f.index)}")
-        lines += ["", "[[packages.wheels]]", f"name = {_q(f.url.rsplit('/', 1)[-1].split('#')[0])}",
-                  f"url = {_q(f.url.split('#')[0])}", f"hashes = {{sha256 = {_q(f.sha256)}}}"]
-    return "\n".join(lines) + "\n"
+    for p in closure.packages:
+        lines += ["", "[[packages]]", f"name = {_q(p.name)}", f"version = {_q(p.version)}"]
+        index = next((f.index for f in p.files if f.index), None)
+        if index:
+            lines.append(f"index = {_q(index)}")
+        seen: set[str] = set()
+        for f in p.files:
+            if f.filename in seen:
+                continue
+            seen.add(f.filename)
+            lines += ["", "[[packages.wheels]]", f"name = {_q(f.filename)}", f"url = {_q(f.url.split('#')[0])}",
+                      f"hashes = {{sha256 = {_q(f.sha256)}}}"]
+    from cudamatrix.safe.text import file_lines
+
+    return file_lines(lines, "pylock.toml")  # a value that would add a line is refused

@@ -37,8 +37,8 @@ def solve(targets: list[Target], request: Request, matrix: Matrix, *,
     for t in targets:
         unique.setdefault(t.key(), []).append(t)
     reps = [group[0] for group in unique.values()]
-    trace: list[str] = [f"target {t.describe()}" + (f" (+{len(unique[t.key()]) - 1} alike)"
-                                                   if len(unique[t.key()]) > 1 else "") for t in reps]
+    trace: list[str] = [t.as_target() + (f" (+{len(unique[t.key()]) - 1} alike)"
+                                         if len(unique[t.key()]) > 1 else "") for t in reps]
     rejected: list[Rejection] = []
     per_family: dict[str, list[Candidate]] = {}
     verdicts: Verdicts = {}

@@ -50,9 +50,18 @@ class Target:
         return bool(self.gpus)
 
     def describe(self) -> str:
-        gpus = ", ".join(f"{g.name or 'GPU'} (sm {g.compute_capability})" for g in self.gpus) or "no GPU"
+        # with a driver and no GPU named, the machine has some GPU that driver runs (a paste that names none)
+        gpus = ", ".join(f"{g.name or 'GPU'} (sm {g.compute_capability})" for g in self.gpus) or \
+            ("GPU not stated" if self.driver and self.driver_usable else "no GPU")
         driver = f"driver {self.driver}" if self.driver else "driver unknown"
-        return f"{self.name}: {gpus}; {driver}; Python {self.python or 'any'}; {self.platform}"
+        said = "".join(f" ({n})" for n in self.notes)
+        return f"{self.name}: {gpus}; {driver}; Python {self.python or 'any'}; {self.platform}{said}"
+
+    def as_target(self) -> str:
+        """:meth:`describe` led by the word "target" once: "target: T4 ...", "target this machine: ..." (a machine
+        described by flags is named "target": "target target: ..." said it twice)."""
+        text = self.describe()
+        return text if self.name == "target" else f"target {text}"
 
 
 def _py_minor(version: str | None) -> str | None:
@@ -89,8 +98,31 @@ def from_environment(env: Environment, matrix: Matrix, name: str = "this machine
     plat = env.python.platform or (host_platform() if env.origin == "live" else "linux_x86_64")
     toolkit = next((t.version for t in env.toolkits if t.version), None)
     usable = env.driver.status in ("ok", "unknown")
-    return Target(name=name, driver=env.driver.version, gpus=tuple(gpus), python=_py_minor(env.python.version),
-                  platform=plat, cuda_toolkit=toolkit, driver_usable=usable)
+    driver: str | None = env.driver.version
+    notes: tuple[str, ...] = ()
+    if driver is None and env.driver.cuda_version:  # a paste that gives only the CUDA version the driver runs
+        driver = driver_floor(matrix, env.driver.cuda_version, plat)
+        notes = (f"the driver's version is not stated; it runs CUDA {env.driver.cuda_version}, so it is at least "
+                 f"{driver}, that CUDA's first driver",) if driver else ()
+    return Target(name=name, driver=driver, gpus=tuple(gpus), python=_py_minor(env.python.version),
+                  platform=plat, cuda_toolkit=toolkit, driver_usable=usable, notes=notes)
+
+
+def driver_floor(matrix: Matrix, cuda: str, platform: str) -> str | None:
+    """The oldest driver that runs CUDA ``cuda`` (major.minor): the lowest minimum driver of its releases in NVIDIA's
+    "CUDA Toolkit and Corresponding Driver Versions". A driver that reports this CUDA version is at least it, so
+    every rule a build passes on this floor it passes on the real driver. None when the matrix has no such row."""
+    from cudamatrix.matrix.query import driver_version
+
+    try:
+        want = Version(cuda).release[:2]
+    except InvalidVersion:
+        return None
+    windows = platform.startswith("win")
+    floors = [r.windows_min_driver if windows else r.linux_min_driver for r in matrix.cuda.releases
+              if r.version.release[:2] == want]
+    known = [f for f in floors if f]
+    return min(known, key=driver_version) if known else None
 
 
 def from_flags(matrix: Matrix, *, driver: str | None, gpus: list[str], python: str | None,

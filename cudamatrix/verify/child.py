@@ -123,40 +123,55 @@ def lib_version(path, name):
     return _lib_version(path, name)[0]
 
 
+def _shim_version(path):
+    """cuDNN's shim answers cudnnGetVersion through the sub-library it opened, maybe another copy's: its own
+    version is its file name's or its wheel's."""
+    own = re.search(r"\.so\.(\d+\.\d+[\d.]*)$", os.path.realpath(path))
+    return (own.group(1), "file name") if own else wheel_version(path)
+
+
 def _lib_version(path, name):
-    """(version, where it was read: "library" | "wheel <name>" | "soname")."""
+    """(version, where it was read: "library" | "wheel <name>" | "file name" | "soname")."""
+    shim = _shim_version(path) if re.match(r"libcudnn\.so\.\d+$", name) else None
+    if shim:
+        return shim
     try:
-        lib = ctypes.CDLL(path)
-        if name.startswith("libcudnn") and hasattr(lib, "cudnnGetVersion"):
-            lib.cudnnGetVersion.restype = ctypes.c_size_t
-            v = lib.cudnnGetVersion()
-            return (f"{v // 10000}.{v % 10000 // 100}.{v % 100}" if v >= 90000
-                    else f"{v // 1000}.{v % 1000 // 100}.{v % 100}"), "library"
-        out = ctypes.c_int(0)
-        for fn in ("cudaRuntimeGetVersion", "cuDriverGetVersion"):
-            if hasattr(lib, fn) and getattr(lib, fn)(ctypes.byref(out)) == 0:
-                return f"{out.value // 1000}.{out.value % 1000 // 10}", "library"
-        if name.startswith("libnccl") and hasattr(lib, "ncclGetVersion"):
-            # NCCL_VERSION_CODE: X*1000+Y*100+Z up to 2.8, X*10000+Y*100+Z from 2.9 (nccl.h)
-            if lib.ncclGetVersion(ctypes.byref(out)) == 0 and out.value:
-                v = out.value
-                return (f"{v // 10000}.{v % 10000 // 100}.{v % 100}" if v >= 20900
-                        else f"{v // 1000}.{v % 1000 // 100}.{v % 100}"), "library"
-        if hasattr(lib, "cublasGetProperty"):
-            parts = []
-            for prop in range(3):  # MAJOR_VERSION, MINOR_VERSION, PATCH_LEVEL
-                if lib.cublasGetProperty(prop, ctypes.byref(out)) != 0:
-                    break
-                parts.append(str(out.value))
-            if parts:
-                return ".".join(parts), "library"
+        answer = _library_answer(ctypes.CDLL(path), name)
     except (OSError, AttributeError):
-        pass
+        answer = None
+    if answer:
+        return answer, "library"
     wheel = wheel_version(path)
     if wheel:
         return wheel
     m = re.search(r"\.so\.([\d.]+)$", path)
     return (m.group(1), "soname") if m else (None, None)
+
+
+def _library_answer(lib, name):
+    """The library's own version call: cudnnGetVersion, cudaRuntimeGetVersion / cuDriverGetVersion,
+    ncclGetVersion, cublasGetProperty; None when it has none that answers."""
+    if name.startswith("libcudnn") and hasattr(lib, "cudnnGetVersion"):
+        lib.cudnnGetVersion.restype = ctypes.c_size_t
+        v = lib.cudnnGetVersion()
+        return f"{v // 10000}.{v % 10000 // 100}.{v % 100}" if v >= 90000 else f"{v // 1000}.{v % 1000 // 100}.{v % 100}"
+    out = ctypes.c_int(0)
+    for fn in ("cudaRuntimeGetVersion", "cuDriverGetVersion"):
+        if hasattr(lib, fn) and getattr(lib, fn)(ctypes.byref(out)) == 0:
+            return f"{out.value // 1000}.{out.value % 1000 // 10}"
+    if name.startswith("libnccl") and hasattr(lib, "ncclGetVersion"):
+        # NCCL_VERSION_CODE: X*1000+Y*100+Z up to 2.8, X*10000+Y*100+Z from 2.9 (nccl.h)
+        if lib.ncclGetVersion(ctypes.byref(out)) == 0 and out.value:
+            v = out.value
+            return f"{v // 10000}.{v % 10000 // 100}.{v % 100}" if v >= 20900 else f"{v // 1000}.{v % 1000 // 100}.{v % 100}"
+    if hasattr(lib, "cublasGetProperty"):
+        parts = []
+        for prop in range(3):  # MAJOR_VERSION, MINOR_VERSION, PATCH_LEVEL
+            if lib.cublasGetProperty(prop, ctypes.byref(out)) != 0:
+                break
+            parts.append(str(out.value))
+        return ".".join(parts) or None
+    return None
 
 
 def wheel_version(path):
@@ -213,6 +228,12 @@ def run_torch(gpu_expected):
 
     info["cpu_error"] = cpu_check(conv_cpu)
     emit(stage="cpu_checked", **info)
+    available = getattr(getattr(getattr(torch, "backends", None), "cudnn", None), "is_available", None)
+    if torch.version.cuda is not None and callable(available) and available():
+        # torch's own check of the cuDNN it gets against the one it was built with, as its first cuDNN use
+        # makes it; no GPU needed (it raises "cuDNN version incompatibility" on a mismatch)
+        info["cudnn"] = _cudnn_version(torch.backends.cudnn.version())
+        emit(stage="cudnn_checked", **info)
     if torch.version.cuda is None:
         if gpu_expected:
             return dict(info, status="failed", finding_code="CPU_ONLY_BUILD",

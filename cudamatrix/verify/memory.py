@@ -29,14 +29,13 @@ import hashlib
 import hmac
 import json
 import os
-import secrets
 import time
 from pathlib import Path
 
 from cudamatrix.models import Environment, FrameworkReport, Report
 
 CACHE_FILE = "verify.json"
-SECRET_FILE = "verify.key"
+SECRET_FILE = "verify.key"  # the per-user key (cudamatrix.safe.keys)
 FORMAT = 2  # the memory file's layout; another value is ignored and rebuilt
 KEEP = 32  # fingerprints remembered
 MAX_BYTES = 4 * 1024 * 1024
@@ -47,8 +46,9 @@ _FW_PACKAGES = {"torch": ("torch",), "tensorflow": ("tensorflow", "tensorflow-cp
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "cudamatrix"
+    from cudamatrix.safe.keys import cache_dir as folder
+
+    return folder()
 
 
 def _file_identity(path: str | None) -> list:
@@ -133,24 +133,13 @@ def _path() -> Path:
 
 
 def _secret(create: bool, notes: list[str] | None) -> bytes | None:
-    """This user's MAC secret (created on first write, 0600)."""
-    from cudamatrix.safe.files import read_private, write_private
+    """This user's key (created on first write, 0600): :func:`cudamatrix.safe.keys.user_key`."""
+    from cudamatrix.safe.keys import user_key
 
-    path = cache_dir() / SECRET_FILE
-    raw, note = read_private(path, limit=4096)
+    key, note = user_key(create)
     if note:
-        _note(notes, f"verification memory: {note}; not used")
-        return None
-    if raw is not None and len(raw) >= 32:
-        return raw
-    if not create:
-        return None
-    raw = secrets.token_bytes(32)
-    note = write_private(path, raw)
-    if note:
-        _note(notes, f"verification memory: {note}")
-        return None
-    return raw
+        _note(notes, f"verification memory: {note}" + ("" if create else "; not used"))
+    return key
 
 
 def _mac(secret: bytes, key: str, entry: dict) -> str:

@@ -8,7 +8,6 @@ with its cause; the finding codes match ``doctor``'s.
 """
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
@@ -70,19 +69,30 @@ def verify(*, python: str | None = None, frameworks: list[str] | str = "all", ti
     ``env``: environment changes for the child (the solution's LD_LIBRARY_PATH). ``gpu``: override
     the GPU probe. Never raises for what the child does.
     """
-    python = python or sys.executable
+    python = os.path.abspath(python) if python else sys.executable  # the children run in "/": not relative to it
     names = list(FRAMEWORKS) if frameworks == "all" else ([frameworks] if isinstance(frameworks, str) else list(frameworks))
     expected = gpu_present(environment) if gpu is None else gpu
     child_env = {**os.environ, **(env or {})}
-    reports = [check(python, name, gpu_expected=expected, timeout=timeout, env=child_env) for name in names]
-    predicted = predictions(python, child_env)
+    reports: list[FrameworkReport] = []
+    for name in names:  # an interpreter that hangs before it says anything is not waited for again
+        hung = next((r for r in reports if _hung_at_start(r)), None)
+        reports.append(check(python, name, gpu_expected=expected, timeout=timeout, env=child_env) if hung is None
+                       else FrameworkReport(framework=name, status="failed", cause=hung.cause,
+                                            finding_code=hung.finding_code))
+    predicted = [] if any(_hung_at_start(r) for r in reports) else predictions(python, child_env)
     for report in reports:
         compare_maps(report, [x for x in predicted if x.framework == report.framework])
+        check_mixed(report)
     if frameworks == "all":
         installed = [r for r in reports if r.status != "not_installed"]
         reports = installed or [FrameworkReport(framework="all", status="failed", finding_code="NOT_INSTALLED",
                                                 cause="none of torch, tensorflow, jax is installed for " + python)]
     return Report(status=overall(reports), frameworks=reports)
+
+
+def _hung_at_start(report: FrameworkReport) -> bool:
+    """The child ran out of time before its first word: the interpreter itself hangs."""
+    return report.finding_code == "VERIFY_TIMEOUT" and "'start-up'" in (report.cause or "")
 
 
 def overall(reports: list[FrameworkReport]) -> Literal["verified", "failed", "not_possible"]:
@@ -105,11 +115,7 @@ def check(python: str, framework: str, *, gpu_expected: bool, timeout: float, en
     events = parse_events(r.stdout)
     last = events[-1] if events else {}
     stage = last.get("stage", "start-up")
-    fields: dict[str, Any] = {k: last.get(k) for k in ("version", "cuda", "cudnn", "device_name", "compute_capability",
-                                       "time_to_first_result_s", "max_abs_error")}
-    fields["cpu_checked"] = any(e.get("stage") == "cpu_checked" for e in events)
-    if fields["max_abs_error"] is None:  # no GPU comparison ran: the CPU against the reference
-        fields["max_abs_error"] = last.get("cpu_error")
+    fields = _reported(events)
     tail = _tail(r.stderr)
     if last.get("stage") == "result":
         status = last.get("status", "failed")
@@ -139,6 +145,19 @@ def check(python: str, framework: str, *, gpu_expected: bool, timeout: float, en
         code = classify(tail) or "VERIFY_CRASHED"
     return FrameworkReport(framework=framework, status="failed", cause=cause, finding_code=code, stderr_tail=tail,
                            **fields)
+
+
+def _reported(events: list[dict]) -> dict[str, Any]:
+    """The report's fields from what every stage said (a failure's last line carries only its cause)."""
+    seen: dict[str, Any] = {}
+    for event in events:
+        seen.update({k: v for k, v in event.items() if v is not None})
+    fields: dict[str, Any] = {k: seen.get(k) for k in ("version", "cuda", "cudnn", "device_name", "compute_capability",
+                                                       "time_to_first_result_s", "max_abs_error")}
+    fields["cpu_checked"] = any(e.get("stage") == "cpu_checked" for e in events)
+    if fields["max_abs_error"] is None:  # no GPU comparison ran: the CPU against the reference
+        fields["max_abs_error"] = seen.get("cpu_error")
+    return fields
 
 
 def predictions(python: str, environ: dict[str, str]) -> list:
@@ -190,6 +209,58 @@ def compare_maps(report: FrameworkReport, loads: list) -> None:
                                         "rule": load.rule})
 
 
+def mixed_loads(maps: list[str], mapped_libraries: list[dict]) -> list[dict]:
+    """The library families (:mod:`cudamatrix.detect.openers`) whose files in ``maps`` come from more than one
+    folder of different or unknown versions: [{family, copies: [{folder, version, files}]}], the opener's copy
+    first. Versions: the child's own answers (``mapped_libraries``), else the file name."""
+    from cudamatrix.detect import elf, openers
+
+    answered = {os.path.realpath(m["path"]): m.get("version") for m in mapped_libraries if m.get("path")}
+    families: dict[str, dict[str, dict]] = {}
+    for path in maps:
+        dyn = elf.try_read(path)
+        name = os.path.basename(path)
+        soname = dyn.soname if dyn is not None and dyn.soname else name
+        family = openers.family_of(soname) or openers.family_of(openers.soname_guess(name))
+        if family is None:
+            continue
+        real = os.path.realpath(path)
+        copy = families.setdefault(family, {}).setdefault(os.path.dirname(real), {
+            "folder": os.path.dirname(real), "version": None, "files": [], "opener": False})
+        copy["files"].append(os.path.basename(real))
+        copy["opener"] = copy["opener"] or openers.is_opener(soname) and not soname.startswith("libcudnn_")
+        version = answered.get(real) or _name_version(real)
+        copy["version"] = copy["version"] or version
+    out = []
+    for family, copies in families.items():
+        releases = {openers.version_tuple(c["version"]) for c in copies.values()}
+        if len(copies) > 1 and (len(releases) > 1 or None in releases):
+            ordered = sorted(copies.values(), key=lambda c: not c["opener"])
+            out.append({"family": family, "copies": [{k: c[k] for k in ("folder", "version", "files")} for c in ordered]})
+    return out
+
+
+def _name_version(path: str) -> str | None:
+    from cudamatrix.detect.libpaths import file_version
+
+    return file_version(path, {})
+
+
+def check_mixed(report: FrameworkReport) -> None:
+    """A library family mapped from two copies after the work is a failure, even when the work ran: the
+    sub-libraries of one copy run with another copy's shim (LIBRARY_MIXED)."""
+    maps = getattr(report, "_maps", None)
+    if not maps:
+        return
+    report.mixed_loads = mixed_loads(maps, report.mapped_libraries)
+    if report.mixed_loads and report.status in ("verified", "not_possible"):
+        first = report.mixed_loads[0]
+        copies = ", ".join(f"{c['folder']} ({c['version'] or 'version unknown'})" for c in first["copies"])
+        ran = "the work ran, by luck" if report.status == "verified" else "only the CPU path ran"
+        report.status, report.finding_code = "failed", "LIBRARY_MIXED"
+        report.cause = f"{first['family']} is mapped from more than one copy: {copies}; {ran}"
+
+
 def _cudnn_mismatch(result: dict) -> str | None:
     """CUDNN_MISMATCH when two different cuDNN copies are mapped, or the mapped major is not the built one."""
     cudnn = [m for m in result.get("mapped_libraries") or [] if m.get("file", "").startswith("libcudnn.so")]
@@ -202,13 +273,17 @@ def _cudnn_mismatch(result: dict) -> str | None:
 
 def parse_events(stdout: str) -> list[dict]:
     """The child's JSON lines, in order; other output (the framework's own prints) is ignored."""
+    from cudamatrix.safe.files import parse_json
+
     out = []
     for line in stdout.splitlines():
         if line.startswith(MARK):
             try:
-                out.append(json.loads(line[len(MARK):]))
+                event = parse_json(line[len(MARK):])  # nested too deeply: ValueError, like any other bad line
             except ValueError:
-                pass
+                continue
+            if isinstance(event, dict):
+                out.append(event)
     return out
 
 

@@ -15,6 +15,7 @@ from cudamatrix.detect.python_env import canonical, torch_variant
 from cudamatrix.detect.smi import gpu_line
 from cudamatrix.detect.text import Paste
 from cudamatrix.models import Driver, Environment, GpuInfo, Library, Toolkit
+from cudamatrix.schema import normalize_cc
 
 _EMPTY = {"", "could not collect", "n/a", "none", "no cuda", "unknown", "not found", "not available"}
 _LEADING_VERSION = re.compile(r"\d{1,4}(?:\.\d{1,9}){1,3}")
@@ -40,6 +41,11 @@ LABELS = {
     "vllm build flags": "", "gpu topology": "", "process_count": "", "jax.devices": "", "platform": "", "cuda version": "",
     "how you installed pytorch": "", "build command you used": "", "any other relevant information": "",
     "pytorch version (gpu?)": "torch", "tensorflow version (gpu?)": "pkg:tensorflow",
+    # issue templates' own words
+    "gpu": "gpus", "gpus": "gpus", "nvidia gpu": "gpus", "gpu model": "gpus", "gpu models": "gpus",
+    "gpu model and memory": "gpus", "gpu/vram": "gpus", "driver": "driver", "nvidia driver": "driver",
+    "driver version": "driver", "operating system": "os", "os platform and distribution": "os",
+    "jax version": "pkg:jax", "jaxlib version": "pkg:jaxlib",
 }
 _MARKERS = ("collecting environment information", "versions of relevant libraries")
 
@@ -70,7 +76,10 @@ def _colon(body: str, wide_colons: bool) -> int:
 
 
 def _normal(label: str) -> str:
-    """A label as :data:`LABELS` spells it: blanks collapsed, a trailing "(e.g., ...)" dropped."""
+    """A label as :data:`LABELS` spells it: Markdown bold and code taken off, blanks collapsed, a trailing
+    "(e.g., ...)" dropped."""
+    if label not in LABELS and ("*" in label or "`" in label):
+        label = label.replace("*", "").replace("`", "").strip()
     if label not in LABELS and ("  " in label or "\t" in label):
         label = " ".join(label.split())
     if label.endswith(")") and "(" in label and label not in LABELS:
@@ -81,6 +90,70 @@ def _normal(label: str) -> str:
 def _value(v: str) -> str | None:
     v = v.strip().strip("'\"`")
     return None if v.lower() in _EMPTY else v
+
+
+_LINK = re.compile(r"\[([^\]\n]{0,200})\]\([^)\n]{0,500}\)")
+_DRIVER_IN = re.compile(r"driver(?: version)?[ :=]{1,3}v?(\d{2,4}\.\d{1,3}(?:\.\d{1,3})?)", re.IGNORECASE)
+
+
+def demark(value: str) -> str:
+    """A value without the Markdown around and inside it: inline code, bold, links ("[text](url)" -> "text")."""
+    if "`" in value:
+        value = value.replace("`", "")
+    if "**" in value:
+        value = value.replace("**", "")
+    if "](" in value:
+        value = _LINK.sub(r"\1", value)
+    return value.strip()
+
+
+_GPU_WORDS = re.compile(r"RTX|GTX|NVIDIA|Tesla|Quadro|TITAN|GeForce|\b[ABHKLPTV]\d{1,3}\b")
+
+
+def _pkg_version(value: str) -> tuple[str | None, str] | None:
+    """(a distribution name the value names, its version) of a package field's value: "2.5.1+cu121",
+    "tensorflow-gpu==1.15.0", "TF 2.11", "v0.4.30"; None without a version."""
+    shown = _value(value)
+    if not shown:
+        return None
+    name, eq, version = shown.partition("==")
+    if eq and _DIST.fullmatch(name.strip()[:82]) and _leading_version(version):
+        return name.strip(), version.split()[0]
+    if _leading_version(shown):
+        return None, shown.split()[0]
+    whole = next((w for w in shown.split()[:4] if _LEADING_VERSION.fullmatch(w[:40])), None)
+    if whole:  # "v2.13.0-rc2-7-g1cb1a030a62 2.13.0" (TensorFlow's template asks for both)
+        return None, whole
+    found = _ANY_VERSION.search(shown[:40])
+    if found and found.start() <= 12 and not any(c.isdigit() for c in shown[:found.start()]):
+        return None, shown[found.start():].split()[0]  # "TF 2.11", "v2.1.0"
+    return None
+
+
+def _gpu_value(value: str) -> GpuInfo | None:
+    """A GPU field's value: "GPU 0: NAME (UUID: ...)", or a name with a compute capability in parentheses
+    ("NVIDIA GeForce RTX 5090 (SM_120)") or its memory after a slash ("RTX 5090 / 32GB")."""
+    g = gpu_line(value)
+    if g is not None:
+        return g
+    name = _value(value.split(" / ")[0])
+    if not name:
+        return None
+    memory = None
+    head, comma, tail = name.rpartition(", ")  # "NVIDIA GeForce GTX 960M, 4096MiB"
+    if comma and tail.replace(" ", "").endswith("MiB") and tail.replace(" ", "")[:-3].isdigit():
+        name, memory = head.strip(), int(tail.replace(" ", "")[:-3])
+    cc = None
+    if name.endswith(")") and "(" in name:  # "(SM_120)"
+        cc = _sm(name[name.rfind("(") + 1:-1].strip().lower())
+        name = name[:name.rfind("(")].strip() if cc else name
+    return GpuInfo(index=0, name=name, compute_capability=cc, memory_total_mib=memory, source="report")
+
+
+def _sm(text: str) -> str | None:
+    """"sm_120" -> "12.0"; None when it is no compute capability."""
+    digits = text[3:] if text.startswith("sm_") else ""
+    return normalize_cc(text) if digits.isdigit() and 2 <= len(digits) <= 3 else None
 
 
 def _leading_version(v: str | None) -> str | None:
@@ -117,78 +190,15 @@ class _Facts:
 def read(paste: Paste, env: Environment) -> bool:
     """Read every labelled field of the paste; the block kind follows from the labels seen."""
     facts = _Facts()
-    lines = paste.lines
     claimed: list[int] = []
     consumed: set[int] = set()
     kinds = paste.kind
     wide = "\uff1a" in paste.text
-    get = LABELS.get
     for i in paste.having(":", "\uff1a", "PyTorch version", "Collecting environment"):
-        if kinds[i] is not None or i in consumed:
-            continue
-        body = lines[i].strip()
-        if body[:1] in "CcVv" and body[:40].lower().startswith(_MARKERS):
-            facts.labels.add("marker")
-            claimed.append(i)
-            continue
-        # _label(), inline (thousands of lines in a long paste), its value cut only for a field that is read
-        value: str | None = None
-        if body[:2] in ("- ", "* "):
-            body, raw = body[2:].lstrip(), body
-        else:
-            raw = body
-        colon = body.find(":", 0, 81)
-        if wide:  # _colon(), inline
-            full = body.find("\uff1a", 0, 81)
-            if full >= 0 and (colon < 0 or full < colon):
-                colon = full
-        if colon >= 0:
-            label = body[:colon].rstrip().lower()
-            if label not in LABELS:
-                label = _normal(label)
-        elif (lv := _label(raw, wide)) is not None:
-            label, value = lv
-        else:
-            continue
-        gpu_idx = _gpu_indices(label) if label[:4] == "gpu " else None
-        if gpu_idx is not None:
-            _gpu_field(facts, label, gpu_idx, body[colon + 1:].strip() if value is None else value)
-            claimed.append(i)
-            continue
-        fact = get(label)
-        if fact is None:
-            if facts.labels and label.replace(" ", "").replace("-", "").replace("_", "").replace(".", "").isalnum():
-                claimed.append(i)  # another field of a block already recognised (CPU flags, env variables)
-            continue
-        facts.labels.add(label)
-        claimed.append(i)
-        if not fact:
-            continue  # a field that carries nothing read here (gcc version, CPU, ...)
-        if value is None:
-            value = body[colon + 1:].strip()
-        if label == "sglang":
-            facts.sglang_lines.append(i)
-        if fact == "cudnn":
-            if value:
-                facts.cudnn_paths.append(value)
-            j = i + 1  # "Probably one of the following:" and one path a line
-            while j < len(lines) and _PATHLIKE.match(lines[j].strip()[:3]) and paste.free(j):
-                facts.cudnn_paths.append(lines[j].strip())
-                claimed.append(j)
-                consumed.add(j)
-                j += 1
-        elif fact == "gpus" and value:
-            g = gpu_line(value)
-            if g is not None:
-                facts.gpus.append(g)
-            elif _value(value):
-                facts.gpus.append(GpuInfo(index=0, name=_value(value), source="report"))
-        elif fact.startswith("pkg:"):
-            v = _leading_version(_value(value))
-            if v:
-                facts.packages[fact[4:]] = value.split()[0]
-        elif fact and fact not in facts.values and (shown := _value(value)):
-            facts.values[fact] = shown
+        if kinds[i] is None and i not in consumed:
+            _line(paste, facts, i, wide, claimed, consumed)
+    if "### " in paste.text:
+        _headings(paste, facts, claimed, consumed)
     if "sglang" in facts.labels:
         _sglang_packages(paste, facts, claimed)
     if not _enough(facts):
@@ -200,8 +210,124 @@ def read(paste: Paste, env: Environment) -> bool:
     return True
 
 
+def _line(paste: Paste, facts: _Facts, i: int, wide: bool, claimed: list[int], consumed: set[int]) -> None:
+    """Read line ``i`` if it is a field (a marker line, a GPU line, a label of :data:`LABELS`). :func:`_label`,
+    inline for the common case (thousands of lines in a long paste): the value is cut only for a field read."""
+    body = paste.lines[i].strip()
+    if body[:1] in "CcVv" and body[:40].lower().startswith(_MARKERS):
+        facts.labels.add("marker")
+        claimed.append(i)
+        return
+    raw = body
+    if body[:2] in ("- ", "* "):
+        body = body[2:].lstrip()
+    colon = body.find(":", 0, 81)
+    if wide:  # _colon(), inline
+        full = body.find("\uff1a", 0, 81)
+        if full >= 0 and (colon < 0 or full < colon):
+            colon = full
+    given = None
+    if colon >= 0:
+        label = body[:colon].rstrip().lower()
+        if label not in LABELS:
+            label = _normal(label)
+    elif (lv := _label(raw, wide)) is not None:
+        label, given = lv
+    else:
+        return
+    if label in LABELS or label[:4] == "gpu ":
+        _labelled(paste, facts, i, label, _val(body, colon, given), claimed, consumed)
+    elif facts.labels and label.replace(" ", "").replace("-", "").replace("_", "").replace(".", "").isalnum():
+        claimed.append(i)  # another field of a block already recognised (CPU flags, env variables)
+
+
+def _labelled(paste: Paste, facts: _Facts, i: int, label: str, value: str, claimed: list[int],
+              consumed: set[int]) -> None:
+    """A line whose label is a GPU's ("GPU 0: ...") or one of :data:`LABELS`."""
+    gpu_idx = _gpu_indices(label) if label[:4] == "gpu " else None
+    if gpu_idx is not None:
+        _gpu_field(facts, label, gpu_idx, value)
+        claimed.append(i)
+        return
+    fact = LABELS.get(label)
+    if fact is None:
+        if facts.labels and label.replace(" ", "").replace("-", "").replace("_", "").replace(".", "").isalnum():
+            claimed.append(i)
+        return
+    facts.labels.add(label)
+    claimed.append(i)
+    if "river" in value and label not in _DRIVER_LABELS:  # "(driver 570.124.06)" said in another field's value
+        said = _DRIVER_IN.search(value[:200])
+        if said:
+            facts.values.setdefault("driver", said.group(1))
+    if fact:  # else a field that carries nothing read here (gcc version, CPU, ...)
+        _fact(paste, facts, i, label, fact, value, claimed, consumed)
+
+
+_DRIVER_LABELS = ("nvidia driver version", "cuda driver version", "driver", "nvidia driver", "driver version")
+
+
+def _val(body: str, colon: int, given: str | None) -> str:
+    """A field's value: cut after its colon, unless :func:`_label` cut it already."""
+    return given if given is not None else body[colon + 1:].strip()
+
+
+def _headings(paste: Paste, facts: _Facts, claimed: list[int], consumed: set[int]) -> None:
+    """Issue templates that put each label in a Markdown heading and its value on the next non-blank line
+    ("### TensorFlow version" / "" / "TF 2.11")."""
+    lines = paste.lines
+    for i in paste.having("### "):
+        body = lines[i].strip()
+        label = _normal(body.lstrip("#").strip().lower()) if body.startswith("### ") else ""
+        fact = LABELS.get(label)
+        if not fact or not paste.free(i):
+            continue
+        j = next((k for k in range(i + 1, min(i + 4, len(lines))) if lines[k].strip()), None)
+        if j is None or lines[j].lstrip().startswith("#") or not paste.free(j):
+            continue
+        facts.labels.add(label)
+        claimed += [i, j]
+        consumed.add(j)
+        _fact(paste, facts, j, label, fact, lines[j].strip(), claimed, consumed)
+
+
+def _fact(paste: Paste, facts: _Facts, i: int, label: str, fact: str, value: str, claimed: list[int],
+          consumed: set[int]) -> None:
+    """Keep the fact a field carries (the first value of a label wins); the value is read without its Markdown."""
+    if label == "sglang":
+        facts.sglang_lines.append(i)
+    value = demark(value) if "`" in value or "*" in value or "](" in value else value
+    if fact == "cudnn":
+        _cudnn_field(paste, facts, i, value, claimed, consumed)
+    elif fact == "gpus" and value:
+        g = _gpu_value(value)
+        if g is not None:
+            facts.gpus.append(g)
+            if g.name and _GPU_WORDS.search(g.name[:80]):
+                facts.labels.add("gpu name")  # a template's "GPU: RTX 5090" is as telling as collect_env's
+    elif fact.startswith("pkg:"):
+        named = _pkg_version(value)
+        if named:
+            facts.packages[named[0] or fact[4:]] = named[1]
+    elif fact not in facts.values and (shown := _value(value)):
+        facts.values[fact] = shown
+
+
+def _cudnn_field(paste: Paste, facts: _Facts, i: int, value: str, claimed: list[int], consumed: set[int]) -> None:
+    """"cuDNN version: ..." and, below it, "Probably one of the following:" and one path a line."""
+    lines = paste.lines
+    if value:
+        facts.cudnn_paths.append(value)
+    j = i + 1
+    while j < len(lines) and _PATHLIKE.match(lines[j].strip()[:3]) and paste.free(j):
+        facts.cudnn_paths.append(lines[j].strip())
+        claimed.append(j)
+        consumed.add(j)
+        j += 1
+
+
 def _gpu_field(facts: _Facts, label: str, indices: list[int], value: str) -> None:
-    facts.labels.add("gpu")
+    facts.labels.add("gpu index")
     if label.endswith("compute capability"):
         cc = _leading_version(value)
         if cc:
@@ -237,12 +363,13 @@ def _sglang_packages(paste: Paste, facts: _Facts, claimed: list[int]) -> None:
 
 
 def _enough(facts: _Facts) -> bool:
-    real = facts.labels - {"gpu", "marker"}
+    real = facts.labels - {"gpu index", "marker"}
     if "marker" in facts.labels:
         return True
     strong = {"pytorch version", "cuda used to build pytorch", "gpu models and configuration", "nvidia driver version",
               "cudnn version", "jaxlib", "sglang", "vllm version", "python platform", "is cuda available",
-              "cuda runtime version", "cuda/cudnn version", "pytorch version (gpu?)"}
+              "cuda runtime version", "cuda/cudnn version", "pytorch version (gpu?)", "gpu name", "pytorch",
+              "torch version"}
     return bool(real & strong) or len(real) >= 3
 
 
@@ -274,35 +401,17 @@ def _fill_region(paste: Paste, claimed: list[int], kind: str) -> None:
 def _apply(facts: _Facts, env: Environment, kind: str) -> None:
     v = facts.values
     source = "report:" + kind.split()[0]
-    torch = _leading_version(v.get("torch")) and v["torch"].split()[0]
     built = v.get("torch_cuda")
-    cuda_cudnn = v.get("cuda_cudnn")
-    if cuda_cudnn and not built:  # "10.1 / 7.6.5", "cuda 10 /  cudnn 7.6.0", "CUDA 9.0 cuDNN 7.0.5"
-        low = cuda_cudnn[:120].lower()
-        at = low.find("cudnn")
-        cuda_part, cudnn_part = (low[:at], low[at:]) if at >= 0 else (low.split("/")[0], "/".join(low.split("/")[1:]))
-        built = _first_version(cuda_part)
-        cudnn_v = _first_version(cudnn_part)
-        if cudnn_v:
-            facts.cudnn_paths.append(cudnn_v)
+    if v.get("cuda_cudnn") and not built:  # "10.1 / 7.6.5", "cuda 10 /  cudnn 7.6.0", "CUDA 9.0 cuDNN 7.0.5"
+        built = _split_cuda_cudnn(v["cuda_cudnn"], facts)
+    torch = _leading_version(v.get("torch")) and v["torch"].split()[0]
     if torch:
-        fw = torch_variant(torch, [], None)
-        fw.source = source
-        short = _leading_version(built)
-        if short:
-            mm = ".".join(short.split(".")[:2])
-            fw.cuda = fw.cuda or mm
-            fw.variant = fw.variant or "cu" + mm.replace(".", "")
-        elif fw.variant is None and "torch_cuda" not in v and built is None and \
-                "cuda used to build pytorch" in facts.labels:
-            fw.variant = "cpu"
-        env.frameworks = [f for f in env.frameworks if f.name != "torch"] + [fw]
-        env.packages.setdefault("torch", torch)
+        _apply_torch(env, facts, torch, built, source)
     pyv = _leading_version(v.get("python"))
     if pyv and env.python.version is None:
         env.python.version = pyv
     _platform(env, v.get("python"), v.get("platform") or "", v.get("os") or "")
-    drv = _leading_version(v.get("driver"))
+    drv = _leading_version(v.get("driver")) or _first_version(v.get("driver") or "")  # NVIDIA-Linux-x86_64-470.94.run
     if drv:
         merge_driver(env, Driver(version=drv, source=source))
     runtime = _leading_version(v.get("runtime"))
@@ -310,14 +419,47 @@ def _apply(facts: _Facts, env: Environment, kind: str) -> None:
         env.toolkits.append(Toolkit(source=source, version=runtime))
     for path in facts.cudnn_paths:
         _cudnn(env, path, source)
+    _apply_gpus(env, facts, source)
+    for name, version in facts.packages.items():
+        env.packages.setdefault(canonical(name), version)
+
+
+def _split_cuda_cudnn(text: str, facts: _Facts) -> str | None:
+    """A "CUDA/cuDNN version" value: the CUDA version it names (returned) and its cuDNN (kept with the cuDNN
+    paths)."""
+    low = text[:120].lower()
+    at = low.find("cudnn")
+    cuda_part, cudnn_part = (low[:at], low[at:]) if at >= 0 else (low.split("/")[0], "/".join(low.split("/")[1:]))
+    cudnn_v = _first_version(cudnn_part)
+    if cudnn_v:
+        facts.cudnn_paths.append(cudnn_v)
+    return _first_version(cuda_part)
+
+
+def _apply_torch(env: Environment, facts: _Facts, torch: str, built: str | None, source: str) -> None:
+    """torch's build from its version and "CUDA used to build PyTorch" (a collect_env that names no CUDA there
+    describes a CPU build)."""
+    fw = torch_variant(torch, [], None)
+    fw.source = source
+    short = _leading_version(built)
+    if short:
+        mm = ".".join(short.split(".")[:2])
+        fw.cuda = fw.cuda or mm
+        fw.variant = fw.variant or "cu" + mm.replace(".", "")
+    elif fw.variant is None and "torch_cuda" not in facts.values and built is None and \
+            "cuda used to build pytorch" in facts.labels:
+        fw.variant = "cpu"
+    env.frameworks = [f for f in env.frameworks if f.name != "torch"] + [fw]
+    env.packages.setdefault("torch", torch)
+
+
+def _apply_gpus(env: Environment, facts: _Facts, source: str) -> None:
     for g in facts.gpus:
         g.source = source
     for idx, cc in facts.cc.items():
         facts.gpus.append(GpuInfo(index=idx, compute_capability=cc, source=source))
     if facts.gpus:
         merge_gpus(env, facts.gpus)
-    for name, version in facts.packages.items():
-        env.packages.setdefault(canonical(name), version)
 
 
 def _cudnn(env: Environment, text: str, source: str) -> None:
@@ -331,6 +473,12 @@ def _cudnn(env: Environment, text: str, source: str) -> None:
             env.libraries.append(Library(name="cudnn", soname=_soname_guess(base) if name else base, path=text,
                                          origin=source, version=version_from_filename(base)))
         return
+    if "/" in text:  # "8.0.4/8.0.3/7.6.5": several copies named, the first as the framework's
+        for more in text.split("/")[1:]:
+            if _leading_version(more.strip()):
+                env.notes.append(_note(f"cuDNN {_leading_version(more.strip())} named in the paste, of no "
+                                       "framework it could be tied to"))
+        text = text.split("/")[0].strip()
     version = _leading_version(text)
     if version is None and text.isdigit() and len(text) <= 6:  # torch.backends.cudnn.version() style: 8902
         from cudamatrix.detect.text import cudnn_version
@@ -350,12 +498,15 @@ def _note(message: str):
     return Note("report", message)
 
 
+_LINUX_NAMES = ("Linux", "Ubuntu", "CentOS", "Debian", "Red Hat", "Rocky")
+
+
 def _platform(env: Environment, pyv: str | None, plat: str, osname: str) -> None:
+    """The operating system and the Python platform tag from "Python platform" and "OS"."""
     if "Windows" in osname or plat.startswith("Windows"):
         env.context.os = "windows"
         env.python.platform = "win_amd64" if "64" in (pyv or "") + plat or not plat else None
-    elif plat.startswith("Linux") or "Linux" in osname or "Ubuntu" in osname or "CentOS" in osname \
-            or "Debian" in osname or "Red Hat" in osname or "Rocky" in osname:
+    elif plat.startswith("Linux") or any(name in osname for name in _LINUX_NAMES):
         env.context.os = "linux"
         arch = "aarch64" if "aarch64" in plat + osname else ("x86_64" if "x86_64" in plat + osname else None)
         env.python.platform = f"linux_{arch}" if arch else env.python.platform

@@ -24,19 +24,42 @@ _QUERY_HEADS = ("--query-gpu", "memory.", "driver_version", "name,", ", name")  
 
 
 def _query_lines(paste: Paste) -> list[int]:
-    """A query's command or header line and the comma-separated rows that follow it."""
+    """A query's command or header line and the rows that follow it: comma-separated, or single values when the
+    query asks for one field. The rows end at a blank line, a command, or a line of another kind; between the
+    command and its first row may stand a blank line or a short label ("nvidia-smi output:")."""
     out: list[int] = []
     lines = paste.lines
     for i in paste.having(*_QUERY_HEADS):
         if out and i <= out[-1]:
             continue
         out.append(i)
-        j = i + 1
-        while j < len(lines) and ("," in lines[j] or not lines[j].strip() and j + 1 < len(lines)
-                                  and "," in lines[j + 1]):
+        cmd = smi.QUERY_CMD.search(lines[i]) if "--query-gpu" in lines[i] else None
+        single = cmd is not None and "," not in cmd.group("fields")
+        j = _first_row(lines, i, single)
+        while j < len(lines) and j not in paste.commands and _row_like(lines, j, single):
             out.append(j)
             j += 1
     return out
+
+
+def _row_like(lines: list[str], j: int, single: bool) -> bool:
+    """Line ``j`` can be a row (or the header) of a query's output."""
+    line = lines[j]
+    if "," in line:
+        return True
+    if not line.strip():
+        return j + 1 < len(lines) and "," in lines[j + 1]
+    return single and "nvidia-smi" not in line
+
+
+def _first_row(lines: list[str], i: int, single: bool) -> int:
+    """Where the rows after line ``i`` start: right after it, or after blank lines and a label line ending with
+    ":" when the rows (comma-separated) come within three lines."""
+    for j in range(i + 1, min(i + 4, len(lines))):
+        body = lines[j].strip()
+        if body and not body.endswith(":"):
+            return j if "," in body and not single and "nvidia-smi" not in body else i + 1
+    return i + 1
 
 
 def _table_lines(paste: Paste) -> list[int]:
@@ -72,7 +95,7 @@ _PARSERS = (("nvidia-smi", smi.parse_table), ("nvidia-smi -q", smi.parse_q), ("n
             ("nvidia-smi -q -x", smi.parse_xml))
 # a parser runs only when the paste holds one of its words (one C-level search each)
 _HINTS = {"nvidia-smi": ("|", "NVIDIA-SMI"), "nvidia-smi -q": ("Product Name", "NVSMI LOG"),
-          "nvidia-smi --query-gpu": (",",), "nvidia-smi --version": ("NVML version", "NVIDIA-SMI version"),
+          "nvidia-smi --query-gpu": (",", "--query-gpu"), "nvidia-smi --version": ("NVML version", "NVIDIA-SMI version"),
           "nvidia-smi -L": ("(UUID:",), "nvidia-smi -q -x": ("<nvidia_smi_log", "<?xml")}
 
 
@@ -95,16 +118,42 @@ def read(paste: Paste, env: Environment) -> bool:
         merge_driver(env, reading.driver)
         merge_gpus(env, reading.gpus)
         env.notes += [Note("report:nvidia-smi", n, "warning") for n in reading.notes]
-    # an error message stands alone or below a table (parse_table has merged its status already)
+    found |= _read_error(paste, env)
+    return found | _read_banner(paste, env)
+
+
+def _read_error(paste: Paste, env: Environment) -> bool:
+    """An error message, alone or below a table (parse_table has merged its status already)."""
+    text = paste.text
     hint = ("nvidia-smi", "NVML", "NVIDIA", "No devices were found", "GPU is lost")
     err = smi.parse_error(text) if any(h in text for h in hint) else None
-    if err:
-        found = True
-        lines = paste.lines
-        libs = [i for i in paste.having("NVML library version:") if lines[i].startswith("NVML library version:")]
-        library = lines[libs[0]].split(":", 1)[1].strip() if libs else None
-        merge_driver(env, Driver(status=err[0], error=err[1], source="nvidia-smi",
-                                 library_version=library if smi._version(library) else None))
-        for i in sorted(set(paste.having(err[1][:40])) | set(libs)):
-            paste.claim(i, "nvidia-smi")
-    return found
+    if not err:
+        return False
+    lines = paste.lines
+    libs = [i for i in paste.having("NVML library version:") if lines[i].startswith("NVML library version:")]
+    library = lines[libs[0]].split(":", 1)[1].strip() if libs else None
+    merge_driver(env, Driver(status=err[0], error=err[1], source="nvidia-smi",
+                             library_version=library if smi._version(library) else None))
+    for i in sorted(set(paste.having(err[1][:40])) | set(libs)):
+        paste.claim(i, "nvidia-smi")
+    return True
+
+
+_BANNER = "NVIDIA System Management Interface -- v"
+
+
+def _read_banner(paste: Paste, env: Environment) -> bool:
+    """``nvidia-smi -h`` begins "NVIDIA System Management Interface -- v470.182.03": nvidia-smi's own version,
+    which is the driver's (the tools ship with the driver: a kernel module of another version is a mismatch
+    that nvidia-smi itself would report)."""
+    for i in paste.having(_BANNER):
+        line = paste.lines[i]
+        at = line.find(_BANNER) + len(_BANNER)
+        version = line[at:at + 20].split()[0].strip("`'\".,") if line[at:at + 20].split() else ""
+        if smi._version(version):
+            merge_driver(env, Driver(version=version, source="nvidia-smi -h"))
+            env.notes.append(Note("report:nvidia-smi", f"driver {version}: the version nvidia-smi -h prints for "
+                                  "itself (it ships with the driver)"))
+            paste.claim(i, "nvidia-smi -h")
+            return True
+    return False

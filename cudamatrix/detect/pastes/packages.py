@@ -16,7 +16,7 @@ _TAGS = ("[pip]", "[pip3]", "[conda]")
 # a line that can belong to a package list (anchored and bounded: linear on any line). The name is taken whole
 # and never given back: "(?=(...))\1" is an atomic group (Python < 3.11 has no "(?>...)"), so a word that is
 # no name costs one pass over it instead of a retry at every shorter length
-_CANDIDATE = re.compile(r"[ \t]*(?:\[(?:pip\d?|conda)\]|Package[ \t]|# |-{3,}|"
+_CANDIDATE = re.compile(r"[ \t]*(?:\[(?:pip\d?|conda)\]|Package[ \t]|# |-{3,}|[-*][ \t]{1,4}`|"
                         r"[A-Za-z0-9](?=([\w.+-]{0,100}))\1(?:==|[ \t]+\d))")
 
 
@@ -39,71 +39,103 @@ def _row(words: list[str]) -> tuple[str, str, str] | None:
 
 def read(paste: Paste, env: Environment) -> bool:
     """Every package list in the paste."""
-    found: list[tuple[str, str, str, int, str]] = []  # name, version, build, line, kind
-    lines = paste.lines
-    table = False  # inside a `pip list` / `conda list` table (after its header)
-    table_kind = "pip list"
-    run: list[tuple[str, str, str, int]] = []  # consecutive header-less rows
-
-    def flush() -> None:
-        # rows without a header count when they are several in a row or name what this project cares about
-        if len(run) >= 3 or any(canonical(r[0]).startswith(("nvidia-", "torch", "jax", "tensorflow", "cuda"))
-                                for r in run):
-            found.extend((n, v, b, i, "pip list") for n, v, b, i in run)
-        run.clear()
-
+    lists = _Lists(paste)
     prev = -2
     for i in paste.where(_CANDIDATE):
-        body = lines[i].strip()
         if i != prev + 1 or not paste.free(i):  # a list ends where a line of another kind comes between
-            flush()
-            table = False
+            lists.end()
         prev = i
-        if not body or not paste.free(i):
-            continue
-        if body.startswith(_TAGS):
-            tag, _, rest = body.partition("]")
-            words = rest.split()
-            pair = _freeze(words[0]) if words and "==" in words[0] else None
-            row = (*pair, "") if pair else (_row(words) if len(words) >= 2 else None)
-            if row:
-                found.append((*row, i, "collect_env"))
-            elif "could not collect" in body.lower() or not words:
-                paste.claim(i, "collect_env")
-            continue
-        low = body.lower()
-        if low.startswith(("package ", "# name ")) and "version" in low:
-            table, table_kind = True, "conda list" if body.startswith("#") else "pip list"
-            paste.claim(i, table_kind)
-            continue
-        if table and not body.strip("- "):
-            paste.claim(i, table_kind)
-            continue
-        if body.startswith("# packages in environment at") or body.startswith("#") and table_kind == "conda list" \
-                and table:
-            paste.claim(i, "conda list")
-            continue
-        if "==" in body and " " not in body:
-            pair = _freeze(body)
-            if pair:
-                flush()
-                found.append((pair[0], pair[1], "", i, "pip freeze"))
-                continue
-        row = _row(body.split()) if len(body) < 400 else None
-        if row and table:
-            found.append((*row, i, table_kind))
-        elif row:
-            run.append((*row, i))
-        else:
-            flush()
-            table = False
-    flush()
-    if not found:
+        body = paste.lines[i].strip()
+        if body and paste.free(i):
+            lists.line(i, body)
+    lists.flush()
+    if not lists.found:
         return False
-    for name, version, build, i, kind in found:
+    for name, version, build, i, kind in lists.found:
         paste.claim(i, kind)
         _add(env, canonical(name), version, build, kind)
     return True
+
+
+class _Lists:
+    """The package lists of one paste, line by line: whether a ``pip list`` / ``conda list`` table (after its
+    header) is open, and the header-less rows waiting to be judged as a list."""
+
+    def __init__(self, paste: Paste) -> None:
+        self.paste = paste
+        self.found: list[tuple[str, str, str, int, str]] = []  # name, version, build, line, kind
+        self.table = False  # inside a `pip list` / `conda list` table (after its header)
+        self.table_kind = "pip list"
+        self.run: list[tuple[str, str, str, int]] = []  # consecutive header-less rows
+
+    def flush(self) -> None:
+        """Rows without a header count when they are several in a row or name what this project cares about."""
+        run = self.run
+        if len(run) >= 3 or any(canonical(r[0]).startswith(("nvidia-", "torch", "jax", "tensorflow", "cuda"))
+                                for r in run):
+            self.found.extend((n, v, b, i, "pip list") for n, v, b, i in run)
+        run.clear()
+
+    def end(self) -> None:
+        self.flush()
+        self.table = False
+
+    def line(self, i: int, body: str) -> None:
+        """A non-blank line that may belong to a list."""
+        if body.startswith(_TAGS):
+            self._tagged(i, body)
+        elif self._header_or_rule(i, body):
+            return
+        elif body[:1] in "-*" and body[1:].lstrip().startswith("`"):
+            self._markdown_item(i, body)
+        elif "==" in body and " " not in body and (pair := _freeze(body)):
+            self.flush()
+            self.found.append((pair[0], pair[1], "", i, "pip freeze"))
+        else:
+            self._row(i, body)
+
+    def _markdown_item(self, i: int, body: str) -> None:
+        """A Markdown list item holding a pin in inline code: "- `torch==2.5.1`"."""
+        code = body[1:].strip()
+        pair = _freeze(code.strip("`")) if code.count("`") == 2 and code.endswith("`") else None
+        if pair:
+            self.found.append((pair[0], pair[1], "", i, "pip freeze"))
+        else:
+            self.end()
+
+    def _tagged(self, i: int, body: str) -> None:
+        """collect_env's "[pip3] torch==2.5.1" / "[conda] torch 2.5.1 pypi_0 pypi"."""
+        words = body.partition("]")[2].split()
+        pair = _freeze(words[0]) if words and "==" in words[0] else None
+        row = (*pair, "") if pair else (_row(words) if len(words) >= 2 else None)
+        if row:
+            self.found.append((*row, i, "collect_env"))
+        elif "could not collect" in body.lower() or not words:
+            self.paste.claim(i, "collect_env")
+
+    def _header_or_rule(self, i: int, body: str) -> bool:
+        """A table's header, its "----" rule, or a conda comment line: claimed, no package."""
+        low = body.lower()
+        if low.startswith(("package ", "# name ")) and "version" in low:
+            self.table, self.table_kind = True, "conda list" if body.startswith("#") else "pip list"
+            self.paste.claim(i, self.table_kind)
+        elif self.table and not body.strip("- "):
+            self.paste.claim(i, self.table_kind)
+        elif body.startswith("# packages in environment at") or body.startswith("#") and \
+                self.table_kind == "conda list" and self.table:
+            self.paste.claim(i, "conda list")
+        else:
+            return False
+        return True
+
+    def _row(self, i: int, body: str) -> None:
+        row = _row(body.split()) if len(body) < 400 else None
+        if row and self.table:
+            self.found.append((*row, i, self.table_kind))
+        elif row:
+            self.run.append((*row, i))
+        else:
+            self.end()
 
 
 def _add(env: Environment, name: str, version: str, build: str, kind: str) -> None:

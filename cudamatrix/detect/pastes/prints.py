@@ -32,36 +32,16 @@ def read(paste: Paste, env: Environment, state: dict) -> bool:
     values: dict[str, str] = {}
     lines = paste.lines
     for i in paste.having("__version__", "torch.", "sys.version", "python_version"):
-        line = lines[i]
-        exprs = [m.group(0) for m in _EXPR.finditer(line[:2000])]
+        exprs = [m.group(0) for m in _EXPR.finditer(lines[i][:2000])]
         if not exprs:
             continue
-        if i in paste.commands or line.lstrip().startswith(("python", "print(")):
-            outs = _outputs(paste, i)
-            if len(outs) == len(exprs):
-                pairs = list(zip(exprs, (lines[j].strip() for j in outs), strict=False))
-            elif len(outs) >= 1 and len(lines[outs[0]].split()) == len(exprs) and "gpu" not in map(_key, exprs):
-                pairs = list(zip(exprs, lines[outs[0]].split(), strict=False))
-                outs = outs[:1]
-            else:
-                continue
-            for expr, value in pairs:
-                _take(values, _key(expr), value)
-            for j in outs:
-                paste.claim(j, "python prints")
-            continue
-        if len(exprs) == 1 and paste.free(i):  # "torch.__version__ = 2.1.0", "torch.version.cuda: 12.1"
-            rest = line[line.find(exprs[0]) + len(exprs[0]):].strip()
-            if rest[:1] in (":", "=") or rest.startswith(("is ", "->")):
-                value = rest.lstrip(":=->").strip()
-                value = value[3:] if value.startswith("is ") else value
-                if _take(values, _key(exprs[0]), value):
-                    paste.claim(i, "python prints")
-    for i in paste.having("--version", " -V"):  # `python3 --version` prints "Python 3.12.1"
-        if i in paste.commands and paste.lines[i].lstrip().startswith("python") and i + 1 < len(lines):
-            answer = lines[i + 1].strip()
-            if answer.startswith("Python ") and _take(values, "python", answer[7:]):
-                paste.claim(i + 1, "python prints")
+        if i in paste.commands or lines[i].lstrip().startswith(("python", "print(")):
+            _command_outputs(paste, i, exprs, values)
+        elif len(exprs) == 1 and paste.free(i):  # "torch.__version__ = 2.1.0", "torch.version.cuda: 12.1"
+            _inline_value(paste, i, exprs[0], values)
+    _python_version(paste, values)
+    if "python" not in values:
+        _python_answer(paste, values)
     build = _build_info(paste)
     if not values and not build:
         return False
@@ -69,6 +49,64 @@ def read(paste: Paste, env: Environment, state: dict) -> bool:
     if build:
         state.setdefault("tf_build", {}).update({k: v for k, v in build.items() if v})
     return True
+
+
+def _python_version(paste: Paste, values: dict[str, str]) -> None:
+    """`python3 --version` prints "Python 3.12.1"; `python3` alone starts the interpreter, whose banner begins
+    "Python 3.9.12 (main, Apr  5 2022, 06:56:58)" and goes on with the compiler and the "Type "help"" line."""
+    lines = paste.lines
+    for i in sorted(paste.commands):
+        if lines[i].lstrip().startswith("python") and i + 1 < len(lines):
+            answer = lines[i + 1].strip()
+            if answer.startswith("Python ") and _take(values, "python", answer[7:].split(" (")[0]):
+                paste.claim(i + 1, "python prints")
+                _claim_banner(paste, i + 2)
+
+
+def _python_answer(paste: Paste, values: dict[str, str]) -> None:
+    """A line that is `python --version`'s answer on its own: "Python 3.6.10" or "Python 3.6.10 :: Anaconda, Inc."."""
+    for i in paste.having("Python 3.", "Python 2."):
+        body = paste.lines[i].strip()
+        version, _, rest = body[7:].partition(" ")
+        if body.startswith("Python ") and (not rest or rest.startswith(":: ")) and paste.free(i) and \
+                _VERSIONISH.fullmatch(version) and _take(values, "python", version):
+            paste.claim(i, "python prints")
+
+
+def _claim_banner(paste: Paste, j: int) -> None:
+    """The interpreter banner's lines after its first."""
+    for k in range(j, min(j + 2, len(paste.lines))):
+        body = paste.lines[k].strip()
+        if body.startswith("[") or body.startswith("Type \"help\""):
+            paste.claim(k, "python prints")
+
+
+def _command_outputs(paste: Paste, i: int, exprs: list[str], values: dict[str, str]) -> None:
+    """A command printing ``exprs``: one output line per expression, or all of them on one line."""
+    lines = paste.lines
+    outs = _outputs(paste, i)
+    if len(outs) == len(exprs):
+        pairs = list(zip(exprs, (lines[j].strip() for j in outs), strict=False))
+    elif len(outs) >= 1 and len(lines[outs[0]].split()) == len(exprs) and "gpu" not in map(_key, exprs):
+        pairs = list(zip(exprs, lines[outs[0]].split(), strict=False))
+        outs = outs[:1]
+    else:
+        return
+    for expr, value in pairs:
+        _take(values, _key(expr), value)
+    for j in outs:
+        paste.claim(j, "python prints")
+
+
+def _inline_value(paste: Paste, i: int, expr: str, values: dict[str, str]) -> None:
+    """"torch.__version__ = 2.1.0", "torch.version.cuda: 12.1", "torch.__version__ is 2.1.0"."""
+    line = paste.lines[i]
+    rest = line[line.find(expr) + len(expr):].strip()
+    if rest[:1] in (":", "=") or rest.startswith(("is ", "->")):
+        value = rest.lstrip(":=->").strip()
+        value = value[3:] if value.startswith("is ") else value
+        if _take(values, _key(expr), value):
+            paste.claim(i, "python prints")
 
 
 def _outputs(paste: Paste, i: int) -> list[int]:

@@ -1,5 +1,5 @@
-"""Command-line tools' outputs: ``nvcc --version``, ``ldconfig -p``, /proc/driver/nvidia/version, deviceQuery,
-the kernel log's NVRM lines, and torch's "driver too old" warning."""
+"""Command-line tools' outputs: ``nvcc --version``, ``ldconfig -p``, /proc/driver/nvidia/version, deviceQuery and
+the kernel log's NVRM lines."""
 from __future__ import annotations
 
 import os
@@ -7,14 +7,11 @@ import re
 
 from cudamatrix.detect.libraries import library_name, version_from_filename
 from cudamatrix.detect.pastes.merge import merge_driver, merge_gpus
-from cudamatrix.detect.text import Paste, version_from_int
+from cudamatrix.detect.text import Paste
 from cudamatrix.models import Driver, Environment, GpuInfo, Library, Note, Toolkit
 
 _NVCC = re.compile(r"release (?P<short>\d{1,3}\.\d{1,3}), V(?P<full>\d{1,3}\.\d{1,3}\.\d{1,6})")
 _NVCC_SHORT = re.compile(r"Cuda compilation tools, release (?P<short>\d{1,3}\.\d{1,3})")
-_TOO_OLD = re.compile(r"The NVIDIA driver on your system is too old \(found version (?P<v>\d{4,6})\)")
-_TOO_OLD_REST = ("Please update your GPU driver", "version from the URL", "Alternatively, go to",
-                 "a PyTorch version that has been compiled", "of the CUDA driver")
 _PROC = re.compile(r"Kernel Module(?: {1,4}for {1,4}\S{1,40})? {1,4}(?P<v>\d{1,4}\.\d{1,4}(?:\.\d{1,4})?)")
 _DQ_VERSIONS = re.compile(r"CUDA Driver Version / Runtime Version {1,40}(\d{1,3}\.\d{1,3}) {0,4}/ {0,4}(\d{1,3}\.\d{1,3})")
 _DQ_DEVICE = re.compile(r'Device (\d{1,3}): "([^"\n]{1,200})"')
@@ -82,28 +79,29 @@ def read_ldconfig(paste: Paste, env: Environment) -> bool:
     return True
 
 
-def read_driver_warning(paste: Paste, env: Environment) -> bool:
-    """torch's "The NVIDIA driver on your system is too old (found version 11040)": the driver's CUDA is 11.4;
-    "Found no NVIDIA driver on your system": none."""
-    found = False
-    for i in _lines_with(paste, "driver on your system is too old"):
-        m = _TOO_OLD.search(paste.lines[i])
-        if m:
-            cuda = version_from_int(int(m.group("v")))
-            merge_driver(env, Driver(cuda_version=cuda, source="report:torch warning"))
-            env.notes.append(Note("report", f"torch says the driver is too old: it runs CUDA {cuda} at most",
-                                  "warning"))
-            paste.claim(i, "torch warning")
-            j = i + 1  # the rest of the message, when it kept its line breaks
-            while j < len(paste.lines) and j - i <= 6 and paste.lines[j].strip().startswith(_TOO_OLD_REST):
-                paste.claim(j, "torch warning")
+_CUDNN_DEFINES = ("#define CUDNN_MAJOR", "#define CUDNN_MINOR", "#define CUDNN_PATCHLEVEL")
+
+
+def read_cudnn_header(paste: Paste, env: Environment) -> bool:
+    """`grep CUDNN_MAJOR -A 2` of cudnn.h (or cudnn_version.h): "#define CUDNN_MAJOR 8", "#define CUDNN_MINOR 9",
+    "#define CUDNN_PATCHLEVEL 2": the system's cuDNN headers name cuDNN 8.9.2."""
+    lines = paste.lines
+    for i in paste.having(_CUDNN_DEFINES[0]):
+        parts = []
+        for j, define in enumerate(_CUDNN_DEFINES):
+            body = lines[i + j].strip() if i + j < len(lines) else ""
+            number = body[len(define):].strip() if body.startswith(define) else ""
+            parts.append(number if number.isdigit() and len(number) <= 3 else "")
+        if all(parts):
+            env.notes.append(Note("report", f"cuDNN {'.'.join(parts)} named in the paste (the cudnn.h headers), "
+                                  "of no framework it could be tied to"))
+            paste.claim_range(i, i + 2, "cudnn.h")
+            j = i + 3  # "--" and the CUDNN_VERSION formula that grep -A 2 prints after it
+            while j < len(lines) and j - i <= 5 and lines[j].strip().startswith(("--", "#define CUDNN_VERSION")):
+                paste.claim(j, "cudnn.h")
                 j += 1
-            found = True
-    for i in _lines_with(paste, "Found no NVIDIA driver on your system"):
-        merge_driver(env, Driver(status="absent", error="Found no NVIDIA driver on your system (torch)"))
-        paste.claim(i, "torch warning")
-        found = True
-    return found
+            return True
+    return False
 
 
 def read_proc_version(paste: Paste, env: Environment) -> bool:
@@ -135,24 +133,29 @@ def read_device_query(paste: Paste, env: Environment) -> bool:
         body = line.strip()
         d = _DQ_DEVICE.match(body) if body.startswith("Device ") else None
         if d:
-            gpu = GpuInfo(index=int(d.group(1)), name=d.group(2), source="report:deviceQuery")
-            merge_gpus(env, [gpu])
+            merge_gpus(env, [GpuInfo(index=int(d.group(1)), name=d.group(2), source="report:deviceQuery")])
             gpu = next(g for g in env.gpus if g.index == int(d.group(1)))
         if "deviceQuery" in body or "CUDA Device Query" in body:
             start = i if start is None else start
         if start is None:
             continue
-        if gpu is not None and "CUDA Capability Major/Minor version number:" in body:
-            gpu.compute_capability = gpu.compute_capability or body.rsplit(":", 1)[1].strip()[:8]
-        elif gpu is not None and "Total amount of global memory:" in body:
-            words = body.rsplit(":", 1)[1].split()
-            if len(words) >= 2 and words[0].isdigit() and words[1] == "MBytes":
-                gpu.memory_total_mib = gpu.memory_total_mib or int(words[0])
+        if gpu is not None:
+            _device_fact(gpu, body)
         if body and paste.free(i):
             paste.claim(i, "deviceQuery")
         if body.startswith("Result = "):
             start = None
     return True
+
+
+def _device_fact(gpu: GpuInfo, body: str) -> None:
+    """A deviceQuery line about the current device: its compute capability or its memory."""
+    if "CUDA Capability Major/Minor version number:" in body:
+        gpu.compute_capability = gpu.compute_capability or body.rsplit(":", 1)[1].strip()[:8]
+    elif "Total amount of global memory:" in body:
+        words = body.rsplit(":", 1)[1].split()
+        if len(words) >= 2 and words[0].isdigit() and words[1] == "MBytes":
+            gpu.memory_total_mib = gpu.memory_total_mib or int(words[0])
 
 
 def read_dmesg(paste: Paste, env: Environment) -> bool:

@@ -1,0 +1,133 @@
+"""`cudamatrix lock`: the body, typer-free (options: :mod:`cudamatrix.cli.options`).
+
+A lock is the complete set for the target: the solved frameworks and their nvidia-* wheels resolved with every
+other dependency to files by pip against the index (:mod:`cudamatrix.install.locking`), written as a hashed
+requirements file or a PEP 751 pylock.toml. ``--pins-only`` writes the solved pins alone (offline), and says so.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from cudamatrix import render
+from cudamatrix.cli.common import echo, finish, guarded
+from cudamatrix.errors import UsageError
+
+FORMATS = ("requirements", "uv", "pylock")
+
+
+def lock_writer(fmt: str, pins_only: bool, glibc: str | None, environments=None, name: str | None = None):
+    """``write(solution, targets, passthrough) -> text`` for ``fmt``: the complete set unless ``pins_only``
+    (requirements) or the format holds no files (uv). ``environments``: where the targets came from (their
+    glibc), by target name; ``name``: the file name the install hint names."""
+    from cudamatrix.solve.lockfile import requirements_txt, uv_project
+
+    if fmt == "uv":
+        return uv_project
+    if pins_only:
+        return requirements_txt
+    default = "pylock.toml" if fmt == "pylock" else "requirements.txt"
+
+    def write(solution, targets, passthrough) -> str:
+        from cudamatrix.install.locking import lock_closure, lock_specs
+        from cudamatrix.solve.lockfile import closure_header, lock_header
+        from cudamatrix.solve.pylock import pylock_toml
+
+        envs = [(environments or {}).get(t.name) for t in targets]
+        closure = lock_closure(solution, list(passthrough), lock_specs(targets, envs, glibc))
+        if fmt == "pylock":
+            return pylock_toml(closure, lock_header(solution, targets) + closure_header(closure, name or default))
+        return requirements_txt(solution, targets, passthrough, closure, name or default)
+
+    return write
+
+
+def _check_options(fmt: str, output: Path | None, pins_only: bool, glibc: str | None) -> None:
+    from cudamatrix.solve.closure import check_glibc
+
+    if fmt not in FORMATS:
+        raise UsageError(f"--format {fmt!r} is not known", hint=" | ".join(FORMATS))
+    if pins_only and fmt != "requirements":
+        raise UsageError(f"--pins-only writes a requirements file, not --format {fmt}",
+                         hint="a pylock.toml names every file with its hash; the uv format holds pins only anyway")
+    if fmt == "pylock":
+        from cudamatrix.solve.pylock import check_name
+
+        check_name(output)
+    check_glibc(glibc)
+    if output is not None:
+        _check_output(output)
+
+
+def _check_output(output: Path) -> None:
+    """Refuse an output the lock could not be written to before resolving (minutes against a real index);
+    :func:`cudamatrix.safe.files.write_atomic` checks again when it writes."""
+    import os
+
+    from cudamatrix.safe.files import kind_of
+
+    if str(output) == "":
+        raise UsageError("an empty output path was given")
+    try:
+        kind = kind_of(os.stat(output).st_mode)
+    except OSError:
+        kind = None
+    if kind is not None:
+        raise UsageError(f"{output} is {kind}; it was not replaced", hint="give the path of a regular file")
+    if not os.path.isdir(os.path.dirname(os.path.realpath(output)) or "."):
+        raise UsageError(f"{output}: cannot be written (its folder does not exist)")
+
+
+@guarded("lock")
+def run_lock(requirements: list[str] | None = None, output: Path | None = None, fmt: str = "requirements",
+             env: list[Path] | None = None, from_: list[str] | None = None, driver: str | None = None,
+             gpu: list[str] | None = None, python: str | None = None, platform: str | None = None,
+             cuda_toolkit: str | None = None, mirror: str | None = None, as_json: bool = False,
+             data_dir: Path | None = None, per_class: bool = False, pins_only: bool = False,
+             glibc: str | None = None) -> None:
+    """The complete, hashed set for the target as a requirements file or pylock.toml (or the uv project
+    configuration; ``pins_only``: the solved pins alone); ``per_class``: one per node class of a fleet folder
+    (:mod:`.fleet_cmd`)."""
+    from cudamatrix.cli.solve_cmd import _matrix, _solve
+
+    _check_options(fmt, None if per_class else output, pins_only, glibc)
+    if per_class:
+        from cudamatrix.cli.fleet_cmd import run_lock_per_class
+
+        if from_:
+            raise UsageError("--from cannot be combined with --per-class", hint="--per-class reads a fleet folder (--env DIR)")
+        return run_lock_per_class(requirements=requirements, output=output, fmt=fmt, env=env, driver=driver,
+                                  gpu=gpu, python=python, platform=platform, cuda_toolkit=cuda_toolkit,
+                                  mirror=mirror, as_json=as_json, data_dir=data_dir, pins_only=pins_only, glibc=glibc)
+    resolved, request, solution = _solve("lock", as_json, _matrix(data_dir), requirements, env, driver, gpu, python,
+                                         platform, cuda_toolkit, mirror, from_)
+    passthrough = [str(r) for r in request.passthrough]
+    environments = {t.name: e for t, e in zip(resolved.targets, resolved.environments, strict=False)}
+    write = lock_writer(fmt, pins_only, glibc, environments, output.name if output is not None else None)
+    text, notes = _without_credentials(write(solution, resolved.targets, passthrough))
+    if output is not None:
+        from cudamatrix.solve.lockfile import write_lock
+
+        write_lock(output, text)
+    data = {"format": fmt, "path": str(output) if output else None, "complete": fmt != "uv" and not pins_only,
+            "text": text, "solution": solution.to_dict(), "notes": notes}
+
+    def human() -> None:
+        if output is None:
+            echo(text, nl=False)
+        else:
+            render.console(stderr=True).print(f"wrote {render.escape(output)}")
+        for note in notes:
+            render.console(stderr=True).print(render.escape(note))
+
+    finish("lock", 0, data, as_json, human)
+
+
+CREDENTIALS_NOTE = ("the credentials in the index URLs were left out of the lock (a file keeps no secret): "
+                    "pip and uv read them from ~/.netrc or a keyring at install time")
+
+
+def _without_credentials(text: str) -> tuple[str, list[str]]:
+    """A lock text without the user part of any URL in it, and the note saying so when one was there."""
+    from cudamatrix.safe.text import has_credentials, strip_credentials
+
+    return (strip_credentials(text), [CREDENTIALS_NOTE]) if has_credentials(text) else (text, [])
