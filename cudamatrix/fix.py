@@ -26,7 +26,7 @@ class FixResult(Model):
     """What ``fix`` did: its stages' values, and the exit code the command line uses."""
 
     python: str
-    status: str  # "unchanged" | "applied" | "dry_run" | "cancelled" | "rolled_back"
+    status: str  # "unchanged" | "applied" | "dry_run" | "cancelled" | "rolled_back" | "undone"
     exit_code: int = 0
     solution: Solution | None = None
     plan: Plan | None = None
@@ -88,6 +88,7 @@ class FixOptions:
     rollback: bool = False  # undo it
     yes: bool = False  # consent given: no question (interactive callers are asked otherwise)
     interactive: bool | None = None  # a person at a notebook cell or prompt (default: detected): plan, progress, ask
+    undo: bool = False  # back to the starting set of the last completed fix (its saved wheels, no network)
 
 
 def fix(options: FixOptions | None = None, /, **keywords: Any) -> FixResult:
@@ -129,7 +130,7 @@ def _for_caller(o: FixOptions) -> FixOptions:
 
         if o.on_progress is None:
             changes["on_progress"] = cell_progress
-        if o.confirm is None and not (o.dry_run or o.resume or o.rollback):
+        if o.confirm is None and not (o.dry_run or o.resume or o.rollback or o.undo):
             changes["confirm"] = CellShow() if o.yes else CellAsk()
     return replace(o, **changes) if changes else o
 
@@ -148,7 +149,7 @@ class _Session:
             self.environment = _detect(o.python)
         self.interp = self.environment.python.executable or self.target
         self.sites = list(self.environment.python.site_packages)
-        self.pending = _pending(self.interp, o.resume, o.rollback, o.dry_run)
+        self.pending = _pending(self.interp, o.resume, o.rollback, o.dry_run and not o.undo, o.undo)
         self.journal_note = None
         if o.dry_run and self.pending is not None and not (o.resume or o.rollback):
             # a dry run changes nothing: plan anyway
@@ -157,6 +158,8 @@ class _Session:
 
     def run(self) -> FixResult:
         o = self.o
+        if o.undo:
+            return self._undo()
         if o.rollback:
             return _rollback(self.pending, self.environment, o.python, self.interp, self.sites, o.data_dir,
                              self.timings, o.on_progress)
@@ -179,6 +182,35 @@ class _Session:
         elif not self._apply(plan, result):
             return result
         self._after(result, matrix, plan, solution, remembered_key)
+        return result
+
+    def _undo(self) -> FixResult:
+        """Back to the starting set of the last completed fix, from its saved wheels (no network): refused with
+        the cause, before anything changes, when none is kept, the set moved since, or a wheel is missing."""
+        from cudamatrix.install import journal as journals
+        from cudamatrix.install.apply import snapshot
+        from cudamatrix.install.plan import choose_installer
+        from cudamatrix.install.undo import undo_plan
+
+        o = self.o
+        last = journals.load_last(self.interp)
+        if last is None:
+            raise UsageError(f"no completed fix of {self.interp} is recorded: nothing to undo",
+                             hint="fix --undo goes back after a fix that changed something (its journal is kept)")
+        journals.check_usable(last, self.interp)
+        plan = undo_plan(last, self.interp, snapshot(self.interp), choose_installer(o.installer))
+        result = FixResult(python=self.interp, status="dry_run" if o.dry_run else "undone", plan=plan,
+                           timings_ms=self.timings)
+        when = last.data.get("finished_at")
+        if o.dry_run or plan.nothing_to_do:
+            result.messages.append(f"dry run: the undo of the fix of {when}; nothing was changed" if o.dry_run
+                                   else f"already the starting set of the fix of {when}: nothing to undo")
+            return result
+        if not self._apply(plan, result):
+            return result
+        result.messages.append(f"undone: back to the starting set of the fix of {when} (fix --undo again goes "
+                               "forward)")
+        result.left = [f for f in _diagnose(self.environment, _matrix(o.data_dir)) if f.severity == "error"]
         return result
 
     def _recall(self, notes: list[str]) -> tuple[str | None, FixResult | None]:
@@ -385,12 +417,12 @@ def _solve(environment: Environment, request: list[str], driver: str | None, gpu
     return with_mirror(solution, mirror)
 
 
-def _pending(interp: str, resume: bool, rollback: bool, dry_run: bool = False):
+def _pending(interp: str, resume: bool, rollback: bool, dry_run: bool = False, undo: bool = False):
     """The journal of an interrupted change of ``interp``; refuses to go on past one unless told how."""
     from cudamatrix.install import journal as journals
 
-    if resume and rollback:
-        raise UsageError("--resume and --rollback exclude each other", hint="pick one")
+    if resume + rollback + undo > 1:
+        raise UsageError("--resume, --rollback and --undo exclude each other", hint="pick one")
     pending = journals.load(interp) if not dry_run or resume or rollback else journals.peek(interp)
     if pending is not None and (resume or rollback):
         journals.check_usable(pending, interp)  # kept for this interpreter, and its owner ran on this host

@@ -214,7 +214,7 @@ def apply(plan: Plan, *, on_progress: Progress | None = None, journal=None,
         back("stopped by an error", f"{type(exc).__name__}: {exc}", None)
         raise
     after = snapshot(plan.python)
-    journal.close()
+    journals.complete(journal, after)  # kept for fix --undo
     say("done", f"{len(done)} step(s) done")
     return Applied(ok=True, steps_run=done, before=before, after=after)
 
