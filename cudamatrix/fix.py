@@ -110,7 +110,7 @@ def fix(options: FixOptions | None = None, /, **keywords: Any) -> FixResult:
     if options is not None and keywords:
         o = replace(options, **keywords)
     o = _for_caller(o)
-    return _shown(_Session(o).run(), bool(o.show))
+    return _shown(_aimed(_Session(o).run(), o.python), bool(o.show))
 
 
 def _interactive() -> bool:
@@ -433,8 +433,8 @@ def _pending(interp: str, resume: bool, rollback: bool, dry_run: bool = False, u
                          f"{'resume' if resume else 'roll back'}", hint="run cudamatrix fix")
     if pending is not None and not (resume or rollback or dry_run):
         raise UsageError(f"found {pending.describe()}",
-                         hint=f"cudamatrix fix --resume --python {interp} finishes it; cudamatrix fix --rollback "
-                              f"--python {interp} puts the starting set back (from saved wheels, no network)",
+                         hint=f"cudamatrix fix --resume --python {shlex.quote(interp)} finishes it; cudamatrix fix "
+                              f"--rollback --python {shlex.quote(interp)} puts the starting set back (from saved wheels, no network)",
                          detail={"journal": str(pending.folder)})
     return pending
 
@@ -538,6 +538,21 @@ def write_activation_file(environment: Environment, changes: dict[str, str]) -> 
     lines += [export_line("sh", k, v) for k, v in changes.items()]
     write_atomic(path, "\n".join(lines) + "\n")  # atomic; a FIFO or folder there is refused (UsageError)
     return path
+
+
+def _aimed(result: FixResult, python: str | None) -> FixResult:
+    """Every command the result prints (messages, what is left, the plan's remedies) pointed at ``python`` when one
+    was given: ``cudamatrix fix --python X``, ``X -m pip install``."""
+    if not python:
+        return result
+    from cudamatrix.safe.shells import aimed
+
+    result.messages = [aimed(m, result.python) for m in result.messages]
+    for f in result.left:
+        f.fix = aimed(f.fix, result.python) if f.fix else f.fix
+    for r in result.plan.remedies if result.plan is not None else []:
+        r.detail = aimed(r.detail, result.python)
+    return result
 
 
 def _shown(result: FixResult, show: bool) -> FixResult:
