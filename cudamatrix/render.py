@@ -198,7 +198,7 @@ class FittedTable:
         for i in keep:  # words wrap at spaces; a path (one long word) is never folded, it was shortened instead
             t.add_column(self.columns[i], no_wrap=self.columns[i] in self.paths, overflow="ellipsis")
         for row in self.rows:
-            t.add_row(*[Text(shorten_path(row[i], limits[i]) if i in limits else row[i]) for i in keep])
+            t.add_row(*[Text(inert(shorten_path(row[i], limits[i]) if i in limits else row[i])) for i in keep])
         yield t
         left = [c for i, c in enumerate(self.columns) if i not in keep]
         said = ([f"left out {', '.join(left)}"] if left else []) + \

@@ -217,18 +217,32 @@ def test_python_unsupported(e, expected):
 
 # --- library loads (ld.so(8) search order, as the loader model predicts it) ---------------------------------------
 WHEEL = "/v/site-packages/nvidia/cudnn/lib/libcudnn.so.9"
+WHEEL_DIR = "/v/site-packages/nvidia/cudnn/lib"
 OPT = "/opt/cudnn/lib/libcudnn.so.9"
 RPATH = "DT_RPATH of libtorch_cuda.so"
 
 
-def _lib(path, version, origin, first=False):
-    return Library(name="cudnn", soname="libcudnn.so.9", path=path, version=version, origin=origin,
-                   loaded_first=first)
+def _lib(path, version, origin, first=False, soname="libcudnn.so.9"):
+    return Library(name="cudnn", soname=soname, path=path, version=version, origin=origin, loaded_first=first)
 
 
 def _load(path, rule, **kw):
     return LibraryLoad("torch", "libcudnn.so.9", path, rule, expected=WHEEL, expected_rule=RPATH, **kw)
 
+
+def _opened(soname, path, rule, expected=None, **kw):
+    """A library the wheel's cuDNN 9 shim opens itself at run time (dlopen by name: data/loaders.json)."""
+    return LibraryLoad("torch", soname, path, rule, requested_by=WHEEL, how="dlopen", expected=expected,
+                       expected_rule=f"DT_RUNPATH of {WHEEL}" if expected else None, **kw)
+
+
+# a cuDNN 9.19 wheel's shim with a system-style 9.14 folder first on LD_LIBRARY_PATH (issue #22): the shim is the
+# wheel's, the sub-libraries it opens by name are the system's
+MIXED = [LibraryLoad("torch", "libcudnn.so.9", WHEEL, RPATH, version="9.19.0"),
+         _opened("libcudnn_graph.so.9", "/opt/cudnn/lib/libcudnn_graph.so.9", "LD_LIBRARY_PATH",
+                 f"{WHEEL_DIR}/libcudnn_graph.so.9", version="9.14.0", expected_version="9.19.0"),
+         _opened("libcudnn_ops.so.9", "/opt/cudnn/lib/libcudnn_ops.so.9", "LD_LIBRARY_PATH",
+                 f"{WHEEL_DIR}/libcudnn_ops.so.9", version="9.14.0", expected_version="9.19.0")]
 
 SHADOWED = [
     ([_lib(OPT, "9.0.0", "LD_PRELOAD", True), _lib(WHEEL, "9.1.0", "wheel:nvidia-cudnn-cu12")],
@@ -239,6 +253,11 @@ SHADOWED = [
      [_load(OPT, "LD_LIBRARY_PATH")],
      [("LIBRARY_SHADOWED", "error", f"torch will map {OPT} for libcudnn.so.9, not its own copy (9.3.0 where the "
                                     "framework's own copy is 9.1.0)")]),
+    # the libraries one folder makes win are one finding, naming the folder and the rule
+    ([], MIXED,
+     [("LIBRARY_SHADOWED", "error", "torch will map libcudnn_graph.so.9, libcudnn_ops.so.9 from /opt/cudnn/lib "
+                                    "(LD_LIBRARY_PATH), not its own copies (9.14.0 where the framework's own copy is "
+                                    "9.19.0)")]),
     # no prediction (a paste): the search-order view, a warning
     ([_lib(OPT, "9.0.0", "LD_LIBRARY_PATH", True), _lib(WHEEL, "9.1.0", "wheel:nvidia-cudnn-cu12")], [],
      [("LIBRARY_SHADOWED", "warning", "libcudnn.so.9 on LD_LIBRARY_PATH (9.0.0) may win over the wheel's copy "
@@ -253,11 +272,25 @@ def test_library_shadowed(libraries, predicted, expected):
     assert ask(loads.library_shadowed, env(libraries=libraries, library_loads=predicted)) == expected
 
 
-# torch/backends/cudnn/__init__.py: the same major, and a runtime minor no lower than the compiled one (9.1.0).
+def test_a_mixed_load_names_the_framework_own_opener_and_the_fix_names_the_folder():
+    [f] = loads.library_shadowed(Diagnosis(env(library_loads=MIXED), M))
+    assert f.evidence[-1] == (f"a mixed load: {WHEEL} is the framework's own copy, but the libraries it opens come "
+                              "from /opt/cudnn/lib")
+    assert f.fix == "remove /opt/cudnn/lib from LD_LIBRARY_PATH (cudamatrix env prints the export)"
+
+
+# torch/backends/cudnn/__init__.py: the same major, and a runtime minor no lower than the compiled one (9.1.0). The
+# cuDNN that runs is the one of the library answering cudnnGetVersion() (cuDNN 9's graph library: data/loaders.json).
+GRAPH_9_0 = [LibraryLoad("torch", "libcudnn.so.9", WHEEL, RPATH, version="9.1.0"),
+             _opened("libcudnn_graph.so.9", "/opt/cudnn/lib/libcudnn_graph.so.9", "LD_LIBRARY_PATH",
+                     f"{WHEEL_DIR}/libcudnn_graph.so.9", version="9.0.0", expected_version="9.1.0")]
 CUDNN_MAPPED = [
     ([_lib(WHEEL, "9.0.0", "wheel:nvidia-cudnn-cu12", True)], [LibraryLoad("torch", "libcudnn.so.9", WHEEL, RPATH)],
-     [("CUDNN_MISMATCH", "error", f"torch 2.5.1+cu121 was built with cuDNN 9.1.0 but will map cuDNN 9.0.0 from "
+     [("CUDNN_MISMATCH", "error", f"torch 2.5.1+cu121 was built with cuDNN 9.1.0 but will run cuDNN 9.0.0 from "
                                   f"{WHEEL}")]),
+    ([], GRAPH_9_0,
+     [("CUDNN_MISMATCH", "error", "torch 2.5.1+cu121 was built with cuDNN 9.1.0 but will run cuDNN 9.0.0 from "
+                                  "/opt/cudnn/lib/libcudnn_graph.so.9 (libcudnn_graph.so.9 answers cudnnGetVersion)")]),
     ([_lib(WHEEL, "9.3.0", "wheel:nvidia-cudnn-cu12", True)], [LibraryLoad("torch", "libcudnn.so.9", WHEEL, RPATH)],
      []),
     ([_lib(WHEEL, "unknown", "wheel:nvidia-cudnn-cu12", True)],
@@ -269,6 +302,27 @@ CUDNN_MAPPED = [
 @pytest.mark.parametrize("libraries, predicted, expected", CUDNN_MAPPED)
 def test_cudnn_mapped(libraries, predicted, expected):
     assert ask(loads.cudnn_mapped, env(libraries=libraries, library_loads=predicted)) == expected
+
+
+# The fix stops what made the file win (ld.so(8): LD_LIBRARY_PATH, LD_PRELOAD), even with no framework copy to
+# compare; a reinstall only where the framework's own copy is the wrong version.
+CUDNN_FIX = [
+    ([_lib(WHEEL, "9.0.0", "wheel:nvidia-cudnn-cu12", True)], [LibraryLoad("torch", "libcudnn.so.9", WHEEL, RPATH)],
+     "reinstall the cuDNN wheel torch declares (cuDNN 9.1.0): cudamatrix fix"),
+    ([], GRAPH_9_0, "remove /opt/cudnn/lib from LD_LIBRARY_PATH (cudamatrix env prints the export)"),
+    ([_lib(OPT, "9.0.0", "LD_LIBRARY_PATH", True)], [LibraryLoad("torch", "libcudnn.so.9", OPT, "LD_LIBRARY_PATH")],
+     "remove /opt/cudnn/lib from LD_LIBRARY_PATH (cudamatrix env prints the export)"),
+    ([_lib(OPT, "9.0.0", "LD_PRELOAD", True)],
+     [LibraryLoad("torch", "libcudnn.so.9", OPT, "already loaded (LD_PRELOAD)", how="LD_PRELOAD")],
+     "remove it from LD_PRELOAD (cudamatrix env prints the change); a running notebook kernel keeps it until it is "
+     "restarted without it"),
+]
+
+
+@pytest.mark.parametrize("libraries, predicted, fix", CUDNN_FIX)
+def test_cudnn_mapped_fix(libraries, predicted, fix):
+    [f] = loads.cudnn_mapped(Diagnosis(env(libraries=libraries, library_loads=predicted), M))
+    assert f.fix == fix
 
 
 # --- wheels (each distribution's METADATA Requires-Dist, as pip checks it) ----------------------------------------

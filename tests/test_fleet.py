@@ -274,7 +274,7 @@ def test_lock_per_class_never_follows_links_planted_at_its_names(tmp_path: Path)
     for name in names:
         (locks / (name + ".tmp")).symlink_to(victim)
     (locks / "locks.json").symlink_to(victim)  # the output's own name
-    out = cli("lock", "torch", "--per-class", "--env", str(fleet), "-o", str(locks), "--json")
+    out = cli("lock", "torch", "--per-class", "--pins-only", "--env", str(fleet), "-o", str(locks), "--json")
     assert out.returncode in (0, 3), out.stdout[-500:] + out.stderr[-500:]
     assert victim.read_text() == "precious"
     assert not (locks / "locks.json").is_symlink() and json.loads((locks / "locks.json").read_text())["classes"]
@@ -324,7 +324,7 @@ def test_escape_sequences_in_node_files_are_shown_escaped(tmp_path: Path):
     write(fleet, "n1", env)
     write(fleet, "n2", saved("h100_driver580"))
     for argv in (["doctor", "--env", str(fleet)], ["check", "--env", str(fleet)],
-                 ["lock", "torch", "--per-class", "--env", str(fleet), "-o", str(tmp_path / "locks")],
+                 ["lock", "torch", "--per-class", "--pins-only", "--env", str(fleet), "-o", str(tmp_path / "locks")],
                  ["solve", "torch", "--env", str(fleet)]):
         out = cli(*argv)
         assert "Traceback" not in out.stderr and out.returncode in (0, 1, 3), (argv, out.stderr[-500:])
@@ -339,11 +339,11 @@ def test_a_line_break_in_a_node_files_gpu_name_adds_no_line_to_a_lock(tmp_path: 
     env = saved("h100_driver580")
     env["gpus"][0]["name"] = "NVIDIA H100 80GB HBM3\n--extra-index-url http://evil.example/simple\r\x85"
     write(fleet, "n1", env)
-    out = cli("lock", "torch", "--per-class", "--env", str(fleet), "-o", str(tmp_path / "locks"))
+    out = cli("lock", "torch", "--per-class", "--pins-only", "--env", str(fleet), "-o", str(tmp_path / "locks"))
     assert out.returncode == 0, out.stderr
     for lock in (tmp_path / "locks").glob("*.txt"):
         assert not any(ln.startswith("--extra-index-url http://evil") for ln in lock.read_text().splitlines())
-    out = cli("lock", "torch", "--env", str(fleet / "n1.json"))
+    out = cli("lock", "torch", "--pins-only", "--env", str(fleet / "n1.json"))
     assert out.returncode == 0 and not any(ln.startswith("--extra") for ln in out.stdout.splitlines()), out.stdout
 
 

@@ -621,10 +621,10 @@ def test_a_line_break_in_an_index_url_from_the_data_never_reaches_a_lock(tmp_pat
     doc = envelope(out)
     assert out.returncode == 2 and "torch.json" in doc["errors"][0]["message"], doc
     lock = tmp_path / "requirements.txt"
-    out = cli("lock", "torch==2.5.1", *TARGET, "--data", str(folder), "-o", str(lock))
+    out = cli("lock", "torch==2.5.1", "--pins-only", *TARGET, "--data", str(folder), "-o", str(lock))
     clean_error(out)
     assert not lock.exists()
-    out = cli("lock", "torch==2.5.1", *TARGET, "--data", str(folder))
+    out = cli("lock", "torch==2.5.1", "--pins-only", *TARGET, "--data", str(folder))
     clean_error(out)
     _no_injected_line(out.stdout)
 
@@ -695,7 +695,7 @@ def test_an_overlay_edited_without_the_users_key_is_ignored(tmp_path):
     _plant_overlay(cache, _overlay_doc("https://evil.example/simple"))
     shown = envelope(cli("matrix", "show", "torch", "2.99.0", "--json"))["data"]
     assert shown["rows"] == [] and "not signed with this user's key" in shown["overlay"]["ignored"], shown["overlay"]
-    out = cli("lock", "torch", *TARGET)
+    out = cli("lock", "torch", "--pins-only", *TARGET)
     assert out.returncode == 0 and "evil.example" not in out.stdout and "2.99.0" not in out.stdout, out.stderr
 
 
@@ -709,7 +709,7 @@ def test_an_overlay_with_a_line_break_in_an_index_url_is_ignored_even_when_signe
     _plant_overlay(cache, doc)
     shown = envelope(cli("matrix", "show", "torch", "2.99.0", "--json"))["data"]
     assert shown["rows"] == [] and "control character" in shown["overlay"]["ignored"], shown["overlay"]
-    out = cli("lock", "torch", *TARGET)
+    out = cli("lock", "torch", "--pins-only", *TARGET)
     assert out.returncode == 0, out.stderr
     _no_injected_line(out.stdout)
 
@@ -762,12 +762,12 @@ MIRROR = "https://user:TOKEN@mirror.example/whl"
 
 def test_mirror_credentials_are_never_written_to_a_lock_nor_printed(tmp_path):
     lock = tmp_path / "requirements.txt"
-    out = cli("lock", "torch==2.5.1+cu121", *TARGET, "--mirror", MIRROR, "-o", str(lock))
+    out = cli("lock", "torch==2.5.1+cu121", "--pins-only", *TARGET, "--mirror", MIRROR, "-o", str(lock))
     assert out.returncode == 0, out.stderr
     text = lock.read_text()
     assert "TOKEN" not in text and "--index-url https://mirror.example/whl/cu121" in text, text
     assert "TOKEN" not in out.stdout + out.stderr and "left out of the lock" in out.stderr
-    for extra in ([], ["--json"], ["--format", "uv"]):
+    for extra in (["--pins-only"], ["--pins-only", "--json"], ["--format", "uv"]):  # the uv format holds pins only
         out = cli("lock", "torch==2.5.1+cu121", *TARGET, "--mirror", MIRROR, *extra)
         assert out.returncode == 0 and "TOKEN" not in out.stdout + out.stderr, out.stdout
     out = cli("solve", "torch==2.5.1+cu121", *TARGET, "--mirror", MIRROR)

@@ -363,7 +363,8 @@ def test_jax_rows_pair_jaxlib_and_read_the_plugin_variant():
     assert cuda12["extra_packages"] == ["jax-cuda12-plugin==0.5.3", "jax-cuda12-pjrt==0.5.3"]
     assert (cuda12["pip_extra"], cuda12["cuda"], cuda12["platforms"]) == ("cuda12", "12.1", ["linux_x86_64"])
     assert "nvidia-cudnn-cu12<10.0,>=9.1" in cuda12["nvidia_pins"]
-    assert cuda12["source"].endswith("(the with-cuda extra; cuda and cudnn are its floors)")
+    assert [r["kind"] for r in cuda12["source"]] == ["artifact"]
+    assert cuda12["source"][0]["states"].endswith("(the with-cuda extra; cuda and cudnn are its floors)")
     assert discover.jax_rows(_JaxIndex(), lambda _: None, only={"0.5.2"})[0]["version"] == "0.5.2"
 
 
