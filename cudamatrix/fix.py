@@ -543,7 +543,7 @@ def write_activation_file(environment: Environment, changes: dict[str, str]) -> 
 def _aimed(result: FixResult, python: str | None) -> FixResult:
     """Every command the result prints (messages, what is left, the plan's remedies) pointed at ``python`` when one
     was given: ``cudamatrix fix --python X``, ``X -m pip install``."""
-    if not python:
+    if not python or not isinstance(result, FixResult):
         return result
     from cudamatrix.safe.shells import aimed
 

@@ -124,12 +124,13 @@ def _run(cells: list[str]) -> list[str]:
 
 
 @pytest.mark.slow
-def test_fix_in_a_kernel_asks_refuses_without_input_then_applies_and_names_the_stale_modules(kernel, tmp_path):
+def test_fix_in_a_kernel_asks_refuses_without_input_then_applies_and_names_the_stale_modules(kernel, tmp_path,
+                                                                                            monkeypatch):
     py, env, solution = kernel
     torch_pin = next(p["version"] for p in solution["packages"] if p["name"] == "torch")
     before = pip_list(py, env)
     with LocalIndex(tmp_path / "wheels") as index:
-        os.environ["PIP_INDEX_URL"] = index.url + "/simple"
+        monkeypatch.setenv("PIP_INDEX_URL", index.url + "/simple")  # the kernel inherits it
         mirror = f'mirror="{index.url}/whl"'
         cells = _run([
             "import torch; print(torch.__version__)",

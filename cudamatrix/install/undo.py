@@ -31,9 +31,9 @@ def drift(after: dict[str, str], now: dict[str, str]) -> list[str]:
 
 def _saved(folder, name: str, version: str) -> str | None:
     """The saved wheel of ``name`` ``version`` in ``folder`` (file name escaping of the binary format), or None."""
-    import re
+    from cudamatrix.names import canonical
 
-    prefix = re.sub(r"[-_.]+", "_", name).lower() + "-" + version + "-"
+    prefix = canonical(name).replace("-", "_") + "-" + version + "-"
     try:
         found = [n for n in os.listdir(folder) if n.lower().startswith(prefix.lower()) and n.endswith(".whl")]
     except OSError:
