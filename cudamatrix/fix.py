@@ -26,7 +26,7 @@ class FixResult(Model):
     """What ``fix`` did: its stages' values, and the exit code the command line uses."""
 
     python: str
-    status: str  # "unchanged" | "applied" | "dry_run" | "cancelled" | "rolled_back"
+    status: str  # "unchanged" | "applied" | "dry_run" | "cancelled" | "rolled_back" | "undone"
     exit_code: int = 0
     solution: Solution | None = None
     plan: Plan | None = None
@@ -39,6 +39,9 @@ class FixResult(Model):
     timings_ms: dict[str, float] = field(default_factory=dict)
     left: list[Finding] = field(default_factory=list)  # error findings of the environment after the fix
     plan_shown: bool = False  # the plan was printed at the prompt already
+    stale_modules: list[dict] = field(default_factory=list)  # imported here before the change replaced them
+    context: str | None = None  # where this process runs when it is the target: colab | kaggle | jupyter | python
+    shown: bool = False  # printed already (fix() at a cell): the cell's repr is then the short one
 
     def __repr__(self) -> str:
         steps = len([s for s in self.plan.steps if s.kind in ("install", "uninstall", "reinstall")]) if self.plan else 0
@@ -55,8 +58,8 @@ class FixResult(Model):
 
         return fix_text(self)
 
-    def _repr_pretty_(self, printer, cycle: bool) -> None:  # a notebook cell shows the summary
-        printer.text(self.summary() if not cycle else "FixResult(...)")
+    def _repr_pretty_(self, printer, cycle: bool) -> None:  # a notebook cell shows the summary (once)
+        printer.text(self.summary() if not (cycle or self.shown) else repr(self) if not cycle else "FixResult(...)")
 
 
 @record
@@ -80,9 +83,12 @@ class FixOptions:
     confirm: Callable[[Plan], bool] | None = None  # asked before anything changes (None: yes)
     on_progress: Callable[[str, str], None] | None = None  # (event, text) while applying
     in_process: bool | None = None  # decide library preloading for this process (default: python is this one)
-    show: bool = False  # print the result (through cudamatrix.render) before returning it
+    show: bool | None = None  # print the result (through cudamatrix.render) before returning it (default: interactive)
     resume: bool = False  # finish a change a killed run left in its journal
     rollback: bool = False  # undo it
+    yes: bool = False  # consent given: no question (interactive callers are asked otherwise)
+    interactive: bool | None = None  # a person at a notebook cell or prompt (default: detected): plan, progress, ask
+    undo: bool = False  # back to the starting set of the last completed fix (its saved wheels, no network)
 
 
 def fix(options: FixOptions | None = None, /, **keywords: Any) -> FixResult:
@@ -91,7 +97,10 @@ def fix(options: FixOptions | None = None, /, **keywords: Any) -> FixResult:
     Takes a :class:`FixOptions`, or its fields as keywords (``cudamatrix.fix(python=..., request=[...])``).
     ``request``: PEP 508 strings (default: the frameworks installed). ``driver``/``gpus``: solve for
     that machine instead of the detected one. ``confirm(plan)`` is asked before changing anything
-    (default: yes: calling ``fix()`` is consent). ``in_process``: decide library preloading for this process
+    (default: a person at a notebook cell or the interpreter prompt is asked through ``input()`` unless
+    ``yes=True``, and a kernel that cannot ask, as under nbclient or papermill, is refused with UsageError before
+    any change; a script's call is consent). Called interactively, the plan and live progress are printed in the
+    cell, and modules imported before the change replaced their files are named as stale. ``in_process``: decide library preloading for this process
     (default: when ``python`` is this interpreter). A change interrupted earlier (its journal is left) must
     be finished (``resume=True``) or undone (``rollback=True``) first. Ends by diagnosing again:
     ``FixResult.left`` holds the error findings that remain, each with what to do.
@@ -100,7 +109,30 @@ def fix(options: FixOptions | None = None, /, **keywords: Any) -> FixResult:
     o = options if options is not None else FixOptions(**keywords)
     if options is not None and keywords:
         o = replace(options, **keywords)
-    return _shown(_Session(o).run(), o.show)
+    o = _for_caller(o)
+    return _shown(_aimed(_Session(o).run(), o.python), bool(o.show))
+
+
+def _interactive() -> bool:
+    """A person is at this process: a Jupyter/Colab kernel (ipykernel imported) or an interactive prompt."""
+    return "ipykernel" in sys.modules or hasattr(sys, "ps1") or bool(sys.flags.interactive)
+
+
+def _for_caller(o: FixOptions) -> FixOptions:
+    """Options completed for who calls: interactively, progress is printed live, the result shown, and consent
+    asked (unless ``yes``, a dry run, or a resume/rollback asked for by name)."""
+    interactive = o.interactive if o.interactive is not None else _interactive()
+    changes: dict[str, Any] = {}
+    if o.show is None:
+        changes["show"] = interactive
+    if interactive:
+        from cudamatrix.render import CellAsk, CellShow, cell_progress
+
+        if o.on_progress is None:
+            changes["on_progress"] = cell_progress
+        if o.confirm is None and not (o.dry_run or o.resume or o.rollback or o.undo):
+            changes["confirm"] = CellShow() if o.yes else CellAsk()
+    return replace(o, **changes) if changes else o
 
 
 class _Session:
@@ -112,12 +144,12 @@ class _Session:
         self.clock = _Clock(self.timings)
         self.target = os.path.abspath(o.python) if o.python else os.path.abspath(sys.executable)
         self.in_process = o.in_process if o.in_process is not None else \
-            o.python is None or os.path.realpath(self.target) == os.path.realpath(sys.executable)
+            o.python is None or _same_environment(self.target, sys.executable)
         with self.clock("detect"):
             self.environment = _detect(o.python)
         self.interp = self.environment.python.executable or self.target
         self.sites = list(self.environment.python.site_packages)
-        self.pending = _pending(self.interp, o.resume, o.rollback, o.dry_run)
+        self.pending = _pending(self.interp, o.resume, o.rollback, o.dry_run and not o.undo, o.undo)
         self.journal_note = None
         if o.dry_run and self.pending is not None and not (o.resume or o.rollback):
             # a dry run changes nothing: plan anyway
@@ -126,6 +158,8 @@ class _Session:
 
     def run(self) -> FixResult:
         o = self.o
+        if o.undo:
+            return self._undo()
         if o.rollback:
             return _rollback(self.pending, self.environment, o.python, self.interp, self.sites, o.data_dir,
                              self.timings, o.on_progress)
@@ -148,6 +182,35 @@ class _Session:
         elif not self._apply(plan, result):
             return result
         self._after(result, matrix, plan, solution, remembered_key)
+        return result
+
+    def _undo(self) -> FixResult:
+        """Back to the starting set of the last completed fix, from its saved wheels (no network): refused with
+        the cause, before anything changes, when none is kept, the set moved since, or a wheel is missing."""
+        from cudamatrix.install import journal as journals
+        from cudamatrix.install.apply import snapshot
+        from cudamatrix.install.plan import choose_installer
+        from cudamatrix.install.undo import undo_plan
+
+        o = self.o
+        last = journals.load_last(self.interp)
+        if last is None:
+            raise UsageError(f"no completed fix of {self.interp} is recorded: nothing to undo",
+                             hint="fix --undo goes back after a fix that changed something (its journal is kept)")
+        journals.check_usable(last, self.interp)
+        plan = undo_plan(last, self.interp, snapshot(self.interp), choose_installer(o.installer))
+        result = FixResult(python=self.interp, status="dry_run" if o.dry_run else "undone", plan=plan,
+                           timings_ms=self.timings)
+        when = last.data.get("finished_at")
+        if o.dry_run or plan.nothing_to_do:
+            result.messages.append(f"dry run: the undo of the fix of {when}; nothing was changed" if o.dry_run
+                                   else f"already the starting set of the fix of {when}: nothing to undo")
+            return result
+        if not self._apply(plan, result):
+            return result
+        result.messages.append(f"undone: back to the starting set of the fix of {when} (fix --undo again goes "
+                               "forward)")
+        result.left = [f for f in _diagnose(self.environment, _matrix(o.data_dir)) if f.severity == "error"]
         return result
 
     def _recall(self, notes: list[str]) -> tuple[str | None, FixResult | None]:
@@ -204,13 +267,28 @@ class _Session:
                 result.status, result.exit_code = "cancelled", Exit.PROBLEMS
                 result.messages.append("cancelled: nothing was changed")
                 return False
+        imported = self._imported()
         with self.clock("apply"):
             result.applied = apply(plan, on_progress=o.on_progress, journal=self.pending, site_packages=self.sites)
+        if imported:
+            from cudamatrix.install.preload import notebook_context, stale_modules
+
+            result.stale_modules = stale_modules(imported, result.applied.before, result.applied.after)
+            result.context = notebook_context() if result.stale_modules else None
         if self.pending is not None:
             result.messages.append("resumed the interrupted change: done")
         with self.clock("detect_after"):
             self.environment = _detect(o.python)
         return True
+
+    def _imported(self) -> dict[str, list[str]]:
+        """When this process is the target: its imported top-level modules and their distributions, before the
+        change (what may go stale)."""
+        if not self.in_process:
+            return {}
+        from cudamatrix.install.preload import imported_from
+
+        return imported_from(self.sites)
 
     def _after(self, result: FixResult, matrix, plan: Plan, solution: Solution, remembered_key: str | None) -> None:
         """What is left, the library path, the notebook's preloads, then the verification and the exit code."""
@@ -266,6 +344,12 @@ class _Session:
 # command line, so it is refused the same way unless --allow-http
 _INDEX_VARS = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_DEFAULT_INDEX",
                "UV_INDEX")
+
+
+def _same_environment(python: str, other: str) -> bool:
+    """Two interpreter paths of one environment: the same bin folder (not the resolved binary: every venv of a
+    base Python links the same one)."""
+    return os.path.dirname(os.path.abspath(python)) == os.path.dirname(os.path.abspath(other))
 
 
 def _check_index_environment(allow_http: bool) -> None:
@@ -333,12 +417,12 @@ def _solve(environment: Environment, request: list[str], driver: str | None, gpu
     return with_mirror(solution, mirror)
 
 
-def _pending(interp: str, resume: bool, rollback: bool, dry_run: bool = False):
+def _pending(interp: str, resume: bool, rollback: bool, dry_run: bool = False, undo: bool = False):
     """The journal of an interrupted change of ``interp``; refuses to go on past one unless told how."""
     from cudamatrix.install import journal as journals
 
-    if resume and rollback:
-        raise UsageError("--resume and --rollback exclude each other", hint="pick one")
+    if resume + rollback + undo > 1:
+        raise UsageError("--resume, --rollback and --undo exclude each other", hint="pick one")
     pending = journals.load(interp) if not dry_run or resume or rollback else journals.peek(interp)
     if pending is not None and (resume or rollback):
         journals.check_usable(pending, interp)  # kept for this interpreter, and its owner ran on this host
@@ -349,8 +433,8 @@ def _pending(interp: str, resume: bool, rollback: bool, dry_run: bool = False):
                          f"{'resume' if resume else 'roll back'}", hint="run cudamatrix fix")
     if pending is not None and not (resume or rollback or dry_run):
         raise UsageError(f"found {pending.describe()}",
-                         hint=f"cudamatrix fix --resume --python {interp} finishes it; cudamatrix fix --rollback "
-                              f"--python {interp} puts the starting set back (from saved wheels, no network)",
+                         hint=f"cudamatrix fix --resume --python {shlex.quote(interp)} finishes it; cudamatrix fix "
+                              f"--rollback --python {shlex.quote(interp)} puts the starting set back (from saved wheels, no network)",
                          detail={"journal": str(pending.folder)})
     return pending
 
@@ -456,11 +540,27 @@ def write_activation_file(environment: Environment, changes: dict[str, str]) -> 
     return path
 
 
+def _aimed(result: FixResult, python: str | None) -> FixResult:
+    """Every command the result prints (messages, what is left, the plan's remedies) pointed at ``python`` when one
+    was given: ``cudamatrix fix --python X``, ``X -m pip install``."""
+    if not python or not isinstance(result, FixResult):
+        return result
+    from cudamatrix.safe.shells import aimed
+
+    result.messages = [aimed(m, result.python) for m in result.messages]
+    for f in result.left:
+        f.fix = aimed(f.fix, result.python) if f.fix else f.fix
+    for r in result.plan.remedies if result.plan is not None else []:
+        r.detail = aimed(r.detail, result.python)
+    return result
+
+
 def _shown(result: FixResult, show: bool) -> FixResult:
     if show:  # human output lives with the command line's renderers
         from cudamatrix.render import human_fix
 
         human_fix(result)
+        result.shown = True
     return result
 
 

@@ -11,6 +11,7 @@ envelope), so no input-derived piece of text (a paste, a node file, a Slurm erro
 from __future__ import annotations
 
 import json
+import re
 import sys
 from typing import Any
 
@@ -284,6 +285,7 @@ def fix_lines(result) -> list[str]:
     if result.report is not None:
         out += report_lines(result.report)
     out += _fixed_lines(result)
+    out += stale_lines(result)
     if result.status != "dry_run" and (result.applied is not None or getattr(result, "left", None)
                                        or result.status == "rolled_back"):
         out += left_lines(result.left)
@@ -306,6 +308,67 @@ def _changed_lines(applied) -> list[str]:
     out = [f"  {d.name} {before.get(d.name) or '(new)'} -> {d.version}" for d in applied.after
            if before.get(d.name) != d.version]
     return out + [f"  {d.name} {d.version} -> (uninstalled)" for d in applied.before if d.name not in after]
+
+
+def stale_lines(result) -> list[str]:
+    """The modules this process imported whose files the change replaced, and the restart that loads the new ones."""
+    stale = getattr(result, "stale_modules", None) or []
+    if not stale:
+        return []
+    from cudamatrix.install.preload import RESTART_MENUS
+
+    out = ["stale in this process: imported before the change, still the old code in memory:"]
+    for s in stale:
+        disk = s["installed"] or "uninstalled"
+        subs = f" and {s['submodules']} submodule(s)" if s["submodules"] else ""
+        out.append(f"  {s['module']}{subs}: {s['distribution']} {s['in_memory']} in memory, {disk} on disk")
+    out.append("restart the kernel before using them (" + RESTART_MENUS.get(result.context or "python",
+                                                                            RESTART_MENUS["python"]) + ")")
+    return out
+
+
+class CellAsk:
+    """``fix()`` called by a person at a notebook cell or the interpreter prompt: the plan, then the question
+    through ``input()`` (in a kernel, the frontend's input box). A kernel with no input channel (nbclient,
+    papermill, a frontend without stdin) and a closed stdin are refused: UsageError, nothing changed."""
+
+    shows_plan = True  # the result's rendering does not print the plan a second time
+
+    def __call__(self, plan) -> bool:
+        human_plan(plan)
+        sys.stdout.flush()
+        try:
+            answer = input("Apply this plan? [y/N]: ")
+        except (EOFError, NotImplementedError) as exc:  # ipykernel's StdinNotImplementedError is the latter
+            from cudamatrix.errors import UsageError
+
+            n = len([s for s in plan.steps if s.kind in ("install", "uninstall", "reinstall")])
+            raise UsageError(f"fix() would change {plan.python} ({n} step(s)) and cannot ask here ({type(exc).__name__}: "
+                             "no input channel, e.g. nbclient or papermill): nothing was changed; call "
+                             "cudamatrix.fix(yes=True) to apply the plan, or fix(dry_run=True) to see it",
+                             hint="cudamatrix.fix(yes=True)", detail={"plan": plan.to_dict()}) from None
+        return answer.strip().lower() in ("y", "yes")
+
+
+class CellShow:
+    """``fix(yes=True)`` at a cell or prompt: the plan is printed before it is applied (consent was given)."""
+
+    shows_plan = True
+
+    def __call__(self, plan) -> bool:
+        human_plan(plan)
+        sys.stdout.flush()
+        return True
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")  # a terminal's colour and cursor codes (ECMA-48 CSI)
+
+
+def cell_progress(event: str, text: str) -> None:
+    """Live progress of ``fix()`` at a cell or prompt: one plain line per event, the installer's indented and
+    without its terminal colour codes (uv and pip colour their lines when the kernel's environment asks)."""
+    _echo(("    " if event == "output" else "") + _ANSI.sub("", text))
+    sys.stdout.flush()
 
 
 def human_fix(result) -> None:

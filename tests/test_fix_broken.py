@@ -161,7 +161,9 @@ class _SlowLog(list):
 
 
 def _journal(env: dict) -> dict | None:
-    found = list(Path(env["XDG_STATE_HOME"]).glob("cudamatrix/journal/*/journal.json"))
+    # an interrupted change's journal (a completed one is kept as <folder>.last for fix --undo)
+    found = [p for p in Path(env["XDG_STATE_HOME"]).glob("cudamatrix/journal/*/journal.json")
+             if not p.parent.name.endswith(".last")]
     return json.loads(found[0].read_text()) if found else None
 
 

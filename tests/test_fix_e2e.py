@@ -235,7 +235,8 @@ def test_fix_takes_one_options_record_or_its_fields_as_keywords(monkeypatch):
     assert fix_module.fix(python="p", dry_run=True, gpus=["sm_90"]) == "the result"
     assert fix_module.fix(FixOptions(python="p", dry_run=True, gpus=["sm_90"])) == "the result"
     assert fix_module.fix(FixOptions(python="p", gpus=["sm_90"]), dry_run=True) == "the result"
-    assert seen == [FixOptions(python="p", dry_run=True, gpus=["sm_90"])] * 3
+    # not at a notebook cell or prompt: nothing is shown, nobody is asked (a script's call is consent)
+    assert seen == [FixOptions(python="p", dry_run=True, gpus=["sm_90"], show=False)] * 3
     with pytest.raises(TypeError):
         fix_module.fix(no_such_keyword=1)
     # the record's fields are the keywords the README documents for cudamatrix.fix()
@@ -244,5 +245,72 @@ def test_fix_takes_one_options_record_or_its_fields_as_keywords(monkeypatch):
     assert field_names(FixOptions) == (
         "python", "request", "dry_run", "verify", "frameworks", "mirror", "allow_http", "installer",
         "write_activation", "use_cache", "timeout", "driver", "gpus", "data_dir", "confirm", "on_progress",
-        "in_process", "show", "resume", "rollback")
+        "in_process", "show", "resume", "rollback", "yes", "interactive", "undo")
     assert FixOptions() == FixOptions(verify=True, frameworks="all", use_cache=True, timeout=300.0)
+
+
+def _fix_then_take_the_index_away(py, env, solution, tmp_path) -> list[dict]:
+    """Run a real fix with pip from the loopback index (which then stops), returning the starting set."""
+    _wheels(tmp_path / "wheels", solution)
+    before = pip_list(py, env)
+    with LocalIndex(tmp_path / "wheels") as index:
+        env["PIP_INDEX_URL"] = index.url + "/simple"
+        r = _cli("fix", "--python", str(py), *TARGET, "--mirror", index.url + "/whl", "--allow-http", "--yes",
+                 "--installer", "pip", "--no-verify", "--json", env=env)
+    assert json.loads(r.stdout)["data"]["status"] == "applied", r.stdout + r.stderr
+    assert pip_list(py, env) != before
+    return before
+
+
+@pytest.mark.slow
+def test_fix_undo_goes_back_to_the_starting_set_offline_and_again_goes_forward(world, tmp_path):
+    py, env, solution = world
+    before = _fix_then_take_the_index_away(py, env, solution, tmp_path)
+    fixed = pip_list(py, env)
+    # the index is gone (its port is closed): the undo installs from the wheels the fix kept
+    r = _cli("fix", "--undo", "--python", str(py), "--installer", "pip", "--json", env=env)
+    data = json.loads(r.stdout)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert data["data"]["status"] == "undone" and pip_list(py, env) == before
+    steps = [s["argv"] for s in data["data"]["plan"]["steps"]]
+    assert any("--no-index" in argv for argv in steps), steps
+    human = _cli("fix", "--undo", "--python", str(py), "--installer", "pip", env=env)  # the undo of the undo
+    assert human.returncode == 0, human.stdout + human.stderr
+    assert "undone: back to the starting set" in human.stdout and pip_list(py, env) == fixed
+
+
+@pytest.mark.slow
+def test_fix_undo_refuses_with_the_cause_and_changes_nothing(world, tmp_path):
+    py, env, solution = world
+    none = _cli("fix", "--undo", "--python", str(py), "--json", env=env)
+    assert none.returncode == 2 and "no completed fix" in none.stdout
+    env["CUDAMATRIX_UNDO_KEEP_GB"] = "0"  # the fix keeps no wheels: undo must name what it lacks
+    _fix_then_take_the_index_away(py, env, solution, tmp_path)
+    fixed = pip_list(py, env)
+    r = _cli("fix", "--undo", "--python", str(py), "--installer", "pip", "--json", env=env)
+    error = json.loads(r.stdout)["errors"][0]
+    assert r.returncode == 2 and "torch 2.4.1+cpu" in error["message"], r.stdout
+    assert "CUDAMATRIX_UNDO_KEEP_GB" in error["message"] and pip_list(py, env) == fixed
+    # the set moved since the fix: undo would take that back too, so it is refused
+    extra = build_wheel(tmp_path / "extra", "late-arrival", "1.0")
+    subprocess.run([str(py), "-m", "pip", "install", "--no-index", str(extra)], env=env, check=True,
+                   capture_output=True, timeout=300)
+    moved = _cli("fix", "--undo", "--python", str(py), "--json", env=env)
+    assert moved.returncode == 2 and "late-arrival 1.0 added" in moved.stdout, moved.stdout
+
+
+@pytest.mark.slow
+def test_a_failing_undo_restores_the_fixed_set(world, tmp_path):
+    py, env, solution = world
+    _fix_then_take_the_index_away(py, env, solution, tmp_path)
+    fixed = pip_list(py, env)
+    state = Path(env["XDG_STATE_HOME"]) / "cudamatrix" / "journal"
+    saved = next(state.glob("*.last/wheels/torch-*.whl"))
+    raw = bytearray(saved.read_bytes())
+    at = raw.index(b"x" * 64)  # build_wheel's payload, stored uncompressed by the repack: its CRC breaks
+    raw[at] = ord("y")
+    saved.write_bytes(bytes(raw))
+    r = _cli("fix", "--undo", "--python", str(py), "--installer", "pip", "--json", env=env)
+    assert r.returncode == 4, r.stdout + r.stderr  # the uninstall ran, the install failed: put back, not half done
+    assert json.loads(r.stdout)["errors"][0]["detail"]["not_restored"] == [], r.stdout
+    assert pip_list(py, env) == fixed

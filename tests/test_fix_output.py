@@ -119,3 +119,38 @@ def test_summary_is_the_text_the_command_prints():
     assert result.summary().splitlines() == [
         "python: /v/bin/python", "1. [install] install the solved set with pip: torch 2.5.1 (new)",
         "     pip install torch==2.5.1", "dry run: nothing was changed"]
+
+
+def test_fix_for_another_interpreter_prints_commands_that_run_there(monkeypatch):
+    """fix(python=X): the messages, what is left and the plan's remedies carry X (issue #26: pasted as printed,
+    `pip install` and `cudamatrix fix` changed the tool's own venv)."""
+    import importlib
+    import shlex
+
+    from cudamatrix.models import Finding, Plan, Remedy
+
+    fix_module = importlib.import_module("cudamatrix.fix")
+    x = "/srv/the env/bin/python"
+    q = shlex.quote(x)
+
+    class Session:
+        def __init__(self, options):
+            self.options = options
+
+        def run(self):
+            result = fix_module.FixResult(python=x, status="dry_run", plan=Plan(python=x, remedies=[
+                Remedy("TORCHVISION_MISMATCH", "t", "not_fixable", "not fixable here: pip install torchvision==0.20.1 "
+                                                                    "(the solved set leaves it as it is)")]))
+            result.messages = ["the library search path needs: A=b (cudamatrix env, or fix --write-activation)"]
+            result.left = [Finding("CUDNN_MISMATCH", "error", "t", fix="reinstall it: cudamatrix fix")]
+            return result
+
+    monkeypatch.setattr(fix_module, "_Session", Session)
+    out = fix_module.fix(python=x, dry_run=True)
+    assert out.messages == [f"the library search path needs: A=b (cudamatrix env --python {q}, or fix "
+                            "--write-activation)"]
+    assert out.left[0].fix == f"reinstall it: cudamatrix fix --python {q}"
+    assert out.plan.remedies[0].detail.startswith(f"not fixable here: {q} -m pip install torchvision==0.20.1")
+    assert f"{q} -m pip install" in out.summary()
+    here = fix_module.fix(dry_run=True)  # this interpreter: the commands stay as written
+    assert "cudamatrix env," in here.messages[0]

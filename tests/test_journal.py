@@ -64,6 +64,10 @@ def test_repacked_wheel_puts_back_the_same_files(installed, tmp_path):
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
         assert "nvidia_cudnn_cu13-9.12.0.46.dist-info/INSTALLER" not in names  # install-time files left out
+        # the .dist-info last (PEP 427: "place the .dist-info files physically at the end of the archive"), so a
+        # payload file that fails to extract leaves no half .dist-info behind (test_fix_e2e's failing undo)
+        first_info = min(i for i, n in enumerate(names) if ".dist-info/" in n)
+        assert all(".dist-info/" in n for n in names[first_info:]) and first_info > 0, names
     subprocess.run([str(py), "-m", "pip", "uninstall", "-y", "nvidia-cudnn-cu13"], env=env, check=True,
                    capture_output=True, timeout=300)
     assert not (site / "nvidia/cudnn/lib/libcudnn.so.9").exists()

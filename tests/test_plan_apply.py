@@ -397,6 +397,28 @@ def test_a_finding_the_plan_does_not_touch_is_named_not_fixable():
     assert "torchvision" in plan.remedies[0].detail and "pip install torchvision==0.20.1+cu121" in plan.remedies[0].detail
 
 
+def test_a_cudnn_mismatch_in_a_wheel_folder_is_answered_by_the_step_that_installs_that_wheel():
+    """The plan installs nvidia-cudnn-cu12 at torch's pin; the finding names the file in that wheel's folder, not the
+    wheel: the remedy is that step, not "not fixable here" (issue #26: fix --dry-run said both)."""
+    from cudamatrix.models import Finding
+
+    env = Environment(packages={"torch": "2.5.1+cu121", "nvidia-cudnn-cu12": "8.9.2.26"})
+    pins = [Pin("torch", "2.5.1+cu121"), Pin("nvidia-cudnn-cu12", "9.1.0.70")]
+    sol = _solution(packages=pins, to_install=pins[1:], pip_args=[p.requirement() for p in pins])
+    path = "/v/lib/python3.11/site-packages/nvidia/cudnn/lib/libcudnn.so.9"
+    found = [Finding("CUDNN_MISMATCH", "error", f"torch 2.5.1+cu121 was built with cuDNN 9.1.0 but will run cuDNN "
+                                                f"8.9.2 from {path}", evidence=[f"libcudnn.so.9: {path} (RUNPATH)"],
+                     fix="reinstall the cuDNN wheel torch declares (cuDNN 9.1.0): cudamatrix fix")]
+    plan = make_plan(env, sol, python="/p", installer="pip", verify=False, findings=found)
+    (remedy,) = plan.remedies
+    assert remedy.action == "install" and remedy.detail == "install nvidia-cudnn-cu12 9.1.0.70", remedy
+    assert any("nvidia-cudnn-cu12==9.1.0.70" in s.argv for s in plan.steps)
+    # a folder of another wheel is not taken for this one
+    other = Finding("CUDNN_MISMATCH", "error", "torch ... from /v/site-packages/nvidia/cublas/lib/libcublas.so.12")
+    assert make_plan(env, sol, python="/p", installer="pip", verify=False,
+                     findings=[other]).remedies[0].action == "not_fixable"
+
+
 @pytest.mark.slow
 def test_a_crash_mid_apply_restores_then_shows_the_bug(venv, wheels, monkeypatch):
     """An exception of ours between steps (a bug) still puts the starting set back, then keeps its traceback."""

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -227,3 +228,67 @@ def test_wordings_say_things_once():
     # library to load) or a CUDA build (its loads predicted); either way env says something true of this machine
     live = cli("env")
     assert live.returncode == 0 and "older version" not in live.stderr and "pasted or saved" not in live.stderr
+
+
+# --- hints that run where they point (issue #26): with --python X every printed command carries X ----------------
+
+@pytest.fixture()
+def spaced_python(tmp_path) -> str:
+    """An interpreter whose path holds a space and a quote (it must come out quoted for the shell)."""
+    folder = tmp_path / "my env's" / "bin"
+    folder.mkdir(parents=True)
+    (folder / "python").symlink_to(sys.executable)
+    return str(folder / "python")
+
+
+def test_aimed_points_each_command_at_the_interpreter_and_quotes_it():
+    import shlex
+
+    from cudamatrix.safe.shells import aimed
+
+    x = "/v/my env/bin/python"
+    q = shlex.quote(x)
+    assert aimed("cudamatrix fix (or cudamatrix solve torch for the pip command)", x) == \
+        f"cudamatrix fix --python {q} (or cudamatrix solve --python {q} torch for the pip command)"
+    assert aimed("pip install 'torch==2.5.1'; pip uninstall -y jax", x) == \
+        f"{q} -m pip install 'torch==2.5.1'; {q} -m pip uninstall -y jax"
+    # a command that names an interpreter already, uv's own form, and words that only contain the names stay
+    for kept in ("cudamatrix fix --rollback --python /a finishes it", "uv pip install x", "cudamatrix.fix()",
+                 "see mypip install", "a/pip install"):
+        assert aimed(kept, x) == kept
+    assert aimed("pip install x", None) == "pip install x"
+    # the quoted path is one word for the shell, whatever it holds
+    assert shlex.split(aimed("pip install x", "/v/it's here/python")) == ["/v/it's here/python", "-m", "pip",
+                                                                         "install", "x"]
+
+
+def test_doctor_with_python_prints_fixes_that_install_into_that_interpreter(tmp_path, spaced_python, monkeypatch):
+    import shlex
+
+    scenario = json.loads((Path(__file__).parent / "scenarios" / "doctor_torchvision_mismatch.json").read_text())
+    saved = tmp_path / "env.json"
+    saved.write_text(json.dumps(scenario["environment"]))
+    monkeypatch.setenv("CUDAMATRIX_DETECT_ENV", str(saved))  # this machine and that interpreter, as reported
+    doc = envelope(cli("doctor", "--python", spaced_python, "--json"))
+    fixes = [f["fix"] for f in doc["data"]["findings"] if f.get("fix")]
+    aimed = [f for f in fixes if "pip install" in f or "cudamatrix " in f]
+    assert aimed, fixes
+    for fix in aimed:
+        assert f"{shlex.quote(spaced_python)} -m pip install" in fix or f"--python {shlex.quote(spaced_python)}" in fix
+        assert not re.search(r"(?<!-m )(?<![\w/])pip install", fix), fix
+    human = cli("doctor", "--python", spaced_python)
+    assert f"{shlex.quote(spaced_python)} -m pip install" in human.stdout, human.stdout
+
+
+def test_solve_with_an_interpreter_prints_its_pip(spaced_python):
+    import shlex
+
+    out = cli("solve", "torch==2.5.1", "--python", spaced_python, "--driver", "535.104.05", "--gpu", "Tesla T4")
+    assert out.returncode == 0, out.stderr
+    line = next(ln for ln in out.stdout.splitlines() if " -m pip install " in ln)
+    assert line.startswith(f"{shlex.quote(spaced_python)} -m pip install "), line
+    doc = envelope(cli("solve", "torch==2.5.1", "--python", spaced_python, "--driver", "535.104.05", "--gpu",
+                       "Tesla T4", "--json"))
+    assert doc["data"]["pip_command"][:4] == [spaced_python, "-m", "pip", "install"]
+    versioned = envelope(cli("solve", "torch==2.5.1", *T4, "--json"))  # --python 3.10 is a version: plain pip
+    assert versioned["data"]["pip_command"][:2] == ["pip", "install"]

@@ -120,13 +120,13 @@ def fix(
     framework: str = _o("fix", "framework"), timeout: float = _o("fix", "timeout"),
     driver: Optional[str] = _o("fix", "driver"), gpu: List[str] = _o("fix", "gpu"),
     as_json: bool = _o("fix", "as_json"), data_dir: Optional[str] = _o("fix", "data_dir"),
-    resume: bool = _o("fix", "resume"), rollback: bool = _o("fix", "rollback"),
+    resume: bool = _o("fix", "resume"), rollback: bool = _o("fix", "rollback"), undo: bool = _o("fix", "undo"),
 ) -> None:
     """Make this environment consistent: install the solved set (minimal change), then verify on the GPU."""
     run_fix(requirements=requirements, python=python, dry_run=dry_run, from_=from_, yes=yes, mirror=mirror, allow_http=allow_http,
             installer=installer, write_activation=write_activation, no_verify=no_verify, no_cache=no_cache,
             framework=framework, timeout=timeout, driver=driver, gpu=gpu, as_json=as_json, data_dir=data_dir,
-            resume=resume, rollback=rollback)
+            resume=resume, rollback=rollback, undo=undo)
 
 
 @app.command("verify")

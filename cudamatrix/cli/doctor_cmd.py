@@ -25,11 +25,22 @@ def run_doctor(env: list[Path] | None = None, from_: list[str] | None = None, py
         raise UsageError("doctor reads one environment at a time", hint="run it once per --env file")
     matrix = load_matrix(str(data_dir) if data_dir else None)
     environment = environments(env or [], from_ or [], python_path(python))[0]
-    findings = diagnose(environment, matrix)
+    findings = aim_findings(diagnose(environment, matrix), python_path(python))
     code = summary_exit(findings)
     data = {"findings": [f.to_dict() for f in findings], "environment": environment.to_dict(),
             "matrix_version": matrix.meta.data_version, "healthy": code == 0}
     finish("doctor", code, data, as_json, lambda: render_findings(environment, findings, matrix))
+
+
+def aim_findings(findings, python: str | None):
+    """The findings with each command in their fix pointed at ``--python`` (pasted as shown, it changes that
+    environment)."""
+    if python:
+        from cudamatrix.safe.shells import aimed
+
+        for f in findings:
+            f.fix = aimed(f.fix, python) if f.fix else f.fix
+    return findings
 
 
 def _gpu_text(gpu, matrix) -> str:

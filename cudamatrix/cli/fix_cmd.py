@@ -26,12 +26,13 @@ def run_fix(requirements: list[str] | None = None, python: str | None = None, dr
             write_activation: bool = False, no_verify: bool = False, no_cache: bool = False,
             framework: str = "all", timeout: float = 300.0, driver: str | None = None,
             gpu: list[str] | None = None, as_json: bool = False, data_dir: str | None = None,
-            resume: bool = False, rollback: bool = False) -> None:
+            resume: bool = False, rollback: bool = False, undo: bool = False) -> None:
     """Make this environment consistent: install the solved set (minimal change), then verify on the GPU.
 
     Consent: ``--yes``, or an answer at the prompt; without a terminal (and without ``--yes``) a plan that
     changes anything is refused with exit 2 before any change. ``--resume`` / ``--rollback`` finish or undo a
-    change a killed run left in its journal (they were asked for by name: consent)."""
+    change a killed run left in its journal, ``--undo`` goes back to the starting set of the last completed one
+    (they were asked for by name: consent)."""
     from cudamatrix.fix import FixOptions
     from cudamatrix.fix import fix as run_fix_stage
 
@@ -43,7 +44,7 @@ def run_fix(requirements: list[str] | None = None, python: str | None = None, dr
         _plan_from_paste(from_, requirements or [], dry_run, python, mirror, allow_http, installer, no_verify,
                          driver, gpu or [], as_json, data_dir)
     confirm: Callable[[Any], bool] | None
-    if yes or dry_run or resume or rollback:
+    if yes or dry_run or resume or rollback or undo:
         confirm = None
     elif sys.stdin.isatty() and not as_json:
         confirm = _ask
@@ -58,7 +59,8 @@ def run_fix(requirements: list[str] | None = None, python: str | None = None, dr
                 python=python, request=requirements or [], dry_run=dry_run, verify=not no_verify, frameworks=framework,
                 mirror=mirror, allow_http=allow_http, installer=installer, write_activation=write_activation,
                 use_cache=not no_cache, timeout=timeout, driver=driver, gpus=gpu or [], data_dir=data_dir,
-                confirm=confirm, on_progress=progress, in_process=False, resume=resume, rollback=rollback))
+                confirm=confirm, on_progress=progress, in_process=False, resume=resume, rollback=rollback,
+                yes=yes, interactive=False, show=False, undo=undo))
     finally:
         progress.stop()
     finish("fix", result.exit_code, result.to_dict(), as_json, lambda: human_fix(result))

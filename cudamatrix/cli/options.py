@@ -138,7 +138,9 @@ COMMANDS: dict[str, Command] = {
         JSON, Opt("data_dir", ("--data",), "value", None, "", hidden=True, metavar="DIR"),
         Opt("resume", ("--resume",), "flag", False, "Finish a change a killed run left in its journal."),
         Opt("rollback", ("--rollback",), "flag", False, "Undo a change a killed run left in its journal "
-            "(from saved wheels, no network)."))),
+            "(from saved wheels, no network)."),
+        Opt("undo", ("--undo",), "flag", False, "Go back to the starting set of the last completed fix "
+            "(from its saved wheels, no network)."))),
     "verify": Command("fix_cmd", "run_verify", options=(
         Opt("framework", ("--framework",), "value", "all", "torch | tensorflow | jax | all", metavar="NAME"),
         PYTHON.with_help("Verify the interpreter at this path.", "PATH"),

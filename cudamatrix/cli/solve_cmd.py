@@ -100,10 +100,21 @@ def run_solve(requirements: list[str] | None = None, env: list[Path] | None = No
 
         removed = removals(resolved.installed, solution)
         data["to_remove"] = [r.to_dict() for r in removed]
-    finish("solve", 0, data, as_json, lambda: _human_solution(solution, resolved, explain, removed))
+    pip = _pip_for(python)
+    data["pip_command"] = [*pip, "install", *solution.pip_args] if solution.pip_args and not solution.unchanged else []
+    finish("solve", 0, data, as_json, lambda: _human_solution(solution, resolved, explain, removed, pip))
 
 
-def _human_solution(solution, resolved, explain: bool, removed=()) -> None:
+def _pip_for(python: str | None) -> list[str]:
+    """The pip that installs into the target: ``X -m pip`` for ``--python PATH`` (an interpreter), else ``pip``."""
+    import os
+
+    if python and os.path.isfile(python):
+        return [os.path.abspath(python), "-m", "pip"]
+    return ["pip"]
+
+
+def _human_solution(solution, resolved, explain: bool, removed=(), pip: tuple[str, ...] | list[str] = ("pip",)) -> None:
     c = render.console()
     E = render.escape  # GPU names, requirements and paths come from the user
     for t in resolved.targets[:5]:
@@ -116,24 +127,26 @@ def _human_solution(solution, resolved, explain: bool, removed=()) -> None:
     c.print(render.table(None, ["package", "version", "index"],
                          [[p.name + (f"[{','.join(p.extras)}]" if p.extras else ""), p.version,
                            p.index_url or "default"] for p in solution.packages], paths=("index",)))
-    _commands(c, solution, removed)
+    _commands(c, solution, removed, pip)
     if explain:
         _explained(c, solution)
 
 
-def _commands(c, solution, removed) -> None:
-    """The uninstall and install commands, what the answer rests on, the library-path exports."""
+def _commands(c, solution, removed, pip: tuple[str, ...] | list[str] = ("pip",)) -> None:
+    """The uninstall and install commands (run by ``pip``: the target interpreter's), what the answer rests on,
+    the library-path exports."""
+    import shlex
+
     from rich.markup import escape  # "tensorflow[and-cuda]" is text, not a rich style tag
 
+    run = " ".join(shlex.quote(a) for a in pip)
     if removed:
-        c.print("pip uninstall -y " + " ".join(r.name for r in removed) + "   # first; "
+        c.print(run + " uninstall -y " + " ".join(r.name for r in removed) + "   # first; "
                 + "; ".join(f"{r.name}: {r.reason}" for r in removed), soft_wrap=True, markup=False)
     if solution.unchanged:
         c.print("[green]already installed: nothing to change[/]")
     elif solution.pip_args:
-        import shlex
-
-        c.print(escape("pip install " + " ".join(shlex.quote(a) for a in solution.pip_args)), soft_wrap=True)
+        c.print(escape(run + " install " + " ".join(shlex.quote(a) for a in solution.pip_args)), soft_wrap=True)
     for line in (*solution.notes, *solution.unchecked):
         c.print(escape(line), soft_wrap=True)
     if solution.unverified:

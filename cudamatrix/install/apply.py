@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import signal
 import threading
 from typing import Callable
@@ -214,7 +215,7 @@ def apply(plan: Plan, *, on_progress: Progress | None = None, journal=None,
         back("stopped by an error", f"{type(exc).__name__}: {exc}", None)
         raise
     after = snapshot(plan.python)
-    journal.close()
+    journals.complete(journal, after)  # kept for fix --undo
     say("done", f"{len(done)} step(s) done")
     return Applied(ok=True, steps_run=done, before=before, after=after)
 
@@ -266,7 +267,7 @@ def _failed(what: str, error: str, restored: list[InstalledDist], left: dict, ar
     cause = explain(output or error)
     if not_restored:
         hint = ("could not restore: " + ", ".join(not_restored) + "; the journal keeps what is needed: "
-                "cudamatrix fix --rollback" + (f" --python {journal.python}" if journal is not None else ""))
+                "cudamatrix fix --rollback" + (f" --python {shlex.quote(journal.python)}" if journal is not None else ""))
     else:
         hint = ("the environment is back to its starting set"
                 + (f" (restored {', '.join(d.name + ' ' + d.version for d in restored)})" if restored else ""))

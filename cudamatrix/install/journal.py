@@ -123,9 +123,23 @@ def load(python: str) -> Journal | None:
     """The journal left for ``python``, or None when there is none. Read bounded, only when it is this user's
     and nobody else may change it; checked for shape. Raises UsageError (exit 2) for a journal that is there
     but cannot be used (unsafe, malformed): it is left in place, and nothing is done."""
+    return _load(folder_for(python))
+
+
+def last_for(python: str) -> Path:
+    """Where the journal of ``python``'s last completed change is kept (``fix --undo`` reads it)."""
+    folder = folder_for(python)
+    return folder.with_name(folder.name + ".last")
+
+
+def load_last(python: str) -> Journal | None:
+    """The journal of the last completed change of ``python`` (None: none kept), read as :func:`load` reads."""
+    return _load(last_for(python))
+
+
+def _load(folder: Path) -> Journal | None:
     from cudamatrix.safe.files import parse_json, read_private
 
-    folder = folder_for(python)
     path = folder / JOURNAL_FILE
     if not os.path.lexists(path):
         return None
@@ -141,6 +155,34 @@ def load(python: str) -> Journal | None:
     if problem:
         raise _unusable(folder, problem)
     return Journal(folder, data)
+
+
+def keep_limit() -> int:
+    """The most bytes of saved wheels kept after a completed change, for ``fix --undo``:
+    ``CUDAMATRIX_UNDO_KEEP_GB`` (default 10; 0 keeps none). A bad value is the default."""
+    try:
+        gb = float(os.environ.get("CUDAMATRIX_UNDO_KEEP_GB", "10"))
+    except ValueError:
+        gb = 10.0
+    return int(max(gb, 0.0) * 1024 ** 3)
+
+
+def complete(journal: Journal, after: list[InstalledDist]) -> None:
+    """The change is done: keep its journal (the starting set and its saved wheels) as the last completed change
+    of its interpreter, replacing the one kept before, so ``fix --undo`` can go back offline. Saved wheels above
+    :func:`keep_limit` are dropped, and the journal says so (undo then refuses, naming them)."""
+    size = sum(f.stat().st_size for f in journal.wheels.glob("*.whl") if f.is_file())
+    limit = keep_limit()
+    fields: dict = {"state": "completed", "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                    "after": [d.to_dict() for d in after], "child_pgid": None}
+    if size > limit:
+        shutil.rmtree(journal.wheels, ignore_errors=True)
+        fields["dropped"] = (f"the saved wheels ({size / 1024 ** 3:.1f} GiB) were not kept: above the undo limit of "
+                             f"{limit / 1024 ** 3:.1f} GiB (CUDAMATRIX_UNDO_KEEP_GB)")
+    journal.record(**fields)
+    last = journal.folder.with_name(journal.folder.name + ".last")
+    shutil.rmtree(last, ignore_errors=True)
+    os.replace(journal.folder, last)
 
 
 def peek(python: str) -> Journal | None:
@@ -350,8 +392,11 @@ def repack(dist_info: Path, out_dir: Path) -> Path:
 
 
 def _zip_installed(raw, site: Path, dist_info: Path, rows: list[list[str]]) -> None:
-    """Write the wheel of the installed files ``rows`` (RECORD's) into the open file ``raw``."""
+    """Write the wheel of the installed files ``rows`` (RECORD's) into the open file ``raw``, the .dist-info files
+    last (PEP 427 asks archivers to put them at the end): an installer that fails part-way through the payload
+    (a damaged file) has then written no .dist-info, which would pass for an installed distribution."""
     record: list[list[str]] = []
+    rows = sorted(rows, key=lambda row: bool(row) and row[0].startswith(dist_info.name + "/"))  # stable
     with zipfile.ZipFile(raw, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
         for row in rows:
             rel = row[0] if row else ""

@@ -33,6 +33,13 @@ RESTART_LINES = {
     "jupyter": "get_ipython().kernel.do_shutdown(True)",
     "python": "exit the interpreter and start it again",
 }
+# where a person restarts it by hand (the frontends' own menu wording)
+RESTART_MENUS = {
+    "colab": "Colab: Runtime -> Restart session",
+    "kaggle": "Kaggle: Run -> Restart & clear cell outputs",
+    "jupyter": "Jupyter: Kernel -> Restart Kernel",
+    "python": "exit the interpreter and start it again",
+}
 
 
 @record
@@ -150,3 +157,40 @@ def preload(decision: Decision) -> Decision:
             return decision
         decision.loaded.append(path)
     return decision
+
+
+def imported_from(site_packages: list[str], modules=None) -> dict[str, list[str]]:
+    """The top-level modules this process imported from ``site_packages``, each with the distributions that
+    ship it (``importlib.metadata.packages_distributions``, read now: call it before a change)."""
+    from importlib.metadata import packages_distributions
+
+    from cudamatrix.names import canonical
+
+    modules = sys.modules if modules is None else modules
+    roots = tuple(os.path.join(os.path.realpath(s), "") for s in site_packages if s)
+    found = []
+    for name, module in list(modules.items()):
+        where = getattr(module, "__file__", None) if "." not in name else None
+        if where and roots and os.path.realpath(where).startswith(roots):
+            found.append(name)
+    if not found:
+        return {}
+    owners = packages_distributions()
+    return {name: sorted({canonical(d) for d in owners.get(name, [])}) for name in sorted(found)}
+
+
+def stale_modules(imported: dict[str, list[str]], before, after, modules=None) -> list[dict]:
+    """The imported top-level modules whose distribution a change replaced or removed: what this process holds
+    in memory is not what is installed now. Each: module, distribution, the version in memory and on disk
+    (None: uninstalled), and how many of its submodules are loaded too."""
+    modules = sys.modules if modules is None else modules
+    old = {d.name: d.version for d in before}
+    new = {d.name: d.version for d in after}
+    out = []
+    for name, dists in imported.items():
+        moved = [d for d in dists if d in old and new.get(d) != old[d]]
+        if moved:
+            subs = sum(1 for m in list(modules) if m.startswith(name + "."))
+            out.append({"module": name, "distribution": moved[0], "in_memory": old[moved[0]],
+                        "installed": new.get(moved[0]), "submodules": subs})
+    return out

@@ -9,7 +9,10 @@ Pure functions of values (no I/O). Rules, written down:
   remaining distribution declares, is a leftover and is uninstalled. The same holds for a wheel that shares
   files with a wheel the solved set keeps (a file clash): two wheels owning one path overwrite each other,
   and ``pip uninstall`` of either deletes the shared file, so the survivor is reinstalled afterwards.
-- Every error finding maps to the step that touches a distribution it names; findings about the host
+- Every error finding maps to the step that touches a distribution it names, by name or by a file path inside
+  its folder (an ``nvidia-<lib>-cuNN`` wheel installs under ``site-packages/nvidia/<lib>/``: a CUDNN_MISMATCH
+  naming ``.../nvidia/cudnn/lib/libcudnn_graph.so.9`` is answered by the step that installs
+  ``nvidia-cudnn-cu12``, so no plan calls a finding "not fixable here" and then fixes it); findings about the host
   (driver, GPU, Python version, resources) are "not fixable here", with the finding's own fix as what to do.
 """
 from __future__ import annotations
@@ -145,6 +148,20 @@ def _named(text: str, names) -> set[str]:
     return {n for n in names if re.search(rf"(?<![\w.-]){re.escape(n)}(?![\w-])", text, re.I)}
 
 
+_NVIDIA_WHEEL = re.compile(r"^nvidia-(.+)-cu\d+$")
+
+
+def _owned(text: str, names) -> set[str]:
+    """``nvidia-<lib>-cuNN`` names whose install folder (``site-packages/nvidia/<lib>/``, the wheels' layout with
+    ``-`` as ``_``) holds a path ``text`` names."""
+    out = set()
+    for n in names:
+        m = _NVIDIA_WHEEL.match(n)
+        if m and f"/nvidia/{m.group(1).replace('-', '_')}/" in text:
+            out.add(n)
+    return out
+
+
 def remedies(findings: list[Finding], plan: Plan, env: Environment) -> list[Remedy]:
     """One Remedy per error finding: the step that fixes it, or "not fixable here: <fix> (<why>)"."""
     effects = _Effects(plan, env)
@@ -187,7 +204,7 @@ def _remedy(f: Finding, effects: _Effects, env: Environment) -> Remedy:
         return Remedy(f.code, f.title, "not_fixable", f"not fixable here: {f.fix or 'see doctor'} ({HOST[f.code]})")
     text = " ".join([f.title, *f.evidence])
     touched = effects.touched
-    hits = sorted(_named(text, set(env.packages) | set(touched)) & set(touched))
+    hits = sorted((_named(text, set(env.packages) | set(touched)) | _owned(text, touched)) & set(touched))
     if hits:
         actions = [touched[n] for n in hits]
         action = min((a for a, _ in actions), key=_Effects.ORDER.index)

@@ -4,7 +4,7 @@ A journal is data. ``fix --resume`` finishes its plan and ``fix --rollback`` reu
 each installer step is rebuilt here: the program and its interpreter come from
 :func:`cudamatrix.install.plan.installer_argv` for the interpreter given (never the journal's words), and the
 rest must be what :func:`cudamatrix.install.plan.make_plan` writes: the installer's own switches
-(``-y``, ``--no-deps``, ``--force-reinstall`` / ``--reinstall``), index options whose value is one line and
+(``-y``, ``--no-deps``, ``--force-reinstall`` / ``--reinstall``, and ``--no-index`` of an undo), index options whose value is one line and
 an https URL (http with ``--allow-http``, a local folder for ``--find-links``), and exact pins
 ``name[extras]==version`` (bare names for an uninstall). A step's environment may hold only uv's index
 variables. Anything else is refused with the argument that does not fit, before anything runs.
@@ -19,7 +19,7 @@ import re
 from cudamatrix.errors import UsageError
 from cudamatrix.models import Plan, Step
 
-_SWITCHES = {"install": {"--no-deps", "--force-reinstall", "--reinstall"}, "uninstall": {"-y"}}
+_SWITCHES = {"install": {"--no-deps", "--force-reinstall", "--reinstall", "--no-index"}, "uninstall": {"-y"}}
 _VALUED = ("--index-url", "-i", "--extra-index-url", "--find-links", "-f", "--trusted-host")
 _ENV = {"UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_FIND_LINKS"}  # what make_plan carries over from pip's
 _NAME = r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?"  # PEP 508 names

@@ -103,3 +103,21 @@ def _with_controls(name: str, value: str) -> str:
     parts = [" + ".join(f"[char]0x{ord(c):04x}" for c in t) if ctl else
              "'" + "".join(c + c if c in _PS_QUOTES else c for c in t) + "'" for ctl, t in pieces]
     return "(" + " + ".join(parts) + ")"
+
+
+# a command this tool prints for people to run: its own subcommands that take --python, and pip's install verbs
+# (not ``uv pip ...``, which names its interpreter with its own --python, nor a word inside a path or name)
+_TOOL_COMMAND = re.compile(r"(?<![\w./-])cudamatrix (?:detect|doctor|solve|fix|verify|env)\b(?![^;()`'\n]*--python)")
+_PIP_COMMAND = re.compile(r"(?<![\w./-])(?<!uv )pip (install|uninstall)\b")
+
+
+def aimed(text: str, python: str | None) -> str:
+    """``text`` with each command it holds pointed at the interpreter ``python``, quoted for a POSIX shell:
+    ``cudamatrix fix`` -> ``cudamatrix fix --python X`` (unless that command names one already), ``pip install``
+    -> ``X -m pip install``. Pasted as shown, a hint then changes the environment it was about, not whichever
+    one ``pip`` or ``cudamatrix`` on PATH belongs to. ``python`` None: ``text`` unchanged."""
+    if not python or not text:
+        return text
+    q = shlex.quote(python)
+    text = _TOOL_COMMAND.sub(lambda m: f"{m.group(0)} --python {q}", text)
+    return _PIP_COMMAND.sub(lambda m: f"{q} -m pip {m.group(1)}", text)
