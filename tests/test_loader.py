@@ -7,10 +7,23 @@ import shutil
 from pathlib import Path
 
 import pytest
+from loader_cases import (
+    MID_C,
+    TOP_C,
+    clean_env,
+    driver,
+    leaf,
+    linked,
+    mapped_with_soname,
+    opener,
+    predict,
+    record,
+    rpath,
+    runpath,
+    truth,
+)
 
 from cudamatrix.detect import elf
-from loader_cases import (MID_C, TOP_C, clean_env, driver, leaf, linked, mapped_with_soname, opener, predict,
-                          record, rpath, runpath, truth)
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or not os.path.exists("/proc/self/maps"),
                                 reason="needs gcc and /proc (Linux)")
