@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,7 +35,7 @@ def _installer_caches(tmp_path_factory) -> dict[str, str]:
 
 
 @pytest.fixture(autouse=True)
-def _private_home(tmp_path_factory, monkeypatch, _installer_caches) -> Path:
+def _private_home(tmp_path_factory, monkeypatch, _installer_caches) -> Iterator[Path]:
     """HOME and the XDG folders point into a fresh temporary folder for every test."""
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
@@ -43,4 +44,10 @@ def _private_home(tmp_path_factory, monkeypatch, _installer_caches) -> Path:
         monkeypatch.setenv(var, str(home / sub))
     for var, value in _installer_caches.items():
         monkeypatch.setenv(var, value)
-    return home
+    yield home
+    # a test that deletes one of these (instead of monkeypatching it) sends whatever runs after it in this
+    # process to the user's real folders (monkeypatch's undo runs after this check and restores what it set)
+    lost = [var for var in ("HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME")
+            if not os.environ.get(var) or (REAL_HOME and os.path.realpath(os.environ[var]).startswith(
+                os.path.realpath(REAL_HOME) + os.sep)) or os.environ[var] == REAL_HOME]
+    assert not lost, f"the test left {lost} unset or in the real home: change them with monkeypatch only"
