@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
+
+import pytest
 
 from cudamatrix.models import FrameworkReport, Report
 from cudamatrix.safe.keys import user_key
@@ -82,3 +85,159 @@ def test_recall_consistent_returns_the_stored_library_path_changes():
     report, env = memory.recall_consistent(A)
     assert report.status == "verified" and env == {"LD_LIBRARY_PATH": "/x"}
     assert memory.recall_consistent(B) is None
+
+
+# --- what a remembered result may be recalled for ----------------------------------------------------------
+
+def _env(gpus=("NVIDIA H100 80GB HBM3",), packages=None, driver="580.65.06", libraries=()):
+    from cudamatrix.models import Driver, Environment, GpuInfo, Library, PythonInfo
+
+    return Environment(driver=Driver(version=driver, status="ok", cuda_version="13.0"),
+                       gpus=[GpuInfo(index=i, name=n, compute_capability="9.0", uuid=f"GPU-{i}")
+                             for i, n in enumerate(gpus)],
+                       packages={"torch": "2.14.1"} if packages is None else packages,
+                       python=PythonInfo(version="3.11.9", executable="/venv/bin/python"),
+                       libraries=[Library(name="cudnn", path=p, soname=os.path.basename(p)) for p in libraries])
+
+
+def test_a_verified_result_is_not_recalled_for_another_machine():
+    assert memory.store(A, _report())
+    assert memory.load(A, _env()) is not None
+    notes: list[str] = []
+    assert memory.load(A, _env(gpus=()), notes) is None  # no GPU now
+    assert any("does not match this machine" in n for n in notes), notes
+    assert memory.load(A, _env(gpus=("Tesla T4",))) is None  # another GPU
+    assert memory.load(A, _env(packages={"torch": "2.13.0"})) is None  # another torch
+    assert memory.load(A, _env(packages={"torch": "2.14.1+cu130"})) is not None  # the same release, a local tag
+    assert memory.load(A, _env(packages={})) is not None  # nothing to compare with
+
+
+def test_a_failed_result_is_recalled_without_a_gpu():
+    assert memory.store(A, _report("failed"))
+    assert memory.load(A, _env(gpus=())).status == "failed"
+
+
+def test_a_result_is_not_recalled_once_a_library_it_mapped_changed(tmp_path):
+    lib = tmp_path / "libcudnn.so.9"
+    lib.write_bytes(b"one")
+    report = Report(status="verified", frameworks=[FrameworkReport(
+        framework="torch", status="verified", version="2.14.1", device_name="NVIDIA H100 80GB HBM3",
+        mapped_libraries=[{"path": str(lib), "soname": "libcudnn.so.9"}])])
+    assert memory.store(A, report)
+    assert _file()["entries"][A]["mapped"] == [[str(lib), 3, lib.stat().st_mtime_ns]]
+    assert memory.load(A, _env()) is not None
+    lib.write_bytes(b"other")  # replaced in place
+    notes: list[str] = []
+    assert memory.load(A, _env(), notes) is None and memory.load(A) is None
+    assert any("does not match this machine" in n for n in notes)
+    lib.unlink()
+    assert memory.load(A) is None
+
+
+def test_a_hang_is_never_remembered():
+    hang = Report(status="failed", frameworks=[FrameworkReport(framework="torch", status="failed",
+                                                               finding_code="VERIFY_TIMEOUT")])
+    assert memory.store(A, hang) is False
+    assert not (memory.cache_dir() / memory.CACHE_FILE).exists()
+
+
+def test_only_the_newest_entries_are_kept():
+    for i in range(memory.KEEP + 3):
+        assert memory.store(f"k{i}", _report())
+    keys = list(_file()["entries"])
+    assert len(keys) == memory.KEEP and keys[-1] == f"k{memory.KEEP + 2}" and "k0" not in keys
+    assert memory.store("k5", _report("failed"))  # stored again: moves to the end
+    assert list(_file()["entries"])[-1] == "k5"
+
+
+def test_the_memory_file_is_private_and_the_entry_says_when(monkeypatch):
+    assert memory.store(A, _report(), at="2026-01-02T03:04:05+0000", env={"LD_LIBRARY_PATH": "/x"})
+    entry = _file()["entries"][A]
+    assert entry["at"] == "2026-01-02T03:04:05+0000" and entry["env"] == {"LD_LIBRARY_PATH": "/x"}
+    assert entry["report"]["status"] == "verified" and isinstance(entry["mac"], str) and len(entry["mac"]) == 64
+    assert _file()["format"] == memory.FORMAT
+    assert memory.store(B, _report())  # no "at": now
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d{4}", _file()["entries"][B]["at"])
+
+
+@pytest.mark.parametrize("content,words", [
+    ("{not json", "not valid JSON"),
+    ('{"format": 1, "entries": {}}', "not in this version's format"),
+    ('{"format": 2, "entries": []}', "not in this version's format"),
+    ('[]', "not in this version's format"),
+])
+def test_an_unreadable_memory_is_ignored_with_a_note_and_rebuilt(content, words):
+    assert memory.store(A, _report())
+    path = memory.cache_dir() / memory.CACHE_FILE
+    path.write_text(content)
+    notes: list[str] = []
+    assert memory.load(A, notes=notes) is None
+    assert notes == [n for n in notes if words in n] and notes, notes
+    assert memory.store(B, _report())
+    assert set(_file()["entries"]) == {B}
+
+
+def test_a_memory_without_its_key_is_ignored():
+    assert memory.store(A, _report())
+    (memory.cache_dir() / "verify.key").unlink()
+    notes: list[str] = []
+    assert memory.load(A, notes=notes) is None
+    assert any("no secret to check it with" in n for n in notes), notes
+
+
+def test_a_memory_open_to_others_is_ignored():
+    assert memory.store(A, _report())
+    (memory.cache_dir() / memory.CACHE_FILE).chmod(0o644)
+    notes: list[str] = []
+    assert memory.load(A, notes=notes) is None
+    assert any(n.startswith("verification memory ignored (") and "mode" in n for n in notes), notes
+
+
+def test_a_key_open_to_others_is_not_used():
+    assert memory.store(A, _report())
+    (memory.cache_dir() / "verify.key").chmod(0o644)
+    notes: list[str] = []
+    assert memory.load(A, notes=notes) is None
+    assert any(n.startswith("verification memory: ") and n.endswith("; not used") for n in notes), notes
+    assert memory.store(B, _report(), notes=notes) is False
+    assert any(n.startswith("verification memory: ") and not n.endswith("; not used") for n in notes), notes
+
+
+@pytest.mark.parametrize("damage", [
+    lambda e: e.pop("report"),
+    lambda e: e.pop("at"),
+    lambda e: e.update(at=5),
+    lambda e: e.update(report=[]),
+    lambda e: e["report"].update(status="great"),
+    lambda e: e["report"]["frameworks"][0].update(status="great"),
+    lambda e: e["report"]["frameworks"][0].update(framework=7),
+    lambda e: e["report"]["frameworks"].append("torch"),
+    lambda e: e["report"]["frameworks"][0].update(mapped_libraries="x"),
+    lambda e: e["report"]["frameworks"][0].update(mapped_libraries=["x"]),
+    lambda e: e["report"]["frameworks"][0].update(unknown_field=1),
+])
+def test_a_signed_entry_of_the_wrong_shape_is_ignored(damage):
+    """Written by this user's key but not a report this version can read: ignored with a note, no traceback."""
+    from cudamatrix.safe.keys import user_key
+
+    assert memory.store(A, _report())
+    data = _file()
+    entry = data["entries"][A]
+    damage(entry)
+    entry["mac"] = memory._mac(user_key(create=False)[0], A, entry)
+    _rewrite(data)
+    notes: list[str] = []
+    assert memory.load(A, notes=notes) is None
+    assert notes == ["verification memory: a malformed entry was ignored"], notes
+    assert memory.recall_consistent(A) is None
+
+
+def test_recall_consistent_refuses_changes_that_are_not_text():
+    from cudamatrix.safe.keys import user_key
+
+    assert memory.store(A, _report(), env={"LD_LIBRARY_PATH": "/x"})
+    data = _file()
+    data["entries"][A]["env"] = {"LD_LIBRARY_PATH": 5}
+    data["entries"][A]["mac"] = memory._mac(user_key(create=False)[0], A, data["entries"][A])
+    _rewrite(data)
+    assert memory.load(A) is not None and memory.recall_consistent(A) is None
