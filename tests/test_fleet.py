@@ -466,3 +466,56 @@ def test_one_gpu_node_among_cpu_nodes_gets_its_own_class_and_a_cuda_lock(tmp_pat
     assert "# target gpu:" in files[gpu["lock"]] and "# target cpu1:" not in files[gpu["lock"]]
     assert gpu["ray"]["label_selector"] != cpus["ray"]["label_selector"]
     assert gpu["slurm"]["feature"] == "cudamatrix_" + gpu["id"].replace("-", "_")
+
+
+def test_class_descriptions_and_ids_are_exact():
+    """The one line people read for a class, and the id: c- and 10 hex digits of the SHA-256 of the canonical
+    JSON of the facts (the same facts give the same id on every machine)."""
+    import hashlib
+
+    from cudamatrix.fleet.classes import abbreviate, class_facts, class_id, describe, group
+    from cudamatrix.models import Environment
+    from cudamatrix.schema import validate
+
+    h100 = validate(Environment, saved("h100_driver580"), "test")
+    facts = class_facts(h100)
+    canonical = json.dumps(facts, sort_keys=True, separators=(",", ":"))
+    assert class_id(facts) == "c-" + hashlib.sha256(canonical.encode()).hexdigest()[:10]
+    two = {**facts, "gpus": [["NVIDIA H100 80GB HBM3", "9.0", 81559]] * 2 + [["", "", 0]],
+           "toolkits": ["12.4", "13.0"]}
+    assert describe(two) == ("2x NVIDIA H100 80GB HBM3 (9.0), GPU (?); driver 580.65.06; toolkit 12.4, 13.0; "
+                             f"Python {facts['python']}; linux_x86_64")
+    bare = {"platform": None, "gpus": [], "driver": {"version": None, "cuda_version": None, "status": "absent"},
+            "toolkits": [], "python": None}
+    assert describe(bare) == "no GPU; driver absent; Python ?; ?"
+    cls = group([("n1", h100)])[0]
+    assert cls.to_dict() == {"id": class_id(facts), "description": describe(facts), "facts": facts, "nodes": ["n1"]}
+    assert cls.members == [0]
+    assert abbreviate(["a", "b", "c"]) == "a, b, c"
+    assert abbreviate([f"n{i}" for i in range(7)]) == "n0, n1, n2, n3, n4 and 2 more"
+    assert abbreviate(["a", "b", "c"], limit=2) == "a, b and 1 more"
+    assert abbreviate([f"n{i}" for i in range(5)]) == "n0, n1, n2, n3, n4"
+
+
+def test_class_facts_read_every_fact_that_splits_a_class():
+    from cudamatrix.fleet.classes import class_facts
+    from cudamatrix.models import Environment
+    from cudamatrix.schema import validate
+
+    base = saved("h100_driver580")
+    facts = class_facts(validate(Environment, base, "test"))
+    gpu = base["gpus"][0]
+    assert facts["gpus"] == [[gpu["name"], gpu["compute_capability"], gpu["memory_total_mib"]]]
+    assert facts["driver"] == {"version": base["driver"]["version"], "cuda_version": base["driver"]["cuda_version"],
+                               "status": base["driver"]["status"]}
+    assert facts["platform"] == base["python"]["platform"] and facts["python"] == "3.11"
+    changed = [{**base, "gpus": [{**gpu, "memory_total_mib": 40960}]},
+               {**base, "gpus": [{**gpu, "compute_capability": "8.0"}]},
+               {**base, "driver": {**base["driver"], "cuda_version": "12.9"}},
+               {**base, "driver": {**base["driver"], "status": "error"}},
+               {**base, "toolkits": [{"version": "12.4", "path": "/usr/local/cuda-12.4", "source": "nvcc"}]},
+               {**base, "python": {**base["python"], "platform": "linux_aarch64"}}]
+    for env in changed:
+        assert class_facts(validate(Environment, env, "test")) != facts, env
+    no_python = class_facts(validate(Environment, {**base, "python": {"platform": "linux_x86_64"}}, "test"))
+    assert no_python["python"] is None
