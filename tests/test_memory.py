@@ -97,7 +97,8 @@ def _env(gpus=("NVIDIA H100 80GB HBM3",), packages=None, driver="580.65.06", lib
                              for i, n in enumerate(gpus)],
                        packages={"torch": "2.14.1"} if packages is None else packages,
                        python=PythonInfo(version="3.11.9", executable="/venv/bin/python"),
-                       libraries=[Library(name="cudnn", path=p, soname=os.path.basename(p)) for p in libraries])
+                       libraries=[Library(name="cudnn", path=p, soname=os.path.basename(p), origin="ldconfig")
+                                  for p in libraries])
 
 
 def test_a_verified_result_is_not_recalled_for_another_machine():
@@ -241,3 +242,108 @@ def test_recall_consistent_refuses_changes_that_are_not_text():
     data["entries"][A]["mac"] = memory._mac(user_key(create=False)[0], A, data["entries"][A])
     _rewrite(data)
     assert memory.load(A) is not None and memory.recall_consistent(A) is None
+
+
+# --- the keys: what a remembered answer depends on ----------------------------------------------------------
+
+def test_the_fingerprint_follows_everything_a_result_depends_on(tmp_path, monkeypatch):
+    for var in ("LD_LIBRARY_PATH", "LD_PRELOAD", "CUDA_VISIBLE_DEVICES", "CUDA_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    lib = tmp_path / "libcudnn.so.9"
+    lib.write_bytes(b"one")
+    base = _env(libraries=[str(lib)])
+    fp = memory.fingerprint(base)
+    assert re.fullmatch(r"[0-9a-f]{64}", fp) and memory.fingerprint(_env(libraries=[str(lib)])) == fp
+    assert memory.fingerprint(base, ["torch", "jax"]) == memory.fingerprint(base, ["jax", "torch"]) != fp
+    assert memory.fingerprint(base, "torch") != fp
+    others = [_env(libraries=[str(lib)], driver="570.1"), _env(libraries=[str(lib)], gpus=("Tesla T4",)),
+              _env(libraries=[str(lib)], packages={"torch": "2.14.0"}), _env(libraries=[])]
+    moved = _env(libraries=[str(lib)])
+    moved.python.executable = "/other/bin/python"
+    others.append(moved)
+    cc = _env(libraries=[str(lib)])
+    cc.gpus[0].compute_capability = "8.0"
+    others.append(cc)
+    uuid = _env(libraries=[str(lib)])
+    uuid.gpus[0].uuid = "GPU-other"
+    others.append(uuid)
+    status = _env(libraries=[str(lib)])
+    status.driver.status = "error"
+    others.append(status)
+    cuda = _env(libraries=[str(lib)])
+    cuda.driver.cuda_version = "12.9"
+    others.append(cuda)
+    first = _env(libraries=[str(lib)])
+    first.libraries[0].loaded_first = True
+    others.append(first)
+    version = _env(libraries=[str(lib)])
+    version.libraries[0].version = "9.1.0"
+    others.append(version)
+    assert len({memory.fingerprint(e) for e in others} | {fp}) == len(others) + 1
+    lib.write_bytes(b"longer")  # the same path, another file
+    assert memory.fingerprint(base) != fp
+    changed = memory.fingerprint(base)
+    monkeypatch.setenv("LD_LIBRARY_PATH", "/opt/x")
+    assert memory.fingerprint(base) != changed
+    with_var = memory.fingerprint(base)
+    monkeypatch.delenv("LD_LIBRARY_PATH")
+    assert memory.fingerprint(base, extra_env={"LD_LIBRARY_PATH": "/opt/x"}) == with_var
+    assert memory.fingerprint(base, extra_env={"HOME": "/x"}) == changed  # not a key that matters
+    for var in ("LD_PRELOAD", "CUDA_VISIBLE_DEVICES", "CUDA_HOME"):
+        monkeypatch.setenv(var, "1")
+        assert memory.fingerprint(base) != changed, var
+        monkeypatch.delenv(var)
+
+
+def test_the_data_stamp_follows_the_matrix_files(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "a.json").write_text("{}")
+    stamp = memory.data_stamp(str(data))
+    assert re.fullmatch(r"[0-9a-f]{24}", stamp) and memory.data_stamp(str(data)) == stamp
+    (data / "notes.txt").write_text("not data")
+    (data / "sub.json").mkdir()
+    assert memory.data_stamp(str(data)) == stamp  # only the .json files count
+    (data / "a.json").write_text('{"x": 1}')
+    edited = memory.data_stamp(str(data))
+    assert edited != stamp
+    (data / "b.json").write_text("{}")
+    assert memory.data_stamp(str(data)) not in (stamp, edited)
+    (data / "b.json").rename(data / "c.json")  # the same bytes under another name
+    renamed = memory.data_stamp(str(data))
+    assert renamed not in (stamp, edited)
+    (data / "c.json").chmod(0)
+    if os.geteuid() != 0:
+        assert memory.data_stamp(str(data)) != renamed
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    (copy / "a.json").write_text('{"x": 1}')
+    assert memory.data_stamp(str(copy)) != edited  # another folder is another matrix
+    assert memory.data_stamp(str(tmp_path / "absent")) == memory.data_stamp(str(tmp_path / "absent"))
+    assert memory.data_stamp() == memory.data_stamp() and memory.data_stamp() != stamp
+
+
+def test_the_fix_key_follows_the_question(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    key = memory.fix_key("fp", ["torch", "jax"], str(data), driver="535.104.05", gpus=["Tesla T4", "A100"],
+                         installer="uv", mirror="https://m.example/simple")
+    assert re.fullmatch(r"fix:[0-9a-f]{64}", key)
+    assert memory.fix_key("fp", ["jax", "torch"], str(data), driver="535.104.05", gpus=["A100", "Tesla T4"],
+                          installer="uv", mirror="https://m.example/simple") == key  # order does not matter
+    variants = [memory.fix_key("fp2", ["torch", "jax"], str(data), driver="535.104.05", gpus=["Tesla T4", "A100"],
+                               installer="uv", mirror="https://m.example/simple"),
+                memory.fix_key("fp", ["torch"], str(data), driver="535.104.05", gpus=["Tesla T4", "A100"],
+                               installer="uv", mirror="https://m.example/simple"),
+                memory.fix_key("fp", ["torch", "jax"], str(data), driver="550.54.15", gpus=["Tesla T4", "A100"],
+                               installer="uv", mirror="https://m.example/simple"),
+                memory.fix_key("fp", ["torch", "jax"], str(data), driver="535.104.05", gpus=["Tesla T4"],
+                               installer="uv", mirror="https://m.example/simple"),
+                memory.fix_key("fp", ["torch", "jax"], str(data), driver="535.104.05", gpus=["Tesla T4", "A100"],
+                               installer="pip", mirror="https://m.example/simple"),
+                memory.fix_key("fp", ["torch", "jax"], str(data), driver="535.104.05", gpus=["Tesla T4", "A100"],
+                               installer="uv"),
+                memory.fix_key("fp", ["torch", "jax"], str(tmp_path), driver="535.104.05",
+                               gpus=["Tesla T4", "A100"], installer="uv", mirror="https://m.example/simple")]
+    assert len(set(variants) | {key}) == len(variants) + 1
+    assert memory.fix_key("fp", []) == memory.fix_key("fp", [], None, driver=None, gpus=None)
