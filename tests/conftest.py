@@ -44,10 +44,15 @@ def _private_home(tmp_path_factory, monkeypatch, _installer_caches) -> Iterator[
         monkeypatch.setenv(var, str(home / sub))
     for var, value in _installer_caches.items():
         monkeypatch.setenv(var, value)
+    mark = len(getattr(monkeypatch, "_setitem", []))
     yield home
-    # a test that deletes one of these (instead of monkeypatching it) sends whatever runs after it in this
-    # process to the user's real folders (monkeypatch's undo runs after this check and restores what it set)
+    # a test that deletes one of these by hand (os.environ.pop) sends whatever runs after it in this process to
+    # the user's real folders; a change made through monkeypatch is undone after this check, so it is left alone
+    # (monkeypatch keeps what it changed in _setitem; without that record the check is skipped)
+    changed = {name for _, name, _ in monkeypatch._setitem[mark:]} if hasattr(monkeypatch, "_setitem") else None
+    if changed is None:
+        return
     lost = [var for var in ("HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME")
-            if not os.environ.get(var) or (REAL_HOME and os.path.realpath(os.environ[var]).startswith(
-                os.path.realpath(REAL_HOME) + os.sep)) or os.environ[var] == REAL_HOME]
+            if var not in changed and (not os.environ.get(var) or os.environ[var] == REAL_HOME or (
+                REAL_HOME and os.path.realpath(os.environ[var]).startswith(os.path.realpath(REAL_HOME) + os.sep)))]
     assert not lost, f"the test left {lost} unset or in the real home: change them with monkeypatch only"

@@ -318,3 +318,50 @@ def test_private_files_refuse_links_open_modes_and_other_kinds(tmp_path):
     (open_folder / "k").write_bytes(b"x")
     raw, note = files.read_private(open_folder / "k")
     assert raw is None and "has mode 0777: others may change it" in note
+
+
+# --- the per-user key (cudamatrix.safe.keys) -----------------------------------------------------------------
+
+def test_the_key_folder_is_xdg_cache_home_else_home_dot_cache(monkeypatch, tmp_path):
+    from cudamatrix.safe import keys
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert keys.cache_dir() == tmp_path / "xdg" / "cudamatrix"
+    monkeypatch.setenv("XDG_CACHE_HOME", "")  # set but empty: the default (XDG Base Directory spec)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert keys.cache_dir() == tmp_path / "home" / ".cache" / "cudamatrix"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert keys.cache_dir() == tmp_path / "home" / ".cache" / "cudamatrix"
+
+
+def test_sign_is_an_hmac_of_canonical_json():
+    import hashlib
+    import hmac
+
+    from cudamatrix.safe import keys
+
+    key = b"k" * 32
+    value = {"b": [1, 2], "a": "é", "when": Path("/x")}
+    body = '{"a":"\\u00e9","b":[1,2],"when":"/x"}'
+    assert keys.sign(key, value) == hmac.new(key, body.encode(), hashlib.sha256).hexdigest()
+    assert keys.signed(key, value, keys.sign(key, value))
+    assert not keys.signed(b"j" * 32, value, keys.sign(key, value))
+    assert not keys.signed(key, value, None) and not keys.signed(key, {**value, "b": [2, 1]}, keys.sign(key, value))
+
+
+def test_the_key_is_created_once_private_and_refused_when_unsafe():
+    from cudamatrix.safe import keys
+
+    assert keys.user_key(create=False) == (None, None)  # none yet, none made
+    assert not (keys.cache_dir() / keys.KEY_FILE).exists()
+    key, note = keys.user_key(create=True)
+    path = keys.cache_dir() / keys.KEY_FILE
+    assert note is None and len(key) == 32 and path.read_bytes() == key and path.stat().st_mode & 0o777 == 0o600
+    assert keys.user_key(create=True) == (key, None) and keys.user_key(create=False) == (key, None)
+    path.write_bytes(b"short")  # a truncated key is made again
+    again, _ = keys.user_key(create=True)
+    assert again != key and len(again) == 32
+    path.chmod(0o644)
+    got, note = keys.user_key(create=True)
+    assert got is None and "others may read or change it" in note
+    assert path.stat().st_mode & 0o777 == 0o644  # left as it is
