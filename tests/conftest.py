@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,7 +35,7 @@ def _installer_caches(tmp_path_factory) -> dict[str, str]:
 
 
 @pytest.fixture(autouse=True)
-def _private_home(tmp_path_factory, monkeypatch, _installer_caches) -> Path:
+def _private_home(tmp_path_factory, monkeypatch, _installer_caches) -> Iterator[Path]:
     """HOME and the XDG folders point into a fresh temporary folder for every test."""
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
@@ -43,4 +44,15 @@ def _private_home(tmp_path_factory, monkeypatch, _installer_caches) -> Path:
         monkeypatch.setenv(var, str(home / sub))
     for var, value in _installer_caches.items():
         monkeypatch.setenv(var, value)
-    return home
+    mark = len(getattr(monkeypatch, "_setitem", []))
+    yield home
+    # a test that deletes one of these by hand (os.environ.pop) sends whatever runs after it in this process to
+    # the user's real folders; a change made through monkeypatch is undone after this check, so it is left alone
+    # (monkeypatch keeps what it changed in _setitem; without that record the check is skipped)
+    changed = {name for _, name, _ in monkeypatch._setitem[mark:]} if hasattr(monkeypatch, "_setitem") else None
+    if changed is None:
+        return
+    lost = [var for var in ("HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME")
+            if var not in changed and (not os.environ.get(var) or os.environ[var] == REAL_HOME or (
+                REAL_HOME and os.path.realpath(os.environ[var]).startswith(os.path.realpath(REAL_HOME) + os.sep)))]
+    assert not lost, f"the test left {lost} unset or in the real home: change them with monkeypatch only"

@@ -600,3 +600,21 @@ def test_cli_one_unreadable_file_among_several_is_a_note(tmp_path):
     assert [f["code"] for f in out["data"]["findings"]] == ["ARCH_UNSUPPORTED"]
     nothing = run_cli(["solve", "torch", "--json", "--from", str(poem), "--from", str(tmp_path / "missing.txt")])
     assert nothing.returncode == 2 and "not read" in _envelope(nothing)["errors"][0]["hint"]
+
+
+def test_collect_env_without_its_cuda_used_to_build_line_is_not_a_cpu_build():
+    """A collect_env-like report that never prints "CUDA used to build PyTorch" (doctr's script) says nothing
+    about the build: torch 1.8.0 is read, its variant stays unknown, never "cpu". The real collect_env that
+    prints the line with "None" is a CPU build; with a version, that CUDA."""
+    stem = "collect_env-like_doctr_torch1.8.0_tf2.5.0_cudnn8.2.0_doctr345"
+    body = (DATA / "pastes" / f"{stem}.txt").read_text(encoding="utf-8").partition("\n")[2]
+    assert "CUDA used to build PyTorch" not in body
+    torch = fw(from_reports([(stem, body)]), "torch")
+    assert torch.version == "1.8.0" and torch.variant is None and torch.cuda is None
+    mac = "collect_env_2.7.0-cpu_macos_pip3-conda_vllm18285"
+    body = (DATA / "pastes" / f"{mac}.txt").read_text(encoding="utf-8").partition("\n")[2]
+    assert "CUDA used to build PyTorch: None" in body
+    cpu = fw(from_reports([(mac, body)]), "torch")
+    assert "+" not in cpu.version and cpu.variant == "cpu" and cpu.cuda is None
+    cuda = fw(env_of("collect_env/rhel7_1.6.0cu102_driver418.67_2xV100_pytorch43058.txt"), "torch")
+    assert (cuda.version, cuda.cuda, cuda.variant) == ("1.6.0", "10.2", "cu102")

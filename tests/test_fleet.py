@@ -410,3 +410,112 @@ def test_an_unbounded_fleet_json_or_node_file_is_a_usage_error(tmp_path: Path, a
         assert "Traceback" not in out.stderr, out.stderr[-600:]
         doc = json.loads(out.stdout)
         assert out.returncode == 2 and doc["exit_code"] == 2 and doc["status"] == "usage_error", doc
+
+
+# --- classes and locks in this process: what must never share a class or a lock --------------------------------
+
+def _fleet(tmp_path: Path, nodes: dict[str, dict]):
+    from cudamatrix.fleet.perclass import load_fleet
+    from cudamatrix.matrix.data import load_matrix
+
+    for name, env in nodes.items():
+        write(tmp_path / "fleet", name, env)
+    matrix = load_matrix()
+    return matrix, load_fleet(matrix, [tmp_path / "fleet"])
+
+
+def _python(version: str) -> dict:
+    h100 = saved("h100_driver580")
+    return {**h100, "python": {**h100["python"], "version": version}}
+
+
+def test_nodes_that_differ_only_in_python_minor_are_two_classes(tmp_path: Path):
+    """A wheel set is per interpreter: 3.11 and 3.12 are two classes; 3.11.9 and 3.11.4 are one."""
+    from cudamatrix.fleet.classes import class_facts, describe
+    from cudamatrix.fleet.perclass import lock_per_class
+
+    matrix, fleet = _fleet(tmp_path, {"a": _python("3.11.9"), "a2": _python("3.11.4"), "b": _python("3.12.3")})
+    assert sorted(sorted(c.nodes) for c in fleet.classes) == [["a", "a2"], ["b"]]
+    assert [c.nodes for c in fleet.classes][0] == ["a", "a2"]  # largest class first
+    assert {class_facts(e)["python"] for e in fleet.environments} == {"3.11", "3.12"}
+    assert {describe(c.facts).split("; ")[-2] for c in fleet.classes} == {"Python 3.11", "Python 3.12"}
+    assert len({fleet.solver_key(c) for c in fleet.classes}) == 2  # the solver tells them apart too
+    files, mapping = lock_per_class(matrix, fleet, ["torch"])
+    assert len({c["id"] for c in mapping["classes"]}) == 2
+    for c in mapping["classes"]:  # whatever file a class gets, it was solved for that class's interpreter
+        text = files[c["lock"]]
+        py = c["facts"]["python"]
+        assert any(line.startswith("# target ") and f"Python {py};" in line for line in text.splitlines()), text
+
+
+def test_one_gpu_node_among_cpu_nodes_gets_its_own_class_and_a_cuda_lock(tmp_path: Path):
+    """The one set that fits every node is a CPU build; the GPU node must not get it."""
+    from cudamatrix.fleet.perclass import lock_per_class
+
+    h100 = saved("h100_driver580")
+    cpu = {**saved("doctor_no_driver_cpu_only_is_fine"), "python": h100["python"]}
+    matrix, fleet = _fleet(tmp_path, {"cpu1": cpu, "cpu2": cpu, "gpu": h100})
+    assert [c.nodes for c in fleet.classes] == [["cpu1", "cpu2"], ["gpu"]]
+    files, mapping = lock_per_class(matrix, fleet, ["torch"])
+    assert mapping["single"] is False and mapping["joint_causes"][0]["rule"] == "cpu_only"
+    by_nodes = {tuple(c["nodes"]): c for c in mapping["classes"]}
+    gpu, cpus = by_nodes[("gpu",)], by_nodes[("cpu1", "cpu2")]
+    assert gpu["lock"] != cpus["lock"] and sorted(files) == sorted([gpu["lock"], cpus["lock"]])
+    assert gpu["cuda"] and all(" cpu" not in f for f in gpu["frameworks"]), gpu
+    assert cpus["cuda"] is None and all(f.endswith(" cpu") for f in cpus["frameworks"]), cpus
+    assert "# target gpu:" in files[gpu["lock"]] and "# target cpu1:" not in files[gpu["lock"]]
+    assert gpu["ray"]["label_selector"] != cpus["ray"]["label_selector"]
+    assert gpu["slurm"]["feature"] == "cudamatrix_" + gpu["id"].replace("-", "_")
+
+
+def test_class_descriptions_and_ids_are_exact():
+    """The one line people read for a class, and the id: c- and 10 hex digits of the SHA-256 of the canonical
+    JSON of the facts (the same facts give the same id on every machine)."""
+    import hashlib
+
+    from cudamatrix.fleet.classes import abbreviate, class_facts, class_id, describe, group
+    from cudamatrix.models import Environment
+    from cudamatrix.schema import validate
+
+    h100 = validate(Environment, saved("h100_driver580"), "test")
+    facts = class_facts(h100)
+    canonical = json.dumps(facts, sort_keys=True, separators=(",", ":"))
+    assert class_id(facts) == "c-" + hashlib.sha256(canonical.encode()).hexdigest()[:10]
+    two = {**facts, "gpus": [["NVIDIA H100 80GB HBM3", "9.0", 81559]] * 2 + [["", "", 0]],
+           "toolkits": ["12.4", "13.0"]}
+    assert describe(two) == ("2x NVIDIA H100 80GB HBM3 (9.0), GPU (?); driver 580.65.06; toolkit 12.4, 13.0; "
+                             f"Python {facts['python']}; linux_x86_64")
+    bare = {"platform": None, "gpus": [], "driver": {"version": None, "cuda_version": None, "status": "absent"},
+            "toolkits": [], "python": None}
+    assert describe(bare) == "no GPU; driver absent; Python ?; ?"
+    cls = group([("n1", h100)])[0]
+    assert cls.to_dict() == {"id": class_id(facts), "description": describe(facts), "facts": facts, "nodes": ["n1"]}
+    assert cls.members == [0]
+    assert abbreviate(["a", "b", "c"]) == "a, b, c"
+    assert abbreviate([f"n{i}" for i in range(7)]) == "n0, n1, n2, n3, n4 and 2 more"
+    assert abbreviate(["a", "b", "c"], limit=2) == "a, b and 1 more"
+    assert abbreviate([f"n{i}" for i in range(5)]) == "n0, n1, n2, n3, n4"
+
+
+def test_class_facts_read_every_fact_that_splits_a_class():
+    from cudamatrix.fleet.classes import class_facts
+    from cudamatrix.models import Environment
+    from cudamatrix.schema import validate
+
+    base = saved("h100_driver580")
+    facts = class_facts(validate(Environment, base, "test"))
+    gpu = base["gpus"][0]
+    assert facts["gpus"] == [[gpu["name"], gpu["compute_capability"], gpu["memory_total_mib"]]]
+    assert facts["driver"] == {"version": base["driver"]["version"], "cuda_version": base["driver"]["cuda_version"],
+                               "status": base["driver"]["status"]}
+    assert facts["platform"] == base["python"]["platform"] and facts["python"] == "3.11"
+    changed = [{**base, "gpus": [{**gpu, "memory_total_mib": 40960}]},
+               {**base, "gpus": [{**gpu, "compute_capability": "8.0"}]},
+               {**base, "driver": {**base["driver"], "cuda_version": "12.9"}},
+               {**base, "driver": {**base["driver"], "status": "error"}},
+               {**base, "toolkits": [{"version": "12.4", "path": "/usr/local/cuda-12.4", "source": "nvcc"}]},
+               {**base, "python": {**base["python"], "platform": "linux_aarch64"}}]
+    for env in changed:
+        assert class_facts(validate(Environment, env, "test")) != facts, env
+    no_python = class_facts(validate(Environment, {**base, "python": {"platform": "linux_x86_64"}}, "test"))
+    assert no_python["python"] is None

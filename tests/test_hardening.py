@@ -547,7 +547,7 @@ def test_fix_key_depends_on_the_target_flags_and_request():
         memory.fix_key("fp", [], driver="535.104.05", gpus=["Tesla T4"])
 
 
-def test_a_planted_verify_json_does_not_make_fix_say_verified(tmp_path):
+def test_a_planted_verify_json_does_not_make_fix_say_verified(tmp_path, monkeypatch):
     """The landed attack: a verify.json planted for this environment made fix print "verified" and a
     planted device. Here it is planted in both layouts (the old unsigned one, and the new one without
     this user's MAC) for the exact key fix computes."""
@@ -566,28 +566,23 @@ def test_a_planted_verify_json_does_not_make_fix_say_verified(tmp_path):
     from cudamatrix.verify.memory import store
     from cudamatrix.models import Report
 
-    os.environ["XDG_CACHE_HOME"] = str(xdg)
-    try:
-        assert store("seed", Report(status="not_possible"))  # this user's folder and secret exist
-    finally:
-        os.environ.pop("XDG_CACHE_HOME", None)
-    os.environ["XDG_CACHE_HOME"] = str(xdg)
-    try:
-        environment = detect(python=py)
-        key = memory.fix_key(memory.fingerprint(environment, "torch"), [], None, installer="pip",
-                             mirror="https://127.0.0.1:9/whl")
-        planted = {"at": "2024-01-01", "env": {}, "report": {"status": "verified", "frameworks": [
-            {"framework": "torch", "status": "verified", "version": "9.9.9", "device_name": "Planted GPU"}]}}
-        for layout in ({key: planted}, {"format": memory.FORMAT, "entries": {key: planted}}):
-            path = xdg / "cudamatrix" / "verify.json"
-            path.write_text(json.dumps(layout))
-            path.chmod(0o600)
-            out = cli("fix", "--python", py, "--framework", "torch", *no_net, env=env)
-            assert out.returncode != 0 and "Traceback" not in out.stderr, out.stderr[-400:]
-            assert "verified" not in out.stdout.replace("verification", "")
-            assert "Planted GPU" not in out.stdout
-    finally:
-        os.environ.pop("XDG_CACHE_HOME", None)
+    # this process uses the same cache folder as the CLI it runs; monkeypatch puts the test's own one back
+    # afterwards (deleting the variable would send later code to the real ~/.cache)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(xdg))
+    assert store("seed", Report(status="not_possible"))  # this user's folder and secret exist
+    environment = detect(python=py)
+    key = memory.fix_key(memory.fingerprint(environment, "torch"), [], None, installer="pip",
+                         mirror="https://127.0.0.1:9/whl")
+    planted = {"at": "2024-01-01", "env": {}, "report": {"status": "verified", "frameworks": [
+        {"framework": "torch", "status": "verified", "version": "9.9.9", "device_name": "Planted GPU"}]}}
+    for layout in ({key: planted}, {"format": memory.FORMAT, "entries": {key: planted}}):
+        path = xdg / "cudamatrix" / "verify.json"
+        path.write_text(json.dumps(layout))
+        path.chmod(0o600)
+        out = cli("fix", "--python", py, "--framework", "torch", *no_net, env=env)
+        assert out.returncode != 0 and "Traceback" not in out.stderr, out.stderr[-400:]
+        assert "verified" not in out.stdout.replace("verification", "")
+        assert "Planted GPU" not in out.stdout
 
 
 # --- round two: data values are what they are; a lock gets no line the user did not ask for ----------------

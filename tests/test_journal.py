@@ -165,6 +165,56 @@ def test_space_check_real_statvfs(tmp_path, monkeypatch):
     assert resources.gb(free.f_bavail * free.f_frsize)[:3] in err.value.message
 
 
+def _places(tmp_path: Path, monkeypatch, cache: Path, temp: Path) -> tuple[Plan, Environment, int]:
+    """A plan whose one wheel the index sizes at 1 MB; its cache and temp folders where given."""
+    import tempfile
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setenv("PIP_CACHE_DIR", str(cache))
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    monkeypatch.setattr(resources, "file_size", lambda *a, **k: 1_000_000)
+    plan, env = _plan("http://127.0.0.1:9/simple", tmp_path)
+    return plan, env, 1_000_000
+
+
+def test_space_needs_on_one_file_system_are_summed(tmp_path, monkeypatch):
+    """site-packages, the installer cache and temp on one disk: each fits the free space alone, together they
+    do not, and the plan is refused with the sum."""
+    plan, env, size = _places(tmp_path, monkeypatch, tmp_path / "cache", tmp_path / "tmp")
+    needs = {n.where: n.nbytes for n in resources.measure(plan, env).needs}
+    assert needs["site-packages"] == int(size * resources.UNPACK_FACTOR * resources.MARGIN)
+    assert needs["installer cache"] == needs["temp"] == int(size * resources.MARGIN) and needs["journal"] == 0
+    total = sum(needs.values())
+    monkeypatch.setattr(resources, "STATVFS", lambda path: _Vfs(total + 4095))
+    assert resources.check_space(plan, env) is None  # enough for all of them
+    free = total - 4096  # less than the sum, more than any one of them
+    assert free > max(needs.values())
+    monkeypatch.setattr(resources, "STATVFS", lambda path: _Vfs(free))
+    with pytest.raises(InstallFailed, match="needed on one file system") as err:
+        resources.check_space(plan, env)
+    assert err.value.message.count("needed on one file system") == 1
+    assert f"{resources.gb(total)} needed on one file system, {resources.gb(free // 4096 * 4096)} free" \
+        in err.value.message
+    for where in ("site-packages", "installer cache", "temp"):
+        assert where in err.value.message
+
+
+@pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="needs a second file system (/dev/shm)")
+def test_space_needs_on_two_file_systems_are_compared_apart(tmp_path, monkeypatch):
+    """The cache and temp on another file system (/dev/shm, a tmpfs): site-packages alone must fit here."""
+    shm = Path("/dev/shm")
+    if os.stat(shm).st_dev == os.stat(tmp_path).st_dev:
+        pytest.skip("/dev/shm is on the same file system as the temporary folder")
+    plan, env, size = _places(tmp_path, monkeypatch, shm / "cudamatrix-test-absent" / "cache",
+                              shm / "cudamatrix-test-absent" / "tmp")
+    needs = {n.where: n.nbytes for n in resources.measure(plan, env).needs}
+    free = needs["site-packages"]  # enough for each file system's own sum, not for all of them together
+    assert needs["installer cache"] + needs["temp"] <= free < sum(needs.values())
+    monkeypatch.setattr(resources, "STATVFS", lambda path: _Vfs(free + 4095))
+    assert resources.check_space(plan, env) is None
+    assert not (shm / "cudamatrix-test-absent").exists()  # measuring creates nothing
+
+
 def test_owner_is_a_live_process_with_the_same_start_time(tmp_path, monkeypatch):
     from cudamatrix.install.owner import Identity
 

@@ -7,10 +7,23 @@ import shutil
 from pathlib import Path
 
 import pytest
+from loader_cases import (
+    MID_C,
+    TOP_C,
+    clean_env,
+    driver,
+    leaf,
+    linked,
+    mapped_with_soname,
+    opener,
+    predict,
+    record,
+    rpath,
+    runpath,
+    truth,
+)
 
 from cudamatrix.detect import elf
-from loader_cases import (MID_C, TOP_C, clean_env, driver, leaf, linked, mapped_with_soname, opener, predict,
-                          record, rpath, runpath, truth)
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or not os.path.exists("/proc/self/maps"),
                                 reason="needs gcc and /proc (Linux)")
@@ -147,3 +160,174 @@ def test_elf_reads_are_cached_by_file_identity(parts, tmp_path):
     assert elf.read_dynamic(str(copy)) is first
     shutil.copy(parts["mid_runpath"], copy)  # same path, new content: read again
     assert elf.read_dynamic(str(copy)).runpath == "${ORIGIN}/../a"
+
+
+# --- an object with both DT_RPATH and DT_RUNPATH; an ld.so.cache entry outside the default folders --------------
+
+def _retag(path: Path, old: int, new: int) -> None:
+    """Rewrite the one dynamic entry tagged ``old`` as ``new`` (its string stays): GNU ld writes either DT_RPATH
+    or DT_RUNPATH, never both, so the second one is made from an entry that also points at a string
+    (DT_AUXILIARY of ``-Wl,-f``, DT_SONAME of an executable). Found with readelf, not the reader under test."""
+    import re
+    import struct
+    import subprocess
+
+    sections = subprocess.run(["readelf", "-W", "-S", str(path)], capture_output=True, text=True, check=True).stdout
+    m = re.search(r"\]\s+\.dynamic\s+DYNAMIC\s+[0-9a-f]+\s+([0-9a-f]+)\s+([0-9a-f]+)", sections)
+    assert m, sections
+    off, size = int(m.group(1), 16), int(m.group(2), 16)
+    raw = bytearray(path.read_bytes())
+    hits = [i for i in range(off, off + size, 16) if struct.unpack_from("<q", raw, i)[0] == old]
+    assert len(hits) == 1, hits
+    struct.pack_into("<q", raw, hits[0], new)
+    path.write_bytes(bytes(raw))
+    dynamic = subprocess.run(["readelf", "-d", str(path)], capture_output=True, text=True, check=True).stdout
+    assert "(RPATH)" in dynamic and "(RUNPATH)" in dynamic, dynamic
+
+
+DT_AUXILIARY = 0x7FFFFFFD
+
+
+@pytest.fixture(scope="module")
+def both(parts) -> dict[str, Path]:
+    """Objects carrying both dynamic tags, DT_RPATH naming a folder whose libleaf.so.1 ld.so must not pick."""
+    if shutil.which("readelf") is None:
+        pytest.skip("needs readelf")
+    t = parts["root"] / "both"
+    p = {}
+    # needs libleaf.so.1 itself: DT_RPATH -> a, DT_RUNPATH -> c
+    p["mid"] = linked(t / "mid", "libmid_both.so", MID_C, parts["a"], "libleaf.so.1",
+                      rpath("$ORIGIN/../../a") + ["-Wl,-f,$ORIGIN/../../c"])
+    _retag(p["mid"], DT_AUXILIARY, elf.DT_RUNPATH)
+    # a loader whose dependency (no path of its own) needs libleaf.so.1: its DT_RPATH (-> a) would serve that
+    # dependency, but it has a DT_RUNPATH too, so ld.so drops the DT_RPATH (glibc get-dynamic-info.h)
+    p["top"] = linked(t / "top", "libtop_both.so", TOP_C, parts["root"] / "mid", "libmid_none.so",
+                      rpath("$ORIGIN/../../mid:$ORIGIN/../../a") + ["-Wl,-f,$ORIGIN/../../mid"])
+    _retag(p["top"], DT_AUXILIARY, elf.DT_RUNPATH)
+    # the program itself: its DT_RPATH (-> a) would serve every object it dlopens; with DT_RUNPATH, none
+    (t / "bin").mkdir(parents=True, exist_ok=True)
+    (t / "bin" / "driver.c").write_text(parts["driver"].with_name("driver.c").read_text())
+    from loader_cases import gcc
+    gcc(["-o", "driver_both", "driver.c", "-ldl", f"-Wl,--disable-new-dtags,-rpath,{parts['a']}",
+         f"-Wl,-soname,{parts['c']}"], t / "bin")
+    p["driver"] = t / "bin" / "driver_both"
+    _retag(p["driver"], elf.DT_SONAME, elf.DT_RUNPATH)
+    return p
+
+
+def test_elf_reader_reads_both_tags_and_ignores_rpath(both):
+    d = elf.read_dynamic(str(both["mid"]))
+    assert (d.rpath, d.runpath) == ("$ORIGIN/../../a", "$ORIGIN/../../c")
+    assert d.effective_rpath is None  # ld.so ignores DT_RPATH beside DT_RUNPATH
+
+
+BOTH_CASES = {
+    # name: (program, top object, environment, expected folder key or None: dlopen fails)
+    "both tags: DT_RUNPATH, not DT_RPATH": ("driver", "mid", {}, "c"),
+    "both tags: LD_LIBRARY_PATH beats DT_RUNPATH, DT_RPATH ignored": ("driver", "mid", {"LD_LIBRARY_PATH": "{b}"},
+                                                                        "b"),
+    "both tags on the loader: its DT_RPATH serves no dependency": ("driver", "top", {"LD_LIBRARY_PATH": "{b}"}, "b"),
+    "both tags on the loader, nothing else: not found": ("driver", "top", {}, None),
+    "both tags on the program: its DT_RPATH serves nothing": ("both_driver", "mid_none", {"LD_LIBRARY_PATH": "{b}"},
+                                                                "b"),
+}
+
+
+@pytest.mark.parametrize("case", list(BOTH_CASES))
+def test_an_object_with_both_tags_follows_runpath(parts, both, case):
+    program_key, top_key, extra, want = BOTH_CASES[case]
+    program = both["driver"] if program_key == "both_driver" else parts["driver"]
+    top = both.get(top_key) or parts[top_key]
+    env = clean_env(**{k: v.format(**{k2: str(v2) for k2, v2 in parts.items()}) for k, v in extra.items()})
+    leaves = mapped_with_soname(truth(program, top, env, parts["root"]), "libleaf.so.1")
+    res = predict(program, top, env, parts["root"], "libleaf.so.1")
+    record(case, res.path if res else None, res.rule if res else None, leaves)
+    if want is None:
+        assert leaves == [] and res is not None and res.path is None, (leaves, res)
+        return
+    assert leaves == [str(parts[want] / "libleaf.so.1")]  # the case is what its name says
+    assert res is not None and res.path == leaves[0], (res, leaves)
+    assert "DT_RPATH" not in res.rule, res.rule
+
+
+def _cache(parts, folder: Path) -> tuple[Path, list]:
+    """A real ld.so.cache (``ldconfig -C``) whose only extra folder is ``folder``; its entries as ldconfig -p
+    prints them, read through the same parser detect uses."""
+    import subprocess
+
+    from cudamatrix.detect import libraries
+
+    work = parts["root"] / f"cache-{folder.name}"
+    work.mkdir(exist_ok=True)
+    (work / "ld.so.conf").write_text(f"{folder}\n")
+    subprocess.run(["ldconfig", "-X", "-C", str(work / "ld.so.cache"), "-f", str(work / "ld.so.conf")],
+                   check=True, capture_output=True, timeout=60)
+    listing = subprocess.run(["ldconfig", "-p", "-C", str(work / "ld.so.cache")], check=True, capture_output=True,
+                             text=True, timeout=60).stdout
+    entries = libraries.parse_ldconfig(listing)
+    assert any(e.soname == "libleaf.so.1" and e.path == str(folder / "libleaf.so.1") for e in entries), listing
+    return work / "ld.so.cache", entries
+
+
+def _model(program: Path, top: Path, env: dict, cwd: Path, entries: list, root: str = "/"):
+    from cudamatrix.detect.loader import LinkMap, system_search
+
+    lm = LinkMap(system_search(env, entries, str(program), cwd=str(cwd), root=root))
+    lm.load(str(top), None)
+    return next((r for r in lm.resolutions if r.name == "libleaf.so.1"), None)
+
+
+def test_an_ld_so_cache_entry_outside_the_default_folders_is_found(parts):
+    """The cache names a folder no default search reaches (c): the model finds it there, by that rule; without
+    the entry nothing is found (the truth of that second half is the plain process: dlopen fails)."""
+    if shutil.which("ldconfig") is None:
+        pytest.skip("needs ldconfig")
+    _, entries = _cache(parts, parts["c"])
+    env = clean_env()
+    res = _model(parts["driver"], parts["mid_none"], env, parts["root"], entries)
+    assert res is not None and res.path == str(parts["c"] / "libleaf.so.1") and res.rule == "ld.so cache", res
+    assert mapped_with_soname(truth(parts["driver"], parts["mid_none"], env, parts["root"]), "libleaf.so.1") == []
+    res = _model(parts["driver"], parts["mid_none"], env, parts["root"], [e for e in entries
+                                                                           if e.soname != "libleaf.so.1"])
+    assert res is not None and res.path is None, res
+    # LD_LIBRARY_PATH still comes first
+    env_b = clean_env(LD_LIBRARY_PATH=str(parts["b"]))
+    res = _model(parts["driver"], parts["mid_none"], env_b, parts["root"], entries)
+    assert res is not None and res.path == str(parts["b"] / "libleaf.so.1") and res.rule == "LD_LIBRARY_PATH", res
+
+
+def test_the_ld_so_cache_is_searched_before_the_default_folders(parts, tmp_path):
+    """The truth: a child in its own mount namespace sees the built cache at /etc/ld.so.cache and a different
+    libleaf.so.1 in /usr/lib (an overlay of the real one, seen by nobody else); ld.so maps the cache's copy.
+    The model, given the same cache and a root whose /usr/lib holds that other copy, says the same."""
+    import subprocess
+
+    if shutil.which("ldconfig") is None or shutil.which("unshare") is None or os.geteuid() != 0:
+        pytest.skip("needs ldconfig, unshare and root (a private mount namespace)")
+    cache, entries = _cache(parts, parts["c"])
+    upper, work = tmp_path / "upper", tmp_path / "work"
+    upper.mkdir()
+    work.mkdir()
+    shutil.copy2(parts["b"] / "libleaf.so.1", upper / "libleaf.so.1")
+    script = (f"mount --bind {cache} /etc/ld.so.cache && "
+              f"mount -t overlay overlay -o lowerdir=/usr/lib,upperdir={upper},workdir={work} /usr/lib && "
+              f"test -f /usr/lib/libleaf.so.1 && exec {parts['driver']} {parts['mid_none']}")
+    out = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script], env=clean_env(),
+                         capture_output=True, text=True, timeout=60)
+    if out.returncode != 0 and "mount" in out.stderr:
+        pytest.skip(f"no private mounts here: {out.stderr.strip()[:200]}")
+    leaves = [line.split(None, 5)[5] for line in out.stdout.splitlines()
+              if len(line.split(None, 5)) == 6 and line.endswith("/libleaf.so.1")]
+    assert sorted(set(leaves)) == [str(parts["c"] / "libleaf.so.1")], (out.stdout[-2000:], out.stderr)
+    # the model: the same cache; default folders under a root whose usr/lib holds the other copy
+    root = tmp_path / "root"
+    (root / "usr" / "lib").mkdir(parents=True)
+    shutil.copy2(parts["b"] / "libleaf.so.1", root / "usr" / "lib" / "libleaf.so.1")
+    (root / "lib").symlink_to("usr/lib")
+    res = _model(parts["driver"], parts["mid_none"], clean_env(), parts["root"], entries, root=str(root))
+    assert res is not None and res.path == str(parts["c"] / "libleaf.so.1") and res.rule == "ld.so cache", res
+    # and without the entry, the default folder's copy
+    res = _model(parts["driver"], parts["mid_none"], clean_env(), parts["root"],
+                 [e for e in entries if e.soname != "libleaf.so.1"], root=str(root))
+    assert res is not None and res.path == str(root / "usr" / "lib" / "libleaf.so.1") and \
+        res.rule == "default folder", res

@@ -292,3 +292,19 @@ def test_solve_with_an_interpreter_prints_its_pip(spaced_python):
     assert doc["data"]["pip_command"][:4] == [spaced_python, "-m", "pip", "install"]
     versioned = envelope(cli("solve", "torch==2.5.1", *T4, "--json"))  # --python 3.10 is a version: plain pip
     assert versioned["data"]["pip_command"][:2] == ["pip", "install"]
+
+
+def test_solve_pip_line_keeps_passthrough_packages_as_written():
+    """What the user wrote for a package the matrix does not know reaches the printed pip command."""
+    import shlex
+
+    args = ["solve", "torch", "einops[foo]>=0.7", "Pillow==10.0.0", "--driver", "550.54.15", "--gpu", "Tesla T4",
+            "--python", "3.11"]
+    out = cli(*args, "--json")
+    assert out.returncode == 0, out.stderr
+    pip_args = envelope(out)["data"]["solution"]["pip_args"]
+    assert pip_args[-2:] == ["einops[foo]>=0.7", "Pillow==10.0.0"] and any(a.startswith("torch==") for a in pip_args)
+    human = cli(*args)
+    line = next(x for x in human.stdout.splitlines() if "pip install" in x)
+    words = shlex.split(line[line.index("pip install"):])
+    assert words[-2:] == ["einops[foo]>=0.7", "Pillow==10.0.0"], line

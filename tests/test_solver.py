@@ -171,3 +171,41 @@ def test_a_yanked_release_only_when_pinned_exactly():
     t = from_flags(m, driver="550.54.14", gpus=["T4"], python="3.11", platform=None, cuda_toolkit=None)
     assert solve([t], parse_request(["jax<0.4.33"]), m).frameworks[0].version == "0.4.31"
     assert solve([t], parse_request(["jax==0.4.32"]), m).frameworks[0].version == "0.4.32"
+
+
+# --- solve's pip line: packages the matrix does not know pass through as the user wrote them ------------------
+
+PASSTHROUGH = ["einops[foo]>=0.7; python_version >= '3.8'", "Pillow==10.0.0"]
+
+
+def _t4(matrix):
+    return from_flags(matrix, driver="550.54.15", gpus=["Tesla T4"], python="3.11", platform=None, cuda_toolkit=None)
+
+
+def test_solve_pip_line_keeps_passthrough_packages(matrix):
+    """The request's other packages end the pip line with their name, extras, pins and markers, after the
+    framework pins; the framework's index becomes an extra index so the default index can still serve them."""
+    from packaging.requirements import Requirement
+
+    sol = solve([_t4(matrix)], parse_request(["torch", *PASSTHROUGH], None), matrix)
+    assert sol.pip_args[-2:] == [str(Requirement(r)) for r in PASSTHROUGH]
+    tail = [Requirement(a) for a in sol.pip_args[-2:]]
+    assert [(r.name, r.extras, str(r.specifier), str(r.marker) if r.marker else None) for r in tail] == \
+        [("einops", {"foo"}, ">=0.7", 'python_version >= "3.8"'), ("Pillow", set(), "==10.0.0", None)]
+    torch = next(p for p in sol.packages if p.name == "torch")
+    assert torch.requirement() in sol.pip_args and sol.pip_args.index(torch.requirement()) < len(sol.pip_args) - 2
+    assert "--index-url" not in sol.pip_args and sol.index_url is None
+    assert sol.pip_args[:2] == ["--extra-index-url", sol.extra_index_urls[0]]
+    assert any("einops" in line and "passed to the installer as given" in line for line in sol.trace)
+    alone = solve([_t4(matrix)], parse_request(["torch"], None), matrix)
+    assert alone.pip_args[0] == "--index-url" and not any("einops" in a for a in alone.pip_args)
+
+
+def test_solve_pip_line_keeps_passthrough_when_the_framework_is_already_right(matrix):
+    """Nothing of the framework to install: the pip line still installs the other packages."""
+    sol = solve([_t4(matrix)], parse_request(["torch", *PASSTHROUGH], None), matrix)
+    torch = next(p for p in sol.packages if p.name == "torch")
+    have = Environment(packages={p.name: p.version for p in sol.packages})
+    again = solve([_t4(matrix)], parse_request(["torch", *PASSTHROUGH], None), matrix, installed=have)
+    assert again.to_install == [] and torch.requirement() not in again.pip_args
+    assert again.pip_args[-2:] == sol.pip_args[-2:] and len(again.pip_args) == 2

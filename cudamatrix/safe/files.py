@@ -21,7 +21,8 @@ from cudamatrix.errors import CudamatrixError, UsageError
 
 MAX_READ = 4 * 1024 * 1024  # no input file this tool reads is legitimately larger
 _KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
-          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"))
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"),
+          (stat.S_ISLNK, "a symlink"))
 
 
 def kind_of(mode: int) -> str | None:

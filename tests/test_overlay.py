@@ -1,0 +1,269 @@
+"""The user's matrix overlay (cudamatrix.matrix.overlay) read in this process: a signed overlay of good rows
+is applied; one owned by another user, open to others, a symlink, without its digest, or signed with another
+key is ignored with the reason, and the shipped matrix is used unchanged."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from cudamatrix.matrix import overlay
+from cudamatrix.matrix.data import default_data_dir, load_matrix_from
+from cudamatrix.safe.keys import sign, user_key
+
+NEW = "2.99.0"
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    return load_matrix_from(default_data_dir(), trusted=True)
+
+
+def _doc(digest: bool = True) -> dict:
+    """What `matrix update` writes for one new torch release: the newest shipped row as 2.99.0, unsigned."""
+    row = json.loads((default_data_dir() / "torch.json").read_text())["releases"][0]
+    row["version"] = NEW
+    row.pop("companions", None)
+    families = {"torch": [row], "tensorflow": [], "jax": []}
+    doc = {"overlay_schema": 1, "created": "2026-12-01T00:00:00Z", "index": "https://pypi.org/simple",
+           "matrix_version": "x", "families": families}
+    if digest:
+        doc["sha256"] = overlay.digest(families)
+    return doc
+
+
+def _signed(doc: dict, key: bytes | None = None) -> dict:
+    key = key or user_key(create=True)[0]
+    assert key is not None
+    return {**doc, "mac": sign(key, doc)}
+
+
+def _plant(doc: dict | str, folder: Path | None = None) -> Path:
+    folder = folder or overlay.overlay_path().parent
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    folder.chmod(0o700)
+    path = folder / "overlay.json"
+    path.write_text(doc if isinstance(doc, str) else json.dumps(doc))
+    path.chmod(0o600)
+    return path
+
+
+def _versions(matrix) -> set[str]:
+    return {str(r.version) for r in matrix.frameworks("torch")}
+
+
+def _ignored(shipped, path: Path | None = None) -> str:
+    """Apply the overlay at ``path`` (default: the user's) and return why it was ignored; the matrix must be the
+    shipped one, unchanged."""
+    got = overlay.apply(shipped, path)
+    assert got is shipped and NEW not in _versions(got)
+    why = overlay.info(got).ignored
+    assert why and why.endswith("the shipped matrix is used"), why
+    return why
+
+
+def test_a_signed_overlay_of_good_rows_is_applied(shipped):
+    path = _plant(_signed(_doc()))
+    got = overlay.apply(shipped)
+    assert NEW in _versions(got) and NEW not in _versions(shipped)
+    info = overlay.info(got)
+    assert info.ignored is None and info.path == str(path) and info.releases == {"torch": [NEW], "tensorflow": [],
+                                                                                  "jax": []}
+    assert (info.created, info.index) == ("2026-12-01T00:00:00Z", "https://pypi.org/simple")
+
+
+def test_no_overlay_file_is_the_shipped_matrix(shipped):
+    assert overlay.apply(shipped) is shipped
+
+
+def test_an_overlay_signed_with_another_key_is_ignored(shipped):
+    user_key(create=True)
+    _plant(_signed(_doc(), key=os.urandom(32)))
+    assert "not signed with this user's key" in _ignored(shipped)
+
+
+def test_an_overlay_without_a_mac_is_ignored(shipped):
+    user_key(create=True)
+    _plant(_doc())
+    assert "not signed with this user's key" in _ignored(shipped)
+
+
+def test_an_overlay_without_its_digest_is_ignored_even_when_signed(shipped):
+    _plant(_signed(_doc(digest=False)))
+    assert "sha256" in _ignored(shipped)
+
+
+def test_an_overlay_whose_rows_were_edited_after_signing_is_ignored(shipped):
+    doc = _signed(_doc())
+    doc["families"]["torch"][0]["variants"][0]["index_url"] = "https://evil.example/simple"
+    _plant(doc)
+    assert "sha256" in _ignored(shipped)
+
+
+def test_an_overlay_that_is_a_symlink_is_ignored(shipped, tmp_path):
+    good = _plant(_signed(_doc()), tmp_path / "elsewhere")  # a valid, signed, private file
+    folder = overlay.overlay_path().parent
+    folder.mkdir(parents=True, mode=0o700)
+    (folder / "overlay.json").symlink_to(good)
+    assert "not a regular file" in _ignored(shipped)
+
+
+def test_an_overlay_open_to_other_users_is_ignored(shipped):
+    _plant(_signed(_doc())).chmod(0o644)
+    assert "open to other users" in _ignored(shipped)
+
+
+def test_an_overlay_in_a_folder_open_to_other_users_is_ignored(shipped):
+    _plant(_signed(_doc())).parent.chmod(0o755)
+    assert "open to other users" in _ignored(shipped)
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="chown to another user needs root")
+@pytest.mark.parametrize("what", ["file", "folder"])
+def test_an_overlay_owned_by_another_user_is_ignored(shipped, what):
+    path = _plant(_signed(_doc()))
+    os.chown(path if what == "file" else path.parent, 65534, -1)  # nobody
+    assert f"the overlay {what} belongs to another user (uid 65534)" in _ignored(shipped)
+
+
+def test_an_overlay_that_is_a_folder_or_not_json_is_ignored(shipped):
+    folder = overlay.overlay_path().parent
+    (folder / "overlay.json").mkdir(parents=True, mode=0o700)
+    folder.chmod(0o700)
+    assert "not a regular file" in _ignored(shipped)
+    shutil.rmtree(folder / "overlay.json")
+    _plant("{")
+    assert "cannot be read" in _ignored(shipped)
+
+
+def test_write_signs_with_the_users_key_and_refuses_an_open_folder(shipped, tmp_path):
+    path = overlay.write(_doc(), shipped)
+    assert path == overlay.overlay_path() and (path.stat().st_mode & 0o777) == 0o600
+    assert NEW in _versions(overlay.apply(shipped))
+    assert [p.name for p in path.parent.iterdir()] == ["overlay.json"]  # no temp file left
+    path.parent.chmod(0o755)
+    with pytest.raises(overlay.OverlayError, match="open to other users"):
+        overlay.write(_doc(), shipped)
+
+
+# --- building an overlay from a real index (https on loopback), in this process ------------------------------
+
+PLUGIN_REQS = ["jax-cuda12-pjrt==99.0.0",
+               'nvidia-cuda-runtime-cu12>=12.1.105; sys_platform == "linux" and extra == "with-cuda"',
+               'nvidia-cudnn-cu12<10.0,>=9.10.2.21; sys_platform == "linux" and extra == "with-cuda"']
+
+
+@pytest.fixture(scope="module")
+def jax_index(tmp_path_factory):
+    """jax 99.0.0 (a release the shipped data lacks) with its jaxlib and CUDA plugin; jaxlib 98.0.0 without a
+    jax of its own (not a release); torch and tensorflow absent."""
+    from localindex import LocalIndex, build_wheel
+
+    folder = tmp_path_factory.mktemp("jaxindex") / "wheels"
+    build_wheel(folder, "jax", "99.0.0", requires=["jaxlib<=99.0.0,>=99.0.0", "numpy>=2"],
+                requires_python=">=3.12")
+    for version in ("99.0.0", "98.0.0"):
+        build_wheel(folder, "jaxlib", version, tag="cp312-cp312-manylinux_2_27_x86_64")
+    build_wheel(folder, "jax_cuda12_plugin", "99.0.0", tag="cp312-cp312-manylinux_2_27_x86_64",
+                requires=PLUGIN_REQS)
+    with LocalIndex(folder, json_api=True, metadata_for=("jax-cuda12-plugin",), ranges=True, tls=True) as index:
+        yield index
+
+
+def test_build_reads_only_releases_the_shipped_matrix_lacks(shipped, jax_index, monkeypatch):
+    from datetime import datetime, timezone
+
+    from cudamatrix.matrix.index import IndexClient
+
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(jax_index.cafile))
+    said: list[str] = []
+    doc = overlay.build(IndexClient(jax_index.url + "/simple", https_only=True), shipped, "https://mirror.example/simple",
+                        said.append, now=datetime(2026, 12, 1, 8, 30, tzinfo=timezone.utc))
+    assert set(doc) == {"overlay_schema", "created", "index", "matrix_version", "families", "sha256"}
+    assert doc["overlay_schema"] == 1 and doc["created"] == "2026-12-01T08:30:00Z"
+    assert doc["index"] == "https://mirror.example/simple" and doc["matrix_version"] == shipped.meta.data_version
+    assert doc["families"]["torch"] == [] and doc["families"]["tensorflow"] == []
+    assert [r["version"] for r in doc["families"]["jax"]] == ["99.0.0"]  # jaxlib 98.0.0 has no jax: no release
+    row = doc["families"]["jax"][0]
+    assert row["notes"][-1] == "from the user's overlay, read from the index on 2026-12-01T08:30:00Z"
+    assert doc["sha256"] == overlay.digest(doc["families"])
+    assert said[0] == "jax: 1 release(s) the shipped matrix lacks: 99.0.0"
+    # written and read back: the shipped matrix gains exactly that release
+    path = overlay.write(doc, shipped)
+    got = overlay.apply(shipped, path)
+    assert "99.0.0" in {str(r.version) for r in got.frameworks("jax")}
+    assert overlay.info(got).releases == {"jax": ["99.0.0"], "torch": [], "tensorflow": []}
+    assert overlay.info(got).as_dict()["releases"]["jax"] == ["99.0.0"]
+
+
+def test_the_digest_is_canonical_json():
+    import hashlib
+
+    fams = {"torch": [{"b": 1, "a": "é"}], "jax": []}
+    text = '{"jax":[],"torch":[{"a":"\\u00e9","b":1}]}'
+    assert overlay.digest(fams) == hashlib.sha256(text.encode()).hexdigest()
+    assert overlay.overlay_path() == overlay.cache_dir() / "overlay" / "overlay.json"
+
+
+@pytest.mark.parametrize("damage,words", [
+    (lambda d: d.update(overlay_schema=2), "not overlay schema 1"),
+    (lambda d: d.pop("overlay_schema"), "not overlay schema 1"),
+    (lambda d: d.update(families=[]), "families are not torch/tensorflow/jax"),
+    (lambda d: d["families"].update(cupy=[]), "families are not torch/tensorflow/jax"),
+    (lambda d: d["families"]["torch"][0].update(version="not a version"), "overlay torch"),
+    (lambda d: d["families"]["torch"][0]["variants"][0].update(index_url="http://evil.example/simple"), "index"),
+])
+def test_check_rows_refuses_a_bad_document(shipped, damage, words):
+    doc = _doc()
+    damage(doc)
+    if isinstance(doc.get("families"), dict):
+        doc["sha256"] = overlay.digest(doc["families"])
+    with pytest.raises(overlay.OverlayError) as err:
+        overlay.check_rows(doc, shipped)
+    assert words in err.value.message, err.value.message
+    with pytest.raises(overlay.OverlayError):
+        overlay.write(doc, shipped)
+    assert not overlay.overlay_path().exists()
+
+
+def test_check_rows_keeps_every_shipped_row_and_adds_only_new_ones(shipped):
+    doc = _doc()
+    newest = json.loads((default_data_dir() / "torch.json").read_text())["releases"][0]
+    doc["families"]["torch"].append({**newest, "notes": ["an overlay's copy of a shipped row"]})
+    doc["families"]["torch"][-1].pop("companions", None)
+    doc["sha256"] = overlay.digest(doc["families"])
+    got = overlay.check_rows(doc, shipped)
+    versions = [str(r.version) for r in got.frameworks("torch")]
+    assert versions[0] == NEW and versions[1:] == [str(r.version) for r in shipped.frameworks("torch")]
+    shipped_row = next(r for r in got.frameworks("torch") if str(r.version) == newest["version"])
+    assert shipped_row is next(r for r in shipped.frameworks("torch") if str(r.version) == newest["version"])
+    assert got.frameworks("jax") == shipped.frameworks("jax")
+
+
+def test_write_refuses_without_a_usable_key(shipped):
+    from cudamatrix.safe.keys import cache_dir
+
+    folder = cache_dir()
+    folder.mkdir(parents=True)
+    (folder / "verify.key").symlink_to("/dev/null")
+    with pytest.raises(overlay.OverlayError, match="the per-user key cannot be kept") as err:
+        overlay.write(_doc(), shipped)
+    assert "private" in err.value.hint
+    assert not overlay.overlay_path().exists()
+
+
+def test_write_refuses_a_cache_folder_it_cannot_create(shipped, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    user_key(create=True)
+    with pytest.raises(overlay.OverlayError, match="cannot create the cache folder"):
+        overlay.write(_doc(), shipped, blocker / "overlay" / "overlay.json")
+
+
+def test_a_signed_overlay_that_is_not_an_object_is_ignored(shipped):
+    user_key(create=True)
+    _plant("[1, 2]")
+    assert "the overlay is not a JSON object" in _ignored(shipped)
