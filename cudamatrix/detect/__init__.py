@@ -13,7 +13,7 @@ import time
 from typing import TYPE_CHECKING
 
 from cudamatrix import proc
-from cudamatrix.detect import libraries, python_env
+from cudamatrix.detect import libraries, paths, python_env
 
 if TYPE_CHECKING:
     from cudamatrix.detect import loader
@@ -48,6 +48,7 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
         env = load_environment(saved)
         env.notes.append(Note("detect", f"{DETECT_ENV_VAR}={saved}: a saved environment, not probed"))
         return env
+    paths.forget()  # folders' real paths are remembered for this run only
     timer = Timer()
     start = time.perf_counter()
     env = Environment(origin="live", captured_at=time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
@@ -189,8 +190,8 @@ def _add_loader_libraries(copies: list[Library], answers: loader.LoaderAnswers, 
         extra.append(Library(name="nvml", soname="libnvidia-ml.so.1", path=nvml["path"], origin="loader",
                              version=nvml.get("driver"), loaded_first=True))
     for lib in extra:
-        real = os.path.realpath(lib.path)
-        same = next((c for c in copies if os.path.realpath(c.path) == real), None)
+        real = paths.realpath(lib.path)
+        same = next((c for c in copies if paths.realpath(c.path) == real), None)
         if same is None:
             copies.append(lib)
         else:

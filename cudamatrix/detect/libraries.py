@@ -19,6 +19,7 @@ import stat
 from collections.abc import Sequence
 
 from cudamatrix import proc
+from cudamatrix.detect.paths import realpath
 from cudamatrix.models import Library, Note
 from cudamatrix.schema import record
 
@@ -185,7 +186,7 @@ def find_copies(environ: dict[str, str], root: str, site_packages: list[str], ld
         if name is None:
             return
         try:
-            real = os.path.realpath(path)
+            real = realpath(path)
             if not os.path.isfile(real):
                 return
         except OSError:
@@ -257,10 +258,12 @@ def loader_view(copies: list[Library], environ: dict[str, str], ld_entries: list
             order.append(cache[soname])
         order += [os.path.join(d, soname) for d in DEFAULT_DIRS]
         reach = []
-        for candidate in order:
+        by_real: dict[str, Library] = {}
+        for x in libs:
+            by_real.setdefault(realpath(x.path), x)
+        for candidate in dict.fromkeys(order):
             if os.path.exists(candidate):
-                real = os.path.realpath(candidate)
-                found = next((x for x in libs if os.path.realpath(x.path) == real), None)
+                found = by_real.get(realpath(candidate))
                 if found is not None and found not in reach:
                     reach.append(found)
         if not reach:
