@@ -207,6 +207,7 @@ def _library_findings(env: Environment, installed: list[Installed]) -> list[Find
 def _wheel_findings(env: Environment, installed: list[Installed]) -> list[Finding]:
     out: list[Finding] = []
     parsed: dict[str, list[Requirement]] = {}
+    applies: dict[tuple[str, bool], bool] = {}  # (marker, named distribution installed): many share one marker
     for dist, texts in env.requirements.items():
         from packaging.requirements import InvalidRequirement  # on first use: see names.requirement
 
@@ -216,8 +217,12 @@ def _wheel_findings(env: Environment, installed: list[Installed]) -> list[Findin
                 r = requirement(t)
             except InvalidRequirement:
                 continue
-            if r.marker is not None and not _marker_ok(r, env):
-                continue
+            if r.marker is not None:
+                key = (str(r.marker), canonical(r.name) in env.packages)
+                if key not in applies:
+                    applies[key] = _marker_ok(r, env)
+                if not applies[key]:
+                    continue
             reqs.append(r)
         parsed[dist] = reqs
         for r in reqs:

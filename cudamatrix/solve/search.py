@@ -16,6 +16,7 @@ from cudamatrix.models import Rejection
 from cudamatrix.names import FAMILIES, canonical
 from cudamatrix.schema import field, record
 from cudamatrix.solve import rules
+from cudamatrix.solve.driverclass import SharedChecks
 from cudamatrix.solve.indexes import dedupe
 from cudamatrix.solve.target import Target
 
@@ -123,6 +124,7 @@ def screen(family: str, reqs: list[Requirement], matrix: Matrix, targets: list[T
            installed: tuple[str, str | None] | None) -> Screened:
     """Every candidate of one family against the request and the hard rules on every target."""
     wants_cpu_variant = any(str(s.version).endswith("+cpu") for r in reqs for s in r.specifier)
+    shared = SharedChecks(matrix, targets)  # a fleet: one check per driver class, not per node
     ok: list[Candidate] = []
     verdicts: list[Verdict] = []
     rejected: list[Rejection] = []
@@ -136,7 +138,7 @@ def screen(family: str, reqs: list[Requirement], matrix: Matrix, targets: list[T
             reasons: list[rules.Reason] = []
             failing: dict[tuple, list[rules.Reason]] = {}
             for target in targets:
-                found = rules.check(matrix, release, variant, target)
+                found = shared.check(release, variant, target)
                 if found:
                     reasons.extend(found)
                     failing[target.key()] = found

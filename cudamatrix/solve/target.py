@@ -145,7 +145,7 @@ def from_flags(matrix: Matrix, *, driver: str | None, gpus: list[str], python: s
         except InvalidVersion:
             raise UsageError(f"--cuda-toolkit {cuda_toolkit!r} is not a version", hint="e.g. 12.4") from None
     target_gpus = []
-    for text in gpus:
+    for text in dict.fromkeys(gpus):  # a flag repeated (one per node of a pool) says nothing more
         try:
             cc = normalize_cc(text)
             target_gpus.append(TargetGpu(cc, None))
@@ -163,7 +163,7 @@ def from_flags(matrix: Matrix, *, driver: str | None, gpus: list[str], python: s
     return Target(
         name="target" if (driver or gpus or python or platform) else base.name,
         driver=driver if driver is not None else base.driver,
-        gpus=tuple(target_gpus) if gpus else base.gpus,
+        gpus=tuple(dict.fromkeys(target_gpus)) if gpus else base.gpus,
         python=_py_minor(python) if python else base.python,
         platform=platform or base.platform,
         cuda_toolkit=cuda_toolkit or base.cuda_toolkit,
