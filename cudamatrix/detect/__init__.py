@@ -28,12 +28,13 @@ DETECT_ENV_VAR = "CUDAMATRIX_DETECT_ENV"  # a saved `detect --json` that detect(
 
 
 def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
-           environ: dict[str, str] | None = None) -> Environment:
+           environ: dict[str, str] | None = None, all_copies: bool = False) -> Environment:
     """Detect driver, GPUs, CUDA libraries, toolkits and the Python environment of this machine.
 
     ``python`` names another interpreter to inspect instead of the running one. ``root`` is where
     /proc, /sys, /usr/local/cuda* and the container markers are read (a fake root in tests). ``timeout``
-    bounds each subprocess. Never raises for absent hardware; raises UsageError when ``python`` cannot be run.
+    bounds each subprocess. ``all_copies`` also lists the library copies no loader reaches (the toolkit folders
+    outside the ldconfig cache: :mod:`.libraries`). Never raises for absent hardware; raises UsageError when ``python`` cannot be run.
     With ``CUDAMATRIX_DETECT_ENV=PATH`` set, the saved Environment at PATH is returned instead (UsageError if bad).
     """
     # the live probes' modules, imported here: reading a paste (detect --from) never needs them
@@ -81,7 +82,7 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
         env.notes.append(Note("ldconfig", ld_note))
     with timer("libraries"):
         copies = libraries.find_copies(environ, root, env.python.site_packages, ld_entries, side.wheel_owner,
-                                       _conda_prefixes(env))
+                                       _conda_prefixes(env), all_copies)
     with timer("loader"):
         answers = loader.run_loader(libraries.loadable(copies), nvml=False, libcuda=False, timeout=timeout)
     driver_answers = nvml.value()
