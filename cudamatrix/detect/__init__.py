@@ -133,6 +133,9 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
                                   "load it instead of the driver's copy fail", "warning"))
     env.toolkits, notes = tools.value()
     env.notes += notes
+    from cudamatrix.detect import elfcache
+
+    elfcache.save()  # the ELF facts read this run, for the next (a home that cannot be written keeps none)
     env.timings_ms = timer.timings
     env.timings_ms["total"] = round((time.perf_counter() - start) * 1000.0, 2)
     return env

@@ -22,6 +22,7 @@ import stat
 from collections.abc import Sequence
 
 from cudamatrix import proc
+from cudamatrix.detect import elf
 from cudamatrix.detect.paths import realpath
 from cudamatrix.models import Library, Note
 from cudamatrix.schema import record
@@ -200,7 +201,8 @@ def find_copies(environ: dict[str, str], root: str, site_packages: list[str], ld
             return
         if real in found:
             return
-        soname = elf_soname(real) or _soname_guess(os.path.basename(path))
+        dyn = elf.try_read(real)  # kept across runs (elfcache); 32-bit and big-endian objects: elf_soname
+        soname = (dyn.soname if dyn is not None else elf_soname(real)) or _soname_guess(os.path.basename(path))
         shown = os.path.join(os.path.dirname(path), soname) if os.path.exists(
             os.path.join(os.path.dirname(path), soname)) else path
         if origin == "wheel":
