@@ -94,9 +94,14 @@ def distinct(count: int) -> list[dict]:
 
 
 def many_drivers(count: int) -> list[dict]:
-    """``count`` machines with distinct driver versions: each scenario machine that has a GPU and a driver, under
-    patch levels above its own (``535.104.05`` -> ``535.104.06``, ...), every machine in turn."""
-    bases = [b for b in _bases() if b.get("gpus") and (b.get("driver") or {}).get("version")]
+    """``count`` machines with distinct driver versions: each scenario machine with a GPU, a working Linux driver
+    and its compute capability (a live reading, not a paste's partial one), under patch levels above its own
+    (``535.104.05`` -> ``535.104.06``, ...), every machine in turn, all on Python 3.11 (one image for the
+    cluster)."""
+    bases = [b for b in _bases() if b.get("gpus") and all(g.get("compute_capability") for g in b["gpus"])
+             and (b.get("driver") or {}).get("status") == "ok" and b["python"].get("platform") == "linux_x86_64"]
+    for b in bases:
+        b["python"]["version"] = "3.11.9"
     out, seen = [], set()
     for step in itertools.count():
         for base in bases:

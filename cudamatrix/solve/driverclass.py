@@ -66,12 +66,14 @@ class SharedChecks:
 
     def __init__(self, matrix: Matrix, targets: list[Target]) -> None:
         self.matrix = matrix
-        self.keys: dict[int, tuple] | None = None
+        self.keys: dict[int, int] | None = None  # id(target) -> its class's number
         if len(targets) >= MIN_TARGETS:
             floors = stated_drivers(matrix)
-            self.keys = {id(t): (driver_class(t.driver, floors), t.key()[1:],
-                                 tuple(sorted({(g.name or "", g.compute_capability) for g in t.gpus})))
-                         for t in targets}
+            classes: dict[tuple, int] = {}
+            self.keys = {id(t): classes.setdefault(
+                (driver_class(t.driver, floors), t.key()[1:],
+                 tuple(sorted({(g.name or "", g.compute_capability) for g in t.gpus}))), len(classes))
+                for t in targets}
         self.memo: dict[tuple, tuple[list[rules.Reason], str | None]] = {}
         self.quoted: dict[str, re.Pattern] = {}
 
