@@ -7,7 +7,11 @@ public bug reports: T4, K80, P100, H100, RTX 3050/5090 on drivers 470 to 580, wi
 packages), in two fleets of 100 classes: "varied" (node pools: each machine also with 2, 4, 8 GPUs and
 Python 3.10-3.12) and "solver-distinct" (the worst case: every class a different target for the solver).
 Ten nodes per class, each with its own hostname, capture time and timings (what differs within a class).
-Usage: python scripts/bench_fleet.py [-n 7] [--nodes 1000] [--classes 100]
+A third fleet, "many-drivers" (issue #29: 10,000 node files with 2,000 distinct drivers must solve in <= 2 s):
+the scenario machines that have a GPU under driver versions made by raising the scenario drivers' last field
+(synthetic patch levels of real branches, never matrix facts), ``--drivers`` of them, over ``--driver-nodes`` nodes.
+Usage: python scripts/bench_fleet.py [-n 7] [--nodes 1000] [--classes 100] [--drivers 2000]
+       [--driver-nodes 10000] [--only many-drivers]
 """
 from __future__ import annotations
 
@@ -16,10 +20,10 @@ import os as _os
 _os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # measure what users get: bytecode caches are written
 
 import argparse
-import os
 import copy
 import itertools
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -89,6 +93,31 @@ def distinct(count: int) -> list[dict]:
                                           tuple(sorted({g["name"] for g in e["gpus"]}))))
 
 
+def many_drivers(count: int) -> list[dict]:
+    """``count`` machines with distinct driver versions: each scenario machine with a GPU, a working Linux driver
+    and its compute capability (a live reading, not a paste's partial one), under patch levels above its own
+    (``535.104.05`` -> ``535.104.06``, ...), every machine in turn, all on Python 3.11 (one image for the
+    cluster)."""
+    bases = [b for b in _bases() if b.get("gpus") and all(g.get("compute_capability") for g in b["gpus"])
+             and (b.get("driver") or {}).get("status") == "ok" and b["python"].get("platform") == "linux_x86_64"]
+    for b in bases:
+        b["python"]["version"] = "3.11.9"
+    out, seen = [], set()
+    for step in itertools.count():
+        for base in bases:
+            head, _, last = base["driver"]["version"].rpartition(".")
+            version = f"{head}.{int(last) + step:0{len(last)}d}"
+            if version in seen:
+                continue
+            seen.add(version)
+            env = copy.deepcopy(base)
+            env["driver"]["version"] = version
+            out.append(env)
+            if len(out) == count:
+                return out
+    return out
+
+
 def write_fleet(folder: Path, nodes: int, kinds: list[dict]) -> None:
     for i in range(nodes):
         env = copy.deepcopy(kinds[i % len(kinds)])
@@ -120,6 +149,9 @@ def main() -> None:
     ap.add_argument("-n", type=int, default=7)
     ap.add_argument("--nodes", type=int, default=1000)
     ap.add_argument("--classes", type=int, default=100)
+    ap.add_argument("--drivers", type=int, default=2000, help="distinct drivers of the many-drivers fleet")
+    ap.add_argument("--driver-nodes", type=int, default=10000, help="node files of the many-drivers fleet")
+    ap.add_argument("--only", choices=("varied", "solver-distinct", "many-drivers"), help="one fleet only")
     args = ap.parse_args()
     cm = [sys.executable, "-m", "cudamatrix"]
     subprocess.run(cm + ["matrix", "validate"], stdout=subprocess.DEVNULL)  # warm the validated-matrix cache
@@ -128,7 +160,10 @@ def main() -> None:
         lock_file = Path(tmp) / "torch.txt"
         subprocess.run(cm + ["lock", "torch", "--pins-only", "--driver", "580.65.06", "--gpu", "9.0", "--python", "3.11",
                              "-o", str(lock_file)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for label, kinds in (("varied", varied(args.classes)), ("solver-distinct", distinct(args.classes))):
+        for label, make in (("varied", varied), ("solver-distinct", distinct)):
+            if args.only and args.only != label:
+                continue
+            kinds = make(args.classes)
             fleet, one = Path(tmp) / label, Path(tmp) / f"{label}-one"
             fleet.mkdir()
             one.mkdir()
@@ -146,6 +181,20 @@ def main() -> None:
                          *measure(cm + ["check", "-r", str(lock_file), "--env", str(fleet), "--json"], args.n)))
             rows.append((f"doctor --env DIR ({tag})",
                          *measure(cm + ["doctor", "--env", str(fleet), "--json"], args.n)))
+        if args.only in (None, "many-drivers"):
+            fleet = Path(tmp) / "many-drivers"
+            fleet.mkdir()
+            kinds = many_drivers(args.drivers)
+            write_fleet(fleet, args.driver_nodes, kinds)
+            tag = f"many-drivers: {args.driver_nodes} nodes, {len(kinds)} drivers"
+            rows.append((f"solve torch --env DIR ({tag})",
+                         *measure(cm + ["solve", "torch", "--env", str(fleet), "--json"], args.n)))
+            rows.append((f"lock torch --per-class --env DIR ({tag})",
+                         *measure(cm + ["lock", "torch", "--per-class", "--pins-only", "--env", str(fleet), "-o",
+                                        str(Path(tmp) / "many-locks"), "--json"], args.n)))
+            gpus = [a for k in range(2000) for a in ("--gpu", ("9.0", "8.0", "7.5")[k % 3])]
+            rows.append(("solve torch --driver 580.65.06 with 2,000 --gpu flags",
+                         *measure(cm + ["solve", "torch", "--driver", "580.65.06", *gpus, "--json"], args.n)))
     width = max(len(r[0]) for r in rows)
     print(f"medians of {args.n} runs (fresh processes): wall time, CPU time (user+system), peak RSS of the process;"
           f" load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")

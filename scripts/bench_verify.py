@@ -21,18 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-BARE = """
-import torch
-import torch.nn.functional as F
-dev = "cuda" if torch.cuda.is_available() else "cpu"
-g = torch.Generator().manual_seed(0)
-x = torch.rand(8, 16, 32, 32, generator=g).to(dev)
-w = torch.rand(32, 16, 3, 3, generator=g).to(dev)
-y = F.conv2d(x, w, padding=1)
-if dev == "cuda":
-    torch.cuda.synchronize()
-print(float(y.abs().max()))
-"""
+from bench_gpu import TORCH_CONV as BARE  # noqa: E402  (the same script: import torch, one convolution)
 
 
 def _time(argv: list[str]) -> tuple[float, int]:

@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # GPU self-test: run cudamatrix on a real NVIDIA machine (no network needed) and keep everything it saw.
 #
-#   bash scripts/gpu_selftest.sh OUTDIR [WHEELDIR] [all|loader]
+#   bash scripts/gpu_selftest.sh OUTDIR [WHEELDIR] [all|loader|speed]
 #
 # WHEELDIR holds the cudamatrix wheel and any runtime dependency the machine lacks (built elsewhere with
 # `pip wheel . --no-deps -w WHEELDIR` and `pip download`). They are installed into a private folder, never
 # into the machine's environment, and compiled to bytecode there as pip does (the image may set
 # PYTHONDONTWRITEBYTECODE=1, so compileall runs explicitly). OUTDIR receives raw tool outputs (raw/),
 # cudamatrix's JSON (json/), timings (timing/), the loader case (loader/: scripts/gpu_loader_case.py, the
-# system-cuDNN case for torch and JAX) and a summary; OUTDIR.tar.gz packs it all. "loader" runs the install
-# and the loader case only (about 3 minutes); "all" (the default) runs everything.
+# system-cuDNN case for torch and JAX), speed figures (speed/: scripts/bench_gpu.py, interleaved medians of
+# python -c pass, detect, doctor, fix --dry-run, a no-op cudamatrix.fix() and verify next to import torch + one
+# convolution, the targets of issue #29 checked, -X importtime and a cProfile of doctor) and a summary;
+# OUTDIR.tar.gz packs it all. "loader" runs the install and the loader case only (about 3 minutes); "speed" the
+# install and the speed figures only (under 3 minutes: bench_gpu.py has a 170 s deadline); "all" (the default)
+# runs everything.
 set -u
 OUT=${1:?usage: gpu_selftest.sh OUTDIR [WHEELDIR] [all|loader]}
 WHEELS=${2:-.whl}
@@ -33,6 +37,16 @@ cd "$(mktemp -d)"   # so the checkout's own package cannot shadow the installed 
 CM=("$PY" -m cudamatrix)
 "$PY" -c 'import cudamatrix, cudamatrix.matrix.data as m; print(cudamatrix.__file__); print(m.default_data_dir())' \
     > "$OUT/raw/installed-from.txt" 2>&1
+speed() {
+  "$PY" "$HERE/bench_gpu.py" "$OUT/speed" --python "$PY" --deadline "${SPEED_DEADLINE:-170}" > "$OUT/speed.log" 2>&1
+  echo "speed rc=$?" >> "$OUT/summary.txt"
+}
+if [ "$MODE" = speed ]; then
+  speed
+  tar -C "$(dirname "$OUT")" -czf "$OUT.tar.gz" "$(basename "$OUT")"
+  cat "$OUT/summary.txt" "$OUT/speed.log"
+  exit 0
+fi
 if [ "$MODE" = loader ]; then
   "$PY" "$HERE/gpu_loader_case.py" "$OUT/loader" --python "$PY" --system-dir "${SYSTEM_CUDNN_DIR:-/lib/x86_64-linux-gnu}" > "$OUT/loader.log" 2>&1
   echo "loader rc=$?" >> "$OUT/summary.txt"
@@ -84,6 +98,7 @@ for i in 1 2 3; do
 done > "$OUT/timing/verify-torch-ms.txt"
 "$PY" "$HERE/gpu_loader_case.py" "$OUT/loader" --python "$PY" --system-dir "${SYSTEM_CUDNN_DIR:-/lib/x86_64-linux-gnu}" > "$OUT/loader.log" 2>&1
 echo "loader rc=$?" >> "$OUT/summary.txt"
+speed
 echo done >> "$OUT/summary.txt"
 tar -C "$(dirname "$OUT")" -czf "$OUT.tar.gz" "$(basename "$OUT")"
 cat "$OUT/summary.txt"

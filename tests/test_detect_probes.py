@@ -2,6 +2,7 @@
 a fake nvidia-smi on PATH, and a /proc-like root. detect runs in a child with the environment set."""
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -238,3 +239,26 @@ def test_a_library_that_fails_to_load_is_a_note(tmp_path):
     env = run_detect(child_env(ld_library_path=[tmp_path / "a"]))
     assert [n for n in notes(env, "failed to load") if "libcudnn_missing_dep.so" in n["message"]]
     assert lib(env, str(target))[0]["version"] is None
+
+
+def test_toolkit_copies_no_loader_reaches_only_with_all_copies(tmp_path):
+    """The scan reads the folders a loader can reach; a toolkit's copy outside the ldconfig cache (and CUDA_HOME's)
+    is listed only when asked for (--all-copies); one the cache lists is found either way, as ldconfig's."""
+    from cudamatrix.detect.libraries import LdEntry, find_copies
+
+    lib64 = tmp_path / "usr/local/cuda-12.4/lib64"
+    lib64.mkdir(parents=True)
+    (lib64 / "libcudart.so.12.4.127").write_text("")
+    (lib64 / "libcudnn.so.9.1.0").write_text("")
+    home = tmp_path / "opt/cuda/lib64"
+    home.mkdir(parents=True)
+    (home / "libnvrtc.so.12.4.99").write_text("")
+    cached = [LdEntry("libcudnn.so.9", "libc6,x86-64", str(lib64 / "libcudnn.so.9.1.0"))]
+    environ = {"CUDA_HOME": str(tmp_path / "opt/cuda")}
+
+    def found(**kw):
+        return {(os.path.basename(c.path), c.origin) for c in find_copies(environ, str(tmp_path), [], cached, {}, **kw)}
+
+    assert found() == {("libcudnn.so.9.1.0", "ldconfig")}
+    assert found(all_copies=True) == {("libcudnn.so.9.1.0", "ldconfig"), ("libnvrtc.so.12.4.99", "CUDA_HOME"),
+                                      ("libcudart.so.12.4.127", "/usr/local/cuda-12.4")}

@@ -93,20 +93,21 @@ def env(
 def detect(
     as_json: bool = _o("detect", "as_json"), python: Optional[str] = _o("detect", "python"),
     reports: Optional[List[str]] = _o("detect", "reports"), env_file: Optional[str] = _o("detect", "env_file"),
-    timeout: float = _o("detect", "timeout"),
+    timeout: float = _o("detect", "timeout"), all_copies: bool = _o("detect", "all_copies"),
 ) -> None:
     """Detect driver, GPUs, CUDA libraries, toolkits, frameworks and context. Exit 0; 2 on bad input."""
-    run_detect(as_json=as_json, python=python, reports=reports, env_file=env_file, timeout=timeout)
+    run_detect(as_json=as_json, python=python, reports=reports, env_file=env_file, timeout=timeout,
+               all_copies=all_copies)
 
 
 @app.command("doctor")
 def doctor(
     env: List[Path] = _o("doctor", "env"), from_: List[str] = _o("doctor", "from_"),
     python: Optional[str] = _o("doctor", "python"), as_json: bool = _o("doctor", "as_json"),
-    data_dir: Optional[Path] = _o("doctor", "data_dir"),
+    data_dir: Optional[Path] = _o("doctor", "data_dir"), all_copies: bool = _o("doctor", "all_copies"),
 ) -> None:
     """Detect and diagnose: findings with a code, severity, evidence and fix. Exit 1 on errors."""
-    run_doctor(env=env, from_=from_, python=python, as_json=as_json, data_dir=data_dir)
+    run_doctor(env=env, from_=from_, python=python, as_json=as_json, data_dir=data_dir, all_copies=all_copies)
 
 
 @app.command("fix")

@@ -8,7 +8,7 @@ from cudamatrix.errors import UsageError
 
 @guarded("detect")
 def run_detect(as_json: bool = False, python: str | None = None, reports: list[str] | None = None,
-               env_file: str | None = None, timeout: float = 5.0) -> None:
+               env_file: str | None = None, timeout: float = 5.0, all_copies: bool = False) -> None:
     """Detect driver, GPUs, CUDA libraries, toolkits, frameworks and context. Exit 0; 2 on bad input."""
     from cudamatrix import detect as stage
 
@@ -20,7 +20,7 @@ def run_detect(as_json: bool = False, python: str | None = None, reports: list[s
     elif reports:
         env = stage.from_report_files(reports)
     else:
-        env = stage.detect(python_path(python), timeout=timeout)
+        env = stage.detect(python_path(python), timeout=timeout, all_copies=all_copies)
     finish("detect", 0, {"environment": env.to_dict()}, as_json, lambda: _human(env))
 
 

@@ -10,7 +10,7 @@ from cudamatrix.errors import UsageError
 
 @guarded("doctor")
 def run_doctor(env: list[Path] | None = None, from_: list[str] | None = None, python: str | None = None,
-               as_json: bool = False, data_dir: Path | None = None) -> None:
+               as_json: bool = False, data_dir: Path | None = None, all_copies: bool = False) -> None:
     """Detect and diagnose: findings with a code, severity, evidence and fix. Exit 1 on errors.
     A folder of node files in ``env`` is the fleet form: findings per node class (:mod:`.fleet_cmd`)."""
     if has_folder(env):
@@ -24,7 +24,7 @@ def run_doctor(env: list[Path] | None = None, from_: list[str] | None = None, py
     if env and len(env) > 1:
         raise UsageError("doctor reads one environment at a time", hint="run it once per --env file")
     matrix = load_matrix(str(data_dir) if data_dir else None)
-    environment = environments(env or [], from_ or [], python_path(python))[0]
+    environment = environments(env or [], from_ or [], python_path(python), all_copies)[0]
     findings = aim_findings(diagnose(environment, matrix), python_path(python))
     code = summary_exit(findings)
     data = {"findings": [f.to_dict() for f in findings], "environment": environment.to_dict(),

@@ -60,6 +60,9 @@ class Command:
 
 
 JSON = Opt("as_json", ("--json",), "flag", False, "Print the JSON envelope.")
+ALL_COPIES = Opt("all_copies", ("--all-copies",), "flag", False,
+                 "Also list the CUDA library copies no loader reaches (CUDA_HOME, CUDA_PATH, /usr/local/cuda* "
+                 "outside the ldconfig cache): a scan of every toolkit folder.")
 DATA = Opt("data_dir", ("--data",), "path", None, "Read the matrix from this folder.", hidden=True, metavar="DIR")
 ENV_FLEET = Opt("env", ("--env",), "paths", [],
                 "A saved `detect --json`, or a folder of them (a fleet; repeatable: the answer must hold on every "
@@ -109,13 +112,13 @@ COMMANDS: dict[str, Command] = {
             metavar="FILE"),
         Opt("env_file", ("--env",), "value", None, "Read a saved `detect --json` file and print it again.",
             metavar="FILE"),
-        Opt("timeout", ("--timeout",), "float", 5.0, "Seconds allowed to each probe's subprocess."))),
+        Opt("timeout", ("--timeout",), "float", 5.0, "Seconds allowed to each probe's subprocess."), ALL_COPIES)),
     "doctor": Command("doctor_cmd", "run_doctor", options=(
         ENV_FLEET.with_help("A saved `detect --json`, or a folder of them (findings per node class)."),
         Opt("from_", ("--from",), "list", [],
             "Pasted tool outputs (nvidia-smi, collect_env, ldconfig -p, pip freeze...); '-' for stdin.",
             metavar="FILE"),
-        PYTHON.with_help("Inspect the interpreter at this path.", "PATH"), JSON, DATA.with_help(""))),
+        PYTHON.with_help("Inspect the interpreter at this path.", "PATH"), JSON, DATA.with_help(""), ALL_COPIES)),
     "fix": Command("fix_cmd", "run_fix", positional=Arg(
         "requirements", "PEP 508 requirements (default: the frameworks installed)."), options=(
         PYTHON.with_help("Fix the interpreter at this path.", "PATH"),

@@ -37,7 +37,8 @@ def split_python(value: str | None) -> tuple[str | None, str | None]:
     return None, os.path.abspath(value) if value else value  # a path: relative to the current folder, as everywhere
 
 
-def environments(env_files: list[Path], from_files: list[str], interpreter: str | None) -> list[Environment]:
+def environments(env_files: list[Path], from_files: list[str], interpreter: str | None,
+                 all_copies: bool = False) -> list[Environment]:
     """Saved, pasted or live environments. ``--env`` may name folders of node files (see :func:`env_paths`).
     Raises UsageError for contradictory options."""
     from cudamatrix.detect import detect, from_report_files, load_environment
@@ -49,7 +50,7 @@ def environments(env_files: list[Path], from_files: list[str], interpreter: str 
         return [load_environment(str(p)) for p in env_paths(env_files)]
     if from_files:
         return [from_report_files(from_files)]
-    return [detect(python=interpreter)]
+    return [detect(python=interpreter, all_copies=all_copies)]
 
 
 def resolve(matrix: Matrix, *, env_files: list[Path], from_files: list[str] | None = None,

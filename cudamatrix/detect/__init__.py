@@ -13,7 +13,7 @@ import time
 from typing import TYPE_CHECKING
 
 from cudamatrix import proc
-from cudamatrix.detect import libraries, python_env
+from cudamatrix.detect import libraries, paths, python_env
 
 if TYPE_CHECKING:
     from cudamatrix.detect import loader
@@ -28,12 +28,13 @@ DETECT_ENV_VAR = "CUDAMATRIX_DETECT_ENV"  # a saved `detect --json` that detect(
 
 
 def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
-           environ: dict[str, str] | None = None) -> Environment:
+           environ: dict[str, str] | None = None, all_copies: bool = False) -> Environment:
     """Detect driver, GPUs, CUDA libraries, toolkits and the Python environment of this machine.
 
     ``python`` names another interpreter to inspect instead of the running one. ``root`` is where
     /proc, /sys, /usr/local/cuda* and the container markers are read (a fake root in tests). ``timeout``
-    bounds each subprocess. Never raises for absent hardware; raises UsageError when ``python`` cannot be run.
+    bounds each subprocess. ``all_copies`` also lists the library copies no loader reaches (the toolkit folders
+    outside the ldconfig cache: :mod:`.libraries`). Never raises for absent hardware; raises UsageError when ``python`` cannot be run.
     With ``CUDAMATRIX_DETECT_ENV=PATH`` set, the saved Environment at PATH is returned instead (UsageError if bad).
     """
     # the live probes' modules, imported here: reading a paste (detect --from) never needs them
@@ -48,6 +49,7 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
         env = load_environment(saved)
         env.notes.append(Note("detect", f"{DETECT_ENV_VAR}={saved}: a saved environment, not probed"))
         return env
+    paths.forget()  # folders' real paths are remembered for this run only
     timer = Timer()
     start = time.perf_counter()
     env = Environment(origin="live", captured_at=time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
@@ -80,7 +82,7 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
         env.notes.append(Note("ldconfig", ld_note))
     with timer("libraries"):
         copies = libraries.find_copies(environ, root, env.python.site_packages, ld_entries, side.wheel_owner,
-                                       _conda_prefixes(env))
+                                       _conda_prefixes(env), all_copies)
     with timer("loader"):
         answers = loader.run_loader(libraries.loadable(copies), nvml=False, libcuda=False, timeout=timeout)
     driver_answers = nvml.value()
@@ -131,6 +133,9 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
                                   "load it instead of the driver's copy fail", "warning"))
     env.toolkits, notes = tools.value()
     env.notes += notes
+    from cudamatrix.detect import elfcache
+
+    elfcache.save()  # the ELF facts read this run, for the next (a home that cannot be written keeps none)
     env.timings_ms = timer.timings
     env.timings_ms["total"] = round((time.perf_counter() - start) * 1000.0, 2)
     return env
@@ -189,8 +194,8 @@ def _add_loader_libraries(copies: list[Library], answers: loader.LoaderAnswers, 
         extra.append(Library(name="nvml", soname="libnvidia-ml.so.1", path=nvml["path"], origin="loader",
                              version=nvml.get("driver"), loaded_first=True))
     for lib in extra:
-        real = os.path.realpath(lib.path)
-        same = next((c for c in copies if os.path.realpath(c.path) == real), None)
+        real = paths.realpath(lib.path)
+        same = next((c for c in copies if paths.realpath(c.path) == real), None)
         if same is None:
             copies.append(lib)
         else:

@@ -6,13 +6,15 @@ refused with a reason. Reads are bounded (header, at most 256 program headers, a
 Field layouts are those of the System V ABI, "Object Files" chapter (ELF header, program header, dynamic
 section); tag values from its table "Dynamic Array Tags" and glibc's ``elf.h`` (DT_RUNPATH 29, DT_FLAGS_1).
 
-Results are cached by (path, mtime, size, inode), so a detect that reads the same library twice pays once.
+Results are cached by (path, mtime, size, inode), so a detect that reads the same library twice pays once, and
+kept across runs in the user cache by their stat stamp (:mod:`cudamatrix.detect.elfcache`).
 """
 from __future__ import annotations
 
 import os
 import struct
 
+from cudamatrix.detect import elfcache
 from cudamatrix.schema import field, record
 
 PT_LOAD, PT_DYNAMIC, PT_INTERP = 1, 2, 3
@@ -60,6 +62,8 @@ def read_dynamic(path: str) -> Dynamic:
     key = (path, st.st_mtime_ns, st.st_size, st.st_ino)
     hit = _CACHE.get(key)
     if hit is None:
+        hit = elfcache.recall(path, st)
+    if hit is None:
         try:
             with open(path, "rb") as fh:
                 hit = _parse(fh, st.st_size)
@@ -67,6 +71,8 @@ def read_dynamic(path: str) -> Dynamic:
             hit = exc
         except struct.error as exc:
             hit = ElfError(f"truncated or malformed ELF structure ({exc})")
+        elfcache.remember(path, st, hit)
+    if key not in _CACHE:
         if len(_CACHE) > 4096:
             _CACHE.clear()
         _CACHE[key] = hit

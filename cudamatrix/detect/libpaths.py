@@ -20,6 +20,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from cudamatrix.detect.paths import realpath
 from cudamatrix.models import Environment, Framework, LibraryLoad
 from cudamatrix.schema import record
 
@@ -207,7 +208,7 @@ def version_of(env: Environment, path: str | None) -> str | None:
     if not path:
         return None
     for lib in env.libraries:
-        if lib.path == path or os.path.realpath(lib.path) == path:
+        if lib.path == path or realpath(lib.path) == path:
             return lib.version
     return None
 
@@ -219,7 +220,7 @@ def fill_versions(env: Environment) -> None:
     after that folder's own answering sub-library (:func:`cudamatrix.detect.loader.own_answerer`)."""
     from cudamatrix.detect import openers
 
-    folders = {os.path.dirname(os.path.realpath(lib.path)) + "|" + lib.soname: lib.version
+    folders = {os.path.dirname(realpath(lib.path)) + "|" + lib.soname: lib.version
                for lib in env.libraries if lib.name == "cudnn" and lib.version}
 
     def known(path: str | None, soname: str) -> str | None:

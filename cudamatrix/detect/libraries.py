@@ -1,8 +1,11 @@
 """Every copy of the CUDA runtime, cuDNN and their siblings on this machine, and the loader's view of them.
 
-Where copies are looked for: each LD_LIBRARY_PATH entry, the ``ldconfig -p`` cache, CUDA_HOME / CUDA_PATH,
-/usr/local/cuda*, conda prefixes, the ``nvidia/*/lib`` folders of nvidia-* wheels (and ``torch/lib``),
-and WSL's /usr/lib/wsl/lib. Copies are files, told apart by their real path; the soname is read from the
+Where copies are looked for: the folders a framework's loader can reach -- each LD_LIBRARY_PATH entry, the
+``ldconfig -p`` cache, conda prefixes (a conda build's RPATH), the ``nvidia/*/lib`` folders of nvidia-* wheels
+(and ``torch/lib``: the frameworks' RUNPATH), and WSL's /usr/lib/wsl/lib -- and, with ``all_copies`` (detect and
+doctor ``--all-copies``), the toolkit folders too: CUDA_HOME / CUDA_PATH and /usr/local/cuda* (lib64, lib,
+targets/*/lib). A toolkit's copy that the ldconfig cache lists is found either way; the others no loader
+reaches, and listing them cost a scan of every toolkit folder on every run (issue #29). Copies are files, told apart by their real path; the soname is read from the
 ELF dynamic section. Versions come from the file name (libcudart.so.12.4.127) here and from ctypes calls in
 the loader child (:mod:`.loader`).
 
@@ -19,6 +22,8 @@ import stat
 from collections.abc import Sequence
 
 from cudamatrix import proc
+from cudamatrix.detect import elf
+from cudamatrix.detect.paths import realpath
 from cudamatrix.models import Library, Note
 from cudamatrix.schema import record
 
@@ -137,21 +142,23 @@ def _machine_flag() -> str:
 
 
 def search_dirs(environ: dict[str, str], root: str, site_packages: list[str],
-                conda_prefixes: Sequence[str] = ()) -> list[tuple[str, str]]:
-    """(folder, origin) pairs to scan, most specific first; LD_LIBRARY_PATH first as the loader does."""
+                conda_prefixes: Sequence[str] = (), all_copies: bool = False) -> list[tuple[str, str]]:
+    """(folder, origin) pairs to scan, most specific first; LD_LIBRARY_PATH first as the loader does.
+    The toolkit folders only with ``all_copies``."""
     import glob
 
     dirs: list[tuple[str, str]] = []
     for entry in environ.get("LD_LIBRARY_PATH", "").split(":"):
         if entry:
             dirs.append((entry, "LD_LIBRARY_PATH"))
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        base = environ.get(var)
-        if base:
-            dirs += [(d, var) for d in _toolkit_lib_dirs(base)]
-    for base in sorted(glob.glob(os.path.join(root, "usr/local/cuda*"))):
-        origin = "/" + os.path.relpath(base, root)
-        dirs += [(d, origin) for d in _toolkit_lib_dirs(base)]
+    if all_copies:
+        for var in ("CUDA_HOME", "CUDA_PATH"):
+            base = environ.get(var)
+            if base:
+                dirs += [(d, var) for d in _toolkit_lib_dirs(base)]
+        for base in sorted(glob.glob(os.path.join(root, "usr/local/cuda*"))):
+            origin = "/" + os.path.relpath(base, root)
+            dirs += [(d, origin) for d in _toolkit_lib_dirs(base)]
     for base in [environ.get("CONDA_PREFIX", "")] + list(conda_prefixes):
         if base:
             dirs.append((os.path.join(base, "lib"), "conda"))
@@ -171,8 +178,10 @@ def _toolkit_lib_dirs(base: str) -> list[str]:
 
 
 def find_copies(environ: dict[str, str], root: str, site_packages: list[str], ld_entries: list[LdEntry],
-                wheel_owner: dict[str, str], conda_prefixes: Sequence[str] = ()) -> list[Library]:
-    """Every tracked library copy, one :class:`Library` per real file, in discovery order.
+                wheel_owner: dict[str, str], conda_prefixes: Sequence[str] = (), all_copies: bool = False
+                ) -> list[Library]:
+    """Every tracked library copy a loader can reach (``all_copies``: and the toolkits' others), one
+    :class:`Library` per real file, in discovery order.
 
     ``wheel_owner`` maps an absolute file path (as RECORD lists it) to its distribution name;
     ``conda_prefixes`` are conda environments to look into besides $CONDA_PREFIX (the probed interpreter's).
@@ -185,14 +194,15 @@ def find_copies(environ: dict[str, str], root: str, site_packages: list[str], ld
         if name is None:
             return
         try:
-            real = os.path.realpath(path)
+            real = realpath(path)
             if not os.path.isfile(real):
                 return
         except OSError:
             return
         if real in found:
             return
-        soname = elf_soname(real) or _soname_guess(os.path.basename(path))
+        dyn = elf.try_read(real)  # kept across runs (elfcache); 32-bit and big-endian objects: elf_soname
+        soname = (dyn.soname if dyn is not None else elf_soname(real)) or _soname_guess(os.path.basename(path))
         shown = os.path.join(os.path.dirname(path), soname) if os.path.exists(
             os.path.join(os.path.dirname(path), soname)) else path
         if origin == "wheel":
@@ -202,7 +212,7 @@ def find_copies(environ: dict[str, str], root: str, site_packages: list[str], ld
                               version=version_from_filename(os.path.basename(real)),
                               stub=_in_stubs(path) or _in_stubs(real))
 
-    dirs = search_dirs(environ, root, site_packages, conda_prefixes)
+    dirs = search_dirs(environ, root, site_packages, conda_prefixes, all_copies)
     ld_first = [d for d in dirs if d[1] == "LD_LIBRARY_PATH"]
     for folder, origin in ld_first:
         _scan(folder, origin, add)
@@ -257,10 +267,12 @@ def loader_view(copies: list[Library], environ: dict[str, str], ld_entries: list
             order.append(cache[soname])
         order += [os.path.join(d, soname) for d in DEFAULT_DIRS]
         reach = []
-        for candidate in order:
+        by_real: dict[str, Library] = {}
+        for x in libs:
+            by_real.setdefault(realpath(x.path), x)
+        for candidate in dict.fromkeys(order):
             if os.path.exists(candidate):
-                real = os.path.realpath(candidate)
-                found = next((x for x in libs if os.path.realpath(x.path) == real), None)
+                found = by_real.get(realpath(candidate))
                 if found is not None and found not in reach:
                     reach.append(found)
         if not reach:

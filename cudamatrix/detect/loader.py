@@ -18,6 +18,7 @@ from typing import Any
 from cudamatrix import proc
 from cudamatrix.detect import elf as _elf
 from cudamatrix.detect.libraries import safe_environ
+from cudamatrix.detect.paths import realpath
 from cudamatrix.safe.files import parse_json
 from cudamatrix.schema import field, record
 
@@ -241,9 +242,10 @@ class LinkMap:
         for entry in _split_preload(search.ld_preload):
             self.load(entry, None, how="LD_PRELOAD")
         # a running process (a notebook kernel): what is mapped already answers by SONAME and by file
+        known = {o.real for o in self.objects}
         for path in mapped:
-            if not any(o.real == os.path.realpath(path) for o in self.objects):
-                self._new(path, path, None, set(), mapped=True)
+            if realpath(path) not in known:
+                known.add(self._new(path, path, None, set(), mapped=True).real)
 
     # -- public ---------------------------------------------------------------------------------------------
     def load(self, name: str, caller: Obj | None, how: str = "dlopen", when: str = "import") -> Obj | None:
@@ -301,7 +303,7 @@ class LinkMap:
 
     # -- internals --------------------------------------------------------------------------------------------
     def _new(self, path: str, found_as: str, loader: Obj | None, names: set[str], mapped: bool = False) -> Obj:
-        real = os.path.realpath(path)
+        real = realpath(path)
         dyn = _elf.try_read(real)
         try:
             st = os.stat(real)
@@ -353,7 +355,7 @@ class LinkMap:
         if path is None:
             self.resolutions.append(Resolution(name, None, "not found", requester, how, error or "not found"))
             return None
-        real = os.path.realpath(path)
+        real = realpath(path)
         try:
             st = os.stat(real)
             ident = (st.st_dev, st.st_ino)

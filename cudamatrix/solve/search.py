@@ -16,6 +16,7 @@ from cudamatrix.models import Rejection
 from cudamatrix.names import FAMILIES, canonical
 from cudamatrix.schema import field, record
 from cudamatrix.solve import rules
+from cudamatrix.solve.driverclass import SharedChecks
 from cudamatrix.solve.indexes import dedupe
 from cudamatrix.solve.target import Target
 
@@ -157,13 +158,13 @@ def preference(c: Candidate, targets: list[Target], installed: tuple[str, str | 
     )
 
 
-def _on_targets(matrix: Matrix, cand: Candidate,
+def _on_targets(shared: SharedChecks, cand: Candidate,
                 targets: list[Target]) -> tuple[list[rules.Reason], dict[tuple, list[rules.Reason]]]:
     """The hard rules on every target: all the reasons, and the reasons per target (by key) where it fails."""
     reasons: list[rules.Reason] = []
     failing: dict[tuple, list[rules.Reason]] = {}
     for target in targets:
-        found = rules.check(matrix, cand.release, cand.variant, target)
+        found = shared.check(cand.release, cand.variant, target)
         if found:
             reasons.extend(found)
             failing[target.key()] = found
@@ -175,6 +176,7 @@ def screen(family: str, reqs: list[Requirement], matrix: Matrix, targets: list[T
     """Every candidate of one family against the request and the hard rules on every target."""
     wants_cpu_variant = any(str(s.version).endswith("+cpu") for r in reqs for s in r.specifier) or \
         any("cpu" in r.extras for r in reqs)
+    shared = SharedChecks(matrix, targets)  # a fleet: one check per driver class, not per node
     ok: list[Candidate] = []
     verdicts: list[Verdict] = []
     rejected: list[Rejection] = []
@@ -186,7 +188,7 @@ def screen(family: str, reqs: list[Requirement], matrix: Matrix, targets: list[T
             if req_problems:
                 verdicts.append(Verdict(cand, [rules.Reason("request", p) for p in req_problems], {}))
                 continue
-            reasons, failing = _on_targets(matrix, cand, targets)
+            reasons, failing = _on_targets(shared, cand, targets)
             if reasons:
                 verdicts.append(Verdict(cand, reasons, failing))
                 rejected.append(Rejection(candidate=cand.label, reasons=dedupe([r.message for r in reasons]),

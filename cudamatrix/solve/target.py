@@ -158,14 +158,14 @@ def from_flags(matrix: Matrix, *, driver: str | None, gpus: list[str], python: s
     note: tuple[str, ...] = ()
     if driver is not None:
         driver, note = flag_driver(matrix, driver, platform or (base.platform if base else "linux_x86_64"))
-    target_gpus = [_flag_gpu(matrix, text) for text in gpus]
+    target_gpus = [_flag_gpu(matrix, text) for text in dict.fromkeys(gpus)]  # a flag repeated (one per node) says nothing more
     base = base or Target(name="target")
     return Target(
         name="target" if (driver or gpus or python or platform) else base.name,
         notes=note if driver is not None else base.notes,
         gpu_unknown=False if (driver or gpus) else base.gpu_unknown,
         driver=driver if driver is not None else base.driver,
-        gpus=tuple(target_gpus) if gpus else base.gpus,
+        gpus=tuple(dict.fromkeys(target_gpus)) if gpus else base.gpus,
         python=_py_minor(python) if python else base.python,
         platform=platform or base.platform,
         cuda_toolkit=cuda_toolkit or base.cuda_toolkit,
