@@ -161,9 +161,21 @@ def _exact(req: Requirement) -> str | None:
     return next((s.version for s in req.specifier if s.operator == "==" and "*" not in s.version), None)
 
 
+_KNOWN: dict[tuple[int, str], tuple[Matrix, list[Version]]] = {}  # read once per matrix: the rules ask per target
+
+
 def known_wheel_versions(matrix: Matrix, name: str) -> list[Version]:
     """Versions of one nvidia-* wheel the matrix has read: the exact pins of its builds and the floors of their
     ranges (each a version a framework's METADATA names, so a published wheel)."""
+    hit = _KNOWN.get((id(matrix), name))
+    if hit is not None and hit[0] is matrix:
+        return list(hit[1])
+    found = _known_wheel_versions(matrix, name)
+    _KNOWN[(id(matrix), name)] = (matrix, found)
+    return list(found)
+
+
+def _known_wheel_versions(matrix: Matrix, name: str) -> list[Version]:
     out: set[Version] = set()
     for family in ("torch", "tensorflow", "jax"):
         for release in matrix.frameworks(family):
