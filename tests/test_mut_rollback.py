@@ -6,16 +6,16 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
 
 import pytest
-
-from cudamatrix.errors import Exit, InstallFailed
-from cudamatrix.install.apply import _index_options, _requirement, _source, apply, diff, installer_error, snapshot
-from cudamatrix.proc import Result
-from cudamatrix.models import InstalledDist, Plan, Step
 from localindex import build_wheel, copy_venv
 from uvtool import needs_uv, with_uv
 
+from cudamatrix.errors import Exit, InstallFailed
+from cudamatrix.install.apply import _index_options, _requirement, _source, apply, diff, installer_error, snapshot
+from cudamatrix.models import InstalledDist, Plan, Step
+from cudamatrix.proc import Result
 
 # PEP 610 (direct_url.json): a VCS install records vcs_info.commit_id, an editable one dir_info.editable;
 # pip reinstalls them with "name @ vcs+url@commit" and "-e path".
@@ -290,10 +290,13 @@ def test_restore_of_an_unchanged_set_does_nothing():
 
 
 def test_snapshot_records_where_each_distribution_came_from(tmp_path):
-    # this project is installed editable (PEP 610: dir_info.editable), by pip (the INSTALLER file)
+    # this project is installed editable (PEP 610: dir_info.editable), by pip, or by uv in .ci/run's Python 3.10
+    # venv (the INSTALLER file says which)
     dists = {d.name: d for d in snapshot(sys.executable)}
     mine = dists["cudamatrix"]
-    assert mine.source is not None and mine.source.startswith("-e file://") and mine.installer == "pip"
+    written = (Path(mine.path) / "INSTALLER").read_text().strip()
+    assert written in ("pip", "uv")
+    assert mine.source is not None and mine.source.startswith("-e file://") and mine.installer == written
     assert dists["pytest"].source is None
     broken = tmp_path / "python"
     broken.write_text("#!/bin/sh\necho 'it broke' >&2\nexit 1\n")
