@@ -453,7 +453,7 @@ def overlay_doc(index_url: str) -> dict:
         if variant.get("index_url"):
             variant["index_url"] = index_url
     families = {"torch": [row], "tensorflow": [], "jax": []}
-    return {"overlay_schema": 1, "created": "2026-12-01T00:00:00Z", "index": "https://pypi.org/simple",
+    return {"overlay_schema": 1, "created": "2026-12-01T00:00:00Z", "index": "https://index.example/simple",
             "matrix_version": "x", "families": families, "sha256": digest(families)}
 
 

@@ -28,7 +28,7 @@ def _doc(digest: bool = True) -> dict:
     row["version"] = NEW
     row.pop("companions", None)
     families = {"torch": [row], "tensorflow": [], "jax": []}
-    doc = {"overlay_schema": 1, "created": "2026-12-01T00:00:00Z", "index": "https://pypi.org/simple",
+    doc = {"overlay_schema": 1, "created": "2026-12-01T00:00:00Z", "index": "https://index.example/simple",
            "matrix_version": "x", "families": families}
     if digest:
         doc["sha256"] = overlay.digest(families)
@@ -72,7 +72,7 @@ def test_a_signed_overlay_of_good_rows_is_applied(shipped):
     info = overlay.info(got)
     assert info.ignored is None and info.path == str(path) and info.releases == {"torch": [NEW], "tensorflow": [],
                                                                                   "jax": []}
-    assert (info.created, info.index) == ("2026-12-01T00:00:00Z", "https://pypi.org/simple")
+    assert (info.created, info.index) == ("2026-12-01T00:00:00Z", "https://index.example/simple")
 
 
 def test_no_overlay_file_is_the_shipped_matrix(shipped):
