@@ -290,33 +290,53 @@ def loader_view(copies: list[Library], environ: dict[str, str], ld_entries: list
         cache.setdefault(e.soname, e.path)
     ld_dirs = [d for d in environ.get("LD_LIBRARY_PATH", "").split(":") if d]
     for soname, libs in by_soname.items():
-        order: list[str] = [os.path.join(d, soname) for d in ld_dirs]
-        order += [os.path.join(os.path.dirname(x.path), soname) for x in libs if x.origin.startswith("wheel")]
-        if soname in cache:
-            order.append(cache[soname])
-        order += [os.path.join(d, soname) for d in DEFAULT_DIRS]
-        reach = []
-        by_real: dict[str, Library] = {}
-        for x in libs:
-            by_real.setdefault(realpath(x.path), x)
-        for candidate in dict.fromkeys(order):
-            if os.path.exists(candidate):
-                found = by_real.get(realpath(candidate))
-                if found is not None and found not in reach:
-                    reach.append(found)
-        if not reach:
-            continue
-        winner = reach[0]
-        winner.loaded_first = True
-        for lib in reach[1:]:
-            lib.shadowed_by = winner.path
-        versions = {x.version for x in reach if x.version}
-        if len(reach) > 1 and len(versions) > 1:
-            losers = ", ".join(f"{x.path} ({x.version or '?'}, {x.origin})" for x in reach[1:])
-            notes.append(Note("loader", f"{soname}: {winner.path} ({winner.version or '?'}, {winner.origin}) "
-                              f"is loaded first and shadows {losers}", "warning"))
-        if winner.stub:
-            notes.append(Note("loader", f"{soname}: the copy loaded first is a link-time stub ({winner.path})", "error"))
+        reach = _reachable(_search_order(soname, libs, ld_dirs, cache), libs)
+        if reach:
+            notes += _mark_winner(soname, reach)
+    return notes
+
+
+def _search_order(soname: str, libs: list[Library], ld_dirs: list[str], cache: dict[str, str]) -> list[str]:
+    """The paths the loader tries for ``soname``, in its order: LD_LIBRARY_PATH, the folders of the wheel
+    copies (their dependants' RPATH), the ld.so cache, the default folders."""
+    order: list[str] = [os.path.join(d, soname) for d in ld_dirs]
+    order += [os.path.join(os.path.dirname(x.path), soname) for x in libs if x.origin.startswith("wheel")]
+    if soname in cache:
+        order.append(cache[soname])
+    order += [os.path.join(d, soname) for d in DEFAULT_DIRS]
+    return order
+
+
+def _reachable(order: list[str], libs: list[Library]) -> list[Library]:
+    """Which of the found copies ``libs`` the search ``order`` reaches, first reached first (a path that exists
+    and is, once links are resolved, one of them)."""
+    reach: list[Library] = []
+    by_real: dict[str, Library] = {}
+    for x in libs:
+        by_real.setdefault(realpath(x.path), x)
+    for candidate in dict.fromkeys(order):
+        if os.path.exists(candidate):
+            found = by_real.get(realpath(candidate))
+            if found is not None and found not in reach:
+                reach.append(found)
+    return reach
+
+
+def _mark_winner(soname: str, reach: list[Library]) -> list[Note]:
+    """Mark the first reachable copy loaded and the others shadowed by it; notes when the reachable copies
+    disagree on the version (warning) and when the winner is a link-time stub (error)."""
+    notes: list[Note] = []
+    winner = reach[0]
+    winner.loaded_first = True
+    for lib in reach[1:]:
+        lib.shadowed_by = winner.path
+    versions = {x.version for x in reach if x.version}
+    if len(reach) > 1 and len(versions) > 1:
+        losers = ", ".join(f"{x.path} ({x.version or '?'}, {x.origin})" for x in reach[1:])
+        notes.append(Note("loader", f"{soname}: {winner.path} ({winner.version or '?'}, {winner.origin}) "
+                          f"is loaded first and shadows {losers}", "warning"))
+    if winner.stub:
+        notes.append(Note("loader", f"{soname}: the copy loaded first is a link-time stub ({winner.path})", "error"))
     return notes
 
 
