@@ -96,39 +96,51 @@ def run_loader(libs: list[tuple[str, str]], nvml: bool, libcuda: bool, timeout: 
     for _attempt in range(3):
         result = proc.run([exe, "-I", "-S", _SCRIPT, json.dumps(config)], timeout=timeout,
                           env=safe_environ())  # no empty, relative or world-writable LD_LIBRARY_PATH entry
-        started = None
-        finished = False
-        for line in result.stdout.splitlines():
-            try:
-                obj = parse_json(line)  # the other interpreter's words: any shape, any depth
-            except ValueError:
-                continue
-            if not isinstance(obj, dict):
-                continue
-            if "start" in obj:
-                started = obj["start"]
-            elif obj.get("done"):
-                finished = True
-            elif obj.get("probe") == "nvml":
-                answers.nvml, started = obj, None
-            elif obj.get("probe") == "libcuda":
-                answers.libcuda, started = obj, None
-            elif obj.get("probe") == "lib":
-                answers.libs[obj["path"]], started = obj, None
+        started, finished = _read_answers(result.stdout, answers)
         if finished:
             return answers
         if started is None:  # it did not even start its first step
             answers.error = result.error or (result.stderr.strip()[-300:] or f"exit status {result.returncode}")
             return answers
-        if result.timed_out:
-            answers.failed[started] = f"hung (no answer within {timeout:g}s)"
-        else:
-            code = result.returncode
-            how = f"signal {-code}" if code is not None and code < 0 else f"exit status {code}"
-            answers.failed[started] = f"crashed the process ({how})"
+        answers.failed[started] = _failure(result, timeout)
         done = set(answers.libs) | {k for k in ("nvml", "libcuda") if getattr(answers, k) is not None}
         config["skip"] = sorted(set(config["skip"]) | done | {started})
     return answers
+
+
+def _read_answers(stdout: str, answers: LoaderAnswers) -> tuple[Any, bool]:
+    """Record in ``answers`` what one run of the child printed (one JSON object a line; anything else is
+    skipped); returns (the step it started and did not answer, None when none; whether it said it was done)."""
+    started = None
+    finished = False
+    for line in stdout.splitlines():
+        try:
+            obj = parse_json(line)  # the other interpreter's words: any shape, any depth
+        except ValueError:
+            continue
+        if not isinstance(obj, dict):
+            continue
+        if "start" in obj:
+            started = obj["start"]
+        elif obj.get("done"):
+            finished = True
+        elif obj.get("probe") == "nvml":
+            answers.nvml, started = obj, None
+        elif obj.get("probe") == "libcuda":
+            answers.libcuda, started = obj, None
+        elif obj.get("probe") == "lib":
+            answers.libs[obj["path"]], started = obj, None
+    return started, finished
+
+
+def _failure(result: proc.Result, timeout: float) -> str:
+    """How the step the child started and did not answer failed: it hung past ``timeout``, or it crashed the
+    process (the signal, or the exit status)."""
+    if result.timed_out:
+        return f"hung (no answer within {timeout:g}s)"
+    code = result.returncode
+    how = f"signal {-code}" if code is not None and code < 0 else f"exit status {code}"
+    return f"crashed the process ({how})"
 
 
 # --- the loader model: which file ld.so maps for a SONAME ------------------------------------------------
