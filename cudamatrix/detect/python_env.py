@@ -102,6 +102,8 @@ def torch_variant(version: str, requires: list[str], version_py: str | None) -> 
 
 
 def other_variant(name: str, version: str, requires: list[str], packages: dict[str, str]) -> Framework:
+    """The variant of a framework other than torch: from its local version (torchvision, torchaudio, jaxlib),
+    its name (tensorflow-cpu), its installed ``and-cuda`` extra (tensorflow) or its CUDA plugin (jaxlib)."""
     fw = Framework(name=name, version=version, source="metadata")
     local = version.partition("+")[2]
     if name in ("torchvision", "torchaudio"):
@@ -112,27 +114,38 @@ def other_variant(name: str, version: str, requires: list[str], packages: dict[s
         fw.variant = "cpu"
         return fw
     if name.startswith("tensorflow"):
-        extra = [r for r in requires if "and-cuda" in (parse_requirement(r)[2] or "")]
-        names = {parse_requirement(r)[0]: parse_requirement(r)[1] for r in extra}
-        if names and all(n in packages for n in names):
-            fw.variant = "and-cuda"
-            fw.cuda = _major_minor(next((v for n, v in names.items() if n.startswith("nvidia-cuda-runtime")), None))
-            fw.cudnn = _major_minor(next((v for n, v in names.items() if n.startswith("nvidia-cudnn")), None), 3)
-        return fw
-    if name == "jaxlib":
-        m = re.search(r"cuda(\d+)(?:\.cudnn(\d)(\d+))?", local)
-        if m:
-            fw.variant, fw.source = f"cuda{m.group(1)}", "local version"
-            fw.cudnn = f"{m.group(2)}.{m.group(3)}" if m.group(2) else None
-            return fw
-        plugin = next((n for n in packages if re.fullmatch(r"jax-cuda\d+-plugin", n)), None)
-        if plugin:
-            fw.variant = plugin.split("-")[1]  # "cuda12": the plugin wheels carry only the CUDA major version
-            fw.cuda = fw.variant[len("cuda"):]
-            fw.source = "plugin " + plugin
-        elif not any(n.startswith("jax-rocm") for n in packages):
-            fw.variant = "cpu"
+        _tensorflow_variant(fw, requires, packages)
+    elif name == "jaxlib":
+        _jaxlib_variant(fw, local, packages)
     return fw
+
+
+def _tensorflow_variant(fw: Framework, requires: list[str], packages: dict[str, str]) -> None:
+    """A tensorflow build is "and-cuda" when every requirement of its ``and-cuda`` extra is installed; its CUDA
+    and cuDNN are then those the extra pins (nvidia-cuda-runtime-*, nvidia-cudnn-*)."""
+    extra = [r for r in requires if "and-cuda" in (parse_requirement(r)[2] or "")]
+    names = {parse_requirement(r)[0]: parse_requirement(r)[1] for r in extra}
+    if names and all(n in packages for n in names):
+        fw.variant = "and-cuda"
+        fw.cuda = _major_minor(next((v for n, v in names.items() if n.startswith("nvidia-cuda-runtime")), None))
+        fw.cudnn = _major_minor(next((v for n, v in names.items() if n.startswith("nvidia-cudnn")), None), 3)
+
+
+def _jaxlib_variant(fw: Framework, local: str, packages: dict[str, str]) -> None:
+    """A jaxlib's variant: from its local version ("cuda12.cudnn89"), else from an installed jax-cuda*-plugin
+    (CUDA major only), else "cpu" unless a jax-rocm plugin is installed."""
+    m = re.search(r"cuda(\d+)(?:\.cudnn(\d)(\d+))?", local)
+    if m:
+        fw.variant, fw.source = f"cuda{m.group(1)}", "local version"
+        fw.cudnn = f"{m.group(2)}.{m.group(3)}" if m.group(2) else None
+        return
+    plugin = next((n for n in packages if re.fullmatch(r"jax-cuda\d+-plugin", n)), None)
+    if plugin:
+        fw.variant = plugin.split("-")[1]  # "cuda12": the plugin wheels carry only the CUDA major version
+        fw.cuda = fw.variant[len("cuda"):]
+        fw.source = "plugin " + plugin
+    elif not any(n.startswith("jax-rocm") for n in packages):
+        fw.variant = "cpu"
 
 
 def build(raw: dict) -> PythonSide:
