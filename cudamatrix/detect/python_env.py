@@ -156,6 +156,19 @@ def build(raw: dict) -> PythonSide:
                              tags=list(raw.get("tags") or []), site_packages=list(raw.get("site_packages") or []),
                              in_virtualenv=raw.get("in_virtualenv"), installer=raw.get("installer"))
     dists = raw.get("dists") or []
+    by_name = _by_name(dists, side)
+    side.packages = {n: d["version"] for n, d in sorted(by_name.items())}
+    for name, d in by_name.items():
+        if d.get("requires") and not name.startswith("nvidia-"):
+            side.requirements[name] = list(d["requires"])
+    _frameworks(by_name, raw, side)
+    _file_owners(dists, side)
+    return side
+
+
+def _by_name(dists: list[dict], side: PythonSide) -> dict[str, dict]:
+    """The first distribution found under each canonical name; a warning on ``side`` for a name installed
+    twice at different versions (a broken upgrade left two metadata folders)."""
     by_name: dict[str, dict] = {}
     for d in dists:
         name = canonical(d["name"])
@@ -163,10 +176,11 @@ def build(raw: dict) -> PythonSide:
             side.notes.append(Note("python", f"{name} is installed twice ({by_name[name]['version']} and "
                                    f"{d['version']}): a broken upgrade left two metadata folders", "warning"))
         by_name.setdefault(name, d)
-    side.packages = {n: d["version"] for n, d in sorted(by_name.items())}
-    for name, d in by_name.items():
-        if d.get("requires") and not name.startswith("nvidia-"):
-            side.requirements[name] = list(d["requires"])
+    return by_name
+
+
+def _frameworks(by_name: dict[str, dict], raw: dict, side: PythonSide) -> None:
+    """The installed frameworks and their variants, in :data:`FRAMEWORKS` order, onto ``side``."""
     for name in FRAMEWORKS:
         d = by_name.get(name)
         if d is None:
@@ -175,6 +189,11 @@ def build(raw: dict) -> PythonSide:
             side.frameworks.append(torch_variant(d["version"], d.get("requires") or [], raw.get("torch_version_py")))
         else:
             side.frameworks.append(other_variant(name, d["version"], d.get("requires") or [], side.packages))
+
+
+def _file_owners(dists: list[dict], side: PythonSide) -> None:
+    """Which distribution installed each shared library (``side.wheel_owner``), and which files two
+    distributions both installed (``side.file_conflicts``, at most :data:`_MAX_CONFLICTS`, with a warning)."""
     owners: dict[str, list[str]] = {}
     for d in dists:
         for rel in d.get("files") or []:
@@ -193,7 +212,6 @@ def build(raw: dict) -> PythonSide:
     if side.file_conflicts:
         pairs = sorted({" and ".join(c.distributions) for c in side.file_conflicts})
         side.notes.append(Note("python", "distributions overwrite each other's files: " + "; ".join(pairs[:5]), "warning"))
-    return side
 
 
 def probe(python: str | None, timeout: float) -> tuple[PythonSide, str | None]:
