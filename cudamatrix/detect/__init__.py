@@ -246,22 +246,14 @@ def _merge_smi(drv: Driver, env: Environment, reading) -> None:
 def _settle_status(drv: Driver, env: Environment, kmod: str | None, kmod_source: str | None,
                    answers: loader.LoaderAnswers, environ: dict[str, str], root: str,
                    cuda_lib: Library | None) -> None:
+    """The driver's final status, version and notes: from the probes when none settled it, the kernel module's
+    version as a fallback (and a reboot warning when it differs from user space), "no_device" when the
+    environment hides the GPUs, and a WSL note."""
     from cudamatrix.detect import driver
 
     nvml_missing = (answers.nvml or {}).get("code") == driver.NVML_LIBRARY_NOT_FOUND
     if drv.status == "unknown":
-        if kmod and nvml_missing:
-            drv.status = "no_device"
-            env.notes.append(Note("driver", f"kernel module {kmod} is loaded but no user-space driver library is "
-                                  "visible: a container started without the NVIDIA runtime (--gpus / "
-                                  "runtimeClassName)?", "warning"))
-        elif kmod:
-            drv.status = "no_device" if not env.gpus else "ok"
-        elif drv.version or env.gpus or (cuda_lib is not None and not cuda_lib.stub and cuda_lib.version):
-            drv.status = "ok" if env.gpus else "no_device"
-        else:
-            drv.status = "absent"
-            drv.error = drv.error or "no NVIDIA kernel module, NVML library or nvidia-smi found"
+        _status_from_probes(drv, env, kmod, nvml_missing, cuda_lib)
     if drv.version is None and kmod:
         drv.version, drv.source = kmod, kmod_source
     if kmod and drv.version and kmod != drv.version and drv.status == "ok":
@@ -275,6 +267,25 @@ def _settle_status(drv: Driver, env: Environment, kmod: str | None, kmod_source:
     if env.context.wsl and os.path.isdir(os.path.join(root, "usr/lib/wsl/lib")):
         env.notes.append(Note("driver", "WSL: the driver is the Windows one; libcuda and NVML come from "
                               "/usr/lib/wsl/lib (do not install a Linux driver inside WSL)"))
+
+
+def _status_from_probes(drv: Driver, env: Environment, kmod: str | None, nvml_missing: bool,
+                        cuda_lib: Library | None) -> None:
+    """The driver's status when no probe settled it: "no_device" for a kernel module without a user-space
+    library (a container without the NVIDIA runtime: with a warning) or without GPUs, "ok" with GPUs, and
+    "absent" when neither the kernel module, NVML, libcuda nor nvidia-smi answered."""
+    if kmod and nvml_missing:
+        drv.status = "no_device"
+        env.notes.append(Note("driver", f"kernel module {kmod} is loaded but no user-space driver library is "
+                              "visible: a container started without the NVIDIA runtime (--gpus / "
+                              "runtimeClassName)?", "warning"))
+    elif kmod:
+        drv.status = "no_device" if not env.gpus else "ok"
+    elif drv.version or env.gpus or (cuda_lib is not None and not cuda_lib.stub and cuda_lib.version):
+        drv.status = "ok" if env.gpus else "no_device"
+    else:
+        drv.status = "absent"
+        drv.error = drv.error or "no NVIDIA kernel module, NVML library or nvidia-smi found"
 
 
 def from_reports(items: list[tuple[str, str]], *, strict: bool = False) -> Environment:
