@@ -1,9 +1,7 @@
 #!/usr/bin/env python3
 """The complexity gate: no function of the package ranked D or worse by radon (cyclomatic complexity above 20).
 
-Functions still above it while their module is being reworked are listed in ``scripts/complexity_allow.txt``
-(``path:Function`` or ``path:Class.method``, one a line); the list only shrinks: an entry whose function is
-back at C or better, or gone, fails the gate too, so that it is taken off when its change lands.
+There is no allow-list: a function that grows past the limit is split into small named steps.
 
     python scripts/complexity.py          # exit 0 clean, 1 with the functions to fix, 2 radon is missing
 """
@@ -13,7 +11,6 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-ALLOW = ROOT / "scripts" / "complexity_allow.txt"
 LIMIT = 20  # radon's rank C ends here: 21 and above is D, E or F
 
 
@@ -35,26 +32,17 @@ def over_limit(package: Path) -> dict[str, int]:
     return found
 
 
-def allowed(text: str) -> set[str]:
-    return {line.split("#")[0].strip() for line in text.splitlines() if line.split("#")[0].strip()}
-
-
 def main() -> int:
     try:
         found = over_limit(ROOT / "cudamatrix")
     except ImportError:
         print("complexity: radon is not installed (pip install -e '.[test]')", file=sys.stderr)
         return 2
-    allow = allowed(ALLOW.read_text(encoding="utf-8")) if ALLOW.is_file() else set()
-    new = sorted(k for k in found if k not in allow)
-    stale = sorted(allow - set(found))
-    for key in new:
+    for key in sorted(found):
         print(f"{key}: cyclomatic complexity {found[key]} (rank D or worse; split it to {LIMIT} or less)")
-    for key in stale:
-        print(f"{key}: listed in {ALLOW.relative_to(ROOT)} but no longer above {LIMIT}: take it off the list")
-    if not new and not stale:
-        print(f"complexity: no function above {LIMIT} ({len(allow)} allowed while their modules are reworked)")
-    return 1 if new or stale else 0
+    if not found:
+        print(f"complexity: no function above {LIMIT}")
+    return 1 if found else 0
 
 
 if __name__ == "__main__":

@@ -85,40 +85,17 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
                                        _conda_prefixes(env), all_copies)
     with timer("loader"):
         answers = loader.run_loader(libraries.loadable(copies), nvml=False, libcuda=False, timeout=timeout)
-    driver_answers = nvml.value()
-    if not want_nvml:
-        driver_answers.nvml = {"probe": "nvml", "error": "NVML Shared Library Not Found", "code": 12}
-    if not want_cuda:
-        driver_answers.libcuda = {"probe": "libcuda", "error": "libcuda.so.1 is not on the loader's search path"}
-    answers.nvml, answers.libcuda = driver_answers.nvml, driver_answers.libcuda
-    answers.failed.update(driver_answers.failed)
-    answers.error = answers.error or driver_answers.error
+    _merge_driver_answers(answers, nvml.value(), want_nvml, want_cuda)
     _apply_library_answers(copies, answers, env.notes)
     _refine_from_wheels(copies, env.packages)
-    for key in ("nvml", "libcuda"):
-        if getattr(answers, key) and "ms" in getattr(answers, key):
-            timer.timings[f"loader:{key}"] = getattr(answers, key)["ms"]
-    lib_ms = [a["ms"] for a in answers.libs.values() if "ms" in a]
-    if lib_ms:
-        timer.timings["loader:libraries"] = round(sum(lib_ms), 2)
+    _loader_timings(timer, answers)
     drv = Driver(kernel_module_version=kmod)
     env.gpus = driver.from_nvml(answers.nvml, drv, env.notes)
     cuda_lib = driver.from_libcuda(answers.libcuda, drv, env.notes)
-    for key, how in answers.failed.items():
-        if key in ("nvml", "libcuda"):
-            env.notes.append(Note(key, f"{key} {how}; skipped", "error"))
-            if drv.status == "unknown":
-                drv.status, drv.error = "error", f"{key} {how}"
+    _driver_failures(answers, drv, env)
     _add_loader_libraries(copies, answers, cuda_lib, drv)
     if drv.version is None and drv.status != "mismatch":
-        if proc.which("nvidia-smi", path=environ.get("PATH")) is None:
-            env.notes.append(Note("nvidia-smi", "nvidia-smi not found on PATH"))
-        else:
-            from cudamatrix.detect import smi  # only when NVML could not answer: its parsers are not needed otherwise
-
-            with timer("nvidia-smi"):
-                reading = smi.probe(timeout, environ)
-            _merge_smi(drv, env, reading)
+        _smi_fallback(drv, env, environ, timer, timeout)
     _settle_status(drv, env, kmod, kmod_source, answers, environ, root, cuda_lib)
     env.driver = drv
     env.libraries = copies
@@ -139,6 +116,51 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
     env.timings_ms = timer.timings
     env.timings_ms["total"] = round((time.perf_counter() - start) * 1000.0, 2)
     return env
+
+
+def _merge_driver_answers(answers: loader.LoaderAnswers, driver_answers: loader.LoaderAnswers, want_nvml: bool,
+                          want_cuda: bool) -> None:
+    """Put the driver child's NVML and libcuda answers into the libraries' ``answers``; a library the loader
+    cannot find (``want_*`` false: the child was not asked) answers "not found"."""
+    if not want_nvml:
+        driver_answers.nvml = {"probe": "nvml", "error": "NVML Shared Library Not Found", "code": 12}
+    if not want_cuda:
+        driver_answers.libcuda = {"probe": "libcuda", "error": "libcuda.so.1 is not on the loader's search path"}
+    answers.nvml, answers.libcuda = driver_answers.nvml, driver_answers.libcuda
+    answers.failed.update(driver_answers.failed)
+    answers.error = answers.error or driver_answers.error
+
+
+def _loader_timings(timer: Timer, answers: loader.LoaderAnswers) -> None:
+    """The time the loader child spent in NVML, libcuda and the libraries' version calls, as it measured."""
+    for key in ("nvml", "libcuda"):
+        if getattr(answers, key) and "ms" in getattr(answers, key):
+            timer.timings[f"loader:{key}"] = getattr(answers, key)["ms"]
+    lib_ms = [a["ms"] for a in answers.libs.values() if "ms" in a]
+    if lib_ms:
+        timer.timings["loader:libraries"] = round(sum(lib_ms), 2)
+
+
+def _driver_failures(answers: loader.LoaderAnswers, drv: Driver, env: Environment) -> None:
+    """An NVML or libcuda step that hung or crashed the child: an error note, and the driver's status "error"
+    when nothing else settled it."""
+    for key, how in answers.failed.items():
+        if key in ("nvml", "libcuda"):
+            env.notes.append(Note(key, f"{key} {how}; skipped", "error"))
+            if drv.status == "unknown":
+                drv.status, drv.error = "error", f"{key} {how}"
+
+
+def _smi_fallback(drv: Driver, env: Environment, environ: dict[str, str], timer: Timer, timeout: float) -> None:
+    """When NVML gave no driver version: ask nvidia-smi (on ``environ``'s PATH), or note that it is absent."""
+    if proc.which("nvidia-smi", path=environ.get("PATH")) is None:
+        env.notes.append(Note("nvidia-smi", "nvidia-smi not found on PATH"))
+        return
+    from cudamatrix.detect import smi  # only when NVML could not answer: its parsers are not needed otherwise
+
+    with timer("nvidia-smi"):
+        reading = smi.probe(timeout, environ)
+    _merge_smi(drv, env, reading)
 
 
 def _conda_prefixes(env: Environment) -> list[str]:
@@ -224,22 +246,14 @@ def _merge_smi(drv: Driver, env: Environment, reading) -> None:
 def _settle_status(drv: Driver, env: Environment, kmod: str | None, kmod_source: str | None,
                    answers: loader.LoaderAnswers, environ: dict[str, str], root: str,
                    cuda_lib: Library | None) -> None:
+    """The driver's final status, version and notes: from the probes when none settled it, the kernel module's
+    version as a fallback (and a reboot warning when it differs from user space), "no_device" when the
+    environment hides the GPUs, and a WSL note."""
     from cudamatrix.detect import driver
 
     nvml_missing = (answers.nvml or {}).get("code") == driver.NVML_LIBRARY_NOT_FOUND
     if drv.status == "unknown":
-        if kmod and nvml_missing:
-            drv.status = "no_device"
-            env.notes.append(Note("driver", f"kernel module {kmod} is loaded but no user-space driver library is "
-                                  "visible: a container started without the NVIDIA runtime (--gpus / "
-                                  "runtimeClassName)?", "warning"))
-        elif kmod:
-            drv.status = "no_device" if not env.gpus else "ok"
-        elif drv.version or env.gpus or (cuda_lib is not None and not cuda_lib.stub and cuda_lib.version):
-            drv.status = "ok" if env.gpus else "no_device"
-        else:
-            drv.status = "absent"
-            drv.error = drv.error or "no NVIDIA kernel module, NVML library or nvidia-smi found"
+        _status_from_probes(drv, env, kmod, nvml_missing, cuda_lib)
     if drv.version is None and kmod:
         drv.version, drv.source = kmod, kmod_source
     if kmod and drv.version and kmod != drv.version and drv.status == "ok":
@@ -253,6 +267,25 @@ def _settle_status(drv: Driver, env: Environment, kmod: str | None, kmod_source:
     if env.context.wsl and os.path.isdir(os.path.join(root, "usr/lib/wsl/lib")):
         env.notes.append(Note("driver", "WSL: the driver is the Windows one; libcuda and NVML come from "
                               "/usr/lib/wsl/lib (do not install a Linux driver inside WSL)"))
+
+
+def _status_from_probes(drv: Driver, env: Environment, kmod: str | None, nvml_missing: bool,
+                        cuda_lib: Library | None) -> None:
+    """The driver's status when no probe settled it: "no_device" for a kernel module without a user-space
+    library (a container without the NVIDIA runtime: with a warning) or without GPUs, "ok" with GPUs, and
+    "absent" when neither the kernel module, NVML, libcuda nor nvidia-smi answered."""
+    if kmod and nvml_missing:
+        drv.status = "no_device"
+        env.notes.append(Note("driver", f"kernel module {kmod} is loaded but no user-space driver library is "
+                              "visible: a container started without the NVIDIA runtime (--gpus / "
+                              "runtimeClassName)?", "warning"))
+    elif kmod:
+        drv.status = "no_device" if not env.gpus else "ok"
+    elif drv.version or env.gpus or (cuda_lib is not None and not cuda_lib.stub and cuda_lib.version):
+        drv.status = "ok" if env.gpus else "no_device"
+    else:
+        drv.status = "absent"
+        drv.error = drv.error or "no NVIDIA kernel module, NVML library or nvidia-smi found"
 
 
 def from_reports(items: list[tuple[str, str]], *, strict: bool = False) -> Environment:

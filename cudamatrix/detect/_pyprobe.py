@@ -122,32 +122,8 @@ def collect(paths=None):
         if real in seen:
             continue
         seen.add(real)
-        try:
-            names = sorted(os.listdir(base))
-        except OSError:
-            continue
-        for entry in names:
-            if not entry.endswith((".dist-info", ".egg-info")) or entry.startswith("~"):
-                continue  # "~orch-2.5.1.dist-info": pip's stash of a half-done uninstall, not a distribution
-            stem = entry.rsplit(".", 1)[0]
-            name, _, version = stem.partition("-")
-            version = version.split("-py")[0] if entry.endswith(".egg-info") else version
-            cname = canonical(name)
-            if not relevant(cname):
-                continue
-            meta_dir = os.path.join(base, entry)
-            meta_version, requires = _requires_of(meta_dir)
-            item = {"name": cname, "version": meta_version or version, "location": base,
-                    "requires": [r for r in requires if canonical(r).startswith("nvidia-")]}
-            if cname.startswith(WITH_FILES):
-                item["files"] = _record(meta_dir)
-            dists.append(item)
-    torch_version_py = None
-    for base in site:
-        text = _read(os.path.join(base, "torch", "version.py"))
-        if text:
-            torch_version_py = text[:4000]
-            break
+        dists += _folder_dists(base)
+    torch_version_py = _torch_version_py(site)
     return {
         "executable": sys.executable,
         "version": "%d.%d.%d" % sys.version_info[:3],
@@ -160,6 +136,52 @@ def collect(paths=None):
         "dists": dists,
         "torch_version_py": torch_version_py,
     }
+
+
+def _folder_dists(base):
+    """The relevant distributions whose metadata folders lie in ``base``, in name order; [] when the
+    folder cannot be listed."""
+    try:
+        names = sorted(os.listdir(base))
+    except OSError:
+        return []
+    dists = []
+    for entry in names:
+        if not entry.endswith((".dist-info", ".egg-info")) or entry.startswith("~"):
+            continue  # "~orch-2.5.1.dist-info": pip's stash of a half-done uninstall, not a distribution
+        item = _dist(base, entry)
+        if item is not None:
+            dists.append(item)
+    return dists
+
+
+def _dist(base, entry):
+    """The distribution of the metadata folder ``entry`` in ``base`` (name, version, location, nvidia
+    requirements, and the files it installed for the distributions whose files matter); None when the
+    name is not one detect reads."""
+    stem = entry.rsplit(".", 1)[0]
+    name, _, version = stem.partition("-")
+    version = version.split("-py")[0] if entry.endswith(".egg-info") else version
+    cname = canonical(name)
+    if not relevant(cname):
+        return None
+    meta_dir = os.path.join(base, entry)
+    meta_version, requires = _requires_of(meta_dir)
+    item = {"name": cname, "version": meta_version or version, "location": base,
+            "requires": [r for r in requires if canonical(r).startswith("nvidia-")]}
+    if cname.startswith(WITH_FILES):
+        item["files"] = _record(meta_dir)
+    return item
+
+
+def _torch_version_py(site):
+    """The start of torch/version.py in the first site-packages folder that has one (the variant torch was
+    built for), None when none has."""
+    for base in site:
+        text = _read(os.path.join(base, "torch", "version.py"))
+        if text:
+            return text[:4000]
+    return None
 
 
 if __name__ == "__main__":

@@ -90,6 +90,32 @@ def try_read(path: str) -> Dynamic | None:
 
 
 def _parse(fh, size: int) -> Dynamic:
+    """The dynamic-section facts of the open ELF file ``fh`` of ``size`` bytes; raises ElfError."""
+    e_machine, phoff, phentsize, phnum = _header(fh)
+    loads, dynamic, interp = _segments(fh, size, phoff, phentsize, phnum)
+    machine = MACHINES.get(e_machine, f"em:{e_machine}")
+    interp_path = _interp_path(fh, interp)
+    if dynamic is None:
+        return Dynamic(machine=machine, interp=interp_path, notes=("no dynamic segment (statically linked)",))
+    entries = _dynamic_entries(fh, dynamic)
+    strtab = next((v for t, v in entries if t == DT_STRTAB), None)
+    strsz = next((v for t, v in entries if t == DT_STRSZ), None)
+    flags_1 = next((v for t, v in entries if t == DT_FLAGS_1), 0)
+    if strtab is None:
+        return Dynamic(machine=machine, interp=interp_path, nodeflib=bool(flags_1 & DF_1_NODEFLIB),
+                       notes=("dynamic segment without a string table",))
+    base = _file_offset(loads, strtab)
+    if base is None:
+        raise ElfError("the dynamic string table lies outside every loadable segment")
+    string = _string_reader(fh, base, strsz)
+    needed, soname, rpath, runpath = _named_entries(entries, string)
+    return Dynamic(machine=machine, soname=soname, needed=tuple(needed), rpath=rpath, runpath=runpath,
+                   nodeflib=bool(flags_1 & DF_1_NODEFLIB), interp=interp_path)
+
+
+def _header(fh) -> tuple[int, int, int, int]:
+    """Whether the file is a 64-bit little-endian ELF object with program headers: its (e_machine, phoff,
+    phentsize, phnum), or ElfError saying what it is instead."""
     head = fh.read(64)
     if len(head) < 16 or head[:4] != b"\x7fELF":
         raise ElfError("not an ELF file")
@@ -106,6 +132,13 @@ def _parse(fh, size: int) -> Dynamic:
         raise ElfError("no program headers (not a loadable object)")
     if phnum > _MAX_PHNUM:
         raise ElfError(f"{phnum} program headers: more than {_MAX_PHNUM}")
+    return e_machine, phoff, phentsize, phnum
+
+
+def _segments(fh, size: int, phoff: int, phentsize: int, phnum: int) -> tuple[
+        list[tuple[int, int, int]], tuple[int, int] | None, tuple[int, int] | None]:
+    """Which program headers matter: the loadable segments (vaddr, offset, filesz), the dynamic segment
+    (offset, filesz) and the interpreter string (offset, length), the last two None when absent."""
     if phoff + phentsize * phnum > size:
         raise ElfError("program headers lie past the end of the file")
     fh.seek(phoff)
@@ -119,13 +152,20 @@ def _parse(fh, size: int) -> Dynamic:
             dynamic = (off, filesz)
         elif p_type == PT_INTERP:
             interp = (off, min(filesz, _MAX_STRING))
-    machine = MACHINES.get(e_machine, f"em:{e_machine}")
-    interp_path = None
-    if interp is not None:
-        fh.seek(interp[0])
-        interp_path = fh.read(interp[1]).split(b"\0", 1)[0].decode("utf-8", "replace") or None
-    if dynamic is None:
-        return Dynamic(machine=machine, interp=interp_path, notes=("no dynamic segment (statically linked)",))
+    return loads, dynamic, interp
+
+
+def _interp_path(fh, interp: tuple[int, int] | None) -> str | None:
+    """The dynamic loader's path PT_INTERP names (executables), None without one or when it is empty."""
+    if interp is None:
+        return None
+    fh.seek(interp[0])
+    return fh.read(interp[1]).split(b"\0", 1)[0].decode("utf-8", "replace") or None
+
+
+def _dynamic_entries(fh, dynamic: tuple[int, int]) -> list[tuple[int, int]]:
+    """The (tag, value) entries of the dynamic segment this reader uses, in order, up to DT_NULL; ElfError
+    when the segment is larger than the bound."""
     if dynamic[1] > _MAX_DYNAMIC:
         raise ElfError(f"dynamic segment of {dynamic[1]} bytes: more than {_MAX_DYNAMIC}")
     fh.seek(dynamic[0])
@@ -136,15 +176,12 @@ def _parse(fh, size: int) -> Dynamic:
             break
         if tag in _WANTED:
             entries.append((tag, val))
-    strtab = next((v for t, v in entries if t == DT_STRTAB), None)
-    strsz = next((v for t, v in entries if t == DT_STRSZ), None)
-    flags_1 = next((v for t, v in entries if t == DT_FLAGS_1), 0)
-    if strtab is None:
-        return Dynamic(machine=machine, interp=interp_path, nodeflib=bool(flags_1 & DF_1_NODEFLIB),
-                       notes=("dynamic segment without a string table",))
-    base = _file_offset(loads, strtab)
-    if base is None:
-        raise ElfError("the dynamic string table lies outside every loadable segment")
+    return entries
+
+
+def _string_reader(fh, base: int, strsz: int | None):
+    """A reader of the NUL-terminated string at an offset of the dynamic string table (file offset ``base``),
+    which refuses offsets past DT_STRSZ and strings longer than the table or the bound."""
 
     def string(offset: int) -> str:
         if strsz is not None and offset >= strsz:
@@ -160,7 +197,14 @@ def _parse(fh, size: int) -> Dynamic:
             raise ElfError("a dynamic string is unterminated or longer than the string table allows")
         return raw.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
 
-    needed, soname, rpath, runpath = [], None, None, None
+    return string
+
+
+def _named_entries(entries: list[tuple[int, int]], string) -> tuple[list[str], str | None, str | None, str | None]:
+    """The strings the entries name: DT_NEEDED in order, DT_SONAME (the last one), DT_RPATH and DT_RUNPATH
+    (each joined with ":" when the object has several)."""
+    needed: list[str] = []
+    soname, rpath, runpath = None, None, None
     for tag, val in entries:
         if tag == DT_NEEDED:
             needed.append(string(val))
@@ -170,8 +214,7 @@ def _parse(fh, size: int) -> Dynamic:
             rpath = string(val) if rpath is None else rpath + ":" + string(val)
         elif tag == DT_RUNPATH:
             runpath = string(val) if runpath is None else runpath + ":" + string(val)
-    return Dynamic(machine=machine, soname=soname, needed=tuple(needed), rpath=rpath, runpath=runpath,
-                   nodeflib=bool(flags_1 & DF_1_NODEFLIB), interp=interp_path)
+    return needed, soname, rpath, runpath
 
 
 def _file_offset(loads: list[tuple[int, int, int]], vaddr: int) -> int | None:

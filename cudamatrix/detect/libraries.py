@@ -77,42 +77,15 @@ def elf_soname(path: str) -> str | None:
 
     try:
         with open(path, "rb") as fh:
-            head = fh.read(64)
-            if len(head) < 52 or head[:4] != b"\x7fELF":
+            layout = _elf_layout(fh.read(64))
+            if layout is None:
                 return None
-            is64, end = head[4] == 2, "<" if head[5] == 1 else ">"
-            if is64:
-                (phoff,) = struct.unpack_from(end + "Q", head, 32)
-                phentsize, phnum = struct.unpack_from(end + "HH", head, 54)
-            else:
-                (phoff,) = struct.unpack_from(end + "I", head, 28)
-                phentsize, phnum = struct.unpack_from(end + "HH", head, 42)
-            fh.seek(phoff)
-            table = fh.read(phentsize * min(phnum, 64))
-            loads, dynamic = [], None
-            for i in range(min(phnum, 64)):
-                if is64:
-                    p_type, _f, off, vaddr, _pa, filesz = struct.unpack_from(end + "IIQQQQ", table, i * phentsize)
-                else:
-                    p_type, off, vaddr, _pa, filesz = struct.unpack_from(end + "IIIII", table, i * phentsize)
-                if p_type == 1:
-                    loads.append((vaddr, off, filesz))
-                elif p_type == 2:
-                    dynamic = (off, filesz)
+            is64, end, phoff, phentsize, phnum = layout
+            loads, dynamic = _elf_segments(fh, is64, end, phoff, phentsize, phnum)
             if dynamic is None:
                 return None
             fh.seek(dynamic[0])
-            data = fh.read(min(dynamic[1], 65536))
-            size, fmt = (16, end + "qQ") if is64 else (8, end + "iI")
-            strtab = soname = None
-            for pos in range(0, len(data) - size + 1, size):
-                tag, val = struct.unpack_from(fmt, data, pos)
-                if tag == 0:
-                    break
-                if tag == 5:
-                    strtab = val
-                elif tag == 14:
-                    soname = val
+            strtab, soname = _soname_entries(fh.read(min(dynamic[1], 65536)), is64, end)
             if strtab is None or soname is None:
                 return None
             for vaddr, off, filesz in loads:
@@ -122,6 +95,62 @@ def elf_soname(path: str) -> str | None:
     except (OSError, struct.error):
         return None
     return None
+
+
+def _elf_layout(head: bytes) -> tuple[bool, str, int, int, int] | None:
+    """Whether the first 64 bytes are an ELF header: (64-bit, struct byte order, phoff, phentsize, phnum),
+    None when they are not."""
+    import struct
+
+    if len(head) < 52 or head[:4] != b"\x7fELF":
+        return None
+    is64, end = head[4] == 2, "<" if head[5] == 1 else ">"
+    if is64:
+        (phoff,) = struct.unpack_from(end + "Q", head, 32)
+        phentsize, phnum = struct.unpack_from(end + "HH", head, 54)
+    else:
+        (phoff,) = struct.unpack_from(end + "I", head, 28)
+        phentsize, phnum = struct.unpack_from(end + "HH", head, 42)
+    return is64, end, phoff, phentsize, phnum
+
+
+def _elf_segments(fh, is64: bool, end: str, phoff: int, phentsize: int,
+                  phnum: int) -> tuple[list[tuple[int, int, int]], tuple[int, int] | None]:
+    """Which of the first 64 program headers matter: the loadable segments (vaddr, offset, filesz) and the
+    dynamic segment (offset, filesz), None when there is none."""
+    import struct
+
+    fh.seek(phoff)
+    table = fh.read(phentsize * min(phnum, 64))
+    loads, dynamic = [], None
+    for i in range(min(phnum, 64)):
+        if is64:
+            p_type, _f, off, vaddr, _pa, filesz = struct.unpack_from(end + "IIQQQQ", table, i * phentsize)
+        else:
+            p_type, off, vaddr, _pa, filesz = struct.unpack_from(end + "IIIII", table, i * phentsize)
+        if p_type == 1:
+            loads.append((vaddr, off, filesz))
+        elif p_type == 2:
+            dynamic = (off, filesz)
+    return loads, dynamic
+
+
+def _soname_entries(data: bytes, is64: bool, end: str) -> tuple[int | None, int | None]:
+    """The DT_STRTAB address and the DT_SONAME string offset the dynamic entries in ``data`` give (the last
+    of each before DT_NULL), None for an absent one."""
+    import struct
+
+    size, fmt = (16, end + "qQ") if is64 else (8, end + "iI")
+    strtab = soname = None
+    for pos in range(0, len(data) - size + 1, size):
+        tag, val = struct.unpack_from(fmt, data, pos)
+        if tag == 0:
+            break
+        if tag == 5:
+            strtab = val
+        elif tag == 14:
+            soname = val
+    return strtab, soname
 
 
 def run_ldconfig(timeout: float) -> tuple[list[LdEntry], str | None]:
@@ -261,33 +290,53 @@ def loader_view(copies: list[Library], environ: dict[str, str], ld_entries: list
         cache.setdefault(e.soname, e.path)
     ld_dirs = [d for d in environ.get("LD_LIBRARY_PATH", "").split(":") if d]
     for soname, libs in by_soname.items():
-        order: list[str] = [os.path.join(d, soname) for d in ld_dirs]
-        order += [os.path.join(os.path.dirname(x.path), soname) for x in libs if x.origin.startswith("wheel")]
-        if soname in cache:
-            order.append(cache[soname])
-        order += [os.path.join(d, soname) for d in DEFAULT_DIRS]
-        reach = []
-        by_real: dict[str, Library] = {}
-        for x in libs:
-            by_real.setdefault(realpath(x.path), x)
-        for candidate in dict.fromkeys(order):
-            if os.path.exists(candidate):
-                found = by_real.get(realpath(candidate))
-                if found is not None and found not in reach:
-                    reach.append(found)
-        if not reach:
-            continue
-        winner = reach[0]
-        winner.loaded_first = True
-        for lib in reach[1:]:
-            lib.shadowed_by = winner.path
-        versions = {x.version for x in reach if x.version}
-        if len(reach) > 1 and len(versions) > 1:
-            losers = ", ".join(f"{x.path} ({x.version or '?'}, {x.origin})" for x in reach[1:])
-            notes.append(Note("loader", f"{soname}: {winner.path} ({winner.version or '?'}, {winner.origin}) "
-                              f"is loaded first and shadows {losers}", "warning"))
-        if winner.stub:
-            notes.append(Note("loader", f"{soname}: the copy loaded first is a link-time stub ({winner.path})", "error"))
+        reach = _reachable(_search_order(soname, libs, ld_dirs, cache), libs)
+        if reach:
+            notes += _mark_winner(soname, reach)
+    return notes
+
+
+def _search_order(soname: str, libs: list[Library], ld_dirs: list[str], cache: dict[str, str]) -> list[str]:
+    """The paths the loader tries for ``soname``, in its order: LD_LIBRARY_PATH, the folders of the wheel
+    copies (their dependants' RPATH), the ld.so cache, the default folders."""
+    order: list[str] = [os.path.join(d, soname) for d in ld_dirs]
+    order += [os.path.join(os.path.dirname(x.path), soname) for x in libs if x.origin.startswith("wheel")]
+    if soname in cache:
+        order.append(cache[soname])
+    order += [os.path.join(d, soname) for d in DEFAULT_DIRS]
+    return order
+
+
+def _reachable(order: list[str], libs: list[Library]) -> list[Library]:
+    """Which of the found copies ``libs`` the search ``order`` reaches, first reached first (a path that exists
+    and is, once links are resolved, one of them)."""
+    reach: list[Library] = []
+    by_real: dict[str, Library] = {}
+    for x in libs:
+        by_real.setdefault(realpath(x.path), x)
+    for candidate in dict.fromkeys(order):
+        if os.path.exists(candidate):
+            found = by_real.get(realpath(candidate))
+            if found is not None and found not in reach:
+                reach.append(found)
+    return reach
+
+
+def _mark_winner(soname: str, reach: list[Library]) -> list[Note]:
+    """Mark the first reachable copy loaded and the others shadowed by it; notes when the reachable copies
+    disagree on the version (warning) and when the winner is a link-time stub (error)."""
+    notes: list[Note] = []
+    winner = reach[0]
+    winner.loaded_first = True
+    for lib in reach[1:]:
+        lib.shadowed_by = winner.path
+    versions = {x.version for x in reach if x.version}
+    if len(reach) > 1 and len(versions) > 1:
+        losers = ", ".join(f"{x.path} ({x.version or '?'}, {x.origin})" for x in reach[1:])
+        notes.append(Note("loader", f"{soname}: {winner.path} ({winner.version or '?'}, {winner.origin}) "
+                          f"is loaded first and shadows {losers}", "warning"))
+    if winner.stub:
+        notes.append(Note("loader", f"{soname}: the copy loaded first is a link-time stub ({winner.path})", "error"))
     return notes
 
 

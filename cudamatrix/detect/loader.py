@@ -96,39 +96,51 @@ def run_loader(libs: list[tuple[str, str]], nvml: bool, libcuda: bool, timeout: 
     for _attempt in range(3):
         result = proc.run([exe, "-I", "-S", _SCRIPT, json.dumps(config)], timeout=timeout,
                           env=safe_environ())  # no empty, relative or world-writable LD_LIBRARY_PATH entry
-        started = None
-        finished = False
-        for line in result.stdout.splitlines():
-            try:
-                obj = parse_json(line)  # the other interpreter's words: any shape, any depth
-            except ValueError:
-                continue
-            if not isinstance(obj, dict):
-                continue
-            if "start" in obj:
-                started = obj["start"]
-            elif obj.get("done"):
-                finished = True
-            elif obj.get("probe") == "nvml":
-                answers.nvml, started = obj, None
-            elif obj.get("probe") == "libcuda":
-                answers.libcuda, started = obj, None
-            elif obj.get("probe") == "lib":
-                answers.libs[obj["path"]], started = obj, None
+        started, finished = _read_answers(result.stdout, answers)
         if finished:
             return answers
         if started is None:  # it did not even start its first step
             answers.error = result.error or (result.stderr.strip()[-300:] or f"exit status {result.returncode}")
             return answers
-        if result.timed_out:
-            answers.failed[started] = f"hung (no answer within {timeout:g}s)"
-        else:
-            code = result.returncode
-            how = f"signal {-code}" if code is not None and code < 0 else f"exit status {code}"
-            answers.failed[started] = f"crashed the process ({how})"
+        answers.failed[started] = _failure(result, timeout)
         done = set(answers.libs) | {k for k in ("nvml", "libcuda") if getattr(answers, k) is not None}
         config["skip"] = sorted(set(config["skip"]) | done | {started})
     return answers
+
+
+def _read_answers(stdout: str, answers: LoaderAnswers) -> tuple[Any, bool]:
+    """Record in ``answers`` what one run of the child printed (one JSON object a line; anything else is
+    skipped); returns (the step it started and did not answer, None when none; whether it said it was done)."""
+    started = None
+    finished = False
+    for line in stdout.splitlines():
+        try:
+            obj = parse_json(line)  # the other interpreter's words: any shape, any depth
+        except ValueError:
+            continue
+        if not isinstance(obj, dict):
+            continue
+        if "start" in obj:
+            started = obj["start"]
+        elif obj.get("done"):
+            finished = True
+        elif obj.get("probe") == "nvml":
+            answers.nvml, started = obj, None
+        elif obj.get("probe") == "libcuda":
+            answers.libcuda, started = obj, None
+        elif obj.get("probe") == "lib":
+            answers.libs[obj["path"]], started = obj, None
+    return started, finished
+
+
+def _failure(result: proc.Result, timeout: float) -> str:
+    """How the step the child started and did not answer failed: it hung past ``timeout``, or it crashed the
+    process (the signal, or the exit status)."""
+    if result.timed_out:
+        return f"hung (no answer within {timeout:g}s)"
+    code = result.returncode
+    how = f"signal {-code}" if code is not None and code < 0 else f"exit status {code}"
+    return f"crashed the process ({how})"
 
 
 # --- the loader model: which file ld.so maps for a SONAME ------------------------------------------------
@@ -373,39 +385,65 @@ class LinkMap:
         return obj
 
     def _search(self, name: str, caller: Obj | None) -> tuple[str | None, str, str | None]:
-        s = self.search
-        if caller is None or caller.dyn is None or caller.dyn.runpath is None:
-            chain, seen_exe = caller, False
-            while chain is not None:
-                rpath = chain.dyn.effective_rpath if chain.dyn else None
-                if rpath:
-                    hit = self._in_dirs(name, self._expand(rpath, chain))
-                    if hit:
-                        return hit, f"DT_RPATH of {os.path.basename(chain.real)}", None
-                seen_exe = seen_exe or chain is self.exe
-                chain = chain.loader
-            if not seen_exe and self.exe is not None and self.exe.dyn and self.exe.dyn.effective_rpath:
-                hit = self._in_dirs(name, self._expand(self.exe.dyn.effective_rpath, self.exe))
+        """The file ld.so maps for the SONAME ``name`` that ``caller`` requests, and the rule that found it:
+        (path, rule, None), or (None, "not found", None)."""
+        rpath_first = caller is None or caller.dyn is None or caller.dyn.runpath is None
+        found = (rpath_first and self._search_rpath(name, caller)) or self._search_ld_library_path(name) \
+            or self._search_runpath(name, caller) or self._search_system(name, caller)
+        if found:
+            return found[0], found[1], None
+        return None, "not found", None
+
+    def _search_rpath(self, name: str, caller: Obj | None) -> tuple[str, str] | None:
+        """(path, rule) found in DT_RPATH of the requesting object and of the objects that loaded it, up the
+        chain, then in the program's when the chain did not reach it; None when none holds ``name``."""
+        chain, seen_exe = caller, False
+        while chain is not None:
+            rpath = chain.dyn.effective_rpath if chain.dyn else None
+            if rpath:
+                hit = self._in_dirs(name, self._expand(rpath, chain))
                 if hit:
-                    return hit, f"DT_RPATH of {os.path.basename(self.exe.real)} (the program)", None
-        if s.ld_library_path:  # set but empty counts as unset (glibc _dl_init_paths)
+                    return hit, f"DT_RPATH of {os.path.basename(chain.real)}"
+            seen_exe = seen_exe or chain is self.exe
+            chain = chain.loader
+        if not seen_exe and self.exe is not None and self.exe.dyn and self.exe.dyn.effective_rpath:
+            hit = self._in_dirs(name, self._expand(self.exe.dyn.effective_rpath, self.exe))
+            if hit:
+                return hit, f"DT_RPATH of {os.path.basename(self.exe.real)} (the program)"
+        return None
+
+    def _search_ld_library_path(self, name: str) -> tuple[str, str] | None:
+        """(path, rule) found in LD_LIBRARY_PATH (an empty entry is the current folder; set but empty counts as
+        unset, glibc _dl_init_paths); None when it does not hold ``name``."""
+        s = self.search
+        if s.ld_library_path:
             dirs = [d if d else "." for d in _re.split(r"[:;]", s.ld_library_path)]
             hit = self._in_dirs(name, [os.path.join(s.cwd, d) for d in dirs])
             if hit:
-                return hit, "LD_LIBRARY_PATH", None
+                return hit, "LD_LIBRARY_PATH"
+        return None
+
+    def _search_runpath(self, name: str, caller: Obj | None) -> tuple[str, str] | None:
+        """(path, rule) found in the requesting object's own DT_RUNPATH; None when it has none or it does not
+        hold ``name``."""
         if caller is not None and caller.dyn is not None and caller.dyn.runpath:
             hit = self._in_dirs(name, self._expand(caller.dyn.runpath, caller))
             if hit:
-                return hit, f"DT_RUNPATH of {os.path.basename(caller.real)}", None
+                return hit, f"DT_RUNPATH of {os.path.basename(caller.real)}"
+        return None
+
+    def _search_system(self, name: str, caller: Obj | None) -> tuple[str, str] | None:
+        """(path, rule) found in the ld.so cache, then the default folders, both skipped when the requesting
+        object has DF_1_NODEFLIB; None when neither holds ``name``."""
         nodeflib = caller is not None and caller.dyn is not None and caller.dyn.nodeflib
         if not nodeflib:
-            cached = s.cache.get(name)
+            cached = self.search.cache.get(name)
             if cached and self._fits(cached):
-                return cached, "ld.so cache", None
-            hit = self._in_dirs(name, s.default_dirs)
+                return cached, "ld.so cache"
+            hit = self._in_dirs(name, self.search.default_dirs)
             if hit:
-                return hit, "default folder", None
-        return None, "not found", None
+                return hit, "default folder"
+        return None
 
     def _expand(self, value: str, obj: Obj) -> list[str]:
         """Split a DT_RPATH/DT_RUNPATH value and expand $ORIGIN, $LIB, $PLATFORM (braced or not); once per object

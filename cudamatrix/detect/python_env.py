@@ -102,6 +102,8 @@ def torch_variant(version: str, requires: list[str], version_py: str | None) -> 
 
 
 def other_variant(name: str, version: str, requires: list[str], packages: dict[str, str]) -> Framework:
+    """The variant of a framework other than torch: from its local version (torchvision, torchaudio, jaxlib),
+    its name (tensorflow-cpu), its installed ``and-cuda`` extra (tensorflow) or its CUDA plugin (jaxlib)."""
     fw = Framework(name=name, version=version, source="metadata")
     local = version.partition("+")[2]
     if name in ("torchvision", "torchaudio"):
@@ -112,27 +114,38 @@ def other_variant(name: str, version: str, requires: list[str], packages: dict[s
         fw.variant = "cpu"
         return fw
     if name.startswith("tensorflow"):
-        extra = [r for r in requires if "and-cuda" in (parse_requirement(r)[2] or "")]
-        names = {parse_requirement(r)[0]: parse_requirement(r)[1] for r in extra}
-        if names and all(n in packages for n in names):
-            fw.variant = "and-cuda"
-            fw.cuda = _major_minor(next((v for n, v in names.items() if n.startswith("nvidia-cuda-runtime")), None))
-            fw.cudnn = _major_minor(next((v for n, v in names.items() if n.startswith("nvidia-cudnn")), None), 3)
-        return fw
-    if name == "jaxlib":
-        m = re.search(r"cuda(\d+)(?:\.cudnn(\d)(\d+))?", local)
-        if m:
-            fw.variant, fw.source = f"cuda{m.group(1)}", "local version"
-            fw.cudnn = f"{m.group(2)}.{m.group(3)}" if m.group(2) else None
-            return fw
-        plugin = next((n for n in packages if re.fullmatch(r"jax-cuda\d+-plugin", n)), None)
-        if plugin:
-            fw.variant = plugin.split("-")[1]  # "cuda12": the plugin wheels carry only the CUDA major version
-            fw.cuda = fw.variant[len("cuda"):]
-            fw.source = "plugin " + plugin
-        elif not any(n.startswith("jax-rocm") for n in packages):
-            fw.variant = "cpu"
+        _tensorflow_variant(fw, requires, packages)
+    elif name == "jaxlib":
+        _jaxlib_variant(fw, local, packages)
     return fw
+
+
+def _tensorflow_variant(fw: Framework, requires: list[str], packages: dict[str, str]) -> None:
+    """A tensorflow build is "and-cuda" when every requirement of its ``and-cuda`` extra is installed; its CUDA
+    and cuDNN are then those the extra pins (nvidia-cuda-runtime-*, nvidia-cudnn-*)."""
+    extra = [r for r in requires if "and-cuda" in (parse_requirement(r)[2] or "")]
+    names = {parse_requirement(r)[0]: parse_requirement(r)[1] for r in extra}
+    if names and all(n in packages for n in names):
+        fw.variant = "and-cuda"
+        fw.cuda = _major_minor(next((v for n, v in names.items() if n.startswith("nvidia-cuda-runtime")), None))
+        fw.cudnn = _major_minor(next((v for n, v in names.items() if n.startswith("nvidia-cudnn")), None), 3)
+
+
+def _jaxlib_variant(fw: Framework, local: str, packages: dict[str, str]) -> None:
+    """A jaxlib's variant: from its local version ("cuda12.cudnn89"), else from an installed jax-cuda*-plugin
+    (CUDA major only), else "cpu" unless a jax-rocm plugin is installed."""
+    m = re.search(r"cuda(\d+)(?:\.cudnn(\d)(\d+))?", local)
+    if m:
+        fw.variant, fw.source = f"cuda{m.group(1)}", "local version"
+        fw.cudnn = f"{m.group(2)}.{m.group(3)}" if m.group(2) else None
+        return
+    plugin = next((n for n in packages if re.fullmatch(r"jax-cuda\d+-plugin", n)), None)
+    if plugin:
+        fw.variant = plugin.split("-")[1]  # "cuda12": the plugin wheels carry only the CUDA major version
+        fw.cuda = fw.variant[len("cuda"):]
+        fw.source = "plugin " + plugin
+    elif not any(n.startswith("jax-rocm") for n in packages):
+        fw.variant = "cpu"
 
 
 def build(raw: dict) -> PythonSide:
@@ -143,6 +156,19 @@ def build(raw: dict) -> PythonSide:
                              tags=list(raw.get("tags") or []), site_packages=list(raw.get("site_packages") or []),
                              in_virtualenv=raw.get("in_virtualenv"), installer=raw.get("installer"))
     dists = raw.get("dists") or []
+    by_name = _by_name(dists, side)
+    side.packages = {n: d["version"] for n, d in sorted(by_name.items())}
+    for name, d in by_name.items():
+        if d.get("requires") and not name.startswith("nvidia-"):
+            side.requirements[name] = list(d["requires"])
+    _frameworks(by_name, raw, side)
+    _file_owners(dists, side)
+    return side
+
+
+def _by_name(dists: list[dict], side: PythonSide) -> dict[str, dict]:
+    """The first distribution found under each canonical name; a warning on ``side`` for a name installed
+    twice at different versions (a broken upgrade left two metadata folders)."""
     by_name: dict[str, dict] = {}
     for d in dists:
         name = canonical(d["name"])
@@ -150,10 +176,11 @@ def build(raw: dict) -> PythonSide:
             side.notes.append(Note("python", f"{name} is installed twice ({by_name[name]['version']} and "
                                    f"{d['version']}): a broken upgrade left two metadata folders", "warning"))
         by_name.setdefault(name, d)
-    side.packages = {n: d["version"] for n, d in sorted(by_name.items())}
-    for name, d in by_name.items():
-        if d.get("requires") and not name.startswith("nvidia-"):
-            side.requirements[name] = list(d["requires"])
+    return by_name
+
+
+def _frameworks(by_name: dict[str, dict], raw: dict, side: PythonSide) -> None:
+    """The installed frameworks and their variants, in :data:`FRAMEWORKS` order, onto ``side``."""
     for name in FRAMEWORKS:
         d = by_name.get(name)
         if d is None:
@@ -162,6 +189,11 @@ def build(raw: dict) -> PythonSide:
             side.frameworks.append(torch_variant(d["version"], d.get("requires") or [], raw.get("torch_version_py")))
         else:
             side.frameworks.append(other_variant(name, d["version"], d.get("requires") or [], side.packages))
+
+
+def _file_owners(dists: list[dict], side: PythonSide) -> None:
+    """Which distribution installed each shared library (``side.wheel_owner``), and which files two
+    distributions both installed (``side.file_conflicts``, at most :data:`_MAX_CONFLICTS`, with a warning)."""
     owners: dict[str, list[str]] = {}
     for d in dists:
         for rel in d.get("files") or []:
@@ -180,7 +212,6 @@ def build(raw: dict) -> PythonSide:
     if side.file_conflicts:
         pairs = sorted({" and ".join(c.distributions) for c in side.file_conflicts})
         side.notes.append(Note("python", "distributions overwrite each other's files: " + "; ".join(pairs[:5]), "warning"))
-    return side
 
 
 def probe(python: str | None, timeout: float) -> tuple[PythonSide, str | None]:
