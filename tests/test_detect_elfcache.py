@@ -142,3 +142,33 @@ def test_bounded_and_safe_to_delete(cache, lib, tmp_path, monkeypatch):
     cache.unlink()
     _new_run()
     assert elf.read_dynamic(copies[0]).machine
+
+
+def _far_dynamic(lib: str) -> str:
+    """The object with its PT_DYNAMIC segment's file offset set to 2**64 - 16: past any file, and past what
+    ``seek`` can take (it raises ValueError, not OSError, for such an offset)."""
+    import struct
+
+    data = bytearray(open(lib, "rb").read())
+    (phoff,) = struct.unpack_from("<Q", data, 32)
+    phentsize, phnum = struct.unpack_from("<HH", data, 54)
+    for i in range(phnum):
+        at = phoff + i * phentsize
+        if struct.unpack_from("<I", data, at)[0] == 2:  # PT_DYNAMIC
+            struct.pack_into("<Q", data, at + 8, 2**64 - 16)
+            break
+    else:
+        pytest.skip("this machine's /bin/true has no dynamic segment")
+    far = lib + ".far"
+    open(far, "wb").write(bytes(data))
+    return far
+
+
+def test_a_dynamic_segment_offset_past_any_file_is_an_elf_error_not_a_crash(cache, lib):
+    from cudamatrix.detect.libraries import elf_soname
+
+    far = _far_dynamic(lib)
+    with pytest.raises(elf.ElfError, match="offset"):
+        elf.read_dynamic(far)
+    assert elf.try_read(far) is None
+    assert elf_soname(far) is None

@@ -71,6 +71,8 @@ def read_dynamic(path: str) -> Dynamic:
             hit = exc
         except struct.error as exc:
             hit = ElfError(f"truncated or malformed ELF structure ({exc})")
+        except (ValueError, OverflowError) as exc:  # an offset no file can have: seek refuses it
+            hit = ElfError(f"an offset past the end of any file ({exc})")
         elfcache.remember(path, st, hit)
     if key not in _CACHE:
         if len(_CACHE) > 4096:

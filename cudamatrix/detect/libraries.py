@@ -92,7 +92,7 @@ def elf_soname(path: str) -> str | None:
                 if vaddr <= strtab < vaddr + filesz:
                     fh.seek(strtab - vaddr + off + soname)
                     return fh.read(256).split(b"\0", 1)[0].decode("ascii", "replace") or None
-    except (OSError, struct.error):
+    except (OSError, struct.error, ValueError, OverflowError):  # ValueError: an offset seek cannot take
         return None
     return None
 
