@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
+from functools import lru_cache
 from typing import Any
 
 _NAME = r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?"
@@ -150,20 +151,23 @@ def specifiers(text: str) -> Specifiers | None:
     return Specifiers(text, clauses)
 
 
+_KINDS = (None, "(", ")", "logic", "var", "op", "str", "str")  # by the group of _TOKEN that matched
+
+
+@lru_cache(maxsize=256)
 def _parse_marker(text: str) -> list | None:
     """``[atom, "and"|"or", atom, ...]`` with an atom ``(variable, op, value)`` or a nested list; None when
-    the text is not of the plain shape."""
+    the text is not of the plain shape. One per text (a metapackage repeats one marker on every line; the
+    answer is only read)."""
     tokens: list[tuple[str, str]] = []
     pos = 0
     text = text.rstrip()
     while pos < len(text):
         t = _TOKEN.match(text, pos)
-        if t is None:
+        if t is None or t.lastindex is None:
             return None
         pos = t.end()
-        kind = next(i for i in range(1, 8) if t.group(i) is not None)
-        value = t.group(kind)
-        tokens.append(({1: "(", 2: ")", 3: "logic", 4: "var", 5: "op", 6: "str", 7: "str"}[kind], value))
+        tokens.append((_KINDS[t.lastindex], t.group(t.lastindex)))
     try:
         expr, end = _expr(tokens, 0)
     except (IndexError, ValueError):
