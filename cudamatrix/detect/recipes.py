@@ -18,11 +18,11 @@ What those libraries open in turn (cuDNN's sub-libraries) is :mod:`.openers`'s, 
 """
 from __future__ import annotations
 
-import fnmatch
 import os
 import re
 
 from cudamatrix.detect.libpaths import read_text
+from cudamatrix.detect.paths import matching
 from cudamatrix.models import Framework
 
 _CUDA_LIBS_ENTRY = re.compile(r'\(\s*"([\w-]+)",\s*"(lib[^"]+)"\s*\)|"([\w-]+)":\s*"(lib[^"]+)"')
@@ -77,7 +77,7 @@ def _torch_dep_path(site_packages: list[str], folder: str, pattern: str, cuda_ma
             dirs.append(os.path.join(sp, "nvidia", f"cu{cuda_major}", "lib"))
         dirs.append(os.path.join(sp, folder, "lib"))
         for d in dirs:  # glob.glob's answer: the directory's own order, names starting with "." left out
-            names = [n for n in fnmatch.filter(_listdir(d), pattern) if not n.startswith(".")]
+            names = matching(_listdir(d), pattern)
             if names:
                 return os.path.join(d, names[0])
     return None
@@ -104,7 +104,7 @@ def listed(folder: str, pattern: str, dirs: bool = False) -> list[str]:
     """``glob.glob(os.path.join(folder, pattern))`` for a pattern without a slash, from the remembered listing:
     the paths of the names that match, in the folder's order, names starting with "." left out (``dirs``: only
     folders, as glob keeps for a pattern that goes on below them)."""
-    out = [os.path.join(folder, n) for n in fnmatch.filter(_listdir(folder), pattern) if not n.startswith(".")]
+    out = [os.path.join(folder, n) for n in matching(_listdir(folder), pattern)]
     return [p for p in out if os.path.isdir(p)] if dirs else out
 
 

@@ -22,12 +22,13 @@ from cudamatrix.matrix.data import (
     Variant,
 )
 from cudamatrix.names import FAMILY_NAMES, name_and_specifier, requirement
+from cudamatrix.safe.text import lazy
 from cudamatrix.schema import normalize_cc, to_dict
 
 _PREFIXES = ("nvidia ", "geforce ", "tesla ", "quadro ")
 # what NVML / nvidia-smi add to a product name: the form factor and memory of a board ("-PCIE-16GB",
 # "-SXM2-32GB", " 80GB HBM3"), "Laptop GPU", "with Max-Q Design"; and what the table truncates ("...")
-_SUFFIX = re.compile(r"(\s+(laptop gpu|with max q design|max q|mobile))+$|"
+_SUFFIX = lazy(r"(\s+(laptop gpu|with max q design|max q|mobile))+$|"
                      r"(\s+(pcie|sxm\d?|nvl|hbm\d?e?|\d+\s?gb))+$")
 
 

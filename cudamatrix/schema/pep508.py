@@ -151,7 +151,7 @@ def specifiers(text: str) -> Specifiers | None:
     return Specifiers(text, clauses)
 
 
-_KINDS = (None, "(", ")", "logic", "var", "op", "str", "str")  # by the group of _TOKEN that matched
+_KINDS = ("", "(", ")", "logic", "var", "op", "str", "str")  # by the group of _TOKEN that matched
 
 
 @lru_cache(maxsize=256)
