@@ -1,7 +1,6 @@
 """Read-side helpers over the Matrix: rows for ``matrix show``, look-ups used by the solver, and lint."""
 from __future__ import annotations
 
-import difflib
 import re
 from functools import lru_cache
 from typing import Any, Callable
@@ -135,6 +134,8 @@ def lookup_gpu(matrix: Matrix, text: str) -> Gpu | None:
 
 def suggest_gpus(matrix: Matrix, name: str, n: int = 3) -> list[str]:
     names = [g.name for g in matrix.gpus.gpus] + [a for g in matrix.gpus.gpus for a in g.aliases]
+    import difflib  # on first use: only a name that is not known asks
+
     return difflib.get_close_matches(name, names, n=n, cutoff=0.4) or \
         [g.name for g in matrix.gpus.gpus if _norm_name(name).split(" ")[-1] in _norm_name(g.name)][:n]
 
