@@ -22,7 +22,8 @@ EXTRAS = (None, "and-cuda", "with-cuda", "cuda", "cuda12", "cuda13", "all", "All
 TARGETS = [Target(name="t", python=py, platform=plat) for py in ("3.9", "3.11", "3.14", "3.15", "3.10.0")
            for plat in ("linux_x86_64", "linux_aarch64", "win_amd64", "macosx_14_0_arm64")]
 VERSIONS = ["0", "1", "9.1.0.70", "9.24.0.43", "12", "12.0", "12.1.105", "13", "13.0", "13.0.0", "13.0.3", "13.0.96",
-            "13.1", "14", "14.0.0", "2.14.1", "2.14.1+cu130", "13.0.96rc1", "1!2.0", "13.0.post1", "not a version"]
+            "13.1", "14", "14.0.0", "2.14.1", "2.14.1+cu130", "13.0.96rc1", "1!2.0", "13.0.post1", "not a version",
+            "13.0.3+cu130", "14+Local.1", "13+x", "13.0.96+a-b_c", "13.0.96+", "13.0.96+x..y"]
 
 
 def _matrix_requirements() -> list[str]:
@@ -149,7 +150,8 @@ _marker = st.recursive(_atom, lambda inner: st.tuples(inner, st.sampled_from([" 
 
 @settings(max_examples=300, deadline=None)
 @given(name=_names, clauses=st.lists(_clause, max_size=3), marker=st.none() | _marker,
-       have=st.lists(_release, min_size=1, max_size=4))
+       have=st.lists(st.tuples(_release, st.sampled_from(["", "+cu130", "+Local.7", "+1"])).map("".join),
+                     min_size=1, max_size=4))
 def test_generated_requirements(name, clauses, marker, have):
     text = name + ",".join(clauses) + (f"; {marker}" if marker else "")
     lite = pep508.parse(text)

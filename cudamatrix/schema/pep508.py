@@ -19,6 +19,7 @@ from typing import Any
 
 _NAME = r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?"
 _RELEASE = re.compile(r"\d+(?:\.\d+)*")
+_INSTALLED = re.compile(r"(\d+(?:\.\d+)*)(?:\+[a-z0-9]+(?:[-_.][a-z0-9]+)*)?", re.IGNORECASE)  # release[+local]
 _CLAUSE = re.compile(r"\s*(==|!=|<=|>=|<|>)\s*(\d+(?:\.\d+)*)(\.\*)?\s*")
 _HEAD = re.compile(rf"\s*({_NAME})\s*(?:\[\s*((?:{_NAME}\s*,\s*)*{_NAME})?\s*\])?\s*([^;]*?)\s*(?:;(.*))?")
 _TOKEN = re.compile(r"\s*(?:(\()|(\))|(and|or)\b|([a-z_]+)|(==|!=|<=|>=|<|>)|'([^']*)'|\"([^\"]*)\")")
@@ -82,9 +83,13 @@ class Specifiers:
         return len(self._clauses)
 
     def contains(self, item: Any, prereleases: bool | None = None) -> bool:
-        """Whether ``item`` satisfies every clause (a plain release has no pre-release to admit or refuse)."""
-        if isinstance(item, str) and _RELEASE.fullmatch(item):
-            return all(c.matches(item) for c in self._clauses)
+        """Whether ``item`` satisfies every clause (a plain release has no pre-release to admit or refuse). A
+        local label (``2.9.1+cu128``, the PyTorch index's builds) does not count against clauses without one,
+        which are all there are here: PEP 440 compares the public part (``>V`` refuses V's own local builds,
+        and so does the public comparison)."""
+        m = _INSTALLED.fullmatch(item) if isinstance(item, str) else None
+        if m is not None:
+            return all(c.matches(m.group(1)) for c in self._clauses)
         return self.packaging().contains(item, prereleases=prereleases)
 
     def packaging(self):
