@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from cudamatrix.safe.text import lazy
 from cudamatrix.schema import record
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ def requirement(text: str) -> Requirement:
     return Requirement(text)
 
 
-_SIMPLE_REQUIREMENT = re.compile(r"\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)\s*((?:[<>=!~]=?=?\s*[A-Za-z0-9.*+!_-]+\s*,?\s*)*)")
+_SIMPLE_REQUIREMENT = lazy(r"\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)\s*((?:[<>=!~]=?=?\s*[A-Za-z0-9.*+!_-]+\s*,?\s*)*)")
 
 
 def name_and_specifier(text: str) -> tuple[str, str]:

@@ -11,11 +11,10 @@ envelope), so no input-derived piece of text (a paste, a node file, a Slurm erro
 from __future__ import annotations
 
 import json
-import re
 import sys
 from typing import Any
 
-from cudamatrix.safe.text import escape_breaks, escape_controls, redact_urls
+from cudamatrix.safe.text import escape_breaks, escape_controls, lazy, redact_urls
 
 JSON_SCHEMA_VERSION = 1
 
@@ -361,7 +360,7 @@ class CellShow:
         return True
 
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")  # a terminal's colour and cursor codes (ECMA-48 CSI)
+_ANSI = lazy(r"\x1b\[[0-9;?]*[A-Za-z]")  # a terminal's colour and cursor codes (ECMA-48 CSI)
 
 
 def cell_progress(event: str, text: str) -> None:

@@ -1,9 +1,14 @@
-"""detect.paths.realpath: os.path.realpath's answers, with each folder resolved once per detection."""
+"""detect.paths.realpath: os.path.realpath's answers, with each folder resolved once per detection; matching and
+glob_one: glob's."""
 from __future__ import annotations
 
+import fnmatch
+import glob
 import os
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cudamatrix.detect import paths
 
@@ -50,3 +55,32 @@ def test_forget_sees_a_folder_replaced_by_a_link(tree):
     (tree / "x" / "y").symlink_to(tree / "a" / "b" / "c")
     paths.forget()
     assert paths.realpath(str(tree / "x" / "y" / "libz.so")) == str(tree / "a" / "b" / "c" / "libz.so")
+
+
+# --- matching / glob_one: glob's answers without a regular expression per pattern ------------------------------
+
+_PATTERNS = ["_C.*.so", "nvidia_*.dist-info", "*", "*.so", "xla_extension*.so", "_jax*.so", "cuda*",
+             "libcublas.so.*[0-9]", "libnvToolsExt.so.*[0-9]", "libcudnn*.so.*[0-9a-c]", "lib*[z-a]", "a*b*c",
+             "*[0-9]", "x?y", "[!a]*", "lib[-a]", "*a*", "libcudart.so.13"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(names=st.lists(st.text(alphabet="abcxyz._-019*[]?lLsoC", max_size=12), max_size=12),
+       pattern=st.sampled_from(_PATTERNS) | st.text(alphabet="abc.*[]-09!?", max_size=8))
+def test_matching_is_glob_filtering(names, pattern):
+    want = [n for n in fnmatch.filter(names, pattern) if not n.startswith(".")]
+    assert paths.matching(names, pattern) == want
+
+
+def test_glob_one_is_glob(tmp_path):
+    names = ["libcudnn.so.9", "libcudnn.so.9.24.0", "libcudnn.so", ".libcudnn.so.9", "_C.cpython-311.so", "cuda-13.0",
+             "cuda", "cudax", "lib", "sub"]
+    for n in names:
+        (tmp_path / n).write_text("")
+    (tmp_path / "cudadir").mkdir()
+    (tmp_path / "cudalink").symlink_to(tmp_path / "cudadir")
+    for pattern in _PATTERNS:
+        assert sorted(paths.glob_one(str(tmp_path), pattern)) == sorted(glob.glob(os.path.join(tmp_path, pattern)))
+    assert sorted(paths.glob_one(str(tmp_path), "cuda*", dirs=True)) == \
+        sorted(p.rstrip("/") for p in glob.glob(os.path.join(tmp_path, "cuda*", "")))
+    assert paths.glob_one(str(tmp_path / "absent"), "*") == []

@@ -23,13 +23,34 @@ def run_doctor(env: list[Path] | None = None, from_: list[str] | None = None, py
 
     if env and len(env) > 1:
         raise UsageError("doctor reads one environment at a time", hint="run it once per --env file")
-    matrix = load_matrix(str(data_dir) if data_dir else None)
-    environment = environments(env or [], from_ or [], python_path(python), all_copies)[0]
+    if data_dir or env or from_:
+        matrix = load_matrix(str(data_dir) if data_dir else None)
+        environment = environments(env or [], from_ or [], python_path(python), all_copies)[0]
+    else:
+        matrix, environment = _matrix_while_detecting(python, all_copies)
     findings = aim_findings(diagnose(environment, matrix), python_path(python))
     code = summary_exit(findings)
     data = {"findings": [f.to_dict() for f in findings], "environment": environment.to_dict(),
             "matrix_version": matrix.meta.data_version, "healthy": code == 0}
     finish("doctor", code, data, as_json, lambda: render_findings(environment, findings, matrix))
+
+
+def _matrix_while_detecting(python: str | None, all_copies: bool):
+    """The shipped matrix, built in a thread while detect waits on its probes' children (NVML's start alone is
+    50-150 ms on a GPU machine), and the live environment. The shipped data is trusted and the overlay never
+    raises (:func:`cudamatrix.matrix.overlay.apply`), so only a broken installation fails here, as before."""
+    from cudamatrix.cli.targets import environments
+    from cudamatrix.detect.threads import Background
+    from cudamatrix.matrix import overlay  # noqa: F401  (imported here, not in the thread: one importer at a time)
+    from cudamatrix.matrix.data import load_matrix
+    from cudamatrix.safe import text  # noqa: F401
+
+    loading = Background(load_matrix, None)
+    try:
+        environment = environments([], [], python_path(python), all_copies)[0]
+    finally:
+        matrix = loading.value()  # its error, if any, first: as when the matrix was loaded before detecting
+    return matrix, environment
 
 
 def aim_findings(findings, python: str | None):

@@ -8,12 +8,12 @@ so kernel module and user-space libraries agree), error (the device is there but
 from __future__ import annotations
 
 import os
-import re
 
 from cudamatrix.detect.text import version_from_int
 from cudamatrix.models import Driver, GpuInfo, GpuProcess, Library, Note
+from cudamatrix.safe.text import lazy
 
-_PROC_VERSION = re.compile(r"Kernel Module(?:\s+for\s+\S+)?\s+(?P<v>\d+\.\d+(?:\.\d+)?)")
+_PROC_VERSION = lazy(r"Kernel Module(?:\s+for\s+\S+)?\s+(?P<v>\d+\.\d+(?:\.\d+)?)")
 
 # NVML return codes (nvml.h) that decide the status
 NVML_DRIVER_NOT_LOADED = 9

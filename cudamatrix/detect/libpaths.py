@@ -14,7 +14,6 @@ subfolders.
 """
 from __future__ import annotations
 
-import glob
 import os
 import re
 from collections.abc import Sequence
@@ -131,10 +130,13 @@ def file_version(path: str | None, versions: dict[str, str]) -> str | None:
 
 def wheel_versions(site_packages: list[str]) -> dict[str, str]:
     """Real path -> version of every shared library an nvidia-* wheel installed in ``site_packages``."""
+    from cudamatrix.detect.recipes import listed  # the listings of this prediction (site-packages is large)
+
     out: dict[str, str] = {}
     for sp in site_packages:
         real = os.path.realpath(sp)  # a wheel's files are plain files: one realpath per folder is enough
-        for record_file in sorted(glob.glob(os.path.join(sp, "nvidia_*.dist-info", "RECORD"))):
+        records = [os.path.join(d, "RECORD") for d in listed(sp, "nvidia_*.dist-info", dirs=True)]
+        for record_file in sorted(r for r in records if os.path.lexists(r)):
             version = os.path.basename(os.path.dirname(record_file))[:-len(".dist-info")].rpartition("-")[2]
             for line in read_text(record_file, 1 << 22).splitlines():
                 rel = line.split(",", 1)[0]

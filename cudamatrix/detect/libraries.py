@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from cudamatrix import proc
 from cudamatrix.detect import elf
-from cudamatrix.detect.paths import realpath
+from cudamatrix.detect.paths import glob_one, realpath
 from cudamatrix.models import Library, Note
 from cudamatrix.schema import record
 
@@ -174,8 +174,6 @@ def search_dirs(environ: dict[str, str], root: str, site_packages: list[str],
                 conda_prefixes: Sequence[str] = (), all_copies: bool = False) -> list[tuple[str, str]]:
     """(folder, origin) pairs to scan, most specific first; LD_LIBRARY_PATH first as the loader does.
     The toolkit folders only with ``all_copies``."""
-    import glob
-
     dirs: list[tuple[str, str]] = []
     for entry in environ.get("LD_LIBRARY_PATH", "").split(":"):
         if entry:
@@ -185,14 +183,15 @@ def search_dirs(environ: dict[str, str], root: str, site_packages: list[str],
             base = environ.get(var)
             if base:
                 dirs += [(d, var) for d in _toolkit_lib_dirs(base)]
-        for base in sorted(glob.glob(os.path.join(root, "usr/local/cuda*"))):
+        for base in sorted(glob_one(os.path.join(root, "usr/local"), "cuda*")):
             origin = "/" + os.path.relpath(base, root)
             dirs += [(d, origin) for d in _toolkit_lib_dirs(base)]
     for base in [environ.get("CONDA_PREFIX", "")] + list(conda_prefixes):
         if base:
             dirs.append((os.path.join(base, "lib"), "conda"))
     for sp in site_packages:
-        for d in sorted(glob.glob(os.path.join(sp, "nvidia", "*", "lib"))):
+        nvidia = glob_one(os.path.join(sp, "nvidia"), "*", dirs=True)
+        for d in sorted(lib for lib in (os.path.join(n, "lib") for n in nvidia) if os.path.lexists(lib)):
             dirs.append((d, "wheel"))
         dirs.append((os.path.join(sp, "torch", "lib"), "wheel:torch"))
     dirs.append((os.path.join(root, "usr/lib/wsl/lib"), "wsl"))
@@ -200,10 +199,9 @@ def search_dirs(environ: dict[str, str], root: str, site_packages: list[str],
 
 
 def _toolkit_lib_dirs(base: str) -> list[str]:
-    import glob
-
+    targets = glob_one(os.path.join(base, "targets"), "*", dirs=True)
     return [os.path.join(base, "lib64"), os.path.join(base, "lib")] + sorted(
-        glob.glob(os.path.join(base, "targets", "*", "lib")))
+        lib for lib in (os.path.join(t, "lib") for t in targets) if os.path.lexists(lib))
 
 
 def find_copies(environ: dict[str, str], root: str, site_packages: list[str], ld_entries: list[LdEntry],

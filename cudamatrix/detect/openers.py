@@ -68,9 +68,14 @@ def _matches(opener: dict, row: dict, soname: str) -> bool:
     return soname == name
 
 
+_OPENERS: set[str] = set()
+
+
 def is_opener(soname: str | None) -> bool:
-    """Does the data know ``soname`` as an opener (of any release)?"""
-    return bool(soname) and any(_matches(o, r, soname or "") for o in table() for r in o["rows"])
+    """Does the data know ``soname`` as an opener (of any release)? (asked for every object of every link map)"""
+    if not _OPENERS:
+        _OPENERS.update(r.get("opener", o["opener"]) for o in table() for r in o["rows"])
+    return bool(soname) and soname in _OPENERS
 
 
 def openings(soname: str, version: str | None) -> tuple[list[Opening], str | None]:

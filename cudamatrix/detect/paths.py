@@ -46,3 +46,70 @@ def realpath(path: str) -> str:
             return candidate
         path = os.path.join(os.path.dirname(candidate), target)
     return os.path.realpath(path)  # a loop, or a very long chain: the standard answer, whatever it is
+
+
+def matching(names: list[str], pattern: str) -> list[str]:
+    """``fnmatch.filter(names, pattern)`` as on POSIX (case-sensitive), names starting with "." left out as glob
+    leaves them. A pattern of literal text and ``*`` (``_C.*.so``), with at most one closing class
+    (``libcublas.so.*[0-9]``), is matched with string methods: fnmatch compiles a regular expression per
+    pattern, about half a millisecond each in a cold interpreter, and the loader model asks some twenty
+    (issue #29). Any other pattern goes to fnmatch."""
+    names = [n for n in names if not n.startswith(".")]
+    body, last = pattern, None
+    if pattern.endswith("]") and "[" in pattern:
+        body, _, cls = pattern[:-1].rpartition("[")
+        last = _char_class(cls)
+        if last is None:
+            body = pattern
+    if any(c in body for c in "?[]"):
+        import fnmatch
+
+        return fnmatch.filter(names, pattern)
+    if last is None:
+        return [n for n in names if _star(n, body)]
+    return [n for n in names if n and last(n[-1]) and _star(n[:-1], body)]
+
+
+def _char_class(cls: str):
+    """A test for one character of ``[cls]`` when it is plain characters and ``a-b`` ranges; None otherwise."""
+    if not cls or cls[0] in "!^]" or any(c in cls for c in "[]\\"):
+        return None
+    ranges, i = [], 0
+    while i < len(cls):
+        if i + 2 < len(cls) and cls[i + 1] == "-":
+            ranges.append((cls[i], cls[i + 2]))
+            i += 3
+        elif cls[i] == "-":
+            return None  # a dash at an end means itself: fnmatch's reading
+        else:
+            ranges.append((cls[i], cls[i]))
+            i += 1
+    return lambda c: any(a <= c <= b for a, b in ranges)
+
+
+def _star(name: str, pattern: str) -> bool:
+    """``name`` matches ``pattern`` of literal text and ``*`` (any run of characters, "/" and "." included)."""
+    parts = pattern.split("*")
+    if len(parts) == 1:
+        return name == pattern
+    head, tail = parts[0], parts[-1]
+    if len(name) < len(head) + len(tail) or not name.startswith(head) or not name.endswith(tail):
+        return False
+    pos, end = len(head), len(name) - len(tail)
+    for part in parts[1:-1]:
+        found = name.find(part, pos, end)
+        if found < 0:
+            return False
+        pos = found + len(part)
+    return True
+
+
+def glob_one(folder: str, pattern: str, dirs: bool = False) -> list[str]:
+    """``glob.glob(os.path.join(folder, pattern))`` for a pattern without "/", in the folder's order (``dirs``:
+    only folders, as glob keeps for a pattern that goes on below them)."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    out = [os.path.join(folder, n) for n in matching(names, pattern)]
+    return [p for p in out if os.path.isdir(p)] if dirs else out

@@ -18,12 +18,11 @@ What those libraries open in turn (cuDNN's sub-libraries) is :mod:`.openers`'s, 
 """
 from __future__ import annotations
 
-import fnmatch
-import glob
 import os
 import re
 
 from cudamatrix.detect.libpaths import read_text
+from cudamatrix.detect.paths import matching
 from cudamatrix.models import Framework
 
 _CUDA_LIBS_ENTRY = re.compile(r'\(\s*"([\w-]+)",\s*"(lib[^"]+)"\s*\)|"([\w-]+)":\s*"(lib[^"]+)"')
@@ -50,7 +49,7 @@ def _torch(lm, site_packages: list[str], fw: Framework) -> bool:
                 break  # an OSError ends torch's best-effort loop
         if deps is None:
             lm.load(os.path.join(torch_dir, "lib", "libtorch_global_deps.so"), None, how="preload")
-    ext = sorted(glob.glob(os.path.join(torch_dir, "_C.*.so")))
+    ext = sorted(listed(torch_dir, "_C.*.so"))
     if ext:
         lm.load(ext[0], None, how="dlopen")
     nvrtc = os.path.join(torch_dir, "lib", "libcaffe2_nvrtc.so")
@@ -78,7 +77,7 @@ def _torch_dep_path(site_packages: list[str], folder: str, pattern: str, cuda_ma
             dirs.append(os.path.join(sp, "nvidia", f"cu{cuda_major}", "lib"))
         dirs.append(os.path.join(sp, folder, "lib"))
         for d in dirs:  # glob.glob's answer: the directory's own order, names starting with "." left out
-            names = [n for n in fnmatch.filter(_listdir(d), pattern) if not n.startswith(".")]
+            names = matching(_listdir(d), pattern)
             if names:
                 return os.path.join(d, names[0])
     return None
@@ -88,14 +87,25 @@ _LISTED: dict[str, list[str]] = {}
 
 
 def _listdir(folder: str) -> list[str]:
-    if folder not in _LISTED:
+    """The folder's names, read once per prediction (both simulations of every framework ask the same folders)."""
+    names = _LISTED.get(folder)
+    if names is None:
         try:
-            _LISTED[folder] = os.listdir(folder)
+            names = os.listdir(folder)
         except OSError:
-            _LISTED[folder] = []
-        if len(_LISTED) > 256:
+            names = []
+        if len(_LISTED) >= 256:
             _LISTED.clear()
-    return _LISTED[folder]
+        _LISTED[folder] = names
+    return names
+
+
+def listed(folder: str, pattern: str, dirs: bool = False) -> list[str]:
+    """``glob.glob(os.path.join(folder, pattern))`` for a pattern without a slash, from the remembered listing:
+    the paths of the names that match, in the folder's order, names starting with "." left out (``dirs``: only
+    folders, as glob keeps for a pattern that goes on below them)."""
+    out = [os.path.join(folder, n) for n in matching(_listdir(folder), pattern)]
+    return [p for p in out if os.path.isdir(p)] if dirs else out
 
 
 def _tensorflow(lm, site_packages: list[str], fw: Framework) -> bool:
@@ -118,13 +128,14 @@ def _tensorflow(lm, site_packages: list[str], fw: Framework) -> bool:
 def _jax(lm, site_packages: list[str], fw: Framework) -> bool:
     exts = []
     for sp in site_packages:
-        exts += sorted(glob.glob(os.path.join(sp, "jaxlib", "xla_extension*.so")) +
-                       glob.glob(os.path.join(sp, "jaxlib", "_jax*.so")))
+        exts += sorted(listed(os.path.join(sp, "jaxlib"), "xla_extension*.so") +
+                       listed(os.path.join(sp, "jaxlib"), "_jax*.so"))
     if not exts:
         return False
     lm.load(exts[0], None, how="dlopen")
     for sp in site_packages:
-        for plugin in sorted(glob.glob(os.path.join(sp, "jax_plugins", "*", "*.so"))):
+        plugins = [p for d in listed(os.path.join(sp, "jax_plugins"), "*", dirs=True) for p in listed(d, "*.so")]
+        for plugin in sorted(plugins):
             obj = lm.load(plugin, None, how="dlopen")
             for major in _plugin_cudnn_majors(lm, obj, fw) if obj is not None else []:
                 lm.load(f"libcudnn.so.{major}", obj, how="dlopen", when="first use")

@@ -9,19 +9,21 @@ from bisect import bisect_right
 from itertools import accumulate, compress, count
 from operator import add
 
+from cudamatrix.safe.text import lazy
+
 MAX_BYTES = 4 * 1024 * 1024  # a pasted report is never this long; read at most this much of a file
 
 # A shell prompt before a command: "(venv) user@host:~/dir$ ", "[user@host dir]# ", "$ ", "PS C:\\x> ",
 # "C:\\Users\\me>", ">>> ", "... ", "In [3]: ", "!" (a notebook cell). Every repetition is bounded and the
 # pattern is anchored at the line's start, so a hostile line costs a constant amount of work.
-_PROMPT = re.compile(
+_PROMPT = lazy(
     r"(?:\([^()\s]{1,80}\) {0,2})?"  # a conda or venv name
     r"(?:(?:[\w.-]{1,64}@[\w.-]{1,64}(?::[^\s$#]{0,200})? ?|\[[^\]\n]{1,200}\] ?|PS [^>\n]{1,200}|"
     r"[A-Za-z]:\\[^>\n]{0,200})[$#%>] ?|[$%] |# (?=(?:nvidia-smi|nvcc|python|pip|conda|ldconfig|cat|jax|uv))|"
     r">>> ?|\.\.\. |In \[\d{1,6}\]: |!(?=[a-z]))")
-_HTML_TAG = re.compile(r"</?(?:details|summary|pre|code|br|p|div|sub|sup|b|i)\b[^<>\n]{0,200}>")
+_HTML_TAG = lazy(r"</?(?:details|summary|pre|code|br|p|div|sub|sup|b|i)\b[^<>\n]{0,200}>")
 # a line that may hold a quote marker, a fence, an HTML tag or a prompt (anchored at the line's start)
-_WRAPPED = re.compile(r"[ \t]*(?:[>`~<$%#!(\[]|\.\.\. |In \[|PS |[A-Za-z]:\\|[\w.-]{1,64}@)")
+_WRAPPED = lazy(r"[ \t]*(?:[>`~<$%#!(\[]|\.\.\. |In \[|PS |[A-Za-z]:\\|[\w.-]{1,64}@)")
 _ESCAPES = ("&gt;", "&lt;", "&amp;", "&quot;", "&#")
 _AFTER_NEWLINE: dict[re.Pattern, re.Pattern] = {}  # Paste.where's patterns, each behind a newline
 
@@ -38,7 +40,7 @@ def decode(data: bytes) -> tuple[str, bool]:
 # markdown quote markers ("> ", ">"), each after optional blanks; a Python prompt (">>> ", a line ending in ">>>")
 # is no marker. Every repetition consumes a ">", and nothing follows the group to fail: matched in one pass, no
 # backtracking, whatever the line holds
-_QUOTES = re.compile(r"(?:[ \t]*(?!>>> |>>>$)> ?)*")
+_QUOTES = lazy(r"(?:[ \t]*(?!>>> |>>>$)> ?)*")
 
 
 def unquote(line: str) -> str:

@@ -5,16 +5,16 @@ driver runs), which is a different fact: a 12.4 toolkit on a driver that support
 """
 from __future__ import annotations
 
-import glob
 import os
-import re
 
 from cudamatrix import proc
+from cudamatrix.detect.paths import glob_one
 from cudamatrix.models import Note, Toolkit
+from cudamatrix.safe.text import lazy
 
-_RELEASE = re.compile(r"release (?P<short>\d+\.\d+), V(?P<full>\d+\.\d+\.\d+)")
-_RELEASE_SHORT = re.compile(r"Cuda compilation tools, release (?P<short>\d+\.\d+)")
-_VERSION_TXT = re.compile(r"CUDA Version (?P<v>\d+\.\d+(?:\.\d+)?)")
+_RELEASE = lazy(r"release (?P<short>\d+\.\d+), V(?P<full>\d+\.\d+\.\d+)")
+_RELEASE_SHORT = lazy(r"Cuda compilation tools, release (?P<short>\d+\.\d+)")
+_VERSION_TXT = lazy(r"CUDA Version (?P<v>\d+\.\d+(?:\.\d+)?)")
 
 
 def parse_nvcc(text: str) -> str | None:
@@ -62,7 +62,7 @@ def probe(environ: dict[str, str], root: str, timeout: float) -> tuple[list[Tool
     for var in ("CUDA_HOME", "CUDA_PATH"):
         if environ.get(var):
             bases.append(environ[var])
-    bases += sorted(glob.glob(os.path.join(root, "usr/local/cuda*")))
+    bases += sorted(glob_one(os.path.join(root, "usr/local"), "cuda*"))
     seen: set[str] = set()
     for base in bases:
         real = os.path.realpath(base)

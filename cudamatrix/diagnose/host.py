@@ -78,7 +78,14 @@ def low_host_memory(d: Diagnosis) -> list[Finding]:
 
 
 def _specifier(text: str):
-    from packaging.specifiers import SpecifierSet  # on first use: a machine without frameworks never needs it
+    """The specifier set: plain releases read here (:mod:`cudamatrix.schema.pep508`, packaging's answers without
+    its import), the rest by packaging, imported on first use."""
+    from cudamatrix.schema.pep508 import specifiers
+
+    lite = specifiers(text)
+    if lite is not None:
+        return lite
+    from packaging.specifiers import SpecifierSet
 
     return SpecifierSet(text)
 

@@ -1,7 +1,6 @@
 """Read-side helpers over the Matrix: rows for ``matrix show``, look-ups used by the solver, and lint."""
 from __future__ import annotations
 
-import difflib
 import re
 from functools import lru_cache
 from typing import Any, Callable
@@ -22,12 +21,13 @@ from cudamatrix.matrix.data import (
     Variant,
 )
 from cudamatrix.names import FAMILY_NAMES, name_and_specifier, requirement
+from cudamatrix.safe.text import lazy
 from cudamatrix.schema import normalize_cc, to_dict
 
 _PREFIXES = ("nvidia ", "geforce ", "tesla ", "quadro ")
 # what NVML / nvidia-smi add to a product name: the form factor and memory of a board ("-PCIE-16GB",
 # "-SXM2-32GB", " 80GB HBM3"), "Laptop GPU", "with Max-Q Design"; and what the table truncates ("...")
-_SUFFIX = re.compile(r"(\s+(laptop gpu|with max q design|max q|mobile))+$|"
+_SUFFIX = lazy(r"(\s+(laptop gpu|with max q design|max q|mobile))+$|"
                      r"(\s+(pcie|sxm\d?|nvl|hbm\d?e?|\d+\s?gb))+$")
 
 
@@ -134,6 +134,8 @@ def lookup_gpu(matrix: Matrix, text: str) -> Gpu | None:
 
 def suggest_gpus(matrix: Matrix, name: str, n: int = 3) -> list[str]:
     names = [g.name for g in matrix.gpus.gpus] + [a for g in matrix.gpus.gpus for a in g.aliases]
+    import difflib  # on first use: only a name that is not known asks
+
     return difflib.get_close_matches(name, names, n=n, cutoff=0.4) or \
         [g.name for g in matrix.gpus.gpus if _norm_name(name).split(" ")[-1] in _norm_name(g.name)][:n]
 

@@ -15,17 +15,37 @@ stay on one line, and credentials in URLs kept out of sight.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from cudamatrix.errors import UsageError
 
+
+class LazyPattern:
+    """A regular expression compiled on first use. A cold interpreter spends about half a millisecond compiling
+    one (more on the GPU machine), and a module imported on detect's or doctor's path often holds patterns only
+    another command uses (pasted reports, URLs): those are declared with :func:`lazy` (issue #29)."""
+
+    def __init__(self, pattern: str, flags: int = 0) -> None:
+        self._source = (pattern, flags)
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(re.compile(*self._source), name)
+        setattr(self, name, value)  # the pattern's method itself from now on: no lookup through here
+        return value
+
+
+def lazy(pattern: str, flags: int = 0) -> Any:
+    """``re.compile(pattern, flags)``, compiled when first used (see :class:`LazyPattern`)."""
+    return LazyPattern(pattern, flags)
+
 # C0 controls but tab and newline, DEL, C1 controls, and the bidirectional embeddings, overrides and isolates
-CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+CONTROLS = lazy("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 # every character str.splitlines() breaks a line at, and any other control character
-_BREAKS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_BREAKS = lazy("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 # a URL's authority (after "scheme://"): the user part ends at its last "@"
-_AUTHORITY = re.compile(r"[^\s/?#\"'<>\\]*")
-_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]{0,31}$")  # looked for in the 32 characters before "://"
-_PLACEHOLDER = re.compile(r"^\$\{[A-Za-z0-9_]+\}(?::\$\{[A-Za-z0-9_]+\})?$")  # PEP 610: ${USER}:${TOKEN}
+_AUTHORITY = lazy(r"[^\s/?#\"'<>\\]*")
+_SCHEME = lazy(r"[A-Za-z][A-Za-z0-9+.\-]{0,31}$")  # looked for in the 32 characters before "://"
+_PLACEHOLDER = lazy(r"^\$\{[A-Za-z0-9_]+\}(?::\$\{[A-Za-z0-9_]+\})?$")  # PEP 610: ${USER}:${TOKEN}
 
 
 def _escaped(match: re.Match[str]) -> str:

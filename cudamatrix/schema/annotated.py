@@ -3,12 +3,12 @@ time, and what validation checks. Loaded only by the matrix and by validation (d
 ``packaging``); the start-up path of a command never needs them."""
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 from typing import Annotated, Any, Callable
 
 from packaging.version import Version
 
+from cudamatrix.safe.text import lazy
 from cudamatrix.schema import HTTP_ALLOWED, normalize_cc
 
 
@@ -69,7 +69,7 @@ def _check_requirement(value: str) -> str:
     return value
 
 
-_URL_UNSAFE = re.compile(r"[\s\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\"'<>\\`]")
+_URL_UNSAFE = lazy(r"[\s\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\"'<>\\`]")
 
 
 def _index_url(value: str) -> str:
@@ -98,7 +98,7 @@ def _index_url(value: str) -> str:
 
 def _matching(pattern: str, what: str) -> Callable[[str], str]:
     """A check that a text matches ``pattern`` whole (``\\Z``: no trailing line break slips through)."""
-    compiled = re.compile(pattern + r"\Z")
+    compiled = lazy(pattern + r"\Z")
 
     def check(value: str) -> str:
         if not compiled.match(value):

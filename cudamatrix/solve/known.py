@@ -8,7 +8,6 @@ unchecked, and said so, never counted as fitting.
 """
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Iterable
 
 from cudamatrix.errors import UsageError
@@ -65,6 +64,8 @@ def matrix_names(matrix: Matrix) -> set[str]:
 def suggestions(name: str, known: Iterable[str]) -> list[str]:
     """Known names close to a mistyped one (difflib's ratio of at least 0.75: ``torhc`` -> ``torch``,
     ``torchvison`` -> ``torchvision``), best first."""
+    import difflib  # on first use: only a name that is not known asks
+
     return difflib.get_close_matches(canonical(name), sorted(set(known)), n=3, cutoff=0.75)
 
 

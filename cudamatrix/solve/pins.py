@@ -195,18 +195,20 @@ def cudnn_for_gpus(matrix: Matrix, variant: Variant, target: Target) -> tuple[Re
     for a target GPU (cudnn.json ``gpu_floors``: from cuDNN 9.11 on, none below compute capability 7.5; NVIDIA's
     cuDNN support matrix and the wheels' binaries): (the exact requirement of the newest known version in the range
     that has them, why), or (None, why not) when the matrix knows none. (None, None): nothing to pin."""
-    from packaging.specifiers import SpecifierSet
-
     from cudamatrix.schema import cc_key
 
-    ranges = [r for r in pins_for(variant, target) if library_key(r.name) == "nvidia-cudnn" and not _exact(r)]
-    if not ranges or not target.gpus:
+    if not target.gpus or not variant.nvidia_pins:
         return None, None
-    req = ranges[0]
     low = min((g.compute_capability for g in target.gpus), key=cc_key)
     caps = [f for f in matrix.cudnn.gpu_floors if cc_key(low) < cc_key(f.min_compute_capability)]
-    if not caps:
+    if not caps:  # every GPU is above every floor (an H100): no pin to read, so packaging is not imported
         return None, None
+    ranges = [r for r in pins_for(variant, target) if library_key(r.name) == "nvidia-cudnn" and not _exact(r)]
+    if not ranges:
+        return None, None
+    from packaging.specifiers import SpecifierSet
+
+    req = ranges[0]
     spans = [SpecifierSet(f.versions) for f in caps]
     ok = [v for v in known_wheel_versions(matrix, canonical(req.name))
           if req.specifier.contains(v, prereleases=True) and not any(s.contains(v, prereleases=True) for s in spans)]

@@ -5,7 +5,6 @@ the machine the image will run on.
 """
 from __future__ import annotations
 
-import platform as _platform
 import sys
 
 from packaging.version import InvalidVersion, Version
@@ -84,7 +83,9 @@ def _py_minor(version: str | None) -> str | None:
 
 
 def host_platform() -> str:
-    machine = _platform.machine().lower()
+    import platform  # here: its import compiles nine regular expressions that doctor never uses
+
+    machine = platform.machine().lower()
     if sys.platform.startswith("win"):
         return "win_amd64"
     if sys.platform == "darwin":
