@@ -50,14 +50,12 @@ class Fleet:
 
 def load_fleet(matrix: Matrix, env_files: list[Path]) -> Fleet:
     """Read node files (folders expand to their node files) and group them into classes. Raises UsageError."""
-    from cudamatrix.detect import load_environment
-    from cudamatrix.fleet.nodes import env_paths
-    from cudamatrix.solve.target import from_environment
+    from cudamatrix.fleet.nodes import env_paths, load_nodes, node_targets
 
     paths = env_paths(env_files)
     names = [p.stem for p in paths]
-    envs = [load_environment(str(p)) for p in paths]
-    targets = [from_environment(e, matrix, name=n) for e, n in zip(envs, names, strict=False)]
+    envs, same = load_nodes(paths)
+    targets = node_targets(matrix, envs, same, names)
     return Fleet(names, envs, targets, group(list(zip(names, envs, strict=False))))
 
 
