@@ -23,7 +23,7 @@ from cudamatrix.solve import rules
 from cudamatrix.solve.target import Target
 
 MIN_TARGETS = 16  # fewer targets than this: each is checked itself (reading the floors costs ~20 ms)
-_DESKTOP = re.compile(r"\d{3,}(?:\.\d+)+")  # 580.65.06, 470.86: what a desktop driver reports
+DESKTOP = re.compile(r"\d{3,}(?:\.\d+)+")  # 580.65.06, 470.86: what a desktop driver reports
 
 
 def stated_drivers(matrix: Matrix) -> list[tuple[int, ...]]:
@@ -68,13 +68,13 @@ class SharedChecks:
     changed to its own driver (:meth:`member`). ``memo`` may be shared by the screens of one solve: it is keyed by
     the build and the class's facts, not by the targets."""
 
-    def __init__(self, matrix: Matrix, targets: list[Target], memo: dict | None = None) -> None:
+    def __init__(self, matrix: Matrix, targets: list[Target], memo: Memo | None = None) -> None:
         self.matrix = matrix
         self.targets = targets
         self.keys: dict[int, int] | None = None  # id(target) -> its class's number (None: each its own class)
         floors = floors_of(matrix) if len(targets) >= MIN_TARGETS else None
         classes: dict[tuple, int] = {}
-        self.of = [classes.setdefault(_class_key(t, floors), len(classes)) for t in targets]
+        self.of = [classes.setdefault(class_key(t, floors), len(classes)) for t in targets]
         self.class_keys = list(classes)
         first: dict[int, Target] = {}
         for t, c in zip(targets, self.of, strict=True):
@@ -82,18 +82,18 @@ class SharedChecks:
         self.reps = [first[c] for c in range(len(classes))]
         if floors is not None:
             self.keys = {id(t): c for t, c in zip(targets, self.of, strict=True)}
-        self.memo: dict[tuple, Shared] = {} if memo is None else memo
+        self.memo = Memo() if memo is None else memo
         self.failed = [0] * len(self.reps)  # per class: how many builds failed there (first_only)
         self.quoted: dict[str, re.Pattern] = {}
 
     def on_class(self, release: FrameworkRelease, variant: Variant, number: int) -> Shared:
         """The verdict on class ``number``'s first target (checked once per build and class)."""
         slot = (id(release), id(variant), self.class_keys[number])
-        hit = self.memo.get(slot)
+        hit = self.memo.verdicts.get(slot)
         if hit is None:
             rep = self.reps[number]
             found = rules.check(self.matrix, release, variant, rep)
-            hit = self.memo[slot] = Shared(found, rep.driver, self._templates(found, rep.driver))
+            hit = self.memo.verdicts[slot] = Shared(found, rep.driver, self._templates(found, rep.driver))
         return hit
 
     def on_classes(self, release: FrameworkRelease, variant: Variant, first_only: bool = False
@@ -107,21 +107,26 @@ class SharedChecks:
             hit = self.on_class(release, variant, number)
             if hit.reasons:
                 out[number] = hit
+                self.memo.failed_at.setdefault((id(release), id(variant)), _but_python(self.class_keys[number]))
         return out
 
     def _first_failing(self, release: FrameworkRelease, variant: Variant) -> dict[int, Shared]:
         """One class where the build breaks a rule (none: it fits): the rules every build is asked first
-        (platform, Python) on every class, as they are cheap; then every rule, the classes where the most builds
-        failed so far first."""
+        (platform, Python) on every class, as they are cheap; then every rule, first on the class where the build
+        failed in an earlier screen of the solve (but for the Python: a way out that changes it), then where the
+        most builds failed so far. The order changes only how soon a failing class is found."""
         for number, rep in enumerate(self.reps):
             build = rules.Build(self.matrix, release, variant, rep)
             found = [r for rule in rules.BUILD_RULES for r in rule(build)]
             if found:
                 return {number: Shared(found, rep.driver, None)}
-        for number in sorted(range(len(self.reps)), key=self.failed.__getitem__, reverse=True):
+        before = self.memo.failed_at.get((id(release), id(variant)))  # another screen of this solve: try there first
+        for number in sorted(range(len(self.reps)), reverse=True,
+                             key=lambda n: (_but_python(self.class_keys[n]) == before, self.failed[n])):
             hit = self.on_class(release, variant, number)
             if hit.reasons:
                 self.failed[number] += 1
+                self.memo.failed_at[(id(release), id(variant))] = _but_python(self.class_keys[number])
                 return {number: hit}
         return {}
 
@@ -132,7 +137,7 @@ class SharedChecks:
         target's driver in the words, or the target's own check when either driver is not a desktop one."""
         if hit.templates is None or target.driver == hit.driver:
             return hit.reasons
-        if hit.templates and target.driver and _DESKTOP.fullmatch(target.driver):
+        if hit.templates and target.driver and DESKTOP.fullmatch(target.driver):
             return [r if len(parts) == 1 else rules.Reason(r.rule, target.driver.join(parts), r.row, r.need_driver)
                     for r, parts in zip(hit.reasons, hit.templates, strict=True)]
         return rules.check(self.matrix, release, variant, target)  # its words name another kind of driver
@@ -149,12 +154,21 @@ class SharedChecks:
         an empty list when one does but the driver is of another kind (each member is then checked itself)."""
         if not driver or not any(driver in r.message for r in reasons):
             return None
-        if not _DESKTOP.fullmatch(driver):
+        if not DESKTOP.fullmatch(driver):
             return []
         quoted = self.quoted.get(driver)
         if quoted is None:
-            quoted = self.quoted[driver] = _quoting(driver)
+            quoted = self.quoted[driver] = quoting(driver)
         return [quoted.split(r.message) for r in reasons]
+
+
+class Memo:
+    """What the screens of one solve share: each build's verdict per class (by the build and the class's facts,
+    not by the targets), and the class where each build failed first (without its Python)."""
+
+    def __init__(self) -> None:
+        self.verdicts: dict[tuple, Shared] = {}
+        self.failed_at: dict[tuple, tuple] = {}
 
 
 class Shared:
@@ -167,11 +181,17 @@ class Shared:
         self.reasons, self.driver, self.templates = reasons, driver, templates
 
 
-def _class_key(target: Target, floors: list[tuple[int, ...]] | None) -> tuple:
+def class_key(target: Target, floors: list[tuple[int, ...]] | None) -> tuple:
     """What the rules read of a target, its driver as its class among the stated versions (``floors``; None: the
     driver itself), and the names of its GPUs (messages quote them)."""
     driver = driver_class(target.driver, floors) if floors is not None else ("exact", target.driver)
     return driver, target.key()[1:], tuple(sorted({(g.name or "", g.compute_capability) for g in target.gpus}))
+
+
+def _but_python(key: tuple) -> tuple:
+    """A class key (:func:`class_key`) without the target's Python."""
+    driver, rest, gpus = key
+    return driver, rest[:1] + rest[2:], gpus
 
 
 _FLOORS: list[tuple[Matrix, list[tuple[int, ...]]]] = []  # the last matrix read, and its stated drivers
@@ -184,6 +204,6 @@ def floors_of(matrix: Matrix) -> list[tuple[int, ...]]:
     return _FLOORS[0][1]
 
 
-def _quoting(driver: str) -> re.Pattern:
+def quoting(driver: str) -> re.Pattern:
     """The driver as a whole number in a sentence (580.65.06, not within 580.65.061 or 1580.65.06)."""
     return re.compile(r"(?<![\d.])" + re.escape(driver) + r"(?![\d]|\.\d)")

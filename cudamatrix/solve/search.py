@@ -16,7 +16,7 @@ from cudamatrix.models import Rejection
 from cudamatrix.names import FAMILIES, canonical
 from cudamatrix.schema import field, record
 from cudamatrix.solve import rules
-from cudamatrix.solve.driverclass import Shared, SharedChecks
+from cudamatrix.solve.driverclass import Memo, Shared, SharedChecks
 from cudamatrix.solve.indexes import dedupe
 from cudamatrix.solve.target import Target
 
@@ -180,13 +180,29 @@ def _on_targets(shared: SharedChecks, cand: Candidate, keys: list[tuple], failin
     return list(reasons.values()), failing
 
 
+def _asks_cpu_build(reqs: list[Requirement]) -> bool:
+    """The request names a CPU build (``torch==2.5.1+cpu``, ``jax[cpu]``)."""
+    return any(str(s.version).endswith("+cpu") for r in reqs for s in r.specifier) or \
+        any("cpu" in r.extras for r in reqs)
+
+
+def _on_rules(shared: SharedChecks, cand: Candidate, keys: list[tuple], explain: bool) -> Verdict | None:
+    """The candidate's verdict from the hard rules (None: it fits every target); without ``explain``, an empty
+    one when it does not fit (whether is all that is asked)."""
+    failing_classes = shared.on_classes(cand.release, cand.variant, first_only=not explain)
+    if not failing_classes:
+        return None
+    if not explain:
+        return Verdict(cand, [], {})
+    return Verdict(cand, *_on_targets(shared, cand, keys, failing_classes))
+
+
 def screen(family: str, reqs: list[Requirement], matrix: Matrix, targets: list[Target], wants_gpu: bool,
-           installed: tuple[str, str | None] | None, *, explain: bool = True, memo: dict | None = None) -> Screened:
+           installed: tuple[str, str | None] | None, *, explain: bool = True, memo: Memo | None = None) -> Screened:
     """Every candidate of one family against the request and the hard rules on every target, checked once per
     class of targets (:class:`SharedChecks`; ``memo``: its verdicts, shared by the screens of one solve).
     ``explain=False``: only which candidates fit (the verdicts and rejections of the rules are left out)."""
-    wants_cpu_variant = any(str(s.version).endswith("+cpu") for r in reqs for s in r.specifier) or \
-        any("cpu" in r.extras for r in reqs)
+    gpu_wanted = wants_gpu and not _asks_cpu_build(reqs)
     shared = SharedChecks(matrix, targets, memo)  # a fleet: one check per class of targets, not per node
     keys = [t.key() for t in targets] if explain else []
     ok: list[Candidate] = []
@@ -201,16 +217,15 @@ def screen(family: str, reqs: list[Requirement], matrix: Matrix, targets: list[T
             req_problems = matches_request(cand, reqs, extras)
             if req_problems:
                 verdicts.append(Verdict(cand, [rules.Reason("request", p) for p in req_problems], {}))
-                continue
-            failing_classes = shared.on_classes(release, variant, first_only=not explain)
-            if not failing_classes:
-                ok.append(cand)
-            elif explain:
-                reasons, failing = _on_targets(shared, cand, keys, failing_classes)
-                verdicts.append(Verdict(cand, reasons, failing))
-                rejected.append(Rejection(candidate=cand.label, reasons=dedupe([r.message for r in reasons]),
-                                          rules=dedupe([r.rule for r in reasons])))
-    gpu_wanted = wants_gpu and not wants_cpu_variant
+            elif explain or not (gpu_wanted and variant.cuda is None):  # else turned down below (_gpu_builds_only)
+                verdict = _on_rules(shared, cand, keys, explain)
+                if verdict is None:
+                    ok.append(cand)
+                elif verdict.reasons:
+                    verdicts.append(verdict)
+                    reasons = verdict.reasons
+                    rejected.append(Rejection(candidate=cand.label, reasons=dedupe([r.message for r in reasons]),
+                                              rules=dedupe([r.rule for r in reasons])))
     if gpu_wanted:
         ok = _gpu_builds_only(family, ok, verdicts, rejected)
     ok.sort(key=lambda c: preference(c, targets, installed, gpu_wanted, matrix), reverse=True)

@@ -20,6 +20,7 @@ from cudamatrix.models import Environment, FrameworkChoice, Rejection, Solution,
 from cudamatrix.names import FAMILY_NAMES, canonical, family_of
 from cudamatrix.solve.assemble import assemble
 from cudamatrix.solve.causes import Verdicts, no_solution
+from cudamatrix.solve.driverclass import Memo, SharedChecks
 from cudamatrix.solve.request import Request, parse_request
 from cudamatrix.solve.search import MAX_COMBINATIONS, Candidate, Preference, screen, search
 from cudamatrix.solve.target import Target
@@ -34,7 +35,7 @@ def solve(targets: list[Target], request: Request, matrix: Matrix, *,
     Raises NoSolution (typed causes and ways out) when nothing fits, UsageError without a target; each way out
     is re-solved first, and one that lifts nothing is left out (``check_ways``). Neither ``request`` nor
     ``targets`` nor ``installed`` is changed."""
-    memo: dict = {}  # the verdicts per build and class of targets, shared with the re-solves of the ways out
+    memo = Memo()  # the verdicts per build and class of targets, shared with the re-solves of the ways out
     try:
         return _solve(targets, request, matrix, installed, memo=memo)
     except NoSolution as exc:
@@ -44,13 +45,18 @@ def solve(targets: list[Target], request: Request, matrix: Matrix, *,
 
 
 def checked_ways(exc: NoSolution, targets: list[Target], request: Request, matrix: Matrix,
-                 installed: Environment | None, memo: dict | None = None) -> NoSolution:
+                 installed: Environment | None, memo: Memo | None = None) -> NoSolution:
     """The NoSolution with only the ways out that, applied, give a solution (each re-solved); a way out outside
-    the matrix (another index, separate environments) is kept as it is. Machines alike for the solver
-    (:meth:`Target.key`) are re-solved once: a change of driver or Python keeps them alike."""
+    the matrix (another index, separate environments) is kept as it is. Each class of targets the rules cannot
+    tell apart (:class:`~cudamatrix.solve.driverclass.SharedChecks`: the same facts but for a driver between the
+    same two stated versions) is re-solved on its first target only: a change of driver or Python applied to
+    all of them leaves them alike, and whether a set fits, and which, is the same on each."""
     ways = []
-    targets = list({t.key(): t for t in reversed(targets)}.values())[::-1]  # the first of each key, in order
-    memo = {} if memo is None else memo
+    unique: dict[tuple, Target] = {}
+    for t in targets:
+        unique.setdefault(t.key(), t)
+    targets = SharedChecks(matrix, list(unique.values())).reps
+    memo = Memo() if memo is None else memo
     for way in exc.ways_out:
         kept = _lifts(way, targets, request, matrix, installed, memo)
         if kept is not None:
@@ -60,7 +66,7 @@ def checked_ways(exc: NoSolution, targets: list[Target], request: Request, matri
 
 
 def _lifts(way: WayOut, targets: list[Target], request: Request, matrix: Matrix,
-           installed: Environment | None, memo: dict) -> WayOut | None:
+           installed: Environment | None, memo: Memo) -> WayOut | None:
     """The way out when the change it names gives a solution (a change_python way names the newest Python
     that does), else None."""
     change = way.change
@@ -87,7 +93,7 @@ def _lifts(way: WayOut, targets: list[Target], request: Request, matrix: Matrix,
 
 
 def _fits(targets: list[Target], request: Request, matrix: Matrix, installed: Environment | None,
-          memo: dict) -> list[FrameworkChoice] | None:
+          memo: Memo) -> list[FrameworkChoice] | None:
     """The frameworks chosen when a set fits (without the explanations of a :func:`solve`), else None."""
     try:
         return _solve(targets, request, matrix, installed, explain=False, memo=memo).frameworks
@@ -96,7 +102,7 @@ def _fits(targets: list[Target], request: Request, matrix: Matrix, installed: En
 
 
 def _solve(targets: list[Target], request: Request, matrix: Matrix, installed: Environment | None, *,
-           explain: bool = True, memo: dict | None = None) -> Solution:
+           explain: bool = True, memo: Memo | None = None) -> Solution:
     """:func:`solve` without re-solving the ways out. ``explain=False``: what fits only (a NoSolution without
     causes, a Solution without the rules' rejections)."""
     if not targets:
