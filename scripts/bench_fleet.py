@@ -9,7 +9,9 @@ Python 3.10-3.12) and "solver-distinct" (the worst case: every class a different
 Ten nodes per class, each with its own hostname, capture time and timings (what differs within a class).
 A third fleet, "many-drivers" (issue #29: 10,000 node files with 2,000 distinct drivers must solve in <= 2 s):
 the scenario machines that have a GPU under driver versions made by raising the scenario drivers' last field
-(synthetic patch levels of real branches, never matrix facts), ``--drivers`` of them, over ``--driver-nodes`` nodes.
+(synthetic patch levels of real branches, never matrix facts), ``--drivers`` of them, over ``--driver-nodes`` nodes;
+no set fits it (a P100, driver-470 nodes: the causes and ways out are worked out), and "many-drivers-fitting" is
+the same made of the machines one build fits together.
 Usage: python scripts/bench_fleet.py [-n 7] [--nodes 1000] [--classes 100] [--drivers 2000]
        [--driver-nodes 10000] [--only many-drivers]
 """
@@ -93,13 +95,17 @@ def distinct(count: int) -> list[dict]:
                                           tuple(sorted({g["name"] for g in e["gpus"]}))))
 
 
-def many_drivers(count: int) -> list[dict]:
+def many_drivers(count: int, fitting: bool = False) -> list[dict]:
     """``count`` machines with distinct driver versions: each scenario machine with a GPU, a working Linux driver
     and its compute capability (a live reading, not a paste's partial one), under patch levels above its own
     (``535.104.05`` -> ``535.104.06``, ...), every machine in turn, all on Python 3.11 (one image for the
-    cluster)."""
+    cluster). ``fitting``: only the machines one torch build fits together (the others block: the K80 and P100,
+    below every current build's architectures; driver 470, below CUDA 12; the RTX 5090 under a driver older than
+    570, which has no CUDA 12.8 for its sm_120)."""
     bases = [b for b in _bases() if b.get("gpus") and all(g.get("compute_capability") for g in b["gpus"])
              and (b.get("driver") or {}).get("status") == "ok" and b["python"].get("platform") == "linux_x86_64"]
+    if fitting:
+        bases = [b for b in bases if _fits_one_build(b)]
     for b in bases:
         b["python"]["version"] = "3.11.9"
     out, seen = [], set()
@@ -116,6 +122,13 @@ def many_drivers(count: int) -> list[dict]:
             if len(out) == count:
                 return out
     return out
+
+
+def _fits_one_build(env: dict) -> bool:
+    """The scenario machines the many-drivers fleet keeps when it must have a solution (see many_drivers)."""
+    cc = min(float(g["compute_capability"]) for g in env["gpus"])
+    branch = int(env["driver"]["version"].split(".")[0])
+    return cc >= 7.5 and branch >= 525 and not (cc >= 12 and branch < 570)
 
 
 def write_fleet(folder: Path, nodes: int, kinds: list[dict]) -> None:
@@ -182,16 +195,18 @@ def main() -> None:
             rows.append((f"doctor --env DIR ({tag})",
                          *measure(cm + ["doctor", "--env", str(fleet), "--json"], args.n)))
         if args.only in (None, "many-drivers"):
-            fleet = Path(tmp) / "many-drivers"
-            fleet.mkdir()
-            kinds = many_drivers(args.drivers)
-            write_fleet(fleet, args.driver_nodes, kinds)
-            tag = f"many-drivers: {args.driver_nodes} nodes, {len(kinds)} drivers"
-            rows.append((f"solve torch --env DIR ({tag})",
-                         *measure(cm + ["solve", "torch", "--env", str(fleet), "--json"], args.n)))
-            rows.append((f"lock torch --per-class --env DIR ({tag})",
-                         *measure(cm + ["lock", "torch", "--per-class", "--pins-only", "--env", str(fleet), "-o",
-                                        str(Path(tmp) / "many-locks"), "--json"], args.n)))
+            for label, fitting in (("many-drivers", False), ("many-drivers-fitting", True)):
+                fleet = Path(tmp) / label
+                fleet.mkdir()
+                kinds = many_drivers(args.drivers, fitting)
+                write_fleet(fleet, args.driver_nodes, kinds)
+                tag = (f"{label}: {args.driver_nodes} nodes, {len(kinds)} drivers, "
+                       f"{'a set fits' if fitting else 'no set fits'}")
+                rows.append((f"solve torch --env DIR ({tag})",
+                             *measure(cm + ["solve", "torch", "--env", str(fleet), "--json"], args.n)))
+                rows.append((f"lock torch --per-class --env DIR ({tag})",
+                             *measure(cm + ["lock", "torch", "--per-class", "--pins-only", "--env", str(fleet), "-o",
+                                            str(Path(tmp) / f"{label}-locks"), "--json"], args.n)))
             gpus = [a for k in range(2000) for a in ("--gpu", ("9.0", "8.0", "7.5")[k % 3])]
             rows.append(("solve torch --driver 580.65.06 with 2,000 --gpu flags",
                          *measure(cm + ["solve", "torch", "--driver", "580.65.06", *gpus, "--json"], args.n)))

@@ -519,3 +519,60 @@ def test_class_facts_read_every_fact_that_splits_a_class():
         assert class_facts(validate(Environment, env, "test")) != facts, env
     no_python = class_facts(validate(Environment, {**base, "python": {"platform": "linux_x86_64"}}, "test"))
     assert no_python["python"] is None
+
+
+def _patch_levels(env: dict, count: int) -> list[dict]:
+    """The machine under ``count`` patch levels of its driver, from its own up (nodes of one driver branch)."""
+    head, _, last = env["driver"]["version"].rpartition(".")
+    return [{**env, "driver": {**env["driver"], "version": f"{head}.{int(last) + k:0{len(last)}d}"}}
+            for k in range(count)]
+
+
+def test_node_files_alike_are_read_as_each_alone(tmp_path: Path):
+    """load_nodes validates files alike but for hostname/captured_at/timings once: every Environment equals the
+    file's own load_environment, and a file alike but for a bad per-node value is refused with its own message."""
+    from cudamatrix.detect import load_environment
+    from cudamatrix.errors import UsageError
+    from cudamatrix.fleet.nodes import load_nodes
+
+    fleet = tmp_path / "fleet"
+    kinds = _patch_levels(saved("doctor_cpu_wheel_on_t4"), 2) + [saved("doctor_kaggle_p100_cu128")]
+    paths = [write(fleet, f"n{i}", {**kinds[i % 3], "hostname": f"n{i}", "captured_at": f"2026-11-26T00:00:0{i}Z",
+                                    "timings_ms": {"total": 100.0 + i}}) for i in range(9)]
+    paths.append(write(fleet, "n9", {**kinds[0], "hostname": None, "timings_ms": {"total": 5}}))  # an int: validated
+    envs, same = load_nodes(paths)
+    assert same == [0, 1, 2, 0, 1, 2, 0, 1, 2, 0]
+    for env, path in zip(envs, paths, strict=True):
+        assert env == load_environment(str(path))
+    bad = write(fleet, "n10", {**kinds[1], "hostname": ["not", "text"]})
+    with pytest.raises(UsageError) as alone:
+        load_environment(str(bad))
+    with pytest.raises(UsageError) as grouped:
+        load_nodes([*paths, bad])
+    assert grouped.value.message == alone.value.message and "n10.json: hostname" in alone.value.message
+
+
+def test_per_class_locks_shared_by_classes_alike_equal_their_own_solves(tmp_path: Path, monkeypatch):
+    """Classes that differ only in a driver patch level get one solve (lock_per_class): the locks and locks.json
+    (the unsolved classes' causes with their own driver and machines) equal those of a solve per class."""
+    from cudamatrix.fleet import perclass
+    from cudamatrix.matrix.data import load_matrix
+
+    fleet = tmp_path / "fleet"
+    kinds = _patch_levels(saved("doctor_cpu_wheel_on_t4"), 3) + \
+        _patch_levels(saved("doctor_kaggle_p100_cu128"), 3)
+    for i in range(12):
+        write(fleet, f"n{i:02d}", {**kinds[i % 6], "hostname": f"n{i:02d}"})
+    matrix = load_matrix(None)
+    loaded = perclass.load_fleet(matrix, [fleet])
+    assert len(loaded.classes) == 6
+    shared = perclass.lock_per_class(matrix, loaded, ["torch==2.15.0"])
+    monkeypatch.setattr(perclass, "_as_for", lambda answer, first, targets: None)  # each class solved itself
+    alone = perclass.lock_per_class(matrix, loaded, ["torch==2.15.0"])
+    assert shared == alone
+    unsolved = shared[1]["unsolved"]
+    assert len(unsolved) == 6 and len({json.dumps(u["causes"]) for u in unsolved}) == 6  # 2.15.0 needs driver 580
+    for entry in unsolved:
+        quoted = " ".join(c["message"] for c in entry["causes"])
+        assert entry["facts"]["driver"]["version"] in quoted
+        assert all(c["machines"] in ([], entry["nodes"]) for c in entry["causes"])

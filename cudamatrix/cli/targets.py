@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 from cudamatrix.errors import UsageError
-from cudamatrix.fleet.nodes import env_paths
+from cudamatrix.fleet.nodes import env_paths, load_nodes, node_targets
 from cudamatrix.matrix.data import Matrix
 from cudamatrix.models import Environment
 from cudamatrix.schema import record
@@ -41,13 +41,13 @@ def environments(env_files: list[Path], from_files: list[str], interpreter: str 
                  all_copies: bool = False) -> list[Environment]:
     """Saved, pasted or live environments. ``--env`` may name folders of node files (see :func:`env_paths`).
     Raises UsageError for contradictory options."""
-    from cudamatrix.detect import detect, from_report_files, load_environment
+    from cudamatrix.detect import detect, from_report_files
 
     if env_files and from_files:
         raise UsageError("--env and --from cannot be combined",
                          hint="--env reads saved `detect --json` files; --from reads pasted tool outputs")
     if env_files:
-        return [load_environment(str(p)) for p in env_paths(env_files)]
+        return load_nodes(env_paths(env_files))[0]
     if from_files:
         return [from_report_files(from_files)]
     return [detect(python=interpreter, all_copies=all_copies)]
@@ -72,15 +72,15 @@ def resolve(matrix: Matrix, *, env_files: list[Path], from_files: list[str] | No
         target = from_flags(matrix, driver=driver, gpus=gpus, python=py_version, platform=platform,
                             cuda_toolkit=cuda_toolkit, base=Target(name="target"))
         return Resolved([target], None, [])
-    envs = environments(env_files, from_files or [], interpreter)
-    names = [Path(p).stem for p in env_files] if env_files else (["the pasted machine"] if from_files
-                                                                  else ["this machine"])
-    targets = []
-    for env, name in zip(envs, names, strict=False):
-        base = from_environment(env, matrix, name=name)
-        if flags:
-            base = from_flags(matrix, driver=driver, gpus=gpus, python=py_version, platform=platform,
-                              cuda_toolkit=cuda_toolkit, base=base)
-        targets.append(base)
+    if env_files and not from_files:  # node files alike are validated once, and their Targets made once
+        envs, same = load_nodes(env_files)
+        targets = node_targets(matrix, envs, same, [Path(p).stem for p in env_files])
+    else:
+        envs = environments(env_files, from_files or [], interpreter)
+        targets = [from_environment(env, matrix, name="the pasted machine" if from_files else "this machine")
+                   for env in envs]
+    if flags:
+        targets = [from_flags(matrix, driver=driver, gpus=gpus, python=py_version, platform=platform,
+                              cuda_toolkit=cuda_toolkit, base=base) for base in targets]
     installed = envs[0] if len(envs) == 1 else None
     return Resolved(targets, installed, envs)

@@ -359,8 +359,13 @@ def load_environment(path: str) -> Environment:
     Raises UsageError naming the file and the dotted path of a bad key: a FIFO or device instead of a
     file, more than :data:`MAX_BYTES`, JSON nested too deeply, another ``schema_version`` than this
     version writes, or a value the later stages cannot read (a compute capability "abc")."""
+    return environment_of(path, read_environment(path))
+
+
+def read_environment(path: str) -> dict:
+    """The environment object of a saved ``detect --json`` output, read and checked as :func:`load_environment`
+    does before its values are validated (:func:`environment_of` does that). Raises UsageError."""
     from cudamatrix.safe.files import parse_json, read_bytes
-    from cudamatrix.schema import validate
 
     data = read_bytes(path, limit=MAX_BYTES, what="environment file")
     hint = "save one with: cudamatrix detect --json > env.json"
@@ -376,6 +381,14 @@ def load_environment(path: str) -> Environment:
     if not isinstance(obj, dict) or not obj:
         raise UsageError(f"{path}: (top level): an environment object is needed", hint=hint)
     _check_schema_version(path, obj.get("schema_version", None), "schema_version" in obj, hint)
+    return obj
+
+
+def environment_of(path: str, obj: dict) -> Environment:
+    """The Environment an object read by :func:`read_environment` holds, its values validated (errors name
+    ``path``). Raises UsageError."""
+    from cudamatrix.schema import validate
+
     env = validate(Environment, obj, path, UsageError)
     _check_values(path, env)
     return env

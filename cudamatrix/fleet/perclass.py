@@ -50,14 +50,12 @@ class Fleet:
 
 def load_fleet(matrix: Matrix, env_files: list[Path]) -> Fleet:
     """Read node files (folders expand to their node files) and group them into classes. Raises UsageError."""
-    from cudamatrix.detect import load_environment
-    from cudamatrix.fleet.nodes import env_paths
-    from cudamatrix.solve.target import from_environment
+    from cudamatrix.fleet.nodes import env_paths, load_nodes, node_targets
 
     paths = env_paths(env_files)
     names = [p.stem for p in paths]
-    envs = [load_environment(str(p)) for p in paths]
-    targets = [from_environment(e, matrix, name=n) for e, n in zip(envs, names, strict=False)]
+    envs, same = load_nodes(paths)
+    targets = node_targets(matrix, envs, same, names)
     return Fleet(names, envs, targets, group(list(zip(names, envs, strict=False))))
 
 
@@ -132,19 +130,80 @@ def _joint(matrix: Matrix, fleet: Fleet, request, mirror: str | None, mapping: d
 
 
 def _per_class(matrix: Matrix, fleet: Fleet, request, mirror: str | None):
-    """(class, its Solution or NoSolution) for every class; classes the solver cannot tell apart get one solve."""
+    """(class, its Solution or NoSolution) for every class; classes the solver cannot tell apart get one solve,
+    and so do classes the rules cannot tell apart (:func:`~cudamatrix.solve.driverclass.class_key`: the same
+    facts but for a driver between the same two stated versions): the first one's answer, in the words of each
+    (:func:`_as_for`)."""
+    from cudamatrix.solve.driverclass import class_key, floors_of
     from cudamatrix.solve.indexes import with_mirror
     from cudamatrix.solve.solver import solve
 
     answers: dict[frozenset, Solution | NoSolution] = {}
+    alike: dict[tuple, tuple[list[Target], Solution | NoSolution]] = {}
+    floors = floors_of(matrix)
     for cls in fleet.classes:
         key = fleet.solver_key(cls)
-        if key not in answers:
+        if key in answers:
+            yield cls, answers[key]
+            continue
+        targets = fleet.targets_of(cls)
+        rules_key = class_key(targets[0], floors) if len(key) == 1 else None
+        first = alike.get(rules_key) if rules_key is not None else None
+        answer = _as_for(first[1], first[0], targets) if first is not None else None
+        if answer is None:
             try:
-                answers[key] = with_mirror(solve(fleet.targets_of(cls), request, matrix), mirror)
+                answer = with_mirror(solve(targets, request, matrix), mirror)
             except NoSolution as inner:
-                answers[key] = inner
-        yield cls, answers[key]
+                answer = inner
+            if rules_key is not None:
+                alike.setdefault(rules_key, (targets, answer))
+        answers[key] = answer
+        yield cls, answer
+
+
+def _as_for(answer: Solution | NoSolution, first: list[Target], targets: list[Target]
+            ) -> Solution | NoSolution | None:
+    """The answer for ``first`` (one class) as it is for ``targets`` (a class alike for the rules): a Solution is
+    the same set (the lock is written for each class's own targets); a NoSolution's words get the class's own
+    driver (where they quote the first one's, both desktop drivers: see :mod:`cudamatrix.solve.driverclass`) and
+    its causes the class's own machines. None when that cannot be vouched for (the words quote a machine's name,
+    a driver of another kind): the class is then solved itself."""
+    from dataclasses import replace
+
+    if not isinstance(answer, NoSolution):
+        return answer
+    names, mine = sorted(t.name for t in first), sorted(t.name for t in targets)
+    texts = _texts(answer)
+    if any(n in text for n in names for text in texts) or any(c.machines not in ([], names) for c in answer.causes):
+        return None
+    words = _driver_words(first[0].driver, targets[0].driver, texts)
+    if words is None:
+        return None
+    return NoSolution(words(answer.message), hint=answer.hint and words(answer.hint),
+                      causes=[replace(c, message=words(c.message), machines=mine if c.machines else [])
+                              for c in answer.causes],
+                      ways_out=[replace(w, message=words(w.message)) for w in answer.ways_out],
+                      rejected=[replace(r, candidate=words(r.candidate), reasons=[words(m) for m in r.reasons])
+                                for r in answer.rejected])
+
+
+def _texts(answer: NoSolution) -> list[str]:
+    """Every sentence of a NoSolution: its message and hint, its causes', ways out's and rejections' words."""
+    return [answer.message, answer.hint or ""] + [c.message for c in answer.causes] + \
+        [w.message for w in answer.ways_out] + [m for r in answer.rejected for m in [r.candidate, *r.reasons]]
+
+
+def _driver_words(old: str | None, new: str | None, texts: list[str]) -> Callable[[str], str] | None:
+    """What turns words about driver ``old`` into words about ``new``: nothing to change when none quotes it, the
+    whole numbers replaced when both are desktop drivers; None otherwise."""
+    from cudamatrix.solve.driverclass import DESKTOP, quoting
+
+    if old == new or not old or not any(old in text for text in texts):
+        return lambda text: text
+    if not (new and DESKTOP.fullmatch(old) and DESKTOP.fullmatch(new)):
+        return None
+    pattern = quoting(old)
+    return lambda text: pattern.sub(new, text)
 
 
 def _class_entry(cls: NodeClass, name: str, sol: Solution, passthrough: list[str]) -> dict:

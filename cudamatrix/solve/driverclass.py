@@ -23,7 +23,7 @@ from cudamatrix.solve import rules
 from cudamatrix.solve.target import Target
 
 MIN_TARGETS = 16  # fewer targets than this: each is checked itself (reading the floors costs ~20 ms)
-_DESKTOP = re.compile(r"\d{3,}(?:\.\d+)+")  # 580.65.06, 470.86: what a desktop driver reports
+DESKTOP = re.compile(r"\d{3,}(?:\.\d+)+")  # 580.65.06, 470.86: what a desktop driver reports
 
 
 def stated_drivers(matrix: Matrix) -> list[tuple[int, ...]]:
@@ -62,44 +62,148 @@ def driver_class(driver: str | None, floors: list[tuple[int, ...]]) -> tuple:
 
 
 class SharedChecks:
-    """:func:`cudamatrix.solve.rules.check` for many targets, its verdict shared within a driver class."""
+    """:func:`cudamatrix.solve.rules.check` for a fleet's targets, once per class of targets: the targets are
+    grouped once (:attr:`of`: each target's class, :attr:`reps`: each class's first target), a build is checked
+    on each class's first target (:meth:`on_classes`), and a member takes its class's verdict with the words
+    changed to its own driver (:meth:`member`). ``memo`` may be shared by the screens of one solve: it is keyed by
+    the build and the class's facts, not by the targets."""
 
-    def __init__(self, matrix: Matrix, targets: list[Target]) -> None:
+    def __init__(self, matrix: Matrix, targets: list[Target], memo: Memo | None = None) -> None:
         self.matrix = matrix
-        self.keys: dict[int, int] | None = None  # id(target) -> its class's number
-        if len(targets) >= MIN_TARGETS:
-            floors = stated_drivers(matrix)
-            classes: dict[tuple, int] = {}
-            self.keys = {id(t): classes.setdefault(
-                (driver_class(t.driver, floors), t.key()[1:],
-                 tuple(sorted({(g.name or "", g.compute_capability) for g in t.gpus}))), len(classes))
-                for t in targets}
-        self.memo: dict[tuple, tuple[list[rules.Reason], str | None]] = {}
+        self.targets = targets
+        self.keys: dict[int, int] | None = None  # id(target) -> its class's number (None: each its own class)
+        floors = floors_of(matrix) if len(targets) >= MIN_TARGETS else None
+        classes: dict[tuple, int] = {}
+        self.of = [classes.setdefault(class_key(t, floors), len(classes)) for t in targets]
+        self.class_keys = list(classes)
+        first: dict[int, Target] = {}
+        for t, c in zip(targets, self.of, strict=True):
+            first.setdefault(c, t)
+        self.reps = [first[c] for c in range(len(classes))]
+        if floors is not None:
+            self.keys = {id(t): c for t, c in zip(targets, self.of, strict=True)}
+        self.memo = Memo() if memo is None else memo
+        self.failed = [0] * len(self.reps)  # per class: how many builds failed there (first_only)
         self.quoted: dict[str, re.Pattern] = {}
 
-    def check(self, release: FrameworkRelease, variant: Variant, target: Target) -> list[rules.Reason]:
-        """The reasons the build does not fit ``target`` (the class's, when they do not quote its driver)."""
-        key = self.keys.get(id(target)) if self.keys is not None else None
-        if key is None:
-            return rules.check(self.matrix, release, variant, target)
-        slot = (id(release), id(variant), key)
-        hit = self.memo.get(slot)
+    def on_class(self, release: FrameworkRelease, variant: Variant, number: int) -> Shared:
+        """The verdict on class ``number``'s first target (checked once per build and class)."""
+        slot = (id(release), id(variant), self.class_keys[number])
+        hit = self.memo.verdicts.get(slot)
         if hit is None:
-            found = rules.check(self.matrix, release, variant, target)
-            self.memo[slot] = (found, target.driver)
-            return list(found)
-        reasons, driver = hit
-        if driver == target.driver or not any(driver and driver in r.message for r in reasons):
-            return list(reasons)
-        if driver and target.driver and _DESKTOP.fullmatch(driver) and _DESKTOP.fullmatch(target.driver):
-            quoted = self.quoted.get(driver)
-            if quoted is None:
-                quoted = self.quoted[driver] = _quoting(driver)
-            return [rules.Reason(r.rule, quoted.sub(target.driver, r.message), r.row, r.need_driver)
-                    for r in reasons]
+            rep = self.reps[number]
+            found = rules.check(self.matrix, release, variant, rep)
+            hit = self.memo.verdicts[slot] = Shared(found, rep.driver, self._templates(found, rep.driver))
+        return hit
+
+    def on_classes(self, release: FrameworkRelease, variant: Variant, first_only: bool = False
+                   ) -> dict[int, Shared]:
+        """The classes where the build breaks a rule, with the verdict there (``first_only``: only the first such
+        class found, with the reasons found first: enough to know that the build does not fit)."""
+        if first_only:
+            return self._first_failing(release, variant)
+        out: dict[int, Shared] = {}
+        for number in range(len(self.reps)):
+            hit = self.on_class(release, variant, number)
+            if hit.reasons:
+                out[number] = hit
+                self.memo.failed_at.setdefault((id(release), id(variant)), _but_python(self.class_keys[number]))
+        return out
+
+    def _first_failing(self, release: FrameworkRelease, variant: Variant) -> dict[int, Shared]:
+        """One class where the build breaks a rule (none: it fits): the rules every build is asked first
+        (platform, Python) on every class, as they are cheap; then every rule, first on the class where the build
+        failed in an earlier screen of the solve (but for the Python: a way out that changes it), then where the
+        most builds failed so far. The order changes only how soon a failing class is found."""
+        for number, rep in enumerate(self.reps):
+            build = rules.Build(self.matrix, release, variant, rep)
+            found = [r for rule in rules.BUILD_RULES for r in rule(build)]
+            if found:
+                return {number: Shared(found, rep.driver, None)}
+        before = self.memo.failed_at.get((id(release), id(variant)))  # another screen of this solve: try there first
+        for number in sorted(range(len(self.reps)), reverse=True,
+                             key=lambda n: (_but_python(self.class_keys[n]) == before, self.failed[n])):
+            hit = self.on_class(release, variant, number)
+            if hit.reasons:
+                self.failed[number] += 1
+                self.memo.failed_at[(id(release), id(variant))] = _but_python(self.class_keys[number])
+                return {number: hit}
+        return {}
+
+    def member(self, release: FrameworkRelease, variant: Variant, hit: Shared, target: Target
+               ) -> list[rules.Reason]:
+        """The reasons for ``target``, a member of the class ``hit`` is the verdict of: the class's own list when
+        its words do not quote the driver or the driver is the same (do not change it), else a new list with the
+        target's driver in the words, or the target's own check when either driver is not a desktop one."""
+        if hit.templates is None or target.driver == hit.driver:
+            return hit.reasons
+        if hit.templates and target.driver and DESKTOP.fullmatch(target.driver):
+            return [r if len(parts) == 1 else rules.Reason(r.rule, target.driver.join(parts), r.row, r.need_driver)
+                    for r, parts in zip(hit.reasons, hit.templates, strict=True)]
         return rules.check(self.matrix, release, variant, target)  # its words name another kind of driver
 
+    def check(self, release: FrameworkRelease, variant: Variant, target: Target) -> list[rules.Reason]:
+        """The reasons the build does not fit ``target``, one of the targets grouped (a new list)."""
+        number = self.keys.get(id(target)) if self.keys is not None else None
+        if number is None:
+            return rules.check(self.matrix, release, variant, target)
+        return list(self.member(release, variant, self.on_class(release, variant, number), target))
 
-def _quoting(driver: str) -> re.Pattern:
+    def _templates(self, reasons: list[rules.Reason], driver: str | None) -> list[list[str]] | None:
+        """Each reason's words split where they quote ``driver`` (a desktop one); None when none quotes it;
+        an empty list when one does but the driver is of another kind (each member is then checked itself)."""
+        if not driver or not any(driver in r.message for r in reasons):
+            return None
+        if not DESKTOP.fullmatch(driver):
+            return []
+        quoted = self.quoted.get(driver)
+        if quoted is None:
+            quoted = self.quoted[driver] = quoting(driver)
+        return [quoted.split(r.message) for r in reasons]
+
+
+class Memo:
+    """What the screens of one solve share: each build's verdict per class (by the build and the class's facts,
+    not by the targets), and the class where each build failed first (without its Python)."""
+
+    def __init__(self) -> None:
+        self.verdicts: dict[tuple, Shared] = {}
+        self.failed_at: dict[tuple, tuple] = {}
+
+
+class Shared:
+    """A class's verdict on one build: its first target's reasons and driver, and the words split where they
+    quote that driver (see :meth:`SharedChecks._templates`)."""
+
+    __slots__ = ("reasons", "driver", "templates")
+
+    def __init__(self, reasons: list[rules.Reason], driver: str | None, templates: list[list[str]] | None) -> None:
+        self.reasons, self.driver, self.templates = reasons, driver, templates
+
+
+def class_key(target: Target, floors: list[tuple[int, ...]] | None) -> tuple:
+    """What the rules read of a target, its driver as its class among the stated versions (``floors``; None: the
+    driver itself), and the names of its GPUs (messages quote them)."""
+    driver = driver_class(target.driver, floors) if floors is not None else ("exact", target.driver)
+    return driver, target.key()[1:], tuple(sorted({(g.name or "", g.compute_capability) for g in target.gpus}))
+
+
+def _but_python(key: tuple) -> tuple:
+    """A class key (:func:`class_key`) without the target's Python."""
+    driver, rest, gpus = key
+    return driver, rest[:1] + rest[2:], gpus
+
+
+_FLOORS: list[tuple[Matrix, list[tuple[int, ...]]]] = []  # the last matrix read, and its stated drivers
+
+
+def floors_of(matrix: Matrix) -> list[tuple[int, ...]]:
+    """:func:`stated_drivers` of the matrix, read once per matrix (a solve screens several times)."""
+    if not _FLOORS or _FLOORS[0][0] is not matrix:
+        _FLOORS[:] = [(matrix, stated_drivers(matrix))]
+    return _FLOORS[0][1]
+
+
+def quoting(driver: str) -> re.Pattern:
     """The driver as a whole number in a sentence (580.65.06, not within 580.65.061 or 1580.65.06)."""
     return re.compile(r"(?<![\d.])" + re.escape(driver) + r"(?![\d]|\.\d)")

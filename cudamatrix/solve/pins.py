@@ -19,6 +19,13 @@ if TYPE_CHECKING:
 
 
 @lru_cache(maxsize=4096)
+def _declared(text: str) -> Requirement:
+    """A declared requirement parsed once: the rules ask for a build's pins on every class of targets (a fleet's
+    screens parsed the same few hundred texts thousands of times). Shared: its readers never change it."""
+    return _requirement(text)
+
+
+@lru_cache(maxsize=4096)
 def _marker(text: str) -> Marker:
     from packaging.markers import Marker
 
@@ -53,7 +60,7 @@ def pins_for(variant: Variant, target: Target) -> list[Requirement]:
     out = []
     extras = [variant.pip_extra, "with-cuda", "and-cuda", "cuda"] if variant.pip_extra else [None, "with-cuda"]
     for text in variant.nvidia_pins:
-        req = _requirement(text)
+        req = _declared(text)
         if req.marker is None or any(req.marker.evaluate(marker_env(target, e)) for e in extras):
             out.append(req)
     return out

@@ -16,7 +16,7 @@ from cudamatrix.models import Rejection
 from cudamatrix.names import FAMILIES, canonical
 from cudamatrix.schema import field, record
 from cudamatrix.solve import rules
-from cudamatrix.solve.driverclass import SharedChecks
+from cudamatrix.solve.driverclass import Memo, Shared, SharedChecks
 from cudamatrix.solve.indexes import dedupe
 from cudamatrix.solve.target import Target
 
@@ -44,7 +44,7 @@ class Candidate:
 
 
 class Verdict(NamedTuple):
-    """Why a candidate was turned down: its reasons, and per target (by key) the reasons there."""
+    """Why a candidate was turned down: its reasons (each once), and per target (by key) the reasons there."""
 
     candidate: Candidate
     reasons: list[rules.Reason]
@@ -68,8 +68,9 @@ class Screened:
     """One family's candidates after the hard rules: those that fit, in preference order, and the rest."""
 
     fitting: list[Candidate]
-    verdicts: list[Verdict]
+    verdicts: list[Verdict]  # with ``explain=False``, those of the request and the CPU builds only
     rejected: list[Rejection] = field(default_factory=list)
+    candidates: int = 0  # how many there were
 
 
 @record
@@ -158,48 +159,77 @@ def preference(c: Candidate, targets: list[Target], installed: tuple[str, str | 
     )
 
 
-def _on_targets(shared: SharedChecks, cand: Candidate,
-                targets: list[Target]) -> tuple[list[rules.Reason], dict[tuple, list[rules.Reason]]]:
-    """The hard rules on every target: all the reasons, and the reasons per target (by key) where it fails."""
-    reasons: list[rules.Reason] = []
+def _on_targets(shared: SharedChecks, cand: Candidate, keys: list[tuple], failing_classes: dict[int, Shared]
+                ) -> tuple[list[rules.Reason], dict[tuple, list[rules.Reason]]]:
+    """The hard rules on every target, from the verdicts on the classes where the build fails: all the reasons
+    (each once, in the order of the targets) and the reasons per target (by key) where it fails."""
+    reasons: dict[tuple, rules.Reason] = {}
     failing: dict[tuple, list[rules.Reason]] = {}
-    for target in targets:
-        found = shared.check(cand.release, cand.variant, target)
+    seen: set[int] = set()  # the lists already added (a class's list, shared by its members)
+    for target, key, number in zip(shared.targets, keys, shared.of, strict=True):
+        hit = failing_classes.get(number)
+        if hit is None:
+            continue
+        found = shared.member(cand.release, cand.variant, hit, target)
+        if found and id(found) not in seen:
+            seen.add(id(found))
+            for r in found:
+                reasons.setdefault((r.rule, r.message, r.row, r.need_driver), r)
         if found:
-            reasons.extend(found)
-            failing[target.key()] = found
-    return reasons, failing
+            failing[key] = found
+    return list(reasons.values()), failing
+
+
+def _asks_cpu_build(reqs: list[Requirement]) -> bool:
+    """The request names a CPU build (``torch==2.5.1+cpu``, ``jax[cpu]``)."""
+    return any(str(s.version).endswith("+cpu") for r in reqs for s in r.specifier) or \
+        any("cpu" in r.extras for r in reqs)
+
+
+def _on_rules(shared: SharedChecks, cand: Candidate, keys: list[tuple], explain: bool) -> Verdict | None:
+    """The candidate's verdict from the hard rules (None: it fits every target); without ``explain``, an empty
+    one when it does not fit (whether is all that is asked)."""
+    failing_classes = shared.on_classes(cand.release, cand.variant, first_only=not explain)
+    if not failing_classes:
+        return None
+    if not explain:
+        return Verdict(cand, [], {})
+    return Verdict(cand, *_on_targets(shared, cand, keys, failing_classes))
 
 
 def screen(family: str, reqs: list[Requirement], matrix: Matrix, targets: list[Target], wants_gpu: bool,
-           installed: tuple[str, str | None] | None) -> Screened:
-    """Every candidate of one family against the request and the hard rules on every target."""
-    wants_cpu_variant = any(str(s.version).endswith("+cpu") for r in reqs for s in r.specifier) or \
-        any("cpu" in r.extras for r in reqs)
-    shared = SharedChecks(matrix, targets)  # a fleet: one check per driver class, not per node
+           installed: tuple[str, str | None] | None, *, explain: bool = True, memo: Memo | None = None) -> Screened:
+    """Every candidate of one family against the request and the hard rules on every target, checked once per
+    class of targets (:class:`SharedChecks`; ``memo``: its verdicts, shared by the screens of one solve).
+    ``explain=False``: only which candidates fit (the verdicts and rejections of the rules are left out)."""
+    gpu_wanted = wants_gpu and not _asks_cpu_build(reqs)
+    shared = SharedChecks(matrix, targets, memo)  # a fleet: one check per class of targets, not per node
+    keys = [t.key() for t in targets] if explain else []
     ok: list[Candidate] = []
     verdicts: list[Verdict] = []
     rejected: list[Rejection] = []
     extras = {v.pip_extra for r in matrix.frameworks(family) for v in r.variants if v.pip_extra}
+    total = 0
     for release in matrix.frameworks(family):
         for variant in release.variants:
+            total += 1
             cand = Candidate(release, variant)
             req_problems = matches_request(cand, reqs, extras)
             if req_problems:
                 verdicts.append(Verdict(cand, [rules.Reason("request", p) for p in req_problems], {}))
-                continue
-            reasons, failing = _on_targets(shared, cand, targets)
-            if reasons:
-                verdicts.append(Verdict(cand, reasons, failing))
-                rejected.append(Rejection(candidate=cand.label, reasons=dedupe([r.message for r in reasons]),
-                                          rules=dedupe([r.rule for r in reasons])))
-            else:
-                ok.append(cand)
-    gpu_wanted = wants_gpu and not wants_cpu_variant
+            elif explain or not (gpu_wanted and variant.cuda is None):  # else turned down below (_gpu_builds_only)
+                verdict = _on_rules(shared, cand, keys, explain)
+                if verdict is None:
+                    ok.append(cand)
+                elif verdict.reasons:
+                    verdicts.append(verdict)
+                    reasons = verdict.reasons
+                    rejected.append(Rejection(candidate=cand.label, reasons=dedupe([r.message for r in reasons]),
+                                              rules=dedupe([r.rule for r in reasons])))
     if gpu_wanted:
         ok = _gpu_builds_only(family, ok, verdicts, rejected)
     ok.sort(key=lambda c: preference(c, targets, installed, gpu_wanted, matrix), reverse=True)
-    return Screened(ok, verdicts, rejected)
+    return Screened(ok, verdicts, rejected, total)
 
 
 def _gpu_builds_only(family: str, ok: list[Candidate], verdicts: list[Verdict],

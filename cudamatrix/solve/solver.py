@@ -20,6 +20,7 @@ from cudamatrix.models import Environment, FrameworkChoice, Rejection, Solution,
 from cudamatrix.names import FAMILY_NAMES, canonical, family_of
 from cudamatrix.solve.assemble import assemble
 from cudamatrix.solve.causes import Verdicts, no_solution
+from cudamatrix.solve.driverclass import Memo, SharedChecks
 from cudamatrix.solve.request import Request, parse_request
 from cudamatrix.solve.search import MAX_COMBINATIONS, Candidate, Preference, screen, search
 from cudamatrix.solve.target import Target
@@ -34,21 +35,30 @@ def solve(targets: list[Target], request: Request, matrix: Matrix, *,
     Raises NoSolution (typed causes and ways out) when nothing fits, UsageError without a target; each way out
     is re-solved first, and one that lifts nothing is left out (``check_ways``). Neither ``request`` nor
     ``targets`` nor ``installed`` is changed."""
+    memo = Memo()  # the verdicts per build and class of targets, shared with the re-solves of the ways out
     try:
-        return _solve(targets, request, matrix, installed)
+        return _solve(targets, request, matrix, installed, memo=memo)
     except NoSolution as exc:
         if not check_ways:
             raise
-        raise checked_ways(exc, targets, request, matrix, installed) from None
+        raise checked_ways(exc, targets, request, matrix, installed, memo) from None
 
 
 def checked_ways(exc: NoSolution, targets: list[Target], request: Request, matrix: Matrix,
-                 installed: Environment | None) -> NoSolution:
+                 installed: Environment | None, memo: Memo | None = None) -> NoSolution:
     """The NoSolution with only the ways out that, applied, give a solution (each re-solved); a way out outside
-    the matrix (another index, separate environments) is kept as it is."""
+    the matrix (another index, separate environments) is kept as it is. Each class of targets the rules cannot
+    tell apart (:class:`~cudamatrix.solve.driverclass.SharedChecks`: the same facts but for a driver between the
+    same two stated versions) is re-solved on its first target only: a change of driver or Python applied to
+    all of them leaves them alike, and whether a set fits, and which, is the same on each."""
     ways = []
+    unique: dict[tuple, Target] = {}
+    for t in targets:
+        unique.setdefault(t.key(), t)
+    targets = SharedChecks(matrix, list(unique.values())).reps
+    memo = Memo() if memo is None else memo
     for way in exc.ways_out:
-        kept = _lifts(way, targets, request, matrix, installed)
+        kept = _lifts(way, targets, request, matrix, installed, memo)
         if kept is not None:
             ways.append(kept)
     return NoSolution(exc.message, causes=exc.causes, ways_out=ways, rejected=exc.rejected,
@@ -56,7 +66,7 @@ def checked_ways(exc: NoSolution, targets: list[Target], request: Request, matri
 
 
 def _lifts(way: WayOut, targets: list[Target], request: Request, matrix: Matrix,
-           installed: Environment | None) -> WayOut | None:
+           installed: Environment | None, memo: Memo) -> WayOut | None:
     """The way out when the change it names gives a solution (a change_python way names the newest Python
     that does), else None."""
     change = way.change
@@ -66,32 +76,35 @@ def _lifts(way: WayOut, targets: list[Target], request: Request, matrix: Matrix,
         request = Request([], {change["family"]: request.families[change["family"]]})
     if "python" in change:
         for py in change["python"].split():
-            found = _fits([replace(t, python=py) for t in targets], request, matrix, installed)
+            found = _fits([replace(t, python=py) for t in targets], request, matrix, installed, memo)
             if found is not None:
-                builds = ", ".join(f"{fw.name} {fw.version} {fw.variant}" for fw in found.frameworks)
+                builds = ", ".join(f"{fw.name} {fw.version} {fw.variant}" for fw in found)
                 return WayOut(kind=way.kind, change={"python": py, "family": change.get("family", "")},
                               message=f"use Python {py} ({builds} then fits)")
         return None
     if "driver" in change:
         moved = [replace(t, driver=change["driver"], driver_usable=True) for t in targets]
-        return way if _fits(moved, request, matrix, installed) is not None else None
+        return way if _fits(moved, request, matrix, installed, memo) is not None else None
     if "requirement" in change:
         relaxed = request.without(change["family"])
         relaxed.families[change["family"]] = [Requirement(change["requirement"])]
-        return way if _fits(targets, relaxed, matrix, installed) is not None else None
+        return way if _fits(targets, relaxed, matrix, installed, memo) is not None else None
     return way
 
 
-def _fits(targets: list[Target], request: Request, matrix: Matrix,
-          installed: Environment | None) -> Solution | None:
+def _fits(targets: list[Target], request: Request, matrix: Matrix, installed: Environment | None,
+          memo: Memo) -> list[FrameworkChoice] | None:
+    """The frameworks chosen when a set fits (without the explanations of a :func:`solve`), else None."""
     try:
-        return _solve(targets, request, matrix, installed)
+        return _solve(targets, request, matrix, installed, explain=False, memo=memo).frameworks
     except NoSolution:
         return None
 
 
-def _solve(targets: list[Target], request: Request, matrix: Matrix, installed: Environment | None) -> Solution:
-    """:func:`solve` without re-solving the ways out."""
+def _solve(targets: list[Target], request: Request, matrix: Matrix, installed: Environment | None, *,
+           explain: bool = True, memo: Memo | None = None) -> Solution:
+    """:func:`solve` without re-solving the ways out. ``explain=False``: what fits only (a NoSolution without
+    causes, a Solution without the rules' rejections)."""
     if not targets:
         raise UsageError("no target to solve for")
     unique: dict[tuple, list[Target]] = {}
@@ -111,14 +124,15 @@ def _solve(targets: list[Target], request: Request, matrix: Matrix, installed: E
         if family not in request.families:
             continue
         screened = screen(family, request.families[family], matrix, reps, wants_gpu,
-                          _installed_variant(installed, family))
+                          _installed_variant(installed, family), explain=explain, memo=memo)
         verdicts[family] = screened.verdicts
         rejected += screened.rejected
         per_family[family] = screened.fitting
-        trace.append(f"{family}: {len(screened.fitting)} of {len(screened.verdicts) + len(screened.fitting)} "
-                     f"candidates fit every target")
+        trace.append(f"{family}: {len(screened.fitting)} of {screened.candidates} candidates fit every target")
 
     missing = [f for f in request.families if not per_family.get(f)]
+    if missing and not explain:
+        raise NoSolution("no consistent set", causes=[], ways_out=[])
     if missing:
         raise no_solution(matrix, request, reps, unique, verdicts, missing, rejected)
 
@@ -127,6 +141,8 @@ def _solve(targets: list[Target], request: Request, matrix: Matrix, installed: E
         found = search(per_family, reps, _co_installed_requirements(installed, request), matrix)
         rejected += found.rejected
         trace += found.trace
+        if found.choice is None and not explain:
+            raise NoSolution("no consistent set", causes=[], ways_out=[])
         if found.choice is None:
             raise no_solution(matrix, request, reps, unique, verdicts, [], rejected, combined=True)
         choice = found.choice
