@@ -13,6 +13,14 @@ sys.path.insert(0, str(Path(__file__).parent))  # the test helpers (localindex, 
 from localindex import make_venv  # noqa: E402
 
 
+def pytest_collection_modifyitems(config, items) -> None:
+    """A test that builds virtual environments or installs packages (``installs``) is always ``slow`` too: left
+    out of the contributors' loop, ``pytest -m "not slow"``."""
+    for item in items:
+        if item.get_closest_marker("installs") and not item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def template_venv(tmp_path_factory) -> Path:
     """One `python -m venv` (with pip from ensurepip, nothing downloaded) that tests copy, not modify."""

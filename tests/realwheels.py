@@ -49,7 +49,7 @@ def fetch(dist: str, version: str, members: list[str]) -> Path:
             got = client.member(f, member)
             if got is None:
                 _unavailable(f"{f.filename} has no member {member}")
-            tmp = folder / (os.path.basename(member) + ".part")
+            tmp = folder / f"{os.path.basename(member)}.{os.getpid()}.part"  # parallel test workers write apart
             tmp.write_bytes(got[1])
             tmp.rename(folder / os.path.basename(member))
     except (IndexReadError, OSError) as exc:

@@ -128,6 +128,7 @@ def _every_command(group: Any, prefix: tuple[str, ...] = ()) -> list[tuple[str, 
     return out
 
 
+@pytest.mark.slow
 def test_help_has_plain_metavars_and_h_is_help(group):
     import re
 
@@ -143,6 +144,7 @@ def test_help_has_plain_metavars_and_h_is_help(group):
         assert shown in lock, shown
 
 
+@pytest.mark.slow
 def test_env_shell_help_lists_every_shell():
     from cudamatrix.safe.shells import SHELLS
 

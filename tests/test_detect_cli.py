@@ -23,6 +23,7 @@ def live():
     return json.loads(done.stdout)
 
 
+@pytest.mark.slow
 def test_envelope_keys_and_timings(live):
     assert set(live) == ENVELOPE_KEYS
     assert (live["command"], live["status"], live["exit_code"], live["errors"]) == ("detect", "ok", 0, [])
@@ -33,6 +34,7 @@ def test_envelope_keys_and_timings(live):
     assert env["python"]["executable"] and env["python"]["version"].startswith(f"{sys.version_info[0]}.")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("whole", [True, False], ids=["envelope", "environment-only"])
 def test_env_round_trip(live, tmp_path, whole):
     saved = tmp_path / "env.json"
@@ -42,6 +44,7 @@ def test_env_round_trip(live, tmp_path, whole):
     assert json.loads(done.stdout)["data"]["environment"] == live["data"]["environment"]
 
 
+@pytest.mark.slow
 def test_env_file_with_a_bad_key_names_file_and_path(live, tmp_path):
     env = live["data"]["environment"]
     env["gpus"] = [{"index": 0, "name": "x", "bogus": 1}]
@@ -55,6 +58,7 @@ def test_env_file_with_a_bad_key_names_file_and_path(live, tmp_path):
     assert b"Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("content", [b"", b"{not json", b"[1, 2]", b'{"command": "solve", "data": {}}'])
 def test_env_file_not_an_environment(tmp_path, content):
     bad = tmp_path / "x.json"
@@ -64,6 +68,7 @@ def test_env_file_not_an_environment(tmp_path, content):
     assert b"x.json" in done.stderr and b"Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_python_path_that_is_not_an_interpreter(tmp_path):
     done = run_cli(["detect", "--json", "--python", str(tmp_path / "nope")])
     assert done.returncode == 2 and "no Python interpreter" in json.loads(done.stdout)["errors"][0]["message"]
@@ -80,6 +85,7 @@ def _other_python(version: str) -> Path | None:
     return found[0] if found else None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("version", ["3.6", "3.8"])
 def test_python_probe_runs_in_an_older_interpreter(version):
     python = _other_python(version)
@@ -91,6 +97,7 @@ def test_python_probe_runs_in_an_older_interpreter(version):
     assert info["version"].startswith(version + ".") and info["tags"][0].startswith("cp3")
 
 
+@pytest.mark.slow
 def test_python_2_is_refused_clearly():
     python = _other_python("2.7")
     if python is None:
@@ -104,6 +111,7 @@ def test_exclusive_sources(tmp_path):
     assert done.returncode == 2 and b"exclusive" in done.stderr
 
 
+@pytest.mark.slow
 def test_human_summary():
     done = run_cli(["detect"])
     assert done.returncode == 0, done.stderr.decode()

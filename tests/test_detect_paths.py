@@ -64,6 +64,7 @@ _PATTERNS = ["_C.*.so", "nvidia_*.dist-info", "*", "*.so", "xla_extension*.so", 
              "*[0-9]", "x?y", "[!a]*", "lib[-a]", "*a*", "libcudart.so.13"]
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(names=st.lists(st.text(alphabet="abcxyz._-019*[]?lLsoC", max_size=12), max_size=12),
        pattern=st.sampled_from(_PATTERNS) | st.text(alphabet="abc.*[]-09!?", max_size=8))

@@ -25,6 +25,7 @@ def notes(env, word):
     return [n for n in env["notes"] if word in n["message"]]
 
 
+@pytest.mark.slow
 @needs_gcc
 def test_nvml_through_pynvml_lists_the_gpu(tmp_path):
     fake_nvml(tmp_path / "lib")
@@ -43,6 +44,7 @@ def test_nvml_through_pynvml_lists_the_gpu(tmp_path):
     assert "nvidia-smi" not in env["timings_ms"]  # NVML answered: the expensive step is skipped
 
 
+@pytest.mark.slow
 @needs_gcc
 @pytest.mark.parametrize("rc,status", [(18, "mismatch"), (999, "error")])
 def test_nvml_init_failures(tmp_path, rc, status):
@@ -52,6 +54,7 @@ def test_nvml_init_failures(tmp_path, rc, status):
     assert env["gpus"] == []
 
 
+@pytest.mark.slow
 @needs_gcc
 def test_cuda_visible_devices_empty_is_no_device(tmp_path):
     fake_nvml(tmp_path / "lib")
@@ -60,6 +63,7 @@ def test_cuda_visible_devices_empty_is_no_device(tmp_path):
     assert notes(env, "CUDA_VISIBLE_DEVICES")
 
 
+@pytest.mark.slow
 def test_fake_nvidia_smi_on_path_replays_a_real_table(tmp_path):
     fake_smi(tmp_path / "bin", fixture("nvidia-smi/570.195.03_T4G_cuda13.0-in-container_eks.txt"),
              query="0, NVIDIA T4G, 570.195.03, 15360, 0, 7.5, GPU-5a1b, 00000000:00:1F.0, [N/A]\n")
@@ -72,6 +76,7 @@ def test_fake_nvidia_smi_on_path_replays_a_real_table(tmp_path):
     assert env["timings_ms"]["nvidia-smi"] > 0
 
 
+@pytest.mark.slow
 def test_fake_nvidia_smi_error_message(tmp_path):
     fake_smi(tmp_path / "bin", "Failed to initialize NVML: Driver/library version mismatch\n", rc=18)
     env = run_detect(child_env(path_prepend=[tmp_path / "bin"]), root=proc_root(tmp_path / "r", module_version="520.56.06"))
@@ -79,6 +84,7 @@ def test_fake_nvidia_smi_error_message(tmp_path):
     assert env["driver"]["kernel_module_version"] == "520.56.06"
 
 
+@pytest.mark.slow
 def test_hung_nvidia_smi_is_a_note_within_the_timeout(tmp_path):
     fake_smi(tmp_path / "bin", "never printed", sleep=30)
     start = time.monotonic()
@@ -88,6 +94,7 @@ def test_hung_nvidia_smi_is_a_note_within_the_timeout(tmp_path):
     assert env["driver"]["status"] == "error"
 
 
+@pytest.mark.slow
 def test_kernel_module_without_user_space_is_no_device(tmp_path):
     root = proc_root(tmp_path / "root", module_version="535.104.05", dockerenv=True)
     env = run_detect(child_env(ld_library_path=[]), root=root)
@@ -97,11 +104,13 @@ def test_kernel_module_without_user_space_is_no_device(tmp_path):
     assert env["context"]["container"] == "docker"
 
 
+@pytest.mark.slow
 def test_nothing_at_all_is_absent(tmp_path):
     env = run_detect(child_env(ld_library_path=[]), root=proc_root(tmp_path / "root"))
     assert env["driver"]["status"] == "absent" and env["gpus"] == []
 
 
+@pytest.mark.slow
 @needs_gcc
 def test_libcuda_answers_the_driver_cuda_version(tmp_path):
     build_lib(tmp_path / "lib", "libcuda.so.1", LIBCUDA_C, VERSION=12080, RC=0)
@@ -111,6 +120,7 @@ def test_libcuda_answers_the_driver_cuda_version(tmp_path):
     assert (cuda["version"], cuda["stub"], cuda["loaded_first"]) == ("12.8", False, True)
 
 
+@pytest.mark.slow
 @needs_gcc
 def test_stub_libcuda_on_the_search_path(tmp_path):
     stubs = tmp_path / "cuda" / "lib64" / "stubs"
@@ -122,6 +132,7 @@ def test_stub_libcuda_on_the_search_path(tmp_path):
     assert env["driver"]["cuda_version"] is None
 
 
+@pytest.mark.slow
 @needs_gcc
 def test_cudnn_copies_versions_and_shadowing(tmp_path, template_venv):
     first = build_lib(tmp_path / "a", "libcudnn.so.9", CUDNN_C, VERSION=90100)
@@ -139,6 +150,7 @@ def test_cudnn_copies_versions_and_shadowing(tmp_path, template_venv):
     assert notes(env, "shadows")
 
 
+@pytest.mark.slow
 @needs_gcc
 def test_a_hanging_library_is_skipped_and_the_rest_answered(tmp_path):
     build_lib(tmp_path / "a", "libcudart.so.12", HANG_C)
@@ -150,6 +162,7 @@ def test_a_hanging_library_is_skipped_and_the_rest_answered(tmp_path):
     assert lib(env, str(good))[0]["version"] == "9.3.0"
 
 
+@pytest.mark.slow
 @needs_gcc
 def test_a_crashing_library_is_a_note(tmp_path):
     bad = build_lib(tmp_path / "a", "libcudnn.so.9", CRASH_C)
@@ -159,6 +172,7 @@ def test_a_crashing_library_is_a_note(tmp_path):
     assert lib(env, str(good))[0]["version"] == "12.4"
 
 
+@pytest.mark.slow
 @needs_gcc
 def test_wheel_copies_conflicts_and_torch_variant(tmp_path):
     site = tmp_path / "venv" / "lib" / "site-packages"
@@ -226,6 +240,7 @@ def test_real_python_side_does_not_import_frameworks():
     assert Path(side.python.executable).exists()
 
 
+@pytest.mark.slow
 @needs_gcc
 def test_a_library_that_fails_to_load_is_a_note(tmp_path):
     dep = build_lib(tmp_path / "dep", "libcudnn_missing_dep.so", "int helper(void) { return 1; }")

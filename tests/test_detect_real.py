@@ -31,6 +31,7 @@ CUDART = real_cudart()
 needs_cudart = pytest.mark.skipif(CUDART is None, reason="no CUDA toolkit libcudart on this machine")
 
 
+@pytest.mark.slow
 @needs_cudart
 def test_real_libcudart_answers_its_version_without_a_gpu():
     soname = libraries.elf_soname(CUDART)
@@ -40,6 +41,7 @@ def test_real_libcudart_answers_its_version_without_a_gpu():
     assert answer["rc"] == 0 and answer["version"] // 1000 == int(major)  # e.g. 13000 for libcudart.so.13
 
 
+@pytest.mark.slow
 @needs_cudart
 def test_live_detect_lists_the_toolkit_copy():
     done = run_cli(["detect", "--json"])
@@ -49,6 +51,7 @@ def test_live_detect_lists_the_toolkit_copy():
     assert copy["name"] == "cudart" and copy["version"].split(".")[0] == copy["soname"].rsplit(".", 1)[1]
 
 
+@pytest.mark.slow
 def test_installed_torch_build_is_reported_without_importing_it():
     try:
         version = metadata.version("torch")
@@ -62,7 +65,7 @@ def test_installed_torch_build_is_reported_without_importing_it():
         assert torch["variant"] == local
 
 
-@pytest.mark.slow
+@pytest.mark.installs
 def test_wheel_in_a_throwaway_venv_through_python_path(tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True, timeout=300)

@@ -121,6 +121,7 @@ def _envelope(done):
     return json.loads(done.stdout)
 
 
+@pytest.mark.slow
 def test_cli_from_files_and_stdin(tmp_path):
     done = run_cli(["detect", "--json", "--from", str(DATA / "nvidia-smi/580.65.06_rtx5090.txt"), "--from", "-"],
                    input=fixture("nvcc/11.0_V11.0.221_pytorch51840.txt").encode())
@@ -130,6 +131,7 @@ def test_cli_from_files_and_stdin(tmp_path):
     assert env["toolkits"][0]["version"] == "11.0.221"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [["detect"], ["doctor"], ["solve", "torch"], ["lock", "torch"], ["check"],
                                      ["fix", "--dry-run"]])
 def test_cli_nothing_recognised_is_exit_2_never_healthy(tmp_path, command):
@@ -148,6 +150,7 @@ def test_cli_nothing_recognised_is_exit_2_never_healthy(tmp_path, command):
     assert b"no known tool output in" in human.stderr
 
 
+@pytest.mark.slow
 def test_cli_binary_garbage_is_exit_2(tmp_path):
     garbage = tmp_path / "garbage.bin"
     garbage.write_bytes(bytes(range(256)) * 64)
@@ -159,11 +162,13 @@ def test_cli_binary_garbage_is_exit_2(tmp_path):
     assert human.returncode == 2 and b"binary" in human.stderr and b"Traceback" not in human.stderr
 
 
+@pytest.mark.slow
 def test_cli_missing_file_is_exit_2(tmp_path):
     done = run_cli(["detect", "--json", "--from", str(tmp_path / "nope.txt")])
     assert done.returncode == 2 and "nope.txt" in _envelope(done)["errors"][0]["message"]
 
 
+@pytest.mark.slow
 def test_cli_50mb_file_is_read_in_part(tmp_path):
     big = tmp_path / "big.txt"
     head = fixture("nvidia-smi/550.40.07_rtx4070_frogging-family.txt").encode()
@@ -289,6 +294,7 @@ def error_codes(env):
 DIAGNOSED = [stem for stem in CORPUS if "findings" in json.loads((PASTES / f"{stem}.json").read_text())]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stem", DIAGNOSED)
 def test_corpus_paste_findings(stem):
     """The error findings a paste implies, exactly (the sidecar's "findings"; [] where it implies none)."""
@@ -297,6 +303,7 @@ def test_corpus_paste_findings(stem):
     assert error_codes(from_reports([(stem, body)], strict=True)) == sorted(expected["findings"])
 
 
+@pytest.mark.slow
 def test_corpus_score(capsys):
     """Fields read right over fields present, and findings right over pastes with an expected finding, overall and
     per tool (printed; every one must be right)."""
@@ -321,6 +328,7 @@ def test_corpus_score(capsys):
     assert totals[0] == totals[1] and totals[2] == totals[3]
 
 
+@pytest.mark.slow
 def test_every_paste_says_what_it_was_read_as():
     for stem in CORPUS:
         _, body = paste_text(stem)
@@ -375,6 +383,7 @@ HOSTILE = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(HOSTILE))
 def test_a_1mb_hostile_line_is_read_fast(name):
     import time
@@ -397,6 +406,7 @@ def paste_4090(tmp_path):
     return path
 
 
+@pytest.mark.slow
 def test_solve_lock_check_and_fix_dry_run_read_a_paste(paste_4090):
     solve = _envelope(run_cli(["solve", "torch", "--json", "--from", str(paste_4090)]))
     assert solve["exit_code"] == 0 and solve["data"]["targets"] == [TARGET_4090]
@@ -410,6 +420,7 @@ def test_solve_lock_check_and_fix_dry_run_read_a_paste(paste_4090):
     assert fix["exit_code"] == 0 and fix["data"]["status"] == "dry_run" and fix["data"]["applied"] is None
 
 
+@pytest.mark.slow
 def test_from_stdin_and_the_typer_path_agree_with_the_fast_path(paste_4090):
     from cudamatrix.matrix.data import default_data_dir
 
@@ -421,6 +432,7 @@ def test_from_stdin_and_the_typer_path_agree_with_the_fast_path(paste_4090):
     assert fast["data"]["solution"]["packages"] == slow["data"]["solution"]["packages"]
 
 
+@pytest.mark.slow
 def test_fix_dry_run_from_a_paste_answers_its_findings(tmp_path):
     paste = tmp_path / "warning.txt"
     paste.write_text(paste_text("torch-arch-warning_sm120_5090_chinese-prose_leggedlab26")[1])
@@ -429,6 +441,7 @@ def test_fix_dry_run_from_a_paste_answers_its_findings(tmp_path):
     assert (remedy["code"], remedy["action"]) == ("ARCH_UNSUPPORTED", "install")
 
 
+@pytest.mark.slow
 def test_fix_from_a_paste_only_plans(paste_4090):
     done = run_cli(["fix", "--json", "--from", str(paste_4090)])
     assert done.returncode == 2 and "--dry-run" in _envelope(done)["errors"][0]["hint"]
@@ -585,6 +598,7 @@ def test_markdown_is_cleaned_from_values():
     assert (torch.version, torch.variant, typed.driver.version) == ("2.7.0.dev20250310+cu124", "cu124", "570.124.06")
 
 
+@pytest.mark.slow
 def test_cli_one_unreadable_file_among_several_is_a_note(tmp_path):
     poem = tmp_path / "poem.txt"
     poem.write_text("roses are red\n")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from packaging.version import Version
 
 from cudamatrix.detect import from_reports
@@ -44,6 +46,7 @@ def test_arch_warning_alone_is_arch_unsupported_with_a_build_that_covers_the_gpu
     assert f"install torch {version} ({var.name}" in f.fix and "which needs driver >=" in f.fix
 
 
+@pytest.mark.slow
 def test_the_fix_is_the_set_solve_gives(tmp_path):
     """"from the same solve the solve command would give": doctor's command is solve's pip arguments."""
     paste = tmp_path / "warning.txt"

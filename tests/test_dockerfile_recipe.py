@@ -21,7 +21,7 @@ from localindex import LocalIndex, canonical, copy_venv, pip_env
 from lockwheels import repack_installed
 
 ROOT = Path(__file__).resolve().parents[1]
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.installs
 
 
 def recipe() -> list[tuple[str, str]]:

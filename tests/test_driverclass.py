@@ -65,6 +65,7 @@ def test_driver_class(matrix):
     assert driver_class(None, floors) == ("none", None)
 
 
+@pytest.mark.slow
 def test_shared_verdicts_equal_a_check_per_target(matrix):
     """Every candidate of every family against some 500 targets: the shared check gives each target exactly the
     reasons (rule, words, row, floor) rules.check gives it alone."""

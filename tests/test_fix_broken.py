@@ -18,7 +18,7 @@ import brokenvenv
 from localindex import LocalIndex, copy_venv, make_venv, pip_list
 
 ROOT = Path(__file__).resolve().parents[1]
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.installs
 
 
 @pytest.fixture(scope="module")

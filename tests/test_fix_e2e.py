@@ -99,7 +99,7 @@ def _wheels(folder: Path, solution: dict, *, corrupt: bool = False) -> dict[str,
     return pins
 
 
-@pytest.mark.slow
+@pytest.mark.installs
 def test_fix_installs_the_solved_set_then_is_a_no_op_with_a_remembered_verification(world, tmp_path):
     py, env, solution = world
     assert not solution["unchanged"] and "+cu" in next(p["version"] for p in solution["packages"] if p["name"] == "torch")
@@ -122,7 +122,7 @@ def test_fix_installs_the_solved_set_then_is_a_no_op_with_a_remembered_verificat
     assert again["from_cache"] and again["report"]["cached_at"], again["messages"]
 
 
-@pytest.mark.slow
+@pytest.mark.installs
 def test_fix_rolls_back_a_failing_install_and_exits_4(world, tmp_path):
     py, env, solution = world
     env.update(with_uv(env))
@@ -143,7 +143,7 @@ def test_fix_rolls_back_a_failing_install_and_exits_4(world, tmp_path):
     assert after == before
 
 
-@pytest.mark.slow
+@pytest.mark.installs
 @needs_uv
 def test_fix_with_uv_reads_the_users_pip_index_and_rolls_back(world, tmp_path):
     py, env, solution = world
@@ -161,7 +161,7 @@ def test_fix_with_uv_reads_the_users_pip_index_and_rolls_back(world, tmp_path):
     assert after == before
 
 
-@pytest.mark.slow
+@pytest.mark.installs
 def test_fix_dry_run_and_http_refusal_change_nothing(world, tmp_path):
     py, env, solution = world
     before = pip_list(py, env)
@@ -262,7 +262,7 @@ def _fix_then_take_the_index_away(py, env, solution, tmp_path) -> list[dict]:
     return before
 
 
-@pytest.mark.slow
+@pytest.mark.installs
 def test_fix_undo_goes_back_to_the_starting_set_offline_and_again_goes_forward(world, tmp_path):
     py, env, solution = world
     before = _fix_then_take_the_index_away(py, env, solution, tmp_path)
@@ -279,7 +279,7 @@ def test_fix_undo_goes_back_to_the_starting_set_offline_and_again_goes_forward(w
     assert "undone: back to the starting set" in human.stdout and pip_list(py, env) == fixed
 
 
-@pytest.mark.slow
+@pytest.mark.installs
 def test_fix_undo_refuses_with_the_cause_and_changes_nothing(world, tmp_path):
     py, env, solution = world
     none = _cli("fix", "--undo", "--python", str(py), "--json", env=env)
@@ -299,7 +299,7 @@ def test_fix_undo_refuses_with_the_cause_and_changes_nothing(world, tmp_path):
     assert moved.returncode == 2 and "late-arrival 1.0 added" in moved.stdout, moved.stdout
 
 
-@pytest.mark.slow
+@pytest.mark.installs
 def test_a_failing_undo_restores_the_fixed_set(world, tmp_path):
     py, env, solution = world
     _fix_then_take_the_index_away(py, env, solution, tmp_path)

@@ -123,7 +123,7 @@ def _run(cells: list[str]) -> list[str]:
     return out
 
 
-@pytest.mark.slow
+@pytest.mark.installs
 def test_fix_in_a_kernel_asks_refuses_without_input_then_applies_and_names_the_stale_modules(kernel, tmp_path,
                                                                                             monkeypatch):
     py, env, solution = kernel
@@ -157,7 +157,7 @@ def test_fix_in_a_kernel_asks_refuses_without_input_then_applies_and_names_the_s
     assert installed["torch"] == torch_pin
 
 
-@pytest.mark.slow
+@pytest.mark.installs
 def test_fix_in_a_kernel_asks_through_the_frontend_and_no_changes_nothing(kernel, tmp_path):
     py, env, _ = kernel
     before = pip_list(py, env)

@@ -69,7 +69,7 @@ def test_a_wheel_library_without_a_version_call_reads_its_wheel(tmp_path):
     assert child._lib_version(str(other), "libnccl.so.2") == ("2", "soname")
 
 
-@pytest.mark.slow
+@pytest.mark.installs
 def test_the_prompt_shows_the_plan_once(template_venv, tmp_path):
     """At a terminal (a pseudo-terminal here) fix prints the plan, asks, and on "n" changes nothing."""
     from localindex import build_wheel, copy_venv
@@ -93,6 +93,7 @@ def test_the_prompt_shows_the_plan_once(template_venv, tmp_path):
     assert r.returncode == 1 and "cancelled: nothing was changed" in r.stdout
 
 
+@pytest.mark.slow
 def test_version_flag():
     r = subprocess.run([sys.executable, "-m", "cudamatrix", "--version"], capture_output=True, text=True, cwd=ROOT,
                        env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=60)

@@ -45,6 +45,7 @@ def write(folder: Path, name: str, env: dict) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_detect_env_var_returns_the_saved_environment(tmp_path: Path):
     path = write(tmp_path, "k80", saved("doctor_k80_on_driver_535", hostname="gpu-7"))
     out = cli("detect", "--json", env={"CUDAMATRIX_DETECT_ENV": str(path)})
@@ -76,6 +77,7 @@ def test_class_ids_follow_hardware_driver_and_toolkit_only():
     assert "H100" in classes[0].to_dict()["description"]
 
 
+@pytest.mark.slow
 def test_env_folder_reads_fleet_index_or_every_json(tmp_path: Path):
     fleet = tmp_path / "fleet"
     for i in range(3):
@@ -94,6 +96,7 @@ def test_env_folder_reads_fleet_index_or_every_json(tmp_path: Path):
     assert out.returncode == 0 and len(json.loads(out.stdout)["data"]["targets"]) == 3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["empty", "outside", "malformed", "bad_node"])
 def test_bad_fleet_folders_are_usage_errors(tmp_path: Path, case: str):
     fleet = tmp_path / "fleet"
@@ -117,6 +120,7 @@ def test_bad_fleet_folders_are_usage_errors(tmp_path: Path, case: str):
     assert not (tmp_path / "l").exists()
 
 
+@pytest.mark.slow
 def test_per_class_lock_is_one_file_when_one_set_fits(tmp_path: Path):
     fleet = tmp_path / "fleet"
     write(fleet, "a", saved("doctor_cpu_wheel_on_t4"))
@@ -134,6 +138,7 @@ def test_per_class_lock_is_one_file_when_one_set_fits(tmp_path: Path):
     assert json.loads(gate.stdout)["data"]["fits"] is True
 
 
+@pytest.mark.slow
 def test_fleet_option_errors(tmp_path: Path):
     fleet = tmp_path / "fleet"
     write(fleet, "a", saved("doctor_cpu_wheel_on_t4"))
@@ -154,6 +159,7 @@ def test_fleet_option_errors(tmp_path: Path):
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.slow
 def test_gather_without_ray_installed_says_so(tmp_path: Path):
     # a `ray` package that fails to import, first on the path: what an install without the extra looks like
     shadow = tmp_path / "shadow" / "ray"
@@ -165,6 +171,7 @@ def test_gather_without_ray_installed_says_so(tmp_path: Path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_unreachable_ray_cluster_is_a_usage_error(tmp_path: Path):
     pytest.importorskip("ray")
     out = cli("fleet", "gather", "--engine", "ray", "--address", "127.0.0.1:9", "--timeout", "5",
@@ -198,6 +205,7 @@ sys.exit(worst)
 '''
 
 
+@pytest.mark.slow
 def test_slurm_gather_through_srun(tmp_path: Path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -232,6 +240,7 @@ def test_slurm_gather_through_srun(tmp_path: Path):
 
 
 
+@pytest.mark.slow
 def test_check_folder_without_requirements_checks_each_nodes_installed_set(tmp_path: Path):
     fleet = tmp_path / "fleet"
     write(fleet, "kaggle-1", saved("doctor_kaggle_p100_cu128"))  # torch 2.8.0+cu128 on a P100: no sm_60 kernels
@@ -256,6 +265,7 @@ def _victim(tmp_path: Path) -> Path:
     return victim
 
 
+@pytest.mark.slow
 def test_lock_per_class_never_follows_links_planted_at_its_names(tmp_path: Path):
     """The names the writer used as temporary files (NAME.tmp) and the outputs themselves: a link planted at
     any of them is never written through (before: both targets were overwritten, exit 0)."""
@@ -293,6 +303,7 @@ def _srun(tmp_path: Path, script: str) -> dict:
     return {"PATH": path, "FAKE_SRUN_LOG": str(tmp_path / "log")}
 
 
+@pytest.mark.slow
 def test_gather_never_follows_links_planted_at_its_names(tmp_path: Path):
     saved_dir = tmp_path / "saved"
     files = [write(saved_dir, "a", saved("h100_driver580", hostname="gpu-a"))]
@@ -317,6 +328,7 @@ def _inert(out: subprocess.CompletedProcess) -> None:
         assert not any(c in stream for c in ("\x1b", "\x07", "\u202e")), stream[-800:]
 
 
+@pytest.mark.slow
 def test_escape_sequences_in_node_files_are_shown_escaped(tmp_path: Path):
     fleet = tmp_path / "fleet"
     env = saved("doctor_kaggle_p100_cu128")
@@ -334,6 +346,7 @@ def test_escape_sequences_in_node_files_are_shown_escaped(tmp_path: Path):
         assert "\x1b" not in text and not any(ln.startswith("--extra-index-url http://evil") for ln in text.splitlines())
 
 
+@pytest.mark.slow
 def test_a_line_break_in_a_node_files_gpu_name_adds_no_line_to_a_lock(tmp_path: Path):
     fleet = tmp_path / "fleet"
     env = saved("h100_driver580")
@@ -356,6 +369,7 @@ sys.exit({code})
 '''
 
 
+@pytest.mark.slow
 def test_escape_sequences_in_slurm_output_are_shown_escaped(tmp_path: Path):
     out_dir = tmp_path / "out"
     env = _srun(tmp_path, SRUN_SAYS.format(python=sys.executable, message="boom" + ESCAPES, stderr="", code=0))
@@ -376,6 +390,7 @@ def _limit_memory() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("attack", ["nested-list", "nested-object", "huge-sparse", "fifo", "deep-node-file",
                                     "huge-node-file"])
 def test_an_unbounded_fleet_json_or_node_file_is_a_usage_error(tmp_path: Path, attack: str):

@@ -84,6 +84,7 @@ def gathered(cluster, tmp_path_factory):
     return run, out, kinds
 
 
+@pytest.mark.slow
 def test_gather_writes_one_file_per_node_and_the_classes(gathered):
     run, out, kinds = gathered
     assert run.returncode == 0, run.stderr
@@ -110,6 +111,7 @@ def test_gather_writes_one_file_per_node_and_the_classes(gathered):
     assert by_node[h100[0]] == by_node[h100[1]] and sorted(classes[by_node[h100[0]]]["nodes"]) == sorted(h100)
 
 
+@pytest.mark.slow
 def test_solve_lock_check_and_doctor_over_the_gathered_folder(gathered, tmp_path):
     run, out, kinds = gathered
     assert run.returncode == 0, run.stderr

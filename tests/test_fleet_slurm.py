@@ -112,6 +112,7 @@ def slurm():
         shutil.rmtree(d, ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_gather_through_a_real_srun(slurm, tmp_path: Path):
     env, host = slurm
     env = {k: v for k, v in env.items() if k != "CUDAMATRIX_DETECT_ENV"}

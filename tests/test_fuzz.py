@@ -36,6 +36,7 @@ FRAGMENTS = [
 report_text = st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=80)), max_size=25).map("\n".join)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(report_text)
 def test_report_readers_give_an_environment_for_any_text(text):
@@ -58,6 +59,7 @@ env_keys = st.sampled_from(["schema_version", "driver", "gpus", "python", "packa
 env_like = st.dictionaries(env_keys, json_values, max_size=6)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(st.one_of(env_like, json_values, st.binary(max_size=200).map(lambda b: b.decode("latin-1"))))
 def test_the_env_loader_returns_an_environment_or_a_usage_error(tmp_path_factory, value):
@@ -73,6 +75,7 @@ def test_the_env_loader_returns_an_environment_or_a_usage_error(tmp_path_factory
     json.dumps(env.to_dict())
 
 
+@pytest.mark.slow
 @FUZZ
 @given(env_like)
 def test_a_loaded_environment_can_be_diagnosed_and_solved_for(tmp_path_factory, value):
@@ -105,6 +108,7 @@ requirement_text = st.one_of(
               st.one_of(st.from_regex(r"[0-9][0-9.]{0,8}(\+[a-z0-9]{1,6})?", fullmatch=True), st.text(max_size=10))))
 
 
+@pytest.mark.slow
 @FUZZ
 @given(st.lists(requirement_text, min_size=1, max_size=4))
 def test_requirement_parsing_gives_a_request_or_a_usage_error(texts):
@@ -116,6 +120,7 @@ def test_requirement_parsing_gives_a_request_or_a_usage_error(texts):
         assert exc.message
 
 
+@pytest.mark.slow
 @FUZZ
 @given(st.lists(st.one_of(requirement_text, st.sampled_from([
     "--index-url https://download.pytorch.org/whl/cu121#x", "-i", "--extra-index-url '", "-r x.txt", "# c",
@@ -129,6 +134,7 @@ def test_requirements_files_parse_or_raise_a_usage_error(text):
         assert exc.message
 
 
+@pytest.mark.slow
 @FUZZ
 @given(st.text(max_size=40), st.integers(min_value=-10, max_value=300), json_values,
        st.lists(st.dictionaries(st.text(max_size=8), st.text(max_size=20), max_size=3), max_size=3))
@@ -141,6 +147,7 @@ def test_any_outcome_is_one_envelope_with_the_pinned_keys(command, code, data, e
     assert doc["status"] == render.STATUS_BY_EXIT.get(code, "error")
 
 
+@pytest.mark.slow
 @FUZZ
 @given(st.text(max_size=60), st.text(max_size=60))
 def test_an_error_from_any_command_body_is_one_envelope(message, hint):
@@ -164,6 +171,7 @@ def test_an_error_from_any_command_body_is_one_envelope(message, hint):
         body(as_json=False)  # rich must not read the message as markup
 
 
+@pytest.mark.slow
 @FUZZ
 @given(st.sampled_from(["bash", "sh", "zsh", "fish", "powershell"]), st.text(max_size=40))
 def test_quoting_is_one_word_without_expansion(shell, value):
@@ -205,6 +213,7 @@ FILE_TABLE = ["fifo", "dev_zero", "symlink_loop", "directory", "binary", "huge",
               "collect_env_hostile", "nvcc_hostile", "smi_bigint", "missing", "empty"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", FILE_TABLE)
 def test_hostile_files_are_read_or_refused_cleanly(hostile, name):
     path = hostile[name]
@@ -215,6 +224,7 @@ def test_hostile_files_are_read_or_refused_cleanly(hostile, name):
         assert set(doc) == ENVELOPE and doc["exit_code"] == out.returncode in (0, 1, 2)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("var,value", [
     ("LD_LIBRARY_PATH", "::[/]:./x:a\\'\"; touch PWNED; #"), ("LD_LIBRARY_PATH", "x" * 10000),
     ("CUDA_HOME", "rel/[/]"), ("CUDA_VISIBLE_DEVICES", "[/]"), ("LC_ALL", "C"), ("COLUMNS", "abc"),

@@ -93,6 +93,7 @@ def test_torch_stays_as_installed_with_its_cuda_wheels(live):
     assert kept.unchanged and [(f.name, f.version, f.variant) for f in kept.frameworks] == [("torch", "2.11.0", "cu130")]
 
 
+@pytest.mark.slow
 def test_solver_on_the_saved_machine(live):
     # the frozen snapshot (its jax.json now lists 0.11.2, archs inferred from the read 0.11.0/0.12.0 wheels)
     matrix = snapshot_matrix()

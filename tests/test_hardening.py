@@ -50,6 +50,7 @@ BASE_ENV = {"origin": "file", "driver": {"version": "535.104.05", "status": "ok"
 
 # --- every read bounded; FIFOs and devices refused up front -------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv", [["detect", "--from"], ["detect", "--env"], ["doctor", "--from"],
                                   ["doctor", "--env"], ["check", "--driver", "535.104.05", "-r"],
                                   ["solve", "torch", "--env"]])
@@ -63,6 +64,7 @@ def test_a_fifo_as_input_is_refused_without_waiting(tmp_path, argv):
     assert time.monotonic() - start < 30
 
 
+@pytest.mark.slow
 def test_check_r_dev_zero_exits_2_fast():
     start = time.monotonic()
     out = cli("check", "-r", "/dev/zero", "--driver", "535.104.05", "--gpu", "7.5", timeout=60)
@@ -71,6 +73,7 @@ def test_check_r_dev_zero_exits_2_fast():
     assert time.monotonic() - start < 30
 
 
+@pytest.mark.slow
 def test_a_matrix_folder_with_a_fifo_is_refused(tmp_path):
     import cudamatrix.matrix.data as data
 
@@ -107,6 +110,7 @@ def test_read_bytes_refuses_non_regular_files_and_bounds_size(tmp_path):
 LOCK = ["lock", "torch", "--driver", "535.104.05", "--gpu", "7.5", "--pins-only"]  # no index here
 
 
+@pytest.mark.slow
 def test_lock_output_never_follows_a_planted_tmp_symlink_and_keeps_the_mode(tmp_path):
     victim = tmp_path / "victim"
     victim.write_text("precious\n")
@@ -122,6 +126,7 @@ def test_lock_output_never_follows_a_planted_tmp_symlink_and_keeps_the_mode(tmp_
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp") and p.name != "req.txt.tmp"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["fifo", "directory", "dev_full", "empty"])
 def test_lock_output_refuses_special_files(tmp_path, kind):
     if kind == "fifo":
@@ -182,6 +187,7 @@ def _shell_cmd(shell: str, script: Path) -> list[str] | None:
     return [exe, "-c", f'. "{script}"; printf "%s" "$LD_LIBRARY_PATH"']
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shell", ["bash", "sh", "zsh", "fish", "powershell"])
 def test_export_lines_source_back_to_the_same_value_in_each_shell(tmp_path, shell):
     from cudamatrix.safe.shells import export_line
@@ -203,6 +209,7 @@ def test_export_lines_source_back_to_the_same_value_in_each_shell(tmp_path, shel
         assert run.stdout.decode("utf-8") == value, (shell, value, run.stdout)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shell", ["bash", "fish", "powershell"])
 def test_env_command_output_is_safe_to_source(tmp_path, shell):
     hostile = "/srv/a\\'\"; touch X; #/$(touch X)/lib"
@@ -262,6 +269,7 @@ def _planted_lib(folder: Path) -> Path:
     return lib
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not HAVE_GCC, reason="needs gcc to build the planted library")
 @pytest.mark.parametrize("entry", [".", "", "ww"])
 def test_doctor_never_runs_a_planted_library_constructor(tmp_path, entry):
@@ -284,6 +292,7 @@ def test_doctor_never_runs_a_planted_library_constructor(tmp_path, entry):
     assert "UNSAFE_LIBRARY_PATH" in codes
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not HAVE_GCC, reason="needs gcc to build the planted library")
 def test_the_same_library_in_a_safe_folder_is_still_asked_its_version(tmp_path):
     folder = tmp_path / "safe"
@@ -298,6 +307,7 @@ def test_the_same_library_in_a_safe_folder_is_still_asked_its_version(tmp_path):
 
 # --- every wait bounded; the process group killed ------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_timed_out_tool_that_leaves_a_setsid_child_does_not_hold_us(tmp_path):
     from cudamatrix import proc
 
@@ -311,6 +321,7 @@ def test_a_timed_out_tool_that_leaves_a_setsid_child_does_not_hold_us(tmp_path):
         assert time.monotonic() - start < 8
 
 
+@pytest.mark.slow
 def test_detect_with_a_hanging_fake_nvidia_smi_finishes(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -325,6 +336,7 @@ def test_detect_with_a_hanging_fake_nvidia_smi_finishes(tmp_path):
 
 # --- tracebacks become clear errors --------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv", [
     ["solve", "torch[/]"], ["solve", "torch", "--gpu", "[/]"], ["env", "--shell", "[/]"],
     ["lock", "torch", "--driver", "535.104.05", "-o", "/nonexistent/[/]/x"], ["solve", "torch", "--driver", "[/]"],
@@ -338,6 +350,7 @@ def test_bad_values_are_clear_errors(argv):
     assert out.stderr.startswith("error:")
 
 
+@pytest.mark.slow
 def test_markup_in_pasted_gpu_names_and_library_paths_is_shown_literally(tmp_path):
     report = tmp_path / "smi.txt"
     report.write_text("GPU 0: [/]Odd[bold] GPU (UUID: GPU-[/])\n")
@@ -347,6 +360,7 @@ def test_markup_in_pasted_gpu_names_and_library_paths_is_shown_literally(tmp_pat
     assert out.returncode == 0 and "Traceback" not in out.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("content,words", [
     ("[" * 1500 + "]" * 1500, "nested too deeply"),
     ('{"schema_version": ' + "9" * 5000 + "}", "not JSON"),
@@ -369,6 +383,7 @@ def test_saved_environments_are_validated(tmp_path, content, words):
     assert doc["status"] == "usage_error"
 
 
+@pytest.mark.slow
 def test_an_index_url_fragment_in_a_requirements_file(tmp_path):
     req = tmp_path / "req.txt"
     req.write_text("--index-url https://download.pytorch.org/whl/cu121#frag\ntorch==2.3.0\n")
@@ -376,6 +391,7 @@ def test_an_index_url_fragment_in_a_requirements_file(tmp_path):
     assert out.returncode in (0, 1) and "Traceback" not in out.stderr
 
 
+@pytest.mark.slow
 def test_a_python_that_prints_unexpected_json(tmp_path):
     fake = tmp_path / "python"
     fake.write_text("#!/bin/sh\necho '{\"dists\": [{\"name\": 5}], \"site_packages\": 7}'\n")
@@ -385,6 +401,7 @@ def test_a_python_that_prints_unexpected_json(tmp_path):
         clean_error(out)
 
 
+@pytest.mark.slow
 def test_non_ascii_under_the_c_locale(tmp_path):
     ascii_env = {"LC_ALL": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"}  # a strict ASCII terminal
     report = tmp_path / "smi.txt"
@@ -399,6 +416,7 @@ def test_non_ascii_under_the_c_locale(tmp_path):
 
 # --- with --json every outcome is one envelope ---------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv", [["solve", "--json", "--bogus"], ["detect", "--json", "--timeout", "abc"],
                                   ["--json"], ["matrix", "show", "--json", "--x"], ["fix", "--json", "--framework"],
                                   ["nosuch", "--json"]])
@@ -408,6 +426,7 @@ def test_usage_errors_are_envelopes_with_json(argv):
     assert out.returncode == 2 and doc["status"] == "usage_error" and doc["errors"][0]["message"]
 
 
+@pytest.mark.slow
 def test_verify_exit_codes(tmp_path):
     venv = tmp_path / "bare"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
@@ -418,6 +437,7 @@ def test_verify_exit_codes(tmp_path):
     clean_error(cli("verify", "--python", str(tmp_path / "nonexistent")))
 
 
+@pytest.mark.slow
 def test_plain_http_index_variables_are_refused_without_allow_http(tmp_path):
     for var in ("PIP_INDEX_URL", "UV_INDEX_URL", "PIP_EXTRA_INDEX_URL"):
         out = cli("fix", "--dry-run", "--json", env={var: "http://example.invalid/simple"})
@@ -547,6 +567,7 @@ def test_fix_key_depends_on_the_target_flags_and_request():
         memory.fix_key("fp", [], driver="535.104.05", gpus=["Tesla T4"])
 
 
+@pytest.mark.slow
 def test_a_planted_verify_json_does_not_make_fix_say_verified(tmp_path, monkeypatch):
     """The landed attack: a verify.json planted for this environment made fix print "verified" and a
     planted device. Here it is planted in both layouts (the old unsigned one, and the new one without
@@ -608,6 +629,7 @@ def _no_injected_line(text: str) -> None:
     assert not any(line.startswith(("--trusted-host", "--extra-index-url http://evil")) for line in lines), text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("brk", ["\n", "\r", "\r\n", "\x0b", "\x0c", "\x1c", "\x85", "\u2028"])
 def test_a_line_break_in_an_index_url_from_the_data_never_reaches_a_lock(tmp_path, brk):
     """pip and uv read requirements files with str.splitlines: each of these characters starts a new line."""
@@ -624,6 +646,7 @@ def test_a_line_break_in_an_index_url_from_the_data_never_reaches_a_lock(tmp_pat
     _no_injected_line(out.stdout)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value, words", [
     ("http://evil.example/simple", "not https"),
     ("https://user:pw@mirror.example/simple", "credentials"),
@@ -640,6 +663,7 @@ def test_matrix_validate_refuses_index_urls_that_are_not_one_line_https(tmp_path
         assert cli("matrix", "validate", str(folder), "--allow-http").returncode == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("file, path, value, words", [
     ("torch.json", ("releases", 0, "variants", 0, "name"), "cu121\n--index-url x", "control character"),
     ("torch.json", ("releases", 0, "variants", 0, "local_version"), "+cu121 x", "local version"),
@@ -683,6 +707,7 @@ def _plant_overlay(home_cache: Path, doc: dict) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_an_overlay_edited_without_the_users_key_is_ignored(tmp_path):
     """The overlay's sha256 sits in the file it protects: whoever can edit the file recomputes it. Planted here
     with a recomputed sha256 and an evil index (the folder and file have the right owner and modes)."""
@@ -694,6 +719,7 @@ def test_an_overlay_edited_without_the_users_key_is_ignored(tmp_path):
     assert out.returncode == 0 and "evil.example" not in out.stdout and "2.99.0" not in out.stdout, out.stderr
 
 
+@pytest.mark.slow
 def test_an_overlay_with_a_line_break_in_an_index_url_is_ignored_even_when_signed(tmp_path):
     from cudamatrix.safe.keys import sign, user_key
 
@@ -709,6 +735,7 @@ def test_an_overlay_with_a_line_break_in_an_index_url_is_ignored_even_when_signe
     _no_injected_line(out.stdout)
 
 
+@pytest.mark.slow
 def test_a_signed_overlay_of_good_rows_is_used(tmp_path):
     from cudamatrix.safe.keys import sign, user_key
 
@@ -730,6 +757,7 @@ def _inert(out: subprocess.CompletedProcess) -> None:
         assert not any(c in stream for c in ("\x1b", "\x07", "\r", "\u202e", "\x9b")), stream[-600:]
 
 
+@pytest.mark.slow
 def test_escape_sequences_in_a_pasted_nvidia_smi_list_are_shown_escaped(tmp_path):
     paste = tmp_path / "smi.txt"
     paste.write_text(f"GPU 0: Tesla T4{CLEAR_AND_LINK.replace(chr(13), '')} (UUID: GPU-1234)\n", encoding="utf-8")
@@ -742,6 +770,7 @@ def test_escape_sequences_in_a_pasted_nvidia_smi_list_are_shown_escaped(tmp_path
     assert "\\x1b[2J" in out.stdout, out.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv", [["solve", f"torch{CLEAR_AND_LINK}"], ["solve", "torch", "--gpu", CLEAR_AND_LINK],
                                   ["env", "--shell", CLEAR_AND_LINK], ["check", "-r", f"/nonexistent/{CLEAR_AND_LINK}"]])
 def test_escape_sequences_in_arguments_are_shown_escaped(argv):
@@ -755,6 +784,7 @@ def test_escape_sequences_in_arguments_are_shown_escaped(argv):
 MIRROR = "https://user:TOKEN@mirror.example/whl"
 
 
+@pytest.mark.slow
 def test_mirror_credentials_are_never_written_to_a_lock_nor_printed(tmp_path):
     lock = tmp_path / "requirements.txt"
     out = cli("lock", "torch==2.5.1+cu121", "--pins-only", *TARGET, "--mirror", MIRROR, "-o", str(lock))
@@ -769,6 +799,7 @@ def test_mirror_credentials_are_never_written_to_a_lock_nor_printed(tmp_path):
     assert out.returncode == 0 and "TOKEN" not in out.stdout + out.stderr and "user:****@" in out.stdout
 
 
+@pytest.mark.slow
 def test_fix_dry_run_masks_the_mirrors_credentials():
     for extra in ([], ["--json"]):
         out = cli("fix", "--dry-run", "--driver", "550.54.15", "--gpu", "7.5", "--mirror", MIRROR,
@@ -777,6 +808,7 @@ def test_fix_dry_run_masks_the_mirrors_credentials():
         assert "user:****@mirror.example" in out.stdout, out.stdout[-800:]
 
 
+@pytest.mark.slow
 def test_an_index_variable_with_credentials_is_masked_in_detect():
     out = cli("detect", "--json", env={"PIP_INDEX_URL": "https://user:TOKEN@pypi.example/simple"})
     assert out.returncode == 0 and "TOKEN" not in out.stdout
@@ -786,6 +818,7 @@ def test_an_index_variable_with_credentials_is_masked_in_detect():
 
 # --- round two: every wait bounded, every --json failure an envelope, --python read the same everywhere -------
 
+@pytest.mark.slow
 def test_verify_on_an_interpreter_that_hangs_ends_within_its_timeout(tmp_path):
     hang = tmp_path / "python"
     hang.write_text("#!/bin/sh\nexec sleep 600\n")
@@ -798,6 +831,7 @@ def test_verify_on_an_interpreter_that_hangs_ends_within_its_timeout(tmp_path):
     assert {f["finding_code"] for f in doc["data"]["frameworks"]} == {"VERIFY_TIMEOUT"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv", [["detect", "--from", "--json"], ["detect", "--env", "--json"],
                                   ["detect", "--python", "--json"], ["doctor", "--from", "--json"],
                                   ["solve", "torch", "--gpu", "--json"], ["verify", "--python", "--json"],
@@ -810,6 +844,7 @@ def test_an_option_missing_its_value_before_json_is_an_envelope(argv):
     assert "needs a value" in doc["errors"][0]["message"] or "requires an argument" in doc["errors"][0]["message"]
 
 
+@pytest.mark.slow
 def test_python_relative_paths_are_read_alike_by_every_command(tmp_path):
     venv = tmp_path / "v"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)

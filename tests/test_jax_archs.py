@@ -143,6 +143,7 @@ def test_an_answer_on_an_inferred_row_says_so(matrix):
 
 # --- the reader: a real fatbin built with nvcc, listed with the real cuobjdump ----------------------------
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("nvcc") is None or read_wheel_archs.find_cuobjdump() is None,
                     reason="needs nvcc (CUDA toolkit) and cuobjdump (nvidia-cuda-cuobjdump, a test dependency)")
 def test_reader_lists_sass_and_ptx_of_a_built_library(tmp_path):
@@ -164,6 +165,7 @@ def test_reader_lists_sass_and_ptx_of_a_built_library(tmp_path):
     assert list(got["libraries"]) == ["demo/libk.so"]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("nvcc") is None or read_wheel_archs.find_cuobjdump() is None,
                     reason="needs nvcc (CUDA toolkit) and cuobjdump (nvidia-cuda-cuobjdump, a test dependency)")
 def test_fatbin_headers_give_what_cuobjdump_lists(tmp_path):

@@ -61,6 +61,7 @@ def test_every_torch_cuda_build_is_rejected_on_a_jetson(matrix, gpu, cc):
     assert checked > 20
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("gpu,cc", JETSONS)
 def test_solve_on_a_jetson_has_no_answer_and_names_jetpack(matrix, gpu, cc):
     with pytest.raises(NoSolution) as exc:

@@ -52,7 +52,7 @@ def test_a_repacked_py2_py3_wheel_is_named_for_every_tag_it_had(tmp_path):
         "cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64"
 
 
-@pytest.mark.slow
+@pytest.mark.installs
 def test_repacked_wheel_puts_back_the_same_files(installed, tmp_path):
     py, env = installed
     site = _site(py)
@@ -79,7 +79,7 @@ def test_repacked_wheel_puts_back_the_same_files(installed, tmp_path):
     assert "nvidia-cudnn-cu13==9.12.0.46" in freeze  # an index-style install: no "@ file://" in freeze
 
 
-@pytest.mark.slow
+@pytest.mark.installs
 def test_pip_stash_folders_are_not_distributions(installed):
     py, _ = installed
     site = _site(py)
@@ -128,6 +128,7 @@ def _plan(index_url: str, tmp_path: Path) -> tuple[Plan, Environment]:
     return make_plan(env, sol, python="/p", installer="pip", allow_http=True, verify=False), env
 
 
+@pytest.mark.slow
 def test_space_check_reads_sizes_from_the_index_and_refuses_with_numbers(tmp_path, monkeypatch):
     w = tmp_path / "w"
     wheel = build_wheel(w, "torch", "2.5.1+cu121", files={"torch/big.bin": "x" * 200_000})
@@ -235,7 +236,7 @@ def test_owner_is_a_live_process_with_the_same_start_time(tmp_path, monkeypatch)
     assert not journals.owner_alive(journals.load("/venv/bin/python"))
 
 
-@pytest.mark.slow
+@pytest.mark.installs
 def test_detect_does_not_take_a_stash_for_the_distribution(installed):
     """A killed uninstall can leave only the stash: detect must then report the distribution as missing."""
     from cudamatrix.detect import detect
@@ -274,7 +275,7 @@ def _cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
                           timeout=timeout, env=dict(os.environ))
 
 
-@pytest.mark.slow
+@pytest.mark.installs
 def test_rollback_never_kills_a_bystander_that_got_the_installers_group_number(template_venv, tmp_path):
     """After a SIGKILL the installer's group number is handed to another process: the rollback must leave it
     alone, say why, and change nothing (before: it was sent SIGKILL, and the rollback said "rolled back", 0)."""
@@ -301,6 +302,7 @@ def test_rollback_never_kills_a_bystander_that_got_the_installers_group_number(t
         bystander.wait()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("group", ["0", "1", "own", "negative"])
 def test_rollback_never_signals_group_0_1_or_its_own(tmp_path, monkeypatch, group):
     """A tampered journal naming group 0 (killpg(0) is the caller's own group), 1 (init's) or the tool's own group:
@@ -358,7 +360,7 @@ def _planted(tmp_path: Path) -> tuple[Path, Path]:
     return script, marker
 
 
-@pytest.mark.slow
+@pytest.mark.installs
 def test_rollback_never_runs_the_interpreter_a_journal_names(template_venv, tmp_path):
     """A journal kept for the venv's interpreter that names another one (a planted script): the rollback
     refuses it and runs nothing it names (before: the script ran 20 times and the command exited 0)."""
@@ -372,7 +374,7 @@ def test_rollback_never_runs_the_interpreter_a_journal_names(template_venv, tmp_
     assert not marker.exists()
 
 
-@pytest.mark.slow
+@pytest.mark.installs
 def test_resume_runs_no_program_a_journal_names(template_venv, tmp_path):
     """The journal is the venv's own, but its plan's step runs a planted program: resume refuses before
     anything runs."""

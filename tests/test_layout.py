@@ -76,6 +76,7 @@ def test_the_layout_is_grouped_by_stage():
     assert len(root_modules) <= 10, root_modules
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_imports_point_down(path: Path):
     me = module_name(path)
@@ -108,6 +109,7 @@ def test_every_test_runs_in_a_private_home():
     assert state_root().is_relative_to(home)
 
 
+@pytest.mark.slow
 def test_the_complexity_gate_finds_a_function_ranked_d_and_holds_for_the_package(tmp_path):
     """scripts/complexity.py (run by scripts/lint.sh): a function above radon's rank C is found, by path and name;
     the package has none."""

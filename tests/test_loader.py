@@ -79,6 +79,7 @@ CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(CASES))
 def test_prediction_matches_proc_self_maps(parts, case):
     top_key, extra, cwd_key, want = CASES[case]
@@ -106,6 +107,7 @@ DLOPEN_CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(DLOPEN_CASES))
 def test_dlopen_follows_the_callers_rules(parts, case):
     top_key, extra, want = DLOPEN_CASES[case]
@@ -215,6 +217,7 @@ def both(parts) -> dict[str, Path]:
     return p
 
 
+@pytest.mark.slow
 def test_elf_reader_reads_both_tags_and_ignores_rpath(both):
     d = elf.read_dynamic(str(both["mid"]))
     assert (d.rpath, d.runpath) == ("$ORIGIN/../../a", "$ORIGIN/../../c")
@@ -296,6 +299,7 @@ def test_an_ld_so_cache_entry_outside_the_default_folders_is_found(parts):
     assert res is not None and res.path == str(parts["b"] / "libleaf.so.1") and res.rule == "LD_LIBRARY_PATH", res
 
 
+@pytest.mark.slow
 def test_the_ld_so_cache_is_searched_before_the_default_folders(parts, tmp_path):
     """The truth: a child in its own mount namespace sees the built cache at /etc/ld.so.cache and a different
     libleaf.so.1 in /usr/lib (an overlay of the real one, seen by nobody else); ld.so maps the cache's copy.

@@ -63,6 +63,7 @@ def names(truth: dict, folder: Path) -> list[str]:
     return sorted(os.path.basename(p) for p in truth["maps"] if os.path.dirname(os.path.realpath(p)) == real)
 
 
+@pytest.mark.slow
 def test_shim_with_runpath_opens_the_sub_libraries_ld_library_path_names(cudnn919, cudnn924, versions):
     # the issue's reproduction: 9.19's shim, 9.24's folder on LD_LIBRARY_PATH
     env = clean_env(LD_LIBRARY_PATH=str(cudnn924))
@@ -83,6 +84,7 @@ def test_shim_with_runpath_opens_the_sub_libraries_ld_library_path_names(cudnn91
         assert res.path == os.path.realpath(cudnn924 / soname) and res.requested_by == graph.path, res
 
 
+@pytest.mark.slow
 def test_shim_with_rpath_keeps_its_graph_but_not_its_engines(cudnn919, cudnn924, versions):
     # 9.24's shim searches its DT_RPATH first, so the graph library is its own; the graph library has
     # DT_RUNPATH only, so the engine libraries it opens come from LD_LIBRARY_PATH: torch 2.14.1 is not safe
@@ -101,6 +103,7 @@ def test_shim_with_rpath_keeps_its_graph_but_not_its_engines(cudnn919, cudnn924,
     assert truth["engines_status"] != 0
 
 
+@pytest.mark.slow
 def test_nothing_on_the_path_keeps_every_library_in_its_folder(cudnn919, versions):
     env = clean_env()
     truth = opened_truth(cudnn919 / "libcudnn.so.9", "cudnn+engines", env)
@@ -124,6 +127,7 @@ def test_a_system_cudnn_on_ld_library_path_answers_for_the_wheel(cudnn919, cudnn
     assert graph.found_as == str(cudnn914 / "libcudnn_graph.so.9")  # found under the third name it tried
 
 
+@pytest.mark.slow
 def test_the_exact_release_name_is_tried_first_even_past_a_dt_rpath(cudnn924, tmp_path, versions):
     # the shim asks for libcudnn_graph.so.9.24.0 before libcudnn_graph.so.9: a file of that exact name on
     # LD_LIBRARY_PATH wins over the DT_RPATH folder, which holds only the .so.9 name
@@ -140,6 +144,7 @@ def test_the_exact_release_name_is_tried_first_even_past_a_dt_rpath(cudnn924, tm
     assert graph.path == str(other / "libcudnn_graph.so.9.24.0") and graph.rule == "LD_LIBRARY_PATH"
 
 
+@pytest.mark.slow
 def test_cudnn8_shim_opens_its_split_libraries_by_name(tmp_path):
     src = fetch("nvidia-cudnn-cu12", "8.9.7.29", ["nvidia/cudnn/lib/libcudnn.so.8",
                                                   "nvidia/cudnn/lib/libcudnn_ops_infer.so.8"])
@@ -161,6 +166,7 @@ def test_cudnn8_shim_opens_its_split_libraries_by_name(tmp_path):
         assert ops.path == str(want / "libcudnn_ops_infer.so.8") and ops.rule == rule
 
 
+@pytest.mark.slow
 def test_nvrtc_13_0_finds_its_builtins_only_by_the_path_others_give(tmp_path):
     lib = site_packages(TORCH_PY, "CUDAMATRIX_TORCH_CUDA_PYTHON") / "nvidia" / "cu13" / "lib"
     nvrtc = lib / "libnvrtc.so.13"

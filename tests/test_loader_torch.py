@@ -25,7 +25,7 @@ TORCH_PY = os.environ.get("CUDAMATRIX_TORCH_CUDA_PYTHON")
 if not TORCH_PY and os.environ.get("CI") == "true":
     pytest.fail("CI=true but CUDAMATRIX_TORCH_CUDA_PYTHON is not set: .ci/run makes the torch CUDA venv",
                 pytrace=False)
-pytestmark = [pytest.mark.slow,
+pytestmark = [pytest.mark.installs,
               pytest.mark.skipif(not TORCH_PY, reason="CUDAMATRIX_TORCH_CUDA_PYTHON is not set (outside CI): "
                                                       "run .ci/run, or point it at a venv with torch==2.14.1")]
 

@@ -53,7 +53,7 @@ def _pins(lock: Path) -> dict[str, str]:
     return dict(line.split(" ")[0].split("==", 1) for line in lines)
 
 
-@pytest.mark.slow
+@pytest.mark.installs
 def test_pip_installs_the_lock_and_check_passes(template_venv, locked, tmp_path):
     index, lock, solution = locked
     text = lock.read_text()
@@ -79,7 +79,7 @@ def test_pip_installs_the_lock_and_check_passes(template_venv, locked, tmp_path)
     assert "base image: nvidia/cuda:" in gate.stdout and "NVIDIA_REQUIRE_CUDA" in gate.stdout
 
 
-@pytest.mark.slow
+@pytest.mark.installs
 @needs_uv
 def test_uv_installs_the_same_lock(template_venv, locked, tmp_path):
     index, lock, _ = locked
@@ -120,7 +120,7 @@ def _files(wheels: Path) -> dict[str, str]:
     return {canonical(w.name.split("-")[0]): hashlib.sha256(w.read_bytes()).hexdigest() for w in wheels.glob("*.whl")}
 
 
-@pytest.mark.slow
+@pytest.mark.installs
 def test_lock_pins_the_whole_closure_with_hashes(closure):
     out, lock, wheels, _, _ = closure
     assert out.returncode == 0, out.stderr
@@ -136,7 +136,7 @@ def test_lock_pins_the_whole_closure_with_hashes(closure):
     assert f"for Python {PY} on linux_" in text and "pip install --require-hashes -r requirements.txt" in text
 
 
-@pytest.mark.slow
+@pytest.mark.installs
 def test_pip_require_hashes_installs_exactly_the_lock(closure, template_venv, tmp_path):
     _, lock, _, env, _ = closure
     py = copy_venv(template_venv, tmp_path / "venv")
@@ -148,7 +148,7 @@ def test_pip_require_hashes_installs_exactly_the_lock(closure, template_venv, tm
     assert set(installed) - set(_pins(lock)) <= {"pip"}  # nothing else came in
 
 
-@pytest.mark.slow
+@pytest.mark.installs
 @needs_uv
 def test_uv_pip_sync_installs_exactly_the_lock(closure, template_venv, tmp_path):
     _, lock, _, env, index = closure
@@ -166,7 +166,7 @@ def test_uv_pip_sync_installs_exactly_the_lock(closure, template_venv, tmp_path)
     assert installed == _pins(lock)  # sync: exactly the lock, setuptools of the lock's version included
 
 
-@pytest.mark.slow
+@pytest.mark.installs
 def test_a_file_that_changed_on_the_index_is_refused(closure, template_venv, tmp_path):
     """The point of the hashes: the same name and version with other bytes does not install."""
     _, lock, wheels, env, _ = closure
@@ -186,7 +186,7 @@ def test_a_file_that_changed_on_the_index_is_refused(closure, template_venv, tmp
     assert "torch" not in {canonical(d["name"]) for d in pip_list(py, env)}
 
 
-@pytest.mark.slow
+@pytest.mark.installs
 def test_the_targets_glibc_decides_which_wheels_count(closure, tmp_path):
     """torch 2.14.1's wheels are manylinux_2_28: a glibc 2.17 target gets no lock (exit 2, the installer's
     cause), never a lock of something else; glibc 2.28 is enough, and nccl's manylinux_2_18 file is taken."""
@@ -201,7 +201,7 @@ def test_the_targets_glibc_decides_which_wheels_count(closure, tmp_path):
     assert "nvidia-nccl-cu13==2.30.7" in new.read_text() and "assumed" not in new.read_text()
 
 
-@pytest.mark.slow
+@pytest.mark.installs
 def test_an_unreachable_index_writes_no_lock(tmp_path):
     lock = tmp_path / "requirements.txt"
     env = pip_env("http://127.0.0.1:9/simple", tmp_path / "cache")
@@ -213,7 +213,7 @@ def test_an_unreachable_index_writes_no_lock(tmp_path):
     assert "# pins only (--pins-only)" in lock.read_text() and "--hash" not in lock.read_text()
 
 
-@pytest.mark.slow
+@pytest.mark.installs
 def test_a_marker_pip_answers_for_this_interpreter_only_is_refused(tmp_path):
     """pip evaluates `; python_version == "X"` against the Python it runs under whatever --python-version says:
     locking for another Python when the answer differs there is refused, naming the requirement."""
@@ -230,7 +230,7 @@ def test_a_marker_pip_answers_for_this_interpreter_only_is_refused(tmp_path):
     assert there.stdout == ""
 
 
-@pytest.mark.slow
+@pytest.mark.installs
 def test_per_class_locks_are_complete_for_the_saved_machines(closure, tmp_path):
     """Two saved H100 nodes (tests/data/environments/h100_driver580.json, on this Python, a glibc 2.28 wheel tag):
     one set fits both, and fleet.txt is the complete hashed set, for the glibc the nodes' environments carry."""

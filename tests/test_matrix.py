@@ -95,6 +95,7 @@ def test_framework_rows(matrix):
     assert "2.4.0" in tf and "2.15.0" in tf
 
 
+@pytest.mark.slow
 def test_show_torch_251_json():
     out = cli("matrix", "show", "torch", "2.5.1", "--json")
     assert out.returncode == 0, out.stderr
@@ -110,6 +111,7 @@ def test_show_torch_251_json():
         assert key in variants["cu118"]
 
 
+@pytest.mark.slow
 def test_show_gpu_t4():
     out = cli("matrix", "show", "gpu", "Tesla T4")
     assert out.returncode == 0, out.stderr
@@ -118,6 +120,7 @@ def test_show_gpu_t4():
     assert doc["data"]["rows"][0]["compute_capability"] == "7.5"
 
 
+@pytest.mark.slow
 def test_show_cuda_and_cudnn_json():
     doc = json.loads(cli("matrix", "show", "cuda", "12.4", "--json").stdout)
     row = doc["data"]["rows"][0]
@@ -126,6 +129,7 @@ def test_show_cuda_and_cudnn_json():
     assert all({"version", "cuda_versions", "compute_capabilities"} <= set(r) for r in doc["data"]["rows"])
 
 
+@pytest.mark.slow
 def test_unknown_family_is_usage_error():
     out = cli("matrix", "show", "pytorch")
     assert out.returncode == 2
@@ -145,6 +149,7 @@ def _edit(path: Path, fn) -> None:
     path.write_text(json.dumps(doc))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mutate, expected", [
     (lambda d: d["releases"][2]["variants"][0].__setitem__("bogus", 1), "torch.json: releases[2].variants[0].bogus: unknown key"),
     (lambda d: d["releases"][0].__setitem__("version", 2.5), "torch.json: releases[0].version"),
@@ -158,6 +163,7 @@ def test_broken_data_names_file_and_path(data_copy: Path, mutate, expected):
     assert "Traceback" not in out.stderr
 
 
+@pytest.mark.slow
 def test_invalid_json_and_missing_file(data_copy: Path):
     (data_copy / "gpus.json").write_text("{ not json")
     out = cli("matrix", "validate", str(data_copy))
@@ -169,6 +175,7 @@ def test_invalid_json_and_missing_file(data_copy: Path):
     assert doc["status"] == "usage_error" and "gpus.json" in doc["errors"][0]["message"]
 
 
+@pytest.mark.slow
 def test_lint_finds_duplicates_and_decreasing_drivers(data_copy: Path):
     def dup(d):
         d["releases"].append(d["releases"][0])
@@ -185,6 +192,7 @@ def test_lint_finds_duplicates_and_decreasing_drivers(data_copy: Path):
     assert out.returncode == 2 and "duplicate row" in out.stderr
 
 
+@pytest.mark.slow
 def test_validate_shipped_ok():
     out = cli("matrix", "validate", "--json")
     assert out.returncode == 0, out.stderr
@@ -224,6 +232,7 @@ def overlay_env(tmp_path: Path, index) -> dict:
     return env
 
 
+@pytest.mark.slow
 def test_update_reads_a_new_release_and_show_marks_it(tmp_path, jax_index):
     import os
     import stat
@@ -271,6 +280,7 @@ def test_update_reads_a_new_release_and_show_marks_it(tmp_path, jax_index):
     assert shown["rows"] == [] and "open to other users" in shown["overlay"]["ignored"]
 
 
+@pytest.mark.slow
 def test_update_refuses_http_and_reports_offline(tmp_path, jax_index):
     import socket
 
@@ -286,6 +296,7 @@ def test_update_refuses_http_and_reports_offline(tmp_path, jax_index):
     assert not (tmp_path / "cache" / "cudamatrix" / "overlay").exists()
 
 
+@pytest.mark.slow
 def test_update_refuses_an_open_overlay_folder(tmp_path, jax_index):
     env = overlay_env(tmp_path, jax_index)
     folder = tmp_path / "cache" / "cudamatrix" / "overlay"
@@ -476,6 +487,7 @@ def test_jax_0_4_22_to_0_4_32_are_there(matrix):
     assert versions["0.4.23"].variants[1].archs == ["5.0", "6.0", "7.0", "8.0", "9.0"]
 
 
+@pytest.mark.slow
 def test_show_gives_sources_as_records_and_per_platform_facts():
     out = cli("matrix", "show", "torch", "2.14.1", "--json")
     row = json.loads(out.stdout)["data"]["rows"][0]

@@ -34,6 +34,7 @@ def _raws(folder: Path) -> dict[str, bytes]:
     return {name: (folder / f"{name}.json").read_bytes() for name in FILES}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder", [default_data_dir(), SNAPSHOT], ids=["shipped", "snapshot"])
 def test_data_validates_and_the_unvalidated_build_is_the_same(folder: Path):
     raws = _raws(folder)
@@ -55,6 +56,7 @@ def test_the_shipped_matrix_is_built_without_pydantic():
     assert int(count) > 10 and pydantic_loaded == "False", out.stderr
 
 
+@pytest.mark.slow
 def test_a_user_data_folder_is_validated(tmp_path: Path):
     folder = tmp_path / "data"
     shutil.copytree(default_data_dir(), folder)
@@ -98,6 +100,7 @@ def test_no_validator_names_injected_into_module_globals():
     assert data.Ver is schema_module.Ver and data.CC is schema_module.CC
 
 
+@pytest.mark.slow
 def test_matrix_show_without_arguments_lists_the_families():
     out = subprocess.run([sys.executable, "-m", "cudamatrix", "matrix", "show", "--json"], capture_output=True,
                          text=True, timeout=60)

@@ -66,6 +66,7 @@ def test_built_and_validated_sources_are_the_same(shipped):
 
 # --- validation -------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bad,message", [
     ("https://docs.nvidia.com/cuda/", "a list of source records is needed"),
     ([], "at least one source record"),
@@ -95,6 +96,7 @@ def test_shipped_rows_all_have_a_first_party_or_artifact_record(shipped):
     assert all(records_of(s) for _, s in rows)
 
 
+@pytest.mark.slow
 def test_lint_refuses_a_row_whose_sources_are_all_third_party(tmp_path):
     folder = tmp_path / "data"
     shutil.copytree(default_data_dir(), folder)

@@ -63,6 +63,7 @@ LOCK = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("driver, request_, extra, lines", LOCK)
 def test_lock_requirements_exact(capsys, tmp_path, data, driver, request_, extra, lines):
     out = tmp_path / "requirements.txt"
@@ -118,6 +119,7 @@ CHECK = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("text, exit, checked, problems", CHECK)
 def test_check_reads_index_lines_and_pins(capsys, tmp_path, data, text, exit, checked, problems):
     code, doc = check_file(capsys, tmp_path, data, text)

@@ -133,6 +133,7 @@ def events(seen: list[tuple[str, str]], kind: str) -> list[str]:
 
 # --- a failed plan: everything put back, from the journal's wheels, with the plan's own index options -------
 
+@pytest.mark.slow
 def test_a_failed_plan_puts_every_file_back_from_the_saved_wheels(world):
     for name in ("c", "d"):
         build_wheel(world.wheels, name, "1.0")
@@ -187,6 +188,7 @@ def test_a_failed_plan_puts_every_file_back_from_the_saved_wheels(world):
         apply_mod.RESTORE_TIMEOUT_S
 
 
+@pytest.mark.slow
 def test_what_is_not_put_back_is_named_and_fix_rollback_finishes_it(world, tmp_path):
     start = world.tree()
     links = tmp_path / "links"  # the plan's --find-links folder: empty for now
@@ -232,6 +234,7 @@ def test_what_is_not_put_back_is_named_and_fix_rollback_finishes_it(world, tmp_p
     assert world.tree() == start and not world.journal_dir.exists()
 
 
+@pytest.mark.slow
 def test_what_can_be_put_back_is_put_back_one_by_one(world):
     build_wheel(world.wheels, "c", "1.0")
     world.setup("install", "--no-deps", "--find-links", str(world.wheels), "c==1.0")
@@ -256,6 +259,7 @@ def test_what_can_be_put_back_is_put_back_one_by_one(world):
     assert (world.journal_dir / journals.JOURNAL_FILE).is_file()
 
 
+@pytest.mark.slow
 def test_restore_with_pip_runs_the_interpreters_pip_and_names_what_it_could_not_put_back(world):
     """A plan not run by uv is put back with the target's own pip (``python -m pip``, ``uninstall -y``); this venv
     has none, so every command fails for real ("No module named pip") and nothing is counted as restored."""
@@ -273,6 +277,7 @@ def test_restore_with_pip_runs_the_interpreters_pip_and_names_what_it_could_not_
     assert world.versions() == {"a": "1.0", "c": "1.0"}
 
 
+@pytest.mark.slow
 def test_rollback_of_a_pip_plan_uses_the_interpreters_pip(world):
     """fix --rollback of a plan whose steps run ``python -m pip``: pip puts it back, with the plan's folder; this
     venv has no pip, so nothing comes back and the journal stays for the next try."""
@@ -289,6 +294,7 @@ def test_rollback_of_a_pip_plan_uses_the_interpreters_pip(world):
     assert journals.load(world.py) is not None
 
 
+@pytest.mark.slow
 def test_a_distribution_from_a_url_goes_back_to_its_url(world, tmp_path):
     """PEP 610: an install from a URL records it in direct_url.json; the rollback reinstalls "name @ URL" (not
     the journal's copy, which has no such record), with the plan's index options (a URL needs none)."""
@@ -313,6 +319,7 @@ def test_a_distribution_from_a_url_goes_back_to_its_url(world, tmp_path):
     assert world.tree() == start
 
 
+@pytest.mark.slow
 def test_a_step_runs_with_the_journal_naming_it_and_dies_with_us(world):
     """While a step runs the journal names its process group and step number, and the kernel is asked to kill
     it if this process dies (PR_SET_PDEATHSIG, read back with PR_GET_PDEATHSIG = 2, prctl(2))."""
@@ -333,6 +340,7 @@ def test_a_step_runs_with_the_journal_naming_it_and_dies_with_us(world):
     assert not world.journal_dir.exists()
 
 
+@pytest.mark.slow
 def test_resume_skips_the_steps_done_and_keeps_the_starting_set(world):
     plan = Plan(python=world.py, steps=[
         Step(kind="install", reason="upgrade a", argv=world.uv("install", "--no-deps", "--find-links",
@@ -349,6 +357,7 @@ def test_resume_skips_the_steps_done_and_keeps_the_starting_set(world):
     assert not world.journal_dir.exists()
 
 
+@pytest.mark.slow
 def test_a_journal_not_marked_resumed_runs_every_step(world):
     plan = Plan(python=world.py, steps=[Step(kind="uninstall", reason="drop b", argv=world.uv("uninstall", "b")),
                                         Step(kind="uninstall", reason="drop a", argv=world.uv("uninstall", "a"))])
@@ -358,6 +367,7 @@ def test_a_journal_not_marked_resumed_runs_every_step(world):
     assert applied.steps_run == ["drop b", "drop a"] and applied.after == []
 
 
+@pytest.mark.slow
 def test_ctrl_c_gives_the_installer_its_grace_then_puts_back(world, tmp_path):
     """On Ctrl-C the installer first gets SIGINT and time to clean up (pip rolls back the package it was in);
     then the starting set is put back."""
@@ -383,6 +393,7 @@ def test_ctrl_c_gives_the_installer_its_grace_then_puts_back(world, tmp_path):
     assert world.tree() == start and not world.journal_dir.exists()
 
 
+@pytest.mark.slow
 def test_a_bug_mid_apply_still_puts_back_then_shows_itself(world):
     start = world.tree()
     plan = Plan(python=world.py, steps=[
@@ -399,6 +410,7 @@ def test_a_bug_mid_apply_still_puts_back_then_shows_itself(world):
     assert world.tree() == start and not world.journal_dir.exists()
 
 
+@pytest.mark.slow
 def test_rollback_stops_a_left_over_installer_and_removes_a_clean_journal(world):
     plan = Plan(python=world.py, steps=[Step(kind="uninstall", reason="drop b",
                                              argv=world.uv("uninstall", "b"))])
@@ -414,6 +426,7 @@ def test_rollback_stops_a_left_over_installer_and_removes_a_clean_journal(world)
     assert not world.journal_dir.exists()
 
 
+@pytest.mark.slow
 def test_rollback_of_a_uv_plan_uses_uv_and_the_plans_indexes(world, tmp_path):
     links = tmp_path / "links"
     build_wheel(links, "b", "1.0")
@@ -434,6 +447,7 @@ def test_rollback_of_a_uv_plan_uses_uv_and_the_plans_indexes(world, tmp_path):
     assert not world.journal_dir.exists()
 
 
+@pytest.mark.slow
 def test_restore_ignores_ctrl_c_while_it_works_and_then_gives_it_back(world):
     world.setup("uninstall", "b")
     before = [InstalledDist(name="a", version="1.0"), InstalledDist(name="b", version="1.0")]
@@ -453,6 +467,7 @@ def test_restore_ignores_ctrl_c_while_it_works_and_then_gives_it_back(world):
     assert [d.name for d in out[0][0]] == ["b"] and world.versions() == {"a": "1.0", "b": "1.0"}
 
 
+@pytest.mark.slow
 def test_restore_puts_back_an_added_distribution_by_removing_it(world):
     build_wheel(world.wheels, "c", "1.0")
     start = world.tree()
@@ -475,6 +490,7 @@ def test_a_restore_that_cannot_read_the_set_names_everything(world):
 
 # --- what the journal saves: the plan's pins and what the installer's dry run says it replaces ------------
 
+@pytest.mark.slow
 def test_the_dry_run_names_an_upgraded_dependency_and_the_journal_saves_it(world):
     build_wheel(world.wheels, "app", "1.0", requires=["dep>=1"])
     build_wheel(world.wheels, "app", "2.0", requires=["dep>=2"])
@@ -496,6 +512,7 @@ def test_the_dry_run_names_an_upgraded_dependency_and_the_journal_saves_it(world
     assert world.tree() == start
 
 
+@pytest.mark.slow
 def test_predicted_changes_skips_steps_that_install_nothing_and_dry_runs_that_fail(world):
     """Only installed distributions the installer would replace count: a new one (c) has nothing to save."""
     build_wheel(world.wheels, "c", "1.0")
@@ -657,6 +674,7 @@ def test_a_plan_targets_this_interpreter_by_its_absolute_path(monkeypatch, tmp_p
     assert default_python() == str(tmp_path / "bin" / "python3")
 
 
+@pytest.mark.slow
 def test_the_cause_is_read_from_all_the_installer_said(world):
     """pip's last words are often a consequence ("ERROR: Exception:" over a traceback); the cause sits in the
     rest of its output, here the OSError of a full disk (cudamatrix/install/explain.py)."""
@@ -674,6 +692,7 @@ def test_the_cause_is_read_from_all_the_installer_said(world):
                                          "way_out": way_out}
 
 
+@pytest.mark.slow
 def test_an_added_distribution_that_cannot_be_removed_is_named(world):
     """The plan added c; its RECORD is gone, so the installer cannot uninstall it: c is named as not restored."""
     build_wheel(world.wheels, "c", "1.0")
@@ -730,6 +749,7 @@ def test_a_clash_plan_exact(monkeypatch, tool):
 
 # --- survivors of the final mutation campaign (issue #17) --------------------------------------------------
 
+@pytest.mark.slow
 def test_a_pip_plan_asks_pip_for_its_report_and_is_put_back_by_pip(world):
     """A plan run by pip (``python -m pip``) is asked for pip's JSON report (pip's documentation, "pip install":
     ``--dry-run``, ``--quiet``, ``--report -`` writes the report to stdout) and put back by the same pip, not by
@@ -751,6 +771,7 @@ def test_a_pip_plan_asks_pip_for_its_report_and_is_put_back_by_pip(world):
     assert err.value.detail["not_restored"] == ["b 1.0"] and world.versions() == {"a": "1.0"}
 
 
+@pytest.mark.slow
 def test_a_resumed_journal_of_a_run_killed_in_its_first_step_runs_every_step(world):
     """``fix --resume`` after a kill during step 1: no step is done (steps_done 0), so step 1 runs again."""
     plan = Plan(python=world.py, steps=[Step(kind="uninstall", reason="drop b", argv=world.uv("uninstall", "b")),
@@ -761,6 +782,7 @@ def test_a_resumed_journal_of_a_run_killed_in_its_first_step_runs_every_step(wor
     assert applied.steps_run == ["drop b", "drop a"] and applied.after == []
 
 
+@pytest.mark.slow
 def test_predicted_changes_adds_up_every_step_past_one_that_is_not_a_report(world):
     """Each install step's prediction adds to the others: a program that prints no report predicts nothing and
     the next steps are still asked; a later step that replaces nothing installed takes nothing away."""
@@ -772,6 +794,7 @@ def test_predicted_changes_adds_up_every_step_past_one_that_is_not_a_report(worl
     assert predicted_changes(steps, {"a", "b"}) == {"a"}
 
 
+@pytest.mark.slow
 def test_several_not_put_back_are_all_named(world):
     """The plan added c and d and removed a and b, whose wheels are gone (none was saved: the plan neither pins
     nor lists them): c and d are uninstalled together, a and b reinstalled together then one by one, each with
@@ -799,6 +822,7 @@ def test_several_not_put_back_are_all_named(world):
     assert world.versions() == {}
 
 
+@pytest.mark.slow
 def test_a_step_past_its_time_limit_is_explained_by_the_time_out(world):
     """A step that outlives its own time limit is stopped; proc's "timed out after 0.5s" is where the cause is read
     from, as it printed nothing itself (cudamatrix/install/explain.py: "timed out" is the network row, a stalled

@@ -114,7 +114,7 @@ NOT_ON_INDEX = ("the index listed no file for it: a wrong index URL (--mirror), 
                 "so only when it retries: PIP_RETRIES), or no build for this Python and platform (cudamatrix solve)")
 
 
-@pytest.mark.slow
+@pytest.mark.installs
 def test_failed_plan_restores_from_the_plans_own_find_links(world):
     py, wheels = world
     plan = Plan(python=py, steps=[
@@ -144,7 +144,7 @@ def test_failed_plan_restores_from_the_plans_own_find_links(world):
     assert e.detail["argv"][-1] == FAIL and "mut-missing" in e.detail["installer_error"]
 
 
-@pytest.mark.slow
+@pytest.mark.installs
 def test_what_cannot_be_put_back_is_named(world):
     py, wheels = world
     plan = Plan(python=py, steps=[
@@ -164,7 +164,7 @@ def test_what_cannot_be_put_back_is_named(world):
                               f"cudamatrix fix --rollback --python {py}")
 
 
-@pytest.mark.slow
+@pytest.mark.installs
 @needs_uv
 def test_a_uv_plan_is_restored_with_uv(world, monkeypatch):
     py, wheels = world
@@ -214,7 +214,7 @@ def test_installer_error_keeps_the_installers_words(result, words):
     assert installer_error(result) == words
 
 
-@pytest.mark.slow
+@pytest.mark.installs
 def test_progress_events_of_a_failed_plan(world):
     py, wheels = world
     plan = Plan(python=py, steps=[
@@ -242,6 +242,7 @@ def _step(code: str, reason: str, **kw) -> Step:
     return Step(kind="install", reason=reason, argv=[sys.executable, "-c", code], **kw)
 
 
+@pytest.mark.slow
 def test_a_failing_step_that_changed_nothing_restores_nothing():
     seen: list[tuple[str, str]] = []
     plan = Plan(python=sys.executable, steps=[
@@ -260,6 +261,7 @@ def test_a_failing_step_that_changed_nothing_restores_nothing():
     assert ("output", "first ok") in seen and not [t for ev, t in seen if ev == "restore"]
 
 
+@pytest.mark.slow
 def test_steps_run_with_their_environment_and_report_done():
     seen: list[tuple[str, str]] = []
     code = "import os, sys; sys.exit(0 if os.environ.get('CUDAMATRIX_STEP') == 'yes' else 3)"
@@ -270,6 +272,7 @@ def test_steps_run_with_their_environment_and_report_done():
     assert seen[-1] == ("done", "1 step(s) done")
 
 
+@pytest.mark.slow
 def test_interrupt_restores_and_says_so():
     plan = Plan(python=sys.executable, steps=[_step("import os, signal; os.kill(os.getppid(), signal.SIGINT)",
                                                      "interrupted")])
@@ -279,6 +282,7 @@ def test_interrupt_restores_and_says_so():
     assert err.value.detail["argv"] is None and err.value.detail["not_restored"] == []
 
 
+@pytest.mark.slow
 def test_restore_of_an_unchanged_set_does_nothing():
     from cudamatrix.install.apply import restore
 
@@ -289,6 +293,7 @@ def test_restore_of_an_unchanged_set_does_nothing():
     assert restored == [] and left == {"added": [], "removed": before[:2], "changed": []}
 
 
+@pytest.mark.slow
 def test_snapshot_records_where_each_distribution_came_from(tmp_path):
     # this project is installed editable (PEP 610: dir_info.editable), by pip, or by uv in .ci/run's Python 3.10
     # venv (the INSTALLER file says which)

@@ -877,6 +877,7 @@ def test_logical_lines_as_pip_reads_them(text, lines):
     assert [(n, line) for n, line in _logical_lines(text) if line] == lines
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("text", "lines"), PIP_LINES)
 def test_logical_lines_agree_with_the_installed_pip(text, lines):
     """The same table through the pip installed here (its own reader, not a copy of it)."""

@@ -36,6 +36,7 @@ def test_the_table():
     assert FRAMEWORK_DISTS == ("torch", "torchvision", "torchaudio", "tensorflow", "jax", "jaxlib")
 
 
+@pytest.mark.slow
 def test_no_other_pep503_normaliser_in_the_package():
     # the stand-alone probes run in other interpreters (standard library only) and spell the rule themselves
     allowed = {"names.py", "_pyprobe.py", "apply.py"}

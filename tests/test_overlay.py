@@ -65,6 +65,7 @@ def _ignored(shipped, path: Path | None = None) -> str:
     return why
 
 
+@pytest.mark.slow
 def test_a_signed_overlay_of_good_rows_is_applied(shipped):
     path = _plant(_signed(_doc()))
     got = overlay.apply(shipped)
@@ -139,6 +140,7 @@ def test_an_overlay_that_is_a_folder_or_not_json_is_ignored(shipped):
     assert "cannot be read" in _ignored(shipped)
 
 
+@pytest.mark.slow
 def test_write_signs_with_the_users_key_and_refuses_an_open_folder(shipped, tmp_path):
     path = overlay.write(_doc(), shipped)
     assert path == overlay.overlay_path() and (path.stat().st_mode & 0o777) == 0o600
@@ -173,6 +175,7 @@ def jax_index(tmp_path_factory):
         yield index
 
 
+@pytest.mark.slow
 def test_build_reads_only_releases_the_shipped_matrix_lacks(shipped, jax_index, monkeypatch):
     from datetime import datetime, timezone
 
@@ -255,6 +258,7 @@ def test_write_refuses_without_a_usable_key(shipped):
     assert not overlay.overlay_path().exists()
 
 
+@pytest.mark.slow
 def test_write_refuses_a_cache_folder_it_cannot_create(shipped, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
@@ -263,6 +267,7 @@ def test_write_refuses_a_cache_folder_it_cannot_create(shipped, tmp_path):
         overlay.write(_doc(), shipped, blocker / "overlay" / "overlay.json")
 
 
+@pytest.mark.slow
 def test_a_signed_overlay_that_is_not_an_object_is_ignored(shipped):
     user_key(create=True)
     _plant("[1, 2]")

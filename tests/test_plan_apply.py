@@ -129,7 +129,7 @@ def _plan(py: Path, index: LocalIndex, pins=SOLVED) -> Plan:
                      mirror=index.url + "/whl", allow_http=True)
 
 
-@pytest.mark.slow
+@pytest.mark.installs
 def test_apply_turns_the_inconsistent_set_into_the_solved_set(venv, wheels, monkeypatch):
     with LocalIndex(wheels) as index:
         env = _use_index(monkeypatch, index)
@@ -146,7 +146,7 @@ def test_apply_turns_the_inconsistent_set_into_the_solved_set(venv, wheels, monk
     assert any("/whl/cu121/" in p for p in index.served)  # the mirrored framework index was used
 
 
-@pytest.mark.slow
+@pytest.mark.installs
 def test_apply_rolls_back_when_a_wheel_fails_to_install(venv, wheels, tmp_path, monkeypatch):
     bad = tmp_path / "bad"
     bad.mkdir()
@@ -170,7 +170,7 @@ def test_apply_rolls_back_when_a_wheel_fails_to_install(venv, wheels, tmp_path, 
     assert err.value.detail["not_restored"] == []
 
 
-@pytest.mark.slow
+@pytest.mark.installs
 def test_apply_rolls_back_when_the_index_dies_mid_way(venv, wheels, monkeypatch):
     cudnn8 = next(wheels.glob("nvidia_cudnn_cu12-8.9*.whl"))
     with LocalIndex(wheels) as index:
@@ -196,7 +196,7 @@ def test_apply_rolls_back_when_the_index_dies_mid_way(venv, wheels, monkeypatch)
     assert ("nvidia-cudnn-cu12", "8.9.2.26", cudnn8.as_uri()) in restored
 
 
-@pytest.mark.slow
+@pytest.mark.installs
 def test_ctrl_c_between_steps_restores(venv, wheels, monkeypatch):
     with LocalIndex(wheels) as index:
         env = _use_index(monkeypatch, index)
@@ -215,6 +215,7 @@ def test_ctrl_c_between_steps_restores(venv, wheels, monkeypatch):
     assert [d["name"] for d in err.value.detail["restored"]] == ["nvidia-cublas-cu12"]
 
 
+@pytest.mark.slow
 def test_snapshot_reads_versions_and_sources(tmp_path):
     import sys
 
@@ -278,7 +279,7 @@ def failing(template_venv, tmp_path_factory):
     return out
 
 
-@pytest.mark.slow
+@pytest.mark.installs
 @pytest.mark.parametrize("case,tool,kind,shows", [
     ("corrupt", "pip", "corrupt download", "Bad CRC-32 for file 'torch/_payload.txt'"),
     ("corrupt", "uv", "corrupt download", "Bad CRC"),
@@ -311,7 +312,7 @@ def test_explain_full_disk_and_unknown():
     assert explain("something else went wrong") is None
 
 
-@pytest.mark.slow
+@pytest.mark.installs
 def test_install_failed_shows_the_cause_first(venv, wheels, tmp_path, monkeypatch):
     bad = tmp_path / "bad"
     build_wheel(bad, "nvidia-cublas-cu12", "12.1.3.1", corrupt=True)
@@ -419,7 +420,7 @@ def test_a_cudnn_mismatch_in_a_wheel_folder_is_answered_by_the_step_that_install
                      findings=[other]).remedies[0].action == "not_fixable"
 
 
-@pytest.mark.slow
+@pytest.mark.installs
 def test_a_crash_mid_apply_restores_then_shows_the_bug(venv, wheels, monkeypatch):
     """An exception of ours between steps (a bug) still puts the starting set back, then keeps its traceback."""
     from cudamatrix import proc
@@ -447,7 +448,7 @@ def test_a_crash_mid_apply_restores_then_shows_the_bug(venv, wheels, monkeypatch
     assert not list(Path(os.environ["XDG_STATE_HOME"]).glob("cudamatrix/journal/*/journal.json"))
 
 
-@pytest.mark.slow
+@pytest.mark.installs
 def test_rollback_of_an_upgraded_dependency_needs_no_index(venv, tmp_path, monkeypatch):
     """The install upgrades a dependency the plan does not name; the installer's dry run told the journal, which
     saved it, so the rollback works with the index gone."""

@@ -34,6 +34,7 @@ def _child(code: str, env: dict) -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 @needs_gcc
 def test_not_mapped_yet_preloads_and_wins_over_ld_library_path(tmp_path):
     wrong = _libcudnn(tmp_path / "system", 8200)
@@ -53,6 +54,7 @@ def test_not_mapped_yet_preloads_and_wins_over_ld_library_path(tmp_path):
     assert out["version"] == 8902  # the soname lookup found the preloaded copy
 
 
+@pytest.mark.slow
 @needs_gcc
 def test_wrong_copy_already_mapped_needs_a_restart_naming_the_file(tmp_path):
     wrong = _libcudnn(tmp_path / "system", 8200)

@@ -21,7 +21,7 @@ from localindex import LocalIndex, copy_venv
 ROOT = Path(__file__).resolve().parents[1]
 PY = f"{sys.version_info[0]}.{sys.version_info[1]}"  # the lock is installed into a venv of this Python
 TARGET = ["--driver", "580.65.06", "--gpu", "sm_90", "--python", PY]
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.installs
 
 
 @pytest.fixture(scope="module")

@@ -150,6 +150,7 @@ def test_record_becomes_a_dataclass_when_asked():
         replace(row, seen=2)  # init=False: as dataclasses.replace
 
 
+@pytest.mark.slow
 def test_a_model_validates_through_pydantic_and_the_start_up_path_never_loads_dataclasses_nor_packaging():
     code = ("import sys, cudamatrix.cli.fast, cudamatrix.detect.reports\n"
             "from cudamatrix.detect.reports import from_reports\n"

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+
+import pytest
 from pathlib import Path
 
 
@@ -257,6 +259,7 @@ def test_infer_variants_fills_only_empty_fields_and_says_from_where():
     assert "cudnn" not in v27["cu129"] and "archs" not in v27["cu129"]  # no neighbour: stays empty
 
 
+@pytest.mark.slow
 def test_check_and_write_against_a_loopback_index(tmp_path, capsys):
     """The whole refresh on a real HTTP index (JSON listings, range reads): a torch release the data lacks is
     listed by --check, then written with its CUDA pins (cuda-toolkit and cuda-bindings kept) and its
@@ -294,6 +297,7 @@ def test_check_and_write_against_a_loopback_index(tmp_path, capsys):
     assert any("no torch requirement" in n for n in row["notes"])
 
 
+@pytest.mark.slow
 def test_write_refuses_data_that_does_not_validate(tmp_path, capsys):
     import shutil
 
@@ -368,6 +372,7 @@ def test_jax_rows_pair_jaxlib_and_read_the_plugin_variant():
     assert discover.jax_rows(_JaxIndex(), lambda _: None, only={"0.5.2"})[0]["version"] == "0.5.2"
 
 
+@pytest.mark.slow
 def test_pip_default_index_comes_from_pip_itself_not_its_internals(tmp_path, monkeypatch):
     """With no PIP_INDEX_URL and no pip configuration, the default is the one pip's own --index-url help names."""
     import os

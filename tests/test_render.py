@@ -78,6 +78,7 @@ def _table_rows(text: str, title: str) -> list[list[str]]:
     return rows
 
 
+@pytest.mark.slow
 def test_piped_output_is_never_wrapped(h200):
     path, env = h200
     out = _detect(path)
@@ -90,6 +91,7 @@ def test_piped_output_is_never_wrapped(h200):
     assert "columns:" not in out  # nothing left out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["COLUMNS=80", "pty"])
 def test_tables_fit_80_columns_without_splitting_words(h200, how):
     path, env = h200

@@ -72,6 +72,7 @@ def test_solutions_are_pinned_exactly():
     assert exact >= 22  # the solving scenarios pinned against this snapshot
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
 def test_scenario(path: Path):
     case = json.loads(path.read_text())

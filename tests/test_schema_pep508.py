@@ -77,6 +77,7 @@ def _same(text: str) -> None:
             assert full.marker is None or got == full.marker.evaluate(env), (text, env)
 
 
+@pytest.mark.slow
 def test_the_matrix_requirements_are_read_as_packaging_reads_them():
     assert len(MATRIX) > 100
     read = [t for t in MATRIX if pep508.parse(t) is not None]
@@ -148,6 +149,7 @@ _marker = st.recursive(_atom, lambda inner: st.tuples(inner, st.sampled_from([" 
     lambda t: f"({t[0]}{t[1]}{t[2]})" if len(t[0]) % 2 else f"{t[0]}{t[1]}{t[2]}"), max_leaves=5)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(name=_names, clauses=st.lists(_clause, max_size=3), marker=st.none() | _marker,
        have=st.lists(st.tuples(_release, st.sampled_from(["", "+cu130", "+Local.7", "+1"])).map("".join),

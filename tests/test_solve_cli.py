@@ -33,6 +33,7 @@ def environment(driver="535.104.05", gpus=(("Tesla T4", "7.5"),), python="3.10.1
             "packages": packages or {}, "frameworks": list(frameworks)}
 
 
+@pytest.mark.slow
 def test_solve_target_flags_json():
     out = cli("solve", "torch", "torchvision", *T4, "--json")
     assert out.returncode == 0, out.stderr
@@ -53,12 +54,14 @@ def test_solve_target_flags_json():
     assert sol["rejected"] and all(r["reasons"] and r["rules"] for r in sol["rejected"])
 
 
+@pytest.mark.slow
 def test_solve_human_output_has_pip_command_and_explain():
     out = cli("solve", "torch", *T4, "--explain")
     assert out.returncode == 0, out.stderr
     assert "pip install" in out.stdout and "trace" in out.stdout and "rejected" in out.stdout
 
 
+@pytest.mark.slow
 def test_no_solution_exit_3_with_causes_and_ways_out():
     out = cli("solve", "torch==2.5.1", "--driver", "570.124.04", "--gpu", "NVIDIA GeForce RTX 5090", "--json")
     assert out.returncode == 3
@@ -70,6 +73,7 @@ def test_no_solution_exit_3_with_causes_and_ways_out():
     assert human.returncode == 3 and "no kernel image" in human.stderr and "ways out" in human.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, needle", [
     (["solve", "torch>>2", *T4], "cannot parse requirement"),
     (["solve", "torch", "--gpu", "Tesla T5"], "did you mean"),
@@ -85,6 +89,7 @@ def test_bad_input_is_exit_2_without_traceback(args, needle):
     assert "Traceback" not in out.stderr
 
 
+@pytest.mark.slow
 def test_gpu_alias_matches_and_unknown_gpu_suggests_the_closest_name():
     out = cli("solve", "torch", "--gpu", "RTX 4090", "--json")
     assert out.returncode == 0, out.stderr
@@ -100,6 +105,7 @@ def test_gpu_alias_matches_and_unknown_gpu_suggests_the_closest_name():
     assert error["hint"].startswith("did you mean: 'GeForce RTX 4090', ")
 
 
+@pytest.mark.slow
 def test_contradictory_options(tmp_path: Path):
     a = tmp_path / "a.json"
     a.write_text(json.dumps(environment()))
@@ -111,6 +117,7 @@ def test_contradictory_options(tmp_path: Path):
     assert out.returncode == 2 and "cannot be combined" in out.stderr
 
 
+@pytest.mark.slow
 def test_fleet_of_saved_environments_names_blocking_machines(tmp_path: Path):
     files = []
     for i in range(3):
@@ -132,6 +139,7 @@ def test_fleet_of_saved_environments_names_blocking_machines(tmp_path: Path):
     assert causes == [("arch", ("new-5090",)), ("driver_floor", ("old-k80",))]
 
 
+@pytest.mark.slow
 def test_bad_env_file_names_the_key(tmp_path: Path):
     bad = tmp_path / "bad.json"
     doc = environment()
@@ -142,6 +150,7 @@ def test_bad_env_file_names_the_key(tmp_path: Path):
     assert "gpus[0].bogus" in out.stderr and "Traceback" not in out.stderr
 
 
+@pytest.mark.slow
 def test_lock_requirements_file_header_and_pins(tmp_path: Path):
     target = tmp_path / "requirements.txt"
     out = cli("lock", "torch", "torchvision", *T4, "--pins-only", "-o", str(target))
@@ -157,6 +166,7 @@ def test_lock_requirements_file_header_and_pins(tmp_path: Path):
     assert [p["name"] for p in sol["packages"]] == ["torch", "torchvision"]
 
 
+@pytest.mark.slow
 def test_lock_uv_format():
     out = cli("lock", "torch", *T4, "--format", "uv")
     assert out.returncode == 0, out.stderr
@@ -164,6 +174,7 @@ def test_lock_uv_format():
     assert 'explicit = true' in out.stdout and 'torch = [{ index = "pytorch-cu12' in out.stdout
 
 
+@pytest.mark.slow
 def test_check_requirements_gate(tmp_path: Path):
     good = tmp_path / "good.txt"
     assert cli("lock", "torch", *T4, "--pins-only", "-o", str(good)).returncode == 0
@@ -184,6 +195,7 @@ def test_check_requirements_gate(tmp_path: Path):
     assert out.returncode == 2 and "broken.txt:1" in out.stderr
 
 
+@pytest.mark.slow
 def test_env_prints_nothing_when_nothing_needs_fixing(tmp_path: Path):
     p = tmp_path / "e.json"
     p.write_text(json.dumps(environment()))
@@ -191,6 +203,7 @@ def test_env_prints_nothing_when_nothing_needs_fixing(tmp_path: Path):
     assert out.returncode == 0 and out.stdout == ""
 
 
+@pytest.mark.slow
 def test_env_removes_shadowing_folder(tmp_path: Path):
     doc = environment()
     doc["context"] = {"env": {"LD_LIBRARY_PATH": "/opt/cudnn8/lib:/usr/local/nvidia/lib64"}}
@@ -219,6 +232,7 @@ def test_env_removes_shadowing_folder(tmp_path: Path):
     assert "LIBRARY_SHADOWED" in codes
 
 
+@pytest.mark.slow
 def test_wordings_say_things_once():
     # "target target:" (a machine described by flags is named "target") in the decision trace
     explain = cli("solve", "torch", *T4, "--explain")
@@ -262,6 +276,7 @@ def test_aimed_points_each_command_at_the_interpreter_and_quotes_it():
                                                                          "install", "x"]
 
 
+@pytest.mark.slow
 def test_doctor_with_python_prints_fixes_that_install_into_that_interpreter(tmp_path, spaced_python, monkeypatch):
     import shlex
 
@@ -280,6 +295,7 @@ def test_doctor_with_python_prints_fixes_that_install_into_that_interpreter(tmp_
     assert f"{shlex.quote(spaced_python)} -m pip install" in human.stdout, human.stdout
 
 
+@pytest.mark.slow
 def test_solve_with_an_interpreter_prints_its_pip(spaced_python):
     import shlex
 
@@ -294,6 +310,7 @@ def test_solve_with_an_interpreter_prints_its_pip(spaced_python):
     assert versioned["data"]["pip_command"][:2] == ["pip", "install"]
 
 
+@pytest.mark.slow
 def test_solve_pip_line_keeps_passthrough_packages_as_written():
     """What the user wrote for a package the matrix does not know reaches the printed pip command."""
     import shlex

@@ -85,6 +85,7 @@ def index(tmp_path_factory):
         yield ix.url + "/simple"
 
 
+@pytest.mark.slow
 def test_solve_and_lock_refuse_a_name_no_index_lists(index):
     for command in ("solve", "lock"):
         out = cli(index, command, "torhc", *H100)
@@ -92,6 +93,7 @@ def test_solve_and_lock_refuse_a_name_no_index_lists(index):
         assert "no distribution named 'torhc' (did you mean 'torch'?)" in out.stderr
 
 
+@pytest.mark.slow
 def test_solve_passes_a_listed_name(index):
     out = cli(index, "solve", "torch", "numpy", *H100, "--json")
     assert out.returncode == 0, out.stderr
@@ -99,6 +101,7 @@ def test_solve_passes_a_listed_name(index):
     assert sol["pip_args"][-1] == "numpy" and sol["unchecked"] == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("text, typo, meant", [("torhc==2.5.1\n", "torhc", "torch"),
                                                ("torch==2.5.1\ntorchvison==0.20.1\n", "torchvison", "torchvision")])
 def test_check_refuses_a_file_with_a_misspelt_name(index, tmp_path: Path, text, typo, meant):
@@ -113,6 +116,7 @@ def test_check_refuses_a_file_with_a_misspelt_name(index, tmp_path: Path, text, 
     assert out.returncode == 0 and "unchecked" not in out.stdout, out.stdout + out.stderr
 
 
+@pytest.mark.slow
 def test_an_index_that_does_not_answer_leaves_names_unchecked(tmp_path: Path):
     dead = f"http://127.0.0.1:{_free_port()}/simple"
     req = tmp_path / "requirements.txt"

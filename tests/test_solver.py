@@ -52,6 +52,7 @@ def test_trace_and_rejections_are_part_of_the_result(matrix):
     assert {"driver_floor"} <= {rule for r in solution.rejected for rule in r.rules}
 
 
+@pytest.mark.slow
 def test_no_solution_carries_typed_causes_and_ways_out(matrix):
     target = from_flags(matrix, driver="470.82.01", gpus=["Tesla T4"], python="3.10", platform=None, cuda_toolkit=None)
     request = parse_request(["torch>=2.8"])

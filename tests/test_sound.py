@@ -111,6 +111,7 @@ def test_inferred_fact_ranks_below_known_and_is_listed(matrix):
     assert all(u["basis"] == basis for u in alone.unverified)
 
 
+@pytest.mark.slow
 def test_inferred_answer_says_so_in_human_and_json(tmp_path: Path):
     data = tmp_path / "data"
     shutil.copytree(REPO / "data", data)
@@ -167,6 +168,7 @@ def test_gpu_driver_floors_are_the_first_cuda_release_drivers(matrix):
         assert f"{cc} CUDA {first.version} {driver}" in arch.min_driver_source
 
 
+@pytest.mark.slow
 def test_rtx5090_on_r550_is_refused_even_under_minor_version_compatibility(matrix):
     rel = release(matrix, "torch", "2.11.0")
     cu128 = variant(rel, "cu128")
@@ -181,6 +183,7 @@ def test_rtx5090_on_r550_is_refused_even_under_minor_version_compatibility(matri
     assert ways and ways[0]["message"].startswith("upgrade the driver to >= 570.26 (torch 2.11.0 cu128 then fits")
 
 
+@pytest.mark.slow
 def test_gpu_driver_floor_blocks_one_machine_of_a_fleet(matrix):
     fleet = [target(matrix, "550.54.15", ["NVIDIA A100-SXM4-80GB"], name="a100"),
              target(matrix, "550.54.15", ["NVIDIA GeForce RTX 5090"], name="rtx5090")]
@@ -241,6 +244,7 @@ def test_cuda_toolkit_metapackage_expands_to_its_wheels(matrix):
 
 # --- 4. extras -----------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_extras_survive_every_output(matrix, tmp_path: Path):
     t = target(matrix, "580.65.06", ["NVIDIA H100 80GB HBM3"], python="3.12")
     sol = solve([t], parse_request(["tensorflow[and-cuda]"]), matrix)
@@ -335,6 +339,7 @@ def _paste(name: str) -> Environment:
     return from_reports([(name, (DATA / "collect_env" / name).read_text())])
 
 
+@pytest.mark.slow
 def test_cpu_build_on_rtx4090_from_a_paste_is_not_healthy(matrix):
     env = _paste("windows_2.0.0cpu_rtx4090_driver528.49_textgen645.txt")
     assert env.driver.status == "unknown" and env.driver.version == "528.49"  # a paste sets no status
@@ -344,6 +349,7 @@ def test_cpu_build_on_rtx4090_from_a_paste_is_not_healthy(matrix):
     assert out.returncode == 1 and "NVIDIA GeForce RTX 4090 (8.9)" in out.stdout and "(None)" not in out.stdout
 
 
+@pytest.mark.slow
 def test_release_missing_from_matrix_is_judged_on_stated_cuda(matrix):
     env = _paste("rhel7_1.6.0cu102_driver418.67_2xV100_pytorch43058.txt")
     findings = {f.code: f for f in diagnose(env, matrix)}
@@ -376,6 +382,7 @@ GPUS = ("Tesla K80", "Tesla P100-PCIE-16GB", "Tesla T4", "NVIDIA A100-SXM4-80GB"
 REQUESTS = (["torch"], ["torch==2.15.0"], ["tensorflow[and-cuda]"], ["torch==2.5.1", "tensorflow[and-cuda]>=2.15"])
 
 
+@pytest.mark.slow
 def test_messages_have_no_empty_slots(matrix):
     seen = 0
     for driver in DRIVERS:

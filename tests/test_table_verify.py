@@ -206,7 +206,7 @@ TOLERANCE = [
 
 
 @needs_torch
-@pytest.mark.slow
+@pytest.mark.installs
 @pytest.mark.parametrize("offset, status, code", TOLERANCE)
 def test_gpu_result_is_checked_against_the_cpu(tmp_path, offset, status, code):
     report = verify(frameworks="torch", timeout=240, gpu=True, env=dressed(tmp_path, True, offset))
@@ -227,7 +227,7 @@ INIT = [
 
 
 @needs_torch
-@pytest.mark.slow
+@pytest.mark.installs
 @pytest.mark.parametrize("gpu, status, code, exit", INIT)
 def test_failed_cuda_init(tmp_path, gpu, status, code, exit):
     report = verify(frameworks="torch", timeout=240, gpu=gpu, env=dressed(tmp_path, False, 0.0))
@@ -305,6 +305,7 @@ def test_the_gpu_expectation_and_environment_reach_the_child(tmp_path):
     assert forced.frameworks[0].cause == "flag=1 var="
 
 
+@pytest.mark.slow
 def test_a_child_that_hangs_is_stopped_and_named(tmp_path):
     script = tmp_path / "python"
     script.write_text(f"#!/bin/sh\necho '{MARK}{{\"stage\": \"imported\"}}'\nexec sleep 30\n")
@@ -354,6 +355,7 @@ def test_frameworks_default_to_all(tmp_path):
     assert ([f.framework for f in report.frameworks], report.status) == (["jax"], "verified")
 
 
+@pytest.mark.slow
 def test_the_timeout_reaches_the_child(tmp_path):
     script = tmp_path / "python"
     script.write_text(f"#!/bin/sh\n[ \"$1\" = '{CHILD}' ] || exit 1\necho '{MARK}{{\"stage\": \"imported\"}}'\n"
@@ -403,6 +405,7 @@ TF_REQUIRES = ['nvidia-cuda-runtime-cu12==12.5.82; extra == "and-cuda"',
                'nvidia-cudnn-cu12==9.3.0.75; extra == "and-cuda"']
 
 
+@pytest.mark.slow
 def test_verify_compares_the_model_with_what_the_child_mapped(tmp_path):
     from fakes import build_lib
 

@@ -53,6 +53,7 @@ def test_reference_convolution_is_a_real_convolution():
     assert child.reference_conv(x, w) == [[[[0.0, -1.0], [0.0, 0.0]]]]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(HAS_GPU, reason="checks the no-GPU path")
 def test_cpu_build_without_gpu_is_not_possible_here_with_the_cpu_path_checked(torch_python):
     report = verify(python=torch_python, frameworks="torch", timeout=240)
@@ -63,6 +64,7 @@ def test_cpu_build_without_gpu_is_not_possible_here_with_the_cpu_path_checked(to
     assert "CPU path" in fw.cause
 
 
+@pytest.mark.slow
 def test_cpu_build_on_a_gpu_machine_is_cpu_only_build(torch_python):
     cuda = subprocess.run([torch_python, "-c", "import torch; print(torch.version.cuda)"], capture_output=True,
                           text=True, timeout=300).stdout.strip()
@@ -74,6 +76,7 @@ def test_cpu_build_on_a_gpu_machine_is_cpu_only_build(torch_python):
     assert report.frameworks[0].cpu_checked
 
 
+@pytest.mark.slow
 def test_all_leaves_out_frameworks_that_are_not_installed(torch_python):
     report = verify(python=torch_python, frameworks="all", timeout=240, gpu=False)
     assert [f.framework for f in report.frameworks] == ["torch"]
@@ -90,6 +93,7 @@ def test_a_framework_that_aborts_on_import_is_a_failed_result(tmp_path):
     assert fw.finding_code == "VERIFY_CRASHED"
 
 
+@pytest.mark.slow
 def test_a_framework_that_hangs_is_killed_and_failed(tmp_path):
     env = _stand_in(tmp_path, "import time\ntime.sleep(120)\n")
     report = verify(frameworks="torch", timeout=3, gpu=False, env=env)
@@ -98,6 +102,7 @@ def test_a_framework_that_hangs_is_killed_and_failed(tmp_path):
     assert "no result within 3s" in fw.cause
 
 
+@pytest.mark.slow
 def test_a_framework_whose_cpu_convolution_is_wrong_fails(tmp_path):
     env = _stand_in(tmp_path, """
         __version__ = "0.0+fake"
@@ -141,6 +146,7 @@ def test_gpu_present_reads_the_environment():
     assert gpu_present(Environment(driver=Driver(status="absent"))) is False
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(HAS_GPU, reason="checks the no-GPU path")
 def test_cli_verify_json_exit_6(torch_python):
     r = _cli("verify", "--framework", "torch", "--json", "--python", torch_python, "--timeout", "240")
@@ -150,6 +156,7 @@ def test_cli_verify_json_exit_6(torch_python):
     assert out["status"] == "verify_not_possible" and out["data"]["frameworks"][0]["cpu_checked"] is True
 
 
+@pytest.mark.slow
 def test_cli_verify_crash_exit_5(tmp_path):
     env = _stand_in(tmp_path, "import os\nos.abort()\n")
     r = _cli("verify", "--framework", "torch", "--timeout", "60", env=env)
