@@ -3,7 +3,7 @@
 ``tests/data/gpu_loader/<NAME>/`` with each setting's doctor.json, env.json, env.txt, env.stderr.txt,
 verify.json, maps-*.txt and lddebug-*.txt, and summary.json, every text with the ``--replace OLD=NEW`` pairs
 applied (a machine's private paths), and a README whose first line says where the outputs come from.
-tests/test_gpu_loader_replay.py replays every folder there.
+tests/e2e/test_gpu_loader_replay.py replays every folder there.
 
     python scripts/gpu_loader_fixture.py OUTDIR/loader NAME --source "TEXT" [--replace OLD=NEW ...]
 """

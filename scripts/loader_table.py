@@ -1,9 +1,9 @@
 """Print the loader model's closing table: for each case, the file predicted for a library (with the rule that
 made it win), the file(s) /proc/self/maps showed, and, where a framework ran, doctor's finding and env's output.
 
-Runs the loader tests with $CUDAMATRIX_LOADER_TABLE set, so each case writes its rows: tests/test_loader.py
-(gcc-built libraries), tests/test_loader_cudnn.py (real cuDNN 9.24/9.19/9.14/8.9.7 and NVRTC copies opened with
-ctypes), tests/test_loader_torch.py (the torch 2.14.1 and 2.11.0 CUDA venvs: $CUDAMATRIX_TORCH_CUDA_PYTHON,
+Runs the loader tests with $CUDAMATRIX_LOADER_TABLE set, so each case writes its rows: tests/detect/test_loader.py
+(gcc-built libraries), tests/detect/test_openers.py (real cuDNN 9.24/9.19/9.14/8.9.7 and NVRTC copies opened with
+ctypes), tests/detect/test_libpaths.py (the torch 2.14.1 and 2.11.0 CUDA venvs: $CUDAMATRIX_TORCH_CUDA_PYTHON,
 $CUDAMATRIX_TORCH211_PYTHON); then prints them as a Markdown table.
 Usage: python scripts/loader_table.py [pytest -k expression]
 """
@@ -17,7 +17,7 @@ import sys
 import tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TESTS = ["tests/test_loader.py", "tests/test_loader_cudnn.py", "tests/test_loader_torch.py"]
+TESTS = ["tests/detect/test_loader.py", "tests/detect/test_openers.py", "tests/detect/test_libpaths.py"]
 
 
 def main() -> int:

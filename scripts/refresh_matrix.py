@@ -21,7 +21,7 @@ failed or the merged data does not validate (nothing written).
 
 The index client and the row builders live in the package (cudamatrix/matrix/index.py, discover.py), shared
 with ``cudamatrix matrix update``; this script merges, diffs and writes. Pure functions first (tested in
-tests/test_refresh.py), then the I/O (every request has a timeout), then the CLI.
+tests/scripts/test_refresh_matrix.py), then the I/O (every request has a timeout), then the CLI.
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ would double the cost of `detect`, `doctor`, `fix` (at the top of every notebook
 
 The options are declared once, in :mod:`cudamatrix.cli.options`, which the typer declarations read too.
 An invocation made only of those options is parsed here and calls the very same command function with the
-same values typer would pass (``tests/test_cli_parity.py`` checks it for every option); anything else
+same values typer would pass (``tests/cli/test_options.py`` checks it for every option); anything else
 (--help, an unknown option, a missing or malformed value) returns None and goes through typer, which gives
 the usual help and usage errors."""
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Both parsers read this table: the typer declarations in :mod:`cudamatrix.cli.commands` (help, flags and
 defaults come from here) and the typer-free fast path in :mod:`cudamatrix.cli.fast`. A test
-(``tests/test_cli_parity.py``) walks every typer command and option and checks that both parsers pass
+(``tests/cli/test_options.py``) walks every typer command and option and checks that both parsers pass
 the command function the same values. No typer import here: the fast path must start without it.
 """
 from __future__ import annotations

@@ -4,7 +4,7 @@ pip's last line is often a consequence ("ERROR: Exception:" over a traceback, "C
 these package versions have conflicting dependencies"); the cause sits earlier: the host that does not
 resolve, the archive whose CRC check failed, the disk that filled up. Patterns below are the messages pip,
 its vendored urllib3/requests and uv print for each cause (checked against real runs in
-tests/test_plan_apply.py::test_explain_*); the first kind whose pattern matches, in this order, wins.
+tests/install/test_apply.py::test_explain_*); the first kind whose pattern matches, in this order, wins.
 """
 from __future__ import annotations
 

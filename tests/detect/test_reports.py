@@ -1,0 +1,635 @@
+"""Environments from pasted reports: kind recognition, parsers on real pastes, bad input through the CLI."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from fakes import DATA, fixture, run_cli
+
+from cudamatrix.detect import from_reports
+
+
+def env_of(*rels):
+    return from_reports([(r, fixture(r)) for r in rels])
+
+
+def fw(env, name):
+    return next(f for f in env.frameworks if f.name == name)
+
+
+def test_collect_env_old_torch_with_driver_and_gpus():
+    env = env_of("collect_env/rhel7_1.6.0cu102_driver418.67_2xV100_pytorch43058.txt")
+    assert env.origin == "report"
+    assert env.driver.version == "418.67"
+    assert [g.name for g in env.gpus] == ["Tesla V100-PCIE-16GB"] * 2
+    torch = fw(env, "torch")
+    assert (torch.version, torch.variant, torch.cuda) == ("1.6.0", "cu102", "10.2")
+    assert env.python.version == "3.7"
+
+
+def test_collect_env_no_driver_warning_and_local_version():
+    env = env_of("collect_env/centos7_1.7.0cu110_no-driver-warning_pytorch74733.txt")
+    assert env.driver.status == "absent"
+    torch = fw(env, "torch")
+    assert (torch.variant, torch.cuda) == ("cu110", "11.0")
+    assert env.python.version == "3.6.4" and env.python.platform == "linux_x86_64"
+
+
+def test_collect_env_conda_toolkit_and_runtime():
+    env = env_of("collect_env/ubuntu20.04_1.10.2cu113_conda_could-not-collect_pytorch77520.txt")
+    assert {t.version for t in env.toolkits} >= {"11.3.109", "11.3.1"}
+    assert env.driver.version is None  # "Could not collect"
+    assert env.packages["torchvision"] == "0.11.3"
+
+
+def test_collect_env_windows_quoted_cpu_and_cudnn_dll():
+    win = env_of("collect_env/windows_quoted_1.5.0cu101_2xTITAN-RTX_pytorch40682.txt")
+    assert win.context.os == "windows" and win.driver.version == "442.92"
+    assert fw(win, "torch").variant == "cu101"
+    assert [g.name for g in win.gpus] == ["TITAN RTX", "TITAN RTX"]
+    assert win.libraries[0].soname == "cudnn64_7.dll"
+    cpu = env_of("collect_env/windows10_1.7.1cpu_pytorch49325.txt")
+    assert fw(cpu, "torch").variant == "cpu"
+
+
+def test_collect_env_library_section_only():
+    env = env_of("collect_env/libs-section_torch2.6.0_pip-nvidia-cu12_conda-cuda-cudart_vllm15672.txt")
+    assert env.packages["nvidia-cudnn-cu12"] == "9.1.0.70"
+    assert env.packages["torch"] == "2.6.0"
+    torch = fw(env, "torch")
+    assert (torch.cuda, torch.variant, torch.cudnn) == ("12.4", "cu124", "9.1.0")
+
+
+def test_ldconfig_and_nvcc_reports():
+    env = env_of("ldconfig/arch_opt-cuda9.1_libcuda_cutorch809.txt", "nvcc/10.0_linux_qixuema-envs4.txt",
+                 "nvcc/13.0_V13.0.88_x86-doc-example.txt", "nvcc/11.5_partial_plus-list-gpu-code_dfdx619.txt")
+    paths = [lib.path for lib in env.libraries]
+    assert "/opt/cuda/lib64/libcudart.so.9.1" in paths and "/usr/lib/libcuda.so.1" in paths
+    assert "/usr/lib32/libcuda.so.1" not in paths  # the 32-bit copy is not what a 64-bit process loads
+    assert [t.version for t in env.toolkits] == ["10.0.130", "13.0.88", "11.5.119"]
+    cudnn = env_of("ldconfig/cudnn9-only-system_truncated_stream-whisper28.txt")
+    assert {lib.name for lib in cudnn.libraries} == set()  # only cudnn sub-libraries: not tracked copies
+    both = env_of("ldconfig/cudart-11.0-and-10.2_truncated_gpustat164.txt")
+    assert [(lib.soname, lib.path) for lib in both.libraries] == [
+        ("libcudart.so.11.0", "/usr/local/cuda-11.8/targets/x86_64-linux/lib/libcudart.so.11.0")]
+
+
+def test_pip_list_fragment_and_freeze():
+    env = env_of("pip/pip-list-fragment_cu11-wheels_norse375.txt")
+    assert env.packages["nvidia-cuda-runtime-cu11"] == "11.7.99" and env.packages["nvidia-cudnn-cu11"] == "8.5.0.96"
+    freeze = from_reports([("f", "numpy==2.1.0\ntorch==2.5.1+cu121\ntorchvision==0.20.1+cu121\n"
+                                  "nvidia-cudnn-cu12==9.1.0.70\n")])
+    assert fw(freeze, "torch").variant == "cu121" and fw(freeze, "torchvision").cuda == "12.1"
+    table = from_reports([("l", "Package    Version\n---------- -------\njax        0.4.30\njaxlib     0.4.30\n"
+                                "jax-cuda12-plugin 0.4.30\n")])
+    assert fw(table, "jaxlib").variant == "cuda12"
+
+
+def test_several_kinds_concatenated_in_one_file():
+    text = "\n".join([fixture("nvidia-smi/580.65.06_rtx5090.txt"), fixture("nvcc/13.0_V13.0.88_x86-doc-example.txt"),
+                      fixture("nvidia-smi-query/compute_cap-mode-driver-name-index_2gpu_570.86.15_triton8070.txt")])
+    env = from_reports([("all.txt", text)])
+    kinds = next(n.message for n in env.notes if n.message.startswith("all.txt: read as"))
+    assert "nvidia-smi" in kinds and "nvcc" in kinds
+    assert env.driver.version == "580.65.06" and env.driver.cuda_version == "13.0"
+    assert env.gpus[0].compute_capability == "7.0"
+
+
+def test_mismatch_report_with_proc_version_and_dmesg():
+    env = env_of("nvidia-smi/error_nvml-mismatch_plus-proc-version-520-vs-dpkg-525_illinois70.txt")
+    assert env.driver.status == "mismatch" and env.driver.kernel_module_version == "520.56.06"
+    nouveau = env_of("other/dmesg_nouveau-owns-device_mattshma133.txt")
+    assert nouveau.driver.status == "no_device" and any("nouveau" in n.message for n in nouveau.notes)
+    dq = env_of("other/deviceQuery_gtx770_driver7.0-runtime6.5_remode9.txt")
+    assert (dq.gpus[0].name, dq.gpus[0].compute_capability, dq.driver.cuda_version) == ("GeForce GTX 770", "3.0", "7.0")
+
+
+def test_mig_devices_table_marks_mig_gpus():
+    env = env_of("nvidia-smi/mig_devices_A100_nvitop8.txt")
+    assert [(g.index, g.mig_mode) for g in env.gpus] == [(1, "Enabled"), (2, "Enabled")]
+
+
+def test_unrecognised_text_is_a_note_not_a_failure():
+    env = from_reports([("poem.txt", "roses are red\nviolets are blue\n")])
+    assert any(n.level == "warning" and "no known tool output" in n.message for n in env.notes)
+
+
+# --- the command line on bad input ---------------------------------------------------------------
+
+def _envelope(done):
+    assert b"Traceback" not in done.stderr, done.stderr.decode()
+    return json.loads(done.stdout)
+
+
+@pytest.mark.slow
+def test_cli_from_files_and_stdin(tmp_path):
+    done = run_cli(["detect", "--json", "--from", str(DATA / "nvidia-smi/580.65.06_rtx5090.txt"), "--from", "-"],
+                   input=fixture("nvcc/11.0_V11.0.221_pytorch51840.txt").encode())
+    assert done.returncode == 0
+    env = _envelope(done)["data"]["environment"]
+    assert env["origin"] == "report" and env["driver"]["version"] == "580.65.06"
+    assert env["toolkits"][0]["version"] == "11.0.221"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", [["detect"], ["doctor"], ["solve", "torch"], ["lock", "torch"], ["check"],
+                                     ["fix", "--dry-run"]])
+def test_cli_nothing_recognised_is_exit_2_never_healthy(tmp_path, command):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    poem = tmp_path / "poem.txt"
+    poem.write_text("roses are red\nviolets are blue\n")
+    for path in (empty, poem):
+        done = run_cli([*command, "--json", "--from", str(path)])
+        assert done.returncode == 2, done.stdout
+        env = _envelope(done)
+        assert env["status"] == "usage_error"
+        assert env["errors"][0]["message"] == f"no known tool output in {path}"
+    human = run_cli(["doctor", "--from", str(empty)])
+    assert human.returncode == 2 and b"healthy" not in human.stdout
+    assert b"no known tool output in" in human.stderr
+
+
+@pytest.mark.slow
+def test_cli_binary_garbage_is_exit_2(tmp_path):
+    garbage = tmp_path / "garbage.bin"
+    garbage.write_bytes(bytes(range(256)) * 64)
+    done = run_cli(["detect", "--json", "--from", str(garbage)])
+    assert done.returncode == 2
+    env = _envelope(done)
+    assert env["status"] == "usage_error" and "binary" in env["errors"][0]["message"]
+    human = run_cli(["detect", "--from", str(garbage)])
+    assert human.returncode == 2 and b"binary" in human.stderr and b"Traceback" not in human.stderr
+
+
+@pytest.mark.slow
+def test_cli_missing_file_is_exit_2(tmp_path):
+    done = run_cli(["detect", "--json", "--from", str(tmp_path / "nope.txt")])
+    assert done.returncode == 2 and "nope.txt" in _envelope(done)["errors"][0]["message"]
+
+
+@pytest.mark.slow
+def test_cli_50mb_file_is_read_in_part(tmp_path):
+    big = tmp_path / "big.txt"
+    head = fixture("nvidia-smi/550.40.07_rtx4070_frogging-family.txt").encode()
+    with big.open("wb") as fh:
+        fh.write(head)
+        fh.write((b"x" * 1023 + b"\n") * (50 * 1024))
+    done = run_cli(["detect", "--json", "--from", str(big)])
+    assert done.returncode == 0
+    env = _envelope(done)["data"]["environment"]
+    assert env["driver"]["version"] == "550.40.07"
+    assert any("read the first" in n["message"] for n in env["notes"])
+
+
+@pytest.mark.parametrize("rel", sorted(p.relative_to(DATA).as_posix() for f in
+                                       ("nvidia-smi", "nvidia-smi-query", "collect_env", "ldconfig", "nvcc", "other", "pip")
+                                       for p in (DATA / f).glob("*.txt")))
+def test_every_fixture_is_recognised(rel):
+    env = from_reports([(rel, fixture(rel))])
+    assert any(n.message.startswith(f"{rel}: read as") for n in env.notes), [n.message for n in env.notes]
+
+
+# --- the corpus of public pastes (tests/data/pastes: first line its source, a sidecar of the fields a person reads)
+
+PASTES = DATA / "pastes"
+CORPUS = sorted(p.stem for p in PASTES.glob("*.txt"))
+
+
+def paste_text(stem):
+    text = (PASTES / f"{stem}.txt").read_text(encoding="utf-8")
+    first, _, body = text.partition("\n")
+    return first, body
+
+
+def read_fields(env):
+    """The fields a person reads in a paste, as the reader returned them."""
+    torch = next((f for f in env.frameworks if f.name == "torch"), None)
+    tf = next((f for f in env.frameworks if f.name.startswith("tensorflow")), None)
+    note = next((n.message for n in env.notes if n.message.startswith("TensorFlow build info")), "")
+    tf_cuda = tf.cuda if tf else (note.split("CUDA ")[1].split(",")[0] if note else None)
+    tf_cudnn = tf.cudnn if tf else (note.split("cuDNN ")[1].split(")")[0] if note else None)
+    cudnn = {lib.version for lib in env.libraries if lib.name == "cudnn" and lib.version}
+    cudnn |= {n.message.split()[1] for n in env.notes if n.message.startswith("cuDNN ") and "named in the paste" in n.message}
+    cudnn |= {f.cudnn for f in env.frameworks if f.cudnn and f.source and f.source.startswith("report:") and
+              f.source != "report:pip"}
+    return {
+        "driver_version": env.driver.version, "driver_cuda": env.driver.cuda_version, "driver_status": env.driver.status,
+        "gpus": [{"name": g.name, "memory_mib": g.memory_total_mib, "cc": g.compute_capability} for g in env.gpus],
+        "torch": torch.version if torch else None, "torch_cuda": torch.cuda if torch else None,
+        "torch_variant": torch.variant if torch else None, "cudnn": sorted(cudnn), "python": env.python.version,
+        "nvcc": [t.version for t in env.toolkits if t.source == "report:nvcc"],
+        "cuda_runtime": next((t.version for t in env.toolkits if t.source == "report:collect_env"), None),
+        "packages": env.packages, "tensorflow": tf.version if tf else None, "tf_cuda": tf_cuda, "tf_cudnn": tf_cudnn,
+        "jax": env.packages.get("jax"), "jaxlib": env.packages.get("jaxlib"),
+        "kernel_module": env.driver.kernel_module_version, "driver_library": env.driver.library_version,
+        "conda_cudatoolkit": next((t.version for t in env.toolkits if t.source.endswith(" cudatoolkit")), None),
+        "libraries": sorted(lib.soname for lib in env.libraries if lib.origin == "report:ldconfig"),
+        **said_fields(env),
+    }
+
+
+def said_fields(env):
+    """The facts the frameworks' own words state (env.messages): the build's arch list, cuDNN built and found,
+    another library's versions, the libraries that could not be opened; and whether the machine is WSL."""
+    arch = next((m for m in env.messages if m.archs or m.ptx), None)
+    cudnn = next((m for m in env.messages if m.kind == "library_version" and m.library == "cudnn"), None)
+    other = next((m for m in env.messages if m.kind == "library_version" and m.library != "cudnn"), None)
+    return {
+        "torch_archs": arch.archs if arch else [], "torch_ptx": arch.ptx if arch else [],
+        "cudnn_built": cudnn.built if cudnn else None, "cudnn_found": cudnn.found if cudnn else None,
+        "cudnn_minimum": cudnn.minimum if cudnn else None,
+        "library_built": f"{other.library} {other.built}" if other else None,
+        "library_found": f"{other.library} {other.found}" if other else None,
+        "missing": sorted({m.soname or m.library for m in env.messages if m.kind == "library_missing"}),
+        "wsl": env.context.wsl,
+    }
+
+
+def compare(expected, got):
+    """[(field, expected, got)] for every field of the sidecar; a GPU attribute or a package is one field."""
+    out = []
+    for key, want in expected.items():
+        if key in ("tool", "findings"):
+            continue
+        if key == "gpus":
+            for i, gpu in enumerate(want):
+                have = got["gpus"][i] if i < len(got["gpus"]) else {}
+                out += [(f"gpus[{i}].{attr}", value, have.get(attr)) for attr, value in gpu.items()]
+        elif key == "packages":
+            out += [(f"packages.{name}", version, got["packages"].get(name)) for name, version in want.items()]
+        else:
+            out.append((key, want, got[key]))
+    return out
+
+
+def test_corpus_is_public_new_and_complete():
+    assert len(CORPUS) >= 130
+    for stem in CORPUS:
+        first, body = paste_text(stem)
+        assert first.startswith("# source: https://github.com/"), stem
+        assert "/issues/" in first or "/pull/" in first or "/discussions/" in first, stem
+        assert body.strip(), stem
+        expected = json.loads((PASTES / f"{stem}.json").read_text())
+        assert expected.get("tool") and len(expected) >= 2, stem
+
+
+@pytest.mark.parametrize("stem", CORPUS)
+def test_corpus_paste_fields(stem):
+    _, body = paste_text(stem)
+    env = from_reports([(stem, body)], strict=True)
+    expected = json.loads((PASTES / f"{stem}.json").read_text())
+    wrong = [(field, want, have) for field, want, have in compare(expected, read_fields(env)) if want != have]
+    assert not wrong, wrong
+
+
+def error_codes(env):
+    """The codes of the error findings doctor gives for a pasted environment (on the frozen matrix snapshot)."""
+    from snapshot import snapshot_matrix
+
+    from cudamatrix.diagnose.findings import diagnose
+
+    return sorted({f.code for f in diagnose(env, snapshot_matrix()) if f.severity == "error"})
+
+
+DIAGNOSED = [stem for stem in CORPUS if "findings" in json.loads((PASTES / f"{stem}.json").read_text())]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stem", DIAGNOSED)
+def test_corpus_paste_findings(stem):
+    """The error findings a paste implies, exactly (the sidecar's "findings"; [] where it implies none)."""
+    _, body = paste_text(stem)
+    expected = json.loads((PASTES / f"{stem}.json").read_text())
+    assert error_codes(from_reports([(stem, body)], strict=True)) == sorted(expected["findings"])
+
+
+@pytest.mark.slow
+def test_corpus_score(capsys):
+    """Fields read right over fields present, and findings right over pastes with an expected finding, overall and
+    per tool (printed; every one must be right)."""
+    per_tool: dict[str, list[int]] = {}
+    for stem in CORPUS:
+        _, body = paste_text(stem)
+        expected = json.loads((PASTES / f"{stem}.json").read_text())
+        env = from_reports([(stem, body)])
+        pairs = compare(expected, read_fields(env))
+        score = per_tool.setdefault(expected["tool"], [0, 0, 0, 0])
+        score[0] += sum(want == have for _, want, have in pairs)
+        score[1] += len(pairs)
+        if "findings" in expected:
+            score[2] += error_codes(env) == sorted(expected["findings"])
+            score[3] += 1
+    totals = [sum(s[k] for s in per_tool.values()) for k in range(4)]
+    with capsys.disabled():
+        print(f"\ncorpus: {totals[0]}/{totals[1]} fields read right over {len(CORPUS)} pastes; "
+              f"findings right in {totals[2]}/{totals[3]}")
+        for tool, (r, p, fr, fp) in sorted(per_tool.items()):
+            print(f"  {tool}: fields {r}/{p}" + (f", findings {fr}/{fp}" if fp else ""))
+    assert totals[0] == totals[1] and totals[2] == totals[3]
+
+
+@pytest.mark.slow
+def test_every_paste_says_what_it_was_read_as():
+    for stem in CORPUS:
+        _, body = paste_text(stem)
+        env = from_reports([(stem, body)])
+        assert any(n.message.startswith(f"{stem}: read as ") for n in env.notes), stem
+
+
+# --- hostile lines: every pattern on user text runs in linear time --------------------------------
+
+HOSTILE = {
+    "spaces after a bar": "|" + " " * 1_000_000,
+    "a table row of words": "| 0 " + "a " * 500_000,
+    "digits": "1" * 1_000_000,
+    "MiB cells": "| " + "1MiB " * 200_000,
+    "a GPU line": "GPU 0: " + "a " * 500_000,
+    "a collect_env field": "PyTorch version: " + "1." * 500_000,
+    "colons": ": " * 500_000,
+    "an nvidia-smi header": "| NVIDIA-SMI " + "1" * 1_000_000,
+    "a venv prompt": "(" + "a" * 1_000_000,
+    "quote markers": "> " * 500_000,
+    "ldconfig flags": "a (b) OS ABI:" + " " * 1_000_000,
+    "arrows": "a (" + "=>" * 500_000,
+    "a freeze line": "a==" + "1" * 1_000_000,
+    "commas": "," * 1_000_000,
+    "CSV header names": "name," * 200_000,
+    "deviceQuery": 'Device 0: "' + "a" * 1_000_000,
+    "HTML": "<details " + "a" * 1_000_000,
+    "a print": "torch.__version__ = " + "1" * 1_000_000,
+    "build info": "'cuda_version', '" + "1" * 1_000_000,
+    "nvcc": "Cuda compilation tools, release " + "1" * 1_000_000,
+    "-q": "    Product Name : " + "x" * 1_000_000,
+    "tabs and spaces": " \t" * 500_000,
+    "GPU rows": "| 0 Tesla  On | 0000:00:00.0 Off | " * 25_000,
+    "process row": "|    0 " + "1 " * 500_000 + "C",
+    "torch warning": "The NVIDIA driver on your system is too old (found version " + "1" * 1_000_000,
+    "nested quotes and prompts": "> " * 1000 + "$ " * 200_000 + "nvidia-smi",
+    "pip list row": "a " + "1" * 1_000_000 + " b",
+    "arch warning": "a" * 1_000_000 + " with CUDA capability sm_120 is not compatible with the current PyTorch "
+                    "installation. The current PyTorch install supports CUDA capabilities " + "sm_50 " * 100_000,
+    "old GPU warning": "Found GPU0 " + "a " * 500_000 + " which is of cuda capability 2.1",
+    "cannot open": "lib" + "a." * 500_000 + "so: cannot open shared object file",
+    "cuDNN versions": "PyTorch was compiled  against (" + "8, " * 300_000 + ") but found runtime version",
+    "loaded runtime": "Loaded runtime CuDNN library: " + "1." * 500_000 + " but source was compiled with: 8",
+    "JAX component": "CUDA backend failed to initialize: Found " + "cu" * 500_000 + " version 1, but JAX",
+    "dso": "Could not load dynamic library '" + "a" * 1_000_000,
+    "smi banner": "NVIDIA System Management Interface -- v" + "1." * 500_000,
+    "heading template": "### " + "python version " * 70_000,
+    "markdown item": "- `" + "a" * 1_000_000 + "==1`",
+    "driver in passing": "PyTorch version: 2.1.0 (driver " + "1." * 500_000 + ")",
+    "inline code": "`" + "x" * 1_000_000 + "`",
+    "wsl": "/usr/lib/wsl/lib/" + "a" * 1_000_000 + " is not a symbolic link",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_a_1mb_hostile_line_is_read_fast(name):
+    import time
+
+    start = time.perf_counter()
+    from_reports([(name, HOSTILE[name] + "\n")])
+    assert time.perf_counter() - start < 1.0  # measured 0.002-0.06 s each; quadratic patterns take minutes
+
+
+# --- --from on every command that takes a target ----------------------------------------------------
+
+RTX4090 = "collect_env_2.5.1cu121_rtx4090_cudnn8.9.0_vllm13497"
+TARGET_4090 = "the pasted machine: NVIDIA GeForce RTX 4090 (sm 8.9); driver 535.183.01; Python 3.10; linux_x86_64"
+
+
+@pytest.fixture
+def paste_4090(tmp_path):
+    path = tmp_path / "collect_env.txt"
+    path.write_text(paste_text(RTX4090)[1])
+    return path
+
+
+@pytest.mark.slow
+def test_solve_lock_check_and_fix_dry_run_read_a_paste(paste_4090):
+    solve = _envelope(run_cli(["solve", "torch", "--json", "--from", str(paste_4090)]))
+    assert solve["exit_code"] == 0 and solve["data"]["targets"] == [TARGET_4090]
+    torch = next(f for f in solve["data"]["solution"]["frameworks"] if f["name"] == "torch")
+    assert (torch["version"], torch["variant"]) == ("2.5.1", "cu121")  # what the paste has installed is kept
+    lock = _envelope(run_cli(["lock", "torch", "--pins-only", "--json", "--from", str(paste_4090)]))
+    assert lock["exit_code"] == 0 and "torch==2.5.1" in lock["data"]["text"]
+    check = _envelope(run_cli(["check", "--json", "--from", str(paste_4090)]))
+    assert check["exit_code"] == 0 and check["data"]["targets"] == [TARGET_4090]
+    fix = _envelope(run_cli(["fix", "--dry-run", "--json", "--from", str(paste_4090)]))
+    assert fix["exit_code"] == 0 and fix["data"]["status"] == "dry_run" and fix["data"]["applied"] is None
+
+
+@pytest.mark.slow
+def test_from_stdin_and_the_typer_path_agree_with_the_fast_path(paste_4090):
+    from cudamatrix.matrix.data import default_data_dir
+
+    text = paste_4090.read_bytes()
+    fast = _envelope(run_cli(["solve", "torch", "--json", "--from", "-"], input=text))
+    # --data is declared to typer only, so this invocation is parsed by typer, not by the fast path
+    slow = _envelope(run_cli(["solve", "torch", "--json", "--from", str(paste_4090), "--data", str(default_data_dir())]))
+    assert fast["exit_code"] == slow["exit_code"] == 0
+    assert fast["data"]["solution"]["packages"] == slow["data"]["solution"]["packages"]
+
+
+@pytest.mark.slow
+def test_fix_dry_run_from_a_paste_answers_its_findings(tmp_path):
+    paste = tmp_path / "warning.txt"
+    paste.write_text(paste_text("torch-arch-warning_sm120_5090_chinese-prose_leggedlab26")[1])
+    out = _envelope(run_cli(["fix", "--dry-run", "--json", "--from", str(paste)]))
+    (remedy,) = out["data"]["plan"]["remedies"]
+    assert (remedy["code"], remedy["action"]) == ("ARCH_UNSUPPORTED", "install")
+
+
+@pytest.mark.slow
+def test_fix_from_a_paste_only_plans(paste_4090):
+    done = run_cli(["fix", "--json", "--from", str(paste_4090)])
+    assert done.returncode == 2 and "--dry-run" in _envelope(done)["errors"][0]["hint"]
+    both = run_cli(["solve", "--json", "--from", str(paste_4090), "--env", str(paste_4090)])
+    assert both.returncode == 2
+
+
+def test_the_layouts_issue_13_names():
+    # lines typed after the layouts issue #13 lists (the corpus holds real pastes of each but the first)
+    env = from_reports([("t", "PyTorch version 1.5.0\nCUDA used to build PyTorch: 10.1.243\n"
+                              "GPU models and configuration:\nGPU 0\uff1aTITAN RTX\nGPU 1\uff1aTITAN RTX\n")])
+    torch = fw(env, "torch")
+    assert (torch.version, torch.cuda, torch.variant) == ("1.5.0", "10.1", "cu101")
+    assert [g.name for g in env.gpus] == ["TITAN RTX", "TITAN RTX"]
+    quoted = from_reports([("q", "    > PyTorch version: 2.3.0+cu121\n    > CUDA used to build PyTorch: 12.1\n"
+                                 "    > Python version: 3.11.9 (main) [GCC 11.2.0] (64-bit runtime)\n")])
+    assert fw(quoted, "torch").cuda == "12.1" and quoted.python.version == "3.11.9"
+    crlf_html = from_reports([("h", "&gt; Cuda compilation tools, release 12.4, V12.4.131\r\n")])
+    assert crlf_html.toolkits[0].version == "12.4.131"
+
+
+def test_notes_say_what_each_block_was_read_as_and_what_was_skipped():
+    text = ("Here is my setup:\n```\n$ nvcc --version\nnvcc: NVIDIA (R) Cuda compiler driver\n"
+            "Cuda compilation tools, release 12.4, V12.4.131\n```\nthanks!\n")
+    env = from_reports([("r.txt", text)])
+    messages = [n.message for n in env.notes]
+    assert "r.txt: read as nvcc (lines 4-5)" in messages
+    assert "r.txt: skipped 2 line(s) that are no known tool's output: 1, 7" in messages
+
+
+# --- the frameworks' own words (detect/pastes/messages.py), each class on a real paste of the corpus ---------
+
+def paste_env(stem, strict=True):
+    return from_reports([(stem, paste_text(stem)[1])], strict=strict)
+
+
+def test_torch_arch_warning_names_the_gpu_its_compute_capability_and_the_builds_arch_list():
+    env = paste_env("torch-arch-warning_sm120_5080-laptop_windows-venv_hi3dgen5")
+    (said,) = env.messages
+    assert (said.tool, said.kind, said.gpu, said.compute_capability) == (
+        "torch", "arch_unsupported", "NVIDIA GeForce RTX 5080 Laptop GPU", "12.0")
+    assert said.archs == ["5.0", "6.0", "6.1", "7.0", "7.5", "8.0", "8.6", "9.0"] and said.ptx == []
+    assert [(g.name, g.compute_capability) for g in env.gpus] == [("NVIDIA GeForce RTX 5080 Laptop GPU", "12.0")]
+    # a log prefix on every line ("service  | ") and a PTX target in the list
+    compose = paste_env("torch-arch-warning_sm120_5090-laptop_compose-prefix_py3.10_orpheus84")
+    assert compose.gpus[0].name == "NVIDIA GeForce RTX 5090 Laptop GPU"
+    ptx = paste_env("torch-arch-warning_sm86_3060_compute37_metabin15").messages[0]
+    assert ptx.archs[-1] == "7.5" and ptx.ptx == ["3.7"]
+    old = paste_env("torch-warning_old-gpu-2.1_820M_no-kernel-image-48_py2.7_pytorch6515")
+    assert [(g.index, g.name, g.compute_capability) for g in old.gpus] == [(0, "GeForce 820M", "2.1")]
+    assert {m.kind for m in old.messages} == {"arch_unsupported", "no_kernel_image"}
+
+
+def test_driver_too_old_and_runtime_errors_are_messages():
+    env = paste_env("collect_env_2.4.0cu121_driver-too-old-11040_undefined-symbol_vllm11623")
+    assert env.driver.cuda_version == "11.4" and env.driver.version is None
+    assert [(m.kind, m.found) for m in env.messages] == [("driver_too_old", "11.4")]
+    bandwidth = paste_env("cuda-error_insufficient-driver_bandwidthTest-35_windows_nvidia-docker498")
+    assert [(m.tool, m.kind) for m in bandwidth.messages] == [("cuda runtime", "driver_insufficient")]
+    kernel = paste_env("torch-error_no-kernel-image_repl-tensor-compare_5090D-nightly-cu128_pytorch149845")
+    assert [(m.tool, m.kind) for m in kernel.messages] == [("torch", "no_kernel_image")]
+
+
+@pytest.mark.parametrize("stem, tool, built, found", [
+    ("torch-error_cudnn-incompatibility_8.5.0-vs-8.3.3_vscode_co-gat2", "torch", "8.5.0", "8.3.3"),  # (8, 5, 0)
+    ("torch-error_cudnn-mismatch-old-ints_7102-vs-7600_da-detection19", "torch", "7.1.2", "7.6.0"),  # 7102
+    ("tf-log_loaded-runtime-cudnn_8.0.4-vs-8.1.0_deeplab2-66", "tensorflow", "8.1.0", "8.0.4"),
+    ("jax-xla-log_loaded-runtime-cudnn_9.10.1-vs-9.13.1_conda-prompt_jaxlib-feedstock329", "xla", "9.13.1", "9.10.1"),
+    ("jax-error_backend-failed_found-cudnn-8600-built-8906_gcbfplus1", "jax", "8.9.6", "8.6.0"),
+])
+def test_cudnn_built_and_found_in_every_wording(stem, tool, built, found):
+    (said,) = paste_env(stem).messages
+    assert (said.tool, said.kind, said.library, said.built, said.found) == (tool, "library_version", "cudnn",
+                                                                            built, found)
+
+
+def test_jax_outdated_component_reads_the_lines_after_it():
+    (said,) = paste_env("jax-error_backend-cuda-failed_outdated-cudnn_pytest-E-prefix_pixi-scipystack1").messages
+    assert (said.library, said.built, said.minimum, said.found) == ("cudnn", "8.9.7", "9.1.0", "8.9.7")
+    # components other than cuDNN and the CUDA runtime keep JAX's integers (their encodings differ)
+    (solver,) = paste_env("jax-log_unable-to-initialize-backend-cuda_cusolver-11002-vs-11401_tf-dlopen_"
+                          "alphapulldown237").messages
+    assert (solver.library, solver.built, solver.found) == ("cusolver", "11401", "11002")
+
+
+def test_libraries_that_could_not_be_opened():
+    assert [(m.tool, m.soname) for m in paste_env(
+        "torch-error_libcudnn.so.8-missing_import-torch_conda-py3.10_textgen2513").messages] == [
+        ("loader", "libcudnn.so.8")]
+    # "Couldn't open CUDA library libcudnn.so.5" and "Unable to load cuDNN DSO" are one fact
+    assert [(m.library, m.soname) for m in paste_env(
+        "tf-log_couldnt-open-libcudnn.so.5_cuda8.0-libs_tf1.0.1_tensorflow15294").messages] == [
+        ("cudnn", "libcudnn.so.5")]
+    # the file the loader could not open is the one after "Error:", not the library that asked for it
+    assert [m.soname for m in paste_env(
+        "ctranslate2-error_libcudnn_ops_infer.so.8-missing_whisper_xtts-webui31").messages] == [
+        "libcudnn_ops_infer.so.8"]
+    assert [(m.library, m.soname) for m in paste_env(
+        "tf-log_could-not-load-libcudart.so.11.0_colab-lib64-nvidia_dreamtalk32").messages] == [
+        ("cudart", "libcudart.so.11.0")]
+
+
+def test_fragments_that_carry_facts():
+    wsl = paste_env("ldconfig-wsl_not-a-symbolic-link_wsl-template-debian_wsl11229")
+    assert wsl.context.wsl and [lib.path for lib in wsl.libraries] == ["/usr/lib/wsl/lib/libcuda.so.1"]
+    banner = paste_env("nvidia-smi-h-banner_inline-backticks_470.182.03_help-query-gpu_candle733")
+    assert banner.driver.version == "470.182.03"
+    one_column = paste_env("nvidia-smi-query_compute_cap-only-8.9_plus-table-570.133.07_inference-snaps128")
+    assert [g.compute_capability for g in one_column.gpus] == ["8.9"] and one_column.driver.version == "570.133.07"
+    four = paste_env("nvidia-smi-query_compute_cap-noheader-4x8.6_aitemplate330")
+    assert [g.compute_capability for g in four.gpus] == ["8.6"] * 4
+    escaped = paste_env("nvidia-smi-q-x_html-escaped-gt-nbsp_591.74_rtx4090_wsl-mnt_1panel11910")
+    assert (escaped.driver.version, escaped.gpus[0].name) == ("591.74", "NVIDIA GeForce RTX 4090")
+
+
+def test_tensorflow_devices_and_its_missing_runtime():
+    tf1 = paste_env("tf-log_found-device-properties-tf1-major-minor_2xK80_faster-rcnn-tf330")
+    assert [(g.index, g.name, g.compute_capability) for g in tf1.gpus] == [(0, "Tesla K80", "3.7"),
+                                                                           (1, "Tesla K80", "3.7")]
+    tf2 = paste_env("tf-log_found-device-computecapability_quadro-p6000_successfully-opened_tensorflow26182")
+    assert [(g.name, g.compute_capability) for g in tf2.gpus] == [("Quadro P6000", "6.1")]
+    # cudart_stub.cc's words name drivers, but it says them where libcudart cannot be opened
+    stub = paste_env("tf-log_could-not-find-cuda-drivers_cudart-stub_gunicorn_deepface739")
+    assert [(m.tool, m.kind, m.library) for m in stub.messages] == [("tensorflow", "library_missing", "cudart")]
+
+
+def test_a_query_block_ends_where_the_format_does():
+    # the headerless rows end at the next shell line, however many commas it has (typed after issue #24's report)
+    text = ("$ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader\n"
+            "NVIDIA GeForce RTX 4090, 550.54.15\nNVIDIA GeForce RTX 4090, 550.54.15\n"
+            "python3 -c \"import torch; print(torch.__version__, torch.cuda.is_available())\"\n2.3.0+cu121 True\n")
+    env = from_reports([("q", text)])
+    assert [g.name for g in env.gpus] == ["NVIDIA GeForce RTX 4090"] * 2
+    # a label line between the command and its row, inline code around the row, named fields aliased
+    mega = paste_env("nvidia-smi-query_noheader-backticks_not-supported_gtx770_megaminer235")
+    assert [g.name for g in mega.gpus] == ["GeForce GTX 770"]
+    two = paste_env("nvidia-smi-query_driver_version-noheader-two-rows_then-prose_pytorch88364")
+    assert two.driver.version == "515.57"
+
+
+def test_markdown_is_cleaned_from_values():
+    env = paste_env("issue-template_markdown-backticks_5090-sm120_driver-590.48.01_torch2.5.1-cu121_berkeley-humanoid49")
+    assert env.driver.version == "590.48.01" and env.packages["torch"] == "2.5.1"
+    assert (env.gpus[0].name, env.gpus[0].compute_capability) == ("NVIDIA GeForce RTX 5090", "12.0")
+    bold = paste_env("issue-template_bold-labels_runfile-driver-470.94_rtx2080_libcudnn.so.8_tensorrt1747")
+    assert (bold.driver.version, bold.python.version, fw(bold, "torch").version) == ("470.94", "3.7", "1.8.1")
+    headings = paste_env("tf-template-headings_dnn-library-not-found-prose_tf2.11_A16_tensorflow65033")
+    assert (headings.packages["tensorflow"], headings.python.version, headings.gpus[0].name) == (
+        "2.11", "3.8.10", "NVIDIA A16")
+    # the issue's own example: a torch version in inline code and the driver said in passing on the same line
+    typed = from_reports([("t", "- PyTorch version: `2.7.0.dev20250310+cu124` (driver 570.124.06, CUDA 12.8)\n"
+                                "- Python version: 3.12.9\n- OS: Ubuntu 24.04\n")])
+    torch = fw(typed, "torch")
+    assert (torch.version, torch.variant, typed.driver.version) == ("2.7.0.dev20250310+cu124", "cu124", "570.124.06")
+
+
+@pytest.mark.slow
+def test_cli_one_unreadable_file_among_several_is_a_note(tmp_path):
+    poem = tmp_path / "poem.txt"
+    poem.write_text("roses are red\n")
+    warning = tmp_path / "warning.txt"
+    warning.write_text(paste_text("torch-arch-warning_sm120_5080-laptop_windows-venv_hi3dgen5")[1])
+    done = run_cli(["doctor", "--json", "--from", str(poem), "--from", str(warning), "--from",
+                    str(tmp_path / "missing.txt")])
+    out = _envelope(done)
+    assert done.returncode == 1 and out["exit_code"] == 1  # the findings decide, not the unreadable files
+    notes = [n["message"] for n in out["data"]["environment"]["notes"]]
+    assert any(m.startswith(f"{poem}: no known tool output") for m in notes)
+    assert any(m.startswith(f"{tmp_path / 'missing.txt'}: not read") for m in notes)
+    assert [f["code"] for f in out["data"]["findings"]] == ["ARCH_UNSUPPORTED"]
+    nothing = run_cli(["solve", "torch", "--json", "--from", str(poem), "--from", str(tmp_path / "missing.txt")])
+    assert nothing.returncode == 2 and "not read" in _envelope(nothing)["errors"][0]["hint"]
+
+
+def test_collect_env_without_its_cuda_used_to_build_line_is_not_a_cpu_build():
+    """A collect_env-like report that never prints "CUDA used to build PyTorch" (doctr's script) says nothing
+    about the build: torch 1.8.0 is read, its variant stays unknown, never "cpu". The real collect_env that
+    prints the line with "None" is a CPU build; with a version, that CUDA."""
+    stem = "collect_env-like_doctr_torch1.8.0_tf2.5.0_cudnn8.2.0_doctr345"
+    body = (DATA / "pastes" / f"{stem}.txt").read_text(encoding="utf-8").partition("\n")[2]
+    assert "CUDA used to build PyTorch" not in body
+    torch = fw(from_reports([(stem, body)]), "torch")
+    assert torch.version == "1.8.0" and torch.variant is None and torch.cuda is None
+    mac = "collect_env_2.7.0-cpu_macos_pip3-conda_vllm18285"
+    body = (DATA / "pastes" / f"{mac}.txt").read_text(encoding="utf-8").partition("\n")[2]
+    assert "CUDA used to build PyTorch: None" in body
+    cpu = fw(from_reports([(mac, body)]), "torch")
+    assert "+" not in cpu.version and cpu.variant == "cpu" and cpu.cuda is None
+    cuda = fw(env_of("collect_env/rhel7_1.6.0cu102_driver418.67_2xV100_pytorch43058.txt"), "torch")
+    assert (cuda.version, cuda.cuda, cuda.variant) == ("1.6.0", "10.2", "cu102")

@@ -1,0 +1,127 @@
+"""The package layout is the pipeline: every import points from a higher stage to a lower one (or stays
+within its stage), and the library never imports the command line."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).parent.resolve().parent.parent / "cudamatrix"
+
+# lowest first; a module may import only from its own stage or a lower one
+STAGES = [
+    ("base", {"cudamatrix.errors", "cudamatrix.models", "cudamatrix.schema", "cudamatrix.proc", "cudamatrix.names",
+              "cudamatrix._callable", "cudamatrix.safe"}),
+    ("matrix", {"cudamatrix.matrix"}),
+    ("detect", {"cudamatrix.detect"}),
+    ("solve", {"cudamatrix.solve"}),
+    ("diagnose", {"cudamatrix.diagnose"}),
+    ("fleet", {"cudamatrix.fleet"}),  # many machines: gathers environments, answers per node class
+    ("install", {"cudamatrix.install"}),
+    ("verify", {"cudamatrix.verify"}),
+    ("render", {"cudamatrix.render"}),
+    ("fix", {"cudamatrix.fix"}),
+    ("api", {"cudamatrix"}),  # the package itself: the public API, lazily re-exporting the stages
+    ("cli", {"cudamatrix.cli", "cudamatrix.__main__"}),
+]
+
+
+def stage_of(module: str) -> int:
+    best = -1, ""
+    for rank, (_, prefixes) in enumerate(STAGES):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > len(best[1]):
+                best = rank, prefix
+    if best[0] < 0:
+        raise AssertionError(f"{module} belongs to no stage: add it to STAGES")
+    return best[0]
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports_of(path: Path) -> list[tuple[int, str]]:
+    tree = ast.parse(path.read_text())
+    me = module_name(path)
+    package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)] if node.level > 1 else base
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.startswith("cudamatrix"):
+                names = [target + "." + a.name for a in node.names] if not node.module or target == "cudamatrix" \
+                    else [target]
+                found += [(node.lineno, n) for n in names]
+        elif isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names if a.name.startswith("cudamatrix")]
+    return found
+
+
+MODULES = sorted(PACKAGE.rglob("*.py"))
+
+
+def test_the_layout_is_grouped_by_stage():
+    root_modules = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(root_modules) <= 10, root_modules
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_imports_point_down(path: Path):
+    me = module_name(path)
+    mine = stage_of(me)
+    upward = []
+    for line, target in imports_of(path):
+        if target in {"cudamatrix", "cudamatrix.__version__"}:
+            continue
+        if stage_of(target) > mine:
+            upward.append(f"line {line}: {me} ({STAGES[mine][0]}) imports {target} ({STAGES[stage_of(target)][0]})")
+    assert not upward, "\n".join(upward)
+
+
+
+def test_every_test_runs_in_a_private_home():
+    """conftest's autouse fixture: the tool's state folders are never the user's real ones during a test."""
+    import os
+
+    from conftest import REAL_HOME
+
+    from cudamatrix.install.journal import state_root
+    from cudamatrix.matrix.overlay import cache_dir
+
+    home = Path(os.environ["HOME"])
+    assert REAL_HOME is None or home != Path(REAL_HOME)
+    assert Path(os.path.expanduser("~")) == home
+    for var in ("XDG_CACHE_HOME", "XDG_STATE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME"):
+        assert Path(os.environ[var]).is_relative_to(home), var
+    assert cache_dir().is_relative_to(home)
+    assert state_root().is_relative_to(home)
+
+
+@pytest.mark.slow
+def test_the_complexity_gate_finds_a_function_ranked_d_and_holds_for_the_package(tmp_path):
+    """scripts/complexity.py (run by scripts/lint.sh): a function above radon's rank C is found, by path and name;
+    the package has none."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("complexity", PACKAGE.parent / "scripts" / "complexity.py")
+    gate = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gate)
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    branches = "\n".join(f"    if x == {i}:\n        return {i}" for i in range(20))
+    (pkg / "m.py").write_text(f"def wide(x):\n{branches}\n    return -1\n\n\nclass K:\n    def narrow(self):\n"
+                              f"        return 0\n")
+    assert gate.over_limit(pkg) == {"pkg/m.py:wide": 21}
+    assert gate.over_limit(PACKAGE) == {}

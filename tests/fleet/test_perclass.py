@@ -1,0 +1,593 @@
+"""Fleets without a cluster: CUDAMATRIX_DETECT_ENV, --env folders, node classes, the per-class lock, check and
+doctor, bad input, and the Slurm path through an ``srun`` stand-in.
+
+A real one-node Slurm is in tests/fleet/test_gather_slurm.py; the stand-in covers what one node cannot: several
+nodes, repeated classes and a failing node. It does what real srun does for ``--ntasks-per-node=1 --label``
+on N nodes: it runs the command once per node, concurrently, and prefixes every output line with the task
+number and ": " (srun(1) ``--label``; the real srun of tests/fleet/test_gather_slurm.py prints the same). Each task
+runs the real ``cudamatrix detect --json`` with its own CUDAMATRIX_DETECT_ENV.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCENARIOS = Path(__file__).parent.parent / "scenarios"
+
+
+def cli(*args: str, env: dict | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if k != "CUDAMATRIX_DETECT_ENV"}
+    return subprocess.run([sys.executable, "-m", "cudamatrix", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**base, **(env or {})})
+
+
+ENVIRONMENTS = Path(__file__).parent.parent / "data" / "environments"
+
+
+def saved(scenario: str, **changes) -> dict:
+    """A saved machine: tests/data/environments/NAME.json, else a scenario's environment."""
+    own = ENVIRONMENTS / f"{scenario}.json"
+    env = json.loads(own.read_text()) if own.exists() else \
+        json.loads((SCENARIOS / f"{scenario}.json").read_text())["environment"]
+    env.update(changes)
+    return env
+
+
+def write(folder: Path, name: str, env: dict) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.json"
+    path.write_text(json.dumps(env))
+    return path
+
+
+@pytest.mark.slow
+def test_detect_env_var_returns_the_saved_environment(tmp_path: Path):
+    path = write(tmp_path, "k80", saved("doctor_k80_on_driver_535", hostname="gpu-7"))
+    out = cli("detect", "--json", env={"CUDAMATRIX_DETECT_ENV": str(path)})
+    assert out.returncode == 0, out.stderr
+    env = json.loads(out.stdout)["data"]["environment"]
+    assert env["driver"]["version"] == "535.104.05" and env["gpus"][0]["name"] == "Tesla K80"
+    assert env["hostname"] == "gpu-7"
+    assert any("CUDAMATRIX_DETECT_ENV" in n["message"] for n in env["notes"])
+    bad = write(tmp_path, "bad", {**saved("doctor_k80_on_driver_535"), "drivers": {}})
+    out = cli("detect", "--json", env={"CUDAMATRIX_DETECT_ENV": str(bad)})
+    assert out.returncode == 2 and "drivers" in json.loads(out.stdout)["errors"][0]["message"]
+
+
+def test_class_ids_follow_hardware_driver_and_toolkit_only():
+    from cudamatrix.fleet.classes import class_facts, class_id, group
+    from cudamatrix.models import Environment
+    from cudamatrix.schema import validate
+
+    def env(**changes) -> Environment:
+        return validate(Environment, saved("h100_driver580", **changes), "test")
+
+    a = env(hostname="a", captured_at="2026-01-01T00:00:00+00:00", packages={"torch": "2.5.1"})
+    b = env(hostname="b", timings_ms={"total": 12.0})
+    older = env(driver={"version": "550.54.15", "cuda_version": "12.4", "status": "ok"})
+    assert class_id(class_facts(a)) == class_id(class_facts(b)) != class_id(class_facts(older))
+    assert class_id(class_facts(a)).startswith("c-") and len(class_id(class_facts(a))) == 12
+    classes = group([("a", a), ("b", b), ("old", older)])
+    assert [c.nodes for c in classes] == [["a", "b"], ["old"]]
+    assert "H100" in classes[0].to_dict()["description"]
+
+
+@pytest.mark.slow
+def test_env_folder_reads_fleet_index_or_every_json(tmp_path: Path):
+    fleet = tmp_path / "fleet"
+    for i in range(3):
+        write(fleet, f"t4-{i}", saved("doctor_cpu_wheel_on_t4"))
+    write(fleet, "k80", saved("doctor_k80_on_driver_535"))
+    out = cli("solve", "torch", "--env", str(fleet), "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)["data"]
+    assert len(data["targets"]) == 4
+    # identical machines are solved once: the trace lists one target per class
+    assert sum(line.startswith("target ") for line in data["solution"]["trace"]) == 2
+    assert any("(+2 alike)" in line for line in data["solution"]["trace"])
+    # a fleet.json beside them lists the nodes to read (here: only the T4s)
+    (fleet / "fleet.json").write_text(json.dumps({"nodes": [{"file": f"t4-{i}.json"} for i in range(3)]}))
+    out = cli("solve", "torch", "--env", str(fleet), "--json")
+    assert out.returncode == 0 and len(json.loads(out.stdout)["data"]["targets"]) == 3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["empty", "outside", "malformed", "bad_node"])
+def test_bad_fleet_folders_are_usage_errors(tmp_path: Path, case: str):
+    fleet = tmp_path / "fleet"
+    fleet.mkdir()
+    if case == "outside":
+        write(tmp_path, "elsewhere", saved("doctor_cpu_wheel_on_t4"))
+        (fleet / "fleet.json").write_text(json.dumps({"nodes": [{"file": "../elsewhere.json"}]}))
+    elif case == "malformed":
+        (fleet / "fleet.json").write_text("{not json")
+    elif case == "bad_node":
+        write(fleet, "good", saved("doctor_cpu_wheel_on_t4"))
+        write(fleet, "broken", {**saved("doctor_cpu_wheel_on_t4"), "gpus": "many"})
+    for args in (["solve", "torch"], ["doctor"], ["check"], ["lock", "torch", "--per-class", "-o", str(tmp_path / "l")]):
+        out = cli(*args, "--env", str(fleet))
+        assert out.returncode == 2, (args, out.stdout, out.stderr)
+        assert "Traceback" not in out.stderr
+        if case == "bad_node":
+            assert "broken.json" in out.stderr and "gpus" in out.stderr
+        if case == "outside":
+            assert "../elsewhere.json" in out.stderr
+    assert not (tmp_path / "l").exists()
+
+
+@pytest.mark.slow
+def test_per_class_lock_is_one_file_when_one_set_fits(tmp_path: Path):
+    fleet = tmp_path / "fleet"
+    write(fleet, "a", saved("doctor_cpu_wheel_on_t4"))
+    write(fleet, "b", saved("doctor_cudnn8_shadows_wheel_cudnn9"))  # another T4 class: driver 550
+    locks = tmp_path / "locks"
+    out = cli("lock", "torch", "--per-class", "--pins-only", "--env", str(fleet), "-o", str(locks), "--json")
+    assert out.returncode == 0, out.stderr
+    mapping = json.loads((locks / "locks.json").read_text())
+    assert mapping["single"] is True and len(mapping["classes"]) == 2
+    assert {c["lock"] for c in mapping["classes"]} == {"fleet.txt"}
+    assert sorted(p.name for p in locks.iterdir()) == ["fleet.txt", "locks.json"]
+    # the gate passes for the lock on every node, per class
+    gate = cli("check", "--env", str(fleet), "-r", str(locks / "fleet.txt"), "--json")
+    assert gate.returncode == 0, gate.stdout
+    assert json.loads(gate.stdout)["data"]["fits"] is True
+
+
+@pytest.mark.slow
+def test_fleet_option_errors(tmp_path: Path):
+    fleet = tmp_path / "fleet"
+    write(fleet, "a", saved("doctor_cpu_wheel_on_t4"))
+    cases = [
+        (["lock", "torch", "--per-class", "-o", str(tmp_path / "x")], "--env"),
+        (["lock", "torch", "--per-class", "--env", str(fleet)], "-o DIR"),
+        (["lock", "torch", "--per-class", "--env", str(fleet), "-o", str(tmp_path / "x"), "--driver", "550.54.15"],
+         "--driver"),
+        (["doctor", "--env", str(fleet), "--python", sys.executable], "--python"),
+        (["check", "--env", str(fleet), "--gpu", "7.5"], "--gpu"),
+        (["fleet", "gather", "--engine", "ray"], "-o DIR"),
+        (["fleet", "gather", "--engine", "mpi", "-o", str(tmp_path / "x")], "mpi"),
+        (["fleet", "gather", "--engine", "ray", "--partition", "gpu", "-o", str(tmp_path / "x")], "Slurm"),
+    ]
+    for args, words in cases:
+        out = cli(*args)
+        assert out.returncode == 2 and words in out.stderr, (args, out.stderr)
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.slow
+def test_gather_without_ray_installed_says_so(tmp_path: Path):
+    # a `ray` package that fails to import, first on the path: what an install without the extra looks like
+    shadow = tmp_path / "shadow" / "ray"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('No module named ray')\n")
+    out = cli("fleet", "gather", "-o", str(tmp_path / "out"),
+              env={"PYTHONPATH": str(shadow.parent) + os.pathsep + os.environ.get("PYTHONPATH", "")})
+    assert out.returncode == 2 and "Ray is not installed" in out.stderr and "pip install ray" in out.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_unreachable_ray_cluster_is_a_usage_error(tmp_path: Path):
+    pytest.importorskip("ray")
+    out = cli("fleet", "gather", "--engine", "ray", "--address", "127.0.0.1:9", "--timeout", "5",
+              "-o", str(tmp_path / "none"), timeout=120)
+    assert out.returncode == 2 and "Ray cluster" in out.stderr
+    assert not (tmp_path / "none").exists()
+
+
+FAKE_SRUN = r'''#!{python}
+"""srun stand-in: --ntasks-per-node=1 --label on FAKE_SRUN_NODES nodes; task i gets CUDAMATRIX_DETECT_ENV from
+the i-th path of FAKE_SRUN_ENVS."""
+import os, subprocess, sys
+args = sys.argv[1:]
+with open(os.environ["FAKE_SRUN_LOG"], "w") as fh:
+    fh.write("\n".join(args))
+opts = []
+while args and args[0].startswith("-"):
+    opts.append(args.pop(0))
+assert "--ntasks-per-node=1" in opts and "--label" in opts, opts
+envs = os.environ["FAKE_SRUN_ENVS"].split(os.pathsep)
+nodes = next((int(o.split("=")[1]) for o in opts if o.startswith("--nodes=")), len(envs))
+procs = [subprocess.Popen(args, stdout=subprocess.PIPE, text=True,
+                          env={{**os.environ, "CUDAMATRIX_DETECT_ENV": envs[i]}}) for i in range(nodes)]
+worst = 0
+for i, p in enumerate(procs):
+    out, _ = p.communicate()
+    for line in out.splitlines():
+        print(f"{{i}}: {{line}}")
+    worst = max(worst, p.returncode)
+sys.exit(worst)
+'''
+
+
+@pytest.mark.slow
+def test_slurm_gather_through_srun(tmp_path: Path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    srun = bin_dir / "srun"
+    srun.write_text(FAKE_SRUN.format(python=sys.executable))
+    srun.chmod(0o755)
+    saved_dir = tmp_path / "saved"
+    files = [write(saved_dir, "a", saved("h100_driver580", hostname="gpu-a")),
+             write(saved_dir, "b", saved("h100_driver580", hostname="gpu-b")),
+             write(saved_dir, "c", saved("doctor_k80_on_driver_535", hostname="gpu-c")),
+             write(saved_dir, "d", {"drivers": {}})]  # a node whose detect fails
+    # the `cudamatrix` that srun runs on the nodes: this interpreter's console script
+    path = os.pathsep.join([str(bin_dir), str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    env = {"PATH": path, "FAKE_SRUN_ENVS": os.pathsep.join(map(str, files)), "FAKE_SRUN_LOG": str(tmp_path / "log")}
+    out_dir = tmp_path / "out"
+    out = cli("fleet", "gather", "--engine", "slurm", "--partition", "gpu", "--nodes", "4", "-o", str(out_dir),
+              "--json", env=env)
+    assert (tmp_path / "log").read_text().split("\n") == [
+        "--ntasks-per-node=1", "--label", "--partition=gpu", "--nodes=4", "cudamatrix", "detect", "--json"]
+    assert out.returncode == 1, out.stderr  # one node failed
+    index = json.loads((out_dir / "fleet.json").read_text())
+    assert sorted(n["node"] for n in index["nodes"]) == ["gpu-a", "gpu-b", "gpu-c"]
+    assert [f["engine_id"] for f in index["failed"]] == ["3"] and "drivers" in index["failed"][0]["error"]
+    assert sorted(len(c["nodes"]) for c in index["classes"]) == [1, 2]
+    assert json.loads((out_dir / "gpu-c.json").read_text())["gpus"][0]["name"] == "Tesla K80"
+    assert out.stderr.count(": ok") == 4  # progress: a line per task that answered
+    # the gathered folder is a fleet for the other commands
+    assert cli("solve", "torch", "--env", str(out_dir)).returncode in (0, 3)
+    # srun missing: a usage error, nothing written
+    out = cli("fleet", "gather", "--engine", "slurm", "-o", str(tmp_path / "none"), env={"PATH": str(tmp_path)})
+    assert out.returncode == 2 and "srun" in out.stderr and not (tmp_path / "none").exists()
+
+
+
+@pytest.mark.slow
+def test_check_folder_without_requirements_checks_each_nodes_installed_set(tmp_path: Path):
+    fleet = tmp_path / "fleet"
+    write(fleet, "kaggle-1", saved("doctor_kaggle_p100_cu128"))  # torch 2.8.0+cu128 on a P100: no sm_60 kernels
+    write(fleet, "h100-1", saved("h100_driver580"))
+    write(fleet, "h100-2", saved("h100_driver580"))
+    out = cli("check", "--env", str(fleet), "--json")
+    assert out.returncode == 1, out.stderr
+    data = json.loads(out.stdout)["data"]
+    assert [c["nodes"] for c in data["blocking"]] == [["kaggle-1"]]
+    assert any("kaggle-1" in p and "P100" in p for p in data["blocking"][0]["problems"])
+    assert {tuple(c["nodes"]): c["fits"] for c in data["classes"]} == {("h100-1", "h100-2"): True,
+                                                                       ("kaggle-1",): False}
+    human = cli("check", "--env", str(fleet))
+    assert human.returncode == 1 and "blocks" in human.stdout and "kaggle-1" in human.stdout
+
+
+# --- attacks on the fleet folders (shared on clusters): planted links, hostile text, unbounded files ----------
+
+def _victim(tmp_path: Path) -> Path:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    return victim
+
+
+@pytest.mark.slow
+def test_lock_per_class_never_follows_links_planted_at_its_names(tmp_path: Path):
+    """The names the writer used as temporary files (NAME.tmp) and the outputs themselves: a link planted at
+    any of them is never written through (before: both targets were overwritten, exit 0)."""
+    from cudamatrix.fleet.classes import group
+    from cudamatrix.models import Environment
+    from cudamatrix.schema import validate
+
+    fleet, locks = tmp_path / "fleet", tmp_path / "locks"
+    envs = {"a": saved("doctor_kaggle_p100_cu128"), "b": saved("h100_driver580")}  # no one set fits both
+    for name, env in envs.items():
+        write(fleet, name, env)
+    ids = [c.id for c in group([(n, validate(Environment, e, n)) for n, e in envs.items()])]
+    victim = _victim(tmp_path)
+    locks.mkdir()
+    names = ["locks.json", "fleet.txt", *(f"{i}.txt" for i in ids)]
+    for name in names:
+        (locks / (name + ".tmp")).symlink_to(victim)
+    (locks / "locks.json").symlink_to(victim)  # the output's own name
+    out = cli("lock", "torch", "--per-class", "--pins-only", "--env", str(fleet), "-o", str(locks), "--json")
+    assert out.returncode in (0, 3), out.stdout[-500:] + out.stderr[-500:]
+    assert victim.read_text() == "precious"
+    assert not (locks / "locks.json").is_symlink() and json.loads((locks / "locks.json").read_text())["classes"]
+    for name in names:  # the planted links are left alone, and nothing else is left behind
+        assert (locks / (name + ".tmp")).is_symlink()
+    assert not [p for p in locks.iterdir() if p.name.startswith(".")]
+
+
+def _srun(tmp_path: Path, script: str) -> dict:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    srun = bin_dir / "srun"
+    srun.write_text(script)
+    srun.chmod(0o755)
+    path = os.pathsep.join([str(bin_dir), str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    return {"PATH": path, "FAKE_SRUN_LOG": str(tmp_path / "log")}
+
+
+@pytest.mark.slow
+def test_gather_never_follows_links_planted_at_its_names(tmp_path: Path):
+    saved_dir = tmp_path / "saved"
+    files = [write(saved_dir, "a", saved("h100_driver580", hostname="gpu-a"))]
+    env = {**_srun(tmp_path, FAKE_SRUN.format(python=sys.executable)), "FAKE_SRUN_ENVS": str(files[0])}
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    victim = _victim(tmp_path)
+    for name in ("fleet.json.tmp", "gpu-a.json.tmp", "gpu-a.json"):
+        (out_dir / name).symlink_to(victim)
+    out = cli("fleet", "gather", "--engine", "slurm", "-o", str(out_dir), "--json", env=env)
+    assert out.returncode == 0, out.stdout[-500:] + out.stderr[-500:]
+    assert victim.read_text() == "precious"
+    assert json.loads((out_dir / "gpu-a.json").read_text())["hostname"] == "gpu-a"
+    assert json.loads((out_dir / "fleet.json").read_text())["nodes"][0]["node"] == "gpu-a"
+
+
+ESCAPES = "\x1b[2J\x1b]8;;https://evil.example/\x07click\x1b]8;;\x07\u202e"
+
+
+def _inert(out: subprocess.CompletedProcess) -> None:
+    for stream in (out.stdout, out.stderr):
+        assert not any(c in stream for c in ("\x1b", "\x07", "\u202e")), stream[-800:]
+
+
+@pytest.mark.slow
+def test_escape_sequences_in_node_files_are_shown_escaped(tmp_path: Path):
+    fleet = tmp_path / "fleet"
+    env = saved("doctor_kaggle_p100_cu128")
+    env["gpus"][0]["name"] = "Tesla P100" + ESCAPES
+    write(fleet, "n1", env)
+    write(fleet, "n2", saved("h100_driver580"))
+    for argv in (["doctor", "--env", str(fleet)], ["check", "--env", str(fleet)],
+                 ["lock", "torch", "--per-class", "--pins-only", "--env", str(fleet), "-o", str(tmp_path / "locks")],
+                 ["solve", "torch", "--env", str(fleet)]):
+        out = cli(*argv)
+        assert "Traceback" not in out.stderr and out.returncode in (0, 1, 3), (argv, out.stderr[-500:])
+        _inert(out)
+    for lock in (tmp_path / "locks").glob("*.txt"):
+        text = lock.read_text()
+        assert "\x1b" not in text and not any(ln.startswith("--extra-index-url http://evil") for ln in text.splitlines())
+
+
+@pytest.mark.slow
+def test_a_line_break_in_a_node_files_gpu_name_adds_no_line_to_a_lock(tmp_path: Path):
+    fleet = tmp_path / "fleet"
+    env = saved("h100_driver580")
+    env["gpus"][0]["name"] = "NVIDIA H100 80GB HBM3\n--extra-index-url http://evil.example/simple\r\x85"
+    write(fleet, "n1", env)
+    out = cli("lock", "torch", "--per-class", "--pins-only", "--env", str(fleet), "-o", str(tmp_path / "locks"))
+    assert out.returncode == 0, out.stderr
+    for lock in (tmp_path / "locks").glob("*.txt"):
+        assert not any(ln.startswith("--extra-index-url http://evil") for ln in lock.read_text().splitlines())
+    out = cli("lock", "torch", "--pins-only", "--env", str(fleet / "n1.json"))
+    assert out.returncode == 0 and not any(ln.startswith("--extra") for ln in out.stdout.splitlines()), out.stdout
+
+
+SRUN_SAYS = r'''#!{python}
+import json, sys
+print("0: " + json.dumps({{"schema_version": 1, "command": "detect", "status": "usage_error", "exit_code": 2,
+                          "data": {{}}, "errors": [{{"type": "UsageError", "message": {message!r}}}]}}))
+sys.stderr.write({stderr!r})
+sys.exit({code})
+'''
+
+
+@pytest.mark.slow
+def test_escape_sequences_in_slurm_output_are_shown_escaped(tmp_path: Path):
+    out_dir = tmp_path / "out"
+    env = _srun(tmp_path, SRUN_SAYS.format(python=sys.executable, message="boom" + ESCAPES, stderr="", code=0))
+    out = cli("fleet", "gather", "--engine", "slurm", "-o", str(out_dir), env=env)
+    assert out.returncode == 1 and "boom" in out.stdout and "\\x1b[2J" in out.stdout, out.stdout + out.stderr
+    _inert(out)
+    # srun itself fails, no task answers: its last stderr line is the error shown
+    script = '#!/bin/sh\nprintf "srun: error: %b\\n" "no partition\\033[2J\\033]8;;https://evil/\\007x" >&2\nexit 1\n'
+    env = _srun(tmp_path, script)
+    out = cli("fleet", "gather", "--engine", "slurm", "-o", str(tmp_path / "none"), env=env)
+    assert out.returncode == 2 and "no partition" in out.stderr, out.stderr
+    _inert(out)
+
+
+def _limit_memory() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("attack", ["nested-list", "nested-object", "huge-sparse", "fifo", "deep-node-file",
+                                    "huge-node-file"])
+def test_an_unbounded_fleet_json_or_node_file_is_a_usage_error(tmp_path: Path, attack: str):
+    """Before: a deeply nested or 3.5 GB sparse fleet.json raised RecursionError or MemoryError (a traceback,
+    no envelope)."""
+    fleet = tmp_path / "fleet"
+    write(fleet, "a", saved("h100_driver580"))
+    index = fleet / "fleet.json"
+    if attack == "nested-list":
+        index.write_text("[" * 200_000 + "]" * 200_000)
+    elif attack == "nested-object":
+        index.write_text('{"nodes": [{"file": "a.json", "x": ' + "[" * 5_000 + "]" * 5_000 + "}]}")
+    elif attack == "huge-sparse":
+        with open(index, "wb") as fh:
+            fh.truncate(3_500_000_000)
+    elif attack == "fifo":
+        os.mkfifo(index)
+    elif attack == "deep-node-file":
+        index.write_text(json.dumps({"nodes": [{"file": "a.json"}]}))
+        (fleet / "a.json").write_text('{"schema_version": 1, "gpus": ' + "[" * 200_000 + "]" * 200_000 + "}")
+    else:
+        index.write_text(json.dumps({"nodes": [{"file": "a.json"}]}))
+        with open(fleet / "a.json", "wb") as fh:
+            fh.truncate(3_500_000_000)
+    for argv in (["solve", "torch", "--env", str(fleet)], ["doctor", "--env", str(fleet)],
+                 ["check", "--env", str(fleet)], ["lock", "torch", "--per-class", "--env", str(fleet), "-o",
+                                                  str(tmp_path / "locks")]):
+        # under a 3 GB address-space limit, as on a small node: an unbounded read ends in MemoryError
+        out = subprocess.run([sys.executable, "-m", "cudamatrix", *argv, "--json"], capture_output=True, text=True,
+                             timeout=60, preexec_fn=_limit_memory,
+                             env={k: v for k, v in os.environ.items() if k != "CUDAMATRIX_DETECT_ENV"})
+        assert "Traceback" not in out.stderr, out.stderr[-600:]
+        doc = json.loads(out.stdout)
+        assert out.returncode == 2 and doc["exit_code"] == 2 and doc["status"] == "usage_error", doc
+
+
+# --- classes and locks in this process: what must never share a class or a lock --------------------------------
+
+def _fleet(tmp_path: Path, nodes: dict[str, dict]):
+    from cudamatrix.fleet.perclass import load_fleet
+    from cudamatrix.matrix.data import load_matrix
+
+    for name, env in nodes.items():
+        write(tmp_path / "fleet", name, env)
+    matrix = load_matrix()
+    return matrix, load_fleet(matrix, [tmp_path / "fleet"])
+
+
+def _python(version: str) -> dict:
+    h100 = saved("h100_driver580")
+    return {**h100, "python": {**h100["python"], "version": version}}
+
+
+def test_nodes_that_differ_only_in_python_minor_are_two_classes(tmp_path: Path):
+    """A wheel set is per interpreter: 3.11 and 3.12 are two classes; 3.11.9 and 3.11.4 are one."""
+    from cudamatrix.fleet.classes import class_facts, describe
+    from cudamatrix.fleet.perclass import lock_per_class
+
+    matrix, fleet = _fleet(tmp_path, {"a": _python("3.11.9"), "a2": _python("3.11.4"), "b": _python("3.12.3")})
+    assert sorted(sorted(c.nodes) for c in fleet.classes) == [["a", "a2"], ["b"]]
+    assert [c.nodes for c in fleet.classes][0] == ["a", "a2"]  # largest class first
+    assert {class_facts(e)["python"] for e in fleet.environments} == {"3.11", "3.12"}
+    assert {describe(c.facts).split("; ")[-2] for c in fleet.classes} == {"Python 3.11", "Python 3.12"}
+    assert len({fleet.solver_key(c) for c in fleet.classes}) == 2  # the solver tells them apart too
+    files, mapping = lock_per_class(matrix, fleet, ["torch"])
+    assert len({c["id"] for c in mapping["classes"]}) == 2
+    for c in mapping["classes"]:  # whatever file a class gets, it was solved for that class's interpreter
+        text = files[c["lock"]]
+        py = c["facts"]["python"]
+        assert any(line.startswith("# target ") and f"Python {py};" in line for line in text.splitlines()), text
+
+
+def test_one_gpu_node_among_cpu_nodes_gets_its_own_class_and_a_cuda_lock(tmp_path: Path):
+    """The one set that fits every node is a CPU build; the GPU node must not get it."""
+    from cudamatrix.fleet.perclass import lock_per_class
+
+    h100 = saved("h100_driver580")
+    cpu = {**saved("doctor_no_driver_cpu_only_is_fine"), "python": h100["python"]}
+    matrix, fleet = _fleet(tmp_path, {"cpu1": cpu, "cpu2": cpu, "gpu": h100})
+    assert [c.nodes for c in fleet.classes] == [["cpu1", "cpu2"], ["gpu"]]
+    files, mapping = lock_per_class(matrix, fleet, ["torch"])
+    assert mapping["single"] is False and mapping["joint_causes"][0]["rule"] == "cpu_only"
+    by_nodes = {tuple(c["nodes"]): c for c in mapping["classes"]}
+    gpu, cpus = by_nodes[("gpu",)], by_nodes[("cpu1", "cpu2")]
+    assert gpu["lock"] != cpus["lock"] and sorted(files) == sorted([gpu["lock"], cpus["lock"]])
+    assert gpu["cuda"] and all(" cpu" not in f for f in gpu["frameworks"]), gpu
+    assert cpus["cuda"] is None and all(f.endswith(" cpu") for f in cpus["frameworks"]), cpus
+    assert "# target gpu:" in files[gpu["lock"]] and "# target cpu1:" not in files[gpu["lock"]]
+    assert gpu["ray"]["label_selector"] != cpus["ray"]["label_selector"]
+    assert gpu["slurm"]["feature"] == "cudamatrix_" + gpu["id"].replace("-", "_")
+
+
+def test_class_descriptions_and_ids_are_exact():
+    """The one line people read for a class, and the id: c- and 10 hex digits of the SHA-256 of the canonical
+    JSON of the facts (the same facts give the same id on every machine)."""
+    import hashlib
+
+    from cudamatrix.fleet.classes import abbreviate, class_facts, class_id, describe, group
+    from cudamatrix.models import Environment
+    from cudamatrix.schema import validate
+
+    h100 = validate(Environment, saved("h100_driver580"), "test")
+    facts = class_facts(h100)
+    canonical = json.dumps(facts, sort_keys=True, separators=(",", ":"))
+    assert class_id(facts) == "c-" + hashlib.sha256(canonical.encode()).hexdigest()[:10]
+    two = {**facts, "gpus": [["NVIDIA H100 80GB HBM3", "9.0", 81559]] * 2 + [["", "", 0]],
+           "toolkits": ["12.4", "13.0"]}
+    assert describe(two) == ("2x NVIDIA H100 80GB HBM3 (9.0), GPU (?); driver 580.65.06; toolkit 12.4, 13.0; "
+                             f"Python {facts['python']}; linux_x86_64")
+    bare = {"platform": None, "gpus": [], "driver": {"version": None, "cuda_version": None, "status": "absent"},
+            "toolkits": [], "python": None}
+    assert describe(bare) == "no GPU; driver absent; Python ?; ?"
+    cls = group([("n1", h100)])[0]
+    assert cls.to_dict() == {"id": class_id(facts), "description": describe(facts), "facts": facts, "nodes": ["n1"]}
+    assert cls.members == [0]
+    assert abbreviate(["a", "b", "c"]) == "a, b, c"
+    assert abbreviate([f"n{i}" for i in range(7)]) == "n0, n1, n2, n3, n4 and 2 more"
+    assert abbreviate(["a", "b", "c"], limit=2) == "a, b and 1 more"
+    assert abbreviate([f"n{i}" for i in range(5)]) == "n0, n1, n2, n3, n4"
+
+
+def test_class_facts_read_every_fact_that_splits_a_class():
+    from cudamatrix.fleet.classes import class_facts
+    from cudamatrix.models import Environment
+    from cudamatrix.schema import validate
+
+    base = saved("h100_driver580")
+    facts = class_facts(validate(Environment, base, "test"))
+    gpu = base["gpus"][0]
+    assert facts["gpus"] == [[gpu["name"], gpu["compute_capability"], gpu["memory_total_mib"]]]
+    assert facts["driver"] == {"version": base["driver"]["version"], "cuda_version": base["driver"]["cuda_version"],
+                               "status": base["driver"]["status"]}
+    assert facts["platform"] == base["python"]["platform"] and facts["python"] == "3.11"
+    changed = [{**base, "gpus": [{**gpu, "memory_total_mib": 40960}]},
+               {**base, "gpus": [{**gpu, "compute_capability": "8.0"}]},
+               {**base, "driver": {**base["driver"], "cuda_version": "12.9"}},
+               {**base, "driver": {**base["driver"], "status": "error"}},
+               {**base, "toolkits": [{"version": "12.4", "path": "/usr/local/cuda-12.4", "source": "nvcc"}]},
+               {**base, "python": {**base["python"], "platform": "linux_aarch64"}}]
+    for env in changed:
+        assert class_facts(validate(Environment, env, "test")) != facts, env
+    no_python = class_facts(validate(Environment, {**base, "python": {"platform": "linux_x86_64"}}, "test"))
+    assert no_python["python"] is None
+
+
+def _patch_levels(env: dict, count: int) -> list[dict]:
+    """The machine under ``count`` patch levels of its driver, from its own up (nodes of one driver branch)."""
+    head, _, last = env["driver"]["version"].rpartition(".")
+    return [{**env, "driver": {**env["driver"], "version": f"{head}.{int(last) + k:0{len(last)}d}"}}
+            for k in range(count)]
+
+
+def test_node_files_alike_are_read_as_each_alone(tmp_path: Path):
+    """load_nodes validates files alike but for hostname/captured_at/timings once: every Environment equals the
+    file's own load_environment, and a file alike but for a bad per-node value is refused with its own message."""
+    from cudamatrix.detect import load_environment
+    from cudamatrix.errors import UsageError
+    from cudamatrix.fleet.nodes import load_nodes
+
+    fleet = tmp_path / "fleet"
+    kinds = _patch_levels(saved("doctor_cpu_wheel_on_t4"), 2) + [saved("doctor_kaggle_p100_cu128")]
+    paths = [write(fleet, f"n{i}", {**kinds[i % 3], "hostname": f"n{i}", "captured_at": f"2026-11-26T00:00:0{i}Z",
+                                    "timings_ms": {"total": 100.0 + i}}) for i in range(9)]
+    paths.append(write(fleet, "n9", {**kinds[0], "hostname": None, "timings_ms": {"total": 5}}))  # an int: validated
+    envs, same = load_nodes(paths)
+    assert same == [0, 1, 2, 0, 1, 2, 0, 1, 2, 0]
+    for env, path in zip(envs, paths, strict=True):
+        assert env == load_environment(str(path))
+    bad = write(fleet, "n10", {**kinds[1], "hostname": ["not", "text"]})
+    with pytest.raises(UsageError) as alone:
+        load_environment(str(bad))
+    with pytest.raises(UsageError) as grouped:
+        load_nodes([*paths, bad])
+    assert grouped.value.message == alone.value.message and "n10.json: hostname" in alone.value.message
+
+
+def test_per_class_locks_shared_by_classes_alike_equal_their_own_solves(tmp_path: Path, monkeypatch):
+    """Classes that differ only in a driver patch level get one solve (lock_per_class): the locks and locks.json
+    (the unsolved classes' causes with their own driver and machines) equal those of a solve per class."""
+    from cudamatrix.fleet import perclass
+    from cudamatrix.matrix.data import load_matrix
+
+    fleet = tmp_path / "fleet"
+    kinds = _patch_levels(saved("doctor_cpu_wheel_on_t4"), 3) + \
+        _patch_levels(saved("doctor_kaggle_p100_cu128"), 3)
+    for i in range(12):
+        write(fleet, f"n{i:02d}", {**kinds[i % 6], "hostname": f"n{i:02d}"})
+    matrix = load_matrix(None)
+    loaded = perclass.load_fleet(matrix, [fleet])
+    assert len(loaded.classes) == 6
+    shared = perclass.lock_per_class(matrix, loaded, ["torch==2.15.0"])
+    monkeypatch.setattr(perclass, "_as_for", lambda answer, first, targets: None)  # each class solved itself
+    alone = perclass.lock_per_class(matrix, loaded, ["torch==2.15.0"])
+    assert shared == alone
+    unsolved = shared[1]["unsolved"]
+    assert len(unsolved) == 6 and len({json.dumps(u["causes"]) for u in unsolved}) == 6  # 2.15.0 needs driver 580
+    for entry in unsolved:
+        quoted = " ".join(c["message"] for c in entry["causes"])
+        assert entry["facts"]["driver"]["version"] in quoted
+        assert all(c["machines"] in ([], entry["nodes"]) for c in entry["causes"])

@@ -1,0 +1,236 @@
+"""The cheaper stand-ins on the start-up path behave as the standard ones they replace: ``schema.record`` as
+``dataclasses.dataclass``, ``Paste.where`` and ``Paste.having`` as a scan line by line, ``proc.which`` as
+``shutil.which``, ``names.name_and_specifier`` as ``packaging.requirements.Requirement``."""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import subprocess
+import sys
+import typing
+from dataclasses import field
+from pathlib import Path
+
+import pytest
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
+
+from cudamatrix.names import name_and_specifier
+from cudamatrix.schema import field as schema_field
+from cudamatrix.schema import field_names, record, replace
+
+
+def _pair(frozen: bool, eq: bool = True):
+    """The same class body under the standard decorator and under record."""
+    def body():
+        class Row:
+            name: str
+            version: str = "1.0"
+            tags: list[str] = field(default_factory=list, compare=False)
+            secret: str = field(default="", repr=False)
+            weight: int = field(default=0, hash=False)
+        return Row
+    return (dataclasses.dataclass(frozen=frozen, eq=eq)(body()), record(frozen=frozen, eq=eq)(body()))
+
+
+@pytest.mark.parametrize("frozen", [False, True])
+def test_record_repr_eq_hash_match_dataclass(frozen):
+    std, rec = _pair(frozen)
+    a_std, a_rec = std("torch", "2.5", ["x"], "s", 3), rec("torch", "2.5", ["x"], "s", 3)
+    assert repr(a_rec) == repr(a_std) == f"{std.__qualname__}(name='torch', version='2.5', tags=['x'], weight=3)"
+    # compare=False fields do not count; other fields do; another class never equals
+    assert (rec("torch", "2.5", ["y"]) == rec("torch", "2.5", ["z"])) is (std("torch", "2.5", ["y"]) == std("torch", "2.5", ["z"])) is True
+    assert (rec("torch", "2.5") == rec("torch", "2.6")) is (std("torch", "2.5") == std("torch", "2.6")) is False
+    assert rec("torch").__eq__(std("torch")) is NotImplemented
+    if frozen:
+        # hash: the compared fields with hash not switched off, as the standard decorator
+        assert hash(rec("torch", "2.5", weight=1)) == hash(rec("torch", "2.5", weight=2)) == hash(("torch", "2.5", "", ))
+        assert hash(std("torch", "2.5", weight=1)) == hash(("torch", "2.5", ""))
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            a_rec.name = "jax"  # type: ignore[misc]
+    else:
+        assert std.__hash__ is None and rec.__hash__ is None  # mutable with __eq__: unhashable
+
+
+def test_record_without_eq_keeps_identity():
+    std, rec = _pair(frozen=True, eq=False)
+    a, b = rec("torch"), rec("torch")
+    assert a != b and a == a and hash(a) == object.__hash__(a)
+    assert (std("torch") == std("torch")) is False
+
+
+def test_record_keeps_a_method_the_class_defines():
+    @record
+    class Shown:
+        name: str
+
+        def __repr__(self) -> str:
+            return f"<{self.name}>"
+
+    assert repr(Shown("x")) == "<x>"
+    assert dataclasses.is_dataclass(Shown) and [f.name for f in dataclasses.fields(Shown)] == ["name"]
+
+
+def _kinds():
+    """A class body with what the models use beyond plain fields: a keyword-only field, a field left out of
+    ``__init__``, ``__post_init__``, a ClassVar and inheritance."""
+    def body(decorate, fld=field, **kw):
+        @decorate(**kw)
+        class Base:
+            name: str
+            size: int = 0
+
+        @decorate(**kw)
+        class Row(Base):
+            limit: typing.ClassVar[int] = 3
+            tags: list[str] = fld(default_factory=list)
+            seen: int = fld(default=0, init=False)
+            note: str = fld(default="", kw_only=True)
+
+            def __post_init__(self) -> None:
+                object.__setattr__(self, "seen", len(self.tags))
+        return Row
+    return body
+
+
+@pytest.mark.parametrize("frozen", [False, True])
+def test_record_init_matches_dataclass(frozen):
+    std, rec = _kinds()(dataclasses.dataclass, frozen=frozen), _kinds()(record, schema_field, frozen=frozen)
+    for args, kw in [(("a",), {}), (("a", 2, ["x", "y"]), {"note": "n"}), ((), {"name": "b", "tags": ["z"]})]:
+        a, b = std(*args, **kw), rec(*args, **kw)
+        assert repr(a).split("(", 1)[1] == repr(b).split("(", 1)[1]
+        assert [getattr(a, f.name) for f in dataclasses.fields(a)] == [getattr(b, n) for n in field_names(b)]
+    assert field_names(rec) == ("name", "size", "tags", "seen", "note") and rec.limit == 3
+    fresh = _kinds()(record, schema_field, frozen=frozen)  # no instance yet: its __init__ is not compiled
+    dataclasses.fields(fresh)  # turning into a dataclass compiles it: the standard decorator reads its signature
+
+    def params(cls):
+        return [(p.name, p.kind) for p in inspect.signature(cls).parameters.values()]
+    assert params(fresh) == params(rec) == params(std)
+    assert rec("a").tags is not rec("a").tags  # a fresh list each time
+    for args, kw in [(("a", 1, [], 5), {}), ((), {"seen": 1, "name": "a"}), ((), {}), (("a",), {"other": 1})]:
+        with pytest.raises(TypeError):
+            std(*args, **kw)
+        with pytest.raises(TypeError):
+            rec(*args, **kw)
+
+
+def test_record_refuses_what_dataclass_refuses():
+    def mutable():
+        class Row:
+            tags: list = []  # noqa: RUF012
+        return Row
+
+    def order():
+        class Row:
+            a: int = 0
+            b: int
+        return Row
+
+    for body in (mutable, order):
+        with pytest.raises((ValueError, TypeError)) as std_error:
+            dataclasses.dataclass(body())
+        with pytest.raises(std_error.type):
+            record(body())
+
+
+def test_record_becomes_a_dataclass_when_asked():
+    Row = _kinds()(record, schema_field, frozen=True)
+    row = Row("a", 1, ["x"], note="n")
+    assert not isinstance(vars(Row)["__dataclass_fields__"], dict)  # nobody asked yet: no fields made
+    assert dataclasses.is_dataclass(row)
+    assert [f.name for f in dataclasses.fields(Row)] == list(field_names(Row))
+    assert dataclasses.replace(row, size=2) == Row("a", 2, ["x"], note="n")
+    assert replace(row, size=2) == Row("a", 2, ["x"], note="n") and replace(row, size=2).seen == 1
+    assert dataclasses.asdict(row) == {"name": "a", "size": 1, "tags": ["x"], "seen": 1, "note": "n"}
+    assert repr(row).endswith(".Row(name='a', size=1, tags=['x'], seen=1, note='n')")  # its own repr kept
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        row.size = 3  # type: ignore[misc]
+    with pytest.raises(ValueError):
+        replace(row, seen=2)  # init=False: as dataclasses.replace
+
+
+@pytest.mark.slow
+def test_a_model_validates_through_pydantic_and_the_start_up_path_never_loads_dataclasses_nor_packaging():
+    code = ("import sys, cudamatrix.cli.fast, cudamatrix.detect.reports\n"
+            "from cudamatrix.detect.reports import from_reports\n"
+            "env = from_reports([('p', 'nvcc: NVIDIA (R) Cuda compiler driver\\nCuda compilation tools, release 12.4,"
+            " V12.4.131')])\n"
+            "assert env.toolkits and env.to_dict()['toolkits'][0]['version'] == '12.4.131', env\n"
+            "print(sorted(m for m in ('dataclasses', 'inspect', 'pydantic', 'packaging') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+    from cudamatrix.models import Environment
+    from cudamatrix.schema import validate
+
+    env = validate(Environment, {"origin": "report", "toolkits": [{"source": "nvcc", "version": "12.4"}]}, "env.json")
+    assert env.toolkits[0].version == "12.4" and env.origin == "report"
+
+
+@pytest.mark.parametrize("text", [
+    "torch", "torch==2.0.1", "torch>=1.12,<1.13", "nvidia-cudnn-cu12>=9.11", "tensorflow==2.16.1",
+    "torch >= 2.1 , < 3", "a.b_c==1.0.*", "x===1.0", "torch ~= 2.1", "Torch_Vision!=0.1",
+    # not plain: through packaging
+    "torch[cuda]>=1", 'torch; python_version<"3.9"', "torch @ https://example.invalid/t.whl",
+])
+def test_name_and_specifier_matches_packaging(text):
+    req = Requirement(text)
+    name, spec = name_and_specifier(text)
+    assert name == req.name
+    assert SpecifierSet(spec) == req.specifier
+
+
+@pytest.mark.parametrize("text", ["", "==1.0", "torch==", "torch>=", "-torch", "torch 1.0"])
+def test_name_and_specifier_refuses_what_packaging_refuses(text):
+    with pytest.raises(InvalidRequirement):
+        Requirement(text)
+    with pytest.raises(InvalidRequirement):
+        name_and_specifier(text)
+
+
+def test_paste_having_is_every_line_holding_a_needle():
+    """Paste.having finds rare needles by position and common ones line by line: either way, every line that
+    holds one of the needles, each once, in order."""
+    from cudamatrix.detect.text import Paste
+
+    lines = [f"GPU {i}: NVIDIA A100 (UUID: GPU-{i})" if i % 50 == 0 else f"row {i} | {i % 7}: x" for i in range(2000)]
+    lines[7] = "CUDA Version: 12.4 CUDA Version: 12.4"  # twice on one line
+    paste = Paste("\n".join(lines))
+    for needles in [("(UUID:",), (":",), ("|",), ("CUDA Version",), ("(UUID:", "CUDA Version"), ("absent",),
+                    ("absent", "(UUID:"), (":", "(UUID:"), ("row 1", "GPU")]:
+        assert paste.having(*needles) == [i for i, line in enumerate(lines) if any(n in line for n in needles)]
+
+
+def test_paste_where_is_every_line_the_pattern_matches_at_its_start():
+    """Paste.where searches the whole text behind each newline: the same lines as matching line by line, for
+    the patterns the readers give it, on the corpus and on lines made to sit at the edges (first line, last
+    line, empty lines, a match right after another)."""
+    from cudamatrix.detect.pastes import nvsmi, packages
+    from cudamatrix.detect.text import Paste
+
+    corpus = Path(__file__).parent.parent / "data" / "pastes"
+    texts = [p.read_text(encoding="utf-8") for p in sorted(corpus.glob("*.txt"))]
+    texts += ["| 0  Tesla T4 |\n|\n+---+\n\n  | x |\nnumpy 1.26.4\n", "", "\n\n|", "torch==2.3.0", "+\n+\n+"]
+    for text in texts:
+        paste = Paste(text)
+        for pattern in (packages._CANDIDATE, nvsmi._EDGE):
+            assert paste.where(pattern) == [i for i, line in enumerate(paste.lines) if pattern.match(line)]
+
+
+def test_package_candidate_pattern_means_what_the_plain_one_means():
+    """packages._CANDIDATE takes a name atomically (no giving back): it matches exactly the lines the plain,
+    backtracking spelling of it matches, on the corpus and at the name-length bound."""
+    import re
+
+    from cudamatrix.detect.pastes import packages
+
+    plain = re.compile(r"[ \t]*(?:\[(?:pip\d?|conda)\]|Package[ \t]|# |-{3,}|[-*][ \t]{1,4}`|"
+                       r"[A-Za-z0-9][\w.+-]{0,100}(?:==|[ \t]+\d))")
+    corpus = Path(__file__).parent.parent / "data" / "pastes"
+    lines = [line for p in sorted(corpus.glob("*.txt")) for line in p.read_text(encoding="utf-8").split("\n")]
+    for n in (99, 100, 101, 102):
+        name = "a" * n
+        lines += [f"{name}==1.0", f"{name} 1.0", f"{name}\t2", f"{name}=1", f"{name}.x 3", f"{name} x", name]
+    lines += ["torch 2.3.0", "torch==2.3", "torch  =2", "a-b.c+d 1", "-torch 1", "numpy", "x 1", "x= =1"]
+    assert [bool(packages._CANDIDATE.match(s)) for s in lines] == [bool(plain.match(s)) for s in lines]
+    assert sum(bool(plain.match(s)) for s in lines) > 100  # the corpus has package lists
