@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from interrupt import WHEN_RECORDED
 from localindex import build_wheel
 from uvtool import IN_CI, UV_DIR, with_uv
 
@@ -362,7 +363,7 @@ def test_ctrl_c_gives_the_installer_its_grace_then_puts_back(world, tmp_path):
     """On Ctrl-C the installer first gets SIGINT and time to clean up (pip rolls back the package it was in);
     then the starting set is put back."""
     marker = tmp_path / "cleaned-up"
-    code = ("import os, signal, sys, time\n"
+    code = (WHEN_RECORDED + "import os, signal, sys, time\n"
             "def bye(*_):\n"
             f"    open({str(marker)!r}, 'w').write('yes')\n"
             "    sys.exit(1)\n"

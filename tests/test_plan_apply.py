@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -479,3 +480,29 @@ def test_an_installer_that_dies_with_its_parent_still_reports_a_missing_program(
     assert r.returncode == 127 and "no-such-installer-xyz" in r.stderr
     ok = proc.run(["sh", "-c", "echo $PPID; echo $$"], timeout=30, on_output=lambda line: None, die_with_parent=True)
     assert ok.ok and ok.stdout.split()[0] == str(os.getpid())  # the launcher became the program (exec, same pid)
+
+
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, OSError])
+def test_a_stop_while_the_installer_is_being_recorded_still_stops_the_installer(tmp_path, stop):
+    """Ctrl-C (or a journal that cannot be written) in on_start, after the installer started: the installer is
+    stopped, never left running on its own."""
+    import signal
+
+    from cudamatrix import proc
+
+    started: list[int] = []
+
+    def on_start(pid: int) -> None:
+        started.append(pid)
+        raise stop("stopped while recording the installer")
+
+    with pytest.raises(stop):
+        proc.run([sys.executable, "-c", "import time; time.sleep(60)"], timeout=120, on_output=lambda line: None,
+                 interrupt_grace=5.0, on_start=on_start, die_with_parent=True)
+    assert started
+    try:
+        os.killpg(started[0], 0)
+    except ProcessLookupError:
+        return
+    os.killpg(started[0], signal.SIGKILL)
+    pytest.fail("the installer kept running after the run was stopped")
