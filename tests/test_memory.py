@@ -536,3 +536,28 @@ def test_a_key_open_to_others_is_named_when_storing():
     notes: list[str] = []
     assert memory.store(B, _report(), notes=notes) is False
     assert notes == [f"verification memory: {key} has mode 0644: others may read or change it"]
+
+
+def test_in_an_installed_wheel_the_data_stamp_is_of_the_packaged_data(tmp_path, monkeypatch):
+    """A wheel ships the matrix inside the package (cudamatrix/data); a checkout has it beside (data/)."""
+    package = tmp_path / "site" / "cudamatrix"
+    (package / "verify").mkdir(parents=True)
+    (package / "data").mkdir()
+    (package / "data" / "torch.json").write_text('{"releases": []}')
+    monkeypatch.setattr(memory, "__file__", str(package / "verify" / "memory.py"))
+    assert memory.data_stamp() == memory.data_stamp(str(package / "data"))
+    assert memory.data_stamp() != memory.data_stamp(str(tmp_path / "site" / "data"))
+
+
+def test_a_memory_file_whose_keys_were_reordered_is_still_recalled():
+    """The MAC is over canonical JSON (sorted keys), not over the file's layout: a memory rewritten by a tool
+    that sorts keys or indents is still this user's."""
+    assert memory.store(A, _report(), env={"LD_LIBRARY_PATH": "/x"})
+    path = memory.cache_dir() / memory.CACHE_FILE
+    data = json.loads(path.read_text())
+    entry = data["entries"][A]
+    data["entries"][A] = {k: entry[k] for k in sorted(entry, reverse=True)}
+    data["entries"][A]["report"] = dict(reversed(list(entry["report"].items())))
+    _rewrite(data)
+    got = memory.load(A)
+    assert got is not None and got.frameworks[0].version == "2.14.1"
