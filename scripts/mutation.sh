@@ -14,7 +14,7 @@
 # The configuration is [tool.mutmut] in pyproject.toml: which modules are mutated and which test files can
 # kill their mutants (tests that run the code in this process; each mutant runs only the tests that reached
 # the function it changes). On a 2-core machine the run took about 23 minutes before the issue #28 modules were added; with them, run
-# it per module (mutmut run 'cudamatrix.safe.files.*') or expect hours. The mutants
+# it per module (--module, below: a few minutes each) or expect hours. The mutants
 # left alive, each with its reason, are listed in scripts/mutation-survivors.md. Needs the mutation extra:
 #   pip install -e '.[test,mutation]'
 set -euo pipefail
