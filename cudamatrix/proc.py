@@ -103,8 +103,6 @@ def _run_lines(argv: list[str], *, timeout: float, env: dict[str, str] | None, c
         return Result(argv, None, error="not found", seconds=time.monotonic() - start)
     except OSError as exc:
         return Result(argv, None, error=exc.strerror or str(exc), seconds=time.monotonic() - start)
-    if on_start is not None:
-        on_start(proc.pid)
     out: list[str] = []
     err: list[str] = []
 
@@ -118,9 +116,11 @@ def _run_lines(argv: list[str], *, timeout: float, env: dict[str, str] | None, c
 
     readers = [threading.Thread(target=pump, args=(proc.stdout, out), daemon=True),
                threading.Thread(target=pump, args=(proc.stderr, err), daemon=True)]
-    for t in readers:
-        t.start()
-    try:
+    try:  # from here on a Ctrl-C (even during on_start) stops the child: it must never outlive us unasked
+        if on_start is not None:
+            on_start(proc.pid)
+        for t in readers:
+            t.start()
         proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         _kill_group(proc)

@@ -234,7 +234,7 @@ def private_dir(path: str | os.PathLike) -> str | None:
 def _private_problem(name: str, st: os.stat_result, folder: bool) -> str | None:
     want = stat.S_ISDIR if folder else stat.S_ISREG
     if not want(st.st_mode):
-        return f"{name} is {kind_of(st.st_mode) or 'a symlink'}, not a {'folder' if folder else 'file'}"
+        return f"{name} is {kind_of(st.st_mode) or 'a regular file'}, not a {'folder' if folder else 'file'}"
     if hasattr(os, "getuid") and st.st_uid != os.getuid():
         return f"{name} is owned by uid {st.st_uid}, not by this user"
     # a folder others cannot write is safe to read from; a file must be this user's alone

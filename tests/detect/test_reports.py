@@ -633,3 +633,18 @@ def test_collect_env_without_its_cuda_used_to_build_line_is_not_a_cpu_build():
     assert "+" not in cpu.version and cpu.variant == "cpu" and cpu.cuda is None
     cuda = fw(env_of("collect_env/rhel7_1.6.0cu102_driver418.67_2xV100_pytorch43058.txt"), "torch")
     assert (cuda.version, cuda.cuda, cuda.variant) == ("1.6.0", "10.2", "cu102")
+
+
+@pytest.mark.parametrize("rel,cuda,cudnn", [
+    ("tf_build_info/windows_tf_cuda11.2_cudnn8_build_info.txt", "11.2", "8"),
+    ("tf_build_info/windows_tf_cuda10.1_cudnn7_build_info.txt", "10.1", "7"),
+])
+def test_tensorflow_windows_build_info_names_cuda_and_cudnn_as_64_underscore(rel, cuda, cudnn):
+    """TensorFlow's Windows builds write their versions as DLL suffixes: cuda_version '64_112' (CUDA 11.2),
+    cudnn_version '64_8' (cuDNN 8); TensorFlow's third_party/gpus/cuda_configure.bzl makes them with
+    ("64_%s%s" if is_windows else "%s.%s") % (major, minor) and ("64_%s" if is_windows else "%s") % cudnn.
+    The fixtures are real build_info modules of Windows installs (what tf.sysconfig.get_build_info() returns)."""
+    env = env_of(rel)
+    assert f"{rel}: read as tf.sysconfig.get_build_info() (line 1)" in [n.message for n in env.notes]
+    assert f"TensorFlow build info (CUDA {cuda}, cuDNN {cudnn}) without a TensorFlow version in the paste" in [
+        n.message for n in env.notes]

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -139,14 +140,16 @@ def test_python_api_call_is_consent(venv, wheels, tmp_path, monkeypatch):
 
 class _SlowLog(list):
     """Stands in for LocalIndex.served: once ``armed()`` (the run is past its first step), each wheel download
-    (GET) waits, so the run can be stopped mid-install. HEAD requests (the disk-space check) and the installer's
-    dry run before the journal pass at once."""
+    (GET) is held until the test releases it (``release``, set once the run was stopped), so the run can be
+    stopped mid-install however slow the machine. HEAD requests (the disk-space check) and the installer's dry
+    run before the journal pass at once."""
 
-    delay = 30.0
+    hold_s = 600.0  # at most; the installers' read timeouts are set above it for these runs (HELD_ENV)
 
     def __init__(self, armed) -> None:
         super().__init__()
         self.armed = armed
+        self.release = threading.Event()
         self.late: list[str] = []  # wheel downloads asked for while armed
 
     def append(self, item):
@@ -154,9 +157,13 @@ class _SlowLog(list):
         if getattr(handler, "_head_only", False):
             return
         super().append(item)
-        if item.startswith("/files/") and self.delay and self.armed():
+        if item.startswith("/files/") and not self.release.is_set() and self.armed():
             self.late.append(item)
-            time.sleep(self.delay)
+            self.release.wait(self.hold_s)
+
+
+# a held download must end by the signal the test sends, never by the installer's own read timeout (5 s in _env)
+HELD_ENV = {"PIP_DEFAULT_TIMEOUT": "900", "UV_HTTP_TIMEOUT": "900"}
 
 
 def _journal(env: dict) -> dict | None:
@@ -171,7 +178,7 @@ def _start_and_stop(venv: Path, wheels: Path, tmp_path: Path, sig: int, record: 
     """Run fix --yes, stop it with ``sig`` while the install step downloads; return (start freeze, env, the
     journal as the stop left it)."""
     with LocalIndex(wheels) as index:
-        env = _env(tmp_path, index.url + "/simple")
+        env = {**_env(tmp_path, index.url + "/simple"), **HELD_ENV}
         slow = _SlowLog(lambda: (_journal(env) or {}).get("steps_done", 0) >= 1)
         index.served = slow
         start = _freeze(venv, env)
@@ -187,8 +194,11 @@ def _start_and_stop(venv: Path, wheels: Path, tmp_path: Path, sig: int, record: 
             time.sleep(0.2)
         assert journal and journal["steps_done"] == 1, "the run never reached its install step"
         run.send_signal(sig)
-        out, err = run.communicate(timeout=300)
-        slow.delay = 0.0
+        try:
+            out, err = run.communicate(timeout=300)
+        finally:
+            slow.release.set()
+    env = _env(tmp_path, env["PIP_INDEX_URL"])  # the next runs use the usual timeouts
     record.write_text(f"$ cudamatrix fix --yes ... (stopped by {signal.Signals(sig).name} during step 2)\n"
                       f"exit {run.returncode}\n{out}{err}")
     return start, env, journal

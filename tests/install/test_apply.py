@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from interrupt import WHEN_RECORDED
 from localindex import LocalIndex, build_wheel, copy_venv, pip_list
 from uvtool import IN_CI, UV_DIR, with_uv
 
@@ -512,6 +513,32 @@ def test_an_installer_that_dies_with_its_parent_still_reports_a_missing_program(
     assert ok.ok and ok.stdout.split()[0] == str(os.getpid())  # the launcher became the program (exec, same pid)
 
 
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, OSError])
+def test_a_stop_while_the_installer_is_being_recorded_still_stops_the_installer(tmp_path, stop):
+    """Ctrl-C (or a journal that cannot be written) in on_start, after the installer started: the installer is
+    stopped, never left running on its own."""
+    import signal
+
+    from cudamatrix import proc
+
+    started: list[int] = []
+
+    def on_start(pid: int) -> None:
+        started.append(pid)
+        raise stop("stopped while recording the installer")
+
+    with pytest.raises(stop):
+        proc.run([sys.executable, "-c", "import time; time.sleep(60)"], timeout=120, on_output=lambda line: None,
+                 interrupt_grace=5.0, on_start=on_start, die_with_parent=True)
+    assert started
+    try:
+        os.killpg(started[0], 0)
+    except ProcessLookupError:
+        return
+    os.killpg(started[0], signal.SIGKILL)
+    pytest.fail("the installer kept running after the run was stopped")
+
+
 # --- mut install ---------------------------------------------------------------------------------------------------
 
 UV_CACHE = "uv_cache.json"  # uv writes it into each .dist-info it installs
@@ -843,7 +870,7 @@ def test_ctrl_c_gives_the_installer_its_grace_then_puts_back(world, tmp_path):
     """On Ctrl-C the installer first gets SIGINT and time to clean up (pip rolls back the package it was in);
     then the starting set is put back."""
     marker = tmp_path / "cleaned-up"
-    code = ("import os, signal, sys, time\n"
+    code = (WHEN_RECORDED + "import os, signal, sys, time\n"
             "def bye(*_):\n"
             f"    open({str(marker)!r}, 'w').write('yes')\n"
             "    sys.exit(1)\n"

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from interrupt import WHEN_RECORDED
 from localindex import build_wheel, copy_venv
 from uvtool import needs_uv, with_uv
 
@@ -274,7 +275,7 @@ def test_steps_run_with_their_environment_and_report_done():
 
 @pytest.mark.slow
 def test_interrupt_restores_and_says_so():
-    plan = Plan(python=sys.executable, steps=[_step("import os, signal; os.kill(os.getppid(), signal.SIGINT)",
+    plan = Plan(python=sys.executable, steps=[_step(WHEN_RECORDED + "import os, signal; os.kill(os.getppid(), signal.SIGINT)",
                                                      "interrupted")])
     with pytest.raises(InstallFailed) as err:
         apply(plan)

@@ -272,3 +272,153 @@ def test_a_signed_overlay_that_is_not_an_object_is_ignored(shipped):
     user_key(create=True)
     _plant("[1, 2]")
     assert "the overlay is not a JSON object" in _ignored(shipped)
+
+
+# --- issue #28: the survivors of the mutation run ------------------------------------------------------------
+
+def test_a_row_with_a_control_character_is_refused(shipped):
+    """A terminal escape in a note would reach the user's terminal through every render: refused by name."""
+    doc = _doc()
+    doc["families"]["torch"][0]["notes"] = ["ok", "red \x1b[31m text"]
+    doc["sha256"] = overlay.digest(doc["families"])
+    with pytest.raises(overlay.OverlayError) as err:
+        overlay.check_rows(doc, shipped)
+    assert err.value.message == ("the overlay's families.torch[0].notes[1] holds a line break or a control "
+                                 "character")
+
+
+def test_a_row_inconsistent_with_the_shipped_matrix_is_refused_by_name(shipped):
+    doc = _doc()
+    doc["families"]["torch"][0]["name"] = "jax"
+    doc["sha256"] = overlay.digest(doc["families"])
+    with pytest.raises(overlay.OverlayError) as err:
+        overlay.check_rows(doc, shipped)
+    assert err.value.message == ("the overlay's rows are inconsistent with the shipped matrix: "
+                                 "torch.json: releases[0]: name: 'jax' in torch.json")
+    doc["families"]["torch"] = [dict(doc["families"]["torch"][0], version=f"2.99.{i}") for i in range(7)]
+    doc["sha256"] = overlay.digest(doc["families"])
+    with pytest.raises(overlay.OverlayError) as err:
+        overlay.check_rows(doc, shipped)
+    assert err.value.message == ("the overlay's rows are inconsistent with the shipped matrix: " + "; ".join(
+        f"torch.json: releases[{i}]: name: 'jax' in torch.json" for i in range(5)))  # the first five problems
+
+
+def test_the_refusals_are_exact(shipped):
+    doc = _doc()
+    doc["families"]["cupy"] = []
+    with pytest.raises(overlay.OverlayError) as err:
+        overlay.check_rows(doc, shipped)
+    assert err.value.message == "the overlay's families are not torch/tensorflow/jax"
+    doc = _doc()
+    doc["sha256"] = "0" * 64
+    with pytest.raises(overlay.OverlayError) as err:
+        overlay.check_rows(doc, shipped)
+    assert err.value.message == "the overlay's rows do not match its sha256"
+    user_key(create=True)
+    _plant("[1, 2]")
+    assert _ignored(shipped) == "the overlay is not a JSON object; the shipped matrix is used"
+    _plant(_signed(_doc(digest=False)))
+    assert _ignored(shipped) == "the overlay's rows do not match its sha256; the shipped matrix is used"
+    _plant(_doc(digest=False))  # unsigned, and its digest is wrong too: the plainer reason first
+    assert _ignored(shipped) == "the overlay's rows do not match its sha256; the shipped matrix is used"
+    _plant({**_doc(), "mac": "0" * 64})
+    assert _ignored(shipped) == ("the overlay is not signed with this user's key (no key, or another key): an "
+                                 "overlay edited or planted by anyone without the key is not used; the shipped "
+                                 "matrix is used")
+
+
+def test_reading_an_overlay_never_makes_a_key(shipped):
+    _plant(_doc())
+    assert "not signed with this user's key" in _ignored(shipped)
+    from cudamatrix.safe.keys import KEY_FILE, cache_dir
+
+    assert not (cache_dir() / KEY_FILE).exists()
+
+
+def test_an_overlay_nested_too_deep_is_refused_before_its_rows_are_read(shipped):
+    doc = _doc()
+    deep: object = "x"
+    for _ in range(20):
+        deep = [deep]
+    doc["families"]["torch"][0]["notes"] = deep
+    doc["sha256"] = overlay.digest(doc["families"])
+    _plant(_signed(doc))
+    assert _ignored(shipped) == ("the overlay cannot be read (nested more than 16 levels deep); the shipped matrix "
+                                 "is used")
+
+
+def test_an_overlay_of_several_megabytes_is_read(shipped):
+    """The bound is 16 MB (a matrix update of many releases), not the 4 MB of other files."""
+    text = json.dumps(_signed(_doc())) + " " * (5 * 1024 * 1024)
+    _plant(text)
+    got = overlay.apply(shipped)
+    assert NEW in _versions(got) and overlay.info(got).ignored is None
+
+
+def test_the_releases_an_overlay_adds_leave_out_the_shipped_ones_it_repeats(shipped):
+    doc = _doc()
+    newest = json.loads((default_data_dir() / "torch.json").read_text())["releases"][0]
+    newest.pop("companions", None)
+    doc["families"]["torch"].append(newest)
+    doc["sha256"] = overlay.digest(doc["families"])
+    _plant(_signed(doc))
+    got = overlay.apply(shipped)
+    assert overlay.info(got).releases == {"torch": [NEW], "tensorflow": [], "jax": []}
+
+
+def test_an_overlay_folder_that_is_a_symlink_is_neither_written_nor_read(shipped, tmp_path):
+    real = tmp_path / "elsewhere"
+    real.mkdir(mode=0o700)
+    real.chmod(0o700)
+    user_key(create=True)
+    link = overlay.overlay_path().parent
+    link.symlink_to(real)
+    with pytest.raises(overlay.OverlayError) as err:
+        overlay.write(_doc(), shipped)
+    assert err.value.message == f"{link}: the overlay folder is not a regular folder; not writing the overlay there"
+    assert err.value.hint == f"chmod 700 {link} (or set XDG_CACHE_HOME to a private folder)"
+    assert list(real.iterdir()) == []
+    path = real / "overlay.json"
+    path.write_text(json.dumps(_signed(_doc())))
+    path.chmod(0o600)
+    assert _ignored(shipped) == "the overlay folder is not a regular folder; the shipped matrix is used"
+
+
+def test_write_makes_missing_folders_and_a_sorted_indented_file(shipped, tmp_path):
+    user_key(create=True)
+    path = tmp_path / "a" / "b" / "overlay.json"
+    assert overlay.write(_doc(), shipped, path) == path
+    text = path.read_text()
+    doc = json.loads(text)
+    assert text == json.dumps(doc, indent=1, sort_keys=True)  # diff-able by a person: one key a line, sorted
+
+
+def test_write_says_when_the_overlay_cannot_be_written(shipped, monkeypatch):
+    import errno
+
+    user_key(create=True)
+    folder = overlay.overlay_path().parent
+    real = os.write
+
+    def full(fd, data):
+        if os.path.dirname(os.readlink(f"/proc/self/fd/{fd}")) == str(folder):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(fd, data)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(os, "write", full)
+        with pytest.raises(overlay.OverlayError) as err:
+            overlay.write(_doc(), shipped)
+    path = overlay.overlay_path()
+    assert err.value.message == (f"{path}: cannot write the overlay ({path}: cannot be written (No space left on "
+                                 "device))")
+
+
+def test_without_a_usable_key_write_says_where_to_look(shipped):
+    from cudamatrix.safe.keys import cache_dir
+
+    cache_dir().mkdir(parents=True)
+    (cache_dir() / "verify.key").symlink_to("/dev/null")
+    with pytest.raises(overlay.OverlayError) as err:
+        overlay.write(_doc(), shipped)
+    assert err.value.hint == "make the cache folder ($XDG_CACHE_HOME, default ~/.cache) yours and private"

@@ -365,3 +365,312 @@ def test_the_key_is_created_once_private_and_refused_when_unsafe():
     got, note = keys.user_key(create=True)
     assert got is None and "others may read or change it" in note
     assert path.stat().st_mode & 0o777 == 0o644  # left as it is
+
+
+# --- descriptors, temporary names and exact messages (issue #28: the survivors of the mutation run) ----------
+
+@pytest.mark.parametrize("flag", ["O_CLOEXEC", "O_NOFOLLOW"])
+def test_reads_and_writes_work_where_os_lacks_a_flag(tmp_path, oswrap, flag):
+    """Windows has neither O_CLOEXEC nor O_NOFOLLOW: the reader and the writer open without them."""
+    folder = tmp_path / "p"
+    assert files.private_dir(folder) is None
+    oswrap.delattr(os, flag)
+    assert files.write_private(folder / "k", b"secret") is None
+    assert files.read_private(folder / "k") == (b"secret", None)
+    assert files.read_bytes(folder / "k") == b"secret"
+    assert files.write_atomic(tmp_path / "out.txt", "new") == str(tmp_path / "out.txt")
+    oswrap.undo()
+    assert (tmp_path / "out.txt").read_text() == "new" and (folder / "k").stat().st_mode & 0o777 == 0o600
+
+
+def test_the_temporary_file_is_private_while_the_data_is_written(tmp_path, oswrap):
+    """The temporary file is 0600 from its creation: a secret being written is never readable by others, not
+    even before the final mode is set."""
+    folder = tmp_path / "d"
+    path = _target(folder)
+    real = os.write
+    modes: list[int] = []
+
+    def spy(fd, data):
+        modes.append(os.fstat(fd).st_mode & 0o777)
+        return real(fd, data)
+
+    oswrap.setattr(os, "write", spy)
+    files.write_atomic(path, b"new")
+    oswrap.undo()
+    assert modes == [0o600] and path.read_bytes() == b"new" and path.stat().st_mode & 0o777 == 0o640
+
+
+def _fixed_random(oswrap, collide: int) -> list[int]:
+    """os.urandom gives the same 8 bytes ``collide`` times, then other ones; returns the sizes asked."""
+    real = os.urandom
+    asked: list[int] = []
+
+    def fake(n):
+        asked.append(n)
+        return b"\x11" * n if len(asked) <= collide else real(n)
+
+    oswrap.setattr(os, "urandom", fake)
+    return asked
+
+
+def test_a_link_planted_at_the_temporary_name_is_never_followed(tmp_path, oswrap):
+    """The temporary file's name is hidden, made from the target's name cut to 64 characters and 16 random hex
+    digits; a link planted at that name is never opened: the writer takes the next random name."""
+    folder = tmp_path / "d"
+    folder.mkdir()
+    base = "n" * 80 + ".json"
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"untouched")
+    planted = folder / f".{base[:64]}.{'11' * 8}.tmp"
+    planted.symlink_to(victim)
+    asked = _fixed_random(oswrap, collide=1)
+    files.write_atomic(folder / base, b"data")
+    oswrap.undo()
+    assert asked == [8, 8]  # 8 random bytes per name, a second name after the collision
+    assert victim.read_bytes() == b"untouched" and planted.is_symlink()
+    assert (folder / base).read_bytes() == b"data" and sorted(p.name for p in folder.iterdir()) == sorted(
+        [base, planted.name])
+
+
+def test_sixteen_taken_temporary_names_end_in_a_clean_error(tmp_path, oswrap):
+    folder = tmp_path / "d"
+    path = _target(folder)
+    (folder / f".out.json.{'11' * 8}.tmp").write_bytes(b"planted")
+    asked = _fixed_random(oswrap, collide=1000)
+    with pytest.raises(UsageError) as err:
+        files.write_atomic(path, b"new")
+    oswrap.undo()
+    assert len(asked) == 16
+    assert err.value.message == f"{path}: cannot be written (no free temporary name in {folder})"
+    assert path.read_bytes() == OLD
+
+
+def test_read_bytes_stops_at_its_limit_on_a_file_that_never_ends(tmp_path, oswrap):
+    """A file whose size says nothing (a /proc or FUSE file) and that never ends, read in short pieces: the
+    reader stops after limit + 1 bytes and refuses it, or gives the first limit bytes when truncating; pieces
+    are joined as they came."""
+    f = tmp_path / "endless"
+    f.write_bytes(b"")
+    real = os.read
+    counter = iter(range(10**6))
+
+    def endless(fd, n):
+        if os.path.basename(os.readlink(f"/proc/self/fd/{fd}")) != "endless":
+            return real(fd, n)
+        return bytes([48 + next(counter) % 10]) * min(n, 2)
+
+    oswrap.setattr(os, "read", endless)
+    with pytest.raises(UsageError) as err:
+        files.read_bytes(f, limit=10, what="input")
+    got = files.read_bytes(f, limit=10, truncate=True)
+    oswrap.undo()
+    assert err.value.message == f"input {f} is larger than 10 bytes"
+    assert got == b"6677889900"  # the second read, cut to 10 (the first took pieces 0-5: 11 bytes, the last 1)
+
+
+def test_read_errors_name_what_was_read_and_why(tmp_path, oswrap):
+    f = tmp_path / "a.txt"
+    f.write_bytes(b"abc")
+    missing = tmp_path / "nope"
+    with pytest.raises(UsageError) as err:
+        files.read_bytes(missing)
+    assert err.value.message == f"cannot read file {missing}: No such file or directory"
+    with pytest.raises(UsageError) as err:
+        files.read_text(missing)
+    assert err.value.message == f"cannot read file {missing}: No such file or directory"
+    with pytest.raises(UsageError) as err:
+        files.read_text(f, limit=2, what="report")
+    assert err.value.message == f"report {f} is larger than 2 bytes"
+
+    class Mine(Exception):
+        pass
+
+    with pytest.raises(Mine, match="cannot read report"):
+        files.read_text(missing, what="report", error=Mine)
+    oswrap.setattr(os, "read", lambda fd, n: (_ for _ in ()).throw(OSError(errno.EIO, os.strerror(errno.EIO))))
+    with pytest.raises(UsageError) as err:
+        files.read_bytes(f, what="report")
+    oswrap.undo()
+    assert err.value.message == f"cannot read report {f}: Input/output error"
+
+
+def test_parse_json_says_why(tmp_path):
+    with pytest.raises(ValueError) as err:
+        files.parse_json("[" * 100_000 + "]" * 100_000)
+    assert str(err.value) == "nested too deeply"
+    with pytest.raises(ValueError) as err:
+        files.parse_json(b"\xff\xfe{")
+    assert str(err.value).startswith("not UTF-8 text (") and "None" not in str(err.value)
+    assert files.parse_json("5", max_depth=1) == 5 and files.parse_json("null", max_depth=1) is None
+
+
+def test_write_errors_are_exact(tmp_path, oswrap):
+    with pytest.raises(UsageError) as err:
+        files.write_atomic("", "x")
+    assert err.value.message == "an empty output path was given"
+    plain = tmp_path / "plain"
+    plain.write_bytes(b"")
+    with pytest.raises(UsageError) as err:
+        files.write_atomic(plain / "x.txt", "x")
+    assert err.value.message == f"{plain / 'x.txt'}: cannot be written (Not a directory)"
+    path = _target(tmp_path / "d")
+    _fails_on_temp(oswrap, tmp_path / "d", "write", after=10)
+    with pytest.raises(UsageError) as err:
+        files.write_atomic(path, BIG)
+    oswrap.undo()
+    assert err.value.message == f"{path}: cannot be written (No space left on device)"
+
+
+def test_write_atomic_without_following_a_relative_name_writes_in_the_current_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert files.write_atomic("rel.txt", "x", follow_links=False) == str(tmp_path / "rel.txt")
+    assert (tmp_path / "rel.txt").read_text() == "x"
+
+
+def test_a_link_to_a_folder_is_replaced_when_links_are_not_followed(tmp_path):
+    """follow_links=False (a name the tool picks in a shared folder): a planted link is replaced, whatever it
+    points at (a folder too), and the new file gets a new file's mode, not the link target's."""
+    target_dir = tmp_path / "elsewhere"
+    target_dir.mkdir()
+    target_file = tmp_path / "secret"
+    target_file.write_bytes(b"s")
+    target_file.chmod(0o600)
+    old = os.umask(0o022)
+    try:
+        for name, to in (("to-folder", target_dir), ("to-file", target_file)):
+            link = tmp_path / name
+            link.symlink_to(to)
+            assert files.write_atomic(link, "mine", follow_links=False) == str(link)
+            assert not link.is_symlink() and link.read_text() == "mine" and link.stat().st_mode & 0o777 == 0o644
+    finally:
+        os.umask(old)
+    assert target_dir.is_dir() and target_file.read_bytes() == b"s"
+
+
+def test_a_new_file_under_an_empty_umask_is_0666(tmp_path):
+    old = os.umask(0)
+    try:
+        files.write_atomic(tmp_path / "n.txt", "x")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "n.txt").stat().st_mode & 0o777 == 0o666
+
+
+def test_a_new_private_folder_is_never_open(tmp_path, oswrap):
+    """The cache folder is created 0700 (not opened by the umask and closed after): no moment when others
+    could enter it."""
+    real = os.makedirs
+    modes: list[int] = []
+
+    def spy(name, mode=0o777, exist_ok=False):
+        real(name, mode=mode, exist_ok=exist_ok)
+        modes.append(os.lstat(name).st_mode & 0o7777)
+
+    oswrap.setattr(os, "makedirs", spy)
+    old = os.umask(0)
+    try:
+        assert files.private_dir(tmp_path / "new") is None
+    finally:
+        os.umask(old)
+        oswrap.undo()
+    assert modes == [0o700]
+
+
+def test_private_dir_changes_nothing_on_a_folder_that_is_already_private(tmp_path):
+    folder = tmp_path / "p"
+    folder.mkdir()
+    folder.chmod(0o2700)  # setgid: a private folder stays as its owner made it
+    assert files.private_dir(folder) is None and folder.stat().st_mode & 0o7777 == 0o2700
+    folder.chmod(0o644)  # an open folder without its search bit is closed too
+    assert files.private_dir(folder) is None and folder.stat().st_mode & 0o7777 == 0o700
+
+
+def test_private_dir_never_changes_a_link_or_a_folder_of_another_user(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o755)
+    link = tmp_path / "link"
+    link.symlink_to(shared)
+    assert files.private_dir(link) == f"{link} is a symlink, not a folder"
+    assert shared.stat().st_mode & 0o777 == 0o755  # the link's target is left as it was
+    plain = tmp_path / "plain"
+    plain.write_bytes(b"")
+    assert files.private_dir(plain / "sub") == f"{plain / 'sub'}: cannot be used (Not a directory)"
+    if os.geteuid() != 0:
+        pytest.skip("giving a folder to another user needs root")
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    theirs.chmod(0o755)
+    os.chown(theirs, 4242, 4242)
+    assert files.private_dir(theirs) == f"{theirs} is owned by uid 4242, not by this user"
+    assert theirs.stat().st_mode & 0o777 == 0o755
+    (theirs / "k").write_bytes(b"x")
+    (theirs / "k").chmod(0o600)
+    os.chown(theirs, os.getuid(), os.getgid())
+    os.chown(theirs / "k", 4242, 4242)
+    assert files.read_private(theirs / "k") == (None, f"{theirs / 'k'} is owned by uid 4242, not by this user")
+
+
+def test_read_private_notes_are_exact(tmp_path, oswrap, monkeypatch):
+    folder = tmp_path / "p"
+    assert files.private_dir(folder) is None
+    k = folder / "k"
+    assert files.write_private(k, b"secret") is None
+    (folder / "l").symlink_to(k)
+    assert files.read_private(folder / "l") == (
+        None, f"{folder / 'l'}: cannot be read (Too many levels of symbolic links; a symlink is not followed)")
+    k.chmod(0o640)
+    assert files.read_private(k) == (None, f"{k} has mode 0640: others may read or change it")
+    k.chmod(0o600)
+    folder.chmod(0o755)  # a folder others may read but not change is fine to read from
+    assert files.read_private(k) == (b"secret", None)
+    folder.chmod(0o775)
+    assert files.read_private(k) == (None, f"{folder} has mode 0775: others may change it")
+    folder.chmod(0o700)
+    plain = tmp_path / "plain"
+    plain.write_bytes(b"")
+    assert files.read_private(plain / "k") == (None, f"{plain} is a regular file, not a folder")
+    assert files.read_private(plain / "sub" / "k") == (
+        None, f"{plain / 'sub' / 'k'}: cannot be read (Not a directory)")
+    monkeypatch.chdir(folder)
+    assert files.read_private("k") == (b"secret", None)
+    folder.chmod(0o777)
+    assert files.read_private("k") == (None, ". has mode 0777: others may change it")
+    folder.chmod(0o700)
+    oswrap.setattr(os, "read", lambda fd, n: (_ for _ in ()).throw(OSError(errno.EIO, os.strerror(errno.EIO))))
+    assert files.read_private(k) == (None, f"{k}: cannot be read (Input/output error)")
+    oswrap.setattr(os, "read", lambda fd, n: b"z" * n)  # the file grew after its size was checked
+    assert files.read_private(k, limit=100) == (None, f"{k} is larger than 100 bytes")
+    oswrap.undo()
+
+
+def test_write_private_notes_are_exact_and_a_relative_name_stays_where_it_is(tmp_path, oswrap, monkeypatch):
+    folder = tmp_path / "p"
+    assert files.private_dir(folder) is None
+    monkeypatch.chdir(folder)
+    assert files.write_private("k", b"v") is None
+    assert sorted(os.listdir(folder)) == ["k"] and (folder / "k").read_bytes() == b"v"
+    long = folder / ("n" * 300)
+    assert files.write_private(long, b"v") == f"{long}: cannot be written (File name too long)"
+    _fails_on_temp(oswrap, folder, "write", after=1)
+    assert files.write_private(folder / "k", b"w" * 1000) == f"{folder / 'k'}: cannot be written (No space left on device)"
+    oswrap.undo()
+
+
+def test_a_key_file_over_4096_bytes_is_refused_and_a_key_that_cannot_be_written_is_none(oswrap):
+    from cudamatrix.safe import keys
+
+    assert files.private_dir(keys.cache_dir()) is None
+    path = keys.cache_dir() / keys.KEY_FILE
+    for size in (4096, 4097):
+        path.write_bytes(b"k" * size)
+        path.chmod(0o600)
+        got = keys.user_key(create=True)
+        assert got == ((b"k" * size, None) if size == 4096 else (None, f"{path} is larger than 4096 bytes")), size
+    path.unlink()
+    _fails_on_temp(oswrap, keys.cache_dir(), "write", after=1)
+    key, note = keys.user_key(create=True)
+    oswrap.undo()
+    assert key is None and note == f"{path}: cannot be written (No space left on device)"
+    assert not path.exists()

@@ -347,3 +347,217 @@ def test_the_fix_key_follows_the_question(tmp_path):
                                gpus=["Tesla T4", "A100"], installer="uv", mirror="https://m.example/simple")]
     assert len(set(variants) | {key}) == len(variants) + 1
     assert memory.fix_key("fp", []) == memory.fix_key("fp", [], None, driver=None, gpus=None)
+
+
+# --- issue #28: the survivors of the mutation run ------------------------------------------------------------
+
+def _opens(monkeypatch, files: dict[str, object]) -> None:
+    """memory's own ``open``: the paths in ``files`` read from the given bytes (an OSError instance: that
+    error), every other path as usual. /etc/machine-id and the matrix files stay untouched."""
+    import builtins
+    import io
+
+    real = builtins.open
+
+    def fake(path, mode="r", *args, **kwargs):
+        got = files.get(os.fspath(path))
+        if got is None:
+            return real(path, mode, *args, **kwargs)
+        if isinstance(got, OSError):
+            raise got
+        return io.BytesIO(got)
+
+    monkeypatch.setattr(memory, "open", fake, raising=False)
+
+
+def test_the_machine_id_comes_from_etc_then_dbus_and_is_part_of_the_fingerprint(monkeypatch):
+    gone = FileNotFoundError(2, "No such file or directory")
+    _opens(monkeypatch, {"/etc/machine-id": b"0123abcd\n", "/var/lib/dbus/machine-id": b"dbus-id\n"})
+    assert memory._machine_id() == "0123abcd"
+    first = memory.fingerprint(_env())
+    _opens(monkeypatch, {"/etc/machine-id": gone, "/var/lib/dbus/machine-id": b"dbus-id\n"})
+    assert memory._machine_id() == "dbus-id"
+    assert memory.fingerprint(_env()) != first  # another machine with the same host name: another result
+    _opens(monkeypatch, {"/etc/machine-id": gone, "/var/lib/dbus/machine-id": gone})
+    assert memory._machine_id() == ""
+    _opens(monkeypatch, {"/etc/machine-id": b"\xff\xfeid\xc3\xa9\n"})  # not ASCII: replaced, never a traceback
+    assert memory._machine_id() == "\ufffd\ufffdid\ufffd\ufffd"
+
+
+def test_the_fingerprint_follows_the_host_name_and_an_unset_variable_is_an_empty_one(monkeypatch, tmp_path):
+    import collections
+
+    monkeypatch.delenv("LD_LIBRARY_PATH", raising=False)
+    unset = memory.fingerprint(_env())
+    monkeypatch.setenv("LD_LIBRARY_PATH", "")
+    assert memory.fingerprint(_env()) == unset  # the loader reads both alike
+    real = os.uname()
+    fake = collections.namedtuple("uname", "sysname nodename release version machine")
+    monkeypatch.setattr(os, "uname", lambda: fake(real.sysname, "another-host", real.release, real.version,
+                                                  real.machine))
+    assert memory.fingerprint(_env()) != unset
+
+
+def test_a_library_replaced_in_place_with_another_size_is_another_environment(tmp_path):
+    lib = tmp_path / "libcudnn.so.9"
+    lib.write_bytes(b"one")
+    st = lib.stat()
+    before = memory.fingerprint(_env(libraries=[str(lib)]))
+    lib.write_bytes(b"a longer one")
+    os.utime(lib, ns=(st.st_atime_ns, st.st_mtime_ns))  # the same time stamp: only the size tells
+    assert memory.fingerprint(_env(libraries=[str(lib)])) != before
+
+
+def test_the_default_data_stamp_is_the_shipped_matrixs(monkeypatch):
+    from cudamatrix.matrix.data import default_data_dir
+
+    assert memory.data_stamp() == memory.data_stamp(str(default_data_dir()))
+
+
+def test_an_unreadable_matrix_file_changes_the_data_stamp(tmp_path, monkeypatch):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "torch.json").write_text("{}")
+    readable = memory.data_stamp(str(data))
+    _opens(monkeypatch, {str(data / "torch.json"): PermissionError(13, "Permission denied")})
+    unreadable = memory.data_stamp(str(data))
+    assert re.fullmatch(r"[0-9a-f]{24}", unreadable) and unreadable != readable
+
+
+def test_the_fix_key_tells_two_mirrors_apart(tmp_path):
+    one = memory.fix_key("fp", ["torch"], str(tmp_path), mirror="https://a.example/simple")
+    assert one != memory.fix_key("fp", ["torch"], str(tmp_path), mirror="https://b.example/simple")
+
+
+def test_the_notes_of_an_ignored_memory_are_exact():
+    assert memory.store(A, _report())
+    path = memory.cache_dir() / memory.CACHE_FILE
+    for content, note in (
+            ("{not json", "verification memory ignored (not valid JSON: Expecting property name enclosed in double "
+                          "quotes: line 1 column 2 (char 1)); it is rebuilt"),
+            ("[]", "verification memory ignored (not in this version's format); it is rebuilt")):
+        path.write_text(content)
+        notes: list[str] = []
+        assert memory.load(A, notes=notes) is None and notes == [note]
+    assert memory.store(A, _report())
+    data = _file()
+    data["entries"][B] = dict(data["entries"][A], at="edited")
+    _rewrite(data)
+    notes = []
+    assert memory.load(B, notes=notes) is None
+    assert notes == ["verification memory: an entry not written by this user's cudamatrix was ignored"]
+    (memory.cache_dir() / "verify.key").unlink()
+    notes = []
+    assert memory.load(A, notes=notes) is None
+    assert notes == ["verification memory ignored (no secret to check it with); it is rebuilt"]
+    assert memory.store(A, _report())
+    notes = []
+    assert memory.load(A, _env(gpus=()), notes) is None
+    assert notes == ["verification memory: the remembered result does not match this machine any more; "
+                     "verifying again"]
+
+
+def _resign(entry_of_a) -> None:
+    data = _file()
+    entry_of_a(data["entries"][A])
+    data["entries"][A]["mac"] = memory._mac(user_key(create=False)[0], A, data["entries"][A])
+    _rewrite(data)
+
+
+def test_a_signed_entry_without_its_optional_lists_is_still_a_report():
+    """Entries of an older writer may lack the frameworks, a framework's mapped libraries, or the mapped files:
+    an absent list is an empty one."""
+    assert memory.store(A, _report())
+    _resign(lambda e: (e["report"]["frameworks"][0].pop("mapped_libraries", None), e.pop("mapped", None)))
+    got = memory.load(A)
+    assert got is not None and got.frameworks[0].mapped_libraries == []
+    _resign(lambda e: e["report"].pop("frameworks"))
+    got = memory.load(A, _env())
+    assert got is not None and got.frameworks == []
+
+
+def test_a_signed_entry_with_a_mapped_file_that_is_not_a_list_is_refused_without_a_traceback():
+    assert memory.store(A, _report())
+    _resign(lambda e: e.update(mapped=[5]))
+    notes: list[str] = []
+    assert memory.load(A, notes=notes) is None and notes and "does not match this machine" in notes[0]
+
+
+def test_the_installed_framework_is_looked_up_under_all_its_distribution_names():
+    tf = Report(status="failed", frameworks=[FrameworkReport(framework="tensorflow", status="failed",
+                                                             version="2.15.0")])
+    assert memory.store(A, tf)
+    assert memory.load(A, _env(packages={"tensorflow-cpu": "2.15.0"})) is not None
+    assert memory.load(A, _env(packages={"tensorflow-cpu": "2.16.1"})) is None  # upgraded since
+    other = Report(status="failed", frameworks=[FrameworkReport(framework="paddle", status="failed", version="3.0")])
+    assert memory.store(B, other)
+    assert memory.load(B, _env(packages={"paddle": "3.0"})) is not None
+    assert memory.load(B, _env(packages={"paddle": "3.1"})) is None
+    local = Report(status="verified", frameworks=[FrameworkReport(framework="torch", status="verified",
+                                                                  version="2.14.1+cu130")])
+    assert memory.store(A, local)
+    assert memory.load(A, _env(packages={"torch": "2.14.1+cu130"})) is not None  # the local label is not the version
+    assert memory.load(A, _env(packages={"torch": "2.14.0+cu130"})) is None
+
+
+def test_recall_consistent_checks_the_environment_and_says_why():
+    assert memory.store(A, _report(), env={"LD_LIBRARY_PATH": "/x"})
+    notes: list[str] = []
+    assert memory.recall_consistent(A, _env(gpus=()), notes) is None
+    assert notes == ["verification memory: the remembered result does not match this machine any more; "
+                     "verifying again"]
+    assert memory.recall_consistent(A, _env()) == (memory.load(A), {"LD_LIBRARY_PATH": "/x"})
+
+
+def test_a_memory_that_cannot_be_written_says_so(monkeypatch):
+    assert memory.store(A, _report())  # the key exists
+    import errno
+
+    real = os.write
+
+    def full(fd, data):
+        if os.path.dirname(os.readlink(f"/proc/self/fd/{fd}")) == str(memory.cache_dir()):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(fd, data)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(os, "write", full)
+        notes: list[str] = []
+        assert memory.store(B, _report(), notes=notes) is False
+    path = memory.cache_dir() / memory.CACHE_FILE
+    assert notes == [f"verification memory not written: {path}: cannot be written (No space left on device)"]
+    assert memory.load(A) is not None and memory.load(B) is None
+
+
+def test_a_key_open_to_others_is_named_when_storing():
+    assert memory.store(A, _report())
+    key = memory.cache_dir() / "verify.key"
+    key.chmod(0o644)
+    notes: list[str] = []
+    assert memory.store(B, _report(), notes=notes) is False
+    assert notes == [f"verification memory: {key} has mode 0644: others may read or change it"]
+
+
+def test_in_an_installed_wheel_the_data_stamp_is_of_the_packaged_data(tmp_path, monkeypatch):
+    """A wheel ships the matrix inside the package (cudamatrix/data); a checkout has it beside (data/)."""
+    package = tmp_path / "site" / "cudamatrix"
+    (package / "verify").mkdir(parents=True)
+    (package / "data").mkdir()
+    (package / "data" / "torch.json").write_text('{"releases": []}')
+    monkeypatch.setattr(memory, "__file__", str(package / "verify" / "memory.py"))
+    assert memory.data_stamp() == memory.data_stamp(str(package / "data"))
+    assert memory.data_stamp() != memory.data_stamp(str(tmp_path / "site" / "data"))
+
+
+def test_a_memory_file_whose_keys_were_reordered_is_still_recalled():
+    """The MAC is over canonical JSON (sorted keys), not over the file's layout: a memory rewritten by a tool
+    that sorts keys or indents is still this user's."""
+    assert memory.store(A, _report(), env={"LD_LIBRARY_PATH": "/x"})
+    path = memory.cache_dir() / memory.CACHE_FILE
+    data = json.loads(path.read_text())
+    entry = data["entries"][A]
+    data["entries"][A] = {k: entry[k] for k in sorted(entry, reverse=True)}
+    data["entries"][A]["report"] = dict(reversed(list(entry["report"].items())))
+    _rewrite(data)
+    got = memory.load(A)
+    assert got is not None and got.frameworks[0].version == "2.14.1"
