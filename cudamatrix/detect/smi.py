@@ -55,6 +55,7 @@ def parse_error(text: str) -> tuple[DriverStatus, str] | None:
 # Rows are cut into cells and words with str methods, never matched by a pattern with a lazy ".+?" in front of
 # a "\s+": that costs quadratic time on a long hostile line (a 4 KB row took 20 s).
 
+_DIGITS = frozenset("0123456789.")
 _HEADER = re.compile(r"NVIDIA-SMI\s+(?P<smi>[\w.]+)")
 _DRIVER = re.compile(r"(?:Driver|KMD) Version:\s*(?P<v>[\w.!/]+)")
 _CUDA = re.compile(r"CUDA(?: UMD)? Version:\s*(?P<v>[\w.!/]+)")
@@ -173,7 +174,9 @@ class _Table:
         if line.startswith("|") and not line.endswith("|") and i + 1 < len(lines):
             nxt = lines[i + 1].strip()
             if nxt and nxt.endswith("|") and not nxt.startswith(("|", "+")):
-                line, self.skip = line + " " + nxt, i + 1
+                # a break inside a number ("550.40.0" + "7": nothing between the two halves) joins without a space
+                cut = lines[i].rstrip("\r\n")[-1:] in _DIGITS and lines[i + 1][:1] in _DIGITS
+                line, self.skip = line + ("" if cut else " ") + nxt, i + 1
                 self.used.add(i + 1)
         return line
 

@@ -212,11 +212,9 @@ def test_a_table_wrapped_by_an_80_column_terminal_keeps_its_facts_or_leaves_them
     assert all(g.memory_total_mib in (None, total) for g, (_, _, total) in zip(env.gpus, gpus))
 
 
-@pytest.mark.xfail(strict=True, reason="detect/pastes/nvsmi: a version cut by the wrap ('550.40.0' + '7') is read "
-                                       "as the cut number; reported, not fixed here (detect/ is another change's)")
 def test_a_driver_version_cut_by_a_narrow_terminal_is_never_read_short():
     from cudamatrix.detect import from_reports
 
     rel = "nvidia-smi/550.40.07_rtx4070_frogging-family.txt"
     env = from_reports([(rel, _wrapped(fixture(rel), 60))])
-    assert env.driver.version in (None, "550.40.07")
+    assert env.driver.version == "550.40.07"  # the two halves joined, never the cut "550.40.0"
