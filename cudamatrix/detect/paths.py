@@ -104,12 +104,14 @@ def _star(name: str, pattern: str) -> bool:
     return True
 
 
-def glob_one(folder: str, pattern: str, dirs: bool = False) -> list[str]:
+def glob_one(folder: str, pattern: str, dirs: bool = False, names: list[str] | None = None) -> list[str]:
     """``glob.glob(os.path.join(folder, pattern))`` for a pattern without "/", in the folder's order (``dirs``:
-    only folders, as glob keeps for a pattern that goes on below them)."""
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return []
+    only folders, as glob keeps for a pattern that goes on below them; ``names``: the folder's listing, when the
+    caller has read it already)."""
+    if names is None:
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            return []
     out = [os.path.join(folder, n) for n in matching(names, pattern)]
     return [p for p in out if os.path.isdir(p)] if dirs else out

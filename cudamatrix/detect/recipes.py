@@ -22,7 +22,7 @@ import os
 import re
 
 from cudamatrix.detect.libpaths import read_text
-from cudamatrix.detect.paths import matching
+from cudamatrix.detect.paths import glob_one, matching
 from cudamatrix.models import Framework
 
 _CUDA_LIBS_ENTRY = re.compile(r'\(\s*"([\w-]+)",\s*"(lib[^"]+)"\s*\)|"([\w-]+)":\s*"(lib[^"]+)"')
@@ -104,8 +104,7 @@ def listed(folder: str, pattern: str, dirs: bool = False) -> list[str]:
     """``glob.glob(os.path.join(folder, pattern))`` for a pattern without a slash, from the remembered listing:
     the paths of the names that match, in the folder's order, names starting with "." left out (``dirs``: only
     folders, as glob keeps for a pattern that goes on below them)."""
-    out = [os.path.join(folder, n) for n in matching(_listdir(folder), pattern)]
-    return [p for p in out if os.path.isdir(p)] if dirs else out
+    return glob_one(folder, pattern, dirs, names=_listdir(folder))
 
 
 def _tensorflow(lm, site_packages: list[str], fw: Framework) -> bool:
