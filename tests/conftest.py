@@ -13,6 +13,18 @@ sys.path.insert(0, str(Path(__file__).parent))  # the test helpers (localindex, 
 from localindex import make_venv  # noqa: E402
 
 
+def pytest_configure(config) -> None:
+    """Ctrl-C as a terminal delivers it, even when the suite itself was started where SIGINT is ignored (a shell
+    starts a background job, ``cmd &``, with SIGINT ignored, and every child inherits that): the interrupt tests
+    send SIGINT to this process and to the tool's own processes and must see Python's KeyboardInterrupt, never
+    a signal silently dropped. Children started from here then get the default action again (a Python handler
+    does not survive exec)."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def pytest_collection_modifyitems(config, items) -> None:
     """A test that builds virtual environments or installs packages (``installs``) is always ``slow`` too: left
     out of the contributors' loop, ``pytest -m "not slow"``."""
