@@ -7,6 +7,7 @@ import pytest
 from fakes import DATA, fixture, run_cli
 
 from cudamatrix.detect import from_reports
+from cudamatrix.models import Note
 
 
 def env_of(*rels):
@@ -648,3 +649,135 @@ def test_tensorflow_windows_build_info_names_cuda_and_cudnn_as_64_underscore(rel
     assert f"{rel}: read as tf.sysconfig.get_build_info() (line 1)" in [n.message for n in env.notes]
     assert f"TensorFlow build info (CUDA {cuda}, cuDNN {cudnn}) without a TensorFlow version in the paste" in [
         n.message for n in env.notes]
+
+
+# --- the nvidia-smi reader (detect/pastes/nvsmi.py): what it reads, and which lines it says it read ------------
+
+def read_as(name, text):
+    """The environment read from one paste, and its note naming the lines read as each tool's output."""
+    env = from_reports([(name, text)])
+    return env, next((n.message for n in env.notes if n.message.startswith(f"{name}: read as ")), None)
+
+
+def test_the_nvidia_smi_reader_says_whether_the_paste_held_nvidia_smi_output():
+    from cudamatrix.detect.pastes import nvsmi
+    from cudamatrix.detect.text import Paste
+    from cudamatrix.models import Environment
+
+    table = Environment()
+    assert nvsmi.read(Paste(fixture("nvidia-smi/580.65.06_rtx5090.txt")), table) is True
+    assert table.driver.version == "580.65.06"
+    error = Environment()
+    assert nvsmi.read(Paste(fixture("nvidia-smi/error_nvml-unknown-error_after-daemon-reload_nvidia-docker1671.txt")),
+                      error) is True
+    assert error.driver.status == "error"
+    banner = Environment()
+    assert nvsmi.read(Paste(paste_text("nvidia-smi-h-banner_inline-backticks_470.182.03_help-query-gpu_candle733")[1]),
+                      banner) is True
+    assert banner.driver.version == "470.182.03"
+    assert nvsmi.read(Paste("roses are red\nviolets are blue\n"), Environment()) is False
+
+
+def test_a_warning_from_an_nvidia_smi_parser_is_a_warning_note_kept_with_the_notes_before_it():
+    table = fixture("nvidia-smi/580.65.06_rtx5090.txt")
+    wsl = fixture("nvidia-smi/wsl_545.46-546.80_cuda-ERR_rtx3060_WSL11589.txt")
+    assert "CUDA Version: ERR!" in wsl
+    env = from_reports([("table", table), ("wsl", wsl)])
+    warning = Note("report:nvidia-smi", "the driver could not report its CUDA version (CUDA Version: ERR!)", "warning")
+    assert warning in env.notes
+    first = next(i for i, n in enumerate(env.notes) if n.message.startswith("table: read as nvidia-smi"))
+    assert first < env.notes.index(warning)
+
+
+def test_an_nvml_error_pasted_without_its_command_is_read_with_the_library_version():
+    # the two lines nvidia-smi printed in zzzhouuu/truenas-nvidia-drivers#19, without the prompt line above them
+    body = paste_text("nvidia-smi-error_mismatch_nvml-580.178_proc-580.173.02_truenas19")[1]
+    lines = body.split("\n")
+    assert lines[1:3] == ["Failed to initialize NVML: Driver/library version mismatch", "NVML library version: 580.178"]
+    env, note = read_as("e", "\n".join(lines[1:3]))
+    assert (env.driver.status, env.driver.library_version) == ("mismatch", "580.178")
+    assert env.driver.error == "Failed to initialize NVML: Driver/library version mismatch"
+    assert env.driver.source == "nvidia-smi"
+    assert note == "e: read as nvidia-smi (lines 1-2)"
+
+
+H200_Q = "nvidia-smi/q_580.159.04_H200_full_cudamatrix-device.txt"
+
+
+def test_an_nvidia_smi_q_paste_cut_after_its_header_still_gives_the_driver():
+    # the first lines of a real -q output (the H200 device capture): the banner, Timestamp, Driver and CUDA
+    q = fixture(H200_Q).split("\n")
+    assert q[1] == "==============NVSMI LOG==============" and "Attached GPUs" not in "\n".join(q[:7])
+    env, note = read_as("head", "\n".join(q[1:7]))
+    assert (env.driver.version, env.driver.cuda_version) == ("580.159.04", "13.0")
+    assert note == "head: read as nvidia-smi -q (lines 1-5)"
+
+
+def test_an_nvidia_smi_q_paste_elided_between_its_header_and_its_gpu_reads_both_parts():
+    # the real -q output of the H200 capture with its middle cut to "..." (as a user shortens a long paste):
+    # the part from "Attached GPUs" on is read too, though it holds neither "NVSMI LOG" nor "Product Name"
+    q = fixture(H200_Q).split("\n")
+    assert q[7].startswith("Attached GPUs") and q[110].strip() == "FB Memory Usage"
+    env, note = read_as("cut", "\n".join(q[1:7] + ["..."] + q[7:9] + q[110:116]))
+    assert (env.driver.version, env.driver.cuda_version) == ("580.159.04", "13.0")
+    assert [(g.pci_bus_id, g.memory_total_mib) for g in env.gpus] == [("00000000:00:06.0", 143771)]
+    assert note == "cut: read as nvidia-smi -q (lines 1-5, 8-15)"
+
+
+@pytest.mark.parametrize("text,status", [
+    # nvidia-smi's words alone, as the reports quote them: https://github.com/NVIDIA/nvidia-docker/issues/933
+    ('"No devices were found"', "no_device"),
+    # https://github.com/JosephKJ/OWOD/issues/81
+    ("Unable to determine the device handle for GPU 0000:02:00.0: GPU is lost. Reboot the system to recover this GPU",
+     "error"),
+])
+def test_an_nvidia_smi_error_quoted_alone_is_read(text, status):
+    env, note = read_as("e", text)
+    assert (env.driver.status, env.driver.source) == (status, "nvidia-smi")
+    assert note == "e: read as nvidia-smi (line 1)"
+
+
+def test_an_nvml_library_version_line_without_a_version_is_left_unknown():
+    # the truenas19 lines with the version cut off (a damaged paste): the mismatch is read, the version is not
+    env, _ = read_as("e", "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: N/A")
+    assert (env.driver.status, env.driver.library_version) == ("mismatch", None)
+
+
+@pytest.mark.parametrize("stem,read", [
+    ("nvidia-smi-query_driver_version-noheader-two-rows_then-prose_pytorch88364", "nvidia-smi --query-gpu (lines 5-6, 13)"),
+    ("nvidia-smi-query_noheader-backticks_not-supported_gtx770_megaminer235", "nvidia-smi --query-gpu (line 5)"),
+    ("nvidia-smi-query_compute_cap-only-8.9_plus-table-570.133.07_inference-snaps128",
+     "nvidia-smi --query-gpu (lines 5-6); nvidia-smi (lines 9-11)"),
+    ("nvidia-smi-query_compute_cap-noheader-4x8.6_aitemplate330", "nvidia-smi --query-gpu (lines 4-7)"),
+    ("nvidia-smi-q_windows-exe_442.92_cuda10.2_gputil38", "nvidia-smi -q (lines 3-30)"),
+    ("nvidia-smi-q_384.130_GTX1080Ti_nvidia-docker1004", "nvidia-smi -q (lines 2-35)"),
+])
+def test_the_lines_read_as_nvidia_smi_output_are_its_output_lines(stem, read):
+    """Each real paste's nvidia-smi output lines, and only those, are said to be read as it (counted in the paste
+    without its source line): the rows of a query up to the fence or prose after them, the -q block from its
+    banner (or its first line) to its last line; never the prose, the label or the command line around them."""
+    assert read_as(stem, paste_text(stem)[1])[1] == f"{stem}: read as {read}"
+
+
+@pytest.mark.parametrize("text,read,gpus", [
+    # the CSV nvidia-smi --query-gpu prints (a header, then one row per GPU), after a blank line, or a blank line and
+    # a short label: the rows are read; the label is not
+    ("$ nvidia-smi --query-gpu=name,memory.total --format=csv\n\nname, memory.total [MiB]\n"
+     "NVIDIA A100-SXM4-40GB, 40960 MiB\n", "lines 3-4", [("NVIDIA A100-SXM4-40GB", 40960)]),
+    ("$ nvidia-smi --query-gpu=name,memory.total --format=csv\n\nOutput:\n\nname, memory.total [MiB]\n"
+     "NVIDIA A100-SXM4-40GB, 40960 MiB\n", "lines 5-6", [("NVIDIA A100-SXM4-40GB", 40960)]),
+    # a blank line between two rows (a paste that double-spaced them) keeps them one output
+    ("nvidia-smi --query-gpu=name,memory.total --format=csv,noheader\nNVIDIA A100-SXM4-40GB, 40960 MiB\n\n"
+     "NVIDIA A100-SXM4-40GB, 40960 MiB\n", "lines 2-4", [("NVIDIA A100-SXM4-40GB", 40960)] * 2),
+])
+def test_query_rows_after_a_blank_line_or_a_label_are_read(text, read, gpus):
+    env, note = read_as("q", text)
+    assert note == f"q: read as nvidia-smi --query-gpu ({read})"
+    assert [(g.name, g.memory_total_mib) for g in env.gpus] == gpus
+
+
+def test_a_one_field_query_reads_its_rows_up_to_the_prose_after_them():
+    env, note = read_as("q", "$ nvidia-smi --query-gpu=driver_version --format=csv,noheader\n550.54.15\n"
+                             "and the container sees none\n")
+    assert env.driver.version == "550.54.15"
+    assert note == "q: read as nvidia-smi --query-gpu (line 2)"
