@@ -767,8 +767,9 @@ def test_the_lines_read_as_nvidia_smi_output_are_its_output_lines(stem, read):
     ("$ nvidia-smi --query-gpu=name,memory.total --format=csv\n\nOutput:\n\nname, memory.total [MiB]\n"
      "NVIDIA A100-SXM4-40GB, 40960 MiB\n", "lines 5-6", [("NVIDIA A100-SXM4-40GB", 40960)]),
     # a blank line between two rows (a paste that double-spaced them) keeps them one output
+    # (and the paste ends on the last row, without a newline)
     ("nvidia-smi --query-gpu=name,memory.total --format=csv,noheader\nNVIDIA A100-SXM4-40GB, 40960 MiB\n\n"
-     "NVIDIA A100-SXM4-40GB, 40960 MiB\n", "lines 2-4", [("NVIDIA A100-SXM4-40GB", 40960)] * 2),
+     "NVIDIA A100-SXM4-40GB, 40960 MiB", "lines 2-4", [("NVIDIA A100-SXM4-40GB", 40960)] * 2),
 ])
 def test_query_rows_after_a_blank_line_or_a_label_are_read(text, read, gpus):
     env, note = read_as("q", text)
@@ -781,3 +782,61 @@ def test_a_one_field_query_reads_its_rows_up_to_the_prose_after_them():
                              "and the container sees none\n")
     assert env.driver.version == "550.54.15"
     assert note == "q: read as nvidia-smi --query-gpu (line 2)"
+
+
+def test_two_nvidia_smi_q_blocks_in_one_paste_are_both_read():
+    # two real -q outputs (the H200 capture, then nvidia-docker#1004's), each after a line of prose
+    q = fixture(H200_Q).split("\n")
+    other = paste_text("nvidia-smi-q_384.130_GTX1080Ti_nvidia-docker1004")[1].split("\n")
+    assert q[9].strip().startswith("Product Name") and other[8].strip().startswith("Product Name")
+    env, note = read_as("two", "\n".join(["On the host:", *q[1:12], "", "and in the container:", *other[1:12]]))
+    assert note == "two: read as nvidia-smi -q (lines 2-12, 15-25)"
+    assert [g.name for g in env.gpus] == ["NVIDIA H200", "GeForce GTX 1080 Ti"]
+
+
+def test_an_nvidia_smi_q_paste_without_its_banner_is_read_from_its_first_line():
+    # the H200 -q output copied from its Timestamp line on, after a line of prose and a blank line: the lines above
+    # the "Attached GPUs" line (and the blank line between them) belong to the block
+    q = fixture(H200_Q).split("\n")
+    env, note = read_as("nb", "\n".join(["nvidia-smi -q says:", "", *q[3:6], "", *q[7:11]]))
+    assert (env.driver.version, env.driver.cuda_version, env.gpus[0].name) == ("580.159.04", "13.0", "NVIDIA H200")
+    assert note == "nb: read as nvidia-smi -q (lines 3-10)"
+
+
+def test_an_nvidia_smi_q_paste_indented_with_tabs_is_read():
+    # the H200 -q output with each 4-space indent turned into a tab (as some editors and mail clients copy it)
+    q = fixture(H200_Q).split("\n")
+    env, note = read_as("tab", "\n".join(line.replace("    ", "\t") for line in q[1:12]))
+    assert (env.driver.version, env.gpus[0].name) == ("580.159.04", "NVIDIA H200")
+    assert note == "tab: read as nvidia-smi -q (lines 1-11)"
+
+
+def test_the_nvidia_smi_h_banner_inside_a_sentence_or_cut_short():
+    # candle#733's banner, quoted inside a sentence in inline code; and the same banner cut before its version
+    env, note = read_as("b", "nvidia-smi version: `NVIDIA System Management Interface -- v470.182.03`\n")
+    assert env.driver.version == "470.182.03" and note == "b: read as nvidia-smi -h (line 1)"
+    assert env.driver.source == "nvidia-smi -h"
+    assert Note("report:nvidia-smi", "driver 470.182.03: the version nvidia-smi -h prints for itself (it ships with "
+                "the driver)") in env.notes
+    cut = from_reports([("c", "nvidia-smi -h prints:\nNVIDIA System Management Interface -- v\n")])
+    assert cut.driver.version is None
+    assert not [n for n in cut.notes if "could not read" in n.message]
+
+
+def test_an_nvidia_smi_list_after_a_pipe_is_read():
+    # pynvml#19's GPU line, below an `nvidia-smi -L | head` command whose "|" would start a table
+    env, note = read_as("l", "$ nvidia-smi -L | head -1\n"
+                             "GPU 0: Tesla V100-SXM2-32GB (UUID: GPU-96ab329d-7a1f-73a8-a9b7-18b4b2855f92)\n")
+    assert [(g.index, g.name) for g in env.gpus] == [(0, "Tesla V100-SXM2-32GB")]
+    assert note == "l: read as nvidia-smi -L (line 2)"
+
+
+def test_a_query_after_a_query_with_a_header_is_read_too():
+    # two --query-gpu commands typed after the documented CSV format: the first prints its header line (which names
+    # fields, as a query's command does) and a row; the second, one value
+    env, note = read_as("q", "$ nvidia-smi --query-gpu=name,memory.total --format=csv\nname, memory.total [MiB]\n"
+                             "NVIDIA A100-SXM4-40GB, 40960 MiB\n\n"
+                             "$ nvidia-smi --query-gpu=driver_version --format=csv,noheader\n550.54.15\n")
+    assert [(g.name, g.memory_total_mib) for g in env.gpus] == [("NVIDIA A100-SXM4-40GB", 40960)]
+    assert env.driver.version == "550.54.15"
+    assert note == "q: read as nvidia-smi --query-gpu (lines 2-6)"  # the blank line and the command join them
