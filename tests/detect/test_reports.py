@@ -840,3 +840,73 @@ def test_a_query_after_a_query_with_a_header_is_read_too():
     assert [(g.name, g.memory_total_mib) for g in env.gpus] == [("NVIDIA A100-SXM4-40GB", 40960)]
     assert env.driver.version == "550.54.15"
     assert note == "q: read as nvidia-smi --query-gpu (lines 2-6)"  # the blank line and the command join them
+
+
+def test_one_field_queries_typed_one_after_the_other_are_each_read():
+    # pytorch#88364's query and a second one-field query, pasted without prompts or fences between them: the second
+    # command line ends the first query's rows
+    env, note = read_as("q", "nvidia-smi --query-gpu=driver_version --format=csv,noheader\n515.57\n"
+                             "nvidia-smi --query-gpu=name --format=csv,noheader\nTesla T4\n")
+    assert (env.driver.version, [g.name for g in env.gpus]) == ("515.57", ["Tesla T4"])
+    assert note == "q: read as nvidia-smi --query-gpu (lines 2, 4)"
+
+
+# --- what users print from Python (detect/pastes/prints.py) ---------------------------------------------------------
+
+TF_BUILD = "tf-get_build_info_pprint_cuda11.2_cudnn8_tf-feedstock157"
+
+
+def test_tensorflow_build_info_is_tied_to_the_tensorflow_the_paste_names():
+    """tensorflow-feedstock#157's get_build_info() (CUDA 11.2, cuDNN 8), with a freeze line naming the TensorFlow
+    (typed): that TensorFlow is built for them; its multi-line pretty print is read as the build info, every line."""
+    body = paste_text(TF_BUILD)[1]
+    for freeze, source in (("tensorflow==2.7.0", "report"), ("tensorflow-gpu==2.7.0", "report:tf build info")):
+        env = from_reports([("b", body + freeze + "\n")])
+        assert [(f.name, f.version, f.cuda, f.cudnn, f.source) for f in env.frameworks] == [
+            ("tensorflow", "2.7.0", "11.2", "8", source)]
+    assert read_as("b", body)[1] == "b: read as tf.sysconfig.get_build_info() (lines 2-19)"
+
+
+def test_apply_tf_build_keeps_what_is_known_and_names_its_source():
+    from cudamatrix.detect.pastes.prints import apply_tf_build
+    from cudamatrix.models import Environment, Framework
+
+    build = {"cuda_version": "11.2", "cudnn_version": "8"}
+    env = Environment(packages={"tensorflow": "2.7.0"})
+    assert apply_tf_build(env, build) is True
+    assert [(f.name, f.version, f.cuda, f.cudnn, f.source) for f in env.frameworks] == [
+        ("tensorflow", "2.7.0", "11.2", "8", "report:tf build info")]
+    gpu = Environment(packages={"tensorflow-gpu": "2.3.0"})
+    assert apply_tf_build(gpu, build) is True
+    assert [(f.name, f.version, f.cuda) for f in gpu.frameworks] == [("tensorflow", "2.3.0", "11.2")]
+    known = Environment(frameworks=[Framework(name="tensorflow-gpu", version="2.4.0", cuda="11.0", cudnn="8.0.4")])
+    assert apply_tf_build(known, build) is True
+    assert [(f.version, f.cuda, f.cudnn) for f in known.frameworks] == [("2.4.0", "11.0", "8.0.4")]
+    half = Environment(frameworks=[Framework(name="tensorflow", version="2.7.0")])
+    assert apply_tf_build(half, {"cuda_version": "11.2"}) is True
+    assert (half.frameworks[0].cuda, half.frameworks[0].cudnn) == ("11.2", None)
+    nothing = Environment(packages={"torch": "2.1.0"})
+    assert apply_tf_build(nothing, build) is False and nothing.frameworks == []
+
+
+@pytest.mark.parametrize("line,key,value", [
+    # the inline forms the reader's docstring names (typed: the corpus holds none of them)
+    ("torch.__version__ = 2.1.0", "torch", "2.1.0"),
+    ("torch.__version__ = 2.1.0\ntorch.version.cuda: 12.1", "cuda", "12.1"),
+    ("torch.__version__ is 2.1.0+cu121", "torch", "2.1.0+cu121"),
+    ("torch.__version__ -> 2.1.0", "torch", "2.1.0"),
+    ("tf.__version__ = '2.15.0'", "tensorflow", "2.15.0"),
+])
+def test_a_value_printed_inline_after_its_expression_is_read(line, key, value):
+    env, note = read_as("p", line + "\n")
+    got = {"torch": env.packages.get("torch"), "tensorflow": env.packages.get("tensorflow"),
+           "cuda": next((f.cuda for f in env.frameworks if f.name == "torch"), None)}
+    assert got[key] == value
+    where = "lines 1-2" if "\n" in line else "line 1"
+    assert note == f"p: read as python prints ({where})"
+
+
+@pytest.mark.parametrize("line", ["torch.__version__ = ", "torch.__version__ =", "see torch.__version__ isn't set"])
+def test_an_expression_without_an_inline_value_reads_nothing(line):
+    env, note = read_as("p", line + "\n")
+    assert "torch" not in env.packages and note is None
