@@ -910,3 +910,31 @@ def test_a_value_printed_inline_after_its_expression_is_read(line, key, value):
 def test_an_expression_without_an_inline_value_reads_nothing(line):
     env, note = read_as("p", line + "\n")
     assert "torch" not in env.packages and note is None
+
+
+def test_a_python_command_printing_one_value_a_line_is_read_value_by_value():
+    # typed after the prints the reader's docstring names: one print per expression, one output line each
+    env, note = read_as("p", "$ python -c \"import torch; print(torch.__version__); print(torch.version.cuda); "
+                             "print(torch.backends.cudnn.version()); print(torch.cuda.get_device_name(0))\"\n"
+                             "2.1.0+cu121\n12.1\n8902\nNVIDIA GeForce RTX 4090\n")
+    torch = fw(env, "torch")
+    assert (torch.version, torch.cuda, torch.variant, torch.cudnn) == ("2.1.0+cu121", "12.1", "cu121", "8.9.2")
+    assert [(g.index, g.name, g.source) for g in env.gpus] == [(0, "NVIDIA GeForce RTX 4090", "report:python")]
+    assert note == "p: read as python prints (lines 2-5)"
+
+
+def test_a_python_command_printing_its_values_on_one_line_reads_that_line_only():
+    env, note = read_as("p", "$ python -c \"import torch; print(torch.__version__, torch.version.cuda, "
+                             "torch.backends.cudnn.version())\"\n2.1.0+cu121 12.1 8902\nsome warning the import printed\n")
+    torch = fw(env, "torch")
+    assert (torch.version, torch.cuda, torch.cudnn) == ("2.1.0+cu121", "12.1", "8.9.2")
+    assert note == "p: read as python prints (line 2)"
+
+
+def test_the_interpreter_banner_gives_the_python_version_and_is_read_whole():
+    # the banner `python3` prints on start (CPython's, as Anaconda builds it): version line, compiler line, help line
+    env, note = read_as("p", "$ python3\nPython 3.9.12 (main, Apr  5 2022, 06:56:58) \n"
+                             "[GCC 7.5.0] :: Anaconda, Inc. on linux\n"
+                             "Type \"help\", \"copyright\", \"credits\" or \"license\" for more information.\n")
+    assert env.python.version == "3.9.12"
+    assert note == "p: read as python prints (lines 2-4)"
