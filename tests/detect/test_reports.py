@@ -7,6 +7,7 @@ import pytest
 from fakes import DATA, fixture, run_cli
 
 from cudamatrix.detect import from_reports
+from cudamatrix.models import Note
 
 
 def env_of(*rels):
@@ -650,3 +651,292 @@ def test_tensorflow_windows_build_info_names_cuda_and_cudnn_as_64_underscore(rel
     assert f"{rel}: read as tf.sysconfig.get_build_info() (line 1)" in [n.message for n in env.notes]
     assert f"TensorFlow build info (CUDA {cuda}, cuDNN {cudnn}) without a TensorFlow version in the paste" in [
         n.message for n in env.notes]
+
+
+# --- the nvidia-smi reader (detect/pastes/nvsmi.py): what it reads, and which lines it says it read ------------
+
+def read_as(name, text):
+    """The environment read from one paste, and its note naming the lines read as each tool's output."""
+    env = from_reports([(name, text)])
+    return env, next((n.message for n in env.notes if n.message.startswith(f"{name}: read as ")), None)
+
+
+def test_the_nvidia_smi_reader_says_whether_the_paste_held_nvidia_smi_output():
+    from cudamatrix.detect.pastes import nvsmi
+    from cudamatrix.detect.text import Paste
+    from cudamatrix.models import Environment
+
+    table = Environment()
+    assert nvsmi.read(Paste(fixture("nvidia-smi/580.65.06_rtx5090.txt")), table) is True
+    assert table.driver.version == "580.65.06"
+    error = Environment()
+    assert nvsmi.read(Paste(fixture("nvidia-smi/error_nvml-unknown-error_after-daemon-reload_nvidia-docker1671.txt")),
+                      error) is True
+    assert error.driver.status == "error"
+    banner = Environment()
+    assert nvsmi.read(Paste(paste_text("nvidia-smi-h-banner_inline-backticks_470.182.03_help-query-gpu_candle733")[1]),
+                      banner) is True
+    assert banner.driver.version == "470.182.03"
+    assert nvsmi.read(Paste("roses are red\nviolets are blue\n"), Environment()) is False
+
+
+def test_a_warning_from_an_nvidia_smi_parser_is_a_warning_note_kept_with_the_notes_before_it():
+    table = fixture("nvidia-smi/580.65.06_rtx5090.txt")
+    wsl = fixture("nvidia-smi/wsl_545.46-546.80_cuda-ERR_rtx3060_WSL11589.txt")
+    assert "CUDA Version: ERR!" in wsl
+    env = from_reports([("table", table), ("wsl", wsl)])
+    warning = Note("report:nvidia-smi", "the driver could not report its CUDA version (CUDA Version: ERR!)", "warning")
+    assert warning in env.notes
+    first = next(i for i, n in enumerate(env.notes) if n.message.startswith("table: read as nvidia-smi"))
+    assert first < env.notes.index(warning)
+
+
+def test_an_nvml_error_pasted_without_its_command_is_read_with_the_library_version():
+    # the two lines nvidia-smi printed in zzzhouuu/truenas-nvidia-drivers#19, without the prompt line above them
+    body = paste_text("nvidia-smi-error_mismatch_nvml-580.178_proc-580.173.02_truenas19")[1]
+    lines = body.split("\n")
+    assert lines[1:3] == ["Failed to initialize NVML: Driver/library version mismatch", "NVML library version: 580.178"]
+    env, note = read_as("e", "\n".join(lines[1:3]))
+    assert (env.driver.status, env.driver.library_version) == ("mismatch", "580.178")
+    assert env.driver.error == "Failed to initialize NVML: Driver/library version mismatch"
+    assert env.driver.source == "nvidia-smi"
+    assert note == "e: read as nvidia-smi (lines 1-2)"
+
+
+H200_Q = "nvidia-smi/q_580.159.04_H200_full_cudamatrix-device.txt"
+
+
+def test_an_nvidia_smi_q_paste_cut_after_its_header_still_gives_the_driver():
+    # the first lines of a real -q output (the H200 device capture): the banner, Timestamp, Driver and CUDA
+    q = fixture(H200_Q).split("\n")
+    assert q[1] == "==============NVSMI LOG==============" and "Attached GPUs" not in "\n".join(q[:7])
+    env, note = read_as("head", "\n".join(q[1:7]))
+    assert (env.driver.version, env.driver.cuda_version) == ("580.159.04", "13.0")
+    assert note == "head: read as nvidia-smi -q (lines 1-5)"
+
+
+def test_an_nvidia_smi_q_paste_elided_between_its_header_and_its_gpu_reads_both_parts():
+    # the real -q output of the H200 capture with its middle cut to "..." (as a user shortens a long paste):
+    # the part from "Attached GPUs" on is read too, though it holds neither "NVSMI LOG" nor "Product Name"
+    q = fixture(H200_Q).split("\n")
+    assert q[7].startswith("Attached GPUs") and q[110].strip() == "FB Memory Usage"
+    env, note = read_as("cut", "\n".join(q[1:7] + ["..."] + q[7:9] + q[110:116]))
+    assert (env.driver.version, env.driver.cuda_version) == ("580.159.04", "13.0")
+    assert [(g.pci_bus_id, g.memory_total_mib) for g in env.gpus] == [("00000000:00:06.0", 143771)]
+    assert note == "cut: read as nvidia-smi -q (lines 1-5, 8-15)"
+
+
+@pytest.mark.parametrize("text,status", [
+    # nvidia-smi's words alone, as the reports quote them: https://github.com/NVIDIA/nvidia-docker/issues/933
+    ('"No devices were found"', "no_device"),
+    # https://github.com/JosephKJ/OWOD/issues/81
+    ("Unable to determine the device handle for GPU 0000:02:00.0: GPU is lost. Reboot the system to recover this GPU",
+     "error"),
+])
+def test_an_nvidia_smi_error_quoted_alone_is_read(text, status):
+    env, note = read_as("e", text)
+    assert (env.driver.status, env.driver.source) == (status, "nvidia-smi")
+    assert note == "e: read as nvidia-smi (line 1)"
+
+
+def test_an_nvml_library_version_line_without_a_version_is_left_unknown():
+    # the truenas19 lines with the version cut off (a damaged paste): the mismatch is read, the version is not
+    env, _ = read_as("e", "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: N/A")
+    assert (env.driver.status, env.driver.library_version) == ("mismatch", None)
+
+
+@pytest.mark.parametrize("stem,read", [
+    ("nvidia-smi-query_driver_version-noheader-two-rows_then-prose_pytorch88364", "nvidia-smi --query-gpu (lines 5-6, 13)"),
+    ("nvidia-smi-query_noheader-backticks_not-supported_gtx770_megaminer235", "nvidia-smi --query-gpu (line 5)"),
+    ("nvidia-smi-query_compute_cap-only-8.9_plus-table-570.133.07_inference-snaps128",
+     "nvidia-smi --query-gpu (lines 5-6); nvidia-smi (lines 9-11)"),
+    ("nvidia-smi-query_compute_cap-noheader-4x8.6_aitemplate330", "nvidia-smi --query-gpu (lines 4-7)"),
+    ("nvidia-smi-q_windows-exe_442.92_cuda10.2_gputil38", "nvidia-smi -q (lines 3-30)"),
+    ("nvidia-smi-q_384.130_GTX1080Ti_nvidia-docker1004", "nvidia-smi -q (lines 2-35)"),
+])
+def test_the_lines_read_as_nvidia_smi_output_are_its_output_lines(stem, read):
+    """Each real paste's nvidia-smi output lines, and only those, are said to be read as it (counted in the paste
+    without its source line): the rows of a query up to the fence or prose after them, the -q block from its
+    banner (or its first line) to its last line; never the prose, the label or the command line around them."""
+    assert read_as(stem, paste_text(stem)[1])[1] == f"{stem}: read as {read}"
+
+
+@pytest.mark.parametrize("text,read,gpus", [
+    # the CSV nvidia-smi --query-gpu prints (a header, then one row per GPU), after a blank line, or a blank line and
+    # a short label: the rows are read; the label is not
+    ("$ nvidia-smi --query-gpu=name,memory.total --format=csv\n\nname, memory.total [MiB]\n"
+     "NVIDIA A100-SXM4-40GB, 40960 MiB\n", "lines 3-4", [("NVIDIA A100-SXM4-40GB", 40960)]),
+    ("$ nvidia-smi --query-gpu=name,memory.total --format=csv\n\nOutput:\n\nname, memory.total [MiB]\n"
+     "NVIDIA A100-SXM4-40GB, 40960 MiB\n", "lines 5-6", [("NVIDIA A100-SXM4-40GB", 40960)]),
+    # a blank line between two rows (a paste that double-spaced them) keeps them one output
+    # (and the paste ends on the last row, without a newline)
+    ("nvidia-smi --query-gpu=name,memory.total --format=csv,noheader\nNVIDIA A100-SXM4-40GB, 40960 MiB\n\n"
+     "NVIDIA A100-SXM4-40GB, 40960 MiB", "lines 2-4", [("NVIDIA A100-SXM4-40GB", 40960)] * 2),
+])
+def test_query_rows_after_a_blank_line_or_a_label_are_read(text, read, gpus):
+    env, note = read_as("q", text)
+    assert note == f"q: read as nvidia-smi --query-gpu ({read})"
+    assert [(g.name, g.memory_total_mib) for g in env.gpus] == gpus
+
+
+def test_a_one_field_query_reads_its_rows_up_to_the_prose_after_them():
+    env, note = read_as("q", "$ nvidia-smi --query-gpu=driver_version --format=csv,noheader\n550.54.15\n"
+                             "and the container sees none\n")
+    assert env.driver.version == "550.54.15"
+    assert note == "q: read as nvidia-smi --query-gpu (line 2)"
+
+
+def test_two_nvidia_smi_q_blocks_in_one_paste_are_both_read():
+    # two real -q outputs (the H200 capture, then nvidia-docker#1004's), each after a line of prose
+    q = fixture(H200_Q).split("\n")
+    other = paste_text("nvidia-smi-q_384.130_GTX1080Ti_nvidia-docker1004")[1].split("\n")
+    assert q[9].strip().startswith("Product Name") and other[8].strip().startswith("Product Name")
+    env, note = read_as("two", "\n".join(["On the host:", *q[1:12], "", "and in the container:", *other[1:12]]))
+    assert note == "two: read as nvidia-smi -q (lines 2-12, 15-25)"
+    assert [g.name for g in env.gpus] == ["NVIDIA H200", "GeForce GTX 1080 Ti"]
+
+
+def test_an_nvidia_smi_q_paste_without_its_banner_is_read_from_its_first_line():
+    # the H200 -q output copied from its Timestamp line on, after a line of prose and a blank line: the lines above
+    # the "Attached GPUs" line (and the blank line between them) belong to the block
+    q = fixture(H200_Q).split("\n")
+    env, note = read_as("nb", "\n".join(["nvidia-smi -q says:", "", *q[3:6], "", *q[7:11]]))
+    assert (env.driver.version, env.driver.cuda_version, env.gpus[0].name) == ("580.159.04", "13.0", "NVIDIA H200")
+    assert note == "nb: read as nvidia-smi -q (lines 3-10)"
+
+
+def test_an_nvidia_smi_q_paste_indented_with_tabs_is_read():
+    # the H200 -q output with each 4-space indent turned into a tab (as some editors and mail clients copy it)
+    q = fixture(H200_Q).split("\n")
+    env, note = read_as("tab", "\n".join(line.replace("    ", "\t") for line in q[1:12]))
+    assert (env.driver.version, env.gpus[0].name) == ("580.159.04", "NVIDIA H200")
+    assert note == "tab: read as nvidia-smi -q (lines 1-11)"
+
+
+def test_the_nvidia_smi_h_banner_inside_a_sentence_or_cut_short():
+    # candle#733's banner, quoted inside a sentence in inline code; and the same banner cut before its version
+    env, note = read_as("b", "nvidia-smi version: `NVIDIA System Management Interface -- v470.182.03`\n")
+    assert env.driver.version == "470.182.03" and note == "b: read as nvidia-smi -h (line 1)"
+    assert env.driver.source == "nvidia-smi -h"
+    assert Note("report:nvidia-smi", "driver 470.182.03: the version nvidia-smi -h prints for itself (it ships with "
+                "the driver)") in env.notes
+    cut = from_reports([("c", "nvidia-smi -h prints:\nNVIDIA System Management Interface -- v\n")])
+    assert cut.driver.version is None
+    assert not [n for n in cut.notes if "could not read" in n.message]
+
+
+def test_an_nvidia_smi_list_after_a_pipe_is_read():
+    # pynvml#19's GPU line, below an `nvidia-smi -L | head` command whose "|" would start a table
+    env, note = read_as("l", "$ nvidia-smi -L | head -1\n"
+                             "GPU 0: Tesla V100-SXM2-32GB (UUID: GPU-96ab329d-7a1f-73a8-a9b7-18b4b2855f92)\n")
+    assert [(g.index, g.name) for g in env.gpus] == [(0, "Tesla V100-SXM2-32GB")]
+    assert note == "l: read as nvidia-smi -L (line 2)"
+
+
+def test_a_query_after_a_query_with_a_header_is_read_too():
+    # two --query-gpu commands typed after the documented CSV format: the first prints its header line (which names
+    # fields, as a query's command does) and a row; the second, one value
+    env, note = read_as("q", "$ nvidia-smi --query-gpu=name,memory.total --format=csv\nname, memory.total [MiB]\n"
+                             "NVIDIA A100-SXM4-40GB, 40960 MiB\n\n"
+                             "$ nvidia-smi --query-gpu=driver_version --format=csv,noheader\n550.54.15\n")
+    assert [(g.name, g.memory_total_mib) for g in env.gpus] == [("NVIDIA A100-SXM4-40GB", 40960)]
+    assert env.driver.version == "550.54.15"
+    assert note == "q: read as nvidia-smi --query-gpu (lines 2-6)"  # the blank line and the command join them
+
+
+def test_one_field_queries_typed_one_after_the_other_are_each_read():
+    # pytorch#88364's query and a second one-field query, pasted without prompts or fences between them: the second
+    # command line ends the first query's rows
+    env, note = read_as("q", "nvidia-smi --query-gpu=driver_version --format=csv,noheader\n515.57\n"
+                             "nvidia-smi --query-gpu=name --format=csv,noheader\nTesla T4\n")
+    assert (env.driver.version, [g.name for g in env.gpus]) == ("515.57", ["Tesla T4"])
+    assert note == "q: read as nvidia-smi --query-gpu (lines 2, 4)"
+
+
+# --- what users print from Python (detect/pastes/prints.py) ---------------------------------------------------------
+
+TF_BUILD = "tf-get_build_info_pprint_cuda11.2_cudnn8_tf-feedstock157"
+
+
+def test_tensorflow_build_info_is_tied_to_the_tensorflow_the_paste_names():
+    """tensorflow-feedstock#157's get_build_info() (CUDA 11.2, cuDNN 8), with a freeze line naming the TensorFlow
+    (typed): that TensorFlow is built for them; its multi-line pretty print is read as the build info, every line."""
+    body = paste_text(TF_BUILD)[1]
+    for freeze, source in (("tensorflow==2.7.0", "report"), ("tensorflow-gpu==2.7.0", "report:tf build info")):
+        env = from_reports([("b", body + freeze + "\n")])
+        assert [(f.name, f.version, f.cuda, f.cudnn, f.source) for f in env.frameworks] == [
+            ("tensorflow", "2.7.0", "11.2", "8", source)]
+    assert read_as("b", body)[1] == "b: read as tf.sysconfig.get_build_info() (lines 2-19)"
+
+
+def test_apply_tf_build_keeps_what_is_known_and_names_its_source():
+    from cudamatrix.detect.pastes.prints import apply_tf_build
+    from cudamatrix.models import Environment, Framework
+
+    build = {"cuda_version": "11.2", "cudnn_version": "8"}
+    env = Environment(packages={"tensorflow": "2.7.0"})
+    assert apply_tf_build(env, build) is True
+    assert [(f.name, f.version, f.cuda, f.cudnn, f.source) for f in env.frameworks] == [
+        ("tensorflow", "2.7.0", "11.2", "8", "report:tf build info")]
+    gpu = Environment(packages={"tensorflow-gpu": "2.3.0"})
+    assert apply_tf_build(gpu, build) is True
+    assert [(f.name, f.version, f.cuda) for f in gpu.frameworks] == [("tensorflow", "2.3.0", "11.2")]
+    known = Environment(frameworks=[Framework(name="tensorflow-gpu", version="2.4.0", cuda="11.0", cudnn="8.0.4")])
+    assert apply_tf_build(known, build) is True
+    assert [(f.version, f.cuda, f.cudnn) for f in known.frameworks] == [("2.4.0", "11.0", "8.0.4")]
+    half = Environment(frameworks=[Framework(name="tensorflow", version="2.7.0")])
+    assert apply_tf_build(half, {"cuda_version": "11.2"}) is True
+    assert (half.frameworks[0].cuda, half.frameworks[0].cudnn) == ("11.2", None)
+    nothing = Environment(packages={"torch": "2.1.0"})
+    assert apply_tf_build(nothing, build) is False and nothing.frameworks == []
+
+
+@pytest.mark.parametrize("line,key,value", [
+    # the inline forms the reader's docstring names (typed: the corpus holds none of them)
+    ("torch.__version__ = 2.1.0", "torch", "2.1.0"),
+    ("torch.__version__ = 2.1.0\ntorch.version.cuda: 12.1", "cuda", "12.1"),
+    ("torch.__version__ is 2.1.0+cu121", "torch", "2.1.0+cu121"),
+    ("torch.__version__ -> 2.1.0", "torch", "2.1.0"),
+    ("tf.__version__ = '2.15.0'", "tensorflow", "2.15.0"),
+])
+def test_a_value_printed_inline_after_its_expression_is_read(line, key, value):
+    env, note = read_as("p", line + "\n")
+    got = {"torch": env.packages.get("torch"), "tensorflow": env.packages.get("tensorflow"),
+           "cuda": next((f.cuda for f in env.frameworks if f.name == "torch"), None)}
+    assert got[key] == value
+    where = "lines 1-2" if "\n" in line else "line 1"
+    assert note == f"p: read as python prints ({where})"
+
+
+@pytest.mark.parametrize("line", ["torch.__version__ = ", "torch.__version__ =", "see torch.__version__ isn't set"])
+def test_an_expression_without_an_inline_value_reads_nothing(line):
+    env, note = read_as("p", line + "\n")
+    assert "torch" not in env.packages and note is None
+
+
+def test_a_python_command_printing_one_value_a_line_is_read_value_by_value():
+    # typed after the prints the reader's docstring names: one print per expression, one output line each
+    env, note = read_as("p", "$ python -c \"import torch; print(torch.__version__); print(torch.version.cuda); "
+                             "print(torch.backends.cudnn.version()); print(torch.cuda.get_device_name(0))\"\n"
+                             "2.1.0+cu121\n12.1\n8902\nNVIDIA GeForce RTX 4090\n")
+    torch = fw(env, "torch")
+    assert (torch.version, torch.cuda, torch.variant, torch.cudnn) == ("2.1.0+cu121", "12.1", "cu121", "8.9.2")
+    assert [(g.index, g.name, g.source) for g in env.gpus] == [(0, "NVIDIA GeForce RTX 4090", "report:python")]
+    assert note == "p: read as python prints (lines 2-5)"
+
+
+def test_a_python_command_printing_its_values_on_one_line_reads_that_line_only():
+    env, note = read_as("p", "$ python -c \"import torch; print(torch.__version__, torch.version.cuda, "
+                             "torch.backends.cudnn.version())\"\n2.1.0+cu121 12.1 8902\nsome warning the import printed\n")
+    torch = fw(env, "torch")
+    assert (torch.version, torch.cuda, torch.cudnn) == ("2.1.0+cu121", "12.1", "8.9.2")
+    assert note == "p: read as python prints (line 2)"
+
+
+def test_the_interpreter_banner_gives_the_python_version_and_is_read_whole():
+    # the banner `python3` prints on start (CPython's, as Anaconda builds it): version line, compiler line, help line
+    env, note = read_as("p", "$ python3\nPython 3.9.12 (main, Apr  5 2022, 06:56:58) \n"
+                             "[GCC 7.5.0] :: Anaconda, Inc. on linux\n"
+                             "Type \"help\", \"copyright\", \"credits\" or \"license\" for more information.\n")
+    assert env.python.version == "3.9.12"
+    assert note == "p: read as python prints (lines 2-4)"
