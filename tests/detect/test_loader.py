@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from loader_cases import (
@@ -335,3 +337,129 @@ def test_the_ld_so_cache_is_searched_before_the_default_folders(parts, tmp_path)
                  [e for e in entries if e.soname != "libleaf.so.1"], root=str(root))
     assert res is not None and res.path == str(root / "usr" / "lib" / "libleaf.so.1") and \
         res.rule == "default folder", res
+
+
+# --- issue #28: the rest of the precedence list, and a link map that already holds objects --------------------
+
+# the truth for several loads in one process: dlopen each argument in turn (by path, or by name when it has no
+# slash), then print what the process maps
+DRIVER_MANY_C = r"""
+#include <dlfcn.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+    int failed = 0;
+    for (int i = 1; i < argc; i++)
+        if (!dlopen(argv[i], RTLD_NOW)) { fprintf(stderr, "dlopen: %s\n", dlerror()); failed = 1; }
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[4096];
+    while (fgets(line, sizeof line, f)) fputs(line, stdout);
+    return failed ? 3 : 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def more(parts) -> dict[str, Path]:
+    """A program that dlopens several objects in turn, a loader with DT_RUNPATH only, a libleaf.so.1 copy under
+    another file name, and a breadth-first trap (two paths to libleaf.so.1 at different depths)."""
+    from loader_cases import gcc
+
+    t = parts["root"] / "more"
+    p: dict[str, Path] = {}
+    (t / "bin").mkdir(parents=True)
+    (t / "bin" / "many.c").write_text(DRIVER_MANY_C)
+    gcc(["-o", "many", "many.c", "-ldl"], t / "bin")
+    p["many"] = t / "bin" / "many"
+    # DT_RUNPATH naming both its dependency's folder and a folder holding libleaf.so.1: ld.so uses it for the
+    # loader's own needs only, so libmid_none.so (no path) does not find libleaf.so.1 through it
+    p["top_runpath"] = linked(t / "top", "libtop_runpath.so", TOP_C, parts["root"] / "mid", "libmid_none.so",
+                              runpath(f"{parts['root']}/mid:{parts['a']}"))
+    # the same file content as c/libleaf.so.1 (DT_SONAME libleaf.so.1) under a name that is not its SONAME
+    (t / "alias").mkdir()
+    shutil.copy2(parts["c"] / "libleaf.so.1", t / "alias" / "libother.so")
+    (t / "alias" / "liblink.so").symlink_to(parts["b"] / "libleaf.so.1")
+    # breadth first: libbfs_top.so needs libp.so and libq.so; libp.so needs libleaf.so.1 (DT_RPATH -> a);
+    # libq.so needs libr.so, which needs libleaf.so.1 (DT_RPATH -> b). ld.so maps libp.so's dependency (depth 2)
+    # before libr.so's (depth 3), so a's copy is mapped and libr.so gets it by SONAME
+    bfs = t / "bfs"
+    linked(bfs, "libp.so", MID_C, parts["a"], "libleaf.so.1", rpath(str(parts["a"])))
+    linked(bfs, "libr.so", "extern int which(void);\nint r(void) { return which(); }\n", parts["b"], "libleaf.so.1",
+           rpath(str(parts["b"])))
+    linked(bfs, "libq.so", "extern int r(void);\nint q(void) { return r(); }\n", bfs, "libr.so", rpath("$ORIGIN"))
+    p["bfs_top"] = linked(bfs, "libbfs_top.so", "extern int mid(void), q(void);\nint t(void) { return mid() + q(); }\n",
+                          bfs, "libp.so", [f"-L{bfs}", "-l:libq.so", *rpath("$ORIGIN")])
+    return p
+
+
+def _many(parts, more, env: dict[str, str], *names: Path | str) -> tuple[list[str], Any]:
+    """(the real paths of the libleaf.so.1 copies (libother.so is one) a process maps after dlopen of each of ``names`` in turn, the model's link
+    map after the same loads)."""
+    from cudamatrix.detect import libraries
+    from cudamatrix.detect.loader import LinkMap, system_search
+
+    out = subprocess.run([str(more["many"]), *map(str, names)], env=env, cwd=parts["root"], capture_output=True,
+                         text=True, timeout=30)
+    leaves = sorted({line.split(None, 5)[5] for line in out.stdout.splitlines() if len(line.split(None, 5)) == 6
+                     and os.path.basename(line.split(None, 5)[5]) in ("libleaf.so.1", "libother.so")})
+    entries, _ = libraries.run_ldconfig(10)
+    lm = LinkMap(system_search(env, entries, str(more["many"]), cwd=str(parts["root"])))
+    for name in names:
+        lm.load(str(name), None)
+    return leaves, lm
+
+
+def _leaf_loads(lm) -> list[tuple[str | None, str]]:
+    return [(r.path, r.rule) for r in lm.resolutions if r.name == "libleaf.so.1"]
+
+
+def test_dt_runpath_is_not_inherited_by_dependencies(parts, more):
+    """The loader's DT_RUNPATH holds libleaf.so.1, its dependency asks for it: not found (ld.so(8): DT_RUNPATH
+    serves the object's own DT_NEEDED entries only), where the same folders as DT_RPATH would serve it."""
+    leaves, lm = _many(parts, more, clean_env(), more["top_runpath"])
+    assert leaves == []  # the truth: dlopen failed
+    res = next(r for r in lm.resolutions if r.name == "libleaf.so.1")
+    assert (res.path, res.rule, res.error) == (None, "not found", "not found"), res
+    assert lm.find(str(more["top_runpath"])) is None and lm.objects == [lm.exe]  # the failed load left nothing
+
+
+def test_a_library_already_loaded_by_soname_wins_over_every_path(parts, more):
+    """libleaf.so.1 mapped from a (libmid_rpath.so's DT_RPATH): a later libmid_runpath.so, whose search would find
+    b on LD_LIBRARY_PATH, gets the mapped copy by SONAME."""
+    env = clean_env(LD_LIBRARY_PATH=str(parts["b"]))
+    leaves, lm = _many(parts, more, env, parts["mid_rpath"], parts["mid_runpath"])
+    a = str(parts["a"] / "libleaf.so.1")
+    assert leaves == [a]
+    assert _leaf_loads(lm) == [(a, "DT_RPATH of libmid_rpath.so"), (a, "already loaded (a dependency loaded earlier)")]
+    assert os.path.realpath(lm.resolutions[-1].found_as) == a and lm.resolutions[-1].requested_by == str(parts["mid_runpath"])
+
+
+def test_a_library_opened_by_path_answers_to_its_soname(parts, more):
+    """dlopen of c's copy under the file name libother.so: its DT_SONAME (libleaf.so.1) now answers for it, so
+    libmid_rpath.so's DT_RPATH (a) is never searched."""
+    other = str(parts["root"] / "more" / "alias" / "libother.so")
+    leaves, lm = _many(parts, more, clean_env(), other, parts["mid_rpath"])
+    assert leaves == [other]
+    assert _leaf_loads(lm) == [(other, "already loaded (opened earlier)")]
+    assert lm.find(other).names == {other, "libleaf.so.1"}
+
+
+def test_the_same_file_under_another_path_is_mapped_once(parts, more):
+    """A symbolic link to b's copy, then b's copy by its own path: one object (same device and inode), which
+    answers to both names; a dependency then gets it by SONAME."""
+    link, real = parts["root"] / "more" / "alias" / "liblink.so", str(parts["b"] / "libleaf.so.1")
+    leaves, lm = _many(parts, more, clean_env(), link, real, parts["mid_rpath"])
+    assert leaves == [real]
+    assert [(r.name, r.path, r.rule) for r in lm.resolutions] == [
+        (str(link), real, "path"), (real, real, "path"), (str(parts["mid_rpath"]), str(parts["mid_rpath"]), "path"),
+        ("libleaf.so.1", real, "already loaded (opened earlier)")]
+    obj = lm.find(real)
+    assert obj.path == str(link) and {str(link), real, "libleaf.so.1"} <= obj.names and len(lm.objects) == 3
+
+
+def test_dependencies_are_mapped_breadth_first(parts, more):
+    leaves, lm = _many(parts, more, clean_env(), more["bfs_top"])
+    a = str(parts["a"] / "libleaf.so.1")
+    assert leaves == [a]
+    assert _leaf_loads(lm) == [(a, "DT_RPATH of libp.so"), (a, "already loaded (a dependency loaded earlier)")]
+    assert [r.requested_by for r in lm.resolutions if r.name == "libleaf.so.1"] == \
+        [str(more["bfs_top"].parent / "libp.so"), str(more["bfs_top"].parent / "libr.so")]
