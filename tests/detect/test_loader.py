@@ -463,3 +463,246 @@ def test_dependencies_are_mapped_breadth_first(parts, more):
     assert _leaf_loads(lm) == [(a, "DT_RPATH of libp.so"), (a, "already loaded (a dependency loaded earlier)")]
     assert [r.requested_by for r in lm.resolutions if r.name == "libleaf.so.1"] == \
         [str(more["bfs_top"].parent / "libp.so"), str(more["bfs_top"].parent / "libr.so")]
+
+
+# --- the loader child, in this process: each copy answers, and a hang or a crash names its culprit -----------------
+
+JUNK_C = r"""
+#include <stdio.h>
+int cudaRuntimeGetVersion(int *v) {
+    printf("not json\n[1, 2]\n{\"probe\": \"elsewhere\"}\n"); fflush(stdout);  /* a library that talks */
+    *v = 12090; return 0;
+}
+"""
+EXIT_C = """
+#include <unistd.h>
+int cudaRuntimeGetVersion(int *v) { (void)v; _exit(7); }
+"""
+
+
+@pytest.fixture(scope="module")
+def copies(tmp_path_factory) -> dict[str, str]:
+    """gcc-built library copies: answering ones (cuDNN, CUDA runtime), one that prints junk before answering,
+    ones that crash (SIGSEGV in a constructor, _exit(7) in the call) or hang (a constructor that sleeps)."""
+    from fakes import CRASH_C, CUDART_C, CUDNN_C, HANG_C, build_lib
+
+    t = tmp_path_factory.mktemp("copies")
+    out = {"cudart": build_lib(t / "ok", "libcudart.so.12", CUDART_C, VERSION=12040),
+           "cudart13": build_lib(t / "ok13", "libcudart.so.13", CUDART_C, VERSION=13000),
+           "cudnn": build_lib(t / "dnn", "libcudnn.so.9", CUDNN_C, VERSION=91900),
+           "junk": build_lib(t / "junk", "libcudart.so.12", JUNK_C),
+           "exit": build_lib(t / "exit", "libcudart.so.12", EXIT_C)}
+    for n in range(3):
+        out[f"crash{n}"] = build_lib(t / f"crash{n}", "libcudnn.so.9", CRASH_C)
+    out["hang"] = build_lib(t / "hang", "libcudart.so.12", HANG_C)
+    return {k: str(v) for k, v in out.items()}
+
+
+def test_the_loader_child_answers_every_copy(copies):
+    from cudamatrix.detect.loader import run_loader
+
+    a = run_loader([(copies["cudart"], "cudart"), (copies["cudnn"], "cudnn"), (copies["cudart13"], "cudart")],
+                   nvml=False, libcuda=False, timeout=30)
+    assert (a.error, a.failed, a.nvml, a.libcuda) == (None, {}, None, None)
+    assert list(a.libs) == [copies["cudart"], copies["cudnn"], copies["cudart13"]]
+    assert [(x["rc"], x["version"]) for x in a.libs.values()] == [(0, 12040), (0, 91900), (0, 13000)]
+    assert a.libs[copies["cudnn"]]["cudart"] == 12040 and a.libs[copies["cudnn"]]["path"] == copies["cudnn"]
+
+
+def test_a_copy_that_prints_to_stdout_still_answers(copies):
+    from cudamatrix.detect.loader import run_loader
+
+    a = run_loader([(copies["junk"], "cudart"), (copies["cudart"], "cudart")], nvml=False, libcuda=False, timeout=30)
+    assert (a.error, a.failed) == (None, {})
+    assert a.libs[copies["junk"]]["version"] == 12090 and a.libs[copies["cudart"]]["version"] == 12040
+
+
+@pytest.mark.parametrize("bad,how", [("crash0", "crashed the process (signal 11)"),
+                                     ("exit", "crashed the process (exit status 7)")])
+def test_a_copy_that_crashes_is_named_and_the_others_still_answer(copies, bad, how):
+    from cudamatrix.detect.loader import run_loader
+
+    a = run_loader([(copies["cudart"], "cudart"), (copies[bad], "cudnn" if bad.startswith("crash") else "cudart"),
+                    (copies["cudnn"], "cudnn")], nvml=False, libcuda=False, timeout=30)
+    assert a.error is None and a.failed == {copies[bad]: how}
+    assert list(a.libs) == [copies["cudart"], copies["cudnn"]]
+    assert a.libs[copies["cudart"]]["version"] == 12040 and a.libs[copies["cudnn"]]["version"] == 91900
+
+
+@pytest.mark.slow
+def test_at_most_two_retries(copies):
+    """Three copies crash in turn: each is named; the fourth is not asked (a third retry is not made)."""
+    from cudamatrix.detect.loader import run_loader
+
+    crashes = [copies[f"crash{n}"] for n in range(3)]
+    a = run_loader([(p, "cudnn") for p in crashes] + [(copies["cudart"], "cudart")], nvml=False, libcuda=False,
+                   timeout=30)
+    assert a.failed == {p: "crashed the process (signal 11)" for p in crashes} and a.libs == {} and a.error is None
+
+
+@pytest.mark.slow
+def test_a_copy_that_hangs_is_named_within_the_timeout(copies):
+    import time
+
+    from cudamatrix.detect.loader import run_loader
+
+    start = time.monotonic()
+    a = run_loader([(copies["hang"], "cudart"), (copies["cudart"], "cudart")], nvml=False, libcuda=False,
+                   timeout=1.5)
+    assert a.failed == {copies["hang"]: "hung (no answer within 1.5s)"} and a.error is None
+    assert list(a.libs) == [copies["cudart"]] and a.libs[copies["cudart"]]["version"] == 12040
+    assert time.monotonic() - start < 10
+
+
+def test_nvml_and_libcuda_answers(tmp_path, monkeypatch):
+    """NVML (through pynvml, from the folder it is found in) and cuDriverGetVersion, from gcc-built stand-ins on
+    LD_LIBRARY_PATH; then from nothing: each probe says what it could not load."""
+    from fakes import LIBCUDA_C, build_lib, fake_nvml
+
+    from cudamatrix.detect.loader import pynvml_dir, run_loader
+
+    if pynvml_dir() is None:
+        pytest.skip("pynvml is not installed")
+    fake_nvml(tmp_path / "lib", driver="580.95.05", cuda=13000)
+    build_lib(tmp_path / "lib", "libcuda.so.1", LIBCUDA_C, VERSION=13000, RC=0)
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(tmp_path / "lib"))
+    a = run_loader([], nvml=True, libcuda=True, timeout=30)
+    assert (a.error, a.failed, a.libs) == (None, {}, {})
+    assert (a.nvml["driver"], a.nvml["cuda"], a.nvml["gpus"][0]["name"]) == ("580.95.05", 13000,
+                                                                             "NVIDIA A100-SXM4-80GB")
+    assert (a.libcuda["rc"], a.libcuda["version"], a.libcuda["path"]) == (0, 13000, str(tmp_path / "lib" / "libcuda.so.1"))
+    only = run_loader([], nvml=False, libcuda=True, timeout=30)
+    assert only.nvml is None and only.libcuda["version"] == 13000
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(tmp_path / "none"))
+    a = run_loader([], nvml=True, libcuda=False, timeout=30)
+    assert a.nvml["error"] == "NVML Shared Library Not Found" and a.libcuda is None and a.failed == {}
+
+
+def test_a_child_that_cannot_run_is_an_error_not_a_failed_step(tmp_path):
+    from cudamatrix.detect.loader import LoaderAnswers, run_loader
+
+    lib = [(str(tmp_path / "libcudart.so.12"), "cudart")]
+    assert run_loader(lib, nvml=False, libcuda=False, timeout=30, python=str(tmp_path / "no-python")).error == \
+        "not found"
+    # a program that refuses the interpreter's options: its own words (the end of its stderr)
+    cat = shutil.which("cat")
+    said = subprocess.run([cat, "-I"], capture_output=True, text=True, timeout=30)
+    a = run_loader(lib, nvml=False, libcuda=False, timeout=30, python=cat)
+    assert said.returncode != 0 and a.error == said.stderr.strip()[-300:] and a.failed == {} and a.libs == {}
+    # one that exits without a word: its exit status
+    assert run_loader(lib, nvml=False, libcuda=False, timeout=30, python=shutil.which("false")).error == \
+        "exit status 1"
+    # nothing asked: no child at all
+    assert run_loader([], nvml=False, libcuda=False, timeout=30, python=str(tmp_path / "no-python")) == LoaderAnswers()
+
+
+# --- findable: can dlopen(name) find a file at all (detect skips the NVML child when it cannot) -----------------
+
+def _cached_names() -> tuple[list, set[str]]:
+    """This machine's ld.so cache (``ldconfig -p``, not the byte scan under test) and its SONAMEs."""
+    from cudamatrix.detect import libraries
+
+    entries, _ = libraries.run_ldconfig(10)
+    return entries, {e.soname for e in entries}
+
+
+def test_findable_on_ld_library_path_only(tmp_path, monkeypatch):
+    from cudamatrix.detect.loader import findable
+
+    (tmp_path / "libcudamatrix_findable.so.1").write_bytes(b"")
+    name = "libcudamatrix_findable.so.1"
+    assert findable(name, {"LD_LIBRARY_PATH": f"/nonexistent:{tmp_path}"})
+    assert not findable(name, {}) and not findable(name, {"LD_LIBRARY_PATH": "/nonexistent"})
+    # an empty entry is dropped from the child's LD_LIBRARY_PATH (safe_environ): it does not count
+    monkeypatch.chdir(tmp_path)
+    assert not findable(name, {"LD_LIBRARY_PATH": ":/nonexistent"})
+
+
+def test_findable_through_the_ld_so_cache_and_the_default_folders():
+    from cudamatrix.detect.loader import _DEFAULT_DIRS, findable
+
+    entries, names = _cached_names()
+    # a SONAME only the cache knows (this machine: the CUDA toolkit's folder is in ld.so.conf)
+    outside = [e.soname for e in entries if not any(os.path.exists(os.path.join(d, e.soname)) for d in _DEFAULT_DIRS)]
+    if not outside:
+        pytest.skip("no ld.so cache entry outside the default folders here")
+    assert findable(outside[0], {})
+    # the cache is matched by whole name: a name it holds only as the start of another is not in it
+    prefix = next((e[:-1] for e in outside if e[:-1] not in names and not e[:-1].endswith(".")), None)
+    if prefix is not None:
+        assert not findable(prefix, {})
+    assert not findable("libcudamatrix_no_such_library.so.1", {})
+    # a file in a default folder that the cache does not list (a development link, a linker script)
+    plain = next((n for d in _DEFAULT_DIRS if os.path.isdir(d) for n in sorted(os.listdir(d))
+                  if n.startswith("lib") and ".so" in n and n not in names), None)
+    if plain is not None:
+        assert findable(plain, {})
+
+
+# --- system_search: what glibc compiled in, inferred from where the program's ELF interpreter lives ----------------
+
+@pytest.fixture(scope="module")
+def interps(parts) -> dict[str, Path]:
+    """Programs whose PT_INTERP names a loader in each layout (gcc --dynamic-linker; never run): Fedora's
+    /usr/lib64, Debian's multiarch folders (with an ABI suffix too), and a plain /lib."""
+    from loader_cases import gcc
+
+    t = parts["root"] / "interp"
+    t.mkdir()
+    (t / "main.c").write_text("int main(void) { return 0; }\n")
+    out = {}
+    for key, interp in (("lib64", "usr/lib64/ld-linux-x86-64.so.2"),
+                        ("multiarch", "lib/aarch64-linux-gnu/ld-linux-aarch64.so.1"),
+                        ("abi", "usr/lib/arm-linux-gnueabihf/ld-linux-armhf.so.3"),
+                        ("plain", "lib/ld-musl-x86_64.so.1")):
+        gcc(["-o", key, "main.c", f"-Wl,--dynamic-linker={t}/fs/{interp}"], t)
+        out[key] = t / key
+    (t / "fs" / "usr" / "lib64").mkdir(parents=True)
+    (t / "fs" / "lib64").symlink_to("usr/lib64")  # the program names /lib64; its real folder is /usr/lib64
+    gcc(["-o", "via_link", "main.c", f"-Wl,--dynamic-linker={t}/fs/lib64/ld-linux-x86-64.so.2"], t)
+    out["via_link"] = t / "via_link"
+    return out
+
+
+@pytest.mark.parametrize("key,token,defaults", [
+    ("lib64", "lib64", ["/lib64", "/usr/lib64"]),
+    ("via_link", "lib64", ["/lib64", "/usr/lib64"]),
+    ("multiarch", "lib/aarch64-linux-gnu", ["/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/lib", "/usr/lib"]),
+    ("abi", "lib/arm-linux-gnueabihf", ["/lib/arm-linux-gnueabihf", "/usr/lib/arm-linux-gnueabihf", "/lib",
+                                        "/usr/lib"]),
+    ("plain", "lib", ["/lib", "/usr/lib"]),
+])
+def test_lib_and_default_folders_follow_the_interpreters_folder(interps, key, token, defaults):
+    from cudamatrix.detect.loader import system_search
+
+    s = system_search({}, [], str(interps[key]), cwd="/somewhere")
+    assert (s.lib_token, s.default_dirs, s.executable, s.cwd) == (token, defaults, str(interps[key]), "/somewhere")
+    s = system_search({}, [], str(interps[key]), root="/srv/image/")
+    assert s.default_dirs == [f"/srv/image/{d[1:]}" for d in defaults] and s.cwd == os.getcwd()
+
+
+def test_system_search_reads_the_process_it_describes(parts, tmp_path):
+    from cudamatrix.detect import libraries
+    from cudamatrix.detect.loader import system_search
+
+    machine = os.uname().machine
+    env = {"LD_LIBRARY_PATH": "/x:/y", "LD_PRELOAD": "libz.so.1", "PATH": "/bin"}
+    link = tmp_path / "prog"
+    link.symlink_to(parts["driver"])
+    s = system_search(env, [], str(link), cwd="/w")
+    assert (s.ld_library_path, s.ld_preload, s.platform, s.machine, s.executable) == (
+        "/x:/y", "libz.so.1", machine, machine, str(parts["driver"]))
+    assert s.lib_token.startswith("lib")
+    bare = system_search({}, [], None)
+    assert (bare.ld_library_path, bare.ld_preload, bare.executable, bare.lib_token, bare.default_dirs) == (
+        None, None, None, "lib", ["/lib", "/usr/lib"])
+    # the cache: the first entry of each SONAME that ld.so would take on this machine (a real paste: a 64-bit
+    # and a 32-bit libcuda.so.1)
+    text = (Path(__file__).parent.parent / "data" / "ldconfig" / "arch_opt-cuda9.1_libcuda_cutorch809.txt").read_text()
+    entries = libraries.parse_ldconfig(text)
+    cache = system_search({}, entries, None).cache
+    if machine == "x86_64":
+        assert cache == {"libcuda.so.1": "/usr/lib/libcuda.so.1", "libcuda.so": "/usr/lib/libcuda.so",
+                         "libcudart.so.9.1": "/opt/cuda/lib64/libcudart.so.9.1", "libcudart.so": "/opt/cuda/lib64/libcudart.so"}
+        # only the 32-bit entries: none is this machine's
+        assert system_search({}, [e for e in entries if e.flags == "libc6"], None).cache == {}
