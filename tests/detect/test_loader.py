@@ -8,12 +8,17 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import fakes
+import loader_cases
 import pytest
 from loader_cases import (
     MID_C,
     TOP_C,
     clean_env,
     driver,
+    gcc,
+    kept,
+    kept_root,
     leaf,
     linked,
     mapped_with_soname,
@@ -32,9 +37,16 @@ pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or not os.path.exist
 
 
 @pytest.fixture(scope="module")
-def parts(tmp_path_factory) -> dict[str, Path]:
-    """Three different libleaf.so.1 (folders a, b, c) and objects that need it, linked three ways."""
-    t = tmp_path_factory.mktemp("ld")
+def parts() -> dict[str, Path]:
+    """Three different libleaf.so.1 (folders a, b, c) and objects that need it, linked three ways (built once,
+    kept for later sessions: :func:`loader_cases.kept`)."""
+    return kept(ROOT / "ld", _build_parts)
+
+
+ROOT = kept_root(__file__, loader_cases.__file__, fakes.__file__)
+
+
+def _build_parts(t: Path) -> dict[str, Path]:
     p = {"root": t, "a": leaf(t / "a", 1).parent, "b": leaf(t / "b", 2).parent, "c": leaf(t / "c", 3).parent}
     p["mid_rpath"] = linked(t / "mid", "libmid_rpath.so", MID_C, p["a"], "libleaf.so.1", rpath("$ORIGIN/../a"))
     p["mid_runpath"] = linked(t / "mid", "libmid_runpath.so", MID_C, p["a"], "libleaf.so.1",
@@ -58,6 +70,33 @@ def parts(tmp_path_factory) -> dict[str, Path]:
     p["open_rpath"] = opener(t / "op", "libopen_rpath.so", rpath("$ORIGIN/../a"))
     p["open_runpath"] = opener(t / "op", "libopen_runpath.so", runpath("$ORIGIN/../a"))
     p["driver"] = driver(t / "bin")
+    # $PLATFORM (braced and not): a copy in the folder named for this machine
+    machine = os.uname().machine
+    leaf(t / "plat" / machine, 20)
+    p["mid_platform"] = linked(t / "plat" / "x", "libmid_platform.so", MID_C, p["a"], "libleaf.so.1",
+                               rpath("/nonexistent/$PLATFORM:$ORIGIN/../${PLATFORM}"))
+    # a relative DT_RPATH entry and an empty one: both against the process's current folder
+    p["mid_relative"] = linked(t / "mid", "libmid_relative.so", MID_C, p["a"], "libleaf.so.1", rpath("nowhere:c"))
+    p["mid_empty"] = linked(t / "mid", "libmid_empty.so", MID_C, p["a"], "libleaf.so.1", rpath("/nonexistent::"))
+    # DF_1_NODEFLIB: a system library (the ld.so cache and the default folders hold it) is not searched for
+    p["nodeflib"] = linked(t / "mid", "libnodeflib.so", "extern int zlibVersion(void);\nint z(void) { return "
+                           "zlibVersion() != 0; }\n", Path("/nonexistent"), "libz.so.1", ["-Wl,-z,nodeflib"])
+    _set_nodeflib(p["nodeflib"])
+    p["deflib"] = linked(t / "mid", "libdeflib.so", "extern int zlibVersion(void);\nint z(void) { return "
+                         "zlibVersion() != 0; }\n", Path("/nonexistent"), "libz.so.1", [])
+    # the program's own DT_RPATH with $ORIGIN, run through a symbolic link in another folder: its origin is
+    # the real file's folder (/proc/self/exe), where a library's is the folder of the path it was loaded by
+    (t / "bin2").mkdir()
+    (t / "bin2" / "driver.c").write_text((t / "bin" / "driver.c").read_text())
+    gcc(["-o", "driver_origin", "driver.c", "-ldl", *rpath("$ORIGIN/../a")], t / "bin2")
+    p["driver_origin"] = t / "bin2" / "driver_origin"
+    (t / "elsewhere" / "bin").mkdir(parents=True)
+    (t / "elsewhere" / "bin" / "driver_origin").symlink_to(p["driver_origin"])
+    p["driver_link"] = t / "elsewhere" / "bin" / "driver_origin"
+    (t / "elsewhere" / "mid").mkdir()
+    (t / "elsewhere" / "mid" / "libmid_rpath.so").symlink_to(p["mid_rpath"])
+    p["mid_rpath_link"] = t / "elsewhere" / "mid" / "libmid_rpath.so"
+    leaf(t / "elsewhere" / "a", 21)
     return p
 
 
@@ -78,6 +117,10 @@ CASES = {
     "$LIB": ("mid_lib", {}, "root", "$LIB"),
     "DT_RUNPATH longer than 4 KiB": ("mid_long", {}, "root", "a"),
     "DT_RUNPATH longer than 4 KiB loses to LD_LIBRARY_PATH": ("mid_long", {"LD_LIBRARY_PATH": "{b}"}, "root", "b"),
+    "$PLATFORM": ("mid_platform", {}, "root", "$PLATFORM"),
+    "relative DT_RPATH entry": ("mid_relative", {"LD_LIBRARY_PATH": "{b}"}, "root", "c"),
+    "empty DT_RPATH entry is the current folder": ("mid_empty", {"LD_LIBRARY_PATH": "{a}"}, "c", "c"),
+    "$ORIGIN of a library loaded through a link is the link's folder": ("mid_rpath_link", {}, "root", "elsewhere_a"),
 }
 
 
@@ -95,7 +138,11 @@ def test_prediction_matches_proc_self_maps(parts, case):
         assert leaves == [] and res is not None and res.path is None
         return
     assert len(leaves) == 1, mapped
-    if want != "$LIB":
+    if want == "$PLATFORM":
+        assert leaves[0] == str(parts["root"] / "plat" / os.uname().machine / "libleaf.so.1")
+    elif want == "elsewhere_a":
+        assert leaves[0] == str(parts["root"] / "elsewhere" / "a" / "libleaf.so.1")
+    elif want != "$LIB":
         assert leaves[0] == str(parts[want] / "libleaf.so.1")  # the case is what its name says
     assert res is not None and res.path == leaves[0], (res, leaves)
 
@@ -190,6 +237,25 @@ def _retag(path: Path, old: int, new: int) -> None:
 
 
 DT_AUXILIARY = 0x7FFFFFFD
+DT_FLAGS_1, DF_1_NODEFLIB = 0x6FFFFFFB, 0x800
+
+
+def _set_nodeflib(path: Path) -> None:
+    """Give ``path`` a DT_FLAGS_1 entry with DF_1_NODEFLIB, in one of the spare DT_NULL entries GNU ld leaves at the
+    end of .dynamic (GNU ld 2.40 ignores ``-z nodeflib`` for a shared object). Checked with readelf."""
+    import re
+    import struct
+
+    sections = subprocess.run(["readelf", "-W", "-S", str(path)], capture_output=True, text=True, check=True).stdout
+    m = re.search(r"\]\s+\.dynamic\s+DYNAMIC\s+[0-9a-f]+\s+([0-9a-f]+)\s+([0-9a-f]+)", sections)
+    assert m, sections
+    off, size = int(m.group(1), 16), int(m.group(2), 16)
+    raw = bytearray(path.read_bytes())
+    nulls = [i for i in range(off, off + size, 16) if struct.unpack_from("<q", raw, i)[0] == 0]
+    assert len(nulls) >= 2, "no spare dynamic entry"
+    struct.pack_into("<qq", raw, nulls[0], DT_FLAGS_1, DF_1_NODEFLIB)
+    path.write_bytes(bytes(raw))
+    assert "NODEFLIB" in subprocess.run(["readelf", "-d", str(path)], capture_output=True, text=True, check=True).stdout
 
 
 @pytest.fixture(scope="module")
@@ -197,7 +263,10 @@ def both(parts) -> dict[str, Path]:
     """Objects carrying both dynamic tags, DT_RPATH naming a folder whose libleaf.so.1 ld.so must not pick."""
     if shutil.which("readelf") is None:
         pytest.skip("needs readelf")
-    t = parts["root"] / "both"
+    return kept(parts["root"] / "both", lambda t: _build_both(parts, t))
+
+
+def _build_both(parts: dict[str, Path], t: Path) -> dict[str, Path]:
     p = {}
     # needs libleaf.so.1 itself: DT_RPATH -> a, DT_RUNPATH -> c
     p["mid"] = linked(t / "mid", "libmid_both.so", MID_C, parts["a"], "libleaf.so.1",
@@ -255,15 +324,14 @@ def test_an_object_with_both_tags_follows_runpath(parts, both, case):
     assert "DT_RPATH" not in res.rule, res.rule
 
 
-def _cache(parts, folder: Path) -> tuple[Path, list]:
+def _cache(work: Path, folder: Path) -> tuple[Path, list]:
     """A real ld.so.cache (``ldconfig -C``) whose only extra folder is ``folder``; its entries as ldconfig -p
     prints them, read through the same parser detect uses."""
     import subprocess
 
     from cudamatrix.detect import libraries
 
-    work = parts["root"] / f"cache-{folder.name}"
-    work.mkdir(exist_ok=True)
+    work.mkdir(parents=True, exist_ok=True)
     (work / "ld.so.conf").write_text(f"{folder}\n")
     subprocess.run(["ldconfig", "-X", "-C", str(work / "ld.so.cache"), "-f", str(work / "ld.so.conf")],
                    check=True, capture_output=True, timeout=60)
@@ -282,12 +350,12 @@ def _model(program: Path, top: Path, env: dict, cwd: Path, entries: list, root: 
     return next((r for r in lm.resolutions if r.name == "libleaf.so.1"), None)
 
 
-def test_an_ld_so_cache_entry_outside_the_default_folders_is_found(parts):
+def test_an_ld_so_cache_entry_outside_the_default_folders_is_found(parts, tmp_path):
     """The cache names a folder no default search reaches (c): the model finds it there, by that rule; without
     the entry nothing is found (the truth of that second half is the plain process: dlopen fails)."""
     if shutil.which("ldconfig") is None:
         pytest.skip("needs ldconfig")
-    _, entries = _cache(parts, parts["c"])
+    _, entries = _cache(tmp_path, parts["c"])
     env = clean_env()
     res = _model(parts["driver"], parts["mid_none"], env, parts["root"], entries)
     assert res is not None and res.path == str(parts["c"] / "libleaf.so.1") and res.rule == "ld.so cache", res
@@ -310,7 +378,7 @@ def test_the_ld_so_cache_is_searched_before_the_default_folders(parts, tmp_path)
 
     if shutil.which("ldconfig") is None or shutil.which("unshare") is None or os.geteuid() != 0:
         pytest.skip("needs ldconfig, unshare and root (a private mount namespace)")
-    cache, entries = _cache(parts, parts["c"])
+    cache, entries = _cache(tmp_path / "cache", parts["c"])
     upper, work = tmp_path / "upper", tmp_path / "work"
     upper.mkdir()
     work.mkdir()
@@ -362,9 +430,12 @@ int main(int argc, char **argv) {
 def more(parts) -> dict[str, Path]:
     """A program that dlopens several objects in turn, a loader with DT_RUNPATH only, a libleaf.so.1 copy under
     another file name, and a breadth-first trap (two paths to libleaf.so.1 at different depths)."""
+    return kept(parts["root"] / "more", lambda t: _build_more(parts, t))
+
+
+def _build_more(parts: dict[str, Path], t: Path) -> dict[str, Path]:
     from loader_cases import gcc
 
-    t = parts["root"] / "more"
     p: dict[str, Path] = {}
     (t / "bin").mkdir(parents=True)
     (t / "bin" / "many.c").write_text(DRIVER_MANY_C)
@@ -481,12 +552,15 @@ int cudaRuntimeGetVersion(int *v) { (void)v; _exit(7); }
 
 
 @pytest.fixture(scope="module")
-def copies(tmp_path_factory) -> dict[str, str]:
+def copies() -> dict[str, str]:
     """gcc-built library copies: answering ones (cuDNN, CUDA runtime), one that prints junk before answering,
     ones that crash (SIGSEGV in a constructor, _exit(7) in the call) or hang (a constructor that sleeps)."""
+    return {k: str(v) for k, v in kept(ROOT / "copies", _build_copies).items()}
+
+
+def _build_copies(t: Path) -> dict[str, Path]:
     from fakes import CRASH_C, CUDART_C, CUDNN_C, HANG_C, build_lib
 
-    t = tmp_path_factory.mktemp("copies")
     out = {"cudart": build_lib(t / "ok", "libcudart.so.12", CUDART_C, VERSION=12040),
            "cudart13": build_lib(t / "ok13", "libcudart.so.13", CUDART_C, VERSION=13000),
            "cudnn": build_lib(t / "dnn", "libcudnn.so.9", CUDNN_C, VERSION=91900),
@@ -495,7 +569,7 @@ def copies(tmp_path_factory) -> dict[str, str]:
     for n in range(3):
         out[f"crash{n}"] = build_lib(t / f"crash{n}", "libcudnn.so.9", CRASH_C)
     out["hang"] = build_lib(t / "hang", "libcudart.so.12", HANG_C)
-    return {k: str(v) for k, v in out.items()}
+    return out
 
 
 def test_the_loader_child_answers_every_copy(copies):
@@ -517,6 +591,7 @@ def test_a_copy_that_prints_to_stdout_still_answers(copies):
     assert a.libs[copies["junk"]]["version"] == 12090 and a.libs[copies["cudart"]]["version"] == 12040
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bad,how", [("crash0", "crashed the process (signal 11)"),
                                      ("exit", "crashed the process (exit status 7)")])
 def test_a_copy_that_crashes_is_named_and_the_others_still_answer(copies, bad, how):
@@ -554,6 +629,7 @@ def test_a_copy_that_hangs_is_named_within_the_timeout(copies):
     assert time.monotonic() - start < 10
 
 
+@pytest.mark.slow
 def test_nvml_and_libcuda_answers(tmp_path, monkeypatch):
     """NVML (through pynvml, from the folder it is found in) and cuDriverGetVersion, from gcc-built stand-ins on
     LD_LIBRARY_PATH; then from nothing: each probe says what it could not load."""
@@ -645,10 +721,12 @@ def test_findable_through_the_ld_so_cache_and_the_default_folders():
 def interps(parts) -> dict[str, Path]:
     """Programs whose PT_INTERP names a loader in each layout (gcc --dynamic-linker; never run): Fedora's
     /usr/lib64, Debian's multiarch folders (with an ABI suffix too), and a plain /lib."""
+    return kept(parts["root"] / "interp", _build_interps)
+
+
+def _build_interps(t: Path) -> dict[str, Path]:
     from loader_cases import gcc
 
-    t = parts["root"] / "interp"
-    t.mkdir()
     (t / "main.c").write_text("int main(void) { return 0; }\n")
     out = {}
     for key, interp in (("lib64", "usr/lib64/ld-linux-x86-64.so.2"),
@@ -706,3 +784,199 @@ def test_system_search_reads_the_process_it_describes(parts, tmp_path):
                          "libcudart.so.9.1": "/opt/cuda/lib64/libcudart.so.9.1", "libcudart.so": "/opt/cuda/lib64/libcudart.so"}
         # only the 32-bit entries: none is this machine's
         assert system_search({}, [e for e in entries if e.flags == "libc6"], None).cache == {}
+
+
+# --- the program's own DT_RPATH, DF_1_NODEFLIB, and the link map's smaller questions --------------------------------
+
+def _leaf(lm) -> Any:
+    return next(r for r in lm.resolutions if r.name == "libleaf.so.1")
+
+
+def test_the_programs_dt_rpath_serves_every_object_and_its_origin_is_the_real_file(parts):
+    """A program run through a symbolic link, with DT_RPATH $ORIGIN/../a: libmid_none.so (no path) gets a's copy,
+    found by the program's DT_RPATH after the loader chain's; a library's own DT_RPATH still comes first."""
+    env = clean_env(LD_LIBRARY_PATH=str(parts["b"]))
+    a = str(parts["a"] / "libleaf.so.1")
+    for program in (parts["driver_origin"], parts["driver_link"]):
+        assert mapped_with_soname(truth(program, parts["mid_none"], env, parts["root"]), "libleaf.so.1") == [a]
+        res = predict(program, parts["mid_none"], env, parts["root"], "libleaf.so.1")
+        assert (os.path.realpath(res.found_as), res.path, res.rule) == (a, a, "DT_RPATH of driver_origin (the program)")
+    # the program loads a name itself: its DT_RPATH by the chain's rule
+    from cudamatrix.detect import libraries
+    from cudamatrix.detect.loader import LinkMap, system_search
+
+    lm = LinkMap(system_search(env, libraries.run_ldconfig(10)[0], str(parts["driver_link"]), cwd=str(parts["root"])))
+    lm.load("libleaf.so.1", lm.exe)
+    assert (_leaf(lm).path, _leaf(lm).rule) == (a, "DT_RPATH of driver_origin")
+    # a program without a DT_RPATH: LD_LIBRARY_PATH
+    assert predict(parts["driver"], parts["mid_none"], env, parts["root"], "libleaf.so.1").rule == "LD_LIBRARY_PATH"
+
+
+def test_nodeflib_skips_the_cache_and_the_default_folders(parts):
+    from cudamatrix.detect import libraries
+
+    entries, names = _cached_names()
+    if "libz.so.1" not in names:
+        pytest.skip("no libz.so.1 in the ld.so cache here")
+    env = clean_env()
+    cached = next(e.path for e in entries if e.soname == "libz.so.1")
+    for key, want, rule in (("nodeflib", None, "not found"), ("deflib", os.path.realpath(cached), "ld.so cache")):
+        mapped = [p for p in truth(parts["driver"], parts[key], env, parts["root"]) if "libz.so" in p]
+        assert mapped == ([want] if want else []), (key, mapped)
+        res = predict(parts["driver"], parts[key], env, parts["root"], "libz.so.1")
+        assert (res.path, res.rule) == (want, rule), res
+    assert libraries  # the cache read by predict is this machine's
+
+
+def _bare_link_map(parts, env: dict[str, str] | None = None, mapped: list[str] = ()):
+    from cudamatrix.detect import libraries
+    from cudamatrix.detect.loader import LinkMap, system_search
+
+    return LinkMap(system_search(env or clean_env(), libraries.run_ldconfig(10)[0], str(parts["driver"]),
+                                 cwd=str(parts["root"])), mapped=mapped)
+
+
+def test_load_first_keeps_the_name_that_loaded_and_answers_for_the_soname(parts):
+    lm = _bare_link_map(parts, clean_env(LD_LIBRARY_PATH=str(parts["b"])))
+    caller = lm.load(str(parts["open_runpath"]), None)
+    obj = lm.load_first(["libleaf.so.1.2.3", "libleaf.so.1"], caller, "libleaf.so.1")
+    res = lm.resolutions[-1]
+    assert obj is lm.find(str(parts["b"] / "libleaf.so.1"))
+    assert (res.name, res.path, res.rule, res.how, res.when, res.soname) == (
+        "libleaf.so.1", str(parts["b"] / "libleaf.so.1"), "LD_LIBRARY_PATH", "dlopen", "first use", "libleaf.so.1")
+    assert [r.name for r in lm.resolutions if "leaf" in r.name] == ["libleaf.so.1"]  # the miss is dropped
+    obj = lm.load_first(["libleaf.so.1"], caller, "libleaf.so.1", how="preload", when="import")
+    assert (lm.resolutions[-1].how, lm.resolutions[-1].when, lm.resolutions[-1].rule) == (
+        "preload", "import", "already loaded (opened earlier)")
+    # none loads: the last failure is kept, answering for the soname; no names: nothing is kept
+    assert lm.load_first(["libnone.so.1.2", "libnone.so.1"], caller, "libnone.so.1") is None
+    res = lm.resolutions[-1]
+    assert (res.name, res.path, res.soname, res.when, res.error) == ("libnone.so.1", None, "libnone.so.1", "first use",
+                                                                     "not found")
+    n = len(lm.resolutions)
+    assert lm.load_first([], caller, "libnone.so.1") is None and len(lm.resolutions) == n
+
+
+def test_search_folders_are_the_objects_own_expanded_path(parts, tmp_path):
+    lm = _bare_link_map(parts)
+    mid = str(parts["root"] / "mid")
+    got = {key: lm.search_folders(lm.load(str(parts[key]), None)) for key in ("mid_rpath", "mid_runpath", "mid_none")}
+    assert got == {"mid_rpath": [f"{mid}/../a"], "mid_runpath": [f"{mid}/../a"], "mid_none": []}
+    # the same DT_RPATH text in another folder expands against that folder
+    (tmp_path / "deep").mkdir()
+    shutil.copy2(parts["mid_rpath"], tmp_path / "deep" / "libmid_copy.so")
+    copy = lm.load(str(tmp_path / "deep" / "libmid_copy.so"), None)
+    assert lm.search_folders(copy) == [f"{tmp_path}/deep/../a"]
+    assert lm.search_folders(lm.find(str(parts["mid_rpath"]))) == [f"{mid}/../a"]
+    # loaded by a relative path: against the current folder
+    lm = _bare_link_map(parts)
+    assert lm.search_folders(lm.load("mid/libmid_rpath.so", None)) == [f"{parts['root']}/mid/../a"]
+
+
+def test_a_mapped_file_that_is_not_an_elf_object_answers_by_path_only(parts, tmp_path):
+    """A running process maps files that are not ELF objects (fonts, locale archives): they are in the link map,
+    have no search path, and a load from one follows the plain rules."""
+    data = tmp_path / "locale-archive"
+    data.write_bytes(b"not an ELF object\n" * 8)
+    lm = _bare_link_map(parts, clean_env(LD_LIBRARY_PATH=str(parts["b"])), mapped=[str(data), str(parts["c"] / "libleaf.so.1")])
+    obj = lm.find(str(data))
+    assert obj is not None and obj.dyn is None and obj.how == "mapped" and lm.search_folders(obj) == []
+    assert lm.load("libleaf.so.1", obj).real == str(parts["c"] / "libleaf.so.1")  # mapped: by SONAME
+    assert lm.resolutions[-1].rule == "already loaded (mapped in this process)"
+    lm = _bare_link_map(parts, clean_env(LD_LIBRARY_PATH=str(parts["b"])), mapped=[str(data)])
+    assert lm.load("libleaf.so.1", lm.find(str(data))).real == str(parts["b"] / "libleaf.so.1")
+    assert lm.resolutions[-1].rule == "LD_LIBRARY_PATH"
+
+
+# --- the loader child's environment, its retries' cost, and the cuDNN copy's own answer ---------------------------
+
+COUNTED_C = r"""
+#include <stdio.h>
+#include <stdlib.h>
+__attribute__((constructor)) static void counted(void) {
+    FILE *f = fopen(getenv("CUDAMATRIX_TEST_LOADS"), "a");
+    if (f) { fputs(NAME "\n", f); fclose(f); }
+}
+"""
+
+
+@pytest.mark.slow
+def test_a_retry_loads_no_copy_that_already_answered(copies, tmp_path, monkeypatch):
+    """NVML, libcuda and a copy answer, the next copy crashes: the retry loads none of the three again (each
+    constructor runs once; a library's load can cost seconds and touch the driver)."""
+    from fakes import CUDART_C, LIBCUDA_C, NVML_C, build_lib
+
+    from cudamatrix.detect.loader import run_loader
+
+    lib = tmp_path / "lib"
+    build_lib(lib, "libnvidia-ml.so.1", COUNTED_C.replace("NAME", '"nvml"') + NVML_C.replace("DRIVER", "580.95.05")
+              .replace("CUDA", "13000"))
+    build_lib(lib, "libcuda.so.1", COUNTED_C.replace("NAME", '"libcuda"') + LIBCUDA_C, VERSION=13000, RC=0)
+    ok = build_lib(tmp_path / "ok", "libcudart.so.12", COUNTED_C.replace("NAME", '"cudart"') + CUDART_C,
+                   VERSION=12040)
+    log = tmp_path / "loads.txt"
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(lib))
+    monkeypatch.setenv("CUDAMATRIX_TEST_LOADS", str(log))
+    a = run_loader([(str(ok), "cudart"), (copies["crash0"], "cudnn"), (copies["cudnn"], "cudnn")], nvml=True,
+                   libcuda=True, timeout=30)
+    assert a.failed == {copies["crash0"]: "crashed the process (signal 11)"} and a.error is None
+    assert a.nvml["driver"] == "580.95.05" and a.libcuda["version"] == 13000 and len(a.libs) == 2
+    assert sorted(log.read_text().split()) == ["cudart", "libcuda", "nvml"]
+
+
+@pytest.mark.slow
+def test_the_child_ignores_pythonpath_and_unsafe_library_folders(copies, tmp_path, monkeypatch):
+    """The child runs isolated (-I): a PYTHONPATH folder whose json.py would shadow the standard library is not
+    read; and a relative LD_LIBRARY_PATH entry (here: the folder of a libcuda.so.1) is dropped."""
+    from fakes import LIBCUDA_C, build_lib
+
+    from cudamatrix.detect.loader import run_loader
+
+    hostile = tmp_path / "pythonpath"
+    hostile.mkdir()
+    (hostile / "json.py").write_text("raise SystemExit('a json.py on PYTHONPATH ran')\n")
+    (hostile / "ctypes.py").write_text("raise SystemExit('a ctypes.py on PYTHONPATH ran')\n")
+    monkeypatch.setenv("PYTHONPATH", str(hostile))
+    a = run_loader([(copies["cudart"], "cudart")], nvml=False, libcuda=False, timeout=30)
+    assert a.error is None and a.libs[copies["cudart"]]["version"] == 12040
+    build_lib(tmp_path / "here", "libcuda.so.1", LIBCUDA_C, VERSION=13000, RC=0)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LD_LIBRARY_PATH", "here")
+    a = run_loader([], nvml=False, libcuda=True, timeout=30)
+    assert "error" in a.libcuda and "version" not in a.libcuda, a.libcuda
+
+
+@pytest.fixture(scope="module")
+def cudnn_copies() -> tuple[Path, Path]:
+    """cuDNN 9.19 (DT_RUNPATH shim) and 9.24, whole, from the torch CUDA venvs (tests/realwheels.py)."""
+    from realwheels import TORCH211_PY, TORCH_PY, site_packages
+
+    return (site_packages(TORCH211_PY, "CUDAMATRIX_TORCH211_PYTHON") / "nvidia" / "cudnn" / "lib",
+            site_packages(TORCH_PY, "CUDAMATRIX_TORCH_CUDA_PYTHON") / "nvidia" / "cudnn" / "lib")
+
+
+@pytest.mark.slow
+def test_a_cudnn_shim_answers_with_its_own_copy(cudnn_copies, tmp_path, monkeypatch):
+    """cuDNN 9's shim forwards cudnnGetVersion to libcudnn_graph.so.9, opened by name: with 9.24's folder on
+    LD_LIBRARY_PATH, 9.19's shim alone would answer 92400 (tests/detect/test_openers.py shows the process doing
+    so). The loader opens the copy's own graph library first, so each copy answers its own version."""
+    from cudamatrix.detect.loader import own_answerer, run_loader
+
+    c919, c924 = cudnn_copies
+    shim = str(c919 / "libcudnn.so.9")
+    assert own_answerer(shim) == [str(c919 / "libcudnn_graph.so.9")]
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(c924))
+    a = run_loader([(shim, "cudnn")], nvml=False, libcuda=False, timeout=60)
+    assert a.error is None and a.libs[shim]["version"] == 91900, a
+    # through a link in another folder: the real folder's graph library; the link's own folder's first
+    (tmp_path / "link").mkdir()
+    (tmp_path / "link" / "libcudnn.so.9").symlink_to(c919 / "libcudnn.so.9")
+    assert own_answerer(str(tmp_path / "link" / "libcudnn.so.9")) == [str(c919 / "libcudnn_graph.so.9")]
+    (tmp_path / "link" / "libcudnn_graph.so.9").symlink_to(c924 / "libcudnn_graph.so.9")
+    assert own_answerer(str(tmp_path / "link" / "libcudnn.so.9")) == [str(tmp_path / "link" / "libcudnn_graph.so.9")]
+    # not a shim that forwards (the graph library itself), no graph library beside it, not cuDNN at all
+    assert own_answerer(str(c919 / "libcudnn_graph.so.9")) == []
+    (tmp_path / "alone").mkdir()
+    shutil.copy2(c919 / "libcudnn.so.9", tmp_path / "alone" / "libcudnn.so.9")
+    assert own_answerer(str(tmp_path / "alone" / "libcudnn.so.9")) == []
+    assert own_answerer(str(tmp_path / "link" / "libcudnn_graph.so.9").replace("libcudnn_graph", "libcublas")) == []
