@@ -980,3 +980,21 @@ def test_a_cudnn_shim_answers_with_its_own_copy(cudnn_copies, tmp_path, monkeypa
     shutil.copy2(c919 / "libcudnn.so.9", tmp_path / "alone" / "libcudnn.so.9")
     assert own_answerer(str(tmp_path / "alone" / "libcudnn.so.9")) == []
     assert own_answerer(str(tmp_path / "link" / "libcudnn_graph.so.9").replace("libcudnn_graph", "libcublas")) == []
+
+
+@pytest.mark.slow
+def test_the_child_does_not_import_site(copies, tmp_path):
+    """The interpreter asked about (``--python``) may carry .pth files that run code at start-up (a broken one
+    exits): the child runs without the site module (-S), so they do not run."""
+    import venv
+
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(tmp_path / "venv")
+    python = tmp_path / "venv" / "bin" / "python"
+    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True, timeout=60).stdout.strip()
+    Path(purelib, "broken.pth").write_text("import os; os._exit(3)\n")
+    assert subprocess.run([str(python), "-c", "pass"], timeout=60).returncode == 3  # it does run with site
+    from cudamatrix.detect.loader import run_loader
+
+    a = run_loader([(copies["cudart"], "cudart")], nvml=False, libcuda=False, timeout=30, python=str(python))
+    assert a.error is None and a.libs[copies["cudart"]]["version"] == 12040
