@@ -525,6 +525,7 @@ def test_the_same_file_under_another_path_is_mapped_once(parts, more):
         ("libleaf.so.1", real, "already loaded (opened earlier)")]
     obj = lm.find(real)
     assert obj.path == str(link) and {str(link), real, "libleaf.so.1"} <= obj.names and len(lm.objects) == 3
+    assert {r.how for r in lm.resolutions} == {"dlopen", "DT_NEEDED"} and lm.exe.path == lm.exe.real == str(more["many"])
 
 
 def test_dependencies_are_mapped_breadth_first(parts, more):
@@ -882,7 +883,9 @@ def test_a_mapped_file_that_is_not_an_elf_object_answers_by_path_only(parts, tmp
     obj = lm.find(str(data))
     assert obj is not None and obj.dyn is None and obj.how == "mapped" and lm.search_folders(obj) == []
     assert lm.load("libleaf.so.1", obj).real == str(parts["c"] / "libleaf.so.1")  # mapped: by SONAME
-    assert lm.resolutions[-1].rule == "already loaded (mapped in this process)"
+    res = lm.resolutions[-1]
+    assert (res.rule, res.found_as, res.how, res.when) == ("already loaded (mapped in this process)",
+                                                           str(parts["c"] / "libleaf.so.1"), "dlopen", "import")
     lm = _bare_link_map(parts, clean_env(LD_LIBRARY_PATH=str(parts["b"])), mapped=[str(data)])
     assert lm.load("libleaf.so.1", lm.find(str(data))).real == str(parts["b"] / "libleaf.so.1")
     assert lm.resolutions[-1].rule == "LD_LIBRARY_PATH"
@@ -998,3 +1001,14 @@ def test_the_child_does_not_import_site(copies, tmp_path):
 
     a = run_loader([(copies["cudart"], "cudart")], nvml=False, libcuda=False, timeout=30, python=str(python))
     assert a.error is None and a.libs[copies["cudart"]]["version"] == 12040
+
+
+def test_a_link_map_without_a_program(parts):
+    """Nothing known of the program (a pasted report): no program DT_RPATH, the plain rules for the rest."""
+    from cudamatrix.detect.loader import LinkMap, system_search
+
+    lm = LinkMap(system_search(clean_env(LD_LIBRARY_PATH=str(parts["b"])), [], None, cwd=str(parts["root"])))
+    assert lm.exe is None and lm.load(str(parts["mid_none"]), None) is not None
+    assert (_leaf(lm).path, _leaf(lm).rule) == (str(parts["b"] / "libleaf.so.1"), "LD_LIBRARY_PATH")
+    assert lm.load(str(parts["mid_rpath"]), None) is not None and lm.resolutions[-1].rule == \
+        "already loaded (a dependency loaded earlier)"
