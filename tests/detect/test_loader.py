@@ -1012,3 +1012,17 @@ def test_a_link_map_without_a_program(parts):
     assert (_leaf(lm).path, _leaf(lm).rule) == (str(parts["b"] / "libleaf.so.1"), "LD_LIBRARY_PATH")
     assert lm.load(str(parts["mid_rpath"]), None) is not None and lm.resolutions[-1].rule == \
         "already loaded (a dependency loaded earlier)"
+
+
+def test_a_closure_already_mapped_is_not_walked_again(parts, more):
+    """libp.so (and libleaf.so.1 under it) loaded first, then an unrelated library, then libbfs_top.so, which needs
+    libp.so again: libp.so answers by name and its own needs are not looked up a second time (each lookup is a
+    record; a framework's later loads reach the same closures hundreds of times)."""
+    bfs = more["bfs_top"].parent
+    lm = _bare_link_map(parts)
+    lm.load(str(bfs / "libp.so"), None)
+    lm.load(str(parts["open_rpath"]), None)
+    lm.load(str(more["bfs_top"]), None)
+    assert [(r.requested_by, r.rule) for r in lm.resolutions if r.name == "libleaf.so.1"] == [
+        (str(bfs / "libp.so"), "DT_RPATH of libp.so"), (str(bfs / "libr.so"), "already loaded (a dependency loaded earlier)")]
+    assert [r.rule for r in lm.resolutions if r.name == "libp.so"] == ["already loaded (opened earlier)"]
