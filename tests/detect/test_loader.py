@@ -457,6 +457,12 @@ def _build_more(parts: dict[str, Path], t: Path) -> dict[str, Path]:
     linked(bfs, "libr.so", "extern int which(void);\nint r(void) { return which(); }\n", parts["b"], "libleaf.so.1",
            rpath(str(parts["b"])))
     linked(bfs, "libq.so", "extern int r(void);\nint q(void) { return r(); }\n", bfs, "libr.so", rpath("$ORIGIN"))
+    # a repeated dependency ahead of one not walked yet: libdia.so needs libp.so and libdq.so; libdq.so needs
+    # libleaf.so.1 (mapped through libp.so by then) and libdeflib.so, which needs the system's libz.so.1
+    linked(bfs, "libdq.so", "extern int which(void), z(void);\nint dq(void) { return which() + z(); }\n", parts["a"],
+           "libleaf.so.1", [f"-L{parts['root']}/mid", "-l:libdeflib.so", *rpath(f"{parts['a']}:{parts['root']}/mid")])
+    p["dia"] = linked(bfs, "libdia.so", "extern int mid(void), dq(void);\nint dia(void) { return mid() + dq(); }\n",
+                      bfs, "libp.so", [f"-L{bfs}", "-l:libdq.so", *rpath("$ORIGIN")])
     p["bfs_top"] = linked(bfs, "libbfs_top.so", "extern int mid(void), q(void);\nint t(void) { return mid() + q(); }\n",
                           bfs, "libp.so", [f"-L{bfs}", "-l:libq.so", *rpath("$ORIGIN")])
     return p
@@ -1026,3 +1032,58 @@ def test_a_closure_already_mapped_is_not_walked_again(parts, more):
     assert [(r.requested_by, r.rule) for r in lm.resolutions if r.name == "libleaf.so.1"] == [
         (str(bfs / "libp.so"), "DT_RPATH of libp.so"), (str(bfs / "libr.so"), "already loaded (a dependency loaded earlier)")]
     assert [r.rule for r in lm.resolutions if r.name == "libp.so"] == ["already loaded (opened earlier)"]
+
+
+def test_every_dependency_is_walked_once(parts, more):
+    """libleaf.so.1 comes twice in the queue, ahead of libdeflib.so: it is walked once, and the walk goes on to
+    libdeflib.so's libz.so.1 (what the process maps)."""
+    env = clean_env()
+    mapped = truth(more["many"], more["dia"], env, parts["root"])
+    assert any(os.path.basename(p).startswith("libz.so") for p in mapped), mapped
+    lm = _bare_link_map(parts, env)
+    assert lm.load(str(more["dia"]), None) is not None
+    pairs = [(r.name, r.requested_by) for r in lm.resolutions]
+    assert len(pairs) == len(set(pairs)), pairs
+    z = next(r for r in lm.resolutions if r.name == "libz.so.1")
+    assert z.requested_by == str(parts["root"] / "mid" / "libdeflib.so") and z.path == os.path.realpath(z.path)
+    assert os.path.realpath(z.path) in mapped
+
+
+def test_a_failed_load_leaves_no_name_or_file_behind(parts, more):
+    """libtop_runpath.so maps libmid_none.so, then libleaf.so.1 is not found and the whole dlopen fails (ld.so
+    unmaps what it mapped): afterwards libmid_none.so answers to no name, and its file, opened again from a
+    library whose DT_RPATH holds libleaf.so.1, is a new object that finds it."""
+    lm = _bare_link_map(parts)
+    assert lm.load(str(more["top_runpath"]), None) is None
+    assert lm.load("libmid_none.so", None) is None
+    assert (lm.resolutions[-1].name, lm.resolutions[-1].rule) == ("libmid_none.so", "not found")
+    opener_obj = lm.load(str(parts["open_rpath"]), None)
+    mid = lm.load(str(parts["mid_none"]), opener_obj)
+    assert mid is not None and mid.loader is opener_obj
+    last = [r for r in lm.resolutions if r.name == "libleaf.so.1"][-1]
+    assert (last.path, last.rule) == (str(parts["a"] / "libleaf.so.1"), "DT_RPATH of libopen_rpath.so")
+
+
+def test_a_name_that_is_not_the_soname_answers_once_loaded(parts, more):
+    """A file found under a name other than its SONAME (libother.so, SONAME libleaf.so.1) answers to both names
+    afterwards (ld.so matches a request against every name an object was loaded under)."""
+    alias = str(parts["root"] / "more" / "alias")
+    lm = _bare_link_map(parts, clean_env(LD_LIBRARY_PATH=alias))
+    obj = lm.load("libother.so", None)
+    assert obj is not None and lm.resolutions[-1].rule == "LD_LIBRARY_PATH"
+    assert lm.load("libother.so", None) is obj and lm.resolutions[-1].rule == "already loaded (opened earlier)"
+    assert lm.load("libleaf.so.1", None) is obj
+
+
+def test_a_mapped_file_opened_by_path_is_the_same_object(parts):
+    leaf_c = str(parts["c"] / "libleaf.so.1")
+    lm = _bare_link_map(parts, mapped=[leaf_c])
+    assert lm.load(leaf_c, None) is lm.find(leaf_c)
+    assert [o.real for o in lm.objects].count(leaf_c) == 1 and lm.resolutions[-1].rule == "path"
+
+
+def test_an_object_loaded_some_other_way_says_so(parts):
+    lm = _bare_link_map(parts)
+    lm.load(str(parts["b"] / "libleaf.so.1"), None, how="ctypes")
+    lm.load(str(parts["mid_rpath"]), None)
+    assert _leaf(lm).rule == "already loaded (loaded earlier)"
