@@ -1087,3 +1087,34 @@ def test_an_object_loaded_some_other_way_says_so(parts):
     lm.load(str(parts["b"] / "libleaf.so.1"), None, how="ctypes")
     lm.load(str(parts["mid_rpath"]), None)
     assert _leaf(lm).rule == "already loaded (loaded earlier)"
+
+
+def test_the_same_file_found_under_a_new_name_answers_to_it(parts, more):
+    """b's libleaf.so.1 opened by path, then liblink.so (a link to it) found on LD_LIBRARY_PATH by a library:
+    the mapped object is reused, answers to liblink.so from then on, and the record says who asked and how."""
+    alias = parts["root"] / "more" / "alias"
+    lm = _bare_link_map(parts, clean_env(LD_LIBRARY_PATH=str(alias)))
+    leaf_b = lm.load(str(parts["b"] / "libleaf.so.1"), None)
+    caller = lm.load(str(parts["open_rpath"]), None)
+    assert lm.load("liblink.so", caller, how="dlopen", when="first use") is leaf_b
+    res = lm.resolutions[-1]
+    assert (res.path, res.rule, res.requested_by, res.how, res.found_as, res.when) == (
+        str(parts["b"] / "libleaf.so.1"), "LD_LIBRARY_PATH", str(parts["open_rpath"]), "dlopen", str(alias / "liblink.so"),
+        "first use")
+    assert lm.load("liblink.so", None) is leaf_b and lm.resolutions[-1].rule == "already loaded (opened earlier)"
+
+
+def test_a_path_that_cannot_load_says_why(parts, more, tmp_path):
+    lm = _bare_link_map(parts)
+    (tmp_path / "libtext.so").write_text("INPUT(-lc)\n")  # a linker script, as libc.so is
+    for path, error in ((tmp_path / "libmissing.so", "no such file"),
+                        (tmp_path / "libtext.so", "not an ELF object of this machine")):
+        assert lm.load(str(path), None, how="preload") is None
+        res = lm.resolutions[-1]
+        assert (res.name, res.path, res.rule, res.error, res.how, res.requested_by) == (
+            str(path), None, "not found", error, "preload", None)
+    # a dependency not found: who asked, and how
+    assert lm.load(str(more["top_runpath"]), None) is None
+    res = lm.resolutions[-1]
+    assert (res.name, res.requested_by, res.how, res.error) == ("libleaf.so.1", str(parts["mid_none"]), "DT_NEEDED",
+                                                                "not found")
