@@ -1118,3 +1118,31 @@ def test_a_path_that_cannot_load_says_why(parts, more, tmp_path):
     res = lm.resolutions[-1]
     assert (res.name, res.requested_by, res.how, res.error) == ("libleaf.so.1", str(parts["mid_none"]), "DT_NEEDED",
                                                                 "not found")
+
+
+def test_pynvml_dir_is_found_without_importing_pynvml(monkeypatch, tmp_path):
+    """The folder the child adds to its path for pynvml: found by the import system's spec (pynvml itself is
+    not imported: it loads libnvidia-ml at import); None where there is no module file to point at."""
+    import importlib.machinery
+    import sys
+    import types
+
+    from cudamatrix.detect.loader import pynvml_dir
+
+    spec = importlib.util.find_spec("pynvml")
+    if spec is None:
+        pytest.skip("pynvml is not installed")
+    before = "pynvml" in sys.modules
+    assert pynvml_dir() == os.path.dirname(spec.origin) and ("pynvml" in sys.modules) == before
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import blocked
+    assert pynvml_dir() is None
+    half = types.ModuleType("pynvml")  # a module object without a spec (made by hand)
+    half.__spec__ = None
+    monkeypatch.setitem(sys.modules, "pynvml", half)
+    assert pynvml_dir() is None
+    (tmp_path / "pynvml").mkdir()  # a namespace package: a spec without a file
+    monkeypatch.delitem(sys.modules, "pynvml")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(sys, "path", [str(tmp_path)] + [p for p in sys.path if "site-packages" not in p])
+    importlib.invalidate_caches()
+    assert pynvml_dir() is None
