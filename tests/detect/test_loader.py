@@ -1146,3 +1146,48 @@ def test_pynvml_dir_is_found_without_importing_pynvml(monkeypatch, tmp_path):
     monkeypatch.setattr(sys, "path", [str(tmp_path)] + [p for p in sys.path if "site-packages" not in p])
     importlib.invalidate_caches()
     assert pynvml_dir() is None
+
+
+@pytest.mark.parametrize("kind,stops", [("folder", True), ("text", True), ("short", True), ("other", False),
+                                        ("narrow", False)])
+def test_a_candidate_that_is_no_object_of_this_machine(parts, tmp_path, kind, stops):
+    """A libleaf.so.1 on LD_LIBRARY_PATH ahead of b's that is an object of another machine (e_machine AArch64 on
+    x86-64, or the other way) or class (32-bit): ld.so passes over it and maps b's copy. One that is no ELF object
+    at all (a folder, a linker script, a truncated file): the load fails there, even where a later source
+    (libmid_runpath.so's DT_RUNPATH) holds the library."""
+    import struct
+
+    raw = (parts["b"] / "libleaf.so.1").read_bytes()
+    other = bytearray(raw)
+    struct.pack_into("<H", other, 18, 183 if struct.unpack_from("<H", raw, 18)[0] != 183 else 62)  # EM_AARCH64
+    narrow = bytearray(raw)
+    narrow[4] = 1  # ELFCLASS32
+    bad = tmp_path / kind / "libleaf.so.1"
+    bad.parent.mkdir()
+    content = {"folder": None, "text": b"INPUT(-lc)\n" * 8, "short": raw[:40], "other": bytes(other),
+               "narrow": bytes(narrow)}[kind]
+    bad.mkdir() if content is None else bad.write_bytes(content)
+    env = clean_env(LD_LIBRARY_PATH=f"{bad.parent}:{parts['b']}")
+    b = str(parts["b"] / "libleaf.so.1")
+    leaves = mapped_with_soname(truth(parts["driver"], parts["mid_none"], env, parts["root"]), "libleaf.so.1")
+    res = predict(parts["driver"], parts["mid_none"], env, parts["root"], "libleaf.so.1")
+    record(f"libleaf.so.1 on LD_LIBRARY_PATH ahead of b: {kind}", res.path, res.rule, leaves)
+    if stops:
+        assert leaves == [] and (res.path, res.rule) == (None, "not found"), (leaves, res)
+        assert res.error == f"{bad}: no ELF object (ld.so fails the load there)"
+        leaves = mapped_with_soname(truth(parts["driver"], parts["mid_runpath"], env, parts["root"]), "libleaf.so.1")
+        res = predict(parts["driver"], parts["mid_runpath"], env, parts["root"], "libleaf.so.1")
+        assert leaves == [] and (res.path, res.error) == (None, f"{bad}: no ELF object (ld.so fails the load there)")
+        # in a DT_RPATH folder (searched first), the same
+        env = clean_env(LD_LIBRARY_PATH=str(parts["b"]))
+        top = tmp_path / "top" / "libtop_rpath.so"
+        top.parent.mkdir()
+        shutil.copy2(parts["top_rpath"], top)  # DT_RPATH $ORIGIN/../mid:$ORIGIN/../a: mid holds libmid_none.so
+        shutil.copytree(parts["root"] / "mid", tmp_path / "mid")
+        (tmp_path / "a").symlink_to(bad.parent)
+        leaves = mapped_with_soname(truth(parts["driver"], top, env, parts["root"]), "libleaf.so.1")
+        res = predict(parts["driver"], top, env, parts["root"], "libleaf.so.1")
+        assert leaves == [] and (res.path, res.error) == (None, f"{tmp_path}/top/../a/libleaf.so.1: no ELF object "
+                                                                "(ld.so fails the load there)"), (leaves, res)
+    else:
+        assert leaves == [b] and (res.path, res.rule) == (b, "LD_LIBRARY_PATH"), (leaves, res)
