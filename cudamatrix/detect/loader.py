@@ -543,5 +543,6 @@ def _no_elf_object(path: str) -> bool:
 
 
 def _split_preload(value: str | None) -> list[str]:
-    """LD_PRELOAD: names separated by spaces or colons (ld.so(8))."""
-    return [p for p in _re.split(r"[:\s]+", value or "") if p]
+    """LD_PRELOAD: names separated by spaces or colons (ld.so(8); glibc rtld.c splits on " :" only, so a tab or a
+    newline is part of a name)."""
+    return [p for p in _re.split(r"[: ]+", value or "") if p]

@@ -177,6 +177,15 @@ def test_rules_name_the_winner(parts):
     pre = clean_env(LD_PRELOAD=str(parts["c"] / "libleaf.so.1"))
     assert predict(parts["driver"], parts["mid_rpath"], pre, parts["root"], "libleaf.so.1").rule == \
         "already loaded (LD_PRELOAD)"
+    # several LD_PRELOAD entries, split by spaces or colons (ld.so(8)): each is loaded, in order; a tab is no
+    # separator (glibc rtld.c splits on " :"), so the second name is not found and DT_RPATH (a) serves
+    for sep, want in ((" ", "c"), (":", "c"), (" : ", "c"), ("\t", "a")):
+        pre = clean_env(LD_PRELOAD=sep.join([str(parts["open_rpath"]), str(parts["c"] / "libleaf.so.1")]))
+        mapped = truth(parts["driver"], parts["mid_rpath"], pre, parts["root"])
+        assert mapped_with_soname(mapped, "libleaf.so.1") == [str(parts[want] / "libleaf.so.1")], sep
+        res = predict(parts["driver"], parts["mid_rpath"], pre, parts["root"], "libleaf.so.1")
+        assert res.path == str(parts[want] / "libleaf.so.1"), (sep, res)
+        assert (str(parts["open_rpath"]) in mapped) == (want == "c"), sep
 
 
 def test_elf_reader_reads_what_the_linker_wrote(parts):
@@ -554,7 +563,7 @@ int cudaRuntimeGetVersion(int *v) {
 """
 EXIT_C = """
 #include <unistd.h>
-int cudaRuntimeGetVersion(int *v) { (void)v; _exit(7); }
+int cudaRuntimeGetVersion(int *v) { (void)v; _exit(STATUS); }
 """
 
 
@@ -572,7 +581,8 @@ def _build_copies(t: Path) -> dict[str, Path]:
            "cudart13": build_lib(t / "ok13", "libcudart.so.13", CUDART_C, VERSION=13000),
            "cudnn": build_lib(t / "dnn", "libcudnn.so.9", CUDNN_C, VERSION=91900),
            "junk": build_lib(t / "junk", "libcudart.so.12", JUNK_C),
-           "exit": build_lib(t / "exit", "libcudart.so.12", EXIT_C)}
+           "exit": build_lib(t / "exit", "libcudart.so.12", EXIT_C, STATUS=7),
+           "exit0": build_lib(t / "exit0", "libcudart.so.12", EXIT_C, STATUS=0)}
     for n in range(3):
         out[f"crash{n}"] = build_lib(t / f"crash{n}", "libcudnn.so.9", CRASH_C)
     out["hang"] = build_lib(t / "hang", "libcudart.so.12", HANG_C)
@@ -600,7 +610,8 @@ def test_a_copy_that_prints_to_stdout_still_answers(copies):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("bad,how", [("crash0", "crashed the process (signal 11)"),
-                                     ("exit", "crashed the process (exit status 7)")])
+                                     ("exit", "crashed the process (exit status 7)"),
+                                     ("exit0", "crashed the process (exit status 0)")])
 def test_a_copy_that_crashes_is_named_and_the_others_still_answer(copies, bad, how):
     from cudamatrix.detect.loader import run_loader
 
@@ -989,6 +1000,8 @@ def test_a_cudnn_shim_answers_with_its_own_copy(cudnn_copies, tmp_path, monkeypa
     shutil.copy2(c919 / "libcudnn.so.9", tmp_path / "alone" / "libcudnn.so.9")
     assert own_answerer(str(tmp_path / "alone" / "libcudnn.so.9")) == []
     assert own_answerer(str(tmp_path / "link" / "libcudnn_graph.so.9").replace("libcudnn_graph", "libcublas")) == []
+    (tmp_path / "alone" / "libcudnn_ops.so.9").write_text("not an ELF object\n")  # unreadable: nothing to ask
+    assert own_answerer(str(tmp_path / "alone" / "libcudnn_ops.so.9")) == []
 
 
 @pytest.mark.slow
