@@ -378,6 +378,23 @@ def test_an_ld_so_cache_entry_outside_the_default_folders_is_found(parts, tmp_pa
     assert res is not None and res.path == str(parts["b"] / "libleaf.so.1") and res.rule == "LD_LIBRARY_PATH", res
 
 
+def test_an_ld_so_cache_entry_that_is_no_elf_object_fails_the_load(parts, tmp_path):
+    """The cache names a file that has since become no ELF object (a truncated copy): ld.so opens the cache's file
+    with the same check as a folder's (open_verify) and the load fails there; a missing file is passed over."""
+    if shutil.which("ldconfig") is None:
+        pytest.skip("needs ldconfig")
+    folder = tmp_path / "lib"
+    folder.mkdir()
+    shutil.copy2(parts["c"] / "libleaf.so.1", folder / "libleaf.so.1")
+    _, entries = _cache(tmp_path / "cache", folder)
+    (folder / "libleaf.so.1").write_bytes((parts["c"] / "libleaf.so.1").read_bytes()[:40])
+    res = _model(parts["driver"], parts["mid_none"], clean_env(), parts["root"], entries)
+    assert (res.path, res.error) == (None, f"{folder}/libleaf.so.1: no ELF object (ld.so fails the load there)"), res
+    (folder / "libleaf.so.1").unlink()
+    res = _model(parts["driver"], parts["mid_none"], clean_env(), parts["root"], entries)
+    assert (res.path, res.error) == (None, "not found"), res
+
+
 @pytest.mark.slow
 def test_the_ld_so_cache_is_searched_before_the_default_folders(parts, tmp_path):
     """The truth: a child in its own mount namespace sees the built cache at /etc/ld.so.cache and a different
