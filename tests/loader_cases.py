@@ -4,9 +4,13 @@ prediction for the same process. Rows go to $CUDAMATRIX_LOADER_TABLE (JSON lines
 scripts/loader_table.py."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shutil
 import subprocess
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from cudamatrix.detect import libraries
@@ -31,6 +35,32 @@ int main(int argc, char **argv) {
     return h ? 0 : 3;
 }
 """
+
+
+def kept_root(*sources: str | Path) -> Path:
+    """A folder for gcc-built test objects that outlives the test session, named by a hash of the files that build
+    them (an edit builds afresh). A mutation run starts one session per mutant; without it, gcc would spend seconds
+    building the same objects every time."""
+    digest = hashlib.sha256(b"".join(Path(s).read_bytes() for s in sources)).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"cudamatrix-test-objects-{os.getuid()}" / digest
+
+
+def kept(folder: Path, build: Callable[[Path], dict[str, Path]]) -> dict[str, Path]:
+    """``build(folder)``'s objects (name -> path), built once under :func:`kept_root` and read back afterwards;
+    a session that finds a half-built folder (no record of the build) builds it again, one session at a time."""
+    import fcntl
+
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    done = folder / ".built.json"
+    with open(folder.parent / f".{folder.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            built = build(folder)
+            (folder / ".built.tmp").write_text(json.dumps({k: str(v) for k, v in built.items()}))
+            os.replace(folder / ".built.tmp", done)
+    return {k: Path(v) for k, v in json.loads(done.read_text()).items()}
 
 
 def gcc(args: list[str], cwd: Path) -> None:

@@ -391,8 +391,11 @@ class LinkMap:
         """The file ld.so maps for the SONAME ``name`` that ``caller`` requests, and the rule that found it:
         (path, rule, None), or (None, "not found", None)."""
         rpath_first = caller is None or caller.dyn is None or caller.dyn.runpath is None
-        found = (rpath_first and self._search_rpath(name, caller)) or self._search_ld_library_path(name) \
-            or self._search_runpath(name, caller) or self._search_system(name, caller)
+        try:
+            found = (rpath_first and self._search_rpath(name, caller)) or self._search_ld_library_path(name) \
+                or self._search_runpath(name, caller) or self._search_system(name, caller)
+        except _Refused as refused:
+            return None, "not found", f"{refused.args[0]}: no ELF object (ld.so fails the load there)"
         if found:
             return found[0], found[1], None
         return None, "not found", None
@@ -443,6 +446,8 @@ class LinkMap:
             cached = self.search.cache.get(name)
             if cached and self._fits(cached):
                 return cached, "ld.so cache"
+            if cached and _no_elf_object(cached):
+                raise _Refused(cached)
             hit = self._in_dirs(name, self.search.default_dirs)
             if hit:
                 return hit, "default folder"
@@ -472,10 +477,14 @@ class LinkMap:
         return out
 
     def _in_dirs(self, name: str, dirs: list[str]) -> str | None:
+        """The first ``d/name`` that is an ELF object of this machine; one of another class or machine is passed
+        over. Raises :class:`_Refused` at a file there that is no ELF object at all (see there)."""
         for d in dirs:
             path = os.path.join(d, name)
             if self._fits(path):
                 return path
+            if _no_elf_object(path):
+                raise _Refused(path)
         return None
 
     def _fits(self, path: str) -> bool:
@@ -508,6 +517,32 @@ def _ident(real: str) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
+class _Refused(Exception):
+    """A candidate ld.so opens and refuses as no ELF object: the whole load fails there, wherever the search found
+    it (glibc elf/dl-load.c: open_verify signals the error; only a missing or denied file, or an object of another
+    class or machine, lets the search go on). ``args[0]``: its path."""
+
+
+def _no_elf_object(path: str) -> bool:
+    """A folder, or a regular file with no ELF header (under the 64 bytes of an ELF64 header, or no ELF magic):
+    what ld.so opens and refuses. A device or a pipe is not opened here (reading one could block)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    if _stat.S_ISDIR(mode):
+        return True
+    if not _stat.S_ISREG(mode):
+        return False
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(64)
+    except OSError:
+        return False
+    return len(head) < 64 or not head.startswith(b"\x7fELF")
+
+
 def _split_preload(value: str | None) -> list[str]:
-    """LD_PRELOAD: names separated by spaces or colons (ld.so(8))."""
-    return [p for p in _re.split(r"[:\s]+", value or "") if p]
+    """LD_PRELOAD: names separated by spaces or colons (ld.so(8); glibc rtld.c splits on " :" only, so a tab or a
+    newline is part of a name)."""
+    return [p for p in _re.split(r"[: ]+", value or "") if p]
