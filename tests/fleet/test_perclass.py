@@ -567,16 +567,18 @@ def test_node_files_alike_are_read_as_each_alone(tmp_path: Path):
     assert grouped.value.message == alone.value.message and "n10.json: hostname" in alone.value.message
 
 
-def test_per_class_locks_shared_by_classes_alike_equal_their_own_solves(tmp_path: Path, monkeypatch):
+@pytest.mark.parametrize("per_class", [2, 1])
+def test_per_class_locks_shared_by_classes_alike_equal_their_own_solves(tmp_path: Path, monkeypatch, per_class):
     """Classes that differ only in a driver patch level get one solve (lock_per_class): the locks and locks.json
-    (the unsolved classes' causes with their own driver and machines) equal those of a solve per class."""
+    (the unsolved classes' causes with their own driver and machines) equal those of a solve per class, for
+    classes of two nodes and of one."""
     from cudamatrix.fleet import perclass
     from cudamatrix.matrix.data import load_matrix
 
     fleet = tmp_path / "fleet"
     kinds = _patch_levels(saved("doctor_cpu_wheel_on_t4"), 3) + \
         _patch_levels(saved("doctor_kaggle_p100_cu128"), 3)
-    for i in range(12):
+    for i in range(6 * per_class):
         write(fleet, f"n{i:02d}", {**kinds[i % 6], "hostname": f"n{i:02d}"})
     matrix = load_matrix(None)
     loaded = perclass.load_fleet(matrix, [fleet])
@@ -734,6 +736,7 @@ def test_a_gpu_without_a_usable_driver_does_not_split_the_cpu_set(tmp_path: Path
 
 
 def test_check_fleet_with_a_file_that_fits_every_node(tmp_path: Path):
+    from cudamatrix.errors import UsageError
     from cudamatrix.fleet.perclass import check_fleet
     from cudamatrix.solve.checks import check_requirements
 
@@ -752,6 +755,9 @@ def test_check_fleet_with_a_file_that_fits_every_node(tmp_path: Path):
     assert mirrored["fits"] is True and mirrored["checked"] == ["torch==2.5.1+cu124"]
     unknown = check_fleet(matrix, fleet, text, "req.txt")
     assert unknown["fits"] is False and "--mirror" in " ".join(unknown["joint_problems"])
+    with pytest.raises(UsageError) as refused:  # a line check cannot read: refused with the file's own name
+        check_fleet(matrix, fleet, "-r other.txt\n", "mine.txt")
+    assert refused.value.message.startswith("mine.txt:1: -r")
 
 
 def test_check_fleet_names_the_classes_a_file_blocks(tmp_path: Path):
