@@ -718,6 +718,24 @@ def test_classes_without_one_set_get_their_own_locks_and_the_unsolved_their_caus
     assert mapping["unsolved"][0]["causes"] and mapping["joint_causes"]
 
 
+def test_classes_the_solver_cannot_tell_apart_share_an_answer_and_the_rest_are_still_solved(tmp_path: Path):
+    """The H100s with less memory are their own class, but the solver reads the same facts for them: the same pins
+    (a lock of their own); the T4 class after them is still answered."""
+    h100 = saved("h100_driver580")
+    small = {**h100, "gpus": [{**h100["gpus"][0], "memory_total_mib": 40960}]}
+    t4 = {**saved("doctor_cpu_wheel_on_t4"), "python": h100["python"]}
+    matrix, fleet = _fleet(tmp_path, {"h1": h100, "h2": h100, "h3": h100, "s1": small, "s2": small, "t4": t4})
+    assert [c.nodes for c in fleet.classes] == [["h1", "h2", "h3"], ["s1", "s2"], ["t4"]]
+    assert fleet.solver_key(fleet.classes[0]) == fleet.solver_key(fleet.classes[1])  # one answer for both
+    files, mapping = lock_per_class(matrix, fleet, ["torch==2.15.0"])
+    assert [c["nodes"] for c in mapping["classes"]] == [["h1", "h2", "h3"], ["s1", "s2"]]
+    assert [u["nodes"] for u in mapping["unsolved"]] == [["t4"]]
+    big, less = mapping["classes"]
+    assert big["frameworks"] == less["frameworks"] and big["lock"] != less["lock"]
+    pins = [line for line in files[big["lock"]].splitlines() if not line.startswith("#")]
+    assert pins == [line for line in files[less["lock"]].splitlines() if not line.startswith("#")]
+
+
 def test_a_gpu_without_a_usable_driver_does_not_split_the_cpu_set(tmp_path: Path):
     """The joint CPU build is refused only for GPUs that could run a CUDA build: a node whose GPU has no usable
     driver takes the CPU set with the rest (one lock); with a usable GPU the cause is said in words."""
@@ -765,7 +783,8 @@ def test_check_fleet_names_the_classes_a_file_blocks(tmp_path: Path):
     from cudamatrix.solve.checks import check_requirements
 
     h100 = saved("h100_driver580")
-    matrix, fleet = _fleet(tmp_path, {"h1": h100, "h2": h100,
+    other = {**h100, "packages": {**h100.get("packages", {}), "torch": "2.8.0+cu128"}}  # installed sets differ:
+    matrix, fleet = _fleet(tmp_path, {"h1": h100, "h2": other,  # with a file they are one class all the same
                                       "t4": {**saved("doctor_cpu_wheel_on_t4"), "python": h100["python"]}})
     text = "torch==2.15.0\n"
     joint = check_requirements(matrix, fleet.targets, None, text, "req.txt", None)
@@ -779,6 +798,10 @@ def test_check_fleet_names_the_classes_a_file_blocks(tmp_path: Path):
     assert [e["fits"] for e in entries] == [True, False] and entries[1]["problems"]
     assert result == {"fits": False, "nodes": 3, "classes": entries, "blocking": [entries[1]],
                       "joint_problems": joint["problems"], "checked": joint["checked"]}
+    # a file from a mirror of the PyTorch index: each class is checked knowing the mirror too
+    mirror = "https://mirror.invalid/pytorch"
+    mirrored = check_fleet(matrix, fleet, f"--index-url {mirror}/cu130\ntorch==2.15.0\n", "req.txt", mirror)
+    assert [(c["nodes"], c["fits"]) for c in mirrored["classes"]] == [(["h1", "h2"], True), (["t4"], False)]
 
 
 def test_check_fleet_without_a_file_checks_each_installed_set_of_a_class(tmp_path: Path):
@@ -835,5 +858,13 @@ def test_doctor_fleet_says_each_finding_once_per_class_with_its_nodes(tmp_path: 
     assert len(mixed["classes"]) == 1
     assert [(f["code"], f["nodes"]) for f in mixed["classes"][0]["findings"]] == [
         ("FRAMEWORK_CONFLICT", ["n2"]), ("NVIDIA_WHEEL_DRIFT", ["n2"]), ("LIBRARY_SHADOWED", ["n1"])]
+    # a warning whose code sorts after an info finding's still comes first
+    nvcc = saved("doctor_nvcc_newer_than_driver_is_harmless")
+    planted = {**nvcc, "notes": [*nvcc.get("notes", []), {"probe": "unsafe library path",
+                                                           "message": "LD_LIBRARY_PATH has an empty entry"}]}
+    info = doctor_fleet(*_fleet(tmp_path / "i", {"x": planted}))["classes"][0]
+    assert [(f["code"], f["severity"]) for f in info["findings"]] == [
+        ("UNSAFE_LIBRARY_PATH", "warning"), ("TOOLKIT_NEWER_THAN_DRIVER", "info")]
+    assert info["healthy"] is True
     well = doctor_fleet(*_fleet(tmp_path / "w", {"a": saved("doctor_healthy_a100_driver580")}))
     assert well["healthy"] is True and well["classes"][0]["healthy"] is True
