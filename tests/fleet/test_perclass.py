@@ -637,6 +637,10 @@ def test_load_fleet_reads_every_node_file_in_name_order(tmp_path: Path):
     assert [t.name for t in fleet.targets] == fleet.names
     assert [c.nodes for c in fleet.classes] == [["a", "a2"], ["b"]]
     assert [fleet.targets_of(c) for c in fleet.classes] == [fleet.targets[:2], fleet.targets[2:]]
+    h100 = saved("h100_driver580")
+    unnamed = {**h100, "gpus": [{**h100["gpus"][0], "compute_capability": None}]}
+    looked_up = _fleet(tmp_path / "cc", {"u": unnamed})[1]
+    assert [g.compute_capability for g in looked_up.targets[0].gpus] == ["9.0"]  # from the matrix's GPU table
     one = _fleet(tmp_path / "one", {"b": saved("doctor_cudnn8_shadows_wheel_cudnn9")})[1]
     assert one.names == ["b"] and one.environments == fleet.environments[2:]
 
@@ -691,6 +695,7 @@ def test_classes_without_one_set_get_their_own_locks_and_the_unsolved_their_caus
     """torch 2.15.0 needs driver 580: the H100 class gets a lock of its own, the T4 class on driver 535 none, and
     locks.json carries the joint solve's causes and the T4 class's own causes and ways out."""
     from cudamatrix.errors import NoSolution
+    from cudamatrix.solve.indexes import index_layout
     from cudamatrix.solve.lockfile import uv_project
 
     matrix, fleet = _fleet(tmp_path, {"h1": saved("h100_driver580"), "h2": saved("h100_driver580"),
@@ -698,18 +703,19 @@ def test_classes_without_one_set_get_their_own_locks_and_the_unsolved_their_caus
                                              "python": saved("h100_driver580")["python"]}})
     h100, t4 = fleet.classes
     assert h100.nodes == ["h1", "h2"] and t4.nodes == ["t4"]
-    request = ["torch==2.15.0"]
+    request = ["torch==2.15.0", "numpy<2"]
     joint = _solved(matrix, fleet.targets, request)
     own, blocked = _solved(matrix, fleet.targets_of(h100), request), _solved(matrix, fleet.targets_of(t4), request)
     assert isinstance(joint, NoSolution) and isinstance(blocked, NoSolution) and not isinstance(own, NoSolution)
     files, mapping = lock_per_class(matrix, fleet, request, fmt="uv")
     name = f"{h100.id}.toml"
-    assert files == {name: uv_project(own, fleet.targets_of(h100), [])}
+    assert files == {name: uv_project(own, fleet.targets_of(h100), ["numpy<2"])}
     assert "# target h1:" in files[name] and "# target t4:" not in files[name]
-    pip = {"packages": [p.requirement() for p in own.packages]}
-    if own.index_url or own.extra_index_urls:
-        pip["pip_install_options"] = (["--index-url", own.index_url] if own.index_url else []) + \
-            [a for u in own.extra_index_urls for a in ("--extra-index-url", u)]
+    pip = {"packages": [p.requirement() for p in own.packages] + ["numpy<2"]}
+    index_url, extra = index_layout(own.packages, True)
+    if index_url or extra:
+        pip["pip_install_options"] = (["--index-url", index_url] if index_url else []) + \
+            [a for u in extra for a in ("--extra-index-url", u)]
     assert mapping == {"schema_version": 1, "request": request, "format": "uv", "single": False, "nodes": 3,
                        "classes": [_entry(h100, name, own, pip)],
                        "unsolved": [{**t4.to_dict(), "causes": blocked.detail["causes"],
@@ -746,6 +752,16 @@ def test_a_gpu_without_a_usable_driver_does_not_split_the_cpu_set(tmp_path: Path
     assert any(t.has_gpu for t in fleet.targets) and not any(t.driver_usable for t in fleet.targets if t.has_gpu)
     files, mapping = lock_per_class(matrix, fleet, ["torch"])
     assert mapping["single"] is True and list(files) == ["fleet.txt"] and mapping["joint_causes"] == []
+    # per class: the T4 class's own build comes from the PyTorch index, moved to the mirror
+    t4 = {**saved("doctor_cpu_wheel_on_t4"), "python": h100["python"]}
+    matrix, fleet = _fleet(tmp_path / "3", {"cpu": cpu, "t4": t4})
+    mirror = "https://mirror.invalid/pytorch"
+    files, mapping = lock_per_class(matrix, fleet, ["torch"], mirror=mirror)
+    assert mapping["single"] is False
+    [t4_entry] = [c for c in mapping["classes"] if c["nodes"] == ["t4"]]
+    options = t4_entry["ray"]["runtime_env"]["pip"]["pip_install_options"]
+    assert options[1].startswith(mirror + "/") and mirror in files[t4_entry["lock"]]
+    assert "download.pytorch.org" not in files[t4_entry["lock"]]
     matrix, fleet = _fleet(tmp_path / "2", {"cpu": cpu, "gpu": h100})
     causes = lock_per_class(matrix, fleet, ["torch"])[1]["joint_causes"]
     assert causes == [{"rule": "cpu_only", "machines": [],
