@@ -429,8 +429,8 @@ TORCH_TAG = "cp312-cp312-manylinux_2_28_x86_64"
 
 @pytest.fixture(scope="module")
 def all_index(tmp_path_factory):
-    """torch, tensorflow and jax on one index, each with what ``build`` must tell apart: two new releases (2.99.0,
-    2.100.0: Version order is not text order), one release the shipped matrix has, one below its oldest; torch's
+    """torch, tensorflow and jax on one index, each with what ``build`` must tell apart: new releases (2.99.0,
+    2.100.0: Version order is not text order; 2.101.0 without torch/version.py), one release the shipped matrix has, one below its oldest; torch's
     CUDA read from torch/version.py in the wheel, tensorflow's from build_info.py; torchvision 0.99.0 for the new
     torch and 0.29.2 (already paired in the shipped matrix: not read again); a jax without its jaxlib and a jaxlib
     without its jax (neither is a release)."""
@@ -440,6 +440,7 @@ def all_index(tmp_path_factory):
     for version, cuda in (("2.99.0", "'13.0'"), ("2.100.0", "None"), ("2.14.1", "'12.8'"), ("1.11.0", "'11.3'")):
         build_wheel(folder, "torch", version, tag=TORCH_TAG, requires_python=">=3.10",
                     files={"torch/version.py": f"__version__ = '{version}'\ncuda: Optional[str] = {cuda}\n"})
+    build_wheel(folder, "torch", "2.101.0", tag=TORCH_TAG)  # a wheel without torch/version.py
     build_wheel(folder, "torchvision", "0.99.0", requires=["torch==2.99.0"], tag=TORCH_TAG)
     build_wheel(folder, "torchvision", "0.29.2", requires=["torch==2.14.1"], tag=TORCH_TAG)
     # tensorflow 2.15.0's own build_info.py (tests/data/pip_reports): CUDA 12.2, sm_50 to sm_75 and PTX 8.0
@@ -488,14 +489,15 @@ def test_build_reads_every_family_and_only_the_new_releases(shipped, all_index, 
     assert before <= created <= datetime.now(timezone.utc) + timedelta(seconds=1)  # UTC, not the local time
     families = doc["families"]
     assert {fam: [r["version"] for r in rows] for fam, rows in families.items()} == {
-        "torch": ["2.100.0", "2.99.0"], "tensorflow": ["2.99.0"], "jax": ["0.99.0"]}
+        "torch": ["2.101.0", "2.100.0", "2.99.0"], "tensorflow": ["2.99.0"], "jax": ["0.99.0"]}
     assert [line for line in said if not line.startswith(" ")] == [
-        "torch: 2 release(s) the shipped matrix lacks: 2.99.0, 2.100.0",
+        "torch: 3 release(s) the shipped matrix lacks: 2.99.0, 2.100.0, 2.101.0",
         "tensorflow: 1 release(s) the shipped matrix lacks: 2.99.0",
         "jax: 1 release(s) the shipped matrix lacks: 0.99.0"]
     # torchvision 0.29.2 is paired in the shipped matrix already: its METADATA is not read again
     assert "  torchvision: 1 releases, 1 pairings" in said
-    new_torch, cpu_torch = families["torch"][1], families["torch"][0]
+    no_version_py, cpu_torch, new_torch = families["torch"]
+    assert no_version_py["variants"] == []  # nothing tells its CUDA: no default variant, and no error
     assert new_torch["companions"] == {"torchvision": "0.99.0"}
     [cu130] = new_torch["variants"]
     assert (cu130["name"], cu130["cuda"], cu130["local_version"]) == ("cu130", "13.0", "+cu130")
