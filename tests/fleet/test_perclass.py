@@ -567,16 +567,18 @@ def test_node_files_alike_are_read_as_each_alone(tmp_path: Path):
     assert grouped.value.message == alone.value.message and "n10.json: hostname" in alone.value.message
 
 
-def test_per_class_locks_shared_by_classes_alike_equal_their_own_solves(tmp_path: Path, monkeypatch):
+@pytest.mark.parametrize("per_class", [2, 1])
+def test_per_class_locks_shared_by_classes_alike_equal_their_own_solves(tmp_path: Path, monkeypatch, per_class):
     """Classes that differ only in a driver patch level get one solve (lock_per_class): the locks and locks.json
-    (the unsolved classes' causes with their own driver and machines) equal those of a solve per class."""
+    (the unsolved classes' causes with their own driver and machines) equal those of a solve per class, for
+    classes of two nodes and of one."""
     from cudamatrix.fleet import perclass
     from cudamatrix.matrix.data import load_matrix
 
     fleet = tmp_path / "fleet"
     kinds = _patch_levels(saved("doctor_cpu_wheel_on_t4"), 3) + \
         _patch_levels(saved("doctor_kaggle_p100_cu128"), 3)
-    for i in range(12):
+    for i in range(6 * per_class):
         write(fleet, f"n{i:02d}", {**kinds[i % 6], "hostname": f"n{i:02d}"})
     matrix = load_matrix(None)
     loaded = perclass.load_fleet(matrix, [fleet])
@@ -591,3 +593,294 @@ def test_per_class_locks_shared_by_classes_alike_equal_their_own_solves(tmp_path
         quoted = " ".join(c["message"] for c in entry["causes"])
         assert entry["facts"]["driver"]["version"] in quoted
         assert all(c["machines"] in ([], entry["nodes"]) for c in entry["causes"])
+
+
+# --- lock_per_class, check_fleet and doctor_fleet in this process, against the solver's own answers ---------------
+# (public functions only: load_fleet, lock_per_class, check_fleet, doctor_fleet, slurm_feature; the expected
+# values come from the solver, lock writers, check and diagnose each called on the class's own nodes)
+
+def lock_per_class(*args, **kwargs):
+    from cudamatrix.fleet.perclass import lock_per_class as locks
+
+    return locks(*args, **kwargs)
+
+
+def _solved(matrix, targets: list, requirements: list[str], mirror: str | None = None):
+    from cudamatrix.errors import NoSolution
+    from cudamatrix.solve.indexes import with_mirror
+    from cudamatrix.solve.solver import parse_request, solve
+
+    try:
+        return with_mirror(solve(targets, parse_request(requirements, None), matrix), mirror)
+    except NoSolution as exc:
+        return exc
+
+
+def _entry(cls, lock: str, sol, pip: dict) -> dict:
+    """A class's locks.json entry as the README documents it, spelt out."""
+    from cudamatrix.fleet.perclass import slurm_feature
+
+    return {**cls.to_dict(), "lock": lock, "frameworks": [f"{f.name} {f.version} {f.variant}" for f in sol.frameworks],
+            "cuda": sol.cuda, "cudnn": sol.cudnn,
+            "ray": {"label_selector": {"cudamatrix-class": cls.id}, "node_labels": {"cudamatrix-class": cls.id},
+                    "runtime_env": {"pip": pip}},
+            "slurm": {"feature": slurm_feature(cls.id), "constraint": f"--constraint={slurm_feature(cls.id)}"}}
+
+
+def test_load_fleet_reads_every_node_file_in_name_order(tmp_path: Path):
+    from cudamatrix.detect import load_environment
+
+    matrix, fleet = _fleet(tmp_path, {"b": saved("doctor_cudnn8_shadows_wheel_cudnn9"),
+                                      "a": saved("doctor_cpu_wheel_on_t4"), "a2": saved("doctor_cpu_wheel_on_t4")})
+    assert fleet.names == ["a", "a2", "b"]
+    assert fleet.environments == [load_environment(str(tmp_path / "fleet" / f"{n}.json")) for n in fleet.names]
+    assert [t.name for t in fleet.targets] == fleet.names
+    assert [c.nodes for c in fleet.classes] == [["a", "a2"], ["b"]]
+    assert [fleet.targets_of(c) for c in fleet.classes] == [fleet.targets[:2], fleet.targets[2:]]
+    h100 = saved("h100_driver580")
+    unnamed = {**h100, "gpus": [{**h100["gpus"][0], "compute_capability": None}]}
+    looked_up = _fleet(tmp_path / "cc", {"u": unnamed})[1]
+    assert [g.compute_capability for g in looked_up.targets[0].gpus] == ["9.0"]  # from the matrix's GPU table
+    one = _fleet(tmp_path / "one", {"b": saved("doctor_cudnn8_shadows_wheel_cudnn9")})[1]
+    assert one.names == ["b"] and one.environments == fleet.environments[2:]
+
+
+def test_one_set_for_the_fleet_is_one_lock_and_every_class_maps_to_it(tmp_path: Path):
+    """Two T4 classes (drivers 535 and 550) that one torch build fits: fleet.txt, the pins of a solve over every
+    node, and each class's Ray and Slurm placement (passthrough requirements keep the default index: extra)."""
+    from cudamatrix.solve.lockfile import requirements_txt, uv_project
+
+    matrix, fleet = _fleet(tmp_path, {"a": saved("doctor_cpu_wheel_on_t4"), "a2": saved("doctor_cpu_wheel_on_t4"),
+                                      "b": saved("doctor_cudnn8_shadows_wheel_cudnn9")})
+    request = ["torch", "numpy<2"]
+    joint = _solved(matrix, fleet.targets, request)
+    files, mapping = lock_per_class(matrix, fleet, request)
+    assert files == {"fleet.txt": requirements_txt(joint, fleet.targets, ["numpy<2"])}
+    index = joint.frameworks[0].index_url
+    assert index and index in files["fleet.txt"]
+    pip = {"packages": [p.requirement() for p in joint.packages] + ["numpy<2"],
+           "pip_install_options": ["--extra-index-url", index]}
+    assert mapping == {"schema_version": 1, "request": request, "format": "requirements", "single": True,
+                       "nodes": 3, "classes": [_entry(c, "fleet.txt", joint, pip) for c in fleet.classes],
+                       "unsolved": [], "joint_causes": []}
+    assert mapping["classes"][0]["slurm"]["feature"] == "cudamatrix_" + fleet.classes[0].id[2:].join(["c_", ""])
+    uv_files, uv_mapping = lock_per_class(matrix, fleet, request, fmt="uv")
+    assert uv_files == {"fleet.toml": uv_project(joint, fleet.targets, ["numpy<2"])}
+    assert uv_mapping["format"] == "uv" and {c["lock"] for c in uv_mapping["classes"]} == {"fleet.toml"}
+    seen = []
+    own = lock_per_class(matrix, fleet, request, write=lambda *args: seen.append(args) or "mine")[0]
+    assert own == {"fleet.txt": "mine"} and seen == [(joint, fleet.targets, ["numpy<2"])]
+
+
+def test_one_framework_index_alone_is_the_index_url_and_a_mirror_replaces_it(tmp_path: Path):
+    from cudamatrix.solve.lockfile import requirements_txt
+
+    matrix, fleet = _fleet(tmp_path, {"a": saved("doctor_cpu_wheel_on_t4")})
+    mirror = "https://mirror.invalid/pytorch"
+    joint = _solved(matrix, fleet.targets, ["torch"], mirror)
+    index = joint.frameworks[0].index_url
+    assert index.startswith(mirror + "/")
+    files, mapping = lock_per_class(matrix, fleet, ["torch"], mirror=mirror)
+    assert files == {"fleet.txt": requirements_txt(joint, fleet.targets, [])}
+    assert f"--index-url {index}" in files["fleet.txt"] and "download.pytorch.org" not in files["fleet.txt"]
+    pip = {"packages": [p.requirement() for p in joint.packages], "pip_install_options": ["--index-url", index]}
+    assert mapping["classes"] == [_entry(fleet.classes[0], "fleet.txt", joint, pip)]
+    # a framework from the default index needs no index option at all
+    plain = _solved(matrix, fleet.targets, ["tensorflow"])
+    tf = lock_per_class(matrix, fleet, ["tensorflow"])[1]["classes"][0]["ray"]["runtime_env"]
+    assert tf == {"pip": {"packages": [p.requirement() for p in plain.packages]}}
+
+
+def test_classes_without_one_set_get_their_own_locks_and_the_unsolved_their_causes(tmp_path: Path):
+    """torch 2.15.0 needs driver 580: the H100 class gets a lock of its own, the T4 class on driver 535 none, and
+    locks.json carries the joint solve's causes and the T4 class's own causes and ways out."""
+    from cudamatrix.errors import NoSolution
+    from cudamatrix.solve.indexes import index_layout
+    from cudamatrix.solve.lockfile import uv_project
+
+    matrix, fleet = _fleet(tmp_path, {"h1": saved("h100_driver580"), "h2": saved("h100_driver580"),
+                                      "t4": {**saved("doctor_cpu_wheel_on_t4"),
+                                             "python": saved("h100_driver580")["python"]}})
+    h100, t4 = fleet.classes
+    assert h100.nodes == ["h1", "h2"] and t4.nodes == ["t4"]
+    request = ["torch==2.15.0", "numpy<2"]
+    joint = _solved(matrix, fleet.targets, request)
+    own, blocked = _solved(matrix, fleet.targets_of(h100), request), _solved(matrix, fleet.targets_of(t4), request)
+    assert isinstance(joint, NoSolution) and isinstance(blocked, NoSolution) and not isinstance(own, NoSolution)
+    files, mapping = lock_per_class(matrix, fleet, request, fmt="uv")
+    name = f"{h100.id}.toml"
+    assert files == {name: uv_project(own, fleet.targets_of(h100), ["numpy<2"])}
+    assert "# target h1:" in files[name] and "# target t4:" not in files[name]
+    pip = {"packages": [p.requirement() for p in own.packages] + ["numpy<2"]}
+    index_url, extra = index_layout(own.packages, True)
+    if index_url or extra:
+        pip["pip_install_options"] = (["--index-url", index_url] if index_url else []) + \
+            [a for u in extra for a in ("--extra-index-url", u)]
+    assert mapping == {"schema_version": 1, "request": request, "format": "uv", "single": False, "nodes": 3,
+                       "classes": [_entry(h100, name, own, pip)],
+                       "unsolved": [{**t4.to_dict(), "causes": blocked.detail["causes"],
+                                     "ways_out": blocked.detail["ways_out"]}],
+                       "joint_causes": joint.detail["causes"]}
+    assert mapping["unsolved"][0]["causes"] and mapping["joint_causes"]
+
+
+def test_classes_the_solver_cannot_tell_apart_share_an_answer_and_the_rest_are_still_solved(tmp_path: Path):
+    """The H100s with less memory are their own class, but the solver reads the same facts for them: the same pins
+    (a lock of their own); the T4 class after them is still answered."""
+    h100 = saved("h100_driver580")
+    small = {**h100, "gpus": [{**h100["gpus"][0], "memory_total_mib": 40960}]}
+    t4 = {**saved("doctor_cpu_wheel_on_t4"), "python": h100["python"]}
+    matrix, fleet = _fleet(tmp_path, {"h1": h100, "h2": h100, "h3": h100, "s1": small, "s2": small, "t4": t4})
+    assert [c.nodes for c in fleet.classes] == [["h1", "h2", "h3"], ["s1", "s2"], ["t4"]]
+    assert fleet.solver_key(fleet.classes[0]) == fleet.solver_key(fleet.classes[1])  # one answer for both
+    files, mapping = lock_per_class(matrix, fleet, ["torch==2.15.0"])
+    assert [c["nodes"] for c in mapping["classes"]] == [["h1", "h2", "h3"], ["s1", "s2"]]
+    assert [u["nodes"] for u in mapping["unsolved"]] == [["t4"]]
+    big, less = mapping["classes"]
+    assert big["frameworks"] == less["frameworks"] and big["lock"] != less["lock"]
+    pins = [line for line in files[big["lock"]].splitlines() if not line.startswith("#")]
+    assert pins == [line for line in files[less["lock"]].splitlines() if not line.startswith("#")]
+
+
+def test_a_gpu_without_a_usable_driver_does_not_split_the_cpu_set(tmp_path: Path):
+    """The joint CPU build is refused only for GPUs that could run a CUDA build: a node whose GPU has no usable
+    driver takes the CPU set with the rest (one lock); with a usable GPU the cause is said in words."""
+    h100 = saved("h100_driver580")
+    cpu = {**saved("doctor_no_driver_cpu_only_is_fine"), "python": h100["python"]}
+    dead = {**h100, "driver": {**h100["driver"], "status": "error"}}  # the GPU is there, its driver broken
+    matrix, fleet = _fleet(tmp_path, {"cpu": cpu, "dead": dead})
+    assert any(t.has_gpu for t in fleet.targets) and not any(t.driver_usable for t in fleet.targets if t.has_gpu)
+    files, mapping = lock_per_class(matrix, fleet, ["torch"])
+    assert mapping["single"] is True and list(files) == ["fleet.txt"] and mapping["joint_causes"] == []
+    # per class: the T4 class's own build comes from the PyTorch index, moved to the mirror
+    t4 = {**saved("doctor_cpu_wheel_on_t4"), "python": h100["python"]}
+    matrix, fleet = _fleet(tmp_path / "3", {"cpu": cpu, "t4": t4})
+    mirror = "https://mirror.invalid/pytorch"
+    files, mapping = lock_per_class(matrix, fleet, ["torch"], mirror=mirror)
+    assert mapping["single"] is False
+    [t4_entry] = [c for c in mapping["classes"] if c["nodes"] == ["t4"]]
+    options = t4_entry["ray"]["runtime_env"]["pip"]["pip_install_options"]
+    assert options[1].startswith(mirror + "/") and mirror in files[t4_entry["lock"]]
+    assert "download.pytorch.org" not in files[t4_entry["lock"]]
+    matrix, fleet = _fleet(tmp_path / "2", {"cpu": cpu, "gpu": h100})
+    causes = lock_per_class(matrix, fleet, ["torch"])[1]["joint_causes"]
+    assert causes == [{"rule": "cpu_only", "machines": [],
+                       "message": "the one set that fits every node is a CPU build (some nodes have no usable GPU); "
+                                  "the GPU classes get their own locks"}]
+
+
+def test_check_fleet_with_a_file_that_fits_every_node(tmp_path: Path):
+    from cudamatrix.errors import UsageError
+    from cudamatrix.fleet.perclass import check_fleet
+    from cudamatrix.solve.checks import check_requirements
+
+    matrix, fleet = _fleet(tmp_path, {"a": saved("doctor_cpu_wheel_on_t4"), "a2": saved("doctor_cpu_wheel_on_t4"),
+                                      "b": saved("doctor_cudnn8_shadows_wheel_cudnn9")})
+    text = "torch==2.5.1\n"
+    joint = check_requirements(matrix, fleet.targets, None, text, "req.txt", None)
+    assert joint["fits"] is True
+    result = check_fleet(matrix, fleet, text, "req.txt")
+    assert result == {"fits": True, "nodes": 3, "blocking": [],
+                      **{k: v for k, v in joint.items() if k != "targets"},
+                      "classes": [{**c.to_dict(), "fits": True} for c in fleet.classes]}
+    mirror = "https://mirror.invalid/pytorch"
+    text = f"--index-url {mirror}/cu124\ntorch==2.5.1\n"  # the mirror's cu124 folder: known only with --mirror
+    mirrored = check_fleet(matrix, fleet, text, "req.txt", mirror)
+    assert mirrored["fits"] is True and mirrored["checked"] == ["torch==2.5.1+cu124"]
+    unknown = check_fleet(matrix, fleet, text, "req.txt")
+    assert unknown["fits"] is False and "--mirror" in " ".join(unknown["joint_problems"])
+    with pytest.raises(UsageError) as refused:  # a line check cannot read: refused with the file's own name
+        check_fleet(matrix, fleet, "-r other.txt\n", "mine.txt")
+    assert refused.value.message.startswith("mine.txt:1: -r")
+
+
+def test_check_fleet_names_the_classes_a_file_blocks(tmp_path: Path):
+    from cudamatrix.fleet.perclass import check_fleet
+    from cudamatrix.solve.checks import check_requirements
+
+    h100 = saved("h100_driver580")
+    other = {**h100, "packages": {**h100.get("packages", {}), "torch": "2.8.0+cu128"}}  # installed sets differ:
+    matrix, fleet = _fleet(tmp_path, {"h1": h100, "h2": other,  # with a file they are one class all the same
+                                      "t4": {**saved("doctor_cpu_wheel_on_t4"), "python": h100["python"]}})
+    text = "torch==2.15.0\n"
+    joint = check_requirements(matrix, fleet.targets, None, text, "req.txt", None)
+    assert joint["fits"] is False
+    result = check_fleet(matrix, fleet, text, "req.txt")
+    entries = []
+    for cls in fleet.classes:
+        one = check_requirements(matrix, fleet.targets_of(cls), None, text, "req.txt", None)
+        entries.append({**cls.to_dict(), "nodes": cls.nodes, "fits": one["fits"], "checked": one["checked"],
+                        "problems": one["problems"], "ways_out": one.get("ways_out", [])})
+    assert [e["fits"] for e in entries] == [True, False] and entries[1]["problems"]
+    assert result == {"fits": False, "nodes": 3, "classes": entries, "blocking": [entries[1]],
+                      "joint_problems": joint["problems"], "checked": joint["checked"]}
+    # a file from a mirror of the PyTorch index: each class is checked knowing the mirror too
+    mirror = "https://mirror.invalid/pytorch"
+    mirrored = check_fleet(matrix, fleet, f"--index-url {mirror}/cu130\ntorch==2.15.0\n", "req.txt", mirror)
+    assert [(c["nodes"], c["fits"]) for c in mirrored["classes"]] == [(["h1", "h2"], True), (["t4"], False)]
+
+
+def test_check_fleet_without_a_file_checks_each_installed_set_of_a_class(tmp_path: Path):
+    """Nodes of one class with different frameworks installed are checked apart, each with its own set."""
+    from cudamatrix.fleet.perclass import check_fleet
+    from cudamatrix.solve.checks import check_requirements
+
+    t4 = saved("doctor_cpu_wheel_on_t4")
+    other = {**t4, "packages": {**t4["packages"], "torch": "2.8.0+cu128"}}
+    matrix, fleet = _fleet(tmp_path, {"a": t4, "b": other, "c": t4, "p100": saved("doctor_kaggle_p100_cu128")})
+    t4_class, p100 = fleet.classes
+    assert t4_class.nodes == ["a", "b", "c"] and p100.nodes == ["p100"]
+    result = check_fleet(matrix, fleet, None, None)
+    groups = [(t4_class, [0, 2]), (t4_class, [1]), (p100, [3])]
+    entries = []
+    for cls, members in groups:
+        one = check_requirements(matrix, [fleet.targets[i] for i in members], fleet.environments[members[0]],
+                                 None, None, None)
+        entries.append({**cls.to_dict(), "nodes": [fleet.names[i] for i in members], "fits": one["fits"],
+                        "checked": one["checked"], "problems": one["problems"], "ways_out": one.get("ways_out", [])})
+    assert entries[0]["checked"] != entries[1]["checked"]
+    assert [e["fits"] for e in entries] == [True, True, False]
+    assert result == {"fits": False, "nodes": 4, "classes": entries, "blocking": [entries[2]]}
+    healthy = check_fleet(*_fleet(tmp_path / "ok", {"a": t4, "c": t4}), None, None)
+    assert healthy["fits"] is True and healthy["blocking"] == [] and "joint_problems" not in healthy
+
+
+def test_doctor_fleet_says_each_finding_once_per_class_with_its_nodes(tmp_path: Path):
+    from cudamatrix.diagnose.findings import diagnose
+    from cudamatrix.fleet.perclass import doctor_fleet
+
+    sick = saved("doctor_torch251_tf215_conflict")  # two errors
+    matrix, fleet = _fleet(tmp_path, {"s1": sick, "s2": sick, "t4": saved("doctor_cudnn8_shadows_wheel_cudnn9")})
+    result = doctor_fleet(matrix, fleet)
+    codes = {f.code: f for f in diagnose(fleet.environments[0], matrix)}
+    assert sorted(codes) == ["FRAMEWORK_CONFLICT", "NVIDIA_WHEEL_DRIFT"]
+    warn = diagnose(fleet.environments[2], matrix)
+    assert [f.severity for f in warn] == ["warning"]
+    assert result == {
+        "nodes": 3, "healthy": False, "matrix_version": matrix.meta.data_version,
+        "classes": [
+            {**fleet.classes[0].to_dict(), "healthy": False,
+             "findings": [{"code": c, "severity": "error", "title": codes[c].title, "evidence": codes[c].evidence,
+                           "fix": codes[c].fix, "nodes": ["s1", "s2"]} for c in sorted(codes)]},
+            {**fleet.classes[1].to_dict(), "healthy": True,
+             "findings": [{"code": warn[0].code, "severity": "warning", "title": warn[0].title,
+                           "evidence": warn[0].evidence, "fix": warn[0].fix, "nodes": ["t4"]}]}]}
+    # one class, a warning whose code sorts first on one node and two errors on another: errors come first
+    shadow = saved("doctor_cudnn8_shadows_wheel_cudnn9")
+    shadow = {**shadow, "driver": sick["driver"], "gpus": sick["gpus"], "toolkits": sick["toolkits"],
+              "python": {**shadow["python"], "version": sick["python"]["version"],
+                         "platform": sick["python"]["platform"]}}
+    mixed = doctor_fleet(*_fleet(tmp_path / "m", {"n1": shadow, "n2": sick}))
+    assert len(mixed["classes"]) == 1
+    assert [(f["code"], f["nodes"]) for f in mixed["classes"][0]["findings"]] == [
+        ("FRAMEWORK_CONFLICT", ["n2"]), ("NVIDIA_WHEEL_DRIFT", ["n2"]), ("LIBRARY_SHADOWED", ["n1"])]
+    # a warning whose code sorts after an info finding's still comes first
+    nvcc = saved("doctor_nvcc_newer_than_driver_is_harmless")
+    planted = {**nvcc, "notes": [*nvcc.get("notes", []), {"probe": "unsafe library path",
+                                                           "message": "LD_LIBRARY_PATH has an empty entry"}]}
+    info = doctor_fleet(*_fleet(tmp_path / "i", {"x": planted}))["classes"][0]
+    assert [(f["code"], f["severity"]) for f in info["findings"]] == [
+        ("UNSAFE_LIBRARY_PATH", "warning"), ("TOOLKIT_NEWER_THAN_DRIVER", "info")]
+    assert info["healthy"] is True
+    well = doctor_fleet(*_fleet(tmp_path / "w", {"a": saved("doctor_healthy_a100_driver580")}))
+    assert well["healthy"] is True and well["classes"][0]["healthy"] is True

@@ -422,3 +422,96 @@ def test_without_a_usable_key_write_says_where_to_look(shipped):
     with pytest.raises(overlay.OverlayError) as err:
         overlay.write(_doc(), shipped)
     assert err.value.hint == "make the cache folder ($XDG_CACHE_HOME, default ~/.cache) yours and private"
+
+
+TORCH_TAG = "cp312-cp312-manylinux_2_28_x86_64"
+
+
+@pytest.fixture(scope="module")
+def all_index(tmp_path_factory):
+    """torch, tensorflow and jax on one index, each with what ``build`` must tell apart: new releases (2.99.0,
+    2.100.0: Version order is not text order; 2.101.0 without torch/version.py), one release the shipped matrix has, one below its oldest; torch's
+    CUDA read from torch/version.py in the wheel, tensorflow's from build_info.py; torchvision 0.99.0 for the new
+    torch and 0.29.2 (already paired in the shipped matrix: not read again); a jax without its jaxlib and a jaxlib
+    without its jax (neither is a release)."""
+    from localindex import LocalIndex, build_wheel
+
+    folder = tmp_path_factory.mktemp("allindex") / "wheels"
+    for version, cuda in (("2.99.0", "'13.0'"), ("2.100.0", "None"), ("2.14.1", "'12.8'"), ("1.11.0", "'11.3'")):
+        build_wheel(folder, "torch", version, tag=TORCH_TAG, requires_python=">=3.10",
+                    files={"torch/version.py": f"__version__ = '{version}'\ncuda: Optional[str] = {cuda}\n"})
+    build_wheel(folder, "torch", "2.101.0", tag=TORCH_TAG)  # a wheel without torch/version.py
+    build_wheel(folder, "torchvision", "0.99.0", requires=["torch==2.99.0"], tag=TORCH_TAG)
+    build_wheel(folder, "torchvision", "0.29.2", requires=["torch==2.14.1"], tag=TORCH_TAG)
+    # tensorflow 2.15.0's own build_info.py (tests/data/pip_reports): CUDA 12.2, sm_50 to sm_75 and PTX 8.0
+    info = (Path(__file__).parent.parent / "data" / "pip_reports" / "tensorflow-2.15.0-build_info.py.txt").read_text()
+    for version in ("2.99.0", "2.21.0", "2.3.0"):
+        build_wheel(folder, "tensorflow", version, tag=TORCH_TAG,
+                    files={"tensorflow/python/platform/build_info.py": info})
+    build_wheel(folder, "tensorflow_cpu", "2.99.0", tag=TORCH_TAG)
+    build_wheel(folder, "jax", "0.99.0", requires=["jaxlib<=0.99.0,>=0.99.0"])
+    build_wheel(folder, "jax", "0.98.0", requires=["jaxlib<=0.98.0,>=0.98.0"])  # no jaxlib 0.98.0
+    for version in ("0.99.0", "0.97.0", "0.4.1"):  # 0.97.0 has no jax; 0.4.1 is below the oldest shipped
+        build_wheel(folder, "jaxlib", version, tag=TORCH_TAG)
+    build_wheel(folder, "jax", "0.4.1")
+    with LocalIndex(folder, json_api=True, ranges=True, tls=True) as index:
+        yield index
+
+
+@pytest.fixture
+def far_from_utc(monkeypatch):
+    """A local time zone 5 h 30 min from UTC, so that a local time labelled Z would show."""
+    import time
+
+    old = os.environ.get("TZ")
+    monkeypatch.setenv("TZ", "Asia/Kolkata")
+    time.tzset()
+    yield
+    if old is None:
+        monkeypatch.delenv("TZ")
+    else:
+        monkeypatch.setenv("TZ", old)
+    time.tzset()
+
+
+@pytest.mark.slow
+def test_build_reads_every_family_and_only_the_new_releases(shipped, all_index, monkeypatch, far_from_utc):
+    from datetime import datetime, timedelta, timezone
+
+    from cudamatrix.matrix.index import IndexClient
+
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(all_index.cafile))
+    said: list[str] = []
+    before = datetime.now(timezone.utc).replace(microsecond=0)
+    doc = overlay.build(IndexClient(all_index.url + "/simple", https_only=True), shipped, "https://idx.invalid/simple",
+                        said.append)
+    created = datetime.strptime(doc["created"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    assert before <= created <= datetime.now(timezone.utc) + timedelta(seconds=1)  # UTC, not the local time
+    families = doc["families"]
+    assert {fam: [r["version"] for r in rows] for fam, rows in families.items()} == {
+        "torch": ["2.101.0", "2.100.0", "2.99.0"], "tensorflow": ["2.99.0"], "jax": ["0.99.0"]}
+    assert [line for line in said if not line.startswith(" ")] == [
+        "torch: 3 release(s) the shipped matrix lacks: 2.99.0, 2.100.0, 2.101.0",
+        "tensorflow: 1 release(s) the shipped matrix lacks: 2.99.0",
+        "jax: 1 release(s) the shipped matrix lacks: 0.99.0"]
+    # torchvision 0.29.2 is paired in the shipped matrix already: its METADATA is not read again
+    assert "  torchvision: 1 releases, 1 pairings" in said
+    no_version_py, cpu_torch, new_torch = families["torch"]
+    assert no_version_py["variants"] == []  # nothing tells its CUDA: no default variant, and no error
+    assert new_torch["companions"] == {"torchvision": "0.99.0"}
+    [cu130] = new_torch["variants"]
+    assert (cu130["name"], cu130["cuda"], cu130["local_version"]) == ("cu130", "13.0", "+cu130")
+    assert cu130["source"][-1]["states"] == f"torch/version.py read from torch-2.99.0-{TORCH_TAG}.whl"
+    assert cpu_torch["variants"] == []  # its version.py says cuda None: no CUDA default on the index
+    [tf] = families["tensorflow"]
+    assert tf["companions"] == {"tensorflow-cpu": "2.99.0"}
+    [gpu] = tf["variants"]
+    assert (gpu["cuda"], gpu["archs"], gpu["ptx"]) == ("12.2", ["5.0", "6.0", "7.0", "7.5"], ["8.0"])
+    assert gpu["source"][-1]["states"] == \
+        f"tensorflow/python/platform/build_info.py read from tensorflow-2.99.0-{TORCH_TAG}.whl"
+    assert families["jax"][0]["companions"] == {"jaxlib": "0.99.0"}
+    for rows in families.values():
+        for row in rows:
+            assert row["notes"][-1] == f"from the user's overlay, read from the index on {doc['created']}"
+            assert row["notes"].count(row["notes"][-1]) == 1
+    assert doc["sha256"] == overlay.digest(families) and doc["index"] == "https://idx.invalid/simple"

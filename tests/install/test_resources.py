@@ -1,0 +1,232 @@
+"""The disk-space measure of a plan (cudamatrix.install.resources) in this process: wheel sizes from a real
+loopback index (PEP 691 JSON sizes, PEP 503 HTML with a HEAD's Content-Length), RECORD sizes of the
+distributions a plan replaces, the indexes a step names, the installer's cache folder, and the refusal's words.
+(tests/install/test_journal.py has the first space-check tests, against a whole plan.)"""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+from localindex import LocalIndex, build_wheel
+
+from cudamatrix.install import resources
+from cudamatrix.models import Environment, Plan, PythonInfo, Removal, Step
+
+TAGS = ["cp312-cp312-manylinux_2_28_x86_64", "cp312-abi3-manylinux_2_17_x86_64", "py3-none-any"]
+
+
+@pytest.fixture(scope="module")
+def wheels(tmp_path_factory) -> Path:
+    """torch 2.5.1+cu121 for three tags (sizes told apart by their payload), torch 2.5.10 (a longer version with the
+    same start) with the best tag, and my_pkg 1.0 (a name written with - and _)."""
+    folder = tmp_path_factory.mktemp("sizes") / "wheels"
+    for tag, n in (("py3-none-any", 1000), ("cp312-abi3-manylinux_2_17_x86_64", 30_000),
+                   ("cp312-cp312-manylinux_2_28_x86_64", 60_000), ("cp311-cp311-manylinux_2_28_x86_64", 90_000)):
+        build_wheel(folder, "torch", "2.5.1+cu121", tag=tag, files={"torch/big.bin": "x" * n})
+    build_wheel(folder, "torch", "2.5.10", tag=TAGS[0], files={"torch/big.bin": "y" * 120_000})
+    build_wheel(folder, "my_pkg", "1.0", files={"my_pkg/big.bin": "z" * 5000})
+    return folder
+
+
+def _wheel(folder: Path, start: str) -> Path:
+    [path] = [p for p in folder.iterdir() if p.name.startswith(start)]
+    return path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("json_api", [True, False], ids=["json", "html"])
+def test_file_size_is_the_best_tags_wheel_of_that_exact_version(wheels, json_api):
+    best = _wheel(wheels, f"torch-2.5.1+cu121-{TAGS[0]}").stat().st_size
+    abi3 = _wheel(wheels, f"torch-2.5.1+cu121-{TAGS[1]}").stat().st_size
+    pure = _wheel(wheels, "torch-2.5.1+cu121-py3-none-any").stat().st_size
+    assert len({best, abi3, pure}) == 3
+    with LocalIndex(wheels, json_api=json_api) as index:
+        simple = index.url + "/simple"
+        assert resources.file_size(simple, "torch", "2.5.1+cu121", TAGS) == best
+        assert resources.file_size(simple + "/", "Torch", "2.5.1+CU121", TAGS[1:]) == abi3
+        assert resources.file_size(simple, "torch", "2.5.1+cu121", ["py3-none-any"]) == pure
+        # no tag of the list matches: still a wheel of that version (the first listed: the index sorts them), not None
+        assert resources.file_size(simple, "torch", "2.5.1+cu121", ["cp39-cp39-win_amd64"]) == \
+            _wheel(wheels, "torch-2.5.1+cu121-cp311").stat().st_size
+        assert resources.file_size(simple, "torch", "2.5.10", TAGS) == _wheel(wheels, "torch-2.5.10").stat().st_size
+        assert resources.file_size(simple, "my-pkg", "1.0", TAGS) == _wheel(wheels, "my_pkg-1.0").stat().st_size
+        dead: set[str] = set()
+        assert resources.file_size(simple, "torch", "9.9.9", TAGS, dead) is None  # listed project, no such version
+        assert resources.file_size(simple, "absent", "1.0", TAGS, dead) is None  # an HTTP 404 is an answer
+        assert dead == set()
+
+
+def test_an_index_that_does_not_answer_is_not_asked_again():
+    dead: set[str] = set()
+    nobody = "http://127.0.0.1:9/simple"  # nothing listens on the discard port here
+    assert resources.file_size(nobody, "torch", "2.5.1", TAGS, dead) is None
+    assert dead == {nobody}
+    assert resources.file_size(nobody, "torch", "2.5.1", TAGS, {nobody}) is None
+
+
+def test_installed_size_sums_the_sizes_record_lists(tmp_path: Path):
+    info = tmp_path / "torch-2.5.1.dist-info"
+    info.mkdir()
+    (info / "RECORD").write_text("torch/a.py,sha256=x,100\ntorch/b.so,sha256=y,2500\n"
+                                 "torch-2.5.1.dist-info/RECORD,,\n\"torch/c, d.py\",sha256=z,7\nshort,row\n"
+                                 "torch/e.pyc,,-5\n")
+    assert resources.installed_size(str(info)) == 2607
+    assert resources.installed_size(None) == resources.installed_size("") == 0
+    assert resources.installed_size(str(tmp_path / "absent.dist-info")) == 0
+
+
+def test_the_installers_cache_folder():
+    assert resources.cache_dir("pip", {"PIP_CACHE_DIR": "/c/pip", "UV_CACHE_DIR": "/c/uv"}) == "/c/pip"
+    assert resources.cache_dir("uv", {"PIP_CACHE_DIR": "/c/pip", "UV_CACHE_DIR": "/c/uv"}) == "/c/uv"
+    assert resources.cache_dir("uv", {"XDG_CACHE_HOME": "/x", "PIP_CACHE_DIR": "/c/pip"}) == "/x/uv"
+    assert resources.cache_dir("pip", {"XDG_CACHE_HOME": "/x", "UV_CACHE_DIR": "/c/uv"}) == "/x/pip"
+    home = os.path.expanduser("~")
+    assert resources.cache_dir("pip", {"XDG_CACHE_HOME": ""}) == os.path.join(home, ".cache", "pip")
+
+
+def test_sizes_print_in_gb_from_a_tenth_of_one():
+    assert resources.gb(100_000_000) == "0.10 GB"
+    assert resources.gb(99_999_999) == "100.0 MB"
+    assert resources.gb(2_345_000_000) == "2.35 GB" and resources.gb(0) == "0.0 MB"
+
+
+def _env(site: Path, packages: dict[str, str] | None = None) -> Environment:
+    return Environment(python=PythonInfo(site_packages=[str(site)], tags=TAGS), packages=packages or {})
+
+
+def _asked(monkeypatch, sizes: dict[tuple[str, str], int | None]) -> list[tuple]:
+    calls: list[tuple] = []
+
+    def size(index, name, version, tags, dead=None):
+        calls.append((index, name, version))
+        return sizes.get((index, name))
+    monkeypatch.setattr(resources, "file_size", size)
+    return calls
+
+
+def test_measure_asks_every_index_a_step_names_until_one_tells(tmp_path: Path, monkeypatch):
+    from cudamatrix.install.journal import state_root
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    calls = _asked(monkeypatch, {("https://b.invalid/simple", "torch"): 1_000_000,
+                                 ("https://a.invalid/simple", "numpy"): 50_000})
+    argv = ["pip", "install", "--index-url=https://a.invalid/simple", "-i", "https://b.invalid/simple",
+            "--extra-index-url", "https://a.invalid/simple", "--extra-index-url", "file:///local",
+            "--extra-index-url", "https://e.invalid/simple",
+            "torch[cuda]==2.5.1+cu121", "numpy==2.0.0", "setuptools>=70", "jax==0.4.30", "--no-deps",
+            "--extra-index-url"]
+    plan = Plan(python="/p", steps=[Step(kind="install", reason="r", argv=argv)])
+    environ = {"PIP_INDEX_URL": "https://c.invalid/simple https://a.invalid/simple", "PIP_CACHE_DIR": "/c/pip",
+               "UV_EXTRA_INDEX_URL": "http://d.invalid/simple"}
+    check = resources.measure(plan, _env(tmp_path), environ)
+    indexes = ["https://a.invalid/simple", "https://b.invalid/simple", "https://e.invalid/simple",
+               "https://c.invalid/simple", "http://d.invalid/simple"]
+    # every index in order (the step's, then the environment's), each once, until one tells; jax: none tells
+    assert calls == [(i, "torch", "2.5.1+cu121") for i in indexes[:2]] + [(indexes[0], "numpy", "2.0.0")] + \
+        [(i, "jax", "0.4.30") for i in indexes]
+    download = 1_050_000
+    assert [(n.where, n.path, n.nbytes) for n in check.needs] == [
+        ("site-packages", str(tmp_path), int(download * resources.UNPACK_FACTOR * resources.MARGIN)),
+        ("installer cache", "/c/pip", int(download * resources.MARGIN)),
+        ("temp", tempfile.gettempdir(), int(download * resources.MARGIN)),
+        ("journal", str(state_root()), 0)]
+    assert str(state_root()).startswith(str(tmp_path / "state"))
+    assert check.unknown == ["jax==0.4.30"]
+
+
+def test_measure_lists_what_no_index_sized_and_uses_uvs_cache_for_uv(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    _asked(monkeypatch, {})
+    argv = ["uv", "pip", "install", "--index-url", "https://a.invalid/simple", "torch==2.5.1", "jax==0.4.30"]
+    plan = Plan(python="/p", steps=[Step(kind="reinstall", reason="r", argv=argv),
+                                    Step(kind="verify", reason="v", argv=["x==1"])])
+    check = resources.measure(plan, _env(tmp_path), {"UV_CACHE_DIR": "/c/uv", "PIP_CACHE_DIR": "/c/pip"})
+    assert check.unknown == ["torch==2.5.1", "jax==0.4.30"]
+    assert {n.where: n.path for n in check.needs}["installer cache"] == "/c/uv"
+    assert all(n.nbytes == 0 for n in check.needs)
+    assert resources.measure(Plan(python="/p", steps=[Step(kind="verify", reason="v", argv=["x==1"])]),
+                             _env(tmp_path), {}) == resources.SpaceCheck()
+
+
+def _dist_info(site: Path, name: str, size: int) -> None:
+    info = site / f"{name}.dist-info"
+    info.mkdir(parents=True)
+    (info / "RECORD").write_text(f"{name}/x.so,sha256=a,{size}\n")
+
+
+def test_the_journal_needs_the_size_of_what_the_plan_replaces_or_removes(tmp_path: Path, monkeypatch):
+    """The journal saves the installed copies of the distributions the plan replaces (installed under a name it
+    pins) or removes, found by their canonical name; other distributions and ~-prefixed leftovers are not saved."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    _asked(monkeypatch, {})
+    site = tmp_path / "site"
+    _dist_info(site, "torch-2.4.0", 1000)
+    _dist_info(site, "Nvidia_Cudnn_Cu12-9.1.0.70", 300)
+    _dist_info(site, "numpy-1.26.4", 70_000)  # not touched
+    _dist_info(site, "~orch-2.3.0", 5_000_000)  # pip's leftover of an interrupted uninstall
+    (site / "torchvision-0.19.0.dist-info").write_text("a file, not a folder")
+    plan = Plan(python="/p", steps=[Step(kind="install", reason="r", argv=["pip", "install", "torch==2.5.1"])],
+                to_remove=[Removal(name="nvidia-cudnn-cu12")])
+    env = Environment(python=PythonInfo(site_packages=[str(tmp_path / "absent"), str(site)], tags=TAGS),
+                      packages={"torch": "2.4.0", "numpy": "1.26.4", "nvidia-cudnn-cu12": "9.1.0.70"})
+    needs = {n.where: n for n in resources.measure(plan, env, {}).needs}
+    assert needs["journal"].nbytes == int(1300 * resources.MARGIN)
+    assert needs["site-packages"].path == str(site)  # the last site-packages folder
+    only_removal = Plan(python="/p", to_remove=[Removal(name="numpy")])
+    assert {n.where: n.nbytes for n in resources.measure(only_removal, env, {}).needs}["journal"] == \
+        int(70_000 * resources.MARGIN)
+    bare = Environment(python=PythonInfo(tags=TAGS))
+    assert {n.where: n.path for n in resources.measure(plan, bare, {}).needs}["site-packages"] == \
+        tempfile.gettempdir()
+
+
+class _Vfs:
+    def __init__(self, free: int) -> None:
+        self.f_bavail, self.f_frsize = free // 4096, 4096
+
+
+def test_the_refusal_names_each_place_with_bytes_on_the_short_file_system(tmp_path: Path, monkeypatch):
+    """Places the plan writes nothing to are left out of the sentence; a folder not made yet is measured on the
+    file system of its nearest existing parent (and is not made)."""
+    from cudamatrix.errors import InstallFailed
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state" / "not" / "made"))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp-absent"))
+    _asked(monkeypatch, {("https://a.invalid/simple", "torch"): 2_000_000_000})
+    plan = Plan(python="/p", steps=[Step(kind="install", reason="r",
+                                         argv=["pip", "install", "-i", "https://a.invalid/simple", "torch==2.5.1"])])
+    monkeypatch.setenv("PIP_CACHE_DIR", str(tmp_path / "cache-absent"))
+    seen: list[str] = []
+    monkeypatch.setattr(resources, "STATVFS", lambda path: seen.append(path) or _Vfs(10 ** 9))
+    with pytest.raises(InstallFailed) as err:
+        resources.check_space(plan, _env(tmp_path))
+    assert set(seen) == {str(tmp_path)}
+    site, cache = int(2e9 * resources.UNPACK_FACTOR * resources.MARGIN), int(2e9 * resources.MARGIN)
+    total = site + 2 * cache
+    assert err.value.message == (
+        f"not enough free disk space for this plan: {resources.gb(total)} needed on one file system, "
+        f"{resources.gb(10 ** 9 // 4096 * 4096)} free: site-packages {tmp_path} ({resources.gb(site)}), "
+        f"installer cache {tmp_path / 'cache-absent'} ({resources.gb(cache)}), "
+        f"temp {tmp_path / 'tmp-absent'} ({resources.gb(cache)})")
+    assert err.value.detail["short"] == [err.value.message.split(": ", 1)[1]]
+    assert [n["where"] for n in err.value.detail["needs"]] == ["site-packages", "installer cache", "temp", "journal"]
+    assert not (tmp_path / "state").exists() and not (tmp_path / "cache-absent").exists()
+
+
+def test_the_note_names_at_most_five_unsized_pins(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    _asked(monkeypatch, {})
+    monkeypatch.setattr(resources, "STATVFS", lambda path: _Vfs(10 ** 12))
+
+    def note(count: int) -> str | None:
+        pins = [f"p{i}==1.0" for i in range(count)]
+        plan = Plan(python="/p", steps=[Step(kind="install", reason="r", argv=["pip", "install", *pins])])
+        return resources.check_space(plan, _env(tmp_path))
+
+    assert note(5) == ("disk space: the index did not tell the size of p0==1.0, p1==1.0, p2==1.0, p3==1.0, p4==1.0; "
+                       "free space was not compared for them")
+    assert note(6) == ("disk space: the index did not tell the size of p0==1.0, p1==1.0, p2==1.0, p3==1.0, p4==1.0"
+                       "...; free space was not compared for them")
+    assert note(0) is None
