@@ -3,13 +3,11 @@ index ``fleet.json``, or any folder of ``*.json`` files. Reads the folder and th
 refused), and the node files (:func:`load_nodes`: files alike but for what differs per node are validated once)."""
 from __future__ import annotations
 
-import gc
 import marshal
 import os
 import re
-from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from cudamatrix.errors import UsageError
 
@@ -78,11 +76,12 @@ def load_nodes(paths: list[Path]) -> tuple[list[Environment], list[int]]:
     read by the Target as its driver alone, see :func:`node_targets`); otherwise it is validated whole, so a bad
     file is refused with its own message. Raises UsageError as :func:`cudamatrix.detect.load_environment` does."""
     from cudamatrix.detect import environment_of, read_environment
+    from cudamatrix.solve.driverclass import PausedGc
 
     firsts: dict[bytes, int] = {}
     envs: list[Environment] = []
     same: list[int] = []
-    with paused_gc():  # many objects, no cycles among them: the collector's passes over them find nothing
+    with PausedGc():  # many objects, no cycle among them: the collector's passes over them find nothing
         for number, path in enumerate(paths):
             obj = read_environment(str(path))
             key, driver = _alike(obj)
@@ -127,19 +126,6 @@ def _clone(obj: T) -> T:
     new = object.__new__(type(obj))
     new.__dict__.update(obj.__dict__)
     return new
-
-
-@contextmanager
-def paused_gc() -> Iterator[None]:
-    """The cyclic garbage collector paused while a fleet's objects are made (tens of thousands that live on, no
-    cycle among them: each full pass over them costs ~0.1 s and frees nothing); as it was afterwards."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def _own_values(obj: dict) -> tuple[str | None, str | None, dict[str, float]] | None:

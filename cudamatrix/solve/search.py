@@ -166,17 +166,19 @@ def _on_targets(shared: SharedChecks, cand: Candidate, keys: list[tuple], failin
     reasons: dict[tuple, rules.Reason] = {}
     failing: dict[tuple, list[rules.Reason]] = {}
     seen: set[int] = set()  # the lists already added (a class's list, shared by its members)
+    release, variant, member, hit_of = cand.release, cand.variant, shared.member, failing_classes.get
     for target, key, number in zip(shared.targets, keys, shared.of, strict=True):
-        hit = failing_classes.get(number)
+        hit = hit_of(number)
         if hit is None:
             continue
-        found = shared.member(cand.release, cand.variant, hit, target)
-        if found and id(found) not in seen:
+        found = member(release, variant, hit, target)
+        if not found:
+            continue
+        failing[key] = found
+        if id(found) not in seen:  # each list is kept in ``failing``: its id is not reused meanwhile
             seen.add(id(found))
             for r in found:
                 reasons.setdefault((r.rule, r.message, r.row, r.need_driver), r)
-        if found:
-            failing[key] = found
     return list(reasons.values()), failing
 
 
