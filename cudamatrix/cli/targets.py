@@ -73,8 +73,11 @@ def resolve(matrix: Matrix, *, env_files: list[Path], from_files: list[str] | No
                             cuda_toolkit=cuda_toolkit, base=Target(name="target"))
         return Resolved([target], None, [])
     if env_files and not from_files:  # node files alike are validated once, and their Targets made once
-        envs, same = load_nodes(env_files)
-        targets = node_targets(matrix, envs, same, [Path(p).stem for p in env_files])
+        from cudamatrix.solve.driverclass import PausedGc
+
+        with PausedGc():  # a fleet's objects, made at once and kept (see PausedGc)
+            envs, same = load_nodes(env_files)
+            targets = node_targets(matrix, envs, same, [Path(p).stem for p in env_files])
     else:
         envs = environments(env_files, from_files or [], interpreter)
         targets = [from_environment(env, matrix, name="the pasted machine" if from_files else "this machine")

@@ -3,9 +3,11 @@ index ``fleet.json``, or any folder of ``*.json`` files. Reads the folder and th
 refused), and the node files (:func:`load_nodes`: files alike but for what differs per node are validated once)."""
 from __future__ import annotations
 
+import marshal
 import os
+import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from cudamatrix.errors import UsageError
 
@@ -14,6 +16,7 @@ if TYPE_CHECKING:
     from cudamatrix.models import Environment
     from cudamatrix.solve.target import Target
 
+T = TypeVar("T")
 FLEET_INDEX = "fleet.json"  # written by `fleet gather` beside the node files; not itself an environment
 
 
@@ -61,34 +64,68 @@ def _listed_nodes(folder: Path, index: Path) -> list[Path]:
 
 
 PER_NODE = ("hostname", "captured_at", "timings_ms")  # what differs between the node files of one class
+_DOTTED = re.compile(r"[0-9]+(?:\.[0-9]+)*")  # a driver version validation keeps as it is, and reads as a version
 
 
 def load_nodes(paths: list[Path]) -> tuple[list[Environment], list[int]]:
     """Every node file's Environment, and for each the number of the first file alike (itself when it is the
-    first). Files alike but for :data:`PER_NODE` (the rest compared as a whole) are validated once: a
-    later one takes the first one's Environment with its own values of those keys, when they are of the types
-    validation keeps as they are; otherwise it is validated whole, so a bad file is refused with its own message.
-    Raises UsageError as :func:`cudamatrix.detect.load_environment` does."""
-    import copy
-
+    first). Files alike but for :data:`PER_NODE` and their driver's version (the rest compared as a whole: the
+    same JSON values, of the same types) are validated once: a later one takes the first one's Environment with
+    its own values of those keys, when they are of the types validation keeps as they are (a driver version
+    only where both are dotted numbers, like ``535.104.05``: the one form that is read as it is written, and
+    read by the Target as its driver alone, see :func:`node_targets`); otherwise it is validated whole, so a bad
+    file is refused with its own message. Raises UsageError as :func:`cudamatrix.detect.load_environment` does."""
     from cudamatrix.detect import environment_of, read_environment
+    from cudamatrix.solve.driverclass import PausedGc
 
-    firsts: dict[str, int] = {}
+    firsts: dict[bytes, int] = {}
     envs: list[Environment] = []
     same: list[int] = []
-    for number, path in enumerate(paths):
-        obj = read_environment(str(path))
-        # the rest, spelled out: equal texts are equal JSON values (repr tells 1 from 1.0 and from true)
-        first = firsts.setdefault(repr({k: v for k, v in obj.items() if k not in PER_NODE}), number)
-        own = _own_values(obj) if first != number else None
-        if own is None:  # the first file alike, or values validation would change or refuse: validated whole
-            envs.append(environment_of(str(path), obj))
-        else:
-            env = copy.copy(envs[first])
-            env.hostname, env.captured_at, env.timings_ms = own
-            envs.append(env)
-        same.append(first)
+    with PausedGc():  # many objects, no cycle among them: the collector's passes over them find nothing
+        for number, path in enumerate(paths):
+            obj = read_environment(str(path))
+            key, driver = _alike(obj)
+            first = firsts.setdefault(key, number) if key is not None else number
+            own = _own_values(obj) if first != number else None
+            envs.append(environment_of(str(path), obj) if own is None else _take(envs[first], own, driver))
+            same.append(first)
     return envs, same
+
+
+def _alike(obj: dict) -> tuple[bytes | None, str | None]:
+    """A node file's values but for :data:`PER_NODE` and a dotted driver version, as bytes that are equal only for
+    equal JSON values of the same types (marshal keeps 1, 1.0 and true apart), and that dotted driver version
+    (None when the driver's version is not one: it is then part of the key). (None, None) for values marshal
+    refuses (nested too deeply): the file is validated whole."""
+    rest = {k: v for k, v in obj.items() if k not in PER_NODE}
+    driver = rest.get("driver")
+    version = driver.get("version") if type(driver) is dict else None
+    dotted = type(version) is str and _DOTTED.fullmatch(version) is not None
+    if dotted:
+        rest["driver"] = {k: v for k, v in driver.items() if k != "version"}  # type: ignore[union-attr]
+    try:
+        return marshal.dumps((rest, dotted), 2), version if dotted else None
+    except ValueError:
+        return None, None
+
+
+def _take(first: Environment, own: tuple[str | None, str | None, dict[str, float]], driver: str | None
+          ) -> Environment:
+    """The first file's Environment with a later file's :data:`PER_NODE` values and dotted driver version (a
+    shallow copy: the values validated once are shared, never changed)."""
+    env = _clone(first)
+    env.hostname, env.captured_at, env.timings_ms = own
+    if driver is not None and driver != first.driver.version:
+        env.driver = _clone(first.driver)
+        env.driver.version = driver
+    return env
+
+
+def _clone(obj: T) -> T:
+    """A shallow copy of a record (what ``copy.copy`` makes of it, without its generic protocol)."""
+    new = object.__new__(type(obj))
+    new.__dict__.update(obj.__dict__)
+    return new
 
 
 def _own_values(obj: dict) -> tuple[str | None, str | None, dict[str, float]] | None:
@@ -103,13 +140,30 @@ def _own_values(obj: dict) -> tuple[str | None, str | None, dict[str, float]] | 
 
 
 def node_targets(matrix: Matrix, envs: list[Environment], same: list[int], names: list[str]) -> list[Target]:
-    """The Targets of the nodes :func:`load_nodes` read: made once per first file alike, named per node."""
-    from dataclasses import replace
-
+    """The Targets of the nodes :func:`load_nodes` read: made once per first file alike, named per node, with
+    the node's own driver version where it differs (a Target reads a stated driver version as its driver and
+    nothing more; a node whose driver version or its first file's is not stated gets its own Target)."""
     from cudamatrix.solve.target import from_environment
 
     targets: list[Target] = []
     for env, first, name in zip(envs, same, names, strict=True):
-        targets.append(from_environment(env, matrix, name=name) if first == len(targets)
-                       else replace(targets[first], name=name))
+        if first == len(targets):
+            targets.append(from_environment(env, matrix, name=name))
+            continue
+        driver, theirs = env.driver.version, envs[first].driver.version
+        if driver == theirs:  # the Target's own driver: the version, or one read from the CUDA it runs
+            targets.append(_renamed(targets[first], name, targets[first].driver))
+        elif driver is not None and theirs is not None:
+            targets.append(_renamed(targets[first], name, driver))
+        else:
+            targets.append(from_environment(env, matrix, name=name))
     return targets
+
+
+def _renamed(target: Target, name: str, driver: str | None) -> Target:
+    """``replace(target, name=name, driver=driver)`` without going through ``__init__`` (a fleet makes thousands;
+    every other field is the first node's, already made)."""
+    new = _clone(target)
+    object.__setattr__(new, "name", name)  # a frozen record: set once, on a copy no one else holds yet
+    object.__setattr__(new, "driver", driver)
+    return new

@@ -106,15 +106,19 @@ def broken_rules(f: Failure) -> list[Cause]:
     the machines where it failed; a Jetson board rules out every build of the index at once, so it comes first."""
     if f.blocking:
         return []
-    by_rule: dict[str, tuple[rules.Reason, set[str]]] = {}
+    by_rule: dict[str, tuple[rules.Reason, set[tuple]]] = {}
+    ruled: dict[int, set[str]] = {}  # the rules of each list of reasons (a class's list is shared by its members)
     for _, rs, failing in f.in_request:
         for r in rs:
             by_rule.setdefault(r.rule, (r, set()))
         for key, found in failing.items():  # a rule blocks the machines where it failed, not the others
-            for r in found:
-                by_rule[r.rule][1].update(f.names[key])
-    return [Cause(rule=rule, message=reason.message, machines=sorted(machines))
-            for rule, (reason, machines) in sorted(by_rule.items(), key=lambda kv: kv[0] != "jetson")]
+            names = ruled.get(id(found))  # each list is held by its verdict: its id is not reused meanwhile
+            if names is None:
+                names = ruled[id(found)] = {r.rule for r in found}
+            for rule in names:
+                by_rule[rule][1].add(key)
+    return [Cause(rule=rule, message=reason.message, machines=sorted({n for key in keys for n in f.names[key]}))
+            for rule, (reason, keys) in sorted(by_rule.items(), key=lambda kv: kv[0] != "jetson")]
 
 
 def shared_wheels(rejected: list[Rejection], has_causes: bool) -> list[Cause]:

@@ -137,8 +137,9 @@ class SharedChecks:
         target's driver in the words, or the target's own check when either driver is not a desktop one."""
         if hit.templates is None or target.driver == hit.driver:
             return hit.reasons
-        if hit.templates and target.driver and DESKTOP.fullmatch(target.driver):
-            return [r if len(parts) == 1 else rules.Reason(r.rule, target.driver.join(parts), r.row, r.need_driver)
+        driver = target.driver
+        if hit.templates and driver and DESKTOP.fullmatch(driver):
+            return [r if len(parts) == 1 else reworded(r, driver.join(parts))
                     for r, parts in zip(hit.reasons, hit.templates, strict=True)]
         return rules.check(self.matrix, release, variant, target)  # its words name another kind of driver
 
@@ -179,6 +180,38 @@ class Shared:
 
     def __init__(self, reasons: list[rules.Reason], driver: str | None, templates: list[list[str]] | None) -> None:
         self.reasons, self.driver, self.templates = reasons, driver, templates
+
+
+def reworded(reason: rules.Reason, message: str) -> rules.Reason:
+    """``Reason(reason.rule, message, reason.row, reason.need_driver)``, made without the record's ``__init__`` (a
+    fleet's verdicts make one per node and reason quoting its driver: tens of thousands)."""
+    new = object.__new__(rules.Reason)
+    fields = new.__dict__
+    fields.update(reason.__dict__)
+    fields["message"] = message
+    return new
+
+
+class PausedGc:
+    """``with PausedGc():`` the cyclic garbage collector paused, and as it was afterwards. For a fleet's work:
+    tens of thousands of objects that live on with no cycle among them (node Environments and Targets, verdicts
+    per node), over which each full pass costs ~0.1 s and frees nothing; garbage that does form a cycle meanwhile
+    is collected after, by the next pass."""
+
+    def __init__(self) -> None:
+        self.was = False
+
+    def __enter__(self) -> None:
+        import gc
+
+        self.was = gc.isenabled()
+        gc.disable()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.was:
+            import gc
+
+            gc.enable()
 
 
 def class_key(target: Target, floors: list[tuple[int, ...]] | None) -> tuple:

@@ -166,17 +166,21 @@ def _on_targets(shared: SharedChecks, cand: Candidate, keys: list[tuple], failin
     reasons: dict[tuple, rules.Reason] = {}
     failing: dict[tuple, list[rules.Reason]] = {}
     seen: set[int] = set()  # the lists already added (a class's list, shared by its members)
+    release, variant, member, hit_of = cand.release, cand.variant, shared.member, failing_classes.get
     for target, key, number in zip(shared.targets, keys, shared.of, strict=True):
-        hit = failing_classes.get(number)
+        hit = hit_of(number)
         if hit is None:
             continue
-        found = shared.member(cand.release, cand.variant, hit, target)
-        if found and id(found) not in seen:
+        # the class's own list where its words do not quote the driver (SharedChecks.member's first case, inline:
+        # a fleet asks this once per node and failing build)
+        found = hit.reasons if hit.templates is None else member(release, variant, hit, target)
+        if not found:
+            continue
+        failing[key] = found
+        if id(found) not in seen:  # each list is kept in ``failing``: its id is not reused meanwhile
             seen.add(id(found))
             for r in found:
                 reasons.setdefault((r.rule, r.message, r.row, r.need_driver), r)
-        if found:
-            failing[key] = found
     return list(reasons.values()), failing
 
 

@@ -20,7 +20,7 @@ from cudamatrix.models import Environment, FrameworkChoice, Rejection, Solution,
 from cudamatrix.names import FAMILY_NAMES, canonical, family_of
 from cudamatrix.solve.assemble import assemble
 from cudamatrix.solve.causes import Verdicts, no_solution
-from cudamatrix.solve.driverclass import Memo, SharedChecks
+from cudamatrix.solve.driverclass import MIN_TARGETS, Memo, PausedGc, SharedChecks
 from cudamatrix.solve.request import Request, parse_request
 from cudamatrix.solve.search import MAX_COMBINATIONS, Candidate, Preference, screen, search
 from cudamatrix.solve.target import Target
@@ -36,17 +36,31 @@ def solve(targets: list[Target], request: Request, matrix: Matrix, *,
     is re-solved first, and one that lifts nothing is left out (``check_ways``). Neither ``request`` nor
     ``targets`` nor ``installed`` is changed."""
     memo = Memo()  # the verdicts per build and class of targets, shared with the re-solves of the ways out
-    try:
-        return _solve(targets, request, matrix, installed, memo=memo)
-    except NoSolution as exc:
-        if not check_ways:
-            raise
-        raise checked_ways(exc, targets, request, matrix, installed, memo) from None
+    with PausedGc() if len(targets) >= MIN_TARGETS else _AS_IT_IS:  # a fleet: see PausedGc
+        try:
+            return _solve(targets, request, matrix, installed, memo=memo)
+        except NoSolution as exc:
+            if not check_ways:
+                raise
+            raise checked_ways(exc, targets, request, matrix, installed, memo) from None
+
+
+class _AsItIs:
+    """``with _AS_IT_IS:`` nothing changed (the other arm of :class:`PausedGc`)."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+_AS_IT_IS = _AsItIs()
 
 
 def checked_ways(exc: NoSolution, targets: list[Target], request: Request, matrix: Matrix,
                  installed: Environment | None, memo: Memo | None = None) -> NoSolution:
-    """The NoSolution with only the ways out that, applied, give a solution (each re-solved); a way out outside
+    """``exc`` with only the ways out that, applied, give a solution (each re-solved); a way out outside
     the matrix (another index, separate environments) is kept as it is. Each class of targets the rules cannot
     tell apart (:class:`~cudamatrix.solve.driverclass.SharedChecks`: the same facts but for a driver between the
     same two stated versions) is re-solved on its first target only: a change of driver or Python applied to
@@ -61,8 +75,9 @@ def checked_ways(exc: NoSolution, targets: list[Target], request: Request, matri
         kept = _lifts(way, targets, request, matrix, installed, memo)
         if kept is not None:
             ways.append(kept)
-    return NoSolution(exc.message, causes=exc.causes, ways_out=ways, rejected=exc.rejected,
-                      hint="; ".join(w.message for w in ways) or None)
+    exc.ways_out, exc.hint = ways, "; ".join(w.message for w in ways) or None  # the rest as it was, not made again
+    exc.detail["ways_out"] = [w.to_dict() for w in ways]
+    return exc
 
 
 def _lifts(way: WayOut, targets: list[Target], request: Request, matrix: Matrix,

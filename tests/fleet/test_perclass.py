@@ -556,7 +556,7 @@ def test_node_files_alike_are_read_as_each_alone(tmp_path: Path):
                                     "timings_ms": {"total": 100.0 + i}}) for i in range(9)]
     paths.append(write(fleet, "n9", {**kinds[0], "hostname": None, "timings_ms": {"total": 5}}))  # an int: validated
     envs, same = load_nodes(paths)
-    assert same == [0, 1, 2, 0, 1, 2, 0, 1, 2, 0]
+    assert same == [0, 0, 2, 0, 0, 2, 0, 0, 2, 0]  # n1 is n0 under another patch level of its driver
     for env, path in zip(envs, paths, strict=True):
         assert env == load_environment(str(path))
     bad = write(fleet, "n10", {**kinds[1], "hostname": ["not", "text"]})
@@ -565,6 +565,44 @@ def test_node_files_alike_are_read_as_each_alone(tmp_path: Path):
     with pytest.raises(UsageError) as grouped:
         load_nodes([*paths, bad])
     assert grouped.value.message == alone.value.message and "n10.json: hostname" in alone.value.message
+
+
+def test_node_files_alike_but_for_the_driver_are_read_and_targeted_as_each_alone(tmp_path: Path):
+    """Files alike but for a dotted driver version share one validation and one Target (load_nodes,
+    node_targets): on a mixed fleet (dotted versions, a version with a suffix, none stated with only the CUDA the
+    driver runs, none at all, a status that differs) every Environment equals the
+    file's own load_environment and every Target its own from_environment; a file alike but for a driver version
+    that is not a version, or not text, is refused with its own message."""
+    from cudamatrix.detect import load_environment
+    from cudamatrix.errors import UsageError
+    from cudamatrix.fleet.nodes import load_nodes, node_targets
+    from cudamatrix.matrix.data import load_matrix
+    from cudamatrix.solve.target import from_environment
+
+    base = saved("doctor_cpu_wheel_on_t4")
+    drv = base["driver"]
+    drivers = [drv, {**drv, "version": "535.104.06"}, {**drv, "version": "550.54.15"},
+               {**drv, "version": "535.104.05.post1"}, {**drv, "version": None},
+               {k: v for k, v in drv.items() if k != "version"}, {**drv, "version": None, "cuda_version": "12.4"},
+               {**drv, "version": "575.51.03", "status": "no_device"}]
+    fleet = tmp_path / "fleet"
+    paths = [write(fleet, f"n{i:02d}", {**base, "driver": d, "hostname": f"n{i:02d}"})
+             for i, d in enumerate(drivers + drivers[::-1])]
+    matrix = load_matrix(None)
+    alone = [load_environment(str(p)) for p in paths]
+    envs, same = load_nodes(paths)
+    assert envs == alone
+    assert len(set(same)) < len(paths)  # shared: the dotted versions take the first one's validation
+    names = [p.stem for p in paths]
+    assert node_targets(matrix, envs, same, names) == \
+        [from_environment(env, matrix, name=name) for env, name in zip(alone, names, strict=True)]
+    for number, version in enumerate(("5x5.104.05", 535)):  # not a version; a number, not text
+        bad = write(fleet, f"n9{number}", {**base, "driver": {**drv, "version": version}, "hostname": "n99"})
+        with pytest.raises(UsageError) as own:
+            load_environment(str(bad))
+        with pytest.raises(UsageError) as grouped:
+            load_nodes([*paths, bad])
+        assert grouped.value.message == own.value.message and f"n9{number}.json: driver.version" in own.value.message
 
 
 @pytest.mark.parametrize("per_class", [2, 1])

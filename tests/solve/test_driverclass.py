@@ -171,3 +171,30 @@ def test_a_grouped_screen_shares_a_verdict_only_within_a_class(matrix):
         assert len({(t.key()[1:], tuple(g.name for g in t.gpus)) for t in members}) == 1
         stated = [t for t in members if driver_class(t.driver, floors)[0] == "stated"]
         assert not stated or len({t.driver for t in members}) == 1
+
+
+def test_the_collector_is_paused_within_and_as_it_was_after(matrix):
+    """PausedGc pauses the cyclic collector and leaves it as it found it (on, or off), also when the body raises;
+    a fleet's solve that ends in NoSolution leaves it on."""
+    import gc
+
+    from cudamatrix.errors import NoSolution
+    from cudamatrix.solve.driverclass import PausedGc
+    from cudamatrix.solve.solver import parse_request, solve
+
+    assert gc.isenabled()
+    with pytest.raises(KeyError):
+        with PausedGc():
+            assert not gc.isenabled()
+            raise KeyError("body")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with PausedGc():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    with pytest.raises(NoSolution):
+        solve(_mixed(matrix, False), parse_request(["torch"], None), matrix)
+    assert gc.isenabled()
