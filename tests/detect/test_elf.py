@@ -280,6 +280,9 @@ def test_the_interpreter_string_is_bounded_and_may_be_empty_or_odd(objs, tmp_pat
     assert elf.read_dynamic(write(tmp_path, raw, "long")).interp == want
     raw[p[2] + 1] = 0xFF  # not UTF-8: replaced, not refused
     assert elf.read_dynamic(write(tmp_path, raw, "odd")).interp == "/\ufffd" + want[2:]
+    p[5] = 5  # the segment ends before the string's NUL: its bytes, no further
+    set_phdr(raw, i, p)
+    assert elf.read_dynamic(write(tmp_path, raw, "cut")).interp == "/\ufffd" + want[2:5]
     raw[p[2]] = 0
     assert elf.read_dynamic(write(tmp_path, raw, "empty")).interp is None
 
@@ -306,6 +309,16 @@ def test_a_dynamic_segment_of_a_partial_entry_keeps_the_whole_ones(objs, tmp_pat
     p[5] = last + 16 - p[2] + 8  # every entry before DT_NULL, then half an entry
     set_phdr(raw, i, p)
     assert elf.read_dynamic(write(tmp_path, raw)) == elf.read_dynamic(str(objs["libelf_rpath.so"]))
+
+
+def test_entries_past_the_dynamic_segment_s_size_are_not_read(objs, tmp_path):
+    raw = copy(objs, "libelf_rpath.so")
+    i = next(i for i, p in enumerate(phdrs(raw)) if p[0] == elf.PT_DYNAMIC)
+    p = phdrs(raw)[i]
+    p[5] = entry(raw, elf.DT_SONAME)[0] - p[2]  # the three DT_NEEDED only
+    set_phdr(raw, i, p)
+    assert elf.read_dynamic(write(tmp_path, raw)) == elf.Dynamic(
+        machine="x86_64", notes=("dynamic segment without a string table",))
 
 
 def test_entries_after_dt_null_are_not_read(objs, tmp_path):
@@ -380,6 +393,33 @@ def test_a_long_string_is_read_to_the_table_s_end_and_no_further(objs, tmp_path)
     revalue(raw, elf.DT_STRSZ, off + 300)  # the table ends inside the string
     with pytest.raises(elf.ElfError, match="^a dynamic string is unterminated or longer than the string table allows$"):
         elf.read_dynamic(write(tmp_path, raw, "cut.so"))
+
+
+def test_a_short_string_that_crosses_the_table_s_end_is_refused(objs, tmp_path):
+    raw = copy(objs, "libelf_rpath.so")
+    first = next(val for _, tag, val in dynamic(raw) if tag == elf.DT_NEEDED)  # the first string read
+    revalue(raw, elf.DT_STRSZ, first + 3)  # "lib" of "libm.so.6" in the table, the rest past its end
+    with pytest.raises(elf.ElfError, match="^a dynamic string is unterminated or longer than the string table allows$"):
+        elf.read_dynamic(write(tmp_path, raw))
+
+
+def test_a_string_of_256_bytes_is_read_whole_and_only_within_the_table(objs, tmp_path):
+    """256 bytes is the first read's size: the NUL right after it is found by the second read, inside the table."""
+    raw = copy(objs, "libelf_runpath.so")
+    off, _ = string_at(raw, elf.DT_RUNPATH)
+    raw[strtab_offset(raw) + off + 256] = 0  # the DT_RUNPATH string is now 256 bytes long
+    revalue(raw, elf.DT_STRSZ, off + 257)  # its NUL ends the table
+    assert elf.read_dynamic(write(tmp_path, raw, "in.so")).runpath == LONG_RUNPATH[:256]
+    revalue(raw, elf.DT_STRSZ, off + 256)  # its NUL lies just past the table
+    with pytest.raises(elf.ElfError, match="unterminated or longer"):
+        elf.read_dynamic(write(tmp_path, raw, "out.so"))
+
+
+def test_a_string_offset_no_table_has_is_refused(objs, tmp_path):
+    raw = copy(objs, "libelf_rpath.so")
+    revalue(raw, elf.DT_SONAME, (1 << 64) - 1)  # an unsigned value (Elf64_Xword): never a negative offset
+    with pytest.raises(elf.ElfError, match=r"^a dynamic string offset \(18446744073709551615\) lies past"):
+        elf.read_dynamic(write(tmp_path, raw))
 
 
 def test_without_dt_strsz_a_string_is_bounded(objs, tmp_path):
