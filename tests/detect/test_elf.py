@@ -159,6 +159,16 @@ def test_a_static_executable_has_no_dynamic_segment(objs):
         machine="x86_64", interp=None, notes=("no dynamic segment (statically linked)",))
 
 
+def test_an_executable_without_a_dynamic_segment_still_names_its_interpreter(objs, tmp_path):
+    raw = copy(objs, "prog")
+    i = next(i for i, p in enumerate(phdrs(raw)) if p[0] == elf.PT_DYNAMIC)
+    p = phdrs(raw)[i]
+    p[0] = 0  # PT_NULL
+    set_phdr(raw, i, p)
+    assert elf.read_dynamic(write(tmp_path, raw)) == elf.Dynamic(
+        machine="x86_64", interp=readelf(objs["prog"]).interp, notes=("no dynamic segment (statically linked)",))
+
+
 def test_an_executable_names_its_interpreter(objs):
     d = elf.read_dynamic(str(objs["prog"]))
     assert d.interp and d.interp == readelf(objs["prog"]).interp and d.interp.startswith("/")
@@ -221,7 +231,8 @@ def test_a_wrong_identification_byte_is_named(objs, tmp_path, offset, byte, mess
         elf.read_dynamic(write(tmp_path, raw))
 
 
-@pytest.mark.parametrize("number,machine", [(183, "aarch64"), (62, "x86_64"), (40, "em:40"), (0, "em:0")])
+@pytest.mark.parametrize("number,machine", [(183, "aarch64"), (62, "x86_64"), (40, "em:40"), (0, "em:0"),
+                                            (0xBEEF, "em:48879")])  # e_machine is unsigned (Elf64_Half)
 def test_the_machine_is_named(objs, tmp_path, number, machine):
     raw = copy(objs, "libelf_rpath.so")
     struct.pack_into("<H", raw, 18, number)
@@ -254,6 +265,22 @@ def test_the_program_header_table_must_end_within_the_file(objs, tmp_path):
     assert elf.read_dynamic(write(tmp_path, moved, "whole.so")).soname == "libelf_rpath.so.1"  # ends at the end
     with pytest.raises(elf.ElfError, match="^program headers lie past the end of the file$"):
         elf.read_dynamic(write(tmp_path, moved[:-1], "short.so"))
+
+
+def test_header_fields_are_unsigned(objs, tmp_path):
+    """e_phoff, e_phentsize and e_phnum are unsigned (Elf64_Off, Elf64_Half): their largest values are large."""
+    raw = copy(objs, "libelf_rpath.so")
+    struct.pack_into("<Q", raw, 32, (1 << 64) - 8)
+    with pytest.raises(elf.ElfError, match="^program headers lie past the end of the file$"):
+        elf.read_dynamic(write(tmp_path, raw, "off.so"))
+    raw = copy(objs, "libelf_rpath.so")
+    struct.pack_into("<H", raw, 56, 0xFFFF)
+    with pytest.raises(elf.ElfError, match=r"^65535 program headers: more than 256$"):
+        elf.read_dynamic(write(tmp_path, raw, "num.so"))
+    raw = copy(objs, "libelf_rpath.so")
+    struct.pack_into("<H", raw, 54, 0xFFFF)
+    with pytest.raises(elf.ElfError, match="^program headers lie past the end of the file$"):
+        elf.read_dynamic(write(tmp_path, raw, "size.so"))
 
 
 @pytest.mark.parametrize("phentsize,phnum", [(55, 9), (0, 9), (56, 0)])
@@ -502,3 +529,26 @@ def test_the_in_memory_cache_is_bounded(objs, held, after):
     elf._CACHE.update({("/nowhere", i, 0, 0): elf.Dynamic(machine="x86_64") for i in range(held)})
     elf.read_dynamic(str(objs["libelf_rpath.so"]))
     assert len(elf._CACHE) == after
+
+
+@pytest.mark.parametrize("how", ["rewritten in place, another mtime", "replaced by rename, the same mtime"])
+def test_a_changed_file_of_the_same_size_is_read_again(objs, tmp_path, monkeypatch, how):
+    """The in-memory key is (path, mtime, size, inode): a file rewritten in place (new mtime) or renamed over
+    (new inode) with the same size is another object."""
+    monkeypatch.setattr(elfcache, "recall", lambda p, st: None)  # only the in-memory cache could answer
+    path = write(tmp_path, copy(objs, "libelf_rpath.so"))
+    before = os.stat(path)
+    assert elf.read_dynamic(path).soname == "libelf_rpath.so.1"
+    raw = copy(objs, "libelf_rpath.so")
+    off, _ = string_at(raw, elf.DT_SONAME)
+    raw[strtab_offset(raw) + off + 3] = ord("X")  # "libXlf_rpath.so.1": the same size
+    if how.startswith("rewritten"):
+        with open(path, "r+b") as fh:
+            fh.write(bytes(raw))
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns + 10**9))
+    else:
+        other = write(tmp_path, raw, "other.so")
+        os.utime(other, ns=(before.st_atime_ns, before.st_mtime_ns))
+        os.replace(other, path)
+    assert os.stat(path).st_size == before.st_size
+    assert elf.read_dynamic(path).soname == "libXlf_rpath.so.1"
