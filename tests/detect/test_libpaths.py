@@ -633,3 +633,60 @@ def test_soname_of_a_file(tf_layout, tmp_path):
     (tmp_path / "libplain.so.3").write_text("not ELF")
     assert libpaths._soname(str(tmp_path / "libplain.so.3")) == "libplain.so.3"
     assert libpaths._soname(None) is None
+
+
+# --- the same on a torch layout: libtorch_global_deps.so cannot load alone (it needs libcudart.so.12, which no
+# search finds), so the recipe preloads the nvidia/* libraries by path, as torch/__init__.py's list names them
+
+TORCH_INIT = '''def _load_global_deps():
+    _preload_cuda_deps(required=False)
+
+
+def _preload_cuda_deps(required):
+    cuda_libs = {
+        "cuda_runtime": "libcudart.so.*[0-9]",
+        "cudnn": "libcudnn.so.*[0-9]",
+        "cublas": "libcublas.so.*[0-9]",
+    }
+
+
+def _other():
+    pass
+'''
+
+
+@pytest.fixture(scope="module")
+def torch_layout(tmp_path_factory) -> dict[str, Path]:
+    if shutil.which("gcc") is None:
+        pytest.skip("needs gcc")
+    sp = tmp_path_factory.mktemp("torch") / "site-packages"
+    p = {"sp": sp}
+    p["cudart"] = _so(sp / "nvidia/cuda_runtime/lib", "libcudart.so.12", "libcudart.so.12")
+    p["cudnn"] = _so(sp / "nvidia/cudnn/lib", "libcudnn.so.9", "libcudnn.so.9")
+    p["cublas"] = _so(sp / "nvidia/cublas/lib", "libcublas.so.12", "libcublas.so.12")
+    _record_wheel(sp, "nvidia_cublas_cu12-12.8.4.1", ["nvidia/cublas/lib/libcublas.so.12"])
+    lib = sp / "torch/lib"
+    p["deps"] = _so(lib, "libtorch_global_deps.so", "libtorch_global_deps.so", f"-L{p['cudart'].parent}",
+                    "-Wl,--no-as-needed", "-l:libcudart.so.12")
+    p["torch_cuda"] = _so(lib, "libtorch_cuda.so", "libtorch_cuda.so", f"-L{p['cudnn'].parent}", "-Wl,--no-as-needed",
+                          "-l:libcudnn.so.9", "-Wl,--disable-new-dtags,-rpath,$ORIGIN/../../nvidia/cudnn/lib")
+    _so(sp / "torch", "_C.cpython-311-x86_64-linux-gnu.so", "_C.so", f"-L{lib}", "-Wl,--no-as-needed",
+        "-l:libtorch_cuda.so", "-Wl,--disable-new-dtags,-rpath,$ORIGIN/lib")
+    (sp / "torch/__init__.py").write_text(TORCH_INIT)
+    return p
+
+
+def test_predict_loads_keeps_by_path_loads_only_where_no_request_by_name_decides(torch_layout):
+    torch = Framework(name="torch", version="2.14.1", cuda="12.8")
+    loads = {x.soname: x for x in libpaths.predict_loads([torch], [str(torch_layout["sp"])], sys.executable, {}, [])}
+    assert set(loads) == {"libcudart.so.12", "libcudnn.so.9", "libcublas.so.12"}
+    cublas = loads["libcublas.so.12"]  # loaded by path only: that load decides
+    assert (cublas.path, cublas.how, cublas.version, cublas.requested_by) == (
+        str(torch_layout["cublas"]), "preload", "12.8.4.1", None)
+    cudnn = loads["libcudnn.so.9"]  # preloaded by path, then asked for by name by libtorch_cuda.so: the name decides
+    assert (cudnn.path, cudnn.how, cudnn.requested_by) == (
+        str(torch_layout["cudnn"]), "DT_NEEDED", str(torch_layout["torch_cuda"]))
+    assert cudnn.rule.startswith("already loaded")
+    cudart = loads["libcudart.so.12"]
+    assert (cudart.path, cudart.how, cudart.requested_by) == (
+        str(torch_layout["cudart"]), "DT_NEEDED", str(torch_layout["deps"]))
