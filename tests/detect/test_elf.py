@@ -442,6 +442,17 @@ def test_a_string_of_256_bytes_is_read_whole_and_only_within_the_table(objs, tmp
         elf.read_dynamic(write(tmp_path, raw, "out.so"))
 
 
+def test_the_second_read_of_a_long_string_stops_at_the_table_s_end(objs, tmp_path):
+    raw = copy(objs, "libelf_runpath.so")
+    off, _ = string_at(raw, elf.DT_RUNPATH)
+    raw[strtab_offset(raw) + off + 300] = 0  # a 300-byte string: the first read (256) does not reach its NUL
+    revalue(raw, elf.DT_STRSZ, off + 301)
+    assert elf.read_dynamic(write(tmp_path, raw, "in.so")).runpath == LONG_RUNPATH[:300]
+    revalue(raw, elf.DT_STRSZ, off + 300)  # the NUL is the first byte past the table
+    with pytest.raises(elf.ElfError, match="unterminated or longer"):
+        elf.read_dynamic(write(tmp_path, raw, "out.so"))
+
+
 def test_a_string_offset_no_table_has_is_refused(objs, tmp_path):
     raw = copy(objs, "libelf_rpath.so")
     revalue(raw, elf.DT_SONAME, (1 << 64) - 1)  # an unsigned value (Elf64_Xword): never a negative offset
