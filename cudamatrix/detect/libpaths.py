@@ -365,11 +365,11 @@ def reconcile_notes(notes: list, loads: list[LibraryLoad]) -> list:
         covered.setdefault(load.soname, []).append(load)
     out = []
     for note in notes:
-        soname = note.message.split(":", 1)[0] if note.probe == "loader" else None
+        soname = note.message.partition(":")[0] if note.probe == "loader" else None
         if soname in covered:
             for load in covered.pop(soname):
                 out.append(Note("loader", f"{soname}: {load.framework} maps {load.path or 'nothing (not found)'} "
-                                          f"({load.rule})", "info"))
+                                          f"({load.rule})"))  # level "info", Note's default
             continue
         if soname is None or soname not in {x.soname for x in loads}:
             out.append(note)

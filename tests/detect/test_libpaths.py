@@ -380,11 +380,14 @@ def test_fill_versions_from_the_list_and_from_the_shim_of_the_folder():
              _load("/c/libcudart.so.13", soname="libcudart.so.13", expected=None),
              _load("/y/libcudnn_graph.so.9", soname="libcudnn_graph.so.9", expected=None),  # no shim read there
              _load("/c/libcublas.so.13", soname="libcublas.so.13", expected=None),  # not an opener's family
-             _load("/x/libcudnn_graph.so.9", soname="libcudnn_graph.so.9", expected=None, version="9.9.9")]
+             _load("/x/libcudnn_graph.so.9", soname="libcudnn_graph.so.9", expected=None, version="9.9.9"),
+             _load(None, soname="libcudnn_graph.so.9", expected=None),  # not found: no file, no version
+             _load(None, soname="libcublas.so.13", expected=None)]
     env = _env(loads, libs)
     libpaths.fill_versions(env)
     assert [(x.version, x.expected_version) for x in env.library_loads] == [
-        ("9.1.0", "9.24.0"), ("9.1.0", "9.24.0"), ("13.0", None), (None, None), (None, None), ("9.9.9", None)]
+        ("9.1.0", "9.24.0"), ("9.1.0", "9.24.0"), ("13.0", None), (None, None), (None, None), ("9.9.9", None),
+        (None, None), (None, None)]
 
 
 def test_wrong_loads_keep_only_another_release_of_another_file():
@@ -520,12 +523,13 @@ def test_reconcile_notes_replace_the_search_order_notes_of_predicted_sonames():
              Note("loader", "libcudnn.so.9: another note on it", "warning"),
              Note("loader", "libnccl.so.2: /a/libnccl.so.2 is loaded first", "warning"),
              Note("ldconfig", "libcudart.so.12: something else", "info"),
-             Note("loader", "libcudart.so.12: /x shadows /y", "warning")]
+             Note("loader", "libcudart.so.12: /x shadows /y", "warning"),
+             Note("loader", "libnccl.so.2: /c:d/libnccl.so.2 is loaded first", "warning")]
     assert libpaths.reconcile_notes(notes, loads) == [
         Note("loader", "libcudnn.so.9: tensorflow maps /w/libcudnn.so.9 (DT_RUNPATH of libx.so)", "info"),
         Note("loader", "libcudnn.so.9: jax maps nothing (not found) (not found)", "info"),
         notes[2], notes[3],
-        Note("loader", "libcudart.so.12: torch maps /w/libcudart.so.12 (LD_LIBRARY_PATH)", "info")]
+        Note("loader", "libcudart.so.12: torch maps /w/libcudart.so.12 (LD_LIBRARY_PATH)", "info"), notes[5]]
 
 
 # --- predict_loads on a TensorFlow layout built with gcc (the recipe: _pywrap_tensorflow_internal.so, then
@@ -690,3 +694,41 @@ def test_predict_loads_keeps_by_path_loads_only_where_no_request_by_name_decides
     cudart = loads["libcudart.so.12"]
     assert (cudart.path, cudart.how, cudart.requested_by) == (
         str(torch_layout["cudart"]), "DT_NEEDED", str(torch_layout["deps"]))
+
+
+def test_in_process_loads_reads_this_process_s_maps(tmp_path):
+    """A library this process has mapped (dlopened here, from a folder whose name holds a space) answers first
+    for its SONAME. The SONAME is one no other test uses, so the rest of the run is unaffected."""
+    import ctypes
+
+    if shutil.which("gcc") is None:
+        pytest.skip("needs gcc")
+    sp = tmp_path / "site-packages"
+    wheel = _so(sp / "nvidia/cufile/lib", "libcufile_mutb.so.1", "libcufile_mutb.so.1")
+    _so(sp / "tensorflow", "libtensorflow_framework.so.2", "libtensorflow_framework.so.2", f"-L{wheel.parent}",
+        "-Wl,--no-as-needed", "-l:libcufile_mutb.so.1", "-Wl,--enable-new-dtags,-rpath,$ORIGIN/../nvidia/cufile/lib")
+    _so(sp / "tensorflow/python", "_pywrap_tensorflow_internal.so", "_pywrap_tensorflow_internal.so",
+        f"-L{sp / 'tensorflow'}", "-Wl,--no-as-needed", "-l:libtensorflow_framework.so.2",
+        "-Wl,--enable-new-dtags,-rpath,$ORIGIN/..")
+    mapped = _so(tmp_path / "a folder", "libcufile_mutb.so.1", "libcufile_mutb.so.1")
+    env = _env(origin="live")
+    env.frameworks, env.python.site_packages, env.python.executable = [TF], [str(sp)], sys.executable
+    before = _by_soname(libpaths.in_process_loads(env))["libcufile_mutb.so.1"]
+    assert (before.path, before.rule) == (str(wheel), "DT_RUNPATH of libtensorflow_framework.so.2")
+    ctypes.CDLL(str(mapped))
+    maps = open("/proc/self/maps").read()
+    assert str(mapped) in maps and any(len(line.split()) == 5 for line in maps.splitlines())  # anonymous ones
+    after = _by_soname(libpaths.in_process_loads(env))["libcufile_mutb.so.1"]
+    assert (after.path, after.expected) == (str(mapped), str(wheel)) and after.rule.startswith("already loaded")
+
+
+def test_in_process_loads_of_a_given_maps_text(tf_layout):
+    standin = str(tf_layout["standin"])
+    env = _env(origin="live")
+    env.frameworks, env.python.site_packages, env.python.executable = [TF], [str(tf_layout["sp"])], sys.executable
+    maps = (f"7f00-7f01 r-xp 00000000 08:01 42 {standin}\n"
+            "7f02-7f03 rw-p 00000000 00:00 0\n"  # an anonymous mapping: five fields
+            "7f04-7f05 r--p 00000000 08:01 43 /usr/lib/locale/locale-archive\n")
+    got = _by_soname(libpaths.in_process_loads(env, maps_text=maps))["libcudnn.so.9"]
+    assert (got.path, got.expected) == (standin, str(tf_layout["cudnn"]))
+    assert _by_soname(libpaths.in_process_loads(env, maps_text=""))["libcudnn.so.9"].path == str(tf_layout["cudnn"])
