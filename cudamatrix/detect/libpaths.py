@@ -270,9 +270,9 @@ def winner_folder(load: LibraryLoad) -> str:
 
 def grouped(wrong: list[WrongLoad]) -> list[list[WrongLoad]]:
     """Wrong loads by framework, cause and what wins (the folder, or the preloaded file), in first-seen order."""
-    groups: dict[tuple[str, str, str], list[WrongLoad]] = {}
+    groups: dict[tuple[str, str, str | None], list[WrongLoad]] = {}
     for w in wrong:
-        where = w.load.path or "" if w.cause == "LD_PRELOAD" else winner_folder(w.load)
+        where = w.load.path if w.cause == "LD_PRELOAD" else winner_folder(w.load)
         groups.setdefault((w.load.framework, w.cause, where), []).append(w)
     return list(groups.values())
 
@@ -345,11 +345,8 @@ def in_process_loads(env: Environment, maps_text: str | None = None) -> list[Lib
                 maps_text = fh.read()
         except OSError:
             maps_text = ""
-    mapped: dict[str, None] = {}
-    for line in maps_text.splitlines():
-        parts = line.split(None, 5)
-        if len(parts) == 6 and parts[5].startswith("/") and ".so" in parts[5]:
-            mapped.setdefault(parts[5].strip(), None)
+    rows = [line.split(None, 5) for line in maps_text.splitlines()]
+    mapped = dict.fromkeys(p[5].strip() for p in rows if len(p) == 6 and p[5].startswith("/") and ".so" in p[5])
     entries, _note = run_ldconfig(5.0)
     return predict_loads(env.frameworks, env.python.site_packages, env.python.executable, dict(os.environ),
                          entries, mapped=list(mapped))

@@ -419,10 +419,12 @@ def test_grouped_by_framework_cause_and_winner_in_first_seen_order():
          libpaths.WrongLoad(_load("/a/libcudnn.so.9", framework="jax"), "LD_LIBRARY_PATH", None, None),
          libpaths.WrongLoad(_load("/b/x/../libcudnn.so.9"), "LD_LIBRARY_PATH", None, None),
          libpaths.WrongLoad(_load("/q/libcudnn.so.9", found_as="/p/libcudnn.so.9"), "LD_PRELOAD", None, None),
-         libpaths.WrongLoad(_load(None, found_as=None), "LD_PRELOAD", None, None)]
+         libpaths.WrongLoad(_load(None, found_as=None), "LD_PRELOAD", None, None),
+         libpaths.WrongLoad(_load("/p/libcublas.so.13", soname="libcublas.so.13"), "LD_PRELOAD", None, None),
+         libpaths.WrongLoad(_load(None, found_as=None, soname="libcublas.so.13"), "LD_PRELOAD", None, None)]
     assert [[x.load.path for x in g] for g in libpaths.grouped(w)] == [
         ["/a/libcudnn.so.9", "/a/libcublas.so.13"], ["/p/libcudnn.so.9"], ["/a/libcudnn.so.9"],
-        ["/b/x/../libcudnn.so.9"], ["/q/libcudnn.so.9"], [None]]
+        ["/b/x/../libcudnn.so.9"], ["/q/libcudnn.so.9"], [None, None], ["/p/libcublas.so.13"]]
 
 
 def test_cudnn_mapped_is_the_framework_s_shim_with_a_path():
@@ -440,6 +442,7 @@ def test_cudnn_mapped_is_the_framework_s_shim_with_a_path():
     ("/keep:/opt/x", {"/opt/x"}, "/keep"),
     ("/keep;/opt/x/:/also", {"/opt/x"}, "/keep;/also"),
     ("/a;/b:/opt/x", {"/opt/x"}, "/a;/b"),
+    ("/opt/x:/a;/b", {"/opt/x"}, "/a;/b"),
     ("/opt/x", {"/opt/x"}, ""),
     ("::/opt/x::/keep:", {"/opt/x"}, "/keep"),
     ("/keep:/other", {"/opt/x"}, None),
@@ -732,3 +735,34 @@ def test_in_process_loads_of_a_given_maps_text(tf_layout):
     got = _by_soname(libpaths.in_process_loads(env, maps_text=maps))["libcudnn.so.9"]
     assert (got.path, got.expected) == (standin, str(tf_layout["cudnn"]))
     assert _by_soname(libpaths.in_process_loads(env, maps_text=""))["libcudnn.so.9"].path == str(tf_layout["cudnn"])
+
+
+def test_the_interpreter_s_own_dt_rpath_is_part_of_the_search(tf_layout, tmp_path, monkeypatch):
+    """A Python whose binary carries DT_RPATH (conda's names its lib folder) serves a library that a framework
+    object without a path of its own opens, ahead of LD_LIBRARY_PATH; a plain interpreter does not."""
+    if shutil.which("gcc") is None:
+        pytest.skip("needs gcc")
+    sp = tmp_path / "site-packages"
+    wheel = _so(sp / "nvidia/cudnn/lib", "libcudnn.so.9", "libcudnn.so.9")
+    _record_wheel(sp, "nvidia_cudnn_cu12-9.3.0.75", ["nvidia/cudnn/lib/libcudnn.so.9"])
+    _so(sp / "tensorflow", "libtensorflow_framework.so.2", "libtensorflow_framework.so.2")  # no path of its own
+    _so(sp / "tensorflow/python", "_pywrap_tensorflow_internal.so", "_pywrap_tensorflow_internal.so",
+        f"-L{sp / 'tensorflow'}", "-Wl,--no-as-needed", "-l:libtensorflow_framework.so.2",
+        "-Wl,--enable-new-dtags,-rpath,$ORIGIN/..")
+    standin = _so(tmp_path / "other", "libcudnn.so.9", "libcudnn.so.9")  # no version in its name
+    (tmp_path / "python.c").write_text("int main(void) { return 0; }\n")
+    subprocess.run(["gcc", "-o", "python", "python.c", f"-Wl,--disable-new-dtags,-rpath,{wheel.parent}"],
+                   cwd=tmp_path, check=True, capture_output=True, timeout=60)
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(standin.parent))
+    monkeypatch.delenv("LD_PRELOAD", raising=False)
+    env = _env(origin="live")
+    env.frameworks, env.python.site_packages = [TF], [str(sp)]
+    env.python.executable = str(tmp_path / "python")
+    assert libpaths.after_change(env, {}) == []
+    got = _by_soname(libpaths.in_process_loads(env, maps_text=""))["libcudnn.so.9"]
+    assert (got.path, got.expected, got.version) == (str(wheel), None, "9.3.0.75")
+    # where the framework's own DT_RUNPATH names the wheel, the stand-in (no version known) wins by LD_LIBRARY_PATH
+    env.python.site_packages = [str(tf_layout["sp"])]
+    [wrong] = libpaths.after_change(env, {})
+    assert (wrong.load.path, wrong.cause, wrong.version, wrong.expected_version) == (
+        str(standin), "LD_LIBRARY_PATH", None, "9.3.0.75")
