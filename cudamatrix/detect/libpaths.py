@@ -317,12 +317,11 @@ def _without_folders(current: str | None, bad_dirs: set[str]) -> str | None:
     semicolons (ld.so(8)); the kept entries keep the separator that followed them."""
     if not current or not bad_dirs:
         return None
-    parts = re.split(r"([:;])", current)
-    entries, seps = parts[0::2], parts[1::2] + [""]
-    kept = [(e, sep) for e, sep in zip(entries, seps, strict=False) if e and os.path.normpath(e) not in bad_dirs]
-    if len(kept) == len([e for e in entries if e]):
+    pairs = re.findall(r"([^:;]*)([:;]?)", current)  # (entry, the separator after it); "" after the last
+    kept = [(e, sep) for e, sep in pairs if e and os.path.normpath(e) not in bad_dirs]
+    if len(kept) == len([e for e, _ in pairs if e]):
         return None
-    return "".join(e + (sep or ":") for e, sep in kept[:-1]) + (kept[-1][0] if kept else "")
+    return "".join(e + sep for e, sep in kept[:-1]) + (kept[-1][0] if kept else "")
 
 
 def _without_files(preload: str | None, bad_files: set[str | None]) -> str | None:

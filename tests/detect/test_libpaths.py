@@ -443,6 +443,8 @@ def test_cudnn_mapped_is_the_framework_s_shim_with_a_path():
     ("/keep;/opt/x/:/also", {"/opt/x"}, "/keep;/also"),
     ("/a;/b:/opt/x", {"/opt/x"}, "/a;/b"),
     ("/opt/x:/a;/b", {"/opt/x"}, "/a;/b"),
+    ("/a:/opt/x:/b;/c", {"/opt/x"}, "/a:/b;/c"),
+    ("/a;;/opt/x;/b", {"/opt/x"}, "/a;/b"),
     ("/opt/x", {"/opt/x"}, ""),
     ("::/opt/x::/keep:", {"/opt/x"}, "/keep"),
     ("/keep:/other", {"/opt/x"}, None),
@@ -576,7 +578,7 @@ def _by_soname(loads: list[LibraryLoad]) -> dict[str, LibraryLoad]:
 
 def test_predict_loads_of_an_undisturbed_layout(tf_layout):
     notes: list = []
-    loads = libpaths.predict_loads([TF, Framework(name="mxnet", version="1.9.1")], [str(tf_layout["sp"])],
+    loads = libpaths.predict_loads([Framework(name="mxnet", version="1.9.1"), TF], [str(tf_layout["sp"])],
                                    sys.executable, {"PATH": "/usr/bin"}, [], notes=notes)
     got = _by_soname(loads)
     cudnn, cudart = got["libcudnn.so.9"], got["libcudart.so.12"]
@@ -766,3 +768,35 @@ def test_the_interpreter_s_own_dt_rpath_is_part_of_the_search(tf_layout, tmp_pat
     [wrong] = libpaths.after_change(env, {})
     assert (wrong.load.path, wrong.cause, wrong.version, wrong.expected_version) == (
         str(standin), "LD_LIBRARY_PATH", None, "9.3.0.75")
+
+
+def test_predict_loads_without_ld_preload_for_the_framework_s_own_choice(tf_layout):
+    standin = str(tf_layout["standin"])
+    cudnn = _by_soname(libpaths.predict_loads([TF], [str(tf_layout["sp"])], sys.executable,
+                                              {"LD_PRELOAD": standin}, []))["libcudnn.so.9"]
+    assert (cudnn.path, cudnn.rule, cudnn.expected) == (standin, "already loaded (LD_PRELOAD)", str(tf_layout["cudnn"]))
+
+
+def test_a_relative_ld_library_path_entry_is_taken_from_the_given_folder(tf_layout):
+    root = tf_layout["other"].parent
+    cudnn = _by_soname(libpaths.predict_loads([TF], [str(tf_layout["sp"])], sys.executable,
+                                              {"LD_LIBRARY_PATH": "other"}, [], cwd=str(root)))["libcudnn.so.9"]
+    assert (cudnn.path, cudnn.expected) == (str(tf_layout["standin"]), str(tf_layout["cudnn"]))
+
+
+def test_two_frameworks_are_predicted_side_by_side(tf_layout, torch_layout):
+    torch = Framework(name="torch", version="2.14.1", cuda="12.8")
+    loads = libpaths.predict_loads([torch, TF], [str(torch_layout["sp"]), str(tf_layout["sp"])], sys.executable,
+                                   {}, [])
+    assert {(x.framework, x.soname) for x in loads} >= {("torch", "libcublas.so.12"), ("tensorflow", "libcudnn.so.9")}
+
+
+def test_an_opener_of_unknown_version_is_a_note(tf_layout, tmp_path):
+    standin = _so(tmp_path / "plain", "libcudnn.so.9", "libcudnn.so.9")  # no version in its name or a RECORD
+    notes: list = [Note("loader", "an earlier note")]
+    loads = libpaths.predict_loads([TF], [str(tf_layout["sp"])], sys.executable,
+                                   {"LD_LIBRARY_PATH": str(standin.parent)}, [], notes=notes)
+    assert _by_soname(loads)["libcudnn.so.9"].path == str(standin)
+    assert notes[0] == Note("loader", "an earlier note") and Note(
+        "loader", "libcudnn.so.9: its version is unknown, so the libraries it opens are not predicted",
+        "warning") in notes[1:]
