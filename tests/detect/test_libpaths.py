@@ -672,8 +672,9 @@ def torch_layout(tmp_path_factory) -> dict[str, Path]:
     p = {"sp": sp}
     p["cudart"] = _so(sp / "nvidia/cuda_runtime/lib", "libcudart.so.12", "libcudart.so.12")
     p["cudnn"] = _so(sp / "nvidia/cudnn/lib", "libcudnn.so.9", "libcudnn.so.9")
-    p["cublas"] = _so(sp / "nvidia/cublas/lib", "libcublas.so.12", "libcublas.so.12")
-    _record_wheel(sp, "nvidia_cublas_cu12-12.8.4.1", ["nvidia/cublas/lib/libcublas.so.12"])
+    # named by its release, as the pattern "libcublas.so.*[0-9]" also finds: the SONAME names the load
+    p["cublas"] = _so(sp / "nvidia/cublas/lib", "libcublas.so.12.8.4.1", "libcublas.so.12")
+    _record_wheel(sp, "nvidia_cublas_cu12-12.8.4.1", ["nvidia/cublas/lib/libcublas.so.12.8.4.1"])
     lib = sp / "torch/lib"
     p["deps"] = _so(lib, "libtorch_global_deps.so", "libtorch_global_deps.so", f"-L{p['cudart'].parent}",
                     "-Wl,--no-as-needed", "-l:libcudart.so.12")
