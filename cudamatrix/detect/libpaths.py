@@ -135,11 +135,11 @@ def wheel_versions(site_packages: list[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for sp in site_packages:
         real = os.path.realpath(sp)  # a wheel's files are plain files: one realpath per folder is enough
-        records = [os.path.join(d, "RECORD") for d in listed(sp, "nvidia_*.dist-info", dirs=True)]
+        records = [os.path.join(d, "RECORD") for d in listed(sp, "nvidia_*.dist-info")]  # lexists: folders only
         for record_file in sorted(r for r in records if os.path.lexists(r)):
             version = os.path.basename(os.path.dirname(record_file))[:-len(".dist-info")].rpartition("-")[2]
             for line in read_text(record_file, 1 << 22).splitlines():
-                rel = line.split(",", 1)[0]
+                rel = line.partition(",")[0]
                 if ".so" in rel and not rel.startswith(".."):
                     out.setdefault(os.path.join(real, rel), version)
     return out

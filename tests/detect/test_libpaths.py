@@ -520,6 +520,17 @@ def test_wheel_versions_reads_the_records_of_nvidia_wheels(tmp_path, monkeypatch
         f"{real}/nvidia/cudnn/lib/libcudnn_graph.so.9": "9.24.0.43"}
 
 
+@pytest.mark.slow
+def test_wheel_versions_reads_a_record_up_to_4_mib(tmp_path):
+    from cudamatrix.detect import recipes
+
+    filler = [f"nvidia/cublas/include/header_{i:07d}.h" for i in range(60000)]  # about 2.7 MB of lines
+    _record_wheel(tmp_path, "nvidia_cublas_cu12-12.8.4.1", filler + ["nvidia/cublas/lib/libcublas.so.12"])
+    _record_wheel(tmp_path, "nvidia_cufft_cu12-11.3.3.83", filler * 2 + ["nvidia/cufft/lib/libcufft.so.11"])
+    recipes.forget_listings()
+    assert libpaths.wheel_versions([str(tmp_path)]) == {f"{tmp_path}/nvidia/cublas/lib/libcublas.so.12": "12.8.4.1"}
+
+
 def test_reconcile_notes_replace_the_search_order_notes_of_predicted_sonames():
     loads = [_load("/w/libcudnn.so.9", rule="DT_RUNPATH of libx.so", framework="tensorflow"),
              _load(None, rule="not found", framework="jax"),
@@ -677,7 +688,7 @@ def torch_layout(tmp_path_factory) -> dict[str, Path]:
     _record_wheel(sp, "nvidia_cublas_cu12-12.8.4.1", ["nvidia/cublas/lib/libcublas.so.12.8.4.1"])
     lib = sp / "torch/lib"
     p["deps"] = _so(lib, "libtorch_global_deps.so", "libtorch_global_deps.so", f"-L{p['cudart'].parent}",
-                    "-Wl,--no-as-needed", "-l:libcudart.so.12")
+                    f"-L{p['cudnn'].parent}", "-Wl,--no-as-needed", "-l:libcudart.so.12", "-l:libcudnn.so.9")
     p["torch_cuda"] = _so(lib, "libtorch_cuda.so", "libtorch_cuda.so", f"-L{p['cudnn'].parent}", "-Wl,--no-as-needed",
                           "-l:libcudnn.so.9", "-Wl,--disable-new-dtags,-rpath,$ORIGIN/../../nvidia/cudnn/lib")
     _so(sp / "torch", "_C.cpython-311-x86_64-linux-gnu.so", "_C.so", f"-L{lib}", "-Wl,--no-as-needed",
@@ -693,15 +704,18 @@ def test_predict_loads_keeps_by_path_loads_only_where_no_request_by_name_decides
     cublas = loads["libcublas.so.12"]  # loaded by path only: that load decides
     assert (cublas.path, cublas.how, cublas.version, cublas.requested_by) == (
         str(torch_layout["cublas"]), "preload", "12.8.4.1", None)
-    cudnn = loads["libcudnn.so.9"]  # preloaded by path, then asked for by name by libtorch_cuda.so: the name decides
+    # preloaded by path, then asked for by name by libtorch_global_deps.so and libtorch_cuda.so: the first request
+    # by name decides
+    cudnn = loads["libcudnn.so.9"]
     assert (cudnn.path, cudnn.how, cudnn.requested_by) == (
-        str(torch_layout["cudnn"]), "DT_NEEDED", str(torch_layout["torch_cuda"]))
+        str(torch_layout["cudnn"]), "DT_NEEDED", str(torch_layout["deps"]))
     assert cudnn.rule.startswith("already loaded")
     cudart = loads["libcudart.so.12"]
     assert (cudart.path, cudart.how, cudart.requested_by) == (
         str(torch_layout["cudart"]), "DT_NEEDED", str(torch_layout["deps"]))
 
 
+@pytest.mark.slow
 def test_in_process_loads_reads_this_process_s_maps(tmp_path):
     """A library this process has mapped (dlopened here, from a folder whose name holds a space) answers first
     for its SONAME. The SONAME is one no other test uses, so the rest of the run is unaffected."""
@@ -740,6 +754,7 @@ def test_in_process_loads_of_a_given_maps_text(tf_layout):
     assert _by_soname(libpaths.in_process_loads(env, maps_text=""))["libcudnn.so.9"].path == str(tf_layout["cudnn"])
 
 
+@pytest.mark.slow
 def test_the_interpreter_s_own_dt_rpath_is_part_of_the_search(tf_layout, tmp_path, monkeypatch):
     """A Python whose binary carries DT_RPATH (conda's names its lib folder) serves a library that a framework
     object without a path of its own opens, ahead of LD_LIBRARY_PATH; a plain interpreter does not."""
@@ -762,8 +777,10 @@ def test_the_interpreter_s_own_dt_rpath_is_part_of_the_search(tf_layout, tmp_pat
     env.frameworks, env.python.site_packages = [TF], [str(sp)]
     env.python.executable = str(tmp_path / "python")
     assert libpaths.after_change(env, {}) == []
-    got = _by_soname(libpaths.in_process_loads(env, maps_text=""))["libcudnn.so.9"]
-    assert (got.path, got.expected, got.version) == (str(wheel), None, "9.3.0.75")
+    got = _by_soname(libpaths.in_process_loads(env, maps_text=""))
+    assert (got["libcudnn.so.9"].path, got["libcudnn.so.9"].expected, got["libcudnn.so.9"].version) == (
+        str(wheel), None, "9.3.0.75")
+    assert (got["libcudart.so.12"].path, got["libcudart.so.12"].rule) == (None, "not found")  # a failed load is one
     # where the framework's own DT_RUNPATH names the wheel, the stand-in (no version known) wins by LD_LIBRARY_PATH
     env.python.site_packages = [str(tf_layout["sp"])]
     [wrong] = libpaths.after_change(env, {})
@@ -792,6 +809,7 @@ def test_two_frameworks_are_predicted_side_by_side(tf_layout, torch_layout):
     assert {(x.framework, x.soname) for x in loads} >= {("torch", "libcublas.so.12"), ("tensorflow", "libcudnn.so.9")}
 
 
+@pytest.mark.slow
 def test_an_opener_of_unknown_version_is_a_note(tf_layout, tmp_path):
     standin = _so(tmp_path / "plain", "libcudnn.so.9", "libcudnn.so.9")  # no version in its name or a RECORD
     notes: list = [Note("loader", "an earlier note")]
@@ -801,3 +819,16 @@ def test_an_opener_of_unknown_version_is_a_note(tf_layout, tmp_path):
     assert notes[0] == Note("loader", "an earlier note") and Note(
         "loader", "libcudnn.so.9: its version is unknown, so the libraries it opens are not predicted",
         "warning") in notes[1:]
+
+
+@pytest.mark.slow
+def test_a_preloaded_file_that_cannot_load_is_a_failed_load_under_its_name(torch_layout, tmp_path):
+    """A broken wheel file (not ELF) that torch preloads by path: the load fails; it is named by its file name."""
+    sp = tmp_path / "site-packages"
+    shutil.copytree(torch_layout["sp"], sp, symlinks=True)
+    broken = sp / "nvidia/cublas/lib/libcublas.so.12.8.4.1"
+    broken.unlink()
+    (sp / "nvidia/cublas/lib/libcublas.so.12").write_text("not an ELF object\n")
+    torch = Framework(name="torch", version="2.14.1", cuda="12.8")
+    loads = {x.soname: x for x in libpaths.predict_loads([torch], [str(sp)], sys.executable, {}, [])}
+    assert (loads["libcublas.so.12"].path, loads["libcublas.so.12"].how) == (None, "preload")
