@@ -100,15 +100,13 @@ def open_libraries(lm, versions: dict[str, str], unknown: dict[str, None]) -> No
     what those open in turn follows (cuDNN's graph library opens the engine libraries)."""
     from cudamatrix.detect import openers
 
-    done: set[int] = set()
     i = 0
-    while i < len(lm.objects):
+    while i < len(lm.objects):  # each object once: the list only grows, by the objects the openers load
         obj = lm.objects[i]
         i += 1
         soname = obj.dyn.soname if obj.dyn is not None else None
-        if soname is None or id(obj) in done or not openers.is_opener(soname):
+        if soname is None or not openers.is_opener(soname):
             continue
-        done.add(id(obj))
         todo, why = openers.openings(soname, file_version(obj.real, versions))
         if why:
             unknown.setdefault(why, None)

@@ -742,15 +742,22 @@ def test_in_process_loads_reads_this_process_s_maps(tmp_path):
     assert (after.path, after.expected) == (str(mapped), str(wheel)) and after.rule.startswith("already loaded")
 
 
-def test_in_process_loads_of_a_given_maps_text(tf_layout):
+def test_in_process_loads_of_a_given_maps_text(tf_layout, tmp_path):
+    """The mapped cuDNN shim (9.1.0 by its file name) is the link map's first object, and as an opener it opens
+    its sub-libraries (none beside it here: not found); a mapped file that is not ELF is no object."""
     standin = str(tf_layout["standin"])
+    (tmp_path / "libnotelf.so").write_text("not ELF\n")
     env = _env(origin="live")
     env.frameworks, env.python.site_packages, env.python.executable = [TF], [str(tf_layout["sp"])], sys.executable
     maps = (f"7f00-7f01 r-xp 00000000 08:01 42 {standin}\n"
             "7f02-7f03 rw-p 00000000 00:00 0\n"  # an anonymous mapping: five fields
-            "7f04-7f05 r--p 00000000 08:01 43 /usr/lib/locale/locale-archive\n")
-    got = _by_soname(libpaths.in_process_loads(env, maps_text=maps))["libcudnn.so.9"]
+            f"7f04-7f05 r--p 00000000 08:01 43 {tmp_path / 'libnotelf.so'}\n"
+            "7f06-7f07 r--p 00000000 08:01 44 /usr/lib/locale/locale-archive\n")
+    loads = _by_soname(libpaths.in_process_loads(env, maps_text=maps))
+    got = loads["libcudnn.so.9"]
     assert (got.path, got.expected) == (standin, str(tf_layout["cudnn"]))
+    graph = loads["libcudnn_graph.so.9"]
+    assert (graph.path, graph.requested_by, graph.how) == (None, standin, "dlopen")
     assert _by_soname(libpaths.in_process_loads(env, maps_text=""))["libcudnn.so.9"].path == str(tf_layout["cudnn"])
 
 
