@@ -623,6 +623,9 @@ def test_predict_loads_with_a_library_already_mapped(tf_layout):
     cudnn = _by_soname(loads)["libcudnn.so.9"]
     assert cudnn.path == standin and cudnn.rule.startswith("already loaded")
     assert cudnn.expected == str(tf_layout["cudnn"])
+    # no program known: the mapped shim is the link map's first object, and it still opens its sub-libraries
+    loads = _by_soname(libpaths.predict_loads([TF], [str(tf_layout["sp"])], None, {}, [], mapped=[standin]))
+    assert (loads["libcudnn_graph.so.9"].requested_by, loads["libcudnn.so.9"].path) == (standin, standin)
     maps = f"7f00-7f01 r-xp 00000000 08:01 42 {standin}\n7f02-7f03 r--p 00000000 00:00 0 [heap]\n"
     env = _env(origin="live")
     env.frameworks, env.python.site_packages, env.python.executable = [TF], [str(tf_layout["sp"])], sys.executable
