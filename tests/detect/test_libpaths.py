@@ -842,3 +842,14 @@ def test_a_preloaded_file_that_cannot_load_is_a_failed_load_under_its_name(torch
     torch = Framework(name="torch", version="2.14.1", cuda="12.8")
     loads = {x.soname: x for x in libpaths.predict_loads([torch], [str(sp)], sys.executable, {}, [])}
     assert (loads["libcublas.so.12"].path, loads["libcublas.so.12"].how) == (None, "preload")
+
+
+def test_in_process_loads_where_proc_self_maps_cannot_be_read(tf_layout, monkeypatch):
+    """Without /proc (another OS, a hardened container) nothing counts as mapped: the prediction is the plain one."""
+    def no_proc(path, *args, **kwargs):
+        raise FileNotFoundError(2, "No such file or directory", path)
+
+    env = _env(origin="live")
+    env.frameworks, env.python.site_packages, env.python.executable = [TF], [str(tf_layout["sp"])], sys.executable
+    monkeypatch.setattr(libpaths, "open", no_proc, raising=False)
+    assert _by_soname(libpaths.in_process_loads(env))["libcudnn.so.9"].path == str(tf_layout["cudnn"])
