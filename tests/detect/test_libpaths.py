@@ -540,7 +540,8 @@ def test_reconcile_notes_replace_the_search_order_notes_of_predicted_sonames():
              Note("loader", "libnccl.so.2: /a/libnccl.so.2 is loaded first", "warning"),
              Note("ldconfig", "libcudart.so.12: something else", "info"),
              Note("loader", "libcudart.so.12: /x shadows /y", "warning"),
-             Note("loader", "libnccl.so.2: /c:d/libnccl.so.2 is loaded first", "warning")]
+             Note("loader", "libnccl.so.2: /c:d/libnccl.so.2 is loaded first", "warning"),
+             Note("loader", "libcudart.so.12: /p:q/libcudart.so.12 is loaded first", "warning")]  # said already
     assert libpaths.reconcile_notes(notes, loads) == [
         Note("loader", "libcudnn.so.9: tensorflow maps /w/libcudnn.so.9 (DT_RUNPATH of libx.so)", "info"),
         Note("loader", "libcudnn.so.9: jax maps nothing (not found) (not found)", "info"),
