@@ -162,7 +162,7 @@ def _interp_path(fh, interp: tuple[int, int] | None) -> str | None:
     if interp is None:
         return None
     fh.seek(interp[0])
-    return fh.read(interp[1]).split(b"\0", 1)[0].decode("utf-8", "replace") or None
+    return fh.read(interp[1]).partition(b"\0")[0].decode(errors="replace") or None  # UTF-8
 
 
 def _dynamic_entries(fh, dynamic: tuple[int, int]) -> list[tuple[int, int]]:
@@ -188,16 +188,16 @@ def _string_reader(fh, base: int, strsz: int | None):
     def string(offset: int) -> str:
         if strsz is not None and offset >= strsz:
             raise ElfError(f"a dynamic string offset ({offset}) lies past the string table")
+        # a DT_RUNPATH can be long (TensorFlow 2.20's libtensorflow_framework.so.2: over 4 KiB of nvidia/*
+        # folders); ld.so has no limit, this reader stops at the string table's end or 1 MiB
+        limit = min(strsz - offset, _MAX_DYNAMIC) if strsz is not None else _MAX_STRING
         fh.seek(base + offset)
-        raw = fh.read(256)  # sonames and paths are short; read more only when they are not
-        if b"\0" not in raw:
-            # a DT_RUNPATH can be long (TensorFlow 2.20's libtensorflow_framework.so.2: over 4 KiB of nvidia/*
-            # folders); ld.so has no limit, this reader stops at the string table's end or 1 MiB
-            fh.seek(base + offset)
-            raw = fh.read(min(strsz - offset, _MAX_DYNAMIC) if strsz is not None else _MAX_STRING)
+        raw = fh.read(min(limit, 256))  # sonames and paths are short; read more only when they are not
+        if b"\0" not in raw and limit > 256:
+            raw += fh.read(limit - 256)
         if b"\0" not in raw:
             raise ElfError("a dynamic string is unterminated or longer than the string table allows")
-        return raw.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+        return raw.partition(b"\0")[0].decode(errors="surrogateescape")  # UTF-8, bytes kept as they are
 
     return string
 

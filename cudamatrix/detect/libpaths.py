@@ -100,15 +100,13 @@ def open_libraries(lm, versions: dict[str, str], unknown: dict[str, None]) -> No
     what those open in turn follows (cuDNN's graph library opens the engine libraries)."""
     from cudamatrix.detect import openers
 
-    done: set[int] = set()
     i = 0
-    while i < len(lm.objects):
+    while i < len(lm.objects):  # each object once: the list only grows, by the objects the openers load
         obj = lm.objects[i]
         i += 1
         soname = obj.dyn.soname if obj.dyn is not None else None
-        if soname is None or id(obj) in done or not openers.is_opener(soname):
+        if soname is None or not openers.is_opener(soname):
             continue
-        done.add(id(obj))
         todo, why = openers.openings(soname, file_version(obj.real, versions))
         if why:
             unknown.setdefault(why, None)
@@ -135,11 +133,11 @@ def wheel_versions(site_packages: list[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for sp in site_packages:
         real = os.path.realpath(sp)  # a wheel's files are plain files: one realpath per folder is enough
-        records = [os.path.join(d, "RECORD") for d in listed(sp, "nvidia_*.dist-info", dirs=True)]
+        records = [os.path.join(d, "RECORD") for d in listed(sp, "nvidia_*.dist-info")]  # lexists: folders only
         for record_file in sorted(r for r in records if os.path.lexists(r)):
             version = os.path.basename(os.path.dirname(record_file))[:-len(".dist-info")].rpartition("-")[2]
             for line in read_text(record_file, 1 << 22).splitlines():
-                rel = line.split(",", 1)[0]
+                rel = line.partition(",")[0]
                 if ".so" in rel and not rel.startswith(".."):
                     out.setdefault(os.path.join(real, rel), version)
     return out
@@ -270,9 +268,9 @@ def winner_folder(load: LibraryLoad) -> str:
 
 def grouped(wrong: list[WrongLoad]) -> list[list[WrongLoad]]:
     """Wrong loads by framework, cause and what wins (the folder, or the preloaded file), in first-seen order."""
-    groups: dict[tuple[str, str, str], list[WrongLoad]] = {}
+    groups: dict[tuple[str, str, str | None], list[WrongLoad]] = {}
     for w in wrong:
-        where = w.load.path or "" if w.cause == "LD_PRELOAD" else winner_folder(w.load)
+        where = w.load.path if w.cause == "LD_PRELOAD" else winner_folder(w.load)
         groups.setdefault((w.load.framework, w.cause, where), []).append(w)
     return list(groups.values())
 
@@ -317,12 +315,11 @@ def _without_folders(current: str | None, bad_dirs: set[str]) -> str | None:
     semicolons (ld.so(8)); the kept entries keep the separator that followed them."""
     if not current or not bad_dirs:
         return None
-    parts = re.split(r"([:;])", current)
-    entries, seps = parts[0::2], parts[1::2] + [""]
-    kept = [(e, sep) for e, sep in zip(entries, seps, strict=False) if e and os.path.normpath(e) not in bad_dirs]
-    if len(kept) == len([e for e in entries if e]):
+    pairs = re.findall(r"([^:;]*)([:;]?)", current)  # (entry, the separator after it); "" after the last
+    kept = [(e, sep) for e, sep in pairs if e and os.path.normpath(e) not in bad_dirs]
+    if len(kept) == len([e for e, _ in pairs if e]):
         return None
-    return "".join(e + (sep or ":") for e, sep in kept[:-1]) + (kept[-1][0] if kept else "")
+    return "".join(e + sep for e, sep in kept[:-1]) + (kept[-1][0] if kept else "")
 
 
 def _without_files(preload: str | None, bad_files: set[str | None]) -> str | None:
@@ -345,11 +342,8 @@ def in_process_loads(env: Environment, maps_text: str | None = None) -> list[Lib
                 maps_text = fh.read()
         except OSError:
             maps_text = ""
-    mapped: dict[str, None] = {}
-    for line in maps_text.splitlines():
-        parts = line.split(None, 5)
-        if len(parts) == 6 and parts[5].startswith("/") and ".so" in parts[5]:
-            mapped.setdefault(parts[5].strip(), None)
+    rows = [line.split(None, 5) for line in maps_text.splitlines()]
+    mapped = dict.fromkeys(p[5].strip() for p in rows if len(p) == 6 and p[5].startswith("/") and ".so" in p[5])
     entries, _note = run_ldconfig(5.0)
     return predict_loads(env.frameworks, env.python.site_packages, env.python.executable, dict(os.environ),
                          entries, mapped=list(mapped))
@@ -365,11 +359,11 @@ def reconcile_notes(notes: list, loads: list[LibraryLoad]) -> list:
         covered.setdefault(load.soname, []).append(load)
     out = []
     for note in notes:
-        soname = note.message.split(":", 1)[0] if note.probe == "loader" else None
+        soname = note.message.partition(":")[0] if note.probe == "loader" else None
         if soname in covered:
             for load in covered.pop(soname):
                 out.append(Note("loader", f"{soname}: {load.framework} maps {load.path or 'nothing (not found)'} "
-                                          f"({load.rule})", "info"))
+                                          f"({load.rule})"))  # level "info", Note's default
             continue
         if soname is None or soname not in {x.soname for x in loads}:
             out.append(note)

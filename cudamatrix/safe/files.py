@@ -44,7 +44,7 @@ def read_bytes(path: str | os.PathLike, *, limit: int = MAX_READ, what: str = "f
     if name == "":
         raise error(f"{what}: an empty path was given")
     try:
-        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK)  # not inherited by children: PEP 446 (os.open)
     except OSError as exc:
         raise error(f"cannot read {what} {name}: {exc.strerror or exc}") from None
     try:
@@ -77,7 +77,7 @@ def read_bytes(path: str | os.PathLike, *, limit: int = MAX_READ, what: str = "f
 def read_text(path: str | os.PathLike, *, limit: int = MAX_READ, what: str = "file",
               error: type[Exception] = UsageError) -> str:
     """:func:`read_bytes` decoded as UTF-8 (undecodable bytes replaced)."""
-    return read_bytes(path, limit=limit, what=what, error=error).decode("utf-8", errors="replace")
+    return read_bytes(path, limit=limit, what=what, error=error).decode(errors="replace")  # UTF-8, the default
 
 
 def parse_json(text: str | bytes, max_depth: int | None = None) -> Any:
@@ -153,7 +153,7 @@ def write_atomic(path: str | os.PathLike, data: str | bytes, *, mode: int | None
 def _replace(folder: str, target: str, data: str | bytes, mode: int) -> None:
     """Write ``data`` to an exclusively created temporary file in ``folder`` with ``mode``, then rename it
     over ``target``. Raises OSError; the temporary file is gone either way."""
-    raw = data.encode("utf-8") if isinstance(data, str) else data
+    raw = data.encode() if isinstance(data, str) else data  # UTF-8, the default
     tmp, fd = exclusive_temp(folder, os.path.basename(target), 0o600)
     try:
         try:
@@ -170,8 +170,10 @@ def _replace(folder: str, target: str, data: str | bytes, mode: int) -> None:
 
 def exclusive_temp(folder: str, base: str, mode: int) -> tuple[str, int]:
     """(path, descriptor) of a new file in ``folder`` under a random name made from ``base``, created with
-    O_EXCL and O_NOFOLLOW: a file or link planted at any name is never opened. Raises OSError."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    O_EXCL: a file or link planted at any name is never opened (POSIX open(): with O_CREAT and O_EXCL a symbolic
+    link at the name fails with EEXIST, whatever it points to). Not inherited by children (PEP 446). Raises
+    OSError."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
     for _ in range(16):
         tmp = os.path.join(folder, f".{base[:64]}.{os.urandom(8).hex()}.tmp")
         try:
@@ -247,7 +249,6 @@ def read_private(path: str | os.PathLike, *, limit: int = MAX_READ) -> tuple[byt
     """(contents, None) of a private file; (None, note) when it is absent (note None), not a regular
     file, a symlink, not owned by this user, open to others, or too large."""
     name = os.fspath(path)
-    folder_note = None
     try:
         folder_note = _private_problem(os.path.dirname(name) or ".", os.lstat(os.path.dirname(name) or "."),
                                        folder=True)
@@ -258,7 +259,7 @@ def read_private(path: str | os.PathLike, *, limit: int = MAX_READ) -> tuple[byt
     if folder_note:
         return None, folder_note
     try:
-        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))  # not inherited: PEP 446
     except FileNotFoundError:
         return None, None
     except OSError as exc:
@@ -292,7 +293,7 @@ def write_private(path: str | os.PathLike, data: str | bytes) -> str | None:
     try:
         st = os.lstat(name)
         if not stat.S_ISREG(st.st_mode):  # a symlink or FIFO planted at the name: do not replace it blindly
-            return f"{name} is {kind_of(st.st_mode) or 'a symlink'}; the cache was not written"
+            return f"{name} is {kind_of(st.st_mode)}; the cache was not written"  # never None: not regular
     except FileNotFoundError:
         pass
     except OSError as exc:

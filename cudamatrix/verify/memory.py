@@ -52,15 +52,16 @@ def cache_dir() -> Path:
 
 
 def _file_identity(path: str | None) -> list:
-    """(real path, size, mtime) of a file: a library replaced in place is a new environment."""
-    if not path:
-        return ["", -1, -1]
-    try:
-        real = os.path.realpath(path)
-        st = os.stat(real)
-        return [real, st.st_size, st.st_mtime_ns]
-    except OSError:
-        return [path, -1, -1]
+    """(real path, size, mtime) of a file: a library replaced in place is a new environment. A file that
+    cannot be read is (path, None, None): no real file has a null size."""
+    if path:
+        try:
+            real = os.path.realpath(path)
+            st = os.stat(real)
+            return [real, st.st_size, st.st_mtime_ns]
+        except OSError:
+            pass
+    return [path, None, None]
 
 
 def _machine_id() -> str:
@@ -75,25 +76,27 @@ def _machine_id() -> str:
 
 def fingerprint(environment: Environment, frameworks: str | list[str] = "all",
                 extra_env: dict[str, str] | None = None) -> str:
-    """A stable hash of what a verification result depends on (machine, driver, GPUs, packages, library files)."""
+    """A stable hash of what a verification result depends on (machine, driver, GPUs, packages, library files).
+
+    The hashed structure is a list in a fixed order, its unordered parts (GPUs, libraries) sorted by their JSON
+    text; every value is JSON-native (None for unknown), so nothing but the values themselves is hashed."""
     from cudamatrix import __version__
 
-    env_vars = {k: os.environ.get(k, "") for k in _ENV_KEYS}
-    env_vars.update({k: v for k, v in (extra_env or {}).items() if k in _ENV_KEYS})
+    extra = {k: v for k, v in (extra_env or {}).items() if k in _ENV_KEYS}
     d = environment.driver
-    data = {
-        "cudamatrix": __version__,
-        "machine": [os.uname().nodename if hasattr(os, "uname") else "", _machine_id()],
-        "driver": [d.version, d.status, d.cuda_version],
-        "gpus": sorted([g.uuid or "", g.name or "", g.compute_capability or ""] for g in environment.gpus),
-        "python": environment.python.executable,
-        "packages": sorted(environment.packages.items()),
-        "libraries": sorted([lib.path, lib.version or "", lib.loaded_first, *_file_identity(lib.path)[1:]]
-                            for lib in environment.libraries),
-        "env": env_vars,
-        "frameworks": frameworks if isinstance(frameworks, str) else sorted(frameworks),
-    }
-    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+    data = [
+        __version__,
+        os.uname().nodename if hasattr(os, "uname") else "", _machine_id(),
+        [d.version, d.status, d.cuda_version],
+        sorted(json.dumps([g.uuid, g.name, g.compute_capability]) for g in environment.gpus),
+        environment.python.executable,
+        sorted(environment.packages.items()),
+        sorted(json.dumps([lib.path, lib.version, lib.loaded_first, *_file_identity(lib.path)[1:]])
+               for lib in environment.libraries),
+        [extra.get(k, os.environ.get(k, "")) for k in _ENV_KEYS],
+        frameworks if isinstance(frameworks, str) else sorted(frameworks),
+    ]
+    return hashlib.sha256(json.dumps(data).encode()).hexdigest()
 
 
 def data_stamp(data_dir: str | None = None) -> str:
@@ -121,8 +124,7 @@ def fix_key(fingerprint_: str, request: list[str], data_dir: str | None = None, 
             gpus: list[str] | None = None, installer: str | None = None, mirror: str | None = None) -> str:
     """The key of a remembered "already consistent" answer: the environment, the request, the target
     flags (another --driver/--gpu is another question), installer and mirror, and the matrix files."""
-    parts = [fingerprint_, sorted(request), data_stamp(data_dir), driver or "", sorted(gpus or []),
-             installer or "", mirror or ""]
+    parts = [fingerprint_, sorted(request), data_stamp(data_dir), driver, sorted(gpus or []), installer, mirror]
     return "fix:" + hashlib.sha256(json.dumps(parts).encode()).hexdigest()
 
 
@@ -143,7 +145,8 @@ def _secret(create: bool, notes: list[str] | None) -> bytes | None:
 
 
 def _mac(secret: bytes, key: str, entry: dict) -> str:
-    body = json.dumps([key, {k: v for k, v in entry.items() if k != "mac"}], sort_keys=True, default=str)
+    # JSON-native values only: the entry is written with json.dumps as it is (store)
+    body = json.dumps([key, {k: v for k, v in entry.items() if k != "mac"}], sort_keys=True)
     return hmac.new(secret, body.encode(), hashlib.sha256).hexdigest()
 
 

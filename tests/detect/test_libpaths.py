@@ -13,20 +13,31 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from fakes import CUDNN_C, build_lib, child_env, run_cli
 from loader_cases import env_said, record, said
 
+from cudamatrix.detect import libpaths
+from cudamatrix.models import Environment, Framework, Library, LibraryLoad, Note
+
 TORCH_PY = os.environ.get("CUDAMATRIX_TORCH_CUDA_PYTHON")
 
 if not TORCH_PY and os.environ.get("CI") == "true":
     pytest.fail("CI=true but CUDAMATRIX_TORCH_CUDA_PYTHON is not set: .ci/run makes the torch CUDA venv",
                 pytrace=False)
-pytestmark = [pytest.mark.installs,
-              pytest.mark.skipif(not TORCH_PY, reason="CUDAMATRIX_TORCH_CUDA_PYTHON is not set (outside CI): "
-                                                      "run .ci/run, or point it at a venv with torch==2.14.1")]
+_TORCH_MARKS = [pytest.mark.installs,
+                pytest.mark.skipif(not TORCH_PY, reason="CUDAMATRIX_TORCH_CUDA_PYTHON is not set (outside CI): "
+                                                        "run .ci/run, or point it at a venv with torch==2.14.1")]
+
+
+def needs_torch(test):
+    """The tests that import the real torch CUDA wheel in a child (the in-process tests at the end need none)."""
+    for mark in _TORCH_MARKS:
+        test = mark(test)
+    return test
 
 # what the child prints: every mapped file after `import torch` (or after it failed)
 PROBE = ("import sys\ntry:\n    import torch\n    ok = 'imported'\nexcept BaseException as e:\n    ok = repr(e)\n"
@@ -90,6 +101,7 @@ def base_env(**extra: str) -> dict[str, str]:
                                         "LD_PRELOAD"))
 
 
+@needs_torch
 def test_plain_torch_maps_the_wheel_copies():
     wheel = os.path.realpath(os.path.join(site_packages(), "nvidia", "cudnn", "lib", "libcudnn.so.9"))
     result, maps = import_torch(base_env())
@@ -106,6 +118,7 @@ def test_plain_torch_maps_the_wheel_copies():
             assert x["path"] in maps, x
 
 
+@needs_torch
 def test_standin_on_ld_library_path_loses_to_the_rpath(standin):
     env = base_env(LD_LIBRARY_PATH=str(standin.parent))
     wheel = os.path.realpath(os.path.join(site_packages(), "nvidia", "cudnn", "lib", "libcudnn.so.9"))
@@ -127,6 +140,7 @@ def test_standin_on_ld_library_path_loses_to_the_rpath(standin):
     assert row["agree"] is True and row["mapped"] == wheel
 
 
+@needs_torch
 def test_standin_in_ld_preload_is_mapped_and_breaks_the_import(standin):
     env = base_env(LD_PRELOAD=str(standin))
     result, maps = import_torch(env)
@@ -161,14 +175,13 @@ print(json.dumps(decision.to_dict() if decision else None))
 
 
 def notebook(env: dict[str, str], *extra: str):
-    import sys
-
     out = subprocess.run([sys.executable, "-c", NOTEBOOK, TORCH_PY, *extra], env=env, capture_output=True, text=True,
                          timeout=300, cwd="/")
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@needs_torch
 def test_notebook_kernel_advice(standin):
     # nothing mapped yet, nothing on the path: nothing to do
     assert notebook(base_env()) is None
@@ -221,6 +234,7 @@ def cli(args: list[str], env: dict[str, str], python: str) -> tuple[int, dict]:
     return out.returncode, json.loads(out.stdout)["data"]
 
 
+@needs_torch
 def test_torch211_with_a_system_cudnn_first_on_the_path(system914):
     from realwheels import TORCH211_PY, site_packages
 
@@ -269,6 +283,7 @@ def test_torch211_with_a_system_cudnn_first_on_the_path(system914):
     assert again["env"] == {} and again["advice"][0].startswith("nothing to change")
 
 
+@needs_torch
 def test_torch2141_keeps_its_graph_but_not_its_engines_with_another_cudnn_on_the_path():
     from realwheels import TORCH211_PY, site_packages
 
@@ -294,3 +309,548 @@ def test_torch2141_keeps_its_graph_but_not_its_engines_with_another_cudnn_on_the
                                                          if m.startswith("MAP ") and soname in m)),
                said(data, "torch"), env_said(changes), loads[soname]["when"])
     assert changes["env"] == {"LD_LIBRARY_PATH": ""}
+
+
+# --- in this process: the library-path questions on Environments, and the prediction on a gcc-built layout ------
+# (fast; what the loader model itself decides is judged against /proc/self/maps in tests/detect/test_loader.py)
+
+WHEEL_DIR = "/v/site-packages/nvidia/cudnn/lib"
+WHEEL_SO = f"{WHEEL_DIR}/libcudnn.so.9"
+
+
+def _env(loads=(), libs=(), env_vars=None, origin="file") -> Environment:
+    env = Environment(origin=origin)
+    env.library_loads, env.libraries = list(loads), list(libs)
+    env.context.env = dict(env_vars or {})
+    return env
+
+
+def _load(path, rule="LD_LIBRARY_PATH", expected=WHEEL_SO, framework="torch", soname="libcudnn.so.9", **kw):
+    return LibraryLoad(framework, soname, path, rule, expected=expected, **kw)
+
+
+@pytest.mark.parametrize("a,b,same", [
+    ("9.19.0", "9.19.0.56", True), ("9.19.0.56", "9.19.0", True), ("9.19", "9.19.0", True), ("9", "9.1.0", True),
+    ("9.19.0", "9.19.1", False), ("9.1.0", "9.10.0", False), (None, "9.1.0", False), ("9.1.0", None, False),
+    ("unknown", "9.1.0", False), ("9.1.0", "", False),
+])
+def test_same_release(a, b, same):
+    assert libpaths.same_release(a, b) is same
+
+
+def test_cause_of_each_rule():
+    assert [libpaths.cause_of(r) for r in ("already loaded (LD_PRELOAD)", "LD_PRELOAD", "LD_LIBRARY_PATH",
+                                           "already loaded (an earlier import)", "DT_RPATH of libx.so",
+                                           "LD_LIBRARY_PATH of the caller", "ld.so cache")] == [
+        "LD_PRELOAD", "LD_PRELOAD", "LD_LIBRARY_PATH", "loaded earlier", "other", "other", "other"]
+
+
+def test_version_of_matches_the_path_or_its_real_path(tmp_path):
+    (tmp_path / "libcudnn.so.9.1.0").write_bytes(b"x")
+    (tmp_path / "libcudnn.so.9").symlink_to("libcudnn.so.9.1.0")
+    real = str(tmp_path / "libcudnn.so.9.1.0")
+    env = _env(libs=[Library(name="cudnn", soname="libcudnn.so.9", path=str(tmp_path / "libcudnn.so.9"),
+                             origin="LD_LIBRARY_PATH", version="9.1.0"),
+                     Library(name="cudnn", soname="libcudnn.so.9", path=WHEEL_SO, origin="wheel", version="9.24.0")])
+    assert libpaths.version_of(env, real) == "9.1.0"
+    assert libpaths.version_of(env, WHEEL_SO) == "9.24.0"
+    assert libpaths.version_of(env, "/elsewhere/libcudnn.so.9") is None
+    assert libpaths.version_of(env, None) is None and libpaths.version_of(env, "") is None
+
+
+def test_load_version_prefers_the_prediction_then_the_library_list():
+    env = _env(libs=[Library(name="cudnn", soname="libcudnn.so.9", path="/x/libcudnn.so.9", origin="LD_LIBRARY_PATH",
+                             version="9.1.0"),
+                     Library(name="cudnn", soname="libcudnn.so.9", path=WHEEL_SO, origin="wheel", version="9.24.0")])
+    load = _load("/x/libcudnn.so.9")
+    assert (libpaths.load_version(env, load), libpaths.load_version(env, load, expected=True)) == ("9.1.0", "9.24.0")
+    load.version, load.expected_version = "9.2.0", "9.3.0"
+    assert (libpaths.load_version(env, load), libpaths.load_version(env, load, expected=True)) == ("9.2.0", "9.3.0")
+
+
+def test_fill_versions_from_the_list_and_from_the_shim_of_the_folder():
+    """A cuDNN sub-library takes the version of its folder's shim (detect read it); a known version is kept."""
+    libs = [Library(name="cudnn", soname="libcudnn.so.9", path=WHEEL_SO, origin="wheel", version="9.24.0"),
+            Library(name="cudnn", soname="libcudnn.so.9", path="/x/libcudnn.so.9", origin="LD_LIBRARY_PATH",
+                    version="9.1.0"),
+            Library(name="cudart", soname="libcudart.so.13", path="/c/libcudart.so.13", origin="ldconfig",
+                    version="13.0")]
+    loads = [_load("/x/libcudnn_graph.so.9", soname="libcudnn_graph.so.9", expected=f"{WHEEL_DIR}/libcudnn_graph.so.9"),
+             _load("/x/libcudnn.so.9"),
+             _load("/c/libcudart.so.13", soname="libcudart.so.13", expected=None),
+             _load("/y/libcudnn_graph.so.9", soname="libcudnn_graph.so.9", expected=None),  # no shim read there
+             _load("/c/libcublas.so.13", soname="libcublas.so.13", expected=None),  # not an opener's family
+             _load("/x/libcudnn_graph.so.9", soname="libcudnn_graph.so.9", expected=None, version="9.9.9"),
+             _load(None, soname="libcudnn_graph.so.9", expected=None),  # not found: no file, no version
+             _load(None, soname="libcublas.so.13", expected=None)]
+    env = _env(loads, libs)
+    libpaths.fill_versions(env)
+    assert [(x.version, x.expected_version) for x in env.library_loads] == [
+        ("9.1.0", "9.24.0"), ("9.1.0", "9.24.0"), ("13.0", None), (None, None), (None, None), ("9.9.9", None),
+        (None, None), (None, None)]
+
+
+def test_wrong_loads_keep_only_another_release_of_another_file():
+    loads = [_load(None), _load(WHEEL_SO), _load("/x/libcudnn.so.9", expected=None),
+             _load("/same/libcudnn.so.9", version="9.24.0.43", expected_version="9.24.0"),
+             _load("/old/libcudnn.so.9", version="9.1.0", expected_version="9.24.0"),
+             _load("/pre/libcudnn.so.9", rule="already loaded (LD_PRELOAD)"),
+             _load("/earlier/libcudnn.so.9", rule="already loaded (an earlier import)", version="9.1.0")]
+    env = _env(loads)
+    wrong = libpaths.wrong_loads(env)
+    assert [(w.load.path, w.cause, w.version, w.expected_version, w.known_different) for w in wrong] == [
+        ("/old/libcudnn.so.9", "LD_LIBRARY_PATH", "9.1.0", "9.24.0", True),
+        ("/pre/libcudnn.so.9", "LD_PRELOAD", None, None, False),
+        ("/earlier/libcudnn.so.9", "loaded earlier", "9.1.0", None, False)]
+    assert libpaths.wrong_loads(env, loads[4:5]) == wrong[:1]
+    assert libpaths.wrong_loads(env, []) == []
+
+
+def test_winner_folder_is_where_the_search_found_the_file():
+    assert libpaths.winner_folder(_load("/real/libcudnn.so.9.1.0", found_as="/link/libcudnn.so.9")) == "/link"
+    assert libpaths.winner_folder(_load("/real/libcudnn.so.9.1.0")) == "/real"
+    assert libpaths.winner_folder(_load(None)) == ""
+
+
+def test_grouped_by_framework_cause_and_winner_in_first_seen_order():
+    w = [libpaths.WrongLoad(_load("/a/libcudnn.so.9"), "LD_LIBRARY_PATH", None, None),
+         libpaths.WrongLoad(_load("/p/libcudnn.so.9", found_as="/a/libcudnn.so.9"), "LD_PRELOAD", None, None),
+         libpaths.WrongLoad(_load("/a/libcublas.so.13", soname="libcublas.so.13"), "LD_LIBRARY_PATH", None, None),
+         libpaths.WrongLoad(_load("/a/libcudnn.so.9", framework="jax"), "LD_LIBRARY_PATH", None, None),
+         libpaths.WrongLoad(_load("/b/x/../libcudnn.so.9"), "LD_LIBRARY_PATH", None, None),
+         libpaths.WrongLoad(_load("/q/libcudnn.so.9", found_as="/p/libcudnn.so.9"), "LD_PRELOAD", None, None),
+         libpaths.WrongLoad(_load(None, found_as=None), "LD_PRELOAD", None, None),
+         libpaths.WrongLoad(_load("/p/libcublas.so.13", soname="libcublas.so.13"), "LD_PRELOAD", None, None),
+         libpaths.WrongLoad(_load(None, found_as=None, soname="libcublas.so.13"), "LD_PRELOAD", None, None)]
+    assert [[x.load.path for x in g] for g in libpaths.grouped(w)] == [
+        ["/a/libcudnn.so.9", "/a/libcublas.so.13"], ["/p/libcudnn.so.9"], ["/a/libcudnn.so.9"],
+        ["/b/x/../libcudnn.so.9"], ["/q/libcudnn.so.9"], [None, None], ["/p/libcublas.so.13"]]
+
+
+def test_cudnn_mapped_is_the_framework_s_shim_with_a_path():
+    loads = [_load(None, framework="torch"), _load("/g/libcudnn_graph.so.9", soname="libcudnn_graph.so.9"),
+             _load("/t/libcudnn.so.90", soname="libcudnn.so.9x"), _load("/j/libcudnn.so.9", framework="jax"),
+             _load("/t/libcudnn.so.9")]
+    env = _env(loads)
+    assert libpaths.cudnn_mapped(env, "torch") is loads[4]
+    assert libpaths.cudnn_mapped(env, "jax") is loads[3]
+    assert libpaths.cudnn_mapped(env, "tensorflow") is None
+
+
+@pytest.mark.parametrize("current,bad,kept", [
+    ("/opt/x:/keep", {"/opt/x"}, "/keep"),
+    ("/keep:/opt/x", {"/opt/x"}, "/keep"),
+    ("/keep;/opt/x/:/also", {"/opt/x"}, "/keep;/also"),
+    ("/a;/b:/opt/x", {"/opt/x"}, "/a;/b"),
+    ("/opt/x:/a;/b", {"/opt/x"}, "/a;/b"),
+    ("/a:/opt/x:/b;/c", {"/opt/x"}, "/a:/b;/c"),
+    ("/a;;/opt/x;/b", {"/opt/x"}, "/a;/b"),
+    ("/opt/x", {"/opt/x"}, ""),
+    ("::/opt/x::/keep:", {"/opt/x"}, "/keep"),
+    ("/keep:/other", {"/opt/x"}, None),
+    ("", {"/opt/x"}, None), (None, {"/opt/x"}, None), ("/opt/x", set(), None),
+])
+def test_without_folders(current, bad, kept):
+    assert libpaths._without_folders(current, bad) == kept
+
+
+def test_without_files(tmp_path):
+    (tmp_path / "real.so").write_bytes(b"x")
+    (tmp_path / "link.so").symlink_to("real.so")
+    real, link = str(tmp_path / "real.so"), str(tmp_path / "link.so")
+    assert libpaths._without_files(f"{link} /keep.so", {real}) == "/keep.so"  # resolved
+    assert libpaths._without_files("/bad.so:/keep.so  /k2.so", {"/bad.so"}) == "/keep.so /k2.so"
+    assert libpaths._without_files("/bad.so", {"/bad.so"}) == ""
+    assert libpaths._without_files("/keep.so", {"/bad.so"}) is None
+    assert libpaths._without_files("", {"/bad.so"}) is None and libpaths._without_files("/bad.so", set()) is None
+
+
+def test_library_path_fix_changes_only_what_makes_a_wrong_load():
+    loads = [_load("/opt/x/libcudnn.so.9.1.0", found_as="/opt/x/libcudnn.so.9", version="9.1.0",
+                   expected_version="9.24.0"),
+             _load("/pre/libcudnn_graph.so.9", soname="libcudnn_graph.so.9", rule="already loaded (LD_PRELOAD)",
+                   version="9.1.0", expected_version="9.24.0")]
+    env = _env(loads, env_vars={"LD_LIBRARY_PATH": "/opt/x/:/keep", "LD_PRELOAD": "/pre/libcudnn_graph.so.9 /k.so"})
+    assert libpaths.library_path_fix(env) == {"LD_LIBRARY_PATH": "/keep", "LD_PRELOAD": "/k.so"}
+    env.context.env = {"LD_LIBRARY_PATH": "/keep"}
+    assert libpaths.library_path_fix(env) == {}
+    loads[0].expected_version = loads[1].expected_version = "9.1.0"  # the same release: nothing to change
+    env.context.env = {"LD_LIBRARY_PATH": "/opt/x", "LD_PRELOAD": "/pre/libcudnn_graph.so.9"}
+    assert libpaths.library_path_fix(env) == {}
+
+
+def test_file_version_from_the_name_then_the_wheel_record():
+    versions = {"/w/libcublas.so.13": "13.1.0.3"}
+    assert libpaths.file_version("/x/libcudnn.so.9.1.0", versions) == "9.1.0"
+    assert libpaths.file_version("/x/libcudnn_graph.so.9.24.0.1", {}) == "9.24.0.1"
+    assert libpaths.file_version("/w/libcublas.so.13", versions) == "13.1.0.3"
+    assert libpaths.file_version("/x/libcudnn.so.9", versions) is None
+    assert libpaths.file_version("/x/libcudnn.so.9.1.0.txt", {}) is None
+    assert libpaths.file_version(None, versions) is None and libpaths.file_version("", versions) is None
+
+
+def test_read_text(tmp_path):
+    (tmp_path / "t").write_bytes(b"abc\xffdef")
+    assert libpaths.read_text(str(tmp_path / "t")) == "abc\ufffddef"
+    assert libpaths.read_text(str(tmp_path / "t"), 2) == "ab"
+    assert libpaths.read_text(str(tmp_path / "missing")) == ""
+    assert libpaths.read_text(str(tmp_path)) == ""  # a folder
+
+
+def _record_wheel(sp: Path, dist: str, lines: list[str]) -> None:
+    info = sp / f"{dist}.dist-info"
+    info.mkdir(parents=True)
+    (info / "RECORD").write_text("".join(f"{line},sha256=x,1\n" for line in lines))
+
+
+def test_wheel_versions_reads_the_records_of_nvidia_wheels(tmp_path, monkeypatch):
+    from cudamatrix.detect import recipes
+
+    real = tmp_path / "real-site"
+    _record_wheel(real, "nvidia_cudnn_cu12-9.3.0.75", ["nvidia/cudnn/lib/libcudnn.so.9", "nvidia/cudnn/__init__.py",
+                                                       "../../bin/libx.so", "nvidia/cudnn/include/cudnn.h"])
+    _record_wheel(real, "nvidia_cudnn_cu13-9.24.0.43", ["nvidia/cudnn/lib/libcudnn.so.9",
+                                                        "nvidia/cudnn/lib/libcudnn_graph.so.9"])
+    _record_wheel(real, "torch-2.14.1", ["torch/lib/libtorch.so"])  # not an nvidia wheel
+    (real / "nvidia_nccl_cu12-2.21.5.dist-info").mkdir()  # no RECORD
+    (tmp_path / "site").symlink_to(real)
+    recipes.forget_listings()
+    assert libpaths.wheel_versions([str(tmp_path / "site"), str(tmp_path / "none")]) == {
+        f"{real}/nvidia/cudnn/lib/libcudnn.so.9": "9.3.0.75",  # the first RECORD by name wins
+        f"{real}/nvidia/cudnn/lib/libcudnn_graph.so.9": "9.24.0.43"}
+
+
+@pytest.mark.slow
+def test_wheel_versions_reads_a_record_up_to_4_mib(tmp_path):
+    from cudamatrix.detect import recipes
+
+    filler = [f"nvidia/cublas/include/header_{i:07d}.h" for i in range(60000)]  # about 2.7 MB of lines
+    _record_wheel(tmp_path, "nvidia_cublas_cu12-12.8.4.1", filler + ["nvidia/cublas/lib/libcublas.so.12"])
+    _record_wheel(tmp_path, "nvidia_cufft_cu12-11.3.3.83", filler * 2 + ["nvidia/cufft/lib/libcufft.so.11"])
+    recipes.forget_listings()
+    assert libpaths.wheel_versions([str(tmp_path)]) == {f"{tmp_path}/nvidia/cublas/lib/libcublas.so.12": "12.8.4.1"}
+
+
+def test_reconcile_notes_replace_the_search_order_notes_of_predicted_sonames():
+    loads = [_load("/w/libcudnn.so.9", rule="DT_RUNPATH of libx.so", framework="tensorflow"),
+             _load(None, rule="not found", framework="jax"),
+             _load("/w/libcudart.so.12", soname="libcudart.so.12", rule="LD_LIBRARY_PATH")]
+    notes = [Note("loader", "libcudnn.so.9: /a/libcudnn.so.9 is loaded first and shadows /b/libcudnn.so.9", "warning"),
+             Note("loader", "libcudnn.so.9: another note on it", "warning"),
+             Note("loader", "libnccl.so.2: /a/libnccl.so.2 is loaded first", "warning"),
+             Note("ldconfig", "libcudart.so.12: something else", "info"),
+             Note("loader", "libcudart.so.12: /x shadows /y", "warning"),
+             Note("loader", "libnccl.so.2: /c:d/libnccl.so.2 is loaded first", "warning"),
+             Note("loader", "libcudart.so.12: /p:q/libcudart.so.12 is loaded first", "warning")]  # said already
+    assert libpaths.reconcile_notes(notes, loads) == [
+        Note("loader", "libcudnn.so.9: tensorflow maps /w/libcudnn.so.9 (DT_RUNPATH of libx.so)", "info"),
+        Note("loader", "libcudnn.so.9: jax maps nothing (not found) (not found)", "info"),
+        notes[2], notes[3],
+        Note("loader", "libcudart.so.12: torch maps /w/libcudart.so.12 (LD_LIBRARY_PATH)", "info"), notes[5]]
+
+
+# --- predict_loads on a TensorFlow layout built with gcc (the recipe: _pywrap_tensorflow_internal.so, then
+# libtensorflow_framework.so.2 dlopens libcudart.so.<major> and libcudnn.so.<major> under its DT_RUNPATH)
+
+def _so(folder: Path, name: str, soname: str, *flags: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "x.c").write_text("int f(void) { return 0; }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", f"-Wl,-soname,{soname}", "-o", name, "x.c", *flags], cwd=folder,
+                   check=True, capture_output=True, timeout=60)
+    return folder / name
+
+
+@pytest.fixture(scope="module")
+def tf_layout(tmp_path_factory) -> dict[str, Path]:
+    if shutil.which("gcc") is None:
+        pytest.skip("needs gcc")
+    t = tmp_path_factory.mktemp("tf")
+    sp = t / "site-packages"
+    p = {"sp": sp, "other": t / "other"}
+    p["cudnn"] = _so(sp / "nvidia/cudnn/lib", "libcudnn.so.9", "libcudnn.so.9")
+    p["cudart"] = _so(sp / "nvidia/cuda_runtime/lib", "libcudart.so.12", "libcudart.so.12")
+    _record_wheel(sp, "nvidia_cudnn_cu12-9.3.0.75", ["nvidia/cudnn/lib/libcudnn.so.9"])
+    _record_wheel(sp, "nvidia_cuda_runtime_cu12-12.5.82", ["nvidia/cuda_runtime/lib/libcudart.so.12"])
+    p["framework"] = _so(sp / "tensorflow", "libtensorflow_framework.so.2", "libtensorflow_framework.so.2",
+                         "-Wl,--enable-new-dtags,-rpath,$ORIGIN/../nvidia/cudnn/lib:$ORIGIN/../nvidia/cuda_runtime/lib")
+    _so(sp / "tensorflow/python", "_pywrap_tensorflow_internal.so", "_pywrap_tensorflow_internal.so",
+        f"-L{sp / 'tensorflow'}", "-Wl,--no-as-needed", "-l:libtensorflow_framework.so.2",
+        "-Wl,--enable-new-dtags,-rpath,$ORIGIN/..")
+    p["standin"] = _so(t / "other", "libcudnn.so.9.1.0", "libcudnn.so.9")
+    (t / "other" / "libcudnn.so.9").symlink_to("libcudnn.so.9.1.0")
+    return p
+
+
+TF = Framework(name="tensorflow", version="2.18.0", cuda="12.5", cudnn="9.3.0")
+
+
+def _by_soname(loads: list[LibraryLoad]) -> dict[str, LibraryLoad]:
+    return {x.soname: x for x in loads if x.framework == "tensorflow"}
+
+
+def test_predict_loads_of_an_undisturbed_layout(tf_layout):
+    notes: list = []
+    loads = libpaths.predict_loads([Framework(name="mxnet", version="1.9.1"), TF], [str(tf_layout["sp"])],
+                                   sys.executable, {"PATH": "/usr/bin"}, [], notes=notes)
+    got = _by_soname(loads)
+    cudnn, cudart = got["libcudnn.so.9"], got["libcudart.so.12"]
+    assert (cudnn.path, cudnn.version, cudnn.expected, cudnn.when, cudnn.how) == (
+        str(tf_layout["cudnn"]), "9.3.0.75", None, "first use", "dlopen")
+    assert cudnn.rule == "DT_RUNPATH of libtensorflow_framework.so.2"
+    assert cudnn.requested_by == str(tf_layout["framework"])
+    assert (cudart.path, cudart.version, cudart.expected) == (str(tf_layout["cudart"]), "12.5.82", None)
+    assert {x.framework for x in loads} == {"tensorflow"}  # mxnet is not modelled
+    assert not any(x.soname.startswith("libtensorflow") for x in loads)  # not the CUDA stack
+
+
+def test_predict_loads_names_the_framework_s_own_copy_when_ld_library_path_wins(tf_layout):
+    other = tf_layout["other"]
+    loads = libpaths.predict_loads([TF], [str(tf_layout["sp"])], sys.executable,
+                                   {"LD_LIBRARY_PATH": str(other)}, [])
+    cudnn = _by_soname(loads)["libcudnn.so.9"]
+    assert (cudnn.path, cudnn.rule, cudnn.version, cudnn.found_as) == (
+        str(other / "libcudnn.so.9.1.0"), "LD_LIBRARY_PATH", "9.1.0", str(other / "libcudnn.so.9"))
+    assert (cudnn.expected, cudnn.expected_rule, cudnn.expected_version) == (
+        str(tf_layout["cudnn"]), "DT_RUNPATH of libtensorflow_framework.so.2", "9.3.0.75")
+    cudart = _by_soname(loads)["libcudart.so.12"]
+    assert (cudart.path, cudart.expected) == (str(tf_layout["cudart"]), None)  # the same file either way
+    env = _env(loads, env_vars={"LD_LIBRARY_PATH": str(other)})
+    assert libpaths.library_path_fix(env) == {"LD_LIBRARY_PATH": ""}
+
+
+def test_predict_loads_with_a_library_already_mapped(tf_layout):
+    standin = str(tf_layout["standin"])
+    loads = libpaths.predict_loads([TF], [str(tf_layout["sp"])], sys.executable, {}, [], mapped=[standin])
+    cudnn = _by_soname(loads)["libcudnn.so.9"]
+    assert cudnn.path == standin and cudnn.rule.startswith("already loaded")
+    assert cudnn.expected == str(tf_layout["cudnn"])
+    # no program known: the mapped shim is the link map's first object, and it still opens its sub-libraries
+    loads = _by_soname(libpaths.predict_loads([TF], [str(tf_layout["sp"])], None, {}, [], mapped=[standin]))
+    assert (loads["libcudnn_graph.so.9"].requested_by, loads["libcudnn.so.9"].path) == (standin, standin)
+    maps = f"7f00-7f01 r-xp 00000000 08:01 42 {standin}\n7f02-7f03 r--p 00000000 00:00 0 [heap]\n"
+    env = _env(origin="live")
+    env.frameworks, env.python.site_packages, env.python.executable = [TF], [str(tf_layout["sp"])], sys.executable
+    again = _by_soname(libpaths.in_process_loads(env, maps_text=maps))["libcudnn.so.9"]
+    assert (again.path, again.expected) == (standin, str(tf_layout["cudnn"]))
+
+
+def test_after_change_predicts_again_only_for_a_live_environment(tf_layout, monkeypatch):
+    other = str(tf_layout["other"])
+    env = _env(origin="live")
+    env.frameworks, env.python.site_packages, env.python.executable = [TF], [str(tf_layout["sp"])], sys.executable
+    monkeypatch.setenv("LD_LIBRARY_PATH", other)
+    monkeypatch.delenv("LD_PRELOAD", raising=False)
+    left = libpaths.after_change(env, {})
+    assert [(w.load.soname, w.cause) for w in left] == [("libcudnn.so.9", "LD_LIBRARY_PATH")]
+    assert libpaths.after_change(env, {"LD_LIBRARY_PATH": ""}) == []
+    monkeypatch.delenv("LD_LIBRARY_PATH")
+    assert [w.load.path for w in libpaths.after_change(env, {"LD_LIBRARY_PATH": other})] == [
+        str(tf_layout["other"] / "libcudnn.so.9.1.0")]
+    env.origin = "file"
+    assert libpaths.after_change(env, {}) is None
+    env.origin, env.python.site_packages = "live", []
+    assert libpaths.after_change(env, {}) is None
+
+
+def test_soname_of_a_file(tf_layout, tmp_path):
+    assert libpaths._soname(str(tf_layout["other"] / "libcudnn.so.9.1.0")) == "libcudnn.so.9"
+    (tmp_path / "libplain.so.3").write_text("not ELF")
+    assert libpaths._soname(str(tmp_path / "libplain.so.3")) == "libplain.so.3"
+    assert libpaths._soname(None) is None
+
+
+# --- the same on a torch layout: libtorch_global_deps.so cannot load alone (it needs libcudart.so.12, which no
+# search finds), so the recipe preloads the nvidia/* libraries by path, as torch/__init__.py's list names them
+
+TORCH_INIT = '''def _load_global_deps():
+    _preload_cuda_deps(required=False)
+
+
+def _preload_cuda_deps(required):
+    cuda_libs = {
+        "cuda_runtime": "libcudart.so.*[0-9]",
+        "cudnn": "libcudnn.so.*[0-9]",
+        "cublas": "libcublas.so.*[0-9]",
+    }
+
+
+def _other():
+    pass
+'''
+
+
+@pytest.fixture(scope="module")
+def torch_layout(tmp_path_factory) -> dict[str, Path]:
+    if shutil.which("gcc") is None:
+        pytest.skip("needs gcc")
+    sp = tmp_path_factory.mktemp("torch") / "site-packages"
+    p = {"sp": sp}
+    p["cudart"] = _so(sp / "nvidia/cuda_runtime/lib", "libcudart.so.12", "libcudart.so.12")
+    p["cudnn"] = _so(sp / "nvidia/cudnn/lib", "libcudnn.so.9", "libcudnn.so.9")
+    # named by its release, as the pattern "libcublas.so.*[0-9]" also finds: the SONAME names the load
+    p["cublas"] = _so(sp / "nvidia/cublas/lib", "libcublas.so.12.8.4.1", "libcublas.so.12")
+    _record_wheel(sp, "nvidia_cublas_cu12-12.8.4.1", ["nvidia/cublas/lib/libcublas.so.12.8.4.1"])
+    lib = sp / "torch/lib"
+    p["deps"] = _so(lib, "libtorch_global_deps.so", "libtorch_global_deps.so", f"-L{p['cudart'].parent}",
+                    f"-L{p['cudnn'].parent}", "-Wl,--no-as-needed", "-l:libcudart.so.12", "-l:libcudnn.so.9")
+    p["torch_cuda"] = _so(lib, "libtorch_cuda.so", "libtorch_cuda.so", f"-L{p['cudnn'].parent}", "-Wl,--no-as-needed",
+                          "-l:libcudnn.so.9", "-Wl,--disable-new-dtags,-rpath,$ORIGIN/../../nvidia/cudnn/lib")
+    _so(sp / "torch", "_C.cpython-311-x86_64-linux-gnu.so", "_C.so", f"-L{lib}", "-Wl,--no-as-needed",
+        "-l:libtorch_cuda.so", "-Wl,--disable-new-dtags,-rpath,$ORIGIN/lib")
+    (sp / "torch/__init__.py").write_text(TORCH_INIT)
+    return p
+
+
+def test_predict_loads_keeps_by_path_loads_only_where_no_request_by_name_decides(torch_layout):
+    torch = Framework(name="torch", version="2.14.1", cuda="12.8")
+    loads = {x.soname: x for x in libpaths.predict_loads([torch], [str(torch_layout["sp"])], sys.executable, {}, [])}
+    assert set(loads) == {"libcudart.so.12", "libcudnn.so.9", "libcublas.so.12"}
+    cublas = loads["libcublas.so.12"]  # loaded by path only: that load decides
+    assert (cublas.path, cublas.how, cublas.version, cublas.requested_by) == (
+        str(torch_layout["cublas"]), "preload", "12.8.4.1", None)
+    # preloaded by path, then asked for by name by libtorch_global_deps.so and libtorch_cuda.so: the first request
+    # by name decides
+    cudnn = loads["libcudnn.so.9"]
+    assert (cudnn.path, cudnn.how, cudnn.requested_by) == (
+        str(torch_layout["cudnn"]), "DT_NEEDED", str(torch_layout["deps"]))
+    assert cudnn.rule.startswith("already loaded")
+    cudart = loads["libcudart.so.12"]
+    assert (cudart.path, cudart.how, cudart.requested_by) == (
+        str(torch_layout["cudart"]), "DT_NEEDED", str(torch_layout["deps"]))
+
+
+@pytest.mark.slow
+def test_in_process_loads_reads_this_process_s_maps(tmp_path):
+    """A library this process has mapped (dlopened here, from a folder whose name holds a space) answers first
+    for its SONAME. The SONAME is one no other test uses, so the rest of the run is unaffected."""
+    import ctypes
+
+    if shutil.which("gcc") is None:
+        pytest.skip("needs gcc")
+    sp = tmp_path / "site-packages"
+    wheel = _so(sp / "nvidia/cufile/lib", "libcufile_mutb.so.1", "libcufile_mutb.so.1")
+    _so(sp / "tensorflow", "libtensorflow_framework.so.2", "libtensorflow_framework.so.2", f"-L{wheel.parent}",
+        "-Wl,--no-as-needed", "-l:libcufile_mutb.so.1", "-Wl,--enable-new-dtags,-rpath,$ORIGIN/../nvidia/cufile/lib")
+    _so(sp / "tensorflow/python", "_pywrap_tensorflow_internal.so", "_pywrap_tensorflow_internal.so",
+        f"-L{sp / 'tensorflow'}", "-Wl,--no-as-needed", "-l:libtensorflow_framework.so.2",
+        "-Wl,--enable-new-dtags,-rpath,$ORIGIN/..")
+    mapped = _so(tmp_path / "a folder", "libcufile_mutb.so.1", "libcufile_mutb.so.1")
+    env = _env(origin="live")
+    env.frameworks, env.python.site_packages, env.python.executable = [TF], [str(sp)], sys.executable
+    before = _by_soname(libpaths.in_process_loads(env))["libcufile_mutb.so.1"]
+    assert (before.path, before.rule) == (str(wheel), "DT_RUNPATH of libtensorflow_framework.so.2")
+    ctypes.CDLL(str(mapped))
+    maps = open("/proc/self/maps").read()
+    assert str(mapped) in maps and any(len(line.split()) == 5 for line in maps.splitlines())  # anonymous ones
+    after = _by_soname(libpaths.in_process_loads(env))["libcufile_mutb.so.1"]
+    assert (after.path, after.expected) == (str(mapped), str(wheel)) and after.rule.startswith("already loaded")
+
+
+def test_in_process_loads_of_a_given_maps_text(tf_layout, tmp_path):
+    """The mapped cuDNN shim (9.1.0 by its file name) is the link map's first object, and as an opener it opens
+    its sub-libraries (none beside it here: not found); a mapped file that is not ELF is no object."""
+    standin = str(tf_layout["standin"])
+    (tmp_path / "libnotelf.so").write_text("not ELF\n")
+    env = _env(origin="live")
+    env.frameworks, env.python.site_packages, env.python.executable = [TF], [str(tf_layout["sp"])], sys.executable
+    maps = (f"7f00-7f01 r-xp 00000000 08:01 42 {standin}\n"
+            "7f02-7f03 rw-p 00000000 00:00 0\n"  # an anonymous mapping: five fields
+            f"7f04-7f05 r--p 00000000 08:01 43 {tmp_path / 'libnotelf.so'}\n"
+            "7f06-7f07 r--p 00000000 08:01 44 /usr/lib/locale/locale-archive\n")
+    loads = _by_soname(libpaths.in_process_loads(env, maps_text=maps))
+    got = loads["libcudnn.so.9"]
+    assert (got.path, got.expected) == (standin, str(tf_layout["cudnn"]))
+    graph = loads["libcudnn_graph.so.9"]
+    assert (graph.path, graph.requested_by, graph.how) == (None, standin, "dlopen")
+    assert _by_soname(libpaths.in_process_loads(env, maps_text=""))["libcudnn.so.9"].path == str(tf_layout["cudnn"])
+
+
+@pytest.mark.slow
+def test_the_interpreter_s_own_dt_rpath_is_part_of_the_search(tf_layout, tmp_path, monkeypatch):
+    """A Python whose binary carries DT_RPATH (conda's names its lib folder) serves a library that a framework
+    object without a path of its own opens, ahead of LD_LIBRARY_PATH; a plain interpreter does not."""
+    if shutil.which("gcc") is None:
+        pytest.skip("needs gcc")
+    sp = tmp_path / "site-packages"
+    wheel = _so(sp / "nvidia/cudnn/lib", "libcudnn.so.9", "libcudnn.so.9")
+    _record_wheel(sp, "nvidia_cudnn_cu12-9.3.0.75", ["nvidia/cudnn/lib/libcudnn.so.9"])
+    _so(sp / "tensorflow", "libtensorflow_framework.so.2", "libtensorflow_framework.so.2")  # no path of its own
+    _so(sp / "tensorflow/python", "_pywrap_tensorflow_internal.so", "_pywrap_tensorflow_internal.so",
+        f"-L{sp / 'tensorflow'}", "-Wl,--no-as-needed", "-l:libtensorflow_framework.so.2",
+        "-Wl,--enable-new-dtags,-rpath,$ORIGIN/..")
+    standin = _so(tmp_path / "other", "libcudnn.so.9", "libcudnn.so.9")  # no version in its name
+    (tmp_path / "python.c").write_text("int main(void) { return 0; }\n")
+    subprocess.run(["gcc", "-o", "python", "python.c", f"-Wl,--disable-new-dtags,-rpath,{wheel.parent}"],
+                   cwd=tmp_path, check=True, capture_output=True, timeout=60)
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(standin.parent))
+    monkeypatch.delenv("LD_PRELOAD", raising=False)
+    env = _env(origin="live")
+    env.frameworks, env.python.site_packages = [TF], [str(sp)]
+    env.python.executable = str(tmp_path / "python")
+    assert libpaths.after_change(env, {}) == []
+    got = _by_soname(libpaths.in_process_loads(env, maps_text=""))
+    assert (got["libcudnn.so.9"].path, got["libcudnn.so.9"].expected, got["libcudnn.so.9"].version) == (
+        str(wheel), None, "9.3.0.75")
+    assert (got["libcudart.so.12"].path, got["libcudart.so.12"].rule) == (None, "not found")  # a failed load is one
+    # where the framework's own DT_RUNPATH names the wheel, the stand-in (no version known) wins by LD_LIBRARY_PATH
+    env.python.site_packages = [str(tf_layout["sp"])]
+    [wrong] = libpaths.after_change(env, {})
+    assert (wrong.load.path, wrong.cause, wrong.version, wrong.expected_version) == (
+        str(standin), "LD_LIBRARY_PATH", None, "9.3.0.75")
+
+
+def test_predict_loads_without_ld_preload_for_the_framework_s_own_choice(tf_layout):
+    standin = str(tf_layout["standin"])
+    cudnn = _by_soname(libpaths.predict_loads([TF], [str(tf_layout["sp"])], sys.executable,
+                                              {"LD_PRELOAD": standin}, []))["libcudnn.so.9"]
+    assert (cudnn.path, cudnn.rule, cudnn.expected) == (standin, "already loaded (LD_PRELOAD)", str(tf_layout["cudnn"]))
+
+
+def test_a_relative_ld_library_path_entry_is_taken_from_the_given_folder(tf_layout):
+    root = tf_layout["other"].parent
+    cudnn = _by_soname(libpaths.predict_loads([TF], [str(tf_layout["sp"])], sys.executable,
+                                              {"LD_LIBRARY_PATH": "other"}, [], cwd=str(root)))["libcudnn.so.9"]
+    assert (cudnn.path, cudnn.expected) == (str(tf_layout["standin"]), str(tf_layout["cudnn"]))
+
+
+def test_two_frameworks_are_predicted_side_by_side(tf_layout, torch_layout):
+    torch = Framework(name="torch", version="2.14.1", cuda="12.8")
+    loads = libpaths.predict_loads([torch, TF], [str(torch_layout["sp"]), str(tf_layout["sp"])], sys.executable,
+                                   {}, [])
+    assert {(x.framework, x.soname) for x in loads} >= {("torch", "libcublas.so.12"), ("tensorflow", "libcudnn.so.9")}
+
+
+@pytest.mark.slow
+def test_an_opener_of_unknown_version_is_a_note(tf_layout, tmp_path):
+    standin = _so(tmp_path / "plain", "libcudnn.so.9", "libcudnn.so.9")  # no version in its name or a RECORD
+    notes: list = [Note("loader", "an earlier note")]
+    loads = libpaths.predict_loads([TF], [str(tf_layout["sp"])], sys.executable,
+                                   {"LD_LIBRARY_PATH": str(standin.parent)}, [], notes=notes)
+    assert _by_soname(loads)["libcudnn.so.9"].path == str(standin)
+    assert notes[0] == Note("loader", "an earlier note") and Note(
+        "loader", "libcudnn.so.9: its version is unknown, so the libraries it opens are not predicted",
+        "warning") in notes[1:]
+
+
+@pytest.mark.slow
+def test_a_preloaded_file_that_cannot_load_is_a_failed_load_under_its_name(torch_layout, tmp_path):
+    """A broken wheel file (not ELF) that torch preloads by path: the load fails; it is named by its file name."""
+    sp = tmp_path / "site-packages"
+    shutil.copytree(torch_layout["sp"], sp, symlinks=True)
+    broken = sp / "nvidia/cublas/lib/libcublas.so.12.8.4.1"
+    broken.unlink()
+    (sp / "nvidia/cublas/lib/libcublas.so.12").write_text("not an ELF object\n")
+    torch = Framework(name="torch", version="2.14.1", cuda="12.8")
+    loads = {x.soname: x for x in libpaths.predict_loads([torch], [str(sp)], sys.executable, {}, [])}
+    assert (loads["libcublas.so.12"].path, loads["libcublas.so.12"].how) == (None, "preload")
+
+
+def test_in_process_loads_where_proc_self_maps_cannot_be_read(tf_layout, monkeypatch):
+    """Without /proc (another OS, a hardened container) nothing counts as mapped: the prediction is the plain one."""
+    def no_proc(path, *args, **kwargs):
+        raise FileNotFoundError(2, "No such file or directory", path)
+
+    env = _env(origin="live")
+    env.frameworks, env.python.site_packages, env.python.executable = [TF], [str(tf_layout["sp"])], sys.executable
+    monkeypatch.setattr(libpaths, "open", no_proc, raising=False)
+    assert _by_soname(libpaths.in_process_loads(env))["libcudnn.so.9"].path == str(tf_layout["cudnn"])

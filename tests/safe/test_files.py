@@ -369,9 +369,9 @@ def test_the_key_is_created_once_private_and_refused_when_unsafe():
 
 # --- descriptors, temporary names and exact messages (issue #28: the survivors of the mutation run) ----------
 
-@pytest.mark.parametrize("flag", ["O_CLOEXEC", "O_NOFOLLOW"])
+@pytest.mark.parametrize("flag", ["O_NOFOLLOW"])
 def test_reads_and_writes_work_where_os_lacks_a_flag(tmp_path, oswrap, flag):
-    """Windows has neither O_CLOEXEC nor O_NOFOLLOW: the reader and the writer open without them."""
+    """Windows has no O_NOFOLLOW: the reader and the writer open without it."""
     folder = tmp_path / "p"
     assert files.private_dir(folder) is None
     oswrap.delattr(os, flag)
@@ -431,6 +431,41 @@ def test_a_link_planted_at_the_temporary_name_is_never_followed(tmp_path, oswrap
     assert victim.read_bytes() == b"untouched" and planted.is_symlink()
     assert (folder / base).read_bytes() == b"data" and sorted(p.name for p in folder.iterdir()) == sorted(
         [base, planted.name])
+
+
+def test_a_dangling_link_planted_at_the_temporary_name_creates_nothing(tmp_path, oswrap):
+    """O_CREAT alone would create the file a dangling link points to; with O_EXCL the name is refused (POSIX
+    open()) and the writer takes the next random name."""
+    folder = tmp_path / "d"
+    folder.mkdir()
+    victim = tmp_path / "created-through-the-link"
+    planted = folder / f".out.json.{'11' * 8}.tmp"
+    planted.symlink_to(victim)
+    _fixed_random(oswrap, collide=1)
+    files.write_atomic(folder / "out.json", b"data")
+    oswrap.undo()
+    assert not os.path.lexists(victim) and planted.is_symlink() and (folder / "out.json").read_bytes() == b"data"
+
+
+def test_descriptors_are_never_inherited_by_children(tmp_path, oswrap):
+    """Every descriptor the reader and the writer open is non-inheritable (PEP 446), so a child started while
+    one is open (the loader probe, pip) never holds a secret's descriptor."""
+    real = os.open
+    seen: list[bool] = []
+
+    def spy(*args, **kwargs):
+        fd = real(*args, **kwargs)
+        seen.append(os.get_inheritable(fd))
+        return fd
+
+    folder = tmp_path / "p"
+    assert files.private_dir(folder) is None
+    oswrap.setattr(os, "open", spy)
+    assert files.write_private(folder / "k", b"secret") is None
+    assert files.read_private(folder / "k") == (b"secret", None)
+    assert files.read_bytes(folder / "k") == b"secret"
+    oswrap.undo()
+    assert seen == [False, False, False]  # the temporary file, then the two reads
 
 
 def test_sixteen_taken_temporary_names_end_in_a_clean_error(tmp_path, oswrap):

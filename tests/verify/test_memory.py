@@ -295,6 +295,36 @@ def test_the_fingerprint_follows_everything_a_result_depends_on(tmp_path, monkey
         monkeypatch.delenv(var)
 
 
+def test_the_fingerprint_ignores_the_order_of_gpus_and_libraries_and_takes_unknown_values(tmp_path):
+    """GPUs and libraries are sets: listed in another order they are the same machine. Unknown values (None)
+    are hashed as they are, beside known ones, without a traceback."""
+    a, b = tmp_path / "liba.so.1", tmp_path / "libb.so.1"
+    a.write_bytes(b"a")
+    b.write_bytes(b"bb")
+    two = ("NVIDIA H100 80GB HBM3", "Tesla T4")
+    env = _env(gpus=two, libraries=[str(a), str(b)])
+    swapped = _env(gpus=two, libraries=[str(b), str(a)])
+    swapped.gpus.reverse()
+    assert memory.fingerprint(env) == memory.fingerprint(swapped)
+    odd = _env(gpus=two, libraries=[str(a), str(tmp_path / "missing.so")])
+    odd.gpus[0].uuid = odd.gpus[1].name = odd.gpus[1].compute_capability = None
+    odd.libraries[0].version = "9.1.0"
+    assert re.fullmatch(r"[0-9a-f]{64}", memory.fingerprint(odd))
+    assert memory.fingerprint(odd) != memory.fingerprint(_env(gpus=two, libraries=[str(a)]))
+
+
+def test_a_mapped_library_that_was_missing_is_recalled_until_it_appears(tmp_path):
+    lib = tmp_path / "libcudnn.so.9"
+    report = Report(status="verified", frameworks=[FrameworkReport(
+        framework="torch", status="verified", version="2.14.1", device_name="NVIDIA H100 80GB HBM3",
+        mapped_libraries=[{"path": str(lib), "soname": "libcudnn.so.9"}])])
+    assert memory.store(A, report)
+    assert _file()["entries"][A]["mapped"] == [[str(lib), None, None]]
+    assert memory.load(A, _env()) is not None  # still missing: the same
+    lib.write_bytes(b"one")
+    assert memory.load(A, _env()) is None
+
+
 def test_the_data_stamp_follows_the_matrix_files(tmp_path):
     data = tmp_path / "data"
     data.mkdir()
