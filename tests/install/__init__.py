@@ -1,0 +1,1 @@
+"""Tests of cudamatrix.install (a package, so that test files named after modules of two stages, test_resources.py, do not clash)."""
