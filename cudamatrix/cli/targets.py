@@ -78,6 +78,11 @@ def resolve(matrix: Matrix, *, env_files: list[Path], from_files: list[str] | No
         with PausedGc():  # a fleet's objects, made at once and kept (see PausedGc)
             envs, same = load_nodes(env_files)
             targets = node_targets(matrix, envs, same, [Path(p).stem for p in env_files])
+            # this command's process ends after one answer: the fleet's objects, which live until then, are
+            # set aside from the collector's later passes (each would walk them all again and free nothing)
+            import gc
+
+            gc.freeze()
     else:
         envs = environments(env_files, from_files or [], interpreter)
         targets = [from_environment(env, matrix, name="the pasted machine" if from_files else "this machine")
