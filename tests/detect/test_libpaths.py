@@ -722,27 +722,30 @@ def test_predict_loads_keeps_by_path_loads_only_where_no_request_by_name_decides
 @pytest.mark.slow
 def test_in_process_loads_reads_this_process_s_maps(tmp_path):
     """A library this process has mapped (dlopened here, from a folder whose name holds a space) answers first
-    for its SONAME. The SONAME is one no other test uses, so the rest of the run is unaffected."""
+    for its SONAME. The SONAME is new at each call (a process that runs the suite twice, as mutation testing
+    does, keeps the first call's library mapped), so no other test and no later run is affected."""
     import ctypes
+    import uuid
 
     if shutil.which("gcc") is None:
         pytest.skip("needs gcc")
     sp = tmp_path / "site-packages"
-    wheel = _so(sp / "nvidia/cufile/lib", "libcufile_mutb.so.1", "libcufile_mutb.so.1")
+    name = f"libcufile_{uuid.uuid4().hex[:12]}.so.1"
+    wheel = _so(sp / "nvidia/cufile/lib", name, name)
     _so(sp / "tensorflow", "libtensorflow_framework.so.2", "libtensorflow_framework.so.2", f"-L{wheel.parent}",
-        "-Wl,--no-as-needed", "-l:libcufile_mutb.so.1", "-Wl,--enable-new-dtags,-rpath,$ORIGIN/../nvidia/cufile/lib")
+        "-Wl,--no-as-needed", f"-l:{name}", "-Wl,--enable-new-dtags,-rpath,$ORIGIN/../nvidia/cufile/lib")
     _so(sp / "tensorflow/python", "_pywrap_tensorflow_internal.so", "_pywrap_tensorflow_internal.so",
         f"-L{sp / 'tensorflow'}", "-Wl,--no-as-needed", "-l:libtensorflow_framework.so.2",
         "-Wl,--enable-new-dtags,-rpath,$ORIGIN/..")
-    mapped = _so(tmp_path / "a folder", "libcufile_mutb.so.1", "libcufile_mutb.so.1")
+    mapped = _so(tmp_path / "a folder", name, name)
     env = _env(origin="live")
     env.frameworks, env.python.site_packages, env.python.executable = [TF], [str(sp)], sys.executable
-    before = _by_soname(libpaths.in_process_loads(env))["libcufile_mutb.so.1"]
+    before = _by_soname(libpaths.in_process_loads(env))[name]
     assert (before.path, before.rule) == (str(wheel), "DT_RUNPATH of libtensorflow_framework.so.2")
     ctypes.CDLL(str(mapped))
     maps = open("/proc/self/maps").read()
     assert str(mapped) in maps and any(len(line.split()) == 5 for line in maps.splitlines())  # anonymous ones
-    after = _by_soname(libpaths.in_process_loads(env))["libcufile_mutb.so.1"]
+    after = _by_soname(libpaths.in_process_loads(env))[name]
     assert (after.path, after.expected) == (str(mapped), str(wheel)) and after.rule.startswith("already loaded")
 
 
