@@ -9,6 +9,7 @@ Hard rules live in :mod:`cudamatrix.solve.rules`.
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import replace
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -36,26 +37,13 @@ def solve(targets: list[Target], request: Request, matrix: Matrix, *,
     is re-solved first, and one that lifts nothing is left out (``check_ways``). Neither ``request`` nor
     ``targets`` nor ``installed`` is changed."""
     memo = Memo()  # the verdicts per build and class of targets, shared with the re-solves of the ways out
-    with PausedGc() if len(targets) >= MIN_TARGETS else _AS_IT_IS:  # a fleet: see PausedGc
+    with PausedGc() if len(targets) >= MIN_TARGETS else contextlib.nullcontext():  # a fleet: see PausedGc
         try:
             return _solve(targets, request, matrix, installed, memo=memo)
         except NoSolution as exc:
             if not check_ways:
                 raise
             raise checked_ways(exc, targets, request, matrix, installed, memo) from None
-
-
-class _AsItIs:
-    """``with _AS_IT_IS:`` nothing changed (the other arm of :class:`PausedGc`)."""
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
-_AS_IT_IS = _AsItIs()
 
 
 def checked_ways(exc: NoSolution, targets: list[Target], request: Request, matrix: Matrix,
