@@ -13,6 +13,9 @@ from it, e.g. through PYTHONPATH):
   A first, untimed call runs the GPU check once and remembers it (a user's second kernel). ``fix`` is never
   allowed to change the machine: its ``confirm`` answers no, so an environment that is not consistent is
   reported as such (``fix_noop_status``), nothing installed;
+* ``child_floor``: ``PY -I -S -c "import ctypes, json"``, the loader child's start-up and imports; detect's
+  own ``timings_ms`` of each run (detect's and doctor's) are kept too (``detect_timings_median_ms``: where the NVML
+  child's time goes);
 * ``verify`` next to ``torch_conv``: ``PY -m cudamatrix verify --framework torch --json`` and a bare script
   importing torch and running one convolution (on the GPU when there is one), fewer rounds (``--verify-runs``).
 
@@ -95,10 +98,28 @@ def interleaved(commands: dict[str, list[str]], rounds: int, env: dict[str, str]
         began = time.monotonic()
         for name, argv in commands.items():
             ms, code, out = timed(argv, env, timeout)
-            runs[name].append({"ms": round(ms, 1), "exit": code, "out": out[-2000:] if name == "fix_noop" else "",
-                               "first": number == 0})
+            row = {"ms": round(ms, 1), "exit": code, "out": out[-2000:] if name == "fix_noop" else "",
+                   "first": number == 0}
+            if name in ("detect", "doctor"):
+                row["timings_ms"] = detect_timings(out)
+            runs[name].append(row)
         last = time.monotonic() - began
     return runs
+
+
+def detect_timings(out: str) -> dict:
+    """detect's own ``timings_ms`` (each probe, the NVML child's start-up, imports, load, init and queries)."""
+    try:
+        return json.loads(out)["data"]["environment"]["timings_ms"]
+    except (ValueError, KeyError, TypeError):
+        return {}
+
+
+def timing_medians(rows: list[dict]) -> dict[str, float]:
+    """The median of each of detect's own timings over the timed runs."""
+    keys = sorted({k for r in rows if not r["first"] for k in r.get("timings_ms", {})})
+    return {k: round(statistics.median(r["timings_ms"][k] for r in rows if not r["first"] and k in r["timings_ms"]), 2)
+            for k in keys}
 
 
 def medians(runs: dict[str, list[dict]]) -> dict[str, float]:
@@ -167,7 +188,9 @@ def main() -> int:
     cm = [py, "-m", "cudamatrix"]
     hot = {"pass": [py, "-c", "pass"], "pass_S": [py, "-S", "-c", "pass"],
            "detect": cm + ["detect", "--json"], "doctor": cm + ["doctor", "--json"],
-           "fix_dry_run": cm + ["fix", "--dry-run", "--json"], "fix_noop": [py, "-c", FIX_NOOP]}
+           "fix_dry_run": cm + ["fix", "--dry-run", "--json"], "fix_noop": [py, "-c", FIX_NOOP],
+           # the loader child's own floor: its interpreter and imports, as it is started (-I -S)
+           "child_floor": [py, "-I", "-S", "-c", "import ctypes, json"]}
     runs = interleaved(hot, args.n, env, end - 60.0 * (not args.no_verify), timeout=120.0)
     if not args.no_verify:
         heavy = {"torch_conv": [py, "-c", TORCH_CONV], "verify": cm + ["verify", "--framework", "torch", "--json"]}
@@ -176,13 +199,15 @@ def main() -> int:
     report = {"machine": {"node": platform.node(), "cpus": os.cpu_count(), "python": sys.version.split()[0],
                           "interpreter": py, "dont_write_bytecode": env.get("PYTHONDONTWRITEBYTECODE")},
               "rounds": {name: sum(not r["first"] for r in rows) for name, rows in runs.items()},
-              "medians_ms": med, "targets": checked(med), "fix_noop_answers": fix_status(runs), "runs": runs}
+              "medians_ms": med, "targets": checked(med), "fix_noop_answers": fix_status(runs),
+              "detect_timings_median_ms": timing_medians(runs.get("detect", [])),
+              "doctor_detect_timings_median_ms": timing_medians(runs.get("doctor", [])), "runs": runs}
     if time.monotonic() < end:
         keep_profiles(args.outdir, py, env)
     with open(os.path.join(args.outdir, "bench.json"), "w") as fh:
         json.dump(report, fh, indent=1)
-    sys.stdout.write(json.dumps({"medians_ms": med, "targets": report["targets"], "rounds": report["rounds"]},
-                                indent=1) + "\n")
+    sys.stdout.write(json.dumps({"medians_ms": med, "targets": report["targets"], "rounds": report["rounds"],
+                                 "detect_timings_median_ms": report["detect_timings_median_ms"]}, indent=1) + "\n")
     return 0
 
 

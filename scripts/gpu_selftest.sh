@@ -24,7 +24,7 @@ mkdir -p "$OUT/raw" "$OUT/json" "$OUT/timing"
 SITE=$(mktemp -d)
 export XDG_CACHE_HOME=$(mktemp -d)   # no remembered results from earlier runs
 # which of cudamatrix's runtime dependencies the machine has (the wheels in WHEELDIR stand in for the rest)
-for mod in packaging pydantic pydantic_core typer requests pynvml; do
+for mod in packaging pydantic pydantic_core typer requests; do
   "$PY" -c "import $mod, sys; print('$mod', getattr($mod, '__version__', getattr($mod, 'VERSION', '?')))" 2>/dev/null \
     || echo "$mod MISSING"
 done > "$OUT/raw/deps.txt"
@@ -42,6 +42,11 @@ speed() {
   echo "speed rc=$?" >> "$OUT/summary.txt"
 }
 if [ "$MODE" = speed ]; then
+  # NVML's answers next to nvidia-smi's, from the same machine (the child calls NVML's C interface by ctypes)
+  nvidia-smi --query-gpu=index,name,compute_cap,driver_version,memory.total,memory.used,mig.mode.current,pci.bus_id,uuid \
+      --format=csv > "$OUT/raw/nvidia-smi-query.csv" 2>&1
+  nvidia-smi --query-gpu=index,memory.reserved --format=csv > "$OUT/raw/nvidia-smi-reserved.csv" 2>&1
+  "${CM[@]}" detect --json > "$OUT/json/detect.json" 2> "$OUT/json/detect.stderr"; echo "detect rc=$?" >> "$OUT/summary.txt"
   speed
   tar -C "$(dirname "$OUT")" -czf "$OUT.tar.gz" "$(basename "$OUT")"
   cat "$OUT/summary.txt" "$OUT/speed.log"

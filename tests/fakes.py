@@ -43,11 +43,16 @@ __attribute__((constructor)) static void crash(void) { raise(SIGSEGV); }
 size_t cudnnGetVersion(void) { return 1; }
 """
 
-# enough of NVML for nvidia-ml-py (pynvml) to list one GPU; FAKE_NVML_INIT_RC makes init fail like a sick driver
+# enough of NVML (nvml.h's entry points and structures) to list one GPU; FAKE_NVML_INIT_RC makes init fail like
+# a sick driver, FAKE_NVML_PROC_NA reports a process's memory as NVML_VALUE_NOT_AVAILABLE (as under WDDM).
+# Memory as a driver 580 H200 reported it: v1 counts the driver's reserved memory as used, the v2 structure (whose
+# version word must be NVML_STRUCT_VERSION(Memory, 2)) keeps it apart.
 NVML_C = r"""
 #include <stdlib.h>
 #include <string.h>
 typedef struct { unsigned long long total, free, used; } mem_t;
+typedef struct { unsigned int version; unsigned long long total, reserved, free, used; } mem2_t;
+typedef struct { char legacy[16]; unsigned int domain, bus, device, id, subsys; char bus_id[32]; } pci_t;
 typedef struct { unsigned int pid; unsigned long long used; unsigned int gi, ci; } proc_t;
 static int init_rc(void) { const char *s = getenv("FAKE_NVML_INIT_RC"); return s ? atoi(s) : 0; }
 int nvmlInitWithFlags(unsigned int f) { (void)f; return init_rc(); }
@@ -67,14 +72,25 @@ int nvmlDeviceGetHandleByIndex_v2(unsigned int i, void **h) { *h = (void *)(size
 int nvmlDeviceGetName(void *h, char *buf, unsigned int n) { (void)h; strncpy(buf, "NVIDIA A100-SXM4-80GB", n); return 0; }
 int nvmlDeviceGetUUID(void *h, char *buf, unsigned int n) { (void)h; strncpy(buf, "GPU-fake-0000", n); return 0; }
 int nvmlDeviceGetMemoryInfo(void *h, mem_t *m) {
-    (void)h; m->total = 81920ULL << 20; m->used = 1024ULL << 20; m->free = m->total - m->used; return 0;
+    (void)h; m->total = 81920ULL << 20; m->used = 1640ULL << 20; m->free = m->total - m->used; return 0;
+}
+int nvmlDeviceGetMemoryInfo_v2(void *h, mem2_t *m) {
+    (void)h;
+    if (m->version != (sizeof(mem2_t) | (2u << 24))) return 25;  /* NVML_ERROR_ARGUMENT_VERSION_MISMATCH */
+    m->total = 81920ULL << 20; m->reserved = 616ULL << 20; m->used = 1024ULL << 20;
+    m->free = m->total - m->reserved - m->used; return 0;
+}
+int nvmlDeviceGetPciInfo_v3(void *h, pci_t *p) {
+    (void)h; memset(p, 0, sizeof(*p)); strcpy(p->legacy, "0000:19:00.0"); strcpy(p->bus_id, "00000000:19:00.0");
+    p->bus = 0x19; p->id = 0x20B510DE; return 0;
 }
 int nvmlDeviceGetCudaComputeCapability(void *h, int *major, int *minor) { (void)h; *major = 8; *minor = 0; return 0; }
 int nvmlDeviceGetMigMode(void *h, unsigned int *cur, unsigned int *pend) { (void)h; *cur = 0; *pend = 0; return 0; }
 int nvmlDeviceGetComputeRunningProcesses_v3(void *h, unsigned int *count, proc_t *infos) {
     (void)h;
     if (infos == NULL || *count < 1) { *count = 1; return 7; }
-    infos[0].pid = 4242; infos[0].used = 500ULL << 20; infos[0].gi = 0xFFFFFFFF; infos[0].ci = 0xFFFFFFFF;
+    infos[0].pid = 4242; infos[0].gi = 0xFFFFFFFF; infos[0].ci = 0xFFFFFFFF;
+    infos[0].used = getenv("FAKE_NVML_PROC_NA") ? ~0ULL : 500ULL << 20;
     *count = 1; return 0;
 }
 int nvmlSystemGetProcessName(unsigned int pid, char *buf, unsigned int n) { (void)pid; strncpy(buf, "python", n); return 0; }
@@ -96,7 +112,7 @@ def build_lib(folder: Path, filename: str, source: str, soname: str | None = Non
 
 
 def fake_nvml(folder: Path, driver: str = "550.54.15", cuda: int = 12040) -> Path:
-    """libnvidia-ml.so.1 for pynvml: one A100, the given driver version and CUDA (as NVML encodes it)."""
+    """libnvidia-ml.so.1: one A100, the given driver version and CUDA (as NVML encodes it)."""
     return build_lib(folder, "libnvidia-ml.so.1", NVML_C.replace("DRIVER", driver).replace("CUDA", str(cuda)))
 
 

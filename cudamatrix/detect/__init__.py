@@ -85,10 +85,11 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
                                        _conda_prefixes(env), all_copies)
     with timer("loader"):
         answers = loader.run_loader(libraries.loadable(copies), nvml=False, libcuda=False, timeout=timeout)
-    _merge_driver_answers(answers, nvml.value(), want_nvml, want_cuda)
+    driver_answers = nvml.value()
+    _merge_driver_answers(answers, driver_answers, want_nvml, want_cuda)
     _apply_library_answers(copies, answers, env.notes)
     _refine_from_wheels(copies, env.packages)
-    _loader_timings(timer, answers)
+    _loader_timings(timer, answers, driver_answers)
     drv = Driver(kernel_module_version=kmod)
     env.gpus = driver.from_nvml(answers.nvml, drv, env.notes)
     cuda_lib = driver.from_libcuda(answers.libcuda, drv, env.notes)
@@ -131,11 +132,19 @@ def _merge_driver_answers(answers: loader.LoaderAnswers, driver_answers: loader.
     answers.error = answers.error or driver_answers.error
 
 
-def _loader_timings(timer: Timer, answers: loader.LoaderAnswers) -> None:
-    """The time the loader child spent in NVML, libcuda and the libraries' version calls, as it measured."""
+def _loader_timings(timer: Timer, answers: loader.LoaderAnswers, driver_answers: loader.LoaderAnswers) -> None:
+    """The time the loader children spent in NVML (its load, init and queries), libcuda and the libraries'
+    version calls, as they measured, and each child's interpreter start-up and imports."""
     for key in ("nvml", "libcuda"):
         if getattr(answers, key) and "ms" in getattr(answers, key):
             timer.timings[f"loader:{key}"] = getattr(answers, key)["ms"]
+    phases = (answers.nvml or {}).get("phases_ms")
+    if isinstance(phases, dict):
+        timer.timings.update({f"loader:nvml:{k}": v for k, v in phases.items()
+                              if k in ("load", "init", "query") and isinstance(v, (int, float))})
+    for name, child in (("nvml", driver_answers), ("loader", answers)):
+        if child.start_ms is not None and child.imports_ms is not None:
+            timer.timings[f"{name}:start"], timer.timings[f"{name}:imports"] = child.start_ms, child.imports_ms
     lib_ms = [a["ms"] for a in answers.libs.values() if "ms" in a]
     if lib_ms:
         timer.timings["loader:libraries"] = round(sum(lib_ms), 2)

@@ -1,7 +1,7 @@
 """The loader child: loads NVIDIA libraries in a short-lived process and prints one JSON line per answer.
 
 Run as ``python -I -S _loader.py CONFIG_JSON`` by :mod:`cudamatrix.detect.driver`; standard library only
-(plus ``pynvml`` from the directory named in the config). Why a child and not ``ctypes`` in the caller:
+(NVML through its C interface, by ``ctypes``). Why a child and not ``ctypes`` in the caller:
 loading a CUDA library runs its constructors, which can hang on a sick driver or crash on a broken copy,
 and a copy loaded into the caller would later be reused by soname when a framework is imported into the
 same process (a notebook calling ``cudamatrix.fix()``), hiding the copy the framework would really load.
@@ -12,11 +12,14 @@ in one namespace, the second cuDNN 9 copy would get the first one's sub-librarie
 which the loader reuses by soname, and answer with the first copy's version. Where dlmopen is missing or
 refuses (no free namespace, static TLS exhausted) the copy is opened with plain dlopen and RTLD_LOCAL.
 """
-import ctypes
-import json
-import os
-import sys
 import time
+
+BORN = time.monotonic()  # the script's first instant: the parent's spawn to here is the interpreter's start-up
+
+import ctypes  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
 
 RTLD_LOCAL = getattr(os, "RTLD_LOCAL", 0)
 RTLD_NOW = getattr(os, "RTLD_NOW", 2)
@@ -114,78 +117,213 @@ def mapped_path(prefix):
     return None
 
 
-def probe_nvml(pynvml_dir):
+# NVML's C interface (nvml.h), called directly: the layouts below are the header's. Importing the pynvml module
+# instead cost the child 34 ms of its 95 here (its own body and the ctypes.util -> subprocess/tempfile imports it
+# pulls in), on detect's critical path. NVML_SUCCESS is 0 and NVML_ERROR_INSUFFICIENT_SIZE 7; the buffer sizes
+# are NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE (80), NVML_DEVICE_NAME_V2_BUFFER_SIZE and
+# NVML_DEVICE_UUID_V2_BUFFER_SIZE (96); nvmlSystemGetProcessName takes any length (1024 here).
+NVML_ERROR_INSUFFICIENT_SIZE = 7
+NVML_VALUE_NOT_AVAILABLE = 2 ** 64 - 1  # usedGpuMemory where the driver cannot say (WDDM)
+
+
+class NvmlMemoryV2(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint), ("total", ctypes.c_ulonglong), ("reserved", ctypes.c_ulonglong),
+                ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+
+
+NVML_MEMORY_V2 = ctypes.sizeof(NvmlMemoryV2) | (2 << 24)  # nvml.h: NVML_STRUCT_VERSION(Memory, 2)
+
+
+class NvmlMemory(ctypes.Structure):
+    _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+
+
+class NvmlPciInfo(ctypes.Structure):
+    _fields_ = [("busIdLegacy", ctypes.c_char * 16), ("domain", ctypes.c_uint), ("bus", ctypes.c_uint),
+                ("device", ctypes.c_uint), ("pciDeviceId", ctypes.c_uint), ("pciSubSystemId", ctypes.c_uint),
+                ("busId", ctypes.c_char * 32)]
+
+
+class NvmlProcessInfo(ctypes.Structure):  # nvmlProcessInfo_t, as filled by the _v3 call
+    _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong), ("gpuInstanceId", ctypes.c_uint),
+                ("computeInstanceId", ctypes.c_uint)]
+
+
+class NvmlError(Exception):
+    def __init__(self, code):
+        Exception.__init__(self, code)
+        self.code = code
+
+
+class Nvml(object):
+    """The loaded libnvidia-ml: each call returns nothing or raises NvmlError (its return code) or
+    AttributeError (a driver too old for the entry point)."""
+
+    def __init__(self, lib):
+        self.lib = lib
+
+    def __call__(self, name, *args):
+        fn = getattr(self.lib, name)
+        fn.restype = ctypes.c_int
+        rc = fn(*args)
+        if rc:
+            raise NvmlError(rc)
+
+    def first(self, names, *args):
+        """Call the first of ``names`` the library exports (newest first)."""
+        for name in names[:-1]:
+            try:
+                return self(name, *args)
+            except AttributeError:
+                continue
+        return self(names[-1], *args)
+
+    def text(self, name, size, *args):
+        buf = ctypes.create_string_buffer(size)
+        self(name, *(args + (buf, ctypes.c_uint(size))))
+        return buf.value.decode(errors="replace")
+
+    def message(self, code):
+        """nvmlErrorString's words for ``code``."""
+        try:
+            fn = self.lib.nvmlErrorString
+        except AttributeError:
+            return "NVML Error with code %d" % code
+        fn.restype, fn.argtypes = ctypes.c_char_p, [ctypes.c_int]
+        words = fn(code)
+        return words.decode(errors="replace") if words else "NVML Error with code %d" % code
+
+
+def _opt(fn, *args):
+    """``fn(*args)``, or None when the driver cannot answer (an NVML error, an entry point it lacks)."""
     try:
-        ctypes.CDLL("libnvidia-ml.so.1", mode=RTLD_LOCAL)
+        return fn(*args)
+    except (NvmlError, AttributeError, ctypes.ArgumentError):
+        return None
+
+
+def probe_nvml():
+    began = time.monotonic()
+    try:
+        lib = ctypes.CDLL("libnvidia-ml.so.1", mode=RTLD_LOCAL)
     except OSError as exc:
         return {"probe": "nvml", "error": "NVML Shared Library Not Found", "code": 12, "detail": str(exc)}
-    if pynvml_dir:
-        sys.path.insert(0, pynvml_dir)
-    try:
-        import pynvml
-    except ImportError as exc:
-        return {"probe": "nvml", "error": "pynvml not importable: %s" % exc, "code": None}
+    nvml = Nvml(lib)
     out = {"probe": "nvml", "path": mapped_path("libnvidia-ml.so")}  # type: dict
+    loaded = time.monotonic()
+    phases = {"load": round((loaded - began) * 1000.0, 2)}  # type: dict
+    out["phases_ms"] = phases
     try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError as exc:
-        out.update(error=str(exc), code=exc.value)
+        if hasattr(lib, "nvmlInitWithFlags"):
+            nvml("nvmlInitWithFlags", ctypes.c_uint(0))
+        else:
+            nvml.first(("nvmlInit_v2", "nvmlInit"))
+    except NvmlError as exc:
+        out.update(error=nvml.message(exc.code), code=exc.code)
         return out
-
-    def opt(fn, *args, **kwargs):
-        try:
-            value = fn(*args, **kwargs)
-        except Exception:  # NVMLError (not supported, function not found), or a ctypes error
-            return None
-        return value.decode(errors="replace") if isinstance(value, bytes) else value
-
-    out["driver"] = opt(pynvml.nvmlSystemGetDriverVersion)
-    cuda = opt(getattr(pynvml, "nvmlSystemGetCudaDriverVersion_v2", pynvml.nvmlSystemGetCudaDriverVersion))
-    out["cuda"] = cuda if cuda is not None else opt(pynvml.nvmlSystemGetCudaDriverVersion)
+    except AttributeError:
+        out.update(error="no nvmlInit symbol", code=None)
+        return out
+    initialised = time.monotonic()
+    phases["init"] = round((initialised - loaded) * 1000.0, 2)
+    out["driver"] = _opt(nvml.text, "nvmlSystemGetDriverVersion", 80)
+    out["cuda"] = _opt(_int_out, nvml, ("nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion"))
     gpus = []
+    count = ctypes.c_uint(0)
     try:
-        count = pynvml.nvmlDeviceGetCount()
-    except pynvml.NVMLError as exc:
-        out.update(error=str(exc), code=exc.value)
-        count = 0
-    for i in range(count):
+        nvml.first(("nvmlDeviceGetCount_v2", "nvmlDeviceGetCount"), ctypes.byref(count))
+    except NvmlError as exc:
+        out.update(error=nvml.message(exc.code), code=exc.code)
+        count.value = 0
+    except AttributeError:
+        count.value = 0
+    for i in range(count.value):
         gpu = {"index": i}  # type: dict
+        handle = ctypes.c_void_p()
         try:
-            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
-        except pynvml.NVMLError as exc:
-            gpu.update(error=str(exc), code=exc.value)
+            nvml.first(("nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex"), ctypes.c_uint(i),
+                       ctypes.byref(handle))
+        except NvmlError as exc:
+            gpu.update(error=nvml.message(exc.code), code=exc.code)
             gpus.append(gpu)
             continue
-        gpu["name"] = opt(pynvml.nvmlDeviceGetName, handle)
-        cc = opt(pynvml.nvmlDeviceGetCudaComputeCapability, handle)
-        gpu["cc"] = "%d.%d" % tuple(cc) if cc else None
+        except AttributeError:
+            gpus.append(gpu)
+            continue
+        gpu["name"] = _opt(nvml.text, "nvmlDeviceGetName", 96, handle)
+        cc = _opt(_two_out, nvml, "nvmlDeviceGetCudaComputeCapability", handle, ctypes.c_int)
+        gpu["cc"] = "%d.%d" % cc if cc else None
         # the v2 structure keeps the driver's reserved memory apart from "used", as nvidia-smi shows it
         # (on an idle H200 with driver 580, v1 reported 615 MiB used where nvidia-smi said 0 and 616 reserved)
-        v2 = getattr(pynvml, "nvmlMemory_v2", None)
-        mem = opt(pynvml.nvmlDeviceGetMemoryInfo, handle, version=v2) if v2 is not None else None
+        mem = _opt(_memory, nvml, handle, True)
         if mem is None:
-            mem = opt(pynvml.nvmlDeviceGetMemoryInfo, handle)
+            mem = _opt(_memory, nvml, handle, False)
         if mem is not None:
             gpu["total"] = int(mem.total) // (1024 * 1024)
             gpu["used"] = int(mem.used) // (1024 * 1024)
-        gpu["uuid"] = opt(pynvml.nvmlDeviceGetUUID, handle)
-        pci = opt(pynvml.nvmlDeviceGetPciInfo, handle)
+        gpu["uuid"] = _opt(nvml.text, "nvmlDeviceGetUUID", 96, handle)
+        pci = _opt(_pci, nvml, handle)
         if pci is not None:
-            bus = getattr(pci, "busId", b"")
-            gpu["pci"] = bus.decode(errors="replace") if isinstance(bus, bytes) else str(bus)
-        mig = opt(pynvml.nvmlDeviceGetMigMode, handle)
+            gpu["pci"] = pci.busId.decode(errors="replace")
+        mig = _opt(_two_out, nvml, "nvmlDeviceGetMigMode", handle, ctypes.c_uint)
         gpu["mig"] = ("Enabled" if mig[0] else "Disabled") if mig else None
-        procs = opt(pynvml.nvmlDeviceGetComputeRunningProcesses, handle) or []
         gpu["procs"] = []
-        for p in procs:
-            used = getattr(p, "usedGpuMemory", None)
-            gpu["procs"].append({"pid": getattr(p, "pid", None),
-                                 "name": opt(pynvml.nvmlSystemGetProcessName, getattr(p, "pid", 0)),
-                                 "used": int(used) // (1024 * 1024) if used else None})
+        for p in _opt(_processes, nvml, handle) or []:
+            used = p.usedGpuMemory
+            gpu["procs"].append({"pid": p.pid, "name": _opt(nvml.text, "nvmlSystemGetProcessName", 1024,
+                                                                 ctypes.c_uint(p.pid)),
+                                 "used": int(used) // (1024 * 1024) if used and used != NVML_VALUE_NOT_AVAILABLE
+                                 else None})
         gpus.append(gpu)
     out["gpus"] = gpus
-    opt(pynvml.nvmlShutdown)
+    _opt(nvml, "nvmlShutdown")
+    phases["query"] = round((time.monotonic() - initialised) * 1000.0, 2)
     return out
+
+
+def _int_out(nvml, names):
+    value = ctypes.c_int(0)
+    nvml.first(names, ctypes.byref(value))
+    return value.value
+
+
+def _two_out(nvml, name, handle, kind):
+    a, b = kind(0), kind(0)
+    nvml(name, handle, ctypes.byref(a), ctypes.byref(b))
+    return a.value, b.value
+
+
+def _pci(nvml, handle):
+    pci = NvmlPciInfo()
+    nvml("nvmlDeviceGetPciInfo_v3", handle, ctypes.byref(pci))
+    return pci
+
+
+def _memory(nvml, handle, v2):
+    if v2:
+        mem = NvmlMemoryV2()
+        mem.version = NVML_MEMORY_V2
+        nvml("nvmlDeviceGetMemoryInfo_v2", handle, ctypes.byref(mem))
+        return mem
+    mem1 = NvmlMemory()
+    nvml("nvmlDeviceGetMemoryInfo", handle, ctypes.byref(mem1))
+    return mem1
+
+
+def _processes(nvml, handle):
+    """nvmlDeviceGetComputeRunningProcesses_v3: asked for the count first, then with room to spare (processes
+    can start between the two calls)."""
+    count = ctypes.c_uint(0)
+    try:
+        nvml("nvmlDeviceGetComputeRunningProcesses_v3", handle, ctypes.byref(count), None)
+        return []  # NVML_SUCCESS with no room given: no processes
+    except NvmlError as exc:
+        if exc.code != NVML_ERROR_INSUFFICIENT_SIZE:
+            raise
+    count.value = count.value * 2 + 5
+    infos = (NvmlProcessInfo * count.value)()
+    nvml("nvmlDeviceGetComputeRunningProcesses_v3", handle, ctypes.byref(count), infos)
+    return list(infos[:count.value])
 
 
 def probe_libcuda():
@@ -242,10 +380,11 @@ def probe_library(path, name, dl, first=()):
 
 def main(argv):
     config = json.loads(argv[1])
+    emit({"clock": [BORN, time.monotonic()]})  # CLOCK_MONOTONIC, one clock for every process of the machine
     skip = set(config.get("skip", []))
     if config.get("nvml") and "nvml" not in skip:
         emit({"start": "nvml"})
-        emit(probe_nvml(config.get("pynvml_dir")))
+        emit(probe_nvml())
     if config.get("libcuda") and "libcuda" not in skip:
         emit({"start": "libcuda"})
         emit(probe_libcuda())

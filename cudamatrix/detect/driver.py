@@ -1,4 +1,4 @@
-"""The driver cascade, cheap before expensive: kernel-module files, then NVML (through ``pynvml``),
+"""The driver cascade, cheap before expensive: kernel-module files, then NVML (its C interface, in the loader child),
 then ``cuDriverGetVersion`` on ``libcuda.so.1``, then nvidia-smi (:mod:`.smi`). Nothing here raises.
 
 The statuses (models.DriverStatus) follow what a user can do about them:

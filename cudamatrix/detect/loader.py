@@ -6,12 +6,12 @@ run again without it (at most two retries), so one broken copy does not hide the
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re as _re
 import stat as _stat
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,17 +34,10 @@ class LoaderAnswers:
     libs: dict[str, dict] = field(default_factory=dict)  # path -> answer
     failed: dict[str, str] = field(default_factory=dict)  # step key -> "hung" / "crashed (signal 11)"
     error: str | None = None  # the child could not run at all
-
-
-def pynvml_dir() -> str | None:
-    """Folder holding the ``pynvml`` module, found without importing it."""
-    try:
-        spec = importlib.util.find_spec("pynvml")
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.origin:
-        return None
-    return os.path.dirname(spec.origin)
+    # milliseconds from the spawn to the child's first line (the interpreter's start-up), and from there to its
+    # imports done (time.monotonic() is CLOCK_MONOTONIC, one clock for all processes; None: not measured)
+    start_ms: float | None = None
+    imports_ms: float | None = None
 
 
 _DEFAULT_DIRS = ("/lib64", "/usr/lib64", "/lib", "/usr/lib", "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu",
@@ -90,13 +83,14 @@ def run_loader(libs: list[tuple[str, str]], nvml: bool, libcuda: bool, timeout: 
     answers = LoaderAnswers()
     if not (libs or nvml or libcuda):
         return answers
-    config: dict[str, Any] = {"nvml": nvml, "libcuda": libcuda, "pynvml_dir": pynvml_dir() if nvml else None,
-              "libs": [{"path": p, "name": n, "first": own_answerer(p)} for p, n in libs], "skip": []}
+    config: dict[str, Any] = {"nvml": nvml, "libcuda": libcuda, "skip": [],
+                              "libs": [{"path": p, "name": n, "first": own_answerer(p)} for p, n in libs]}
     exe = python or sys.executable
     for _attempt in range(3):
+        spawned = time.monotonic()
         result = proc.run([exe, "-I", "-S", _SCRIPT, json.dumps(config)], timeout=timeout,
                           env=safe_environ())  # no empty, relative or world-writable LD_LIBRARY_PATH entry
-        started, finished = _read_answers(result.stdout, answers)
+        started, finished = _read_answers(result.stdout, answers, spawned)
         if finished:
             return answers
         if started is None:  # it did not even start its first step
@@ -108,9 +102,10 @@ def run_loader(libs: list[tuple[str, str]], nvml: bool, libcuda: bool, timeout: 
     return answers
 
 
-def _read_answers(stdout: str, answers: LoaderAnswers) -> tuple[Any, bool]:
+def _read_answers(stdout: str, answers: LoaderAnswers, spawned: float | None = None) -> tuple[Any, bool]:
     """Record in ``answers`` what one run of the child printed (one JSON object a line; anything else is
-    skipped); returns (the step it started and did not answer, None when none; whether it said it was done)."""
+    skipped); returns (the step it started and did not answer, None when none; whether it said it was done).
+    ``spawned``: the parent's time.monotonic() just before the spawn, for the child's start-up time."""
     started = None
     finished = False
     for line in stdout.splitlines():
@@ -120,7 +115,9 @@ def _read_answers(stdout: str, answers: LoaderAnswers) -> tuple[Any, bool]:
             continue
         if not isinstance(obj, dict):
             continue
-        if "start" in obj:
+        if "clock" in obj:
+            _start_times(obj["clock"], spawned, answers)
+        elif "start" in obj:
             started = obj["start"]
         elif obj.get("done"):
             finished = True
@@ -131,6 +128,17 @@ def _read_answers(stdout: str, answers: LoaderAnswers) -> tuple[Any, bool]:
         elif obj.get("probe") == "lib":
             answers.libs[obj["path"]], started = obj, None
     return started, finished
+
+
+def _start_times(clock: Any, spawned: float | None, answers: LoaderAnswers) -> None:
+    """The child's ``[born, ready]`` instants -> its start-up and import milliseconds (kept only when they are
+    two numbers in order after the spawn: a clock that is not shared says nothing)."""
+    if spawned is None or not isinstance(clock, list) or len(clock) != 2:
+        return
+    born, ready = clock
+    if not all(isinstance(t, (int, float)) and not isinstance(t, bool) for t in clock) or not spawned <= born <= ready:
+        return
+    answers.start_ms, answers.imports_ms = round((born - spawned) * 1000.0, 2), round((ready - born) * 1000.0, 2)
 
 
 def _failure(result: proc.Result, timeout: float) -> str:

@@ -40,7 +40,10 @@ def notes(env, word):
 
 @pytest.mark.slow
 @needs_gcc
-def test_nvml_through_pynvml_lists_the_gpu(tmp_path):
+def test_nvml_lists_the_gpu(tmp_path):
+    """NVML's answers through its C interface: memory from the v2 structure (the driver's reserved memory is not
+    "used": the stand-in's v1 call counts it, 1,640 MiB, as a driver 580 H200's did), the PCI bus id from
+    nvmlPciInfo_t's busId field, a process's memory."""
     fake_nvml(tmp_path / "lib")
     env = run_detect(child_env(ld_library_path=[tmp_path / "lib"]), root=proc_root(tmp_path / "root",
                                                                                    module_version="550.54.15"))
@@ -50,11 +53,26 @@ def test_nvml_through_pynvml_lists_the_gpu(tmp_path):
     g = env["gpus"][0]
     assert (g["name"], g["compute_capability"], g["memory_total_mib"], g["memory_used_mib"]) == (
         "NVIDIA A100-SXM4-80GB", "8.0", 81920, 1024)
-    assert (g["uuid"], g["mig_mode"], g["source"]) == ("GPU-fake-0000", "Disabled", "nvml")
+    assert (g["uuid"], g["mig_mode"], g["source"], g["pci_bus_id"]) == ("GPU-fake-0000", "Disabled", "nvml",
+                                                                          "00000000:19:00.0")
     assert g["processes"] == [{"pid": 4242, "name": "python", "used_memory_mib": 500}]
     nvml = lib(env, "libnvidia-ml.so.1")
     assert nvml and nvml[0]["path"].startswith(str(tmp_path)) and nvml[0]["loaded_first"]
     assert "nvidia-smi" not in env["timings_ms"]  # NVML answered: the expensive step is skipped
+    # where the NVML child's time went: the interpreter's start, its imports, NVML's load, init and queries
+    t = env["timings_ms"]
+    assert all(t[k] >= 0 for k in ("nvml:start", "nvml:imports", "loader:nvml:load", "loader:nvml:init",
+                                   "loader:nvml:query"))
+    assert t["nvml:start"] + t["nvml:imports"] + t["loader:nvml"] <= t["nvml"]
+
+
+@pytest.mark.slow
+@needs_gcc
+def test_nvml_process_memory_not_available_is_unknown(tmp_path):
+    """NVML_VALUE_NOT_AVAILABLE (all bits set) in a process's usedGpuMemory: unknown, never 16 EiB."""
+    fake_nvml(tmp_path / "lib")
+    env = run_detect(child_env(ld_library_path=[tmp_path / "lib"], extra={"FAKE_NVML_PROC_NA": "1"}))
+    assert env["gpus"][0]["processes"] == [{"pid": 4242, "name": "python", "used_memory_mib": None}]
 
 
 @pytest.mark.slow

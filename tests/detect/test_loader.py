@@ -666,14 +666,12 @@ def test_a_copy_that_hangs_is_named_within_the_timeout(copies):
 
 @pytest.mark.slow
 def test_nvml_and_libcuda_answers(tmp_path, monkeypatch):
-    """NVML (through pynvml, from the folder it is found in) and cuDriverGetVersion, from gcc-built stand-ins on
+    """NVML (its C interface, called by ctypes) and cuDriverGetVersion, from gcc-built stand-ins on
     LD_LIBRARY_PATH; then from nothing: each probe says what it could not load."""
     from fakes import LIBCUDA_C, build_lib, fake_nvml
 
-    from cudamatrix.detect.loader import pynvml_dir, run_loader
+    from cudamatrix.detect.loader import run_loader
 
-    if pynvml_dir() is None:
-        pytest.skip("pynvml is not installed")
     fake_nvml(tmp_path / "lib", driver="580.95.05", cuda=13000)
     build_lib(tmp_path / "lib", "libcuda.so.1", LIBCUDA_C, VERSION=13000, RC=0)
     monkeypatch.setenv("LD_LIBRARY_PATH", str(tmp_path / "lib"))
@@ -687,6 +685,23 @@ def test_nvml_and_libcuda_answers(tmp_path, monkeypatch):
     monkeypatch.setenv("LD_LIBRARY_PATH", str(tmp_path / "none"))
     a = run_loader([], nvml=True, libcuda=False, timeout=30)
     assert a.nvml["error"] == "NVML Shared Library Not Found" and a.libcuda is None and a.failed == {}
+
+
+def test_the_childs_clock_line_gives_its_start_up_and_imports():
+    """``{"clock": [born, ready]}`` (the child's time.monotonic() instants) against the parent's spawn instant:
+    kept only as two numbers in order after the spawn."""
+    from cudamatrix.detect.loader import LoaderAnswers, _read_answers
+
+    def times(line, spawned=10.0):
+        a = LoaderAnswers()
+        _read_answers(line + "\n", a, spawned)
+        return a.start_ms, a.imports_ms
+
+    assert times('{"clock": [10.012, 10.02]}') == (12.0, 8.0)
+    assert times('{"clock": [10.012, 10.02]}', None) == (None, None)
+    for bad in ('{"clock": [9.9, 10.0]}', '{"clock": [10.5, 10.2]}', '{"clock": [10.1]}', '{"clock": "x"}',
+                '{"clock": [true, 11]}', '{"clock": [10.1, null]}'):
+        assert times(bad) == (None, None), bad
 
 
 def test_a_child_that_cannot_run_is_an_error_not_a_failed_step(tmp_path):
@@ -1148,34 +1163,6 @@ def test_a_path_that_cannot_load_says_why(parts, more, tmp_path):
     res = lm.resolutions[-1]
     assert (res.name, res.requested_by, res.how, res.error) == ("libleaf.so.1", str(parts["mid_none"]), "DT_NEEDED",
                                                                 "not found")
-
-
-def test_pynvml_dir_is_found_without_importing_pynvml(monkeypatch, tmp_path):
-    """The folder the child adds to its path for pynvml: found by the import system's spec (pynvml itself is
-    not imported: it loads libnvidia-ml at import); None where there is no module file to point at."""
-    import importlib.machinery
-    import sys
-    import types
-
-    from cudamatrix.detect.loader import pynvml_dir
-
-    spec = importlib.util.find_spec("pynvml")
-    if spec is None:
-        pytest.skip("pynvml is not installed")
-    before = "pynvml" in sys.modules
-    assert pynvml_dir() == os.path.dirname(spec.origin) and ("pynvml" in sys.modules) == before
-    monkeypatch.setitem(sys.modules, "pynvml", None)  # import blocked
-    assert pynvml_dir() is None
-    half = types.ModuleType("pynvml")  # a module object without a spec (made by hand)
-    half.__spec__ = None
-    monkeypatch.setitem(sys.modules, "pynvml", half)
-    assert pynvml_dir() is None
-    (tmp_path / "pynvml").mkdir()  # a namespace package: a spec without a file
-    monkeypatch.delitem(sys.modules, "pynvml")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(sys, "path", [str(tmp_path)] + [p for p in sys.path if "site-packages" not in p])
-    importlib.invalidate_caches()
-    assert pynvml_dir() is None
 
 
 @pytest.mark.parametrize("kind,stops", [("folder", True), ("text", True), ("short", True), ("other", False),
