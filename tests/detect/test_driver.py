@@ -308,3 +308,27 @@ def test_toolkit_copies_no_loader_reaches_only_with_all_copies(tmp_path):
     assert found() == {("libcudnn.so.9.1.0", "ldconfig")}
     assert found(all_copies=True) == {("libcudnn.so.9.1.0", "ldconfig"), ("libnvrtc.so.12.4.99", "CUDA_HOME"),
                                       ("libcudart.so.12.4.127", "/usr/local/cuda-12.4")}
+
+
+def test_nvml_answers_on_a_real_h100_match_nvidia_smi_there():
+    """The NVML child's answers recorded on a lent H100 (detect --json, NVML through its C interface) against
+    nvidia-smi's query on the same machine, read by the paste reader: the same GPU, driver, memory (used without
+    the 480 MiB the driver reserves), bus id, UUID and MIG mode."""
+    import json
+
+    from fakes import DATA, fixture
+
+    from cudamatrix.detect import from_reports
+
+    folder = "gpu_speed/h100-2026-11-27b"
+    live = json.loads((DATA / folder / "detect.json").read_text())["data"]["environment"]
+    smi = from_reports([("nvidia-smi-query.csv", fixture(f"{folder}/nvidia-smi-query.csv"))])
+    reserved = fixture(f"{folder}/nvidia-smi-reserved.csv").splitlines()[1]
+    assert reserved == "0, 480 MiB"
+    assert live["driver"]["source"] == "nvml" and live["driver"]["version"] == smi.driver.version == "580.159.04"
+    (gpu,), (row,) = live["gpus"], smi.gpus
+    assert gpu["source"] == "nvml"
+    for mine, theirs in (("name", "name"), ("compute_capability", "compute_capability"),
+                         ("memory_total_mib", "memory_total_mib"), ("memory_used_mib", "memory_used_mib"),
+                         ("pci_bus_id", "pci_bus_id"), ("uuid", "uuid"), ("mig_mode", "mig_mode")):
+        assert gpu[mine] == getattr(row, theirs) and gpu[mine] is not None, mine
