@@ -194,3 +194,32 @@ def run_detect(env: dict[str, str], root: Path | None = None, timeout_s: float =
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, timeout=120)
     assert done.returncode == 0, done.stderr.decode()
     return json.loads(done.stdout)
+
+
+def apply_advice(text: str, advice: dict) -> str:
+    """The file with a piece of check's advice applied: its index lines added, its pinned lines replaced."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    lines = []
+    for line in text.splitlines():
+        if any(line.startswith(d + " ") for d in advice.get("drop", [])):
+            continue
+        name = None
+        if line.strip() and not line.startswith("-"):
+            name = canonicalize_name(Requirement(line.split(";")[0]).name)
+        lines.append(advice["pin"].get(name, line) if name else line)
+    return "\n".join(advice["add"] + lines) + "\n"
+
+
+def interpreter(tmp_path: Path, lines: list[dict], *, stderr: str = "", rc: int = 0, signal: str | None = None) -> str:
+    """An executable standing in for the target interpreter: prints the child's JSON lines, then exits."""
+    from cudamatrix.verify.run import MARK
+
+    out = "".join(MARK + json.dumps(x) + "\n" for x in lines)
+    script = tmp_path / "python"
+    body = f"cat <<'EOF'\n{out}EOF\ncat >&2 <<'EOF'\n{stderr}\nEOF\n"
+    body += f"kill -{signal} $$\n" if signal else f"exit {rc}\n"
+    script.write_text("#!/bin/sh\n" + body)
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return str(script)

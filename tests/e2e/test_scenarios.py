@@ -182,7 +182,7 @@ def check_file(result: dict, expect: dict, matrix=None, targets=None, text: str 
     """``check -r``: whether the file fits, which builds pip would install, and the container constraint; with
     ``advice_converges``, every change check suggests, applied to the file, makes check pass."""
     if expect.get("advice_converges"):
-        from test_checks import apply_advice
+        from fakes import apply_advice
 
         assert result["advice"], result["ways_out"]
         for advice in result["advice"]:

@@ -9,6 +9,7 @@ on, 22.04 from 11.7 on); the python3 each Ubuntu release ships (20.04: 3.8, 22.0
 from __future__ import annotations
 
 import pytest
+from fakes import apply_advice
 from packaging.version import Version
 from smallmatrix import NOTES, build, release, replace, target, variant
 
@@ -398,22 +399,6 @@ def test_the_installed_companions_take_the_detected_build():
                              frameworks=[Framework(name="jax", version="0.4.30", variant="cuda12"),
                                          Framework(name="torch", version="2.5.1")])
     assert check_requirements(MATRIX2, [t], undetected, None, None)["checked"] == ["torch==2.5.1"]
-
-
-def apply_advice(text: str, advice: dict) -> str:
-    """The file with a piece of check's advice applied: its index lines added, its pinned lines replaced."""
-    from packaging.requirements import Requirement
-    from packaging.utils import canonicalize_name
-
-    lines = []
-    for line in text.splitlines():
-        if any(line.startswith(d + " ") for d in advice.get("drop", [])):
-            continue
-        name = None
-        if line.strip() and not line.startswith("-"):
-            name = canonicalize_name(Requirement(line.split(";")[0]).name)
-        lines.append(advice["pin"].get(name, line) if name else line)
-    return "\n".join(advice["add"] + lines) + "\n"
 
 
 def apply_and_check(matrix, targets, text: str, result: dict) -> dict:

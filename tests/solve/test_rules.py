@@ -1358,7 +1358,7 @@ def test_the_index_way_out_reads_a_release_with_a_cpu_build_and_bare_variant_nam
     assert [w for w in res["ways_out"] if w.startswith("make")] == [
         f"make --index-url {PT}/cu118 the file's only index line: pip then installs torch 2.5.1 (cu118, whose wheels "
         f"carry no local version), which fits; list any other package's index after it with --extra-index-url"]
-    from test_checks import apply_advice  # applied, the advice makes the file fit
+    from fakes import apply_advice  # applied, the advice makes the file fit
 
     applied = apply_advice(f"--index-url {PT}/cu124\ntorch==2.5.1\n", res["advice"][0])
     assert _file(applied, target("535.104.05", "9.0", python="3.11"), matrix=m)["fits"] is True
@@ -1626,7 +1626,7 @@ def test_an_import_that_stopped_early_decides_nothing_and_no_maps_compare_nothin
 def test_the_child_result_carries_its_maps_and_the_import_stage(tmp_path):
     import os
 
-    from test_run import interpreter
+    from fakes import interpreter
 
     from cudamatrix.verify.run import check
 

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from fakes import interpreter
 
 from cudamatrix.errors import Exit
 from cudamatrix.models import Driver, Environment, FrameworkReport, GpuInfo, Report
@@ -195,17 +195,6 @@ HAS_TORCH = subprocess.run([sys.executable, "-c", "import torch"], capture_outpu
 
 
 needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="the test extra's CPU build of torch is not installed here")
-
-
-def interpreter(tmp_path: Path, lines: list[dict], *, stderr: str = "", rc: int = 0, signal: str | None = None) -> str:
-    """An executable standing in for the target interpreter: prints the child's JSON lines, then exits."""
-    out = "".join(MARK + json.dumps(x) + "\n" for x in lines)
-    script = tmp_path / "python"
-    body = f"cat <<'EOF'\n{out}EOF\ncat >&2 <<'EOF'\n{stderr}\nEOF\n"
-    body += f"kill -{signal} $$\n" if signal else f"exit {rc}\n"
-    script.write_text("#!/bin/sh\n" + body)
-    script.chmod(script.stat().st_mode | stat.S_IXUSR)
-    return str(script)
 
 
 def run(tmp_path, lines, **kw) -> FrameworkReport:
