@@ -118,4 +118,9 @@ def _tolerant_output() -> None:
 
 
 def run() -> None:
+    """The console script and ``python -m cudamatrix``: a command that detects this machine forks its loader
+    children first (:mod:`cudamatrix.detect.early`), while this process has one thread and little imported."""
+    from cudamatrix.detect.early import start
+
+    start(sys.argv[1:])
     sys.exit(main())

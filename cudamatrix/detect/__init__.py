@@ -38,7 +38,7 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
     With ``CUDAMATRIX_DETECT_ENV=PATH`` set, the saved Environment at PATH is returned instead (UsageError if bad).
     """
     # the live probes' modules, imported here: reading a paste (detect --from) never needs them
-    from cudamatrix.detect import context, driver, libpaths, loader, toolkits
+    from cudamatrix.detect import context, driver, early, libpaths, loader, toolkits
     from cudamatrix.detect.threads import Background, Timer
 
     environ = dict(os.environ) if environ is None else environ
@@ -56,7 +56,8 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
                       hostname=os.uname().nodename if hasattr(os, "uname") else os.environ.get("COMPUTERNAME"))
     # NVML can take 50-100 ms to initialise on a real driver: its own child starts first and overlaps the rest
     want_nvml, want_cuda = loader.findable("libnvidia-ml.so.1", environ), loader.findable("libcuda.so.1", environ)
-    nvml = Background(_timed, timer, "nvml", loader.run_loader, [], want_nvml, want_cuda, timeout)
+    forked = early.take("nvml", environ, {"nvml": want_nvml, "libcuda": want_cuda})  # forked at the command's start
+    nvml = Background(_timed, timer, "nvml", loader.run_loader, [], want_nvml, want_cuda, timeout, None, forked)
     tools = Background(_timed, timer, "toolkits", toolkits.probe, environ, root, timeout)
     ldconfig = Background(_timed, timer, "ldconfig", libraries.run_ldconfig, timeout)
     with timer("python"):
@@ -84,7 +85,8 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
         copies = libraries.find_copies(environ, root, env.python.site_packages, ld_entries, side.wheel_owner,
                                        _conda_prefixes(env), all_copies)
     with timer("loader"):
-        answers = loader.run_loader(libraries.loadable(copies), nvml=False, libcuda=False, timeout=timeout)
+        answers = loader.run_loader(libraries.loadable(copies), nvml=False, libcuda=False, timeout=timeout,
+                                    forked=early.take("libs", environ))
     driver_answers = nvml.value()
     _merge_driver_answers(answers, driver_answers, want_nvml, want_cuda)
     _apply_library_answers(copies, answers, env.notes)

@@ -378,9 +378,12 @@ def probe_library(path, name, dl, first=()):
     return out
 
 
-def main(argv):
+def main(argv, ready=None):
+    """``ready``: when a forked child (:mod:`cudamatrix.detect.early`) had its imports done, before it waited
+    for its question."""
     config = json.loads(argv[1])
-    emit({"clock": [BORN, time.monotonic()]})  # CLOCK_MONOTONIC, one clock for every process of the machine
+    # CLOCK_MONOTONIC, one clock for every process of the machine
+    emit({"clock": [BORN, ready if ready is not None else time.monotonic()]})
     skip = set(config.get("skip", []))
     if config.get("nvml") and "nvml" not in skip:
         emit({"start": "nvml"})

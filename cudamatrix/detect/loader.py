@@ -13,7 +13,7 @@ import stat as _stat
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cudamatrix import proc
 from cudamatrix.detect import elf as _elf
@@ -21,6 +21,9 @@ from cudamatrix.detect.libraries import safe_environ
 from cudamatrix.detect.paths import realpath
 from cudamatrix.safe.files import parse_json
 from cudamatrix.schema import field, record
+
+if TYPE_CHECKING:
+    from cudamatrix.detect.early import Forked
 
 _SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_loader.py")
 
@@ -38,6 +41,7 @@ class LoaderAnswers:
     # imports done (time.monotonic() is CLOCK_MONOTONIC, one clock for all processes; None: not measured)
     start_ms: float | None = None
     imports_ms: float | None = None
+    forked: bool = False  # the first answers came from a child forked at the command's start
 
 
 _DEFAULT_DIRS = ("/lib64", "/usr/lib64", "/lib", "/usr/lib", "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu",
@@ -78,18 +82,27 @@ def own_answerer(path: str) -> list[str]:
 
 
 def run_loader(libs: list[tuple[str, str]], nvml: bool, libcuda: bool, timeout: float,
-               python: str | None = None) -> LoaderAnswers:
-    """Answer NVML (when ``nvml``), libcuda (when ``libcuda``) and each ``(path, name)`` in ``libs``."""
+               python: str | None = None, forked: Forked | None = None) -> LoaderAnswers:
+    """Answer NVML (when ``nvml``), libcuda (when ``libcuda``) and each ``(path, name)`` in ``libs``.
+
+    ``forked``: a child forked at the command's start (:mod:`cudamatrix.detect.early`) answers first, in place
+    of a started one; the steps it did not answer are asked of started children."""
     answers = LoaderAnswers()
     if not (libs or nvml or libcuda):
+        if forked is not None:
+            forked.answer("", timeout)  # nothing to ask: it ends on the empty question
         return answers
     config: dict[str, Any] = {"nvml": nvml, "libcuda": libcuda, "skip": [],
                               "libs": [{"path": p, "name": n, "first": own_answerer(p)} for p, n in libs]}
     exe = python or sys.executable
     for _attempt in range(3):
-        spawned = time.monotonic()
-        result = proc.run([exe, "-I", "-S", _SCRIPT, json.dumps(config)], timeout=timeout,
-                          env=safe_environ())  # no empty, relative or world-writable LD_LIBRARY_PATH entry
+        if forked is not None:
+            spawned, result = forked.spawned, forked.answer(json.dumps(config), timeout)
+            forked, answers.forked = None, True
+        else:
+            spawned = time.monotonic()
+            result = proc.run([exe, "-I", "-S", _SCRIPT, json.dumps(config)], timeout=timeout,
+                              env=safe_environ())  # no empty, relative or world-writable LD_LIBRARY_PATH entry
         started, finished = _read_answers(result.stdout, answers, spawned)
         if finished:
             return answers

@@ -1,0 +1,248 @@
+"""Loader children forked at a command's start, before it imports the rest of the package or starts a thread.
+
+A started loader child (``python -I -S _loader.py``) pays the interpreter's start and its imports before it
+asks NVML anything: on a lent H100, 28 + 18 ms of an 81 ms NVML answer, and as much again for the libraries'
+child, which detect could start only once it had found the copies. A forked child has its parent's interpreter
+and imports already. So ``python -m cudamatrix detect`` (doctor, fix, env, solve, check: the commands that
+detect this machine) forks two children first thing: one asks NVML and libcuda at once, the other waits on a
+pipe for the library copies detect finds later. Both run the started child's own code (:mod:`._loader`) in a
+process of their own (a crash or a hang costs what it costs the started child), and
+:func:`cudamatrix.detect.loader.run_loader` reads their lines as it reads that child's; a step a forked child
+did not answer is asked again of a started child, as before.
+
+Forked only where that is safe and answers the same: Linux; one thread in this process (a fork copies a lock
+another thread holds as held forever); an LD_LIBRARY_PATH without the entries the started child is denied
+(:func:`cudamatrix.detect.libraries.safe_environ`: a forked child resolves libraries through the search path
+this process started with, which cannot be cleaned afterwards); no saved environment standing in for the machine.
+The library API (``cudamatrix.fix()`` in a notebook kernel, which has threads) always uses started children, and
+so does a command whose environment changed before detect ran. Children nobody asked for are killed at exit.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any
+
+from cudamatrix import proc
+
+__all__ = ["Forked", "start", "stop_all", "take"]
+
+# the commands that detect the live machine, and the options under which they do not (or may not)
+_COMMANDS = frozenset({"detect", "doctor", "fix", "env", "solve", "check"})
+_NOT_LIVE = frozenset({"--from", "--env", "--help", "-h", "--undo", "--rollback", "--resume"})
+
+
+class Forked:
+    """One forked loader child: its pid (a session of its own), the pipe it writes its lines to, and, for the
+    libraries' child, the pipe it reads its question from."""
+
+    def __init__(self, pid: int, out_fd: int, in_fd: int | None, question: dict[str, Any] | None,
+                 environ: dict[str, str], spawned: float) -> None:
+        self.pid, self.out_fd, self.in_fd = pid, out_fd, in_fd
+        self.question, self.environ, self.spawned = question, environ, spawned
+
+    def answer(self, config_text: str | None, timeout: float) -> proc.Result:
+        """Send the question (the libraries' child), read every line until the child ends or ``timeout``
+        passes (then it is killed), and reap it: a Result as :func:`cudamatrix.proc.run` gives."""
+        argv = ["<forked loader child>"]
+        deadline = time.monotonic() + timeout
+        if self.in_fd is not None:
+            try:
+                if config_text is not None:
+                    _write_all(self.in_fd, config_text.encode())
+            except OSError:
+                pass  # it died before reading: its exit status says how
+            finally:
+                os.close(self.in_fd)
+                self.in_fd = None
+        out, timed_out = _read_until(self.out_fd, deadline)
+        if timed_out:
+            self.kill()
+        code = self.reap()
+        text = out.decode(errors="replace")
+        if timed_out:
+            return proc.Result(argv, None, text, timed_out=True, error=f"timed out after {timeout:g}s",
+                               seconds=time.monotonic() - self.spawned)
+        return proc.Result(argv, code, text, seconds=time.monotonic() - self.spawned)
+
+    def kill(self) -> None:
+        import signal
+
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+        except OSError:  # already reaped, or not yet its own group leader
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+    def reap(self) -> int | None:
+        """Wait for the child's end: its exit status, negative for a signal (as subprocess says it)."""
+        for fd in (self.in_fd, self.out_fd):
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self.in_fd = self.out_fd = None  # type: ignore[assignment]
+        try:
+            _, status = os.waitpid(self.pid, 0)
+        except ChildProcessError:
+            return None
+        return os.waitstatus_to_exitcode(status)
+
+
+_children: dict[str, Forked] = {}
+
+
+def start(argv: list[str]) -> None:
+    """Fork the NVML child and the waiting libraries' child when ``argv`` is a command that detects this machine
+    and forking is safe here. Never raises: a child that could not be forked is a started child later."""
+    if not _live(argv) or _children:
+        return
+    try:
+        _start()
+    except Exception:  # any surprise: detect starts its children as it always did
+        stop_all()
+
+
+def _live(argv: list[str]) -> bool:
+    """Does ``argv`` name a command that detects the live machine (no --from, --env, help, undo ...)?"""
+    if not argv or argv[0] not in _COMMANDS:
+        return False
+    return not any(a.partition("=")[0] in _NOT_LIVE for a in argv[1:] if a.startswith("-"))
+
+
+def _start() -> None:
+    from cudamatrix.detect import DETECT_ENV_VAR, loader
+    from cudamatrix.detect.libraries import safe_environ
+
+    if not sys.platform.startswith("linux") or not hasattr(os, "fork"):
+        return
+    environ = dict(os.environ)
+    if environ.get(DETECT_ENV_VAR) or safe_environ(environ) != environ or _threads() != 1:
+        return
+    import atexit
+
+    question = {"nvml": loader.findable("libnvidia-ml.so.1", environ),
+                "libcuda": loader.findable("libcuda.so.1", environ)}
+    atexit.register(stop_all)
+    if question["nvml"] or question["libcuda"]:
+        config = {"nvml": question["nvml"], "libcuda": question["libcuda"], "libs": [], "skip": []}
+        _children["nvml"] = _fork(_json(config), question, environ)
+    _children["libs"] = _fork(None, None, environ)
+
+
+def _threads() -> int:
+    """Threads of this process (the kernel's count: C libraries' threads too); 0 when it cannot be read."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 0
+
+
+def _json(config: dict[str, Any]) -> str:
+    import json
+
+    return json.dumps(config)
+
+
+def _fork(config_text: str | None, question: dict[str, Any] | None, environ: dict[str, str]) -> Forked:
+    """Fork one child running :func:`cudamatrix.detect._loader.main` on ``config_text`` (None: on what it reads
+    from its stdin pipe), its lines going to a pipe of ours."""
+    out_r, out_w = os.pipe()
+    in_r, in_w = os.pipe() if config_text is None else (None, None)
+    spawned = time.monotonic()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover  (the child: measured by its answers, it never returns)
+        _child(config_text, out_w, in_r, (out_r, in_w))
+    os.close(out_w)
+    if in_r is not None:
+        os.close(in_r)
+    return Forked(pid, out_r, in_w, question, environ, spawned)
+
+
+def _child(config_text: str | None, out_w: int, in_r: int | None, parent_ends: tuple) -> None:  # pragma: no cover
+    """The forked child: its own session (a Ctrl-C at the terminal is the parent's to handle: it kills us),
+    its stdout the pipe, then the loader child's main; it leaves by os._exit, never through the parent's code."""
+    code = 1
+    try:
+        os.setsid()
+        for fd in parent_ends:
+            if fd is not None:
+                os.close(fd)
+        os.dup2(out_w, 1)
+        os.close(out_w)
+        if in_r is not None:
+            os.dup2(in_r, 0)
+            os.close(in_r)
+        import io
+
+        sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", line_buffering=True)
+        from cudamatrix.detect import _loader  # (ctypes) while the libraries' child waits for its question
+
+        ready = time.monotonic()
+        if config_text is None:
+            config_text = _read_all(0).decode("utf-8", errors="replace")
+        code = _loader.main(["_loader.py", config_text], ready) if config_text else 0  # no question: it ends
+        sys.stdout.flush()
+    except BaseException:
+        code = 1
+    finally:
+        os._exit(code)
+
+
+def take(kind: str, environ: dict[str, str], question: dict[str, Any] | None = None) -> Forked | None:
+    """The forked child of ``kind`` ("nvml", "libs") for a detect run in ``environ`` asking ``question``, once;
+    None when there is none or it was forked for another environment or question (that one is stopped)."""
+    child = _children.pop(kind, None)
+    if child is None:
+        return None
+    if child.environ != environ or child.question != question:
+        child.kill()
+        child.reap()
+        return None
+    return child
+
+
+def stop_all() -> None:
+    """Kill and reap the children nobody asked (a command that ended before detect, an error)."""
+    while _children:
+        _, child = _children.popitem()
+        child.kill()
+        child.reap()
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _read_all(fd: int) -> bytes:
+    chunks: list[bytes] = []
+    while True:
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+
+
+def _read_until(fd: int, deadline: float) -> tuple[bytes, bool]:
+    """Everything written to ``fd`` until its last writer closes it; (what was read, True) at the deadline."""
+    import select
+
+    poller = select.poll()  # not select.select: it refuses descriptors past 1024
+    poller.register(fd, select.POLLIN)
+    chunks: list[bytes] = []
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return b"".join(chunks), True
+        if not poller.poll(left * 1000.0):
+            continue
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            return b"".join(chunks), False
+        chunks.append(chunk)

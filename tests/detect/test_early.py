@@ -1,0 +1,176 @@
+"""cudamatrix.detect.early: the loader children forked at a command's start.
+
+Each case runs in a fresh interpreter (a script below): a fork is made only in a process with one thread, and
+this test process has more under pytest-xdist. The libraries are gcc-built stand-ins (tests/fakes.py)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+needs_gcc = pytest.mark.skipif(not any(os.access(os.path.join(d, "gcc"), os.X_OK)
+                                       for d in os.environ.get("PATH", "").split(os.pathsep)), reason="no gcc")
+
+
+@pytest.mark.parametrize("argv,live", [
+    (["detect"], True), (["detect", "--json", "--python", "/x/python"], True), (["doctor", "--json"], True),
+    (["fix", "--dry-run"], True), (["env", "--shell", "bash"], True), (["solve", "torch"], True),
+    (["check", "-r", "req.txt"], True),
+    (["detect", "--from", "smi.txt"], False), (["detect", "--from=smi.txt"], False), (["doctor", "--env", "e.json"], False),
+    (["fix", "--undo"], False), (["fix", "--rollback"], False), (["fix", "--resume"], False), (["detect", "--help"], False),
+    (["doctor", "-h"], False), (["lock", "torch"], False), (["matrix", "show"], False), ([], False), (["--version"], False),
+    (["solve", "torch", "--", "--from"], False),  # after "--" it would be an argument: not forking is the safe side
+])
+def test_which_invocations_fork(argv, live):
+    from cudamatrix.detect.early import _live
+
+    assert _live(argv) is live
+
+
+def test_no_fork_in_a_process_with_threads():
+    """A second thread (pytest-xdist's, or one started here): start() forks nothing."""
+    from cudamatrix.detect import early
+
+    stop = threading.Event()
+    extra = threading.Thread(target=stop.wait, daemon=True)
+    extra.start()
+    try:
+        early.start(["detect"])
+        assert early._children == {}
+    finally:
+        stop.set()
+        extra.join()
+
+
+RUN = """
+import json, os, sys, time
+from cudamatrix.detect import early, loader
+early.start(sys.argv[1:2])
+forked = dict(early._children)
+out = {"forked": sorted(forked), "pids": {k: c.pid for k, c in forked.items()}}
+"""
+
+
+def _script(body: str, tmp_path: Path, *argv: str, env: dict | None = None) -> dict:
+    """Run RUN + ``body`` in a fresh interpreter (cwd tmp_path); the JSON it prints last."""
+    code = RUN + textwrap.dedent(body) + "\nprint(json.dumps(out))\n"
+    run_env = dict(os.environ if env is None else env, PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path, env=run_env)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+@pytest.fixture(scope="module")
+def libs(tmp_path_factory) -> dict[str, str]:
+    from fakes import CRASH_C, CUDART_C, HANG_C, build_lib, fake_nvml
+
+    t = tmp_path_factory.mktemp("early")
+    return {"nvml_dir": str(fake_nvml(t / "nvml").parent),
+            "cudart": str(build_lib(t / "ok", "libcudart.so.12", CUDART_C, VERSION=12040)),
+            "crash": str(build_lib(t / "crash", "libcudnn.so.9", CRASH_C)),
+            "hang": str(build_lib(t / "hang", "libcudart.so.12", HANG_C))}
+
+
+@pytest.mark.slow
+@needs_gcc
+def test_the_forked_children_answer_as_started_ones_do(libs, tmp_path):
+    """detect's questions answered by the forked NVML child and the waiting libraries' child: the same answers
+    as started children give, each child reaped; a crash in the forked libraries' child is named, and the copies
+    after it are asked of a started child."""
+    env = dict(os.environ, LD_LIBRARY_PATH=libs["nvml_dir"])
+    out = _script("""
+        environ = dict(os.environ)
+        q = {"nvml": loader.findable("libnvidia-ml.so.1", environ), "libcuda": loader.findable("libcuda.so.1", environ)}
+        a = loader.run_loader([], q["nvml"], q["libcuda"], 30, None, early.take("nvml", environ, q))
+        libs = [(sys.argv[2], "cudart"), (sys.argv[3], "cudnn"), (sys.argv[4], "cudart")]
+        b = loader.run_loader(libs, False, False, 30, None, early.take("libs", environ))
+        c = loader.run_loader([], q["nvml"], q["libcuda"], 30)  # a started child, for comparison
+        strip = lambda d: {k: v for k, v in d.items() if k not in ("ms", "phases_ms")}
+        out.update(nvml=strip(a.nvml), started_nvml=strip(c.nvml), failed=b.failed, libs={p: v.get("version") for p, v in b.libs.items()},
+                   left=sorted(early._children), start=[a.start_ms, b.start_ms], how=[a.forked, b.forked, c.forked])
+        """, tmp_path, "detect", libs["cudart"], libs["crash"], libs["cudart"] + "-same", env=env)
+    assert out["forked"] == ["libs", "nvml"]
+    assert out["nvml"] == out["started_nvml"] and out["nvml"]["gpus"][0]["name"] == "NVIDIA A100-SXM4-80GB"
+    assert out["failed"] == {libs["crash"]: "crashed the process (signal 11)"}
+    # the copy after the crash (a path with no file) was asked of a started child: it answered with its error
+    assert out["libs"] == {libs["cudart"]: 12040, libs["cudart"] + "-same": None}
+    assert out["left"] == [] and all(t is not None and t >= 0 for t in out["start"])
+    assert out["how"] == [True, True, False]
+    assert all(_gone(pid) for pid in out["pids"].values())
+
+
+@pytest.mark.slow
+@needs_gcc
+def test_a_forked_child_that_hangs_is_killed_at_the_timeout(libs, tmp_path):
+    out = _script("""
+        t = time.monotonic()
+        b = loader.run_loader([(sys.argv[2], "cudart"), (sys.argv[3], "cudart")], False, False, 1.5, None,
+                              early.take("libs", dict(os.environ)))
+        out.update(failed=b.failed, libs={p: v["version"] for p, v in b.libs.items()}, seconds=time.monotonic() - t,
+                   used_fork=b.forked)
+        """, tmp_path, "detect", libs["hang"], libs["cudart"])
+    assert out["failed"] == {libs["hang"]: "hung (no answer within 1.5s)"}
+    assert out["libs"] == {libs["cudart"]: 12040} and out["seconds"] < 10 and out["used_fork"]
+    assert all(_gone(pid) for pid in out["pids"].values())
+
+
+@pytest.mark.slow
+def test_children_nobody_asks_are_stopped(tmp_path):
+    """Another environment, another question, or a command that never asks: the child is killed and reaped
+    (by take(), and at exit)."""
+    out = _script("""
+        other = dict(os.environ, LD_LIBRARY_PATH="/elsewhere")
+        out["other_env"] = early.take("libs", other) is None
+        out["after"] = sorted(early._children)
+        """, tmp_path, "detect")
+    assert out["forked"] and out["other_env"] and "libs" not in out["after"]
+    assert all(_gone(pid) for pid in out["pids"].values())  # the NVML child too: stopped at exit
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ld_library_path", ["lib", "", "/usr/lib::/lib"])
+def test_no_fork_with_an_unsafe_library_path(tmp_path, ld_library_path):
+    """A relative or empty LD_LIBRARY_PATH entry (the current folder): a forked child would search it, since its
+    search path is the one this process started with; the started child is given a cleaned one instead."""
+    out = _script("", tmp_path, "detect", env=dict(os.environ, LD_LIBRARY_PATH=ld_library_path))
+    assert out["forked"] == []
+
+
+@pytest.mark.slow
+def test_no_fork_for_a_saved_environment(tmp_path):
+    out = _script("", tmp_path, "detect", env=dict(os.environ, CUDAMATRIX_DETECT_ENV=str(tmp_path / "env.json")))
+    assert out["forked"] == []
+
+
+@pytest.mark.slow
+@needs_gcc
+def test_the_command_uses_the_forked_children(libs, tmp_path):
+    """``python -m cudamatrix detect --json`` forks its children, and its answers are those of a detect that
+    started them (the library API's way)."""
+    env = dict(os.environ, LD_LIBRARY_PATH=libs["nvml_dir"], PYTHONPATH=str(ROOT))
+    cli = subprocess.run([sys.executable, "-m", "cudamatrix", "detect", "--json"], capture_output=True, text=True,
+                         timeout=120, env=env, cwd=tmp_path)
+    api = subprocess.run([sys.executable, "-c", "import json, cudamatrix.detect as d; print(json.dumps("
+                          "d.detect().to_dict()))"], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    live = json.loads(cli.stdout)["data"]["environment"]
+    started = json.loads(api.stdout)
+    for key in ("driver", "gpus"):
+        assert live[key] == started[key], key
+    assert [(lib["path"], lib["version"]) for lib in live["libraries"]] == \
+        [(lib["path"], lib["version"]) for lib in started["libraries"]]
