@@ -61,7 +61,10 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
     tools = Background(_timed, timer, "toolkits", toolkits.probe, environ, root, timeout)
     ldconfig = Background(_timed, timer, "ldconfig", libraries.run_ldconfig, timeout)
     with timer("python"):
-        side, error = python_env.probe(python, timeout)
+        import sys
+
+        forked_probe = early.take("python", environ, {"path": list(sys.path)}) if python is None else None
+        side, error = python_env.probe(python, timeout, forked_probe)
     if error:
         raise UsageError(error, hint="--python needs the path of a Python >= 3.6 interpreter")
     env.python, env.packages, env.requirements = side.python, side.packages, side.requirements

@@ -5,8 +5,10 @@ asks NVML anything: on a lent H100, 28 + 18 ms of an 81 ms NVML answer, and as m
 child, which detect could start only once it had found the copies. A forked child has its parent's interpreter
 and imports already. So ``python -m cudamatrix detect`` (doctor, fix, env, solve, check: the commands that
 detect this machine) forks two children first thing: one asks NVML and libcuda at once, the other waits on a
-pipe for the library copies detect finds later. Both run the started child's own code (:mod:`._loader`) in a
-process of their own (a crash or a hang costs what it costs the started child), and
+pipe for the library copies detect finds later; where detect reads this interpreter's own distributions (no
+``--python``), a third reads them (:func:`cudamatrix.detect._pyprobe.collect`, the same code detect runs
+in-process otherwise) beside the parent's work, on another core. The loader children run the started child's
+own code (:mod:`._loader`) in a process of their own (a crash or a hang costs what it costs the started child), and
 :func:`cudamatrix.detect.loader.run_loader` reads their lines as it reads that child's; a step a forked child
 did not answer is asked again of a started child, as before.
 
@@ -95,6 +97,8 @@ class Forked:
 
 _children: dict[str, Forked] = {}
 
+PYTHON_PROBE = "python-probe"  # the question of the child that reads this interpreter's distributions
+
 
 def start(argv: list[str]) -> None:
     """Fork the NVML child and the waiting libraries' child when ``argv`` is a command that detects this machine
@@ -102,7 +106,7 @@ def start(argv: list[str]) -> None:
     if not _live(argv) or _children:
         return
     try:
-        _start()
+        _start(argv)
     except Exception:  # any surprise: detect starts its children as it always did
         stop_all()
 
@@ -114,7 +118,7 @@ def _live(argv: list[str]) -> bool:
     return not any(a.partition("=")[0] in _NOT_LIVE for a in argv[1:] if a.startswith("-"))
 
 
-def _start() -> None:
+def _start(argv: list[str]) -> None:
     from cudamatrix.detect import DETECT_ENV_VAR, loader
     from cudamatrix.detect.libraries import safe_environ
 
@@ -132,6 +136,8 @@ def _start() -> None:
         config = {"nvml": question["nvml"], "libcuda": question["libcuda"], "libs": [], "skip": []}
         _children["nvml"] = _fork(_json(config), question, environ)
     _children["libs"] = _fork(None, None, environ)
+    if not any(a.partition("=")[0] == "--python" for a in argv):  # this interpreter's packages, read beside us
+        _children["python"] = _fork(PYTHON_PROBE, {"path": list(sys.path)}, environ)
 
 
 def _threads() -> int:
@@ -180,6 +186,14 @@ def _child(config_text: str | None, out_w: int, in_r: int | None, parent_ends: t
         import io
 
         sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", line_buffering=True)
+        if config_text == PYTHON_PROBE:
+            import json
+
+            from cudamatrix.detect import _pyprobe
+
+            sys.stdout.write(json.dumps(_pyprobe.collect()) + "\n")
+            sys.stdout.flush()
+            os._exit(0)
         from cudamatrix.detect import _loader  # (ctypes) while the libraries' child waits for its question
 
         ready = time.monotonic()

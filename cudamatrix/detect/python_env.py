@@ -9,11 +9,15 @@ from __future__ import annotations
 import json
 import os
 import re
+from typing import TYPE_CHECKING
 
 from cudamatrix import proc
 from cudamatrix.models import FileConflict, Framework, Note, PythonInfo
 from cudamatrix.names import KNOWN_DISTS, canonical
 from cudamatrix.schema import field, record
+
+if TYPE_CHECKING:
+    from cudamatrix.detect.early import Forked
 
 _SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_pyprobe.py")
 FRAMEWORKS = KNOWN_DISTS
@@ -214,15 +218,28 @@ def _file_owners(dists: list[dict], side: PythonSide) -> None:
         side.notes.append(Note("python", "distributions overwrite each other's files: " + "; ".join(pairs[:5]), "warning"))
 
 
-def probe(python: str | None, timeout: float) -> tuple[PythonSide, str | None]:
+def _forked_answer(forked: Forked, timeout: float) -> dict | None:
+    """The forked probe's answer (one JSON object, this interpreter's own code wrote it); None when it has none."""
+    result = forked.answer(None, timeout)
+    try:
+        raw = json.loads(result.stdout)
+    except (ValueError, RecursionError):
+        return None
+    return raw if result.returncode == 0 and isinstance(raw, dict) else None
+
+
+def probe(python: str | None, timeout: float, forked: Forked | None = None) -> tuple[PythonSide, str | None]:
     """Probe this interpreter (in process) or the one at ``python`` (a child running the probe script).
 
+    ``forked``: for this interpreter, a child forked at the command's start (:mod:`cudamatrix.detect.early`)
+    that ran the same probe; its answer is used when it gave one, else the probe runs here.
     Returns (side, error); error says why another interpreter could not be probed.
     """
     if python is None:
         from cudamatrix.detect import _pyprobe
 
-        return build(_pyprobe.collect()), None
+        raw = _forked_answer(forked, timeout) if forked is not None else None
+        return build(raw if raw is not None else _pyprobe.collect()), None
     result = proc.run([python, _SCRIPT], timeout=max(timeout, 10.0))
     if result.error:
         return PythonSide(), f"could not run {python}: {result.error}"

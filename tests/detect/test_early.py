@@ -52,7 +52,7 @@ def test_no_fork_in_a_process_with_threads():
 RUN = """
 import json, os, sys, time
 from cudamatrix.detect import early, loader
-early.start(sys.argv[1:2])
+early.start(sys.argv[1].split())  # the command words, one argument
 forked = dict(early._children)
 out = {"forked": sorted(forked), "pids": {k: c.pid for k, c in forked.items()}}
 """
@@ -105,12 +105,12 @@ def test_the_forked_children_answer_as_started_ones_do(libs, tmp_path):
         out.update(nvml=strip(a.nvml), started_nvml=strip(c.nvml), failed=b.failed, libs={p: v.get("version") for p, v in b.libs.items()},
                    left=sorted(early._children), start=[a.start_ms, b.start_ms], how=[a.forked, b.forked, c.forked])
         """, tmp_path, "detect", libs["cudart"], libs["crash"], libs["cudart"] + "-same", env=env)
-    assert out["forked"] == ["libs", "nvml"]
+    assert out["forked"] == ["libs", "nvml", "python"]
     assert out["nvml"] == out["started_nvml"] and out["nvml"]["gpus"][0]["name"] == "NVIDIA A100-SXM4-80GB"
     assert out["failed"] == {libs["crash"]: "crashed the process (signal 11)"}
     # the copy after the crash (a path with no file) was asked of a started child: it answered with its error
     assert out["libs"] == {libs["cudart"]: 12040, libs["cudart"] + "-same": None}
-    assert out["left"] == [] and all(t is not None and t >= 0 for t in out["start"])
+    assert out["left"] == ["python"] and all(t is not None and t >= 0 for t in out["start"])  # not asked here
     assert out["how"] == [True, True, False]
     assert all(_gone(pid) for pid in out["pids"].values())
 
@@ -170,7 +170,32 @@ def test_the_command_uses_the_forked_children(libs, tmp_path):
                           "d.detect().to_dict()))"], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
     live = json.loads(cli.stdout)["data"]["environment"]
     started = json.loads(api.stdout)
-    for key in ("driver", "gpus"):
+    for key in ("driver", "gpus", "python", "packages", "frameworks", "file_conflicts"):
         assert live[key] == started[key], key
     assert [(lib["path"], lib["version"]) for lib in live["libraries"]] == \
         [(lib["path"], lib["version"]) for lib in started["libraries"]]
+
+
+@pytest.mark.slow
+def test_the_forked_python_probe_answers_as_the_probe_in_this_process_does(tmp_path):
+    """This interpreter's distributions read by the forked child (beside the parent's work) and in process: the
+    same; with --python (another interpreter) no such child is forked; a child forked for another sys.path is
+    not used."""
+    out = _script("""
+        from cudamatrix.detect import python_env
+        child = early.take("python", dict(os.environ), {"path": list(sys.path)})
+        out["used"] = child is not None
+        a, _ = python_env.probe(None, 30, child)
+        b, _ = python_env.probe(None, 30)
+        view = lambda side: (side.python.to_dict(), side.packages, side.requirements, side.wheel_owner,
+                             [f.to_dict() for f in side.frameworks], [c.to_dict() for c in side.file_conflicts])
+        out["same"] = view(a) == view(b)
+        out["n"] = len(a.packages)
+        """, tmp_path, "doctor")
+    assert "python" in out["forked"] and out["used"] and out["same"] and out["n"] > 0
+    assert all(_gone(pid) for pid in out["pids"].values())
+    other = _script("""
+        out["other_path"] = early.take("python", dict(os.environ), {"path": ["/elsewhere"]}) is None
+        """, tmp_path, "doctor")
+    assert other["other_path"]
+    assert "python" not in _script("", tmp_path, "detect --python /usr/bin/python3")["forked"]
