@@ -57,6 +57,8 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
     # NVML can take 50-100 ms to initialise on a real driver: its own child starts first and overlaps the rest
     want_nvml, want_cuda = loader.findable("libnvidia-ml.so.1", environ), loader.findable("libcuda.so.1", environ)
     forked = early.take("nvml", environ, {"nvml": want_nvml, "libcuda": want_cuda})  # forked at the command's start
+    # the libraries' child, forked at the command's start or started now: it waits for the copies found below
+    libs_child = early.take("libs", environ) or early.started_libs(environ)
     nvml = Background(_timed, timer, "nvml", loader.run_loader, [], want_nvml, want_cuda, timeout, None, forked)
     tools = Background(_timed, timer, "toolkits", toolkits.probe, environ, root, timeout)
     ldconfig = Background(_timed, timer, "ldconfig", libraries.run_ldconfig, timeout)
@@ -66,6 +68,8 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
         forked_probe = early.take("python", environ, {"path": list(sys.path)}) if python is None else None
         side, error = python_env.probe(python, timeout, forked_probe)
     if error:
+        if libs_child is not None:
+            libs_child.answer("", timeout)  # nothing will be asked: it ends on the empty question
         raise UsageError(error, hint="--python needs the path of a Python >= 3.6 interpreter")
     env.python, env.packages, env.requirements = side.python, side.packages, side.requirements
     env.frameworks, env.file_conflicts, env.notes = side.frameworks, side.file_conflicts, list(side.notes)
@@ -89,7 +93,7 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
                                        _conda_prefixes(env), all_copies)
     with timer("loader"):
         answers = loader.run_loader(libraries.loadable(copies), nvml=False, libcuda=False, timeout=timeout,
-                                    forked=early.take("libs", environ))
+                                    forked=libs_child)
     driver_answers = nvml.value()
     _merge_driver_answers(answers, driver_answers, want_nvml, want_cuda)
     _apply_library_answers(copies, answers, env.notes)

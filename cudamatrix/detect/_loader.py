@@ -402,4 +402,8 @@ def main(argv, ready=None):
 
 
 if __name__ == "__main__":
+    if sys.argv[1:] == ["-"]:  # started before the question was known: it comes on stdin (empty: nothing asked)
+        _ready = time.monotonic()
+        _question = sys.stdin.read()
+        sys.exit(main([sys.argv[0], _question], _ready) if _question else 0)
     sys.exit(main(sys.argv))

@@ -95,6 +95,54 @@ class Forked:
         return os.waitstatus_to_exitcode(status)
 
 
+class Started(Forked):
+    """The libraries' child where none could be forked (the library API; threads; an unsafe LD_LIBRARY_PATH):
+    started at detect's start, as ``python -I -S _loader.py -`` with the cleaned environment, it starts its
+    interpreter and imports while detect searches, then reads its question on stdin."""
+
+    def __init__(self, popen: Any, environ: dict[str, str], spawned: float) -> None:
+        super().__init__(popen.pid, popen.stdout.fileno(), popen.stdin.fileno(), None, environ, spawned)
+        self.popen = popen  # owns the pipes: closed (and the child reaped) through it
+
+    def reap(self) -> int | None:
+        for stream in (self.popen.stdin, self.popen.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        self.in_fd = self.out_fd = None  # type: ignore[assignment]
+        return self.popen.wait()
+
+    def answer(self, config_text: str | None, timeout: float) -> proc.Result:
+        if self.in_fd is not None:
+            try:
+                if config_text:
+                    _write_all(self.in_fd, config_text.encode())
+            except OSError:
+                pass  # it died before reading: its exit status says how
+            finally:
+                self.popen.stdin.close()
+                self.in_fd = None
+        return super().answer(None, timeout)
+
+
+def started_libs(environ: dict[str, str]) -> Forked | None:
+    """Start the waiting libraries' child (None when it cannot be started: detect starts one later)."""
+    import subprocess
+
+    from cudamatrix.detect.libraries import safe_environ
+    from cudamatrix.detect.loader import _SCRIPT
+
+    spawned = time.monotonic()
+    try:
+        popen = subprocess.Popen([sys.executable, "-I", "-S", _SCRIPT, "-"], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=safe_environ(environ),
+                                 start_new_session=True)
+    except OSError:
+        return None
+    return Started(popen, environ, spawned)
+
+
 _children: dict[str, Forked] = {}
 
 PYTHON_PROBE = "python-probe"  # the question of the child that reads this interpreter's distributions

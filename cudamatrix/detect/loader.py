@@ -95,7 +95,9 @@ def run_loader(libs: list[tuple[str, str]], nvml: bool, libcuda: bool, timeout: 
     config: dict[str, Any] = {"nvml": nvml, "libcuda": libcuda, "skip": [],
                               "libs": [{"path": p, "name": n, "first": own_answerer(p)} for p, n in libs]}
     exe = python or sys.executable
-    for _attempt in range(3):
+    tries = 0
+    while tries < 3:
+        early = forked is not None
         if forked is not None:
             spawned, result = forked.spawned, forked.answer(json.dumps(config), timeout)
             forked, answers.forked = None, True
@@ -107,8 +109,12 @@ def run_loader(libs: list[tuple[str, str]], nvml: bool, libcuda: bool, timeout: 
         if finished:
             return answers
         if started is None:  # it did not even start its first step
+            if early:  # a child made in advance: a started child is asked instead, and says what is wrong
+                answers.forked = False
+                continue
             answers.error = result.error or (result.stderr.strip()[-300:] or f"exit status {result.returncode}")
             return answers
+        tries += 1
         answers.failed[started] = _failure(result, timeout)
         done = set(answers.libs) | {k for k in ("nvml", "libcuda") if getattr(answers, k) is not None}
         config["skip"] = sorted(set(config["skip"]) | done | {started})

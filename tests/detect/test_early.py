@@ -199,3 +199,27 @@ def test_the_forked_python_probe_answers_as_the_probe_in_this_process_does(tmp_p
         """, tmp_path, "doctor")
     assert other["other_path"]
     assert "python" not in _script("", tmp_path, "detect --python /usr/bin/python3")["forked"]
+
+
+@pytest.mark.slow
+@needs_gcc
+def test_the_library_api_starts_its_libraries_child_ahead(libs, tmp_path):
+    """detect() in a process that forked nothing (a notebook kernel's): the libraries' child is started at detect's
+    start and answers when asked; one that never begins its first step (here a program that exits at once) is
+    replaced by a started child, which answers; nothing is left running."""
+    import subprocess as sp
+
+    from cudamatrix.detect import early
+    from cudamatrix.detect.loader import run_loader
+
+    environ = dict(os.environ)
+    ahead = early.started_libs(environ)
+    a = run_loader([(libs["cudart"], "cudart"), (libs["crash"], "cudnn")], False, False, 30, None, ahead)
+    assert a.forked and a.libs[libs["cudart"]]["version"] == 12040
+    assert a.failed == {libs["crash"]: "crashed the process (signal 11)"} and a.start_ms is not None
+    dud = early.Started(sp.Popen(["false"], stdin=sp.PIPE, stdout=sp.PIPE, start_new_session=True), environ, 0.0)
+    b = run_loader([(libs["cudart"], "cudart")], False, False, 30, None, dud)
+    assert not b.forked and b.error is None and b.libs[libs["cudart"]]["version"] == 12040
+    assert _gone(ahead.pid) and _gone(dud.pid)
+    idle = early.started_libs(environ)  # nothing to ask: it ends on the empty question
+    assert run_loader([], False, False, 30, None, idle) == type(a)() and _gone(idle.pid)
