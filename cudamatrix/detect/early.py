@@ -58,7 +58,12 @@ class Forked:
             finally:
                 os.close(self.in_fd)
                 self.in_fd = None
-        out, timed_out = _read_until(self.out_fd, deadline)
+        try:
+            out, timed_out = _read_until(self.out_fd, deadline)
+        except BaseException:  # Ctrl-C: it must not outlive us (it is in a session of its own)
+            self.kill()
+            self.reap()
+            raise
         if timed_out:
             self.kill()
         code = self.reap()

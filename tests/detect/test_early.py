@@ -223,3 +223,23 @@ def test_the_library_api_starts_its_libraries_child_ahead(libs, tmp_path):
     assert _gone(ahead.pid) and _gone(dud.pid)
     idle = early.started_libs(environ)  # nothing to ask: it ends on the empty question
     assert run_loader([], False, False, 30, None, idle) == type(a)() and _gone(idle.pid)
+
+
+@pytest.mark.slow
+@needs_gcc
+def test_ctrl_c_while_waiting_on_a_forked_child_kills_it(libs, tmp_path):
+    """The child is in a session of its own (the terminal's Ctrl-C reaches only us): interrupted while reading
+    its answer, we kill it before the KeyboardInterrupt goes on."""
+    out = _script("""
+        import signal
+        child = early.take("libs", dict(os.environ))
+        signal.setitimer(signal.ITIMER_REAL, 0.5)
+        signal.signal(signal.SIGALRM, lambda *a: (_ for _ in ()).throw(KeyboardInterrupt()))
+        try:
+            loader.run_loader([(sys.argv[2], "cudart")], False, False, 30, None, child)
+            out["interrupted"] = False
+        except KeyboardInterrupt:
+            out["interrupted"] = True
+        out["child"] = child.pid
+        """, tmp_path, "detect", libs["hang"])
+    assert out["interrupted"] and _gone(out["child"])
