@@ -891,13 +891,20 @@ def test_a_table_cut_after_its_header_is_no_complete_table_for_a_sentence_that_s
     assert note == "t: read as nvidia-smi (lines 1-3)"
 
 
-def test_an_nvidia_smi_q_block_from_the_first_line_ends_where_it_ends():
-    # the H200 -q output from its banner on the paste's first line, then two blank lines and a driver typed at the
-    # end of the paste: the block does not wrap around to that last line
+@pytest.mark.parametrize("before,after,read", [
+    ([], ["", "", "Driver Version: 470.82.01"], "lines 1-11"),  # the block from the paste's first line
+    ([""], ["", "", "Driver Version: 470.82.01"], "lines 2-12"),  # from its second, below a blank line
+    (["Driver Version: 470.82.01", "", ""], [], "lines 4-14"),  # two blank lines above it
+    (["Driver Version: 470.82.01", "On the host:"], [], "lines 3-13"),  # a line of prose right above it
+])
+def test_an_nvidia_smi_q_block_ends_at_two_blank_lines_or_prose_and_never_wraps(before, after, read):
+    # the H200 -q output from its banner on, with a driver typed in a sentence-like line above or below it, past
+    # two blank lines or a line of prose: that line is no part of the block (nor, from the first lines of the
+    # paste, is the paste's last line)
     q = fixture(H200_Q).split("\n")
-    env, note = read_as("q", "\n".join([*q[1:12], "", "", "Driver Version: 470.82.01"]))
+    env, note = read_as("q", "\n".join([*before, *q[1:12], *after]))
     assert (env.driver.version, env.gpus[0].name) == ("580.159.04", "NVIDIA H200")
-    assert note == "q: read as nvidia-smi -q (lines 1-11)"
+    assert note == f"q: read as nvidia-smi -q ({read})"
 
 
 # --- what users print from Python (detect/pastes/prints.py) ---------------------------------------------------------
