@@ -732,6 +732,11 @@ def test_an_nvidia_smi_q_paste_elided_between_its_header_and_its_gpu_reads_both_
     # https://github.com/JosephKJ/OWOD/issues/81
     ("Unable to determine the device handle for GPU 0000:02:00.0: GPU is lost. Reboot the system to recover this GPU",
      "error"),
+    # https://github.com/NVIDIA/nvidia-docker/issues/1553 (no word of the others: it was not read before)
+    ("Unable to determine the device handle for GPU 0000:09:00.0: Unknown Error", "error"),
+    # https://github.com/ci-for-research/self-hosted-runners/issues/40
+    ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA "
+     "driver is installed and running.", "absent"),
 ])
 def test_an_nvidia_smi_error_quoted_alone_is_read(text, status):
     env, note = read_as("e", text)
@@ -870,6 +875,15 @@ def test_a_query_typed_without_a_prompt_after_rows_is_read_as_its_own_query():
                              "nvidia-smi --query-gpu=compute_cap --format=csv,noheader\n7.5\n")
     assert [(g.name, g.memory_total_mib, g.compute_capability) for g in env.gpus] == [("Tesla T4", 15360, "7.5")]
     assert note == "q: read as nvidia-smi --query-gpu (lines 1-2, 4)"
+
+
+@pytest.mark.parametrize("between", ["It printed nothing.", "\n\n"])
+def test_a_query_that_printed_nothing_reads_no_row_from_a_sentence_below_it(between):
+    # a query's command, then a line of prose or three blank lines (no row within three lines), then a sentence
+    # with as many comma-separated parts as the query has fields: no GPU, nothing read
+    env = from_reports([("q", "$ nvidia-smi --query-gpu=name,memory.total --format=csv,noheader\n"
+                              f"{between}\nNote that, 16 GB should be free")])  # the paste's last line
+    assert env.gpus == [] and not [n for n in env.notes if n.message.startswith("q: read as")]
 
 
 def test_a_query_reads_no_row_from_a_sentence_after_its_output():

@@ -131,7 +131,7 @@ _LIBRARY = "NVML library version:"  # the line nvidia-smi adds below a version m
 def _read_error(paste: Paste, env: Environment) -> bool:
     """An error message, alone or below a table (parse_table has merged its status already)."""
     text = paste.text
-    hint = ("nvidia-smi", "NVML", "NVIDIA", "No devices were found", "GPU is lost")
+    hint = ("nvidia-smi", "NVML", "NVIDIA", "No devices were found", "GPU is lost", "Unable to determine")
     err = smi.parse_error(text) if any(h in text for h in hint) else None
     if not err:
         return False
