@@ -33,11 +33,12 @@ def _record_hash(data: bytes) -> str:
     return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
-def build_wheel(folder: Path, name: str, version: str, *, requires: list[str] = (), files: dict[str, str] | None = None,
+def build_wheel(folder: Path, name: str, version: str, *, requires: list[str] = (),
+                files: dict[str, str | bytes] | None = None,
                 corrupt: bool = False, tag: str = "py3-none-any", requires_python: str | None = None) -> Path:
     """Write ``<name>-<version>-py3-none-any.whl`` into ``folder`` and return its path.
 
-    ``files``: extra payload (path in site-packages -> text). ``corrupt``: flip a byte of the payload
+    ``files``: extra payload (path in site-packages -> text, or bytes written as they are). ``corrupt``: flip a byte of the payload
     after the archive is written, so the metadata reads fine (resolution succeeds) but extraction
     fails with a CRC error at install time, after earlier packages of the same install went in.
     """
@@ -55,7 +56,8 @@ def build_wheel(folder: Path, name: str, version: str, *, requires: list[str] = 
     members = dict(payload)
     members[f"{info}/METADATA"] = "\n".join(meta) + "\n"
     members[f"{info}/WHEEL"] = f"Wheel-Version: 1.0\nGenerator: cudamatrix-tests\nRoot-Is-Purelib: true\nTag: {tag}\n"
-    record = [f"{p},{_record_hash(t.encode())},{len(t.encode())}" for p, t in members.items()]
+    data = {p: t if isinstance(t, bytes) else t.encode() for p, t in members.items()}
+    record = [f"{p},{_record_hash(b)},{len(b)}" for p, b in data.items()]
     members[f"{info}/RECORD"] = "\n".join(record + [f"{info}/RECORD,,"]) + "\n"
     path = folder / f"{dist}-{version}-{tag}.whl"
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED if tag != "py3-none-any" else zipfile.ZIP_STORED) as zf:

@@ -226,6 +226,10 @@ class Search:
     executable: str | None = None  # the program's file (its DT_RPATH is searched last among RPATHs)
 
 
+# the ld.so cache flag of this machine's own objects (ldconfig -p prints it); another machine's cache is read whole
+_CACHE_FLAGS = {"x86_64": "x86-64", "aarch64": "AArch64"}
+
+
 def system_search(environ: dict[str, str], ld_entries: list, executable: str | None, cwd: str | None = None,
                   root: str = "/") -> Search:
     """The Search of a process started with ``environ`` running ``executable``.
@@ -248,10 +252,10 @@ def system_search(environ: dict[str, str], ld_entries: list, executable: str | N
         lib_token, defaults = "lib64", ["/lib64", "/usr/lib64"]
     else:
         lib_token, defaults = "lib", ["/lib", "/usr/lib"]
-    flag = {"x86_64": "x86-64", "aarch64": "AArch64"}.get(machine, machine)
+    flag = _CACHE_FLAGS.get(machine)
     cache: dict[str, str] = {}
     for e in ld_entries:
-        if flag and flag not in e.flags and machine in ("x86_64", "aarch64"):
+        if flag and flag not in e.flags:
             continue  # another word size or machine: ld.so skips these entries
         cache.setdefault(e.soname, e.path)
     return Search(ld_library_path=environ.get("LD_LIBRARY_PATH"), ld_preload=environ.get("LD_PRELOAD"),
@@ -492,8 +496,8 @@ class LinkMap:
     def _expand_now(self, value: str, obj: Obj) -> list[str]:
         if obj is self.exe:
             origin = os.path.dirname(obj.real)  # the program's origin comes from /proc/self/exe (resolved)
-        else:
-            origin = os.path.dirname(obj.path if os.path.isabs(obj.path) else os.path.join(self.search.cwd, obj.path))
+        else:  # a relative path is the current folder's; os.path.join keeps an absolute path as it is
+            origin = os.path.dirname(os.path.join(self.search.cwd, obj.path))
         out = []
         for part in value.split(":"):
             if "$" in part:

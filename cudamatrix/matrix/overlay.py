@@ -68,7 +68,7 @@ def digest(families: dict[str, Any]) -> str:
     """SHA-256 of the rows in a canonical JSON form (sorted keys, no spaces)."""
     import hashlib  # on first use: loading OpenSSL costs a few ms on every doctor otherwise
 
-    text = json.dumps(families, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    text = json.dumps(families, sort_keys=True, separators=(",", ":"))  # and ensure_ascii, json's default
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -97,7 +97,7 @@ def build(index: Any, shipped: Matrix, index_url: str, log: Callable[[str], None
     def read(suffix):
         def member(f):
             got = index.member(f, suffix)
-            return got[1].decode("utf-8", "replace") if got else None
+            return got[1].decode(errors="replace") if got else None  # bytes.decode reads UTF-8 by default
         return member
 
     families: dict[str, list[dict[str, Any]]] = {}
@@ -131,9 +131,10 @@ def build(index: Any, shipped: Matrix, index_url: str, log: Callable[[str], None
 
 
 def to_plain(release: Any) -> dict[str, Any]:
+    """A shipped release as its data file holds it, sources as records (to_dict makes a new JSON-ready tree)."""
     from cudamatrix.schema import to_dict
 
-    return json.loads(json.dumps(to_dict(release, records=True), default=str))
+    return to_dict(release, records=True)
 
 
 def check_rows(doc: dict[str, Any], shipped: Matrix) -> Matrix:
@@ -195,7 +196,7 @@ def write(doc: dict[str, Any], shipped: Matrix, path: Path | None = None) -> Pat
     folder = path.parent
     try:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        why = _unsafe(os.stat(folder, follow_symlinks=False), "folder")
+        why = _unsafe(os.lstat(folder), "folder")  # lstat: the link itself, never where it points
     except OSError as exc:
         raise OverlayError(f"{folder}: cannot create the cache folder ({exc.strerror})") from None
     if why:
@@ -216,14 +217,14 @@ def apply(shipped: Matrix, path: Path | None = None) -> Matrix:
     or invalid (the reason is kept: :func:`info`)."""
     path = path or overlay_path()
     try:
-        st = os.stat(path, follow_symlinks=False)
+        st = os.lstat(path)
     except OSError:
         return shipped  # the common case: no overlay, one stat
     result = OverlayInfo(path=str(path))
     why = _unsafe(st, "file")
     if why is None:
         try:
-            why = _unsafe(os.stat(path.parent, follow_symlinks=False), "folder")
+            why = _unsafe(os.lstat(path.parent), "folder")
         except OSError as exc:
             why = f"the overlay folder cannot be read ({exc.strerror})"
     matrix = shipped

@@ -489,6 +489,11 @@ def _build_more(parts: dict[str, Path], t: Path) -> dict[str, Path]:
            "libleaf.so.1", [f"-L{parts['root']}/mid", "-l:libdeflib.so", *rpath(f"{parts['a']}:{parts['root']}/mid")])
     p["dia"] = linked(bfs, "libdia.so", "extern int mid(void), dq(void);\nint dia(void) { return mid() + dq(); }\n",
                       bfs, "libp.so", [f"-L{bfs}", "-l:libdq.so", *rpath("$ORIGIN")])
+    # a diamond: libdiamond.so needs libp.so and libpp.so, which needs libp.so again (a dependency with a
+    # dependency of its own, reached twice in one walk)
+    linked(bfs, "libpp.so", "extern int mid(void);\nint pp(void) { return mid(); }\n", bfs, "libp.so", rpath("$ORIGIN"))
+    p["diamond"] = linked(bfs, "libdiamond.so", "extern int mid(void), pp(void);\nint dm(void) { return mid() + pp(); }\n",
+                          bfs, "libp.so", [f"-L{bfs}", "-l:libpp.so", *rpath("$ORIGIN")])
     p["bfs_top"] = linked(bfs, "libbfs_top.so", "extern int mid(void), q(void);\nint t(void) { return mid() + q(); }\n",
                           bfs, "libp.so", [f"-L{bfs}", "-l:libq.so", *rpath("$ORIGIN")])
     return p
@@ -1092,6 +1097,46 @@ def test_every_dependency_is_walked_once(parts, more):
     z = next(r for r in lm.resolutions if r.name == "libz.so.1")
     assert z.requested_by == str(parts["root"] / "mid" / "libdeflib.so") and z.path == os.path.realpath(z.path)
     assert os.path.realpath(z.path) in mapped
+
+
+def test_a_dependency_reached_twice_is_walked_once(parts, more):
+    """libp.so is needed by libdiamond.so and by libpp.so: its own need, libleaf.so.1, is looked up once (what the
+    process maps: libp.so's copy from folder a)."""
+    env = clean_env()
+    mapped = truth(more["many"], more["diamond"], env, parts["root"])
+    lm = _bare_link_map(parts, env)
+    assert lm.load(str(more["diamond"]), None) is not None
+    pairs = [(r.name, r.requested_by) for r in lm.resolutions]
+    assert len(pairs) == len(set(pairs)), pairs
+    [leaf] = [r for r in lm.resolutions if r.name == "libleaf.so.1"]
+    assert leaf.requested_by.endswith("/libp.so") and os.path.realpath(leaf.path) in mapped
+    assert [r.name for r in lm.resolutions if r.name == "libp.so"] == ["libp.so"] * 2  # by libdiamond.so, libpp.so
+
+
+def test_a_link_map_checks_a_file_and_expands_a_path_once(parts, monkeypatch):
+    """A name searched twice from one object (not found: every candidate file is checked) checks each file and
+    expands the object's DT_RPATH once; a second link map given the first one's file answers checks none."""
+    from cudamatrix.detect import libraries
+    from cudamatrix.detect.loader import LinkMap, system_search
+
+    checked: list[str] = []
+    expanded: list[tuple[str, str]] = []
+    check, expand = LinkMap._check, LinkMap._expand_now
+    monkeypatch.setattr(LinkMap, "_check", lambda self, path: checked.append(path) or check(self, path))
+    monkeypatch.setattr(LinkMap, "_expand_now",
+                        lambda self, value, obj: expanded.append((obj.real, value)) or expand(self, value, obj))
+    search = system_search(clean_env(), libraries.run_ldconfig(10)[0], str(parts["driver"]), cwd=str(parts["root"]))
+    fits: dict[str, bool] = {}
+    lm = LinkMap(search, fits=fits)
+    mid = lm.load(str(parts["mid_rpath"]), None)
+    for _ in range(2):
+        assert lm.load("libnowhere.so.7", mid) is None
+    assert checked and len(checked) == len(set(checked)) and set(checked) <= set(fits)
+    assert expanded and len(expanded) == len(set(expanded))
+    checked.clear()
+    again = LinkMap(search, fits=fits)
+    assert again.load("libnowhere.so.7", again.load(str(parts["mid_rpath"]), None)) is None
+    assert checked == []
 
 
 def test_a_failed_load_leaves_no_name_or_file_behind(parts, more):

@@ -732,6 +732,11 @@ def test_an_nvidia_smi_q_paste_elided_between_its_header_and_its_gpu_reads_both_
     # https://github.com/JosephKJ/OWOD/issues/81
     ("Unable to determine the device handle for GPU 0000:02:00.0: GPU is lost. Reboot the system to recover this GPU",
      "error"),
+    # https://github.com/NVIDIA/nvidia-docker/issues/1553 (no word of the others: it was not read before)
+    ("Unable to determine the device handle for GPU 0000:09:00.0: Unknown Error", "error"),
+    # https://github.com/ci-for-research/self-hosted-runners/issues/40
+    ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA "
+     "driver is installed and running.", "absent"),
 ])
 def test_an_nvidia_smi_error_quoted_alone_is_read(text, status):
     env, note = read_as("e", text)
@@ -818,6 +823,8 @@ def test_the_nvidia_smi_h_banner_inside_a_sentence_or_cut_short():
     env, note = read_as("b", "nvidia-smi version: `NVIDIA System Management Interface -- v470.182.03`\n")
     assert env.driver.version == "470.182.03" and note == "b: read as nvidia-smi -h (line 1)"
     assert env.driver.source == "nvidia-smi -h"
+    said = from_reports([("s", "NVIDIA System Management Interface -- v470.182.03 (its first line)\n")])
+    assert said.driver.version == "470.182.03"
     assert Note("report:nvidia-smi", "driver 470.182.03: the version nvidia-smi -h prints for itself (it ships with "
                 "the driver)") in env.notes
     cut = from_reports([("c", "nvidia-smi -h prints:\nNVIDIA System Management Interface -- v\n")])
@@ -851,6 +858,67 @@ def test_one_field_queries_typed_one_after_the_other_are_each_read():
                              "nvidia-smi --query-gpu=name --format=csv,noheader\nTesla T4\n")
     assert (env.driver.version, [g.name for g in env.gpus]) == ("515.57", ["Tesla T4"])
     assert note == "q: read as nvidia-smi --query-gpu (lines 2, 4)"
+
+
+@pytest.mark.parametrize("between", ["", "Output:"])
+def test_a_one_field_query_after_a_blank_line_or_a_label_is_read(between):
+    # the one-field form of the query rows above (the value alone on its line), after a blank line or a label
+    env, note = read_as("q", f"$ nvidia-smi --query-gpu=driver_version --format=csv,noheader\n{between}\n550.54.15\n")
+    assert (env.driver.version, env.driver.source) == ("550.54.15", "nvidia-smi --query-gpu")
+    assert note == "q: read as nvidia-smi --query-gpu (line 3)"
+
+
+def test_a_query_typed_without_a_prompt_after_rows_is_read_as_its_own_query():
+    # the header and row of a two-field query, then a one-field query's command typed without a prompt: its
+    # "--format=csv,noheader" has a comma, yet it is a command that starts a query of its own, not a row
+    env, note = read_as("q", "name, memory.total [MiB]\nTesla T4, 15360 MiB\n"
+                             "nvidia-smi --query-gpu=compute_cap --format=csv,noheader\n7.5\n")
+    assert [(g.name, g.memory_total_mib, g.compute_capability) for g in env.gpus] == [("Tesla T4", 15360, "7.5")]
+    assert note == "q: read as nvidia-smi --query-gpu (lines 1-2, 4)"
+
+
+@pytest.mark.parametrize("between", ["It printed nothing.", "\n\n"])
+def test_a_query_that_printed_nothing_reads_no_row_from_a_sentence_below_it(between):
+    # a query's command, then a line of prose or three blank lines (no row within three lines), then a sentence
+    # with as many comma-separated parts as the query has fields: no GPU, nothing read
+    env = from_reports([("q", "$ nvidia-smi --query-gpu=name,memory.total --format=csv,noheader\n"
+                              f"{between}\nNote that, 16 GB should be free")])  # the paste's last line
+    assert env.gpus == [] and not [n for n in env.notes if n.message.startswith("q: read as")]
+
+
+def test_a_query_reads_no_row_from_a_sentence_after_its_output():
+    # a sentence with as many comma-separated parts as the query has fields, two lines below its rows: no GPU
+    env, note = read_as("q", "$ nvidia-smi --query-gpu=name,memory.total --format=csv,noheader\nTesla T4, 15360 MiB\n"
+                             "\nThat is the one GPU.\nNote that, 16 GB of it is free\n")
+    assert [(g.name, g.memory_total_mib) for g in env.gpus] == [("Tesla T4", 15360)]
+    assert note == "q: read as nvidia-smi --query-gpu (line 2)"
+
+
+def test_a_table_cut_after_its_header_is_no_complete_table_for_a_sentence_that_says_processes():
+    # a table cut below its header (no GPU row): the GPUs are unknown, not "no device", though a sentence under it
+    # says "Processes:" as the end of a complete table does
+    env, note = read_as("t", "+" + "-" * 77 + "+\n"
+                             "| NVIDIA-SMI 535.104.05   Driver Version: 535.104.05   CUDA Version: 12.2     |\n"
+                             "|-------------------------------+----------------------+----------------------+\n"
+                             "\n(I cut the rest. Processes: only Xorg and gnome-shell.)\n")
+    assert (env.driver.version, env.driver.status, env.gpus) == ("535.104.05", "unknown", [])
+    assert note == "t: read as nvidia-smi (lines 1-3)"
+
+
+@pytest.mark.parametrize("before,after,read", [
+    ([], ["", "", "Driver Version: 470.82.01"], "lines 1-11"),  # the block from the paste's first line
+    ([""], ["", "", "Driver Version: 470.82.01"], "lines 2-12"),  # from its second, below a blank line
+    (["Driver Version: 470.82.01", "", ""], [], "lines 4-14"),  # two blank lines above it
+    (["Driver Version: 470.82.01", "On the host:"], [], "lines 3-13"),  # a line of prose right above it
+])
+def test_an_nvidia_smi_q_block_ends_at_two_blank_lines_or_prose_and_never_wraps(before, after, read):
+    # the H200 -q output from its banner on, with a driver typed in a sentence-like line above or below it, past
+    # two blank lines or a line of prose: that line is no part of the block (nor, from the first lines of the
+    # paste, is the paste's last line)
+    q = fixture(H200_Q).split("\n")
+    env, note = read_as("q", "\n".join([*before, *q[1:12], *after]))
+    assert (env.driver.version, env.gpus[0].name) == ("580.159.04", "NVIDIA H200")
+    assert note == f"q: read as nvidia-smi -q ({read})"
 
 
 # --- what users print from Python (detect/pastes/prints.py) ---------------------------------------------------------

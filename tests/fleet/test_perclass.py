@@ -633,6 +633,83 @@ def test_per_class_locks_shared_by_classes_alike_equal_their_own_solves(tmp_path
         assert all(c["machines"] in ([], entry["nodes"]) for c in entry["causes"])
 
 
+def _counting_solves(monkeypatch) -> list[list[str]]:
+    """The node names of every solve the solver is asked for from now on (its entry point, wrapped)."""
+    from cudamatrix.solve import solver
+
+    calls: list[list[str]] = []
+    real = solver.solve
+
+    def solve(targets, *args, **kwargs):
+        calls.append([t.name for t in targets])
+        return real(targets, *args, **kwargs)
+
+    monkeypatch.setattr(solver, "solve", solve)
+    return calls
+
+
+@pytest.mark.slow
+def test_classes_alike_for_the_rules_are_solved_once_each_in_their_own_words(tmp_path: Path, monkeypatch):
+    """Three patch levels of a T4's driver and three of a P100's (six classes, two kinds the rules cannot tell
+    apart): lock_per_class asks the solver once for the fleet and once per kind, and each class's answer is the
+    NoSolution of its own solve in every part (message, hint, causes, ways out, rejected candidates); so it is for
+    two patch levels of an H100's driver under Python 3.8, whose words quote no driver."""
+    from cudamatrix.fleet import perclass
+    from cudamatrix.solve.solver import parse_request
+
+    kinds = _patch_levels(saved("doctor_cpu_wheel_on_t4"), 3) + _patch_levels(saved("doctor_kaggle_p100_cu128"), 3)
+    matrix, fleet = _fleet(tmp_path, {f"n{i}": {**env, "hostname": f"n{i}"} for i, env in enumerate(kinds)})
+    assert len(fleet.classes) == 6
+    calls = _counting_solves(monkeypatch)
+    mapping = perclass.lock_per_class(matrix, fleet, ["torch==2.15.0"])[1]
+    assert len(mapping["unsolved"]) == 6
+    assert sorted(map(len, calls)) == [1, 1, 6] and len({n for c in calls[1:] for n in c}) == 2
+    request = parse_request(["torch==2.15.0"], None)
+    h100 = saved("h100_driver580")
+    old_python = {**h100, "python": {**h100["python"], "version": "3.8.10"},  # words that quote no driver
+                  "driver": {**h100["driver"], "version": "580.95.05"}}  # above 580.65.06, which the matrix states
+    python_fleet = _fleet(tmp_path / "py38", {f"p{i}": env for i, env in enumerate(_patch_levels(old_python, 2))})
+    kinds_fleet = (matrix, fleet)
+    for (matrix, fleet), solves, quoted in ((kinds_fleet, 2, True), (python_fleet, 1, False)):
+        calls.clear()
+        answers = list(perclass._per_class(matrix, fleet, request, None))
+        assert len(calls) == solves and [c for c, _ in answers] == fleet.classes
+        for cls, answer in answers:
+            own = _solved(matrix, fleet.targets_of(cls), ["torch==2.15.0"])
+            assert (answer.message, answer.hint, answer.causes, answer.ways_out, answer.rejected) == \
+                (own.message, own.hint, own.causes, own.ways_out, own.rejected)
+            assert answer.rejected and (fleet.environments[cls.members[0]].driver.version in answer.message) == quoted
+
+
+@pytest.mark.slow
+def test_classes_alike_are_solved_each_when_the_words_quote_a_node_or_a_driver_that_is_not_a_desktop_one(
+        tmp_path: Path, monkeypatch):
+    """A shared answer is refused when its words quote the first class's node by name (nodes named "torch",
+    "driver" and "build": words of its sentences) or a driver that is not a desktop driver version (99.1 and 99.2,
+    571 and 571.0.1: alike for the rules), and never made for drivers of one branch on either side of a version
+    the matrix states (525.53.01 and 525.85.12, around CUDA 12.0's 525.60.13): every class is then solved
+    itself, and its causes are its own."""
+    from cudamatrix.fleet import perclass
+
+    t4 = saved("doctor_cpu_wheel_on_t4")
+    named = dict(zip(("torch", "driver", "build"), _patch_levels(t4, 3), strict=True))
+
+    def drivers(*versions: str) -> dict[str, dict]:
+        return {f"n{i}": {**t4, "driver": {**t4["driver"], "version": v}} for i, v in enumerate(versions)}
+
+    calls = _counting_solves(monkeypatch)
+    for folder, nodes in (("named", named), ("odd", drivers("99.1", "99.2")), ("mixed", drivers("571", "571.0.1")),
+                          ("apart", drivers("525.53.01", "525.85.12"))):
+        matrix, fleet = _fleet(tmp_path / folder, nodes)
+        assert len(fleet.classes) == len(nodes)
+        calls.clear()
+        mapping = perclass.lock_per_class(matrix, fleet, ["torch==2.15.0"])[1]
+        assert sorted(map(len, calls)) == [1] * len(nodes) + [len(nodes)]
+        for entry in mapping["unsolved"]:
+            own = _solved(matrix, [fleet.targets[fleet.names.index(n)] for n in entry["nodes"]], ["torch==2.15.0"])
+            assert (entry["causes"], entry["ways_out"]) == (own.detail["causes"], own.detail["ways_out"])
+
+
 # --- lock_per_class, check_fleet and doctor_fleet in this process, against the solver's own answers ---------------
 # (public functions only: load_fleet, lock_per_class, check_fleet, doctor_fleet, slurm_feature; the expected
 # values come from the solver, lock writers, check and diagnose each called on the class's own nodes)

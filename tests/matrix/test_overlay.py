@@ -202,6 +202,26 @@ def test_build_reads_only_releases_the_shipped_matrix_lacks(shipped, jax_index, 
     assert overlay.info(got).as_dict()["releases"]["jax"] == ["99.0.0"]
 
 
+def test_to_plain_gives_a_shipped_release_with_its_sources_as_the_records_its_data_file_holds(shipped):
+    # the rows matrix update inherits from: every variant's sources as data/<family>.json holds them (records of
+    # url, states, read and kind; the file leaves out a url that is null), not as one text
+    for fam in overlay.FAMILIES:
+        rows = {r["version"]: r for r in json.loads((default_data_dir() / f"{fam}.json").read_text())["releases"]}
+        for release in shipped.frameworks(fam):
+            plain = overlay.to_plain(release)
+            json.dumps(plain)  # plain JSON, nothing left to convert
+            by_name = {v["name"]: v for v in plain["variants"]}
+            for variant in rows[str(release.version)]["variants"]:
+                got = [{k: v for k, v in s.items() if v is not None} for s in by_name[variant["name"]]["source"]]
+                assert got == variant["source"]
+
+
+def test_an_overlay_that_vanished_before_it_was_read_says_so(tmp_path):
+    # apply() stat-ed the file, then it was removed before the read: the reason is said, not a parse of nothing
+    with pytest.raises(ValueError, match="^it vanished while being read$"):
+        overlay._read_signed(tmp_path / "overlay.json")
+
+
 def test_the_digest_is_canonical_json():
     import hashlib
 
@@ -441,6 +461,9 @@ def all_index(tmp_path_factory):
         build_wheel(folder, "torch", version, tag=TORCH_TAG, requires_python=">=3.10",
                     files={"torch/version.py": f"__version__ = '{version}'\ncuda: Optional[str] = {cuda}\n"})
     build_wheel(folder, "torch", "2.101.0", tag=TORCH_TAG)  # a wheel without torch/version.py
+    # a torch/version.py with a Latin-1 byte in a comment (not UTF-8): its version and CUDA are still read
+    build_wheel(folder, "torch", "2.98.0", tag=TORCH_TAG, files={
+        "torch/version.py": "# built by J\xf6rg\n__version__ = '2.98.0'\ncuda: Optional[str] = '12.8'\n".encode("latin-1")})
     build_wheel(folder, "torchvision", "0.99.0", requires=["torch==2.99.0"], tag=TORCH_TAG)
     build_wheel(folder, "torchvision", "0.29.2", requires=["torch==2.14.1"], tag=TORCH_TAG)
     # tensorflow 2.15.0's own build_info.py (tests/data/pip_reports): CUDA 12.2, sm_50 to sm_75 and PTX 8.0
@@ -489,20 +512,21 @@ def test_build_reads_every_family_and_only_the_new_releases(shipped, all_index, 
     assert before <= created <= datetime.now(timezone.utc) + timedelta(seconds=1)  # UTC, not the local time
     families = doc["families"]
     assert {fam: [r["version"] for r in rows] for fam, rows in families.items()} == {
-        "torch": ["2.101.0", "2.100.0", "2.99.0"], "tensorflow": ["2.99.0"], "jax": ["0.99.0"]}
+        "torch": ["2.101.0", "2.100.0", "2.99.0", "2.98.0"], "tensorflow": ["2.99.0"], "jax": ["0.99.0"]}
     assert [line for line in said if not line.startswith(" ")] == [
-        "torch: 3 release(s) the shipped matrix lacks: 2.99.0, 2.100.0, 2.101.0",
+        "torch: 4 release(s) the shipped matrix lacks: 2.98.0, 2.99.0, 2.100.0, 2.101.0",
         "tensorflow: 1 release(s) the shipped matrix lacks: 2.99.0",
         "jax: 1 release(s) the shipped matrix lacks: 0.99.0"]
     # torchvision 0.29.2 is paired in the shipped matrix already: its METADATA is not read again
     assert "  torchvision: 1 releases, 1 pairings" in said
-    no_version_py, cpu_torch, new_torch = families["torch"]
+    no_version_py, cpu_torch, new_torch, latin1 = families["torch"]
     assert no_version_py["variants"] == []  # nothing tells its CUDA: no default variant, and no error
     assert new_torch["companions"] == {"torchvision": "0.99.0"}
     [cu130] = new_torch["variants"]
     assert (cu130["name"], cu130["cuda"], cu130["local_version"]) == ("cu130", "13.0", "+cu130")
     assert cu130["source"][-1]["states"] == f"torch/version.py read from torch-2.99.0-{TORCH_TAG}.whl"
     assert cpu_torch["variants"] == []  # its version.py says cuda None: no CUDA default on the index
+    assert [(v["name"], v["cuda"]) for v in latin1["variants"]] == [("cu128", "12.8")]
     [tf] = families["tensorflow"]
     assert tf["companions"] == {"tensorflow-cpu": "2.99.0"}
     [gpu] = tf["variants"]

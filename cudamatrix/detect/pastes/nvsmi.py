@@ -33,7 +33,7 @@ def _query_lines(paste: Paste) -> list[int]:
         if out and i <= out[-1]:
             continue
         out.append(i)
-        cmd = smi.QUERY_CMD.search(lines[i]) if "--query-gpu" in lines[i] else None
+        cmd = smi.QUERY_CMD.search(lines[i])  # the pattern begins with "--query-gpu": no other line matches
         single = cmd is not None and "," not in cmd.group("fields")
         j = _first_row(lines, i, single)
         while j < len(lines) and j not in paste.commands and _row_like(lines, j, single):
@@ -43,22 +43,25 @@ def _query_lines(paste: Paste) -> list[int]:
 
 
 def _row_like(lines: list[str], j: int, single: bool) -> bool:
-    """Line ``j`` can be a row (or the header) of a query's output."""
+    """Line ``j`` can be a row (or the header) of a query's output; an nvidia-smi command never is (its
+    ``--format=csv,noheader`` has a comma too: typed without a prompt, it starts a query of its own)."""
     line = lines[j]
+    if "nvidia-smi" in line:
+        return False
     if "," in line:
         return True
     if not line.strip():
         return j + 1 < len(lines) and "," in lines[j + 1]
-    return single and "nvidia-smi" not in line
+    return single
 
 
 def _first_row(lines: list[str], i: int, single: bool) -> int:
     """Where the rows after line ``i`` start: right after it, or after blank lines and a label line ending with
-    ":" when the rows (comma-separated) come within three lines."""
+    ":" when the rows (comma-separated, or the values of a one-field query) come within three lines."""
     for j in range(i + 1, min(i + 4, len(lines))):
         body = lines[j].strip()
         if body and not body.endswith(":"):
-            return j if "," in body and not single and "nvidia-smi" not in body else i + 1
+            return j if _row_like(lines, j, single) else i + 1
     return i + 1
 
 
@@ -122,16 +125,19 @@ def read(paste: Paste, env: Environment) -> bool:
     return found | _read_banner(paste, env)
 
 
+_LIBRARY = "NVML library version:"  # the line nvidia-smi adds below a version mismatch
+
+
 def _read_error(paste: Paste, env: Environment) -> bool:
     """An error message, alone or below a table (parse_table has merged its status already)."""
     text = paste.text
-    hint = ("nvidia-smi", "NVML", "NVIDIA", "No devices were found", "GPU is lost")
+    hint = ("nvidia-smi", "NVML", "NVIDIA", "No devices were found", "GPU is lost", "Unable to determine")
     err = smi.parse_error(text) if any(h in text for h in hint) else None
     if not err:
         return False
     lines = paste.lines
-    libs = [i for i in paste.having("NVML library version:") if lines[i].startswith("NVML library version:")]
-    library = lines[libs[0]].split(":", 1)[1].strip() if libs else None
+    libs = [i for i in paste.having(_LIBRARY) if lines[i].startswith(_LIBRARY)]
+    library = lines[libs[0]][len(_LIBRARY):].strip() if libs else None
     merge_driver(env, Driver(status=err[0], error=err[1], source="nvidia-smi",
                              library_version=library if smi._version(library) else None))
     for i in sorted(set(paste.having(err[1][:40])) | set(libs)):
@@ -148,8 +154,8 @@ def _read_banner(paste: Paste, env: Environment) -> bool:
     that nvidia-smi itself would report)."""
     for i in paste.having(_BANNER):
         line = paste.lines[i]
-        at = line.find(_BANNER) + len(_BANNER)
-        version = line[at:at + 20].split()[0].strip("`'\".,") if line[at:at + 20].split() else ""
+        words = line[line.find(_BANNER) + len(_BANNER):].split()
+        version = words[0].strip("`'\".,") if words else None
         if smi._version(version):
             merge_driver(env, Driver(version=version, source="nvidia-smi -h"))
             env.notes.append(Note("report:nvidia-smi", f"driver {version}: the version nvidia-smi -h prints for "
