@@ -3,6 +3,7 @@ NVIDIA entry points our probes call, a fake nvidia-smi that replays a real outpu
 and a runner for ``python -m cudamatrix`` in a child with its own PATH / LD_LIBRARY_PATH."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -177,11 +178,127 @@ def child_env(*, path_prepend: list[Path] = (), ld_library_path: list[Path] | No
     return env
 
 
-def run_cli(args: list[str], env: dict[str, str] | None = None, input: bytes | None = None,
-            timeout: float = 120) -> subprocess.CompletedProcess:
-    """``python -m cudamatrix ARGS`` in a child process."""
-    return subprocess.run([sys.executable, "-m", "cudamatrix", *args], cwd=REPO, env=env or child_env(),
-                          input=input, capture_output=True, timeout=timeout)
+class _Timeout(Exception):
+    """Raised by the alarm of :func:`run_cli` when the command outlives its ``timeout``."""
+
+
+def run_cli(args: list[str], env: dict[str, str] | None = None, input: bytes | str | None = None,
+            timeout: float = 120, *, text: bool = False, cwd: str | Path | None = None
+            ) -> subprocess.CompletedProcess:
+    """``cudamatrix ARGS`` in THIS process (:func:`cudamatrix.cli.main`), answered as :func:`spawn_cli` answers:
+    exit code, stdout, stderr (bytes, or str with ``text``); an exception the CLI lets out becomes exit 1 and its
+    traceback on stderr, as the interpreter would print it. ``env`` replaces ``os.environ`` for the call (default:
+    :func:`child_env`'s), ``input`` is stdin (never a terminal), ``cwd`` the working folder; all three, the
+    per-process caches the CLI fills (matrix, real paths, ELF headers) and the collector are put back afterwards,
+    and a command that outlives ``timeout`` raises :class:`subprocess.TimeoutExpired`.
+
+    Not for a test that needs a process of its own: variables read at process start (LD_LIBRARY_PATH, the
+    locale, PYTHONIOENCODING), libraries the command loads (a live ``detect``: ``/proc/self/maps``, dlopen),
+    signals, imports a command must not make, or a real console script: :func:`spawn_cli` for those."""
+    import io
+
+    from cudamatrix.cli import main
+
+    data = input.encode() if isinstance(input, str) else (input or b"")
+    out, err = io.TextIOWrapper(io.BytesIO(), encoding="utf-8"), io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+    stdin = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8")
+    with _process_state(env if env is not None else child_env(), cwd, out, err, stdin), _alarm(timeout, args):
+        try:
+            code = main([str(a) for a in args])
+        except (Exception, SystemExit) as exc:  # what would end the process: its exit code, the traceback
+            code = _exit_code(exc, err)
+    stdout, stderr = _drained(out), _drained(err)
+    if text:
+        return subprocess.CompletedProcess(args, code, stdout.decode(errors="replace"), stderr.decode(errors="replace"))
+    return subprocess.CompletedProcess(args, code, stdout, stderr)
+
+
+def _exit_code(exc: BaseException, err) -> int:
+    """The exit code of a process that ends with ``exc`` (a SystemExit's code; anything else 1, traceback shown)."""
+    import traceback
+
+    if isinstance(exc, SystemExit):
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    err.write("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+    return 1
+
+
+def _drained(stream) -> bytes:
+    stream.flush()
+    return stream.buffer.getvalue()
+
+
+@contextlib.contextmanager
+def _process_state(env: dict[str, str], cwd, out, err, stdin):
+    """The streams, environment and folder of a call of :func:`run_cli`, and afterwards the process as it was:
+    the caches that a process would have started without (keyed by path or by data folder, not by the overlay in
+    HOME) emptied, and the objects a command froze out of the collector given back to it."""
+    import gc
+
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    saved = sys.stdout, sys.stderr, sys.stdin
+    _forget_caches()
+    os.environ.clear()
+    os.environ.update(env)
+    sys.stdout, sys.stderr, sys.stdin = out, err, stdin
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        yield
+    finally:
+        sys.stdout, sys.stderr, sys.stdin = saved
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+        gc.unfreeze()
+        _forget_caches()
+
+
+def _forget_caches() -> None:
+    """Empty what the CLI remembers per process and a fresh process would not have: the loaded matrices (the
+    overlay lives in HOME, which each test has its own of), the real paths and the ELF headers read."""
+    from cudamatrix.detect import elf, elfcache, paths
+    from cudamatrix.matrix import data
+
+    data.load_matrix.cache_clear()
+    paths.forget()
+    elf._CACHE.clear()
+    elfcache._entries = None
+    elfcache._fresh.clear()
+    elfcache._used.clear()
+
+
+@contextlib.contextmanager
+def _alarm(timeout: float, args):
+    """:class:`subprocess.TimeoutExpired` when the call outlives ``timeout`` (SIGALRM: the main thread only;
+    elsewhere no limit)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expired(signum, frame):
+        raise _Timeout()
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, timeout)
+    try:
+        yield
+    except _Timeout:
+        raise subprocess.TimeoutExpired(["cudamatrix", *map(str, args)], timeout) from None
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def spawn_cli(args: list[str], env: dict[str, str] | None = None, input: bytes | str | None = None,
+              timeout: float = 120, *, text: bool = False, cwd: str | Path | None = None
+              ) -> subprocess.CompletedProcess:
+    """``python -m cudamatrix ARGS`` in a child process: for a test that needs one (see :func:`run_cli`)."""
+    return subprocess.run([sys.executable, "-m", "cudamatrix", *map(str, args)], cwd=cwd or REPO,
+                          env=env or child_env(), input=input, capture_output=True, timeout=timeout, text=text)
 
 
 def run_detect(env: dict[str, str], root: Path | None = None, timeout_s: float = 5.0,

@@ -10,12 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from fakes import HAVE_GCC, build_lib, run_cli
 
 from cudamatrix.models import FrameworkReport, Report
 from cudamatrix.render import human_report
 from cudamatrix.verify import child
-
-from fakes import HAVE_GCC, build_lib
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -95,8 +94,7 @@ def test_the_prompt_shows_the_plan_once(template_venv, tmp_path):
 
 @pytest.mark.slow
 def test_version_flag():
-    r = subprocess.run([sys.executable, "-m", "cudamatrix", "--version"], capture_output=True, text=True, cwd=ROOT,
-                       env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=60)
+    r = run_cli(["--version"], env=dict(os.environ), text=True)  # in this process
     assert r.returncode == 0 and r.stdout.startswith("cudamatrix ") and "matrix 20" in r.stdout
     from importlib import metadata
 

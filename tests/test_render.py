@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from fakes import run_cli
 
 from cudamatrix.render import fit_columns, output_width, shorten_path
 
@@ -34,8 +35,7 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def _detect(path: Path, **extra: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "cudamatrix", "detect", "--env", str(path)], capture_output=True,
-                          text=True, cwd=ROOT, env=_env(**extra), timeout=120)
+    done = run_cli(["detect", "--env", str(path)], env=_env(**extra), text=True, cwd=ROOT)  # in this process
     assert done.returncode == 0, done.stderr
     return done.stdout
 

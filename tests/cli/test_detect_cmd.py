@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from fakes import run_cli
+from fakes import run_cli, spawn_cli
 
 ENVELOPE_KEYS = {"schema_version", "command", "status", "exit_code", "data", "errors"}
 ENV_KEYS = {"schema_version", "captured_at", "origin", "hostname", "driver", "gpus", "libraries", "toolkits", "python",
@@ -17,7 +17,7 @@ ENV_KEYS = {"schema_version", "captured_at", "origin", "hostname", "driver", "gp
 
 @pytest.fixture(scope="module")
 def live():
-    done = run_cli(["detect", "--json"])
+    done = spawn_cli(["detect", "--json"])  # the live detection of a process of its own
     assert done.returncode == 0, done.stderr.decode()
     return json.loads(done.stdout)
 
@@ -112,7 +112,7 @@ def test_exclusive_sources(tmp_path):
 
 @pytest.mark.slow
 def test_human_summary():
-    done = run_cli(["detect"])
+    done = spawn_cli(["detect"])
     assert done.returncode == 0, done.stderr.decode()
     out = done.stdout.decode()
     assert "driver" in out and "python" in out and "detected in" in out

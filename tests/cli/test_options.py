@@ -110,13 +110,12 @@ def test_command_functions_take_exactly_the_declared_parameters(name: str):
 # --- help for people: -h is --help, metavars say what to type, every option listed ---------------------------
 
 def _help(*argv: str) -> str:
-    import subprocess
-    import sys
-    from pathlib import Path
+    """The help a command prints (the CLI in this process)."""
+    import os
 
-    root = Path(__file__).parent.resolve().parents[1]
-    done = subprocess.run([sys.executable, "-m", "cudamatrix", *argv], capture_output=True, text=True, cwd=root,
-                          timeout=120)
+    from fakes import run_cli
+
+    done = run_cli(list(argv), env=dict(os.environ), text=True)
     assert done.returncode == 0, done.stderr
     return done.stdout
 

@@ -2,20 +2,22 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from fakes import run_cli
 
 ENVELOPE = {"schema_version", "command", "status", "exit_code", "data", "errors"}
 T4 = ["--driver", "535.104.05", "--gpu", "Tesla T4", "--python", "3.10"]
 
 
 def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cudamatrix", *args], capture_output=True, text=True,
-                          timeout=180, input=stdin)
+    """The CLI in this process."""
+    return run_cli(list(args), env=dict(os.environ), input=stdin, timeout=180, text=True)
 
 
 def envelope(out: subprocess.CompletedProcess) -> dict:

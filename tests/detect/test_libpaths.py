@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from fakes import CUDNN_C, build_lib, child_env, run_cli
+from fakes import CUDNN_C, build_lib, child_env, spawn_cli
 from loader_cases import env_said, record, said
 
 from cudamatrix.detect import libpaths
@@ -73,20 +73,20 @@ def cudnn_mapped(maps: list[str]) -> list[str]:
 
 
 def doctor(env: dict[str, str]) -> dict:
-    out = run_cli(["doctor", "--python", TORCH_PY, "--json"], env=env, timeout=300)
+    out = spawn_cli(["doctor", "--python", TORCH_PY, "--json"], env=env, timeout=300)
     assert out.returncode in (0, 1), out.stderr.decode()[-2000:]
     return json.loads(out.stdout)["data"]
 
 
 def cli_env(env: dict[str, str]) -> tuple[dict, str]:
-    out = run_cli(["env", "--python", TORCH_PY, "--json"], env=env, timeout=300)
+    out = spawn_cli(["env", "--python", TORCH_PY, "--json"], env=env, timeout=300)
     assert out.returncode == 0, out.stderr.decode()[-2000:]
-    human = run_cli(["env", "--python", TORCH_PY], env=env, timeout=300)
+    human = spawn_cli(["env", "--python", TORCH_PY], env=env, timeout=300)
     return json.loads(out.stdout)["data"], human.stdout.decode() + human.stderr.decode()
 
 
 def verify(env: dict[str, str]) -> dict:
-    out = run_cli(["verify", "--python", TORCH_PY, "--framework", "torch", "--json"], env=env, timeout=600)
+    out = spawn_cli(["verify", "--python", TORCH_PY, "--framework", "torch", "--json"], env=env, timeout=600)
     # no GPU: 6 when the CPU path ran (5 when the stand-in breaks the import); on a GPU machine 0 (or 5)
     assert out.returncode in ((0, 5) if shutil.which("nvidia-smi") else (5, 6)), out.stderr.decode()[-2000:]
     return json.loads(out.stdout)["data"]["frameworks"][0]
@@ -230,7 +230,7 @@ def system914(tmp_path_factory) -> Path:
 
 
 def cli(args: list[str], env: dict[str, str], python: str) -> tuple[int, dict]:
-    out = run_cli([*args, "--python", python, "--json"], env=env, timeout=600)
+    out = spawn_cli([*args, "--python", python, "--json"], env=env, timeout=600)
     return out.returncode, json.loads(out.stdout)["data"]
 
 

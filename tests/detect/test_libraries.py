@@ -11,7 +11,7 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
-from fakes import run_cli
+from fakes import spawn_cli
 
 from cudamatrix.detect import libraries, loader
 
@@ -44,7 +44,7 @@ def test_real_libcudart_answers_its_version_without_a_gpu():
 @pytest.mark.slow
 @needs_cudart
 def test_live_detect_lists_the_toolkit_copy():
-    done = run_cli(["detect", "--json"])
+    done = spawn_cli(["detect", "--json"])
     env = json.loads(done.stdout)["data"]["environment"]
     real = os.path.realpath(CUDART)
     copy = next(x for x in env["libraries"] if os.path.realpath(x["path"]) == real)
@@ -57,7 +57,7 @@ def test_installed_torch_build_is_reported_without_importing_it():
         version = metadata.version("torch")
     except metadata.PackageNotFoundError:
         pytest.skip("torch is not installed here")
-    done = run_cli(["detect", "--json"])
+    done = spawn_cli(["detect", "--json"])
     torch = next(f for f in json.loads(done.stdout)["data"]["environment"]["frameworks"] if f["name"] == "torch")
     assert torch["version"] == version
     local = version.partition("+")[2]
@@ -77,7 +77,7 @@ def test_wheel_in_a_throwaway_venv_through_python_path(tmp_path):
     wheel_version = subprocess.run([str(python), "-c", "from importlib.metadata import version; "
                                     "print(version('nvidia-cuda-runtime-cu12'))"],
                                    capture_output=True, text=True, check=True).stdout.strip()
-    done = run_cli(["detect", "--json", "--python", str(python)])
+    done = spawn_cli(["detect", "--json", "--python", str(python)])
     assert done.returncode == 0, done.stderr.decode()
     env = json.loads(done.stdout)["data"]["environment"]
     assert env["python"]["executable"].startswith(str(venv)) and env["python"]["in_virtualenv"] is True

@@ -153,3 +153,50 @@ def test_no_solution_envelope(capsys, data):
     assert (code, doc["schema_version"], doc["status"], doc["exit_code"]) == (3, 1, "no_solution", 3)
     assert [c["rule"] for c in doc["data"]["causes"]] == ["driver_floor"]
     assert doc["errors"][0]["type"] == "NoSolution"
+
+
+# --- the tests' in-process runner answers as a process does ------------------------------------------------------
+
+SAME_AS_A_PROCESS = [
+    ["solve", "torch", "--driver", "535.104.05", "--gpu", "Tesla T4", "--python", "3.10", "--json"],
+    ["lock", "torch", "--driver", "535.104.05", "--gpu", "7.5", "--python", "3.11", "--pins-only"],
+    ["solve", "torch", "--gpu", "Tesla T5"],  # a usage error: exit 2, the message on stderr
+    ["matrix", "show", "gpu", "Tesla T4"],
+    ["solve", "--json", "--bogus"],  # the option parser's error, as one envelope
+    ["detect", "--json", "--from", "-"],  # stdin
+    ["--version"],
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("argv", SAME_AS_A_PROCESS, ids=lambda a: " ".join(a[:2]))
+def test_run_cli_answers_as_the_cli_in_a_process_of_its_own(argv):
+    """fakes.run_cli (this process) and fakes.spawn_cli (``python -m cudamatrix``) give the same exit code,
+    stdout and stderr, and run_cli leaves the environment, the folder and the streams as it found them."""
+    import os
+    import sys
+
+    from fakes import DATA, run_cli, spawn_cli
+
+    paste = (DATA / "nvidia-smi" / "580.65.06_rtx5090.txt").read_bytes()
+    env, cwd, streams = dict(os.environ), os.getcwd(), (sys.stdout, sys.stderr, sys.stdin)
+    here = run_cli(argv, input=paste)
+    assert (dict(os.environ), os.getcwd(), (sys.stdout, sys.stderr, sys.stdin)) == (env, cwd, streams)
+    there = spawn_cli(argv, input=paste)
+    assert (here.returncode, here.stdout, here.stderr) == (there.returncode, there.stdout, there.stderr)
+    assert here.stdout or here.stderr  # something was said: two empty answers prove nothing
+
+
+def test_run_cli_turns_an_escaping_exception_into_exit_1_and_its_traceback(monkeypatch):
+    """What the interpreter does with an exception that leaves ``main``: exit 1, the traceback on stderr (the
+    hardening tests look for "Traceback" in stderr)."""
+    from fakes import run_cli
+
+    import cudamatrix.cli
+
+    def broken(argv):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(cudamatrix.cli, "main", broken)
+    out = run_cli(["solve", "torch"], text=True)
+    assert out.returncode == 1 and "Traceback" in out.stderr and "RuntimeError: a bug" in out.stderr

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import brokenvenv
 import pytest
+from fakes import run_cli
 from localindex import LocalIndex, copy_venv, make_venv
 
 ROOT = Path(__file__).parent.resolve().parents[1]
@@ -45,10 +46,9 @@ def _env(tmp: Path, index: str = "http://127.0.0.1:9/simple") -> dict:
     return env
 
 
-def _cli(*args: str, env: dict, timeout: float = 600, **kw) -> subprocess.CompletedProcess:
-    kw.setdefault("stdin", subprocess.DEVNULL)
-    return subprocess.run([sys.executable, "-m", "cudamatrix", *args], capture_output=True, text=True, cwd=ROOT,
-                          env=env, timeout=timeout, **kw)
+def _cli(*args: str, env: dict, timeout: float = 600) -> subprocess.CompletedProcess:
+    """The CLI in this process (stdin empty, never a terminal); ``env`` replaces the environment for the call."""
+    return run_cli(list(args), env=env, input="", timeout=timeout, text=True, cwd=ROOT)
 
 
 def _freeze(py: Path, env: dict) -> str:

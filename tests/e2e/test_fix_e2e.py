@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from fakes import run_cli
 from localindex import LocalIndex, build_wheel, copy_venv, pip_list
 from uvtool import needs_uv, with_uv
 
@@ -60,8 +60,8 @@ FAKE_TORCH = textwrap.dedent('''
 
 
 def _cli(*args: str, env: dict, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cudamatrix", *args], capture_output=True, text=True, cwd=ROOT,
-                          env=env, timeout=timeout, stdin=subprocess.DEVNULL)
+    """The CLI in this process (stdin empty, never a terminal); ``env`` replaces the environment for the call."""
+    return run_cli(list(args), env=env, input="", timeout=timeout, text=True, cwd=ROOT)
 
 
 @pytest.fixture()

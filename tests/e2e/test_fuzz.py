@@ -1,5 +1,6 @@
 """Property-based fuzzing (Hypothesis) of every reader of untrusted text, and a table of hostile files and
-environment variables run against the real CLI in subprocesses.
+environment variables run against the real CLI (in this process; in a process of its own for a variable read at
+process start).
 
 The properties: any text gives an Environment (or a UsageError with a message), never another exception,
 in bounded time; any outcome of a command with ``--json`` is one envelope with the pinned keys. The whole
@@ -8,12 +9,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from fakes import run_cli, spawn_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -194,10 +195,12 @@ def test_quoting_is_one_word_without_expansion(shell, value):
 
 # --- hostile files and variables against the real CLI ---------------------------------------------------
 
-def _cli(argv, env=None, cwd=None, timeout=60):
+def _cli(argv, env=None, cwd=None, timeout=60, process=False):
+    """The CLI in this process, or in a process of its own (``process``: a variable read at process start),
+    ``env`` over this process's environment."""
     full = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "cudamatrix", *argv], capture_output=True, text=True,
-                          timeout=timeout, env=full, cwd=cwd, input="")
+    run = spawn_cli if process else run_cli
+    return run(argv, env=full, input="", timeout=timeout, text=True, cwd=cwd)
 
 
 @pytest.fixture(scope="module")
@@ -225,6 +228,9 @@ def test_hostile_files_are_read_or_refused_cleanly(hostile, name):
         assert set(doc) == ENVELOPE and doc["exit_code"] == out.returncode in (0, 1, 2)
 
 
+AT_START = ("LD_LIBRARY_PATH", "LC_ALL")  # read by the loader and the interpreter when a process starts
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("var,value", [
     ("LD_LIBRARY_PATH", "::[/]:./x:a\\'\"; touch PWNED; #"), ("LD_LIBRARY_PATH", "x" * 10000),
@@ -236,7 +242,7 @@ def test_hostile_environment_variables(tmp_path, var, value):
     if var == "HOME":
         env["XDG_CACHE_HOME"] = ""
     for argv in (["doctor", "--json"], ["env", "--shell", "fish"]):
-        out = _cli(argv, env=env, cwd=tmp_path)
+        out = _cli(argv, env=env, cwd=tmp_path, process=var in AT_START)
         assert "Traceback" not in out.stderr, (argv, out.stderr[-600:])
         assert out.returncode in (0, 1), (argv, out.returncode, out.stderr[-300:])
     assert not list(tmp_path.rglob("PWNED"))

@@ -1,6 +1,8 @@
 """Hostile input, one attack per test: nothing runs from the cache, nothing is clobbered, nothing is injected,
 nothing hangs, and bad input is a clear message with exit 2 (never a traceback). Every test runs the real
-CLI in a subprocess, or the real module against real files, FIFOs, devices and gcc-built libraries."""
+CLI (in this process, or in a process of its own where the attack needs one: a library path or a locale read at
+process start, a planted library constructor), or the real module against real files, FIFOs, devices and
+gcc-built libraries."""
 from __future__ import annotations
 
 import json
@@ -13,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from fakes import run_cli, spawn_cli
 
 ENVELOPE = {"schema_version", "command", "status", "exit_code", "data", "errors"}
 HAVE_GCC = shutil.which("gcc") is not None
@@ -20,9 +23,14 @@ HAVE_GCC = shutil.which("gcc") is not None
 
 def cli(*args: str, env: dict | None = None, cwd: str | Path | None = None, stdin: str = "",
         timeout: float = 120) -> subprocess.CompletedProcess:
-    full = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "cudamatrix", *args], capture_output=True, text=True,
-                          timeout=timeout, input=stdin, env=full, cwd=cwd)
+    """The CLI in this process, ``env`` over this process's environment."""
+    return run_cli(list(args), env={**os.environ, **(env or {})}, input=stdin, timeout=timeout, text=True, cwd=cwd)
+
+
+def cli_process(*args: str, env: dict | None = None, cwd: str | Path | None = None,
+                timeout: float = 120) -> subprocess.CompletedProcess:
+    """The CLI in a process of its own, ``env`` over this process's environment."""
+    return spawn_cli(list(args), env={**os.environ, **(env or {})}, timeout=timeout, text=True, cwd=cwd)
 
 
 def clean_error(out: subprocess.CompletedProcess, code: int = 2) -> None:
@@ -285,7 +293,7 @@ def test_doctor_never_runs_a_planted_library_constructor(tmp_path, entry):
         folder = work
         ld = f"{entry}:/nonexistent" if entry == "." else ":/nonexistent"
     _planted_lib(folder)
-    out = cli("doctor", "--json", env={"LD_LIBRARY_PATH": ld, "PLANTED_MARK": str(mark)}, cwd=work)
+    out = cli_process("doctor", "--json", env={"LD_LIBRARY_PATH": ld, "PLANTED_MARK": str(mark)}, cwd=work)
     assert not mark.exists(), "the planted constructor ran"
     doc = envelope(out)
     codes = {f["code"] for f in doc["data"]["findings"]}
@@ -299,7 +307,7 @@ def test_the_same_library_in_a_safe_folder_is_still_asked_its_version(tmp_path):
     folder.mkdir()
     _planted_lib(folder)
     mark = tmp_path / "mark"
-    out = cli("detect", "--json", env={"LD_LIBRARY_PATH": str(folder), "PLANTED_MARK": str(mark)})
+    out = cli_process("detect", "--json", env={"LD_LIBRARY_PATH": str(folder), "PLANTED_MARK": str(mark)})
     libs = envelope(out)["data"]["environment"]["libraries"]
     assert any(lib["path"].startswith(str(folder)) and lib["version"] == "12.4" for lib in libs)
     assert mark.exists()  # proves the test's library does run when loaded: the refusal above is what stops it
@@ -329,7 +337,8 @@ def test_detect_with_a_hanging_fake_nvidia_smi_finishes(tmp_path):
     smi.write_text("#!/bin/sh\nsetsid sleep 30 &\nsleep 60\n")
     smi.chmod(0o755)
     start = time.monotonic()
-    out = cli("detect", "--json", "--timeout", "1", env={"PATH": f"{bin_dir}:{os.environ['PATH']}"}, timeout=60)
+    out = cli_process("detect", "--json", "--timeout", "1", env={"PATH": f"{bin_dir}:{os.environ['PATH']}"},
+                      timeout=60)
     assert out.returncode == 0, out.stderr
     assert time.monotonic() - start < 30
 
@@ -356,7 +365,7 @@ def test_markup_in_pasted_gpu_names_and_library_paths_is_shown_literally(tmp_pat
     report.write_text("GPU 0: [/]Odd[bold] GPU (UUID: GPU-[/])\n")
     out = cli("detect", "--from", str(report))
     assert out.returncode == 0 and "Traceback" not in out.stderr
-    out = cli("detect", env={"LD_LIBRARY_PATH": "/tmp/[/]/lib:/x/[bold]"})
+    out = cli_process("detect", env={"LD_LIBRARY_PATH": "/tmp/[/]/lib:/x/[bold]"})
     assert out.returncode == 0 and "Traceback" not in out.stderr
 
 
@@ -406,11 +415,11 @@ def test_non_ascii_under_the_c_locale(tmp_path):
     ascii_env = {"LC_ALL": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"}  # a strict ASCII terminal
     report = tmp_path / "smi.txt"
     report.write_text("GPU 0: Tésla ☃ (UUID: GPU-1)\n", encoding="utf-8")
-    out = cli("detect", "--from", str(report), env=ascii_env)
+    out = cli_process("detect", "--from", str(report), env=ascii_env)
     assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr[-400:]
-    out = cli("solve", "törch☃", env=ascii_env)
+    out = cli_process("solve", "törch☃", env=ascii_env)
     clean_error(out)
-    out = cli("solve", "torch", "--gpu", "Tésla ☃", env={**ascii_env, "PYTHONIOENCODING": "ascii"})
+    out = cli_process("solve", "torch", "--gpu", "Tésla ☃", env={**ascii_env, "PYTHONIOENCODING": "ascii"})
     clean_error(out)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -12,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from fakes import run_cli
 from packaging.requirements import Requirement
 from packaging.version import Version
 from snapshot import snapshot_matrix
@@ -410,7 +412,8 @@ def test_messages_have_no_empty_slots(matrix):
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cudamatrix", *args], capture_output=True, text=True, timeout=180)
+    """The CLI in this process."""
+    return run_cli(list(args), env=dict(os.environ), timeout=180, text=True)
 
 
 def test_check_installed_uses_the_detected_build(matrix):

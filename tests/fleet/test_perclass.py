@@ -16,14 +16,24 @@ import sys
 from pathlib import Path
 
 import pytest
+from fakes import run_cli, spawn_cli
 
 SCENARIOS = Path(__file__).parent.parent / "scenarios"
 
 
-def cli(*args: str, env: dict | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
+def _environ(env: dict | None) -> dict:
     base = {k: v for k, v in os.environ.items() if k != "CUDAMATRIX_DETECT_ENV"}
-    return subprocess.run([sys.executable, "-m", "cudamatrix", *args], capture_output=True, text=True,
-                          timeout=timeout, env={**base, **(env or {})})
+    return {**base, **(env or {})}
+
+
+def cli(*args: str, env: dict | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
+    """The CLI in this process, ``env`` over this process's environment."""
+    return run_cli(list(args), env=_environ(env), timeout=timeout, text=True)
+
+
+def cli_process(*args: str, env: dict | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
+    """The CLI in a process of its own: what it imports (ray, or a stand-in on PYTHONPATH) stays there."""
+    return spawn_cli(list(args), env=_environ(env), timeout=timeout, text=True)
 
 
 ENVIRONMENTS = Path(__file__).parent.parent / "data" / "environments"
@@ -165,8 +175,8 @@ def test_gather_without_ray_installed_says_so(tmp_path: Path):
     shadow = tmp_path / "shadow" / "ray"
     shadow.mkdir(parents=True)
     (shadow / "__init__.py").write_text("raise ImportError('No module named ray')\n")
-    out = cli("fleet", "gather", "-o", str(tmp_path / "out"),
-              env={"PYTHONPATH": str(shadow.parent) + os.pathsep + os.environ.get("PYTHONPATH", "")})
+    out = cli_process("fleet", "gather", "-o", str(tmp_path / "out"),
+                      env={"PYTHONPATH": str(shadow.parent) + os.pathsep + os.environ.get("PYTHONPATH", "")})
     assert out.returncode == 2 and "Ray is not installed" in out.stderr and "pip install ray" in out.stderr
     assert not (tmp_path / "out").exists()
 
@@ -174,8 +184,8 @@ def test_gather_without_ray_installed_says_so(tmp_path: Path):
 @pytest.mark.slow
 def test_unreachable_ray_cluster_is_a_usage_error(tmp_path: Path):
     pytest.importorskip("ray")
-    out = cli("fleet", "gather", "--engine", "ray", "--address", "127.0.0.1:9", "--timeout", "5",
-              "-o", str(tmp_path / "none"), timeout=120)
+    out = cli_process("fleet", "gather", "--engine", "ray", "--address", "127.0.0.1:9", "--timeout", "5",
+                      "-o", str(tmp_path / "none"), timeout=120)
     assert out.returncode == 2 and "Ray cluster" in out.stderr
     assert not (tmp_path / "none").exists()
 

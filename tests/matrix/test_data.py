@@ -11,12 +11,14 @@ with pydantic at run time. Nothing is pickled or cached on disk.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from fakes import run_cli
 from packaging.requirements import Requirement
 from packaging.version import Version
 from snapshot import SNAPSHOT
@@ -40,8 +42,8 @@ DATA = default_data_dir()
 
 
 def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cudamatrix", *args], capture_output=True, text=True, timeout=120,
-                          env=env)
+    """The CLI in this process; ``env`` replaces the environment for the call."""
+    return run_cli(list(args), env=dict(os.environ) if env is None else env, text=True)
 
 
 @pytest.fixture(scope="module")
@@ -607,13 +609,11 @@ def test_no_validator_names_injected_into_module_globals():
 
 @pytest.mark.slow
 def test_matrix_show_without_arguments_lists_the_families():
-    out = subprocess.run([sys.executable, "-m", "cudamatrix", "matrix", "show", "--json"], capture_output=True,
-                         text=True, timeout=60)
+    out = cli("matrix", "show", "--json")
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)["data"]
     assert data["families"] == ["torch", "tensorflow", "jax", "cuda", "cudnn", "gpu"]
     assert data["counts"]["torch"] > 10 and data["meta"]["schema_version"] == 2
-    human = subprocess.run([sys.executable, "-m", "cudamatrix", "matrix", "show"], capture_output=True, text=True,
-                           timeout=60)
+    human = cli("matrix", "show")
     assert human.returncode == 0 and "torch" in human.stdout and "Traceback" not in human.stderr
     load_matrix_from(default_data_dir())  # and the shipped data still validates

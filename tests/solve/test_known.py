@@ -10,10 +10,10 @@ import json
 import os
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from fakes import run_cli
 from localindex import LocalIndex, build_wheel
 from snapshot import snapshot_matrix
 
@@ -73,8 +73,7 @@ def _free_port() -> int:
 def cli(index_url: str, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PIP_INDEX_URL": index_url, "PIP_CONFIG_FILE": os.devnull, "PIP_FIND_LINKS": "",
            "PIP_EXTRA_INDEX_URL": ""}
-    return subprocess.run([sys.executable, "-m", "cudamatrix", *args], capture_output=True, text=True,
-                          timeout=180, env=env)
+    return run_cli(list(args), env=env, timeout=180, text=True)  # the CLI in this process
 
 
 @pytest.fixture(scope="module")

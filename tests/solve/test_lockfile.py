@@ -14,6 +14,7 @@ from pathlib import Path
 
 import lockwheels
 import pytest
+from fakes import run_cli
 from localindex import LocalIndex, build_wheel, canonical, copy_venv, pip_env, pip_list
 from uvtool import needs_uv, with_uv
 
@@ -22,8 +23,9 @@ TARGET = ["--driver", "550.54.14", "--gpu", "Tesla T4", "--python", "3.11"]
 
 
 def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cudamatrix", *args], capture_output=True, text=True, cwd=ROOT,
-                          env=env, timeout=600, stdin=subprocess.DEVNULL)
+    """The CLI in this process; ``env`` replaces the environment for the call."""
+    return run_cli(list(args), env=dict(os.environ) if env is None else env, input="", timeout=600, text=True,
+                   cwd=ROOT)
 
 
 @pytest.fixture()

@@ -16,6 +16,7 @@ else:  # Python 3.10: tomllib's predecessor (the test extra installs it there)
 
 import brokenvenv
 import pytest
+from fakes import run_cli
 from localindex import LocalIndex, copy_venv
 
 ROOT = Path(__file__).parent.resolve().parents[1]
@@ -34,8 +35,8 @@ def locked(tmp_path_factory):
                 "PIP_CACHE_DIR": str(tmp / "pc"), "UV_CACHE_DIR": str(tmp / "uc"), "PIP_DISABLE_PIP_VERSION_CHECK": "1",
                 "PYTHONPATH": str(ROOT)})
     out = tmp / "pylock.toml"
-    r = subprocess.run([sys.executable, "-m", "cudamatrix", "lock", "torch==2.14.1", *TARGET, "--format", "pylock",
-                        "-o", str(out)], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    r = run_cli(["lock", "torch==2.14.1", *TARGET, "--format", "pylock", "-o", str(out)], env=env, text=True, cwd=ROOT,
+                timeout=600)
     yield r, out, wheels, env, index
     index.__exit__(None, None, None)
 
@@ -66,8 +67,8 @@ def test_pylock_names_follow_pep751(tmp_path):
     index is asked, with the name to use."""
     for name, hint in (("pylock-jax.toml", "pylock.jax.toml"), ("jax.toml", "pylock.jax.toml"),
                        ("pylock.a.b.toml", "pylock.a-b.toml")):
-        r = subprocess.run([sys.executable, "-m", "cudamatrix", "lock", "torch==2.14.1", *TARGET, "--format", "pylock",
-                            "-o", str(tmp_path / name)], capture_output=True, text=True, cwd=ROOT, timeout=120)
+        r = run_cli(["lock", "torch==2.14.1", *TARGET, "--format", "pylock", "-o", str(tmp_path / name)],
+                    env=dict(os.environ), text=True, cwd=ROOT)
         assert r.returncode == 2 and "pylock.toml or pylock.<name>.toml" in r.stderr and hint in r.stderr, r.stderr
         assert not (tmp_path / name).exists()
 
@@ -108,7 +109,7 @@ def test_pylock_without_an_index_says_why(tmp_path):
     env.update({"PIP_CONFIG_FILE": os.devnull, "PIP_INDEX_URL": "http://127.0.0.1:9/simple", "PIP_RETRIES": "0",
                 "PYTHONPATH": str(ROOT)})
     out = tmp_path / "pylock.toml"
-    r = subprocess.run([sys.executable, "-m", "cudamatrix", "lock", "torch==2.14.1", *TARGET, "--format", "pylock",
-                        "-o", str(out)], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    r = run_cli(["lock", "torch==2.14.1", *TARGET, "--format", "pylock", "-o", str(out)], env=env, text=True, cwd=ROOT,
+                timeout=600)
     assert r.returncode == 2 and "cannot lock the solved set to files" in r.stderr and "Traceback" not in r.stderr
     assert not out.exists()
