@@ -734,6 +734,8 @@ def test_an_nvidia_smi_q_paste_elided_between_its_header_and_its_gpu_reads_both_
      "error"),
     # https://github.com/NVIDIA/nvidia-docker/issues/1553 (no word of the others: it was not read before)
     ("Unable to determine the device handle for GPU 0000:09:00.0: Unknown Error", "error"),
+    # https://github.com/NVIDIA/nvidia-docker/issues/341 (the line below its prompt)
+    ("bash: nvidia-smi: command not found", "absent"),
     # https://github.com/ci-for-research/self-hosted-runners/issues/40
     ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA "
      "driver is installed and running.", "absent"),
