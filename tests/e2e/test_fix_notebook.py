@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from importlib import metadata
 from pathlib import Path
 
 import pytest
+from fakes import run_cli
 from localindex import LocalIndex, build_wheel, copy_venv, pip_list
 
 ROOT = Path(__file__).parent.resolve().parents[1]
@@ -84,9 +84,8 @@ def kernel(kernel_template, tmp_path, monkeypatch):
     env.pop("LD_LIBRARY_PATH", None)
     subprocess.run([str(py), "-m", "pip", "install", "--no-index", "--no-deps", str(start)], env=env, check=True,
                    capture_output=True, timeout=300)
-    solved = subprocess.run([sys.executable, "-m", "cudamatrix", "solve", "--python", str(py), "--gpu", "Tesla T4",
-                             "--driver", "550.54.14", "--json"], capture_output=True, text=True, env=env, cwd=ROOT,
-                            timeout=300)
+    solved = run_cli(["solve", "--python", str(py), "--gpu", "Tesla T4", "--driver", "550.54.14", "--json"], env=env,
+                     text=True, cwd=ROOT, timeout=300)  # in this process
     solution = json.loads(solved.stdout)["data"]["solution"]
     _wheels(tmp_path / "wheels", solution)
     spec = tmp_path / "jupyter" / "kernels" / KERNEL

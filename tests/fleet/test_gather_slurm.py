@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+from fakes import run_cli
 
 PROGRAMS = ("munged", "slurmctld", "slurmd", "srun", "sinfo")
 pytestmark = pytest.mark.skipif(any(shutil.which(p) is None for p in PROGRAMS) or os.geteuid() != 0,
@@ -133,6 +134,5 @@ def test_gather_through_a_real_srun(slurm, tmp_path: Path):
     assert len(index["classes"]) == 1 and index["classes"][0]["nodes"] == [host]
     assert "[1/1] task 0: ok" in run.stderr
     # the folder is a fleet for solve
-    solved = subprocess.run([sys.executable, "-m", "cudamatrix", "solve", "torch", "--env", str(out_dir), "--json"],
-                            capture_output=True, text=True, timeout=120, env=env)
+    solved = run_cli(["solve", "torch", "--env", str(out_dir), "--json"], env=env, text=True)  # in this process
     assert solved.returncode == 0 and json.loads(solved.stdout)["data"]["targets"][0].startswith(host)
