@@ -940,3 +940,132 @@ def test_the_interpreter_banner_gives_the_python_version_and_is_read_whole():
                              "Type \"help\", \"copyright\", \"credits\" or \"license\" for more information.\n")
     assert env.python.version == "3.9.12"
     assert note == "p: read as python prints (lines 2-4)"
+
+
+# --- the labelled fields reader (detect/pastes/fields.py): values, GPU fields, headings, SGLang's package block ---
+
+def test_markdown_bold_code_and_links_are_taken_off_a_value():
+    from cudamatrix.detect.pastes.fields import demark
+
+    assert demark("**2.1.0**") == "2.1.0" and demark("`12.1`") == "12.1"
+    assert demark("[CUDA 12.1](https://developer.nvidia.com/cuda-12-1-0-download-archive) **on** `WSL`") == \
+        "CUDA 12.1 on WSL"
+    env = from_reports([("t", "- **PyTorch version**: **2.1.0+cu118**\n- **Python version**: 3.10.12\n"
+                              "- **CUDA/cuDNN version**: [12.1](https://developer.nvidia.com/cuda-toolkit)\n")])
+    assert fw(env, "torch").version == "2.1.0+cu118" and env.python.version == "3.10.12"
+
+
+@pytest.mark.parametrize("text,cc", [("sm_120", "12.0"), ("sm_86", "8.6"), ("sm_90a", None), ("sm_8", None),
+                                     ("sm_1200", None), ("sm120", None), ("16gb", None), ("8.6", None)])
+def test_a_compute_capability_in_parentheses_is_sm_and_two_or_three_digits(text, cc):
+    from cudamatrix.detect.pastes.fields import _sm
+
+    assert _sm(text) == cc
+
+
+@pytest.mark.parametrize("value,name,cc,memory", [
+    ("NVIDIA GeForce RTX 5090 (SM_120)", "NVIDIA GeForce RTX 5090", "12.0", None),
+    ("RTX 5090 (32 GB) (sm_120)", "RTX 5090 (32 GB)", "12.0", None),
+    ("Tesla T4 (16GB)", "Tesla T4 (16GB)", None, None),
+    ("NVIDIA GeForce GTX 960M, 4096MiB", "NVIDIA GeForce GTX 960M", None, 4096),
+    ("NVIDIA A100-SXM4-40GB, 40960 MiB", "NVIDIA A100-SXM4-40GB", None, 40960),
+    ("NVIDIA RTX A6000, 8.6, 49140 MiB", "NVIDIA RTX A6000, 8.6", None, 49140),  # name, compute_cap, memory.total
+    ("NVIDIA GeForce RTX 3090, 24GB", "NVIDIA GeForce RTX 3090, 24GB", None, None),
+    ("1080 Ti", "1080 Ti", None, None),
+    ("RTX 4090 / 24GB", "RTX 4090", None, None),
+])
+def test_a_gpu_fields_value_is_its_name_with_compute_capability_or_memory(value, name, cc, memory):
+    from cudamatrix.detect.pastes.fields import _gpu_value
+
+    g = _gpu_value(value)
+    assert (g.index, g.name, g.compute_capability, g.memory_total_mib) == (0, name, cc, memory)
+
+
+def test_a_template_gpu_field_is_gpu_0():
+    env = from_reports([("t", "- PyTorch version: 2.5.1+cu121\n- GPU: NVIDIA GeForce RTX 5090 (sm_120)\n")])
+    assert [(g.index, g.name, g.compute_capability) for g in env.gpus] == [(0, "NVIDIA GeForce RTX 5090", "12.0")]
+
+
+@pytest.mark.parametrize("value,read", [
+    ("2.5.1+cu121", (None, "2.5.1+cu121")),
+    ("1.13.1+cu117 with CUDA 11.7", (None, "1.13.1+cu117")),
+    ("tensorflow-gpu==1.15.0", ("tensorflow-gpu", "1.15.0")),
+    ("tensorflow-gpu==1.15.0 (pip install tensorflow-gpu==1.15.0)", ("tensorflow-gpu", "1.15.0")),
+    ("TF 2.11 (tf-nightly==2.12.0)", (None, "2.11")),
+    ("v2.13.0-rc2-7-g1cb1a030a62 2.13.0", (None, "2.13.0")),
+    ("v2.1.0", (None, "2.1.0")),
+    ("tensorflow v2.4.0", (None, "2.4.0")),  # the version 12 characters in
+    ("built from source", None), ("could not collect", None), ("", None),
+])
+def test_a_package_fields_value_names_its_version(value, read):
+    from cudamatrix.detect.pastes.fields import _pkg_version
+
+    assert _pkg_version(value) == read
+
+
+@pytest.mark.parametrize("value,cuda,cudnn", [
+    ("10.1 / 7.6.5", "10.1", "7.6.5"),
+    ("CUDA 10.1 / 7.6.5", "10.1", "7.6.5"),
+    ("CUDA 9.0 cuDNN 7.0.5", "9.0", "7.0.5"),
+    ("cuda 10 /  cudnn 7.6.0", None, "7.6.0"),
+    ("CUDA 10.1 / cuDNN 7.6.5 (cudnn64_7.dll)", "10.1", "7.6.5"),
+    ("cuDNN 7.6.5 / CUDA 10.1", None, "7.6.5"),
+])
+def test_a_cuda_cudnn_field_names_both(value, cuda, cudnn):
+    env = from_reports([("t", f"- PyTorch version: 1.4.0\n- CUDA/cuDNN version: {value}\n- Python version: 3.7\n")])
+    torch = fw(env, "torch")
+    assert (torch.cuda, torch.cudnn) == (cuda, cudnn)
+
+
+def test_a_second_cudnn_a_field_names_is_a_report_note():
+    env = from_reports([("t", "PyTorch version: 1.7.0\nCUDA used to build PyTorch: 11.0\ncuDNN version: 8.0.4/8.0.3\n")])
+    assert fw(env, "torch").cudnn == "8.0.4"
+    notes = [(n.probe, n.message) for n in env.notes if n.message.startswith("cuDNN")]
+    assert notes == [("report", "cuDNN 8.0.3 named in the paste, of no framework it could be tied to")]
+
+
+def test_markdown_headings_give_their_values_from_the_next_lines():
+    """A heading's value is its next non-blank line within three; another heading there is no value; headings
+    that carry nothing are passed over; a cuDNN heading reads the library paths under it."""
+    text = ("### Describe the bug\nIt fails.\n### TensorFlow version\nTF 2.11\n### OS\n  ### Python version\n"
+            "\n3.8.10\n### cuDNN version\n/usr/lib/x86_64-linux-gnu/libcudnn.so.8.1.0\n"
+            "/usr/lib/x86_64-linux-gnu/libcudnn_ops_infer.so.8.1.0\n### GPU model and memory\n\n\n\nNVIDIA A16\n"
+            "### Bazel version")
+    env, note = read_as("h", text)
+    assert (env.packages["tensorflow"], env.python.version, env.context.os) == ("2.11", "3.8.10", None)
+    assert env.gpus == []
+    assert [lib.path for lib in env.libraries if lib.name == "cudnn"] == ["/usr/lib/x86_64-linux-gnu/libcudnn.so.8.1.0"]
+    assert note == "h: read as environment fields (lines 3-4, 6-11)"
+
+
+def test_three_headings_alone_are_enough_to_read():
+    env = from_reports([("h", "### TensorFlow version\n2.11\n### Python version\n3.8.10\n### OS\nUbuntu 20.04\n")])
+    assert (env.packages["tensorflow"], env.python.version, env.context.os) == ("2.11", "3.8.10", "linux")
+
+
+SGLANG_2805 = "sglang-check_env_A40_cu121_pydantic-warning_sglang2805"
+
+
+def test_sglang_check_env_lists_every_package_of_its_block():
+    """Every "name: version" line of the block around "sglang:" (up to the lines without a colon: the pydantic
+    warning above it) is a package; the warning's lines and the fields with blanks in their values are not."""
+    env, note = read_as("s", paste_text(SGLANG_2805)[1])
+    listed = ["sglang: 0.4.0.post2", "flashinfer: 0.1.6+cu121torch2.4", "triton: 3.0.0", "transformers: 4.47.1",
+              "torchao: 0.7.0", "numpy: 1.26.4", "aiohttp: 3.8.5", "fastapi: 0.115.6", "hf-transfer: 0.1.9",
+              "huggingface-hub: 0.27.1", "interegular: 0.3.3", "modelscope: 1.22.0", "orjson: 3.10.13",
+              "packaging: 23.1", "psutil: 5.9.0", "pydantic: 2.10.4", "multipart: 0.0.20", "zmq: 26.2.0",
+              "uvicorn: 0.34.0", "uvloop: 0.21.0", "vllm: 0.6.3.post1", "openai: 1.59.4", "anthropic: 0.42.0",
+              "decord: 0.6.0"]
+    assert {k: v for k, v in env.packages.items() if k not in ("torch", "pytorch")} == \
+        dict(line.split(": ") for line in listed)
+    assert note == "s: read as sglang check_env (lines 5-36)"
+
+
+def test_sglang_blocks_typed_one_after_the_other_are_each_read():
+    """Two check_env outputs separated by prose: each block's packages, none of the prose; a colon line at the
+    very top belongs to the first block."""
+    text = ("aiohttp: 3.9.5\nsglang: 0.1.21\nflashinfer: 0.0.9\nthen, on the other node:\n"
+            "triton: 2.3.0\nsglang: 0.1.21\nvllm: 0.5.1\nrpyc: 6.0.0\n")
+    env = from_reports([("s", text)])
+    assert {k: v for k, v in env.packages.items() if k not in ("torch", "pytorch")} == {
+        "aiohttp": "3.9.5", "sglang": "0.1.21", "flashinfer": "0.0.9", "triton": "2.3.0", "vllm": "0.5.1", "rpyc": "6.0.0"}

@@ -250,8 +250,8 @@ def _wants_json(accept: str) -> bool:
 
 @contextlib.contextmanager
 def _index(routes: dict):
-    """A loopback index answering ``routes`` (path -> (body, Content-Type or None), or a function of the Accept
-    header giving that); records each request as (method, path)."""
+    """A loopback index answering ``routes`` (path -> (body, Content-Type or None[, Content-Length or None]), or a
+    function of the Accept header giving that); records each request as (method, path)."""
     seen: list[tuple[str, str]] = []
 
     class Handler(BaseHTTPRequestHandler):
@@ -266,11 +266,12 @@ def _index(routes: dict):
             if got is None:
                 self.send_error(404)
                 return
-            body, ctype = got
+            body, ctype, length = (*got, str(len(got[0])))[:3]
             self.send_response(200)
             if ctype:
                 self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
+            if length is not None:
+                self.send_header("Content-Length", length)
             self.end_headers()
             if with_body:
                 self.wfile.write(body)
@@ -452,3 +453,42 @@ def test_the_refusal_joins_each_short_file_system_and_says_what_to_do(tmp_path: 
     assert err.value.message == "not enough free disk space for this plan: " + "; ".join(short)
     assert err.value.hint == ("free space there, or point TMPDIR, PIP_CACHE_DIR / UV_CACHE_DIR and XDG_STATE_HOME at "
                               "a larger disk; nothing was changed")
+
+
+def test_html_links_with_a_hash_fragment_or_bytes_that_are_not_utf_8():
+    """PEP 503 links carry "#sha256=..." after the file name; the page may hold bytes that are not UTF-8 (a
+    project description in another encoding): the wheel links are read all the same, and the best tag chosen."""
+    best, other = "torch-2.5.1-cp312-cp312-manylinux_2_28_x86_64.whl", "torch-2.5.1-py3-none-any.whl"
+    page = (f'<html><body><!-- caf\xe9 --><a href="/files/{other}#sha256=ab12">{other}</a>'
+            f'<a href="/files/{best}#sha256=cd34">{best}</a></body></html>').encode("latin-1")
+    routes = {"/simple/torch/": (page, "text/html"), f"/files/{best}": (PAYLOAD, "application/octet-stream"),
+              f"/files/{other}": (b"o" * 5, "application/octet-stream")}
+    with _index(routes) as (url, seen):
+        assert resources.file_size(url + "/simple", "torch", "2.5.1", TAGS) == len(PAYLOAD)
+        assert seen == [("GET", "/simple/torch/"), ("HEAD", f"/files/{best}")]
+
+
+def test_a_head_answer_without_a_usable_length_sizes_nothing():
+    html = _listing("text/html")
+    routes = {"/a/torch/": html, "/b/torch/": html, f"/files/{WHEEL}": (b"", "application/octet-stream", None)}
+    with _index(routes) as (url, _):
+        assert resources.file_size(url + "/a", "torch", "2.5.1", TAGS) is None
+        routes[f"/files/{WHEEL}"] = (b"", "application/octet-stream", "unknown")
+        assert resources.file_size(url + "/b", "torch", "2.5.1", TAGS) is None
+
+
+@pytest.mark.parametrize("files,tags,size", [
+    # compressed tag sets (PEP 425: "." joins alternatives in each part) and a build tag (PEP 427)
+    ([("x-1.0-cp311-cp311-manylinux2014_x86_64.whl", 200),
+      ("x-1.0-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl", 300)],
+     ["cp312-cp312-manylinux2014_x86_64"], 300),
+    ([("x-1.0-cp27-none-any.whl", 100), ("x-1.0-py2.py3-none-any.whl", 400)], ["py3-none-any"], 400),
+    ([("x-1.0-cp312-cp312-linux_x86_64.whl", 100), ("x-1.0-cp312-abi3.cp312-manylinux_2_28_x86_64.whl", 500)],
+     ["cp312-abi3-manylinux_2_28_x86_64"], 500),
+    ([("x-1.0-py3-none-any.whl", 100), ("x-1.0-1-cp312-cp312-manylinux_2_28_x86_64.whl", 600)], TAGS, 600),
+])
+def test_the_wheel_chosen_reads_compressed_tag_sets_and_build_tags(files, tags, size):
+    doc = {"meta": {"api-version": "1.1"}, "name": "x",
+           "files": [{"filename": n, "url": f"/files/{n}", "hashes": {}, "size": s} for n, s in files]}
+    with _index({"/simple/x/": (json.dumps(doc).encode(), "application/vnd.pypi.simple.v1+json")}) as (url, _):
+        assert resources.file_size(url + "/simple", "x", "1.0", tags) == size
