@@ -1069,3 +1069,52 @@ def test_sglang_blocks_typed_one_after_the_other_are_each_read():
     env = from_reports([("s", text)])
     assert {k: v for k, v in env.packages.items() if k not in ("torch", "pytorch")} == {
         "aiohttp": "3.9.5", "sglang": "0.1.21", "flashinfer": "0.0.9", "triton": "2.3.0", "vllm": "0.5.1", "rpyc": "6.0.0"}
+
+
+@pytest.mark.parametrize("stem,os_name,platform,wsl", [
+    ("collect_env_2.0.1cu117_windows_dll-cudnn_cpu-wmic_pytorch51858", "windows", "win_amd64", False),
+    ("collect_env_2.4.0cu121_wsl2_rtx4070-laptop_prompt_vllm9293", "linux", "linux_x86_64", True),
+    ("collect_env_2.1.2cu121_8xP100_title-no-kernel-image_vllm3785", "linux", "linux_x86_64", False),
+    ("collect_env_2.7.0-cpu_macos_pip3-conda_vllm18285", "darwin", None, False),
+    ("collect_env_1.1.0a0_macos-gpu_dylib-cudnn_pytorch16999", "darwin", None, False),
+])
+def test_the_operating_system_and_python_platform_of_a_collect_env(stem, os_name, platform, wsl):
+    env = paste_env(stem)
+    assert (env.context.os, env.python.platform, env.context.wsl) == (os_name, platform, wsl)
+
+
+@pytest.mark.parametrize("lines,os_name,platform,wsl", [
+    (["Python platform: Linux-5.15.136-tegra-aarch64-with-glibc2.35"], "linux", "linux_aarch64", False),
+    (["OS: Ubuntu 22.04.4 LTS (x86_64)"], "linux", "linux_x86_64", False),
+    (["OS: Rocky Linux 9.3 (Blue Onyx) (aarch64)"], "linux", "linux_aarch64", False),
+    (["OS: Debian GNU/Linux 12 (bookworm)"], "linux", None, False),
+    (["Python platform: Linux-5.10.16.3-microsoft-standard-WSL2-x86_64-with-glibc2.31"], "linux", "linux_x86_64",
+     True),
+    (["OS: Microsoft Windows 10 Pro"], "windows", "win_amd64", False),
+    (["Python version: 3.8.5 (tags/v3.8.5:580fbb0, Jul 20 2020) [MSC v.1926 32 bit (Intel)] (32-bit runtime)",
+      "Python platform: Windows-10-10.0.19041-SP0"], "windows", None, False),
+    (["Python version: 3.11.4 (main) [MSC v.1934 64 bit (AMD64)] (64-bit runtime)",
+      "Python platform: Windows-10-10.0.19045-SP0"], "windows", "win_amd64", False),
+    (["Python platform: macOS-14.1-arm64-arm-64bit"], "darwin", None, False),
+    (["OS: Mac OSX 10.15.5 (x86_64)"], "darwin", None, False),
+    (["OS: FreeBSD 14.0"], None, None, False),
+])
+def test_the_operating_system_from_the_os_and_python_platform_fields(lines, os_name, platform, wsl):
+    env = from_reports([("t", "\n".join(["PyTorch version: 2.5.1", *lines]) + "\n")])
+    assert (env.context.os, env.python.platform, env.context.wsl) == (os_name, platform, wsl)
+
+
+@pytest.mark.parametrize("value,libraries,cudnn", [
+    ("Could not collect", [], None),
+    ("8902", [], "8.9.2"),
+    ("90100", [], "9.1.0"),
+    ("8.9.2", [], "8.9.2"),
+    ("Probably one of the following:", [], None),
+    ("/usr/lib/x86_64-linux-gnu/libcudnn.so.8.9.2", [("libcudnn.so.8", "8.9.2")], None),
+    ("C:\\Program Files\\NVIDIA\\CUDNN\\v8.9\\bin\\cudnn64_8.dll", [("cudnn64_8.dll", None)], None),
+    ("/usr/lib/x86_64-linux-gnu/libcudnn_ops_infer.so.8.9.2", [], None),
+])
+def test_a_cudnn_field_is_a_library_path_or_a_version(value, libraries, cudnn):
+    env = from_reports([("t", f"PyTorch version: 2.1.0+cu121\nCUDA used to build PyTorch: 12.1\ncuDNN version: {value}\n")])
+    assert [(lib.soname, lib.version) for lib in env.libraries if lib.name == "cudnn"] == libraries
+    assert fw(env, "torch").cudnn == cudnn
