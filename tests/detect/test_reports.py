@@ -1062,10 +1062,11 @@ def test_sglang_check_env_lists_every_package_of_its_block():
 
 
 def test_sglang_blocks_typed_one_after_the_other_are_each_read():
-    """Two check_env outputs separated by prose: each block's packages, none of the prose; a colon line at the
-    very top belongs to the first block."""
-    text = ("aiohttp: 3.9.5\nsglang: 0.1.21\nflashinfer: 0.0.9\nthen, on the other node:\n"
-            "triton: 2.3.0\nsglang: 0.1.21\nvllm: 0.5.1\nrpyc: 6.0.0\n")
+    """Two check_env outputs separated by prose: each block's packages (the first from the paste's first line),
+    none of the "name: version" lines outside them (between them, or after the last, below prose)."""
+    text = ("aiohttp: 3.9.5\nsglang: 0.1.21\nflashinfer: 0.0.9\nthen on the other node\nhf_transfer: 0.1.6\n"
+            "as installed there\ntriton: 2.3.0\nsglang: 0.1.21\nvllm: 0.5.1\nrpyc: 6.0.0\nand on the client\n"
+            "uvloop: 0.19.0\n")
     env = from_reports([("s", text)])
     assert {k: v for k, v in env.packages.items() if k not in ("torch", "pytorch")} == {
         "aiohttp": "3.9.5", "sglang": "0.1.21", "flashinfer": "0.0.9", "triton": "2.3.0", "vllm": "0.5.1", "rpyc": "6.0.0"}
