@@ -1119,3 +1119,27 @@ def test_a_cudnn_field_is_a_library_path_or_a_version(value, libraries, cudnn):
     env = from_reports([("t", f"PyTorch version: 2.1.0+cu121\nCUDA used to build PyTorch: 12.1\ncuDNN version: {value}\n")])
     assert [(lib.soname, lib.version) for lib in env.libraries if lib.name == "cudnn"] == libraries
     assert fw(env, "torch").cudnn == cudnn
+
+
+@pytest.mark.parametrize("line,wide,read", [
+    ("PyTorch version: 1.5.0", True, ("pytorch version", "1.5.0")),
+    ("PyTorch version : 1.5.0", True, ("pytorch version", "1.5.0")),
+    ("PyTorch version:1.5.0", True, ("pytorch version", "1.5.0")),
+    ("- PyTorch Version (e.g., 1.0): 1.5.0", True, ("pytorch version", "1.5.0")),
+    ("- PyTorch version 1.5.0", True, ("pytorch version", "1.5.0")),
+    ("* PyTorch version 1.5.0", True, ("pytorch version", "1.5.0")),
+    ("Driver version  535.104.05", True, None),  # no colon: only "PyTorch version" is read without one
+    ("GPU 0\uff1aTITAN RTX", True, ("gpu 0", "TITAN RTX")),
+    ("GPU 0\uff1aTITAN RTX", False, None),
+    ("GPU 0\uff1aTITAN RTX: 24GB", True, ("gpu 0", "TITAN RTX: 24GB")),
+    ("GPU 0: TITAN RTX\uff1a24GB", True, ("gpu 0", "TITAN RTX\uff1a24GB")),
+    ("CUDA used to build PyTorch: 12.1: from the wheel", True, ("cuda used to build pytorch", "12.1: from the wheel")),
+    ("x" * 80 + ": y", True, ("x" * 80, "y")),  # the label ends within the first 81 characters
+    ("x" * 81 + ": y", True, None),
+    ("x" * 80 + "\uff1ay", True, ("x" * 80, "y")),
+    ("x" * 81 + "\uff1ay", True, None),
+])
+def test_a_line_is_cut_at_its_first_colon_or_full_width_colon(line, wide, read):
+    from cudamatrix.detect.pastes.fields import _label
+
+    assert _label(line, wide) == read
