@@ -1143,3 +1143,15 @@ def test_a_line_is_cut_at_its_first_colon_or_full_width_colon(line, wide, read):
     from cudamatrix.detect.pastes.fields import _label
 
     assert _label(line, wide) == read
+
+
+def test_gpu_index_lines_are_read_with_other_fields_but_do_not_count_as_one():
+    """"GPU 1: NAME (80GB)" keeps its parentheses (only a "(UUID: ...)" is cut); two weak fields and GPU lines are
+    not enough to call a text a field block (a GPU index line is no field of its own)."""
+    text = ("PyTorch version: 2.1.0\nCUDA used to build PyTorch: 12.1\nGPU models and configuration:\n"
+            "GPU 0: NVIDIA A100 (80GB)\nGPU 1: NVIDIA A100 (80GB)\n")
+    env = from_reports([("t", text)])
+    assert [(g.index, g.name) for g in env.gpus] == [(0, "NVIDIA A100 (80GB)"), (1, "NVIDIA A100 (80GB)")]
+    weak = "OS: Ubuntu 22.04.3 LTS (x86_64)\nGCC version: (Ubuntu 11.4.0-1ubuntu1~22.04) 11.4.0\nGPU 0\uff1aNVIDIA A100\n"
+    env = from_reports([("w", weak)], strict=False)
+    assert (env.gpus, env.context.os) == ([], None)
