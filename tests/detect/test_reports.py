@@ -1155,3 +1155,24 @@ def test_gpu_index_lines_are_read_with_other_fields_but_do_not_count_as_one():
     weak = "OS: Ubuntu 22.04.3 LTS (x86_64)\nGCC version: (Ubuntu 11.4.0-1ubuntu1~22.04) 11.4.0\nGPU 0\uff1aNVIDIA A100\n"
     env = from_reports([("w", weak)], strict=False)
     assert (env.gpus, env.context.os) == ([], None)
+
+
+@pytest.mark.parametrize("label,indices", [
+    ("gpu 0", [0]), ("gpu 0,1,2,3", [0, 1, 2, 3]), ("gpu 0, 1", [0, 1]), ("gpu 0,1 compute capability", [0, 1]),
+    ("gpu 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31", None),  # over 80
+    ("gpu topology", None), ("gpus", None),
+])
+def test_the_gpu_indices_a_label_names(label, indices):
+    from cudamatrix.detect.pastes.fields import _gpu_indices
+
+    assert _gpu_indices(label) == indices
+
+
+def test_every_cudnn_path_under_the_field_to_the_end_of_the_paste():
+    text = ("PyTorch version: 2.1.0+cu121\nCUDA used to build PyTorch: 12.1\ncuDNN version: Probably one of the following:\n"
+            "/usr/lib/x86_64-linux-gnu/libcudnn.so.8.9.2\n/usr/local/cuda/lib64/libcudnn.so.9.1.0\n"
+            "/usr/lib/x86_64-linux-gnu/libcudnn_adv_infer.so.8.9.2")  # no newline after the last line
+    env, note = read_as("c", text)
+    assert [(lib.path, lib.version) for lib in env.libraries if lib.name == "cudnn"] == [
+        ("/usr/lib/x86_64-linux-gnu/libcudnn.so.8.9.2", "8.9.2"), ("/usr/local/cuda/lib64/libcudnn.so.9.1.0", "9.1.0")]
+    assert note == "c: read as collect_env (lines 1-6)"
