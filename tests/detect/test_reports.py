@@ -1176,3 +1176,18 @@ def test_every_cudnn_path_under_the_field_to_the_end_of_the_paste():
     assert [(lib.path, lib.version) for lib in env.libraries if lib.name == "cudnn"] == [
         ("/usr/lib/x86_64-linux-gnu/libcudnn.so.8.9.2", "8.9.2"), ("/usr/local/cuda/lib64/libcudnn.so.9.1.0", "9.1.0")]
     assert note == "c: read as collect_env (lines 1-6)"
+
+
+def test_a_template_field_alone_is_read_when_it_names_a_gpu_and_a_linked_value_is_its_text():
+    env = from_reports([("t", "- GPU: NVIDIA GeForce RTX 4090\n")])
+    assert [(g.index, g.name) for g in env.gpus] == [(0, "NVIDIA GeForce RTX 4090")]
+    linked = from_reports([("t", "- TensorFlow version: [2.11](https://github.com/tensorflow/tensorflow/releases)\n"
+                                 "- Python version: 3.8.10\n- OS: Ubuntu 20.04\n")])
+    assert linked.packages["tensorflow"] == "2.11"
+
+
+def test_a_cudnn_library_a_field_names_says_where_it_was_read():
+    env = from_reports([("t", "PyTorch version: 2.1.0+cu121\nCUDA used to build PyTorch: 12.1\n"
+                              "cuDNN version: /usr/lib/x86_64-linux-gnu/libcudnn.so.8.9.2\n")])
+    assert [(lib.origin, lib.path) for lib in env.libraries if lib.name == "cudnn"] == [
+        ("report:collect_env", "/usr/lib/x86_64-linux-gnu/libcudnn.so.8.9.2")]
