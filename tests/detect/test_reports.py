@@ -1191,3 +1191,25 @@ def test_a_cudnn_library_a_field_names_says_where_it_was_read():
                               "cuDNN version: /usr/lib/x86_64-linux-gnu/libcudnn.so.8.9.2\n")])
     assert [(lib.origin, lib.path) for lib in env.libraries if lib.name == "cudnn"] == [
         ("report:collect_env", "/usr/lib/x86_64-linux-gnu/libcudnn.so.8.9.2")]
+
+
+@pytest.mark.parametrize("stem,kind", [
+    ("collect_env-like_doctr_torch1.8.0_tf2.5.0_cudnn8.2.0_doctr345", "collect_env"),
+    ("jax_env-info_cpu-and-gpu_460.32.03_T4_jax12213", "jax.print_environment_info"),
+    ("sglang-check_env_4xRTX6000Ada_venv-prompt_sglang4812", "sglang check_env"),
+    ("collect_env_sectioned_from-driver-line_cpu-info_vllm34296", "environment fields"),
+])
+def test_a_field_block_is_named_by_the_labels_it_holds(stem, kind):
+    _, note = read_as("s", paste_text(stem)[1])
+    assert note.startswith(f"s: read as {kind} (lines ")
+    _, typed = read_as("v", "PyTorch version: 2.1.2+cu121\nIs debug build: False\nvLLM Version: 0.3.0\n")
+    assert typed == "v: read as collect_env (vLLM) (lines 1-3)"
+
+
+def test_unknown_fields_after_a_known_one_are_read_as_part_of_the_block():
+    """A "GPU ..." label that names no index ("GPU memory_total.used-MiB") is claimed with the block once a field
+    was recognised; before any field it is not."""
+    _, note = read_as("t", "- PyTorch version: 2.1.0\n- GPU memory_total.used-MiB: 24564\n")
+    assert note == "t: read as environment fields (lines 1-2)"
+    _, first = read_as("t", "- GPU memory_total.used-MiB: 24564\n- PyTorch version: 2.1.0\n")
+    assert first == "t: read as environment fields (line 2)"
