@@ -1193,15 +1193,19 @@ def test_a_cudnn_library_a_field_names_says_where_it_was_read():
         ("report:collect_env", "/usr/lib/x86_64-linux-gnu/libcudnn.so.8.9.2")]
 
 
-@pytest.mark.parametrize("stem,kind", [
-    ("collect_env-like_doctr_torch1.8.0_tf2.5.0_cudnn8.2.0_doctr345", "collect_env"),
-    ("jax_env-info_cpu-and-gpu_460.32.03_T4_jax12213", "jax.print_environment_info"),
-    ("sglang-check_env_4xRTX6000Ada_venv-prompt_sglang4812", "sglang check_env"),
-    ("collect_env_sectioned_from-driver-line_cpu-info_vllm34296", "environment fields"),
+@pytest.mark.parametrize("stem,read", [
+    ("collect_env-like_doctr_torch1.8.0_tf2.5.0_cudnn8.2.0_doctr345", "collect_env (lines 2-22)"),
+    ("jax_env-info_cpu-and-gpu_460.32.03_T4_jax12213",
+     "jax.print_environment_info (lines 4-22); nvidia-smi (lines 23-31)"),
+    ("sglang-check_env_4xRTX6000Ada_venv-prompt_sglang4812", "sglang check_env (lines 3-40, 47)"),
+    ("collect_env_sectioned_from-driver-line_cpu-info_vllm34296",
+     "environment fields (lines 2-6, 11-15, 17-20, 23-25)"),
 ])
-def test_a_field_block_is_named_by_the_labels_it_holds(stem, kind):
+def test_a_field_block_is_named_by_the_labels_it_holds(stem, read):
+    """The kind follows from the labels; a collect_env block takes the lines between its fields and the paragraph
+    after them."""
     _, note = read_as("s", paste_text(stem)[1])
-    assert note.startswith(f"s: read as {kind} (lines ")
+    assert note == f"s: read as {read}"
     _, typed = read_as("v", "PyTorch version: 2.1.2+cu121\nIs debug build: False\nvLLM Version: 0.3.0\n")
     assert typed == "v: read as collect_env (vLLM) (lines 1-3)"
 
