@@ -1010,3 +1010,280 @@ def test_the_interpreter_banner_gives_the_python_version_and_is_read_whole():
                              "Type \"help\", \"copyright\", \"credits\" or \"license\" for more information.\n")
     assert env.python.version == "3.9.12"
     assert note == "p: read as python prints (lines 2-4)"
+
+
+# --- the labelled fields reader (detect/pastes/fields.py): values, GPU fields, headings, SGLang's package block ---
+
+def test_markdown_bold_code_and_links_are_taken_off_a_value():
+    from cudamatrix.detect.pastes.fields import demark
+
+    assert demark("**2.1.0**") == "2.1.0" and demark("`12.1`") == "12.1"
+    assert demark("[CUDA 12.1](https://developer.nvidia.com/cuda-12-1-0-download-archive) **on** `WSL`") == \
+        "CUDA 12.1 on WSL"
+    env = from_reports([("t", "- **PyTorch version**: **2.1.0+cu118**\n- **Python version**: 3.10.12\n"
+                              "- **CUDA/cuDNN version**: [12.1](https://developer.nvidia.com/cuda-toolkit)\n")])
+    assert fw(env, "torch").version == "2.1.0+cu118" and env.python.version == "3.10.12"
+
+
+@pytest.mark.parametrize("text,cc", [("sm_120", "12.0"), ("sm_86", "8.6"), ("sm_90a", None), ("sm_8", None),
+                                     ("sm_1200", None), ("sm120", None), ("16gb", None), ("8.6", None)])
+def test_a_compute_capability_in_parentheses_is_sm_and_two_or_three_digits(text, cc):
+    from cudamatrix.detect.pastes.fields import _sm
+
+    assert _sm(text) == cc
+
+
+@pytest.mark.parametrize("value,name,cc,memory", [
+    ("NVIDIA GeForce RTX 5090 (SM_120)", "NVIDIA GeForce RTX 5090", "12.0", None),
+    ("RTX 5090 (32 GB) (sm_120)", "RTX 5090 (32 GB)", "12.0", None),
+    ("Tesla T4 (16GB)", "Tesla T4 (16GB)", None, None),
+    ("NVIDIA GeForce GTX 960M, 4096MiB", "NVIDIA GeForce GTX 960M", None, 4096),
+    ("NVIDIA A100-SXM4-40GB, 40960 MiB", "NVIDIA A100-SXM4-40GB", None, 40960),
+    ("NVIDIA RTX A6000, 8.6, 49140 MiB", "NVIDIA RTX A6000, 8.6", None, 49140),  # name, compute_cap, memory.total
+    ("NVIDIA GeForce RTX 3090, 24GB", "NVIDIA GeForce RTX 3090, 24GB", None, None),
+    ("1080 Ti", "1080 Ti", None, None),
+    ("RTX 4090 / 24GB", "RTX 4090", None, None),
+])
+def test_a_gpu_fields_value_is_its_name_with_compute_capability_or_memory(value, name, cc, memory):
+    from cudamatrix.detect.pastes.fields import _gpu_value
+
+    g = _gpu_value(value)
+    assert (g.index, g.name, g.compute_capability, g.memory_total_mib) == (0, name, cc, memory)
+
+
+def test_a_template_gpu_field_is_gpu_0():
+    env = from_reports([("t", "- PyTorch version: 2.5.1+cu121\n- GPU: NVIDIA GeForce RTX 5090 (sm_120)\n")])
+    assert [(g.index, g.name, g.compute_capability) for g in env.gpus] == [(0, "NVIDIA GeForce RTX 5090", "12.0")]
+
+
+@pytest.mark.parametrize("value,read", [
+    ("2.5.1+cu121", (None, "2.5.1+cu121")),
+    ("1.13.1+cu117 with CUDA 11.7", (None, "1.13.1+cu117")),
+    ("tensorflow-gpu==1.15.0", ("tensorflow-gpu", "1.15.0")),
+    ("tensorflow-gpu==1.15.0 (pip install tensorflow-gpu==1.15.0)", ("tensorflow-gpu", "1.15.0")),
+    ("TF 2.11 (tf-nightly==2.12.0)", (None, "2.11")),
+    ("v2.13.0-rc2-7-g1cb1a030a62 2.13.0", (None, "2.13.0")),
+    ("v2.1.0", (None, "2.1.0")),
+    ("tensorflow v2.4.0", (None, "2.4.0")),  # the version 12 characters in
+    ("built from source", None), ("could not collect", None), ("", None),
+])
+def test_a_package_fields_value_names_its_version(value, read):
+    from cudamatrix.detect.pastes.fields import _pkg_version
+
+    assert _pkg_version(value) == read
+
+
+@pytest.mark.parametrize("value,cuda,cudnn", [
+    ("10.1 / 7.6.5", "10.1", "7.6.5"),
+    ("CUDA 10.1 / 7.6.5", "10.1", "7.6.5"),
+    ("CUDA 9.0 cuDNN 7.0.5", "9.0", "7.0.5"),
+    ("cuda 10 /  cudnn 7.6.0", None, "7.6.0"),
+    ("CUDA 10.1 / cuDNN 7.6.5 (cudnn64_7.dll)", "10.1", "7.6.5"),
+    ("cuDNN 7.6.5 / CUDA 10.1", None, "7.6.5"),
+])
+def test_a_cuda_cudnn_field_names_both(value, cuda, cudnn):
+    env = from_reports([("t", f"- PyTorch version: 1.4.0\n- CUDA/cuDNN version: {value}\n- Python version: 3.7\n")])
+    torch = fw(env, "torch")
+    assert (torch.cuda, torch.cudnn) == (cuda, cudnn)
+
+
+def test_a_second_cudnn_a_field_names_is_a_report_note():
+    env = from_reports([("t", "PyTorch version: 1.7.0\nCUDA used to build PyTorch: 11.0\ncuDNN version: 8.0.4/8.0.3\n")])
+    assert fw(env, "torch").cudnn == "8.0.4"
+    notes = [(n.probe, n.message) for n in env.notes if n.message.startswith("cuDNN")]
+    assert notes == [("report", "cuDNN 8.0.3 named in the paste, of no framework it could be tied to")]
+
+
+def test_markdown_headings_give_their_values_from_the_next_lines():
+    """A heading's value is its next non-blank line within three; another heading there is no value; headings
+    that carry nothing are passed over; a cuDNN heading reads the library paths under it."""
+    text = ("### Describe the bug\nIt fails.\n### TensorFlow version\nTF 2.11\n### OS\n  ### Python version\n"
+            "\n3.8.10\n### cuDNN version\n/usr/lib/x86_64-linux-gnu/libcudnn.so.8.1.0\n"
+            "/usr/lib/x86_64-linux-gnu/libcudnn_ops_infer.so.8.1.0\n### GPU model and memory\n\n\n\nNVIDIA A16\n"
+            "### Bazel version")
+    env, note = read_as("h", text)
+    assert (env.packages["tensorflow"], env.python.version, env.context.os) == ("2.11", "3.8.10", None)
+    assert env.gpus == []
+    assert [lib.path for lib in env.libraries if lib.name == "cudnn"] == ["/usr/lib/x86_64-linux-gnu/libcudnn.so.8.1.0"]
+    assert note == "h: read as environment fields (lines 3-4, 6-11)"
+
+
+def test_three_headings_alone_are_enough_to_read():
+    env = from_reports([("h", "### TensorFlow version\n2.11\n### Python version\n3.8.10\n### OS\nUbuntu 20.04\n")])
+    assert (env.packages["tensorflow"], env.python.version, env.context.os) == ("2.11", "3.8.10", "linux")
+
+
+SGLANG_2805 = "sglang-check_env_A40_cu121_pydantic-warning_sglang2805"
+
+
+def test_sglang_check_env_lists_every_package_of_its_block():
+    """Every "name: version" line of the block around "sglang:" (up to the lines without a colon: the pydantic
+    warning above it) is a package; the warning's lines and the fields with blanks in their values are not."""
+    env, note = read_as("s", paste_text(SGLANG_2805)[1])
+    listed = ["sglang: 0.4.0.post2", "flashinfer: 0.1.6+cu121torch2.4", "triton: 3.0.0", "transformers: 4.47.1",
+              "torchao: 0.7.0", "numpy: 1.26.4", "aiohttp: 3.8.5", "fastapi: 0.115.6", "hf-transfer: 0.1.9",
+              "huggingface-hub: 0.27.1", "interegular: 0.3.3", "modelscope: 1.22.0", "orjson: 3.10.13",
+              "packaging: 23.1", "psutil: 5.9.0", "pydantic: 2.10.4", "multipart: 0.0.20", "zmq: 26.2.0",
+              "uvicorn: 0.34.0", "uvloop: 0.21.0", "vllm: 0.6.3.post1", "openai: 1.59.4", "anthropic: 0.42.0",
+              "decord: 0.6.0"]
+    assert {k: v for k, v in env.packages.items() if k not in ("torch", "pytorch")} == \
+        dict(line.split(": ") for line in listed)
+    assert note == "s: read as sglang check_env (lines 5-36)"
+
+
+def test_sglang_blocks_typed_one_after_the_other_are_each_read():
+    """Two check_env outputs separated by prose: each block's packages (the first from the paste's first line),
+    none of the "name: version" lines outside them (between them, or after the last, below prose)."""
+    text = ("aiohttp: 3.9.5\nsglang: 0.1.21\nflashinfer: 0.0.9\nthen on the other node\nhf_transfer: 0.1.6\n"
+            "as installed there\ntriton: 2.3.0\nsglang: 0.1.21\nvllm: 0.5.1\nrpyc: 6.0.0\nand on the client\n"
+            "uvloop: 0.19.0\n")
+    env = from_reports([("s", text)])
+    assert {k: v for k, v in env.packages.items() if k not in ("torch", "pytorch")} == {
+        "aiohttp": "3.9.5", "sglang": "0.1.21", "flashinfer": "0.0.9", "triton": "2.3.0", "vllm": "0.5.1", "rpyc": "6.0.0"}
+
+
+@pytest.mark.parametrize("stem,os_name,platform,wsl", [
+    ("collect_env_2.0.1cu117_windows_dll-cudnn_cpu-wmic_pytorch51858", "windows", "win_amd64", False),
+    ("collect_env_2.4.0cu121_wsl2_rtx4070-laptop_prompt_vllm9293", "linux", "linux_x86_64", True),
+    ("collect_env_2.1.2cu121_8xP100_title-no-kernel-image_vllm3785", "linux", "linux_x86_64", False),
+    ("collect_env_2.7.0-cpu_macos_pip3-conda_vllm18285", "darwin", None, False),
+    ("collect_env_1.1.0a0_macos-gpu_dylib-cudnn_pytorch16999", "darwin", None, False),
+])
+def test_the_operating_system_and_python_platform_of_a_collect_env(stem, os_name, platform, wsl):
+    env = paste_env(stem)
+    assert (env.context.os, env.python.platform, env.context.wsl) == (os_name, platform, wsl)
+
+
+@pytest.mark.parametrize("lines,os_name,platform,wsl", [
+    (["Python platform: Linux-5.15.136-tegra-aarch64-with-glibc2.35"], "linux", "linux_aarch64", False),
+    (["OS: Ubuntu 22.04.4 LTS (x86_64)"], "linux", "linux_x86_64", False),
+    (["OS: Rocky Linux 9.3 (Blue Onyx) (aarch64)"], "linux", "linux_aarch64", False),
+    (["OS: Debian GNU/Linux 12 (bookworm)"], "linux", None, False),
+    (["Python platform: Linux-5.10.16.3-microsoft-standard-WSL2-x86_64-with-glibc2.31"], "linux", "linux_x86_64",
+     True),
+    (["OS: Microsoft Windows 10 Pro"], "windows", "win_amd64", False),
+    (["Python version: 3.8.5 (tags/v3.8.5:580fbb0, Jul 20 2020) [MSC v.1926 32 bit (Intel)] (32-bit runtime)",
+      "Python platform: Windows-10-10.0.19041-SP0"], "windows", None, False),
+    (["Python version: 3.11.4 (main) [MSC v.1934 64 bit (AMD64)] (64-bit runtime)",
+      "Python platform: Windows-10-10.0.19045-SP0"], "windows", "win_amd64", False),
+    (["Python platform: macOS-14.1-arm64-arm-64bit"], "darwin", None, False),
+    (["OS: Mac OSX 10.15.5 (x86_64)"], "darwin", None, False),
+    (["OS: FreeBSD 14.0"], None, None, False),
+])
+def test_the_operating_system_from_the_os_and_python_platform_fields(lines, os_name, platform, wsl):
+    env = from_reports([("t", "\n".join(["PyTorch version: 2.5.1", *lines]) + "\n")])
+    assert (env.context.os, env.python.platform, env.context.wsl) == (os_name, platform, wsl)
+
+
+@pytest.mark.parametrize("value,libraries,cudnn", [
+    ("Could not collect", [], None),
+    ("8902", [], "8.9.2"),
+    ("90100", [], "9.1.0"),
+    ("8.9.2", [], "8.9.2"),
+    ("Probably one of the following:", [], None),
+    ("/usr/lib/x86_64-linux-gnu/libcudnn.so.8.9.2", [("libcudnn.so.8", "8.9.2")], None),
+    ("C:\\Program Files\\NVIDIA\\CUDNN\\v8.9\\bin\\cudnn64_8.dll", [("cudnn64_8.dll", None)], None),
+    ("/usr/lib/x86_64-linux-gnu/libcudnn_ops_infer.so.8.9.2", [], None),
+])
+def test_a_cudnn_field_is_a_library_path_or_a_version(value, libraries, cudnn):
+    env = from_reports([("t", f"PyTorch version: 2.1.0+cu121\nCUDA used to build PyTorch: 12.1\ncuDNN version: {value}\n")])
+    assert [(lib.soname, lib.version) for lib in env.libraries if lib.name == "cudnn"] == libraries
+    assert fw(env, "torch").cudnn == cudnn
+
+
+@pytest.mark.parametrize("line,wide,read", [
+    ("PyTorch version: 1.5.0", True, ("pytorch version", "1.5.0")),
+    ("PyTorch version : 1.5.0", True, ("pytorch version", "1.5.0")),
+    ("PyTorch version:1.5.0", True, ("pytorch version", "1.5.0")),
+    ("- PyTorch Version (e.g., 1.0): 1.5.0", True, ("pytorch version", "1.5.0")),
+    ("- PyTorch version 1.5.0", True, ("pytorch version", "1.5.0")),
+    ("* PyTorch version 1.5.0", True, ("pytorch version", "1.5.0")),
+    ("Driver version  535.104.05", True, None),  # no colon: only "PyTorch version" is read without one
+    ("GPU 0\uff1aTITAN RTX", True, ("gpu 0", "TITAN RTX")),
+    ("GPU 0\uff1aTITAN RTX", False, None),
+    ("GPU 0\uff1aTITAN RTX: 24GB", True, ("gpu 0", "TITAN RTX: 24GB")),
+    ("GPU 0: TITAN RTX\uff1a24GB", True, ("gpu 0", "TITAN RTX\uff1a24GB")),
+    ("CUDA used to build PyTorch: 12.1: from the wheel", True, ("cuda used to build pytorch", "12.1: from the wheel")),
+    ("x" * 80 + ": y", True, ("x" * 80, "y")),  # the label ends within the first 81 characters
+    ("x" * 81 + ": y", True, None),
+    ("x" * 80 + "\uff1ay", True, ("x" * 80, "y")),
+    ("x" * 81 + "\uff1ay", True, None),
+])
+def test_a_line_is_cut_at_its_first_colon_or_full_width_colon(line, wide, read):
+    from cudamatrix.detect.pastes.fields import _label
+
+    assert _label(line, wide) == read
+
+
+def test_gpu_index_lines_are_read_with_other_fields_but_do_not_count_as_one():
+    """"GPU 1: NAME (80GB)" keeps its parentheses (only a "(UUID: ...)" is cut); two weak fields and GPU lines are
+    not enough to call a text a field block (a GPU index line is no field of its own)."""
+    text = ("PyTorch version: 2.1.0\nCUDA used to build PyTorch: 12.1\nGPU models and configuration:\n"
+            "GPU 0: NVIDIA A100 (80GB)\nGPU 1: NVIDIA A100 (80GB)\n")
+    env = from_reports([("t", text)])
+    assert [(g.index, g.name) for g in env.gpus] == [(0, "NVIDIA A100 (80GB)"), (1, "NVIDIA A100 (80GB)")]
+    weak = "OS: Ubuntu 22.04.3 LTS (x86_64)\nGCC version: (Ubuntu 11.4.0-1ubuntu1~22.04) 11.4.0\nGPU 0\uff1aNVIDIA A100\n"
+    env = from_reports([("w", weak)], strict=False)
+    assert (env.gpus, env.context.os) == ([], None)
+
+
+@pytest.mark.parametrize("label,indices", [
+    ("gpu 0", [0]), ("gpu 0,1,2,3", [0, 1, 2, 3]), ("gpu 0, 1", [0, 1]), ("gpu 0,1 compute capability", [0, 1]),
+    ("gpu 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31", None),  # over 80
+    ("gpu topology", None), ("gpus", None),
+])
+def test_the_gpu_indices_a_label_names(label, indices):
+    from cudamatrix.detect.pastes.fields import _gpu_indices
+
+    assert _gpu_indices(label) == indices
+
+
+def test_every_cudnn_path_under_the_field_to_the_end_of_the_paste():
+    text = ("PyTorch version: 2.1.0+cu121\nCUDA used to build PyTorch: 12.1\ncuDNN version: Probably one of the following:\n"
+            "/usr/lib/x86_64-linux-gnu/libcudnn.so.8.9.2\n/usr/local/cuda/lib64/libcudnn.so.9.1.0\n"
+            "/usr/lib/x86_64-linux-gnu/libcudnn_adv_infer.so.8.9.2")  # no newline after the last line
+    env, note = read_as("c", text)
+    assert [(lib.path, lib.version) for lib in env.libraries if lib.name == "cudnn"] == [
+        ("/usr/lib/x86_64-linux-gnu/libcudnn.so.8.9.2", "8.9.2"), ("/usr/local/cuda/lib64/libcudnn.so.9.1.0", "9.1.0")]
+    assert note == "c: read as collect_env (lines 1-6)"
+
+
+def test_a_template_field_alone_is_read_when_it_names_a_gpu_and_a_linked_value_is_its_text():
+    env = from_reports([("t", "- GPU: NVIDIA GeForce RTX 4090\n")])
+    assert [(g.index, g.name) for g in env.gpus] == [(0, "NVIDIA GeForce RTX 4090")]
+    linked = from_reports([("t", "- TensorFlow version: [2.11](https://github.com/tensorflow/tensorflow/releases)\n"
+                                 "- Python version: 3.8.10\n- OS: Ubuntu 20.04\n")])
+    assert linked.packages["tensorflow"] == "2.11"
+
+
+def test_a_cudnn_library_a_field_names_says_where_it_was_read():
+    env = from_reports([("t", "PyTorch version: 2.1.0+cu121\nCUDA used to build PyTorch: 12.1\n"
+                              "cuDNN version: /usr/lib/x86_64-linux-gnu/libcudnn.so.8.9.2\n")])
+    assert [(lib.origin, lib.path) for lib in env.libraries if lib.name == "cudnn"] == [
+        ("report:collect_env", "/usr/lib/x86_64-linux-gnu/libcudnn.so.8.9.2")]
+
+
+@pytest.mark.parametrize("stem,read", [
+    ("collect_env-like_doctr_torch1.8.0_tf2.5.0_cudnn8.2.0_doctr345", "collect_env (lines 2-22)"),
+    ("jax_env-info_cpu-and-gpu_460.32.03_T4_jax12213",
+     "jax.print_environment_info (lines 4-22); nvidia-smi (lines 23-31)"),
+    ("sglang-check_env_4xRTX6000Ada_venv-prompt_sglang4812", "sglang check_env (lines 3-40, 47)"),
+    ("collect_env_sectioned_from-driver-line_cpu-info_vllm34296",
+     "environment fields (lines 2-6, 11-15, 17-20, 23-25)"),
+])
+def test_a_field_block_is_named_by_the_labels_it_holds(stem, read):
+    """The kind follows from the labels; a collect_env block takes the lines between its fields and the paragraph
+    after them."""
+    _, note = read_as("s", paste_text(stem)[1])
+    assert note == f"s: read as {read}"
+    _, typed = read_as("v", "PyTorch version: 2.1.2+cu121\nIs debug build: False\nvLLM Version: 0.3.0\n")
+    assert typed == "v: read as collect_env (vLLM) (lines 1-3)"
+
+
+def test_unknown_fields_after_a_known_one_are_read_as_part_of_the_block():
+    """A "GPU ..." label that names no index ("GPU memory_total.used-MiB") is claimed with the block once a field
+    was recognised; before any field it is not."""
+    _, note = read_as("t", "- PyTorch version: 2.1.0\n- GPU memory_total.used-MiB: 24564\n")
+    assert note == "t: read as environment fields (lines 1-2)"
+    _, first = read_as("t", "- GPU memory_total.used-MiB: 24564\n- PyTorch version: 2.1.0\n")
+    assert first == "t: read as environment fields (line 2)"

@@ -4,8 +4,13 @@ distributions a plan replaces, the indexes a step names, the installer's cache f
 (tests/install/test_journal.py has the first space-check tests, against a whole plan.)"""
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import socket
 import tempfile
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -90,6 +95,7 @@ def test_sizes_print_in_gb_from_a_tenth_of_one():
     assert resources.gb(100_000_000) == "0.10 GB"
     assert resources.gb(99_999_999) == "100.0 MB"
     assert resources.gb(2_345_000_000) == "2.35 GB" and resources.gb(0) == "0.0 MB"
+    assert resources.gb(1_550_000) == "1.6 MB" and resources.gb(99_950_000) == "100.0 MB"
 
 
 def _env(site: Path, packages: dict[str, str] | None = None) -> Environment:
@@ -164,15 +170,18 @@ def test_the_journal_needs_the_size_of_what_the_plan_replaces_or_removes(tmp_pat
     site = tmp_path / "site"
     _dist_info(site, "torch-2.4.0", 1000)
     _dist_info(site, "Nvidia_Cudnn_Cu12-9.1.0.70", 300)
+    _dist_info(site, "nvidia-nccl-cu12-2.20.5", 40)  # an older installer kept the name's hyphens
     _dist_info(site, "numpy-1.26.4", 70_000)  # not touched
     _dist_info(site, "~orch-2.3.0", 5_000_000)  # pip's leftover of an interrupted uninstall
     (site / "torchvision-0.19.0.dist-info").write_text("a file, not a folder")
-    plan = Plan(python="/p", steps=[Step(kind="install", reason="r", argv=["pip", "install", "torch==2.5.1"])],
+    plan = Plan(python="/p", steps=[Step(kind="install", reason="r", argv=["pip", "install", "torch==2.5.1",
+                                                                                   "nvidia-nccl-cu12==2.21.5"])],
                 to_remove=[Removal(name="nvidia-cudnn-cu12")])
     env = Environment(python=PythonInfo(site_packages=[str(tmp_path / "absent"), str(site)], tags=TAGS),
-                      packages={"torch": "2.4.0", "numpy": "1.26.4", "nvidia-cudnn-cu12": "9.1.0.70"})
+                      packages={"torch": "2.4.0", "numpy": "1.26.4", "nvidia-cudnn-cu12": "9.1.0.70",
+                                "nvidia-nccl-cu12": "2.20.5"})
     needs = {n.where: n for n in resources.measure(plan, env, {}).needs}
-    assert needs["journal"].nbytes == int(1300 * resources.MARGIN)
+    assert needs["journal"].nbytes == int(1340 * resources.MARGIN)
     assert needs["site-packages"].path == str(site)  # the last site-packages folder
     only_removal = Plan(python="/p", to_remove=[Removal(name="numpy")])
     assert {n.where: n.nbytes for n in resources.measure(only_removal, env, {}).needs}["journal"] == \
@@ -230,3 +239,256 @@ def test_the_note_names_at_most_five_unsized_pins(tmp_path: Path, monkeypatch):
     assert note(6) == ("disk space: the index did not tell the size of p0==1.0, p1==1.0, p2==1.0, p3==1.0, p4==1.0"
                        "...; free space was not compared for them")
     assert note(0) is None
+
+
+def _wants_json(accept: str) -> bool:
+    """PEP 691 content negotiation: the JSON form is served when the Accept header lists its media type
+    (media types compare case-insensitively, RFC 9110 section 8.3.1; parameters such as q= are not part of it)."""
+    ranges = [part.split(";")[0].strip().lower() for part in accept.split(",")]
+    return "application/vnd.pypi.simple.v1+json" in ranges
+
+
+@contextlib.contextmanager
+def _index(routes: dict):
+    """A loopback index answering ``routes`` (path -> (body, Content-Type or None[, Content-Length or None]), or a
+    function of the Accept header giving that); records each request as (method, path)."""
+    seen: list[tuple[str, str]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def _answer(self, with_body: bool) -> None:
+            seen.append((self.command, self.path))
+            got = routes.get(self.path)
+            if callable(got):
+                got = got(self.headers.get("Accept") or "")
+            if got is None:
+                self.send_error(404)
+                return
+            body, ctype, length = (*got, str(len(got[0])))[:3]
+            self.send_response(200)
+            if ctype:
+                self.send_header("Content-Type", ctype)
+            if length is not None:
+                self.send_header("Content-Length", length)
+            self.end_headers()
+            if with_body:
+                self.wfile.write(body)
+
+        def do_GET(self):
+            self._answer(True)
+
+        def do_HEAD(self):
+            self._answer(False)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", seen
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+WHEEL = "torch-2.5.1-cp312-cp312-manylinux_2_28_x86_64.whl"
+PAYLOAD = b"w" * 777  # the wheel file the index serves
+
+
+def _listing(accept: str, size: bool = True) -> tuple[bytes, str]:
+    if _wants_json(accept):
+        item = {"filename": WHEEL, "url": f"/files/{WHEEL}", "hashes": {}}
+        if size:
+            item["size"] = len(PAYLOAD)
+        doc = {"meta": {"api-version": "1.1"}, "name": "torch", "files": [item]}
+        return json.dumps(doc).encode(), "application/vnd.pypi.simple.v1+json"
+    return f'<html><body><a href="/files/{WHEEL}">{WHEEL}</a></body></html>'.encode(), "text/html"
+
+
+def test_a_pep_691_index_answers_the_sizes_in_one_request():
+    """file_size asks for the JSON form (PEP 691) and reads the size from it: no request per file."""
+    with _index({"/simple/torch/": _listing, f"/files/{WHEEL}": (PAYLOAD, "application/octet-stream")}) as (url, seen):
+        assert resources.file_size(url + "/simple", "torch", "2.5.1", TAGS) == len(PAYLOAD)
+        assert seen == [("GET", "/simple/torch/")]
+
+
+def test_an_html_index_is_asked_the_files_length_with_a_head_request():
+    """A PEP 503 HTML answer (with or without its Content-Type) lists the files; the chosen one's size is the
+    Content-Length of a HEAD request (the wheel itself is not downloaded). The project URL is the index URL,
+    without its trailing slash, then /<project>/ (PEP 503)."""
+    html = _listing("text/html")
+    routes = {"/mirrorX/torch/": html, "/bare/torch/": (html[0], None),
+              f"/files/{WHEEL}": (PAYLOAD, "application/octet-stream")}
+    with _index(routes) as (url, seen):
+        assert resources.file_size(url + "/mirrorX/", "torch", "2.5.1", TAGS) == len(PAYLOAD)
+        assert seen == [("GET", "/mirrorX/torch/"), ("HEAD", f"/files/{WHEEL}")]
+        del seen[:]
+        assert resources.file_size(url + "/bare", "torch", "2.5.1", TAGS) == len(PAYLOAD)
+        assert seen == [("GET", "/bare/torch/"), ("HEAD", f"/files/{WHEEL}")]
+
+
+def test_a_json_answer_without_sizes_or_without_files():
+    """A PEP 691 1.0 answer need not carry sizes: the file's URL (relative to the listing) is asked with HEAD. An
+    answer without its "files" list sizes nothing (and raises nothing)."""
+    no_size = {"meta": {"api-version": "1.0"}, "name": "torch",
+               "files": [{"filename": WHEEL, "url": f"../../files/{WHEEL}", "hashes": {}}]}
+    no_files = {"meta": {"api-version": "1.0"}, "name": "torch"}
+    ctype = "application/vnd.pypi.simple.v1+json"
+    routes = {"/a/torch/": (json.dumps(no_size).encode(), ctype), "/b/torch/": (json.dumps(no_files).encode(), ctype),
+              f"/files/{WHEEL}": (PAYLOAD, "application/octet-stream")}
+    with _index(routes) as (url, seen):
+        assert resources.file_size(url + "/a", "torch", "2.5.1", TAGS) == len(PAYLOAD)
+        assert seen == [("GET", "/a/torch/"), ("HEAD", f"/files/{WHEEL}")]
+        assert resources.file_size(url + "/b", "torch", "2.5.1", TAGS) is None
+
+
+def test_an_index_that_accepts_and_never_answers_times_out(monkeypatch):
+    """The connection is made (the listening socket's backlog takes it) but no answer comes: the request gives up
+    after HTTP_TIMEOUT_S, and the index is taken as dead."""
+    monkeypatch.setattr(resources, "HTTP_TIMEOUT_S", 0.2)
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(4)
+        silent = f"http://127.0.0.1:{listener.getsockname()[1]}/simple"
+        dead: set[str] = set()
+        assert resources.file_size(silent, "torch", "2.5.1", TAGS, dead) is None
+        assert dead == {silent}
+
+
+def test_an_index_that_hangs_up_is_asked_once_for_the_whole_plan(tmp_path: Path, monkeypatch):
+    """Every pin of every step shares the list of indexes that did not answer: one that closes each connection
+    without an HTTP answer is asked once, not once per pin."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    accepted: list[int] = []
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(4)
+
+        def hang_up() -> None:
+            while True:
+                try:
+                    conn, _ = listener.accept()
+                except OSError:
+                    return
+                accepted.append(1)
+                conn.close()
+        thread = threading.Thread(target=hang_up, daemon=True)
+        thread.start()
+        index = f"http://127.0.0.1:{listener.getsockname()[1]}/simple"
+        steps = [Step(kind="install", reason="r", argv=["pip", "install", "-i", index, "torch==2.5.1", "jax==0.4.30"]),
+                 Step(kind="install", reason="r", argv=["pip", "install", "-i", index, "numpy==2.0.0"])]
+        check = resources.measure(Plan(python="/p", steps=steps), _env(tmp_path), {})
+        assert check.unknown == ["torch==2.5.1", "jax==0.4.30", "numpy==2.0.0"]
+        assert accepted == [1]
+        listener.shutdown(socket.SHUT_RDWR)
+    thread.join(5)
+
+
+def test_the_indexes_a_step_names_then_those_of_the_environment():
+    """--index-url / -i / --extra-index-url, as "=value" or as the next argument (a flag last on the line names
+    nothing), then PIP_INDEX_URL, UV_INDEX_URL, UV_DEFAULT_INDEX, PIP_EXTRA_INDEX_URL and UV_EXTRA_INDEX_URL (pip
+    and uv read these; several URLs are separated by spaces), each once, http(s) only."""
+    environ = {"PIP_INDEX_URL": "https://p.invalid/simple", "UV_INDEX_URL": "https://u.invalid/simple",
+               "UV_DEFAULT_INDEX": "https://d.invalid/simple",
+               "PIP_EXTRA_INDEX_URL": "https://pe1.invalid/simple https://pe2.invalid/simple",
+               "UV_EXTRA_INDEX_URL": "https://ue.invalid/simple", "PIP_FIND_LINKS": "https://f.invalid/"}
+    argv = ["pip", "install", "torch==2.5.1", "--extra-index-url", "https://x.invalid/simple",
+            "-i", "https://s.invalid/simple"]
+    assert resources._indexes(argv, environ) == [
+        "https://x.invalid/simple", "https://s.invalid/simple", "https://p.invalid/simple", "https://u.invalid/simple",
+        "https://d.invalid/simple", "https://pe1.invalid/simple", "https://pe2.invalid/simple",
+        "https://ue.invalid/simple"]
+    for var in ("PIP_INDEX_URL", "UV_INDEX_URL", "UV_DEFAULT_INDEX", "PIP_EXTRA_INDEX_URL", "UV_EXTRA_INDEX_URL"):
+        assert resources._indexes(["pip", "install", "-i"], {var: "https://one.invalid/simple"}) == \
+            ["https://one.invalid/simple"], var
+
+
+def test_an_index_url_with_a_token_is_no_pin(tmp_path: Path, monkeypatch):
+    """An index URL holding "==" (a base64 token's padding) is an option, not a pin to size."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    calls = _asked(monkeypatch, {})
+    index = "https://user:dG9rZW4==@a.invalid/simple"
+    plan = Plan(python="/p", steps=[Step(kind="install", reason="r",
+                                         argv=["pip", "install", f"--extra-index-url={index}", "torch==2.5.1"])])
+    assert resources.measure(plan, _env(tmp_path), {}).unknown == ["torch==2.5.1"]
+    assert calls == [(index, "torch", "2.5.1")]
+
+
+def test_a_file_system_that_cannot_be_measured_is_skipped_and_exactly_full_is_enough(tmp_path: Path, monkeypatch):
+    unmeasured, full = tmp_path / "unmeasured", tmp_path / "full"
+    unmeasured.mkdir()
+    full.mkdir()
+
+    def statvfs(path: str) -> _Vfs:
+        if path == str(unmeasured):
+            raise PermissionError(path)
+        return _Vfs(8192)
+    monkeypatch.setattr(resources, "STATVFS", statvfs)
+    fits = [resources.Need("temp", str(unmeasured), 10 ** 12), resources.Need("site-packages", str(full), 8192)]
+    assert resources._short(fits) == []
+    over = [fits[0], resources.Need("site-packages", str(full), 8193)]
+    assert resources._short(over) == [f"{resources.gb(8193)} needed on one file system, {resources.gb(8192)} free: "
+                                      f"site-packages {full} ({resources.gb(8193)})"]
+
+
+def test_the_refusal_joins_each_short_file_system_and_says_what_to_do(tmp_path: Path, monkeypatch):
+    """Two file systems short (the temp folder's and /proc's, where the cache is pointed): one sentence each,
+    joined with "; ", and the hint names the variables that move each place."""
+    from cudamatrix.errors import InstallFailed
+
+    if os.stat(tmp_path).st_dev == os.stat("/proc").st_dev:
+        pytest.skip("/proc is not its own file system here")
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setenv("PIP_CACHE_DIR", "/proc/absent-cache")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    _asked(monkeypatch, {("https://a.invalid/simple", "torch"): 2_000_000_000})
+    monkeypatch.setattr(resources, "STATVFS", lambda path: _Vfs(10 ** 6))
+    plan = Plan(python="/p", steps=[Step(kind="install", reason="r",
+                                         argv=["pip", "install", "-i", "https://a.invalid/simple", "torch==2.5.1"])])
+    with pytest.raises(InstallFailed) as err:
+        resources.check_space(plan, _env(tmp_path))
+    short = err.value.detail["short"]
+    assert len(short) == 2 and "installer cache /proc/absent-cache" in short[1]
+    assert err.value.message == "not enough free disk space for this plan: " + "; ".join(short)
+    assert err.value.hint == ("free space there, or point TMPDIR, PIP_CACHE_DIR / UV_CACHE_DIR and XDG_STATE_HOME at "
+                              "a larger disk; nothing was changed")
+
+
+def test_html_links_with_a_hash_fragment_or_bytes_that_are_not_utf_8():
+    """PEP 503 links carry "#sha256=..." after the file name; the page may hold bytes that are not UTF-8 (a
+    project description in another encoding): the wheel links are read all the same, and the best tag chosen."""
+    best, other = "torch-2.5.1-cp312-cp312-manylinux_2_28_x86_64.whl", "torch-2.5.1-py3-none-any.whl"
+    page = (f'<html><body><!-- caf\xe9 --><a href="/files/{other}#sha256=ab12">{other}</a>'
+            f'<a href="/files/{best}#sha256=cd34">{best}</a></body></html>').encode("latin-1")
+    routes = {"/simple/torch/": (page, "text/html"), f"/files/{best}": (PAYLOAD, "application/octet-stream"),
+              f"/files/{other}": (b"o" * 5, "application/octet-stream")}
+    with _index(routes) as (url, seen):
+        assert resources.file_size(url + "/simple", "torch", "2.5.1", TAGS) == len(PAYLOAD)
+        assert seen == [("GET", "/simple/torch/"), ("HEAD", f"/files/{best}")]
+
+
+def test_a_head_answer_without_a_usable_length_sizes_nothing():
+    html = _listing("text/html")
+    routes = {"/a/torch/": html, "/b/torch/": html, f"/files/{WHEEL}": (b"", "application/octet-stream", None)}
+    with _index(routes) as (url, _):
+        assert resources.file_size(url + "/a", "torch", "2.5.1", TAGS) is None
+        routes[f"/files/{WHEEL}"] = (b"", "application/octet-stream", "unknown")
+        assert resources.file_size(url + "/b", "torch", "2.5.1", TAGS) is None
+
+
+@pytest.mark.parametrize("files,tags,size", [
+    # compressed tag sets (PEP 425: "." joins alternatives in each part) and a build tag (PEP 427)
+    ([("x-1.0-cp311-cp311-manylinux2014_x86_64.whl", 200),
+      ("x-1.0-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl", 300)],
+     ["cp312-cp312-manylinux2014_x86_64"], 300),
+    ([("x-1.0-cp27-none-any.whl", 100), ("x-1.0-py2.py3-none-any.whl", 400)], ["py3-none-any"], 400),
+    ([("x-1.0-cp312-cp312-linux_x86_64.whl", 100), ("x-1.0-cp312-abi3.cp312-manylinux_2_28_x86_64.whl", 500)],
+     ["cp312-abi3-manylinux_2_28_x86_64"], 500),
+    ([("x-1.0-py3-none-any.whl", 100), ("x-1.0-1-cp312-cp312-manylinux_2_28_x86_64.whl", 600)], TAGS, 600),
+])
+def test_the_wheel_chosen_reads_compressed_tag_sets_and_build_tags(files, tags, size):
+    doc = {"meta": {"api-version": "1.1"}, "name": "x",
+           "files": [{"filename": n, "url": f"/files/{n}", "hashes": {}, "size": s} for n, s in files]}
+    with _index({"/simple/x/": (json.dumps(doc).encode(), "application/vnd.pypi.simple.v1+json")}) as (url, _):
+        assert resources.file_size(url + "/simple", "x", "1.0", tags) == size
