@@ -69,7 +69,7 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
         side, error = python_env.probe(python, timeout, forked_probe)
     if error:
         if libs_child is not None:
-            libs_child.answer("", timeout)  # nothing will be asked: it ends on the empty question
+            libs_child.stop()  # nothing will be asked
         raise UsageError(error, hint="--python needs the path of a Python >= 3.6 interpreter")
     env.python, env.packages, env.requirements = side.python, side.packages, side.requirements
     env.frameworks, env.file_conflicts, env.notes = side.frameworks, side.file_conflicts, list(side.notes)

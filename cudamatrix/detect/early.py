@@ -61,8 +61,7 @@ class Forked:
         try:
             out, timed_out = _read_until(self.out_fd, deadline)
         except BaseException:  # Ctrl-C: it must not outlive us (it is in a session of its own)
-            self.kill()
-            self.reap()
+            self.stop()
             raise
         if timed_out:
             self.kill()
@@ -72,6 +71,11 @@ class Forked:
             return proc.Result(argv, None, text, timed_out=True, error=f"timed out after {timeout:g}s",
                                seconds=time.monotonic() - self.spawned)
         return proc.Result(argv, code, text, seconds=time.monotonic() - self.spawned)
+
+    def stop(self) -> None:
+        """Nothing will be asked of it: kill it and reap it."""
+        self.kill()
+        self.reap()
 
     def kill(self) -> None:
         import signal
@@ -267,8 +271,7 @@ def take(kind: str, environ: dict[str, str], question: dict[str, Any] | None = N
     if child is None:
         return None
     if child.environ != environ or child.question != question:
-        child.kill()
-        child.reap()
+        child.stop()
         return None
     return child
 
@@ -277,8 +280,7 @@ def stop_all() -> None:
     """Kill and reap the children nobody asked (a command that ended before detect, an error)."""
     while _children:
         _, child = _children.popitem()
-        child.kill()
-        child.reap()
+        child.stop()
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -90,7 +90,7 @@ def run_loader(libs: list[tuple[str, str]], nvml: bool, libcuda: bool, timeout: 
     answers = LoaderAnswers()
     if not (libs or nvml or libcuda):
         if forked is not None:
-            forked.answer("", timeout)  # nothing to ask: it ends on the empty question
+            forked.stop()  # nothing to ask
         return answers
     config: dict[str, Any] = {"nvml": nvml, "libcuda": libcuda, "skip": [],
                               "libs": [{"path": p, "name": n, "first": own_answerer(p)} for p, n in libs]}

@@ -219,7 +219,8 @@ def test_the_library_api_starts_its_libraries_child_ahead(libs, tmp_path):
     assert a.failed == {libs["crash"]: "crashed the process (signal 11)"} and a.start_ms is not None
     dud = early.Started(sp.Popen(["false"], stdin=sp.PIPE, stdout=sp.PIPE, start_new_session=True), environ, 0.0)
     b = run_loader([(libs["cudart"], "cudart")], False, False, 30, None, dud)
-    assert not b.forked and b.error is None and b.libs[libs["cudart"]]["version"] == 12040
+    assert b.forked is False and b.error is None and b.libs[libs["cudart"]]["version"] == 12040
+    assert b.start_ms is not None  # the started child's own start-up, measured from its spawn
     assert _gone(ahead.pid) and _gone(dud.pid)
     idle = early.started_libs(environ)  # nothing to ask: it ends on the empty question
     assert run_loader([], False, False, 30, None, idle) == type(a)() and _gone(idle.pid)

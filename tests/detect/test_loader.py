@@ -703,7 +703,10 @@ def test_the_childs_clock_line_gives_its_start_up_and_imports():
         return a.start_ms, a.imports_ms
 
     assert times('{"clock": [10.012, 10.02]}') == (12.0, 8.0)
+    assert times('{"clock": [10.0123456, 10.0234567]}') == (12.35, 11.11)  # hundredths of a millisecond
+    assert times('{"clock": [10.0, 10.0]}') == (0.0, 0.0)  # the same instant, at either end
     assert times('{"clock": [10.012, 10.02]}', None) == (None, None)
+    assert _read_answers("", LoaderAnswers(), 1.0) == (None, False)  # nothing started, not done
     for bad in ('{"clock": [9.9, 10.0]}', '{"clock": [10.5, 10.2]}', '{"clock": [10.1]}', '{"clock": "x"}',
                 '{"clock": [true, 11]}', '{"clock": [10.1, null]}'):
         assert times(bad) == (None, None), bad
