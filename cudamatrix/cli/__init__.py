@@ -117,10 +117,30 @@ def _tolerant_output() -> None:
             pass
 
 
+# the commands that detect this machine, and the options under which they do not (or may not)
+_DETECTING = frozenset({"detect", "doctor", "fix", "env", "solve", "check"})
+_NOT_LIVE = frozenset({"--from", "--env", "--help", "-h", "--undo", "--rollback", "--resume"})
+# solve and check with target flags describe a machine the command is not on: nothing is detected (targets.resolve)
+_TARGET_FLAGS = frozenset({"--driver", "--gpu", "--python", "--platform", "--cuda-toolkit"})
+
+
+def detects_this_machine(argv: list[str]) -> bool:
+    """Does ``argv`` name a command that detects the live machine (no --from, --env, help, undo; for solve and
+    check, no target flag)? Decided before anything of the detect stage is imported."""
+    if not argv or argv[0] not in _DETECTING:
+        return False
+    options = {a.partition("=")[0] for a in argv[1:] if a.startswith("-")}
+    if argv[0] in ("solve", "check") and options & _TARGET_FLAGS:
+        return False
+    return not options & _NOT_LIVE
+
+
 def run() -> None:
     """The console script and ``python -m cudamatrix``: a command that detects this machine forks its loader
     children first (:mod:`cudamatrix.detect.early`), while this process has one thread and little imported."""
-    from cudamatrix.detect.early import start
+    args = sys.argv[1:]
+    if detects_this_machine(args):
+        from cudamatrix.detect.early import start
 
-    start(sys.argv[1:])
+        start(python_probe="--python" not in {a.partition("=")[0] for a in args})
     sys.exit(main())

@@ -4,7 +4,7 @@ A started loader child (``python -I -S _loader.py``) pays the interpreter's star
 asks NVML anything: on a lent H100, 28 + 18 ms of an 81 ms NVML answer, and as much again for the libraries'
 child, which detect could start only once it had found the copies. A forked child has its parent's interpreter
 and imports already. So ``python -m cudamatrix detect`` (doctor, fix, env, solve, check: the commands that
-detect this machine) forks two children first thing: one asks NVML and libcuda at once, the other waits on a
+detect this machine: :func:`cudamatrix.cli.detects_this_machine`) forks two children first thing: one asks NVML and libcuda at once, the other waits on a
 pipe for the library copies detect finds later; where detect reads this interpreter's own distributions (no
 ``--python``), a third reads them (:func:`cudamatrix.detect._pyprobe.collect`, the same code detect runs
 in-process otherwise) beside the parent's work, on another core. The loader children run the started child's
@@ -29,11 +29,6 @@ from typing import Any
 from cudamatrix import proc
 
 __all__ = ["Forked", "start", "stop_all", "take"]
-
-# the commands that detect the live machine, and the options under which they do not (or may not)
-_COMMANDS = frozenset({"detect", "doctor", "fix", "env", "solve", "check"})
-_NOT_LIVE = frozenset({"--from", "--env", "--help", "-h", "--undo", "--rollback", "--resume"})
-
 
 class Forked:
     """One forked loader child: its pid (a session of its own), the pipe it writes its lines to, and, for the
@@ -157,25 +152,20 @@ _children: dict[str, Forked] = {}
 PYTHON_PROBE = "python-probe"  # the question of the child that reads this interpreter's distributions
 
 
-def start(argv: list[str]) -> None:
-    """Fork the NVML child and the waiting libraries' child when ``argv`` is a command that detects this machine
-    and forking is safe here. Never raises: a child that could not be forked is a started child later."""
-    if not _live(argv) or _children:
+def start(python_probe: bool = True) -> None:
+    """Fork the NVML child, the waiting libraries' child and (``python_probe``: detect will read this interpreter)
+    the Python probe's child, when forking is safe here. Called by the command line for a command that detects
+    this machine (:func:`cudamatrix.cli.detects_this_machine`). Never raises: a child that could not be forked
+    is a started child later."""
+    if _children:
         return
     try:
-        _start(argv)
+        _start(python_probe)
     except Exception:  # any surprise: detect starts its children as it always did
         stop_all()
 
 
-def _live(argv: list[str]) -> bool:
-    """Does ``argv`` name a command that detects the live machine (no --from, --env, help, undo ...)?"""
-    if not argv or argv[0] not in _COMMANDS:
-        return False
-    return not any(a.partition("=")[0] in _NOT_LIVE for a in argv[1:] if a.startswith("-"))
-
-
-def _start(argv: list[str]) -> None:
+def _start(python_probe: bool) -> None:
     from cudamatrix.detect import DETECT_ENV_VAR, loader
     from cudamatrix.detect.libraries import safe_environ
 
@@ -193,7 +183,7 @@ def _start(argv: list[str]) -> None:
         config = {"nvml": question["nvml"], "libcuda": question["libcuda"], "libs": [], "skip": []}
         _children["nvml"] = _fork(_json(config), question, environ)
     _children["libs"] = _fork(None, None, environ)
-    if not any(a.partition("=")[0] == "--python" for a in argv):  # this interpreter's packages, read beside us
+    if python_probe:  # this interpreter's packages, read beside us
         _children["python"] = _fork(PYTHON_PROBE, {"path": list(sys.path)}, environ)
 
 

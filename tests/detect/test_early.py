@@ -23,15 +23,18 @@ needs_gcc = pytest.mark.skipif(not any(os.access(os.path.join(d, "gcc"), os.X_OK
     (["detect"], True), (["detect", "--json", "--python", "/x/python"], True), (["doctor", "--json"], True),
     (["fix", "--dry-run"], True), (["env", "--shell", "bash"], True), (["solve", "torch"], True),
     (["check", "-r", "req.txt"], True),
+    (["solve", "torch", "--driver", "550.54.15", "--gpu", "8.9"], False), (["solve", "torch", "--gpu=8.9"], False),
+    (["check", "-r", "req.txt", "--platform", "linux_x86_64"], False), (["solve", "jax", "--python", "3.11"], False),
+    (["fix", "--driver", "550.54.15"], True),  # fix installs into this machine: it detects it whatever the flags
     (["detect", "--from", "smi.txt"], False), (["detect", "--from=smi.txt"], False), (["doctor", "--env", "e.json"], False),
     (["fix", "--undo"], False), (["fix", "--rollback"], False), (["fix", "--resume"], False), (["detect", "--help"], False),
     (["doctor", "-h"], False), (["lock", "torch"], False), (["matrix", "show"], False), ([], False), (["--version"], False),
     (["solve", "torch", "--", "--from"], False),  # after "--" it would be an argument: not forking is the safe side
 ])
 def test_which_invocations_fork(argv, live):
-    from cudamatrix.detect.early import _live
+    from cudamatrix.cli import detects_this_machine
 
-    assert _live(argv) is live
+    assert detects_this_machine(argv) is live
 
 
 def test_no_fork_in_a_process_with_threads():
@@ -42,7 +45,7 @@ def test_no_fork_in_a_process_with_threads():
     extra = threading.Thread(target=stop.wait, daemon=True)
     extra.start()
     try:
-        early.start(["detect"])
+        early.start()
         assert early._children == {}
     finally:
         stop.set()
@@ -52,7 +55,10 @@ def test_no_fork_in_a_process_with_threads():
 RUN = """
 import json, os, sys, time
 from cudamatrix.detect import early, loader
-early.start(sys.argv[1].split())  # the command words, one argument
+from cudamatrix.cli import detects_this_machine
+words = sys.argv[1].split()  # the command words, one argument
+if detects_this_machine(words):  # as cudamatrix.cli.run decides
+    early.start(python_probe="--python" not in words)
 forked = dict(early._children)
 out = {"forked": sorted(forked), "pids": {k: c.pid for k, c in forked.items()}}
 """
