@@ -124,12 +124,17 @@ _NOT_LIVE = frozenset({"--from", "--env", "--help", "-h", "--undo", "--rollback"
 _TARGET_FLAGS = frozenset({"--driver", "--gpu", "--python", "--platform", "--cuda-toolkit"})
 
 
+def _options(argv: list[str]) -> set[str]:
+    """The options named in ``argv``, without their ``=value``."""
+    return {a.partition("=")[0] for a in argv if a.startswith("-")}
+
+
 def detects_this_machine(argv: list[str]) -> bool:
     """Does ``argv`` name a command that detects the live machine (no --from, --env, help, undo; for solve and
     check, no target flag)? Decided before anything of the detect stage is imported."""
     if not argv or argv[0] not in _DETECTING:
         return False
-    options = {a.partition("=")[0] for a in argv[1:] if a.startswith("-")}
+    options = _options(argv[1:])
     if argv[0] in ("solve", "check") and options & _TARGET_FLAGS:
         return False
     return not options & _NOT_LIVE
@@ -142,5 +147,5 @@ def run() -> None:
     if detects_this_machine(args):
         from cudamatrix.detect.early import start
 
-        start(python_probe="--python" not in {a.partition("=")[0] for a in args})
+        start(python_probe="--python" not in _options(args))
     sys.exit(main())

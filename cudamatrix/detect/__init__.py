@@ -9,6 +9,7 @@ Nothing here imports a framework, pydantic or rich.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from typing import TYPE_CHECKING
 
@@ -63,8 +64,6 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
     tools = Background(_timed, timer, "toolkits", toolkits.probe, environ, root, timeout)
     ldconfig = Background(_timed, timer, "ldconfig", libraries.run_ldconfig, timeout)
     with timer("python"):
-        import sys
-
         forked_probe = early.take("python", environ, {"path": list(sys.path)}) if python is None else None
         side, error = python_env.probe(python, timeout, forked_probe)
     if error:
@@ -320,8 +319,6 @@ def read_report(path: str) -> tuple[str, list[Note]]:
 
     A FIFO, device, socket or folder is refused before anything is read (a FIFO would wait for a writer
     forever, /dev/zero never ends). Raises UsageError for unreadable, non-regular or binary files."""
-    import sys
-
     from cudamatrix.detect.text import decode
     from cudamatrix.safe.files import read_bytes
 

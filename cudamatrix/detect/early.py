@@ -3,9 +3,9 @@
 A started loader child (``python -I -S _loader.py``) pays the interpreter's start and its imports before it
 asks NVML anything: on a lent H100, 28 + 18 ms of an 81 ms NVML answer, and as much again for the libraries'
 child, which detect could start only once it had found the copies. A forked child has its parent's interpreter
-and imports already. So ``python -m cudamatrix detect`` (doctor, fix, env, solve, check: the commands that
-detect this machine: :func:`cudamatrix.cli.detects_this_machine`) forks two children first thing: one asks NVML and libcuda at once, the other waits on a
-pipe for the library copies detect finds later; where detect reads this interpreter's own distributions (no
+and imports already. So ``python -m cudamatrix detect`` (and each
+command that detects this machine: :func:`cudamatrix.cli.detects_this_machine`) forks two children first thing:
+one asks NVML and libcuda at once, the other waits on a pipe for the library copies detect finds later; where detect reads this interpreter's own distributions (no
 ``--python``), a third reads them (:func:`cudamatrix.detect._pyprobe.collect`, the same code detect runs
 in-process otherwise) beside the parent's work, on another core. The loader children run the started child's
 own code (:mod:`._loader`) in a process of their own (a crash or a hang costs what it costs the started child), and
@@ -28,7 +28,8 @@ from typing import Any
 
 from cudamatrix import proc
 
-__all__ = ["Forked", "start", "stop_all", "take"]
+__all__ = ["PYTHON_PROBE", "Forked", "Started", "start", "started_libs", "stop_all", "take"]
+
 
 class Forked:
     """One forked loader child: its pid (a session of its own), the pipe it writes its lines to, and, for the
@@ -102,32 +103,17 @@ class Forked:
 class Started(Forked):
     """The libraries' child where none could be forked (the library API; threads; an unsafe LD_LIBRARY_PATH):
     started at detect's start, as ``python -I -S _loader.py -`` with the cleaned environment, it starts its
-    interpreter and imports while detect searches, then reads its question on stdin."""
+    interpreter and imports while detect searches, then reads its question on stdin. Its pipes are ours, as a
+    forked child's are; the Popen is kept only to learn that it was reaped."""
 
-    def __init__(self, popen: Any, environ: dict[str, str], spawned: float) -> None:
-        super().__init__(popen.pid, popen.stdout.fileno(), popen.stdin.fileno(), None, environ, spawned)
-        self.popen = popen  # owns the pipes: closed (and the child reaped) through it
+    def __init__(self, popen: Any, out_fd: int, in_fd: int, environ: dict[str, str], spawned: float) -> None:
+        super().__init__(popen.pid, out_fd, in_fd, None, environ, spawned)
+        self.popen = popen
 
     def reap(self) -> int | None:
-        for stream in (self.popen.stdin, self.popen.stdout):
-            try:
-                stream.close()
-            except OSError:
-                pass
-        self.in_fd = self.out_fd = None  # type: ignore[assignment]
-        return self.popen.wait()
-
-    def answer(self, config_text: str | None, timeout: float) -> proc.Result:
-        if self.in_fd is not None:
-            try:
-                if config_text:
-                    _write_all(self.in_fd, config_text.encode())
-            except OSError:
-                pass  # it died before reading: its exit status says how
-            finally:
-                self.popen.stdin.close()
-                self.in_fd = None
-        return super().answer(None, timeout)
+        code = super().reap()
+        self.popen.returncode = code  # reaped here: the Popen must not wait for it again
+        return code
 
 
 def started_libs(environ: dict[str, str]) -> Forked | None:
@@ -137,14 +123,20 @@ def started_libs(environ: dict[str, str]) -> Forked | None:
     from cudamatrix.detect.libraries import safe_environ
     from cudamatrix.detect.loader import _SCRIPT
 
+    out_r, out_w = os.pipe()
+    in_r, in_w = os.pipe()
     spawned = time.monotonic()
     try:
-        popen = subprocess.Popen([sys.executable, "-I", "-S", _SCRIPT, "-"], stdin=subprocess.PIPE,
-                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=safe_environ(environ),
-                                 start_new_session=True)
+        popen = subprocess.Popen([sys.executable, "-I", "-S", _SCRIPT, "-"], stdin=in_r, stdout=out_w,
+                                 stderr=subprocess.DEVNULL, env=safe_environ(environ), start_new_session=True)
     except OSError:
+        for fd in (out_r, in_w):
+            os.close(fd)
         return None
-    return Started(popen, environ, spawned)
+    finally:
+        os.close(in_r)
+        os.close(out_w)
+    return Started(popen, out_r, in_w, environ, spawned)
 
 
 _children: dict[str, Forked] = {}
@@ -166,6 +158,8 @@ def start(python_probe: bool = True) -> None:
 
 
 def _start(python_probe: bool) -> None:
+    import json
+
     from cudamatrix.detect import DETECT_ENV_VAR, loader
     from cudamatrix.detect.libraries import safe_environ
 
@@ -181,7 +175,7 @@ def _start(python_probe: bool) -> None:
     atexit.register(stop_all)
     if question["nvml"] or question["libcuda"]:
         config = {"nvml": question["nvml"], "libcuda": question["libcuda"], "libs": [], "skip": []}
-        _children["nvml"] = _fork(_json(config), question, environ)
+        _children["nvml"] = _fork(json.dumps(config), question, environ)
     _children["libs"] = _fork(None, None, environ)
     if python_probe:  # this interpreter's packages, read beside us
         _children["python"] = _fork(PYTHON_PROBE, {"path": list(sys.path)}, environ)
@@ -193,12 +187,6 @@ def _threads() -> int:
         return len(os.listdir("/proc/self/task"))
     except OSError:
         return 0
-
-
-def _json(config: dict[str, Any]) -> str:
-    import json
-
-    return json.dumps(config)
 
 
 def _fork(config_text: str | None, question: dict[str, Any] | None, environ: dict[str, str]) -> Forked:
@@ -239,14 +227,14 @@ def _child(config_text: str | None, out_w: int, in_r: int | None, parent_ends: t
             from cudamatrix.detect import _pyprobe
 
             sys.stdout.write(json.dumps(_pyprobe.collect()) + "\n")
-            sys.stdout.flush()
-            os._exit(0)
-        from cudamatrix.detect import _loader  # (ctypes) while the libraries' child waits for its question
+            code = 0
+        else:
+            from cudamatrix.detect import _loader  # (ctypes) while the libraries' child waits for its question
 
-        ready = time.monotonic()
-        if config_text is None:
-            config_text = _read_all(0).decode("utf-8", errors="replace")
-        code = _loader.main(["_loader.py", config_text], ready) if config_text else 0  # no question: it ends
+            ready = time.monotonic()
+            if config_text is None:
+                config_text = _read_all(0).decode("utf-8", errors="replace")
+            code = _loader.main(["_loader.py", config_text], ready) if config_text else 0  # no question: it ends
         sys.stdout.flush()
     except BaseException:
         code = 1
@@ -255,7 +243,7 @@ def _child(config_text: str | None, out_w: int, in_r: int | None, parent_ends: t
 
 
 def take(kind: str, environ: dict[str, str], question: dict[str, Any] | None = None) -> Forked | None:
-    """The forked child of ``kind`` ("nvml", "libs") for a detect run in ``environ`` asking ``question``, once;
+    """The forked child of ``kind`` ("nvml", "libs", "python") for a detect run in ``environ`` asking ``question``, once;
     None when there is none or it was forked for another environment or question (that one is stopped)."""
     child = _children.pop(kind, None)
     if child is None:

@@ -97,7 +97,7 @@ def run_loader(libs: list[tuple[str, str]], nvml: bool, libcuda: bool, timeout: 
     exe = python or sys.executable
     tries = 0
     while tries < 3:
-        early = forked is not None
+        early = forked
         if forked is not None:
             spawned, result = forked.spawned, forked.answer(json.dumps(config), timeout)
             forked, answers.forked = None, True
@@ -109,7 +109,7 @@ def run_loader(libs: list[tuple[str, str]], nvml: bool, libcuda: bool, timeout: 
         if finished:
             return answers
         if started is None:  # it did not even start its first step
-            if early:  # a child made in advance: a started child is asked instead, and says what is wrong
+            if early is not None:  # a child made in advance: a started child is asked instead, and says what is wrong
                 answers.forked = False
                 continue
             answers.error = result.error or (result.stderr.strip()[-300:] or f"exit status {result.returncode}")

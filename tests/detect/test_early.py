@@ -223,7 +223,11 @@ def test_the_library_api_starts_its_libraries_child_ahead(libs, tmp_path):
     a = run_loader([(libs["cudart"], "cudart"), (libs["crash"], "cudnn")], False, False, 30, None, ahead)
     assert a.forked and a.libs[libs["cudart"]]["version"] == 12040
     assert a.failed == {libs["crash"]: "crashed the process (signal 11)"} and a.start_ms is not None
-    dud = early.Started(sp.Popen(["false"], stdin=sp.PIPE, stdout=sp.PIPE, start_new_session=True), environ, 0.0)
+    (out_r, out_w), (in_r, in_w) = os.pipe(), os.pipe()
+    dud = early.Started(sp.Popen(["false"], stdin=in_r, stdout=out_w, start_new_session=True), out_r, in_w, environ,
+                        0.0)
+    os.close(in_r)
+    os.close(out_w)
     b = run_loader([(libs["cudart"], "cudart")], False, False, 30, None, dud)
     assert b.forked is False and b.error is None and b.libs[libs["cudart"]]["version"] == 12040
     assert b.start_ms is not None  # the started child's own start-up, measured from its spawn
