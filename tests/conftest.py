@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -66,6 +67,9 @@ def _private_home(tmp_path_factory, monkeypatch, _installer_caches) -> Iterator[
         monkeypatch.setenv(var, value)
     mark = len(getattr(monkeypatch, "_setitem", []))
     yield home
+    # removed at once, like a passing test's tmp_path (pyproject's tmp_path_retention_policy): a whole run leaves
+    # thousands of these, and the run's disk use is what a small CI disk must hold
+    shutil.rmtree(home, ignore_errors=True)
     # a test that deletes one of these by hand (os.environ.pop) sends whatever runs after it in this process to
     # the user's real folders; a change made through monkeypatch is undone after this check, so it is left alone
     # (monkeypatch keeps what it changed in _setitem; without that record the check is skipped)
