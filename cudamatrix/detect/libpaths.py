@@ -45,17 +45,19 @@ def predict_loads(frameworks: list[Framework], site_packages: list[str], executa
 
     forget_listings()  # folder listings live for one prediction: a later call may follow an install
     versions = wheel_versions(site_packages)
-    fits: dict[str, bool] = {}  # shared by every link map of this prediction
+    fits: dict[str, bool] = {}  # shared by every link map of this prediction, as are the folders' names
+    listings: dict[str, frozenset[str] | None] = {}
     out: list[LibraryLoad] = []
     unknown: dict[str, None] = {}
     clean_environ = {k: v for k, v in environ.items() if k not in ("LD_PRELOAD", "LD_LIBRARY_PATH")}
     for fw in frameworks:
-        actual = _simulate(fw, site_packages, environ, ld_entries, executable, cwd, mapped, versions, unknown, fits)
+        actual = _simulate(fw, site_packages, environ, ld_entries, executable, cwd, mapped, versions, unknown, fits,
+                           listings)
         if actual is None:
             continue  # not modelled, or the framework's files are not there (a report, or another layout)
         if mapped or len(clean_environ) != len(environ):
             clean = _simulate(fw, site_packages, clean_environ, ld_entries, executable, cwd, (), versions, {},
-                              fits) or actual
+                              fits, listings) or actual
         else:  # nothing that could shadow: the framework's own choice is the prediction itself
             clean = actual
         out += _loads(fw.name, _decisive(actual), _decisive(clean), versions)
@@ -68,14 +70,14 @@ def predict_loads(frameworks: list[Framework], site_packages: list[str], executa
 
 def _simulate(fw: Framework, site_packages: list[str], environ: dict[str, str], ld_entries: list,
               executable: str | None, cwd: str | None, mapped: Sequence[str], versions: dict[str, str],
-              unknown: dict[str, None], fits: dict[str, bool]):
+              unknown: dict[str, None], fits: dict[str, bool], listings: dict[str, frozenset[str] | None]):
     """The link map of importing ``fw`` and using its libraries once, or None when it is not modelled here."""
     from cudamatrix.detect.loader import LinkMap, system_search
     from cudamatrix.detect.recipes import RECIPES
 
     if fw.name not in RECIPES:
         return None
-    lm = LinkMap(system_search(environ, ld_entries, executable, cwd), mapped, fits)
+    lm = LinkMap(system_search(environ, ld_entries, executable, cwd), mapped, fits, listings)
     if not RECIPES[fw.name](lm, site_packages, fw):
         return None
     open_libraries(lm, versions, unknown)

@@ -268,10 +268,12 @@ def system_search(environ: dict[str, str], ld_entries: list, executable: str | N
 class LinkMap:
     """A simulated ld.so namespace. Load objects the way a process does; every answer is recorded."""
 
-    def __init__(self, search: Search, mapped: Sequence[str] = (), fits: dict[str, bool] | None = None) -> None:
-        """``fits``: answers of :meth:`_fits` to share between link maps of one machine state (files do not
-        change while a prediction runs)."""
+    def __init__(self, search: Search, mapped: Sequence[str] = (), fits: dict[str, bool] | None = None,
+                 listings: dict[str, frozenset[str] | None] | None = None) -> None:
+        """``fits`` and ``listings``: answers of :meth:`_fits` and the folders' names, to share between link maps
+        of one machine state (files do not change while a prediction runs)."""
         self.search = search
+        self._listings: dict[str, frozenset[str] | None] = {} if listings is None else listings
         self.objects: list[Obj] = []
         self._by_name: dict[str, Obj] = {}  # name -> the first object answering to it (glibc walks in load order)
         self._by_ident: dict[tuple[int, int], Obj] = {}  # (st_dev, st_ino) -> the object mapped from that file
@@ -511,12 +513,30 @@ class LinkMap:
         """The first ``d/name`` that is an ELF object of this machine; one of another class or machine is passed
         over. Raises :class:`_Refused` at a file there that is no ELF object at all (see there)."""
         for d in dirs:
+            names = self._names(d)
+            if names is not None and name not in names:
+                continue  # not in the folder: neither a fit nor a refusal, and no stat asked (most names miss)
             path = os.path.join(d, name)
             if self._fits(path):
                 return path
             if _no_elf_object(path):
                 raise _Refused(path)
         return None
+
+    def _names(self, folder: str) -> frozenset[str] | None:
+        """The names in ``folder``, read once: empty when it does not exist or is no folder; None when it cannot
+        be listed (search permission without read permission still lets ld.so open a file there by name, so
+        each candidate is then checked by its path)."""
+        if folder in self._listings:
+            return self._listings[folder]
+        try:
+            names: frozenset[str] | None = frozenset(os.listdir(folder))
+        except (FileNotFoundError, NotADirectoryError):
+            names = frozenset()
+        except (OSError, ValueError):  # ValueError: a NUL in the folder's name (from LD_LIBRARY_PATH, say)
+            names = None
+        self._listings[folder] = names
+        return names
 
     def _fits(self, path: str) -> bool:
         """An existing regular file that is an ELF object of this machine (ld.so skips others)."""

@@ -1136,10 +1136,51 @@ def test_a_link_map_checks_a_file_and_expands_a_path_once(parts, monkeypatch):
         assert lm.load("libnowhere.so.7", mid) is None
     assert checked and len(checked) == len(set(checked)) and set(checked) <= set(fits)
     assert expanded and len(expanded) == len(set(expanded))
+    assert not any(c.endswith("/libnowhere.so.7") for c in checked)  # no folder lists it: no file is checked
     checked.clear()
     again = LinkMap(search, fits=fits)
     assert again.load("libnowhere.so.7", again.load(str(parts["mid_rpath"]), None)) is None
     assert checked == []
+
+
+def test_link_maps_list_each_searched_folder_once(parts, monkeypatch):
+    """Two link maps sharing one prediction's listings search the same folders for a name no folder holds: each
+    folder is listed once in all (the real listdir, counted), and the search still ends in "not found"."""
+    from cudamatrix.detect import libraries
+    from cudamatrix.detect.loader import LinkMap, system_search
+
+    listed: list[str] = []
+    real_listdir = os.listdir
+    monkeypatch.setattr(os, "listdir", lambda folder=".": listed.append(str(folder)) or real_listdir(folder))
+    search = system_search(clean_env(LD_LIBRARY_PATH=str(parts["b"])), libraries.run_ldconfig(10)[0],
+                           str(parts["driver"]), cwd=str(parts["root"]))
+    fits: dict[str, bool] = {}
+    listings: dict = {}
+    for _ in range(2):
+        lm = LinkMap(search, fits=fits, listings=listings)
+        assert lm.load("libnowhere.so.7", lm.load(str(parts["mid_rpath"]), None)) is None
+        assert lm.resolutions[-1].rule == "not found"
+    assert listed and len(listed) == len(set(listed))
+    assert str(parts["b"]) in listed and set(listed) <= set(listings)
+
+
+def test_a_folder_that_cannot_be_listed_is_searched_by_name(parts, monkeypatch):
+    """A folder with search but no read permission (mode 0711) cannot be listed, yet ld.so opens a file there by
+    its name: the model then checks the name's path and finds libleaf.so.1 in LD_LIBRARY_PATH. (The tests run
+    as root, for whom no permission stops a listing, so the listing's EACCES is raised here for that folder.)"""
+    hidden = str(parts["b"])
+    real_listdir = os.listdir
+
+    def listdir(folder="."):
+        if os.path.realpath(folder) == os.path.realpath(hidden):
+            raise PermissionError(13, "Permission denied", folder)
+        return real_listdir(folder)
+
+    monkeypatch.setattr(os, "listdir", listdir)
+    lm = _bare_link_map(parts, clean_env(LD_LIBRARY_PATH=hidden))
+    assert lm.load("libleaf.so.1", None) is not None
+    res = lm.resolutions[-1]
+    assert (res.rule, os.path.dirname(res.path)) == ("LD_LIBRARY_PATH", hidden)
 
 
 def test_a_failed_load_leaves_no_name_or_file_behind(parts, more):
