@@ -66,6 +66,7 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
     with timer("python"):
         forked_probe = early.take("python", environ, {"path": list(sys.path)}) if python is None else None
         side, error = python_env.probe(python, timeout, forked_probe)
+    timer.timings.update({f"python:{step}": ms for step, ms in side.timings_ms.items()})
     if error:
         if libs_child is not None:
             libs_child.stop()  # nothing will be asked

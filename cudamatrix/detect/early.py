@@ -208,6 +208,7 @@ def _child(config_text: str | None, out_w: int, in_r: int | None, parent_ends: t
     """The forked child: its own session (a Ctrl-C at the terminal is the parent's to handle: it kills us),
     its stdout the pipe, then the loader child's main; it leaves by os._exit, never through the parent's code."""
     code = 1
+    born = time.monotonic()
     try:
         os.setsid()
         for fd in parent_ends:
@@ -226,7 +227,9 @@ def _child(config_text: str | None, out_w: int, in_r: int | None, parent_ends: t
 
             from cudamatrix.detect import _pyprobe
 
-            sys.stdout.write(json.dumps(_pyprobe.collect()) + "\n")
+            raw = _pyprobe.collect()
+            raw["clock"] = [born, time.monotonic()]  # its start and its reading, as the loader children say theirs
+            sys.stdout.write(json.dumps(raw) + "\n")
             code = 0
         else:
             from cudamatrix.detect import _loader  # (ctypes) while the libraries' child waits for its question

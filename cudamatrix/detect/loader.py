@@ -150,14 +150,22 @@ def _read_answers(stdout: str, answers: LoaderAnswers, spawned: float | None = N
 
 
 def _start_times(clock: Any, spawned: float | None, answers: LoaderAnswers) -> None:
-    """The child's ``[born, ready]`` instants -> its start-up and import milliseconds (kept only when they are
-    two numbers in order after the spawn: a clock that is not shared says nothing)."""
+    """The child's ``[born, ready]`` instants -> its start-up and import milliseconds."""
+    both = clock_ms(clock, spawned)
+    if both is not None:
+        answers.start_ms, answers.imports_ms = both
+
+
+def clock_ms(clock: Any, spawned: float | None) -> tuple[float, float] | None:
+    """A child's ``[born, ready]`` time.monotonic() instants -> (milliseconds from the spawn to its start, from its
+    start to ``ready``); None unless they are two numbers in order after the spawn (a clock that is not shared
+    says nothing)."""
     if spawned is None or not isinstance(clock, list) or len(clock) != 2:
-        return
+        return None
     born, ready = clock
     if not all(isinstance(t, (int, float)) and not isinstance(t, bool) for t in clock) or not spawned <= born <= ready:
-        return
-    answers.start_ms, answers.imports_ms = round((born - spawned) * 1000.0, 2), round((ready - born) * 1000.0, 2)
+        return None
+    return round((born - spawned) * 1000.0, 2), round((ready - born) * 1000.0, 2)
 
 
 def _failure(result: proc.Result, timeout: float) -> str:

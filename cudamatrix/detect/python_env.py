@@ -37,6 +37,8 @@ class PythonSide:
     file_conflicts: list[FileConflict] = field(default_factory=list)
     wheel_owner: dict[str, str] = field(default_factory=dict)  # absolute file path -> distribution
     notes: list[Note] = field(default_factory=list)
+    # a forked probe's own times: "start" (from the fork to its first step), "collect" (its reading)
+    timings_ms: dict[str, float] = field(default_factory=dict)
 
 
 def parse_requirement(text: str) -> tuple[str, str | None, str]:
@@ -228,6 +230,14 @@ def _forked_answer(forked: Forked, timeout: float) -> dict | None:
     return raw if result.returncode == 0 and isinstance(raw, dict) else None
 
 
+def _child_times(raw: dict, spawned: float) -> dict[str, float]:
+    """The forked probe's ``clock`` (taken out of ``raw``) -> {"start": ms, "collect": ms}; {} without one."""
+    from cudamatrix.detect.loader import clock_ms
+
+    both = clock_ms(raw.pop("clock", None), spawned)
+    return {"start": both[0], "collect": both[1]} if both is not None else {}
+
+
 def probe(python: str | None, timeout: float, forked: Forked | None = None) -> tuple[PythonSide, str | None]:
     """Probe this interpreter (in process) or the one at ``python`` (a child running the probe script).
 
@@ -239,7 +249,12 @@ def probe(python: str | None, timeout: float, forked: Forked | None = None) -> t
         from cudamatrix.detect import _pyprobe
 
         raw = _forked_answer(forked, timeout) if forked is not None else None
-        return build(raw if raw is not None else _pyprobe.collect()), None
+        if raw is None:
+            return build(_pyprobe.collect()), None
+        times = _child_times(raw, forked.spawned) if forked is not None else {}
+        side = build(raw)
+        side.timings_ms = times
+        return side, None
     result = proc.run([python, _SCRIPT], timeout=max(timeout, 10.0))
     if result.error:
         return PythonSide(), f"could not run {python}: {result.error}"

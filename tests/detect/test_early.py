@@ -197,8 +197,12 @@ def test_the_forked_python_probe_answers_as_the_probe_in_this_process_does(tmp_p
                              [f.to_dict() for f in side.frameworks], [c.to_dict() for c in side.file_conflicts])
         out["same"] = view(a) == view(b)
         out["n"] = len(a.packages)
+        out["times"], out["times_here"] = a.timings_ms, b.timings_ms
         """, tmp_path, "doctor")
     assert "python" in out["forked"] and out["used"] and out["same"] and out["n"] > 0
+    # the child's own times (from the fork to its start, its reading), from the clock it shares with us; none in process
+    assert sorted(out["times"]) == ["collect", "start"] and all(ms >= 0 for ms in out["times"].values())
+    assert out["times_here"] == {}
     assert all(_gone(pid) for pid in out["pids"].values())
     other = _script("""
         out["other_path"] = early.take("python", dict(os.environ), {"path": ["/elsewhere"]}) is None
