@@ -24,6 +24,7 @@ FRAMEWORKS = KNOWN_DISTS
 _REQ = re.compile(r"^\s*(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*(?P<spec>[^;]*)(?:;(?P<marker>.*))?$")
 _PIN = re.compile(r"(?:===?|~=|>=)\s*(?P<v>[0-9][\w.+!*]*)")
 _MAX_CONFLICTS = 200
+_SHARED_LIBRARY = re.compile(r"\.so(\.\d+)*$")  # a file name the loader can map: libX.so, libX.so.12.4.1
 
 
 @record
@@ -201,20 +202,21 @@ def _file_owners(dists: list[dict], side: PythonSide) -> None:
     """Which distribution installed each shared library (``side.wheel_owner``), and which files two
     distributions both installed (``side.file_conflicts``, at most :data:`_MAX_CONFLICTS`, with a warning)."""
     owners: dict[str, list[str]] = {}
-    for d in dists:
+    for d in dists:  # the nvidia-* wheels of one CUDA stack list some 3,300 files: the name is made once a wheel
+        name = canonical(d["name"])
+        owner, location = f"{name}=={d['version']}", d["location"]
         for rel in d.get("files") or []:
             if rel.endswith(("__init__.py", ".pyc")) or ".dist-info/" in rel or rel.startswith(".."):
                 continue
-            owners.setdefault(rel, []).append(f"{canonical(d['name'])}=={d['version']}")
-            if re.search(r"\.so(\.\d+)*$", rel):
+            owners.setdefault(rel, []).append(owner)
+            if ".so" in rel and _SHARED_LIBRARY.search(rel):
                 # on a conflict the first owner is named; the FileConflict lists them all
-                side.wheel_owner.setdefault(os.path.normpath(os.path.join(d["location"], rel)), canonical(d["name"]))
-    for rel, who in sorted(owners.items()):
-        if len(who) > 1:
-            if len(side.file_conflicts) >= _MAX_CONFLICTS:
-                side.notes.append(Note("python", f"more than {_MAX_CONFLICTS} files installed twice; list cut", "warning"))
-                break
-            side.file_conflicts.append(FileConflict(path=rel, distributions=who))
+                side.wheel_owner.setdefault(os.path.normpath(os.path.join(location, rel)), name)
+    for rel, who in sorted((rel, who) for rel, who in owners.items() if len(who) > 1):
+        if len(side.file_conflicts) >= _MAX_CONFLICTS:
+            side.notes.append(Note("python", f"more than {_MAX_CONFLICTS} files installed twice; list cut", "warning"))
+            break
+        side.file_conflicts.append(FileConflict(path=rel, distributions=who))
     if side.file_conflicts:
         pairs = sorted({" and ".join(c.distributions) for c in side.file_conflicts})
         side.notes.append(Note("python", "distributions overwrite each other's files: " + "; ".join(pairs[:5]), "warning"))

@@ -12,3 +12,44 @@ def test_a_forked_probes_clock_becomes_its_times_and_leaves_the_answer():
         raw = {"clock": bad, "dists": []}
         assert _child_times(raw, 10.0) == {} and raw == {"dists": []}
     assert _child_times({"dists": []}, 10.0) == {}
+
+
+def _dist(name: str, version: str, files: list[str], location: str = "/sp") -> dict:
+    return {"name": name, "version": version, "location": location, "requires": [], "files": files}
+
+
+def test_the_shared_libraries_a_wheel_installed_are_owned_by_it_and_the_first_owner_is_named():
+    """wheel_owner: each installed file the loader can map (``.so``, ``.so.N...``), under the distribution's
+    canonical name, at its absolute path; other files, ``..`` paths and metadata are no shared libraries; where two
+    distributions install one library, the first found is named."""
+    from cudamatrix.detect.python_env import build
+
+    a = _dist("NVIDIA_cudnn.cu12", "9.1.0.70", ["nvidia/cudnn/lib/libcudnn.so.9", "nvidia/cudnn/lib/libcudnn_graph.so",
+                                               "nvidia/cudnn/lib/libcudnn.so.9.1.0", "nvidia/cudnn/include/cudnn.h",
+                                               "nvidia/cudnn/lib/libcudnn.so.9.txt", "nvidia/cudnn/lib/x.sources",
+                                               "../bin/libtool.so", "nvidia/__init__.py"])
+    b = _dist("nvidia-cudnn-cu13", "9.19.0.56", ["nvidia/cudnn/lib/libcudnn.so.9"], location="/sp/./")
+    side = build({"dists": [a, b]})
+    assert side.wheel_owner == {"/sp/nvidia/cudnn/lib/libcudnn.so.9": "nvidia-cudnn-cu12",
+                                "/sp/nvidia/cudnn/lib/libcudnn_graph.so": "nvidia-cudnn-cu12",
+                                "/sp/nvidia/cudnn/lib/libcudnn.so.9.1.0": "nvidia-cudnn-cu12"}
+
+
+def test_files_two_distributions_install_are_conflicts_in_path_order_cut_at_200():
+    """Every file two distributions both installed is a FileConflict naming both (canonical name==version), in path
+    order; ``__init__.py``, ``.pyc`` and metadata files are never one; past 200 the list is cut with a warning."""
+    from cudamatrix.detect.python_env import build
+
+    both = ["nvidia/cu13/lib/libcublas.so.13", "nvidia/cu13/include/cublas.h", "nvidia/__init__.py",
+            "nvidia/__pycache__/x.cpython-312.pyc", "nvidia_x-1.dist-info/RECORD"]
+    side = build({"dists": [_dist("nvidia-cublas", "13.1", both + ["only/a.so"]), _dist("Nvidia_Cu13", "0.0.1", both)]})
+    assert [(c.path, c.distributions) for c in side.file_conflicts] == [
+        ("nvidia/cu13/include/cublas.h", ["nvidia-cublas==13.1", "nvidia-cu13==0.0.1"]),
+        ("nvidia/cu13/lib/libcublas.so.13", ["nvidia-cublas==13.1", "nvidia-cu13==0.0.1"])]
+    assert [n.message for n in side.notes] == [
+        "distributions overwrite each other's files: nvidia-cublas==13.1 and nvidia-cu13==0.0.1"]
+    many = [f"nvidia/lib/f{i:03d}.h" for i in range(250)]
+    side = build({"dists": [_dist("a", "1", many), _dist("b", "2", many[::-1])]})
+    assert [c.path for c in side.file_conflicts] == many[:200]
+    assert any(n.message == "more than 200 files installed twice; list cut" and n.level == "warning"
+               for n in side.notes)
