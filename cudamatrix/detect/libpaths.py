@@ -55,10 +55,10 @@ def predict_loads(frameworks: list[Framework], site_packages: list[str], executa
                            listings)
         if actual is None:
             continue  # not modelled, or the framework's files are not there (a report, or another layout)
-        if mapped or len(clean_environ) != len(environ):
+        if mapped or actual.environment_took_part():
             clean = _simulate(fw, site_packages, clean_environ, ld_entries, executable, cwd, (), versions, {},
                               fits, listings) or actual
-        else:  # nothing that could shadow: the framework's own choice is the prediction itself
+        else:  # nothing shadowed: the framework's own choice is the prediction itself
             clean = actual
         out += _loads(fw.name, _decisive(actual), _decisive(clean), versions)
     if notes is not None:

@@ -290,6 +290,9 @@ class LinkMap:
         # objects whose DT_NEEDED closure a successful load mapped: every name in it now answers by name, so a
         # later load that reaches one need not walk it again (the answers are the same; 1,700 -> 200 lookups)
         self._walked: set[int] = set()
+        # whether an LD_LIBRARY_PATH folder decided a search (a file found there, or one ld.so refuses there):
+        # until one does, the same link map without LD_LIBRARY_PATH is this one (every search ends the same)
+        self.ld_library_path_decided = False
         self.resolutions: list[Resolution] = []
         self.exe: Obj | None = None
         if search.executable:
@@ -348,6 +351,13 @@ class LinkMap:
             failure.soname = soname
             self.resolutions.append(failure)
         return None
+
+    def environment_took_part(self) -> bool:
+        """Whether LD_PRELOAD or LD_LIBRARY_PATH took part in this link map: an object preloaded, or a search an
+        LD_LIBRARY_PATH folder decided. Otherwise the link map of the same loads without them is this one (every
+        search ends where it ended): LD_LIBRARY_PATH set by a container (/usr/local/nvidia/lib64) and holding
+        none of a framework's libraries changes nothing it maps."""
+        return bool(_split_preload(self.search.ld_preload)) or self.ld_library_path_decided
 
     def search_folders(self, obj: Obj) -> list[str]:
         """The folders of ``obj``'s own DT_RUNPATH, else DT_RPATH, expanded ($ORIGIN ...)."""
@@ -465,8 +475,13 @@ class LinkMap:
         s = self.search
         if s.ld_library_path:
             dirs = [d if d else "." for d in _re.split(r"[:;]", s.ld_library_path)]
-            hit = self._in_dirs(name, [os.path.join(s.cwd, d) for d in dirs])
+            try:
+                hit = self._in_dirs(name, [os.path.join(s.cwd, d) for d in dirs])
+            except _Refused:
+                self.ld_library_path_decided = True
+                raise
             if hit:
+                self.ld_library_path_decided = True
                 return hit, "LD_LIBRARY_PATH"
         return None
 

@@ -857,3 +857,38 @@ def test_in_process_loads_where_proc_self_maps_cannot_be_read(tf_layout, monkeyp
     env.frameworks, env.python.site_packages, env.python.executable = [TF], [str(tf_layout["sp"])], sys.executable
     monkeypatch.setattr(libpaths, "open", no_proc, raising=False)
     assert _by_soname(libpaths.in_process_loads(env))["libcudnn.so.9"].path == str(tf_layout["cudnn"])
+
+
+@pytest.mark.slow
+def test_the_prediction_without_ld_library_path_is_simulated_only_where_it_took_part(torch_layout, tmp_path,
+                                                                                  monkeypatch):
+    """The same loads, with and without the second simulation (the link map without LD_PRELOAD and
+    LD_LIBRARY_PATH), under each environment: LD_LIBRARY_PATH holding nothing torch loads (a container's driver
+    folder), with an empty entry too; then a stand-in libcudnn.so.9 there (found by the first, failed load of
+    libtorch_global_deps.so, before torch preloads its libraries), a libcudart.so.12 found there, a file there that
+    ld.so refuses, LD_PRELOAD. The second simulation runs only in the last four."""
+    from cudamatrix.detect import loader
+
+    torch = Framework(name="torch", version="2.14.1", cuda="12.8")
+    sp = [str(torch_layout["sp"])]
+    unrelated = tmp_path / "nvidia-lib64"
+    _so(unrelated, "libcuda.so.1", "libcuda.so.1")
+    standin = _so(tmp_path / "standin", "libcudnn.so.9", "libcudnn.so.9").parent
+    cudart = _so(tmp_path / "cudart", "libcudart.so.12", "libcudart.so.12").parent
+    refused = tmp_path / "refused"
+    refused.mkdir()
+    (refused / "libcudart.so.12").write_text("not an ELF object")
+    cases = {"unrelated": ({"LD_LIBRARY_PATH": str(unrelated)}, False),
+             "empty entry": ({"LD_LIBRARY_PATH": f"{unrelated}::"}, False),
+             "found by a failed load": ({"LD_LIBRARY_PATH": str(standin)}, True),
+             "found there": ({"LD_LIBRARY_PATH": f"{cudart}:{standin}"}, True),
+             "refused there": ({"LD_LIBRARY_PATH": str(refused)}, True),
+             "preload": ({"LD_PRELOAD": str(torch_layout["cudnn"])}, True)}
+    took_part = loader.LinkMap.environment_took_part
+    for name, (environ, second) in cases.items():
+        runs: list[bool] = []
+        monkeypatch.setattr(loader.LinkMap, "environment_took_part", lambda self: runs.append(took_part(self)) or True)
+        always = libpaths.predict_loads([torch], sp, sys.executable, environ, [])
+        monkeypatch.setattr(loader.LinkMap, "environment_took_part", took_part)
+        assert libpaths.predict_loads([torch], sp, sys.executable, environ, []) == always, name
+        assert runs == [second], name
