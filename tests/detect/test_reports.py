@@ -1012,6 +1012,52 @@ def test_the_interpreter_banner_gives_the_python_version_and_is_read_whole():
     assert note == "p: read as python prints (lines 2-4)"
 
 
+def test_a_torch_without_a_local_tag_is_built_for_the_cuda_torch_version_cuda_prints():
+    """A conda torch's version carries no "+cuXXX" tag ('1.12.1'): the build's CUDA is what torch.version.cuda
+    printed ('11.3', the variant cu113), from a REPL session as a conda environment's README shows it (typed);
+    torch 1.0's torch.version.cuda has three parts ('9.0.176'): CUDA 9.0, variant cu90."""
+    env, note = read_as("p", ">>> import torch\n>>> torch.cuda.is_available()\nTrue\n>>> torch.version.cuda\n'11.3'\n"
+                             ">>> torch.__version__\n'1.12.1'\n>>> torch.cuda.get_device_name(0)\n"
+                             "'NVIDIA GeForce RTX 3060 Laptop GPU'\n")
+    assert [(f.name, f.version, f.variant, f.cuda, f.source) for f in env.frameworks] == [
+        ("torch", "1.12.1", "cu113", "11.3", "report:python")]
+    assert env.packages == {"torch": "1.12.1"}
+    assert [(g.index, g.name, g.source) for g in env.gpus] == [(0, "NVIDIA GeForce RTX 3060 Laptop GPU", "report:python")]
+    assert note == "p: read as python prints (lines 3-9)"
+    old, _ = read_as("p", "$ python -c \"import torch; print(torch.__version__, torch.version.cuda, "
+                          "torch.backends.cudnn.version())\"\n1.0.0 9.0.176 7401\n")
+    assert [(f.version, f.variant, f.cuda, f.cudnn) for f in old.frameworks] == [("1.0.0", "cu90", "9.0", "7.4.1")]
+
+
+def test_a_cpu_build_whose_torch_version_cuda_prints_none_is_a_cpu_build():
+    """print(torch.version.cuda) prints "None" for a build without CUDA: a torch version without a local tag
+    ('2.0.1', conda's or macOS's) is then a CPU build, not one of unknown variant; a tagged build keeps its tag's
+    variant (a ROCm build's torch.version.cuda is None too)."""
+    env, note = read_as("p", "$ python -c \"import torch; print(torch.__version__); print(torch.version.cuda)\"\n"
+                             "2.0.1\nNone\n")
+    assert [(f.version, f.variant, f.cuda) for f in env.frameworks] == [("2.0.1", "cpu", None)]
+    assert note == "p: read as python prints (lines 2-3)"
+    rocm, _ = read_as("p", "$ python -c \"import torch; print(torch.__version__, torch.version.cuda)\"\n"
+                           "2.0.1+rocm5.4.2 None\n")
+    assert [(f.version, f.variant, f.cuda) for f in rocm.frameworks] == [("2.0.1+rocm5.4.2", "rocm5.4.2", None)]
+
+
+def test_tensorflow_jax_and_jaxlib_versions_printed_are_their_packages():
+    env, note = read_as("p", "$ python -c \"import tensorflow as tf; print(tf.__version__)\"\n2.15.0\n"
+                             "$ python -c \"import jax, jaxlib; print(jax.__version__, jaxlib.__version__)\"\n"
+                             "0.4.23 0.4.23+cuda12.cudnn89\n")
+    assert env.packages == {"tensorflow": "2.15.0", "jax": "0.4.23", "jaxlib": "0.4.23+cuda12.cudnn89"}
+    assert note == "p: read as python prints (lines 2-4)"
+
+
+def test_a_python_version_printed_does_not_replace_the_one_an_earlier_paste_gave():
+    env = from_reports([("p", "$ python3 --version\nPython 3.10.12\n"),
+                        ("q", "$ python -c \"import sys; print(sys.version)\"\n3.8.10 (default, Nov 22 2023, 10:22:35) \n")])
+    assert env.python.version == "3.10.12"
+    alone, note = read_as("q", "$ python -c \"import sys; print(sys.version)\"\n3.8.10 (default, Nov 22 2023, 10:22:35) \n")
+    assert alone.python.version == "3.8.10" and note == "q: read as python prints (line 2)"
+
+
 # --- the labelled fields reader (detect/pastes/fields.py): values, GPU fields, headings, SGLang's package block ---
 
 def test_markdown_bold_code_and_links_are_taken_off_a_value():

@@ -123,8 +123,8 @@ def _take(values: dict[str, str], key: str | None, value: str) -> bool:
     value = value.strip().strip("'\"")
     if key is None or not value:
         return False
-    if key == "gpu":
-        values.setdefault("gpu", value)
+    if key == "gpu" or (key == "torch_cuda" and value == "None"):  # a CPU build's torch.version.cuda is None
+        values.setdefault(key, value)
         return True
     m = _VERSIONISH.match(value[:80])
     if not m:
