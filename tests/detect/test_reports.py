@@ -978,7 +978,9 @@ def test_a_value_printed_inline_after_its_expression_is_read(line, key, value):
     assert note == f"p: read as python prints ({where})"
 
 
-@pytest.mark.parametrize("line", ["torch.__version__ = ", "torch.__version__ =", "see torch.__version__ isn't set"])
+@pytest.mark.parametrize("line", ["torch.__version__ = ", "torch.__version__ =", "see torch.__version__ isn't set",
+                                  # an answer that is no version, a count that is no expression's version
+                                  "torch.__version__ = unknown", "torch.cuda.device_count(): 2"])
 def test_an_expression_without_an_inline_value_reads_nothing(line):
     env, note = read_as("p", line + "\n")
     assert "torch" not in env.packages and note is None
@@ -1056,6 +1058,103 @@ def test_a_python_version_printed_does_not_replace_the_one_an_earlier_paste_gave
     assert env.python.version == "3.10.12"
     alone, note = read_as("q", "$ python -c \"import sys; print(sys.version)\"\n3.8.10 (default, Nov 22 2023, 10:22:35) \n")
     assert alone.python.version == "3.8.10" and note == "q: read as python prints (line 2)"
+
+
+def test_an_untagged_torch_without_its_cuda_printed_is_of_unknown_variant_and_a_later_print_replaces_a_read_torch():
+    """print(torch.__version__) alone ('1.12.1', no tag): which build it is stays unknown (not a CPU build); a torch
+    printed in a later paste is the one torch of the environment (vLLM#3785's collect_env read first)."""
+    printed = "$ python -c \"import torch; print(torch.__version__)\"\n1.12.1\n"
+    env, _ = read_as("p", printed)
+    assert [(f.version, f.variant, f.cuda) for f in env.frameworks] == [("1.12.1", None, None)]
+    both = from_reports([("c", paste_text("collect_env_2.1.2cu121_8xP100_title-no-kernel-image_vllm3785")[1]),
+                         ("p", printed)])
+    assert [(f.name, f.version, f.source) for f in both.frameworks] == [("torch", "1.12.1", "report:python")]
+
+
+def test_a_python_version_is_read_from_platform_python_version_and_python_2s_answer_alone():
+    """platform.python_version() printed ('3.10.12'); a later bare "Python 3.8.10 :: Anaconda, Inc." (another
+    interpreter's --version) is not read once a version is known; "Python 2.7.18" alone is python2 --version's
+    answer."""
+    env, note = read_as("p", "$ python -c \"import platform; print(platform.python_version())\"\n3.10.12\n\n"
+                             "Python 3.8.10 :: Anaconda, Inc.\n")
+    assert env.python.version == "3.10.12" and note == "p: read as python prints (line 2)"
+    two, note = read_as("p", "Python 2.7.18\n")
+    assert two.python.version == "2.7.18" and note == "p: read as python prints (line 1)"
+
+
+def test_python_version_answered_on_the_pastes_last_line_or_not_at_all():
+    """A paste cut without its last newline: the answer on its last line is read; a python command on the last
+    line (its answer cut off) reads nothing and trips nothing."""
+    env, note = read_as("p", "$ python3 --version\nPython 3.10.12")
+    assert env.python.version == "3.10.12" and note == "p: read as python prints (line 2)"
+    cut = from_reports([("p", "$ nvcc --version\n$ python3 --version")])
+    assert cut.python.version is None and not [n for n in cut.notes if "could not read" in n.message]
+
+
+def test_the_one_line_banner_of_python_3_10_is_read_with_its_help_line_only():
+    """Python 3.10's banner is two lines (version and compiler on one); the lines around it are not its own: a
+    pip notice above, a list a later command printed below."""
+    env, note = read_as("p", "[notice] A new release of pip is available: 23.0.1 -> 23.3.1\n$ python3\n"
+                             "Python 3.10.13 (main, Aug 25 2023, 13:20:03) [GCC 9.4.0] on linux\n"
+                             "Type \"help\", \"copyright\", \"credits\" or \"license\" for more information.\n"
+                             ">>> torch.cuda.get_arch_list()\n['sm_50', 'sm_60', 'sm_70', 'sm_75', 'sm_80', 'sm_86']\n")
+    assert env.python.version == "3.10.13"
+    assert note == "p: read as python prints (lines 3-4)"
+
+
+def test_a_gpu_name_is_read_whole_never_word_by_word():
+    """A GPU name has blanks, so a one-line print whose word count matches its expressions only by chance is not
+    split ("Tesla T4" is not a name "Tesla" and an answer "T4"); a name ending in X keeps it; a name given inline
+    after its expression is read and its line claimed."""
+    env, note = read_as("p", "$ python -c \"import torch; print(torch.cuda.get_device_name(0) if "
+                             "torch.cuda.is_available() else 'cpu')\"\nTesla T4\n")
+    assert env.gpus == [] and note is None
+    titan, _ = read_as("p", ">>> torch.cuda.get_device_name(0)\n'GeForce GTX TITAN X'\n")
+    assert [g.name for g in titan.gpus] == ["GeForce GTX TITAN X"]
+    inline, note = read_as("p", "torch.cuda.get_device_name(0): NVIDIA GeForce RTX 4090\n")
+    assert [g.name for g in inline.gpus] == ["NVIDIA GeForce RTX 4090"] and note == "p: read as python prints (line 1)"
+
+
+def test_the_prints_reader_says_whether_the_paste_held_python_prints():
+    from cudamatrix.detect.pastes import prints
+    from cudamatrix.detect.text import Paste
+    from cudamatrix.models import Environment
+
+    assert prints.read(Paste("$ python3 --version\nPython 3.10.12\n"), Environment(), {}) is True
+    assert prints.read(Paste("$ nvcc --version\nCuda compilation tools, release 12.1, V12.1.105\n"), Environment(),
+                       {}) is False
+
+
+TF215_BUILD = ("{'cpu_compiler': '/usr/lib/llvm-16/bin/clang',\n"
+               " 'cuda_compute_capabilities': ['sm_50', 'sm_60', 'sm_70', 'sm_75', 'compute_80'],\n"
+               " 'cuda_version': '12.2',\n 'cudnn_version': '8',\n 'is_cuda_build': True,\n 'is_rocm_build': False,\n"
+               " 'is_tensorrt_build': True}")
+
+
+def test_a_build_info_printed_as_a_dict_is_read_whole_from_the_pastes_first_to_its_last_line():
+    # pprint of TensorFlow 2.15's get_build_info() (a dict: CUDA 12.2, cuDNN 8 as its tested builds table says),
+    # typed, at the very start and end of the paste
+    env, note = read_as("b", TF215_BUILD)
+    assert note == "b: read as tf.sysconfig.get_build_info() (lines 1-7)"
+    assert "TensorFlow build info (CUDA 12.2, cuDNN 8) without a TensorFlow version in the paste" in [
+        n.message for n in env.notes]
+
+
+def test_a_build_info_indented_cut_short_or_deep_in_a_paste_is_read_to_its_own_bounds():
+    """tensorflow-feedstock#157's pretty print indented as a Markdown code block (four blanks, a blank left after
+    its closing line) is read whole; cut before its closing line, only its version lines are read; after a
+    37-line collect_env (vLLM#3785) and 30 lines of notes, at its own line numbers."""
+    body = paste_text(TF_BUILD)[1].replace("```\n", "")
+    lines = body.splitlines()
+    indented = "".join(f"    {line}\n" for line in lines[:-1]) + f"    {lines[-1]} \n"
+    assert read_as("b", indented)[1] == "b: read as tf.sysconfig.get_build_info() (lines 1-18)"
+    cut = "".join(f"{line}\n" for line in lines[:16])
+    assert read_as("b", cut)[1] == "b: read as tf.sysconfig.get_build_info() (lines 14-15)"
+    collect_env = paste_text("collect_env_2.1.2cu121_8xP100_title-no-kernel-image_vllm3785")[1]
+    deep = collect_env + "\n" + "see below\n" * 30 + "\n" + body
+    note = read_as("b", deep)[1]
+    start = len(collect_env.splitlines()) + 33
+    assert note.endswith(f"tf.sysconfig.get_build_info() (lines {start}-{start + 17})"), note
 
 
 # --- the labelled fields reader (detect/pastes/fields.py): values, GPU fields, headings, SGLang's package block ---
