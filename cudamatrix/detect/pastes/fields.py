@@ -212,7 +212,8 @@ def read(paste: Paste, env: Environment) -> bool:
 
 def _line(paste: Paste, facts: _Facts, i: int, wide: bool, claimed: list[int], consumed: set[int]) -> None:
     """Read line ``i`` if it is a field (a marker line, a GPU line, a label of :data:`LABELS`). :func:`_label`,
-    inline for the common case (thousands of lines in a long paste): the value is cut only for a field read."""
+    inline for the common case (thousands of lines in a long paste) but for its :func:`_colon`: the value is cut
+    only for a field read."""
     body = paste.lines[i].strip()
     if body[:1] in "CcVv" and body[:40].lower().startswith(_MARKERS):
         facts.labels.add("marker")
@@ -221,11 +222,7 @@ def _line(paste: Paste, facts: _Facts, i: int, wide: bool, claimed: list[int], c
     raw = body
     if body[:2] in ("- ", "* "):
         body = body[2:].lstrip()
-    colon = body.find(":", 0, 81)
-    if wide:  # _colon(), inline
-        full = body.find("\uff1a", 0, 81)
-        if full >= 0 and (colon < 0 or full < colon):
-            colon = full
+    colon = _colon(body, wide)
     given = None
     if colon >= 0:
         label = body[:colon].rstrip().lower()
@@ -236,9 +233,14 @@ def _line(paste: Paste, facts: _Facts, i: int, wide: bool, claimed: list[int], c
     else:
         return
     if label in LABELS or label[:4] == "gpu ":
-        _labelled(paste, facts, i, label, _val(body, colon, given), claimed, consumed)
-    elif facts.labels and label.replace(" ", "").replace("-", "").replace("_", "").replace(".", "").isalnum():
+        _labelled(paste, facts, i, label, body[colon + 1:].strip() if given is None else given, claimed, consumed)
+    elif facts.labels and _wordlike(label):
         claimed.append(i)  # another field of a block already recognised (CPU flags, env variables)
+
+
+def _wordlike(label: str) -> bool:
+    """Whether a label is words and digits between blanks, dashes, underscores and dots ("cuda_visible_devices")."""
+    return label.replace(" ", "").replace("-", "").replace("_", "").replace(".", "").isalnum()
 
 
 def _labelled(paste: Paste, facts: _Facts, i: int, label: str, value: str, claimed: list[int],
@@ -251,7 +253,7 @@ def _labelled(paste: Paste, facts: _Facts, i: int, label: str, value: str, claim
         return
     fact = LABELS.get(label)
     if fact is None:
-        if facts.labels and label.replace(" ", "").replace("-", "").replace("_", "").replace(".", "").isalnum():
+        if facts.labels and _wordlike(label):
             claimed.append(i)
         return
     facts.labels.add(label)
@@ -265,11 +267,6 @@ def _labelled(paste: Paste, facts: _Facts, i: int, label: str, value: str, claim
 
 
 _DRIVER_LABELS = ("nvidia driver version", "cuda driver version", "driver", "nvidia driver", "driver version")
-
-
-def _val(body: str, colon: int, given: str | None) -> str:
-    """A field's value: cut after its colon, unless :func:`_label` cut it already."""
-    return given if given is not None else body[colon + 1:].strip()
 
 
 def _headings(paste: Paste, facts: _Facts, claimed: list[int], consumed: set[int]) -> None:
