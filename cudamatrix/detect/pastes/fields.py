@@ -147,7 +147,7 @@ def _gpu_value(value: str) -> GpuInfo | None:
     if name.endswith(")") and "(" in name:  # "(SM_120)"
         cc = _sm(name[name.rfind("(") + 1:-1].strip().lower())
         name = name[:name.rfind("(")].strip() if cc else name
-    return GpuInfo(index=0, name=name, compute_capability=cc, memory_total_mib=memory, source="report")
+    return GpuInfo(index=0, name=name, compute_capability=cc, memory_total_mib=memory)  # _apply_gpus: its source
 
 
 def _sm(text: str) -> str | None:
@@ -157,7 +157,7 @@ def _sm(text: str) -> str | None:
 
 
 def _leading_version(v: str | None) -> str | None:
-    m = _LEADING_VERSION.match(v.strip()[:60]) if v else None
+    m = _LEADING_VERSION.match(v.strip()) if v else None  # anchored, at most 34 characters: no cut needed
     return m.group(0) if m else None
 
 
@@ -316,7 +316,7 @@ def _cudnn_field(paste: Paste, facts: _Facts, i: int, value: str, claimed: list[
     if value:
         facts.cudnn_paths.append(value)
     j = i + 1
-    while j < len(lines) and _PATHLIKE.match(lines[j].strip()[:3]) and paste.free(j):
+    while j < len(lines) and _PATHLIKE.match(lines[j].strip()) and paste.free(j):
         facts.cudnn_paths.append(lines[j].strip())
         claimed.append(j)
         consumed.add(j)
@@ -336,7 +336,7 @@ def _gpu_field(facts: _Facts, label: str, indices: list[int], value: str) -> Non
         name = name[:name.rfind("(UUID:")].strip()
     if _value(name):
         for idx in indices:
-            facts.gpus.append(GpuInfo(index=idx, name=name, source="report"))
+            facts.gpus.append(GpuInfo(index=idx, name=name))  # its source set by _apply_gpus
 
 
 def _sglang_packages(paste: Paste, facts: _Facts, claimed: list[int]) -> None:
@@ -408,7 +408,8 @@ def _apply(facts: _Facts, env: Environment, kind: str) -> None:
     if pyv and env.python.version is None:
         env.python.version = pyv
     _platform(env, v.get("python"), v.get("platform") or "", v.get("os") or "")
-    drv = _leading_version(v.get("driver")) or _first_version(v.get("driver") or "")  # NVIDIA-Linux-x86_64-470.94.run
+    # the first version in the value: the leading one when there is one ("470.94"), else "NVIDIA-Linux-x86_64-470.94.run"'s
+    drv = _first_version(v.get("driver") or "")
     if drv:
         merge_driver(env, Driver(version=drv, source=source))
     runtime = _leading_version(v.get("runtime"))
@@ -443,8 +444,7 @@ def _apply_torch(env: Environment, facts: _Facts, torch: str, built: str | None,
         mm = ".".join(short.split(".")[:2])
         fw.cuda = fw.cuda or mm
         fw.variant = fw.variant or "cu" + mm.replace(".", "")
-    elif fw.variant is None and "torch_cuda" not in facts.values and built is None and \
-            "cuda used to build pytorch" in facts.labels:
+    elif fw.variant is None and built is None and "cuda used to build pytorch" in facts.labels:  # none named there
         fw.variant = "cpu"
     env.frameworks = [f for f in env.frameworks if f.name != "torch"] + [fw]
     env.packages.setdefault("torch", torch)
@@ -460,11 +460,9 @@ def _apply_gpus(env: Environment, facts: _Facts, source: str) -> None:
 
 
 def _cudnn(env: Environment, text: str, source: str) -> None:
-    text = text.strip()
-    if text.lower().startswith("probably one of the following"):
-        return
+    text = text.strip()  # collect_env's "Probably one of the following:" holds no path or version: nothing read
     base = re.split(r"[\\/]", text)[-1]
-    if _PATHLIKE.match(text[:3]):
+    if _PATHLIKE.match(text):
         name = library_name(base)
         if name == "cudnn" or base.lower().startswith("cudnn") and base.lower().endswith(".dll"):
             env.libraries.append(Library(name="cudnn", soname=_soname_guess(base) if name else base, path=text,
