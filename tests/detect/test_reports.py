@@ -1313,6 +1313,9 @@ def test_the_operating_system_and_python_platform_of_a_collect_env(stem, os_name
       "Python platform: Windows-10-10.0.19045-SP0"], "windows", "win_amd64", False),
     (["Python platform: macOS-14.1-arm64-arm-64bit"], "darwin", None, False),
     (["OS: Mac OSX 10.15.5 (x86_64)"], "darwin", None, False),
+    (["OS: macOS 13.4 (arm64)"], "darwin", None, False),  # a collect_env without its Python platform line
+    # WSL 1's kernel says "Microsoft" without "WSL" (Python's platform.platform() on WSL 1)
+    (["Python platform: Linux-4.4.0-19041-Microsoft-x86_64-with-glibc2.29"], "linux", "linux_x86_64", True),
     (["OS: FreeBSD 14.0"], None, None, False),
 ])
 def test_the_operating_system_from_the_os_and_python_platform_fields(lines, os_name, platform, wsl):
@@ -1432,3 +1435,55 @@ def test_unknown_fields_after_a_known_one_are_read_as_part_of_the_block():
     assert note == "t: read as environment fields (lines 1-2)"
     _, first = read_as("t", "- GPU memory_total.used-MiB: 24564\n- PyTorch version: 2.1.0\n")
     assert first == "t: read as environment fields (line 2)"
+
+
+VLLM3785 = "collect_env_2.1.2cu121_8xP100_title-no-kernel-image_vllm3785"
+
+
+def test_a_collect_env_after_python_prints_keeps_the_python_version_and_gives_the_one_torch():
+    """A python version printed first stays (vLLM#3785's collect_env after it says 3.10); the collect_env's
+    torch is the environment's one torch, with its CUDA; its driver and GPUs say they come from the collect_env."""
+    env = from_reports([("p", "$ python3 --version\nPython 3.11.8\n$ python -c \"import torch; "
+                              "print(torch.__version__)\"\n2.2.0+cu118\n"), ("c", paste_text(VLLM3785)[1])])
+    assert env.python.version == "3.11.8"
+    assert [(f.name, f.version, f.cuda, f.source) for f in env.frameworks] == [
+        ("torch", "2.1.2+cu121", "12.1", "report:collect_env")]
+    assert env.driver.source == "report:collect_env"
+    assert {g.source for g in env.gpus} == {"report:collect_env"} and len(env.gpus) == 8
+
+
+def test_a_gpu_compute_capability_field_alone_is_a_gpu_of_its_block():
+    # SGLang's check_env names each GPU's compute capability on its own line (typed after sglang#4812's)
+    env, note = read_as("s", "Python: 3.10.12\nCUDA available: True\nGPU 0,1: NVIDIA A100-SXM4-80GB\n"
+                             "GPU 0,1 Compute Capability: 8.0\nsglang: 0.4.3\n")
+    assert [(g.index, g.name, g.compute_capability, g.source) for g in env.gpus] == [
+        (0, "NVIDIA A100-SXM4-80GB", "8.0", "report:sglang"), (1, "NVIDIA A100-SXM4-80GB", "8.0", "report:sglang")]
+
+
+@pytest.mark.parametrize("text,read", [
+    # jax alone, in a template, is no jax.print_environment_info() (which prints jax and jaxlib)
+    ("jax: 0.4.23\nPython: 3.10.12\nOS: Ubuntu 22.04\n", "environment fields (lines 1-3)"),
+    # a collect_env cut after its second line: "Is debug build" is collect_env's own
+    ("PyTorch version: 1.0.0\nIs debug build: No\n", "collect_env (lines 1-2)"),
+])
+def test_the_kind_of_a_short_block_follows_from_its_labels(text, read):
+    assert read_as("t", text)[1] == f"t: read as {read}"
+
+
+@pytest.mark.parametrize("text", [
+    "* PyTorch version: 2.1.0+cu121\n* Python version: 3.10.12\n",  # "*" bullets
+    "-   PyTorch version: 2.1.0+cu121\n-   Python version: 3.10.12\n",  # bullets with three blanks after
+    "PyTorch version : 2.1.0+cu121\nPython version : 3.10.12\n",  # a blank before the colon
+    "`PyTorch version`: 2.1.0+cu121\n`Python version`: 3.10.12\n",  # labels in inline code
+    "PyTorch  version: 2.1.0+cu121\nPython\tversion: 3.10.12\n",  # two blanks, a tab
+    "PyTorch version: '2.1.0+cu121'\nPython version: \"3.10.12\"\n",  # values in quotes
+])
+def test_a_labelled_field_is_read_through_bullets_blanks_code_and_quotes(text):
+    env, note = read_as("t", text)
+    assert (fw(env, "torch").version, env.python.version) == ("2.1.0+cu121", "3.10.12")
+    assert note == "t: read as environment fields (lines 1-2)"
+
+
+def test_a_gpu_field_keeps_a_name_ending_in_x():
+    env = from_reports([("t", "- PyTorch version: 1.4.0\n- GPU: GeForce GTX TITAN X\n")])
+    assert [g.name for g in env.gpus] == ["GeForce GTX TITAN X"]
