@@ -1487,3 +1487,63 @@ def test_a_labelled_field_is_read_through_bullets_blanks_code_and_quotes(text):
 def test_a_gpu_field_keeps_a_name_ending_in_x():
     env = from_reports([("t", "- PyTorch version: 1.4.0\n- GPU: GeForce GTX TITAN X\n")])
     assert [g.name for g in env.gpus] == ["GeForce GTX TITAN X"]
+
+
+@pytest.mark.parametrize("text,kind", [
+    ("CUDA used to build PyTorch: 12.1", "collect_env"),
+    ("GPU models and configuration: GPU 0: NVIDIA GeForce RTX 4090", "environment fields"),
+    ("Nvidia driver version: 535.104.05", "environment fields"),
+    ("cuDNN version: 8.9.2", "environment fields"),
+    ("jaxlib: 0.4.23", "environment fields"),
+    ("sglang: 0.4.3", "sglang check_env"),
+    ("vLLM Version: 0.3.0", "collect_env (vLLM)"),
+    ("Python platform: Linux-5.15.0-105-generic-x86_64-with-glibc2.35", "environment fields"),
+    ("Is CUDA available: True", "environment fields"),
+    ("CUDA runtime version: 12.1.105", "environment fields"),
+    ("CUDA/cuDNN version: 12.1/8.9", "environment fields"),
+    ("PyTorch version (GPU?): 2.1.0+cu121 (True)", "environment fields"),
+    ("torch version: 2.1.0", "environment fields"),
+    ("PyTorch: 2.1.0", "environment fields"),
+    ("PyTorch version: 2.1.0", "environment fields"),
+    ("GPU: NVIDIA GeForce RTX 4090", "environment fields"),
+])
+def test_one_field_only_an_environment_report_prints_is_enough_to_read(text, kind):
+    assert read_as("t", text + "\n")[1] == f"t: read as {kind} (line 1)"
+
+
+@pytest.mark.parametrize("text,read", [
+    # the tail of a collect_env from its "Versions of relevant libraries" marker, or its head with no strong field
+    ("Versions of relevant libraries:\n[pip3] numpy==1.26.4\n[pip3] torch==2.1.0\n", "collect_env (lines 1-3)"),
+    ("Collecting environment information...\nGCC version: (Ubuntu 11.4.0-1ubuntu1~22.04) 11.4.0\n",
+     "collect_env (lines 1-2)"),
+    ("Python version: 3.10.12\nOS: Ubuntu 22.04\nGCC version: 11.4.0\n", "environment fields (lines 1-3)"),
+    ("Python version: 3.10.12\nOS: Ubuntu 22.04\n", None),  # two ordinary fields are no report
+    ("GPU 0: NVIDIA GeForce RTX 4090\nOS: Ubuntu 22.04\nPython version: 3.10.12\n", None),  # an index is no field
+    ("GPU: yes\n", None),  # a GPU field whose value names no GPU
+])
+def test_a_marker_line_or_three_ordinary_fields_make_a_block(text, read):
+    note = read_as("t", text)[1]
+    assert note == (f"t: read as {read}" if read else None)
+
+
+@pytest.mark.parametrize("stem,read", [
+    # section titles, wmic's CPU lines, topology tables and the paragraph after the last field are the block's
+    ("collect_env_2.0.1cu117_windows_dll-cudnn_cpu-wmic_pytorch51858", "collect_env (lines 6-48)"),
+    ("collect_env_2.2.1cu121_L40S_k8s-pod_vllm4462", "collect_env (lines 7-26)"),
+    ("collect_env_2.4.0cu121_driver-too-old-11040_undefined-symbol_vllm11623", "collect_env (lines 7-21)"),
+    ("collect_env_2.4.0cu121_wsl2_rtx4070-laptop_prompt_vllm9293", "collect_env (lines 3-36)"),
+    ("collect_env_2.5.1cu121_rtx4090_cudnn8.9.0_vllm13497", "collect_env (lines 4-38)"),
+    ("collect_env_2.7.0-cpu_macos_pip3-conda_vllm18285", "collect_env (lines 2-41)"),
+    ("collect_env_sectioned_2.5.1cu124_rhel8_odd-prompt_vllm21310", "collect_env (lines 4-28)"),
+])
+def test_a_collect_env_block_takes_the_lines_between_and_after_its_fields(stem, read):
+    assert read_as("s", paste_text(stem)[1])[1] == f"s: read as {read}"
+
+
+def test_the_fields_reader_says_whether_the_paste_held_a_block_of_fields():
+    from cudamatrix.detect.pastes import fields
+    from cudamatrix.detect.text import Paste
+    from cudamatrix.models import Environment
+
+    assert fields.read(Paste("PyTorch version: 2.1.0\nCUDA used to build PyTorch: 12.1\n"), Environment()) is True
+    assert fields.read(Paste("Python version: 3.10.12\n"), Environment()) is False

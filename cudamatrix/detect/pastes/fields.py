@@ -238,15 +238,19 @@ def _line(paste: Paste, facts: _Facts, i: int, wide: bool, claimed: list[int], c
         claimed.append(i)  # another field of a block already recognised (CPU flags, env variables)
 
 
+# a label of letters and digits (str.isalnum's, which re's \w is with "_") between blanks, dots, dashes, underscores
+_WORDLIKE = re.compile(r"[ ._-]*[^\W_][\w .-]*")
+
+
 def _wordlike(label: str) -> bool:
     """Whether a label is words and digits between blanks, dashes, underscores and dots ("cuda_visible_devices")."""
-    return label.replace(" ", "").replace("-", "").replace("_", "").replace(".", "").isalnum()
+    return _WORDLIKE.fullmatch(label) is not None
 
 
 def _labelled(paste: Paste, facts: _Facts, i: int, label: str, value: str, claimed: list[int],
               consumed: set[int]) -> None:
     """A line whose label is a GPU's ("GPU 0: ...") or one of :data:`LABELS`."""
-    gpu_idx = _gpu_indices(label) if label[:4] == "gpu " else None
+    gpu_idx = _gpu_indices(label)
     if gpu_idx is not None:
         _gpu_field(facts, label, gpu_idx, value)
         claimed.append(i)
@@ -293,7 +297,7 @@ def _fact(paste: Paste, facts: _Facts, i: int, label: str, fact: str, value: str
     """Keep the fact a field carries (the first value of a label wins); the value is read without its Markdown."""
     if label == "sglang":
         facts.sglang_lines.append(i)
-    value = demark(value) if "`" in value or "*" in value or "](" in value else value
+    value = demark(value)
     if fact == "cudnn":
         _cudnn_field(paste, facts, i, value, claimed, consumed)
     elif fact == "gpus" and value:
@@ -360,9 +364,11 @@ def _sglang_packages(paste: Paste, facts: _Facts, claimed: list[int]) -> None:
 
 
 def _enough(facts: _Facts) -> bool:
-    real = facts.labels - {"gpu index", "marker"}
+    """Whether the labels seen make a block: a collect_env marker line, a label only an environment report
+    prints, or three labels (a GPU index label does not count)."""
     if "marker" in facts.labels:
         return True
+    real = facts.labels - {"gpu index"}
     strong = {"pytorch version", "cuda used to build pytorch", "gpu models and configuration", "nvidia driver version",
               "cudnn version", "jaxlib", "sglang", "vllm version", "python platform", "is cuda available",
               "cuda runtime version", "cuda/cudnn version", "pytorch version (gpu?)", "gpu name", "pytorch",
