@@ -968,6 +968,7 @@ def test_apply_tf_build_keeps_what_is_known_and_names_its_source():
     ("torch.__version__ is 2.1.0+cu121", "torch", "2.1.0+cu121"),
     ("torch.__version__ -> 2.1.0", "torch", "2.1.0"),
     ("tf.__version__ = '2.15.0'", "tensorflow", "2.15.0"),
+    ("torch.__version__ = 2.1.0\ntorch.version.cuda = 12.1 (conda's pytorch-cuda)", "cuda", "12.1"),
 ])
 def test_a_value_printed_inline_after_its_expression_is_read(line, key, value):
     env, note = read_as("p", line + "\n")
@@ -1087,6 +1088,8 @@ def test_python_version_answered_on_the_pastes_last_line_or_not_at_all():
     line (its answer cut off) reads nothing and trips nothing."""
     env, note = read_as("p", "$ python3 --version\nPython 3.10.12")
     assert env.python.version == "3.10.12" and note == "p: read as python prints (line 2)"
+    banner, _ = read_as("p", "$ python3\nPython 3.9.12 (main, Apr  5 2022, 06:56:58)")
+    assert banner.python.version == "3.9.12"
     cut = from_reports([("p", "$ nvcc --version\n$ python3 --version")])
     assert cut.python.version is None and not [n for n in cut.notes if "could not read" in n.message]
 
@@ -1115,6 +1118,12 @@ def test_a_gpu_name_is_read_whole_never_word_by_word():
     assert [g.name for g in inline.gpus] == ["NVIDIA GeForce RTX 4090"] and note == "p: read as python prints (line 1)"
 
 
+def test_a_python_command_typed_without_a_prompt_is_read_with_its_output():
+    """A `python -c` line without a shell prompt (indented in a Markdown list) still prints its values below it."""
+    env, note = read_as("p", "  python -c \"import torch; print(torch.__version__)\"\n  2.1.0+cu121\n")
+    assert fw(env, "torch").version == "2.1.0+cu121" and note.startswith("p: read as python prints (line 2)")
+
+
 def test_the_prints_reader_says_whether_the_paste_held_python_prints():
     from cudamatrix.detect.pastes import prints
     from cudamatrix.detect.text import Paste
@@ -1133,11 +1142,14 @@ TF215_BUILD = ("{'cpu_compiler': '/usr/lib/llvm-16/bin/clang',\n"
 
 def test_a_build_info_printed_as_a_dict_is_read_whole_from_the_pastes_first_to_its_last_line():
     # pprint of TensorFlow 2.15's get_build_info() (a dict: CUDA 12.2, cuDNN 8 as its tested builds table says),
-    # typed, at the very start and end of the paste
+    # typed, at the very start and end of the paste, and in a REPL session between two commands
     env, note = read_as("b", TF215_BUILD)
     assert note == "b: read as tf.sysconfig.get_build_info() (lines 1-7)"
     assert "TensorFlow build info (CUDA 12.2, cuDNN 8) without a TensorFlow version in the paste" in [
         n.message for n in env.notes]
+    session = (">>> import pprint, tensorflow as tf\n>>> pprint.pprint(tf.sysconfig.get_build_info())\n"
+               + TF215_BUILD + " \n>>> exit()\n")  # a blank left after its closing brace
+    assert read_as("b", session)[1] == "b: read as tf.sysconfig.get_build_info() (lines 3-9)"
 
 
 def test_a_build_info_indented_cut_short_or_deep_in_a_paste_is_read_to_its_own_bounds():
@@ -1148,6 +1160,8 @@ def test_a_build_info_indented_cut_short_or_deep_in_a_paste_is_read_to_its_own_b
     lines = body.splitlines()
     indented = "".join(f"    {line}\n" for line in lines[:-1]) + f"    {lines[-1]} \n"
     assert read_as("b", indented)[1] == "b: read as tf.sysconfig.get_build_info() (lines 1-18)"
+    quoted = "The build info:\n\n" + indented + "\nAny idea?\n"
+    assert read_as("b", quoted)[1] == "b: read as tf.sysconfig.get_build_info() (lines 3-20)"
     cut = "".join(f"{line}\n" for line in lines[:16])
     assert read_as("b", cut)[1] == "b: read as tf.sysconfig.get_build_info() (lines 14-15)"
     collect_env = paste_text("collect_env_2.1.2cu121_8xP100_title-no-kernel-image_vllm3785")[1]
