@@ -1561,3 +1561,12 @@ def test_the_fields_reader_says_whether_the_paste_held_a_block_of_fields():
 
     assert fields.read(Paste("PyTorch version: 2.1.0\nCUDA used to build PyTorch: 12.1\n"), Environment()) is True
     assert fields.read(Paste("Python version: 3.10.12\n"), Environment()) is False
+
+
+def test_lines_another_reader_read_are_not_fields_of_a_block_after_them():
+    """nvidia-smi -q's "Driver Version : ..." lines are its own (nvidia-docker#1256's), not the first fields of
+    the collect_env pasted under them (vLLM#3785's): the collect_env block starts at its own first field, and
+    the torch error between them stays a torch error."""
+    smi = fixture("nvidia-smi/q_440.33.01_T4_aws_nvidia-docker1256.txt")
+    _, note = read_as("s", smi + "\n" + paste_text(VLLM3785)[1])
+    assert note == "s: read as nvidia-smi -q (lines 1-30); torch error (line 32); collect_env (lines 37-68)"
