@@ -1472,6 +1472,20 @@ def test_a_gpu_compute_capability_field_alone_is_a_gpu_of_its_block():
                              "GPU 0,1 Compute Capability: 8.0\nsglang: 0.4.3\n")
     assert [(g.index, g.name, g.compute_capability, g.source) for g in env.gpus] == [
         (0, "NVIDIA A100-SXM4-80GB", "8.0", "report:sglang"), (1, "NVIDIA A100-SXM4-80GB", "8.0", "report:sglang")]
+    alone, _ = read_as("s", "Python: 3.10.12\nGPU 0 Compute Capability: 8.0\nsglang: 0.4.3\n")
+    assert [(g.index, g.name, g.compute_capability, g.source) for g in alone.gpus] == [(0, None, "8.0", "report:sglang")]
+
+
+def test_a_gpu_index_fields_name_is_cut_before_its_uuid():
+    """"GPU 0: NAME (UUID: GPU-...)" (nvidia-smi -L's line, whose reader claims it first in a paste) names the
+    GPU without its UUID; a name that only ends in a parenthesis keeps it."""
+    from cudamatrix.detect.pastes.fields import _Facts, _gpu_field
+
+    facts = _Facts()
+    _gpu_field(facts, "gpu 0", [0], "NVIDIA GeForce RTX 5090 (UUID: GPU-9c3c2d33-2b5a-4f0e-8f11-3a1f4e0b6c21)")
+    _gpu_field(facts, "gpu 1", [1], "NVIDIA RTX 6000 Ada Generation (48GB)")
+    assert [(g.index, g.name) for g in facts.gpus] == [(0, "NVIDIA GeForce RTX 5090"),
+                                                       (1, "NVIDIA RTX 6000 Ada Generation (48GB)")]
 
 
 @pytest.mark.parametrize("text,read", [
@@ -1505,7 +1519,7 @@ def test_a_gpu_field_keeps_a_name_ending_in_x():
 
 @pytest.mark.parametrize("text,kind", [
     ("CUDA used to build PyTorch: 12.1", "collect_env"),
-    ("GPU models and configuration: GPU 0: NVIDIA GeForce RTX 4090", "environment fields"),
+    ("GPU models and configuration: Could not collect", "environment fields"),  # collect_env with no GPU
     ("Nvidia driver version: 535.104.05", "environment fields"),
     ("cuDNN version: 8.9.2", "environment fields"),
     ("jaxlib: 0.4.23", "environment fields"),

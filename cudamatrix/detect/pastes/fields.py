@@ -58,8 +58,7 @@ def _label(body: str, wide_colons: bool = True) -> tuple[str, str] | None:
         body = body[2:].lstrip()
     colon = _colon(body, wide_colons)
     if colon < 0:
-        low = body[:40].lower()
-        if low.startswith("pytorch version ") and _LEADING_VERSION.match(body[16:].strip()[:40]):
+        if body[:16].lower() == "pytorch version " and _LEADING_VERSION.match(body[16:].strip()):
             return "pytorch version", body[16:].strip()
         return None
     return _normal(body[:colon].rstrip().lower()), body[colon + 1:].strip()
@@ -67,20 +66,19 @@ def _label(body: str, wide_colons: bool = True) -> tuple[str, str] | None:
 
 def _colon(body: str, wide_colons: bool) -> int:
     """Where the label ends: the first colon (or full-width colon) in the first 80 characters; -1 for none."""
-    colon = body.find(":", 0, 81)
-    if wide_colons:
-        wide = body.find("\uff1a", 0, 81)
-        if wide >= 0 and (colon < 0 or wide < colon):
-            colon = wide
-    return colon
+    head = body[:81]
+    if wide_colons:  # one character for another: the first of either is where the label ends
+        head = head.replace("\uff1a", ":")
+    return head.find(":")
 
 
 def _normal(label: str) -> str:
     """A label as :data:`LABELS` spells it: Markdown bold and code taken off, blanks collapsed, a trailing
     "(e.g., ...)" dropped."""
-    if label not in LABELS and ("*" in label or "`" in label):
+    # no label of LABELS holds Markdown or a run of blanks: these two leave one of them as it is
+    if "*" in label or "`" in label:
         label = label.replace("*", "").replace("`", "").strip()
-    if label not in LABELS and ("  " in label or "\t" in label):
+    if "  " in label or "\t" in label:
         label = " ".join(label.split())
     if label.endswith(")") and "(" in label and label not in LABELS:
         label = label[:label.index("(")].rstrip()
@@ -117,11 +115,11 @@ def _pkg_version(value: str) -> tuple[str | None, str] | None:
     if not shown:
         return None
     name, eq, version = shown.partition("==")
-    if eq and _DIST.fullmatch(name.strip()[:82]) and _leading_version(version):
+    if eq and _DIST.fullmatch(name.strip()) and _leading_version(version):  # fullmatch: at most 81 long
         return name.strip(), version.split()[0]
     if _leading_version(shown):
         return None, shown.split()[0]
-    whole = next((w for w in shown.split()[:4] if _LEADING_VERSION.fullmatch(w[:40])), None)
+    whole = next((w for w in shown.split()[:4] if _LEADING_VERSION.fullmatch(w)), None)
     if whole:  # "v2.13.0-rc2-7-g1cb1a030a62 2.13.0" (TensorFlow's template asks for both)
         return None, whole
     found = _ANY_VERSION.search(shown[:40])
@@ -211,29 +209,18 @@ def read(paste: Paste, env: Environment) -> bool:
 
 
 def _line(paste: Paste, facts: _Facts, i: int, wide: bool, claimed: list[int], consumed: set[int]) -> None:
-    """Read line ``i`` if it is a field (a marker line, a GPU line, a label of :data:`LABELS`). :func:`_label`,
-    inline for the common case (thousands of lines in a long paste) but for its :func:`_colon`: the value is cut
-    only for a field read."""
+    """Read line ``i`` if it is a field (a marker line, a GPU line, a label of :data:`LABELS`)."""
     body = paste.lines[i].strip()
     if body[:1] in "CcVv" and body[:40].lower().startswith(_MARKERS):
         facts.labels.add("marker")
         claimed.append(i)
         return
-    raw = body
-    if body[:2] in ("- ", "* "):
-        body = body[2:].lstrip()
-    colon = _colon(body, wide)
-    given = None
-    if colon >= 0:
-        label = body[:colon].rstrip().lower()
-        if label not in LABELS:
-            label = _normal(label)
-    elif (lv := _label(raw, wide)) is not None:
-        label, given = lv
-    else:
+    lv = _label(body, wide)
+    if lv is None:
         return
+    label, value = lv
     if label in LABELS or label[:4] == "gpu ":
-        _labelled(paste, facts, i, label, body[colon + 1:].strip() if given is None else given, claimed, consumed)
+        _labelled(paste, facts, i, label, value, claimed, consumed)
     elif facts.labels and _wordlike(label):
         claimed.append(i)  # another field of a block already recognised (CPU flags, env variables)
 
@@ -358,7 +345,7 @@ def _sglang_packages(paste: Paste, facts: _Facts, claimed: list[int]) -> None:
             end += 1
         for i in range(start, end + 1):
             lv = _label(lines[i].strip())
-            if lv and _DIST.fullmatch(lv[0][:82]) and _leading_version(lv[1]) and " " not in lv[1].strip():
+            if lv and _DIST.fullmatch(lv[0]) and _leading_version(lv[1]) and " " not in lv[1].strip():
                 facts.packages.setdefault(canonical(lv[0]), lv[1].strip())
                 claimed.append(i)
 
