@@ -1341,6 +1341,9 @@ def test_the_operating_system_from_the_os_and_python_platform_fields(lines, os_n
     ("Could not collect", [], None),
     ("8902", [], "8.9.2"),
     ("90100", [], "9.1.0"),
+    ("100100", [], "10.1.0"),  # six digits: cuDNN's major * 10000 + minor * 100 + patch from 9 on
+    ("8902000", [], None),  # seven digits are no cuDNN version
+    ("C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\v11.8\\bin\\zlibwapi.dll", [], None),  # not cuDNN's
     ("8.9.2", [], "8.9.2"),
     ("Probably one of the following:", [], None),
     ("/usr/lib/x86_64-linux-gnu/libcudnn.so.8.9.2", [("libcudnn.so.8", "8.9.2")], None),
@@ -1393,6 +1396,8 @@ def test_gpu_index_lines_are_read_with_other_fields_but_do_not_count_as_one():
     ("gpu 0", [0]), ("gpu 0,1,2,3", [0, 1, 2, 3]), ("gpu 0, 1", [0, 1]), ("gpu 0,1 compute capability", [0, 1]),
     ("gpu 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31", None),  # over 80
     ("gpu topology", None), ("gpus", None),
+    ("gpu " + "0," * 37 + "10", [0] * 37 + [10]),  # 80 characters: the longest label read
+    ("gpu " + "0," * 37 + "100", None),  # 81
 ])
 def test_the_gpu_indices_a_label_names(label, indices):
     from cudamatrix.detect.pastes.fields import _gpu_indices
@@ -1501,6 +1506,7 @@ def test_the_kind_of_a_short_block_follows_from_its_labels(text, read):
 @pytest.mark.parametrize("text", [
     "* PyTorch version: 2.1.0+cu121\n* Python version: 3.10.12\n",  # "*" bullets
     "-   PyTorch version: 2.1.0+cu121\n-   Python version: 3.10.12\n",  # bullets with three blanks after
+    "-  PyTorch version: 2.1.0+cu121\n-  Python version: 3.10.12\n",  # and with two
     "PyTorch version : 2.1.0+cu121\nPython version : 3.10.12\n",  # a blank before the colon
     "`PyTorch version`: 2.1.0+cu121\n`Python version`: 3.10.12\n",  # labels in inline code
     "PyTorch  version: 2.1.0+cu121\nPython\tversion: 3.10.12\n",  # two blanks, a tab
