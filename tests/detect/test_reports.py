@@ -968,6 +968,7 @@ def test_apply_tf_build_keeps_what_is_known_and_names_its_source():
     ("torch.__version__ is 2.1.0+cu121", "torch", "2.1.0+cu121"),
     ("torch.__version__ -> 2.1.0", "torch", "2.1.0"),
     ("tf.__version__ = '2.15.0'", "tensorflow", "2.15.0"),
+    ("torch.__version__ = 2.1.0\ntorch.version.cuda = 12.1 (conda's pytorch-cuda)", "cuda", "12.1"),
 ])
 def test_a_value_printed_inline_after_its_expression_is_read(line, key, value):
     env, note = read_as("p", line + "\n")
@@ -978,7 +979,9 @@ def test_a_value_printed_inline_after_its_expression_is_read(line, key, value):
     assert note == f"p: read as python prints ({where})"
 
 
-@pytest.mark.parametrize("line", ["torch.__version__ = ", "torch.__version__ =", "see torch.__version__ isn't set"])
+@pytest.mark.parametrize("line", ["torch.__version__ = ", "torch.__version__ =", "see torch.__version__ isn't set",
+                                  # an answer that is no version, a count that is no expression's version
+                                  "torch.__version__ = unknown", "torch.cuda.device_count(): 2"])
 def test_an_expression_without_an_inline_value_reads_nothing(line):
     env, note = read_as("p", line + "\n")
     assert "torch" not in env.packages and note is None
@@ -1010,6 +1013,162 @@ def test_the_interpreter_banner_gives_the_python_version_and_is_read_whole():
                              "Type \"help\", \"copyright\", \"credits\" or \"license\" for more information.\n")
     assert env.python.version == "3.9.12"
     assert note == "p: read as python prints (lines 2-4)"
+
+
+def test_a_torch_without_a_local_tag_is_built_for_the_cuda_torch_version_cuda_prints():
+    """A conda torch's version carries no "+cuXXX" tag ('1.12.1'): the build's CUDA is what torch.version.cuda
+    printed ('11.3', the variant cu113), from a REPL session as a conda environment's README shows it (typed);
+    torch 1.0's torch.version.cuda has three parts ('9.0.176'): CUDA 9.0, variant cu90."""
+    env, note = read_as("p", ">>> import torch\n>>> torch.cuda.is_available()\nTrue\n>>> torch.version.cuda\n'11.3'\n"
+                             ">>> torch.__version__\n'1.12.1'\n>>> torch.cuda.get_device_name(0)\n"
+                             "'NVIDIA GeForce RTX 3060 Laptop GPU'\n")
+    assert [(f.name, f.version, f.variant, f.cuda, f.source) for f in env.frameworks] == [
+        ("torch", "1.12.1", "cu113", "11.3", "report:python")]
+    assert env.packages == {"torch": "1.12.1"}
+    assert [(g.index, g.name, g.source) for g in env.gpus] == [(0, "NVIDIA GeForce RTX 3060 Laptop GPU", "report:python")]
+    assert note == "p: read as python prints (lines 3-9)"
+    old, _ = read_as("p", "$ python -c \"import torch; print(torch.__version__, torch.version.cuda, "
+                          "torch.backends.cudnn.version())\"\n1.0.0 9.0.176 7401\n")
+    assert [(f.version, f.variant, f.cuda, f.cudnn) for f in old.frameworks] == [("1.0.0", "cu90", "9.0", "7.4.1")]
+
+
+def test_a_cpu_build_whose_torch_version_cuda_prints_none_is_a_cpu_build():
+    """print(torch.version.cuda) prints "None" for a build without CUDA: a torch version without a local tag
+    ('2.0.1', conda's or macOS's) is then a CPU build, not one of unknown variant; a tagged build keeps its tag's
+    variant (a ROCm build's torch.version.cuda is None too)."""
+    env, note = read_as("p", "$ python -c \"import torch; print(torch.__version__); print(torch.version.cuda)\"\n"
+                             "2.0.1\nNone\n")
+    assert [(f.version, f.variant, f.cuda) for f in env.frameworks] == [("2.0.1", "cpu", None)]
+    assert note == "p: read as python prints (lines 2-3)"
+    rocm, _ = read_as("p", "$ python -c \"import torch; print(torch.__version__, torch.version.cuda)\"\n"
+                           "2.0.1+rocm5.4.2 None\n")
+    assert [(f.version, f.variant, f.cuda) for f in rocm.frameworks] == [("2.0.1+rocm5.4.2", "rocm5.4.2", None)]
+
+
+def test_tensorflow_jax_and_jaxlib_versions_printed_are_their_packages():
+    env, note = read_as("p", "$ python -c \"import tensorflow as tf; print(tf.__version__)\"\n2.15.0\n"
+                             "$ python -c \"import jax, jaxlib; print(jax.__version__, jaxlib.__version__)\"\n"
+                             "0.4.23 0.4.23+cuda12.cudnn89\n")
+    assert env.packages == {"tensorflow": "2.15.0", "jax": "0.4.23", "jaxlib": "0.4.23+cuda12.cudnn89"}
+    assert note == "p: read as python prints (lines 2-4)"
+
+
+def test_a_python_version_printed_does_not_replace_the_one_an_earlier_paste_gave():
+    env = from_reports([("p", "$ python3 --version\nPython 3.10.12\n"),
+                        ("q", "$ python -c \"import sys; print(sys.version)\"\n3.8.10 (default, Nov 22 2023, 10:22:35) \n")])
+    assert env.python.version == "3.10.12"
+    alone, note = read_as("q", "$ python -c \"import sys; print(sys.version)\"\n3.8.10 (default, Nov 22 2023, 10:22:35) \n")
+    assert alone.python.version == "3.8.10" and note == "q: read as python prints (line 2)"
+
+
+def test_an_untagged_torch_without_its_cuda_printed_is_of_unknown_variant_and_a_later_print_replaces_a_read_torch():
+    """print(torch.__version__) alone ('1.12.1', no tag): which build it is stays unknown (not a CPU build); a torch
+    printed in a later paste is the one torch of the environment (vLLM#3785's collect_env read first)."""
+    printed = "$ python -c \"import torch; print(torch.__version__)\"\n1.12.1\n"
+    env, _ = read_as("p", printed)
+    assert [(f.version, f.variant, f.cuda) for f in env.frameworks] == [("1.12.1", None, None)]
+    both = from_reports([("c", paste_text("collect_env_2.1.2cu121_8xP100_title-no-kernel-image_vllm3785")[1]),
+                         ("p", printed)])
+    assert [(f.name, f.version, f.source) for f in both.frameworks] == [("torch", "1.12.1", "report:python")]
+
+
+def test_a_python_version_is_read_from_platform_python_version_and_python_2s_answer_alone():
+    """platform.python_version() printed ('3.10.12'); a later bare "Python 3.8.10 :: Anaconda, Inc." (another
+    interpreter's --version) is not read once a version is known; "Python 2.7.18" alone is python2 --version's
+    answer."""
+    env, note = read_as("p", "$ python -c \"import platform; print(platform.python_version())\"\n3.10.12\n\n"
+                             "Python 3.8.10 :: Anaconda, Inc.\n")
+    assert env.python.version == "3.10.12" and note == "p: read as python prints (line 2)"
+    two, note = read_as("p", "Python 2.7.18\n")
+    assert two.python.version == "2.7.18" and note == "p: read as python prints (line 1)"
+
+
+def test_python_version_answered_on_the_pastes_last_line_or_not_at_all():
+    """A paste cut without its last newline: the answer on its last line is read; a python command on the last
+    line (its answer cut off) reads nothing and trips nothing."""
+    env, note = read_as("p", "$ python3 --version\nPython 3.10.12")
+    assert env.python.version == "3.10.12" and note == "p: read as python prints (line 2)"
+    banner, _ = read_as("p", "$ python3\nPython 3.9.12 (main, Apr  5 2022, 06:56:58)")
+    assert banner.python.version == "3.9.12"
+    cut = from_reports([("p", "$ nvcc --version\n$ python3 --version")])
+    assert cut.python.version is None and not [n for n in cut.notes if "could not read" in n.message]
+
+
+def test_the_one_line_banner_of_python_3_10_is_read_with_its_help_line_only():
+    """Python 3.10's banner is two lines (version and compiler on one); the lines around it are not its own: a
+    pip notice above, a list a later command printed below."""
+    env, note = read_as("p", "[notice] A new release of pip is available: 23.0.1 -> 23.3.1\n$ python3\n"
+                             "Python 3.10.13 (main, Aug 25 2023, 13:20:03) [GCC 9.4.0] on linux\n"
+                             "Type \"help\", \"copyright\", \"credits\" or \"license\" for more information.\n"
+                             ">>> torch.cuda.get_arch_list()\n['sm_50', 'sm_60', 'sm_70', 'sm_75', 'sm_80', 'sm_86']\n")
+    assert env.python.version == "3.10.13"
+    assert note == "p: read as python prints (lines 3-4)"
+
+
+def test_a_gpu_name_is_read_whole_never_word_by_word():
+    """A GPU name has blanks, so a one-line print whose word count matches its expressions only by chance is not
+    split ("Tesla T4" is not a name "Tesla" and an answer "T4"); a name ending in X keeps it; a name given inline
+    after its expression is read and its line claimed."""
+    env, note = read_as("p", "$ python -c \"import torch; print(torch.cuda.get_device_name(0) if "
+                             "torch.cuda.is_available() else 'cpu')\"\nTesla T4\n")
+    assert env.gpus == [] and note is None
+    titan, _ = read_as("p", ">>> torch.cuda.get_device_name(0)\n'GeForce GTX TITAN X'\n")
+    assert [g.name for g in titan.gpus] == ["GeForce GTX TITAN X"]
+    inline, note = read_as("p", "torch.cuda.get_device_name(0): NVIDIA GeForce RTX 4090\n")
+    assert [g.name for g in inline.gpus] == ["NVIDIA GeForce RTX 4090"] and note == "p: read as python prints (line 1)"
+
+
+def test_a_python_command_typed_without_a_prompt_is_read_with_its_output():
+    """A `python -c` line without a shell prompt (indented in a Markdown list) still prints its values below it."""
+    env, note = read_as("p", "  python -c \"import torch; print(torch.__version__)\"\n  2.1.0+cu121\n")
+    assert fw(env, "torch").version == "2.1.0+cu121" and note.startswith("p: read as python prints (line 2)")
+
+
+def test_the_prints_reader_says_whether_the_paste_held_python_prints():
+    from cudamatrix.detect.pastes import prints
+    from cudamatrix.detect.text import Paste
+    from cudamatrix.models import Environment
+
+    assert prints.read(Paste("$ python3 --version\nPython 3.10.12\n"), Environment(), {}) is True
+    assert prints.read(Paste("$ nvcc --version\nCuda compilation tools, release 12.1, V12.1.105\n"), Environment(),
+                       {}) is False
+
+
+TF215_BUILD = ("{'cpu_compiler': '/usr/lib/llvm-16/bin/clang',\n"
+               " 'cuda_compute_capabilities': ['sm_50', 'sm_60', 'sm_70', 'sm_75', 'compute_80'],\n"
+               " 'cuda_version': '12.2',\n 'cudnn_version': '8',\n 'is_cuda_build': True,\n 'is_rocm_build': False,\n"
+               " 'is_tensorrt_build': True}")
+
+
+def test_a_build_info_printed_as_a_dict_is_read_whole_from_the_pastes_first_to_its_last_line():
+    # pprint of TensorFlow 2.15's get_build_info() (a dict: CUDA 12.2, cuDNN 8 as its tested builds table says),
+    # typed, at the very start and end of the paste, and in a REPL session between two commands
+    env, note = read_as("b", TF215_BUILD)
+    assert note == "b: read as tf.sysconfig.get_build_info() (lines 1-7)"
+    assert "TensorFlow build info (CUDA 12.2, cuDNN 8) without a TensorFlow version in the paste" in [
+        n.message for n in env.notes]
+    session = (">>> import pprint, tensorflow as tf\n>>> pprint.pprint(tf.sysconfig.get_build_info())\n"
+               + TF215_BUILD + " \n>>> exit()\n")  # a blank left after its closing brace
+    assert read_as("b", session)[1] == "b: read as tf.sysconfig.get_build_info() (lines 3-9)"
+
+
+def test_a_build_info_indented_cut_short_or_deep_in_a_paste_is_read_to_its_own_bounds():
+    """tensorflow-feedstock#157's pretty print indented as a Markdown code block (four blanks, a blank left after
+    its closing line) is read whole; cut before its closing line, only its version lines are read; after a
+    37-line collect_env (vLLM#3785) and 30 lines of notes, at its own line numbers."""
+    body = paste_text(TF_BUILD)[1].replace("```\n", "")
+    lines = body.splitlines()
+    indented = "".join(f"    {line}\n" for line in lines[:-1]) + f"    {lines[-1]} \n"
+    assert read_as("b", indented)[1] == "b: read as tf.sysconfig.get_build_info() (lines 1-18)"
+    quoted = "The build info:\n\n" + indented + "\nAny idea?\n"
+    assert read_as("b", quoted)[1] == "b: read as tf.sysconfig.get_build_info() (lines 3-20)"
+    cut = "".join(f"{line}\n" for line in lines[:16])
+    assert read_as("b", cut)[1] == "b: read as tf.sysconfig.get_build_info() (lines 14-15)"
+    collect_env = paste_text("collect_env_2.1.2cu121_8xP100_title-no-kernel-image_vllm3785")[1]
+    deep = collect_env + "\n" + "see below\n" * 30 + "\n" + body
+    note = read_as("b", deep)[1]
+    start = len(collect_env.splitlines()) + 33
+    assert note.endswith(f"tf.sysconfig.get_build_info() (lines {start}-{start + 17})"), note
 
 
 # --- the labelled fields reader (detect/pastes/fields.py): values, GPU fields, headings, SGLang's package block ---
@@ -1168,6 +1327,9 @@ def test_the_operating_system_and_python_platform_of_a_collect_env(stem, os_name
       "Python platform: Windows-10-10.0.19045-SP0"], "windows", "win_amd64", False),
     (["Python platform: macOS-14.1-arm64-arm-64bit"], "darwin", None, False),
     (["OS: Mac OSX 10.15.5 (x86_64)"], "darwin", None, False),
+    (["OS: macOS 13.4 (arm64)"], "darwin", None, False),  # a collect_env without its Python platform line
+    # WSL 1's kernel says "Microsoft" without "WSL" (Python's platform.platform() on WSL 1)
+    (["Python platform: Linux-4.4.0-19041-Microsoft-x86_64-with-glibc2.29"], "linux", "linux_x86_64", True),
     (["OS: FreeBSD 14.0"], None, None, False),
 ])
 def test_the_operating_system_from_the_os_and_python_platform_fields(lines, os_name, platform, wsl):
@@ -1179,6 +1341,9 @@ def test_the_operating_system_from_the_os_and_python_platform_fields(lines, os_n
     ("Could not collect", [], None),
     ("8902", [], "8.9.2"),
     ("90100", [], "9.1.0"),
+    ("100100", [], "10.1.0"),  # six digits: cuDNN's major * 10000 + minor * 100 + patch from 9 on
+    ("8902000", [], None),  # seven digits are no cuDNN version
+    ("C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\v11.8\\bin\\zlibwapi.dll", [], None),  # not cuDNN's
     ("8.9.2", [], "8.9.2"),
     ("Probably one of the following:", [], None),
     ("/usr/lib/x86_64-linux-gnu/libcudnn.so.8.9.2", [("libcudnn.so.8", "8.9.2")], None),
@@ -1231,6 +1396,8 @@ def test_gpu_index_lines_are_read_with_other_fields_but_do_not_count_as_one():
     ("gpu 0", [0]), ("gpu 0,1,2,3", [0, 1, 2, 3]), ("gpu 0, 1", [0, 1]), ("gpu 0,1 compute capability", [0, 1]),
     ("gpu 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31", None),  # over 80
     ("gpu topology", None), ("gpus", None),
+    ("gpu " + "0," * 37 + "10", [0] * 37 + [10]),  # 80 characters: the longest label read
+    ("gpu " + "0," * 37 + "100", None),  # 81
 ])
 def test_the_gpu_indices_a_label_names(label, indices):
     from cudamatrix.detect.pastes.fields import _gpu_indices
@@ -1287,3 +1454,139 @@ def test_unknown_fields_after_a_known_one_are_read_as_part_of_the_block():
     assert note == "t: read as environment fields (lines 1-2)"
     _, first = read_as("t", "- GPU memory_total.used-MiB: 24564\n- PyTorch version: 2.1.0\n")
     assert first == "t: read as environment fields (line 2)"
+
+
+VLLM3785 = "collect_env_2.1.2cu121_8xP100_title-no-kernel-image_vllm3785"
+
+
+def test_a_collect_env_after_python_prints_keeps_the_python_version_and_gives_the_one_torch():
+    """A python version printed first stays (vLLM#3785's collect_env after it says 3.10); the collect_env's
+    torch is the environment's one torch, with its CUDA; its driver and GPUs say they come from the collect_env."""
+    env = from_reports([("p", "$ python3 --version\nPython 3.11.8\n$ python -c \"import torch; "
+                              "print(torch.__version__)\"\n2.2.0+cu118\n"), ("c", paste_text(VLLM3785)[1])])
+    assert env.python.version == "3.11.8"
+    assert [(f.name, f.version, f.cuda, f.source) for f in env.frameworks] == [
+        ("torch", "2.1.2+cu121", "12.1", "report:collect_env")]
+    assert env.driver.source == "report:collect_env"
+    assert {g.source for g in env.gpus} == {"report:collect_env"} and len(env.gpus) == 8
+
+
+def test_a_gpu_compute_capability_field_alone_is_a_gpu_of_its_block():
+    # SGLang's check_env names each GPU's compute capability on its own line (typed after sglang#4812's)
+    env, note = read_as("s", "Python: 3.10.12\nCUDA available: True\nGPU 0,1: NVIDIA A100-SXM4-80GB\n"
+                             "GPU 0,1 Compute Capability: 8.0\nsglang: 0.4.3\n")
+    assert [(g.index, g.name, g.compute_capability, g.source) for g in env.gpus] == [
+        (0, "NVIDIA A100-SXM4-80GB", "8.0", "report:sglang"), (1, "NVIDIA A100-SXM4-80GB", "8.0", "report:sglang")]
+    alone, _ = read_as("s", "Python: 3.10.12\nGPU 0 Compute Capability: 8.0\nsglang: 0.4.3\n")
+    assert [(g.index, g.name, g.compute_capability, g.source) for g in alone.gpus] == [(0, None, "8.0", "report:sglang")]
+
+
+def test_a_gpu_index_fields_name_is_cut_before_its_uuid():
+    """"GPU 0: NAME (UUID: GPU-...)" (nvidia-smi -L's line, whose reader claims it first in a paste) names the
+    GPU without its UUID; a name that only ends in a parenthesis keeps it."""
+    from cudamatrix.detect.pastes.fields import _Facts, _gpu_field
+
+    facts = _Facts()
+    _gpu_field(facts, "gpu 0", [0], "NVIDIA GeForce RTX 5090 (UUID: GPU-9c3c2d33-2b5a-4f0e-8f11-3a1f4e0b6c21)")
+    _gpu_field(facts, "gpu 1", [1], "NVIDIA RTX 6000 Ada Generation (48GB)")
+    assert [(g.index, g.name) for g in facts.gpus] == [(0, "NVIDIA GeForce RTX 5090"),
+                                                       (1, "NVIDIA RTX 6000 Ada Generation (48GB)")]
+
+
+@pytest.mark.parametrize("text,read", [
+    # jax alone, in a template, is no jax.print_environment_info() (which prints jax and jaxlib)
+    ("jax: 0.4.23\nPython: 3.10.12\nOS: Ubuntu 22.04\n", "environment fields (lines 1-3)"),
+    # a collect_env cut after its second line: "Is debug build" is collect_env's own
+    ("PyTorch version: 1.0.0\nIs debug build: No\n", "collect_env (lines 1-2)"),
+])
+def test_the_kind_of_a_short_block_follows_from_its_labels(text, read):
+    assert read_as("t", text)[1] == f"t: read as {read}"
+
+
+@pytest.mark.parametrize("text", [
+    "* PyTorch version: 2.1.0+cu121\n* Python version: 3.10.12\n",  # "*" bullets
+    "-   PyTorch version: 2.1.0+cu121\n-   Python version: 3.10.12\n",  # bullets with three blanks after
+    "-  PyTorch version: 2.1.0+cu121\n-  Python version: 3.10.12\n",  # and with two
+    "PyTorch version : 2.1.0+cu121\nPython version : 3.10.12\n",  # a blank before the colon
+    "`PyTorch version`: 2.1.0+cu121\n`Python version`: 3.10.12\n",  # labels in inline code
+    "PyTorch  version: 2.1.0+cu121\nPython\tversion: 3.10.12\n",  # two blanks, a tab
+    "PyTorch version: '2.1.0+cu121'\nPython version: \"3.10.12\"\n",  # values in quotes
+])
+def test_a_labelled_field_is_read_through_bullets_blanks_code_and_quotes(text):
+    env, note = read_as("t", text)
+    assert (fw(env, "torch").version, env.python.version) == ("2.1.0+cu121", "3.10.12")
+    assert note == "t: read as environment fields (lines 1-2)"
+
+
+def test_a_gpu_field_keeps_a_name_ending_in_x():
+    env = from_reports([("t", "- PyTorch version: 1.4.0\n- GPU: GeForce GTX TITAN X\n")])
+    assert [g.name for g in env.gpus] == ["GeForce GTX TITAN X"]
+
+
+@pytest.mark.parametrize("text,kind", [
+    ("CUDA used to build PyTorch: 12.1", "collect_env"),
+    ("GPU models and configuration: Could not collect", "environment fields"),  # collect_env with no GPU
+    ("Nvidia driver version: 535.104.05", "environment fields"),
+    ("cuDNN version: 8.9.2", "environment fields"),
+    ("jaxlib: 0.4.23", "environment fields"),
+    ("sglang: 0.4.3", "sglang check_env"),
+    ("vLLM Version: 0.3.0", "collect_env (vLLM)"),
+    ("Python platform: Linux-5.15.0-105-generic-x86_64-with-glibc2.35", "environment fields"),
+    ("Is CUDA available: True", "environment fields"),
+    ("CUDA runtime version: 12.1.105", "environment fields"),
+    ("CUDA/cuDNN version: 12.1/8.9", "environment fields"),
+    ("PyTorch version (GPU?): 2.1.0+cu121 (True)", "environment fields"),
+    ("torch version: 2.1.0", "environment fields"),
+    ("PyTorch: 2.1.0", "environment fields"),
+    ("PyTorch version: 2.1.0", "environment fields"),
+    ("GPU: NVIDIA GeForce RTX 4090", "environment fields"),
+])
+def test_one_field_only_an_environment_report_prints_is_enough_to_read(text, kind):
+    assert read_as("t", text + "\n")[1] == f"t: read as {kind} (line 1)"
+
+
+@pytest.mark.parametrize("text,read", [
+    # the tail of a collect_env from its "Versions of relevant libraries" marker, or its head with no strong field
+    ("Versions of relevant libraries:\n[pip3] numpy==1.26.4\n[pip3] torch==2.1.0\n", "collect_env (lines 1-3)"),
+    ("Collecting environment information...\nGCC version: (Ubuntu 11.4.0-1ubuntu1~22.04) 11.4.0\n",
+     "collect_env (lines 1-2)"),
+    ("Python version: 3.10.12\nOS: Ubuntu 22.04\nGCC version: 11.4.0\n", "environment fields (lines 1-3)"),
+    ("Python version: 3.10.12\nOS: Ubuntu 22.04\n", None),  # two ordinary fields are no report
+    ("GPU 0: NVIDIA GeForce RTX 4090\nOS: Ubuntu 22.04\nPython version: 3.10.12\n", None),  # an index is no field
+    ("GPU: yes\n", None),  # a GPU field whose value names no GPU
+])
+def test_a_marker_line_or_three_ordinary_fields_make_a_block(text, read):
+    note = read_as("t", text)[1]
+    assert note == (f"t: read as {read}" if read else None)
+
+
+@pytest.mark.parametrize("stem,read", [
+    # section titles, wmic's CPU lines, topology tables and the paragraph after the last field are the block's
+    ("collect_env_2.0.1cu117_windows_dll-cudnn_cpu-wmic_pytorch51858", "collect_env (lines 6-48)"),
+    ("collect_env_2.2.1cu121_L40S_k8s-pod_vllm4462", "collect_env (lines 7-26)"),
+    ("collect_env_2.4.0cu121_driver-too-old-11040_undefined-symbol_vllm11623", "collect_env (lines 7-21)"),
+    ("collect_env_2.4.0cu121_wsl2_rtx4070-laptop_prompt_vllm9293", "collect_env (lines 3-36)"),
+    ("collect_env_2.5.1cu121_rtx4090_cudnn8.9.0_vllm13497", "collect_env (lines 4-38)"),
+    ("collect_env_2.7.0-cpu_macos_pip3-conda_vllm18285", "collect_env (lines 2-41)"),
+    ("collect_env_sectioned_2.5.1cu124_rhel8_odd-prompt_vllm21310", "collect_env (lines 4-28)"),
+])
+def test_a_collect_env_block_takes_the_lines_between_and_after_its_fields(stem, read):
+    assert read_as("s", paste_text(stem)[1])[1] == f"s: read as {read}"
+
+
+def test_the_fields_reader_says_whether_the_paste_held_a_block_of_fields():
+    from cudamatrix.detect.pastes import fields
+    from cudamatrix.detect.text import Paste
+    from cudamatrix.models import Environment
+
+    assert fields.read(Paste("PyTorch version: 2.1.0\nCUDA used to build PyTorch: 12.1\n"), Environment()) is True
+    assert fields.read(Paste("Python version: 3.10.12\n"), Environment()) is False
+
+
+def test_lines_another_reader_read_are_not_fields_of_a_block_after_them():
+    """nvidia-smi -q's "Driver Version : ..." lines are its own (nvidia-docker#1256's), not the first fields of
+    the collect_env pasted under them (vLLM#3785's): the collect_env block starts at its own first field, and
+    the torch error between them stays a torch error."""
+    smi = fixture("nvidia-smi/q_440.33.01_T4_aws_nvidia-docker1256.txt")
+    _, note = read_as("s", smi + "\n" + paste_text(VLLM3785)[1])
+    assert note == "s: read as nvidia-smi -q (lines 1-30); torch error (line 32); collect_env (lines 37-68)"

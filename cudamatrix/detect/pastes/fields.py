@@ -58,8 +58,7 @@ def _label(body: str, wide_colons: bool = True) -> tuple[str, str] | None:
         body = body[2:].lstrip()
     colon = _colon(body, wide_colons)
     if colon < 0:
-        low = body[:40].lower()
-        if low.startswith("pytorch version ") and _LEADING_VERSION.match(body[16:].strip()[:40]):
+        if body[:16].lower() == "pytorch version " and _LEADING_VERSION.match(body[16:].strip()):
             return "pytorch version", body[16:].strip()
         return None
     return _normal(body[:colon].rstrip().lower()), body[colon + 1:].strip()
@@ -67,20 +66,19 @@ def _label(body: str, wide_colons: bool = True) -> tuple[str, str] | None:
 
 def _colon(body: str, wide_colons: bool) -> int:
     """Where the label ends: the first colon (or full-width colon) in the first 80 characters; -1 for none."""
-    colon = body.find(":", 0, 81)
-    if wide_colons:
-        wide = body.find("\uff1a", 0, 81)
-        if wide >= 0 and (colon < 0 or wide < colon):
-            colon = wide
-    return colon
+    head = body[:81]
+    if wide_colons:  # one character for another: the first of either is where the label ends
+        head = head.replace("\uff1a", ":")
+    return head.find(":")
 
 
 def _normal(label: str) -> str:
     """A label as :data:`LABELS` spells it: Markdown bold and code taken off, blanks collapsed, a trailing
     "(e.g., ...)" dropped."""
-    if label not in LABELS and ("*" in label or "`" in label):
+    # no label of LABELS holds Markdown or a run of blanks: these two leave one of them as it is
+    if "*" in label or "`" in label:
         label = label.replace("*", "").replace("`", "").strip()
-    if label not in LABELS and ("  " in label or "\t" in label):
+    if "  " in label or "\t" in label:
         label = " ".join(label.split())
     if label.endswith(")") and "(" in label and label not in LABELS:
         label = label[:label.index("(")].rstrip()
@@ -117,11 +115,11 @@ def _pkg_version(value: str) -> tuple[str | None, str] | None:
     if not shown:
         return None
     name, eq, version = shown.partition("==")
-    if eq and _DIST.fullmatch(name.strip()[:82]) and _leading_version(version):
+    if eq and _DIST.fullmatch(name.strip()) and _leading_version(version):  # fullmatch: at most 81 long
         return name.strip(), version.split()[0]
     if _leading_version(shown):
         return None, shown.split()[0]
-    whole = next((w for w in shown.split()[:4] if _LEADING_VERSION.fullmatch(w[:40])), None)
+    whole = next((w for w in shown.split()[:4] if _LEADING_VERSION.fullmatch(w)), None)
     if whole:  # "v2.13.0-rc2-7-g1cb1a030a62 2.13.0" (TensorFlow's template asks for both)
         return None, whole
     found = _ANY_VERSION.search(shown[:40])
@@ -147,7 +145,7 @@ def _gpu_value(value: str) -> GpuInfo | None:
     if name.endswith(")") and "(" in name:  # "(SM_120)"
         cc = _sm(name[name.rfind("(") + 1:-1].strip().lower())
         name = name[:name.rfind("(")].strip() if cc else name
-    return GpuInfo(index=0, name=name, compute_capability=cc, memory_total_mib=memory, source="report")
+    return GpuInfo(index=0, name=name, compute_capability=cc, memory_total_mib=memory)  # _apply_gpus: its source
 
 
 def _sm(text: str) -> str | None:
@@ -157,7 +155,7 @@ def _sm(text: str) -> str | None:
 
 
 def _leading_version(v: str | None) -> str | None:
-    m = _LEADING_VERSION.match(v.strip()[:60]) if v else None
+    m = _LEADING_VERSION.match(v.strip()) if v else None  # anchored, at most 34 characters: no cut needed
     return m.group(0) if m else None
 
 
@@ -211,47 +209,42 @@ def read(paste: Paste, env: Environment) -> bool:
 
 
 def _line(paste: Paste, facts: _Facts, i: int, wide: bool, claimed: list[int], consumed: set[int]) -> None:
-    """Read line ``i`` if it is a field (a marker line, a GPU line, a label of :data:`LABELS`). :func:`_label`,
-    inline for the common case (thousands of lines in a long paste): the value is cut only for a field read."""
+    """Read line ``i`` if it is a field (a marker line, a GPU line, a label of :data:`LABELS`)."""
     body = paste.lines[i].strip()
     if body[:1] in "CcVv" and body[:40].lower().startswith(_MARKERS):
         facts.labels.add("marker")
         claimed.append(i)
         return
-    raw = body
-    if body[:2] in ("- ", "* "):
-        body = body[2:].lstrip()
-    colon = body.find(":", 0, 81)
-    if wide:  # _colon(), inline
-        full = body.find("\uff1a", 0, 81)
-        if full >= 0 and (colon < 0 or full < colon):
-            colon = full
-    given = None
-    if colon >= 0:
-        label = body[:colon].rstrip().lower()
-        if label not in LABELS:
-            label = _normal(label)
-    elif (lv := _label(raw, wide)) is not None:
-        label, given = lv
-    else:
+    lv = _label(body, wide)
+    if lv is None:
         return
+    label, value = lv
     if label in LABELS or label[:4] == "gpu ":
-        _labelled(paste, facts, i, label, _val(body, colon, given), claimed, consumed)
-    elif facts.labels and label.replace(" ", "").replace("-", "").replace("_", "").replace(".", "").isalnum():
+        _labelled(paste, facts, i, label, value, claimed, consumed)
+    elif facts.labels and _wordlike(label):
         claimed.append(i)  # another field of a block already recognised (CPU flags, env variables)
+
+
+# a label of letters and digits (str.isalnum's, which re's \w is with "_") between blanks, dots, dashes, underscores
+_WORDLIKE = re.compile(r"[ ._-]*[^\W_][\w .-]*")
+
+
+def _wordlike(label: str) -> bool:
+    """Whether a label is words and digits between blanks, dashes, underscores and dots ("cuda_visible_devices")."""
+    return _WORDLIKE.fullmatch(label) is not None
 
 
 def _labelled(paste: Paste, facts: _Facts, i: int, label: str, value: str, claimed: list[int],
               consumed: set[int]) -> None:
     """A line whose label is a GPU's ("GPU 0: ...") or one of :data:`LABELS`."""
-    gpu_idx = _gpu_indices(label) if label[:4] == "gpu " else None
+    gpu_idx = _gpu_indices(label)
     if gpu_idx is not None:
         _gpu_field(facts, label, gpu_idx, value)
         claimed.append(i)
         return
     fact = LABELS.get(label)
     if fact is None:
-        if facts.labels and label.replace(" ", "").replace("-", "").replace("_", "").replace(".", "").isalnum():
+        if facts.labels and _wordlike(label):
             claimed.append(i)
         return
     facts.labels.add(label)
@@ -265,11 +258,6 @@ def _labelled(paste: Paste, facts: _Facts, i: int, label: str, value: str, claim
 
 
 _DRIVER_LABELS = ("nvidia driver version", "cuda driver version", "driver", "nvidia driver", "driver version")
-
-
-def _val(body: str, colon: int, given: str | None) -> str:
-    """A field's value: cut after its colon, unless :func:`_label` cut it already."""
-    return given if given is not None else body[colon + 1:].strip()
 
 
 def _headings(paste: Paste, facts: _Facts, claimed: list[int], consumed: set[int]) -> None:
@@ -296,7 +284,7 @@ def _fact(paste: Paste, facts: _Facts, i: int, label: str, fact: str, value: str
     """Keep the fact a field carries (the first value of a label wins); the value is read without its Markdown."""
     if label == "sglang":
         facts.sglang_lines.append(i)
-    value = demark(value) if "`" in value or "*" in value or "](" in value else value
+    value = demark(value)
     if fact == "cudnn":
         _cudnn_field(paste, facts, i, value, claimed, consumed)
     elif fact == "gpus" and value:
@@ -319,7 +307,7 @@ def _cudnn_field(paste: Paste, facts: _Facts, i: int, value: str, claimed: list[
     if value:
         facts.cudnn_paths.append(value)
     j = i + 1
-    while j < len(lines) and _PATHLIKE.match(lines[j].strip()[:3]) and paste.free(j):
+    while j < len(lines) and _PATHLIKE.match(lines[j].strip()) and paste.free(j):
         facts.cudnn_paths.append(lines[j].strip())
         claimed.append(j)
         consumed.add(j)
@@ -339,7 +327,7 @@ def _gpu_field(facts: _Facts, label: str, indices: list[int], value: str) -> Non
         name = name[:name.rfind("(UUID:")].strip()
     if _value(name):
         for idx in indices:
-            facts.gpus.append(GpuInfo(index=idx, name=name, source="report"))
+            facts.gpus.append(GpuInfo(index=idx, name=name))  # its source set by _apply_gpus
 
 
 def _sglang_packages(paste: Paste, facts: _Facts, claimed: list[int]) -> None:
@@ -357,15 +345,17 @@ def _sglang_packages(paste: Paste, facts: _Facts, claimed: list[int]) -> None:
             end += 1
         for i in range(start, end + 1):
             lv = _label(lines[i].strip())
-            if lv and _DIST.fullmatch(lv[0][:82]) and _leading_version(lv[1]) and " " not in lv[1].strip():
+            if lv and _DIST.fullmatch(lv[0]) and _leading_version(lv[1]) and " " not in lv[1].strip():
                 facts.packages.setdefault(canonical(lv[0]), lv[1].strip())
                 claimed.append(i)
 
 
 def _enough(facts: _Facts) -> bool:
-    real = facts.labels - {"gpu index", "marker"}
+    """Whether the labels seen make a block: a collect_env marker line, a label only an environment report
+    prints, or three labels (a GPU index label does not count)."""
     if "marker" in facts.labels:
         return True
+    real = facts.labels - {"gpu index"}
     strong = {"pytorch version", "cuda used to build pytorch", "gpu models and configuration", "nvidia driver version",
               "cudnn version", "jaxlib", "sglang", "vllm version", "python platform", "is cuda available",
               "cuda runtime version", "cuda/cudnn version", "pytorch version (gpu?)", "gpu name", "pytorch",
@@ -411,7 +401,8 @@ def _apply(facts: _Facts, env: Environment, kind: str) -> None:
     if pyv and env.python.version is None:
         env.python.version = pyv
     _platform(env, v.get("python"), v.get("platform") or "", v.get("os") or "")
-    drv = _leading_version(v.get("driver")) or _first_version(v.get("driver") or "")  # NVIDIA-Linux-x86_64-470.94.run
+    # the first version in the value: the leading one when there is one ("470.94"), else "NVIDIA-Linux-x86_64-470.94.run"'s
+    drv = _first_version(v.get("driver") or "")
     if drv:
         merge_driver(env, Driver(version=drv, source=source))
     runtime = _leading_version(v.get("runtime"))
@@ -446,8 +437,7 @@ def _apply_torch(env: Environment, facts: _Facts, torch: str, built: str | None,
         mm = ".".join(short.split(".")[:2])
         fw.cuda = fw.cuda or mm
         fw.variant = fw.variant or "cu" + mm.replace(".", "")
-    elif fw.variant is None and "torch_cuda" not in facts.values and built is None and \
-            "cuda used to build pytorch" in facts.labels:
+    elif fw.variant is None and built is None and "cuda used to build pytorch" in facts.labels:  # none named there
         fw.variant = "cpu"
     env.frameworks = [f for f in env.frameworks if f.name != "torch"] + [fw]
     env.packages.setdefault("torch", torch)
@@ -463,11 +453,9 @@ def _apply_gpus(env: Environment, facts: _Facts, source: str) -> None:
 
 
 def _cudnn(env: Environment, text: str, source: str) -> None:
-    text = text.strip()
-    if text.lower().startswith("probably one of the following"):
-        return
+    text = text.strip()  # collect_env's "Probably one of the following:" holds no path or version: nothing read
     base = re.split(r"[\\/]", text)[-1]
-    if _PATHLIKE.match(text[:3]):
+    if _PATHLIKE.match(text):
         name = library_name(base)
         if name == "cudnn" or base.lower().startswith("cudnn") and base.lower().endswith(".dll"):
             env.libraries.append(Library(name="cudnn", soname=_soname_guess(base) if name else base, path=text,

@@ -86,14 +86,13 @@ def _command_outputs(paste: Paste, i: int, exprs: list[str], values: dict[str, s
     lines = paste.lines
     outs = _outputs(paste, i)
     if len(outs) == len(exprs):
-        pairs = list(zip(exprs, (lines[j].strip() for j in outs), strict=False))
+        found = [lines[j].strip() for j in outs]
     elif len(outs) >= 1 and len(lines[outs[0]].split()) == len(exprs) and "gpu" not in map(_key, exprs):
-        pairs = list(zip(exprs, lines[outs[0]].split(), strict=False))
-        outs = outs[:1]
+        found, outs = lines[outs[0]].split(), outs[:1]
     else:
         return
-    for expr, value in pairs:
-        _take(values, _key(expr), value)
+    for k, expr in enumerate(exprs):  # one value found per expression: both branches checked the counts
+        _take(values, _key(expr), found[k])
     for j in outs:
         paste.claim(j, "python prints")
 
@@ -123,10 +122,10 @@ def _take(values: dict[str, str], key: str | None, value: str) -> bool:
     value = value.strip().strip("'\"")
     if key is None or not value:
         return False
-    if key == "gpu":
-        values.setdefault("gpu", value)
+    if key == "gpu" or (key == "torch_cuda" and value == "None"):  # a CPU build's torch.version.cuda is None
+        values.setdefault(key, value)
         return True
-    m = _VERSIONISH.match(value[:80])
+    m = _VERSIONISH.match(value)  # anchored, and bounded (at most 75 characters): no cut of a long value needed
     if not m:
         return False
     values.setdefault(key, m.group(0))
