@@ -203,9 +203,12 @@ def _file_owners(dists: list[dict], side: PythonSide) -> None:
     distributions both installed (``side.file_conflicts``, at most :data:`_MAX_CONFLICTS`, with a warning)."""
     owners: dict[str, list[str]] = {}
     for d in dists:  # the nvidia-* wheels of one CUDA stack list some 3,300 files: the name is made once a wheel
+        files = d.get("files") or []
+        if not files:
+            continue  # (a distribution without files needs no location: another interpreter's answer may lack one)
         name = canonical(d["name"])
         owner, location = f"{name}=={d['version']}", d["location"]
-        for rel in d.get("files") or []:
+        for rel in files:
             if rel.endswith(("__init__.py", ".pyc")) or ".dist-info/" in rel or rel.startswith(".."):
                 continue
             owners.setdefault(rel, []).append(owner)

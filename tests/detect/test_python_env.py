@@ -53,3 +53,14 @@ def test_files_two_distributions_install_are_conflicts_in_path_order_cut_at_200(
     assert [c.path for c in side.file_conflicts] == many[:200]
     assert any(n.message == "more than 200 files installed twice; list cut" and n.level == "warning"
                for n in side.notes)
+
+
+def test_a_distribution_without_files_needs_no_location():
+    """An answer listing distributions without their files or location (another interpreter's probe may give no
+    more): they are packages and frameworks, and no file of theirs is owned."""
+    from cudamatrix.detect.python_env import build
+
+    side = build({"dists": [{"name": "tensorflow", "version": "2.18.0", "requires": []},
+                            {"name": "nvidia-cudnn-cu12", "version": "9.3.0.75", "requires": [], "files": []}]})
+    assert side.packages == {"nvidia-cudnn-cu12": "9.3.0.75", "tensorflow": "2.18.0"}
+    assert [f.name for f in side.frameworks] == ["tensorflow"] and side.wheel_owner == {} and not side.file_conflicts
