@@ -253,13 +253,12 @@ def probe(python: str | None, timeout: float, forked: Forked | None = None) -> t
     if python is None:
         from cudamatrix.detect import _pyprobe
 
-        raw = _forked_answer(forked, timeout) if forked is not None else None
-        if raw is None:
-            return build(_pyprobe.collect()), None
-        times = _child_times(raw, forked.spawned) if forked is not None else {}
-        side = build(raw)
-        side.timings_ms = times
-        return side, None
+        if forked is not None and (raw := _forked_answer(forked, timeout)) is not None:
+            times = _child_times(raw, forked.spawned)
+            side = build(raw)
+            side.timings_ms = times
+            return side, None
+        return build(_pyprobe.collect()), None
     result = proc.run([python, _SCRIPT], timeout=max(timeout, 10.0))
     if result.error:
         return PythonSide(), f"could not run {python}: {result.error}"
