@@ -10,11 +10,24 @@ import re
 import pytest
 
 from cudamatrix.errors import Exit, UsageError
-from cudamatrix.safe.text import (CONTROLS, LazyPattern, breaks_line, escape_breaks, escape_controls, file_lines,
-                                  has_credentials, lazy, one_line, redact_urls, strip_credentials)
+from cudamatrix.safe.text import (
+    CONTROLS,
+    LazyPattern,
+    breaks_line,
+    escape_breaks,
+    escape_controls,
+    file_lines,
+    has_credentials,
+    lazy,
+    one_line,
+    redact_urls,
+    strip_credentials,
+)
 
 # every character str.splitlines() ends a line at (its documentation lists them; the scan finds them)
 SPLITLINES = [chr(c) for c in range(0x3000) if len(f"a{chr(c)}b".splitlines()) == 2]
+# what a terminal acts on: C0 controls, DEL, C1 controls, the bidirectional embeddings, overrides and isolates
+TERMINAL = {chr(c) for c in [*range(0x20), *range(0x7f, 0xa0), *range(0x202a, 0x202f), *range(0x2066, 0x206a)]}
 HINT = "fix the value where it comes from (the matrix data, the overlay, the node file, the argument)"
 
 
@@ -45,6 +58,19 @@ def test_every_control_character_but_tab_and_newline_is_printed_as_an_escape():
     shown = escape_controls("GPU\x1b[2J name\tok\nnext\rover\x00\x7f\x85\x9f\u202eevil\u2066\u2069 end")
     assert shown == ("GPU\\x1b[2J name\tok\nnext\\x0dover\\x00\\x7f\\x85\\x9f\\u202eevil\\u2066\\u2069 end")
     assert not CONTROLS.search(shown)
+
+
+def _escape(c: str) -> str:
+    return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+
+
+def test_exactly_the_terminal_controls_are_escaped_in_the_basic_plane_and_none_above():
+    everything = "".join(map(chr, range(0x10000))) + "\U0001f600\U000e0001\U0010ffff"  # none is above U+2069
+    assert escape_controls(everything) == everything.translate({ord(c): _escape(c) for c in TERMINAL - set("\t\n")})
+    breaking = TERMINAL | set(SPLITLINES)
+    assert escape_breaks(everything) == everything.translate({ord(c): _escape(c) for c in breaking})
+    assert all(breaks_line(c) for c in breaking)
+    assert not breaks_line(everything.translate(dict.fromkeys(map(ord, breaking))))
 
 
 def test_text_without_a_control_character_is_printed_as_is():
@@ -108,11 +134,11 @@ def test_a_refused_value_is_shown_inert_without_its_credentials_and_cut_at_200_c
 
 def test_file_lines_joins_lines_that_pip_reads_back_one_for_one():
     lines = ["# cudamatrix lock for NVIDIA\tH100\r80GB\u2028(node a)", "--index-url https://download.example/cu124",
-             "torch==2.5.1+cu124", "# done"]
+             "torch==2.5.1+cu124", "#done\x1b[2J"]
     written = file_lines(lines)
     assert written == ("# cudamatrix lock for NVIDIA\\x09H100\\x0d80GB\\u2028(node a)\n"
-                       "--index-url https://download.example/cu124\ntorch==2.5.1+cu124\n# done\n")
-    assert written.splitlines() == [escape_breaks(lines[0])] + lines[1:]
+                       "--index-url https://download.example/cu124\ntorch==2.5.1+cu124\n#done\\x1b[2J\n")
+    assert written.splitlines() == [escape_breaks(lines[0]), *lines[1:3], escape_breaks(lines[3])]
     assert file_lines([]) == "\n"
 
 
@@ -131,8 +157,9 @@ def test_file_lines_refuses_a_line_that_would_add_one_and_names_the_file():
 
 @pytest.mark.parametrize(("given", "shown"), [
     ("https://alice:s3cret@download.example/simple", "https://alice:****@download.example/simple"),
-    ("--extra-index-url https://ghp_T0KEN@pkgs.example/simple torch", "--extra-index-url https://****@pkgs.example/simple torch"),
-    ("https://alice:pa:ss@host/x", "https://alice:****@host/x"),  # the password ends at nothing: all of it
+    ("--extra-index-url https://ghp_T0KEN@pkgs.example/simple torch",
+     "--extra-index-url https://****@pkgs.example/simple torch"),  # a lone token
+    ("https://alice:pa:ss@host/x", "https://alice:****@host/x"),  # the user name ends at the first ":"
     ("https://alice:p@ss@host/x", "https://alice:****@host/x"),  # the user part ends at the last "@"
     ("s://alice:s3cret@host", "s://alice:****@host"),  # a one-letter scheme at the very start
     ("git+https://alice:s3cret@host/repo.git", "git+https://alice:****@host/repo.git"),
