@@ -21,7 +21,7 @@ from cudamatrix.safe.text import CONTROLS
 
 # folder lists a hostile or broken file system can hold: quotes, expansions, newlines, control characters
 VALUES = [
-    "/usr/lib/x86_64-linux-gnu:/opt/cuda-12.4/lib64", "/srv/it's here/lib", "/srv/$(touch X)/`touch X`/lib",
+    "/usr/lib/x86_64-linux-gnu:/usr/local/cuda-12.4/lib64", "/srv/it's here/lib", "/srv/$(touch X)/`touch X`/lib",
     "/srv/a\\'\"; touch X; #/lib", "/srv/new\nline; touch X", "/srv/lib\n", "\n", "/srv/back\\slash\\",
     "/srv/\u00fcn\u00efc\u00f6d\u00e9 \u2603", "/srv/\u2018typographic\u2019 \u201aquotes\u201b", "$HOME", "~", "*",
     "brace{a,b}*?[x]", "-n", "%self", "a#b", "(x)", "a;b",
@@ -165,15 +165,15 @@ def test_a_value_with_control_characters_is_printed_as_each_shell_s_escapes():
 
 
 def test_a_value_without_control_characters_is_printed_in_each_shell_s_plain_quotes():
-    value = "/opt/it's \u2018x\u2019 $HOME\\"
+    value = "/srv/it's \u2018x\u2019 $HOME\\"
     assert quote("bash", value) == quote("zsh", value) == quote("sh", value) == shlex.quote(value)
-    assert quote("fish", value) == "'/opt/it\\'s \u2018x\u2019 $HOME\\\\'"
-    assert quote("powershell", value) == "'/opt/it''s \u2018\u2018x\u2019\u2019 $HOME\\'"
+    assert quote("fish", value) == "'/srv/it\\'s \u2018x\u2019 $HOME\\\\'"
+    assert quote("powershell", value) == "'/srv/it''s \u2018\u2018x\u2019\u2019 $HOME\\'"
     assert quote("sh", "/usr/lib/x86_64-linux-gnu") == "/usr/lib/x86_64-linux-gnu"
 
 
 def test_fish_prints_a_word_without_anything_to_expand_as_it_is():
-    for word in ("/usr/lib/x86_64-linux-gnu:/opt/cuda-12.4/lib64", "a+b=c,d.e_f", "-", "0"):
+    for word in ("/usr/lib/x86_64-linux-gnu:/usr/local/cuda-12.4/lib64", "a+b=c,d.e_f", "-", "0"):
         assert quote("fish", word) == word
     for word in ("a b", "$HOME", "~", "*", "a;b", "(x)", "{a,b}", "%self", "a#b", "", "/srv/lib\n", "\n", "a\tb"):
         assert quote("fish", word).startswith("'"), word
