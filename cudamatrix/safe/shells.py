@@ -26,8 +26,9 @@ from cudamatrix.safe.text import CONTROLS
 
 SHELLS = ("bash", "zsh", "sh", "fish", "powershell")
 ALIASES = {"pwsh": "powershell"}
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_FISH_PLAIN = re.compile(r"^[A-Za-z0-9_+=:,./-]+$")
+# \Z, not $: "$" also matches before a final newline, and "K\n" is no name, "/srv/lib\n" no plain fish word
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_FISH_PLAIN = re.compile(r"[A-Za-z0-9_+=:,./-]+\Z")
 _PS_QUOTES = "'\u2018\u2019\u201a\u201b"
 
 
@@ -83,24 +84,21 @@ def _pieces(value: str) -> list[tuple[bool, str]]:
     return out
 
 
-def _bytes(text: str) -> bytes:
-    return text.encode("utf-8", "surrogateescape")
-
-
 def _with_controls(name: str, value: str) -> str:
-    """A word of shell ``name`` for a value holding control characters, none of them written raw."""
+    """A word of shell ``name`` for a value holding control characters, none of them written raw. A control
+    piece is one character (CONTROLS has no repetition), and every control character encodes in UTF-8."""
     pieces = _pieces(value)
     if name in ("bash", "zsh"):
-        body = "".join("".join(f"\\x{b:02x}" for b in _bytes(t)) if ctl else
+        body = "".join("".join(f"\\x{b:02x}" for b in t.encode()) if ctl else
                        t.replace("\\", "\\\\").replace("'", "\\'") for ctl, t in pieces)
         return f"$'{body}'"
     if name == "sh":
-        return "".join("\"$(printf '" + "".join(f"\\{b:03o}" for b in _bytes(t)) + "')\"" if ctl else shlex.quote(t)
+        return "".join("\"$(printf '" + "".join(f"\\{b:03o}" for b in t.encode()) + "')\"" if ctl else shlex.quote(t)
                        for ctl, t in pieces)
     if name == "fish":
-        return "".join("".join(f"\\x{b:02x}" for b in _bytes(t)) if ctl else
+        return "".join("".join(f"\\x{b:02x}" for b in t.encode()) if ctl else
                        "'" + t.replace("\\", "\\\\").replace("'", "\\'") + "'" for ctl, t in pieces)
-    parts = [" + ".join(f"[char]0x{ord(c):04x}" for c in t) if ctl else
+    parts = [f"[char]0x{ord(t):04x}" if ctl else
              "'" + "".join(c + c if c in _PS_QUOTES else c for c in t) + "'" for ctl, t in pieces]
     return "(" + " + ".join(parts) + ")"
 

@@ -56,7 +56,7 @@ def _escaped(match: re.Match[str]) -> str:
 def escape_controls(text: str) -> str:
     """``text`` with every control character but tab and newline written as an escape (``\\x1b``,
     ``\\u202e``): printed, it shows what it holds and does nothing to the terminal."""
-    return CONTROLS.sub(_escaped, text) if CONTROLS.search(text) else text
+    return CONTROLS.sub(_escaped, text)  # re.sub returns the string unchanged where nothing matches
 
 
 def breaks_line(text: str) -> bool:
@@ -68,7 +68,7 @@ def breaks_line(text: str) -> bool:
 def escape_breaks(text: str) -> str:
     """``text`` with every line break and control character (tab and newline included) written as an
     escape: a comment line of a file stays one line whatever it quotes (a GPU name from a node file)."""
-    return _BREAKS.sub(_escaped, text) if _BREAKS.search(text) else text
+    return _BREAKS.sub(_escaped, text)
 
 
 def file_lines(lines: list[str], what: str = "a lock file") -> str:
@@ -114,19 +114,19 @@ def _each_userinfo(text: str, replace) -> str:
         pos = at + 3
         if not _SCHEME.search(text, max(0, at - 32), at):
             continue
-        authority = _AUTHORITY.match(text, pos)
-        user, sep, _host = authority.group().rpartition("@") if authority else ("", "", "")
+        # the pattern matches the empty string too: there is a match at every position
+        user, sep, _host = _AUTHORITY.match(text, pos).group().rpartition("@")
         if not sep:
             continue
         new = replace(user)
         out.append(text[last:pos] + (f"{new}@" if new is not None else ""))
         last = pos + len(user) + 1
-    return "".join(out) + text[last:] if out else text
+    return "".join(out) + text[last:]  # nothing replaced: last is 0, the text whole
 
 
 def redact_urls(text: str) -> str:
     """``text`` with the credentials of every URL in it masked as pip shows them (``user:****@host``)."""
-    if "@" not in text or "://" not in text:
+    if "@" not in text:  # no user part anywhere (a text without "://" is returned whole by _each_userinfo)
         return text
     return _each_userinfo(text, _masked)
 
@@ -135,7 +135,7 @@ def strip_credentials(text: str) -> str:
     """``text`` with the user part of every URL in it left out (``https://host/...``): what is written to a
     file. Environment-variable placeholders (``${USER}:${TOKEN}``, read by pip at install time) and ssh's
     ``git@`` are kept."""
-    if "@" not in text or "://" not in text:
+    if "@" not in text:
         return text
     return _each_userinfo(text, lambda user: user if _public(user) else None)
 
