@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,6 +33,12 @@ def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
         if item.get_closest_marker("installs") and not item.get_closest_marker("slow"):
             item.add_marker(pytest.mark.slow)
+    # The files with the most such tests first, each file's tests in their own order (a stable sort): the README
+    # runs the suite in two workers, one file each at a time (--dist loadfile), and a long file taken last keeps
+    # one worker busy alone at the end; longest first, the short files fill in the gaps.
+    weight = Counter((item.path, bool(item.get_closest_marker("installs"))) for item in items
+                     if item.get_closest_marker("slow"))
+    items.sort(key=lambda item: (-weight[item.path, True], -weight[item.path, False]))
 
 
 @pytest.fixture(scope="session")

@@ -60,7 +60,8 @@ def kernel_template(template_venv, tmp_path_factory) -> Path:
     for dist in _closure(["ipykernel", *needs]).values():
         repack(Path(str(dist._path)), wheels)  # type: ignore[attr-defined]  # the .dist-info folder
     py = copy_venv(template_venv, base / "venv")
-    subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-index", "--no-deps", *map(str, wheels.iterdir())],
+    subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
+                    *map(str, wheels.iterdir())],
                    check=True, capture_output=True, timeout=300)
     return base / "venv"
 
