@@ -33,8 +33,8 @@ ARGS = {"num_cpus": 1, "object_store_memory": 80 * 1024 * 1024, "include_dashboa
 
 @contextlib.contextmanager
 def cluster(folder: Path) -> Iterator[dict]:
-    """The cluster, as ``{"address": ..., "nodes": {node id: kind}, "refused": the refused node file}``; every
-    Ray process it started is stopped afterwards."""
+    """The cluster, as ``{"address": ..., "nodes": {node id: kind}, "refused": the refused node file, "python": its
+    workers' interpreter}``; every Ray process it started is stopped afterwards."""
     from ray.cluster_utils import Cluster
 
     refused = folder / "refused.json"
@@ -55,7 +55,8 @@ def cluster(folder: Path) -> Iterator[dict]:
         made.wait_for_nodes()
         made.remove_node(gone)
         made.wait_for_nodes()  # until Ray counts it dead
-        yield {"address": made.address, "nodes": kinds, "gone": gone.node_id, "refused": str(refused)}
+        yield {"address": made.address, "nodes": kinds, "gone": gone.node_id, "refused": str(refused),
+               "python": sys.executable}  # the interpreter of every node's workers
     finally:
         for key, value in saved.items():
             if value is None:
