@@ -391,3 +391,24 @@ def test_gather_ray_asks_every_alive_node_on_that_node(ray_cluster: dict):
     assert [s[0] for s in seen] == [1, 2, 3] and {s[1] for s in seen} == {3}
     assert sorted(s[2:] for s in seen) == sorted((n.name, n.error or "ok") for n in gathered.nodes)
     assert [s[2] for s in seen] == [n.name for n in gathered.nodes]  # in the order they answered
+
+
+@pytest.mark.slow  # the Ray cluster of the test above, and the late connection's end
+def test_a_cluster_that_does_not_answer_in_time_is_a_usage_error(ray_cluster: dict):
+    """No cluster answers within a millisecond: connecting takes longer, so the wait ends first and says so; the
+    helper thread's late connection is then waited for and closed (what gather_ray's own shutdown would do)."""
+    import threading
+
+    import ray
+
+    from cudamatrix.fleet.gather import _connect
+
+    address = ray_cluster["address"]
+    error = pytest.raises(UsageError, _connect, ray, address, 0.001).value
+    assert error.message == f"no Ray cluster answered at {address} within 0.001s"
+    assert error.hint == "start one (ray start --head) or give --address HOST:PORT (the head node's GCS port)"
+    for thread in threading.enumerate():
+        if thread.name.endswith("(init)"):  # the helper thread, named after its target
+            assert thread.daemon  # never keeps the process alive
+            thread.join(120)
+    ray.shutdown()
