@@ -401,10 +401,10 @@ def test_a_cluster_that_does_not_answer_in_time_is_a_usage_error(ray_cluster: di
 
     import ray
 
-    from cudamatrix.fleet.gather import _connect
+    from cudamatrix.fleet.gather import gather_ray
 
     address = ray_cluster["address"]
-    error = pytest.raises(UsageError, _connect, ray, address, 0.001).value
+    error = pytest.raises(UsageError, gather_ray, address, 0.001).value  # the gather's timeout bounds the connection
     assert error.message == f"no Ray cluster answered at {address} within 0.001s"
     assert error.hint == "start one (ray start --head) or give --address HOST:PORT (the head node's GCS port)"
     for thread in threading.enumerate():
