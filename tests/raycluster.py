@@ -32,31 +32,25 @@ ARGS = {"num_cpus": 1, "object_store_memory": 80 * 1024 * 1024, "include_dashboa
 
 
 @contextlib.contextmanager
-def cluster(folder: Path) -> Iterator[dict]:
-    """The cluster, as ``{"address": ..., "nodes": {node id: kind}, "refused": the refused node file, "python": its
-    workers' interpreter}``; every Ray process it started is stopped afterwards."""
+def started(nodes: list[tuple[Path, dict]]):
+    """A Cluster of these nodes, the first its head: each ``(the saved environment its detect answers with, its
+    Cluster node arguments)``; yields ``(cluster, [node, ...])``. Every Ray process it started is stopped afterwards,
+    also when the caller fails, and the environment variables it set are put back."""
     from ray.cluster_utils import Cluster
 
-    refused = folder / "refused.json"
-    refused.write_text(json.dumps({"drivers": {}}))
     saved = {k: os.environ.get(k) for k in ("CUDAMATRIX_DETECT_ENV", "RAY_USAGE_STATS_ENABLED")}
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
     made = None
     try:
         # a raylet's workers inherit its environment: the variable is set before each node starts
-        os.environ["CUDAMATRIX_DETECT_ENV"] = str(NODES["head"])
-        made = Cluster(initialize_head=True, head_node_args=ARGS)
-        kinds = {made.head_node.node_id: "head"}
-        os.environ["CUDAMATRIX_DETECT_ENV"] = str(NODES["busy"])
-        kinds[made.add_node(**{**ARGS, "num_cpus": 0}).node_id] = "busy"
-        os.environ["CUDAMATRIX_DETECT_ENV"] = str(refused)
-        kinds[made.add_node(**ARGS).node_id] = "refused"
-        gone = made.add_node(**ARGS)
+        os.environ["CUDAMATRIX_DETECT_ENV"] = str(nodes[0][0])
+        made = Cluster(initialize_head=True, head_node_args=nodes[0][1])
+        handles = [made.head_node]
+        for path, args in nodes[1:]:
+            os.environ["CUDAMATRIX_DETECT_ENV"] = str(path)
+            handles.append(made.add_node(**args))
         made.wait_for_nodes()
-        made.remove_node(gone)
-        made.wait_for_nodes()  # until Ray counts it dead
-        yield {"address": made.address, "nodes": kinds, "gone": gone.node_id, "refused": str(refused),
-               "python": sys.executable}  # the interpreter of every node's workers
+        yield made, handles
     finally:
         for key, value in saved.items():
             if value is None:
@@ -64,9 +58,25 @@ def cluster(folder: Path) -> Iterator[dict]:
             else:
                 os.environ[key] = value
         if made is not None:
-            nodes = made.list_all_nodes()
+            every = made.list_all_nodes()
             made.shutdown()  # kills each node's processes and waits for them
-            assert not [p for n in nodes for p in n.live_processes()]
+            assert not [p for n in every for p in n.live_processes()]
+
+
+@contextlib.contextmanager
+def cluster(folder: Path) -> Iterator[dict]:
+    """The cluster, as ``{"address": ..., "nodes": {node id: kind}, "refused": the refused node file, "python": its
+    workers' interpreter}``."""
+    refused = folder / "refused.json"
+    refused.write_text(json.dumps({"drivers": {}}))
+    nodes = [(NODES["head"], ARGS), (NODES["busy"], {**ARGS, "num_cpus": 0}), (refused, ARGS), (refused, ARGS)]
+    with started(nodes) as (made, handles):
+        gone = handles.pop()
+        made.remove_node(gone)
+        made.wait_for_nodes()  # until Ray counts it dead
+        kinds = {h.node_id: kind for h, kind in zip(handles, ("head", "busy", "refused"), strict=True)}
+        yield {"address": made.address, "nodes": kinds, "gone": gone.node_id, "refused": str(refused),
+               "python": sys.executable}  # the interpreter of every node's workers
 
 
 def main(out: str) -> None:
