@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 import shutil
 import time
+from collections import Counter
+from itertools import count
 from pathlib import Path
 from typing import Any, Callable
 
@@ -62,9 +64,7 @@ def _detect_on_node() -> dict:
 
 def _unique_names(hosts: list[tuple[str | None, str]]) -> list[str]:
     """File stems from (hostname, engine id): the hostname where it is unique, else hostname-id."""
-    counts: dict[str, int] = {}
-    for host, _ in hosts:
-        counts[host or ""] = counts.get(host or "", 0) + 1
+    counts = Counter(host for host, _ in hosts)  # read for a hostname only, never for None or ""
     names = []
     for host, ident in hosts:
         base = _SAFE.sub("_", host or "node").strip("._") or "node"
@@ -190,13 +190,12 @@ def gather_slurm(partition: str | None = None, nodes: int | None = None, timeout
         raise UsageError("srun not found on PATH: `fleet gather --engine slurm` runs on a Slurm login node")
     argv = srun_argv(partition, nodes, srun)
     gathered = Gathered("slurm")
-    done: list[str] = []
+    answered = count(1)
 
     def on_line(line: str) -> None:
         m = _LABEL.match(line)
         if m and m.group(2) == "}" and progress:  # an envelope's last line: that task has answered
-            done.append(m.group(1))
-            progress(len(done), nodes or 0, f"task {m.group(1)}", "ok")
+            progress(next(answered), nodes or 0, f"task {m.group(1)}", "ok")
 
     start = time.monotonic()
     result = proc.run(argv, timeout=timeout, on_output=on_line)
@@ -212,8 +211,8 @@ def gather_slurm(partition: str | None = None, nodes: int | None = None, timeout
     for task, lines in sorted(tasks.items(), key=lambda kv: int(kv[0])):
         answers.append((task, _parse_envelope("\n".join(lines), f"slurm task {task}")))
     names = _unique_names([(env.hostname if env else None, f"task{task}") for task, (env, _) in answers])
-    for (task, (env, error)), name in zip(answers, names, strict=False):
-        gathered.nodes.append(Node(name, env.hostname if env else None, task, env, error))
+    for i, (task, (env, error)) in enumerate(answers):  # a name per answer
+        gathered.nodes.append(Node(names[i], env.hostname if env else None, task, env, error))
     if result.timed_out:
         gathered.nodes.append(Node("srun", None, None, None, f"srun {result.error}; later nodes did not answer"))
     gathered.seconds = time.monotonic() - start

@@ -56,8 +56,9 @@ def _listed_nodes(folder: Path, index: Path) -> list[Path]:
         raise UsageError(f"{index}: not a fleet index ({type(exc).__name__}: {exc})", hint=hint) from None
     out = []
     for name in files:
-        # only plain file names: an index must not point outside its folder
-        if not isinstance(name, str) or Path(name).name != name or name in ("", ".", ".."):
+        # only plain file names: an index must not point outside its folder ("." fails the name test:
+        # pathlib drops single-dot components, so Path(".").name is "")
+        if not isinstance(name, str) or Path(name).name != name or name in ("", ".."):
             raise UsageError(f"{index}: nodes[].file {name!r} is not a file name in {folder}")
         out.append(folder / name)
     return out

@@ -40,7 +40,7 @@ def cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     """(cluster, {node id: kind}); every Ray process is stopped afterwards, also when a test fails."""
-    from ray.cluster_utils import Cluster
+    from raycluster import started
 
     folder = tmp_path_factory.mktemp("saved")
     files = []
@@ -51,29 +51,8 @@ def cluster(tmp_path_factory):
             json.loads((SCENARIOS / f"{scenario}.json").read_text())["environment"]
         path.write_text(json.dumps(env))
         files.append((path, kind))
-    saved = {k: os.environ.get(k) for k in ("CUDAMATRIX_DETECT_ENV", "RAY_USAGE_STATS_ENABLED")}
-    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
-    made = None
-    try:
-        # a raylet's workers inherit its environment: set the variable before each node starts
-        os.environ["CUDAMATRIX_DETECT_ENV"] = str(files[0][0])
-        made = Cluster(initialize_head=True, head_node_args=NODE_ARGS)
-        kinds = {made.head_node.node_id: files[0][1]}
-        for path, kind in files[1:]:
-            os.environ["CUDAMATRIX_DETECT_ENV"] = str(path)
-            kinds[made.add_node(**NODE_ARGS).node_id] = kind
-        made.wait_for_nodes()
-        yield made, kinds
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-        if made is not None:
-            nodes = made.list_all_nodes()
-            made.shutdown()  # kills each node's processes and waits for them
-            assert not [p for n in nodes for p in n.live_processes()]
+    with started([(path, NODE_ARGS) for path, _ in files]) as (made, handles):
+        yield made, {h.node_id: kind for h, (_, kind) in zip(handles, files, strict=True)}
 
 
 @pytest.fixture(scope="module")

@@ -493,6 +493,24 @@ def test_one_gpu_node_among_cpu_nodes_gets_its_own_class_and_a_cuda_lock(tmp_pat
     assert gpu["slurm"]["feature"] == "cudamatrix_" + gpu["id"].replace("-", "_")
 
 
+def test_real_nodes_that_differ_only_in_their_gpu_are_two_classes(tmp_path: Path):
+    """Two machines lent to the project, an H100 and an H200 (their own detect --json), on one driver, toolkit
+    and Python: the GPU alone makes them two classes (a class id that left the GPUs out would merge them; the
+    GPU node among CPU nodes above is told apart by its driver's status as well), which the solver then solves
+    once (one architecture)."""
+    from cudamatrix.detect import read_environment
+    from cudamatrix.fleet.classes import class_facts
+
+    data = Path(__file__).parent.parent / "data"
+    h100 = read_environment(str(data / "gpu_speed" / "h100-2026-11-27e" / "detect.json"))
+    h200 = read_environment(str(data / "gpu_h200" / "detect.json"))
+    matrix, fleet = _fleet(tmp_path, {"h100": h100, "h200": h200, "h100b": {**h100, "hostname": "b"}})
+    facts = [class_facts(e) for e in fleet.environments]  # the files in name order: h100, h100b, h200
+    assert [k for k in facts[0] if facts[0][k] != facts[2][k]] == ["gpus"] and facts[0] == facts[1]
+    assert [c.nodes for c in fleet.classes] == [["h100", "h100b"], ["h200"]]
+    assert len({fleet.solver_key(c) for c in fleet.classes}) == 1
+
+
 def test_class_descriptions_and_ids_are_exact():
     """The one line people read for a class, and the id: c- and 10 hex digits of the SHA-256 of the canonical
     JSON of the facts (the same facts give the same id on every machine)."""

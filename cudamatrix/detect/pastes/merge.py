@@ -27,9 +27,9 @@ def merge_gpus(env: Environment, gpus: list[GpuInfo]) -> None:
             continue
         for key in ("name", "compute_capability", "memory_total_mib", "memory_used_mib", "uuid", "pci_bus_id",
                     "mig_mode"):
-            value = getattr(g, key)
-            if value is not None and (getattr(cur, key) is None or key == "name" and "..." in (cur.name or "")):
+            value, known = getattr(g, key), getattr(cur, key)
+            if value is not None and (known is None or key == "name" and "..." in known):
                 setattr(cur, key, value)
         if g.processes and not cur.processes:
             cur.processes = g.processes
-    env.gpus.sort(key=lambda x: x.index if x.index is not None else 0)
+    env.gpus.sort(key=lambda x: x.index or 0)  # no index sorts as 0 (`or` gives its right operand for None and 0)
