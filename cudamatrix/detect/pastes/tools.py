@@ -15,8 +15,9 @@ _NVCC_SHORT = re.compile(r"Cuda compilation tools, release (?P<short>\d{1,3}\.\d
 _PROC = re.compile(r"Kernel Module(?: {1,4}for {1,4}\S{1,40})? {1,4}(?P<v>\d{1,4}\.\d{1,4}(?:\.\d{1,4})?)")
 _DQ_VERSIONS = re.compile(r"CUDA Driver Version / Runtime Version {1,40}(\d{1,3}\.\d{1,3}) {0,4}/ {0,4}(\d{1,3}\.\d{1,3})")
 _DQ_DEVICE = re.compile(r'Device (\d{1,3}): "([^"\n]{1,200})"')
-_MISMATCH = re.compile(r"NVRM: API mismatch: the client has the version ([\d.]{1,20}), but\s{1,20}NVRM: this kernel "
-                       r"module has the version ([\d.]{1,20})")
+# the versions without the period that ends the kernel's sentence ("... has the version 510.73.05.  Please")
+_MISMATCH = re.compile(r"NVRM: API mismatch: the client has the version (\d{1,4}(?:\.\d{1,4}){0,3}), but\s{1,20}NVRM: "
+                       r"this kernel module has the version (\d{1,4}(?:\.\d{1,4}){0,3})")
 
 
 def _lines_with(paste: Paste, needle: str) -> list[int]:
