@@ -17,22 +17,21 @@ _TAGS = ("[pip]", "[pip3]", "[conda]")
 # and never given back: "(?=(...))\1" is an atomic group (Python < 3.11 has no "(?>...)"), so a word that is
 # no name costs one pass over it instead of a retry at every shorter length
 _CANDIDATE = re.compile(r"[ \t]*(?:\[(?:pip\d?|conda)\]|Package[ \t]|# |-{3,}|[-*][ \t]{1,4}`|"
-                        r"[A-Za-z0-9](?=([\w.+-]{0,100}))\1(?:==|[ \t]+\d))")
+                        r"[A-Za-z0-9_](?=([\w.+-]{0,100}))\1(?:==|[ \t]+\d))")
 
 
 def _freeze(body: str) -> tuple[str, str] | None:
     name, eq, version = body.partition("==")
-    if not eq or not _DIST.fullmatch(name.strip()[:102]):
+    if not eq or not _DIST.fullmatch(name.strip()):
         return None
     version = version.lstrip("=").split(";")[0].split("#")[0].strip()
-    return (name.strip(), version) if version and _VERSION.fullmatch(version[:82]) else None
+    return (name.strip(), version) if version and _VERSION.fullmatch(version) else None
 
 
 def _row(words: list[str]) -> tuple[str, str, str] | None:
-    """A ``pip list`` or ``conda list`` row: name, version[, location | build channel]."""
-    if not 2 <= len(words) <= 4 or not _DIST.fullmatch(words[0][:102]) or not _VERSION.fullmatch(words[1][:82]):
-        return None
-    if words[0].endswith(":") or words[1].endswith(":"):
+    """A ``pip list`` or ``conda list`` row: name, version[, location | build channel]. A field label ("CUDA:
+    12.1") is none: neither pattern takes a colon, and a bounded fullmatch needs no length cut."""
+    if not 2 <= len(words) <= 4 or not _DIST.fullmatch(words[0]) or not _VERSION.fullmatch(words[1]):
         return None
     return words[0], words[1], words[2] if len(words) > 2 else ""
 
@@ -86,7 +85,7 @@ class _Lists:
             self._tagged(i, body)
         elif self._header_or_rule(i, body):
             return
-        elif body[:1] in "-*" and body[1:].lstrip().startswith("`"):
+        elif body.startswith(("-", "*")):  # _CANDIDATE: "- `" (a Markdown item) or a "---" rule (no item)
             self._markdown_item(i, body)
         elif "==" in body and " " not in body and (pair := _freeze(body)):
             self.flush()
@@ -107,7 +106,7 @@ class _Lists:
         """collect_env's "[pip3] torch==2.5.1" / "[conda] torch 2.5.1 pypi_0 pypi"."""
         words = body.partition("]")[2].split()
         pair = _freeze(words[0]) if words and "==" in words[0] else None
-        row = (*pair, "") if pair else (_row(words) if len(words) >= 2 else None)
+        row = (*pair, "") if pair else _row(words)
         if row:
             self.found.append((*row, i, "collect_env"))
         elif "could not collect" in body.lower() or not words:
@@ -129,6 +128,9 @@ class _Lists:
         return True
 
     def _row(self, i: int, body: str) -> None:
+        if body.startswith("_") and self.table:  # conda's own "_libgcc_mutex" (no pip distribution starts so)
+            self.paste.claim(i, self.table_kind)
+            return
         row = _row(body.split()) if len(body) < 400 else None
         if row and self.table:
             self.found.append((*row, i, self.table_kind))
@@ -146,7 +148,6 @@ def _add(env: Environment, name: str, version: str, build: str, kind: str) -> No
         if m and not any(f.name == "torch" for f in env.frameworks):
             env.frameworks.append(Framework(name="torch", version=version, variant="cu" + m.group(1).replace(".", ""),
                                             cuda=m.group(1), cudnn=m.group(2), source=f"report:{kind}"))
-    if name == "pytorch" and ("cpu" in build or build.startswith("py") and "cuda" not in build) and \
-            not any(f.name == "torch" for f in env.frameworks) and kind != "collect_env" and "cpu" in build:
+    if name == "pytorch" and "cpu" in build and kind != "collect_env" and not any(f.name == "torch" for f in env.frameworks):
         env.frameworks.append(Framework(name="torch", version=version, variant="cpu", source=f"report:{kind}"))
     env.packages.setdefault(name, version)  # the first list wins: a later one may be cut short
