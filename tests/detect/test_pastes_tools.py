@@ -71,6 +71,25 @@ def test_a_release_without_its_full_version_is_the_short_one():
     assert claimed(paste) == {i: "nvcc" for i in range(4)}
 
 
+def test_a_sentence_about_nvcc_before_its_output_is_passed_over():
+    """qixuema/envs#4's output under a sentence that names "Cuda compilation tools" without a release."""
+    text = "Cuda compilation tools are installed:\n" + fixture("nvcc/10.0_linux_qixuema-envs4.txt")
+    found, paste, env = read(tools.read_nvcc, text)
+    assert found is True and [t.version for t in env.toolkits] == ["10.0.130"]
+    assert claimed(paste) == {i: "nvcc" for i in range(1, 5)}
+
+
+def test_the_header_walk_stops_at_the_pastes_first_line():
+    """qixuema/envs#4's output first, then a second output cut after its "Built on" line (the paste ends there:
+    pytorch#51840's first three lines): the walk up from the first release line stops at line 0, and the cut
+    output, with no release line, is not read."""
+    cut = "\n".join(fixture("nvcc/11.0_V11.0.221_pytorch51840.txt").split("\n")[:3])
+    text = fixture("nvcc/10.0_linux_qixuema-envs4.txt") + cut
+    found, paste, env = read(tools.read_nvcc, text)
+    assert [t.version for t in env.toolkits] == ["10.0.130"]
+    assert claimed(paste) == {i: "nvcc" for i in range(4)}
+
+
 def test_lines_that_only_mention_nvcc_are_no_nvcc_output():
     found, paste, env = read(tools.read_nvcc, "Cuda compilation tools are missing here\nrelease 11.0, V11.0.221\n")
     assert found is False and env.toolkits == [] and claimed(paste) == {}
@@ -276,6 +295,21 @@ def test_device_query_keeps_the_first_value_of_a_fact():
     env.gpus.append(GpuInfo(index=0, name="GeForce GTX 770", compute_capability="3.5", memory_total_mib=4096))
     read(tools.read_device_query, fixture(DEVICE_QUERY), env)
     assert [(g.compute_capability, g.memory_total_mib) for g in env.gpus] == [("3.5", 4096)]
+
+
+def test_device_query_lines_after_a_log_timestamp():
+    """remode#9's two fact lines as `docker logs -t` prints them, after a timestamp with colons (the smallest edit):
+    the value is what follows the last colon; and the memory without its count of bytes."""
+    stamp = "2015-06-01T10:00:00.000000000Z "
+    text = fixture(DEVICE_QUERY).replace("  CUDA Capability", stamp + "CUDA Capability").replace(
+        "  Total amount", stamp + "Total amount").replace(" (2146762752 bytes)", "")
+    found, paste, env = read(tools.read_device_query, text)
+    assert [(g.compute_capability, g.memory_total_mib) for g in env.gpus] == [("3.0", 2047)]
+
+
+def test_device_query_cuts_a_long_capability():
+    text = fixture(DEVICE_QUERY).replace("number:    3.0", "number:    3.0000000000")
+    assert read(tools.read_device_query, text)[2].gpus[0].compute_capability == "3.000000"
 
 
 @pytest.mark.parametrize("old, new", [

@@ -50,10 +50,10 @@ def _ldconfig_entry(line: str) -> tuple[str, str, str] | None:
     soname_flags, arrow, path = line.partition("=>")
     if not arrow:
         return None
-    soname, paren, flags = soname_flags.strip().partition(" (")
-    if not paren or ")" not in flags or " " in soname.strip() or not path.strip():
+    soname, _, flags = soname_flags.strip().partition(" (")  # no " (": no flags, so no ")" in them
+    if ")" not in flags or " " in soname.strip() or not path.strip():
         return None
-    return soname.strip(), flags[:flags.index(")")], path.split()[0] if path.split() else ""
+    return soname.strip(), flags[:flags.index(")")], path.split()[0]
 
 
 def read_ldconfig(paste: Paste, env: Environment) -> bool:
