@@ -134,6 +134,29 @@ def test_a_conda_pytorch_cpu_build_is_a_cpu_torch_outside_collect_env():
     assert read("\n".join(lines[:-2] + [plain] + lines[-2:]))[2].frameworks == []
 
 
+def test_a_header_less_row_that_says_version_is_a_row():
+    """norse#375's fragment with its oauthlib row replaced by versioneer's (a package whose name holds "version":
+    no header)."""
+    text = fixture("pip/pip-list-fragment_cu11-wheels_norse375.txt").replace(
+        "oauthlib                         3.2.2", "versioneer                       0.29")
+    found, paste, env = read(text)
+    assert env.packages["versioneer"] == "0.29" and set(claimed(paste).values()) == {"pip list"}
+
+
+def test_a_cpu_torch_row_leaves_a_known_torch():
+    """The pytorch channel's CPU row in pytorch3d#1538's conda list, with torch known from another reader."""
+    row = CONDA_PYTORCH.replace("py3.7_cuda10.2_cudnn7.6.5_0", "py3.7_cpu_0").replace("[conda] ", "")
+    lines = paste_body(CONDA_LIST).split("\n")
+    env = Environment()
+    env.frameworks.append(Framework(name="torch", version="1.10.2", variant="cu113", source="report:collect_env"))
+    read("\n".join(lines[:-2] + [row] + lines[-2:]), env)
+    assert [(f.name, f.variant) for f in env.frameworks] == [("torch", "cu113")]
+    other = Environment()
+    other.frameworks.append(Framework(name="tensorflow", version="2.3.0", source="report:pip"))
+    read("\n".join(lines[:-2] + [row] + lines[-2:]), other)
+    assert [(f.name, f.variant) for f in other.frameworks] == [("tensorflow", None), ("torch", "cpu")]
+
+
 def test_a_torch_known_from_another_reader_keeps_its_build():
     env = Environment()
     env.frameworks.append(Framework(name="torch", version="1.10.2", variant="cu113", source="report:collect_env"))
@@ -224,10 +247,11 @@ def test_pip_freeze_lines_are_pins():
 
 
 @pytest.mark.parametrize("line, pin", [
-    ("tensorflow-gpu==2.3.0", ("tensorflow-gpu", "2.3.0")),
-    ("tensorflow-gpu===2.3.0", ("tensorflow-gpu", "2.3.0")),  # PEP 440's arbitrary equality
-    ("tensorflow-gpu==2.3.0;sys_platform=='linux'", ("tensorflow-gpu", "2.3.0")),  # a marker
-    ("tensorflow-gpu==2.3.0#the GPU build", ("tensorflow-gpu", "2.3.0")),  # a comment
+    ("tensorflow-gpu==2.3.0", ("tensorflow-gpu", "2.3.0", "")),
+    ("tensorflow-gpu===2.3.0", ("tensorflow-gpu", "2.3.0", "")),  # PEP 440's arbitrary equality
+    ("tensorflow-gpu====2.3.0", None),
+    ("tensorflow-gpu==2.3.0;sys_platform=='linux'", ("tensorflow-gpu", "2.3.0", "")),  # a marker
+    ("tensorflow-gpu==2.3.0#the GPU build", ("tensorflow-gpu", "2.3.0", "")),  # a comment
     ("tensorflow-gpu==", None),  # cut after its operator
     ("tensorflow-gpu==latest", None),
     ("tensorflow-gpu==2.3.0/2.4.0", None),
