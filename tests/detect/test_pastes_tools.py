@@ -197,12 +197,19 @@ def test_cudnn_header_defines_name_the_systems_cudnn():
     ("#define CUDNN_MINOR 4", "#define CUDNN_MINOR 4444"),  # a number too long for a cuDNN version part
     ("#define CUDNN_MINOR 4", "#define CUDNN_MINOR x4"),
     ("#define CUDNN_MINOR 4", "#define CUDNN_MINOR_X 4"),  # another define
+    ("#define CUDNN_MINOR 4", "#define CUDNN_MAJOR 4"),  # a second header's first define where the minor goes
 ])
 def test_cudnn_header_defines_that_do_not_say_a_version(edit):
     """tensorflow#35376's defines with one part missing or broken (each the smallest edit): no version."""
     text = paste_body(TF35376).replace(*edit)
     found, paste, env = read(tools.read_cudnn_header, text)
     assert found is False and env.notes == [] and "cudnn.h" not in paste.kind
+
+
+def test_cudnn_header_parts_of_three_digits_are_read():
+    text = paste_body(TF35376).replace("#define CUDNN_PATCHLEVEL 1", "#define CUDNN_PATCHLEVEL 100")
+    found, paste, env = read(tools.read_cudnn_header, text)
+    assert env.notes[0].message.startswith("cuDNN 7.4.100 named in the paste")
 
 
 def test_cudnn_header_defines_at_the_end_of_a_paste():
@@ -261,6 +268,10 @@ def test_a_proc_version_line_last_or_without_its_gcc_line():
     assert found is True and claimed(paste) == {0: "/proc/driver/nvidia/version"}
     found, paste, env = read(tools.read_proc_version, line + "\nsomething else\n")
     assert claimed(paste) == {0: "/proc/driver/nvidia/version"}
+    # the GCC line as the paste's last line (no newline after it)
+    found, paste, env = read(tools.read_proc_version, "\n".join(paste_body(
+        "proc-version_384.98_dollar-cat_neofetch876").split("\n")[2:4]))
+    assert claimed(paste) == {0: "/proc/driver/nvidia/version", 1: "/proc/driver/nvidia/version"}
     found, paste, env = read(tools.read_proc_version, "NVRM version: unknown\n")
     assert found is False and env.driver.kernel_module_version is None and claimed(paste) == {}
 
@@ -327,6 +338,17 @@ def test_device_query_facts_before_any_device_line_belong_to_no_gpu():
     text = fixture(DEVICE_QUERY).replace('Device 0: "GeForce GTX 770"\n', "")
     found, paste, env = read(tools.read_device_query, text)
     assert found is True and env.gpus == [] and env.driver.cuda_version == "7.0"
+
+
+def test_device_query_is_known_by_its_title_or_its_capability_line():
+    """remode#9 without its title line (a paste cut at the top), and without its capability line: each is still
+    deviceQuery's output."""
+    untitled = fixture(DEVICE_QUERY).replace(" CUDA Device Query (Runtime API) version (CUDART static linking)\n", "")
+    found, paste, env = read(tools.read_device_query, untitled)
+    assert found is True and [g.name for g in env.gpus] == ["GeForce GTX 770"] and env.driver.cuda_version == "7.0"
+    titled = fixture(DEVICE_QUERY).replace("  CUDA Capability Major/Minor version number:    3.0\n", "")
+    found, paste, env = read(tools.read_device_query, titled)
+    assert found is True and [(g.name, g.compute_capability) for g in env.gpus] == [("GeForce GTX 770", None)]
 
 
 def test_text_without_device_querys_title_is_not_read():
