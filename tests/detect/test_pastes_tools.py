@@ -351,6 +351,16 @@ def test_device_query_is_known_by_its_title_or_its_capability_line():
     assert found is True and [(g.name, g.compute_capability) for g in env.gpus] == [("GeForce GTX 770", None)]
 
 
+def test_device_query_starts_at_its_command():
+    """remode#9 cut at the top, under the command that ran it (`$ ./deviceQuery`, the smallest edit): its lines are
+    read from there; a second run after its "Result = PASS" line is read again from its own command."""
+    body = fixture(DEVICE_QUERY).replace(" CUDA Device Query (Runtime API) version (CUDART static linking)\n", "")
+    text = "Output:\n$ ./deviceQuery\n" + body.rstrip("\n") + "\nResult = PASS\nand again\n$ ./deviceQuery\n" + body
+    found, paste, env = read(tools.read_device_query, text)
+    assert claimed(paste) == {**{i: "deviceQuery" for i in range(2, 13)}, **{i: "deviceQuery" for i in range(15, 25)}}
+    assert paste.kind[0] is None and paste.kind[13] is None and 1 in paste.commands
+
+
 def test_text_without_device_querys_title_is_not_read():
     text = fixture(DEVICE_QUERY).replace("CUDA Device Query", "CUDA query")
     text = text.replace("CUDA Capability Major/Minor", "CUDA capability")

@@ -129,23 +129,21 @@ def read_device_query(paste: Paste, env: Environment) -> bool:
         merge_driver(env, Driver(cuda_version=m.group(1), source="report:deviceQuery"))
         env.toolkits.append(Toolkit(source="report:deviceQuery runtime", version=m.group(2)))
     gpu: GpuInfo | None = None
-    start = None
+    inside = False  # from a line naming deviceQuery to its "Result = " line
     for i, line in enumerate(paste.lines):
         body = line.strip()
-        d = _DQ_DEVICE.match(body) if body.startswith("Device ") else None
+        d = _DQ_DEVICE.match(body)  # anchored: it begins with "Device "
         if d:
             merge_gpus(env, [GpuInfo(index=int(d.group(1)), name=d.group(2), source="report:deviceQuery")])
             gpu = next(g for g in env.gpus if g.index == int(d.group(1)))
-        if "deviceQuery" in body or "CUDA Device Query" in body:
-            start = i if start is None else start
-        if start is None:
+        inside = inside or "deviceQuery" in body or "CUDA Device Query" in body
+        if not inside:
             continue
         if gpu is not None:
             _device_fact(gpu, body)
         if body and paste.free(i):
             paste.claim(i, "deviceQuery")
-        if body.startswith("Result = "):
-            start = None
+        inside = not body.startswith("Result = ")
     return True
 
 
