@@ -90,6 +90,23 @@ def test_the_header_walk_stops_at_the_pastes_first_line():
     assert claimed(paste) == {i: "nvcc" for i in range(4)}
 
 
+def test_the_header_walk_goes_three_lines_up_at_most():
+    """pytorch#51840's output cut after its Copyright line (the smallest edit: a paste that lost the rest), then
+    qixuema/envs#4's whole output: the release line's three header lines are its own, the cut output's are not."""
+    cut = "\n".join(fixture("nvcc/11.0_V11.0.221_pytorch51840.txt").split("\n")[:2])
+    found, paste, env = read(tools.read_nvcc, cut + "\n" + fixture("nvcc/10.0_linux_qixuema-envs4.txt"))
+    assert [t.version for t in env.toolkits] == ["10.0.130"] and claimed(paste) == {i: "nvcc" for i in range(2, 6)}
+
+
+def test_the_header_walk_stops_at_line_0_when_the_output_lost_its_first_line():
+    """qixuema/envs#4's output without its "nvcc: NVIDIA" line (cut at the top), then pytorch#51840's cut after its
+    "Built on" line: the walk from the release line (line 2) stops at line 0 and never wraps to the paste's end."""
+    head = "\n".join(fixture("nvcc/10.0_linux_qixuema-envs4.txt").split("\n")[1:])
+    cut = "\n".join(fixture("nvcc/11.0_V11.0.221_pytorch51840.txt").split("\n")[:3])
+    found, paste, env = read(tools.read_nvcc, head + cut)
+    assert [t.version for t in env.toolkits] == ["10.0.130"] and claimed(paste) == {i: "nvcc" for i in range(3)}
+
+
 def test_lines_that_only_mention_nvcc_are_no_nvcc_output():
     found, paste, env = read(tools.read_nvcc, "Cuda compilation tools are missing here\nrelease 11.0, V11.0.221\n")
     assert found is False and env.toolkits == [] and claimed(paste) == {}
