@@ -282,6 +282,7 @@ def test_no_device_errors_and_paddles_device_note():
     assert env.driver.status == "no_device" and env.driver.error.endswith("no CUDA-capable device is detected")
     paddle = paste_body("loader-error_could-not-locate-cudnn-dll_paddle-note-cc8.6-driver-api-12.0_paddle53484")
     found, paste, env = read(paddle, messages.read_devices)
+    assert found is True
     assert [(g.index, g.compute_capability, g.source) for g in env.gpus] == [(0, "8.6", "report:paddle")]
     assert (env.driver.cuda_version, env.driver.source) == ("12.0", "report:paddle")
     assert claimed(paste) == {8: "Paddle device note"}
@@ -480,6 +481,20 @@ def test_tensorflows_device_properties(line, gpu):
     assert (got.name, got.compute_capability) == gpu if gpu else got is None
 
 
+@pytest.mark.parametrize("text, cc", [
+    ("3.7", True), ("12.0", True), ("12.1", True), ("8.10", True), ("123.0", False), ("8.100", False), ("8", False),
+    ("8.", False), (".8", False), ("x.8", False), ("8.x", False),
+])
+def test_a_compute_capability_is_two_numbers_of_one_or_two_digits(text, cc):
+    assert messages._is_cc(text) is cc
+
+
+def test_tensorflows_device_properties_are_tensorflows():
+    env = read(paste_body("tf-log_found-device-properties-tf1-major-minor_2xK80_faster-rcnn-tf330"),
+               messages.read_tf_devices)[2]
+    assert [(g.index, g.source) for g in env.gpus] == [(0, "report:tensorflow"), (1, "report:tensorflow")]
+
+
 def test_tensorflows_found_device_line_last_in_a_paste_names_nothing():
     lines = paste_body("tf-log_found-device-properties-tf1-major-minor_2xK80_faster-rcnn-tf330").split("\n")
     found, paste, env = read(lines[2], messages.read_tf_devices)
@@ -490,6 +505,21 @@ def test_tensorflows_found_device_line_last_in_a_paste_names_nothing():
 
 
 # --- WSL ------------------------------------------------------------------------------------------------------------
+
+def test_wsl_from_ldconfigs_warning():
+    """archwsl#248: ldconfig's warning about WSL's libcuda: a WSL 2 guest on Linux, its libcuda, a note; the same
+    line without ldconfig's "ldconfig: " prefix (the path first), and after a warning about another folder."""
+    text = paste_body("ldconfig-wsl_not-a-symbolic-link_archwsl-pacman_archwsl248")
+    line = "ldconfig: /usr/lib/wsl/lib/libcuda.so.1 is not a symbolic link"
+    for t in (text, text.replace(line, line.removeprefix("ldconfig: ")),
+              text.replace(line, "ldconfig: /usr/lib/x86_64-linux-gnu/libfoo.so.1 is not a symbolic link\n" + line)):
+        found, paste, env = read(t, messages.read_wsl)
+        assert found is True and (env.context.wsl, env.context.os) == (True, "linux")
+        assert [(n.probe, n.message) for n in env.notes] == [
+            ("report", "WSL: the driver is the Windows one; libcuda comes from /usr/lib/wsl/lib")]
+        assert [(lib.name, lib.soname, lib.path, lib.origin) for lib in env.libraries] == [
+            ("cuda", "libcuda.so.1", "/usr/lib/wsl/lib/libcuda.so.1", "report:ldconfig")]
+
 
 def test_wsl_keeps_a_known_os_and_a_known_libcuda():
     env = Environment()

@@ -467,8 +467,8 @@ def read_tf_devices(paste: Paste, env: Environment) -> bool:
     for i in paste.having("with properties"):
         m = _TF_FOUND.search(lines[i][:600])
         gpu = _tf_properties(lines[i + 1][:600]) if m and i + 1 < len(lines) else None
-        if gpu is not None:
-            gpu.index = int(m.group(1)) if m else 0
+        if m and gpu is not None:  # a GPU only after "Found device N"
+            gpu.index = int(m.group(1))
             merge_gpus(env, [gpu])
             paste.claim_range(i, min(i + 3, len(lines) - 1), "TensorFlow/XLA log")
             found = True
