@@ -359,6 +359,14 @@ def test_jax_outdated_reads_at_most_five_lines_after_it():
     assert read(text, messages.read_jax)[2].messages[0].found == "8.9.7"
 
 
+def test_jax_outdated_numbers_that_end_a_sentence():
+    """jax-feedstock#149's block with each number ending in a period (the smallest edit: JAX's sentences)."""
+    stem = "jax-error_backend-failed_outdated-cudnn-8907-min-9100_conda-forge_jax-feedstock149"
+    text = paste_body(stem).replace("against: 8907", "against: 8907.").replace("supported: 9100", "supported: 9100.")
+    env = read(text, messages.read_jax)[2]
+    assert (env.messages[0].built, env.messages[0].minimum, env.messages[0].found) == ("8.9.7", "9.1.0", "8.9.7")
+
+
 @pytest.mark.parametrize("number", ["89O7", "8907x", ""])
 def test_jax_outdated_lines_without_a_number_say_nothing(number):
     stem = "jax-error_backend-failed_outdated-cudnn-8907-min-9100_conda-forge_jax-feedstock149"

@@ -316,34 +316,34 @@ def read_jax(paste: Paste, env: Environment) -> bool:
     lines = paste.lines
     for i in paste.having(*_JAX_BACKEND, ", but JAX was built against version", "Outdated "):
         line = lines[i][:2000]
-        said = _jax_found(line) or _jax_outdated(paste, i, line) or _jax_missing(line)
+        text = line.strip()[:300]
+        said = _jax_found(line, text) or _jax_outdated(paste, i, line, text) or _jax_missing(line, text)
         if said is None and not any(b in line for b in _JAX_BACKEND):
             continue
         if said is not None:
-            said.text = line.strip()[:300]
             _say(env, said)
         paste.claim(i, "JAX error")
         found = True
     return found
 
 
-def _jax_found(line: str) -> ToolMessage | None:
+def _jax_found(line: str, text: str) -> ToolMessage | None:
     m = _JAX_FOUND.search(line)
     if m is None:
         return None
     name = m.group(1)
-    return ToolMessage(tool="jax", kind="library_version", text="", library=_component(name),
+    return ToolMessage(tool="jax", kind="library_version", text=text, library=_component(name),
                        found=_jax_version(name, m.group(2)), built=_jax_version(name, m.group(3)))
 
 
-def _jax_outdated(paste: Paste, i: int, line: str) -> ToolMessage | None:
+def _jax_outdated(paste: Paste, i: int, line: str, text: str) -> ToolMessage | None:
     """"Outdated cuDNN installation found." and, on the lines after it, the versions built against, accepted
     and installed."""
     m = _JAX_OUTDATED.search(line)
     if m is None:
         return None
     name = m.group(1)
-    said = ToolMessage(tool="jax", kind="library_version", text="", library=_component(name))
+    said = ToolMessage(tool="jax", kind="library_version", text=text, library=_component(name))
     for j in range(i + 1, min(i + 6, len(paste.lines))):
         body = paste.lines[j]
         for attr, label in _JAX_LINES.items():
@@ -355,11 +355,11 @@ def _jax_outdated(paste: Paste, i: int, line: str) -> ToolMessage | None:
     return said
 
 
-def _jax_missing(line: str) -> ToolMessage | None:
+def _jax_missing(line: str, text: str) -> ToolMessage | None:
     m = _JAX_MISSING.search(line)
     if m is None:
         return None
-    return ToolMessage(tool="jax", kind="library_missing", text="", library=_component(m.group(1)))
+    return ToolMessage(tool="jax", kind="library_missing", text=text, library=_component(m.group(1)))
 
 
 def _component(name: str) -> str:
