@@ -383,6 +383,16 @@ def test_jax_component_versions(name, number, version):
     assert messages._jax_version(name, number) == version
 
 
+def test_jaxs_found_version_sentence_alone_and_after_another_outdated_line():
+    """kohya-colab#94's sentence without the "CUDA backend failed to initialize:" before it (the smallest edit:
+    JAX's check_cuda_versions words alone), under a line that says "Outdated " about something else."""
+    stem = "jax-error_backend-failed_found-cuda-12010-built-12020_colab_kohya-colab94"
+    text = paste_body(stem).replace("CUDA backend failed to initialize: Found CUDA", "Found CUDA")
+    for t in (text, "pip: Outdated packages listed below.\n" + text):
+        env = read(t, messages.read_jax)[2]
+        assert [(m.library, m.built, m.found) for m in env.messages] == [("cudart", "12.2", "12.1")]
+
+
 def test_a_jax_backend_line_that_names_no_component_is_claimed_and_says_nothing():
     """jax#20519's backend line cut after its first words (the smallest edit): JAX's error, no message."""
     line = "CUDA backend failed to initialize: (Set TF_CPP_MIN_LOG_LEVEL=0 and rerun for more info.)"
@@ -398,6 +408,7 @@ def test_a_jax_backend_line_that_names_no_component_is_claimed_and_says_nothing(
     ("OSError: libcudnn.so.7: cannot open shared object file: No such file or directory", "libcudnn.so.7"),
     ("ImportError: /usr/lib/libcudnn.so.9: cannot open shared object file", "libcudnn.so.9"),
     ("`libcuda.so`: cannot open shared object file", "libcuda.so"),
+    ("libcudnn.so.8: cannot open shared object file: No such file or directory", "libcudnn.so.8"),  # first
     ("Error: cudnn.so.8: cannot open shared object file", None),  # no "lib"
     ("Error: libcudnn: cannot open shared object file", None),  # no ".so"
     (": cannot open shared object file", None),
@@ -416,6 +427,14 @@ def test_the_file_a_loader_could_not_open(line, soname):
 ])
 def test_the_library_a_file_belongs_to(soname, library):
     assert messages._library_of(soname) == library
+
+
+def test_a_loader_line_that_names_no_library_does_not_stop_the_reader():
+    """onnxruntime#3632's loader line after one whose word before the message is no library file."""
+    text = "Error: libcudnn: cannot open shared object file\n" + paste_body(
+        "onnxruntime-error_libcudnn.so.7-missing_pytorch-docker-1.5_onnxruntime3632")
+    env = read(text, messages.read_missing_libraries)[2]
+    assert [m.soname for m in env.messages] == ["libcudnn.so.7"]
 
 
 def test_a_loader_line_another_reader_read_is_found_but_not_said_again():
