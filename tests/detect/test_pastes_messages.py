@@ -307,6 +307,15 @@ def test_torchs_cudnn_wordings(line, pair):
     assert messages._torch_cudnn(line) == pair
 
 
+def test_caffe2s_wording_in_torch_1_0_is_torchs_cudnn_message():
+    """torch 1.0's caffe2 check words da-detection#19's versions "cuDNN compiled (7102) and runtime (7600) versions
+    mismatch" (caffe2/core/common_cudnn.h's message)."""
+    line = "RuntimeError: [enforce fail at common_cudnn.h:97] cuDNN compiled (7102) and runtime (7600) versions mismatch"
+    found, paste, env = read(line, messages.read_cudnn_versions)
+    assert [(m.tool, m.built, m.found) for m in env.messages] == [("torch", "7.1.2", "7.6.0")]
+    assert claimed(paste) == {0: "torch error"}
+
+
 def test_a_loaded_runtime_line_with_older_integers_and_a_compatibility_version():
     """TensorFlow 1.x printed cuDNN as an integer ("7101") and 2.x adds "(compatibility version 7100)": deeplab2#66's
     line with the versions in those forms (the smallest edits)."""
