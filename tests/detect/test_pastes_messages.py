@@ -209,8 +209,11 @@ def test_the_driver_too_old_message_claims_its_continuation_lines_only():
     found, paste, env = read(text + "Traceback (most recent call last):\n", messages.read_driver_warning)
     assert claimed(paste) == {i: "torch warning" for i in range(6)}
     assert (env.driver.cuda_version, env.driver.source) == ("6.5", "report:torch warning")
-    assert [(n.message, n.level) for n in env.notes] == [
-        ("torch says the driver is too old: it runs CUDA 6.5 at most", "warning")]
+    assert [(n.probe, n.message, n.level) for n in env.notes] == [
+        ("report", "torch says the driver is too old: it runs CUDA 6.5 at most", "warning")]
+    # the message's last line as the paste's last (no newline after it)
+    found, paste, env = read(text.rstrip("\n"), messages.read_driver_warning)
+    assert claimed(paste) == {i: "torch warning" for i in range(6)}
     # the seventh line after it is too far even when it reads like the message's
     lines = text.split("\n")
     found, paste, env = read("\n".join(lines[:6] + [lines[1]] + lines[6:]), messages.read_driver_warning)
