@@ -169,6 +169,40 @@ def test_the_arch_list_is_read_on_the_warnings_line_or_the_three_after_it():
     assert read(one, messages.read_arch_warning)[2].messages[0].archs == ["5.0", "6.0", "7.0", "7.5", "8.0", "8.6", "9.0"]
 
 
+def test_each_warning_reads_its_own_arch_list():
+    """hi3dgen#5's warning and its list, then metabin#15's (another GPU, another build): each warning's list is the
+    one after it, never the one above it (also when that one is the line right above)."""
+    first = paste_body(ARCH).split("\n")
+    second = paste_body("torch-arch-warning_sm86_3060_compute37_metabin15")
+    for text in ("\n".join(first[:5]) + "\n" + second, "\n".join(first[2:4]) + "\n" + second):
+        env = read(text, messages.read_arch_warning)[2]
+        assert [(m.compute_capability, m.archs[0], m.ptx) for m in env.messages] == [
+            ("12.0", "5.0", []), ("8.6", "3.7", ["3.7"])], text
+
+
+def test_an_arch_list_wrapped_by_a_narrow_terminal():
+    """hi3dgen#5's list line wrapped after "install" (the smallest edit: a terminal 28 columns short): the list
+    starts its own line."""
+    text = paste_body(ARCH).replace("The current PyTorch install supports", "The current PyTorch install\nsupports")
+    env = read(text, messages.read_arch_warning)[2]
+    assert env.messages[0].archs == ["5.0", "6.0", "6.1", "7.0", "7.5", "8.0", "8.6", "9.0"]
+
+
+def test_a_warning_claims_its_userwarning_line_on_the_first_line_and_nothing_past_four_lines():
+    """yolov6#350 from its UserWarning line (the paste's first line); nerfacc#80's bare warning first, with a cut
+    UserWarning line last (no line above line 0 is read); applio#1006 with one more blank line before its
+    `warnings.warn(` (five lines after the warning: too far)."""
+    lines = paste_body("torch-arch-warning_sm86_3080-laptop_plus-smi-header-515_yolov6-350").split("\n")
+    found, paste, env = read("\n".join(lines[1:]), messages.read_arch_warning)
+    assert paste.kind[0] == "torch warning" and paste.kind[1] == "torch warning"
+    bare = paste_body("torch-arch-warning_sm86_a6000_bare_nerfacc80").rstrip("\n") + "\n" + lines[1].strip()
+    found, paste, env = read(bare, messages.read_arch_warning)
+    assert paste.kind[-1] is None
+    applio = paste_body("torch-arch-warning_sm120_5090_backtick-log_applio1006").split("\n")
+    found, paste, env = read("\n".join(applio[:6] + [""] + applio[6:]), messages.read_arch_warning)
+    assert paste.kind[8] is None and paste.lines[8].strip().startswith("warnings.warn(")
+
+
 def test_a_warning_claims_its_userwarning_line_and_the_lines_of_the_same_warning():
     """applio#1006: the UserWarning line above (a path under torch/cuda), the arch list, the advice and
     `warnings.warn(` after a blank line; the next paragraph is not the warning's."""

@@ -113,13 +113,12 @@ def _targets(words: list[str]) -> tuple[list[str], list[str]]:
     for word in words:
         word = word.strip(_QUOTES)
         kind = archs if word.startswith("sm_") else ptx if word.startswith("compute_") else None
-        try:
-            cc = normalize_cc(word) if kind is not None else None
-        except ValueError:
-            cc = None
-        if kind is None or cc is None:
+        if kind is None:
             break
-        kind.append(cc)
+        try:
+            kind.append(normalize_cc(word))
+        except ValueError:
+            break
     return archs, ptx
 
 
