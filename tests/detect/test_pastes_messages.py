@@ -107,6 +107,11 @@ def test_the_older_warning_fills_the_gpu_of_its_index():
     env.gpus.append(GpuInfo(index=1, memory_total_mib=2048))
     read(text, messages.read_arch_warning, env)
     assert [(g.index, g.compute_capability) for g in env.gpus] == [(0, "2.1"), (1, None)]
+    # a GPU of that name known at another index is the one the warning names
+    env = Environment()
+    env.gpus.append(GpuInfo(index=1, name="GeForce 820M"))
+    read(text, messages.read_arch_warning, env)
+    assert [(g.index, g.name, g.compute_capability) for g in env.gpus] == [(1, "GeForce 820M", "2.1")]
 
 
 def test_a_warning_completes_a_truncated_gpu_name_and_keeps_a_known_capability():
@@ -125,6 +130,13 @@ def test_a_warning_completes_a_truncated_gpu_name_and_keeps_a_known_capability()
     read(paste_body(ARCH), messages.read_arch_warning, env)
     assert [(g.index, g.name) for g in env.gpus] == [(3, "NVIDIA GeForce RTX 4090"),
                                                      (4, "NVIDIA GeForce RTX 5080 Laptop GPU")]
+    assert env.gpus[1].source == "report:torch warning"
+    # another GPU cut by nvidia-smi, at index 0: the warning's GPU is a second one, index 1
+    env = Environment()
+    env.gpus.append(GpuInfo(index=0, name="NVIDIA GeForce RTX 4090 ..."))
+    read(paste_body(ARCH), messages.read_arch_warning, env)
+    assert [(g.index, g.name, g.compute_capability) for g in env.gpus] == [
+        (0, "NVIDIA GeForce RTX 4090 ...", None), (1, "NVIDIA GeForce RTX 5080 Laptop GPU", "12.0")]
 
 
 @pytest.mark.parametrize("head, name", [
@@ -227,6 +239,12 @@ def test_a_warning_claims_its_userwarning_line_and_the_lines_of_the_same_warning
 def test_an_arch_warning_without_a_capability_is_not_read(edit):
     found, paste, env = read(paste_body(ARCH).replace(*edit), messages.read_arch_warning)
     assert found is False and env.messages == [] and env.gpus == []
+
+
+def test_a_sentence_naming_a_capability_before_the_warning_does_not_stop_the_reader():
+    text = "My GPU with CUDA capability sm_120 should work.\n" + paste_body(ARCH)
+    env = read(text, messages.read_arch_warning)[2]
+    assert [m.compute_capability for m in env.messages] == ["12.0"]
 
 
 def test_an_arch_warning_whose_sentence_is_broken_is_not_read():

@@ -44,11 +44,11 @@ def read_arch_warning(paste: Paste, env: Environment) -> bool:
     for i in paste.having(_ARCH):
         line = paste.lines[i]
         at = line.find(_ARCH)
-        m = _ARCH_REST.match(line, at + len(_ARCH), at + len(_ARCH) + 80)
+        m = _ARCH_REST.match(line, at + len(_ARCH))  # anchored and bounded: at most 61 characters
         if m is None:
             continue
         name = _gpu_name(line[:at])
-        cc = normalize_cc("sm_" + m.group(1))
+        cc = normalize_cc(m.group(1))  # "120" -> "12.0"
         archs, ptx = _arch_list(paste, i, line[m.end():])
         _gpu_fact(env, name, cc, None)
         _say(env, ToolMessage(tool="torch", kind="arch_unsupported", text=line.strip()[:300], gpu=name,
@@ -132,7 +132,7 @@ def _claim_warning(paste: Paste, i: int, kind: str) -> None:
     for j in range(i + 1, min(i + 5, len(lines))):
         body = lines[j].strip()
         if body and not any(t in body for t in _WARNING_TAIL):
-            break
+            return
         if body:
             paste.claim(j, kind)
 
@@ -141,8 +141,9 @@ def _gpu_fact(env: Environment, name: str | None, cc: str, index: int | None) ->
     """The GPU a message names: the known GPU of that name (or a truncated one it completes) gains its compute
     capability; otherwise it is one more GPU."""
     def same(g: GpuInfo) -> bool:
-        have = g.name or ""
-        return name is not None and (have == name or have.endswith("...") and name.startswith(have[:-3].rstrip()))
+        have = g.name
+        return name is not None and have is not None and (
+            have == name or have.endswith("...") and name.startswith(have[:-3].rstrip()))
 
     known = next((g for g in env.gpus if same(g)), None)
     if known is None and index is not None:
