@@ -81,6 +81,22 @@ def test_the_older_warning_names_the_minimum_on_the_lines_after_it():
     assert env.messages[0].minimum is None
 
 
+def test_the_older_warning_at_a_lines_start_after_a_sentence_and_under_a_minimum_it_does_not_own():
+    """pytorch#6515's warning without its indentation (at the line's start), after a sentence that quotes its words
+    without a GPU, and with torch 1.x's minimum sentence moved above it (the smallest edits): read, its minimum
+    none (the sentence is not after it)."""
+    text = paste_body("torch-warning_old-gpu-2.1_820M_no-kernel-image-48_py2.7_pytorch6515")
+    lines = text.split("\n")
+    old = "\n".join(lines[:6] + [lines[6].strip()] + lines[7:])
+    env = read(old, messages.read_arch_warning)[2]
+    assert [(g.index, g.name, g.compute_capability) for g in env.gpus] == [(0, "GeForce 820M", "2.1")]
+    quoted = "It says the card is one which is of cuda capability 2.1.\n" + text
+    assert [m.gpu for m in read(quoted, messages.read_arch_warning)[2].messages] == ["GeForce 820M"]
+    minimum = "The minimum cuda capability supported by this library is 3.7."
+    above = "\n".join(lines[:5] + [minimum] + lines[5:])
+    assert read(above, messages.read_arch_warning)[2].messages[0].minimum is None
+
+
 @pytest.mark.parametrize("edit", [
     ("Found GPU0 GeForce 820M", "Found GPU GeForce 820M"),  # no index
     ("which is of cuda capability 2.1.", "which is of cuda capability 2."),
