@@ -70,6 +70,7 @@ def test_the_older_warning_names_the_minimum_on_the_lines_after_it():
     lines = text.split("\n")
     minimum = "    The minimum cuda capability supported by this library is 3.7."
     found, paste, env = read("\n".join(lines[:8] + [minimum] + lines[8:]), messages.read_arch_warning)
+    assert found is True
     assert [(m.gpu, m.compute_capability, m.minimum) for m in env.messages] == [("GeForce 820M", "2.1", "3.7")]
     assert paste.kind[8] == "torch warning"
     found, paste, env = read("\n".join(lines[:7] + ["", "", ""] + [minimum] + lines[7:]), messages.read_arch_warning)
@@ -313,9 +314,13 @@ def test_the_runtimes_insufficient_driver_error_claims_the_call_that_returned_35
     assert paste.kind[8] == "CUDA error"
     found, paste, env = read(text.replace("returned 35", "returned 36"), messages.read_kernel_errors)
     assert paste.kind[8] is None and paste.kind[9] == "CUDA error"
-    # the message first in the paste: nothing above it
-    found, paste, env = read("\n".join(text.split("\n")[9:]), messages.read_kernel_errors)
-    assert paste.kind[0] == "CUDA error"
+    # the message first in the paste: nothing above it (the paste's last line is not above it)
+    lines = text.split("\n")
+    found, paste, env = read("\n".join(lines[9:] + [lines[8]]), messages.read_kernel_errors)
+    assert paste.kind[0] == "CUDA error" and paste.kind[-1] is None
+    # the call that returned 35 on the paste's first line
+    found, paste, env = read("\n".join(lines[8:]), messages.read_kernel_errors)
+    assert paste.kind[0] == "CUDA error" and paste.kind[1] == "CUDA error"
 
 
 def test_jax_says_the_runtime_is_insufficient_in_its_versions_helpers():
@@ -335,6 +340,16 @@ def test_a_no_kernel_image_error_is_torchs_when_its_line_says_torchs_words(words
     found, paste, env = read(line, messages.read_kernel_errors)
     assert [(m.tool, m.kind) for m in env.messages] == [(tool, "no_kernel_image")]
     assert paste.kind[0] == ("torch error" if tool == "torch" else "CUDA error")
+
+
+def test_a_cuda_programs_no_kernel_image_error_claims_its_advice_as_a_cuda_error():
+    """pytorch#149845's error without torch's "RuntimeError: CUDA error: " (the smallest edit: a CUDA program's own
+    words): the runtime's error, its advice lines the same."""
+    lines = paste_body("torch-error_no-kernel-image_repl-tensor-compare_5090D-nightly-cu128_pytorch149845").split("\n")
+    text = "\n".join([lines[9].replace("RuntimeError: CUDA error: ", "")] + lines[10:13])
+    found, paste, env = read(text, messages.read_kernel_errors)
+    assert [(m.tool, m.kind) for m in env.messages] == [("cuda runtime", "no_kernel_image")]
+    assert claimed(paste) == {i: "CUDA error" for i in range(4)}
 
 
 def test_the_no_kernel_image_message_claims_at_most_four_lines_after_it():
