@@ -681,6 +681,32 @@ def test_a_message_said_twice_is_kept_once():
     assert len(env.messages) == 1
 
 
+KERNEL = "no kernel image is available for execution on the device"  # pytorch#149845's error, the key words first
+
+
+def test_clip_bounds():
+    """_clip on pytorch#149845's error with prose around it (the lengths and periods are the edits)."""
+    advice = ". CUDA kernel errors might be asynchronously reported at some other API call" + "y" * 100
+    assert messages._clip(KERNEL + advice) == KERNEL + "."  # the key words at the line's start
+    exactly = KERNEL + ". " + "w" * (160 - len(KERNEL) - 2)
+    assert len(exactly) == 160 and messages._clip(exactly) == exactly  # 160 characters: kept whole
+    longer = exactly + "w"
+    assert messages._clip(longer) == KERNEL + "."
+    before = "x" * 100 + ". RuntimeError: CUDA error: " + KERNEL + advice  # a period before the key words
+    at = before.find("no kernel image")
+    assert messages._clip(before) == "..." + before[at - 80:before.find(". ", at) + 1]
+    # the first period 240 characters after the key words is too far: cut there, without it
+    far = "RuntimeError: CUDA error: " + KERNEL + "z" * (240 - len(KERNEL)) + ". then more" + "q" * 50
+    at = far.find("no kernel image")
+    assert far.find(". ", at) == at + 240 and messages._clip(far) == far[:at + 240]
+    near = far.replace("z. then", ". zthen")
+    assert messages._clip(near) == near[:at + 240]
+    # no period: cut 240 characters after the key words, on a letter
+    none = "RuntimeError: CUDA error: " + KERNEL + "z " * 200
+    at = none.find("no kernel image")
+    assert none[at + 240] != " " and messages._clip(none) == none[:at + 240].strip()
+
+
 @pytest.mark.parametrize("text, clipped", [
     ("short line: no kernel image", "short line: no kernel image"),
     ("x" * 100 + " RuntimeError: CUDA error: no kernel image is available for execution on the device. "
