@@ -225,12 +225,13 @@ def test_package_candidate_pattern_means_what_the_plain_one_means():
     from cudamatrix.detect.pastes import packages
 
     plain = re.compile(r"[ \t]*(?:\[(?:pip\d?|conda)\]|Package[ \t]|# |-{3,}|[-*][ \t]{1,4}`|"
-                       r"[A-Za-z0-9][\w.+-]{0,100}(?:==|[ \t]+\d))")
+                       r"[A-Za-z0-9_][\w.+-]{0,100}(?:==|[ \t]+\d))")  # "_": conda's "_libgcc_mutex" rows
     corpus = Path(__file__).parent.parent / "data" / "pastes"
     lines = [line for p in sorted(corpus.glob("*.txt")) for line in p.read_text(encoding="utf-8").split("\n")]
     for n in (99, 100, 101, 102):
         name = "a" * n
         lines += [f"{name}==1.0", f"{name} 1.0", f"{name}\t2", f"{name}=1", f"{name}.x 3", f"{name} x", name]
-    lines += ["torch 2.3.0", "torch==2.3", "torch  =2", "a-b.c+d 1", "-torch 1", "numpy", "x 1", "x= =1"]
+    lines += ["torch 2.3.0", "torch==2.3", "torch  =2", "a-b.c+d 1", "-torch 1", "numpy", "x 1", "x= =1",
+              "_libgcc_mutex             0.1"]
     assert [bool(packages._CANDIDATE.match(s)) for s in lines] == [bool(plain.match(s)) for s in lines]
     assert sum(bool(plain.match(s)) for s in lines) > 100  # the corpus has package lists

@@ -44,11 +44,11 @@ def read_arch_warning(paste: Paste, env: Environment) -> bool:
     for i in paste.having(_ARCH):
         line = paste.lines[i]
         at = line.find(_ARCH)
-        m = _ARCH_REST.match(line, at + len(_ARCH), at + len(_ARCH) + 80)
+        m = _ARCH_REST.match(line, at + len(_ARCH))  # anchored and bounded: at most 61 characters
         if m is None:
             continue
         name = _gpu_name(line[:at])
-        cc = normalize_cc("sm_" + m.group(1))
+        cc = normalize_cc(m.group(1))  # "120" -> "12.0"
         archs, ptx = _arch_list(paste, i, line[m.end():])
         _gpu_fact(env, name, cc, None)
         _say(env, ToolMessage(tool="torch", kind="arch_unsupported", text=line.strip()[:300], gpu=name,
@@ -113,13 +113,12 @@ def _targets(words: list[str]) -> tuple[list[str], list[str]]:
     for word in words:
         word = word.strip(_QUOTES)
         kind = archs if word.startswith("sm_") else ptx if word.startswith("compute_") else None
-        try:
-            cc = normalize_cc(word) if kind is not None else None
-        except ValueError:
-            cc = None
-        if kind is None or cc is None:
+        if kind is None:
             break
-        kind.append(cc)
+        try:
+            kind.append(normalize_cc(word))
+        except ValueError:
+            break
     return archs, ptx
 
 
@@ -133,7 +132,7 @@ def _claim_warning(paste: Paste, i: int, kind: str) -> None:
     for j in range(i + 1, min(i + 5, len(lines))):
         body = lines[j].strip()
         if body and not any(t in body for t in _WARNING_TAIL):
-            break
+            return
         if body:
             paste.claim(j, kind)
 
@@ -142,8 +141,9 @@ def _gpu_fact(env: Environment, name: str | None, cc: str, index: int | None) ->
     """The GPU a message names: the known GPU of that name (or a truncated one it completes) gains its compute
     capability; otherwise it is one more GPU."""
     def same(g: GpuInfo) -> bool:
-        have = g.name or ""
-        return name is not None and (have == name or have.endswith("...") and name.startswith(have[:-3].rstrip()))
+        have = g.name
+        return name is not None and have is not None and (
+            have == name or have.endswith("...") and name.startswith(have[:-3].rstrip()))
 
     known = next((g for g in env.gpus if same(g)), None)
     if known is None and index is not None:
@@ -316,34 +316,34 @@ def read_jax(paste: Paste, env: Environment) -> bool:
     lines = paste.lines
     for i in paste.having(*_JAX_BACKEND, ", but JAX was built against version", "Outdated "):
         line = lines[i][:2000]
-        said = _jax_found(line) or _jax_outdated(paste, i, line) or _jax_missing(line)
+        text = line.strip()[:300]
+        said = _jax_found(line, text) or _jax_outdated(paste, i, line, text) or _jax_missing(line, text)
         if said is None and not any(b in line for b in _JAX_BACKEND):
             continue
         if said is not None:
-            said.text = line.strip()[:300]
             _say(env, said)
         paste.claim(i, "JAX error")
         found = True
     return found
 
 
-def _jax_found(line: str) -> ToolMessage | None:
+def _jax_found(line: str, text: str) -> ToolMessage | None:
     m = _JAX_FOUND.search(line)
     if m is None:
         return None
     name = m.group(1)
-    return ToolMessage(tool="jax", kind="library_version", text="", library=_component(name),
+    return ToolMessage(tool="jax", kind="library_version", text=text, library=_component(name),
                        found=_jax_version(name, m.group(2)), built=_jax_version(name, m.group(3)))
 
 
-def _jax_outdated(paste: Paste, i: int, line: str) -> ToolMessage | None:
+def _jax_outdated(paste: Paste, i: int, line: str, text: str) -> ToolMessage | None:
     """"Outdated cuDNN installation found." and, on the lines after it, the versions built against, accepted
     and installed."""
     m = _JAX_OUTDATED.search(line)
     if m is None:
         return None
     name = m.group(1)
-    said = ToolMessage(tool="jax", kind="library_version", text="", library=_component(name))
+    said = ToolMessage(tool="jax", kind="library_version", text=text, library=_component(name))
     for j in range(i + 1, min(i + 6, len(paste.lines))):
         body = paste.lines[j]
         for attr, label in _JAX_LINES.items():
@@ -355,11 +355,11 @@ def _jax_outdated(paste: Paste, i: int, line: str) -> ToolMessage | None:
     return said
 
 
-def _jax_missing(line: str) -> ToolMessage | None:
+def _jax_missing(line: str, text: str) -> ToolMessage | None:
     m = _JAX_MISSING.search(line)
     if m is None:
         return None
-    return ToolMessage(tool="jax", kind="library_missing", text="", library=_component(m.group(1)))
+    return ToolMessage(tool="jax", kind="library_missing", text=text, library=_component(m.group(1)))
 
 
 def _component(name: str) -> str:
@@ -467,8 +467,8 @@ def read_tf_devices(paste: Paste, env: Environment) -> bool:
     for i in paste.having("with properties"):
         m = _TF_FOUND.search(lines[i][:600])
         gpu = _tf_properties(lines[i + 1][:600]) if m and i + 1 < len(lines) else None
-        if gpu is not None:
-            gpu.index = int(m.group(1)) if m else 0
+        if m and gpu is not None:  # a GPU only after "Found device N"
+            gpu.index = int(m.group(1))
             merge_gpus(env, [gpu])
             paste.claim_range(i, min(i + 3, len(lines) - 1), "TensorFlow/XLA log")
             found = True

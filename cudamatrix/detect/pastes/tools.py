@@ -15,8 +15,9 @@ _NVCC_SHORT = re.compile(r"Cuda compilation tools, release (?P<short>\d{1,3}\.\d
 _PROC = re.compile(r"Kernel Module(?: {1,4}for {1,4}\S{1,40})? {1,4}(?P<v>\d{1,4}\.\d{1,4}(?:\.\d{1,4})?)")
 _DQ_VERSIONS = re.compile(r"CUDA Driver Version / Runtime Version {1,40}(\d{1,3}\.\d{1,3}) {0,4}/ {0,4}(\d{1,3}\.\d{1,3})")
 _DQ_DEVICE = re.compile(r'Device (\d{1,3}): "([^"\n]{1,200})"')
-_MISMATCH = re.compile(r"NVRM: API mismatch: the client has the version ([\d.]{1,20}), but\s{1,20}NVRM: this kernel "
-                       r"module has the version ([\d.]{1,20})")
+# the versions without the period that ends the kernel's sentence ("... has the version 510.73.05.  Please")
+_MISMATCH = re.compile(r"NVRM: API mismatch: the client has the version (\d{1,4}(?:\.\d{1,4}){0,3}), but\s{1,20}NVRM: "
+                       r"this kernel module has the version (\d{1,4}(?:\.\d{1,4}){0,3})")
 
 
 def _lines_with(paste: Paste, needle: str) -> list[int]:
@@ -49,10 +50,10 @@ def _ldconfig_entry(line: str) -> tuple[str, str, str] | None:
     soname_flags, arrow, path = line.partition("=>")
     if not arrow:
         return None
-    soname, paren, flags = soname_flags.strip().partition(" (")
-    if not paren or ")" not in flags or " " in soname.strip() or not path.strip():
+    soname, _, flags = soname_flags.strip().partition(" (")  # no " (": no flags, so no ")" in them
+    if ")" not in flags or " " in soname.strip() or not path.strip():
         return None
-    return soname.strip(), flags[:flags.index(")")], path.split()[0] if path.split() else ""
+    return soname.strip(), flags[:flags.index(")")], path.split()[0]
 
 
 def read_ldconfig(paste: Paste, env: Environment) -> bool:
@@ -128,23 +129,21 @@ def read_device_query(paste: Paste, env: Environment) -> bool:
         merge_driver(env, Driver(cuda_version=m.group(1), source="report:deviceQuery"))
         env.toolkits.append(Toolkit(source="report:deviceQuery runtime", version=m.group(2)))
     gpu: GpuInfo | None = None
-    start = None
+    inside = False  # from a line naming deviceQuery to its "Result = " line
     for i, line in enumerate(paste.lines):
         body = line.strip()
-        d = _DQ_DEVICE.match(body) if body.startswith("Device ") else None
+        d = _DQ_DEVICE.match(body)  # anchored: it begins with "Device "
         if d:
             merge_gpus(env, [GpuInfo(index=int(d.group(1)), name=d.group(2), source="report:deviceQuery")])
             gpu = next(g for g in env.gpus if g.index == int(d.group(1)))
-        if "deviceQuery" in body or "CUDA Device Query" in body:
-            start = i if start is None else start
-        if start is None:
+        inside = inside or "deviceQuery" in body or "CUDA Device Query" in body
+        if not inside:
             continue
         if gpu is not None:
             _device_fact(gpu, body)
         if body and paste.free(i):
             paste.claim(i, "deviceQuery")
-        if body.startswith("Result = "):
-            start = None
+        inside = not body.startswith("Result = ")
     return True
 
 
