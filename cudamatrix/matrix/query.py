@@ -140,6 +140,7 @@ def suggest_gpus(matrix: Matrix, name: str, n: int = 3) -> list[str]:
         [g.name for g in matrix.gpus.gpus if _norm_name(name).split(" ")[-1] in _norm_name(g.name)][:n]
 
 
+@lru_cache(maxsize=256)  # per (matrix, compute capability): a matrix is a frozen record, hashed by identity
 def architecture(matrix: Matrix, cc: str) -> Architecture | None:
     cc = normalize_cc(cc)
     base = cc.rstrip("af")
@@ -149,6 +150,7 @@ def architecture(matrix: Matrix, cc: str) -> Architecture | None:
     return None
 
 
+@lru_cache(maxsize=256)  # per (matrix, version), as architecture
 def cuda_release(matrix: Matrix, version: str | Version) -> CudaRelease | None:
     v = Version(str(version))
     best = None
@@ -172,6 +174,7 @@ def driver_max_cuda(matrix: Matrix, driver: str) -> Version | None:
     return best.max_cuda if best else None
 
 
+@lru_cache(maxsize=4096)  # a fleet's thousands of drivers, each compared with every floor
 def driver_version(text: str) -> tuple[int, ...]:
     """'535.104.05' -> (535, 104, 5). Raises ValueError."""
     parts = text.strip().split(".")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import types
 import typing
+from functools import lru_cache
 from typing import Annotated, Any, Callable, Literal, TypeVar, Union
 
 from cudamatrix.errors import CudamatrixError, DataError
@@ -65,6 +66,7 @@ def normalize_cc(value: Any) -> str:
     return f"{int(major)}.{int(minor)}{suffix}"
 
 
+@lru_cache(maxsize=512)  # a pure function of text, asked per rule, GPU and build: a fleet's check asks it millions of times
 def cc_key(cc: str) -> tuple[int, int]:
     """Sort key of a compute capability ("8.6" -> (8, 6)), ignoring an a/f suffix."""
     major, _, minor = cc.rstrip("af").partition(".")
