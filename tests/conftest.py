@@ -1,6 +1,7 @@
 """Fixtures shared by the tests that build throwaway virtual environments."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -14,6 +15,14 @@ sys.path.insert(0, str(Path(__file__).parent))  # the test helpers (localindex, 
 
 from localindex import make_venv  # noqa: E402
 
+DURATIONS = Path(__file__).parent / "durations.json"  # seconds per test file, from a run of the README command
+
+
+def pytest_addoption(parser) -> None:
+    parser.addoption("--store-durations", action="store_true",
+                     help=f"write each test file's seconds (setup, call and teardown) to {DURATIONS.name}: the "
+                          "order the suite's files are handed out in")
+
 
 def pytest_configure(config) -> None:
     """Ctrl-C as a terminal delivers it, even when the suite itself was started where SIGINT is ignored (a shell
@@ -25,6 +34,25 @@ def pytest_configure(config) -> None:
 
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    # pytest-xdist (3.x) hands out --dist loadfile's files sorted by their number of tests, most first, unless
+    # told not to: that put the few long files (a Ray cluster, a notebook kernel, a Docker build's stages) last,
+    # one worker running them alone at the end. The order below is kept instead.
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+_SECONDS: Counter = Counter()  # test file -> seconds, for --store-durations
+
+
+def pytest_runtest_logreport(report) -> None:
+    """Each file's seconds, summed over its tests' phases (xdist's controller receives every worker's reports)."""
+    _SECONDS[report.nodeid.split("::", 1)[0]] += report.duration
+
+
+def pytest_sessionfinish(session) -> None:
+    if session.config.getoption("store_durations") and not hasattr(session.config, "workerinput"):
+        DURATIONS.write_text(json.dumps({name: round(value, 1) for name, value in sorted(_SECONDS.items())},
+                                        indent=0) + "\n", encoding="utf-8")
 
 
 def pytest_collection_modifyitems(config, items) -> None:
@@ -33,19 +61,38 @@ def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
         if item.get_closest_marker("installs") and not item.get_closest_marker("slow"):
             item.add_marker(pytest.mark.slow)
-    # The files with the most such tests first, each file's tests in their own order (a stable sort): the README
-    # runs the suite in two workers, one file each at a time (--dist loadfile), and a long file taken last keeps
-    # one worker busy alone at the end; longest first, the short files fill in the gaps.
-    weight = Counter((item.path, bool(item.get_closest_marker("installs"))) for item in items
-                     if item.get_closest_marker("slow"))
-    items.sort(key=lambda item: (-weight[item.path, True], -weight[item.path, False]))
+    # The longest files first, each file's tests in their own order (a stable sort): the README runs the suite in
+    # two workers, one file each at a time (--dist loadfile), and a long file taken last keeps one worker busy
+    # alone at the end; longest first, the short files fill in the gaps. A file's length is what the last
+    # --store-durations run measured; a file it did not see counts 5 s per installing test and 1 s per slow one.
+    try:
+        measured = json.loads(DURATIONS.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        measured = {}
+    guess = Counter()
+    for item in items:
+        if item.get_closest_marker("slow"):
+            guess[item.nodeid.split("::", 1)[0]] += 5 if item.get_closest_marker("installs") else 1
+    items.sort(key=lambda item: -measured.get(item.nodeid.split("::", 1)[0], guess[item.nodeid.split("::", 1)[0]]))
 
 
 @pytest.fixture(scope="session")
 def template_venv(tmp_path_factory) -> Path:
-    """One `python -m venv` (with pip from ensurepip, nothing downloaded) that tests copy, not modify."""
-    path = tmp_path_factory.mktemp("tpl") / "venv"
-    make_venv(path)
+    """One `python -m venv` (with pip from ensurepip, nothing downloaded) that tests copy, not modify: one for
+    the whole run, the xdist workers' too (each worker's temporary folder is in the run's own; ensurepip writes
+    pip's bytecode, about 7 s of CPU a venv). The first worker builds it under a lock, the others wait."""
+    import fcntl
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent
+    path = root / "template-venv"
+    with open(root / "template-venv.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (root / "template-venv.done").exists():
+            shutil.rmtree(path, ignore_errors=True)  # a build that failed half-way, in a worker before this one
+            make_venv(path)
+            (root / "template-venv.done").touch()
     return path
 
 
