@@ -134,8 +134,9 @@ def _connect(ray, address: str | None, timeout: float) -> None:
 
     def init() -> None:
         try:
-            ray.init(address=address or "auto", log_to_driver=False, logging_level="ERROR",
-                     include_dashboard=False, configure_logging=False)
+            # connecting only (an address, or "auto": never a new cluster), so ray.init's include_dashboard is
+            # never read, and its logging_level is "ignored unless configure_logging is true" (its docstring)
+            ray.init(address=address or "auto", log_to_driver=False, configure_logging=False)
         except Exception as exc:  # reported below, in the caller's thread
             box["error"] = exc
 

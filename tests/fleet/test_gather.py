@@ -475,3 +475,26 @@ def test_a_cluster_that_does_not_answer_in_time_is_a_usage_error(ray_cluster: di
             assert thread.daemon  # never keeps the process alive
             thread.join(120)
     ray.shutdown()
+
+
+@pytest.mark.slow  # the Ray cluster of the tests above, connected to twice
+def test_gather_ray_without_an_address_connects_to_the_cluster_ray_finds(ray_cluster: dict, monkeypatch):
+    """No --address: Ray's "auto", which reads RAY_ADDRESS first; the messages then name "auto"."""
+    import threading
+
+    import ray
+
+    from cudamatrix.fleet.gather import _connect, gather_ray
+
+    monkeypatch.setenv("RAY_ADDRESS", ray_cluster["address"])
+    _connect(ray, None, 30.0)
+    try:
+        assert ray.is_initialized() and ray.get_runtime_context().gcs_address == ray_cluster["address"]
+    finally:
+        ray.shutdown()
+    error = pytest.raises(UsageError, gather_ray, None, 0.001).value
+    assert error.message == "no Ray cluster answered at auto within 0.001s"
+    for thread in threading.enumerate():
+        if thread.name.endswith("(init)"):
+            thread.join(120)
+    ray.shutdown()
