@@ -5,7 +5,12 @@
 - ``head``: the H200 lent to the project (tests/data/gpu_h200/detect.json), one CPU;
 - ``busy``: the H100 lent to the project (tests/data/gpu_speed), no CPU free (a gather task asks none);
 - ``refused``: a node file detect refuses (an unknown key), so its answer is detect's error;
-- ``gone``: started, then stopped: listed by Ray as a dead node.
+- ``gone``: started, then stopped: listed by Ray as a dead node;
+- ``hung`` and ``dies``: no saved machine, so their detect probes this one live and, NVML absent here, runs the
+  ``nvidia-smi`` first on its raylet's PATH: a stand-in that replays a real table (tests/data), or, once armed by a
+  test (a file ``armed`` beside it), freezes the worker that runs detect (``kill -STOP``: a process stuck in a
+  hung driver, which no limit of detect's own can end) on ``hung``, kills it (``kill -9``, as the OOM killer
+  does) on ``dies``.
 
 Ray binds a local cluster to the host's own address, so nothing leaves the machine. Starting it takes 10 to 20 s
 here. A mutation run starts a pytest session per mutant, so it may start the cluster once and name it in
@@ -29,38 +34,70 @@ DATA = Path(__file__).parent / "data"
 NODES = {"head": DATA / "gpu_h200" / "detect.json",
          "busy": DATA / "gpu_speed" / "h100-2026-11-27e" / "detect.json"}
 ARGS = {"num_cpus": 1, "object_store_memory": 80 * 1024 * 1024, "include_dashboard": False}
+SMI = """#!/bin/sh
+here=$(dirname "$0")
+if rm "$here/armed" 2>/dev/null; then
+ARMED
+fi
+case "$1" in --query-gpu=*) exit 6 ;; *) cat "$here/table.txt" ;; esac
+"""
+ARMED = {  # what an armed stand-in does to the worker that runs it ($PPID), once (the file is removed)
+    # frozen, as a process stuck in a hung driver is (detect's own limits cannot end it); the pid is written for
+    # the test, and the worker woken after a minute if nothing killed it
+    "hung": 'echo "$PPID" > "$here/worker"; (sleep 60; kill -CONT "$PPID") >/dev/null 2>&1 & kill -STOP "$PPID"',
+    "dies": 'kill -9 "$PPID"; exit 137',  # killed, as the OOM killer does
+}
+TABLE = DATA / "nvidia-smi" / "580.65.06_rtx5090.txt"  # first line: its public source
 
 
 @contextlib.contextmanager
-def started(nodes: list[tuple[Path, dict]]):
-    """A Cluster of these nodes, the first its head: each ``(the saved environment its detect answers with, its
-    Cluster node arguments)``; yields ``(cluster, [node, ...])``. Every Ray process it started is stopped afterwards,
-    also when the caller fails, and the environment variables it set are put back."""
+def started(nodes: list[tuple[Path | dict[str, str | None], dict]]):
+    """A Cluster of these nodes, the first its head: each ``(the saved environment its detect answers with, or the
+    environment variables its raylet starts with (None: unset), its Cluster node arguments)``; yields
+    ``(cluster, [node, ...])``. Every Ray process it started is stopped afterwards, also when the caller fails, and
+    the environment variables it set are put back."""
     from ray.cluster_utils import Cluster
 
-    saved = {k: os.environ.get(k) for k in ("CUDAMATRIX_DETECT_ENV", "RAY_USAGE_STATS_ENABLED")}
+    own = [{"CUDAMATRIX_DETECT_ENV": str(env)} if isinstance(env, Path) else env for env, _ in nodes]
+    keys = {k for env in own for k in env}
+    saved = {k: os.environ.get(k) for k in keys | {"RAY_USAGE_STATS_ENABLED"}}
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
     made = None
     try:
-        # a raylet's workers inherit its environment: the variable is set before each node starts
-        os.environ["CUDAMATRIX_DETECT_ENV"] = str(nodes[0][0])
-        made = Cluster(initialize_head=True, head_node_args=nodes[0][1])
-        handles = [made.head_node]
-        for path, args in nodes[1:]:
-            os.environ["CUDAMATRIX_DETECT_ENV"] = str(path)
-            handles.append(made.add_node(**args))
+        handles = []
+        for env, (_, args) in zip(own, nodes, strict=True):
+            _put({**{k: saved[k] for k in keys}, **env})  # a raylet's workers inherit its environment
+            if made is None:
+                made = Cluster(initialize_head=True, head_node_args=args)
+                handles.append(made.head_node)
+            else:
+                handles.append(made.add_node(**args))
         made.wait_for_nodes()
         yield made, handles
     finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        _put(saved)
         if made is not None:
             every = made.list_all_nodes()
             made.shutdown()  # kills each node's processes and waits for them
             assert not [p for n in every for p in n.live_processes()]
+
+
+def _put(values: dict[str, str | None]) -> None:
+    """Set these environment variables (None: unset)."""
+    for key, value in values.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+def _stand_in(folder: Path, kind: str) -> dict[str, str | None]:
+    """The environment of a node that probes this machine live with the ``kind`` stand-in nvidia-smi first on PATH."""
+    folder.mkdir()
+    (folder / "nvidia-smi").write_text(SMI.replace("ARMED", ARMED[kind]))
+    (folder / "nvidia-smi").chmod(0o755)
+    (folder / "table.txt").write_text(TABLE.read_text().partition("\n")[2])
+    return {"CUDAMATRIX_DETECT_ENV": None, "PATH": f"{folder}{os.pathsep}{os.environ.get('PATH', os.defpath)}"}
 
 
 @contextlib.contextmanager
@@ -69,14 +106,16 @@ def cluster(folder: Path) -> Iterator[dict]:
     workers' interpreter}``."""
     refused = folder / "refused.json"
     refused.write_text(json.dumps({"drivers": {}}))
-    nodes = [(NODES["head"], ARGS), (NODES["busy"], {**ARGS, "num_cpus": 0}), (refused, ARGS), (refused, ARGS)]
+    nodes = [(NODES["head"], ARGS), (NODES["busy"], {**ARGS, "num_cpus": 0}), (refused, ARGS),
+             (_stand_in(folder / "hung", "hung"), ARGS), (_stand_in(folder / "dies", "dies"), ARGS), (refused, ARGS)]
     with started(nodes) as (made, handles):
         gone = handles.pop()
         made.remove_node(gone)
         made.wait_for_nodes()  # until Ray counts it dead
-        kinds = {h.node_id: kind for h, kind in zip(handles, ("head", "busy", "refused"), strict=True)}
+        kinds = {h.node_id: kind for h, kind in zip(handles, ("head", "busy", "refused", "hung", "dies"), strict=True)}
         yield {"address": made.address, "nodes": kinds, "gone": gone.node_id, "refused": str(refused),
-               "python": sys.executable}  # the interpreter of every node's workers
+               "python": sys.executable,  # the interpreter of every node's workers
+               "armed": {kind: str(folder / kind / "armed") for kind in ARMED}, "worker": str(folder / "hung" / "worker")}
 
 
 def main(out: str) -> None:

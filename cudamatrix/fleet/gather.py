@@ -90,10 +90,10 @@ def gather_ray(address: str | None = None, timeout: float = 300.0, progress: Pro
         names = _unique_names([(n.get("NodeManagerHostname"), n["NodeID"]) for n in alive])
         task = ray.remote(num_cpus=0, num_gpus=0, max_retries=0)(_detect_on_node)
         refs = {}
-        for info, name in zip(alive, names, strict=False):
+        for i, info in enumerate(alive):  # a name per alive node
             strategy = NodeAffinitySchedulingStrategy(node_id=info["NodeID"], soft=False)
             refs[task.options(scheduling_strategy=strategy).remote()] = Node(
-                name, info.get("NodeManagerHostname"), info["NodeID"])
+                names[i], info.get("NodeManagerHostname"), info["NodeID"])
         gathered = Gathered("ray")
         pending = list(refs)
         while pending:
@@ -134,9 +134,9 @@ def _connect(ray, address: str | None, timeout: float) -> None:
 
     def init() -> None:
         try:
-            ray.init(address=address or "auto", log_to_driver=False, logging_level="ERROR",
-                     include_dashboard=False, configure_logging=False)
-            box["ok"] = True
+            # connecting only (an address, or "auto": never a new cluster), so ray.init's include_dashboard is
+            # never read, and its logging_level is "ignored unless configure_logging is true" (its docstring)
+            ray.init(address=address or "auto", log_to_driver=False, configure_logging=False)
         except Exception as exc:  # reported below, in the caller's thread
             box["error"] = exc
 

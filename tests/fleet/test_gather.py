@@ -14,6 +14,7 @@ import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -358,26 +359,41 @@ def ray_cluster(tmp_path_factory) -> Iterator[dict]:
         yield made
 
 
-@pytest.mark.slow  # a Ray cluster: 10 to 20 s to start, once; about 3 s to gather
-def test_gather_ray_asks_every_alive_node_on_that_node(ray_cluster: dict):
-    """One task per alive node, run there (each node answers for its own saved machine), also where no CPU is
-    free; a node whose detect refuses its input gives detect's message; the dead node is not asked; names are
-    hostname-node id where hostnames repeat (every node of this cluster is this machine)."""
+@pytest.fixture(scope="module")
+def ray_gathered(ray_cluster: dict) -> tuple[Any, list[tuple], float]:
+    """One gather over the whole cluster, nothing armed: (what gather_ray returned, its progress calls, its wall
+    time, which the test of a node that never answers takes as this machine's pace)."""
+    import time
+
+    from cudamatrix.fleet.gather import gather_ray
+
+    for armed in ray_cluster["armed"].values():  # left by a gather that ended before a stand-in ran
+        Path(armed).unlink(missing_ok=True)
+    seen: list[tuple] = []
+    start = time.monotonic()
+    gathered = gather_ray(ray_cluster["address"], 60.0, lambda *a: seen.append(a))
+    return gathered, seen, time.monotonic() - start
+
+
+@pytest.mark.slow  # a Ray cluster: 10 to 20 s to start, once; 3 to 10 s to gather
+def test_gather_ray_asks_every_alive_node_on_that_node(ray_cluster: dict, ray_gathered: tuple):
+    """One task per alive node, run there (each node answers for its own saved machine, or probes this one live
+    with the nvidia-smi on its PATH), also where no CPU is free; a node whose detect refuses its input gives
+    detect's message; the dead node is not asked; names are hostname-node id where hostnames repeat (every node of
+    this cluster is this machine)."""
     import socket
 
     import ray
 
     from cudamatrix.detect import load_environment
-    from cudamatrix.fleet.gather import gather_ray
     from cudamatrix.schema import to_dict
 
     kinds = ray_cluster["nodes"]
-    seen: list[tuple] = []
-    gathered = gather_ray(ray_cluster["address"], 30.0, lambda *a: seen.append(a))
+    gathered, seen, _ = ray_gathered
     assert not ray.is_initialized()  # the driver's connection is closed
-    assert gathered.engine == "ray" and 0 < gathered.seconds < 30
+    assert gathered.engine == "ray" and 0 < gathered.seconds < 60
     by_kind = {kinds[n.engine_id]: n for n in gathered.nodes}
-    assert sorted(by_kind) == ["busy", "head", "refused"] and len(gathered.nodes) == 3
+    assert sorted(by_kind) == ["busy", "dies", "head", "hung", "refused"] and len(gathered.nodes) == 5
     host = socket.gethostname()
     for node in gathered.nodes:
         assert (node.name, node.hostname, node.python) == (f"{host}-{node.engine_id[:12]}", host,
@@ -386,11 +402,58 @@ def test_gather_ray_asks_every_alive_node_on_that_node(ray_cluster: dict):
         got = to_dict(by_kind[kind].environment)
         want = to_dict(load_environment(str(path)))
         assert by_kind[kind].error is None and got.pop("notes")[:-1] == want.pop("notes") and got == want
+    for kind in ("hung", "dies"):  # unarmed: the real table their nvidia-smi replays
+        env = by_kind[kind].environment
+        assert by_kind[kind].error is None and env.origin == "live" and env.hostname == host
+        assert (env.driver.version, env.driver.source, [g.name for g in env.gpus]) == (
+            "580.65.06", "nvidia-smi", ["NVIDIA GeForce RTX 5090"])
     refused = by_kind["refused"]
     assert refused.environment is None and refused.error == f"{ray_cluster['refused']}: drivers: unknown key"
-    assert [s[0] for s in seen] == [1, 2, 3] and {s[1] for s in seen} == {3}
+    assert [s[0] for s in seen] == [1, 2, 3, 4, 5] and {s[1] for s in seen} == {5}
     assert sorted(s[2:] for s in seen) == sorted((n.name, n.error or "ok") for n in gathered.nodes)
     assert [s[2] for s in seen] == [n.name for n in gathered.nodes]  # in the order they answered
+
+
+@pytest.mark.slow  # waits out its timeout: twice the unarmed gather's time, and 2 s
+def test_gather_ray_keeps_a_node_that_never_answers_and_one_whose_worker_died(ray_cluster: dict,
+                                                                             ray_gathered: tuple):
+    """Armed: the worker running detect on ``hung`` is frozen by nvidia-smi (a GPU fallen off the bus), the one on
+    ``dies`` killed. The gather ends at its timeout, not later, and the frozen node's progress line says it gave
+    no answer in time; the dead worker's task is not run again (it would answer now: the stand-in kills once) and
+    its Ray error is that node's; both keep the hostname Ray lists for them."""
+    import socket
+    import time
+
+    from cudamatrix.fleet.gather import gather_ray
+
+    kinds = ray_cluster["nodes"]
+    timeout = round(2 * ray_gathered[2] + 2, 1)  # twice this machine's pace: time for the nodes that answer
+    for armed in ray_cluster["armed"].values():
+        Path(armed).write_text("")
+    seen: list[tuple] = []
+    ended: list[float] = []
+
+    def progress(*line) -> None:
+        seen.append(line)
+        if line[3].startswith("no answer"):
+            ended.append(time.monotonic() - start)
+
+    start = time.monotonic()
+    gathered = gather_ray(ray_cluster["address"], timeout, progress)
+    assert timeout <= ended[0] < timeout + 1.5 and timeout <= gathered.seconds  # the wait ends at the timeout
+    assert not any(Path(armed).exists() for armed in ray_cluster["armed"].values())  # both stand-ins ran
+    by_kind = {kinds[n.engine_id]: n for n in gathered.nodes}
+    assert [kinds[n.engine_id] for n in gathered.nodes][-1] == "hung" and len(gathered.nodes) == 5
+    host = socket.gethostname()
+    hung, dies = by_kind["hung"], by_kind["dies"]
+    assert (hung.name, hung.hostname, hung.environment, hung.python, hung.error) == (
+        f"{host}-{hung.engine_id[:12]}", host, None, None, f"no answer within {timeout:g}s")
+    assert (dies.name, dies.hostname, dies.environment, dies.python) == (
+        f"{host}-{dies.engine_id[:12]}", host, None, None)
+    assert dies.error == ("the Ray task failed: WorkerCrashedError: The worker died unexpectedly while executing "
+                          "this task. Check python-core-worker-*.log files for more information.")
+    assert [by_kind[k].error is None for k in ("head", "busy")] == [True, True]
+    assert seen == [(i + 1, 5, n.name, n.error or "ok") for i, n in enumerate(gathered.nodes)]
 
 
 @pytest.mark.slow  # the Ray cluster of the test above, and the late connection's end
@@ -410,5 +473,28 @@ def test_a_cluster_that_does_not_answer_in_time_is_a_usage_error(ray_cluster: di
     for thread in threading.enumerate():
         if thread.name.endswith("(init)"):  # the helper thread, named after its target
             assert thread.daemon  # never keeps the process alive
+            thread.join(120)
+    ray.shutdown()
+
+
+@pytest.mark.slow  # the Ray cluster of the tests above, connected to twice
+def test_gather_ray_without_an_address_connects_to_the_cluster_ray_finds(ray_cluster: dict, monkeypatch):
+    """No --address: Ray's "auto", which reads RAY_ADDRESS first; the messages then name "auto"."""
+    import threading
+
+    import ray
+
+    from cudamatrix.fleet.gather import _connect, gather_ray
+
+    monkeypatch.setenv("RAY_ADDRESS", ray_cluster["address"])
+    _connect(ray, None, 30.0)
+    try:
+        assert ray.is_initialized() and ray.get_runtime_context().gcs_address == ray_cluster["address"]
+    finally:
+        ray.shutdown()
+    error = pytest.raises(UsageError, gather_ray, None, 0.001).value
+    assert error.message == "no Ray cluster answered at auto within 0.001s"
+    for thread in threading.enumerate():
+        if thread.name.endswith("(init)"):
             thread.join(120)
     ray.shutdown()
