@@ -62,7 +62,7 @@ def pytest_collection_modifyitems(config, items) -> None:
         if item.get_closest_marker("installs") and not item.get_closest_marker("slow"):
             item.add_marker(pytest.mark.slow)
     # The longest files first, each file's tests in their own order (a stable sort): the README runs the suite in
-    # two workers, one file each at a time (--dist loadfile), and a long file taken last keeps one worker busy
+    # three workers, one file each at a time (--dist loadfile), and a long file taken last keeps one worker busy
     # alone at the end; longest first, the short files fill in the gaps. A file's length is what the last
     # --store-durations run measured; a file it did not see counts 5 s per installing test and 1 s per slow one.
     try:
