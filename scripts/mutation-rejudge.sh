@@ -9,8 +9,9 @@
 #
 # Each verdict is appended to mutants-module/<module>/rejudged.txt as "MUTANT killed|survived|timeout SECONDS"
 # (a pytest exit status 0 is survived; a run past REJUDGE_TIMEOUT seconds, 240 by default, is a time-out and counts
-# as killed, as in mutmut). A mutant already listed there is not run again; touch rejudge.stop there to stop after
-# the current one. Run it in the module's copy as it was left by its `--module` run (same tests, same code).
+# as killed, as in mutmut). The unmutated code runs the selection first, and nothing is judged unless it passes;
+# a pytest that cannot run the selection (exit 4 or 5) stops the run. A mutant already listed there is not run
+# again; touch rejudge.stop there to stop after the current one. Run it in the module's copy as it was left by its `--module` run (same tests, same code).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 from_stdin=""
@@ -31,6 +32,11 @@ verdicts="$(pwd)/$work/rejudged.txt"
 touch "$verdicts"
 cd "$work/mutants"
 rm -f ../rejudge.stop
+# the unmutated code first: a selection that fails, or selects nothing (pytest exit 5), would call every mutant killed
+status=0
+MUTANT_UNDER_TEST="" timeout "${REJUDGE_TIMEOUT:-240}" python -m pytest -x -q -p no:cacheprovider "$@" >/dev/null 2>&1 \
+  || status=$?
+[ "$status" -eq 0 ] || { echo "the unmutated code does not pass this selection (pytest exit $status): nothing judged" >&2; exit 2; }
 while read -r mutant; do
   [ -n "$mutant" ] || continue
   grep -q "^$mutant " "$verdicts" && continue
@@ -39,7 +45,11 @@ while read -r mutant; do
   status=0
   MUTANT_UNDER_TEST="$mutant" timeout "${REJUDGE_TIMEOUT:-240}" python -m pytest -x -q -p no:cacheprovider "$@" \
     > /dev/null 2>&1 || status=$?
-  case "$status" in 0) verdict=survived ;; 124) verdict=timeout ;; *) verdict=killed ;; esac
+  case "$status" in
+    0) verdict=survived ;; 124) verdict=timeout ;;
+    4|5) echo "pytest could not run the selection for $mutant (exit $status): stopped" >&2; exit 2 ;;
+    *) verdict=killed ;;
+  esac
   echo "$mutant $verdict $(( $(date +%s) - start ))" | tee -a "$verdicts"
 done < "$list"
 awk '{n[$2]++} END {for (v in n) printf "%s %d\n", v, n[v]}' "$verdicts" | sort

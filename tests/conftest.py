@@ -44,9 +44,14 @@ def pytest_configure(config) -> None:
 _SECONDS: Counter = Counter()  # test file -> seconds, for --store-durations
 
 
+def _file(nodeid: str) -> str:
+    """A test's file, as the suite's root names it ("tests/x/test_y.py")."""
+    return nodeid.split("::", 1)[0]
+
+
 def pytest_runtest_logreport(report) -> None:
     """Each file's seconds, summed over its tests' phases (xdist's controller receives every worker's reports)."""
-    _SECONDS[report.nodeid.split("::", 1)[0]] += report.duration
+    _SECONDS[_file(report.nodeid)] += report.duration
 
 
 def pytest_sessionfinish(session) -> None:
@@ -72,8 +77,8 @@ def pytest_collection_modifyitems(config, items) -> None:
     guess = Counter()
     for item in items:
         if item.get_closest_marker("slow"):
-            guess[item.nodeid.split("::", 1)[0]] += 5 if item.get_closest_marker("installs") else 1
-    items.sort(key=lambda item: -measured.get(item.nodeid.split("::", 1)[0], guess[item.nodeid.split("::", 1)[0]]))
+            guess[_file(item.nodeid)] += 5 if item.get_closest_marker("installs") else 1
+    items.sort(key=lambda item: -measured.get(_file(item.nodeid), guess[_file(item.nodeid)]))
 
 
 @pytest.fixture(scope="session")

@@ -10,6 +10,7 @@ lent to the project (tests/data) and the envelope this cudamatrix prints for a n
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from collections.abc import Iterator
@@ -346,8 +347,6 @@ def test_the_gathering_time_is_utc_whatever_the_local_zone(tmp_path: Path):
 def ray_cluster(tmp_path_factory) -> Iterator[dict]:
     """A real Ray cluster on this machine (tests/raycluster.py): the one CUDAMATRIX_TEST_RAY names (started once
     for a mutation run), else one started here and stopped afterwards."""
-    import os
-
     pytest.importorskip("ray")
     import raycluster
 
@@ -359,27 +358,17 @@ def ray_cluster(tmp_path_factory) -> Iterator[dict]:
         yield made
 
 
-def _nvml_loads() -> bool:
-    """Whether this machine's NVML library loads (a GPU machine's driver ships it)."""
-    import ctypes
-
-    try:
-        ctypes.CDLL("libnvidia-ml.so.1")
-    except OSError:
-        return False
-    return True
-
-
 @pytest.fixture(scope="module")
 def ray_gathered(ray_cluster: dict) -> tuple[Any, list[tuple], float]:
     """One gather over the whole cluster, nothing armed: (what gather_ray returned, its progress calls, its wall
     time, which the test of a node that never answers takes as this machine's pace)."""
     import time
 
+    from cudamatrix.detect.loader import findable
     from cudamatrix.fleet.gather import gather_ray
 
-    if _nvml_loads():
-        pytest.skip("NVML loads on this machine: the live nodes' detect reads the GPU through it and never runs the "
+    if findable("libnvidia-ml.so.1", dict(os.environ)):  # the nodes' raylets inherit this environment
+        pytest.skip("NVML is on this machine: the live nodes' detect reads the GPU through it and never runs the "
                     "stand-in nvidia-smi that replays a table, freezes its worker or kills it")
     for armed in ray_cluster["armed"].values():  # left by a gather that ended before a stand-in ran
         Path(armed).unlink(missing_ok=True)
@@ -470,20 +459,13 @@ def test_gather_ray_keeps_a_node_that_never_answers_and_one_whose_worker_died(ra
     assert seen == [(i + 1, 5, n.name, n.error or "ok") for i, n in enumerate(gathered.nodes)]
 
 
-@pytest.mark.slow  # the Ray cluster of the test above, and the late connection's end
-def test_a_cluster_that_does_not_answer_in_time_is_a_usage_error(ray_cluster: dict):
-    """No cluster answers within a millisecond: connecting takes longer, so the wait ends first and says so; the
-    helper thread's late connection is then waited for and closed (what gather_ray's own shutdown would do)."""
+def _close_the_late_connection() -> None:
+    """Wait for the helper thread of a connection that outlived the gather's timeout, then close what it opened
+    (what gather_ray's own shutdown would do)."""
     import threading
 
     import ray
 
-    from cudamatrix.fleet.gather import gather_ray
-
-    address = ray_cluster["address"]
-    error = pytest.raises(UsageError, gather_ray, address, 0.001).value  # the gather's timeout bounds the connection
-    assert error.message == f"no Ray cluster answered at {address} within 0.001s"
-    assert error.hint == "start one (ray start --head) or give --address HOST:PORT (the head node's GCS port)"
     for thread in threading.enumerate():
         if thread.name.endswith("(init)"):  # the helper thread, named after its target
             assert thread.daemon  # never keeps the process alive
@@ -491,11 +473,22 @@ def test_a_cluster_that_does_not_answer_in_time_is_a_usage_error(ray_cluster: di
     ray.shutdown()
 
 
+@pytest.mark.slow  # the Ray cluster of the test above, and the late connection's end
+def test_a_cluster_that_does_not_answer_in_time_is_a_usage_error(ray_cluster: dict):
+    """No cluster answers within a millisecond: connecting takes longer, so the wait ends first and says so; the
+    helper thread's late connection is then waited for and closed (what gather_ray's own shutdown would do)."""
+    from cudamatrix.fleet.gather import gather_ray
+
+    address = ray_cluster["address"]
+    error = pytest.raises(UsageError, gather_ray, address, 0.001).value  # the gather's timeout bounds the connection
+    assert error.message == f"no Ray cluster answered at {address} within 0.001s"
+    assert error.hint == "start one (ray start --head) or give --address HOST:PORT (the head node's GCS port)"
+    _close_the_late_connection()
+
+
 @pytest.mark.slow  # the Ray cluster of the tests above, connected to twice
 def test_gather_ray_without_an_address_connects_to_the_cluster_ray_finds(ray_cluster: dict, monkeypatch):
     """No --address: Ray's "auto", which reads RAY_ADDRESS first; the messages then name "auto"."""
-    import threading
-
     import ray
 
     from cudamatrix.fleet.gather import _connect, gather_ray
@@ -508,7 +501,4 @@ def test_gather_ray_without_an_address_connects_to_the_cluster_ray_finds(ray_clu
         ray.shutdown()
     error = pytest.raises(UsageError, gather_ray, None, 0.001).value
     assert error.message == "no Ray cluster answered at auto within 0.001s"
-    for thread in threading.enumerate():
-        if thread.name.endswith("(init)"):
-            thread.join(120)
-    ray.shutdown()
+    _close_the_late_connection()
