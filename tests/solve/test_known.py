@@ -18,7 +18,7 @@ from localindex import LocalIndex, build_wheel
 from snapshot import snapshot_matrix
 
 from cudamatrix.errors import UsageError
-from cudamatrix.solve.known import check_names, matrix_names, suggestions
+from cudamatrix.solve.known import check_names, family_names, matrix_names, requirement_name, suggestions
 
 H100 = ["--gpu", "H100", "--driver", "580.65.06", "--python", "3.12"]
 
@@ -30,6 +30,40 @@ def test_matrix_names_hold_frameworks_companions_plugins_and_pinned_wheels():
     for name in ("torch", "torchvision", "torchaudio", "tensorflow", "tensorflow-gpu", "jax", "jaxlib",
                  "jax-cuda12-plugin", "nvidia-cudnn-cu12"):
         assert name in known, name
+
+
+@pytest.mark.parametrize("text", [
+    "nvidia-cudnn-cu12==9.1.0.70", "nvidia-nccl-cu12==2.21.5; platform_system == 'Linux' and platform_machine == 'x86_64'",
+    "  triton == 3.1.0", "jax[cuda12]>=0.4.26", "Jax_Cuda12.Plugin>=0.6", "torch @ https://example.invalid/t.whl",
+    "a", "a1-b2.c3_d4 (>=1)", "tensorflow[and-cuda]~=2.17.0",
+])
+def test_requirement_name_is_the_name_packaging_reads(text):
+    from packaging.requirements import Requirement
+
+    assert requirement_name(text) == Requirement(text).name
+
+
+def test_requirement_name_of_every_pin_in_the_data_and_of_no_name():
+    """Every nvidia pin and extra package of the shipped matrix (what matrix_names reads) named as packaging names
+    it; a text that starts with no name is packaging's error, not a made-up name."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    from cudamatrix.matrix.data import load_matrix
+
+    matrix = load_matrix(None)
+    texts = {t for fam in ("torch", "tensorflow", "jax") for r in matrix.frameworks(fam) for v in r.variants
+             for t in (*v.nvidia_pins, *v.extra_packages)}
+    assert len(texts) > 100
+    for text in texts:
+        assert requirement_name(text) == Requirement(text).name, text
+    with pytest.raises(InvalidRequirement):
+        requirement_name("==1.0")
+
+
+def test_family_names_are_known_without_the_matrix():
+    assert family_names() == {"torch", "torchvision", "torchaudio", "tensorflow", "tensorflow-cpu", "tensorflow-gpu",
+                              "jax", "jaxlib"}
+    assert family_names() <= matrix_names(snapshot_matrix())
 
 
 @pytest.mark.parametrize("typed, meant", [("torhc", ["torch"]), ("torchvison", ["torchvision"]),
