@@ -22,7 +22,6 @@ import stat
 from collections.abc import Sequence
 
 from cudamatrix import proc
-from cudamatrix.detect import elf
 from cudamatrix.detect.paths import glob_one, realpath
 from cudamatrix.models import Library, Note
 from cudamatrix.schema import record
@@ -213,6 +212,8 @@ def find_copies(environ: dict[str, str], root: str, site_packages: list[str], ld
     ``wheel_owner`` maps an absolute file path (as RECORD lists it) to its distribution name;
     ``conda_prefixes`` are conda environments to look into besides $CONDA_PREFIX (the probed interpreter's).
     """
+    from cudamatrix.detect import elf  # here: a pasted report's reading never scans a library
+
     found: dict[str, Library] = {}
     flag = _machine_flag()
 

@@ -17,21 +17,20 @@ patterns, so a hostile line costs linear time.
 """
 from __future__ import annotations
 
-import re
-
 from cudamatrix.detect.pastes.merge import merge_driver, merge_gpus
 from cudamatrix.detect.text import Paste, cudnn_version, version_from_int
 from cudamatrix.models import Driver, Environment, GpuInfo, Library, Note, ToolMessage
+from cudamatrix.safe.text import lazy
 from cudamatrix.schema import normalize_cc
 
 # --- torch's architecture warnings ---------------------------------------------------------------
 
 _ARCH = " with CUDA capability sm_"
-_ARCH_REST = re.compile(r"(\d{2,3}[af]?) is not compatible with the current PyTorch installation")
+_ARCH_REST = lazy(r"(\d{2,3}[af]?) is not compatible with the current PyTorch installation")
 _SUPPORTS = "supports CUDA capabilities"
 _OLD_GPU = " which is of cuda capability "
-_OLD_GPU_HEAD = re.compile(r"Found GPU(\d{1,2}) ")
-_MINIMUM = re.compile(r"minimum cuda capability (?:supported by this library )?is (\d{1,2}\.\d{1,2})")
+_OLD_GPU_HEAD = lazy(r"Found GPU(\d{1,2}) ")
+_MINIMUM = lazy(r"minimum cuda capability (?:supported by this library )?is (\d{1,2}\.\d{1,2})")
 _WARNING_TAIL = ("If you want to use the", "warnings.warn(", "PyTorch no longer supports this GPU",
                  "The minimum cuda capability", "The current PyTorch install supports")
 _QUOTES = "\"'`\u201c\u201d.,;:)]"
@@ -157,7 +156,7 @@ def _gpu_fact(env: Environment, name: str | None, cc: str, index: int | None) ->
 
 # --- torch's driver and kernel errors ------------------------------------------------------------
 
-_TOO_OLD = re.compile(r"The NVIDIA driver on your system is too old \(found version (?P<v>\d{4,6})\)")
+_TOO_OLD = lazy(r"The NVIDIA driver on your system is too old \(found version (?P<v>\d{4,6})\)")
 _TOO_OLD_REST = ("Please update your GPU driver", "version from the URL", "Alternatively, go to",
                  "a PyTorch version that has been compiled", "of the CUDA driver")
 _NO_KERNEL = "no kernel image is available"
@@ -226,7 +225,7 @@ def _claim_following(paste: Paste, i: int, starts: tuple[str, ...], kind: str) -
 
 
 _NO_DEVICE = ("no CUDA-capable device is detected", "CUDA_ERROR_NO_DEVICE", "No CUDA GPUs are available")
-_PADDLE = re.compile(r"device: (\d{1,3}), GPU Compute Capability: (\d{1,2}\.\d{1,2}), Driver API Version: "
+_PADDLE = lazy(r"device: (\d{1,3}), GPU Compute Capability: (\d{1,2}\.\d{1,2}), Driver API Version: "
                      r"(\d{1,3}\.\d{1,2}), Runtime API Version: (\d{1,3}\.\d{1,2})")
 
 
@@ -252,17 +251,17 @@ def read_devices(paste: Paste, env: Environment) -> bool:
 
 # --- cuDNN versions: torch, TensorFlow / XLA, JAX ---------------------------------------------------
 
-_TORCH_TUPLES = re.compile(r"compiled {1,4}against \((\d{1,2}), (\d{1,3}), (\d{1,3})\) but found runtime version "
+_TORCH_TUPLES = lazy(r"compiled {1,4}against \((\d{1,2}), (\d{1,3}), (\d{1,3})\) but found runtime version "
                            r"\((\d{1,2}), (\d{1,3}), (\d{1,3})\)")
-_TORCH_INTS = re.compile(r"compiled {1,4}against (\d{3,6}) but linked against (\d{3,6})")
-_CAFFE2 = re.compile(r"cuDNN compiled \((\d{3,6})\) and runtime \((\d{3,6})\) versions mismatch")
-_LOADED = re.compile(r"Loaded runtime CuDNN library: (\d[\d.]{0,11})(?: \(compatibility version \d{1,6}\))? "
+_TORCH_INTS = lazy(r"compiled {1,4}against (\d{3,6}) but linked against (\d{3,6})")
+_CAFFE2 = lazy(r"cuDNN compiled \((\d{3,6})\) and runtime \((\d{3,6})\) versions mismatch")
+_LOADED = lazy(r"Loaded runtime CuDNN library: (\d[\d.]{0,11})(?: \(compatibility version \d{1,6}\))? "
                      r"but source was compiled with: (\d[\d.]{0,11})")
-_JAX_FOUND = re.compile(r"Found (\w{2,12}) version (\d{3,6}), but JAX was built against version (\d{3,6})")
-_JAX_OUTDATED = re.compile(r"Outdated (\w{2,12}) installation found")
+_JAX_FOUND = lazy(r"Found (\w{2,12}) version (\d{3,6}), but JAX was built against version (\d{3,6})")
+_JAX_OUTDATED = lazy(r"Outdated (\w{2,12}) installation found")
 _JAX_LINES = {"built": "Version JAX was built against:", "minimum": "Minimum supported:",
               "found": "Installed version:"}
-_JAX_MISSING = re.compile(r"Unable to load (\w{2,12})\.")  # "Unable to load cuDNN. Is it installed?", "... CUDA."
+_JAX_MISSING = lazy(r"Unable to load (\w{2,12})\.")  # "Unable to load cuDNN. Is it installed?", "... CUDA."
 _JAX_BACKEND = ("CUDA backend failed to initialize", "Unable to initialize backend 'cuda'",
                 "Backend 'cuda' failed to initialize")
 
@@ -381,10 +380,10 @@ def _jax_version(name: str, number: str) -> str:
 
 # --- libraries that could not be loaded ------------------------------------------------------------
 
-_TF_MISSING = re.compile(r"Could not load dynamic library '([^'\s]{1,80})'")
-_TF_OLD_MISSING = re.compile(r"Couldn't open CUDA library (\S{1,80})")
+_TF_MISSING = lazy(r"Could not load dynamic library '([^'\s]{1,80})'")
+_TF_OLD_MISSING = lazy(r"Couldn't open CUDA library (\S{1,80})")
 _CANNOT_OPEN = ": cannot open shared object file"
-_DLL = re.compile(r"Could not (?:load library|locate) ([\w.-]{1,80}\.dll)")
+_DLL = lazy(r"Could not (?:load library|locate) ([\w.-]{1,80}\.dll)")
 # TensorFlow's cudart_stub.cc says this where it cannot open the CUDA runtime (libcudart), whatever its words say
 _NO_CUDART = "Could not find cuda drivers on your machine"
 _TF_LINES = ("successfully opened CUDA library", "Successfully opened dynamic library", "Cannot dlopen some GPU",
@@ -453,8 +452,8 @@ def _library_of(soname: str) -> str:
 
 # --- TensorFlow's devices ----------------------------------------------------------------------------------
 
-_TF_FOUND = re.compile(r"Found device (\d{1,3}) with properties")
-_TF_CREATED = re.compile(r"-> device: (\d{1,3}), name: ([^,\n]{1,120}), pci bus id: [^,\n]{0,40}, "
+_TF_FOUND = lazy(r"Found device (\d{1,3}) with properties")
+_TF_CREATED = lazy(r"-> device: (\d{1,3}), name: ([^,\n]{1,120}), pci bus id: [^,\n]{0,40}, "
                          r"compute capability: (\d{1,2}\.\d{1,2})")
 
 
