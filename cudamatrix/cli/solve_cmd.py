@@ -46,7 +46,7 @@ def check_names_on_index(matrix, names: list[str], file=None):
     families = family_names()
     if all(canonical(n) in families for n in names):  # the common request: no pin of the matrix is read
         return NameCheck()
-    known = matrix_names(matrix)
+    known = matrix_names(matrix, names)
     todo = [n for n in names if canonical(n) not in known]
     if not todo:
         return NameCheck()

@@ -17,7 +17,7 @@ validate it), while a folder the user names (``--data``, ``matrix validate PATH`
 import json
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from cudamatrix.errors import DataError
 from cudamatrix.matrix.sources import Source, Sources, SourceText  # noqa: F401
@@ -320,6 +320,23 @@ class Matrix:
     def frameworks(self, name: str) -> list[FrameworkRelease]:
         return getattr(self, name).releases
 
+    if not TYPE_CHECKING:  # the type checker keeps seeing the fields above, and a misspelt one as an error
+        def __getattr__(self, name: str) -> Any:
+            """A file of the shipped matrix built on first use (:func:`build_lazily`): a command reads only the
+            files it asks about (doctor on a machine without a framework: the advisories, not the 600 KB of
+            framework rows). Any other missing attribute is an AttributeError, as usual."""
+            pending = self.__dict__.get("_pending")
+            if pending is None or name not in pending:
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            value = _build_file(name, pending[name])
+            self.__dict__[name] = value  # once: later reads find it in the instance (no __getattr__)
+            return value
+
+
+_FIELD_TYPES: dict[str, type] = {"meta": Meta, "cuda": CudaFile, "gpus": GpuFile, "cudnn": CudnnFile,
+                                 "torch": FrameworkFile, "tensorflow": FrameworkFile, "jax": FrameworkFile,
+                                 "advisories": AdvisoryFile}  # each file's record: the Matrix field of its name
+
 
 def default_data_dir() -> Path:
     """The shipped data: ``cudamatrix/data`` inside an installed wheel, or ``data/`` of a checkout."""
@@ -396,20 +413,49 @@ def control_text(doc: Any, path: str = "") -> str | None:
 
 
 def build_files(raws: dict[str, bytes]) -> Matrix:
-    """Build a Matrix from trusted raw file contents (the shipped data) without validation.
+    """A Matrix of trusted raw file contents (the shipped data), every file built now (:func:`build_lazily`
+    builds each on first use). Raises DataError when a file is not even of the right shape (a broken
+    installation)."""
+    matrix = build_lazily(raws)
+    for name in FILES:
+        getattr(matrix, name)
+    return matrix
+
+
+def build_lazily(raws: dict[str, bytes]) -> Matrix:
+    """A Matrix of trusted raw file contents (the shipped data) built without validation, each file parsed and
+    built on first use. ``meta.json`` is read now: a schema this release cannot read is refused at once.
+    Raises DataError, now for the meta file and on first use for the others.
 
     This second loader beside pydantic pays for itself: validating the shipped data with pydantic instead made
     ``solve`` (four frameworks, one target) take 1.9 times the CPU time and ``doctor`` 1.8 times (paired runs,
-    medians of 15); the tests check both loaders give the same Matrix.
+    medians of 15); the tests check both loaders give the same Matrix. Building on first use spares ``doctor``
+    on a machine without a framework, ``lock torch`` and ``matrix show`` the files they never read."""
+    meta = _parse("meta.json", raws["meta"])
+    _check_schema({"meta": meta})
+    matrix = object.__new__(Matrix)
+    matrix.__dict__["meta"] = _build_file("meta", raws["meta"], meta)
+    matrix.__dict__["_pending"] = {name: raw for name, raw in raws.items() if name != "meta"}  # never changed
+    return matrix
 
-    Raises DataError when the files are not even of the right shape (a broken installation)."""
-    parsed = {name: _parse(f"{name}.json", raw) for name, raw in raws.items()}
-    _check_schema(parsed)
+
+def _build_file(name: str, raw: bytes, parsed: Any = None) -> Any:
+    """One shipped file built as the Matrix field ``name`` holds it. Raises DataError as :func:`build_files`."""
+    import gc
+
+    if parsed is None:
+        parsed = _parse(f"{name}.json", raw)
+    # some ten thousand objects and no cycle among them: the cyclic collector would only walk them again
+    was_on = gc.isenabled()
+    gc.disable()
     try:
-        return build(Matrix, parsed)
+        return build(_FIELD_TYPES[name], parsed)
     except (TypeError, ValueError, AttributeError, KeyError) as exc:
-        raise DataError(f"the shipped matrix data is malformed ({exc}); run `cudamatrix matrix validate`",
-                        hint="reinstall cudamatrix") from None
+        raise DataError(f"the shipped matrix data is malformed ({name}.json: {exc}); run `cudamatrix matrix "
+                        f"validate`", hint="reinstall cudamatrix") from None
+    finally:
+        if was_on:
+            gc.enable()
 
 
 def load_matrix_from(data_dir: Path, *, trusted: bool = False) -> Matrix:
@@ -422,17 +468,7 @@ def load_matrix_from(data_dir: Path, *, trusted: bool = False) -> Matrix:
     raws = {name: _read(data_dir / f"{name}.json") for name in FILES}
     if not trusted:
         return validate_files(raws)
-    # The build allocates some hundred thousand objects and none of them form a cycle: the cyclic collector
-    # would only walk them again and again (measured: about a tenth of the load at every start).
-    import gc
-
-    was_on = gc.isenabled()
-    gc.disable()
-    try:
-        return build_files(raws)
-    finally:
-        if was_on:
-            gc.enable()
+    return build_lazily(raws)
 
 
 @lru_cache(maxsize=4)

@@ -64,11 +64,16 @@ def requirement_name(text: str) -> str:
     return m.group(1) if m else requirement(text).name
 
 
-def matrix_names(matrix: Matrix) -> set[str]:
+def matrix_names(matrix: Matrix, wanted: Iterable[str] = ()) -> set[str]:
     """Every distribution name the matrix knows: the families' distributions, aliases and plugins, and the
-    names of the wheels its builds pin or bring."""
+    names of the wheels its builds pin or bring. ``wanted``: the names asked about; the families' rows are read
+    one family at a time until every one of them is found (a torch lock file's ``nvidia-*`` names are all in
+    torch's rows: TensorFlow's and JAX's are then never built), and all of them when one is not."""
     names = family_names()
+    wanted = {canonical(n) for n in wanted}
     for family in FAMILIES.values():
+        if wanted and wanted <= names:
+            break
         for release in matrix.frameworks(family.name):
             names.update(release.companions)
             for v in release.variants:

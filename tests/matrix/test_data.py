@@ -584,6 +584,40 @@ def test_a_malformed_shipped_file_is_a_data_error_not_a_traceback():
         build_files(raws)
 
 
+def test_the_shipped_matrix_builds_each_file_on_first_use():
+    """A command reads only the files it asks about: doctor's advisories build nothing else; a file built on
+    first use is the file the eager build gives; a name that is no file is an AttributeError."""
+    from cudamatrix.matrix.data import build_lazily
+
+    raws = _raws(default_data_dir())
+    lazy = build_lazily(raws)
+    assert sorted(k for k in vars(lazy) if not k.startswith("_")) == ["meta"]
+    assert lazy.advisories.advisories
+    assert sorted(k for k in vars(lazy) if not k.startswith("_")) == ["advisories", "meta"]
+    eager = build_files(raws)
+    assert all(name in vars(eager) for name in FILES)
+    assert lazy.torch is lazy.torch  # built once
+    assert to_dict(lazy, records=True) == to_dict(eager, records=True)
+    assert not hasattr(lazy, "nonesuch") and not hasattr(lazy, "_nonesuch")
+
+
+def test_a_malformed_shipped_file_is_a_data_error_when_first_read_and_a_new_schema_at_once():
+    from cudamatrix.matrix.data import build_lazily
+
+    raws = _raws(default_data_dir())
+    doc = json.loads(raws["gpus"])
+    doc["gpus"][0]["bogus"] = 1
+    raws["gpus"] = json.dumps(doc).encode()
+    lazy = build_lazily(raws)
+    assert lazy.torch.releases  # the other files are read as before
+    with pytest.raises(DataError, match=r"gpus\.json: .*bogus"):
+        lazy.gpus
+    meta = json.loads(raws["meta"])
+    raws["meta"] = json.dumps({**meta, "schema_version": meta["schema_version"] + 1}).encode()
+    with pytest.raises(DataError, match="schema_version"):
+        build_lazily(raws)
+
+
 def test_build_refuses_unknown_keys():
     from cudamatrix.matrix.data import Meta
 

@@ -60,6 +60,25 @@ def test_requirement_name_of_every_pin_in_the_data_and_of_no_name():
         requirement_name("==1.0")
 
 
+def test_matrix_names_read_the_families_until_every_wanted_name_is_found():
+    from cudamatrix.matrix.data import build_lazily, default_data_dir
+
+    def fresh():
+        return build_lazily({n: (default_data_dir() / f"{n}.json").read_bytes()
+                             for n in ("meta", "cuda", "gpus", "cudnn", "torch", "tensorflow", "jax", "advisories")})
+
+    def built(m):
+        return {k for k in ("torch", "tensorflow", "jax") if k in vars(m)}
+
+    m = fresh()
+    assert "nvidia-cudnn-cu12" in matrix_names(m, ["nvidia-cudnn-cu12", "Torch"]) and built(m) == {"torch"}
+    m = fresh()
+    known = matrix_names(m, ["nvidia-cudnn-cu12", "torhc"])  # one name no family knows: every family is read
+    assert built(m) == {"torch", "tensorflow", "jax"} and known == matrix_names(fresh())
+    m = fresh()
+    assert matrix_names(m, ["jax-cuda12-plugin"]) >= {"jax-cuda12-plugin"} and built(m) == {"torch", "tensorflow", "jax"}
+
+
 def test_family_names_are_known_without_the_matrix():
     assert family_names() == {"torch", "torchvision", "torchaudio", "tensorflow", "tensorflow-cpu", "tensorflow-gpu",
                               "jax", "jaxlib"}
