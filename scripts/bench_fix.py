@@ -38,7 +38,8 @@ def main() -> int:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        env = {**os.environ, "XDG_CACHE_HOME": str(tmp / "xdg"), "PYTHONPATH": str(ROOT)}
+        # this machine's pip configuration off: a constraint there (a cap on torch) would refuse the stand-ins
+        env = {**os.environ, "XDG_CACHE_HOME": str(tmp / "xdg"), "PYTHONPATH": str(ROOT), "PIP_CONFIG_FILE": os.devnull}
         py = make_venv(tmp / "venv")
         cmd = [sys.executable, "-m", "cudamatrix"]
         solved = json.loads(subprocess.run(cmd + ["solve", "--python", str(py), "--json"], env=env,
