@@ -1156,6 +1156,26 @@ def test_a_jetson_board_is_sent_to_jetpack_wheels_and_other_gpus_are_still_judge
     assert rules.check(m, jax, v, _on(None, _gpu("8.7"), platform="linux_aarch64")) == []
 
 
+def test_a_jetson_driver_runs_the_cuda_of_its_jetpack_line_and_no_newer():
+    """cuda.json's ``jetpack`` line for driver 540.4.0 (JetPack 6.1/6.2, Jetson Linux 36.4, CUDA 12.6: NVIDIA's
+    JetPack release notes and an Orin's nvidia-smi, the row's sources): a build of CUDA 12.6, or of a 12.6 patch
+    release, runs on it; one of CUDA 12.8 does not, whatever the desktop table says of branch 540."""
+    m = load_matrix()
+    board = next(b for b in m.cuda.jetpack if b.driver == "540.4.0")
+    t = target_jetson(m, "Jetson AGX Orin")
+
+    def floor(cuda: str) -> list[Reason]:
+        v = _v(f"cu{cuda.replace('.', '')}", cuda, archs=["8.7"], cudnn="9.17.0", platforms=["linux_aarch64"])
+        return [r for r in rules.check(m, _rel("2.7.0", v), v, t) if r.rule == "driver_floor"]
+
+    assert floor("12.6") == [] and floor("12.6.3") == [] and floor("12.4") == []
+    assert floor("12.8") == [Reason("driver_floor", "driver 540.4.0 is JetPack 6.1/6.2's (Jetson Linux 36.4), which "
+                                                    "runs CUDA 12.6 at most; torch 2.7.0 cu128 needs CUDA 12.8",
+                                    board.source)]
+    assert [r.message for r in floor("13.0")] == ["driver 540.4.0 is JetPack 6.1/6.2's (Jetson Linux 36.4), which "
+                                                  "runs CUDA 12.6 at most; torch 2.7.0 cu130 needs CUDA 13.0"]
+
+
 # --- SASS: an arch-specific target that does not match does not end the search (Programming Guide, "Binary
 # Compatibility": any cubin of the same major and a lower or equal minor runs) -----------------------------------
 SASS_ORDER = [
