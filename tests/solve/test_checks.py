@@ -453,3 +453,49 @@ def test_tensorflow_keeps_its_index_and_the_advice_never_loops():
     assert not any("--index-url" in w and "--extra-index-url" not in w for w in result["ways_out"])
     for advice in result["advice"]:
         assert check_requirements(matrix, [t], None, apply_advice(text, advice), "r.txt")["fits"] is True
+
+
+# --- index_advice: another build of the pinned torch release, as a change to the file (the snapshot's torch 2.5.1
+# rows: cu118, cu121 and cu124 on the PyTorch index folders, each wheel with its local version) -------------------
+def _t4_on_535():
+    from cudamatrix.solve.target import Target, TargetGpu
+
+    return Target(name="t", driver="535.104.05", gpus=(TargetGpu("7.5", "Tesla T4"),), python="3.11",
+                  platform="linux_x86_64")
+
+
+def _advice(index: str, pins: dict[str, str]) -> list[dict]:
+    line = f"--extra-index-url https://download.pytorch.org/whl/{index}"
+    return [{"add": [line], "pin": pins,
+             "message": f"add the line {line} to the file and pin {' '.join(pins.values())}: pip then installs that "
+                        f"build, which fits with the file's other frameworks; other packages keep their index"}]
+
+
+@pytest.mark.parametrize("texts, expected", [
+    # the pinned build's own folder is never the advice: the next CUDA down that solves is
+    (["torch==2.5.1+cu124"], _advice("cu121", {"torch": "torch==2.5.1+cu121"})),
+    # a line of another package before torch is passed over, and the companions move with torch
+    (["numpy<2", "torch==2.5.1+cu124", "torchvision==0.20.1+cu124"],
+     _advice("cu121", {"torch": "torch==2.5.1+cu121", "torchvision": "torchvision==0.20.1+cu121"})),
+    # an exact pin without a local version gets the build's (the newest CUDA that solves)
+    (["torch==2.5.1", "torchvision==0.20.1"],
+     _advice("cu124", {"torch": "torch==2.5.1+cu124", "torchvision": "torchvision==0.20.1+cu124"})),
+    (["torch==9.9.9+cu124"], []),  # a release the matrix does not hold: no advice
+    (["torch>=2.5"], []),  # no exact pin: no release to move
+])
+def test_index_advice_moves_the_pinned_release_to_another_build(texts, expected):
+    from snapshot import snapshot_matrix
+
+    from cudamatrix.solve.checks import index_advice
+
+    assert index_advice(snapshot_matrix(), texts, [_t4_on_535()]) == expected
+
+
+def test_index_advice_keeps_the_other_specifiers_of_the_pin():
+    from snapshot import snapshot_matrix
+
+    from cudamatrix.solve.checks import index_advice
+
+    [advice] = index_advice(snapshot_matrix(), ["torch>=2.5,==2.5.1"], [_t4_on_535()])
+    pin = advice["pin"]["torch"]
+    assert pin.startswith("torch") and set(pin[len("torch"):].split(",")) == {">=2.5", "==2.5.1+cu124"}
