@@ -2,6 +2,8 @@
 findings only where a framework is predicted to map a wrong file. No I/O here: Environments as saved."""
 from __future__ import annotations
 
+import pytest
+
 from cudamatrix.cli.solve_cmd import env_advice
 from cudamatrix.detect.libpaths import library_path_fix, wrong_loads
 from cudamatrix.diagnose.findings import diagnose
@@ -168,6 +170,41 @@ def test_the_loads_of_one_folder_are_one_finding_with_the_folder_and_the_fix():
     advice = env_advice(env, library_path_fix(env), left=[])
     assert advice[0].startswith("# torch maps libcudnn_graph.so.9, libcudnn_ops.so.9") and SYSTEM in advice[0]
     assert advice[-1].startswith("# after this change every library")
+
+
+def _shadowed_evidence(env) -> list[str]:
+    return next(f for f in diagnose(env, load_matrix()) if f.code == "LIBRARY_SHADOWED").evidence
+
+
+def test_the_evidence_names_each_load_its_rule_its_opener_and_its_own_copy():
+    env = mixed_env("libcudnn_graph.so.9", "libcudnn_ops.so.9")
+    lib = f"{SP}/nvidia/cudnn/lib"
+    assert _shadowed_evidence(env) == [
+        f"torch maps {SYSTEM}/{s}.14.0 for {s} (LD_LIBRARY_PATH; dlopen from {lib}/libcudnn.so.9 at first use), "
+        f"9.14.0; its own copy: {lib}/{s} (DT_RUNPATH of libcudnn.so.9), 9.19.0.56"
+        for s in ("libcudnn_graph.so.9", "libcudnn_ops.so.9")] + [
+        f"a mixed load: {lib}/libcudnn.so.9 is the framework's own copy, but the libraries it opens come from {SYSTEM}"]
+
+
+@pytest.mark.parametrize("change", ["mapped at start", "opened by another copy", "opened by another framework's copy",
+                                    "linked, not opened"])
+def test_a_load_not_opened_at_run_time_by_the_frameworks_own_copy_is_not_a_mixed_one(change):
+    env = mixed_env("libcudnn_graph.so.9")
+    load = env.library_loads[1]
+    if change == "mapped at start":
+        load.when = "start"
+    elif change == "opened by another copy":
+        load.requested_by = f"{SYSTEM}/libcudnn.so.9"
+    elif change == "opened by another framework's copy":  # jax's own cuDNN shim, not torch's
+        jax_shim = LibraryLoad("jax", "libcudnn.so.9", f"{SP}/jax_plugins/libcudnn.so.9", "DT_RPATH of xla.so")
+        env.library_loads.append(jax_shim)
+        load.requested_by = jax_shim.path
+    else:
+        load.how = "needed"
+    evidence = _shadowed_evidence(env)
+    mixed = any(e.startswith("a mixed load") for e in evidence)
+    assert mixed is (change == "mapped at start")  # still opened by the framework's own copy, only earlier
+    assert (" at first use)" in evidence[0]) is (change != "mapped at start")
 
 
 def test_env_says_what_its_change_does_not_stop():
