@@ -521,3 +521,35 @@ def test_the_default_cpu_build_on_a_gpu_target_is_a_problem(text, gpus, fits, pr
                    cuda_toolkit=None, base=Target(name="t"))
     result = check_requirements(m, [t], None, text, "r.txt")
     assert (result["fits"], result["checked"], result["problems"]) == (fits, ["torch==2.14.1+cpu"], problems)
+
+
+def _issue23_target(platform: str, python: str | None = "3.12"):
+    from snapshot import named_snapshot
+
+    from cudamatrix.solve.target import Target, from_flags
+
+    return from_flags(named_snapshot("issue23"), driver="580.65.06", gpus=["RTX 4090"], python=python,
+                      platform=platform, cuda_toolkit=None, base=Target(name="t"))
+
+
+def test_a_file_whose_default_build_differs_per_platform_is_checked_per_platform():
+    """The issue23 snapshot's torch 2.14.1: the default index serves the CPU build on Windows and a CUDA build on
+    Linux (per_platform rows), so one plain pin means two builds for a fleet of both."""
+    from snapshot import named_snapshot
+
+    result = check_requirements(named_snapshot("issue23"), [_issue23_target("linux_x86_64"),
+                                                            _issue23_target("win_amd64")], None, "torch==2.14.1\n", "r.txt")
+    assert (result["fits"], result["checked"]) == (False, [])
+    assert result["problems"] == ["torch==2.14.1: the default index serves another build of torch 2.14.1 on each of "
+                                  "the targets' platforms (cpu, cu130): check each platform on its own"]
+
+
+def test_a_line_whose_marker_is_false_on_every_target_is_skipped_and_says_the_targets_facts():
+    from snapshot import named_snapshot
+
+    text = 'torch==2.14.1\nappnope==0.1.4; sys_platform == "darwin"\n'
+    targets = [_issue23_target("linux_x86_64", "3.11"), _issue23_target("linux_x86_64", None)]
+    result = check_requirements(named_snapshot("issue23"), targets, None, text, "r.txt")
+    assert result["skipped"] == ['appnope==0.1.4; sys_platform == "darwin": its marker is false on every target '
+                                 '(Python 3.11, linux_x86_64; Python any, linux_x86_64): pip skips the line, so check '
+                                 'does too']

@@ -252,3 +252,18 @@ def test_per_class_locks_are_complete_for_the_saved_machines(closure, tmp_path):
     text = (locks / "fleet.txt").read_text()
     assert _pins(locks / "fleet.txt") == _pins(lock) and text.count("--hash=sha256:") == len(_pins(lock))
     assert f"for Python {PY} on linux_x86_64, glibc 2.28" in text and "assumed" not in text
+
+
+def test_a_complete_locks_header_names_each_interpreter_what_was_assumed_and_how_to_install():
+    from cudamatrix.solve.closure import Closure, LockSpec
+    from cudamatrix.solve.lockfile import closure_header
+
+    closure = Closure(specs=[LockSpec("linux_x86_64", "3.11", "2.35", assumed=("glibc: 2.35 assumed",)),
+                             LockSpec("win_amd64", "3.12")], packages=[], resolver="pip 25.2")
+    head = ("complete: 0 distributions, every file hashed, resolved by pip 25.2 for Python 3.11 on linux_x86_64, "
+            "glibc 2.35; Python 3.12 on win_amd64")
+    assert closure_header(closure, "requirements.txt") == [
+        head, "glibc: 2.35 assumed",
+        "install: pip install --require-hashes -r requirements.txt (or: uv pip sync requirements.txt)"]
+    assert closure_header(closure, "pylock.toml") == [
+        head, "glibc: 2.35 assumed", "install: uv pip sync pylock.toml (or: uv pip install -r pylock.toml)"]
