@@ -507,6 +507,24 @@ def test_cudnn_range(v, cc, other_pins, pinned, expected):
     assert (str(pin) if pin else None) == pinned
 
 
+@pytest.mark.parametrize("pin, pinned", [
+    ("nvidia-cudnn-cu12==9.10.2.21", None),  # an exact pin is the build's own choice: nothing to pin over it
+    ("nvidia-cudnn-cu12>=9.1,<10", "nvidia-cudnn-cu12==9.10.2.21"),
+    ("nvidia-cudnn-cu12==9.*", "nvidia-cudnn-cu12==9.10.2.21"),  # a wildcard is a range
+])
+def test_only_a_cudnn_range_is_pinned_below_a_gpu_floor(pin, pinned):
+    """The shipped cudnn.json floor (cuDNN >= 9.11: no kernels below compute capability 7.5) on a V100 (7.0): the
+    newest nvidia-cudnn-cu12 the matrix knows below 9.11 is 9.10.2.21 (the pin of torch 2.8.0 to 2.10.0 cu128 in
+    torch.json)."""
+    from cudamatrix.solve.pins import cudnn_for_gpus
+
+    m = load_matrix()
+    v = replace(variant("cu128", "12.8"), nvidia_pins=[pin])
+    found, why = cudnn_for_gpus(m, v, target(None, "7.0"))
+    assert (str(found) if found else None) == pinned
+    assert (why is None) is (pinned is None)
+
+
 def test_registries_hold_every_rule_in_order():
     assert rules.BUILD_RULES == [rules.platform, rules.python]
     assert rules.CUDA_RULES == [rules.system_cuda, rules.driver_floor, rules.documented_min_driver, rules.gpu_driver]
