@@ -553,3 +553,48 @@ def test_a_line_whose_marker_is_false_on_every_target_is_skipped_and_says_the_ta
     assert result["skipped"] == ['appnope==0.1.4; sys_platform == "darwin": its marker is false on every target '
                                  '(Python 3.11, linux_x86_64; Python any, linux_x86_64): pip skips the line, so check '
                                  'does too']
+
+
+def test_the_files_names_are_asked_about_and_an_unknown_one_is_an_input_error_naming_the_file():
+    """check's names callback (the CLI asks the file's indexes, tests/solve/test_known.py): it gets the parsed file
+    and the requirement names; a name no index lists ends the check with the file's name in front, and one no
+    index could answer is listed as unchecked."""
+    from cudamatrix.errors import UsageError
+    from cudamatrix.solve.known import NameCheck
+    from cudamatrix.solve.lockfile import RequirementsFile
+
+    asked = []
+
+    def names(unknown=(), unchecked=()):
+        def ask(parsed, requested):
+            asked.append((type(parsed), requested))
+            return NameCheck(unknown=list(unknown), unchecked=list(unchecked), why_unchecked="the index did not answer")
+        return ask
+
+    t = target("570.86.10", "8.0", python="3.11")
+    text = "torch==2.5.1\nmytool==1.0\n"
+    result = check_requirements(NO_DEFAULT, [t], None, text, "r.txt", names=names(unchecked=["mytool"]))
+    assert asked == [(RequirementsFile, ["torch", "mytool"])]
+    assert result["unchecked"] == ["mytool: unchecked: not a distribution the matrix knows, and the index did not "
+                                   "answer"]
+    for file_name, shown in (("r.txt", "r.txt"), (None, "requirements")):
+        with pytest.raises(UsageError) as err:
+            check_requirements(NO_DEFAULT, [t], None, text, file_name, names=names(unknown=[("mytool", [])]))
+        assert err.value.message.startswith(f"{shown}: no distribution named 'mytool': ")
+
+
+@pytest.mark.parametrize("text, python, applies", [
+    ('numpy<2; python_version < "3.12"', "3.11", True),
+    ('numpy<2; python_version < "3.12"', "3.12", False),
+    ('numpy<2; python_version < "3.12"', None, None),  # the target states no Python: not known, never a guess
+    ('numpy<2; python_full_version >= "3.8.1"', None, None),
+    ('numpy<2; sys_platform == "linux"', None, True),  # a marker without Python is known without it
+    ('numpy<2; sys_platform == "win32"', None, False),
+    ("numpy<2", None, True),
+])
+def test_marker_applies_on_a_target(text, python, applies):
+    from packaging.requirements import Requirement
+
+    from cudamatrix.solve.checks import marker_applies
+
+    assert marker_applies(Requirement(text), target(None, python=python)) is applies
