@@ -465,7 +465,7 @@ def _t4_on_535():
 
 
 def _advice(index: str, pins: dict[str, str]) -> list[dict]:
-    line = f"--extra-index-url https://download.pytorch.org/whl/{index}"
+    line = f"--extra-index-url {PT}/{index}"
     return [{"add": [line], "pin": pins,
              "message": f"add the line {line} to the file and pin {' '.join(pins.values())}: pip then installs that "
                         f"build, which fits with the file's other frameworks; other packages keep their index"}]
@@ -508,7 +508,7 @@ def test_index_advice_keeps_the_other_specifiers_of_the_pin():
      ["torch==2.14.1: pip installs torch==2.14.1+cpu from the file's indexes on win_amd64 (the CPU build), and the "
       "target has a GPU"]),
     # asked for by name, from the PyTorch CPU index: the user's choice, not a problem
-    ("--extra-index-url https://download.pytorch.org/whl/cpu\ntorch==2.14.1+cpu\n", ["RTX 4090"], True, []),
+    (f"--extra-index-url {PT}/cpu\ntorch==2.14.1+cpu\n", ["RTX 4090"], True, []),
     ("torch==2.14.1\n", [], True, []),  # no GPU: the CPU build is the right one
 ])
 def test_the_default_cpu_build_on_a_gpu_target_is_a_problem(text, gpus, fits, problems):
