@@ -6,6 +6,7 @@ passed in to be filled.
 """
 from __future__ import annotations
 
+from functools import cached_property
 from typing import NamedTuple
 
 from packaging.requirements import Requirement
@@ -34,13 +35,19 @@ class Candidate:
     def family(self) -> str:
         return self.release.name
 
+    @cached_property
+    def _version(self) -> str:
+        """The release's version as text, made once per candidate (packaging's ``Version.__str__`` builds it
+        from its parts at every call, and a screen asks three times a candidate)."""
+        return str(self.release.version)
+
     @property
     def label(self) -> str:
-        return f"{self.release.name} {self.release.version} {self.variant.name}"
+        return f"{self.release.name} {self._version} {self.variant.name}"
 
     def version_text(self, base_only: bool = False) -> str:
         local = self.variant.local_version or ""
-        return str(self.release.version) if base_only or not local else f"{self.release.version}{local}"
+        return self._version if base_only or not local else f"{self._version}{local}"
 
 
 class Verdict(NamedTuple):
@@ -133,8 +140,22 @@ def matches_request(cand: Candidate, reqs: list[Requirement], matrix_extras: fro
         # a build whose wheels carry no local version is named by its variant (check -r: torch==2.5.1+cu118)
         named = f"{version}+{cand.variant.name}" if not cand.variant.local_version else full
         if req.specifier and not any(_meets(req, v) for v in (version, full, named)):
-            out.append(f"{cand.label}: {name} {full} does not satisfy {req}")
+            out.append(f"{cand.label}: {name} {full} does not satisfy {_text(req)}")
     return out
+
+
+_TEXTS: dict[int, tuple[Requirement, str]] = {}  # id -> (the requirement, kept alive so the id stays its, its text)
+
+
+def _text(req: Requirement) -> str:
+    """``str(req)``, made once per requirement (packaging rebuilds it from its parts at every call, and every
+    candidate a pin turns down quotes it)."""
+    hit = _TEXTS.get(id(req))
+    if hit is None or hit[0] is not req:
+        if len(_TEXTS) >= 1024:
+            _TEXTS.clear()
+        hit = _TEXTS[id(req)] = (req, str(req))
+    return hit[1]
 
 
 _VERSIONS: dict[str, Version | None] = {}  # a version text -> its Version (None: not a version); matrix-bounded
