@@ -41,12 +41,9 @@ def check_names_on_index(matrix, names: list[str], file=None):
     lines over pip's configuration): :class:`cudamatrix.solve.known.NameCheck`. No index I/O when every name
     is known."""
     from cudamatrix.names import canonical
-    from cudamatrix.solve.known import NameCheck, check_names, family_names, matrix_names
+    from cudamatrix.solve.known import NameCheck, check_names, matrix_names
 
-    families = family_names()
-    if all(canonical(n) in families for n in names):  # the common request: no pin of the matrix is read
-        return NameCheck()
-    known = matrix_names(matrix, names)
+    known = matrix_names(matrix, names)  # a request of framework names only reads no pin of the matrix
     todo = [n for n in names if canonical(n) not in known]
     if not todo:
         return NameCheck()

@@ -64,15 +64,16 @@ def requirement_name(text: str) -> str:
     return m.group(1) if m else requirement(text).name
 
 
-def matrix_names(matrix: Matrix, wanted: Iterable[str] = ()) -> set[str]:
+def matrix_names(matrix: Matrix, wanted: Iterable[str] | None = None) -> set[str]:
     """Every distribution name the matrix knows: the families' distributions, aliases and plugins, and the
     names of the wheels its builds pin or bring. ``wanted``: the names asked about; the families' rows are read
-    one family at a time until every one of them is found (a torch lock file's ``nvidia-*`` names are all in
-    torch's rows: TensorFlow's and JAX's are then never built), and all of them when one is not."""
+    one family at a time until every one of them is found (framework names alone read none; a torch lock file's
+    ``nvidia-*`` names are all in torch's rows: TensorFlow's and JAX's are then never built), and all of them when
+    one is not or when ``wanted`` is None."""
     names = family_names()
-    wanted = {canonical(n) for n in wanted}
+    asked = None if wanted is None else {canonical(n) for n in wanted}
     for family in FAMILIES.values():
-        if wanted and wanted <= names:
+        if asked is not None and asked <= names:
             break
         for release in matrix.frameworks(family.name):
             names.update(release.companions)

@@ -501,35 +501,32 @@ def test_index_advice_keeps_the_other_specifiers_of_the_pin():
     assert pin.startswith("torch") and set(pin[len("torch"):].split(",")) == {">=2.5", "==2.5.1+cu124"}
 
 
+def _issue23_target(platform: str, python: str | None = "3.12", gpus: tuple[str, ...] = ("RTX 4090",)):
+    """A target of the issue23 snapshot: an RTX 4090 on driver 580.65.06, or a machine without a GPU."""
+    from snapshot import named_snapshot
+
+    from cudamatrix.solve.target import Target, from_flags
+
+    return from_flags(named_snapshot("issue23"), driver="580.65.06" if gpus else None, gpus=list(gpus), python=python,
+                      platform=platform, cuda_toolkit=None, base=Target(name="t"))
+
+
 # --- the CPU build pip takes by default (PyTorch "Get Started": the Windows pip lines for CUDA name a PyTorch index;
 # the default index's Windows wheel is the CPU build, the issue23 snapshot's per_platform win_amd64 row) ----------
 @pytest.mark.parametrize("text, gpus, fits, problems", [
-    ("torch==2.14.1\n", ["RTX 4090"], False,
+    ("torch==2.14.1\n", ("RTX 4090",), False,
      ["torch==2.14.1: pip installs torch==2.14.1+cpu from the file's indexes on win_amd64 (the CPU build), and the "
       "target has a GPU"]),
     # asked for by name, from the PyTorch CPU index: the user's choice, not a problem
-    (f"--extra-index-url {PT}/cpu\ntorch==2.14.1+cpu\n", ["RTX 4090"], True, []),
-    ("torch==2.14.1\n", [], True, []),  # no GPU: the CPU build is the right one
+    (f"--extra-index-url {PT}/cpu\ntorch==2.14.1+cpu\n", ("RTX 4090",), True, []),
+    ("torch==2.14.1\n", (), True, []),  # no GPU: the CPU build is the right one
 ])
 def test_the_default_cpu_build_on_a_gpu_target_is_a_problem(text, gpus, fits, problems):
     from snapshot import named_snapshot
 
-    from cudamatrix.solve.target import Target, from_flags
-
-    m = named_snapshot("issue23")
-    t = from_flags(m, driver="580.65.06" if gpus else None, gpus=gpus, python="3.12", platform="win_amd64",
-                   cuda_toolkit=None, base=Target(name="t"))
-    result = check_requirements(m, [t], None, text, "r.txt")
+    result = check_requirements(named_snapshot("issue23"), [_issue23_target("win_amd64", gpus=gpus)], None, text,
+                                "r.txt")
     assert (result["fits"], result["checked"], result["problems"]) == (fits, ["torch==2.14.1+cpu"], problems)
-
-
-def _issue23_target(platform: str, python: str | None = "3.12"):
-    from snapshot import named_snapshot
-
-    from cudamatrix.solve.target import Target, from_flags
-
-    return from_flags(named_snapshot("issue23"), driver="580.65.06", gpus=["RTX 4090"], python=python,
-                      platform=platform, cuda_toolkit=None, base=Target(name="t"))
 
 
 def test_a_file_whose_default_build_differs_per_platform_is_checked_per_platform():

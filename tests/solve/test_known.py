@@ -61,15 +61,17 @@ def test_requirement_name_of_every_pin_in_the_data_and_of_no_name():
 
 
 def test_matrix_names_read_the_families_until_every_wanted_name_is_found():
-    from cudamatrix.matrix.data import build_lazily, default_data_dir
+    from cudamatrix.matrix.data import default_data_dir, load_matrix_from
 
-    def fresh():
-        return build_lazily({n: (default_data_dir() / f"{n}.json").read_bytes()
-                             for n in ("meta", "cuda", "gpus", "cudnn", "torch", "tensorflow", "jax", "advisories")})
+    def fresh():  # the shipped data as commands load it, each file built on first use
+        return load_matrix_from(default_data_dir(), trusted=True)
 
     def built(m):
         return {k for k in ("torch", "tensorflow", "jax") if k in vars(m)}
 
+    m = fresh()
+    assert matrix_names(m, ["Torch", "jaxlib"]) == family_names() and built(m) == set()  # framework names only
+    assert matrix_names(m, []) == family_names() and built(m) == set()  # nothing asked: nothing read
     m = fresh()
     assert "nvidia-cudnn-cu12" in matrix_names(m, ["nvidia-cudnn-cu12", "Torch"]) and built(m) == {"torch"}
     m = fresh()
