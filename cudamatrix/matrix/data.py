@@ -15,12 +15,14 @@ validate it), while a folder the user names (``--data``, ``matrix validate PATH`
 # matrix (schema.build) reads them without evaluating strings (about 15 ms saved at every start)
 
 import json
+import threading
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from cudamatrix.errors import DataError
-from cudamatrix.matrix.sources import Source, Sources, SourceText  # noqa: F401
+from cudamatrix.matrix.sources import Source, Sources, SourceText, lazy_sources  # noqa: F401
 from cudamatrix.schema import FORBID, build, cc_key, field, normalize_cc, record, validate  # noqa: F401
 from cudamatrix.schema.annotated import CC, Driver, IndexUrl, Label, Local, Name, Req, Spec, Ver, VersionText  # noqa: F401
 
@@ -35,6 +37,7 @@ Platform = Literal["linux_x86_64", "linux_aarch64", "win_amd64", "macos_arm64", 
 
 # --- CUDA toolkit and driver -------------------------------------------------------------------
 
+@lazy_sources
 @record(frozen=True)
 class CudaRelease:
     """One CUDA toolkit release with its minimum drivers ("CUDA Toolkit and Corresponding Driver Versions")."""
@@ -48,6 +51,7 @@ class CudaRelease:
     __pydantic_config__ = FORBID
 
 
+@lazy_sources
 @record(frozen=True)
 class MinorCompat:
     """Minor-version compatibility floor of one CUDA major: any 12.x app runs on this driver (SASS only)."""
@@ -60,6 +64,7 @@ class MinorCompat:
     __pydantic_config__ = FORBID
 
 
+@lazy_sources
 @record(frozen=True)
 class DriverBranch:
     """The highest CUDA version a driver branch reports (``nvidia-smi`` "CUDA Version")."""
@@ -70,6 +75,7 @@ class DriverBranch:
     __pydantic_config__ = FORBID
 
 
+@lazy_sources
 @record(frozen=True)
 class Metapackage:
     """A wheel that only requires other wheels (``cuda-toolkit``): per extra, the component requirements its
@@ -82,6 +88,7 @@ class Metapackage:
     __pydantic_config__ = FORBID
 
 
+@lazy_sources
 @record(frozen=True)
 class JetPack:
     """A Jetson Linux (L4T) release line of JetPack: the driver its boards report, the CUDA version that driver
@@ -113,6 +120,7 @@ class CudaFile:
 
 # --- GPUs ----------------------------------------------------------------------------------------
 
+@lazy_sources
 @record(frozen=True)
 class Architecture:
     """A GPU architecture: its compute capabilities, driver floor and end of support."""
@@ -131,6 +139,7 @@ class Architecture:
     __pydantic_config__ = FORBID
 
 
+@lazy_sources
 @record(frozen=True)
 class Gpu:
     """A GPU model by name: compute capability, architecture, segment."""
@@ -156,6 +165,7 @@ class GpuFile:
 
 # --- cuDNN ---------------------------------------------------------------------------------------
 
+@lazy_sources
 @record(frozen=True)
 class CudnnRelease:
     """A cuDNN release: the CUDA versions and compute capabilities it supports."""
@@ -170,6 +180,7 @@ class CudnnRelease:
     __pydantic_config__ = FORBID
 
 
+@lazy_sources
 @record(frozen=True)
 class CudnnGpuFloor:
     """A cap cuDNN puts on the GPU: from the versions ``versions`` on, its kernels are built for no compute
@@ -195,6 +206,7 @@ class CudnnFile:
 
 # --- Frameworks ----------------------------------------------------------------------------------
 
+@lazy_sources
 @record(frozen=True)
 class PlatformFacts:
     """How the wheels of one platform (wheel tag) of a variant differ from the variant's own fields, read from
@@ -211,6 +223,7 @@ class PlatformFacts:
     __pydantic_config__ = FORBID
 
 
+@lazy_sources
 @record(frozen=True)
 class Variant:
     """One published build of a framework release (``cu121``, ``cpu``, ``and-cuda``, ``cuda12``)."""
@@ -239,6 +252,7 @@ class Variant:
     __pydantic_config__ = FORBID
 
 
+@lazy_sources
 @record(frozen=True)
 class FrameworkRelease:
     """One framework release: supported Pythons and its build variants."""
@@ -267,6 +281,7 @@ class FrameworkFile:
 
 # --- Advisories ----------------------------------------------------------------------------------
 
+@lazy_sources
 @record(frozen=True)
 class Advisory:
     """A known-bad combination: what it affects, its symptom, its fix and source."""
@@ -326,10 +341,16 @@ class Matrix:
             files it asks about (doctor on a machine without a framework: the advisories, not the 600 KB of
             framework rows). Any other missing attribute is an AttributeError, as usual."""
             pending = self.__dict__.get("_pending")
-            if pending is None or name not in pending:
+            if pending is None:
                 raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-            value = _build_file(name, pending[name])
-            self.__dict__[name] = value  # once: later reads find it in the instance (no __getattr__)
+            with _BUILDING:  # one thread builds a file; another asking meanwhile waits and finds it built
+                if name in self.__dict__:
+                    return self.__dict__[name]
+                if name not in pending:
+                    raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+                value = _build_file(name, pending[name])
+                self.__dict__[name] = value  # once: later reads find it in the instance (no __getattr__)
+                del pending[name]  # its bytes are not held any longer
             return value
 
 
@@ -345,6 +366,9 @@ def default_data_dir() -> Path:
     if packaged.is_dir():
         return packaged
     return package.parent / "data"
+
+
+_BUILDING = threading.Lock()
 
 
 def _read(path: Path) -> bytes:
@@ -422,29 +446,32 @@ def build_files(raws: dict[str, bytes]) -> Matrix:
     return matrix
 
 
-def build_lazily(raws: dict[str, bytes]) -> Matrix:
+def build_lazily(raws: Mapping[str, bytes | Path]) -> Matrix:
     """A Matrix of trusted raw file contents (the shipped data) built without validation, each file parsed and
-    built on first use. ``meta.json`` is read now: a schema this release cannot read is refused at once.
-    Raises DataError, now for the meta file and on first use for the others.
+    built on first use (a file given by its path is read then, and its bytes are let go once it is built).
+    ``meta.json`` is read now: a schema this release cannot read is refused at once. Raises DataError, now for
+    the meta file and on first use for the others.
 
     This second loader beside pydantic pays for itself: validating the shipped data with pydantic instead made
     ``solve`` (four frameworks, one target) take 1.9 times the CPU time and ``doctor`` 1.8 times (paired runs,
     medians of 15); the tests check both loaders give the same Matrix. Building on first use spares ``doctor``
     on a machine without a framework, ``lock torch`` and ``matrix show`` the files they never read."""
-    meta = _parse("meta.json", raws["meta"])
+    raw = raws["meta"]
+    raw = _read(raw) if isinstance(raw, Path) else raw
+    meta = _parse("meta.json", raw)
     _check_schema({"meta": meta})
     matrix = object.__new__(Matrix)
-    matrix.__dict__["meta"] = _build_file("meta", raws["meta"], meta)
-    matrix.__dict__["_pending"] = {name: raw for name, raw in raws.items() if name != "meta"}  # never changed
+    matrix.__dict__["meta"] = _build_file("meta", raw, meta)
+    matrix.__dict__["_pending"] = {name: raw for name, raw in raws.items() if name != "meta"}  # left to build
     return matrix
 
 
-def _build_file(name: str, raw: bytes, parsed: Any = None) -> Any:
+def _build_file(name: str, raw: bytes | Path, parsed: Any = None) -> Any:
     """One shipped file built as the Matrix field ``name`` holds it. Raises DataError as :func:`build_files`."""
     import gc
 
     if parsed is None:
-        parsed = _parse(f"{name}.json", raw)
+        parsed = _parse(f"{name}.json", _read(raw) if isinstance(raw, Path) else raw)
     # some ten thousand objects and no cycle among them: the cyclic collector would only walk them again
     was_on = gc.isenabled()
     gc.disable()
@@ -465,10 +492,13 @@ def load_matrix_from(data_dir: Path, *, trusted: bool = False) -> Matrix:
     data_dir = Path(data_dir)
     if not data_dir.is_dir():
         raise DataError(f"{data_dir}: not a matrix data folder")
-    raws = {name: _read(data_dir / f"{name}.json") for name in FILES}
     if not trusted:
-        return validate_files(raws)
-    return build_lazily(raws)
+        return validate_files({name: _read(data_dir / f"{name}.json") for name in FILES})
+    paths = {name: data_dir / f"{name}.json" for name in FILES}
+    for path in paths.values():
+        if not path.exists() and not path.is_symlink():  # a file missing is told at the load, as before
+            _read(path)
+    return build_lazily(dict(paths))  # each file read on first use (a command reads only what it asks about)
 
 
 @lru_cache(maxsize=4)

@@ -17,7 +17,7 @@ from functools import lru_cache
 from typing import Annotated, Any, Callable, Literal, TypeVar, Union
 
 from cudamatrix.errors import CudamatrixError, DataError
-from cudamatrix.schema.records import field, field_names, is_record, record, replace
+from cudamatrix.schema.records import field, field_names, is_record, maker, record, replace
 
 __all__ = ["record", "field", "field_names", "replace", "validate", "build", "to_dict"]
 
@@ -204,12 +204,13 @@ def _converter(tp: Any) -> Callable[[Any], Any]:
     return _identity
 
 
-_PLANS: dict[type, dict[str, Callable[[Any], Any] | None]] = {}
+_PLANS: dict[type, tuple[dict[str, Callable[[Any], Any] | None], Callable[[dict[str, Any]], Any]]] = {}
 
 
-def _plan(cls: type) -> dict[str, Callable[[Any], Any] | None]:
-    """Per field of the dataclass ``cls``: the converter of its JSON value, None where the JSON value is
-    kept as it is (worked out once per class)."""
+def _plan(cls: type) -> tuple[dict[str, Callable[[Any], Any] | None], Callable[[dict[str, Any]], Any]]:
+    """Per init field of the dataclass ``cls``: the converter of its JSON value, None where the JSON value is
+    kept as it is; and the function making an instance of the fields (:func:`~cudamatrix.schema.records.maker`).
+    Worked out once per class."""
     if cls not in _PLANS:
         specs: dict[str, Any] = vars(cls)["__record_specs__"]
         if any(isinstance(s.type, str) for s in specs.values()):  # string annotations: evaluate them (slower)
@@ -217,10 +218,13 @@ def _plan(cls: type) -> dict[str, Callable[[Any], Any] | None]:
         else:
             hints = {name: s.type for name, s in specs.items()}
         plan: dict[str, Callable[[Any], Any] | None] = {}
-        for name in specs:
-            conv = _converter(hints[name])
-            plan[name] = None if conv is _identity else conv
-        _PLANS[cls] = plan
+        for name, spec in specs.items():
+            if getattr(vars(cls).get(name), "takes_json", False):
+                plan[name] = None  # a field that builds its value on first read (matrix.sources.LazySource)
+            elif spec.init:
+                conv = _converter(hints[name])
+                plan[name] = None if conv is _identity else conv
+        _PLANS[cls] = plan, maker(cls)
     return _PLANS[cls]
 
 
@@ -232,7 +236,7 @@ def build(cls: type[T], data: Any) -> T:
     Raises TypeError or ValueError on data of the wrong shape."""
     if not isinstance(data, dict):
         raise TypeError(f"{cls.__name__}: an object is needed, got {type(data).__name__}")
-    plan = _plan(cls)
+    plan, make = _plan(cls)
     kwargs = {}
     for key, value in data.items():
         try:
@@ -240,4 +244,5 @@ def build(cls: type[T], data: Any) -> T:
         except KeyError:
             raise TypeError(f"{cls.__name__}: unknown key {key!r}") from None
         kwargs[key] = value if conv is None else conv(value)
-    return cls(**kwargs)
+    obj: T = make(kwargs)
+    return obj

@@ -601,6 +601,34 @@ def test_the_shipped_matrix_builds_each_file_on_first_use():
     assert not hasattr(lazy, "nonesuch") and not hasattr(lazy, "_nonesuch")
 
 
+def test_a_file_of_a_data_folder_is_read_when_first_used_and_let_go_once_built(tmp_path):
+    """load_matrix_from(trusted=True) tells a missing file at the load, reads each file on first use (so a file
+    no command asks about is never read) and holds no file's bytes once it is built; two threads asking for a
+    file at once get the one built."""
+    import threading
+
+    from cudamatrix.matrix.data import load_matrix_from
+
+    folder = tmp_path / "data"
+    shutil.copytree(default_data_dir(), folder)
+    matrix = load_matrix_from(folder, trusted=True)
+    assert set(vars(matrix)["_pending"]) == set(FILES) - {"meta"}
+    assert all(isinstance(v, Path) for v in vars(matrix)["_pending"].values())  # nothing read yet
+    (folder / "jax.json").write_text("{not json")  # changed after the load: read as it is at first use
+    seen: list = []
+    threads = [threading.Thread(target=lambda: seen.append(matrix.torch)) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(seen) == 4 and all(s is seen[0] for s in seen) and "torch" not in vars(matrix)["_pending"]
+    with pytest.raises(DataError, match=r"jax\.json: not valid JSON"):
+        matrix.jax
+    (folder / "cudnn.json").unlink()
+    with pytest.raises(DataError, match=r"cudnn\.json: missing from the matrix data folder"):
+        load_matrix_from(folder, trusted=True)
+
+
 def test_a_malformed_shipped_file_is_a_data_error_when_first_read_and_a_new_schema_at_once():
     from cudamatrix.matrix.data import build_lazily
 

@@ -7,6 +7,7 @@ import copy
 import json
 import shutil
 import sys
+import typing
 from pathlib import Path
 
 import pytest
@@ -62,6 +63,51 @@ def test_built_and_validated_sources_are_the_same(shipped):
         to_dict(shipped.torch.releases[0].source, records=True)
     assert isinstance(built.cuda.releases[0].source, SourceText)
     assert isinstance(shipped.cuda.releases[0].source, SourceText)
+
+
+def _row_classes():
+    """Every row class of the matrix with a source field, and those fields."""
+    import cudamatrix.matrix.data as data
+    from cudamatrix.matrix.sources import Sources
+    from cudamatrix.schema.records import is_record
+
+    for cls in vars(data).values():
+        if isinstance(cls, type) and is_record(cls) and cls.__module__ == data.__name__:
+            names = [n for n, s in cls.__record_specs__.items()
+                     if s.type is Sources or Sources in typing.get_args(s.type)]
+            if names:
+                yield cls, names
+
+
+def test_every_source_field_of_the_matrix_is_joined_on_first_read():
+    from cudamatrix.matrix.sources import LazySource
+
+    found = dict(_row_classes())
+    assert {"Variant", "FrameworkRelease", "CudaRelease", "Architecture", "Advisory"} <= {c.__name__ for c in found}
+    for cls, names in found.items():
+        assert all(isinstance(vars(cls)[n], LazySource) for n in names), cls
+    built = load_matrix_from(default_data_dir(), trusted=True)
+    row = built.torch.releases[0].variants[0]
+    assert type(row.__dict__["source"]) is list  # the JSON list, untouched until read
+    text = row.source
+    assert type(text) is SourceText and row.source is text and row.__dict__["source"] is text  # made once
+    floors = [a for a in built.gpus.architectures if a.__dict__["min_driver_source"] is not None]
+    assert floors and all(type(a.min_driver_source) is SourceText for a in floors)  # an optional field too
+
+
+def test_a_lazily_built_row_equals_its_read_one_and_survives_copy_pickle_and_the_dataclass_upgrade(shipped):
+    import dataclasses
+    import pickle
+
+    built = load_matrix_from(default_data_dir(), trusted=True)
+    fresh, seen = built.torch.releases[1], shipped.torch.releases[1]
+    assert pickle.loads(pickle.dumps(fresh)) == fresh == seen and copy.copy(fresh) == seen
+    again = load_matrix_from(default_data_dir(), trusted=True).tensorflow.releases[0]
+    cls = type(again.variants[0])
+    dataclasses.fields(cls)  # the first such read makes the class a standard dataclass in place
+    assert type(vars(cls)["source"]).__name__ == "LazySource"
+    assert type(again.variants[0].__dict__["source"]) is list and type(again.variants[0].source) is SourceText
+    assert again.variants[0].source == shipped.tensorflow.releases[0].variants[0].source
 
 
 # --- validation -------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from packaging.specifiers import SpecifierSet
 from cudamatrix.names import name_and_specifier
 from cudamatrix.schema import field as schema_field
 from cudamatrix.schema import field_names, record, replace
+from cudamatrix.schema.records import maker
 
 
 def _pair(frozen: bool, eq: bool = True):
@@ -113,6 +114,51 @@ def test_record_init_matches_dataclass(frozen):
             std(*args, **kw)
         with pytest.raises(TypeError):
             rec(*args, **kw)
+
+
+@pytest.mark.parametrize("frozen", [False, True])
+def test_maker_builds_what_init_builds_without_compiling_it(frozen):
+    def body():
+        @record(frozen=frozen)
+        class Base:
+            name: str
+            size: int = 0
+
+        @record(frozen=frozen)
+        class Row(Base):
+            tags: list[str] = schema_field(default_factory=list)
+            seen: int = schema_field(default=7, init=False)
+            made: list[str] = schema_field(default_factory=lambda: ["x"], init=False)
+            note: str = schema_field(default="", kw_only=True)
+        return Row
+    called, made = body(), body()
+    make = maker(made)
+    for fields in [{"name": "a"}, {"name": "a", "size": 2, "tags": ["t"], "note": "n"}, {"note": "m", "name": "b"}]:
+        a, b = called(**fields), make(dict(fields))
+        assert type(b) is made and repr(a).split("(", 1)[1] == repr(b).split("(", 1)[1]
+        assert [getattr(a, n) for n in field_names(a)] == [getattr(b, n) for n in field_names(b)]
+    assert make({"name": "a"}).tags is not make({"name": "a"}).tags  # a fresh list each time
+    assert getattr(made.__dict__["__init__"], "__record_first__", False)  # its __init__ was never compiled
+    with pytest.raises(TypeError, match="missing 'name'"):
+        make({"size": 1})
+    with pytest.raises(TypeError, match="unexpected 'made'"):  # not an init field, as Row(made=...) refuses it
+        make({"name": "a", "made": []})
+    if frozen:
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            make({"name": "a"}).name = "b"
+
+
+def test_maker_calls_a_class_that_writes_its_own_init_or_post_init():
+    rows = _kinds()(record, schema_field)  # __post_init__ sets seen from tags
+    assert maker(rows)({"name": "a", "tags": ["x", "y"]}).seen == 2
+
+    @record
+    class Own:
+        name: str
+
+        def __init__(self, name: str) -> None:
+            self.name = name.upper()
+    assert maker(Own)({"name": "a"}).name == "A"
 
 
 def test_record_refuses_what_dataclass_refuses():
