@@ -20,10 +20,11 @@ from cudamatrix.matrix.data import FrameworkRelease, Matrix, Variant
 from cudamatrix.models import Environment, Solution
 from cudamatrix.names import FAMILIES, FRAMEWORK_DISTS
 from cudamatrix.solve import rules
+from cudamatrix.solve.driverclass import Memo
 from cudamatrix.solve.indexes import PYTORCH_INDEX_PREFIX
 from cudamatrix.solve.known import NameCheck
 from cudamatrix.solve.lockfile import RequirementsFile, parse_requirements
-from cudamatrix.solve.solver import parse_request, solve
+from cudamatrix.solve.solver import fits, parse_request, solve
 from cudamatrix.solve.target import Target
 
 TORCH_DISTS = FAMILIES["torch"].distributions
@@ -269,13 +270,14 @@ def check_requirements(matrix: Matrix, targets: list[Target], installed: Environ
     if not texts:
         result.update(fits=True, note="no framework requirement to check")
         return result
+    memo = Memo()  # the rules' verdicts on these targets, shared by the solve, its ways out and the advice's
     try:
-        solution = solve(targets, parse_request(texts), matrix, installed=None)
+        solution = solve(targets, parse_request(texts), matrix, installed=None, memo=memo)
     except NoSolution as exc:
         result["fits"] = False
         result["problems"] = [c.message + (f" (blocks: {', '.join(c.machines)})" if c.machines else "")
                               for c in exc.causes]
-        result["advice"] = index_advice(matrix, texts, targets)
+        result["advice"] = index_advice(matrix, texts, targets, memo)
         result["ways_out"] = [a["message"] for a in result["advice"]] + [w.message for w in exc.ways_out]
         return result
     result["problems"] += _nvidia_problems(solution, nvidia)
@@ -304,7 +306,7 @@ def _nvidia_problems(solution: Solution, nvidia: list[Requirement]) -> list[str]
     return out
 
 
-def index_advice(matrix: Matrix, texts: list[str], targets: list[Target]) -> list[dict]:
+def index_advice(matrix: Matrix, texts: list[str], targets: list[Target], memo: Memo | None = None) -> list[dict]:
     """For a torch build that does not fit: another build of the same release with which the whole file solves
     (re-solved with the file's other frameworks, so the advice converges), as a change to the file:
     ``{"add": [index line], "pin": {name: exact requirement}, "message": sentence}``.
@@ -312,7 +314,8 @@ def index_advice(matrix: Matrix, texts: list[str], targets: list[Target]) -> lis
     The index line is ``--extra-index-url``: the file's indexes stay for every other package (TensorFlow is not
     on the PyTorch index). The pins carry the build's local version (``torch==2.5.1+cu121``), which only that
     PyTorch index folder serves, so pip installs that build whatever other indexes the file names (an exact
-    local version matches only itself: PEP 440)."""
+    local version matches only itself: PEP 440). ``memo``: the solves of ``texts`` on ``targets`` done already."""
+    memo = Memo() if memo is None else memo
     for i, text in enumerate(texts):
         req = Requirement(text)
         if canonicalize_name(req.name) != "torch":
@@ -324,7 +327,7 @@ def index_advice(matrix: Matrix, texts: list[str], targets: list[Target]) -> lis
         for v in sorted(release.variants, key=lambda v: v.cuda or Version("0"), reverse=True):
             if v.name == local or v.cuda is None or not v.index_url:
                 continue
-            found = _local_advice(matrix, v, i, local, texts, targets) if v.local_version else \
+            found = _local_advice(matrix, v, i, local, texts, targets, memo) if v.local_version else \
                 _bare_advice(matrix, release, v, texts, targets)
             if found:
                 return found
@@ -332,13 +335,11 @@ def index_advice(matrix: Matrix, texts: list[str], targets: list[Target]) -> lis
 
 
 def _local_advice(matrix: Matrix, v: Variant, i: int, local: str, texts: list[str],
-                  targets: list[Target]) -> list[dict]:
+                  targets: list[Target], memo: Memo) -> list[dict]:
     """The advice for a build with a local version: its index as an extra index and its local pins, when the file's
     frameworks then solve together."""
     moved = [_with_variant(t, local, v.name) if j == i or _is_companion(t) else t for j, t in enumerate(texts)]
-    try:
-        solve(targets, parse_request(moved), matrix, installed=None, check_ways=False)
-    except NoSolution:
+    if fits(targets, parse_request(moved), matrix, memo=memo) is None:
         return []
     pins = {canonicalize_name(Requirement(t).name): t for t in moved
             if canonicalize_name(Requirement(t).name) in TORCH_DISTS}

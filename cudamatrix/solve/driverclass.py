@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
+from typing import Any
 
 from cudamatrix.matrix.data import FrameworkRelease, Matrix, Variant
 from cudamatrix.matrix.query import driver_version
@@ -165,11 +166,15 @@ class SharedChecks:
 
 class Memo:
     """What the screens of one solve share: each build's verdict per class (by the build and the class's facts,
-    not by the targets), and the class where each build failed first (without its Python)."""
+    not by the targets), the class where each build failed first (without its Python), each build's problems
+    with a request (by the build and the request's text: the ways out re-screen the same request), and each
+    build's candidate (its version text made once)."""
 
     def __init__(self) -> None:
         self.verdicts: dict[tuple, Shared] = {}
         self.failed_at: dict[tuple, tuple] = {}
+        self.requested: dict[tuple, list[str]] = {}
+        self.candidates: dict[tuple, Any] = {}  # (id(release), id(variant)) -> search.Candidate
 
 
 class Shared:

@@ -6,6 +6,7 @@ passed in to be filled.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from functools import cached_property
 from typing import NamedTuple
 
@@ -101,6 +102,8 @@ def build_extras(matrix_extras: set[str] | frozenset[str], extras: set[str]) -> 
 def extra_problems(cand: Candidate, req: Requirement, matrix_extras: set[str] | frozenset[str]) -> list[str]:
     """Why the candidate is not the build the requirement's extras name (``jax[cuda13]`` is the CUDA 13 plugin
     build, never the CUDA 12 one; ``jax[cpu]`` the CPU build): pip installs exactly the extra asked for."""
+    if not req.extras:  # the common case, and no extra names no build
+        return []
     wanted = build_extras(matrix_extras, {canonical(e) for e in req.extras})
     if not wanted:
         return []
@@ -138,40 +141,56 @@ def matches_request(cand: Candidate, reqs: list[Requirement], matrix_extras: fro
         else:
             continue
         # a build whose wheels carry no local version is named by its variant (check -r: torch==2.5.1+cu118)
-        named = f"{version}+{cand.variant.name}" if not cand.variant.local_version else full
-        if req.specifier and not any(_meets(req, v) for v in (version, full, named)):
+        # (with a local version, that name is the full version: two texts to try, not three)
+        texts = (version, full, f"{version}+{cand.variant.name}") if not cand.variant.local_version else \
+            (version, full)
+        if req.specifier and not any(_meets(req, v) for v in texts):
             out.append(f"{cand.label}: {name} {full} does not satisfy {_text(req)}")
     return out
 
 
-_TEXTS: dict[int, tuple[Requirement, str]] = {}  # id -> (the requirement, kept alive so the id stays its, its text)
+_TEXTS: dict[int, tuple[Requirement, str, str]] = {}  # id -> (the requirement, kept alive so the id stays its,
+#                                                        its text, its specifiers' text)
+
+
+def _texts(req: Requirement) -> tuple[Requirement, str, str]:
+    hit = _TEXTS.get(id(req))
+    if hit is None or hit[0] is not req:
+        if len(_TEXTS) >= 1024:
+            _TEXTS.clear()
+        hit = _TEXTS[id(req)] = (req, str(req), str(req.specifier))
+    return hit
 
 
 def _text(req: Requirement) -> str:
     """``str(req)``, made once per requirement (packaging rebuilds it from its parts at every call, and every
     candidate a pin turns down quotes it)."""
-    hit = _TEXTS.get(id(req))
-    if hit is None or hit[0] is not req:
-        if len(_TEXTS) >= 1024:
-            _TEXTS.clear()
-        hit = _TEXTS[id(req)] = (req, str(req))
-    return hit[1]
+    return _texts(req)[1]
 
 
 _VERSIONS: dict[str, Version | None] = {}  # a version text -> its Version (None: not a version); matrix-bounded
+_MET: dict[tuple[str, str], bool] = {}  # (specifiers' text, version text) -> whether the version meets them
 
 
 def _meets(req: Requirement, text: str) -> bool:
-    """``req.specifier.contains(text, prereleases=True)`` with each version text parsed once per process (a
-    ``check`` screens every candidate up to five times while it checks its ways out: 2,000 parses of a few
-    hundred texts were a fifth of its time). A text that is no version meets no specifier, as in packaging."""
-    if text not in _VERSIONS:
-        try:
-            _VERSIONS[text] = Version(text)
-        except InvalidVersion:
-            _VERSIONS[text] = None
-    version = _VERSIONS[text]
-    return version is not None and req.specifier.contains(version, prereleases=True)
+    """``req.specifier.contains(text, prereleases=True)``, each answer worked out once per process: a ``check``
+    screens every candidate up to five times while it checks its ways out, three version texts a candidate,
+    and packaging parses the specifier's version and the candidate's public version again at each call (those
+    parses were a quarter of ``check``'s time). The same specifiers' text means the same specifiers. A text
+    that is no version meets no specifier, as in packaging."""
+    key = (_texts(req)[2], text)
+    met = _MET.get(key)
+    if met is None:
+        if text not in _VERSIONS:
+            try:
+                _VERSIONS[text] = Version(text)
+            except InvalidVersion:
+                _VERSIONS[text] = None
+        version = _VERSIONS[text]
+        if len(_MET) >= 65536:
+            _MET.clear()
+        met = _MET[key] = version is not None and req.specifier.contains(version, prereleases=True)
+    return met
 
 
 def _pinned_exactly(cand: Candidate, reqs: list[Requirement]) -> bool:
@@ -249,29 +268,43 @@ def screen(family: str, reqs: list[Requirement], matrix: Matrix, targets: list[T
     ok: list[Candidate] = []
     verdicts: list[Verdict] = []
     rejected: list[Rejection] = []
-    extras = {v.pip_extra for r in matrix.frameworks(family) for v in r.variants if v.pip_extra}
-    mine = _concerning(family, reqs, matrix)
     total = 0
-    for release in matrix.frameworks(family):
-        for variant in release.variants:
-            total += 1
-            cand = Candidate(release, variant)
-            req_problems = matches_request(cand, mine, extras)
-            if req_problems:
-                verdicts.append(Verdict(cand, [rules.Reason("request", p) for p in req_problems], {}))
-            elif explain or not (gpu_wanted and variant.cuda is None):  # else turned down below (_gpu_builds_only)
-                verdict = _on_rules(shared, cand, keys, explain)
-                if verdict is None:
-                    ok.append(cand)
-                elif verdict.reasons:
-                    verdicts.append(verdict)
-                    reasons = verdict.reasons
-                    rejected.append(Rejection(candidate=cand.label, reasons=dedupe([r.message for r in reasons]),
-                                              rules=dedupe([r.rule for r in reasons])))
+    for cand, req_problems in _candidates(family, reqs, matrix, shared.memo):
+        total += 1
+        if req_problems:
+            verdicts.append(Verdict(cand, [rules.Reason("request", p) for p in req_problems], {}))
+        elif explain or not (gpu_wanted and cand.variant.cuda is None):  # else turned down below (_gpu_builds_only)
+            verdict = _on_rules(shared, cand, keys, explain)
+            if verdict is None:
+                ok.append(cand)
+            elif verdict.reasons:
+                verdicts.append(verdict)
+                reasons = verdict.reasons
+                rejected.append(Rejection(candidate=cand.label, reasons=dedupe([r.message for r in reasons]),
+                                          rules=dedupe([r.rule for r in reasons])))
     if gpu_wanted:
         ok = _gpu_builds_only(family, ok, verdicts, rejected)
     ok.sort(key=lambda c: preference(c, targets, installed, gpu_wanted, matrix), reverse=True)
     return Screened(ok, verdicts, rejected, total)
+
+
+def _candidates(family: str, reqs: list[Requirement], matrix: Matrix,
+                memo: Memo) -> Iterator[tuple[Candidate, list[str]]]:
+    """Each build of the family as a candidate, with its problems with the request (:func:`matches_request`):
+    both made once per ``memo`` (the screens of one solve and of its ways out ask again)."""
+    extras = {v.pip_extra for r in matrix.frameworks(family) for v in r.variants if v.pip_extra}
+    mine = _concerning(family, reqs, matrix)
+    asked = tuple(_text(r) for r in mine)  # the request as the memo knows it: a build's problems with it are its own
+    for release in matrix.frameworks(family):
+        for variant in release.variants:
+            build = (id(release), id(variant))  # a matrix built in code may share a variant between releases
+            cand = memo.candidates.get(build)
+            if cand is None:
+                cand = memo.candidates[build] = Candidate(release, variant)
+            problems = memo.requested.get((build, asked))
+            if problems is None:
+                problems = memo.requested[(build, asked)] = matches_request(cand, mine, extras)
+            yield cand, problems
 
 
 def _concerning(family: str, reqs: list[Requirement], matrix: Matrix) -> list[Requirement]:

@@ -30,13 +30,14 @@ __all__ = ["MAX_COMBINATIONS", "Candidate", "Preference", "Request", "parse_requ
 
 
 def solve(targets: list[Target], request: Request, matrix: Matrix, *,
-          installed: Environment | None = None, check_ways: bool = True) -> Solution:
+          installed: Environment | None = None, check_ways: bool = True, memo: Memo | None = None) -> Solution:
     """The chosen set for every target, with its trace and rejections.
 
     Raises NoSolution (typed causes and ways out) when nothing fits, UsageError without a target; each way out
     is re-solved first, and one that lifts nothing is left out (``check_ways``). Neither ``request`` nor
-    ``targets`` nor ``installed`` is changed."""
-    memo = Memo()  # the verdicts per build and class of targets, shared with the re-solves of the ways out
+    ``targets`` nor ``installed`` is changed. ``memo``: what earlier solves of the same matrix worked out (see
+    :class:`~cudamatrix.solve.driverclass.Memo`), for a caller that solves several requests."""
+    memo = Memo() if memo is None else memo  # the verdicts per build and class, shared with the ways' re-solves
     with PausedGc() if len(targets) >= MIN_TARGETS else contextlib.nullcontext():  # a fleet: see PausedGc
         try:
             return _solve(targets, request, matrix, installed, memo=memo)
@@ -79,7 +80,7 @@ def _lifts(way: WayOut, targets: list[Target], request: Request, matrix: Matrix,
         request = Request([], {change["family"]: request.families[change["family"]]})
     if "python" in change:
         for py in change["python"].split():
-            found = _fits([replace(t, python=py) for t in targets], request, matrix, installed, memo)
+            found = fits([replace(t, python=py) for t in targets], request, matrix, installed, memo)
             if found is not None:
                 builds = ", ".join(f"{fw.name} {fw.version} {fw.variant}" for fw in found)
                 return WayOut(kind=way.kind, change={"python": py, "family": change.get("family", "")},
@@ -87,17 +88,18 @@ def _lifts(way: WayOut, targets: list[Target], request: Request, matrix: Matrix,
         return None
     if "driver" in change:
         moved = [replace(t, driver=change["driver"], driver_usable=True) for t in targets]
-        return way if _fits(moved, request, matrix, installed, memo) is not None else None
+        return way if fits(moved, request, matrix, installed, memo) is not None else None
     if "requirement" in change:
         relaxed = request.without(change["family"])
         relaxed.families[change["family"]] = [Requirement(change["requirement"])]
-        return way if _fits(targets, relaxed, matrix, installed, memo) is not None else None
+        return way if fits(targets, relaxed, matrix, installed, memo) is not None else None
     return way
 
 
-def _fits(targets: list[Target], request: Request, matrix: Matrix, installed: Environment | None,
-          memo: Memo) -> list[FrameworkChoice] | None:
-    """The frameworks chosen when a set fits (without the explanations of a :func:`solve`), else None."""
+def fits(targets: list[Target], request: Request, matrix: Matrix, installed: Environment | None = None,
+         memo: Memo | None = None) -> list[FrameworkChoice] | None:
+    """The frameworks chosen when a set fits (without the explanations of a :func:`solve`: no trace, no
+    rejection, no cause), else None. Raises UsageError without a target."""
     try:
         return _solve(targets, request, matrix, installed, explain=False, memo=memo).frameworks
     except NoSolution:
