@@ -143,6 +143,12 @@ def detects_this_machine(argv: list[str]) -> bool:
 def run() -> None:
     """The console script and ``python -m cudamatrix``: a command that detects this machine forks its loader
     children first (:mod:`cudamatrix.detect.early`), while this process has one thread and little imported."""
+    import gc
+
+    # a command is one short process: the cyclic collector runs after 50,000 new container objects, not 700
+    # (its generation-0 default). Every command makes fewer or about that many, and the collector's 40-50 passes
+    # walked them again, 7-14 ms of solve and check (gc.callbacks, medians); the few cycles wait to the end.
+    gc.set_threshold(50_000, *gc.get_threshold()[1:])
     args = sys.argv[1:]
     if detects_this_machine(args):
         from cudamatrix.detect.early import start

@@ -10,7 +10,6 @@ import re
 from pathlib import Path
 
 from cudamatrix.errors import UsageError
-from cudamatrix.fleet.nodes import env_paths, load_nodes, node_targets
 from cudamatrix.matrix.data import Matrix
 from cudamatrix.models import Environment
 from cudamatrix.schema import record
@@ -47,6 +46,8 @@ def environments(env_files: list[Path], from_files: list[str], interpreter: str 
         raise UsageError("--env and --from cannot be combined",
                          hint="--env reads saved `detect --json` files; --from reads pasted tool outputs")
     if env_files:
+        from cudamatrix.fleet.nodes import env_paths, load_nodes
+
         return load_nodes(env_paths(env_files))[0]
     if from_files:
         return [from_report_files(from_files)]
@@ -63,7 +64,10 @@ def resolve(matrix: Matrix, *, env_files: list[Path], from_files: list[str] | No
     live one. With ``--env``, flags override the saved machine's facts.
     """
     py_version, interpreter = split_python(python)
-    env_files = env_paths(env_files)  # folders of node files count as their files
+    if env_files:  # the fleet's reader is imported only for a command given --env
+        from cudamatrix.fleet.nodes import env_paths, load_nodes, node_targets
+
+        env_files = env_paths(env_files)  # folders of node files count as their files
     flags = any([driver, gpus, py_version, platform, cuda_toolkit])
     if flags and len(env_files) > 1:
         raise UsageError("target flags (--driver/--gpu/--python/--platform) cannot be combined with several --env "

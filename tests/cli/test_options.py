@@ -184,3 +184,20 @@ def test_env_shell_help_lists_every_shell():
 
     text = " ".join(_help("env", "--help").split())
     assert all(shell in text for shell in SHELLS) and SHELLS == ("bash", "zsh", "sh", "fish", "powershell")
+
+
+def test_the_command_process_collects_cycles_after_50000_new_objects_and_a_caller_of_main_keeps_its_own():
+    """run() (the console script, python -m cudamatrix) raises the collector's first threshold for the one short
+    process a command is; main() called in a process (a test, a notebook) leaves that process's threshold."""
+    import gc
+    import subprocess
+    import sys
+
+    code = ("import atexit, gc, sys; atexit.register(lambda: print('threshold', *gc.get_threshold()));"
+            "sys.argv = ['cudamatrix', '--version']; from cudamatrix.cli import run; run()")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    before = gc.get_threshold()
+    assert done.returncode == 0 and done.stdout.splitlines()[-1] == f"threshold 50000 {before[1]} {before[2]}"
+    from cudamatrix.cli import main
+
+    assert main(["--version"]) == 0 and gc.get_threshold() == before
