@@ -368,7 +368,7 @@ def default_data_dir() -> Path:
     return package.parent / "data"
 
 
-_BUILDING = threading.Lock()
+_BUILDING = threading.RLock()  # reentrant: a build that reads another file of the matrix does not wait on itself
 
 
 def _read(path: Path) -> bytes:

@@ -219,7 +219,8 @@ def _plan(cls: type) -> tuple[dict[str, Callable[[Any], Any] | None], Callable[[
             hints = {name: s.type for name, s in specs.items()}
         plan: dict[str, Callable[[Any], Any] | None] = {}
         for name, spec in specs.items():
-            if getattr(vars(cls).get(name), "takes_json", False):
+            own = next((vars(k)[name] for k in cls.__mro__ if name in vars(k)), None)  # as stored, not as read
+            if getattr(own, "takes_json", False):
                 plan[name] = None  # a field that builds its value on first read (matrix.sources.LazySource)
             elif spec.init:
                 conv = _converter(hints[name])
