@@ -641,3 +641,31 @@ def test_requests_that_name_a_build_or_a_companion():
     # the matrix row names no torchaudio for 2.5.1: no release matches the request
     assert [c["message"] for c in err.value.detail["causes"]] == ["no torch release in the matrix matches torch "
                                                                   "torchaudio"]
+
+
+def test_fits_screens_without_explanations_and_solve_fills_the_memo_it_is_given(monkeypatch):
+    """fits() answers whether a set fits without the rules' explanations (every screen with explain=False, no
+    cause built); solve() with a memo fills that memo, so that a caller's next solves on the targets reuse it."""
+    from cudamatrix.solve import solver
+    from cudamatrix.solve.driverclass import Memo
+
+    matrix = snapshot_matrix()
+    t4 = from_flags(matrix, driver="535.104.05", gpus=["7.5"], python="3.11", platform=None, cuda_toolkit=None)
+    memo = Memo()
+    solve([t4], parse_request(["torch"]), matrix, memo=memo)
+    assert memo.verdicts and memo.candidates and memo.requested
+    asked: list[bool] = []
+    real_screen = solver.screen
+
+    def screen(*args, **kw):
+        asked.append(kw["explain"])
+        return real_screen(*args, **kw)
+
+    def no_cause(*args, **kw):
+        raise AssertionError("fits() built the causes of a NoSolution")
+
+    monkeypatch.setattr(solver, "screen", screen)
+    monkeypatch.setattr(solver, "no_solution", no_cause)
+    assert solver.fits([t4], parse_request(["torch==2.15.0"]), matrix) is None
+    assert [f.version for f in solver.fits([t4], parse_request(["torch"]), matrix)] == ["2.14.1"]
+    assert asked == [False, False]
