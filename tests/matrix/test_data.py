@@ -623,7 +623,7 @@ def test_a_file_of_a_data_folder_is_read_when_first_used_and_let_go_once_built(t
         t.join()
     assert len(seen) == 4 and all(s is seen[0] for s in seen) and "torch" not in vars(matrix)["_pending"]
     with pytest.raises(DataError, match=r"jax\.json: not valid JSON"):
-        matrix.jax
+        _ = matrix.jax
     (folder / "cudnn.json").unlink()
     with pytest.raises(DataError, match=r"cudnn\.json: missing from the matrix data folder"):
         load_matrix_from(folder, trusted=True)

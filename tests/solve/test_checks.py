@@ -501,6 +501,47 @@ def test_index_advice_keeps_the_other_specifiers_of_the_pin():
     assert pin.startswith("torch") and set(pin[len("torch"):].split(",")) == {">=2.5", "==2.5.1+cu124"}
 
 
+def test_index_advice_solves_with_the_memo_it_is_given():
+    """check_requirements hands its solve's memo to the advice: each build tried is screened on it (the advice's
+    requests are in it afterwards), and the advice is the one a fresh memo gives."""
+    from snapshot import snapshot_matrix
+
+    from cudamatrix.solve.checks import index_advice
+    from cudamatrix.solve.driverclass import Memo
+
+    memo = Memo()
+    given = index_advice(snapshot_matrix(), ["torch==2.5.1+cu124"], [_t4_on_535()], memo)
+    assert given == index_advice(snapshot_matrix(), ["torch==2.5.1+cu124"], [_t4_on_535()])
+    assert {asked for (_, asked) in memo.requested} >= {("torch==2.5.1+cu121",)} and memo.verdicts
+
+
+def test_check_requirements_shares_one_memo_between_its_solve_and_the_advice(monkeypatch):
+    from cudamatrix.solve import checks
+
+    memos: list = []
+    real_solve, real_advice = checks.solve, checks.index_advice
+
+    def solve(*args, **kw):
+        memos.append(kw.get("memo"))
+        return real_solve(*args, **kw)
+
+    def advice(matrix, texts, targets, memo=None):
+        memos.append(memo)
+        return real_advice(matrix, texts, targets, memo)
+
+    from snapshot import named_snapshot
+
+    from cudamatrix.solve.target import from_flags
+
+    matrix = named_snapshot("issue23")  # torch 2.12.0's default build needs a newer driver than a T4 on R535 has
+    t4 = from_flags(matrix, driver="535.104.05", gpus=["Tesla T4"], python="3.12", platform=None, cuda_toolkit=None)
+    monkeypatch.setattr(checks, "solve", solve)
+    monkeypatch.setattr(checks, "index_advice", advice)
+    result = checks.check_requirements(matrix, [t4], None, "torch==2.12.0\ntorchvision==0.27.0\n", "r.txt")
+    assert result["fits"] is False and result["advice"]
+    assert len(memos) == 2 and memos[0] is not None and memos[0] is memos[1]
+
+
 def _issue23_target(platform: str, python: str | None = "3.12", gpus: tuple[str, ...] = ("RTX 4090",)):
     """A target of the issue23 snapshot: an RTX 4090 on driver 580.65.06, or a machine without a GPU."""
     from snapshot import named_snapshot
