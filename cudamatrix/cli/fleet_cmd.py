@@ -116,7 +116,7 @@ def run_lock_per_class(requirements: list[str] | None = None, output: Path | Non
     others are still written)."""
     import json
 
-    from cudamatrix.cli.lock_cmd import lock_writer
+    from cudamatrix.cli.lockfiles import lock_writer
     from cudamatrix.fleet.perclass import MAPPING, load_fleet, lock_per_class
 
     if fmt not in ("requirements", "uv"):
@@ -132,7 +132,7 @@ def run_lock_per_class(requirements: list[str] | None = None, output: Path | Non
     fleet = load_fleet(matrix, env)
     write = lock_writer(fmt, pins_only, glibc, dict(zip(fleet.names, fleet.environments, strict=False)))
     files, mapping = lock_per_class(matrix, fleet, list(requirements or []), fmt, mirror, write=write)
-    from cudamatrix.cli.lock_cmd import CREDENTIALS_NOTE
+    from cudamatrix.cli.lockfiles import CREDENTIALS_NOTE
     from cudamatrix.safe.files import write_atomic
     from cudamatrix.safe.text import has_credentials, strip_credentials
 
