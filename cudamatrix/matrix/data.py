@@ -371,11 +371,17 @@ def default_data_dir() -> Path:
 _BUILDING = threading.RLock()  # reentrant: a build that reads another file of the matrix does not wait on itself
 
 
+def _present(path: Path) -> Path:
+    """``path``, or a DataError when the data folder lacks it."""
+    if not path.exists() and not path.is_symlink():
+        raise DataError(f"{path.name}: missing from the matrix data folder {path.parent}")
+    return path
+
+
 def _read(path: Path) -> bytes:
     from cudamatrix.safe.files import read_bytes
 
-    if not path.exists() and not path.is_symlink():
-        raise DataError(f"{path.name}: missing from the matrix data folder {path.parent}")
+    _present(path)
     # bounded, and a FIFO or device in the data folder is refused before it is read (it would hang)
     return read_bytes(path, limit=16 * 1024 * 1024, what="matrix file", error=DataError)
 
@@ -494,11 +500,9 @@ def load_matrix_from(data_dir: Path, *, trusted: bool = False) -> Matrix:
         raise DataError(f"{data_dir}: not a matrix data folder")
     if not trusted:
         return validate_files({name: _read(data_dir / f"{name}.json") for name in FILES})
-    paths = {name: data_dir / f"{name}.json" for name in FILES}
-    for path in paths.values():
-        if not path.exists() and not path.is_symlink():  # a file missing is told at the load, as before
-            _read(path)
-    return build_lazily(dict(paths))  # each file read on first use (a command reads only what it asks about)
+    # a file missing is told at the load, as before; each file is read on first use (a command reads only what
+    # it asks about)
+    return build_lazily({name: _present(data_dir / f"{name}.json") for name in FILES})
 
 
 @lru_cache(maxsize=4)

@@ -18,6 +18,7 @@ import typing
 from typing import Annotated, Any, Literal
 
 from cudamatrix.schema import FORBID, record
+from cudamatrix.schema.records import MISSING
 from cudamatrix.schema.annotated import IsoDate, Text, Url
 
 SourceKind = Literal["first_party", "artifact", "third_party"]
@@ -130,11 +131,11 @@ class LazySource:
     takes_json = True  # schema.build: store the JSON value, do not convert it
 
     def __init__(self, name: str, default: Any) -> None:
-        self.name, self.default = name, default
+        self.name, self.default = name, default  # the field's default (records.MISSING: none)
 
     def __get__(self, obj: Any, owner: Any = None) -> Any:
         if obj is None:
-            if self.default is _NO_DEFAULT:
+            if self.default is MISSING:
                 raise AttributeError(self.name)
             return self.default
         own = obj.__dict__
@@ -153,17 +154,12 @@ class LazySource:
         raise AttributeError(f"cannot delete field {self.name!r}")
 
 
-_NO_DEFAULT: Any = object()
-
-
 def lazy_sources(cls: Any) -> Any:
     """Class decorator, above ``@record``: each of the row class's :data:`Sources` fields becomes a
     :class:`LazySource` (its text made on first read)."""
-    from cudamatrix.schema.records import MISSING
-
     for name, spec in cls.__record_specs__.items():
         if spec.type is Sources or Sources in typing.get_args(spec.type):
-            setattr(cls, name, LazySource(name, _NO_DEFAULT if spec.default is MISSING else spec.default))
+            setattr(cls, name, LazySource(name, spec.default))
     return cls
 
 

@@ -219,12 +219,12 @@ def _plan(cls: type) -> tuple[dict[str, Callable[[Any], Any] | None], Callable[[
             hints = {name: s.type for name, s in specs.items()}
         plan: dict[str, Callable[[Any], Any] | None] = {}
         for name, spec in specs.items():
+            if not spec.init:
+                continue
             own = next((vars(k)[name] for k in cls.__mro__ if name in vars(k)), None)  # as stored, not as read
-            if getattr(own, "takes_json", False):
-                plan[name] = None  # a field that builds its value on first read (matrix.sources.LazySource)
-            elif spec.init:
-                conv = _converter(hints[name])
-                plan[name] = None if conv is _identity else conv
+            # a field that builds its value on first read (matrix.sources.LazySource) keeps the JSON value
+            conv = _identity if getattr(own, "takes_json", False) else _converter(hints[name])
+            plan[name] = None if conv is _identity else conv
         _PLANS[cls] = plan, maker(cls)
     return _PLANS[cls]
 

@@ -174,10 +174,10 @@ _MET: dict[tuple[str, str], bool] = {}  # (specifiers' text, version text) -> wh
 
 def _meets(req: Requirement, text: str) -> bool:
     """``req.specifier.contains(text, prereleases=True)``, each answer worked out once per process: a ``check``
-    screens every candidate up to five times while it checks its ways out, three version texts a candidate,
-    and packaging parses the specifier's version and the candidate's public version again at each call (those
-    parses were a quarter of ``check``'s time). The same specifiers' text means the same specifiers. A text
-    that is no version meets no specifier, as in packaging."""
+    screens every candidate against several requests (its ways out, its index advice), two or three version
+    texts a candidate, and packaging parses the specifier's version and the candidate's public version again
+    at each call (those parses were a quarter of ``check``'s time). The same specifiers' text means the same
+    specifiers. A text that is no version meets no specifier, as in packaging."""
     key = (_texts(req)[2], text)
     met = _MET.get(key)
     if met is None:

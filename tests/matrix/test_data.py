@@ -601,13 +601,25 @@ def test_the_shipped_matrix_builds_each_file_on_first_use():
     assert not hasattr(lazy, "nonesuch") and not hasattr(lazy, "_nonesuch")
 
 
-def test_a_file_of_a_data_folder_is_read_when_first_used_and_let_go_once_built(tmp_path):
+def test_a_file_of_a_data_folder_is_read_when_first_used_and_let_go_once_built(tmp_path, monkeypatch):
     """load_matrix_from(trusted=True) tells a missing file at the load, reads each file on first use (so a file
-    no command asks about is never read) and holds no file's bytes once it is built; two threads asking for a
-    file at once get the one built."""
+    no command asks about is never read) and holds no file's bytes once it is built; threads asking for a file
+    at once get the one build (the build is slowed so that they do ask at once)."""
     import threading
+    import time
 
+    from cudamatrix.matrix import data
     from cudamatrix.matrix.data import load_matrix_from
+
+    builds: list[str] = []
+    real = data._build_file
+
+    def slow_build(name, raw, parsed=None):
+        builds.append(name)
+        time.sleep(0.05)
+        return real(name, raw, parsed)
+
+    monkeypatch.setattr(data, "_build_file", slow_build)
 
     folder = tmp_path / "data"
     shutil.copytree(default_data_dir(), folder)
@@ -621,7 +633,8 @@ def test_a_file_of_a_data_folder_is_read_when_first_used_and_let_go_once_built(t
         t.start()
     for t in threads:
         t.join()
-    assert len(seen) == 4 and all(s is seen[0] for s in seen) and "torch" not in vars(matrix)["_pending"]
+    assert len(seen) == 4 and all(s is seen[0] for s in seen) and builds == ["meta", "torch"]  # meta at the load
+    assert "torch" not in vars(matrix)["_pending"]
     with pytest.raises(DataError, match=r"jax\.json: not valid JSON"):
         _ = matrix.jax
     (folder / "cudnn.json").unlink()

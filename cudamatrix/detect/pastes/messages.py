@@ -226,7 +226,7 @@ def _claim_following(paste: Paste, i: int, starts: tuple[str, ...], kind: str) -
 
 _NO_DEVICE = ("no CUDA-capable device is detected", "CUDA_ERROR_NO_DEVICE", "No CUDA GPUs are available")
 _PADDLE = lazy(r"device: (\d{1,3}), GPU Compute Capability: (\d{1,2}\.\d{1,2}), Driver API Version: "
-                     r"(\d{1,3}\.\d{1,2}), Runtime API Version: (\d{1,3}\.\d{1,2})")
+               r"(\d{1,3}\.\d{1,2}), Runtime API Version: (\d{1,3}\.\d{1,2})")
 
 
 def read_devices(paste: Paste, env: Environment) -> bool:
@@ -252,11 +252,11 @@ def read_devices(paste: Paste, env: Environment) -> bool:
 # --- cuDNN versions: torch, TensorFlow / XLA, JAX ---------------------------------------------------
 
 _TORCH_TUPLES = lazy(r"compiled {1,4}against \((\d{1,2}), (\d{1,3}), (\d{1,3})\) but found runtime version "
-                           r"\((\d{1,2}), (\d{1,3}), (\d{1,3})\)")
+                     r"\((\d{1,2}), (\d{1,3}), (\d{1,3})\)")
 _TORCH_INTS = lazy(r"compiled {1,4}against (\d{3,6}) but linked against (\d{3,6})")
 _CAFFE2 = lazy(r"cuDNN compiled \((\d{3,6})\) and runtime \((\d{3,6})\) versions mismatch")
 _LOADED = lazy(r"Loaded runtime CuDNN library: (\d[\d.]{0,11})(?: \(compatibility version \d{1,6}\))? "
-                     r"but source was compiled with: (\d[\d.]{0,11})")
+               r"but source was compiled with: (\d[\d.]{0,11})")
 _JAX_FOUND = lazy(r"Found (\w{2,12}) version (\d{3,6}), but JAX was built against version (\d{3,6})")
 _JAX_OUTDATED = lazy(r"Outdated (\w{2,12}) installation found")
 _JAX_LINES = {"built": "Version JAX was built against:", "minimum": "Minimum supported:",
@@ -454,7 +454,7 @@ def _library_of(soname: str) -> str:
 
 _TF_FOUND = lazy(r"Found device (\d{1,3}) with properties")
 _TF_CREATED = lazy(r"-> device: (\d{1,3}), name: ([^,\n]{1,120}), pci bus id: [^,\n]{0,40}, "
-                         r"compute capability: (\d{1,2}\.\d{1,2})")
+                   r"compute capability: (\d{1,2}\.\d{1,2})")
 
 
 def read_tf_devices(paste: Paste, env: Environment) -> bool:
