@@ -18,8 +18,8 @@ import typing
 from typing import Annotated, Any, Literal
 
 from cudamatrix.schema import FORBID, record
-from cudamatrix.schema.records import MISSING
 from cudamatrix.schema.annotated import IsoDate, Text, Url
+from cudamatrix.schema.records import MISSING
 
 SourceKind = Literal["first_party", "artifact", "third_party"]
 KINDS: tuple[str, ...] = ("first_party", "artifact", "third_party")
