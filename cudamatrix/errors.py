@@ -24,6 +24,23 @@ class Exit(IntEnum):
     VERIFY_NOT_POSSIBLE = 6  # no usable GPU here: only the CPU path was checked
 
 
+# What each exit code means, for the reference (docs/reference.md, generated from this table)
+EXIT_MEANING: dict[Exit, str] = {
+    Exit.OK: "ok",
+    Exit.PROBLEMS: "problems found: doctor's errors, check's requirements that do not fit, fix cancelled or left "
+                   "error findings it could not verify past",
+    Exit.USAGE: "usage or input error: bad flags, unparseable requirements, unreadable or malformed files, --from "
+                "files none of which holds a known tool's output, bad matrix data; fix without a terminal and "
+                "without --yes; an interrupted fix whose journal asks for --resume or --rollback; fix --undo with "
+                "no completed fix recorded, a set changed since, or a starting wheel not kept",
+    Exit.NO_SOLUTION: "no consistent solution (the causes and the ways out are printed)",
+    Exit.INSTALL_FAILED: "install failed; the environment was restored to the starting set (for fix --undo: to "
+                         "the set before the undo)",
+    Exit.VERIFY_FAILED: "GPU verification failed (with the cause and the matching finding code)",
+    Exit.VERIFY_NOT_POSSIBLE: "verification not possible here (no usable GPU); the CPU path was still checked",
+}
+
+
 class CudamatrixError(Exception):
     """Base class: a message for people, an exit code, and optional structured detail."""
 

@@ -253,6 +253,9 @@ def _lint_floors_rise(rels: list[CudaRelease], field_name: str, major: int) -> l
 
 
 def _lint_cuda(matrix: Matrix) -> list[str]:
+    """cuda.json: one row per CUDA version; each driver floor a driver version that rises with the minor
+    within a major (NVIDIA's table only ever raises it); each JetPack line's driver a driver version and its CUDA
+    a row of the table."""
     problems: list[str] = []
     seen: set[str] = set()
     for i, rel in enumerate(matrix.cuda.releases):
@@ -278,6 +281,8 @@ def _lint_cuda(matrix: Matrix) -> list[str]:
 
 
 def _lint_gpus(matrix: Matrix) -> list[str]:
+    """gpus.json: every name and alias means one GPU; every GPU's architecture is a row; every compute
+    capability is one some CUDA release targets (CUDA Toolkit release notes)."""
     problems: list[str] = []
     toolkit_ccs = {c.rstrip("af") for r in matrix.cuda.releases for c in r.compute_capabilities}
     names: dict[str, str] = {}
@@ -297,6 +302,7 @@ def _lint_gpus(matrix: Matrix) -> list[str]:
 
 
 def _lint_cudnn(matrix: Matrix) -> list[str]:
+    """cudnn.json: one row per cuDNN version; every GPU floor cites NVIDIA's document and the binaries read."""
     problems: list[str] = []
     seen: set[str] = set()
     for i, cudnn_rel in enumerate(matrix.cudnn.releases):
@@ -349,6 +355,9 @@ def _lint_defaults(where: str, release: FrameworkRelease) -> list[str]:
 
 
 def _lint_frameworks(matrix: Matrix) -> list[str]:
+    """torch.json, tensorflow.json, jax.json: each row of its own family, one per version; each variant's CUDA a
+    row of the CUDA table, its nvidia pins PEP 508 requirements, its per-platform facts for platforms the release
+    has wheels for."""
     problems: list[str] = []
     cuda_versions = {r.version.release[:2] for r in matrix.cuda.releases}
     for family in FAMILY_NAMES:
@@ -372,6 +381,7 @@ def _lint_frameworks(matrix: Matrix) -> list[str]:
 
 
 def _lint_advisories(matrix: Matrix) -> list[str]:
+    """advisories.json: every advisory has its own id."""
     problems: list[str] = []
     seen: set[str] = set()
     for i, adv in enumerate(matrix.advisories.advisories):

@@ -1,0 +1,87 @@
+"""Every finding code the tool gives, with its severity and what it means: the one list the reference
+(``docs/reference.md``, made by ``scripts/gen_reference.py``) is generated from.
+
+``DOCTOR``: the codes of doctor's findings (``diagnose``, and the findings a pasted report's words imply);
+``tests/diagnose/test_findings.py`` holds a case raising each one. ``VERIFY``: the ``finding_code`` of a
+framework's verification (``verify``); a test reads every code the verify modules write and finds it here.
+"""
+from __future__ import annotations
+
+from cudamatrix.schema import record
+
+
+@record(frozen=True)
+class Code:
+    """One finding code: its severity (``error``, ``warning``, ``info``, or ``error or warning`` where the
+    facts decide) and one sentence of what it means."""
+
+    code: str
+    severity: str
+    meaning: str
+
+
+DOCTOR: tuple[Code, ...] = (
+    Code("NO_DRIVER", "error or warning", "No NVIDIA driver answers: no /proc/driver/nvidia/version, no "
+         "libnvidia-ml, no nvidia-smi (an error when a CUDA build is installed, else a warning)."),
+    Code("DRIVER_TOO_OLD", "error", "The driver runs a CUDA older than an installed framework build needs, even "
+         "under minor-version compatibility."),
+    Code("DRIVER_LIBRARY_MISMATCH", "error", "The kernel module and the user-space driver library are of "
+         "different versions (NVML's 'Driver/library version mismatch')."),
+    Code("NO_DEVICE_VISIBLE", "error", "A driver answers but no GPU is visible (CUDA_VISIBLE_DEVICES, a container "
+         "without the device)."),
+    Code("GPU_UNUSABLE", "error", "A GPU is listed but cannot be used (an error state the driver reports)."),
+    Code("GPU_UNSUPPORTED_BY_DRIVER", "error", "The driver is older than the first driver that drives the GPU's "
+         "architecture."),
+    Code("STUB_LIBCUDA", "error", "The libcuda a loader finds is the toolkit's link-time stub, not the driver's."),
+    Code("CPU_ONLY_BUILD", "error", "A CPU build of a framework is installed on a machine with a usable GPU."),
+    Code("ARCH_UNSUPPORTED", "error", "The installed build has no kernel image (SASS, or PTX of a lower "
+         "architecture) for a GPU present."),
+    Code("CUDNN_MISMATCH", "error", "The cuDNN the framework will run is another major, or an older minor, than "
+         "the one it was built with (or none could be loaded)."),
+    Code("LIBRARY_SHADOWED", "error or warning", "Another file wins over the framework's own copy of a CUDA "
+         "library, through LD_LIBRARY_PATH or an earlier load (a warning in a pasted report, which carries no "
+         "prediction)."),
+    Code("LIBRARY_PRELOADED", "error", "An LD_PRELOAD entry replaces the framework's own copy of a CUDA library."),
+    Code("NVIDIA_WHEEL_DRIFT", "error", "An installed nvidia-* wheel is not the version a framework build pins."),
+    Code("FILE_CLOBBER", "error", "Two distributions installed the same files (one finding per pair, listing the "
+         "files)."),
+    Code("FRAMEWORK_CONFLICT", "error", "Co-installed frameworks need conflicting nvidia-* wheels (two CUDA majors "
+         "of one library, or different exact pins)."),
+    Code("TORCHVISION_MISMATCH", "error", "torchvision (or torchaudio) declares a torch other than the one "
+         "installed."),
+    Code("PYTHON_UNSUPPORTED", "error", "The framework release has no wheels for this Python."),
+    Code("GPU_MEMORY_BUSY", "warning", "80 % or more of a GPU's memory is in use."),
+    Code("UNSAFE_LIBRARY_PATH", "warning", "An LD_LIBRARY_PATH folder is empty, relative or world-writable; detect "
+         "does not load libraries from it."),
+    Code("KNOWN_BAD", "error", "An advisory of the matrix applies: a documented breakage of this build in these "
+         "conditions."),
+    Code("LOW_DISK", "warning", "Under 8 GiB free where packages, the temp folder or pip's cache live."),
+    Code("LOW_HOST_MEMORY", "warning", "Under 2 GiB or 10 % of the host's memory available."),
+    Code("UNKNOWN_FRAMEWORK_BUILD", "info", "The matrix lacks facts of the installed build (listed); a release the "
+         "matrix lacks is still judged on what the environment states: its build CUDA from +cuXXX or collect_env, "
+         "the driver and GPUs of the report."),
+    Code("TOOLKIT_NEWER_THAN_DRIVER", "info", "A CUDA toolkit newer than the driver runs is installed: harmless "
+         "for wheels, which bring their own CUDA libraries."),
+    Code("LIBRARY_MISSING", "error", "A CUDA library a program loads is not found ('libcudart.so.11.0: cannot open "
+         "shared object file')."),
+    Code("LIBRARY_MISMATCH", "error", "A CUDA library is older than the one a framework was built against (JAX's "
+         "'Found cuSOLVER version 11002, but JAX was built against version 11401')."),
+)
+
+VERIFY: tuple[Code, ...] = (
+    Code("WRONG_RESULT", "error", "The GPU ran the work and its result differs from the CPU's."),
+    Code("VERIFY_TIMEOUT", "error", "The verification child did not finish within --timeout."),
+    Code("VERIFY_CRASHED", "error", "The verification child died, and its last words match no known cause."),
+    Code("NO_GPU", "error", "The framework sees no GPU (its own words: no CUDA GPUs are available)."),
+    Code("GPU_OUT_OF_MEMORY", "error", "The work ran out of GPU memory (another process holds it, or the GPU is "
+         "too small)."),
+    Code("NOT_INSTALLED", "error", "No framework to verify is installed in the interpreter."),
+    Code("PYTHON_NOT_FOUND", "error", "The interpreter to verify could not be started."),
+    Code("LIBRARY_MIXED", "error", "One library family was mapped from copies of different versions (a cuDNN "
+         "shim from the wheel, its sub-libraries from a system folder), even when the work ran."),
+)
+
+
+def by_code() -> dict[str, Code]:
+    """Every code, doctor's and verify's, by its name."""
+    return {c.code: c for c in DOCTOR + VERIFY}
