@@ -13,7 +13,7 @@ if TYPE_CHECKING:  # the models import this module; the annotations need no impo
 
 
 class Exit(IntEnum):
-    """Documented exit codes (README, "Exit codes")."""
+    """Documented exit codes (docs/reference.md, "Exit codes", generated from :data:`EXIT_MEANING`)."""
 
     OK = 0
     PROBLEMS = 1  # findings of severity error, or requirements that do not fit

@@ -28,7 +28,7 @@ def _command():
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Console-script entry point. Returns the exit code (documented table in the README).
+    """Console-script entry point. Returns the exit code (documented table: docs/reference.md).
 
     With ``--json`` anywhere in the arguments, a usage error found by the option parser is one JSON
     envelope too (status ``usage_error``, exit 2), not typer's usage box."""

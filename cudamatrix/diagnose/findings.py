@@ -1,6 +1,6 @@
 """Diagnosis: Findings about an Environment, each with a stable code, severity, evidence and fix.
 
-No I/O. ``doctor`` = detect + diagnose. Codes are part of the public interface (README). :func:`diagnose` is a
+No I/O. ``doctor`` = detect + diagnose. Codes are part of the public interface (diagnose/codes.py, docs/reference.md). :func:`diagnose` is a
 loop over :data:`FINDINGS`, a registry of small functions (one per finding code, or per source of a code), each
 taking the :class:`~cudamatrix.diagnose.context.Diagnosis` and returning its Findings; the framework builds are
 judged by :data:`BUILD_FINDINGS`, and the solver's Reasons become Findings through :data:`REASON_FINDINGS`.

@@ -60,11 +60,11 @@ class Verdict(NamedTuple):
 
 
 class Preference(NamedTuple):
-    """The sort key of a candidate, most important first; higher is better (README, "Preferences")."""
+    """The sort key of a candidate, most important first; higher is better (docs/rules.md, "Preferences")."""
 
     keeps_installed: bool  # the installed build, when it is consistent: minimal change
     build_as_wanted: bool  # a GPU build for a GPU target, a CPU build for a CPU one
-    facts_known: bool  # it rests only on known facts, not on inferred ones (README, "known / inferred")
+    facts_known: bool  # it rests only on known facts, not on inferred ones (docs/rules.md, "known / inferred")
     version: Version  # newest release
     full_driver_support: bool  # over minor-version compatibility
     cuda: Version  # newest CUDA

@@ -158,7 +158,7 @@ def _solve(targets: list[Target], request: Request, matrix: Matrix, installed: E
 def passed_over(choice: list[Candidate], per_family: dict[str, list[Candidate]], targets: list[Target],
                 matrix: Matrix) -> list[str]:
     """For each chosen build, the best build that fits but was passed over because its facts are inferred, not
-    read from an artifact (README, "known / inferred"): newer, or of a newer CUDA, yet ranked below. One sentence
+    read from an artifact (docs/rules.md, "known / inferred"): newer, or of a newer CUDA, yet ranked below. One sentence
     per family, with the inferred facts and their basis."""
     from cudamatrix.solve import rules
 

@@ -1,5 +1,5 @@
-"""The README's Dockerfile recipe, run as docker would run its check stage, without docker: its WORKDIR, COPY and
-RUN lines, read out of the README, in order, with bash, in a throwaway folder (the image's filesystem) and a
+"""The Dockerfile recipe of docs/locks-and-docker.md, run as docker would run its check stage, without docker: its WORKDIR, COPY and
+RUN lines, read out of that page, in order, with bash, in a throwaway folder (the image's filesystem) and a
 throwaway venv (the image's Python). cudamatrix is installed by the recipe's own RUN line from a wheel built from
 this checkout; its dependencies come from a loopback index serving the distributions this interpreter has
 installed (repacked from their files), so nothing is fetched from outside."""
@@ -25,8 +25,8 @@ pytestmark = pytest.mark.installs
 
 
 def recipe() -> list[tuple[str, str]]:
-    """(instruction, arguments) of the README's ```dockerfile block, continuation lines joined, comments out."""
-    text = (ROOT / "README.md").read_text()
+    """(instruction, arguments) of the page's ```dockerfile block, continuation lines joined, comments out."""
+    text = (ROOT / "docs" / "locks-and-docker.md").read_text()
     (block,) = re.findall(r"```dockerfile\n(.*?)```", text, re.S)
     lines = [line for line in block.replace("\\\n", " ").splitlines() if line.strip() and not line.startswith("#")]
     return [(line.split(None, 1)[0].upper(), line.split(None, 1)[1]) for line in lines]

@@ -50,3 +50,23 @@ def test_every_verify_code_the_package_writes_is_in_the_table():
     written = set().union(*(_string_constants(p) for p in (ROOT / "cudamatrix" / "verify").glob("*.py")))
     assert written - not_codes <= known, sorted(written - not_codes - known)
     assert {"WRONG_RESULT", "VERIFY_TIMEOUT", "LIBRARY_MIXED"} <= written  # the scan reads the modules
+
+
+DOCS = [ROOT / "README.md", ROOT / "SECURITY.md", ROOT / "CONTRIBUTING.md", ROOT / "data" / "README.md",
+        *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def test_the_readme_is_short_and_every_link_of_the_docs_resolves():
+    """The README says what the tool is, the two set-up commands and the jobs, and links the rest (under 200
+    lines); every relative link of the docs names a file that exists."""
+    readme = (ROOT / "README.md").read_text()
+    assert readme.count("\n") < 200
+    assert "pip install . && cudamatrix doctor" in readme
+    assert "pip install -e '.[test]' && python -m pytest -n 3 --dist loadfile" in readme
+    broken = []
+    for page in DOCS:
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
+            if "://" not in target and not (page.parent / target).exists():
+                broken.append(f"{page.relative_to(ROOT)} -> {target}")
+    assert not broken, broken
+    assert len(DOCS) >= 12
