@@ -6,10 +6,7 @@ and carries its exit code. Anything else is a bug and keeps its traceback.
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:  # the models import this module; the annotations need no import at run time
-    from cudamatrix.models import Cause, Rejection, WayOut
+from typing import Any
 
 
 class Exit(IntEnum):
@@ -84,11 +81,11 @@ class NoSolution(CudamatrixError):
 
     exit_code = Exit.NO_SOLUTION
 
-    def __init__(self, message: str, *, causes: list[Cause], ways_out: list[WayOut],
-                 rejected: list[Rejection] | None = None, hint: str | None = None) -> None:
-        self.causes = list(causes)
-        self.ways_out = list(ways_out)
-        self.rejected = list(rejected or [])
+    def __init__(self, message: str, *, causes: list[Any], ways_out: list[Any],
+                 rejected: list[Any] | None = None, hint: str | None = None) -> None:
+        self.causes: list[Any] = list(causes)  # models.Cause
+        self.ways_out: list[Any] = list(ways_out)  # models.WayOut
+        self.rejected: list[Any] = list(rejected or [])  # models.Rejection
         super().__init__(message, hint=hint, detail={
             "causes": [c.to_dict() for c in self.causes], "ways_out": [w.to_dict() for w in self.ways_out],
             "rejected": [r.to_dict() for r in self.rejected[:200]]})

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import struct
+from typing import Any
 
 from cudamatrix.detect import elfcache
 from cudamatrix.schema import field, record
@@ -52,6 +53,38 @@ class Dynamic:
         return None if self.runpath is not None else self.rpath
 
 
+
+_TEXT = ("machine", "soname", "rpath", "runpath", "interp")
+
+
+def _encode(value: Any) -> dict | None:
+    """The JSON value :mod:`cudamatrix.detect.elfcache` keeps for a Dynamic or an ElfError."""
+    if isinstance(value, ElfError):
+        return {"error": str(value)}
+    if isinstance(value, Dynamic):
+        return {"machine": value.machine, "soname": value.soname, "needed": list(value.needed),
+                "rpath": value.rpath, "runpath": value.runpath, "nodeflib": value.nodeflib, "interp": value.interp,
+                "notes": list(value.notes)}
+    return None
+
+
+def _decode(doc: Any) -> Any:
+    """A kept JSON value back as a Dynamic or an ElfError; None when any field is not exactly of its type."""
+    if not isinstance(doc, dict):
+        return None
+    if set(doc) == {"error"}:
+        return ElfError(doc["error"]) if isinstance(doc["error"], str) else None
+    if set(doc) != {*_TEXT, "needed", "nodeflib", "notes"} or not isinstance(doc["machine"], str):
+        return None
+    if not all(doc[k] is None or isinstance(doc[k], str) for k in _TEXT) or type(doc["nodeflib"]) is not bool:
+        return None
+    lists = (doc["needed"], doc["notes"])
+    if not all(isinstance(x, list) and all(isinstance(s, str) for s in x) for x in lists):
+        return None
+    return Dynamic(machine=doc["machine"], soname=doc["soname"], needed=tuple(doc["needed"]), rpath=doc["rpath"],
+                   runpath=doc["runpath"], nodeflib=doc["nodeflib"], interp=doc["interp"], notes=tuple(doc["notes"]))
+
+
 _CACHE: dict[tuple, Dynamic | ElfError] = {}
 
 
@@ -62,7 +95,7 @@ def read_dynamic(path: str) -> Dynamic:
     key = (path, st.st_mtime_ns, st.st_size, st.st_ino)
     hit = _CACHE.get(key)
     if hit is None:
-        hit = elfcache.recall(path, st)
+        hit = elfcache.recall(path, st, _decode)
     if hit is None:
         try:
             with open(path, "rb") as fh:
@@ -73,7 +106,7 @@ def read_dynamic(path: str) -> Dynamic:
             hit = ElfError(f"truncated or malformed ELF structure ({exc})")
         except (ValueError, OverflowError) as exc:  # an offset no file can have: seek refuses it
             hit = ElfError(f"an offset past the end of any file ({exc})")
-        elfcache.remember(path, st, hit)
+        elfcache.remember(path, st, _encode(hit))
     if key not in _CACHE:
         if len(_CACHE) > 4096:
             _CACHE.clear()

@@ -1,6 +1,6 @@
 """What the library scan and the loader model read from ELF files, kept across runs in the user cache (issue #29).
 
-The facts of one file (:class:`cudamatrix.detect.elf.Dynamic`: machine, soname, DT_NEEDED, RPATH, RUNPATH,
+The facts of one file (:class:`cudamatrix.detect.elf.Dynamic`, as :mod:`cudamatrix.detect.elf` encodes it: machine, soname, DT_NEEDED, RPATH, RUNPATH,
 NODEFLIB, interpreter, or why it is not readable) are kept under its path with the stat stamp they were read
 at: size, modification time, change time, inode and device. A stamp that differs in any of them means the
 file may have changed, and it is read again; the change time cannot be set back by a user, so a file
@@ -11,8 +11,12 @@ bounded (:data:`MAX_ENTRIES` files, :data:`LIMIT` bytes) and safe to delete: wit
 """
 from __future__ import annotations
 
+import json
 import os
-from typing import Any
+from typing import Any, Callable
+
+from cudamatrix.safe.files import parse_json, read_private, write_private
+from cudamatrix.safe.keys import cache_dir
 
 FILE = "elf-facts.json"
 VERSION = 1
@@ -25,16 +29,12 @@ _used: set[str] = set()
 
 
 def _path() -> str:
-    from cudamatrix.safe.keys import cache_dir
-
     return os.path.join(cache_dir(), FILE)
 
 
 def _load() -> dict[str, Any]:
     global _entries
     if _entries is None:
-        from cudamatrix.safe.files import parse_json, read_private
-
         found: dict[str, Any] = {}
         raw, _note = read_private(_path(), limit=LIMIT)
         if raw is not None:
@@ -53,20 +53,20 @@ def stamp(st: os.stat_result) -> list[int]:
     return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
 
 
-def recall(path: str, st: os.stat_result) -> Any:
-    """The kept facts of ``path`` (a Dynamic or an ElfError) when its stamp is still ``st``'s, else None."""
+def recall(path: str, st: os.stat_result, decode: Callable[[Any], Any]) -> Any:
+    """The kept facts of ``path`` when its stamp is still ``st``'s, as ``decode`` makes them from the kept JSON
+    value (None: a value of the wrong shape, read again), else None."""
     row = _load().get(path)
     if not isinstance(row, list) or len(row) != 2 or row[0] != stamp(st):
         return None
-    value = _decode(row[1])
+    value = decode(row[1])
     if value is not None:
         _used.add(path)
     return value
 
 
-def remember(path: str, st: os.stat_result, value: Any) -> None:
-    """Keep what was just read from ``path`` (written by :func:`save`)."""
-    encoded = _encode(value)
+def remember(path: str, st: os.stat_result, encoded: Any) -> None:
+    """Keep the JSON value of what was just read from ``path`` (written by :func:`save`); None keeps nothing."""
     if encoded is not None:
         _fresh[path] = [stamp(st), encoded]
 
@@ -77,10 +77,6 @@ def save() -> str | None:
     global _entries
     if not _fresh:
         return None
-    import json
-
-    from cudamatrix.safe.files import write_private
-
     old = _load()
     files = dict(list(_fresh.items())[:MAX_ENTRIES])
     for group in ([p for p in old if p in _used], list(old)):
@@ -103,36 +99,3 @@ def forget() -> None:
     _entries = None
     _fresh.clear()
     _used.clear()
-
-
-_TEXT = ("machine", "soname", "rpath", "runpath", "interp")
-
-
-def _encode(value: Any) -> dict | None:
-    from cudamatrix.detect.elf import Dynamic, ElfError
-
-    if isinstance(value, ElfError):
-        return {"error": str(value)}
-    if isinstance(value, Dynamic):
-        return {"machine": value.machine, "soname": value.soname, "needed": list(value.needed),
-                "rpath": value.rpath, "runpath": value.runpath, "nodeflib": value.nodeflib, "interp": value.interp,
-                "notes": list(value.notes)}
-    return None
-
-
-def _decode(doc: Any) -> Any:
-    from cudamatrix.detect.elf import Dynamic, ElfError
-
-    if not isinstance(doc, dict):
-        return None
-    if set(doc) == {"error"}:
-        return ElfError(doc["error"]) if isinstance(doc["error"], str) else None
-    if set(doc) != {*_TEXT, "needed", "nodeflib", "notes"} or not isinstance(doc["machine"], str):
-        return None
-    if not all(doc[k] is None or isinstance(doc[k], str) for k in _TEXT) or type(doc["nodeflib"]) is not bool:
-        return None
-    lists = (doc["needed"], doc["notes"])
-    if not all(isinstance(x, list) and all(isinstance(s, str) for s in x) for x in lists):
-        return None
-    return Dynamic(machine=doc["machine"], soname=doc["soname"], needed=tuple(doc["needed"]), rpath=doc["rpath"],
-                   runpath=doc["runpath"], nodeflib=doc["nodeflib"], interp=doc["interp"], notes=tuple(doc["notes"]))

@@ -17,14 +17,15 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-from cudamatrix.detect.paths import realpath
-from cudamatrix.models import Environment, Framework, LibraryLoad
+from cudamatrix.detect import elf, openers
+from cudamatrix.detect.libraries import run_ldconfig
+from cudamatrix.detect.loader import LinkMap, Resolution, system_search
+from cudamatrix.detect.openers import version_tuple
+from cudamatrix.detect.paths import read_text, realpath
+from cudamatrix.detect.recipes import RECIPES, forget_listings, listed
+from cudamatrix.models import Environment, Framework, LibraryLoad, Note
 from cudamatrix.schema import record
-
-if TYPE_CHECKING:
-    from cudamatrix.detect.loader import Resolution
 
 # the CUDA stack's libraries (what the findings and the verification compare)
 CUDA_LIB = re.compile(r"^lib(cuda|cudart|cudnn\w*|cublas\w*|nvrtc[\w.-]*|nvJitLink|cufft\w*|curand|cusparse\w*|"
@@ -41,8 +42,6 @@ def predict_loads(frameworks: list[Framework], site_packages: list[str], executa
     ``notes``: receives a :class:`~cudamatrix.models.Note` for each opener whose opened libraries are unknown.
     Reads ELF headers only; never loads anything.
     """
-    from cudamatrix.detect.recipes import forget_listings
-
     forget_listings()  # folder listings live for one prediction: a later call may follow an install
     versions = wheel_versions(site_packages)
     fits: dict[str, bool] = {}  # shared by every link map of this prediction, as are the folders' names
@@ -62,8 +61,6 @@ def predict_loads(frameworks: list[Framework], site_packages: list[str], executa
             clean = actual
         out += _loads(fw.name, _decisive(actual), _decisive(clean), versions)
     if notes is not None:
-        from cudamatrix.models import Note
-
         notes += [Note("loader", why, "warning") for why in unknown]
     return out
 
@@ -72,9 +69,6 @@ def _simulate(fw: Framework, site_packages: list[str], environ: dict[str, str], 
               executable: str | None, cwd: str | None, mapped: Sequence[str], versions: dict[str, str],
               unknown: dict[str, None], fits: dict[str, bool], listings: dict[str, frozenset[str] | None]):
     """The link map of importing ``fw`` and using its libraries once, or None when it is not modelled here."""
-    from cudamatrix.detect.loader import LinkMap, system_search
-    from cudamatrix.detect.recipes import RECIPES
-
     if fw.name not in RECIPES:
         return None
     lm = LinkMap(system_search(environ, ld_entries, executable, cwd), mapped, fits, listings)
@@ -100,8 +94,6 @@ def _loads(framework: str, actual: dict, own: dict, versions: dict[str, str]) ->
 def open_libraries(lm, versions: dict[str, str], unknown: dict[str, None]) -> None:
     """Every object in ``lm`` that the data knows as an opener opens its libraries (first use), in load order;
     what those open in turn follows (cuDNN's graph library opens the engine libraries)."""
-    from cudamatrix.detect import openers
-
     i = 0
     while i < len(lm.objects):  # each object once: the list only grows, by the objects the openers load
         obj = lm.objects[i]
@@ -130,8 +122,6 @@ def file_version(path: str | None, versions: dict[str, str]) -> str | None:
 
 def wheel_versions(site_packages: list[str]) -> dict[str, str]:
     """Real path -> version of every shared library an nvidia-* wheel installed in ``site_packages``."""
-    from cudamatrix.detect.recipes import listed  # the listings of this prediction (site-packages is large)
-
     out: dict[str, str] = {}
     for sp in site_packages:
         real = os.path.realpath(sp)  # a wheel's files are plain files: one realpath per folder is enough
@@ -165,18 +155,7 @@ def _decisive(lm) -> dict[str, tuple]:
     return {k: (v, v.when) for k, v in merged.items()}
 
 
-def read_text(path: str, limit: int = 1 << 20) -> str:
-    """A text file's first ``limit`` characters, "" when it cannot be read."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return fh.read(limit)
-    except OSError:
-        return ""
-
-
 def _soname(path: str | None) -> str | None:
-    from cudamatrix.detect import elf
-
     dyn = elf.try_read(path) if path else None
     return dyn.soname if dyn and dyn.soname else (os.path.basename(path) if path else None)
 
@@ -199,8 +178,6 @@ class WrongLoad:
 
 def same_release(a: str | None, b: str | None) -> bool:
     """Both versions known and of one library release ("9.19.0" and the wheel's "9.19.0.56" are)."""
-    from cudamatrix.detect.openers import version_tuple
-
     ta, tb = version_tuple(a), version_tuple(b)
     return ta is not None and tb is not None and ta[:len(tb)] == tb[:len(ta)]
 
@@ -220,8 +197,6 @@ def fill_versions(env: Environment) -> None:
     of the library list, else, for a library a cuDNN shim opens, that folder's cuDNN version. Inference rule:
     cuDNN's sub-libraries are one release with the shim of their folder, whose version detect read by loading it
     after that folder's own answering sub-library (:func:`cudamatrix.detect.loader.own_answerer`)."""
-    from cudamatrix.detect import openers
-
     folders = {os.path.dirname(realpath(lib.path)) + "|" + lib.soname: lib.version
                for lib in env.libraries if lib.name == "cudnn" and lib.version}
 
@@ -280,8 +255,6 @@ def grouped(wrong: list[WrongLoad]) -> list[list[WrongLoad]]:
 def after_change(env: Environment, changes: dict[str, str]) -> list[WrongLoad] | None:
     """The wrong loads left once ``changes`` (variable -> value, "" unsets) apply to this process's environment,
     predicted again for ``env``'s interpreter; None when ``env`` was not detected here (a saved or pasted one)."""
-    from cudamatrix.detect.libraries import run_ldconfig
-
     if env.origin != "live" or not env.python.site_packages:
         return None
     environ = {k: v for k, v in os.environ.items() if changes.get(k, v) != ""}
@@ -336,8 +309,6 @@ def _without_files(preload: str | None, bad_files: set[str | None]) -> str | Non
 def in_process_loads(env: Environment, maps_text: str | None = None) -> list[LibraryLoad]:
     """The predictions again, for an import into *this* process: what its /proc/self/maps already holds
     answers first (a notebook kernel where another import mapped a copy). Reads the ld.so cache again."""
-    from cudamatrix.detect.libraries import run_ldconfig
-
     if maps_text is None:
         try:
             with open("/proc/self/maps") as fh:
@@ -354,8 +325,6 @@ def in_process_loads(env: Environment, maps_text: str | None = None) -> list[Lib
 def reconcile_notes(notes: list, loads: list[LibraryLoad]) -> list:
     """The search-order notes of :func:`cudamatrix.detect.libraries.loader_view` ("X is loaded first and shadows
     Y") for a SONAME that a framework loads are replaced by what the model says that framework maps."""
-    from cudamatrix.models import Note
-
     covered: dict[str, list[LibraryLoad]] = {}
     for load in loads:
         covered.setdefault(load.soname, []).append(load)

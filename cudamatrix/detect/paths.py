@@ -115,3 +115,12 @@ def glob_one(folder: str, pattern: str, dirs: bool = False, names: list[str] | N
             return []
     out = [os.path.join(folder, n) for n in matching(names, pattern)]
     return [p for p in out if os.path.isdir(p)] if dirs else out
+
+
+def read_text(path: str, limit: int = 1 << 20) -> str:
+    """A text file's first ``limit`` characters, "" when it cannot be read."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read(limit)
+    except OSError:
+        return ""

@@ -21,8 +21,7 @@ from __future__ import annotations
 import os
 import re
 
-from cudamatrix.detect.libpaths import read_text
-from cudamatrix.detect.paths import glob_one, matching
+from cudamatrix.detect.paths import glob_one, matching, read_text
 from cudamatrix.models import Framework
 
 _CUDA_LIBS_ENTRY = re.compile(r'\(\s*"([\w-]+)",\s*"(lib[^"]+)"\s*\)|"([\w-]+)":\s*"(lib[^"]+)"')

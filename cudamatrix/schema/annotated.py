@@ -9,7 +9,7 @@ from typing import Annotated, Any, Callable
 from packaging.version import Version
 
 from cudamatrix.safe.text import lazy
-from cudamatrix.schema import HTTP_ALLOWED, normalize_cc
+from cudamatrix.schema.values import HTTP_ALLOWED, normalize_cc
 
 
 @lru_cache(maxsize=4096)

@@ -497,9 +497,9 @@ def test_a_file_cut_while_it_is_read_is_refused(objs, tmp_path, monkeypatch):
     path = write(tmp_path, copy(objs, "libelf_rpath.so"))
     real = elfcache.recall
 
-    def recall(p, st):
+    def recall(p, st, decode):
         os.truncate(p, 64)
-        return real(p, st)
+        return real(p, st, decode)
 
     monkeypatch.setattr(elfcache, "recall", recall)
     with pytest.raises(elf.ElfError, match=r"^truncated or malformed ELF structure \(.+\)$"):
@@ -529,7 +529,7 @@ def test_reads_are_kept_by_file_identity(objs, tmp_path, monkeypatch):
     calls = []
     real = elf._parse
     monkeypatch.setattr(elf, "_parse", lambda fh, size: calls.append(size) or real(fh, size))
-    monkeypatch.setattr(elfcache, "recall", lambda p, st: None)  # only the in-memory cache answers
+    monkeypatch.setattr(elfcache, "recall", lambda p, st, decode: None)  # only the in-memory cache answers
     assert elf.read_dynamic(path) is first and calls == []
     shutil.copy(objs["libelf_runpath.so"], path)  # the same path, another file
     assert elf.read_dynamic(path).runpath == LONG_RUNPATH and calls == [objs["libelf_runpath.so"].stat().st_size]
@@ -546,7 +546,7 @@ def test_the_in_memory_cache_is_bounded(objs, held, after):
 def test_a_changed_file_of_the_same_size_is_read_again(objs, tmp_path, monkeypatch, how):
     """The in-memory key is (path, mtime, size, inode): a file rewritten in place (new mtime) or renamed over
     (new inode) with the same size is another object."""
-    monkeypatch.setattr(elfcache, "recall", lambda p, st: None)  # only the in-memory cache could answer
+    monkeypatch.setattr(elfcache, "recall", lambda p, st, decode: None)  # only the in-memory cache could answer
     path = write(tmp_path, copy(objs, "libelf_rpath.so"))
     before = os.stat(path)
     assert elf.read_dynamic(path).soname == "libelf_rpath.so.1"

@@ -73,7 +73,7 @@ def test_a_restored_modification_time_does_not_fool_it(cache, lib, monkeypatch):
         fh.seek(st.st_size - 1)
         fh.write(b"\1")
     os.utime(lib, ns=(st.st_atime_ns, st.st_mtime_ns))
-    assert elfcache.recall(lib, os.stat(lib)) is None
+    assert elfcache.recall(lib, os.stat(lib), elf._decode) is None
 
 
 def test_errors_are_kept_too(cache, tmp_path, monkeypatch):
@@ -104,7 +104,7 @@ def test_an_entry_not_exactly_of_its_types_is_ignored(cache, lib, entry):
     cache.parent.mkdir(parents=True, mode=0o700)
     cache.write_text(json.dumps({"version": 1, "files": {lib: [elfcache.stamp(st), entry]}}))
     os.chmod(cache, 0o600)
-    assert elfcache.recall(lib, st) is None
+    assert elfcache.recall(lib, st, elf._decode) is None
     assert elf.read_dynamic(lib).machine in elf.MACHINES.values()  # read from the file instead
 
 
@@ -113,13 +113,13 @@ def test_a_cache_others_can_write_or_a_link_is_not_read(cache, lib, tmp_path):
     elfcache.save()
     os.chmod(cache, 0o644)
     _new_run()
-    assert elfcache.recall(lib, os.stat(lib)) is None
+    assert elfcache.recall(lib, os.stat(lib), elf._decode) is None
     os.chmod(cache, 0o600)
     moved = tmp_path / "elsewhere.json"
     cache.rename(moved)
     cache.symlink_to(moved)
     _new_run()
-    assert elfcache.recall(lib, os.stat(lib)) is None
+    assert elfcache.recall(lib, os.stat(lib), elf._decode) is None
 
 
 def test_bounded_and_safe_to_delete(cache, lib, tmp_path, monkeypatch):

@@ -21,6 +21,7 @@ from fakes import CUDNN_C, build_lib, child_env, spawn_cli
 from loader_cases import env_said, record, said
 
 from cudamatrix.detect import libpaths
+from cudamatrix.detect.paths import read_text
 from cudamatrix.models import Environment, Framework, Library, LibraryLoad, Note
 
 TORCH_PY = os.environ.get("CUDAMATRIX_TORCH_CUDA_PYTHON")
@@ -491,10 +492,10 @@ def test_file_version_from_the_name_then_the_wheel_record():
 
 def test_read_text(tmp_path):
     (tmp_path / "t").write_bytes(b"abc\xffdef")
-    assert libpaths.read_text(str(tmp_path / "t")) == "abc\ufffddef"
-    assert libpaths.read_text(str(tmp_path / "t"), 2) == "ab"
-    assert libpaths.read_text(str(tmp_path / "missing")) == ""
-    assert libpaths.read_text(str(tmp_path)) == ""  # a folder
+    assert read_text(str(tmp_path / "t")) == "abc\ufffddef"
+    assert read_text(str(tmp_path / "t"), 2) == "ab"
+    assert read_text(str(tmp_path / "missing")) == ""
+    assert read_text(str(tmp_path)) == ""  # a folder
 
 
 def _record_wheel(sp: Path, dist: str, lines: list[str]) -> None:
