@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from cudamatrix.diagnose import host, loads, remedy, wheels
+from cudamatrix.diagnose import host, loads, pasted, remedy, wheels
 from cudamatrix.diagnose.context import Diagnosis, Installed, match_installed
 from cudamatrix.diagnose.stated import stated_build
 from cudamatrix.matrix.data import FrameworkRelease, Matrix, Variant
@@ -41,10 +41,13 @@ def diagnose(env: Environment, matrix: Matrix) -> list[Finding]:
 
 def no_driver(d: Diagnosis) -> list[Finding]:
     """NO_DRIVER: no NVIDIA driver installed or loaded; an error when a CUDA build is installed, else a
-    warning (a CPU build needs none)."""
+    warning (a CPU build needs none). A paste's "couldn't communicate with the NVIDIA driver" is an error with the
+    paste's words and a fix for where it was taken (:func:`cudamatrix.diagnose.pasted.pasted_no_driver`)."""
     env = d.env
     if env.driver.status != "absent":
         return []
+    if env.origin == "report":  # the pasted machine's stack, in the paste's words
+        return [pasted.pasted_no_driver(env)]
     return [Finding(code="NO_DRIVER", severity="error" if d.gpu_builds else "warning",
                     title="No NVIDIA driver is installed or loaded",
                     evidence=[n.message for n in env.notes if n.probe.startswith(("driver", "nvml", "nvidia-smi"))][:3]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from packaging.version import InvalidVersion, Version
 
+from cudamatrix.diagnose import pasted
 from cudamatrix.errors import NoSolution
 from cudamatrix.matrix.data import Matrix
 from cudamatrix.models import Environment, Finding, ToolMessage
@@ -47,6 +48,7 @@ def complete(env: Environment, matrix: Matrix, findings: list[Finding]) -> list[
     for f in findings:
         if f.code in ("ARCH_UNSUPPORTED", "DRIVER_TOO_OLD"):
             concrete_fix(env, matrix, f)
+    pasted.container_requirement(env, matrix, findings)  # its fix is the image's, not a framework's
     return findings
 
 
@@ -135,7 +137,7 @@ def _missing_cudnn_fix(said: ToolMessage) -> str:
 def _library(said: ToolMessage) -> tuple[str, str]:
     if said.kind == "library_missing":
         name = said.soname or said.library or "a CUDA library"
-        if said.library == "cuda":
+        if said.library in ("cuda", "nvidia"):  # libcuda, libnvidia-ml: the driver's own libraries
             return (f"The driver's library {name} could not be loaded",
                     "on WSL it is in /usr/lib/wsl/lib: add that folder to LD_LIBRARY_PATH; elsewhere install the "
                     "NVIDIA driver (in a container: run it with --gpus all)")
