@@ -116,10 +116,19 @@ def _loaded(env: Environment, library: str) -> tuple[set[str], bool]:
     return {v for v in versions if v}, missing
 
 
+def _cpu_builds_only(adv: Advisory, env: Environment) -> bool:
+    """Every installed framework the advisory names is a CPU build."""
+    named = {canonical(name_and_specifier(text)[0]) for text in adv.affects}
+    builds = [f for f in env.frameworks if canonical(f.name) in named]
+    return bool(builds) and all(f.variant == "cpu" for f in builds)
+
+
 def _library_condition(adv: Advisory, env: Environment) -> str:
     """"met", "not met" or "unknown": the advisory's library condition over the facts ("met" without one)."""
     if not adv.library:
         return "met"
+    if _cpu_builds_only(adv, env):
+        return "not met"  # a CPU build loads no CUDA library
     versions, missing = _loaded(env, adv.library)
     if adv.library_missing:
         return "met" if missing else ("not met" if versions else "unknown")

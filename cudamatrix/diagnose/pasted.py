@@ -63,20 +63,30 @@ def _driver_evidence(env: Environment, matrix: Matrix) -> list[str]:
             + (f" ({where})" if cuda else "")]
 
 
+def _floor_text(env: Environment, matrix: Matrix, cuda: str) -> str:
+    """">= 570.26 (the minimum driver of CUDA 12.8)" on the paste's platform; both systems' floors where the paste
+    does not say which (a container host is Linux, or Windows under Docker Desktop)."""
+    try:
+        version = Version(cuda)
+    except InvalidVersion:
+        return f"one that runs CUDA {cuda}"
+    if env.python.platform:
+        floor, _, _ = driver_floors(matrix, version, from_environment(env, matrix).platform)
+        return f">= {floor} (the minimum driver of CUDA {cuda})" if floor else f"one that runs CUDA {cuda}"
+    linux, _, _ = driver_floors(matrix, version, "linux_x86_64")
+    windows, _, _ = driver_floors(matrix, version, "win_amd64")
+    if not (linux and windows):
+        return f"one that runs CUDA {cuda}"
+    return f">= {linux} on Linux or >= {windows} on Windows (the minimum drivers of CUDA {cuda})"
+
+
 def _container_fix(env: Environment, matrix: Matrix, said: ToolMessage) -> str:
     """An image for the driver's CUDA, the driver the image's CUDA needs, or the documented override."""
     cuda, _ = _driver_cuda(env, matrix)
     image = (f"use an image built for CUDA {cuda} or older, the newest the driver runs (for the nvidia/cuda base "
              f"images: a {cuda}.x tag)" if cuda else
              "use an image built for an older CUDA: one no newer than the CUDA Version nvidia-smi prints on the host")
-    floor = None
-    try:
-        platform = from_environment(env, matrix).platform
-        floor, _, _ = driver_floors(matrix, Version(said.minimum or ""), platform)
-    except InvalidVersion:
-        pass
-    driver = (f"upgrade the driver to >= {floor} (the minimum driver of CUDA {said.minimum})" if floor else
-              f"upgrade the driver to one that runs CUDA {said.minimum}")
+    driver = f"upgrade the driver to {_floor_text(env, matrix, said.minimum or '')}"
     override = (f"or start the container with -e NVIDIA_DISABLE_REQUIRE=1 to skip the check ({TOOLKIT_DOCS}): its "
                 "CUDA programs then run only as far as the driver supports them (minor-version compatibility)")
     return f"{image}; or {driver}; {override}"

@@ -42,7 +42,7 @@ def test_a_refused_container_is_driver_too_old_with_an_image_for_the_driver_a_dr
         "the image requires CUDA >= 12.8 (its NVIDIA_REQUIRE_CUDA)",
         "driver 550.144.03 runs CUDA 12.4 at most (the driver's CUDA Version)"]
     assert "use an image built for CUDA 12.4 or older" in f.fix and "a 12.4.x tag" in f.fix
-    assert "upgrade the driver to >= 570.26 (the minimum driver of CUDA 12.8)" in f.fix
+    assert "upgrade the driver to >= 570.26 on Linux or >= 570.65 on Windows (the minimum drivers of CUDA 12.8)" in f.fix
     assert "-e NVIDIA_DISABLE_REQUIRE=1" in f.fix and "container-toolkit" in f.fix
 
 
@@ -51,7 +51,8 @@ def test_a_refused_container_alone_is_read_and_its_image_fix_asks_for_the_driver
     env = pasted("container-error_requirement-cuda11.0_alone_nvidia-docker1442")
     [f] = errors(env, "DRIVER_TOO_OLD")
     assert "one no newer than the CUDA Version nvidia-smi prints on the host" in f.fix
-    assert "upgrade the driver to >= 450.51.05 (the minimum driver of CUDA 11.0)" in f.fix
+    assert "upgrade the driver to >= 450.51.05 on Linux or >= 451.48 on Windows (the minimum drivers of CUDA 11.0)" in \
+        f.fix
 
 
 def test_the_driver_table_gives_the_drivers_cuda_when_the_paste_states_only_its_version():
@@ -135,3 +136,81 @@ def test_every_shipped_advisory_on_a_version_alone_states_its_condition_as_data(
     for adv in load_matrix().advisories.advisories:
         if not (adv.gpu_compute_capabilities or adv.driver):
             assert adv.library and (adv.library_version or adv.library_missing), adv.id
+
+
+# --- a named GPU's compute capability, from the matrix's GPU table -----------------------------------------------
+
+@pytest.mark.parametrize("stem, name, cc, row", [
+    ("nvidia-smi-q_460.32.03_T4_no-compute-cap_colab_sd-colab6", "Tesla T4", "7.5", "NVIDIA T4"),
+    ("nvidia-smi_450.66-418.67_V100-SXM2-cut_backtick_rapids34", "Tesla V100-SXM2...", "7.0", "Tesla V100 SXM2 16GB"),
+])
+def test_detect_from_fills_a_named_gpus_compute_capability_and_says_it_was_inferred(stem, name, cc, row):
+    """nvidia-smi's table and an older -q print no compute capability; detect --from (from_report_files) takes it
+    from the matrix's GPU table and says so, and a fleet class then names it ("Tesla T4 (7.5)", not "(?)")."""
+    from cudamatrix.detect import from_report_files
+    from cudamatrix.fleet.classes import class_facts, describe
+
+    env = from_report_files([str(DATA / "pastes" / f"{stem}.txt")])
+    assert [(g.name, g.compute_capability) for g in env.gpus] == [(name, cc)]
+    [note] = [n.message for n in env.notes if "inferred from its name" in n.message]
+    assert note.startswith(f"GPU 0 ({name}): compute capability {cc} inferred from its name (the matrix's GPU table, "
+                           f"{row}: https://developer.nvidia.com/")
+    assert describe(class_facts(env)).startswith(f"{name} ({cc}); driver ")
+    assert from_reports([(stem, (DATA / "pastes" / f"{stem}.txt").read_text().partition("\n")[2])]).gpus[0] \
+        .compute_capability is None  # what the paste itself states (the corpus's fields) stays as read
+
+
+# --- releases the matrix holds, and those before its first row ----------------------------------------------------
+
+def test_a_pasted_tensorflow_2_8_is_the_matrix_row_its_plain_wheel_is():
+    """tensorflow#60854 names TensorFlow 2.8.0: the matrix holds it (variant "gpu", the plain wheel: no extra, no
+    other index), so it is no UNKNOWN_FRAMEWORK_BUILD."""
+    from cudamatrix.diagnose.context import match_installed
+
+    env = pasted("tf-template-headings_2.8.0_build-info-11.2-8_laptop-3080_tensorflow60854")
+    [inst] = match_installed(env, snapshot_matrix())
+    assert (inst.name, inst.version, inst.variant_name) == ("tensorflow", "2.8.0", "gpu")
+    assert [f.code for f in diagnose(env, snapshot_matrix())] == []
+
+
+def test_tensorflow_2_8_missing_cudnn_names_the_system_cudnn_it_was_built_with_not_a_wheel_it_does_not_declare():
+    """The same paste with TensorFlow's own "Could not load dynamic library 'libcudnn.so.8'" (its title) added: the
+    release declares no nvidia-cudnn wheel (the matrix row has no pins), so the fix is the cuDNN 8.1 for CUDA 11.x
+    its row was built with, loaded from the system."""
+    env = pasted("tf-template-headings_2.8.0_build-info-11.2-8_laptop-3080_tensorflow60854")
+    env.messages.append(ToolMessage(tool="tensorflow", kind="library_missing", library="cudnn", soname="libcudnn.so.8",
+                                    text="Could not load dynamic library 'libcudnn.so.8'"))
+    [f] = errors(env, "CUDNN_MISMATCH")
+    assert f.fix.startswith("tensorflow 2.8.0 declares no nvidia-cudnn wheel: it loads the system's cuDNN, and was "
+                            "built with cuDNN 8.1 for CUDA 11.2 (matrix row tensorflow 2.8.0 gpu): install cuDNN 8.1 "
+                            "for CUDA 11.x where the loader finds it")
+    assert "nvidia-cudnn wheel the framework declares" not in f.fix and f.fix_commands == []
+
+
+def test_a_release_before_the_matrixs_first_row_is_not_sent_to_update_cudamatrix():
+    """tensorflow#44040: TensorFlow 2.3.1, older than the matrix's first TensorFlow row (2.4.0): no update brings it."""
+    env = pasted("tf-system-info_2.3.1_before-matrix_found-device-960M_tensorflow44040")
+    [f] = [f for f in diagnose(env, snapshot_matrix()) if f.code == "UNKNOWN_FRAMEWORK_BUILD"]
+    assert f.severity == "info"
+    assert f.title == "tensorflow 2.3.1 is not in the matrix 2026.11.26 (it starts at tensorflow 2.4.0)"
+    assert f.fix.startswith("the matrix starts at tensorflow 2.4.0: older releases are not covered")
+    assert "update cudamatrix" not in f.fix
+
+
+# --- a +cpu build beside a CUDA toolkit --------------------------------------------------------------------------
+
+def test_a_cpu_build_beside_a_pasted_cuda_toolkit_is_cpu_only_build():
+    """pytorch#49325, its two pastes: nvcc's "release 10.2, V10.2.89" and collect_env's "PyTorch version:
+    1.7.1+cpu". The local version says the build carries no CUDA, the toolkit that the machine is set up for it."""
+    nvcc = (DATA / "pastes" / "nvcc_10.2.89_windows-pdt_then-question_pytorch49325.txt").read_text(encoding="utf-8")
+    collect_env = (DATA / "collect_env" / "windows10_1.7.1cpu_pytorch49325.txt").read_text(encoding="utf-8")
+    items = [("nvcc", nvcc.partition("\n")[2]), ("collect_env", collect_env.partition("\n")[2])]
+    env = from_reports(items, strict=True)
+    assert [f.variant for f in env.frameworks if f.name == "torch"] == ["cpu"]
+    [f] = errors(env, "CPU_ONLY_BUILD")
+    assert f.title == "torch 1.7.1+cpu is a CPU-only build on a CUDA machine"
+    assert f.evidence == ["torch variant cpu", "a CUDA toolkit beside it: CUDA 10.2.89"]
+    unknown = [g for g in diagnose(env, snapshot_matrix()) if g.code == "UNKNOWN_FRAMEWORK_BUILD"]
+    assert [g.severity for g in unknown] == ["info"] and "(it starts at torch 1.12.0)" in unknown[0].title
+    env = from_reports(items[1:], strict=True)  # collect_env alone: no toolkit, no GPU stated
+    assert errors(env, "CPU_ONLY_BUILD") == []

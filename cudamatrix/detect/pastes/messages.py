@@ -558,24 +558,29 @@ def read_driver_place(paste: Paste, env: Environment) -> bool:
         line, prompt = paste.lines[i].strip(), paste.prompts.get(i, "")
         if line.startswith(("docker run", "sudo docker run")):
             if not any(flag in line for flag in _GPU_FLAGS):
-                env.context.container = env.context.container or "docker"
-                _say(env, ToolMessage(tool="docker", kind="run_without_gpus", text=line[:300]))
-                found = True
+                found |= _place(env, ToolMessage(tool="docker", kind="run_without_gpus", text=line[:300]))
         elif _container_host(prompt):
-            env.context.container = env.context.container or "docker"
-            _say(env, ToolMessage(tool="shell", kind="in_container", text=(prompt + line)[:300]))
-            found = True
+            found |= _place(env, ToolMessage(tool="shell", kind="in_container", text=(prompt + line)[:300]))
         if "/mnt/c/" in prompt or line.startswith(("wsl ", "wsl.exe")):
             found |= _wsl_fact(env, (prompt + line).strip())
     for i in paste.having(_MODULE_MISSING):
-        _say(env, ToolMessage(tool="modprobe", kind="module_missing", library="nvidia",
-                              text=paste.lines[i].strip()[:300]))
+        found |= _place(env, ToolMessage(tool="modprobe", kind="module_missing", library="nvidia",
+                                         text=paste.lines[i].strip()[:300]))
         paste.claim(i, "modprobe error")
-        found = True
     for i in paste.having(*_WSL_VERSION):
         found |= _wsl_fact(env, paste.lines[i].strip())
         paste.claim(i, "wsl --version")
     return found
+
+
+def _place(env: Environment, said: ToolMessage) -> bool:
+    """Keep the first line that shows a place (a container, a missing module): one is evidence enough, and a long
+    log repeats it."""
+    if said.kind in ("run_without_gpus", "in_container"):
+        env.context.container = env.context.container or "docker"
+    if not any(m.kind == said.kind for m in env.messages):
+        _say(env, said)
+    return True
 
 
 def _container_host(prompt: str) -> bool:
