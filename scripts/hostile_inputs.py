@@ -273,7 +273,7 @@ def surface_cases(root: Path) -> list[Case]:
     """The second round's hostile inputs (module docstring)."""
     root = _folder(root, "surfaces")
     return (_journal_cases(root) + _fleet_cases(root) + _overlay_cases(root) + _data_cases(root)
-            + _terminal_cases(root) + _wait_cases(root))
+            + _terminal_cases(root) + _wait_cases(root) + _driver_words_cases(root))
 
 
 def _bare_python(root: Path) -> str:
@@ -552,6 +552,33 @@ def _terminal_cases(root: Path) -> list[Case]:
                         forbid=["TOKEN"], files=[lock]))
     out.append(Case("credentials: detect with PIP_INDEX_URL", ["detect", "--json"], json=True, forbid=["TOKEN"],
                     env={"PIP_INDEX_URL": "https://user:TOKEN@pypi.example/simple"}))
+    return out
+
+
+def _driver_words_cases(root: Path) -> list[Case]:
+    """Pastes for the readers of a container's CUDA requirement and of where a driver could not be reached
+    (detect/pastes/messages.py): long lines, repeats, escapes and odd versions; read and diagnosed, never a
+    traceback, a hang or a raw control character in the output."""
+    requirement = "nvidia-container-cli: requirement error: unsatisfied condition: cuda>="
+    failed = "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."
+    texts = {
+        "requirement-repeated": (requirement * 50_000) + "12.8\n",
+        "requirement-odd-version": f"{requirement}99999999999999999999.1, please update\n{requirement}12.\n",
+        "requirement-escapes": f"{requirement}12.8{ESC}{INJECT}, or use an earlier cuda container\n",
+        "requirement-many-lines": f"{requirement}12.8, or use an earlier cuda container\n" * 20_000,
+        "no-driver-docker-long": f"$ docker run {'x' * 200_000}\n{failed}\n",
+        "no-driver-prompts": "".join(f"root@{i:012x}:/# nvidia-smi\n{failed}\n" for i in range(5_000)),
+        "no-driver-modprobe": f"{failed}\n" + "modprobe: FATAL: Module nvidia not found.\n" * 20_000,
+        "no-driver-wsl-escapes": f"me@box:/mnt/c/{ESC}{INJECT}$ nvidia-smi\n{failed}\nWSL version: \u202e1.0\n",
+    }
+    out: list[Case] = []
+    for name, text in texts.items():
+        paste = root / f"driver-words-{name}.txt"
+        paste.write_text(text, encoding="utf-8")
+        for cmd in ("detect", "doctor"):
+            out.append(Case(f"driver words: {cmd} --from {name}", [cmd, "--from", str(paste)], inert=True))
+            out.append(Case(f"driver words: {cmd} --from {name} --json", [cmd, "--from", str(paste), "--json"],
+                            json=True))
     return out
 
 

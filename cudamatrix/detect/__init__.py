@@ -306,13 +306,14 @@ def _status_from_probes(drv: Driver, env: Environment, kmod: str | None, nvml_mi
         drv.error = drv.error or "no NVIDIA kernel module, NVML library or nvidia-smi found"
 
 
-def from_reports(items: list[tuple[str, str]], *, strict: bool = False) -> Environment:
+def from_reports(items: list[tuple[str, str]], *, strict: bool = False, infer: bool = False) -> Environment:
     """Build an Environment (origin "report") from ``(name, text)`` pairs of pasted tool output.
 
-    ``strict``: a text with no known tool output in it raises UsageError (exit 2) instead of becoming a note."""
+    ``strict``: a text with no known tool output in it raises UsageError (exit 2) instead of becoming a note.
+    ``infer``: a named GPU's compute capability, when the paste leaves it out, from the matrix's GPU table."""
     from cudamatrix.detect.reports import from_reports as build
 
-    return build(items, strict=strict)
+    return build(items, strict=strict, infer=infer)
 
 
 def read_report(path: str) -> tuple[str, list[Note]]:
@@ -360,7 +361,7 @@ def from_report_files(paths: list[str]) -> Environment:
     if not items:
         raise failed[0]
     try:
-        env = from_reports(items, strict=True)
+        env = from_reports(items, strict=True, infer=True)
     except UsageError as exc:
         if failed:
             exc.hint = f"{exc.hint}; not read: " + "; ".join(f.message for f in failed)

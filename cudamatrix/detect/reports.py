@@ -16,6 +16,8 @@ from cudamatrix.detect.pastes import fields, messages, nvsmi, packages, prints, 
 from cudamatrix.detect.python_env import other_variant, torch_variant
 from cudamatrix.detect.text import Paste, ranges, span_ranges
 from cudamatrix.errors import UsageError
+from cudamatrix.matrix.data import load_matrix
+from cudamatrix.matrix.query import find_gpu
 from cudamatrix.models import Environment, Note
 from cudamatrix.names import FRAMEWORK_DISTS
 
@@ -63,11 +65,12 @@ def read_paste(name: str, raw: str, env: Environment, state: dict | None = None)
     return kinds
 
 
-def from_reports(items: list[tuple[str, str]], *, strict: bool = False) -> Environment:
+def from_reports(items: list[tuple[str, str]], *, strict: bool = False, infer: bool = False) -> Environment:
     """Build an Environment (origin "report") from ``(name, text)`` pairs of pasted tool output.
 
     A paste with no known tool output in it is a note; ``strict``: when none of them holds any, that is an input
-    error (UsageError, exit 2)."""
+    error (UsageError, exit 2). ``infer``: a named GPU without a stated compute capability gets the matrix's
+    (:func:`infer_compute_capabilities`)."""
     env = Environment(origin="report")
     state: dict = {}
     recognised = [bool(read_paste(name, raw, env, state)) for name, raw in items]
@@ -75,7 +78,25 @@ def from_reports(items: list[tuple[str, str]], *, strict: bool = False) -> Envir
         raise UsageError(f"no known tool output in {', '.join(name for name, _ in items) or 'the input'}",
                          hint=f"paste the output of one of: {KNOWN}")
     _settle(env, state)
+    if infer and any(g.name and not g.compute_capability for g in env.gpus):
+        infer_compute_capabilities(env)
     return env
+
+
+def infer_compute_capabilities(env: Environment) -> None:
+    """A GPU the paste names without its compute capability (nvidia-smi's table prints none) gets the one the
+    matrix's GPU table holds for that name, and a note says it was inferred from the name, with the row's source."""
+    matrix = load_matrix()
+    for gpu in env.gpus:
+        if not gpu.name or gpu.compute_capability:
+            continue
+        known = find_gpu(matrix, gpu.name)
+        if known is None:
+            continue
+        gpu.compute_capability = known.compute_capability
+        env.notes.append(Note("report", f"GPU {gpu.index if gpu.index is not None else '?'} ({gpu.name}): compute "
+                              f"capability {known.compute_capability} inferred from its name (the matrix's GPU table, "
+                              f"{known.name}: {known.source})"))
 
 
 def _settle(env: Environment, state: dict) -> None:

@@ -91,6 +91,7 @@ class Paste:
             text = html.unescape(text)
         self.lines: list[str] = text.split("\n")
         self.commands: set[int] = set()
+        self.prompts: dict[int, str] = {}  # a command's line -> the prompt taken off it ("[root@24c96d985c30 /]# ")
         self.neutral: set[int] = set()  # fences, HTML tags, prompts: wrapping, not tool output
         self.kind: list[str | None] = [None] * len(self.lines)
         self._text: str | None = text
@@ -118,6 +119,7 @@ class Paste:
         is_cmd, rest = split_prompt(line)
         if is_cmd:
             self.commands.add(i)
+            self.prompts[i] = line[:len(line) - len(rest)]
             self.neutral.add(i)
             return rest
         return line

@@ -22,7 +22,9 @@ class Code:
 
 DOCTOR: tuple[Code, ...] = (
     Code("NO_DRIVER", "error or warning", "No NVIDIA driver answers: no /proc/driver/nvidia/version, no "
-         "libnvidia-ml, no nvidia-smi (an error when a CUDA build is installed, else a warning)."),
+         "libnvidia-ml, no nvidia-smi (an error when a CUDA build is installed, else a warning); in a pasted report, "
+         "an error quoting the paste, its fix chosen by where it ran (a container, WSL, a kernel without the "
+         "module)."),
     Code("DRIVER_TOO_OLD", "error", "The driver runs a CUDA older than an installed framework build needs, even "
          "under minor-version compatibility."),
     Code("DRIVER_LIBRARY_MISMATCH", "error", "The kernel module and the user-space driver library are of "
@@ -33,7 +35,8 @@ DOCTOR: tuple[Code, ...] = (
     Code("GPU_UNSUPPORTED_BY_DRIVER", "error", "The driver is older than the first driver that drives the GPU's "
          "architecture."),
     Code("STUB_LIBCUDA", "error", "The libcuda a loader finds is the toolkit's link-time stub, not the driver's."),
-    Code("CPU_ONLY_BUILD", "error", "A CPU build of a framework is installed on a machine with a usable GPU."),
+    Code("CPU_ONLY_BUILD", "error", "A CPU build of a framework is installed on a machine with a usable GPU (in a "
+         "paste, also beside a CUDA toolkit it shows: +cpu next to nvcc)."),
     Code("ARCH_UNSUPPORTED", "error", "The installed build has no kernel image (SASS, or PTX of a lower "
          "architecture) for a GPU present."),
     Code("CUDNN_MISMATCH", "error", "The cuDNN the framework will run is another major, or an older minor, than "
@@ -53,11 +56,13 @@ DOCTOR: tuple[Code, ...] = (
     Code("GPU_MEMORY_BUSY", "warning", "80 % or more of a GPU's memory is in use."),
     Code("UNSAFE_LIBRARY_PATH", "warning", "An LD_LIBRARY_PATH folder is empty, relative or world-writable; detect "
          "does not load libraries from it."),
-    Code("KNOWN_BAD", "error", "An advisory of the matrix applies: a documented breakage of this build in these "
-         "conditions."),
+    Code("KNOWN_BAD", "error", "An advisory of advisories.json whose packages, GPU and driver match; one that needs a "
+         "library to be seen states it (library and library_version, or library_missing) and is an error only when "
+         "the facts show it, an info note when they do not show which copy is loaded."),
     Code("LOW_DISK", "warning", "Under 8 GiB free where packages, the temp folder or pip's cache live."),
     Code("LOW_HOST_MEMORY", "warning", "Under 2 GiB or 10 % of the host's memory available."),
-    Code("UNKNOWN_FRAMEWORK_BUILD", "info", "The matrix lacks facts of the installed build (listed); a release the "
+    Code("UNKNOWN_FRAMEWORK_BUILD", "info", "The matrix lacks facts of the installed build (listed; for a release "
+         "older than the matrix's first row, that no matrix data covers it); a release the "
          "matrix lacks is still judged on what the environment states: its build CUDA from +cuXXX or collect_env, "
          "the driver and GPUs of the report."),
     Code("TOOLKIT_NEWER_THAN_DRIVER", "info", "A CUDA toolkit newer than the driver runs is installed: harmless "

@@ -44,9 +44,13 @@ def _release_of(matrix: Matrix, name: str, version: str) -> FrameworkRelease | N
 
 
 def _variant_of(release: FrameworkRelease, name: str | None, version: str) -> Variant | None:
-    """The variant named ``name``; with no name and no local version, the default index's build."""
+    """The variant named ``name``; with no name and no local version, the default index's build: the variant
+    marked so, else the release's only variant that needs no extra and no other index (TensorFlow 2.8's "gpu":
+    the plain wheel, which loads the system's CUDA and cuDNN)."""
     if name is None and "+" not in version:
-        return next((v for v in release.variants if v.pypi_default), None)
+        default = next((v for v in release.variants if v.pypi_default), None)
+        plain = [v for v in release.variants if not v.pip_extra and not v.index_url and not v.local_version]
+        return default or (plain[0] if len(plain) == 1 else None)
     return next((v for v in release.variants if v.name == name), None)
 
 

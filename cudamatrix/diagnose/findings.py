@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import Callable
 
-from cudamatrix.diagnose import host, loads, remedy, wheels
+from packaging.version import InvalidVersion, Version
+
+from cudamatrix.diagnose import host, loads, pasted, remedy, wheels
 from cudamatrix.diagnose.context import Diagnosis, Installed, match_installed
 from cudamatrix.diagnose.stated import stated_build
 from cudamatrix.matrix.data import FrameworkRelease, Matrix, Variant
@@ -41,10 +43,13 @@ def diagnose(env: Environment, matrix: Matrix) -> list[Finding]:
 
 def no_driver(d: Diagnosis) -> list[Finding]:
     """NO_DRIVER: no NVIDIA driver installed or loaded; an error when a CUDA build is installed, else a
-    warning (a CPU build needs none)."""
+    warning (a CPU build needs none). A paste's "couldn't communicate with the NVIDIA driver" is an error with the
+    paste's words and a fix for where it was taken (:func:`cudamatrix.diagnose.pasted.pasted_no_driver`)."""
     env = d.env
     if env.driver.status != "absent":
         return []
+    if env.origin == "report":  # the pasted machine's stack, in the paste's words
+        return [pasted.pasted_no_driver(env)]
     return [Finding(code="NO_DRIVER", severity="error" if d.gpu_builds else "warning",
                     title="No NVIDIA driver is installed or loaded",
                     evidence=[n.message for n in env.notes if n.probe.startswith(("driver", "nvml", "nvidia-smi"))][:3]
@@ -175,24 +180,50 @@ def framework_builds(d: Diagnosis) -> list[Finding]:
 
 def not_in_matrix(d: Diagnosis, j: Judged) -> list[Finding]:
     """UNKNOWN_FRAMEWORK_BUILD (info): the installed release or variant is not in the matrix; the other findings
-    rest on what the environment states about the build (:func:`~cudamatrix.diagnose.stated.stated_build`)."""
+    rest on what the environment states about the build (:func:`~cudamatrix.diagnose.stated.stated_build`). A
+    release older than the matrix's first row is one no update brings: the fix says so."""
     if not j.stated:
         return []
+    first = _first_release(d, j.inst.name)
+    older = first is not None and _older(j.inst.version, first)
+    fix = (f"the matrix starts at {j.inst.name} {first}: older releases are not covered by any matrix data; the "
+           "other findings about this build rest on what the environment states about it" if older else
+           "update cudamatrix for newer matrix data; the other findings about this build rest on what the "
+           "environment states about it")
     return [Finding(code="UNKNOWN_FRAMEWORK_BUILD", severity="info",
-                    title=f"{j.label} is not in the matrix {d.matrix.meta.data_version}",
+                    title=f"{j.label} is not in the matrix {d.matrix.meta.data_version}" +
+                          (f" (it starts at {j.inst.name} {first})" if older else ""),
                     evidence=[f"variant {j.inst.variant_name or 'unknown'}"] + [f"unknown: {u}" for u in j.unknown],
-                    fix="update cudamatrix for newer matrix data; the other findings about this build rest on "
-                        "what the environment states about it")]
+                    fix=fix)]
+
+
+def _first_release(d: Diagnosis, name: str) -> str | None:
+    """The oldest release of ``name`` the matrix holds."""
+    releases = d.matrix.frameworks(name) if name in ("torch", "tensorflow", "jax") else []
+    return str(min(r.version for r in releases)) if releases else None
+
+
+def _older(version: str, first: str) -> bool:
+    try:
+        return Version(version.split("+")[0]) < Version(first)
+    except InvalidVersion:
+        return False
 
 
 def cpu_only_build(d: Diagnosis, j: Judged) -> list[Finding]:
     """CPU_ONLY_BUILD: a CPU build of a framework on a machine with a GPU and a usable driver (PyTorch "Get
-    Started": the CPU wheels carry no CUDA)."""
-    if j.variant is None or j.variant.cuda is not None or not d.has_gpu:
+    Started": the CPU wheels carry no CUDA); in a paste, also beside a CUDA toolkit it states (``nvcc``: the
+    machine is set up for CUDA, and the ``+cpu`` build cannot use it)."""
+    if j.variant is None or j.variant.cuda is not None:
         return []
-    return [Finding(code="CPU_ONLY_BUILD", severity="error", title=f"{j.label} is a CPU-only build on a GPU machine",
-                    evidence=[f"{j.inst.name} variant {j.variant.name}",
-                              f"GPU: {', '.join(g.name or g.compute_capability for g in d.target.gpus)}"],
+    toolkits = [t.version for t in d.env.toolkits if t.version] if d.env.origin == "report" else []
+    if not d.has_gpu and not toolkits:
+        return []
+    where = f"GPU: {', '.join(g.name or g.compute_capability for g in d.target.gpus)}" if d.has_gpu else \
+        f"a CUDA toolkit beside it: CUDA {', '.join(dict.fromkeys(toolkits))}"
+    return [Finding(code="CPU_ONLY_BUILD", severity="error",
+                    title=f"{j.label} is a CPU-only build on a " + ("GPU machine" if d.has_gpu else "CUDA machine"),
+                    evidence=[f"{j.inst.name} variant {j.variant.name}", where],
                     fix=f"cudamatrix fix (or cudamatrix solve {j.inst.name} for the pip command)")]
 
 

@@ -104,12 +104,68 @@ def _affects(adv: Advisory, env: Environment) -> bool:
     return not adv.driver or bool(env.driver.version and _specifier(adv.driver).contains(env.driver.version))
 
 
+def _loaded(env: Environment, library: str) -> tuple[set[str], bool]:
+    """The versions of ``library`` the facts show loaded (a framework's "found" version, the copy the loader
+    picks), and whether they show it failing to load."""
+    versions = {m.found for m in env.messages if m.library == library and m.kind == "library_version" and m.found}
+    versions |= {lib.version for lib in env.libraries if lib.name == library and lib.loaded_first and lib.version}
+    versions |= {load.version for load in env.library_loads if load.path and load.version and
+                 load.soname.startswith((f"lib{library}.", f"lib{library}_"))}
+    missing = any(m.library == library and m.kind == "library_missing" for m in env.messages) or \
+        any(load.path is None and load.soname.startswith(f"lib{library}.") for load in env.library_loads)
+    return {v for v in versions if v}, missing
+
+
+def _cpu_builds_only(adv: Advisory, env: Environment) -> bool:
+    """Every installed framework the advisory names is a CPU build."""
+    named = {canonical(name_and_specifier(text)[0]) for text in adv.affects}
+    builds = [f for f in env.frameworks if canonical(f.name) in named]
+    return bool(builds) and all(f.variant == "cpu" for f in builds)
+
+
+def _library_condition(adv: Advisory, env: Environment) -> str:
+    """"met", "not met" or "unknown": the advisory's library condition over the facts ("met" without one)."""
+    if not adv.library:
+        return "met"
+    if _cpu_builds_only(adv, env):
+        return "not met"  # a CPU build loads no CUDA library
+    versions, missing = _loaded(env, adv.library)
+    if adv.library_missing:
+        return "met" if missing else ("not met" if versions else "unknown")
+    spec = _specifier(adv.library_version or "")
+    if versions:
+        return "met" if any(spec.contains(v, prereleases=True) for v in versions) else "not met"
+    present = {lib.version for lib in env.libraries if lib.name == adv.library and lib.version}
+    if present and not any(spec.contains(v, prereleases=True) for v in present):
+        return "not met"  # no copy on the machine could be the failing one
+    return "unknown"
+
+
+def _condition_text(adv: Advisory) -> str:
+    if adv.library_missing:
+        return f"{adv.library} fails to load"
+    return f"the {adv.library} loaded is {adv.library_version}"
+
+
 def known_bad(d: Diagnosis) -> list[Finding]:
     """KNOWN_BAD: an advisory of ``advisories.json`` matches (each advisory cites its own source: the
-    framework's issue or release note)."""
-    return [Finding(code="KNOWN_BAD", severity="error", title=f"{adv.id}: {adv.symptom}",
-                    evidence=list(adv.affects) + [adv.source], fix=adv.fix)
-            for adv in d.matrix.advisories.advisories if _affects(adv, d.env)]
+    framework's issue or release note): an error when the facts meet its library condition too, a note (info)
+    when they do not show whether they do, nothing when they show they do not."""
+    out = []
+    for adv in d.matrix.advisories.advisories:
+        if not _affects(adv, d.env):
+            continue
+        state = _library_condition(adv, d.env)
+        if state == "met":
+            out.append(Finding(code="KNOWN_BAD", severity="error", title=f"{adv.id}: {adv.symptom}",
+                               evidence=list(adv.affects) + ([_condition_text(adv)] if adv.library else []) +
+                               [adv.source], fix=adv.fix))
+        elif state == "unknown":
+            out.append(Finding(code="KNOWN_BAD", severity="info", title=f"{adv.id} may apply: {adv.symptom}",
+                               evidence=list(adv.affects) + [f"applies only when {_condition_text(adv)}; the facts "
+                                                             f"do not show which {adv.library} is loaded",
+                                                             adv.source], fix=adv.fix))
+    return out
 
 
 def toolkit_newer_than_driver(d: Diagnosis) -> list[Finding]:

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from packaging.version import InvalidVersion, Version
 
+from cudamatrix.diagnose import pasted
+from cudamatrix.diagnose.context import match_installed
 from cudamatrix.errors import NoSolution
 from cudamatrix.matrix.data import Matrix
 from cudamatrix.models import Environment, Finding, ToolMessage
@@ -47,6 +49,7 @@ def complete(env: Environment, matrix: Matrix, findings: list[Finding]) -> list[
     for f in findings:
         if f.code in ("ARCH_UNSUPPORTED", "DRIVER_TOO_OLD"):
             concrete_fix(env, matrix, f)
+    pasted.container_requirement(env, matrix, findings)  # its fix is the image's, not a framework's
     return findings
 
 
@@ -135,7 +138,7 @@ def _missing_cudnn_fix(said: ToolMessage) -> str:
 def _library(said: ToolMessage) -> tuple[str, str]:
     if said.kind == "library_missing":
         name = said.soname or said.library or "a CUDA library"
-        if said.library == "cuda":
+        if said.library in ("cuda", "nvidia"):  # libcuda, libnvidia-ml: the driver's own libraries
             return (f"The driver's library {name} could not be loaded",
                     "on WSL it is in /usr/lib/wsl/lib: add that folder to LD_LIBRARY_PATH; elsewhere install the "
                     "NVIDIA driver (in a container: run it with --gpus all)")
@@ -264,14 +267,22 @@ def _driver_floor(env: Environment, matrix: Matrix, target: Target) -> str | Non
 
 def _cudnn_pin(env: Environment, matrix: Matrix, finding: Finding) -> None:
     """The cuDNN wheel the installed framework's build declares (the matrix's pins), when the paste names the build:
-    the exact thing to install."""
-    for fw in env.frameworks:
-        release = next((r for r in matrix.frameworks(fw.name) if str(r.version) == fw.version.split("+")[0]), None) \
-            if fw.name in ("torch", "tensorflow", "jax") else None
-        variant = next((v for v in release.variants if v.name == fw.variant), None) if release else None
-        pin = next((p for p in (variant.nvidia_pins if variant else []) if p.startswith("nvidia-cudnn")), None)
+    the exact thing to install. A build the matrix holds that declares no cuDNN wheel (TensorFlow before 2.14: the
+    plain wheel loads the system's cuDNN) gets the cuDNN its row was built with instead, and no wheel is named."""
+    for inst in match_installed(env, matrix):
+        if inst.variant is None or inst.name not in ("torch", "tensorflow", "jax"):
+            continue
+        pin = next((p for p in inst.variant.nvidia_pins if p.startswith("nvidia-cudnn")), None)
         if pin:
             pin = pin.split(";")[0].strip()
-            finding.fix = f"{finding.fix}; for {fw.name} {fw.version}: pip install '{pin}'"
+            finding.fix = f"{finding.fix}; for {inst.name} {inst.version}: pip install '{pin}'"
             finding.fix_commands = [["pip", "install", pin]]
+            return
+        if inst.variant.cuda is not None and inst.variant.cudnn is not None:
+            finding.fix = (f"{inst.name} {inst.version} declares no nvidia-cudnn wheel: it loads the system's "
+                           f"cuDNN, and was built with cuDNN {inst.variant.cudnn} for CUDA {inst.variant.cuda} (matrix "
+                           f"row {inst.name} {inst.version} {inst.variant.name}): install cuDNN "
+                           f"{inst.variant.cudnn} for CUDA {inst.variant.cuda.major}.x where the loader finds it "
+                           "(the system library folders, or a folder on LD_LIBRARY_PATH; conda: cudnn="
+                           f"{inst.variant.cudnn})")
             return

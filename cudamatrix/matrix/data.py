@@ -295,6 +295,11 @@ class Advisory:
     # optional conditions on the machine
     gpu_compute_capabilities: list[CC] = field(default_factory=list)
     driver: Spec | None = None
+    # a library the failure needs to see ("cudnn"): loaded at a version of ``library_version`` ("<8.3.2"), or,
+    # with ``library_missing``, not loaded at all; unknown when the facts show neither (a note, not an error)
+    library: Label | None = None
+    library_version: Spec | None = None
+    library_missing: bool = False
     __pydantic_config__ = FORBID
 
 

@@ -224,8 +224,10 @@ def busy(env):
     env.gpus[0].memory_used_mib = 15000
 
 
-def known_bad(env):  # advisory CM-2022-001 affects torch>=1.12,<1.13 on any GPU
+def known_bad(env, found="8.0.3"):  # advisory CM-2022-001: torch>=1.12,<1.13 on a cuDNN older than 8.3.2 (functorch#926)
     _torch(env, "1.12.1+cu116", "cu116", "11.6")
+    env.messages = [ToolMessage(tool="torch", kind="library_version", library="cudnn", built="8.3.2", found=found,
+                                text="cuDNN version incompatibility")]
 
 
 def unknown_build(env):
@@ -271,7 +273,7 @@ CASES: dict[str, tuple[Callable[[Environment], None], Callable[[Environment], No
     "TORCHVISION_MISMATCH": (torchvision, lambda env: torchvision(env, "0.20.1+cu121")),
     "PYTHON_UNSUPPORTED": (old_python, None),
     "GPU_MEMORY_BUSY": (busy, None),
-    "KNOWN_BAD": (known_bad, None),
+    "KNOWN_BAD": (known_bad, lambda env: known_bad(env, found="8.3.2")),
     "UNKNOWN_FRAMEWORK_BUILD": (unknown_build, None),
     "TOOLKIT_NEWER_THAN_DRIVER": (new_toolkit, None),
     "LIBRARY_MISSING": (missing_library, None),

@@ -499,6 +499,107 @@ def _tf_properties(line: str) -> GpuInfo | None:
     return None
 
 
+# --- containers: the NVIDIA Container Toolkit's requirement check ------------------------------------------
+
+_REQUIREMENT = "requirement error: unsatisfied condition: "
+_CONDITION = lazy(r"cuda ?>= ?(\d{1,2}\.\d{1,2})")
+_EARLIER = "use an earlier cuda container"
+_CONTAINER_LINES = ("Error response from daemon", "OCI runtime create failed", "error running hook",
+                    "error running prestart hook", "ERRO[")
+
+
+def read_container_requirement(paste: Paste, env: Environment) -> bool:
+    """nvidia-container-cli's "requirement error: unsatisfied condition: cuda>=12.8, please update your driver to
+    a newer version, or use an earlier cuda container": the image requires CUDA 12.8 and the driver runs an older
+    CUDA (the check compares the image's NVIDIA_REQUIRE_CUDA with the driver's CUDA version). The daemon's lines
+    around it are the same error."""
+    found = False
+    lines = paste.lines
+    for i in paste.having(_REQUIREMENT):
+        line = lines[i][:4000]
+        at = line.find(_REQUIREMENT)
+        m = _CONDITION.match(line, at + len(_REQUIREMENT))
+        if m is None:
+            continue
+        env.context.container = env.context.container or "docker"
+        text = line[at:]  # "requirement error: unsatisfied condition: cuda>=12.8, please update ..."
+        end = text.find(_EARLIER)
+        text = text[:end + len(_EARLIER)] if end >= 0 else text.strip()  # without a daemon's escaped quotes
+        _say(env, ToolMessage(tool="nvidia-container-cli", kind="container_requirement", library="cuda",
+                              minimum=m.group(1), text=text[:300]))
+        paste.claim(i, "container error")
+        for j in (i - 1, i + 1):
+            if 0 <= j < len(lines) and any(w in lines[j] for w in _CONTAINER_LINES):
+                paste.claim(j, "container error")
+        found = True
+    return found
+
+
+# --- where a driver could not be reached: a container, WSL, a kernel without the module ---------------------
+
+_NO_DRIVER = ("couldn't communicate with the NVIDIA driver", "Driver Not Loaded", "Found no NVIDIA driver",
+              "couldn't find libnvidia-ml")
+_GPU_FLAGS = ("--gpus", "--runtime=nvidia", "--runtime nvidia", "nvidia.com/gpu", "--device=nvidia.com",
+              "--device nvidia.com")
+_MODULE_MISSING = "Module nvidia not found"
+_WSL_VERSION = ("WSL version", "WSL \u7248\u672c")  # wsl --version's first line, English and Chinese
+_HEX = frozenset("0123456789abcdef")
+
+
+def read_driver_place(paste: Paste, env: Environment) -> bool:
+    """Where a paste that says the driver could not be reached was taken, as far as it shows: a container (a
+    ``docker run`` without ``--gpus`` or the NVIDIA runtime, or a prompt whose host name is a container id), WSL
+    (a prompt under /mnt/c, ``wsl`` commands or version lines) or a machine whose kernel has no NVIDIA module
+    (modprobe's "Module nvidia not found": a kernel updated without the driver's module rebuilt)."""
+    if not any(w in paste.text for w in _NO_DRIVER):
+        return False
+    found = False
+    for i in sorted(paste.commands):
+        line, prompt = paste.lines[i].strip(), paste.prompts.get(i, "")
+        if line.startswith(("docker run", "sudo docker run")):
+            if not any(flag in line for flag in _GPU_FLAGS):
+                found |= _place(env, ToolMessage(tool="docker", kind="run_without_gpus", text=line[:300]))
+        elif _container_host(prompt):
+            found |= _place(env, ToolMessage(tool="shell", kind="in_container", text=(prompt + line)[:300]))
+        if "/mnt/c/" in prompt or line.startswith(("wsl ", "wsl.exe")):
+            found |= _wsl_fact(env, (prompt + line).strip())
+    for i in paste.having(_MODULE_MISSING):
+        found |= _place(env, ToolMessage(tool="modprobe", kind="module_missing", library="nvidia",
+                                         text=paste.lines[i].strip()[:300]))
+        paste.claim(i, "modprobe error")
+    for i in paste.having(*_WSL_VERSION):
+        found |= _wsl_fact(env, paste.lines[i].strip())
+        paste.claim(i, "wsl --version")
+    return found
+
+
+def _place(env: Environment, said: ToolMessage) -> bool:
+    """Keep the first line that shows a place (a container, a missing module): one is evidence enough, and a long
+    log repeats it."""
+    if said.kind in ("run_without_gpus", "in_container"):
+        env.context.container = env.context.container or "docker"
+    if not any(m.kind == said.kind for m in env.messages):
+        _say(env, said)
+    return True
+
+
+def _container_host(prompt: str) -> bool:
+    """A prompt's host name is a container id: Docker names a container's host after the first 12 hex digits of
+    its id ("root@24c96d985c30:/#", "[root@24c96d985c30 /]#")."""
+    at = prompt.find("@")
+    host = prompt[at + 1:at + 13] if at >= 0 else ""
+    return len(host) == 12 and set(host) <= _HEX and not host.isdigit()
+
+
+def _wsl_fact(env: Environment, text: str) -> bool:
+    """The machine is a WSL 2 guest (said once, with the first line that shows it)."""
+    env.context.wsl = True
+    env.context.os = env.context.os or "linux"
+    if not any(m.kind == "wsl" for m in env.messages):
+        _say(env, ToolMessage(tool="shell", kind="wsl", text=text[:300]))
+    return True
+
+
 # --- WSL ---------------------------------------------------------------------------------------------
 
 def read_wsl(paste: Paste, env: Environment) -> bool:
@@ -561,12 +662,15 @@ _READERS = (
       "Could not find cuda drivers"), read_missing_libraries),
     (("with properties", "compute capability: "), read_tf_devices),
     (("symbolic link", "] WSL 2"), _read_wsl),
+    (("unsatisfied condition",), read_container_requirement),
+    (("docker run", "Module nvidia not found", "/mnt/c/", "wsl", "WSL"), read_driver_place),
 )
 
 
 _KEY_WORDS = ("Could not find cuda drivers", "no CUDA-capable device", "CUDA_ERROR_NO_DEVICE", "No CUDA GPUs", "is not compatible", "which is of cuda capability", "no kernel image", "too old", "insufficient",
               "InsufficientDriver", "INSUFFICIENT_DRIVER", "compiled", "but JAX was built", "Outdated",
-              "cannot open", "Could not load", "Couldn't open", "Unable to load", "DNN library", "Could not locate")
+              "cannot open", "Could not load", "Couldn't open", "Unable to load", "DNN library", "Could not locate",
+              "requirement error")
 
 
 def _clip(text: str) -> str:

@@ -122,7 +122,36 @@ def read(paste: Paste, env: Environment) -> bool:
         merge_gpus(env, reading.gpus)
         env.notes += [Note("report:nvidia-smi", n, "warning") for n in reading.notes]
     found |= _read_error(paste, env)
+    found |= _read_invalid_field(paste, env)
     return found | _read_banner(paste, env)
+
+
+_INVALID = " is not a valid field to query"
+
+
+def _read_invalid_field(paste: Paste, env: Environment) -> bool:
+    """``nvidia-smi --query-gpu=compute_cap`` on an nvidia-smi that predates the field answers 'Field "compute_cap"
+    is not a valid field to query.': the error is the fact (this nvidia-smi has no such field; its
+    ``--help-query-gpu`` lists the ones it has), noted with the command that asked."""
+    found = False
+    lines = paste.lines
+    for i in paste.having(_INVALID):
+        line = lines[i].strip()
+        at = line.find(_INVALID)
+        begin = max(0, at - 80)
+        start = line.rfind("Field ", begin, at)
+        quoted = line[start + 6:at].replace('\\"', '"') if start >= 0 else ""  # a log quotes it: \"device_minor\"
+        before = line[:start].rstrip()  # nvidia-smi's own line, or a log's quoted stdout; not prose around it
+        if len(quoted) < 3 or not (quoted[0] == quoted[-1] == '"') or (before and not before.endswith("'")):
+            continue
+        field = quoted[1:-1]
+        env.notes.append(Note("report:nvidia-smi", f'nvidia-smi refused the query field "{field}": this nvidia-smi '
+                              "has no such field (nvidia-smi --help-query-gpu lists those it has)", "warning"))
+        paste.claim(i, "nvidia-smi --query-gpu")
+        if i > 0 and "--query-gpu" in lines[i - 1]:
+            paste.claim(i - 1, "nvidia-smi --query-gpu")
+        found = True
+    return found
 
 
 _LIBRARY = "NVML library version:"  # the line nvidia-smi adds below a version mismatch
