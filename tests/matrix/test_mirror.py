@@ -224,3 +224,10 @@ def test_a_zip_bomb_member_is_not_inflated_past_the_cap(tmp_path, monkeypatch):
 def test_an_unreachable_mirror_is_an_index_read_error():
     with pytest.raises(idx.IndexReadError, match="ConnectionError"):
         idx.IndexClient(f"https://127.0.0.1:{free_port()}/simple").project("torch")
+
+
+def test_a_build_info_with_malformed_capabilities_keeps_only_the_well_formed_ones():
+    from cudamatrix.matrix.discover import parse_tf_build_info
+
+    text = "'cuda_version', '12.2'\n'cuda_compute_capabilities', ['sm_', 'compute_', 'x', 'sm_90a', 'compute_80']"
+    assert parse_tf_build_info(text) == {"cuda": "12.2", "cudnn": None, "archs": ["9.0a"], "ptx": ["8.0"]}
