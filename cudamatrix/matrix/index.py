@@ -128,14 +128,22 @@ def parse_json_listing(project: str, doc: dict[str, Any], base: str) -> list[Ind
 
 # linear in the page: a tag's attributes are at most 8 KB and end at the first < or >, an attribute name starts a
 # word, the label ends at the next <; no two parts can trade characters (no backtracking over a hostile page)
-_ANCHOR = re.compile(r"<a\s([^<>]{0,8192})>([^<]*)</a>", re.I)
+_ANCHOR = re.compile(r"<a(\s[^<>]{0,8192})?>([^<]*)</a>", re.I)
+_OPENING = re.compile(r"<a[\s>]", re.I)
 _ATTR = re.compile(r"""(?<![\w-])([\w-]+)\s*=\s*(?:"([^"]*)"|'([^']*)')""")
 
 
 def parse_html_listing(project: str, text: str, base: str) -> list[IndexFile]:
-    """A PEP 503 project page -> its wheels (``data-core-metadata`` / ``data-dist-info-metadata``)."""
+    """A PEP 503 project page -> its wheels (``data-core-metadata`` / ``data-dist-info-metadata``).
+
+    Raises IndexReadError when an ``<a`` tag of the page is not a whole anchor (``<a href="...">name</a>``)."""
     out = []
-    for attrs_text, label in _ANCHOR.findall(text):
+    anchors = _ANCHOR.findall(text)
+    opened = len(_OPENING.findall(text))
+    if opened > len(anchors):
+        raise IndexReadError(f"the HTML listing does not parse: {opened - len(anchors)} of its {opened} "
+                             "<a> tags are not whole anchors (<a href=...>name</a>)")
+    for attrs_text, label in anchors:
         attrs = {m[0].lower(): html.unescape(m[1] or m[2]) for m in _ATTR.findall(attrs_text)}
         href = attrs.get("href")
         if not href:
@@ -430,7 +438,10 @@ class IndexClient:
             if not isinstance(doc, dict):
                 raise IndexReadError(f"{redact(url)}: the JSON listing is not an object")
             return parse_json_listing(project, doc, resp.url)
-        return parse_html_listing(project, _text(resp.body, params), resp.url)
+        try:
+            return parse_html_listing(project, _text(resp.body, params), resp.url)
+        except IndexReadError as exc:
+            raise IndexReadError(f"{redact(url)}: {exc.message}") from None
 
     def exists(self, name: str) -> bool:
         """Whether the index lists project ``name`` (its page answers 200; 404: it does not). The listing is not

@@ -181,13 +181,36 @@ def test_a_json_listing_of_any_shape_lists_only_well_formed_files(doc):
 
 
 @pytest.mark.parametrize("page", [
-    "<a " * 30_000, "<a" + " " * 30_000, "<a href=" + "x" * 30_000, "<a " + "href" * 10_000 + ">x</a>",
-    '<a href="' + "a" * 30_000 + ">", "<a data-x=" * 10_000, '<a href="http://[::1/x">jax-1.0-py3-none-any.whl</a>',
+    "<a " * 30_000, "<a" + " " * 30_000, "<a href=" + "x" * 30_000, '<a href="' + "a" * 30_000 + ">",
+    "<a data-x=" * 10_000, "<A\tHREF='x'>" * 10_000, "<a " + "href" * 10_000 + ">x</a>", '<a href="x"><b>jax-1.0-py3-none-any.whl</b></a>',
 ])
-def test_a_pathological_html_page_is_read_in_linear_time(page):
+def test_a_pathological_html_page_is_refused_in_linear_time(page):
     start = time.monotonic()
-    assert idx.parse_html_listing("jax", page * 10, "https://mirror.example/simple/jax/") == []
+    with pytest.raises(idx.IndexReadError, match=r"^the HTML listing does not parse: \d+ of its \d+ <a> tags are not "):
+        idx.parse_html_listing("jax", page * 10, "https://mirror.example/simple/jax/")
     assert time.monotonic() - start < 1
+
+
+@pytest.mark.parametrize("page, urls", [
+    ("<a " + "href" * 1000 + ">x</a>", []),  # an anchor without an href: nothing listed
+    ('<a href="http://[::1/x">jax-1.0-py3-none-any.whl</a>', []),  # not a URL: not a file
+    ("<a>jax-1.0-py3-none-any.whl</a>", []),
+    ("<html><a\nhref='/f/jax-1.0-py3-none-any.whl#sha256=00' data-yanked>jax-1.0-py3-none-any.whl</a></html>",
+     ["https://mirror.example/f/jax-1.0-py3-none-any.whl#sha256=00"]),
+])
+def test_a_page_of_whole_anchors_is_read(page, urls):
+    start = time.monotonic()
+    assert [f.url for f in idx.parse_html_listing("jax", page * 1000, "https://mirror.example/simple/jax/")] \
+        == urls * 1000
+    assert time.monotonic() - start < 2
+
+
+@pytest.mark.slow
+def test_a_pathological_html_listing_is_refused_and_the_overlay_untouched(tmp_path, good, cert):
+    with HostileServer("html-bomb", tls=True, cert=cert) as bomb:
+        message = refused(tmp_path, good, bomb.url + "/simple")
+    assert message == (f"{bomb.url}/simple/torch/: the HTML listing does not parse: 30001 of its 30001 <a> tags "
+                       "are not whole anchors (<a href=...>name</a>)")
 
 
 @pytest.mark.parametrize("wheel, said", [
