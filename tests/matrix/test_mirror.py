@@ -97,7 +97,7 @@ def test_an_earlier_overlay_survives_a_refused_update(tmp_path, good, plain, cer
     with HostileServer("redirect", tls=True, cert=cert, target=plain.url) as hop:
         code, doc, _err, folder = update(tmp_path, good, hop.url + "/simple")
     assert code == 2 and (folder / "overlay.json").read_bytes() == before
-    assert doc["errors"][0]["hint"].startswith("offline or the index failed: the shipped matrix")
+    assert doc["errors"][0]["hint"].startswith("an index is read over https only, on every redirect: the shipped matrix")
 
 
 @pytest.mark.slow
@@ -110,6 +110,8 @@ def test_a_dripping_mirror_is_cut_off_within_15_seconds(tmp_path, good, cert):
         took = time.monotonic() - start
     assert took < 15, took
     assert message.startswith(f"{drip.url}/simple/torch/: no complete answer within 1") and "cut off" in message
+    code, doc, _err, _folder = update(tmp_path, good, f"https://127.0.0.1:{free_port()}/simple")
+    assert code == 2 and doc["errors"][0]["hint"].startswith("offline or the index failed: the shipped matrix")
 
 
 @pytest.mark.slow
