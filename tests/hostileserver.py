@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 JSON = "application/vnd.pypi.simple.v1+json"
-MODES = ("redirect", "loop", "drip-body", "drip-head", "huge", "endless", "nested", "html-bomb", "ok")
+MODES = ("redirect", "loop", "drip-body", "drip-head", "huge", "endless", "nested", "html-bomb", "ok", "ok-then-drip")
 
 
 def self_signed(folder: Path, name: str = "hostile") -> tuple[Path, Path]:
@@ -54,6 +54,8 @@ class HostileServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1" if server.mode == "ok-then-drip" else "HTTP/1.0"  # keep-alive
+
             def log_message(self, *args):
                 pass
 
@@ -128,6 +130,13 @@ class HostileServer:
                 body = b"<!DOCTYPE html><html><body>" + b"<a " * 30_000 + b"<a" + b" " * 30_000
                 self._head(ctype="text/html", length=len(body))
                 self.wfile.write(body)
+
+            def _ok_then_drip(self):
+                """The first request on a connection answered at once (kept alive), the next one dripped."""
+                if getattr(self, "_answered", False):
+                    return self._drip_body()
+                self._answered = True
+                self._ok()
 
             def _ok(self):
                 body = b'{"meta": {"api-version": "1.1"}, "name": "x", "files": []}'

@@ -100,6 +100,18 @@ def test_a_dripping_server_is_cut_off_on_time(mode, tls, cert, monkeypatch):
 
 
 @pytest.mark.slow
+def test_a_kept_alive_connection_is_cut_off_too(trusted):
+    """The second request reuses the first one's connection (no new socket is made): its drip is cut off as well."""
+    client = net.session()
+    with HostileServer("ok-then-drip", tls=True, cert=trusted) as drip:
+        assert net.fetch(drip.url + "/a", client=client, grace_s=2.0).status == 200
+        start = time.monotonic()
+        with pytest.raises(net.NetError, match="cut off"):
+            net.fetch(drip.url + "/b", client=client, grace_s=2.0)
+    assert time.monotonic() - start < 5 and drip.requests == ["/a", "/b"]
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("with_length", [True, False], ids=["content-length", "no-length"])
 def test_a_body_past_the_cap_is_refused_with_memory_bounded(with_length, trusted):
     with HostileServer("huge", tls=True, cert=trusted, size=64 << 20, with_length=with_length) as huge:
