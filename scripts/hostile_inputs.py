@@ -273,7 +273,8 @@ def surface_cases(root: Path) -> list[Case]:
     """The second round's hostile inputs (module docstring)."""
     root = _folder(root, "surfaces")
     return (_journal_cases(root) + _fleet_cases(root) + _overlay_cases(root) + _data_cases(root)
-            + _terminal_cases(root) + _wait_cases(root) + _driver_words_cases(root))
+            + _terminal_cases(root) + _wait_cases(root) + _driver_words_cases(root)
+            + _mirror_cases(root))
 
 
 def _bare_python(root: Path) -> str:
@@ -598,6 +599,49 @@ def _wait_cases(root: Path) -> list[Case]:
     for cmd in (["verify"], ["detect"], ["doctor"], ["fix", "--dry-run", "--no-verify"], ["env"]):
         out.append(Case(f"python relative path: {cmd[0]}", [*cmd, "--python", rel, "--json"],
                         json=True, forbid=["PYTHON_NOT_FOUND", "no Python interpreter"]))
+    return out
+
+
+MIRRORS: list = []  # the hostile loopback servers of _mirror_cases, alive while the cases run
+
+
+def _mirror_cases(root: Path) -> list[Case]:
+    """`matrix update --mirror URL` against hostile loopback mirrors (tests/hostileserver.py): https redirecting to
+    http (first and third hop), a redirect loop, a redirect to file://, a drip in the body and in the headers, a
+    huge listing (with and without its length, and endless), JSON nested 100,000 deep, a pathological HTML page,
+    plain http; and a good mirror as the control. The overlay must never be written by a refused update."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from hostileserver import HostileServer, self_signed
+
+    folder = _folder(root, "mirrors")
+    cert = self_signed(folder)
+
+    def server(mode: str, **kw) -> str:
+        s = HostileServer(mode, cert=cert, **{"tls": True, **kw}).__enter__()
+        MIRRORS.append(s)
+        return s.url
+
+    plain = server("ok", tls=False)
+    mirrors = {"https redirects to http": server("redirect", target=plain),
+               "https redirects to http at the third hop": server("redirect", target=plain, hops=2),
+               "redirect loop": server("loop"), "redirect to file://": server("redirect", target="file:///etc"),
+               "drip in the body": server("drip-body"), "drip in the headers": server("drip-head"),
+               "huge listing": server("huge"), "huge listing without its length": server("huge", with_length=False),
+               "endless listing": server("endless"), "JSON nested 100k deep": server("nested"),
+               "pathological HTML": server("html-bomb"), "plain http": plain}
+    out: list[Case] = []
+    for label, url in mirrors.items():
+        cache = _folder(folder, "cache-" + "".join(c if c.isalnum() else "-" for c in label))
+        env = {"XDG_CACHE_HOME": str(cache), "REQUESTS_CA_BUNDLE": str(cert[0])}
+        written = [str(cache / "cudamatrix" / "overlay" / "overlay.json")]
+        for as_json in (True, False):
+            argv = ["matrix", "update", "--mirror", url + "/simple"] + (["--json"] if as_json else [])
+            out.append(Case(f"mirror {label}: matrix update{' --json' if as_json else ''}", argv, env=env,
+                            json=as_json, absent=written, inert=True))
+    good = _folder(folder, "cache-good")
+    out.append(Case("mirror good (control): matrix update --json", ["matrix", "update", "--mirror",
+                                                                    server("ok") + "/simple", "--json"],
+                    env={"XDG_CACHE_HOME": str(good), "REQUESTS_CA_BUNDLE": str(cert[0])}, json=True))
     return out
 
 

@@ -99,8 +99,8 @@ def update(
     try:
         log = (lambda m: None) if as_json else (lambda m: render.console(stderr=True).print(m, markup=False))
         doc = overlay.build(client, shipped, redact(url), log)
-    except IndexReadError as exc:
-        exc.hint = (f"offline or the index failed: the shipped matrix {shipped.meta.data_version} "
+    except IndexReadError as exc:  # a refused redirect keeps its own hint (https only, on every hop)
+        exc.hint = (f"{exc.hint or 'offline or the index failed'}: the shipped matrix {shipped.meta.data_version} "
                     "(and any earlier overlay) stays in use")
         raise
     path = overlay.write(doc, shipped)

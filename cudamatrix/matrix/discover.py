@@ -332,6 +332,7 @@ def parse_tf_build_info(text: str) -> dict[str, Any]:
     m = re.search(r"['\"]cuda_compute_capabilities['\"]\s*,\s*\[([^\]]*)\]", text)
     if m:
         caps = re.findall(r"['\"]([^'\"]+)['\"]", m.group(1))
+    caps = [c for c in caps if re.fullmatch(r"(sm_|compute_)?\d{2,3}[af]?", c)]  # a wheel's text: other forms left out
     return {"cuda": field_("cuda_version"), "cudnn": field_("cudnn_version"),
             "archs": [cc_of(c) for c in caps if not c.startswith("compute_")],
             "ptx": [cc_of(c) for c in caps if c.startswith("compute_")]}

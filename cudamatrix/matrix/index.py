@@ -29,12 +29,20 @@ from urllib.parse import urljoin, urlsplit
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
+from cudamatrix import net
 from cudamatrix.errors import CudamatrixError
+from cudamatrix.net import redact
+from cudamatrix.safe.files import parse_json
 from cudamatrix.schema import field, record
 
 JSON_ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1"
-TIMEOUT = 30.0
+TIMEOUT = net.GRACE_S  # seconds a request gets before its first byte of body (net.fetch)
 EOCD_MAX = 65557  # the end-of-central-directory record plus the longest zip comment
+LISTING_MAX = 32 << 20  # a project page: the largest real ones (every torch build on one page) are a few MB
+METADATA_MAX = 8 << 20  # a PEP 658 METADATA file
+RANGE_MAX = 32 << 20  # one range read of a wheel (its central directory, one member)
+MEMBER_MAX = 32 << 20  # one zip member, uncompressed
+LISTING_DEPTH = 32  # a PEP 691 page nests 4 levels
 
 
 class IndexReadError(CudamatrixError):
@@ -90,7 +98,7 @@ def _file(project: str, filename: str, url: str, requires_python: str | None, ya
         _name, version, _build, tags = parse_wheel_filename(filename)
     except (InvalidWheelFilename, InvalidVersion):
         return None
-    sha = meta.get("sha256") if isinstance(meta, dict) else None
+    sha = meta.get("sha256") if isinstance(meta, dict) and isinstance(meta.get("sha256"), str) else None
     return IndexFile(
         filename=filename, url=url, project=project, version=version,
         pythons=tuple(sorted({t.interpreter for t in tags})), abis=tuple(sorted({t.abi for t in tags})),
@@ -101,31 +109,49 @@ def _file(project: str, filename: str, url: str, requires_python: str | None, ya
 def parse_json_listing(project: str, doc: dict[str, Any], base: str) -> list[IndexFile]:
     """A PEP 691 project page -> its wheels (``core-metadata`` or, older, ``dist-info-metadata``)."""
     out = []
-    for f in doc.get("files") or []:
+    files = doc.get("files")
+    for f in files if isinstance(files, list) else []:  # any other shape lists nothing
         if not isinstance(f, dict) or not isinstance(f.get("filename"), str) or not isinstance(f.get("url"), str):
             continue
         meta = f.get("core-metadata", f.get("dist-info-metadata"))
-        size = f.get("size") if isinstance(f.get("size"), int) else None
-        item = _file(project, f["filename"], urljoin(base, f["url"]), f.get("requires-python"),
-                     f.get("yanked"), size, meta)
+        size = f.get("size") if isinstance(f.get("size"), int) and not isinstance(f.get("size"), bool) else None
+        requires = f.get("requires-python") if isinstance(f.get("requires-python"), str) else None
+        try:
+            url = urljoin(base, f["url"])
+        except ValueError:  # not a URL (a bracket left open, a bad port): not a file
+            continue
+        item = _file(project, f["filename"], url, requires, f.get("yanked"), size, meta)
         if item:
             out.append(item)
     return out
 
 
-_ANCHOR = re.compile(r"<a\s+([^>]*)>([^<]*)</a>", re.I)
-_ATTR = re.compile(r"""([\w-]+)\s*=\s*(?:"([^"]*)"|'([^']*)')""")
+# linear in the page: a tag's attributes are at most 8 KB and end at the first < or >, an attribute name starts a
+# word, the label ends at the next <; no two parts can trade characters (no backtracking over a hostile page)
+_ANCHOR = re.compile(r"<a(\s[^<>]{0,8192})?>([^<]*)</a>", re.I)
+_OPENING = re.compile(r"<a[\s>]", re.I)
+_ATTR = re.compile(r"""(?<![\w-])([\w-]+)\s*=\s*(?:"([^"]*)"|'([^']*)')""")
 
 
 def parse_html_listing(project: str, text: str, base: str) -> list[IndexFile]:
-    """A PEP 503 project page -> its wheels (``data-core-metadata`` / ``data-dist-info-metadata``)."""
+    """A PEP 503 project page -> its wheels (``data-core-metadata`` / ``data-dist-info-metadata``).
+
+    Raises IndexReadError when an ``<a`` tag of the page is not a whole anchor (``<a href="...">name</a>``)."""
     out = []
-    for attrs_text, label in _ANCHOR.findall(text):
+    anchors = _ANCHOR.findall(text)
+    opened = len(_OPENING.findall(text))
+    if opened > len(anchors):
+        raise IndexReadError(f"the HTML listing does not parse: {opened - len(anchors)} of its {opened} "
+                             "<a> tags are not whole anchors (<a href=...>name</a>)")
+    for attrs_text, label in anchors:
         attrs = {m[0].lower(): html.unescape(m[1] or m[2]) for m in _ATTR.findall(attrs_text)}
         href = attrs.get("href")
         if not href:
             continue
-        url = urljoin(base, href)
+        try:
+            url = urljoin(base, href)
+        except ValueError:
+            continue
         filename = html.unescape(label.strip()) or url.split("#")[0].rsplit("/", 1)[-1]
         meta_attr = attrs.get("data-core-metadata", attrs.get("data-dist-info-metadata"))
         meta: Any = None
@@ -177,7 +203,11 @@ def _read_member(read, name: str, method: int, csize: int, off: int) -> bytes:
     start = off + 30 + hn + he
     raw = read(start, start + csize - 1) if csize else b""
     if method == 8:
-        return zlib.decompress(raw, -15)
+        inflate = zlib.decompressobj(-15)
+        out = inflate.decompress(raw, MEMBER_MAX)
+        if inflate.unconsumed_tail:
+            raise IndexReadError(f"{name}: over {MEMBER_MAX} bytes uncompressed; not read")
+        return out
     if method == 0:
         return raw
     raise IndexReadError(f"{name}: unsupported zip compression method {method}")
@@ -349,21 +379,19 @@ def index_lookup(urls: list[str], find_links: Sequence[str] = (), timeout: float
     return lookup
 
 
-def redact(url: str) -> str:
-    """A URL with any user:password part removed, for messages and sources."""
-    parts = urlsplit(url)
-    if parts.username or parts.password:
-        host = parts.hostname or ""
-        if parts.port:
-            host += f":{parts.port}"
-        return parts._replace(netloc=host).geturl()
-    return url
-
-
 # --- the client ----------------------------------------------------------------------------------
 
+def _zip_error(name: str, exc: BaseException) -> IndexReadError:
+    return IndexReadError(f"{name}: not a readable wheel ({type(exc).__name__}: {exc})")
+
+
 class IndexClient:
-    """Read project listings and wheel metadata from one index base URL (``.../simple``)."""
+    """Read project listings and wheel metadata from one index base URL (``.../simple``).
+
+    Every request is a bounded :func:`cudamatrix.net.fetch` (time, bytes, and the scheme of every redirect):
+    with ``https_only`` the base URL and every hop must be https; otherwise an http base URL (the user's
+    choice) may be read over http, and an https one is never downgraded by a redirect. ``timeout``: the
+    seconds each request gets before its first byte of body (net.GRACE_S)."""
 
     def __init__(self, base_url: str, *, timeout: float = TIMEOUT, https_only: bool = False,
                  session: Any = None) -> None:
@@ -373,107 +401,124 @@ class IndexClient:
             raise IndexReadError(f"{redact(base_url)}: not an http(s) index URL")
         self.base = base_url.rstrip("/") + "/"
         self.timeout = timeout
+        self.allow_http = urlsplit(base_url).scheme == "http" and not https_only
         self._session = session
         self.requests_made = 0
 
     @property
     def session(self):
         if self._session is None:
-            import requests
-
-            self._session = requests.Session()
-            self._session.headers["User-Agent"] = "cudamatrix-matrix-refresh"
+            self._session = net.session("cudamatrix-matrix-refresh")
         return self._session
 
-    def _get(self, url: str, headers: dict[str, str] | None = None):
-        import requests
-
+    def _get(self, url: str, headers: dict[str, str] | None = None, *, max_bytes: int = LISTING_MAX,
+             read_body: tuple[int, ...] = (200,)) -> net.Answer:
         self.requests_made += 1
         try:
-            resp = self.session.get(url, headers=headers or {}, timeout=self.timeout, allow_redirects=True)
-        except requests.RequestException as exc:
-            raise IndexReadError(f"{redact(url)}: {type(exc).__name__}: {exc}") from None
-        return resp
+            return net.fetch(url, client=self.session, headers=headers, allow_http=self.allow_http,
+                             max_bytes=max_bytes, grace_s=self.timeout, read_body=read_body)
+        except net.NetError as exc:
+            raise IndexReadError(exc.message, hint=exc.hint) from None
 
     def project(self, name: str) -> list[IndexFile]:
         """Every wheel of project ``name`` (an empty list when the index does not have it)."""
         project = canonicalize_name(name)
         url = urljoin(self.base, project + "/")
         resp = self._get(url, {"Accept": JSON_ACCEPT})
-        if resp.status_code == 404:
+        if resp.status == 404:
             return []
-        if resp.status_code != 200:
-            raise IndexReadError(f"{redact(url)}: HTTP {resp.status_code}")
-        ctype = resp.headers.get("Content-Type", "").split(";")[0].strip()
-        if ctype.endswith("json"):
+        if resp.status != 200:
+            raise IndexReadError(f"{redact(url)}: HTTP {resp.status}")
+        ctype, _, params = resp.header("Content-Type").partition(";")
+        if ctype.strip().lower().endswith("json"):
             try:
-                doc = resp.json()
-            except ValueError:
-                raise IndexReadError(f"{redact(url)}: the JSON listing does not parse") from None
+                doc = parse_json(resp.body, max_depth=LISTING_DEPTH)
+            except ValueError as exc:
+                raise IndexReadError(f"{redact(url)}: the JSON listing does not parse ({exc})") from None
             if not isinstance(doc, dict):
                 raise IndexReadError(f"{redact(url)}: the JSON listing is not an object")
             return parse_json_listing(project, doc, resp.url)
-        return parse_html_listing(project, resp.text, resp.url)
+        try:
+            return parse_html_listing(project, _text(resp.body, params), resp.url)
+        except IndexReadError as exc:
+            raise IndexReadError(f"{redact(url)}: {exc.message}") from None
 
     def exists(self, name: str) -> bool:
         """Whether the index lists project ``name`` (its page answers 200; 404: it does not). The listing is not
         read. Raises IndexReadError for any other answer or a network error."""
-        import requests
-
         url = urljoin(self.base, canonicalize_name(name) + "/")
-        self.requests_made += 1
-        try:
-            resp = self.session.get(url, headers={"Accept": JSON_ACCEPT}, timeout=self.timeout, stream=True)
-        except requests.RequestException as exc:
-            raise IndexReadError(f"{redact(url)}: {type(exc).__name__}: {exc}") from None
-        resp.close()
-        if resp.status_code in (200, 404):
-            return resp.status_code == 200
-        raise IndexReadError(f"{redact(url)}: HTTP {resp.status_code}")
+        resp = self._get(url, {"Accept": JSON_ACCEPT}, read_body=())
+        if resp.status in (200, 404):
+            return resp.status == 200
+        raise IndexReadError(f"{redact(url)}: HTTP {resp.status}")
 
     def metadata(self, f: IndexFile) -> Metadata:
         """The METADATA of one wheel: its PEP 658 file where published, else read out of the wheel in parts."""
         if f.has_metadata:
             url = f.url.split("#")[0] + ".metadata"
-            resp = self._get(url)
-            if resp.status_code == 200:
-                body = resp.content
+            resp = self._get(url, max_bytes=METADATA_MAX)
+            if resp.status == 200:
+                body = resp.body
                 if f.metadata_sha256 and hashlib.sha256(body).hexdigest() != f.metadata_sha256:
                     raise IndexReadError(f"{f.filename}.metadata: sha256 does not match the listing")
                 return parse_metadata(body.decode("utf-8", "replace"), f"{f.filename}.metadata (PEP 658)")
-        name, data = self.member(f, ".dist-info/METADATA") or (None, None)
+        name, data = self.member(f, ".dist-info/METADATA", max_bytes=METADATA_MAX) or (None, None)
         if data is None:
             raise IndexReadError(f"{f.filename}: no .dist-info/METADATA in the wheel")
         return parse_metadata(data.decode("utf-8", "replace"), f"{f.filename}:{name} (range read)")
 
-    def _range(self, url: str, spec: str) -> tuple[bytes, int]:
-        resp = self._get(url, {"Range": f"bytes={spec}"})
-        if resp.status_code != 206:
-            # a 200 would be the whole wheel: stop reading it rather than download hundreds of MB
-            resp.close()
-            raise IndexReadError(f"{redact(url)}: the server does not answer range requests (HTTP {resp.status_code})")
-        m = re.search(r"/(\d+)$", resp.headers.get("Content-Range", ""))
-        return resp.content, int(m.group(1)) if m else -1
+    def _range(self, url: str, start: int | None, end: int) -> tuple[bytes, int]:
+        """Bytes ``start``..``end`` (inclusive) of ``url``, or its last ``end`` bytes when ``start`` is None; and
+        the file's total size (-1 when the server does not say)."""
+        length = end if start is None else end - start + 1
+        if length <= 0 or length > RANGE_MAX:
+            raise IndexReadError(f"{redact(url)}: the wheel asks for a read of {length} bytes "
+                                 f"(at most {net.size_text(RANGE_MAX)} are read at once)")
+        spec = f"-{end}" if start is None else f"{start}-{end}"
+        # a 200 would be the whole wheel: it is not read (hundreds of MB), and refused below
+        resp = self._get(url, {"Range": f"bytes={spec}"}, max_bytes=length, read_body=(206,))
+        if resp.status != 206:
+            raise IndexReadError(f"{redact(url)}: the server does not answer range requests (HTTP {resp.status})")
+        m = re.search(r"/(\d{1,19})$", resp.header("Content-Range"))
+        return resp.body, int(m.group(1)) if m else -1
+
+    def _reader(self, url: str):
+        return lambda a, b: self._range(url, a, b)[0]
 
     def member(self, f: IndexFile, suffix: str, max_bytes: int | None = None) -> tuple[str, bytes] | None:
         """(name, bytes) of the first member of the remote wheel whose name ends with ``suffix``, or None.
 
         ``max_bytes``: refuse (IndexReadError) a member whose compressed size is larger."""
         url = f.url.split("#")[0]
-        read = lambda a, b: self._range(url, f"{a}-{b}")[0]  # noqa: E731
-        tail, total = self._range(url, f"-{EOCD_MAX}")
-        if total < 0:
-            total = f.size or len(tail)
-        for name, method, csize, off in _central_directory(read, total, tail):
-            if name.endswith(suffix):
-                if max_bytes is not None and csize > max_bytes:
-                    raise IndexReadError(f"{f.filename}:{name} is {csize} bytes compressed, over {max_bytes}")
-                return name, _read_member(read, name, method, csize, off)
+        read = self._reader(url)
+        try:
+            tail, total = self._range(url, None, EOCD_MAX)
+            if total < 0:
+                total = f.size or len(tail)
+            for name, method, csize, off in _central_directory(read, total, tail):
+                if name.endswith(suffix):
+                    if max_bytes is not None and csize > max_bytes:
+                        raise IndexReadError(f"{f.filename}:{name} is {csize} bytes compressed, over {max_bytes}")
+                    return name, _read_member(read, name, method, csize, off)
+        except (struct.error, zlib.error, ValueError, IndexError, OverflowError) as exc:
+            raise _zip_error(f.filename, exc) from None
         return None
 
     def members(self, f: IndexFile) -> list[tuple[str, int]]:
         """(name, compressed size) of every member of the remote wheel (its central directory only)."""
         url = f.url.split("#")[0]
-        read = lambda a, b: self._range(url, f"{a}-{b}")[0]  # noqa: E731
-        tail, total = self._range(url, f"-{EOCD_MAX}")
-        return [(n, c) for n, _m, c, _o in _central_directory(read, total if total >= 0 else len(tail), tail)]
+        try:
+            tail, total = self._range(url, None, EOCD_MAX)
+            return [(n, c) for n, _m, c, _o in _central_directory(self._reader(url), total if total >= 0 else len(tail),
+                                                                  tail)]
+        except (struct.error, zlib.error, ValueError, IndexError, OverflowError) as exc:
+            raise _zip_error(f.filename, exc) from None
+
+
+def _text(body: bytes, content_type_params: str) -> str:
+    """An HTML page's text: the charset its Content-Type names (UTF-8 when none or an unknown one)."""
+    m = re.search(r"charset\s*=\s*[\"']?([\w.:-]{1,40})", content_type_params, re.I)
+    try:
+        return body.decode(m.group(1) if m else "utf-8", "replace")
+    except LookupError:
+        return body.decode("utf-8", "replace")
