@@ -91,8 +91,8 @@ def verify(*, python: str | None = None, frameworks: list[str] | str = "all", ti
 
 
 def _hung_at_start(report: FrameworkReport) -> bool:
-    """The child ran out of time before its first word: the interpreter itself hangs."""
-    return report.finding_code == "VERIFY_TIMEOUT" and "'start-up'" in (report.cause or "")
+    """The child ran out of time, or printed without end, before its first word: the interpreter itself does."""
+    return bool(getattr(report, "_stuck", False))
 
 
 def overall(reports: list[FrameworkReport]) -> Literal["verified", "failed", "not_possible"]:
@@ -134,6 +134,8 @@ def check(python: str, framework: str, *, gpu_expected: bool, timeout: float, en
     if r.timed_out:
         cause = f"no result within {timeout:g}s (hung after stage {stage!r})"
         code = "VERIFY_TIMEOUT"
+    elif r.overflow:
+        cause, code = f"the child {r.error} (after stage {stage!r})", "VERIFY_CRASHED"
     elif r.returncode is None:
         cause, code = f"could not start {python}: {r.error}", "PYTHON_NOT_FOUND"
     elif r.returncode < 0:
@@ -143,8 +145,10 @@ def check(python: str, framework: str, *, gpu_expected: bool, timeout: float, en
     else:
         cause = f"the child exited with status {r.returncode} after stage {stage!r}"
         code = classify(tail) or "VERIFY_CRASHED"
-    return FrameworkReport(framework=framework, status="failed", cause=cause, finding_code=code, stderr_tail=tail,
-                           **fields)
+    report = FrameworkReport(framework=framework, status="failed", cause=cause, finding_code=code, stderr_tail=tail,
+                             **fields)
+    vars(report)["_stuck"] = (r.timed_out or bool(r.overflow)) and not events  # not serialised
+    return report
 
 
 def _reported(events: list[dict]) -> dict[str, Any]:
