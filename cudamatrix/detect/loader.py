@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from cudamatrix import proc
 from cudamatrix.detect import elf as _elf
+from cudamatrix.detect.early import STDERR_KEPT
 from cudamatrix.detect.libraries import safe_environ
 from cudamatrix.detect.paths import realpath
 from cudamatrix.safe.files import parse_json
@@ -42,6 +43,7 @@ class LoaderAnswers:
     start_ms: float | None = None
     imports_ms: float | None = None
     forked: bool = False  # the first answers came from a child forked at the command's start
+    stderr: str = ""  # what the children wrote on stderr (the last 64 KiB of each run)
 
 
 _DEFAULT_DIRS = ("/lib64", "/usr/lib64", "/lib", "/usr/lib", "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu",
@@ -105,6 +107,8 @@ def run_loader(libs: list[tuple[str, str]], nvml: bool, libcuda: bool, timeout: 
             spawned = time.monotonic()
             result = proc.run([exe, "-I", "-S", _SCRIPT, json.dumps(config)], timeout=timeout,
                               env=safe_environ())  # no empty, relative or world-writable LD_LIBRARY_PATH entry
+        if result.stderr:
+            answers.stderr += result.stderr[-STDERR_KEPT:]
         started, finished = _read_answers(result.stdout, answers, spawned)
         if finished:
             return answers

@@ -127,7 +127,7 @@ def check(python: str, framework: str, *, gpu_expected: bool, timeout: float, en
                 status, cause = "failed", "more than one cuDNN, or another major than the build's, is mapped"
         report = FrameworkReport(framework=framework, status=status, cause=cause, finding_code=code,
                                  mapped_libraries=last.get("mapped_libraries") or [],
-                                 stderr_tail=tail if status == "failed" else None, **fields)
+                                 stderr_tail=tail, stderr_lines=_count(r.stderr), **fields)
         # compared with the loader model by verify(); not serialised
         vars(report).update(_maps=last.get("maps"), _imported=any(e.get("stage") == "imported" for e in events))
         return report
@@ -146,7 +146,7 @@ def check(python: str, framework: str, *, gpu_expected: bool, timeout: float, en
         cause = f"the child exited with status {r.returncode} after stage {stage!r}"
         code = classify(tail) or "VERIFY_CRASHED"
     report = FrameworkReport(framework=framework, status="failed", cause=cause, finding_code=code, stderr_tail=tail,
-                             **fields)
+                             stderr_lines=_count(r.stderr), **fields)
     vars(report)["_stuck"] = (r.timed_out or bool(r.overflow)) and not events  # not serialised
     return report
 
@@ -296,6 +296,11 @@ def _signal_name(num: int) -> str:
         return signal.Signals(num).name
     except ValueError:
         return f"signal {num}"
+
+
+def _count(text: str) -> int:
+    """The lines of a child's stderr."""
+    return len((text or "").strip().splitlines())
 
 
 def _tail(text: str, n: int = 20) -> str | None:

@@ -11,10 +11,13 @@ import time
 from pathlib import Path
 
 import pytest
-from fakes import REPO, child_env, run_cli
+from fakes import REPO, child_env, interpreter, run_cli
 
 from cudamatrix import proc
+from cudamatrix.models import Report
+from cudamatrix.render import report_lines
 from cudamatrix.safe.shells import NotExact, export_line
+from cudamatrix.verify.run import check
 
 # a "python" that prints without end, on stdout or on stderr
 ENDLESS = {"stdout": "#!/bin/sh\nexec yes CUDAMATRIX\n", "stderr": "#!/bin/sh\nexec yes CUDAMATRIX >&2\n"}
@@ -151,3 +154,71 @@ def test_a_line_that_cannot_be_exact_is_refused(tmp_path):
                   env=dict(os.environ), text=True)
     assert (out.returncode, out.stdout) == (2, "") and "Traceback" not in out.stderr
     assert "cannot write an exact powershell line" in out.stderr
+
+
+# --- a child's stderr is kept and said, never passed to the terminal --------------------------------------
+
+CHATTY_CUDNN = r"""
+#include <stdio.h>
+#include <stddef.h>
+__attribute__((constructor)) static void chatter(void) {
+    fprintf(stderr, "Unable to load any of {libcudnn_graph.so.9.1.0, libcudnn_graph.so.9}\n");
+}
+size_t cudnnGetVersion(void) { return 90100; }
+"""
+CHATTER = "Unable to load any of {libcudnn_graph.so.9.1.0, libcudnn_graph.so.9}"
+
+
+@pytest.fixture(scope="module")
+def chatty_venv(tmp_path_factory) -> Path:
+    """A venv whose nvidia-cudnn-cu12 wheel's libcudnn.so.9 writes on stderr when it is loaded (as cuDNN 9's shim
+    does when its sub-libraries are not on the search path)."""
+    if shutil.which("gcc") is None:
+        pytest.skip("needs gcc to build the library")
+    root = tmp_path_factory.mktemp("chatty")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / "v")], check=True, timeout=120)
+    site = next((root / "v" / "lib").glob("python3*/site-packages"))
+    lib = site / "nvidia" / "cudnn" / "lib"
+    lib.mkdir(parents=True)
+    (root / "c.c").write_text(CHATTY_CUDNN)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libcudnn.so.9", "-o", str(lib / "libcudnn.so.9"),
+                    str(root / "c.c")], check=True, timeout=120)
+    info = site / "nvidia_cudnn_cu12-9.1.0.70.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: nvidia-cudnn-cu12\nVersion: 9.1.0.70\n\n")
+    (info / "RECORD").write_text("nvidia/cudnn/lib/libcudnn.so.9,,\n")
+    return root / "v" / "bin" / "python"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("forked", [True, False])
+@pytest.mark.parametrize("cmd", ["doctor", "detect"])
+def test_a_library_probe_childs_stderr_is_kept_not_passed_on(chatty_venv, tmp_path, cmd, forked):
+    env = child_env()
+    if not forked:  # an LD_LIBRARY_PATH entry a started child is denied: the libraries' child is started, not forked
+        env["LD_LIBRARY_PATH"] = "relative/entry"
+    human = subprocess.run([sys.executable, "-m", "cudamatrix", cmd, "--python", str(chatty_venv)], cwd=REPO,
+                           env=env, capture_output=True, text=True, timeout=120)
+    assert human.returncode in (0, 1) and "Traceback" not in human.stderr, human.stderr
+    assert CHATTER not in human.stderr.replace("last: " + CHATTER, "")  # only in detect's one-line note
+    if cmd == "detect":
+        assert "the libraries probe's child wrote 1 line(s) on stderr" in human.stdout + human.stderr
+    out = subprocess.run([sys.executable, "-m", "cudamatrix", cmd, "--python", str(chatty_venv), "--json"], cwd=REPO,
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert CHATTER not in out.stderr
+    environment = json.loads(out.stdout)["data"]["environment"]
+    assert environment["child_stderr"]["libraries"].strip() == CHATTER
+    assert any(lib["path"].endswith("nvidia/cudnn/lib/libcudnn.so.9") for lib in environment["libraries"])
+
+
+def test_a_verified_childs_stderr_is_counted_kept_and_said_in_one_line(tmp_path):
+    warnings = "\n".join(f"UserWarning: numpy warning {i}" for i in range(30))
+    py = interpreter(tmp_path, [{"stage": "imported", "version": "2.5.1"},
+                                {"stage": "result", "status": "verified", "mapped_libraries": []}], stderr=warnings)
+    report = check(py, "torch", gpu_expected=True, timeout=60, env=dict(os.environ))
+    assert report.status == "verified"
+    assert report.stderr_lines == 30 and report.stderr_tail.splitlines()[-1] == "UserWarning: numpy warning 29"
+    assert report.to_dict()["stderr_lines"] == 30
+    lines = report_lines(Report(status="verified", frameworks=[report]))
+    assert "  the check's child wrote 30 line(s) on stderr (not shown; --json: stderr_tail)" in lines
+    assert not any("numpy warning" in line for line in lines)
