@@ -259,9 +259,9 @@ def human_left(findings) -> None:
 
 
 def _export(key: str, value: str) -> str:
-    from cudamatrix.safe.shells import export_line
+    from cudamatrix.safe.shells import shown_line
 
-    return export_line("bash", key, value)
+    return shown_line("bash", key, value)
 
 
 def fix_lines(result) -> list[str]:

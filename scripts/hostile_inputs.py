@@ -598,6 +598,11 @@ def _child_output_cases(root: Path) -> list[Case]:
                               "expected": "/v/nvidia/cudnn/lib/libcudnn.so.9", "expected_rule": "DT_RUNPATH"}],
            "packages": {"torch": "2.5.1+cu121"}, "frameworks": [{"name": "torch", "version": "2.5.1+cu121"}]}
     saved.write_text(json.dumps(doc))
+    lone = root / "env-lone-surrogate.json"
+    doc["context"]["env"]["LD_LIBRARY_PATH"] = "/srv/cudnn8/lib:/srv/\ud800/lib"
+    lone.write_text(json.dumps(doc))
+    for cmd in (["env"], ["solve", "torch"], ["doctor"]):
+        out.append(Case(f"lone surrogate folder: {cmd[0]}", [*cmd, "--env", str(lone)], inert=True))
     for shell in ("bash", "zsh", "sh", "fish", "powershell"):
         out.append(Case(f"env not-utf8 folder --shell {shell}", ["env", "--env", str(saved), "--shell", shell],
                         inert=True, forbid=["\\udc"]))

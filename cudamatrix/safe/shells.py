@@ -86,6 +86,15 @@ def export_line(shell: str, key: str, value: str) -> str:
     return f"unset {key}" if not value else f"export {key}={quote(name, value)}"
 
 
+def shown_line(shell: str, key: str, value: str) -> str:
+    """:func:`export_line` for a line shown among other output (solve's, fix's): a value the shell cannot be given
+    exactly is said in a comment line instead (its text escaped), never written as a line that sets other bytes."""
+    try:
+        return export_line(shell, key, value)
+    except NotExact as exc:
+        return f"# {key} not shown: {exc}"
+
+
 def _pieces(value: str) -> list[tuple[bool, str]]:
     """``value`` cut into (is control, text) runs."""
     out: list[tuple[bool, str]] = []

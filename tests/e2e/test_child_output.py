@@ -154,6 +154,15 @@ def test_a_line_that_cannot_be_exact_is_refused(tmp_path):
                   env=dict(os.environ), text=True)
     assert (out.returncode, out.stdout) == (2, "") and "Traceback" not in out.stderr
     assert "cannot write an exact powershell line" in out.stderr
+    # a saved environment edited by hand: a lone surrogate no byte stands for
+    doc = json.loads((tmp_path / "env.json").read_text())
+    doc["context"]["env"]["LD_LIBRARY_PATH"] = "/srv/cudnn8/lib:/srv/\ud800/lib"
+    (tmp_path / "env.json").write_text(json.dumps(doc))
+    out = run_cli(["env", "--env", str(tmp_path / "env.json")], env=dict(os.environ), text=True)
+    assert (out.returncode, out.stdout) == (2, "") and "cannot write an exact bash line" in out.stderr
+    out = run_cli(["solve", "torch", "--env", str(tmp_path / "env.json")], env=dict(os.environ), text=True)
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+    assert "# LD_LIBRARY_PATH not shown: '/srv/\\ud800/lib' holds bytes" in out.stdout
 
 
 # --- a child's stderr is kept and said, never passed to the terminal --------------------------------------
