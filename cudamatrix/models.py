@@ -232,6 +232,9 @@ class Environment(Model):
     context: Context = field(default_factory=Context)
     notes: list[Note] = field(default_factory=list)
     timings_ms: dict[str, float] = field(default_factory=dict)  # probe -> milliseconds spent
+    # probe ("libraries", "driver") -> what its child process wrote on stderr (the last 64 KiB: a library's own
+    # messages, such as cuDNN's "Unable to load any of {...}"), kept here and never passed to the terminal
+    child_stderr: dict[str, str] = field(default_factory=dict)
     host: HostResources = field(default_factory=HostResources)  # memory and disk headroom (live detection only)
 
 
@@ -438,7 +441,8 @@ class FrameworkReport(Model):
     cpu_checked: bool = False
     cause: str | None = None
     finding_code: str | None = None
-    stderr_tail: str | None = None
+    stderr_tail: str | None = None  # the child's last 20 lines on stderr (numpy warnings, cuDNN's own messages)
+    stderr_lines: int = 0  # how many lines it wrote there (shown on failure; said in one line otherwise)
     # the loader model checked against the child's /proc/self/maps: one row per predicted CUDA library
     # ({soname, predicted, mapped, rule, agree}); the rows where they differ, again, as model errors
     loads_compared: list[dict[str, Any]] = field(default_factory=list)

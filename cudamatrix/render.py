@@ -259,9 +259,9 @@ def human_left(findings) -> None:
 
 
 def _export(key: str, value: str) -> str:
-    from cudamatrix.safe.shells import export_line
+    from cudamatrix.safe.shells import shown_line
 
-    return export_line("bash", key, value)
+    return shown_line("bash", key, value)
 
 
 def fix_lines(result) -> list[str]:
@@ -409,6 +409,8 @@ def _framework_report_lines(fw) -> list[str]:
     if fw.status == "failed" and fw.stderr_tail:
         out.append("  stderr (last lines):")
         out += ["    " + line for line in fw.stderr_tail.splitlines()[-8:]]
+    elif fw.stderr_lines:
+        out.append(f"  the check's child wrote {fw.stderr_lines} line(s) on stderr (not shown; --json: stderr_tail)")
     return out
 
 

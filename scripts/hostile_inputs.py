@@ -274,7 +274,7 @@ def surface_cases(root: Path) -> list[Case]:
     root = _folder(root, "surfaces")
     return (_journal_cases(root) + _fleet_cases(root) + _overlay_cases(root) + _data_cases(root)
             + _terminal_cases(root) + _wait_cases(root) + _driver_words_cases(root)
-            + _mirror_cases(root))
+            + _mirror_cases(root) + _child_output_cases(root))
 
 
 def _bare_python(root: Path) -> str:
@@ -642,6 +642,41 @@ def _mirror_cases(root: Path) -> list[Case]:
     out.append(Case("mirror good (control): matrix update --json", ["matrix", "update", "--mirror",
                                                                     server("ok") + "/simple", "--json"],
                     env={"XDG_CACHE_HOME": str(good), "REQUESTS_CA_BUNDLE": str(cert[0])}, json=True))
+
+
+def _child_output_cases(root: Path) -> list[Case]:
+    """Issue 42: an interpreter that prints without end (every command that takes --python), and a folder name
+    that is not UTF-8 in the shell lines of `env` (exact bytes, or exit 2 where the shell cannot hold them)."""
+    out = []
+    for where in ("stdout", "stderr"):
+        endless = root / f"endless-{where}" / "python"
+        endless.parent.mkdir(exist_ok=True)
+        endless.write_text("#!/bin/sh\nexec yes CUDAMATRIX" + (" >&2" if where == "stderr" else "") + "\n")
+        endless.chmod(0o755)
+        for cmd in (["detect"], ["doctor"], ["solve", "torch"], ["lock", "torch", "--pins-only"], ["check"], ["env"],
+                    ["fix", "--dry-run"], ["verify"]):
+            out.append(Case(f"endless {where}: {cmd[0]} --python", [*cmd, "--python", str(endless), "--json"],
+                            json=True))
+    saved = root / "env-not-utf8.json"
+    doc = {"origin": "file", "driver": {"version": "535.104.05", "status": "ok"},
+           "context": {"env": {"LD_LIBRARY_PATH": "/srv/cudnn8/lib:" + os.fsdecode(b"/srv/\xff\x1b'$(touch X)/lib")}},
+           "libraries": [{"name": "cudnn", "soname": "libcudnn.so.9", "path": "/srv/cudnn8/lib/libcudnn.so.9",
+                          "version": "9.0.0", "origin": "LD_LIBRARY_PATH", "loaded_first": True}],
+           "library_loads": [{"framework": "torch", "soname": "libcudnn.so.9", "path": "/srv/cudnn8/lib/libcudnn.so.9",
+                              "rule": "LD_LIBRARY_PATH", "found_as": "/srv/cudnn8/lib/libcudnn.so.9",
+                              "expected": "/v/nvidia/cudnn/lib/libcudnn.so.9", "expected_rule": "DT_RUNPATH"}],
+           "packages": {"torch": "2.5.1+cu121"}, "frameworks": [{"name": "torch", "version": "2.5.1+cu121"}]}
+    saved.write_text(json.dumps(doc))
+    lone = root / "env-lone-surrogate.json"
+    doc["context"]["env"]["LD_LIBRARY_PATH"] = "/srv/cudnn8/lib:/srv/\ud800/lib"
+    lone.write_text(json.dumps(doc))
+    for cmd in (["env"], ["solve", "torch"], ["doctor"]):
+        out.append(Case(f"lone surrogate folder: {cmd[0]}", [*cmd, "--env", str(lone)], inert=True))
+    for shell in ("bash", "zsh", "sh", "fish", "powershell"):
+        out.append(Case(f"env not-utf8 folder --shell {shell}", ["env", "--env", str(saved), "--shell", shell],
+                        inert=True, forbid=["\\udc"]))
+        out.append(Case(f"env not-utf8 folder --shell {shell} --json", ["env", "--env", str(saved), "--shell", shell,
+                                                                        "--json"], json=True))
     return out
 
 

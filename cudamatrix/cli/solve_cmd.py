@@ -242,7 +242,8 @@ def run_env(shell: str = "bash", env: list[Path] | None = None, python: str | No
     """Print the exports that fix library paths for this environment (nothing when nothing needs fixing)."""
     from cudamatrix.cli.targets import environments
     from cudamatrix.detect.libpaths import after_change, library_path_fix
-    from cudamatrix.safe.shells import SHELLS, canonical
+    from cudamatrix.safe.shells import SHELLS, NotExact, canonical
+    from cudamatrix.safe.shells import export_line as exact_line
 
     name = canonical(shell)
     if name is None:
@@ -252,7 +253,11 @@ def run_env(shell: str = "bash", env: list[Path] | None = None, python: str | No
     environment = environments(env or [], [], python_path(python))[0]
     changes = library_path_fix(environment)
     advice = env_advice(environment, changes, after_change(environment, changes) if changes else None)
-    lines = [export_line(name, k, v) for k, v in changes.items()]
+    try:
+        lines = [exact_line(name, k, v) for k, v in changes.items()]
+    except NotExact as exc:  # a line that would set other bytes is never printed
+        raise UsageError(f"env cannot write an exact {name} line: {exc}", hint="rename the folder" + (
+            ", or use --shell bash, zsh, sh or fish, which take any byte" if name == "powershell" else "")) from None
 
     def human() -> None:
         for line in lines:
@@ -316,7 +321,8 @@ def winner_folder_of(paths: list[str]) -> str:
 
 
 def export_line(shell: str, key: str, value: str) -> str:
-    """The line setting ``key`` in ``shell`` (quoting: :mod:`cudamatrix.safe.shells`)."""
-    from cudamatrix.safe.shells import export_line as line
+    """The line setting ``key`` in ``shell`` (quoting: :mod:`cudamatrix.safe.shells`; a comment where no line can
+    be exact)."""
+    from cudamatrix.safe.shells import shown_line
 
-    return line(shell, key, value)
+    return shown_line(shell, key, value)

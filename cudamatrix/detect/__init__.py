@@ -99,6 +99,7 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
     _apply_library_answers(copies, answers, env.notes)
     _refine_from_wheels(copies, env.packages)
     _loader_timings(timer, answers, driver_answers)
+    _child_stderr(env, {"libraries": answers.stderr, "driver": driver_answers.stderr})
     drv = Driver(kernel_module_version=kmod)
     env.gpus = driver.from_nvml(answers.nvml, drv, env.notes)
     cuda_lib = driver.from_libcuda(answers.libcuda, drv, env.notes)
@@ -126,6 +127,17 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
     env.timings_ms = timer.timings
     env.timings_ms["total"] = round((time.perf_counter() - start) * 1000.0, 2)
     return env
+
+
+def _child_stderr(env: Environment, texts: dict[str, str]) -> None:
+    """What the loader children wrote on stderr: kept whole in ``child_stderr``, said in one note each."""
+    for probe, text in texts.items():
+        lines = text.strip().splitlines()
+        if not lines:
+            continue
+        env.child_stderr[probe] = text
+        env.notes.append(Note("loader", f"the {probe} probe's child wrote {len(lines)} line(s) on stderr (kept in "
+                              f"the JSON: child_stderr.{probe}); last: {lines[-1][:200]}"))
 
 
 def _merge_driver_answers(answers: loader.LoaderAnswers, driver_answers: loader.LoaderAnswers, want_nvml: bool,

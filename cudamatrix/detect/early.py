@@ -36,8 +36,8 @@ class Forked:
     libraries' child, the pipe it reads its question from."""
 
     def __init__(self, pid: int, out_fd: int, in_fd: int | None, question: dict[str, Any] | None,
-                 environ: dict[str, str], spawned: float) -> None:
-        self.pid, self.out_fd, self.in_fd = pid, out_fd, in_fd
+                 environ: dict[str, str], spawned: float, err_fd: int | None = None) -> None:
+        self.pid, self.out_fd, self.in_fd, self.err_fd = pid, out_fd, in_fd, err_fd
         self.question, self.environ, self.spawned = question, environ, spawned
 
     def answer(self, config_text: str | None, timeout: float) -> proc.Result:
@@ -55,18 +55,18 @@ class Forked:
                 os.close(self.in_fd)
                 self.in_fd = None
         try:
-            out, timed_out = _read_until(self.out_fd, deadline)
+            out, err, timed_out = _read_until(self.out_fd, deadline, self.err_fd)
         except BaseException:  # Ctrl-C: it must not outlive us (it is in a session of its own)
             self.stop()
             raise
         if timed_out:
             self.kill()
         code = self.reap()
-        text = out.decode(errors="replace")
+        text, err_text = out.decode(errors="replace"), err.decode(errors="replace")
         if timed_out:
-            return proc.Result(argv, None, text, timed_out=True, error=f"timed out after {timeout:g}s",
+            return proc.Result(argv, None, text, err_text, timed_out=True, error=f"timed out after {timeout:g}s",
                                seconds=time.monotonic() - self.spawned)
-        return proc.Result(argv, code, text, seconds=time.monotonic() - self.spawned)
+        return proc.Result(argv, code, text, err_text, seconds=time.monotonic() - self.spawned)
 
     def stop(self) -> None:
         """Nothing will be asked of it: kill it and reap it."""
@@ -86,13 +86,13 @@ class Forked:
 
     def reap(self) -> int | None:
         """Wait for the child's end: its exit status, negative for a signal (as subprocess says it)."""
-        for fd in (self.in_fd, self.out_fd):
+        for fd in (self.in_fd, self.out_fd, self.err_fd):
             if fd is not None:
                 try:
                     os.close(fd)
                 except OSError:
                     pass
-        self.in_fd = self.out_fd = None  # type: ignore[assignment]
+        self.in_fd = self.out_fd = self.err_fd = None  # type: ignore[assignment]
         try:
             _, status = os.waitpid(self.pid, 0)
         except ChildProcessError:
@@ -106,8 +106,9 @@ class Started(Forked):
     interpreter and imports while detect searches, then reads its question on stdin. Its pipes are ours, as a
     forked child's are; the Popen is kept only to learn that it was reaped."""
 
-    def __init__(self, popen: Any, out_fd: int, in_fd: int, environ: dict[str, str], spawned: float) -> None:
-        super().__init__(popen.pid, out_fd, in_fd, None, environ, spawned)
+    def __init__(self, popen: Any, out_fd: int, in_fd: int, environ: dict[str, str], spawned: float,
+                 err_fd: int | None = None) -> None:
+        super().__init__(popen.pid, out_fd, in_fd, None, environ, spawned, err_fd)
         self.popen = popen
 
     def reap(self) -> int | None:
@@ -125,18 +126,20 @@ def started_libs(environ: dict[str, str]) -> Forked | None:
 
     out_r, out_w = os.pipe()
     in_r, in_w = os.pipe()
+    err_r, err_w = os.pipe()  # what the libraries write on stderr is read, kept and said, never passed to ours
     spawned = time.monotonic()
     try:
         popen = subprocess.Popen([sys.executable, "-I", "-S", _SCRIPT, "-"], stdin=in_r, stdout=out_w,
-                                 stderr=subprocess.DEVNULL, env=safe_environ(environ), start_new_session=True)
+                                 stderr=err_w, env=safe_environ(environ), start_new_session=True)
     except OSError:
-        for fd in (out_r, in_w):
+        for fd in (out_r, in_w, err_r):
             os.close(fd)
         return None
     finally:
         os.close(in_r)
         os.close(out_w)
-    return Started(popen, out_r, in_w, environ, spawned)
+        os.close(err_w)
+    return Started(popen, out_r, in_w, environ, spawned, err_r)
 
 
 _children: dict[str, Forked] = {}
@@ -193,20 +196,24 @@ def _fork(config_text: str | None, question: dict[str, Any] | None, environ: dic
     """Fork one child running :func:`cudamatrix.detect._loader.main` on ``config_text`` (None: on what it reads
     from its stdin pipe), its lines going to a pipe of ours."""
     out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()  # its stderr (a library's own messages): read and kept, never our terminal's
     in_r, in_w = os.pipe() if config_text is None else (None, None)
     spawned = time.monotonic()
     pid = os.fork()
     if pid == 0:  # pragma: no cover  (the child: measured by its answers, it never returns)
-        _child(config_text, out_w, in_r, (out_r, in_w))
+        _child(config_text, out_w, in_r, (out_r, in_w, err_r), err_w)
     os.close(out_w)
+    os.close(err_w)
     if in_r is not None:
         os.close(in_r)
-    return Forked(pid, out_r, in_w, question, environ, spawned)
+    return Forked(pid, out_r, in_w, question, environ, spawned, err_r)
 
 
-def _child(config_text: str | None, out_w: int, in_r: int | None, parent_ends: tuple) -> None:  # pragma: no cover
+def _child(config_text: str | None, out_w: int, in_r: int | None, parent_ends: tuple,
+           err_w: int) -> None:  # pragma: no cover
     """The forked child: its own session (a Ctrl-C at the terminal is the parent's to handle: it kills us),
-    its stdout the pipe, then the loader child's main; it leaves by os._exit, never through the parent's code."""
+    its stdout and stderr the pipes, then the loader child's main; it leaves by os._exit, never through the
+    parent's code."""
     code = 1
     born = time.monotonic()
     try:
@@ -216,6 +223,8 @@ def _child(config_text: str | None, out_w: int, in_r: int | None, parent_ends: t
                 os.close(fd)
         os.dup2(out_w, 1)
         os.close(out_w)
+        os.dup2(err_w, 2)
+        os.close(err_w)
         if in_r is not None:
             os.dup2(in_r, 0)
             os.close(in_r)
@@ -279,20 +288,53 @@ def _read_all(fd: int) -> bytes:
         chunks.append(chunk)
 
 
-def _read_until(fd: int, deadline: float) -> tuple[bytes, bool]:
-    """Everything written to ``fd`` until its last writer closes it; (what was read, True) at the deadline."""
+STDERR_KEPT = 1 << 16  # the last bytes of a child's stderr that are kept
+
+
+def _read_until(fd: int, deadline: float, err_fd: int | None = None) -> tuple[bytes, bytes, bool]:
+    """Everything written to ``fd`` until its last writer closes it, and the last STDERR_KEPT bytes written to
+    ``err_fd`` meanwhile (read as they come: a child never blocks on a full stderr pipe); (.., .., True) at the
+    deadline, or when ``fd`` brings more than :data:`cudamatrix.proc.MAX_OUTPUT_BYTES`."""
     import select
 
     poller = select.poll()  # not select.select: it refuses descriptors past 1024
-    poller.register(fd, select.POLLIN)
+    open_fds = {fd} | ({err_fd} if err_fd is not None else set())
+    for f in open_fds:
+        poller.register(f, select.POLLIN)
     chunks: list[bytes] = []
-    while True:
+    size = 0
+    err = b""
+    while fd in open_fds:
         left = deadline - time.monotonic()
-        if left <= 0:
-            return b"".join(chunks), True
-        if not poller.poll(left * 1000.0):
-            continue
+        if left <= 0 or size > proc.MAX_OUTPUT_BYTES:
+            return b"".join(chunks), err, True
+        for ready, _event in poller.poll(left * 1000.0):
+            chunk = os.read(ready, 65536)
+            if not chunk:
+                poller.unregister(ready)
+                open_fds.discard(ready)
+            elif ready == fd:
+                chunks.append(chunk)
+                size += len(chunk)
+            else:
+                err = (err + chunk)[-STDERR_KEPT:]
+    if err_fd in open_fds:  # what it wrote on stderr before it closed its stdout (it is ending)
+        err += _drain_now(err_fd)
+    return b"".join(chunks), err[-STDERR_KEPT:], False
+
+
+def _drain_now(fd: int) -> bytes:
+    """What ``fd`` holds now, without waiting for more."""
+    import select
+
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    out = b""
+    for _ in range(64):  # a writer left alive (a grandchild) is not read without end
+        if not poller.poll(0):
+            break
         chunk = os.read(fd, 65536)
         if not chunk:
-            return b"".join(chunks), False
-        chunks.append(chunk)
+            break
+        out = (out + chunk)[-STDERR_KEPT:]
+    return out

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from cudamatrix import proc
 from cudamatrix.detect import elf as _elf
+from cudamatrix.detect.early import STDERR_KEPT
 from cudamatrix.detect.libraries import safe_environ
 from cudamatrix.detect.paths import realpath
 from cudamatrix.safe.files import parse_json
@@ -42,6 +43,7 @@ class LoaderAnswers:
     start_ms: float | None = None
     imports_ms: float | None = None
     forked: bool = False  # the first answers came from a child forked at the command's start
+    stderr: str = ""  # what the children wrote on stderr (the last 64 KiB of each run)
 
 
 _DEFAULT_DIRS = ("/lib64", "/usr/lib64", "/lib", "/usr/lib", "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu",
@@ -105,6 +107,8 @@ def run_loader(libs: list[tuple[str, str]], nvml: bool, libcuda: bool, timeout: 
             spawned = time.monotonic()
             result = proc.run([exe, "-I", "-S", _SCRIPT, json.dumps(config)], timeout=timeout,
                               env=safe_environ())  # no empty, relative or world-writable LD_LIBRARY_PATH entry
+        if result.stderr:
+            answers.stderr += result.stderr[-STDERR_KEPT:]
         started, finished = _read_answers(result.stdout, answers, spawned)
         if finished:
             return answers
@@ -237,6 +241,57 @@ class Search:
 # the ld.so cache flag of this machine's own objects (ldconfig -p prints it); another machine's cache is read whole
 _CACHE_FLAGS = {"x86_64": "x86-64", "aarch64": "AArch64"}
 
+# $PLATFORM is glibc's GLRO(dl_platform): the kernel's AT_PLATFORM, except on x86-64 from glibc 2.26 on, where
+# init_cpu_features (sysdeps/x86/cpu-features.c) renames it on an Intel CPU ("GenuineIntel": arch_kind_intel)
+# whose usable features name a legacy platform: "xeon_phi" (AVX512CD, AVX512ER and AVX512PF), else "haswell"
+# (AVX2, FMA, BMI1, BMI2, LZCNT, MOVBE, POPCNT). AMD, Hygon, Zhaoxin and other vendors keep "x86_64". (glibc 2.37
+# dropped the legacy hwcaps subfolder search, not this renaming: the token still expands to "haswell" there.)
+# Feature names as /proc/cpuinfo lists them (the kernel calls LZCNT's CPUID bit "abm").
+XEON_PHI_FLAGS = frozenset({"avx512cd", "avx512er", "avx512pf"})
+HASWELL_FLAGS = frozenset({"avx2", "fma", "bmi1", "bmi2", "abm", "movbe", "popcnt"})
+FIRST_NAMING_GLIBC = (2, 26)
+
+
+def dl_platform(machine: str, glibc: tuple[int, int] | None, vendor: str | None, flags: frozenset[str]) -> str:
+    """What glibc's ld.so expands $PLATFORM to in a process on ``machine`` (the kernel's name, AT_PLATFORM) with
+    glibc ``glibc`` (None: not glibc) on a CPU of ``vendor`` (cpuinfo's vendor_id) with the feature ``flags``."""
+    if machine != "x86_64" or glibc is None or glibc < FIRST_NAMING_GLIBC or vendor != "GenuineIntel":
+        return machine
+    if XEON_PHI_FLAGS <= flags:
+        return "xeon_phi"
+    if HASWELL_FLAGS <= flags:
+        return "haswell"
+    return machine
+
+
+def host_platform(machine: str) -> str:
+    """:func:`dl_platform` for this machine: its glibc (``confstr``) and its first CPU's vendor and flags."""
+    return dl_platform(machine, _host_glibc(), *_host_cpu())
+
+
+def _host_glibc() -> tuple[int, int] | None:
+    try:
+        text = os.confstr("CS_GNU_LIBC_VERSION") or ""
+    except (AttributeError, ValueError, OSError):
+        return None
+    m = _re.match(r"glibc (\d+)\.(\d+)", text)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def _host_cpu(path: str = "/proc/cpuinfo") -> tuple[str | None, frozenset[str]]:
+    """The first processor's vendor_id and flags in ``path`` ((None, {}) when unreadable)."""
+    try:
+        with open(path, "rb") as f:
+            text = f.read(1 << 16).decode("ascii", "replace")
+    except OSError:
+        return None, frozenset()
+    fields: dict[str, str] = {}
+    for line in text.split("\n\n", 1)[0].splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            fields.setdefault(key.strip(), value.strip())
+    return fields.get("vendor_id"), frozenset(fields.get("flags", "").split())
+
 
 def system_search(environ: dict[str, str], ld_entries: list, executable: str | None, cwd: str | None = None,
                   root: str = "/") -> Search:
@@ -246,7 +301,8 @@ def system_search(environ: dict[str, str], ld_entries: list, executable: str | N
     interpreter's real folder is glibc's slibdir; "…/lib64" -> $LIB "lib64" and default folders /lib64,
     /usr/lib64 (Fedora, RHEL, SUSE); "…/lib/<triplet>" -> $LIB "lib/<triplet>" and default folders
     /lib/<triplet>, /usr/lib/<triplet>, /lib, /usr/lib (Debian, Ubuntu multiarch); else "lib", /lib, /usr/lib.
-    $PLATFORM is the kernel's machine name (AT_PLATFORM).
+    $PLATFORM is glibc's platform name (:func:`dl_platform`): the kernel's machine name, or "haswell" /
+    "xeon_phi" on an Intel x86-64 CPU with those features.
     """
     machine = os.uname().machine if hasattr(os, "uname") else ""
     exe_dyn = _elf.try_read(executable) if executable else None
@@ -269,7 +325,7 @@ def system_search(environ: dict[str, str], ld_entries: list, executable: str | N
     return Search(ld_library_path=environ.get("LD_LIBRARY_PATH"), ld_preload=environ.get("LD_PRELOAD"),
                   cwd=cwd or os.getcwd(), cache=cache, default_dirs=[os.path.join(root, d.lstrip("/"))
                                                                      for d in defaults],
-                  lib_token=lib_token, platform=machine, machine=machine,
+                  lib_token=lib_token, platform=host_platform(machine), machine=machine,
                   executable=os.path.realpath(executable) if executable else None)
 
 

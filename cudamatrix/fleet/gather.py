@@ -177,6 +177,9 @@ def srun_argv(partition: str | None = None, nodes: int | None = None, srun: str 
     return argv + ["cudamatrix", "detect", "--json"]
 
 
+GATHER_OUTPUT_BYTES = 256 * 1024 * 1024
+
+
 def gather_slurm(partition: str | None = None, nodes: int | None = None, timeout: float = 300.0,
                  progress: Progress | None = None) -> Gathered:
     """Run ``cudamatrix detect --json`` once per node through srun. Raises UsageError when srun is missing,
@@ -198,7 +201,8 @@ def gather_slurm(partition: str | None = None, nodes: int | None = None, timeout
             progress(next(answered), nodes or 0, f"task {m.group(1)}", "ok")
 
     start = time.monotonic()
-    result = proc.run(argv, timeout=timeout, on_output=on_line)
+    # every node's envelope on one stdout: room for a few thousand nodes, still bounded
+    result = proc.run(argv, timeout=timeout, on_output=on_line, max_output=GATHER_OUTPUT_BYTES)
     tasks: dict[str, list[str]] = {}
     for line in result.stdout.splitlines():
         m = _LABEL.match(line)

@@ -64,7 +64,7 @@ def _listed_nodes(folder: Path, index: Path) -> list[Path]:
     return out
 
 
-PER_NODE = ("hostname", "captured_at", "timings_ms")  # what differs between the node files of one class
+PER_NODE = ("hostname", "captured_at", "timings_ms", "child_stderr")  # what differs between the node files of one class
 _DOTTED = re.compile(r"[0-9]+(?:\.[0-9]+)*")  # a driver version validation keeps as it is, and reads as a version
 
 
@@ -110,12 +110,12 @@ def _alike(obj: dict) -> tuple[bytes | None, str | None]:
         return None, None
 
 
-def _take(first: Environment, own: tuple[str | None, str | None, dict[str, float]], driver: str | None
-          ) -> Environment:
+def _take(first: Environment, own: tuple[str | None, str | None, dict[str, float], dict[str, str]],
+          driver: str | None) -> Environment:
     """The first file's Environment with a later file's :data:`PER_NODE` values and dotted driver version (a
     shallow copy: the values validated once are shared, never changed)."""
     env = _clone(first)
-    env.hostname, env.captured_at, env.timings_ms = own
+    env.hostname, env.captured_at, env.timings_ms, env.child_stderr = own
     if driver is not None and driver != first.driver.version:
         env.driver = _clone(first.driver)
         env.driver.version = driver
@@ -129,15 +129,18 @@ def _clone(obj: T) -> T:
     return new
 
 
-def _own_values(obj: dict) -> tuple[str | None, str | None, dict[str, float]] | None:
+def _own_values(obj: dict) -> tuple[str | None, str | None, dict[str, float], dict[str, str]] | None:
     """A node file's :data:`PER_NODE` values when they are of the types validation keeps as they are (text or
-    null, a map of text to floats), else None (the whole file is then validated)."""
+    null, a map of text to floats, a map of text to text), else None (the whole file is then validated)."""
     host, at, timings = obj.get("hostname"), obj.get("captured_at"), obj.get("timings_ms", {})
-    if not all(v is None or type(v) is str for v in (host, at)) or type(timings) is not dict:
+    said = obj.get("child_stderr", {})
+    if not all(v is None or type(v) is str for v in (host, at)) or type(timings) is not dict or type(said) is not dict:
         return None
     if not all(type(k) is str and type(v) is float for k, v in timings.items()):
         return None
-    return host, at, dict(timings)
+    if not all(type(k) is str and type(v) is str for k, v in said.items()):
+        return None
+    return host, at, dict(timings), dict(said)
 
 
 def node_targets(matrix: Matrix, envs: list[Environment], same: list[int], names: list[str]) -> list[Target]:

@@ -16,6 +16,11 @@ A control character (an escape sequence, a carriage return, a bidirectional over
 still sets the exact value: bash and zsh get ANSI-C quoting (``$'...\\x1b...'``, its UTF-8 bytes as ``\\xHH``),
 POSIX sh a ``"$(printf '\\033')"`` piece (octal escapes are POSIX printf), fish an unquoted ``\\xHH`` piece
 between quoted ones, PowerShell ``('...' + [char]0x001b + '...')``.
+
+A byte of a file name that is not UTF-8 (kept by Python as a lone surrogate U+DC80-U+DCFF, PEP 383) is written
+the same way, as that byte: ``$'\\xff'``, ``"$(printf '\\377')"``, fish ``\\xff`` (a raw byte in fish). PowerShell's
+variables are UTF-16 text and cannot hold it, and no shell can hold another lone surrogate: ValueError, never
+a line that would set other bytes.
 """
 from __future__ import annotations
 
@@ -30,6 +35,13 @@ ALIASES = {"pwsh": "powershell"}
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _FISH_PLAIN = re.compile(r"[A-Za-z0-9_+=:,./-]+\Z")
 _PS_QUOTES = "'\u2018\u2019\u201a\u201b"
+# what is never written raw: the control characters, and the bytes of a file name that are not UTF-8 (PEP 383)
+_ESCAPED = re.compile(f"{CONTROLS.pattern}|[\udc80-\udcff]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class NotExact(ValueError):
+    """The value cannot be written exactly in that shell (bytes that are not UTF-8, for PowerShell)."""
 
 
 def canonical(shell: str) -> str | None:
@@ -39,9 +51,13 @@ def canonical(shell: str) -> str | None:
 
 
 def quote(shell: str, value: str) -> str:
-    """``value`` as one literal word of ``shell``. Raises ValueError for an unknown shell."""
+    """``value`` as one literal word of ``shell``. Raises ValueError for an unknown shell, and NotExact (a
+    ValueError) for a value the shell cannot be given exactly."""
     name = canonical(shell)
-    if name is not None and CONTROLS.search(value):
+    if name is not None and _SURROGATE.search(value) and (
+            name == "powershell" or _SURROGATE.search(_ESCAPED.sub("", value))):
+        raise NotExact(f"{ascii(value)} holds bytes that are not UTF-8: {name} cannot be given them exactly")
+    if name is not None and _ESCAPED.search(value):
         return _with_controls(name, value)
     if name == "fish":
         if _FISH_PLAIN.match(value):  # nothing fish would expand: printed as is, like shlex does for sh
@@ -70,11 +86,20 @@ def export_line(shell: str, key: str, value: str) -> str:
     return f"unset {key}" if not value else f"export {key}={quote(name, value)}"
 
 
+def shown_line(shell: str, key: str, value: str) -> str:
+    """:func:`export_line` for a line shown among other output (solve's, fix's): a value the shell cannot be given
+    exactly is said in a comment line instead (its text escaped), never written as a line that sets other bytes."""
+    try:
+        return export_line(shell, key, value)
+    except NotExact as exc:
+        return f"# {key} not shown: {exc}"
+
+
 def _pieces(value: str) -> list[tuple[bool, str]]:
     """``value`` cut into (is control, text) runs."""
     out: list[tuple[bool, str]] = []
     last = 0
-    for m in CONTROLS.finditer(value):
+    for m in _ESCAPED.finditer(value):
         if m.start() > last:
             out.append((False, value[last:m.start()]))
         out.append((True, m.group()))
@@ -85,22 +110,28 @@ def _pieces(value: str) -> list[tuple[bool, str]]:
 
 
 def _with_controls(name: str, value: str) -> str:
-    """A word of shell ``name`` for a value holding control characters, none of them written raw. A control
-    piece is one character (CONTROLS has no repetition), and every control character encodes in UTF-8."""
+    """A word of shell ``name`` for a value holding control characters or bytes that are not UTF-8, none of them
+    written raw. A control piece is one character (_ESCAPED has no repetition); encoded with surrogateescape, a
+    control character gives its UTF-8 bytes and a PEP 383 surrogate the byte it stands for."""
     pieces = _pieces(value)
     if name in ("bash", "zsh"):
-        body = "".join("".join(f"\\x{b:02x}" for b in t.encode()) if ctl else
+        body = "".join("".join(f"\\x{b:02x}" for b in _raw(t)) if ctl else
                        t.replace("\\", "\\\\").replace("'", "\\'") for ctl, t in pieces)
         return f"$'{body}'"
     if name == "sh":
-        return "".join("\"$(printf '" + "".join(f"\\{b:03o}" for b in t.encode()) + "')\"" if ctl else shlex.quote(t)
+        return "".join("\"$(printf '" + "".join(f"\\{b:03o}" for b in _raw(t)) + "')\"" if ctl else shlex.quote(t)
                        for ctl, t in pieces)
     if name == "fish":
-        return "".join("".join(f"\\x{b:02x}" for b in t.encode()) if ctl else
+        return "".join("".join(f"\\x{b:02x}" for b in _raw(t)) if ctl else
                        "'" + t.replace("\\", "\\\\").replace("'", "\\'") + "'" for ctl, t in pieces)
     parts = [f"[char]0x{ord(t):04x}" if ctl else
              "'" + "".join(c + c if c in _PS_QUOTES else c for c in t) + "'" for ctl, t in pieces]
     return "(" + " + ".join(parts) + ")"
+
+
+def _raw(piece: str) -> bytes:
+    """An escaped piece's bytes: a control character's UTF-8, the byte a PEP 383 surrogate stands for."""
+    return piece.encode("utf-8", "surrogateescape")
 
 
 # a command this tool prints for people to run: its own subcommands that take --python, and pip's install verbs

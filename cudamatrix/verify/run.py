@@ -91,8 +91,8 @@ def verify(*, python: str | None = None, frameworks: list[str] | str = "all", ti
 
 
 def _hung_at_start(report: FrameworkReport) -> bool:
-    """The child ran out of time before its first word: the interpreter itself hangs."""
-    return report.finding_code == "VERIFY_TIMEOUT" and "'start-up'" in (report.cause or "")
+    """The child ran out of time, or printed without end, before its first word: the interpreter itself does."""
+    return bool(getattr(report, "_stuck", False))
 
 
 def overall(reports: list[FrameworkReport]) -> Literal["verified", "failed", "not_possible"]:
@@ -127,13 +127,15 @@ def check(python: str, framework: str, *, gpu_expected: bool, timeout: float, en
                 status, cause = "failed", "more than one cuDNN, or another major than the build's, is mapped"
         report = FrameworkReport(framework=framework, status=status, cause=cause, finding_code=code,
                                  mapped_libraries=last.get("mapped_libraries") or [],
-                                 stderr_tail=tail if status == "failed" else None, **fields)
+                                 stderr_tail=tail, stderr_lines=_count(r.stderr), **fields)
         # compared with the loader model by verify(); not serialised
         vars(report).update(_maps=last.get("maps"), _imported=any(e.get("stage") == "imported" for e in events))
         return report
     if r.timed_out:
         cause = f"no result within {timeout:g}s (hung after stage {stage!r})"
         code = "VERIFY_TIMEOUT"
+    elif r.overflow:
+        cause, code = f"the child {r.error} (after stage {stage!r})", "VERIFY_CRASHED"
     elif r.returncode is None:
         cause, code = f"could not start {python}: {r.error}", "PYTHON_NOT_FOUND"
     elif r.returncode < 0:
@@ -143,8 +145,10 @@ def check(python: str, framework: str, *, gpu_expected: bool, timeout: float, en
     else:
         cause = f"the child exited with status {r.returncode} after stage {stage!r}"
         code = classify(tail) or "VERIFY_CRASHED"
-    return FrameworkReport(framework=framework, status="failed", cause=cause, finding_code=code, stderr_tail=tail,
-                           **fields)
+    report = FrameworkReport(framework=framework, status="failed", cause=cause, finding_code=code, stderr_tail=tail,
+                             stderr_lines=_count(r.stderr), **fields)
+    vars(report)["_stuck"] = (r.timed_out or bool(r.overflow)) and not events  # not serialised
+    return report
 
 
 def _reported(events: list[dict]) -> dict[str, Any]:
@@ -292,6 +296,11 @@ def _signal_name(num: int) -> str:
         return signal.Signals(num).name
     except ValueError:
         return f"signal {num}"
+
+
+def _count(text: str) -> int:
+    """The lines of a child's stderr."""
+    return len((text or "").strip().splitlines())
 
 
 def _tail(text: str, n: int = 20) -> str | None:

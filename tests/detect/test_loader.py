@@ -31,6 +31,7 @@ from loader_cases import (
 )
 
 from cudamatrix.detect import elf
+from cudamatrix.detect.loader import HASWELL_FLAGS, XEON_PHI_FLAGS, _host_cpu, dl_platform, host_platform
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or not os.path.exists("/proc/self/maps"),
                                 reason="needs gcc and /proc (Linux)")
@@ -70,9 +71,13 @@ def _build_parts(t: Path) -> dict[str, Path]:
     p["open_rpath"] = opener(t / "op", "libopen_rpath.so", rpath("$ORIGIN/../a"))
     p["open_runpath"] = opener(t / "op", "libopen_runpath.so", runpath("$ORIGIN/../a"))
     p["driver"] = driver(t / "bin")
-    # $PLATFORM (braced and not): a copy in the folder named for this machine
+    # $PLATFORM (braced and not): a copy in each folder the token can name here (the kernel's machine name and
+    # glibc's x86-64 platform names); ld.so maps one of them, and the model must name the same one
     machine = os.uname().machine
     leaf(t / "plat" / machine, 20)
+    for n, name in enumerate(("haswell", "xeon_phi"), start=22):
+        if name != machine:
+            leaf(t / "plat" / name, n)
     p["mid_platform"] = linked(t / "plat" / "x", "libmid_platform.so", MID_C, p["a"], "libleaf.so.1",
                                rpath("/nonexistent/$PLATFORM:$ORIGIN/../${PLATFORM}"))
     # a relative DT_RPATH entry and an empty one: both against the process's current folder
@@ -139,12 +144,44 @@ def test_prediction_matches_proc_self_maps(parts, case):
         return
     assert len(leaves) == 1, mapped
     if want == "$PLATFORM":
-        assert leaves[0] == str(parts["root"] / "plat" / os.uname().machine / "libleaf.so.1")
+        assert leaves[0] == str(parts["root"] / "plat" / host_platform(os.uname().machine) / "libleaf.so.1")
     elif want == "elsewhere_a":
         assert leaves[0] == str(parts["root"] / "elsewhere" / "a" / "libleaf.so.1")
     elif want != "$LIB":
         assert leaves[0] == str(parts[want] / "libleaf.so.1")  # the case is what its name says
     assert res is not None and res.path == leaves[0], (res, leaves)
+
+
+# glibc's $PLATFORM (sysdeps/x86/cpu-features.c): (machine, glibc, vendor, flags) -> the expansion
+SKYLAKE_SP = HASWELL_FLAGS | {"avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl"}
+KNL = HASWELL_FLAGS | {"avx512f"} | XEON_PHI_FLAGS
+PLATFORMS = [
+    ("x86_64", (2, 35), "GenuineIntel", HASWELL_FLAGS, "haswell"),  # Ubuntu 22.04 on Haswell or later
+    ("x86_64", (2, 36), "GenuineIntel", SKYLAKE_SP, "haswell"),  # Debian 12: AVX-512 without ER is still haswell
+    ("x86_64", (2, 39), "GenuineIntel", SKYLAKE_SP, "haswell"),  # 2.37 dropped the subfolder search, not the name
+    ("x86_64", (2, 28), "GenuineIntel", KNL, "xeon_phi"),
+    ("x86_64", (2, 28), "GenuineIntel", KNL - {"avx512pf"}, "haswell"),  # ER without PF: the haswell test decides
+    ("x86_64", (2, 26), "GenuineIntel", HASWELL_FLAGS - {"abm"}, "x86_64"),  # no LZCNT: no legacy name
+    ("x86_64", (2, 26), "GenuineIntel", HASWELL_FLAGS - {"movbe"}, "x86_64"),
+    ("x86_64", (2, 25), "GenuineIntel", HASWELL_FLAGS, "x86_64"),  # before glibc named platforms
+    ("x86_64", (2, 36), "AuthenticAMD", HASWELL_FLAGS, "x86_64"),  # arch_kind_amd: never renamed
+    ("x86_64", (2, 35), "HygonGenuine", HASWELL_FLAGS, "x86_64"),
+    ("x86_64", None, "GenuineIntel", HASWELL_FLAGS, "x86_64"),  # not glibc (musl)
+    ("aarch64", (2, 35), None, frozenset({"asimd"}), "aarch64"),
+]
+
+
+@pytest.mark.parametrize("machine,glibc,vendor,flags,want", PLATFORMS)
+def test_platform_token_follows_glibc_and_the_cpu(machine, glibc, vendor, flags, want):
+    assert dl_platform(machine, glibc, vendor, frozenset(flags)) == want
+
+
+def test_the_first_processor_of_cpuinfo_is_read(tmp_path):
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nvendor_id\t: GenuineIntel\nflags\t\t: fpu " + " ".join(sorted(HASWELL_FLAGS)) +
+                    "\n\nprocessor\t: 1\nvendor_id\t: AuthenticAMD\nflags\t\t: fpu\n")
+    assert _host_cpu(str(info)) == ("GenuineIntel", frozenset({"fpu"} | HASWELL_FLAGS))
+    assert _host_cpu(str(tmp_path / "absent")) == (None, frozenset())
 
 
 DLOPEN_CASES = {
