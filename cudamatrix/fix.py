@@ -17,7 +17,10 @@ from typing import Any, Callable
 
 from cudamatrix._callable import callable_module
 from cudamatrix.errors import Exit, UsageError
+from cudamatrix.install.apply import snapshot
+from cudamatrix.install.undo import rollback_plan
 from cudamatrix.models import Applied, Environment, Finding, Model, Plan, Report, Solution
+from cudamatrix.names import family_of
 from cudamatrix.schema import field, record, replace
 
 
@@ -120,7 +123,7 @@ def _interactive() -> bool:
 
 def _for_caller(o: FixOptions) -> FixOptions:
     """Options completed for who calls: interactively, progress is printed live, the result shown, and consent
-    asked (unless ``yes``, a dry run, or a resume/rollback asked for by name)."""
+    asked for every change, whichever option starts it (unless ``yes`` or a dry run)."""
     interactive = o.interactive if o.interactive is not None else _interactive()
     changes: dict[str, Any] = {}
     if o.show is None:
@@ -130,7 +133,7 @@ def _for_caller(o: FixOptions) -> FixOptions:
 
         if o.on_progress is None:
             changes["on_progress"] = cell_progress
-        if o.confirm is None and not (o.dry_run or o.resume or o.rollback or o.undo):
+        if o.confirm is None and not o.dry_run:
             changes["confirm"] = CellShow() if o.yes else CellAsk()
     return replace(o, **changes) if changes else o
 
@@ -161,8 +164,9 @@ class _Session:
         if o.undo:
             return self._undo()
         if o.rollback:
-            return _rollback(self.pending, self.environment, o.python, self.interp, self.sites, o.data_dir,
-                             self.timings, o.on_progress)
+            return self._rollback()
+        if self.pending is None and not o.request and not _frameworks(self.environment):
+            return self._nothing_asked()
         memory_notes: list[str] = []  # what the verification memory ignored, and why
         remembered_key, hit = self._recall(memory_notes)
         if hit is not None:
@@ -240,7 +244,6 @@ class _Session:
 
             plan = resume_plan(self.pending, self.interp, allow_http=o.allow_http, mirror=o.mirror)
             solution = plan.solution or Solution(request=o.request or [], targets=[])
-            self.pending.record(resumed=True)
             return plan, solution
         with self.clock("solve"):
             findings = _diagnose(self.environment, matrix)
@@ -260,13 +263,10 @@ class _Session:
                 space = check_space(plan, self.environment)
             if space:
                 result.messages.append(space)
-        if self.pending is None and o.confirm is not None:
-            answer = o.confirm(plan)
-            result.plan_shown = getattr(o.confirm, "shows_plan", False)  # printed at the prompt: not again
-            if not answer:
-                result.status, result.exit_code = "cancelled", Exit.PROBLEMS
-                result.messages.append("cancelled: nothing was changed")
-                return False
+        if not self._consent(plan, result):
+            return False
+        if self.pending is not None:  # asked for and agreed to: apply() goes on from the step it stopped at
+            self.pending.record(resumed=True)
         imported = self._imported()
         with self.clock("apply"):
             result.applied = apply(plan, on_progress=o.on_progress, journal=self.pending, site_packages=self.sites)
@@ -280,6 +280,44 @@ class _Session:
         with self.clock("detect_after"):
             self.environment = _detect(o.python)
         return True
+
+    def _consent(self, plan: Plan, result: FixResult) -> bool:
+        """Ask ``confirm`` (when given) before ``plan`` changes anything: False when the answer is no (the result
+        then says cancelled, exit 1). Every change asks, whichever flag started it (fix, --resume, --rollback,
+        --undo); a confirm that cannot ask raises UsageError itself."""
+        o = self.o
+        if o.confirm is None:
+            return True
+        answer = o.confirm(plan)
+        result.plan_shown = getattr(o.confirm, "shows_plan", False)  # printed at the prompt: not again
+        if not answer:
+            result.status, result.exit_code = "cancelled", Exit.PROBLEMS
+            result.messages.append("cancelled: nothing was changed")
+        return bool(answer)
+
+    def _rollback(self) -> FixResult:
+        """``rollback=True``: the plan back to the interrupted change's starting set, shown by a dry run, asked
+        for, then run by :func:`cudamatrix.install.apply.rollback`."""
+        o = self.o
+        plan = rollback_plan(self.pending, self.interp, snapshot(self.interp))
+        result = FixResult(python=self.interp, status="dry_run" if o.dry_run else "rolled_back", plan=plan,
+                           timings_ms=self.timings)
+        if o.dry_run:
+            result.messages.append(f"dry run: the rollback of {self.pending.describe()}; nothing was changed")
+            return result
+        if plan.steps and not self._consent(plan, result):
+            return result
+        return _rollback(self.pending, result, o.python, self.interp, self.sites, o.data_dir, o.on_progress)
+
+    def _nothing_asked(self) -> FixResult:
+        """No framework installed and none requested: nothing to fix (a default framework is never chosen for
+        the user, nor installed into whatever interpreter runs this)."""
+        result = FixResult(python=self.interp, status="unchanged", timings_ms=self.timings)
+        result.messages += [f"no framework (torch, tensorflow, jax) is installed for {self.interp} and none was asked "
+                            "for: nothing to fix",
+                            "to install one, name it: cudamatrix fix torch (or tensorflow, jax; in Python: "
+                            "cudamatrix.fix(request=['torch']))"]
+        return result
 
     def _imported(self) -> dict[str, list[str]]:
         """When this process is the target: its imported top-level modules and their distributions, before the
@@ -344,6 +382,11 @@ class _Session:
 # command line, so it is refused the same way unless --allow-http
 _INDEX_VARS = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_DEFAULT_INDEX",
                "UV_INDEX")
+
+
+def _frameworks(environment: Environment) -> list[str]:
+    """The framework distributions installed (any family's, plugins included)."""
+    return sorted(n for n in environment.packages if family_of(n))
 
 
 def _same_environment(python: str, other: str) -> bool:
@@ -439,12 +482,11 @@ def _pending(interp: str, resume: bool, rollback: bool, dry_run: bool = False, u
     return pending
 
 
-def _rollback(pending, environment: Environment, python: str | None, interp: str, sites: list[str],
-              data_dir: str | None, timings: dict[str, float], on_progress) -> FixResult:
+def _rollback(pending, result: FixResult, python: str | None, interp: str, sites: list[str], data_dir: str | None,
+              on_progress) -> FixResult:
     from cudamatrix.install.apply import rollback
 
     restored, left = rollback(pending, python=interp, site_packages=sites, on_progress=on_progress)
-    result = FixResult(python=interp, status="rolled_back", timings_ms=timings)
     still = [f"{d.name} {d.version}" for k in ("added", "removed", "changed") for d in left[k]]
     if still:
         result.exit_code = Exit.INSTALL_FAILED
