@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from cudamatrix._callable import callable_module
 from cudamatrix.errors import Exit, UsageError
+from cudamatrix.install import journal as journals
 from cudamatrix.install.apply import snapshot
 from cudamatrix.install.undo import rollback_plan
 from cudamatrix.models import Applied, Environment, Finding, Model, Plan, Report, Solution
@@ -99,10 +100,12 @@ def fix(options: FixOptions | None = None, /, **keywords: Any) -> FixResult:
 
     Takes a :class:`FixOptions`, or its fields as keywords (``cudamatrix.fix(python=..., request=[...])``).
     ``request``: PEP 508 strings (default: the frameworks installed). ``driver``/``gpus``: solve for
-    that machine instead of the detected one. ``confirm(plan)`` is asked before changing anything
+    that machine instead of the detected one. ``confirm(plan)`` is asked before changing anything, whichever
+    option starts the change (``resume``, ``rollback`` and ``undo`` too; ``dry_run`` changes nothing)
     (default: a person at a notebook cell or the interpreter prompt is asked through ``input()`` unless
-    ``yes=True``, and a kernel that cannot ask, as under nbclient or papermill, is refused with UsageError before
-    any change; a script's call is consent). Called interactively, the plan and live progress are printed in the
+    ``yes=True``, and a kernel that cannot ask, as under nbclient or papermill or without ``sys.stdin``, is refused
+    with UsageError before any change; a script's call is consent). With no framework installed and none in
+    ``request``, there is nothing to fix (status "unchanged", no plan). Called interactively, the plan and live progress are printed in the
     cell, and modules imported before the change replaced their files are named as stale. ``in_process``: decide library preloading for this process
     (default: when ``python`` is this interpreter). A change interrupted earlier (its journal is left) must
     be finished (``resume=True``) or undone (``rollback=True``) first. Ends by diagnosing again:
@@ -166,6 +169,8 @@ class _Session:
         if o.rollback:
             return self._rollback()
         if self.pending is None and not o.request and not _frameworks(self.environment):
+            _matrix(o.data_dir)  # the settings are checked all the same: bad ones are refused (exit 2)
+            _check_index_environment(o.allow_http)
             return self._nothing_asked()
         memory_notes: list[str] = []  # what the verification memory ignored, and why
         remembered_key, hit = self._recall(memory_notes)
@@ -191,8 +196,6 @@ class _Session:
     def _undo(self) -> FixResult:
         """Back to the starting set of the last completed fix, from its saved wheels (no network): refused with
         the cause, before anything changes, when none is kept, the set moved since, or a wheel is missing."""
-        from cudamatrix.install import journal as journals
-        from cudamatrix.install.apply import snapshot
         from cudamatrix.install.plan import choose_installer
         from cudamatrix.install.undo import undo_plan
 
@@ -277,6 +280,8 @@ class _Session:
             result.context = notebook_context() if result.stale_modules else None
         if self.pending is not None:
             result.messages.append("resumed the interrupted change: done")
+        if not o.undo:  # the undo says where a second undo goes
+            result.messages += _way_back(self.interp)
         with self.clock("detect_after"):
             self.environment = _detect(o.python)
         return True
@@ -462,8 +467,6 @@ def _solve(environment: Environment, request: list[str], driver: str | None, gpu
 
 def _pending(interp: str, resume: bool, rollback: bool, dry_run: bool = False, undo: bool = False):
     """The journal of an interrupted change of ``interp``; refuses to go on past one unless told how."""
-    from cudamatrix.install import journal as journals
-
     if resume + rollback + undo > 1:
         raise UsageError("--resume, --rollback and --undo exclude each other", hint="pick one")
     pending = journals.load(interp) if not dry_run or resume or rollback else journals.peek(interp)
@@ -480,6 +483,20 @@ def _pending(interp: str, resume: bool, rollback: bool, dry_run: bool = False, u
                               f"--rollback --python {shlex.quote(interp)} puts the starting set back (from saved wheels, no network)",
                          detail={"journal": str(pending.folder)})
     return pending
+
+
+def _way_back(interp: str) -> list[str]:
+    """After a completed change: how to go back to its starting set (``fix --undo``; a rollback is for a change
+    that was interrupted), or why that cannot be done offline."""
+    try:
+        last = journals.load_last(interp)
+    except UsageError:
+        return []
+    if last is None:
+        return []
+    if last.data.get("dropped"):
+        return [f"fix --undo cannot go back offline: {last.data['dropped']}"]
+    return ["to go back to the starting set: cudamatrix fix --undo (from the wheels this fix kept, no network)"]
 
 
 def _rollback(pending, result: FixResult, python: str | None, interp: str, sites: list[str], data_dir: str | None,

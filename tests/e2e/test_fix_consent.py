@@ -158,6 +158,8 @@ def test_resume_shows_its_plan_honours_dry_run_and_asks(killed):
     done = _cli("fix", "--resume", "--python", py, "--no-verify", "--yes", env=env)
     assert "resumed the interrupted change: done" in done.stdout, done.stdout + done.stderr
     assert _has(py, "mut-a")
+    # completed: the way back is fix --undo (a rollback is for an interrupted change), aimed at this interpreter
+    assert f"to go back to the starting set: cudamatrix fix --python {py} --undo" in done.stdout, done.stdout
 
 
 @pytest.mark.installs

@@ -439,10 +439,11 @@ def test_usage_errors_are_envelopes_with_json(argv):
 def test_verify_exit_codes(tmp_path):
     venv = tmp_path / "bare"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    # no framework installed: a finding (NOT_INSTALLED, exit 1), not "no usable GPU" (6)
     out = cli("verify", "--python", str(venv / "bin" / "python"), "--json")
-    assert out.returncode == 6, out.stdout[-400:]
+    assert out.returncode == 1, out.stdout[-400:]
     out = cli("verify", "--python", str(venv / "bin" / "python"), "--framework", "torch", "--json")
-    assert out.returncode == 6
+    assert out.returncode == 1
     clean_error(cli("verify", "--python", str(tmp_path / "nonexistent")))
 
 
