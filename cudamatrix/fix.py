@@ -17,7 +17,11 @@ from typing import Any, Callable
 
 from cudamatrix._callable import callable_module
 from cudamatrix.errors import Exit, UsageError
+from cudamatrix.install import journal as journals
+from cudamatrix.install.apply import snapshot
+from cudamatrix.install.undo import rollback_plan
 from cudamatrix.models import Applied, Environment, Finding, Model, Plan, Report, Solution
+from cudamatrix.names import family_of
 from cudamatrix.schema import field, record, replace
 
 
@@ -96,10 +100,12 @@ def fix(options: FixOptions | None = None, /, **keywords: Any) -> FixResult:
 
     Takes a :class:`FixOptions`, or its fields as keywords (``cudamatrix.fix(python=..., request=[...])``).
     ``request``: PEP 508 strings (default: the frameworks installed). ``driver``/``gpus``: solve for
-    that machine instead of the detected one. ``confirm(plan)`` is asked before changing anything
+    that machine instead of the detected one. ``confirm(plan)`` is asked before changing anything, whichever
+    option starts the change (``resume``, ``rollback`` and ``undo`` too; ``dry_run`` changes nothing)
     (default: a person at a notebook cell or the interpreter prompt is asked through ``input()`` unless
-    ``yes=True``, and a kernel that cannot ask, as under nbclient or papermill, is refused with UsageError before
-    any change; a script's call is consent). Called interactively, the plan and live progress are printed in the
+    ``yes=True``, and a kernel that cannot ask, as under nbclient or papermill or without ``sys.stdin``, is refused
+    with UsageError before any change; a script's call is consent). With no framework installed and none in
+    ``request``, there is nothing to fix (status "unchanged", no plan). Called interactively, the plan and live progress are printed in the
     cell, and modules imported before the change replaced their files are named as stale. ``in_process``: decide library preloading for this process
     (default: when ``python`` is this interpreter). A change interrupted earlier (its journal is left) must
     be finished (``resume=True``) or undone (``rollback=True``) first. Ends by diagnosing again:
@@ -120,7 +126,7 @@ def _interactive() -> bool:
 
 def _for_caller(o: FixOptions) -> FixOptions:
     """Options completed for who calls: interactively, progress is printed live, the result shown, and consent
-    asked (unless ``yes``, a dry run, or a resume/rollback asked for by name)."""
+    asked for every change, whichever option starts it (unless ``yes`` or a dry run)."""
     interactive = o.interactive if o.interactive is not None else _interactive()
     changes: dict[str, Any] = {}
     if o.show is None:
@@ -130,7 +136,7 @@ def _for_caller(o: FixOptions) -> FixOptions:
 
         if o.on_progress is None:
             changes["on_progress"] = cell_progress
-        if o.confirm is None and not (o.dry_run or o.resume or o.rollback or o.undo):
+        if o.confirm is None and not o.dry_run:
             changes["confirm"] = CellShow() if o.yes else CellAsk()
     return replace(o, **changes) if changes else o
 
@@ -161,8 +167,11 @@ class _Session:
         if o.undo:
             return self._undo()
         if o.rollback:
-            return _rollback(self.pending, self.environment, o.python, self.interp, self.sites, o.data_dir,
-                             self.timings, o.on_progress)
+            return self._rollback()
+        if self.pending is None and not o.request and not _frameworks(self.environment):
+            _matrix(o.data_dir)  # the settings are checked all the same: bad ones are refused (exit 2)
+            _check_index_environment(o.allow_http)
+            return self._nothing_asked()
         memory_notes: list[str] = []  # what the verification memory ignored, and why
         remembered_key, hit = self._recall(memory_notes)
         if hit is not None:
@@ -187,8 +196,6 @@ class _Session:
     def _undo(self) -> FixResult:
         """Back to the starting set of the last completed fix, from its saved wheels (no network): refused with
         the cause, before anything changes, when none is kept, the set moved since, or a wheel is missing."""
-        from cudamatrix.install import journal as journals
-        from cudamatrix.install.apply import snapshot
         from cudamatrix.install.plan import choose_installer
         from cudamatrix.install.undo import undo_plan
 
@@ -240,7 +247,6 @@ class _Session:
 
             plan = resume_plan(self.pending, self.interp, allow_http=o.allow_http, mirror=o.mirror)
             solution = plan.solution or Solution(request=o.request or [], targets=[])
-            self.pending.record(resumed=True)
             return plan, solution
         with self.clock("solve"):
             findings = _diagnose(self.environment, matrix)
@@ -260,13 +266,10 @@ class _Session:
                 space = check_space(plan, self.environment)
             if space:
                 result.messages.append(space)
-        if self.pending is None and o.confirm is not None:
-            answer = o.confirm(plan)
-            result.plan_shown = getattr(o.confirm, "shows_plan", False)  # printed at the prompt: not again
-            if not answer:
-                result.status, result.exit_code = "cancelled", Exit.PROBLEMS
-                result.messages.append("cancelled: nothing was changed")
-                return False
+        if not self._consent(plan, result):
+            return False
+        if self.pending is not None:  # asked for and agreed to: apply() goes on from the step it stopped at
+            self.pending.record(resumed=True)
         imported = self._imported()
         with self.clock("apply"):
             result.applied = apply(plan, on_progress=o.on_progress, journal=self.pending, site_packages=self.sites)
@@ -277,9 +280,49 @@ class _Session:
             result.context = notebook_context() if result.stale_modules else None
         if self.pending is not None:
             result.messages.append("resumed the interrupted change: done")
+        if not o.undo:  # the undo says where a second undo goes
+            result.messages += _way_back(self.interp)
         with self.clock("detect_after"):
             self.environment = _detect(o.python)
         return True
+
+    def _consent(self, plan: Plan, result: FixResult) -> bool:
+        """Ask ``confirm`` (when given) before ``plan`` changes anything: False when the answer is no (the result
+        then says cancelled, exit 1). Every change asks, whichever flag started it (fix, --resume, --rollback,
+        --undo); a confirm that cannot ask raises UsageError itself."""
+        o = self.o
+        if o.confirm is None:
+            return True
+        answer = o.confirm(plan)
+        result.plan_shown = getattr(o.confirm, "shows_plan", False)  # printed at the prompt: not again
+        if not answer:
+            result.status, result.exit_code = "cancelled", Exit.PROBLEMS
+            result.messages.append("cancelled: nothing was changed")
+        return bool(answer)
+
+    def _rollback(self) -> FixResult:
+        """``rollback=True``: the plan back to the interrupted change's starting set, shown by a dry run, asked
+        for, then run by :func:`cudamatrix.install.apply.rollback`."""
+        o = self.o
+        plan = rollback_plan(self.pending, self.interp, snapshot(self.interp))
+        result = FixResult(python=self.interp, status="dry_run" if o.dry_run else "rolled_back", plan=plan,
+                           timings_ms=self.timings)
+        if o.dry_run:
+            result.messages.append(f"dry run: the rollback of {self.pending.describe()}; nothing was changed")
+            return result
+        if plan.steps and not self._consent(plan, result):
+            return result
+        return _rollback(self.pending, result, o.python, self.interp, self.sites, o.data_dir, o.on_progress)
+
+    def _nothing_asked(self) -> FixResult:
+        """No framework installed and none requested: nothing to fix (a default framework is never chosen for
+        the user, nor installed into whatever interpreter runs this)."""
+        result = FixResult(python=self.interp, status="unchanged", timings_ms=self.timings)
+        result.messages += [f"no framework (torch, tensorflow, jax) is installed for {self.interp} and none was asked "
+                            "for: nothing to fix",
+                            "to install one, name it: cudamatrix fix torch (or tensorflow, jax; in Python: "
+                            "cudamatrix.fix(request=['torch']))"]
+        return result
 
     def _imported(self) -> dict[str, list[str]]:
         """When this process is the target: its imported top-level modules and their distributions, before the
@@ -344,6 +387,11 @@ class _Session:
 # command line, so it is refused the same way unless --allow-http
 _INDEX_VARS = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_DEFAULT_INDEX",
                "UV_INDEX")
+
+
+def _frameworks(environment: Environment) -> list[str]:
+    """The framework distributions installed (any family's, plugins included)."""
+    return sorted(n for n in environment.packages if family_of(n))
 
 
 def _same_environment(python: str, other: str) -> bool:
@@ -419,8 +467,6 @@ def _solve(environment: Environment, request: list[str], driver: str | None, gpu
 
 def _pending(interp: str, resume: bool, rollback: bool, dry_run: bool = False, undo: bool = False):
     """The journal of an interrupted change of ``interp``; refuses to go on past one unless told how."""
-    from cudamatrix.install import journal as journals
-
     if resume + rollback + undo > 1:
         raise UsageError("--resume, --rollback and --undo exclude each other", hint="pick one")
     pending = journals.load(interp) if not dry_run or resume or rollback else journals.peek(interp)
@@ -439,12 +485,25 @@ def _pending(interp: str, resume: bool, rollback: bool, dry_run: bool = False, u
     return pending
 
 
-def _rollback(pending, environment: Environment, python: str | None, interp: str, sites: list[str],
-              data_dir: str | None, timings: dict[str, float], on_progress) -> FixResult:
+def _way_back(interp: str) -> list[str]:
+    """After a completed change: how to go back to its starting set (``fix --undo``; a rollback is for a change
+    that was interrupted), or why that cannot be done offline."""
+    try:
+        last = journals.load_last(interp)
+    except UsageError:
+        return []
+    if last is None:
+        return []
+    if last.data.get("dropped"):
+        return [f"fix --undo cannot go back offline: {last.data['dropped']}"]
+    return ["to go back to the starting set: cudamatrix fix --undo (from the wheels this fix kept, no network)"]
+
+
+def _rollback(pending, result: FixResult, python: str | None, interp: str, sites: list[str], data_dir: str | None,
+              on_progress) -> FixResult:
     from cudamatrix.install.apply import rollback
 
     restored, left = rollback(pending, python=interp, site_packages=sites, on_progress=on_progress)
-    result = FixResult(python=interp, status="rolled_back", timings_ms=timings)
     still = [f"{d.name} {d.version}" for k in ("added", "removed", "changed") for d in left[k]]
     if still:
         result.exit_code = Exit.INSTALL_FAILED

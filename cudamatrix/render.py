@@ -234,8 +234,9 @@ def plan_lines(plan) -> list[str]:
 
 
 def human_plan(plan) -> None:
-    """Print :func:`plan_lines`."""
-    _print(plan_lines(plan))
+    """Print the interpreter the plan changes, then :func:`plan_lines` (at a prompt: both before the question;
+    the result's rendering then leaves them out)."""
+    _print([f"python: {plan.python}", *plan_lines(plan)])
 
 
 def left_lines(findings) -> list[str]:
@@ -266,8 +267,8 @@ def _export(key: str, value: str) -> str:
 
 def fix_lines(result) -> list[str]:
     """The fix result for people: what changed, what was verified, what is left to do."""
-    out = [f"python: {result.python}"]
-    shown = getattr(result, "plan_shown", False)
+    shown = getattr(result, "plan_shown", False)  # the header and the plan were printed at the prompt
+    out = [] if shown else [f"python: {result.python}"]
     if result.plan is not None and not shown and (result.status == "dry_run" or
                                                   (not result.plan.nothing_to_do and result.applied is None)):
         out += plan_lines(result.plan)
@@ -331,7 +332,9 @@ class CellAsk:
         sys.stdout.flush()
         try:
             answer = input("Apply this plan? [y/N]: ")
-        except (EOFError, NotImplementedError) as exc:  # ipykernel's StdinNotImplementedError is the latter
+        except (EOFError, NotImplementedError, RuntimeError) as exc:
+            # ipykernel's StdinNotImplementedError is a NotImplementedError; input() with sys.stdin None (a
+            # process started without one) raises RuntimeError("input(): lost sys.stdin")
             from cudamatrix.errors import UsageError
 
             n = len([s for s in plan.steps if s.kind in ("install", "uninstall", "reinstall")])
@@ -380,6 +383,11 @@ def report_lines(report) -> list[str]:
         out += _framework_report_lines(fw)
     if report.status == "not_possible":
         out.append("GPU verification is not possible here (no GPU or no driver); the CPU path was checked.")
+    if report.frameworks and all(fw.status == "not_installed" or fw.finding_code == "NOT_INSTALLED"
+                                 for fw in report.frameworks):
+        named = [fw.framework for fw in report.frameworks if fw.framework != "all"]
+        out.append("nothing was verified: no framework asked for is installed (to install one: cudamatrix fix "
+                   + (" ".join(named) if named else "torch, or tensorflow, jax") + ")")
     if report.cached_at:
         out.append(f"(remembered result from {report.cached_at})")
     return out

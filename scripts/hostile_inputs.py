@@ -274,7 +274,7 @@ def surface_cases(root: Path) -> list[Case]:
     root = _folder(root, "surfaces")
     return (_journal_cases(root) + _fleet_cases(root) + _overlay_cases(root) + _data_cases(root)
             + _terminal_cases(root) + _wait_cases(root) + _driver_words_cases(root)
-            + _mirror_cases(root) + _child_output_cases(root))
+            + _mirror_cases(root) + _child_output_cases(root) + _consent_cases(root))
 
 
 def _bare_python(root: Path) -> str:
@@ -319,7 +319,9 @@ def _planted(root: Path, name: str) -> tuple[str, str]:
 def _journal_cases(root: Path) -> list[Case]:
     py = _bare_python(root)
     out: list[Case] = []
-    actions = (["fix", "--rollback"], ["fix", "--resume", "--no-verify"], ["fix", "--dry-run"],
+    # --yes: every change asks first (issue 42), so without it a usable journal would stop at the question and
+    # the checks behind it (the interpreter, the plan's programs, the installer's group) would go unprobed
+    actions = (["fix", "--rollback", "--yes"], ["fix", "--resume", "--no-verify", "--yes"], ["fix", "--dry-run"],
                ["fix", "--yes", "--no-verify"])
 
     def add(label: str, make, **extra) -> None:
@@ -370,6 +372,29 @@ def _journal_cases(root: Path) -> list[Case]:
         add(label, doc)
     victim, untouched = _victim(root, "journal")
     add("a symlink", None, link=victim, untouched=untouched)
+    return out
+
+
+def _consent_cases(root: Path) -> list[Case]:
+    """Issue 42: every change asks and every dry run is dry, whichever flag starts it. A killed fix's journal whose
+    rollback would reinstall a distribution: a dry run, and a run without a terminal and without --yes (stdin is a
+    pipe here), leave the journal as it was (before: the rollback ran, and a resume dry run marked it resumed).
+    A venv without a framework has nothing to fix; verify there is a finding, not "no GPU"."""
+    py = _bare_python(root)
+    out: list[Case] = []
+    for action in (["fix", "--rollback", "--dry-run"], ["fix", "--rollback"], ["fix", "--resume", "--dry-run"],
+                   ["fix", "--resume"]):
+        tag = "-".join(a[2:] for a in action[1:])
+        state = _folder(root, f"state-consent-{tag}")
+        # a dry run: a rollback with nothing to put back would close (remove) the journal; else it has a step
+        before = [] if "--dry-run" in action else [{"name": "consent-gone", "version": "1.0"}]
+        path = _journal(state, py, _journal_doc(py, before=before))
+        out.append(Case(f"consent: {' '.join(action)} without --yes", [*action, "--no-verify", "--python", py, "--json"],
+                        env={"XDG_STATE_HOME": str(state)}, json=True, untouched={str(path): path.read_text()}))
+    state = _folder(root, "state-consent-none")
+    out.append(Case("consent: fix with no framework installed", ["fix", "--python", py, "--json"],
+                    env={"XDG_STATE_HOME": str(state)}, json=True))
+    out.append(Case("consent: verify with no framework installed", ["verify", "--python", py, "--json"], json=True))
     return out
 
 
@@ -766,6 +791,8 @@ def _side_effect(case: Case) -> str | None:
     if ran:
         return f"a planted program ran ({ran[0]})"
     for path, text in case.untouched.items():
+        if not os.path.isfile(path):
+            return f"{path} was removed"
         if Path(path).read_text() != text:
             return f"{path} was written through a planted link"
     return None

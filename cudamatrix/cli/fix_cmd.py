@@ -31,8 +31,8 @@ def run_fix(requirements: list[str] | None = None, python: str | None = None, dr
 
     Consent: ``--yes``, or an answer at the prompt; without a terminal (and without ``--yes``) a plan that
     changes anything is refused with exit 2 before any change. ``--resume`` / ``--rollback`` finish or undo a
-    change a killed run left in its journal, ``--undo`` goes back to the starting set of the last completed one
-    (they were asked for by name: consent)."""
+    change a killed run left in its journal, ``--undo`` goes back to the starting set of the last completed one:
+    each shows its plan, honours ``--dry-run`` and asks the same way."""
     from cudamatrix.fix import FixOptions
     from cudamatrix.fix import fix as run_fix_stage
 
@@ -44,9 +44,9 @@ def run_fix(requirements: list[str] | None = None, python: str | None = None, dr
         _plan_from_paste(from_, requirements or [], dry_run, python, mirror, allow_http, installer, no_verify,
                          driver, gpu or [], as_json, data_dir)
     confirm: Callable[[Any], bool] | None
-    if yes or dry_run or resume or rollback or undo:
+    if yes or dry_run:
         confirm = None
-    elif sys.stdin.isatty() and not as_json:
+    elif sys.stdin is not None and sys.stdin.isatty() and not as_json:
         confirm = _ask
     else:
         confirm = _refuse
@@ -108,18 +108,15 @@ def _plan_from_paste(from_: list[str], requirements: list[str], dry_run: bool, p
 def run_verify(framework: str = "all", python: str | None = None, timeout: float = 300.0,
                as_json: bool = False) -> None:
     """Prove the GPU stack: a cuDNN convolution and a matmul on the GPU against the CPU, in a child process.
-    Exit 0 verified, 5 failed, 6 not possible here (no GPU; the CPU path is still checked)."""
+    Exit 0 verified, 5 failed, 6 not possible here (no GPU; the CPU path is still checked), 1 when no framework
+    asked for is installed (NOT_INSTALLED: nothing was checked)."""
     from cudamatrix.verify.run import exit_code
     from cudamatrix.verify.run import verify as verify_stage
 
     _check_framework(framework)
     check_timeout(timeout)
     report = verify_stage(python=python_path(python), frameworks=framework, timeout=timeout)
-    code = exit_code(report)
-    if report.status == "failed" and report.frameworks and all(
-            f.status == "not_installed" or f.finding_code == "NOT_INSTALLED" for f in report.frameworks):
-        code = 6  # nothing to prove in this interpreter: verification is not possible here, not a failure
-    finish("verify", code, report.to_dict(), as_json, lambda: human_report(report))
+    finish("verify", exit_code(report), report.to_dict(), as_json, lambda: human_report(report))
 
 
 def _check_framework(framework: str) -> None:

@@ -25,6 +25,9 @@ Progress = Callable[[str, str], None]  # (event, text): "step", "output", "resto
 SNAPSHOT_TIMEOUT_S = 60.0
 RESTORE_TIMEOUT_S = 1800.0
 INTERRUPT_GRACE_S = 15.0  # let pip roll back the package it was in the middle of
+# the installer's output is read line by line (never a terminal): pip's progress bar, redrawn many times a second
+# (a notebook kernel sets FORCE_COLOR, so pip draws it into the pipe), would be one line of output per redraw
+QUIET_ENV = {"PIP_PROGRESS_BAR": "off"}
 
 # Runs in the target interpreter: standard library only, one JSON list on stdout.
 _PROBE = r"""
@@ -194,7 +197,7 @@ def apply(plan: Plan, *, on_progress: Progress | None = None, journal=None,
             if i <= start_at:
                 continue
             say("step", f"[{i}/{len(runnable)}] {step.reason}")
-            env = {**os.environ, **step.env} if step.env else None
+            env = {**os.environ, **step.env, **QUIET_ENV}
 
             def on_start(pid: int, step_no: int = i, argv: list[str] = step.argv) -> None:  # bound now
                 journal.record_installer(pid, argv, step_no)

@@ -18,24 +18,24 @@ from cudamatrix.schema import record
 _CAUSES: list[tuple[str, tuple[str, ...], str, str]] = [
     ("no space left", (r"No space left on device", r"\[Errno 28\]", r"Disk quota exceeded", r"\[Errno 122\]"), "last",
      "free space where the installer writes (site-packages, its cache, the temp folder), or point TMPDIR and "
-     "PIP_CACHE_DIR / UV_CACHE_DIR at a larger disk, then run fix again"),
+     "PIP_CACHE_DIR / UV_CACHE_DIR at a larger disk, then run {command} again"),
     ("corrupt download", (r"Bad CRC", r"BadZipFile", r"[Bb]ad zip ?file", r"THESE PACKAGES DO NOT MATCH THE HASHES",
                           r"[Hh]ash mismatch", r"invalid zip", r"CRC mismatch", r"is not a valid wheel",
                           r"Failed to extract archive", r"Unexpected end of (?:file|stream)", r"IncompleteRead"), "last",
      "the file changed on its way (a proxy, a broken mirror, a partial cache entry): clear the installer's cache "
-     "(pip cache purge / uv cache clean) and run fix again; if it repeats, the index serves a broken file"),
+     "(pip cache purge / uv cache clean) and run {command} again; if it repeats, the index serves a broken file"),
     ("index host does not resolve (DNS)", (r"Name or service not known", r"Temporary failure in name resolution",
                                            r"nodename nor servname", r"getaddrinfo failed", r"[Dd]ns error",
                                            r"failed to lookup address", r"No address associated with hostname"), "last",
      "the index's host name does not resolve: check the network's DNS, the proxy (HTTPS_PROXY) or the --mirror "
-     "URL, then run fix again"),
+     "URL, then run {command} again"),
     ("network", (r"Connection refused", r"Failed to establish a new connection", r"Connection reset",
                  r"Connection aborted", r"RemoteDisconnected", r"Connection broken", r"Read timed out",
                  r"ConnectTimeoutError", r"timed out", r"error sending request", r"Network is unreachable",
                  r"No route to host", r"SSLError", r"certificate verify failed", r"ProxyError",
                  r"Max retries exceeded", r"tcp connect error"), "last",
      "the index could not be reached: check the network, a proxy (HTTPS_PROXY) or the --mirror URL, then run "
-     "fix again"),
+     "{command} again"),
     ("resolution conflict", (r"ResolutionImpossible", r"conflicting dependencies", r"No solution found when resolving",
                              r"requirements are unsatisfiable", r"Cannot install .* because"), "first",
      "the requested pins contradict each other or something installed: run cudamatrix solve --explain, or "
@@ -59,8 +59,9 @@ class RootCause(Model):
     way_out: str
 
 
-def explain(output: str) -> RootCause | None:
-    """The first cause found in the installer's ``output`` (stdout and stderr), or None when none is known."""
+def explain(output: str, command: str = "fix") -> RootCause | None:
+    """The first cause found in the installer's ``output`` (stdout and stderr), or None when none is known.
+    ``command``: the cudamatrix command that ran the installer, the one a way out says to run again."""
     lines = [ln.strip() for ln in (output or "").splitlines() if ln.strip()]
     # source lines of a traceback repeat the message without its values
     lines = [ln for ln in lines if not ln.startswith(("raise ", "File \"", "^"))]
@@ -71,7 +72,7 @@ def explain(output: str) -> RootCause | None:
             line = hits[0] if pick == "first" else hits[-1]
             m = rx.search(line)
             assert m is not None  # line was picked because rx matches it
-            return RootCause(kind=kind, line=_short(line, m.start()), way_out=way_out)
+            return RootCause(kind=kind, line=_short(line, m.start()), way_out=way_out.format(command=command))
     return None
 
 

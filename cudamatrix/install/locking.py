@@ -102,7 +102,7 @@ def locked_report(requirements: list[str], index_args: list[str], spec: LockSpec
             argv += ["--platform", tag]
         r = proc.run(argv + index_args + requirements, timeout=RESOLVE_TIMEOUT_S, env=environ)
     if not r.ok:
-        cause = explain(f"{r.error or ''}\n{r.stderr}\n{r.stdout}")
+        cause = explain(f"{r.error or ''}\n{r.stderr}\n{r.stdout}", command="lock")
         raise UsageError(f"cannot lock the solved set to files for {spec.describe()}: "
                          + (f"{cause.kind}: {cause.line}" if cause else (r.error or r.stderr.strip()[-300:])),
                          hint=(cause.way_out if cause else "check the index") + "; a complete lock names each file "

@@ -154,7 +154,10 @@ def make_plan(environment: Environment, solution: Solution, *, python: str, inst
                                  "or a preload in a running kernel)"))
     if verify:
         steps.append(Step(kind="verify", argv=[python, "-m", "cudamatrix", "verify", "--python", python],
-                          timeout_s=300.0, reason="prove the result: a cuDNN convolution on the GPU against the CPU"))
+                          timeout_s=300.0, reason="prove the result: a cuDNN convolution on the GPU against the CPU"
+                          if environment.driver.status == "ok" and environment.gpus else
+                          "prove the result: a convolution on the CPU (no usable GPU here: the GPU check is not "
+                          "possible)"))
     plan = Plan(python=python, steps=steps, solution=solution, nothing_to_do=nothing, to_remove=removed)
     plan.remedies = remedies(findings or [], plan, environment)
     return plan

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 
 from cudamatrix.errors import UsageError
+from cudamatrix.install.apply import diff
 from cudamatrix.models import InstalledDist, Plan, Removal, Step
 
 
@@ -93,3 +94,29 @@ def _steps(python: str, installer: str, added: list[str], back: dict[str, tuple[
                           argv=installer_argv(installer, python) + ["--no-deps", "--no-index", "--find-links", wheels]
                           + [f"{n}=={then}" for n, (_, then) in back.items()]))
     return steps
+
+
+def rollback_plan(journal, python: str, now: list[InstalledDist]) -> Plan:
+    """What ``fix --rollback`` will do for ``python``, whose installed set is ``now``: stop the interrupted change's
+    installer when the journal names one, uninstall what the change added or replaced, and put the starting
+    versions back (from its saved wheels where kept, else from where they came). Shown, and asked for, before
+    anything runs (:func:`cudamatrix.install.apply.rollback` does it); ``nothing_to_do`` when the set is the
+    starting one already."""
+    d = diff(journal.before, now)
+    now_v = _versions(now)
+    steps = []
+    pgid = journal.data.get("child_pgid")
+    if pgid is not None:
+        steps.append(Step(kind="note", reason=f"stop the interrupted change's installer (process group {pgid}) if it "
+                                              "still runs and is proven to be that installer"))
+    drop = [x.name for x in d["added"]] + [x.name for x in d["changed"] if x.name in now_v]
+    if drop:
+        steps.append(Step(kind="uninstall", reason="uninstall what the interrupted change added or replaced: "
+                          + ", ".join(f"{n} {now_v[n]}" for n in drop)))
+    back = d["removed"] + d["changed"]
+    if back:
+        steps.append(Step(kind="install", reason="put back the starting versions (from the saved wheels where kept): "
+                          + ", ".join(f"{x.name} {now_v.get(x.name, '(none)')} -> {x.version}" for x in back)))
+    return Plan(python=python, steps=steps, nothing_to_do=not (drop or back),
+                to_remove=[Removal(name=x.name, version=x.version, reason="added by the interrupted change")
+                           for x in d["added"]])

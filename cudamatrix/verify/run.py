@@ -105,7 +105,12 @@ def overall(reports: list[FrameworkReport]) -> Literal["verified", "failed", "no
 
 
 def exit_code(report: Report) -> int:
-    """0 verified, 5 failed, 6 not possible here."""
+    """0 verified, 5 failed, 6 not possible here (no usable GPU); 1 when nothing could be checked because no
+    framework asked for is installed: a finding (NOT_INSTALLED), not a GPU that is missing, so a gate that accepts
+    6 on a machine without GPU never passes an environment without the framework."""
+    if report.frameworks and all(f.status == "not_installed" or f.finding_code == "NOT_INSTALLED"
+                                 for f in report.frameworks):
+        return Exit.PROBLEMS
     return {"verified": Exit.OK, "failed": Exit.VERIFY_FAILED}.get(report.status, Exit.VERIFY_NOT_POSSIBLE)
 
 

@@ -233,7 +233,7 @@ def test_sigkill_mid_install_then_rollback_restores_the_start(venv, wheels, tmp_
     dry = _cli("fix", "--allow-http", "--python", str(venv), *brokenvenv.TARGET, "--dry-run", env=env)  # changes nothing: allowed
     assert dry.returncode == 0 and "interrupted change" in dry.stdout and "is recorded" in dry.stdout
     env_offline = dict(env, PIP_INDEX_URL="http://127.0.0.1:9/simple")  # the rollback needs no index
-    back = _cli("fix", "--allow-http", "--python", str(venv), "--rollback", env=env_offline)
+    back = _cli("fix", "--allow-http", "--python", str(venv), "--rollback", "--yes", env=env_offline)
     with record.open("a") as fh:
         fh.write(f"\n$ cudamatrix fix --yes ... (next run)\nexit {again.returncode}\n{again.stdout}{again.stderr}"
                  f"\n$ cudamatrix fix --rollback (index unreachable)\nexit {back.returncode}\n{back.stdout}{back.stderr}")
@@ -248,7 +248,7 @@ def test_sigkill_then_resume_finishes_the_plan(venv, wheels, tmp_path):
     _, env, _ = _start_and_stop(venv, wheels, tmp_path, signal.SIGKILL, record)
     with LocalIndex(wheels) as index:
         env = dict(env, PIP_INDEX_URL=index.url + "/simple")
-        r = _cli("fix", "--allow-http", "--python", str(venv), "--resume", "--no-verify", env=env)
+        r = _cli("fix", "--allow-http", "--python", str(venv), "--resume", "--no-verify", "--yes", env=env)
     assert r.returncode == 1, r.stdout + r.stderr  # done; NO_DRIVER left, named
     assert [f["code"] for f in _errors(venv, env)] == ["NO_DRIVER"]
     assert _journal(env) is None

@@ -267,13 +267,13 @@ def test_fix_undo_goes_back_to_the_starting_set_offline_and_again_goes_forward(w
     before = _fix_then_take_the_index_away(py, env, solution, tmp_path)
     fixed = pip_list(py, env)
     # the index is gone (its port is closed): the undo installs from the wheels the fix kept
-    r = _cli("fix", "--undo", "--python", str(py), "--installer", "pip", "--json", env=env)
+    r = _cli("fix", "--undo", "--python", str(py), "--installer", "pip", "--yes", "--json", env=env)
     data = json.loads(r.stdout)
     assert r.returncode == 0, r.stdout + r.stderr
     assert data["data"]["status"] == "undone" and pip_list(py, env) == before
     steps = [s["argv"] for s in data["data"]["plan"]["steps"]]
     assert any("--no-index" in argv for argv in steps), steps
-    human = _cli("fix", "--undo", "--python", str(py), "--installer", "pip", env=env)  # the undo of the undo
+    human = _cli("fix", "--undo", "--python", str(py), "--installer", "pip", "--yes", env=env)  # the undo of the undo
     assert human.returncode == 0, human.stdout + human.stderr
     assert "undone: back to the starting set" in human.stdout and pip_list(py, env) == fixed
 
@@ -286,7 +286,7 @@ def test_fix_undo_refuses_with_the_cause_and_changes_nothing(world, tmp_path):
     env["CUDAMATRIX_UNDO_KEEP_GB"] = "0"  # the fix keeps no wheels: undo must name what it lacks
     _fix_then_take_the_index_away(py, env, solution, tmp_path)
     fixed = pip_list(py, env)
-    r = _cli("fix", "--undo", "--python", str(py), "--installer", "pip", "--json", env=env)
+    r = _cli("fix", "--undo", "--python", str(py), "--installer", "pip", "--yes", "--json", env=env)
     error = json.loads(r.stdout)["errors"][0]
     assert r.returncode == 2 and "torch 2.4.1+cpu" in error["message"], r.stdout
     assert "CUDAMATRIX_UNDO_KEEP_GB" in error["message"] and pip_list(py, env) == fixed
@@ -309,7 +309,7 @@ def test_a_failing_undo_restores_the_fixed_set(world, tmp_path):
     at = raw.index(b"x" * 64)  # build_wheel's payload, stored uncompressed by the repack: its CRC breaks
     raw[at] = ord("y")
     saved.write_bytes(bytes(raw))
-    r = _cli("fix", "--undo", "--python", str(py), "--installer", "pip", "--json", env=env)
+    r = _cli("fix", "--undo", "--python", str(py), "--installer", "pip", "--yes", "--json", env=env)
     assert r.returncode == 4, r.stdout + r.stderr  # the uninstall ran, the install failed: put back, not half done
     assert json.loads(r.stdout)["errors"][0]["detail"]["not_restored"] == [], r.stdout
     assert pip_list(py, env) == fixed

@@ -439,10 +439,11 @@ def test_usage_errors_are_envelopes_with_json(argv):
 def test_verify_exit_codes(tmp_path):
     venv = tmp_path / "bare"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    # no framework installed: a finding (NOT_INSTALLED, exit 1), not "no usable GPU" (6)
     out = cli("verify", "--python", str(venv / "bin" / "python"), "--json")
-    assert out.returncode == 6, out.stdout[-400:]
+    assert out.returncode == 1, out.stdout[-400:]
     out = cli("verify", "--python", str(venv / "bin" / "python"), "--framework", "torch", "--json")
-    assert out.returncode == 6
+    assert out.returncode == 1
     clean_error(cli("verify", "--python", str(tmp_path / "nonexistent")))
 
 
@@ -865,7 +866,7 @@ def test_python_relative_paths_are_read_alike_by_every_command(tmp_path):
         doc = envelope(out)
         codes[argv[0]] = out.returncode
         assert "PYTHON_NOT_FOUND" not in out.stdout and "no Python interpreter" not in out.stdout, (argv, out.stdout)
-    assert codes["verify"] == 6 and codes["detect"] == 0, codes  # the bare venv has no framework: nothing to prove
+    assert codes["verify"] == 1 and codes["detect"] == 0, codes  # the bare venv has no framework: a finding, not "no GPU"
     for argv in (["verify"], ["detect"], ["doctor"], ["fix", "--dry-run"], ["env"]):
         out = cli(*argv, "--python", "nowhere/python", "--json", cwd=tmp_path)
         doc = envelope(out)

@@ -282,7 +282,7 @@ def test_rollback_never_kills_a_bystander_that_got_the_installers_group_number(t
     bystander = _sleeper()
     try:
         j = _stale_journal(py, child_pgid=bystander.pid)
-        out = _cli("fix", "--rollback", "--python", py, "--json")
+        out = _cli("fix", "--rollback", "--python", py, "--yes", "--json")
         time.sleep(0.5)
         assert bystander.poll() is None, "the bystander was killed"
         doc = json.loads(out.stdout)
@@ -294,7 +294,7 @@ def test_rollback_never_kills_a_bystander_that_got_the_installers_group_number(t
         from cudamatrix.install.owner import Identity
 
         j.record(installer=dict(Identity.of(bystander.pid).to_dict(), start="1"))
-        out = _cli("fix", "--rollback", "--python", py)
+        out = _cli("fix", "--rollback", "--python", py, "--yes")
         assert out.returncode == 2 and "started at tick" in out.stderr and bystander.poll() is None, out.stderr
     finally:
         bystander.kill()

@@ -15,7 +15,7 @@ import pytest
 from cudamatrix.errors import UsageError
 from cudamatrix.install import plan as plan_mod
 from cudamatrix.install.plan import check_url, choose_installer, index_args, installer_argv, make_plan, uv_env_from_pip
-from cudamatrix.models import Environment, Pin, Solution
+from cudamatrix.models import Driver, Environment, GpuInfo, Pin, Solution
 from cudamatrix.solve.lockfile import parse_requirements
 
 PT = "https://download.pytorch.org/whl"
@@ -268,8 +268,13 @@ def test_plan_steps_carry_their_reasons_and_timeouts():
     assert environ.reason == ("library search path the solved set needs (cudamatrix env, --write-activation, or a "
                               "preload in a running kernel)")
     assert (verify.kind, verify.timeout_s) == ("verify", 300.0)
-    assert verify.reason == "prove the result: a cuDNN convolution on the GPU against the CPU"
+    # the machine this runs on has no usable GPU (Environment(): no driver, no GPU): the plan says what verify does
+    assert verify.reason == ("prove the result: a convolution on the CPU (no usable GPU here: the GPU check is not "
+                             "possible)")
     assert plan.python == "/p" and plan.solution.request == ["torch"]
+    gpu = Environment(driver=Driver(version="550.54.14", status="ok"), gpus=[GpuInfo(name="Tesla T4")])
+    verify = make_plan(gpu, _solution(), python="/p", installer="pip").steps[-1]
+    assert verify.reason == "prove the result: a cuDNN convolution on the GPU against the CPU"
 
 
 def _lock_solution() -> Solution:
