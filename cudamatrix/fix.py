@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from cudamatrix._callable import callable_module
 from cudamatrix.errors import Exit, UsageError
+from cudamatrix.install import journal as journals
 from cudamatrix.models import Applied, Environment, Finding, Model, Plan, Report, Solution
 from cudamatrix.schema import field, record, replace
 
@@ -110,7 +111,12 @@ def fix(options: FixOptions | None = None, /, **keywords: Any) -> FixResult:
     if options is not None and keywords:
         o = replace(options, **keywords)
     o = _for_caller(o)
-    return _shown(_aimed(_Session(o).run(), o.python), bool(o.show))
+    session = _Session(o)
+    try:
+        result = session.run()
+    finally:
+        session.release()
+    return _shown(_aimed(result, o.python), bool(o.show))
 
 
 def _interactive() -> bool:
@@ -149,12 +155,22 @@ class _Session:
             self.environment = _detect(o.python)
         self.interp = self.environment.python.executable or self.target
         self.sites = list(self.environment.python.site_packages)
-        self.pending = _pending(self.interp, o.resume, o.rollback, o.dry_run and not o.undo, o.undo)
+        # one change of an interpreter at a time, from the journal check to the end (a dry run changes nothing)
+        self.held = None if o.dry_run else journals.hold(self.interp)
+        try:
+            self.pending = _pending(self.interp, o.resume, o.rollback, o.dry_run and not o.undo, o.undo)
+        except BaseException:
+            self.release()
+            raise
         self.journal_note = None
         if o.dry_run and self.pending is not None and not (o.resume or o.rollback):
             # a dry run changes nothing: plan anyway
             self.journal_note = f"note: {self.pending.describe()} is recorded (fix --resume / --rollback)"
             self.pending = None
+
+    def release(self) -> None:
+        if self.held is not None:
+            self.held.release()
 
     def run(self) -> FixResult:
         o = self.o
