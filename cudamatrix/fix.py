@@ -115,8 +115,14 @@ def fix(options: FixOptions | None = None, /, **keywords: Any) -> FixResult:
     try:
         result = session.run()
     finally:
-        session.release()
+        _release(getattr(session, "held", None))
     return _shown(_aimed(result, o.python), bool(o.show))
+
+
+def _release(held) -> None:
+    """Let the next change of the interpreter in (the lock this run held, if any)."""
+    if held is not None:
+        held.release()
 
 
 def _interactive() -> bool:
@@ -160,17 +166,13 @@ class _Session:
         try:
             self.pending = _pending(self.interp, o.resume, o.rollback, o.dry_run and not o.undo, o.undo)
         except BaseException:
-            self.release()
+            _release(self.held)
             raise
         self.journal_note = None
         if o.dry_run and self.pending is not None and not (o.resume or o.rollback):
             # a dry run changes nothing: plan anyway
             self.journal_note = f"note: {self.pending.describe()} is recorded (fix --resume / --rollback)"
             self.pending = None
-
-    def release(self) -> None:
-        if self.held is not None:
-            self.held.release()
 
     def run(self) -> FixResult:
         o = self.o

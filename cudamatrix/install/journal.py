@@ -287,6 +287,56 @@ def untrusted(path: Path, *, folder: bool = False) -> str | None:
     return not_owned(path, folder=folder)
 
 
+def _untrusted(journal: Journal, what: str, path: Path, why: str) -> UsageError:
+    return UsageError(f"{what} {path} cannot be trusted: {why}; nothing was changed",
+                      hint="only wheels this tool saved and signed for this user are installed: reinstall the "
+                           f"starting versions from an index instead, and remove {journal.folder}",
+                      detail={"journal": str(journal.folder), "path": str(path)})
+
+
+def check_signed(journal: Journal) -> None:
+    """Refuse (UsageError, exit 2, nothing changed) a journal not signed with this user's key: what it records
+    (the sets, the wheels' hashes) is then not proven to be what this tool wrote."""
+    why = unsigned(journal)
+    if why:
+        raise _untrusted(journal, "the install journal", journal.folder / JOURNAL_FILE, why)
+
+
+def check_wheels(journal: Journal) -> None:
+    """Refuse (UsageError, exit 2, nothing changed, the path named) saved wheels that anyone but this user could
+    have changed, or that differ from what was saved: the installer unpacks them into site-packages (a ``.pth``
+    there runs at every interpreter start). The journal must be signed with this user's key, and every file of the
+    wheel folder (the installer reads the whole folder: ``--find-links``) a recorded wheel, a regular file of this
+    user's that group and others cannot write, reached through no link, with its recorded SHA-256. A folder that
+    is not there, or empty, installs nothing: nothing to check."""
+    folder = journal.wheels
+    if not os.path.lexists(folder):
+        return
+    why = untrusted(folder, folder=True)
+    if why:
+        raise _untrusted(journal, "the folder of the saved wheels", folder, why)
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError as exc:
+        raise _untrusted(journal, "the folder of the saved wheels", folder, exc.strerror or str(exc)) from None
+    if names:
+        check_signed(journal)
+    hashes = journal.data.get("sha256") or {}
+    for name in names:
+        path = folder / name
+        if name not in hashes:
+            raise _untrusted(journal, "the file", path, "the fix did not save it (no hash of it is recorded)")
+        why = untrusted(path)
+        if why is None:
+            try:
+                if sha256_of(path) != hashes[name]:
+                    why = "its SHA-256 is not the one recorded when it was saved (it was changed since)"
+            except OSError as exc:
+                why = exc.strerror or str(exc)
+        if why:
+            raise _untrusted(journal, "the saved wheel", path, why)
+
+
 def keep_limit() -> int:
     """The most bytes of saved wheels kept after a completed change, for ``fix --undo``:
     ``CUDAMATRIX_UNDO_KEEP_GB`` (default 10; 0 keeps none). A bad value is the default."""

@@ -45,14 +45,14 @@ def _saved(folder, name: str, version: str) -> str | None:
 def undo_plan(journal, python: str, now: list[InstalledDist], installer: str) -> Plan:
     """The plan back to ``journal``'s starting set for ``python`` whose installed set is ``now``. Raises
     UsageError (exit 2, nothing run) when the set changed since the change, or a starting wheel was not kept."""
-    _check_signed(journal)
+    journals.check_signed(journal)  # what it records is this tool's, written for this user
     before, now_v = _versions(journal.before), _versions(now)
     _check_unchanged(journal, python, now_v)
     added = sorted(n for n in now_v if n not in before)
     back = sorted(n for n in before if now_v.get(n) != before[n])
     _check_saved(journal, python, {n: before[n] for n in back})
     if back:
-        _check_kept(journal)
+        journals.check_wheels(journal)  # what is installed is what the fix saved
     steps = _steps(python, installer, added, {n: (now_v.get(n, "(none)"), before[n]) for n in back},
                    str(journal.wheels))
     return Plan(python=python, steps=steps, nothing_to_do=not steps,
@@ -68,50 +68,6 @@ def _check_unchanged(journal, python: str, now: dict[str, str]) -> None:
                          + (" ..." if len(moved) > 8 else "") + "; undo would take those back too: nothing was changed",
                          hint="put those back, or make the environment consistent with cudamatrix fix",
                          detail={"changed_since": moved})
-
-
-def _untrusted(journal, what: str, path, why: str) -> UsageError:
-    return UsageError(f"{what} {path} cannot be trusted: {why}; nothing was changed",
-                      hint="undo installs only what this tool saved and signed for this user: reinstall the starting "
-                           f"versions from an index instead, and remove {journal.folder}",
-                      detail={"journal": str(journal.folder), "path": str(path)})
-
-
-def _check_signed(journal) -> None:
-    """Refuse a journal not signed with this user's key: what it records (the sets, the wheels' hashes) is then
-    not proven to be what this tool wrote."""
-    why = journals.unsigned(journal)
-    if why:
-        raise _untrusted(journal, "the install journal", journal.folder / journals.JOURNAL_FILE, why)
-
-
-def _check_kept(journal) -> None:
-    """Refuse saved wheels anyone but this user could have changed, or that differ from what was saved: the
-    installer unpacks them into site-packages (a ``.pth`` there runs at every interpreter start). Every file of
-    the wheel folder (the installer reads the whole folder: ``--find-links``) must be a recorded wheel, a regular
-    file of this user's that group and others cannot write, reached through no link, with its recorded SHA-256."""
-    hashes = journal.data.get("sha256") or {}
-    folder = journal.wheels
-    why = journals.untrusted(folder, folder=True)
-    if why:
-        raise _untrusted(journal, "the folder of the saved wheels", folder, why)
-    try:
-        names = sorted(os.listdir(folder))
-    except OSError as exc:
-        raise _untrusted(journal, "the folder of the saved wheels", folder, exc.strerror or str(exc)) from None
-    for name in names:
-        path = folder / name
-        if name not in hashes:
-            raise _untrusted(journal, "the file", path, "the fix did not save it (no hash of it is recorded)")
-        why = journals.untrusted(path)
-        if why is None:
-            try:
-                if journals.sha256_of(path) != hashes[name]:
-                    why = "its SHA-256 is not the one recorded when it was saved (it was changed since)"
-            except OSError as exc:
-                why = exc.strerror or str(exc)
-        if why:
-            raise _untrusted(journal, "the saved wheel", path, why)
 
 
 def _check_saved(journal, python: str, wanted: dict[str, str]) -> None:

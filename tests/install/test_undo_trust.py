@@ -33,9 +33,9 @@ def _env() -> dict[str, str]:
 
 
 @pytest.fixture()
-def fixed(template_venv, tmp_path, monkeypatch):
-    """A venv where a completed change (apply: journal, saved wheel, completion) took mut-a from 1.0 to 2.0:
-    ``fix --undo`` would put 1.0 back from the kept wheel. Returns (python, the kept wheel, a marker path)."""
+def started(template_venv, tmp_path, monkeypatch):
+    """A venv with mut-a 1.0, pip told to use no index; (python, the pip install command with a wheel folder
+    holding mut-a 1.0 and 2.0)."""
     for k, v in _env().items():
         monkeypatch.setenv(k, v)
     wheels = tmp_path / "wheels"
@@ -44,6 +44,14 @@ def fixed(template_venv, tmp_path, monkeypatch):
     py = str(copy_venv(template_venv, tmp_path / "venv"))
     pip = [py, "-m", "pip", "install", "--no-deps", "--find-links", str(wheels)]
     subprocess.run(pip + ["mut-a==1.0"], check=True, capture_output=True, timeout=300)
+    return py, pip
+
+
+@pytest.fixture()
+def fixed(started, tmp_path):
+    """A venv where a completed change (apply: journal, saved wheel, completion) took mut-a from 1.0 to 2.0:
+    ``fix --undo`` would put 1.0 back from the kept wheel. Returns (python, the kept wheel, a marker path)."""
+    py, pip = started
     assert apply(Plan(python=py, steps=[Step(kind="install", reason="up", argv=pip + ["mut-a==2.0"])])).ok
     kept = next((journals.last_for(py) / "wheels").glob("mut_a-1.0-*.whl"))
     return py, kept, tmp_path / "planted-pth-ran"
@@ -144,6 +152,27 @@ def test_undo_from_the_cli_refuses_a_swapped_wheel_with_exit_2(fixed, tmp_path):
     doc = json.loads(r.stdout)
     assert r.returncode == 2 and doc["status"] == "usage_error", r.stdout + r.stderr
     assert str(kept) in doc["errors"][0]["message"] and "SHA-256" in doc["errors"][0]["message"]
+    assert not marker.exists() and _version(py) == "2.0"
+
+
+@pytest.mark.slow
+@pytest.mark.installs
+def test_rollback_of_a_killed_fix_installs_no_swapped_saved_wheel(started, tmp_path):
+    """``fix --rollback`` reinstalls from the same kind of saved wheels: a swapped one is refused the same way.
+    Before: the rollback installed it and the planted .pth ran at the next interpreter start."""
+    py, pip = started
+    marker = tmp_path / "planted-pth-ran"
+    plan = Plan(python=py, steps=[Step(kind="install", reason="up", argv=pip + ["mut-a==2.0"])])
+    j = journals.begin(py, plan, snapshot(py), {"mut-a"}, [])  # what apply writes before the first change
+    subprocess.run(pip + ["mut-a==2.0"], check=True, capture_output=True, timeout=300)  # the step ran; then: SIGKILL
+    j.record(pid=2 ** 22 + 4242, owner=None, pid_start=None, steps_done=1)
+    kept = next(j.wheels.glob("mut_a-1.0-*.whl"))
+    _swap(kept, marker, tmp_path)
+    r = subprocess.run([sys.executable, "-m", "cudamatrix", "fix", "--rollback", "--python", py, "--json"],
+                       capture_output=True, text=True, timeout=300, env=dict(os.environ), stdin=subprocess.DEVNULL)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert str(kept) in json.loads(r.stdout)["errors"][0]["message"]
+    subprocess.run([py, "-c", "pass"], check=True, timeout=60)
     assert not marker.exists() and _version(py) == "2.0"
 
 
