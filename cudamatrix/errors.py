@@ -30,7 +30,8 @@ EXIT_MEANING: dict[Exit, str] = {
     Exit.USAGE: "usage or input error: bad flags, unparseable requirements, unreadable or malformed files, --from "
                 "files none of which holds a known tool's output, bad matrix data; fix without a terminal and "
                 "without --yes; an interrupted fix whose journal asks for --resume or --rollback; fix --undo with "
-                "no completed fix recorded, a set changed since, or a starting wheel not kept",
+                "no completed fix recorded, a set changed since, a starting wheel not kept, or a saved wheel or journal "
+                "that cannot be trusted; another fix changing the same interpreter right now",
     Exit.NO_SOLUTION: "no consistent solution (the causes and the ways out are printed)",
     Exit.INSTALL_FAILED: "install failed; the environment was restored to the starting set (for fix --undo: to "
                          "the set before the undo)",

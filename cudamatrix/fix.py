@@ -116,7 +116,18 @@ def fix(options: FixOptions | None = None, /, **keywords: Any) -> FixResult:
     if options is not None and keywords:
         o = replace(options, **keywords)
     o = _for_caller(o)
-    return _shown(_aimed(_Session(o).run(), o.python), bool(o.show))
+    session = _Session(o)
+    try:
+        result = session.run()
+    finally:
+        _release(getattr(session, "held", None))
+    return _shown(_aimed(result, o.python), bool(o.show))
+
+
+def _release(held) -> None:
+    """Let the next change of the interpreter in (the lock this run held, if any)."""
+    if held is not None:
+        held.release()
 
 
 def _interactive() -> bool:
@@ -155,7 +166,13 @@ class _Session:
             self.environment = _detect(o.python)
         self.interp = self.environment.python.executable or self.target
         self.sites = list(self.environment.python.site_packages)
-        self.pending = _pending(self.interp, o.resume, o.rollback, o.dry_run and not o.undo, o.undo)
+        # one change of an interpreter at a time, from the journal check to the end (a dry run changes nothing)
+        self.held = None if o.dry_run else journals.hold(self.interp)
+        try:
+            self.pending = _pending(self.interp, o.resume, o.rollback, o.dry_run and not o.undo, o.undo)
+        except BaseException:
+            _release(self.held)
+            raise
         self.journal_note = None
         if o.dry_run and self.pending is not None and not (o.resume or o.rollback):
             # a dry run changes nothing: plan anyway

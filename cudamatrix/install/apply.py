@@ -236,6 +236,7 @@ def rollback(journal, *, python: str | None = None, site_packages: list[str] | N
 
     python = python or sys.executable
     journals.check_usable(journal, python)
+    journals.check_wheels(journal)  # they become code: only as saved, signed, and nobody else's to change
     # its index options are reused for what has no saved wheel; the scheme was allowed when the plan was made
     plan = rebuilt(journal.plan(), python, allow_http=True)
     journals.stop_installer(journal)

@@ -21,22 +21,30 @@ from __future__ import annotations
 
 import base64
 import csv
+import fcntl
 import hashlib
 import io
 import json
 import os
+import posixpath
+import shlex
 import shutil
+import stat
 import time
 import zipfile
 from pathlib import Path
 
-from cudamatrix.errors import UsageError
-from cudamatrix.install.owner import Identity, forbidden_group, group_alive, leader_of
+from cudamatrix.errors import CudamatrixError, UsageError
+from cudamatrix.install.owner import Identity, command_args, forbidden_group, group_alive, leader_of
 from cudamatrix.models import InstalledDist, Plan
 from cudamatrix.names import canonical
-from cudamatrix.schema import record
+from cudamatrix.safe import keys
+from cudamatrix.safe.files import not_owned, parse_json, private_dir, read_private, write_private
+from cudamatrix.safe.text import escape_controls, lazy, strip_credentials
+from cudamatrix.schema import record, validate
 
 JOURNAL_FILE = "journal.json"
+MAC = "mac"  # the journal's HMAC with the per-user key (cudamatrix.safe.keys), over everything else it holds
 MAX_JOURNAL = 16 * 1024 * 1024  # a plan, a starting set and a file name per saved wheel: far below
 # the installer's own files in .dist-info, written at install time: not part of the wheel (uv_cache.json is uv's
 # note of the cache entry it installed from; uv writes it again and, were it in the wheel, RECORD would list it twice)
@@ -73,20 +81,29 @@ class Journal:
     def before(self) -> list[InstalledDist]:
         return _validated(list[InstalledDist], self.data["before"], self.folder, "before")
 
+    @property
+    def after(self) -> list[InstalledDist]:
+        """The set the completed change ended with (checked for shape when the journal was loaded)."""
+        return _validated(list[InstalledDist], self.data.get("after") or [], self.folder, "after")
+
     def plan(self) -> Plan:
         """The plan the interrupted run was applying."""
-        from cudamatrix.schema import validate
-
         return validate(Plan, self.data["plan"], str(self.folder / JOURNAL_FILE))
 
     def record(self, **fields) -> None:
         """Update fields and write the journal atomically (a kill mid-write leaves the old copy), 0600 through
-        the safe writer, without the credentials of any index URL. Raises UsageError when it cannot be written."""
-        from cudamatrix.safe.files import write_private
-        from cudamatrix.safe.text import strip_credentials
-
+        the safe writer, without the credentials of any index URL, signed with the per-user key when there is
+        one (``mac``: what it records, the saved wheels' hashes included, is then proven to be this tool's).
+        Raises UsageError when it cannot be written."""
         self.data.update(fields)
-        note = write_private(self.folder / JOURNAL_FILE, strip_credentials(json.dumps(self.data, indent=1)))
+        self.data.pop(MAC, None)
+        text = strip_credentials(json.dumps(self.data, indent=1))
+        key, _ = keys.user_key(create=True)
+        if key is not None:  # signed as it will be read back: without the credentials
+            body = json.loads(text)
+            body[MAC] = self.data[MAC] = keys.sign(key, body)
+            text = json.dumps(body, indent=1)
+        note = write_private(self.folder / JOURNAL_FILE, text)
         if note:
             raise UsageError(f"the install journal cannot be written: {note}; nothing was changed",
                              hint="make the state folder ($XDG_STATE_HOME, default ~/.local/state) yours and private")
@@ -108,8 +125,6 @@ class Journal:
 
 
 def _validated(kind, value, folder: Path, key: str):
-    from cudamatrix.schema import validate
-
     return validate(kind, value, f"{folder / JOURNAL_FILE}: {key}", UsageError)
 
 
@@ -132,14 +147,99 @@ def last_for(python: str) -> Path:
     return folder.with_name(folder.name + ".last")
 
 
+def lock_path(python: str) -> Path:
+    """The lock file of ``python``: one change of an interpreter at a time (:func:`hold`)."""
+    folder = folder_for(python)
+    return folder.with_name(folder.name + ".lock")
+
+
+@record
+class Held:
+    """The lock of one interpreter, held by this process until :meth:`release`. It is an ``flock`` (flock(2)):
+    the kernel drops it with the last descriptor, so a run that is killed leaves no lock behind."""
+
+    path: Path
+    fd: int
+
+    def release(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)  # closing the descriptor drops the lock
+            self.fd = -1
+
+
+_LOCK_READ = 64 * 1024  # a pid and one command line, shortened
+
+
+def hold(python: str) -> Held:
+    """Take the lock of ``python`` for the whole of one change (from the journal check to the end), so two
+    ``fix`` runs never change one interpreter at once (the later would remove the earlier one's journal and
+    wheels). The lock file (0600, this user's, never through a link) says who holds it. Raises UsageError
+    (exit 2, nothing changed) naming the run that holds it, or when the lock cannot be taken."""
+    path = lock_path(python)
+    _private_chain([], "the install lock cannot be taken")
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    except OSError as exc:
+        raise UsageError(f"the install lock {path} cannot be taken: {exc.strerror or exc} (a link there is never "
+                         "followed); nothing was changed", hint=f"remove {path}") from None
+    try:
+        problem = _lock_problem(path, os.fstat(fd))
+        if problem:
+            raise UsageError(f"the install lock cannot be taken: {problem}; nothing was changed",
+                             hint=f"remove {path}", detail={"lock": str(path)})
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise _busy(path, fd, python) from None
+        args = command_args(os.getpid()) or []
+        holder = {"pid": os.getpid(), "command": strip_credentials(shlex.join(args))[:1000],
+                  "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(holder).encode(), 0)
+    except BaseException:
+        os.close(fd)
+        raise
+    return Held(path, fd)
+
+
+def _lock_problem(path: Path, st: os.stat_result) -> str | None:
+    if not stat.S_ISREG(st.st_mode):
+        return f"{path} is not a regular file"
+    if st.st_uid != os.getuid():
+        return f"{path} is owned by uid {st.st_uid}, not by this user"
+    if st.st_mode & 0o022:
+        return f"{path} has mode {stat.S_IMODE(st.st_mode):04o}: others may change it"
+    return None
+
+
+def _busy(path: Path, fd: int, python: str) -> UsageError:
+    """The refusal of a second run: who holds the lock (its pid and command, as the holder wrote them)."""
+    holder: dict = {}
+    for _ in range(25):  # the holder writes its name right after taking the lock: give it a moment
+        try:
+            holder = parse_json(os.pread(fd, _LOCK_READ, 0) or b"{}")
+        except (OSError, ValueError):
+            holder = {}
+        if isinstance(holder, dict) and holder:
+            break
+        time.sleep(0.02)
+    holder = holder if isinstance(holder, dict) else {}
+    pid = holder.get("pid") if isinstance(holder.get("pid"), int) else None
+    command = holder.get("command") if isinstance(holder.get("command"), str) else None
+    who = f"process {pid}" if pid is not None else "another process"
+    if command:
+        who += ": " + escape_controls(command[:300]) + ("..." if len(command) > 300 else "")
+    return UsageError(f"another cudamatrix run is changing {python} right now ({who}); nothing was changed",
+                      hint="wait for it to end, then run this again (one change of an interpreter at a time)",
+                      detail={"lock": str(path), "pid": pid, "command": command})
+
+
 def load_last(python: str) -> Journal | None:
     """The journal of the last completed change of ``python`` (None: none kept), read as :func:`load` reads."""
     return _load(last_for(python))
 
 
 def _load(folder: Path) -> Journal | None:
-    from cudamatrix.safe.files import parse_json, read_private
-
     path = folder / JOURNAL_FILE
     if not os.path.lexists(path):
         return None
@@ -155,6 +255,86 @@ def _load(folder: Path) -> Journal | None:
     if problem:
         raise _unusable(folder, problem)
     return Journal(folder, data)
+
+
+def unsigned(journal: Journal) -> str | None:
+    """Why ``journal`` is not proven to be one this tool wrote for this user (None: its ``mac`` is the HMAC of
+    everything else it holds, with this user's key): a journal edited since, or kept by an older version."""
+    key, note = keys.user_key(create=False)
+    if key is None:
+        return note or f"this user has no key to check it with ({keys.cache_dir() / keys.KEY_FILE} is missing)"
+    body = {k: v for k, v in journal.data.items() if k != MAC}
+    if not keys.signed(key, body, journal.data.get(MAC)):
+        return "it is not signed with this user's key (changed since it was written, or kept by an older version)"
+    return None
+
+
+def untrusted(path: Path, *, folder: bool = False) -> str | None:
+    """Why a saved wheel's ``path`` (``folder``: the folder ``path``) may have been changed by someone else: any
+    folder from ``cudamatrix`` in the state home down to it, or it itself, that is a link, another user's, or
+    writable by group or others (None: none is)."""
+    root = state_root().parent
+    try:
+        below = path.relative_to(root)
+    except ValueError:
+        return f"{path} is not in {root}"
+    at = root
+    for part in below.parts:
+        note = not_owned(at, folder=True)
+        if note:
+            return note
+        at = at / part
+    return not_owned(path, folder=folder)
+
+
+def _untrusted(journal: Journal, what: str, path: Path, why: str) -> UsageError:
+    return UsageError(f"{what} {path} cannot be trusted: {why}; nothing was changed",
+                      hint="only wheels this tool saved and signed for this user are installed: reinstall the "
+                           f"starting versions from an index instead, and remove {journal.folder}",
+                      detail={"journal": str(journal.folder), "path": str(path)})
+
+
+def check_signed(journal: Journal) -> None:
+    """Refuse (UsageError, exit 2, nothing changed) a journal not signed with this user's key: what it records
+    (the sets, the wheels' hashes) is then not proven to be what this tool wrote."""
+    why = unsigned(journal)
+    if why:
+        raise _untrusted(journal, "the install journal", journal.folder / JOURNAL_FILE, why)
+
+
+def check_wheels(journal: Journal) -> None:
+    """Refuse (UsageError, exit 2, nothing changed, the path named) saved wheels that anyone but this user could
+    have changed, or that differ from what was saved: the installer unpacks them into site-packages (a ``.pth``
+    there runs at every interpreter start). The journal must be signed with this user's key, and every file of the
+    wheel folder (the installer reads the whole folder: ``--find-links``) a recorded wheel, a regular file of this
+    user's that group and others cannot write, reached through no link, with its recorded SHA-256. A folder that
+    is not there, or empty, installs nothing: nothing to check."""
+    folder = journal.wheels
+    if not os.path.lexists(folder):
+        return
+    why = untrusted(folder, folder=True)
+    if why:
+        raise _untrusted(journal, "the folder of the saved wheels", folder, why)
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError as exc:
+        raise _untrusted(journal, "the folder of the saved wheels", folder, exc.strerror or str(exc)) from None
+    if names:
+        check_signed(journal)
+    hashes = journal.data.get("sha256") or {}
+    for name in names:
+        path = folder / name
+        if name not in hashes:
+            raise _untrusted(journal, "the file", path, "the fix did not save it (no hash of it is recorded)")
+        why = untrusted(path)
+        if why is None:
+            try:
+                if sha256_of(path) != hashes[name]:
+                    why = "its SHA-256 is not the one recorded when it was saved (it was changed since)"
+            except OSError as exc:
+                why = exc.strerror or str(exc)
+        if why:
+            raise _untrusted(journal, "the saved wheel", path, why)
 
 
 def keep_limit() -> int:
@@ -177,6 +357,7 @@ def complete(journal: Journal, after: list[InstalledDist]) -> None:
                     "after": [d.to_dict() for d in after], "child_pgid": None}
     if size > limit:
         shutil.rmtree(journal.wheels, ignore_errors=True)
+        fields["sha256"] = {}
         fields["dropped"] = (f"the saved wheels ({size / 1024 ** 3:.1f} GiB) were not kept: above the undo limit of "
                              f"{limit / 1024 ** 3:.1f} GiB (CUDAMATRIX_UNDO_KEEP_GB)")
     journal.record(**fields)
@@ -196,8 +377,6 @@ def peek(python: str) -> Journal | None:
 def _tighten(folder: Path, path: Path) -> None:
     """A journal an older version wrote with the umask's modes (0755 folders, a 0644 file) that only this user
     can change is closed to others (0700 / 0600); anything else is left for :func:`load` to refuse."""
-    import stat
-
     for item, mode in ((folder, 0o700), (path, 0o600)):
         try:
             st = os.lstat(item)
@@ -209,23 +388,72 @@ def _tighten(folder: Path, path: Path) -> None:
 
 
 _SHAPE: dict[str, type] = {"python": str, "before": list, "plan": dict}
-_OPTIONAL: dict[str, type] = {"steps_done": int, "child_pgid": int, "wheels": dict, "stash": list, "unsaved": list, "pid": int,
-             "step": int, "resumed": bool}
+_OPTIONAL: dict[str, type] = {"steps_done": int, "child_pgid": int, "wheels": dict, "stash": list, "unsaved": list,
+                              "pid": int, "step": int, "resumed": bool, "after": list, "sha256": dict, "state": str,
+                              "started_at": str, "finished_at": str, "pid_start": str, "dropped": str, "owner": dict,
+                              "installer": dict, MAC: str}
+_NAME = lazy(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?\Z")  # PEP 508
+_SHA256 = lazy(r"[0-9a-f]{64}\Z")
 
 
 def _shape(data) -> str | None:
-    """Why ``data`` is not a journal this tool writes (None: it is in shape)."""
+    """Why ``data`` is not a journal this tool writes (None: it is in shape): every key it writes has its type,
+    every distribution a PEP 508 name and a PEP 440 version (they become installer arguments), every saved
+    wheel a plain file name and a sha256."""
     if not isinstance(data, dict):
         return "not a JSON object"
     for key, kind in _SHAPE.items():
         if not isinstance(data.get(key), kind):
             return f"{key} is missing or not a {kind.__name__}"
+    return _optional(data) or _contents(data) or _dists(data, "before") or _dists(data, "after")
+
+
+def _optional(data: dict) -> str | None:
+    """Why an optional key of the journal has the wrong type (None: none has)."""
     for key, kind in _OPTIONAL.items():
         value = data.get(key)
         if value is not None and (not isinstance(value, kind) or (kind is int and isinstance(value, bool))):
             return f"{key} is not a {kind.__name__}"
-    if not all(isinstance(v, str) for v in data.get("stash") or []):
-        return "stash holds something other than paths"
+    return None
+
+
+def _contents(data: dict) -> str | None:
+    """Why the journal's lists and maps hold something it never writes (None: they do not)."""
+    for key in ("stash", "unsaved"):
+        if not all(isinstance(v, str) for v in data.get(key) or []):
+            return f"{key} holds something other than text"
+    if not all(isinstance(k, str) and (v is None or isinstance(v, str)) for k, v in (data.get("wheels") or {}).items()):
+        return "wheels holds something other than names and paths"
+    if not all(isinstance(k, str) and _plain_name(k) and isinstance(v, str) and _SHA256.match(v)
+               for k, v in (data.get("sha256") or {}).items()):
+        return "sha256 holds something other than wheel file names and sha256 digests"
+    return None
+
+
+def _plain_name(name: str) -> bool:
+    return bool(name) and "/" not in name and "\\" not in name and "\0" not in name and not name.startswith(".")
+
+
+def _dists(data: dict, key: str) -> str | None:
+    """Why the distributions under ``key`` are not what a snapshot records (None: they are)."""
+    from packaging.version import InvalidVersion, Version
+
+    for i, dist in enumerate(data.get(key) or []):
+        if not isinstance(dist, dict):
+            return f"{key}[{i}] is not an object"
+        name, version = dist.get("name"), dist.get("version")
+        if not isinstance(name, str) or not _NAME.match(name):
+            return f"{key}[{i}].name is not a package name (PEP 508): {escape_controls(repr(name)[:80])}"
+        try:
+            if not isinstance(version, str) or version != version.strip():
+                raise InvalidVersion(version)
+            Version(version)
+        except InvalidVersion:
+            return f"{key}[{i}].version is not a version (PEP 440): {escape_controls(repr(version)[:80])}"
+    try:
+        validate(list[InstalledDist], data.get(key) or [], key, UsageError)
+    except CudamatrixError as exc:
+        return exc.message.splitlines()[0]
     return None
 
 
@@ -311,33 +539,52 @@ def begin(python: str, plan: Plan, before: list[InstalledDist], touched: set[str
                                "steps_done": 0, "child_pgid": None, "wheels": {}, "stash": site_stash,
                                "unsaved": []})
     journal.record()
-    wheels, unsaved = {}, []
+    wheels: dict[str, str | None] = {}
+    unsaved: list[str] = []
+    hashes: dict[str, str] = {}
     for dist in before:
         if dist.name not in touched:
             continue
         say("step", f"saving {dist.name} {dist.version} for a rollback without network")
         try:
-            wheels[dist.name] = str(repack(Path(dist.path), journal.wheels)) if dist.path else None
+            saved = repack(Path(dist.path), journal.wheels) if dist.path else None
+            if saved is not None:
+                hashes[saved.name] = sha256_of(saved)
+            wheels[dist.name] = str(saved) if saved is not None else None
         except (OSError, ValueError, KeyError) as exc:
             wheels[dist.name] = None
             unsaved.append(f"{dist.name}: {exc}")
         if wheels[dist.name] is None and f"{dist.name}:" not in " ".join(unsaved):
             unsaved.append(f"{dist.name}: no .dist-info folder known")
-    journal.record(state="applying", wheels=wheels, unsaved=unsaved)
+    journal.record(state="applying", wheels=wheels, unsaved=unsaved, sha256=hashes)
     return journal
+
+
+def sha256_of(path: Path) -> str:
+    """The SHA-256 of the file ``path`` (read in 1 MiB pieces, never followed through a symlink)."""
+    digest = hashlib.sha256()
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    with os.fdopen(fd, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def _private_folders(folder: Path) -> None:
     """Make the journal folder empty, with it and every folder from ``cudamatrix`` down 0700 and this user's.
     Raises UsageError when one is not (a link planted in its place, another owner)."""
-    from cudamatrix.safe.files import private_dir
-
     shutil.rmtree(folder, ignore_errors=True)
+    _private_chain([folder, folder / "wheels"], "the install journal cannot be kept")
+
+
+def _private_chain(below: list[Path], what: str) -> None:
+    """Create ``cudamatrix/journal`` in the state home and the folders ``below`` it, each 0700 and this user's.
+    Raises UsageError when one is not (a link planted in its place, another owner)."""
     root = state_root().parent  # .../cudamatrix: the user's state home above it is theirs to set
-    for path in (root, root / "journal", folder, folder / "wheels"):
+    for path in [root, root / "journal", *below]:
         note = private_dir(path)
         if note:
-            raise UsageError(f"the install journal cannot be kept: {note}; nothing was changed",
+            raise UsageError(f"{what}: {note}; nothing was changed",
                              hint="the state folder must be yours and closed to others")
 
 
@@ -397,27 +644,56 @@ def _zip_installed(raw, site: Path, dist_info: Path, rows: list[list[str]]) -> N
     (a damaged file) has then written no .dist-info, which would pass for an installed distribution."""
     record: list[list[str]] = []
     rows = sorted(rows, key=lambda row: bool(row) and row[0].startswith(dist_info.name + "/"))  # stable
+    inside = os.path.realpath(site)
+    seen: set[str] = set()
     with zipfile.ZipFile(raw, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
         for row in rows:
-            rel = row[0] if row else ""
-            if not rel or rel.startswith("..") or os.path.isabs(rel) or "__pycache__/" in rel or rel.endswith(".pyc"):
+            member = _member(row[0] if row else "", dist_info.name)
+            src = _inside(inside, member) if member and member not in seen else None
+            if member is None or src is None:
                 continue
-            if rel.startswith(dist_info.name + "/") and rel.rsplit("/", 1)[-1] in _INSTALL_TIME:
-                continue
-            src = site / rel
-            if not src.is_file():
-                continue
+            seen.add(member)
             digest, size = hashlib.sha256(), 0
-            with open(src, "rb") as fh, zf.open(zipfile.ZipInfo.from_file(src, rel), "w", force_zip64=True) as out:
+            fd = os.open(src, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            with os.fdopen(fd, "rb") as fh, zf.open(zipfile.ZipInfo.from_file(src, member), "w",
+                                                     force_zip64=True) as out:
                 for chunk in iter(lambda: fh.read(1 << 20), b""):
                     digest.update(chunk)
                     size += len(chunk)
                     out.write(chunk)
-            record.append([rel, _record_hash(digest), str(size)])
+            record.append([member, _record_hash(digest), str(size)])
         record.append([f"{dist_info.name}/RECORD", "", ""])
         text = io.StringIO()
         csv.writer(text, lineterminator="\n").writerows(record)
         zf.writestr(f"{dist_info.name}/RECORD", text.getvalue())
+
+
+def _member(rel: str, dist_info: str) -> str | None:
+    """The archive name of RECORD's entry ``rel`` (normalised), or None for one the saved wheel leaves out: an
+    absolute path, one that leaves site-packages (``../../bin/x``, ``pkg/../../../x``: console scripts and data
+    files, which the installer writes again or which are not the distribution's to keep), byte-code, and the
+    installer's own files in the .dist-info."""
+    if not rel or "\0" in rel or os.path.isabs(rel) or rel.startswith("\\"):
+        return None
+    member = posixpath.normpath(rel)
+    if member in (".", "..") or member.startswith(("../", "/")) or "__pycache__/" in member or \
+            member.endswith(".pyc"):
+        return None
+    if member.startswith(dist_info + "/") and member.rsplit("/", 1)[-1] in _INSTALL_TIME:
+        return None
+    return member
+
+
+def _inside(site: str, member: str) -> str | None:
+    """The real path of ``member`` when it is a regular file inside ``site`` (itself a real path) once every link
+    on the way is followed; None when it is missing, not a regular file, or a link leads out of site-packages."""
+    real = os.path.realpath(os.path.join(site, member))
+    if not real.startswith(site.rstrip(os.sep) + os.sep):
+        return None
+    try:
+        return real if stat.S_ISREG(os.lstat(real).st_mode) else None
+    except OSError:
+        return None
 
 
 def stash_dirs(site_packages: list[str]) -> list[str]:

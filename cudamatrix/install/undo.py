@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 
 from cudamatrix.errors import UsageError
+from cudamatrix.install import journal as journals
 from cudamatrix.install.apply import diff
 from cudamatrix.models import InstalledDist, Plan, Removal, Step
 
@@ -45,11 +46,14 @@ def _saved(folder, name: str, version: str) -> str | None:
 def undo_plan(journal, python: str, now: list[InstalledDist], installer: str) -> Plan:
     """The plan back to ``journal``'s starting set for ``python`` whose installed set is ``now``. Raises
     UsageError (exit 2, nothing run) when the set changed since the change, or a starting wheel was not kept."""
+    journals.check_signed(journal)  # what it records is this tool's, written for this user
     before, now_v = _versions(journal.before), _versions(now)
     _check_unchanged(journal, python, now_v)
     added = sorted(n for n in now_v if n not in before)
     back = sorted(n for n in before if now_v.get(n) != before[n])
     _check_saved(journal, python, {n: before[n] for n in back})
+    if back:
+        journals.check_wheels(journal)  # what is installed is what the fix saved
     steps = _steps(python, installer, added, {n: (now_v.get(n, "(none)"), before[n]) for n in back},
                    str(journal.wheels))
     return Plan(python=python, steps=steps, nothing_to_do=not steps,
@@ -58,7 +62,7 @@ def undo_plan(journal, python: str, now: list[InstalledDist], installer: str) ->
 
 def _check_unchanged(journal, python: str, now: dict[str, str]) -> None:
     """Refuse when the installed set is no longer the one the change left."""
-    after = {d["name"]: d["version"] for d in journal.data.get("after") or []}
+    after = _versions(journal.after)
     moved = drift(after, now)
     if moved:
         raise UsageError(f"{python} changed since the fix of {journal.data.get('finished_at')}: " + ", ".join(moved[:8])

@@ -245,6 +245,25 @@ def _private_problem(name: str, st: os.stat_result, folder: bool) -> str | None:
     return None
 
 
+def not_owned(path: str | os.PathLike, *, folder: bool = False) -> str | None:
+    """Why ``path`` may have been changed by someone else (None: it may not): it is a symlink (never followed),
+    not a regular file (``folder``: not a folder), not owned by this user, or group or others may write it.
+    Looked at with ``lstat``: the last component only; check each folder on the way for a whole path."""
+    name = os.fspath(path)
+    try:
+        st = os.lstat(name)
+    except OSError as exc:
+        return f"{name}: cannot be looked at ({exc.strerror or exc})"
+    want = stat.S_ISDIR if folder else stat.S_ISREG
+    if not want(st.st_mode):
+        return f"{name} is {kind_of(st.st_mode) or 'a regular file'}, not a {'folder' if folder else 'regular file'}"
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        return f"{name} is owned by uid {st.st_uid}, not by this user"
+    if st.st_mode & 0o022:
+        return f"{name} has mode {stat.S_IMODE(st.st_mode):04o}: others may change it"
+    return None
+
+
 def read_private(path: str | os.PathLike, *, limit: int = MAX_READ) -> tuple[bytes | None, str | None]:
     """(contents, None) of a private file; (None, note) when it is absent (note None), not a regular
     file, a symlink, not owned by this user, open to others, or too large."""

@@ -14,6 +14,8 @@ from fakes import run_cli
 from localindex import LocalIndex, build_wheel, copy_venv, pip_list
 from uvtool import needs_uv, with_uv
 
+from cudamatrix.install import journal as journals
+
 ROOT = Path(__file__).parent.resolve().parents[1]
 TARGET = ["--gpu", "Tesla T4", "--driver", "550.54.14"]
 
@@ -309,6 +311,11 @@ def test_a_failing_undo_restores_the_fixed_set(world, tmp_path):
     at = raw.index(b"x" * 64)  # build_wheel's payload, stored uncompressed by the repack: its CRC breaks
     raw[at] = ord("y")
     saved.write_bytes(bytes(raw))
+    # recorded as saved (its hash in the journal, signed with the user's key): undo's checks pass, pip fails
+    kept = journals.Journal(saved.parent.parent, json.loads((saved.parent.parent / journals.JOURNAL_FILE).read_text()))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_CACHE_HOME", env["XDG_CACHE_HOME"])
+        kept.record(sha256={**kept.data["sha256"], saved.name: journals.sha256_of(saved)})
     r = _cli("fix", "--undo", "--python", str(py), "--installer", "pip", "--yes", "--json", env=env)
     assert r.returncode == 4, r.stdout + r.stderr  # the uninstall ran, the install failed: put back, not half done
     assert json.loads(r.stdout)["errors"][0]["detail"]["not_restored"] == [], r.stdout
