@@ -161,7 +161,22 @@ def said(choice: list[Candidate], request: Request, packages: list[Pin], targets
              for c in choice if plain_wheel(c, request, targets)]
     return plain + _substitutions(request, packages) + \
         [s for c in choice if not plain_wheel(c, request, targets) for s in _unknown_driver(c, targets, matrix)] + \
-        [s for c in choice for s in _capped_said(c, targets[0], matrix)]
+        [s for c in choice for s in _capped_said(c, targets[0], matrix)] + \
+        [s for c in choice if not plain_wheel(c, request, targets) for s in _on_cpu_nodes(c, targets)]
+
+
+def _on_cpu_nodes(c: Candidate, targets: list[Target]) -> list[str]:
+    """A GPU build chosen for a fleet that mixes GPU machines with machines without one: the GPU machines decide
+    (a CPU build is never chosen for a GPU target unasked), and the machines without a GPU run the same build on
+    their CPU (the framework finds no device and uses the CPU; its nvidia-* wheels are installed, never loaded)."""
+    if c.variant.cuda is None or not any(t.wants_gpu for t in targets):
+        return []
+    cpu = [t.name for t in targets if not t.wants_gpu]
+    if not cpu:
+        return []
+    return [f"{c.label} is the build for every machine: the GPU machines need a GPU build, and {', '.join(cpu)} "
+            f"(no usable GPU) run{'s' if len(cpu) == 1 else ''} it on the CPU; for a CPU build there, lock per "
+            f"class (lock --per-class)"]
 
 
 def _capped_said(c: Candidate, target: Target, matrix: Matrix) -> list[str]:
@@ -193,8 +208,10 @@ def _substitutions(request: Request, packages: list[Pin]) -> list[str]:
 
 
 def _unknown_driver(c: Candidate, targets: list[Target], matrix: Matrix) -> list[str]:
-    """A GPU build for a target whose driver is unknown: the driver it needs, since nothing checked it."""
-    if c.variant.cuda is None or all(t.driver for t in targets):
+    """A GPU build for a target whose driver is unknown: the driver it needs, since nothing checked it. In a
+    fleet that mixes GPU machines with machines without one, only the GPU machines' drivers count."""
+    gpu_targets = [t for t in targets if t.wants_gpu] or targets
+    if c.variant.cuda is None or all(t.driver for t in gpu_targets):
         return []
     full, minor, _ = rules.driver_floors(matrix, c.variant.cuda, targets[0].platform)
     if not full and not minor:
