@@ -13,7 +13,7 @@ from cudamatrix.names import FAMILIES, FRAMEWORK_DISTS, canonical
 from cudamatrix.solve import rules
 from cudamatrix.solve.indexes import index_args, index_layout
 from cudamatrix.solve.request import Request
-from cudamatrix.solve.search import Candidate
+from cudamatrix.solve.search import Candidate, implied_basis
 from cudamatrix.solve.target import Target
 
 
@@ -149,7 +149,7 @@ def assemble(choice: list[Candidate], request: Request, targets: list[Target], m
         extra_index_urls=extra, pip_args=pip_args if to_install or request.passthrough else [],
         env=env_changes, unchanged=not to_install and not env_changes, to_install=to_install,
         rejected=list(rejected), trace=trace, matrix_version=matrix.meta.data_version,
-        unverified=_unverified(choice, targets, trace), notes=notes)
+        unverified=_unverified(choice, targets, trace, matrix), notes=notes)
 
 
 def said(choice: list[Candidate], request: Request, packages: list[Pin], targets: list[Target],
@@ -277,13 +277,18 @@ def _main(choice: list[Candidate], frameworks: list[FrameworkChoice]) -> Framewo
     return next((f for f in frameworks if main is None or f.name == main.family), None)
 
 
-def _unverified(choice: list[Candidate], targets: list[Target], trace: list[str]) -> list[dict[str, str]]:
-    """The inferred facts the answer rests on: [{fact, basis}] (each also noted in ``trace``)."""
+def _unverified(choice: list[Candidate], targets: list[Target], trace: list[str],
+                matrix: Matrix) -> list[dict[str, str]]:
+    """The inferred facts the answer rests on: [{fact, basis}] (each also noted in ``trace``): the matrix's
+    inferred rows, and the nvidia-* pins of a build chosen beside another framework that the matrix lacks."""
     out: dict[str, str] = {}
     for c in choice:
         for t in targets:
             for fact, basis in rules.inferred_facts(c.release, c.variant, t):
                 out.setdefault(fact, basis)
+        basis = implied_basis(c, [o for o in choice if o is not c], targets, matrix)
+        if basis is not None:
+            out.setdefault(f"{c.label} nvidia_pins", basis)
     for fact in out:
         trace.append(f"{fact} is inferred, not read from an artifact: {out[fact]}")
     return [{"fact": f, "basis": b} for f, b in out.items()]
