@@ -227,6 +227,7 @@ def _flag_gpu(matrix: Matrix, text: str) -> TargetGpu:
     from cudamatrix.matrix.query import find_gpu, lookup_gpu, suggest_gpus
 
     t = text.strip()
+    _refuse_major_only(matrix, text, t)
     if re.fullmatch(r"\d+\.\d+|(?:sm|compute)_\d+[af]?", t, re.IGNORECASE):
         try:
             return TargetGpu(normalize_cc(t), None)
@@ -240,7 +241,7 @@ def _flag_gpu(matrix: Matrix, text: str) -> TargetGpu:
         raise UsageError(f"--gpu {text!r} names GPUs of different compute capabilities",
                          hint="one of: " + ", ".join(f"{g.name!r} (sm {g.compute_capability})" for g in several[:8]))
     if t.isdigit() and len(t) <= 3:  # "86", "120": a compute capability written without its dot (sm_86)
-        return TargetGpu(normalize_cc(t), None)
+        return TargetGpu(normalize_cc(t), None)  # one digit is refused above: two or three digits normalise
     gpu = None if t.isdigit() else find_gpu(matrix, t)
     if gpu is None:
         close = suggest_gpus(matrix, text)
@@ -248,6 +249,31 @@ def _flag_gpu(matrix: Matrix, text: str) -> TargetGpu:
                          hint=("did you mean: " + ", ".join(repr(c) for c in close)) if close
                          else "give the compute capability instead, e.g. --gpu 8.6 or --gpu sm_86")
     return TargetGpu(gpu.compute_capability, gpu.name)
+
+
+def _refuse_major_only(matrix: Matrix, text: str, t: str) -> None:
+    """Refuse a compute capability given as its major alone (``7``, ``sm_9``, and ``12`` where 1.2 is no GPU the
+    matrix knows but 12.x are): the minors of one major are different GPUs with different kernels (7.0 V100, 7.2
+    Xavier, 7.5 T4), so the flag names none of them. The UsageError lists the choices."""
+    digits = t.lower().removeprefix("sm_").removeprefix("compute_")
+    if not digits.isdigit() or len(digits) > 2:
+        return
+    known = [cc for arch in matrix.gpus.architectures for cc in arch.compute_capabilities]
+    if len(digits) == 2 and (digits != t.lower() or f"{int(digits[0])}.{digits[1]}" in known):
+        return  # sm_86 / 86 is 8.6
+    major = int(digits)
+    choices = [cc for cc in known if cc.split(".")[0] == str(major)]
+    if len(digits) == 2 and not choices:
+        return  # not a major the matrix knows: read as written (13 is 1.3)
+    if not choices:
+        raise UsageError(f"--gpu {text!r} is not a compute capability: a major alone, and no GPU the matrix knows "
+                         f"has compute capability {major}.x", hint="give major.minor, e.g. --gpu 8.6 or --gpu sm_86")
+    named = {cc: next((g.name for g in matrix.gpus.gpus if g.compute_capability == cc), None) for cc in choices}
+    differ = f": {', '.join(choices)} are different GPUs with different kernels" if len(choices) > 1 else \
+        f" (the matrix knows {choices[0]}; a major names no one GPU)"
+    raise UsageError(f"--gpu {text!r} gives only the major of a compute capability{differ}",
+                     hint="one of: " + ", ".join(f"--gpu {cc}" + (f" ({named[cc]})" if named[cc] else "")
+                                                 for cc in choices))
 
 
 def _models_named(matrix: Matrix, text: str) -> list:

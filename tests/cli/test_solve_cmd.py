@@ -327,3 +327,27 @@ def test_solve_pip_line_keeps_passthrough_packages_as_written():
     line = next(x for x in human.stdout.splitlines() if "pip install" in x)
     words = shlex.split(line[line.index("pip install"):])
     assert words[-2:] == ["einops[foo]>=0.7", "Pillow==10.0.0"], line
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["solve", "check", "lock", "fix"])
+def test_gpu_major_only_is_a_usage_error_with_the_choices(command, tmp_path: Path):
+    """``--gpu 7`` names no GPU (7.0 V100, 7.2 Xavier, 7.5 T4 have different kernels): exit 2 with the choices,
+    in the JSON envelope with --json and in words without, never a traceback; nothing is written."""
+    req = tmp_path / "requirements.txt"
+    req.write_text("torch==2.5.1\n")
+    args = {"check": ["check", "-r", str(req)], "lock": ["lock", "torch", "-o", str(tmp_path / "lock.txt")],
+            "fix": ["fix", "torch", "--dry-run"]}.get(command, [command, "torch"])
+    out = cli(*args, "--gpu", "7", "--json")
+    assert out.returncode == 2, out.stdout + out.stderr
+    doc = envelope(out)
+    assert doc["command"] == command and doc["status"] == "usage_error" and doc["data"] == {}
+    (error,) = doc["errors"]
+    assert error["type"] == "UsageError" and "Traceback" not in out.stderr
+    assert error["message"] == ("--gpu '7' gives only the major of a compute capability: 7.0, 7.2, 7.5 are "
+                                "different GPUs with different kernels")
+    assert error["hint"].startswith("one of: --gpu 7.0 (") and "--gpu 7.5 (" in error["hint"]
+    words = cli(*args, "--gpu", "12")  # 1.2 is no GPU the matrix knows; 12.0 and 12.1 are
+    assert words.returncode == 2 and "Traceback" not in words.stderr
+    assert "12.0, 12.1 are different GPUs" in words.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["requirements.txt"]
