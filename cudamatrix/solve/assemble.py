@@ -286,9 +286,9 @@ def _unverified(choice: list[Candidate], targets: list[Target], trace: list[str]
         for t in targets:
             for fact, basis in rules.inferred_facts(c.release, c.variant, t):
                 out.setdefault(fact, basis)
-        basis = implied_basis(c, [o for o in choice if o is not c], targets, matrix)
-        if basis is not None:
-            out.setdefault(f"{c.label} nvidia_pins", basis)
+        implied = implied_basis(c, [o for o in choice if o is not c], targets, matrix)
+        if implied is not None:
+            out.setdefault(f"{c.label} nvidia_pins", implied)
     for fact in out:
         trace.append(f"{fact} is inferred, not read from an artifact: {out[fact]}")
     return [{"fact": f, "basis": b} for f, b in out.items()]

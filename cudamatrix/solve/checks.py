@@ -26,7 +26,7 @@ from cudamatrix.solve.indexes import PYTORCH_INDEX_PREFIX
 from cudamatrix.solve.known import NameCheck
 from cudamatrix.solve.lockfile import RequirementsFile, parse_requirements
 from cudamatrix.solve.solver import fits, parse_request, solve
-from cudamatrix.solve.target import Target
+from cudamatrix.solve.target import Target, driver_cuda, target_record
 
 TORCH_DISTS = FAMILIES["torch"].distributions
 # the python3 an Ubuntu release installs from its own archive (the nvidia/cuda images carry no Python)
@@ -283,7 +283,7 @@ def check_requirements(matrix: Matrix, targets: list[Target], installed: Environ
         return {"fits": False, "checked": [], "problems": ["no installed environment to check"], "ways_out": []}
     else:
         texts = _installed_request(installed)
-    result: dict = {"checked": texts, "targets": [t.describe() for t in targets], "problems": problems,
+    result: dict = {"checked": texts, "targets": [target_record(matrix, t) for t in targets], "problems": problems,
                     "ways_out": [], "skipped": skipped, "unchecked": unchecked}
     if problems:
         result["fits"] = False
@@ -430,10 +430,8 @@ def nvidia_require_cuda(solution: Solution, matrix: Matrix, targets: list[Target
         need = this if need is None or this > need else need
     if need is None:
         return None
-    from cudamatrix.matrix.query import driver_max_cuda
-
     for t in targets:
-        top = driver_max_cuda(matrix, t.driver) if t.driver else None
+        top = driver_cuda(matrix, t)  # a Jetson driver runs its JetPack line's CUDA, not a desktop branch's
         if top is not None and top < need:
             need = Version(".".join(str(x) for x in top.release[:2]))
     return f"cuda>={need.major}.{need.minor}"

@@ -10,7 +10,8 @@ import sys
 from packaging.version import InvalidVersion, Version
 
 from cudamatrix.errors import UsageError
-from cudamatrix.matrix.data import Matrix
+from cudamatrix.matrix.data import JetPack, Matrix
+from cudamatrix.matrix.query import driver_max_cuda, jetpack_for_driver
 from cudamatrix.models import Environment
 from cudamatrix.schema import field, normalize_cc, record
 
@@ -70,6 +71,45 @@ class Target:
         described by flags is named "target": "target target: ..." said it twice)."""
         text = self.describe()
         return text if self.name == "target" else f"target {text}"
+
+
+def board_of(matrix: Matrix, target: Target) -> JetPack | None:
+    """The JetPack line of a Jetson target (linux_aarch64, a driver a JetPack line reports: cuda.json ``jetpack``,
+    from NVIDIA's JetPack release notes), or None."""
+    if target.platform != "linux_aarch64" or not target.driver:
+        return None
+    return jetpack_for_driver(matrix, target.driver)
+
+
+def driver_cuda(matrix: Matrix, target: Target) -> Version | None:
+    """The newest CUDA the target's driver runs: a Jetson driver's is its JetPack line's (JetPack 6.1/6.2's
+    540.4.0 runs CUDA 12.6), never the desktop branch table's (where R540 would read as R535's 12.2); None
+    without a driver or a row for it."""
+    board = board_of(matrix, target)
+    if board is not None:
+        return board.cuda
+    return driver_max_cuda(matrix, target.driver) if target.driver else None
+
+
+def target_record(matrix: Matrix, target: Target) -> dict:
+    """The target as data (the JSON ``targets[]`` of solve and check): its GPUs (name, compute capability), driver
+    (version, the CUDA it runs, whether it is usable, its JetPack line on a Jetson), CUDA toolkit, Python and
+    platform, the notes on how its facts were read, and ``description``, the line people read."""
+    board = board_of(matrix, target)
+    cuda = driver_cuda(matrix, target)
+    return {
+        "name": target.name,
+        "description": target.describe(),
+        "gpus": [{"name": g.name, "compute_capability": g.compute_capability} for g in target.gpus],
+        "gpu_unknown": target.gpu_unknown,
+        "driver": {"version": target.driver, "cuda_version": str(cuda) if cuda is not None else None,
+                   "usable": target.driver_usable,
+                   "jetpack": {"releases": list(board.jetpack), "l4t": board.l4t} if board is not None else None},
+        "cuda_toolkit": target.cuda_toolkit,
+        "python": target.python,
+        "platform": target.platform,
+        "notes": list(target.notes),
+    }
 
 
 def _py_minor(version: str | None) -> str | None:
@@ -199,8 +239,6 @@ def flag_driver(matrix: Matrix, text: str, platform: str) -> tuple[str, tuple[st
                          hint="give the \"Driver Version\" nvidia-smi prints" +
                               (f"; every driver from {first} on runs CUDA {t}: --driver {first} answers for the oldest"
                                if first else ""))
-    from cudamatrix.matrix.query import jetpack_for_driver
-
     board = jetpack_for_driver(matrix, t) if platform == "linux_aarch64" else None
     if board is not None:
         return t, (f"a Jetson driver: JetPack {'/'.join(board.jetpack)} (Jetson Linux {board.l4t}), CUDA {board.cuda}",)
