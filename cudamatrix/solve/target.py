@@ -148,18 +148,41 @@ def from_environment(env: Environment, matrix: Matrix, name: str = "this machine
     plat = env.python.platform or (host_platform() if env.origin == "live" else "linux_x86_64")
     toolkit = next((t.version for t in env.toolkits if t.version), None)
     usable = env.driver.status in ("ok", "unknown")
-    driver: str | None = env.driver.version
-    notes: tuple[str, ...] = ()
+    # a Jetson's Jetson Linux release decides its driver's CUDA before anything a probe reported
+    driver, plat, notes = _jetson_linux(matrix, env.driver.jetson_linux, env.driver.version, plat)
     if driver is None and env.driver.cuda_version:  # a paste that gives only the CUDA version the driver runs
         driver = driver_floor(matrix, env.driver.cuda_version, plat)
-        notes = (f"the driver's version is not stated; it runs CUDA {env.driver.cuda_version}, so it is at least "
-                 f"{driver}, that CUDA's first driver",) if driver else ()
+        notes += (f"the driver's version is not stated; it runs CUDA {env.driver.cuda_version}, so it is at least "
+                  f"{driver}, that CUDA's first driver",) if driver else ()
     unknown = not gpus and driver is None and env.origin == "report" and cuda_in_use(env)
     if unknown:
         notes += ("the report shows CUDA in use but names neither the GPU nor the driver: answered for some GPU "
                   "a current driver runs; the GPU's kernels and the driver were not checked",)
     return Target(name=name, driver=driver, gpus=tuple(gpus), python=_py_minor(env.python.version),
                   platform=plat, cuda_toolkit=toolkit, driver_usable=usable, notes=notes, gpu_unknown=unknown)
+
+
+def _jetson_linux(matrix: Matrix, release: str | None, driver: str | None, plat: str
+                  ) -> tuple[str | None, str, tuple[str, ...]]:
+    """(driver, platform, notes) of a Jetson whose Jetson Linux release the board names (/etc/nv_tegra_release).
+
+    The release decides the board's CUDA driver (it ships in the BSP: NVIDIA's JetPack release table gives the
+    CUDA of each release line, cuda.json ``jetpack``): the driver becomes that line's, so that the rules read its
+    CUDA (JetPack 6.1/6.2, Jetson Linux 36.4: 12.6), never a desktop branch's for a version a probe reported
+    (R540 would read as R535's 12.2). A release line the table does not hold is said, and nothing is guessed."""
+    if not release:
+        return driver, plat, ()
+    line = ".".join(release.split(".")[:2])
+    board = next((jp for jp in matrix.cuda.jetpack if jp.l4t == line), None)
+    if board is None:
+        return driver, plat, (f"Jetson Linux {release} (/etc/nv_tegra_release) is not in the matrix's JetPack table: "
+                              f"the CUDA its driver runs is not known from it",)
+    if driver is not None and jetpack_for_driver(matrix, driver) is board:
+        return driver, "linux_aarch64", ()
+    said = f"driver {driver} as detected; " if driver else ""
+    return str(board.driver), "linux_aarch64", (
+        f"Jetson Linux {release} (/etc/nv_tegra_release): JetPack {'/'.join(board.jetpack)}, whose driver "
+        f"{board.driver} runs CUDA {board.cuda} ({said}the board's release decides)",)
 
 
 def cuda_in_use(env: Environment) -> bool:
