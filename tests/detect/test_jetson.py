@@ -17,7 +17,8 @@ from cudamatrix.models import Driver, Environment, GpuInfo, PythonInfo
 from cudamatrix.solve.solver import parse_request, solve
 from cudamatrix.solve.target import from_environment, target_record
 
-JP62 = "# R36 (release), REVISION: 4.3, GCID: 38968081, BOARD: generic, EABI: aarch64, DATE: Wed Jan  8 01:49:37 UTC 2025\n"
+JP62 = ("# R36 (release), REVISION: 4.3, GCID: 38968081, BOARD: generic, EABI: aarch64, "
+        "DATE: Wed Jan  8 01:49:37 UTC 2025\n")
 
 
 @pytest.mark.parametrize("text, release", [

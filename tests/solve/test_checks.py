@@ -160,7 +160,8 @@ def test_check_names_the_file_in_errors_and_checks_the_installed_set():
     plain = Environment(packages={"torch": "2.5.1"}, frameworks=[Framework(name="torch", version="2.5.1")])
     assert check_requirements(MATRIX, [t], plain, None, None)["checked"] == ["torch==2.5.1"]
     nothing = check_requirements(MATRIX, [t], Environment(packages={"numpy": "1.26.4"}), None, None)
-    assert nothing == {"checked": [], "targets": [target_record(MATRIX, t)], "problems": [], "ways_out": [], "fits": True,
+    assert nothing == {"checked": [], "targets": [target_record(MATRIX, t)], "problems": [], "ways_out": [],
+                       "fits": True,
                        "note": "no framework requirement to check", "skipped": [], "unchecked": []}
 
 

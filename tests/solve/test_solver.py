@@ -457,8 +457,8 @@ def test_a_build_that_implies_no_pins_stays_unknown():
     build, whether they share one set is unknown, never a pass."""
     jax = replace(release("0.4.30", variant("cuda12", "12.1", archs=ARCHS, pip_extra="cuda12"), name="jax"),
                   companions={})
-    pinned = variant("cu121", "12.1", archs=ARCHS, cudnn="9.1.0.70", nvidia_pins=[f"nvidia-cudnn-cu12==9.1.0.70; {LINUX}"],
-                     index_url="https://download.pytorch.org/whl/cu121", local_version="+cu121")
+    pinned = variant("cu121", "12.1", archs=ARCHS, cudnn="9.1.0.70",
+                     nvidia_pins=[f"nvidia-cudnn-cu12==9.1.0.70; {LINUX}"], index_url="https://download.pytorch.org/whl/cu121", local_version="+cu121")
     m = replace(build(torch(pinned)), jax=replace(build().jax, releases=[jax]))
     with pytest.raises(NoSolution) as err:
         solve([target("550.54.15", "7.5", python="3.11")], parse_request(["torch", "jax"]), m)
