@@ -55,6 +55,7 @@ class Driver(Model):
     library_version: str | None = None  # user-space libnvidia-ml / libcuda version when it differs
     source: str | None = None  # which probe gave the version
     error: str | None = None  # the driver's own words when it failed
+    jetson_linux: str | None = None  # a Jetson's Jetson Linux (L4T) release, from /etc/nv_tegra_release ("36.4.3")
 
 
 @record

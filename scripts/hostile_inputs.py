@@ -275,7 +275,8 @@ def surface_cases(root: Path) -> list[Case]:
     root = _folder(root, "surfaces")
     return (_journal_cases(root) + _fleet_cases(root) + _overlay_cases(root) + _data_cases(root)
             + _terminal_cases(root) + _wait_cases(root) + _driver_words_cases(root)
-            + _mirror_cases(root) + _child_output_cases(root) + _consent_cases(root) + _undo_cases(root))
+            + _mirror_cases(root) + _child_output_cases(root) + _consent_cases(root) + _undo_cases(root)
+            + _gate_cases(root))
 
 
 def _bare_python(root: Path) -> str:
@@ -315,6 +316,29 @@ def _planted(root: Path, name: str) -> tuple[str, str]:
     script.write_text(f"#!/bin/sh\necho ran > {marker}\necho '[]'\n")
     script.chmod(0o755)
     return str(script), str(marker)
+
+
+def _gate_cases(root: Path) -> list[Case]:
+    """Issue 42's gates: a compute capability's major alone (7.0/7.2/7.5 differ) in every command that takes --gpu;
+    a jax lock whose plugin is CUDA 12, checked for R580; a fleet mixing a GPU node and one without a GPU."""
+    out = []
+    req = _folder(root, "gates") / "requirements.txt"
+    req.write_text("jax==0.12.0.1\njaxlib==0.12.0.1\njax-cuda12-plugin==0.12.0.1\njax-cuda12-pjrt==0.12.0.1\n")
+    for gpu in ("7", "sm_7", "compute_9", "12", "0", "07", "7.", ".5", "sm_", "1" * 4000):
+        for cmd in (["solve", "torch"], ["check", "-r", str(req)], ["lock", "torch", "--pins-only"],
+                    ["fix", "torch", "--dry-run"]):
+            out.append(Case(f"gates {cmd[0]} --gpu {gpu[:12]!r} --json", [*cmd, "--gpu", gpu, "--json"], json=True))
+    out.append(Case("gates check jax cuda12 lock on R580", ["check", "-r", str(req), "--driver", "580.65.06", "--gpu",
+                                                            "Tesla T4", "--python", "3.12", "--json"], json=True))
+    nodes = _folder(root, "gates-fleet")
+    for name, driver, gpus in (("t4", {"version": "535.104.05", "cuda_version": None, "status": "ok"},
+                                [{"index": 0, "name": "Tesla T4", "compute_capability": "7.5"}]),
+                               ("cpu", {"version": None, "cuda_version": None, "status": "absent"}, [])):
+        (nodes / f"{name}.json").write_text(json.dumps({"origin": "file", "driver": driver, "gpus": gpus,
+                                                        "python": {"version": "3.12.3", "platform": "linux_x86_64"},
+                                                        "packages": {}, "frameworks": []}))
+    out.append(Case("gates solve fleet t4 + cpu --json", ["solve", "torch", "--env", str(nodes), "--json"], json=True))
+    return out
 
 
 def _journal_cases(root: Path) -> list[Case]:

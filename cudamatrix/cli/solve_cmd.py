@@ -91,9 +91,10 @@ def run_solve(requirements: list[str] | None = None, env: list[Path] | None = No
               cuda_toolkit: str | None = None, explain: bool = False, mirror: str | None = None,
               as_json: bool = False, data_dir: Path | None = None) -> None:
     """The consistent set for the target: exact versions, variant, index, CUDA/cuDNN, the pip command."""
-    resolved, request, solution = _solve("solve", as_json, _matrix(data_dir), requirements, env, driver, gpu, python,
+    matrix = _matrix(data_dir)
+    resolved, request, solution = _solve("solve", as_json, matrix, requirements, env, driver, gpu, python,
                                          platform, cuda_toolkit, mirror, from_)
-    data = {"solution": solution.to_dict(), "targets": [t.describe() for t in resolved.targets]}
+    data = {"solution": solution.to_dict(), "targets": resolved.records(matrix)}
     removed = []
     if resolved.installed is not None:  # what fix would uninstall too, so that solve and fix say the same
         from cudamatrix.install.remedies import removals

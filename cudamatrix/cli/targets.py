@@ -13,7 +13,7 @@ from cudamatrix.errors import UsageError
 from cudamatrix.matrix.data import Matrix
 from cudamatrix.models import Environment
 from cudamatrix.schema import record
-from cudamatrix.solve.target import Target, from_environment, from_flags
+from cudamatrix.solve.target import Target, from_environment, from_flags, target_record
 
 _VERSIONISH = re.compile(r"^\d+(\.\d+){0,2}$")
 
@@ -25,6 +25,10 @@ class Resolved:
     targets: list[Target]
     installed: Environment | None  # the environment whose installed set counts (minimal change)
     environments: list[Environment]
+
+    def records(self, matrix: Matrix) -> list[dict]:
+        """The targets as the JSON ``targets[]`` (:func:`cudamatrix.solve.target.target_record`)."""
+        return [target_record(matrix, t) for t in self.targets]
 
 
 def split_python(value: str | None) -> tuple[str | None, str | None]:

@@ -81,6 +81,7 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
         env.host = resources.probe(env.python.site_packages, environ, root)
     with timer("driver_files"):
         kmod, kmod_source = driver.read_module_version(root)
+        jetson_linux = driver.read_tegra_release(root)
     ld_entries, ld_note = ldconfig.value()
     # the loader model reads ELF headers while the loader child below runs (it waits on a subprocess)
     model_notes: list[Note] = []  # openers whose opened libraries the data does not know
@@ -100,7 +101,7 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
     _refine_from_wheels(copies, env.packages)
     _loader_timings(timer, answers, driver_answers)
     _child_stderr(env, {"libraries": answers.stderr, "driver": driver_answers.stderr})
-    drv = Driver(kernel_module_version=kmod)
+    drv = Driver(kernel_module_version=kmod, jetson_linux=jetson_linux)
     env.gpus = driver.from_nvml(answers.nvml, drv, env.notes)
     cuda_lib = driver.from_libcuda(answers.libcuda, drv, env.notes)
     _driver_failures(answers, drv, env)

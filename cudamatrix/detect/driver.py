@@ -30,6 +30,25 @@ def parse_proc_version(text: str) -> str | None:
     return m.group("v") if m else None
 
 
+_TEGRA_RELEASE = lazy(r"#\s*R(?P<major>\d+)\s*\(release\),\s*REVISION:\s*(?P<rev>\d+(?:\.\d+)*)")
+
+
+def parse_tegra_release(text: str) -> str | None:
+    """The Jetson Linux (L4T) release a Jetson's /etc/nv_tegra_release names ("# R36 (release), REVISION: 4.3,
+    GCID: ..." -> "36.4.3"), or None. The board's own record of its BSP, which carries its CUDA driver."""
+    m = _TEGRA_RELEASE.search(text)
+    return f"{int(m.group('major'))}.{m.group('rev')}" if m else None
+
+
+def read_tegra_release(root: str = "/") -> str | None:
+    """The Jetson Linux release of this machine (:func:`parse_tegra_release`), None when it is not a Jetson."""
+    try:
+        with open(os.path.join(root, "etc/nv_tegra_release"), encoding="utf-8", errors="replace") as fh:
+            return parse_tegra_release(fh.read(4096))
+    except OSError:
+        return None
+
+
 def read_module_version(root: str = "/") -> tuple[str | None, str | None]:
     """(version, source) of the loaded kernel module, from /proc then /sys; (None, None) when not loaded."""
     for rel, parse in (("proc/driver/nvidia/version", parse_proc_version),

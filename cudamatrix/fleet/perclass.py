@@ -109,9 +109,11 @@ def lock_per_class(matrix: Matrix, fleet: Fleet, requirements: list[str], fmt: s
 
 
 def _joint(matrix: Matrix, fleet: Fleet, request, mirror: str | None, mapping: dict) -> Solution | None:
-    """The one set that fits every node, or None (the reason in ``mapping["joint_causes"]``). The solver picks a
-    CPU build for a fleet that has a node without a usable GPU; that build "fits" every node but wastes every
-    GPU: the GPU classes get their own locks instead."""
+    """The one set that fits every node, or None (the reason in ``mapping["joint_causes"]``). For a fleet that
+    mixes nodes with a usable GPU and nodes without one, the solver's one set is the GPU build (a CPU build is
+    never chosen for a GPU target unasked), which the other nodes would run on their CPU with gigabytes of
+    nvidia-* wheels they never load: asked for locks per class, each class gets its own (a CPU build where there
+    is no GPU)."""
     from cudamatrix.solve.indexes import with_mirror
     from cudamatrix.solve.solver import solve
 
@@ -120,11 +122,13 @@ def _joint(matrix: Matrix, fleet: Fleet, request, mirror: str | None, mapping: d
     except NoSolution as exc:
         mapping["joint_causes"] = exc.detail["causes"]
         return None
-    gpu_nodes = [t.name for t in fleet.targets if t.has_gpu and t.driver_usable]
-    if gpu_nodes and any(not f.cuda for f in joint.frameworks):
-        mapping["joint_causes"] = [{"rule": "cpu_only", "machines": [],
-                                    "message": "the one set that fits every node is a CPU build (some nodes have "
-                                               "no usable GPU); the GPU classes get their own locks"}]
+    gpu_nodes = [t.name for t in fleet.targets if t.wants_gpu]
+    cpu_nodes = [t.name for t in fleet.targets if not t.wants_gpu]
+    if gpu_nodes and cpu_nodes:
+        mapping["joint_causes"] = [{"rule": "cpu_only", "machines": cpu_nodes,
+                                    "message": "some nodes have no usable GPU: the one set for every node would be "
+                                               "the GPU build, so each class gets its own lock (a CPU build where "
+                                               "there is no GPU)"}]
         return None
     return joint
 

@@ -13,7 +13,7 @@ from cudamatrix.names import FAMILIES, FRAMEWORK_DISTS, canonical
 from cudamatrix.solve import rules
 from cudamatrix.solve.indexes import index_args, index_layout
 from cudamatrix.solve.request import Request
-from cudamatrix.solve.search import Candidate
+from cudamatrix.solve.search import Candidate, implied_basis
 from cudamatrix.solve.target import Target
 
 
@@ -149,7 +149,7 @@ def assemble(choice: list[Candidate], request: Request, targets: list[Target], m
         extra_index_urls=extra, pip_args=pip_args if to_install or request.passthrough else [],
         env=env_changes, unchanged=not to_install and not env_changes, to_install=to_install,
         rejected=list(rejected), trace=trace, matrix_version=matrix.meta.data_version,
-        unverified=_unverified(choice, targets, trace), notes=notes)
+        unverified=_unverified(choice, targets, trace, matrix), notes=notes)
 
 
 def said(choice: list[Candidate], request: Request, packages: list[Pin], targets: list[Target],
@@ -161,7 +161,22 @@ def said(choice: list[Candidate], request: Request, packages: list[Pin], targets
              for c in choice if plain_wheel(c, request, targets)]
     return plain + _substitutions(request, packages) + \
         [s for c in choice if not plain_wheel(c, request, targets) for s in _unknown_driver(c, targets, matrix)] + \
-        [s for c in choice for s in _capped_said(c, targets[0], matrix)]
+        [s for c in choice for s in _capped_said(c, targets[0], matrix)] + \
+        [s for c in choice if not plain_wheel(c, request, targets) for s in _on_cpu_nodes(c, targets)]
+
+
+def _on_cpu_nodes(c: Candidate, targets: list[Target]) -> list[str]:
+    """A GPU build chosen for a fleet that mixes GPU machines with machines without one: the GPU machines decide
+    (a CPU build is never chosen for a GPU target unasked), and the machines without a GPU run the same build on
+    their CPU (the framework finds no device and uses the CPU; its nvidia-* wheels are installed, never loaded)."""
+    if c.variant.cuda is None or not any(t.wants_gpu for t in targets):
+        return []
+    cpu = [t.name for t in targets if not t.wants_gpu]
+    if not cpu:
+        return []
+    return [f"{c.label} is the build for every machine: the GPU machines need a GPU build, and {', '.join(cpu)} "
+            f"(no usable GPU) run{'s' if len(cpu) == 1 else ''} it on the CPU; for a CPU build there, lock per "
+            f"class (lock --per-class)"]
 
 
 def _capped_said(c: Candidate, target: Target, matrix: Matrix) -> list[str]:
@@ -193,8 +208,10 @@ def _substitutions(request: Request, packages: list[Pin]) -> list[str]:
 
 
 def _unknown_driver(c: Candidate, targets: list[Target], matrix: Matrix) -> list[str]:
-    """A GPU build for a target whose driver is unknown: the driver it needs, since nothing checked it."""
-    if c.variant.cuda is None or all(t.driver for t in targets):
+    """A GPU build for a target whose driver is unknown: the driver it needs, since nothing checked it. In a
+    fleet that mixes GPU machines with machines without one, only the GPU machines' drivers count."""
+    gpu_targets = [t for t in targets if t.wants_gpu] or targets
+    if c.variant.cuda is None or all(t.driver for t in gpu_targets):
         return []
     full, minor, _ = rules.driver_floors(matrix, c.variant.cuda, targets[0].platform)
     if not full and not minor:
@@ -260,13 +277,18 @@ def _main(choice: list[Candidate], frameworks: list[FrameworkChoice]) -> Framewo
     return next((f for f in frameworks if main is None or f.name == main.family), None)
 
 
-def _unverified(choice: list[Candidate], targets: list[Target], trace: list[str]) -> list[dict[str, str]]:
-    """The inferred facts the answer rests on: [{fact, basis}] (each also noted in ``trace``)."""
+def _unverified(choice: list[Candidate], targets: list[Target], trace: list[str],
+                matrix: Matrix) -> list[dict[str, str]]:
+    """The inferred facts the answer rests on: [{fact, basis}] (each also noted in ``trace``): the matrix's
+    inferred rows, and the nvidia-* pins of a build chosen beside another framework that the matrix lacks."""
     out: dict[str, str] = {}
     for c in choice:
         for t in targets:
             for fact, basis in rules.inferred_facts(c.release, c.variant, t):
                 out.setdefault(fact, basis)
+        implied = implied_basis(c, [o for o in choice if o is not c], targets, matrix)
+        if implied is not None:
+            out.setdefault(f"{c.label} nvidia_pins", implied)
     for fact in out:
         trace.append(f"{fact} is inferred, not read from an artifact: {out[fact]}")
     return [{"fact": f, "basis": b} for f, b in out.items()]

@@ -9,6 +9,7 @@ version (``2.5.1+cu121``) sorts above the plain one. The container facts (``NVID
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from packaging.requirements import Requirement
@@ -25,7 +26,7 @@ from cudamatrix.solve.indexes import PYTORCH_INDEX_PREFIX
 from cudamatrix.solve.known import NameCheck
 from cudamatrix.solve.lockfile import RequirementsFile, parse_requirements
 from cudamatrix.solve.solver import fits, parse_request, solve
-from cudamatrix.solve.target import Target
+from cudamatrix.solve.target import Target, driver_cuda, target_record
 
 TORCH_DISTS = FAMILIES["torch"].distributions
 # the python3 an Ubuntu release installs from its own archive (the nvidia/cuda images carry no Python)
@@ -37,7 +38,6 @@ def _variant_of_url(url: str, mirror: str | None) -> str | None:
 
     A ``#fragment`` or ``?query`` is not part of the index folder's name, and only a name that can be a local
     version label (``2.3.0+cu121``) counts."""
-    import re
     from urllib.parse import urlsplit
 
     prefixes = [PYTORCH_INDEX_PREFIX] + ([mirror.rstrip("/")] if mirror else [])
@@ -194,15 +194,37 @@ def _file_request(matrix: Matrix, parsed: RequirementsFile, targets: list[Target
         elif cname in ("torchvision", "torchaudio") and local:
             texts.append(_with_local(req, local))
         elif cname in FRAMEWORK_DISTS and cname not in TORCH_DISTS:
-            texts.append(str(req))
+            texts.append(_with_plugin_extra(req, [r.name for r in parsed.requirements]))
     return texts, nvidia
+
+
+def _plugin_extra(names: list[str]) -> str | None:
+    """The build extra the JAX plugin wheels among ``names`` install (``jax-cuda12-plugin`` -> ``cuda12``): pip
+    installs that plugin whatever extra the jax line names, so the CUDA the set needs is the plugin's, not the
+    newest a driver runs. None when no plugin is named, or plugins of two CUDA majors are."""
+    found = {m.group(1) for m in (_PLUGIN.fullmatch(canonicalize_name(n)) for n in names) if m}
+    return f"cuda{found.pop()}" if len(found) == 1 else None
+
+
+_PLUGIN = re.compile(r"jax-cuda(\d+)-(?:plugin|pjrt)")
+
+
+def _with_plugin_extra(req: Requirement, names: list[str]) -> str:
+    """A jax requirement with the build extra of the plugin wheels the same set pins, where it names no build
+    extra of its own (a complete lock pins ``jax==0.7.0`` and ``jax-cuda12-plugin==0.7.0``)."""
+    extra = _plugin_extra(names) if canonicalize_name(req.name) == "jax" else None
+    if extra is None or any(e == "cpu" or e.startswith("cuda") for e in req.extras):
+        return str(req)
+    req = Requirement(str(req))
+    req.extras = set(req.extras) | {extra}
+    return str(req)
 
 
 def _cpu_by_default(req: Requirement, text: str | None, targets: list[Target]) -> str | None:
     """A line that did not ask for the CPU build, which pip installs from the file's indexes on a GPU target
     (PyPI's Windows torch is the CPU build: PyTorch "Get Started", Windows pip lines name a CUDA index)."""
     asked_cpu = any(s.version.endswith("+cpu") for s in req.specifier)
-    if text is None or not text.endswith("+cpu") or asked_cpu or not all(t.wants_gpu for t in targets):
+    if text is None or not text.endswith("+cpu") or asked_cpu or not any(t.wants_gpu for t in targets):
         return None
     where = ", ".join(sorted({t.platform for t in targets}))
     return (f"{req}: pip installs {text} from the file's indexes on {where} (the CPU build), and the target has a "
@@ -224,7 +246,8 @@ def _with_local(req: Requirement, local: str) -> str:
 def _installed_request(installed: Environment) -> list[str]:
     """The installed frameworks as exact requirements; the installed torch build is the one detected (a plain
     "2.5.1" from the default index is one variant)."""
-    texts = [f"{n}=={installed.packages[n]}" for n in FRAMEWORK_DISTS if n in installed.packages]
+    texts = [_with_plugin_extra(Requirement(f"{n}=={installed.packages[n]}"), list(installed.packages))
+             for n in FRAMEWORK_DISTS if n in installed.packages]
     build = next((f.variant for f in installed.frameworks if f.name == "torch" and f.variant), None)
     if build:
         texts = [f"{t}+{build}" if t.split("==")[0] in TORCH_DISTS and "+" not in t else t for t in texts]
@@ -260,7 +283,7 @@ def check_requirements(matrix: Matrix, targets: list[Target], installed: Environ
         return {"fits": False, "checked": [], "problems": ["no installed environment to check"], "ways_out": []}
     else:
         texts = _installed_request(installed)
-    result: dict = {"checked": texts, "targets": [t.describe() for t in targets], "problems": problems,
+    result: dict = {"checked": texts, "targets": [target_record(matrix, t) for t in targets], "problems": problems,
                     "ways_out": [], "skipped": skipped, "unchecked": unchecked}
     if problems:
         result["fits"] = False
@@ -407,10 +430,8 @@ def nvidia_require_cuda(solution: Solution, matrix: Matrix, targets: list[Target
         need = this if need is None or this > need else need
     if need is None:
         return None
-    from cudamatrix.matrix.query import driver_max_cuda
-
     for t in targets:
-        top = driver_max_cuda(matrix, t.driver) if t.driver else None
+        top = driver_cuda(matrix, t)  # a Jetson driver runs its JetPack line's CUDA, not a desktop branch's
         if top is not None and top < need:
             need = Version(".".join(str(x) for x in top.release[:2]))
     return f"cuda>={need.major}.{need.minor}"

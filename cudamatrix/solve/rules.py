@@ -33,7 +33,7 @@ from cudamatrix.solve.pins import (  # noqa: F401
     pin_conflicts,
     pins_for,
 )
-from cudamatrix.solve.target import Target, TargetGpu
+from cudamatrix.solve.target import Target, TargetGpu, board_of
 
 
 @record(frozen=True)
@@ -252,13 +252,8 @@ def driver_floor(build: Build) -> list[Reason]:
 
 
 def jetpack_of(matrix: Matrix, target: Target):
-    """The JetPack line of a Jetson target (linux_aarch64, a driver a JetPack line reports: cuda.json ``jetpack``,
-    from NVIDIA's JetPack release notes), or None."""
-    from cudamatrix.matrix.query import jetpack_for_driver
-
-    if target.platform != "linux_aarch64" or not target.driver:
-        return None
-    return jetpack_for_driver(matrix, target.driver)
+    """The JetPack line of a Jetson target (:func:`cudamatrix.solve.target.board_of`), or None."""
+    return board_of(matrix, target)
 
 
 def _jetpack_floor(build: Build, board) -> list[Reason]:

@@ -332,8 +332,10 @@ class _Pairs:
     """The nvidia-* requirements of each candidate on the targets, and the problems of each pair of candidates
     installed together, each worked out once."""
 
-    def __init__(self, targets: list[Target], matrix: Matrix | None) -> None:
-        self.targets, self.matrix = targets, matrix
+    def __init__(self, targets: list[Target], matrix: Matrix | None, implied: bool = False) -> None:
+        """``implied``: a build whose declared nvidia-* pins the matrix lacks is judged by the pins its known CUDA
+        and cuDNN imply (:func:`rules.implied_pins`), instead of being refused as unknown."""
+        self.targets, self.matrix, self.implied = targets, matrix, implied
         self._pins: dict[Candidate, list[Requirement]] = {}
         self._pairs: dict[tuple[Candidate, Candidate], list[str]] = {}
 
@@ -352,8 +354,8 @@ class _Pairs:
         k = (a, b)
         if k not in self._pairs:
             self._pairs[k] = rules.pin_conflicts(self.pins(a), self.pins(b), a.label, b.label) or \
-                self._two_majors(a, b) or [m for m in (unknown_pins(a, self.targets),
-                                                       unknown_pins(b, self.targets)) if m]
+                self._two_majors(a, b) or [m for c in (a, b) for m in [unknown_pins(c, self.targets)]
+                                           if m and not (self.implied and self.pins(c))]
         return self._pairs[k]
 
     def _two_majors(self, a: Candidate, b: Candidate) -> list[str]:
@@ -442,13 +444,32 @@ def _choose(families: list[str], options: dict[str, list[Candidate]], pairs: _Pa
             choice = _combine(families, bundled, pairs)
             if choice is not None:
                 return choice
-    return _combine(families, options, pairs)
+    choice = _combine(families, options, pairs)
+    if choice is None and len(families) > 1 and pairs.matrix is not None:
+        # no set rests on declared pins alone: judge builds whose pins the matrix lacks by the pins their known
+        # CUDA and cuDNN imply (the answer then lists those pins as inferred: assemble's ``unverified``)
+        choice = _combine(families, options, _Pairs(targets, pairs.matrix, implied=True))
+    return choice
 
 
 def _shared_rejections(first: list[Candidate], pairs: _Pairs) -> list[Rejection]:
     """Why the families' first choices do not go together: one rejection per problem of each pair."""
     return [Rejection(candidate=f"{a.label} + {b.label}", reasons=[p], rules=["shared_nvidia"])
             for a_i, a in enumerate(first) for b in first[a_i + 1:] for p in pairs.problems(a, b)]
+
+
+def implied_basis(c: Candidate, others: list[Candidate], targets: list[Target], matrix: Matrix) -> str | None:
+    """For a build chosen beside other frameworks whose declared nvidia-* pins the matrix lacks: the basis of
+    the inference that they share one set (the pins its known CUDA and cuDNN imply, which the others' pins
+    admit); None when its pins are known or nothing else brings nvidia-* wheels."""
+    sharing = [o for o in others if any(rules.bundles_nvidia_wheels(o.release, o.variant, t) for t in targets)]
+    if not sharing or unknown_pins(c, targets) is None:
+        return None
+    implied = dedupe([str(r) for t in targets for r in rules.conflict_pins(matrix, c.release, c.variant, t)])
+    return (f"its declared nvidia-* pins are not in the matrix: judged by the pins its known CUDA "
+            f"{c.variant.cuda} and cuDNN {c.variant.cudnn or 'unknown'} imply ({', '.join(implied)}), which "
+            f"{', '.join(o.label for o in sharing)} admit{'s' if len(sharing) == 1 else ''}; its other nvidia-* "
+            f"wheels are not checked against them")
 
 
 def unknown_pins(c: Candidate, targets: list[Target]) -> str | None:

@@ -121,7 +121,7 @@ def _solve(targets: list[Target], request: Request, matrix: Matrix, installed: E
     rejected: list[Rejection] = []
     per_family: dict[str, list[Candidate]] = {}
     verdicts: Verdicts = {}
-    wants_gpu = all(t.wants_gpu for t in reps)
+    wants_gpu = any(t.wants_gpu for t in reps)
     request, kept, kept_trace = _keep_unknown_installed(request, matrix, installed)
     trace += kept_trace
 

@@ -10,7 +10,8 @@ import sys
 from packaging.version import InvalidVersion, Version
 
 from cudamatrix.errors import UsageError
-from cudamatrix.matrix.data import Matrix
+from cudamatrix.matrix.data import JetPack, Matrix
+from cudamatrix.matrix.query import driver_max_cuda, jetpack_for_driver
 from cudamatrix.models import Environment
 from cudamatrix.schema import field, normalize_cc, record
 
@@ -72,6 +73,45 @@ class Target:
         return text if self.name == "target" else f"target {text}"
 
 
+def board_of(matrix: Matrix, target: Target) -> JetPack | None:
+    """The JetPack line of a Jetson target (linux_aarch64, a driver a JetPack line reports: cuda.json ``jetpack``,
+    from NVIDIA's JetPack release notes), or None."""
+    if target.platform != "linux_aarch64" or not target.driver:
+        return None
+    return jetpack_for_driver(matrix, target.driver)
+
+
+def driver_cuda(matrix: Matrix, target: Target) -> Version | None:
+    """The newest CUDA the target's driver runs: a Jetson driver's is its JetPack line's (JetPack 6.1/6.2's
+    540.4.0 runs CUDA 12.6), never the desktop branch table's (where R540 would read as R535's 12.2); None
+    without a driver or a row for it."""
+    board = board_of(matrix, target)
+    if board is not None:
+        return board.cuda
+    return driver_max_cuda(matrix, target.driver) if target.driver else None
+
+
+def target_record(matrix: Matrix, target: Target) -> dict:
+    """The target as data (the JSON ``targets[]`` of solve and check): its GPUs (name, compute capability), driver
+    (version, the CUDA it runs, whether it is usable, its JetPack line on a Jetson), CUDA toolkit, Python and
+    platform, the notes on how its facts were read, and ``description``, the line people read."""
+    board = board_of(matrix, target)
+    cuda = driver_cuda(matrix, target)
+    return {
+        "name": target.name,
+        "description": target.describe(),
+        "gpus": [{"name": g.name, "compute_capability": g.compute_capability} for g in target.gpus],
+        "gpu_unknown": target.gpu_unknown,
+        "driver": {"version": target.driver, "cuda_version": str(cuda) if cuda is not None else None,
+                   "usable": target.driver_usable,
+                   "jetpack": {"releases": list(board.jetpack), "l4t": board.l4t} if board is not None else None},
+        "cuda_toolkit": target.cuda_toolkit,
+        "python": target.python,
+        "platform": target.platform,
+        "notes": list(target.notes),
+    }
+
+
 def _py_minor(version: str | None) -> str | None:
     if not version:
         return None
@@ -108,18 +148,41 @@ def from_environment(env: Environment, matrix: Matrix, name: str = "this machine
     plat = env.python.platform or (host_platform() if env.origin == "live" else "linux_x86_64")
     toolkit = next((t.version for t in env.toolkits if t.version), None)
     usable = env.driver.status in ("ok", "unknown")
-    driver: str | None = env.driver.version
-    notes: tuple[str, ...] = ()
+    # a Jetson's Jetson Linux release decides its driver's CUDA before anything a probe reported
+    driver, plat, notes = _jetson_linux(matrix, env.driver.jetson_linux, env.driver.version, plat)
     if driver is None and env.driver.cuda_version:  # a paste that gives only the CUDA version the driver runs
         driver = driver_floor(matrix, env.driver.cuda_version, plat)
-        notes = (f"the driver's version is not stated; it runs CUDA {env.driver.cuda_version}, so it is at least "
-                 f"{driver}, that CUDA's first driver",) if driver else ()
+        notes += (f"the driver's version is not stated; it runs CUDA {env.driver.cuda_version}, so it is at least "
+                  f"{driver}, that CUDA's first driver",) if driver else ()
     unknown = not gpus and driver is None and env.origin == "report" and cuda_in_use(env)
     if unknown:
         notes += ("the report shows CUDA in use but names neither the GPU nor the driver: answered for some GPU "
                   "a current driver runs; the GPU's kernels and the driver were not checked",)
     return Target(name=name, driver=driver, gpus=tuple(gpus), python=_py_minor(env.python.version),
                   platform=plat, cuda_toolkit=toolkit, driver_usable=usable, notes=notes, gpu_unknown=unknown)
+
+
+def _jetson_linux(matrix: Matrix, release: str | None, driver: str | None, plat: str
+                  ) -> tuple[str | None, str, tuple[str, ...]]:
+    """(driver, platform, notes) of a Jetson whose Jetson Linux release the board names (/etc/nv_tegra_release).
+
+    The release decides the board's CUDA driver (it ships in the BSP: NVIDIA's JetPack release table gives the
+    CUDA of each release line, cuda.json ``jetpack``): the driver becomes that line's, so that the rules read its
+    CUDA (JetPack 6.1/6.2, Jetson Linux 36.4: 12.6), never a desktop branch's for a version a probe reported
+    (R540 would read as R535's 12.2). A release line the table does not hold is said, and nothing is guessed."""
+    if not release:
+        return driver, plat, ()
+    line = ".".join(release.split(".")[:2])
+    board = next((jp for jp in matrix.cuda.jetpack if jp.l4t == line), None)
+    if board is None:
+        return driver, plat, (f"Jetson Linux {release} (/etc/nv_tegra_release) is not in the matrix's JetPack table: "
+                              f"the CUDA its driver runs is not known from it",)
+    if driver is not None and jetpack_for_driver(matrix, driver) is board:
+        return driver, "linux_aarch64", ()
+    said = f"driver {driver} as detected; " if driver else ""
+    return str(board.driver), "linux_aarch64", (
+        f"Jetson Linux {release} (/etc/nv_tegra_release): JetPack {'/'.join(board.jetpack)}, whose driver "
+        f"{board.driver} runs CUDA {board.cuda} ({said}the board's release decides)",)
 
 
 def cuda_in_use(env: Environment) -> bool:
@@ -199,8 +262,6 @@ def flag_driver(matrix: Matrix, text: str, platform: str) -> tuple[str, tuple[st
                          hint="give the \"Driver Version\" nvidia-smi prints" +
                               (f"; every driver from {first} on runs CUDA {t}: --driver {first} answers for the oldest"
                                if first else ""))
-    from cudamatrix.matrix.query import jetpack_for_driver
-
     board = jetpack_for_driver(matrix, t) if platform == "linux_aarch64" else None
     if board is not None:
         return t, (f"a Jetson driver: JetPack {'/'.join(board.jetpack)} (Jetson Linux {board.l4t}), CUDA {board.cuda}",)
@@ -227,6 +288,7 @@ def _flag_gpu(matrix: Matrix, text: str) -> TargetGpu:
     from cudamatrix.matrix.query import find_gpu, lookup_gpu, suggest_gpus
 
     t = text.strip()
+    _refuse_major_only(matrix, text, t)
     if re.fullmatch(r"\d+\.\d+|(?:sm|compute)_\d+[af]?", t, re.IGNORECASE):
         try:
             return TargetGpu(normalize_cc(t), None)
@@ -240,7 +302,7 @@ def _flag_gpu(matrix: Matrix, text: str) -> TargetGpu:
         raise UsageError(f"--gpu {text!r} names GPUs of different compute capabilities",
                          hint="one of: " + ", ".join(f"{g.name!r} (sm {g.compute_capability})" for g in several[:8]))
     if t.isdigit() and len(t) <= 3:  # "86", "120": a compute capability written without its dot (sm_86)
-        return TargetGpu(normalize_cc(t), None)
+        return TargetGpu(normalize_cc(t), None)  # one digit is refused above: two or three digits normalise
     gpu = None if t.isdigit() else find_gpu(matrix, t)
     if gpu is None:
         close = suggest_gpus(matrix, text)
@@ -248,6 +310,31 @@ def _flag_gpu(matrix: Matrix, text: str) -> TargetGpu:
                          hint=("did you mean: " + ", ".join(repr(c) for c in close)) if close
                          else "give the compute capability instead, e.g. --gpu 8.6 or --gpu sm_86")
     return TargetGpu(gpu.compute_capability, gpu.name)
+
+
+def _refuse_major_only(matrix: Matrix, text: str, t: str) -> None:
+    """Refuse a compute capability given as its major alone (``7``, ``sm_9``, and ``12`` where 1.2 is no GPU the
+    matrix knows but 12.x are): the minors of one major are different GPUs with different kernels (7.0 V100, 7.2
+    Xavier, 7.5 T4), so the flag names none of them. The UsageError lists the choices."""
+    digits = t.lower().removeprefix("sm_").removeprefix("compute_")
+    if not digits.isdigit() or len(digits) > 2:
+        return
+    known = [cc for arch in matrix.gpus.architectures for cc in arch.compute_capabilities]
+    if len(digits) == 2 and (digits != t.lower() or f"{int(digits[0])}.{digits[1]}" in known):
+        return  # sm_86 / 86 is 8.6
+    major = int(digits)
+    choices = [cc for cc in known if cc.split(".")[0] == str(major)]
+    if len(digits) == 2 and not choices:
+        return  # not a major the matrix knows: read as written (13 is 1.3)
+    if not choices:
+        raise UsageError(f"--gpu {text!r} is not a compute capability: a major alone, and no GPU the matrix knows "
+                         f"has compute capability {major}.x", hint="give major.minor, e.g. --gpu 8.6 or --gpu sm_86")
+    named = {cc: next((g.name for g in matrix.gpus.gpus if g.compute_capability == cc), None) for cc in choices}
+    differ = f": {', '.join(choices)} are different GPUs with different kernels" if len(choices) > 1 else \
+        f" (the matrix knows {choices[0]}; a major names no one GPU)"
+    raise UsageError(f"--gpu {text!r} gives only the major of a compute capability{differ}",
+                     hint="one of: " + ", ".join(f"--gpu {cc}" + (f" ({named[cc]})" if named[cc] else "")
+                                                 for cc in choices))
 
 
 def _models_named(matrix: Matrix, text: str) -> list:

@@ -95,8 +95,8 @@ def test_bad_input_is_exit_2_without_traceback(args, needle):
 def test_gpu_alias_matches_and_unknown_gpu_suggests_the_closest_name():
     out = cli("solve", "torch", "--gpu", "RTX 4090", "--json")
     assert out.returncode == 0, out.stderr
-    assert envelope(out)["data"]["targets"] == ["target: GeForce RTX 4090 (sm 8.9); driver unknown; Python any; "
-                                                "linux_x86_64"]
+    assert [t["description"] for t in envelope(out)["data"]["targets"]] == [
+        "target: GeForce RTX 4090 (sm 8.9); driver unknown; Python any; linux_x86_64"]
     out = cli("solve", "torch", "--gpu", "GeForce RTX 4099", "--json")
     assert out.returncode == 2
     doc = envelope(out)
@@ -327,3 +327,56 @@ def test_solve_pip_line_keeps_passthrough_packages_as_written():
     line = next(x for x in human.stdout.splitlines() if "pip install" in x)
     words = shlex.split(line[line.index("pip install"):])
     assert words[-2:] == ["einops[foo]>=0.7", "Pillow==10.0.0"], line
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["solve", "check", "lock", "fix"])
+def test_gpu_major_only_is_a_usage_error_with_the_choices(command, tmp_path: Path):
+    """``--gpu 7`` names no GPU (7.0 V100, 7.2 Xavier, 7.5 T4 have different kernels): exit 2 with the choices,
+    in the JSON envelope with --json and in words without, never a traceback; nothing is written."""
+    req = tmp_path / "requirements.txt"
+    req.write_text("torch==2.5.1\n")
+    args = {"check": ["check", "-r", str(req)], "lock": ["lock", "torch", "-o", str(tmp_path / "lock.txt")],
+            "fix": ["fix", "torch", "--dry-run"]}.get(command, [command, "torch"])
+    out = cli(*args, "--gpu", "7", "--json")
+    assert out.returncode == 2, out.stdout + out.stderr
+    doc = envelope(out)
+    assert doc["command"] == command and doc["status"] == "usage_error" and doc["data"] == {}
+    (error,) = doc["errors"]
+    assert error["type"] == "UsageError" and "Traceback" not in out.stderr
+    assert error["message"] == ("--gpu '7' gives only the major of a compute capability: 7.0, 7.2, 7.5 are "
+                                "different GPUs with different kernels")
+    assert error["hint"].startswith("one of: --gpu 7.0 (") and "--gpu 7.5 (" in error["hint"]
+    words = cli(*args, "--gpu", "12")  # 1.2 is no GPU the matrix knows; 12.0 and 12.1 are
+    assert words.returncode == 2 and "Traceback" not in words.stderr
+    assert "12.0, 12.1 are different GPUs" in words.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["requirements.txt"]
+
+
+TARGET_KEYS = {"name", "description", "gpus", "gpu_unknown", "driver", "cuda_toolkit", "python", "platform", "notes"}
+
+
+@pytest.mark.slow
+def test_solve_and_check_targets_are_records(tmp_path: Path):
+    """``data.targets[]`` of solve and check: each target as data (GPU names and compute capabilities, driver with
+    the CUDA it runs, toolkit, Python, platform) beside the line people read, for flags and for a fleet."""
+    out = cli("solve", "torch", *T4, "--cuda-toolkit", "12.4", "--json")
+    assert out.returncode == 0, out.stderr
+    (t,) = envelope(out)["data"]["targets"]
+    assert set(t) == TARGET_KEYS
+    assert t == {"name": "target", "description": "target: NVIDIA T4 (sm 7.5); driver 535.104.05; Python 3.10; "
+                                                   "linux_x86_64",
+                 "gpus": [{"name": "NVIDIA T4", "compute_capability": "7.5"}], "gpu_unknown": False,
+                 "driver": {"version": "535.104.05", "cuda_version": "12.2", "usable": True, "jetpack": None},
+                 "cuda_toolkit": "12.4", "python": "3.10", "platform": "linux_x86_64", "notes": []}
+    req = tmp_path / "requirements.txt"
+    req.write_text("--index-url https://download.pytorch.org/whl/cu126\ntorch==2.14.1\n")
+    checked = envelope(cli("check", "-r", str(req), *T4, "--json"))["data"]["targets"]
+    assert [set(c) for c in checked] == [TARGET_KEYS] and checked[0]["gpus"] == t["gpus"]
+    a, b = tmp_path / "gpu.json", tmp_path / "cpu.json"
+    a.write_text(json.dumps(environment()))
+    b.write_text(json.dumps({**environment(gpus=()), "driver": {"version": None, "cuda_version": None,
+                                                                 "status": "absent"}}))
+    fleet = envelope(cli("solve", "torch", "--env", str(a), "--env", str(b), "--json"))["data"]["targets"]
+    assert [(f["name"], f["gpus"], f["driver"]["usable"], f["python"]) for f in fleet] == [
+        ("gpu", [{"name": "Tesla T4", "compute_capability": "7.5"}], True, "3.10"), ("cpu", [], False, "3.10")]

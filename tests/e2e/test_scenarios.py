@@ -147,6 +147,13 @@ def check_solution(solution, expect: dict) -> None:
             [p.name for p in solution.to_install]
     if "unchanged" in expect:
         assert solution.unchanged is expect["unchanged"], solution.to_install
+    facts = [u["fact"] for u in solution.unverified]
+    for text in expect.get("unverified_include", []):
+        assert text in facts, facts
+    for text in expect.get("notes_include", []):
+        assert any(text in n for n in solution.notes), solution.notes
+    for text in expect.get("notes_exclude", []):
+        assert not any(text in n for n in solution.notes), solution.notes
     if "index_contains" in expect:
         urls = [solution.index_url or ""] + solution.extra_index_urls
         assert any(expect["index_contains"] in u for u in urls), urls

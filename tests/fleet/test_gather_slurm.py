@@ -135,4 +135,4 @@ def test_gather_through_a_real_srun(slurm, tmp_path: Path):
     assert "[1/1] task 0: ok" in run.stderr
     # the folder is a fleet for solve
     solved = run_cli(["solve", "torch", "--env", str(out_dir), "--json"], env=env, text=True)  # in this process
-    assert solved.returncode == 0 and json.loads(solved.stdout)["data"]["targets"][0].startswith(host)
+    assert solved.returncode == 0 and json.loads(solved.stdout)["data"]["targets"][0]["description"].startswith(host)

@@ -254,6 +254,7 @@ def test_a_node_alike_but_for_a_per_node_value_validation_changes_or_refuses_is_
     from cudamatrix.fleet.nodes import env_paths, load_nodes
 
     h100 = node(H100)
+    h100["driver"] = {**h100["driver"], "jetson_linux": None}  # as this version's detect writes it (gathered's files)
     fleet = tmp_path / "fleet"
     gathered(fleet, {"a": h100, "b": per_node(h100, 1)})
     odd = fleet / "odd.json"

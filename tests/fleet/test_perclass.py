@@ -886,7 +886,7 @@ def test_classes_the_solver_cannot_tell_apart_share_an_answer_and_the_rest_are_s
 
 
 def test_a_gpu_without_a_usable_driver_does_not_split_the_cpu_set(tmp_path: Path):
-    """The joint CPU build is refused only for GPUs that could run a CUDA build: a node whose GPU has no usable
+    """Locks per class split a fleet only for GPUs that could run a CUDA build: a node whose GPU has no usable
     driver takes the CPU set with the rest (one lock); with a usable GPU the cause is said in words."""
     h100 = saved("h100_driver580")
     cpu = {**saved("doctor_no_driver_cpu_only_is_fine"), "python": h100["python"]}
@@ -907,9 +907,9 @@ def test_a_gpu_without_a_usable_driver_does_not_split_the_cpu_set(tmp_path: Path
     assert "download.pytorch.org" not in files[t4_entry["lock"]]
     matrix, fleet = _fleet(tmp_path / "2", {"cpu": cpu, "gpu": h100})
     causes = lock_per_class(matrix, fleet, ["torch"])[1]["joint_causes"]
-    assert causes == [{"rule": "cpu_only", "machines": [],
-                       "message": "the one set that fits every node is a CPU build (some nodes have no usable GPU); "
-                                  "the GPU classes get their own locks"}]
+    assert causes == [{"rule": "cpu_only", "machines": ["cpu"],
+                       "message": "some nodes have no usable GPU: the one set for every node would be the GPU build, "
+                                  "so each class gets its own lock (a CPU build where there is no GPU)"}]
 
 
 def test_check_fleet_with_a_file_that_fits_every_node(tmp_path: Path):

@@ -12,11 +12,13 @@ import pytest
 from fakes import apply_advice
 from packaging.version import Version
 from smallmatrix import NOTES, build, release, replace, target, variant
+from snapshot import named_snapshot
 
 from cudamatrix.diagnose.findings import diagnose
 from cudamatrix.matrix.data import CudaRelease
 from cudamatrix.models import Driver, Environment, FrameworkChoice, GpuInfo, Pin, PythonInfo, Solution
 from cudamatrix.solve.checks import base_image, check_requirements, nvidia_require_cuda
+from cudamatrix.solve.target import from_flags, target_record
 from cudamatrix.verify.run import gpu_present
 
 PT = "https://download.pytorch.org/whl"
@@ -158,7 +160,8 @@ def test_check_names_the_file_in_errors_and_checks_the_installed_set():
     plain = Environment(packages={"torch": "2.5.1"}, frameworks=[Framework(name="torch", version="2.5.1")])
     assert check_requirements(MATRIX, [t], plain, None, None)["checked"] == ["torch==2.5.1"]
     nothing = check_requirements(MATRIX, [t], Environment(packages={"numpy": "1.26.4"}), None, None)
-    assert nothing == {"checked": [], "targets": [t.describe()], "problems": [], "ways_out": [], "fits": True,
+    assert nothing == {"checked": [], "targets": [target_record(MATRIX, t)], "problems": [], "ways_out": [],
+                       "fits": True,
                        "note": "no framework requirement to check", "skipped": [], "unchecked": []}
 
 
@@ -636,3 +639,21 @@ def test_marker_applies_on_a_target(text, python, applies):
     from cudamatrix.solve.checks import marker_applies
 
     assert marker_applies(Requirement(text), target(None, python=python)) is applies
+
+
+def test_a_jetson_driver_runs_its_jetpack_lines_cuda_not_a_desktop_branchs():
+    """JetPack 6.1/6.2's driver 540.4.0 runs CUDA 12.6 (cuda.json ``jetpack``, NVIDIA's JetPack release notes); the
+    desktop branch table has no R540 and would read it as R535's 12.2: a CUDA 12.4 build on that board needs
+    cuda>=12.4 (never capped to 12.2, which would start it on a board that cannot run it), and the target's record
+    says 12.6 with its JetPack line."""
+    m = named_snapshot("issue23")
+    board = from_flags(m, driver="540.4.0", gpus=[], python="3.10", platform="linux_aarch64", cuda_toolkit=None)
+    sol = Solution(request=["torch"], targets=["target"],
+                   frameworks=[FrameworkChoice(name="torch", version="2.5.1", variant="cu124", cuda="12.4")])
+    assert nvidia_require_cuda(sol, m, [board]) == "cuda>=12.4"
+    record = target_record(m, board)
+    assert record["driver"] == {"version": "540.4.0", "cuda_version": "12.6", "usable": True,
+                                "jetpack": {"releases": ["6.1", "6.2"], "l4t": "36.4"}}
+    desktop = from_flags(m, driver="535.104.05", gpus=[], python="3.10", platform="linux_x86_64", cuda_toolkit=None)
+    assert nvidia_require_cuda(sol, m, [desktop]) == "cuda>=12.2"  # R535 runs 12.2 at most: never above it
+    assert target_record(m, desktop)["driver"]["cuda_version"] == "12.2"

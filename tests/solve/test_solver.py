@@ -413,31 +413,56 @@ def test_metapackage_expands_to_its_component_wheels(text, components):
     assert (None if found is None else [str(r) for r in found]) == components
 
 
-# a build that brings nvidia-* wheels whose pins the matrix holds neither as read nor as inferred cannot be shown
-# to share a set with another framework: unknown, never a pass (README, "known, inferred, unknown")
+# a build that brings nvidia-* wheels whose pins the matrix holds neither as read nor as inferred is judged by the
+# pins its known CUDA and cuDNN imply (torch: nvidia-cudnn-cu12==9.1.0.70, nvidia-cuda-runtime-cu12==12.1.*), when
+# no set rests on declared pins alone; the answer lists that inference as unverified (README, "known, inferred,
+# unknown"); implied pins that conflict are a conflict, and a build that implies none stays unknown
 UNKNOWN_PINS = [
-    ({}, "linux_x86_64", "unknown"),
-    ({"nvidia_pins": "the cu121 wheel of the same release pins the same wheels"}, "linux_x86_64", None),
-    ({}, "win_amd64", None),   # Windows builds bundle their CUDA libraries: no nvidia-* wheels to share
+    ({}, "linux_x86_64", "nvidia-cublas-cu12==12.1.3.1", "inferred"),
+    ({}, "linux_x86_64", "nvidia-cudnn-cu12==9.3.0.75", "conflict"),
+    ({"nvidia_pins": "the cu121 wheel of the same release pins the same wheels"}, "linux_x86_64",
+     "nvidia-cublas-cu12==12.1.3.1", None),
+    ({}, "win_amd64", "nvidia-cublas-cu12==12.1.3.1", None),  # Windows builds bundle their CUDA libraries
 ]
 
 
-@pytest.mark.parametrize("inferred, platform, rule", UNKNOWN_PINS)
-def test_unknown_pins_block_a_shared_set(inferred, platform, rule):
+@pytest.mark.parametrize("inferred, platform, jax_pin, rule", UNKNOWN_PINS)
+def test_unknown_pins_are_judged_by_the_pins_known_facts_imply(inferred, platform, jax_pin, rule):
     bare = variant("cu121", "12.1", archs=ARCHS, cudnn="9.1.0.70", inferred=inferred,
                    index_url="https://download.pytorch.org/whl/cu121", local_version="+cu121")
     jax = replace(release("0.4.30", variant("cuda12", "12.1", archs=ARCHS, cudnn="9.1.0",
-                                            nvidia_pins=[f"nvidia-cublas-cu12==12.1.3.1; {LINUX}"],
+                                            nvidia_pins=[f"{jax_pin}; {LINUX}"],
                                             pip_extra="cuda12"), name="jax"), companions={})
     m = replace(build(torch(bare)), jax=replace(build().jax, releases=[jax]))
     t = target("550.54.15", "7.5", python="3.11", platform=platform)
-    if rule is None:
-        sol = solve([t], parse_request(["torch", "jax"]), m)
-        assert {f.name for f in sol.frameworks} == {"torch", "jax"}
+    if rule == "conflict":
+        with pytest.raises(NoSolution) as err:
+            solve([t], parse_request(["torch", "jax"]), m)
+        assert any("nvidia-cudnn-cu12==9.1.0.70" in r for j in err.value.detail["rejected"] for r in j["reasons"])
         return
+    sol = solve([t], parse_request(["torch", "jax"]), m)
+    assert {f.name for f in sol.frameworks} == {"torch", "jax"}
+    facts = {u["fact"]: u["basis"] for u in sol.unverified}
+    if rule == "inferred":
+        assert facts["torch 2.5.1 cu121 nvidia_pins"] == (
+            "its declared nvidia-* pins are not in the matrix: judged by the pins its known CUDA 12.1 and cuDNN "
+            "9.1.0.70 imply (nvidia-cudnn-cu12==9.1.0.70, nvidia-cuda-runtime-cu12==12.1.*), which jax 0.4.30 "
+            "cuda12 admits; its other nvidia-* wheels are not checked against them")
+    else:  # the matrix's own inference (or none): no pins judged by implication
+        assert not any("judged by the pins" in basis for basis in facts.values()), facts
+
+
+def test_a_build_that_implies_no_pins_stays_unknown():
+    """jax's cuda12 build with neither pins nor a cuDNN in the matrix implies no nvidia-* wheel: beside a torch
+    build, whether they share one set is unknown, never a pass."""
+    jax = replace(release("0.4.30", variant("cuda12", "12.1", archs=ARCHS, pip_extra="cuda12"), name="jax"),
+                  companions={})
+    pinned = variant("cu121", "12.1", archs=ARCHS, cudnn="9.1.0.70",
+                     nvidia_pins=[f"nvidia-cudnn-cu12==9.1.0.70; {LINUX}"], index_url="https://download.pytorch.org/whl/cu121", local_version="+cu121")
+    m = replace(build(torch(pinned)), jax=replace(build().jax, releases=[jax]))
     with pytest.raises(NoSolution) as err:
-        solve([t], parse_request(["torch", "jax"]), m)
-    assert ("the nvidia-* wheels torch 2.5.1 cu121 pins are not in the matrix, so whether it shares one set of "
+        solve([target("550.54.15", "7.5", python="3.11")], parse_request(["torch", "jax"]), m)
+    assert ("the nvidia-* wheels jax 0.4.30 cuda12 pins are not in the matrix, so whether it shares one set of "
             "them with another framework is unknown") in [c["message"] for c in err.value.detail["causes"]]
 
 
