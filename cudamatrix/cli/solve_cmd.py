@@ -48,22 +48,26 @@ def check_names_on_index(matrix, names: list[str], file=None):
     if not todo:
         return NameCheck()
     from cudamatrix.matrix.index import IndexReadError, index_lookup, pip_sources, redact
+    from cudamatrix.solve.known import per_thread
 
-    if file is not None and file.no_index:
-        return check_names(todo, known, None, "the file says --no-index, and find-links pages are not read")
+    if file is not None and file.no_index:  # pip reads the file's find-links alone: local folders are read here
+        urls, links = [], list(file.find_links)
+        why = "the file says --no-index, and its find-links pages on the web are not read"
+    else:
+        try:
+            index, extra, links = pip_sources()
+        except IndexReadError:
+            return check_names(todo, known, None, "pip could not be asked which index it uses")
+        if file is not None:
+            index, extra, links = file.index_url or index, extra + file.extra_index_urls, links + file.find_links
+        urls = [index, *extra]
+        why = f"no index could say whether it exists (asked: {', '.join(redact(u) for u in urls + links)})"
     try:
-        index, extra, links = pip_sources()
-    except IndexReadError:
-        return check_names(todo, known, None, "pip could not be asked which index it uses")
-    if file is not None:
-        index, extra, links = file.index_url or index, extra + file.extra_index_urls, links + file.find_links
-    urls = [index, *extra]
-    why = f"no index could say whether it exists (asked: {', '.join(redact(u) for u in urls + links)})"
-    try:
-        lookup = index_lookup(urls, links)
-    except IndexReadError as exc:  # an index URL that is not http(s) or a local folder
+        index_lookup(urls, links)  # refuses an index URL that is not http(s) or a local folder, asking nothing
+    except IndexReadError as exc:
         return check_names(todo, known, None, f"{exc.message}")
-    return check_names(todo, known, lookup, why)
+    # each worker thread its own clients (connections are not shared between threads)
+    return check_names(todo, known, per_thread(lambda: index_lookup(urls, links)), why)
 
 
 def _no_solution(command: str, exc: NoSolution, as_json: bool) -> None:
