@@ -12,6 +12,7 @@ from cudamatrix import render
 from cudamatrix.cli.common import echo, finish, guarded
 from cudamatrix.cli.lockfiles import lock_writer, without_credentials
 from cudamatrix.errors import UsageError
+from cudamatrix.solve.lockfile import local_note
 
 FORMATS = ("requirements", "uv", "pylock")
 
@@ -81,7 +82,7 @@ def run_lock(requirements: list[str] | None = None, output: Path | None = None, 
     write = lock_writer(fmt, pins_only, glibc, environments, output.name if output is not None else None,
                         allow_local)
     text, notes = without_credentials(write(solution, resolved.targets, passthrough))
-    notes += [*solution.notes, *solution.unchecked]
+    notes += [*solution.notes, *solution.unchecked, *local_note(write.local)]
     if output is not None:
         from cudamatrix.solve.lockfile import write_lock
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor, as_completed
-from concurrent.futures import TimeoutError as FuturesTimeout
 
 from cudamatrix.errors import UsageError
 from cudamatrix.matrix.data import Matrix
@@ -130,20 +128,36 @@ def per_thread(make: Callable[[], Lookup]) -> Lookup:
 def ask_all(keys: list[str], lookup: Lookup, workers: int = LOOKUP_WORKERS,
             deadline_s: float = LOOKUP_DEADLINE_S) -> dict[str, bool | None]:
     """``lookup`` of every key, ``workers`` at a time; a key with no answer within ``deadline_s`` of the start
-    (all keys together) is None, as is one whose lookup raised."""
+    (all keys together) is None, as is one whose lookup raised. The workers are daemon threads that take no key
+    after the deadline: a lookup that never returns holds neither the answer nor the end of the process."""
+    answers: dict[str, bool | None] = dict.fromkeys(keys)
     if len(keys) <= 1 or workers <= 1:
         return {k: _ask(lookup, k) for k in keys}
-    answers: dict[str, bool | None] = dict.fromkeys(keys)
-    pool = ThreadPoolExecutor(max_workers=min(workers, len(keys)), thread_name_prefix="cudamatrix-names")
-    try:
-        futures = {pool.submit(_ask, lookup, k): k for k in keys}
-        for future in as_completed(futures, timeout=deadline_s):
-            answers[futures[future]] = future.result()
-    except FuturesTimeout:
-        pass  # the keys not answered stay None: unchecked
-    finally:
-        pool.shutdown(wait=False, cancel_futures=True)
-    return answers
+    todo = iter(keys)
+    lock = threading.Lock()
+    finished = threading.Event()
+    left = [len(keys)]
+
+    def work() -> None:
+        while True:
+            with lock:
+                key = next(todo, None)
+            if key is None or finished.is_set():
+                return
+            answer = _ask(lookup, key)
+            with lock:
+                if not finished.is_set():
+                    answers[key] = answer
+                    left[0] -= 1
+                    if left[0] == 0:
+                        finished.set()
+
+    for _ in range(min(workers, len(keys))):
+        threading.Thread(target=work, name="cudamatrix-names", daemon=True).start()
+    finished.wait(deadline_s)
+    with lock:
+        finished.set()  # the deadline: what is not answered now stays None (unchecked)
+        return dict(answers)
 
 
 def _ask(lookup: Lookup, key: str) -> bool | None:

@@ -163,6 +163,19 @@ def test_names_not_answered_within_the_deadline_are_unchecked_and_fail_the_gate(
         found.raise_unchecked("r.txt: ")
 
 
+@pytest.mark.slow
+def test_a_lookup_that_never_returns_does_not_hold_the_process_after_the_deadline():
+    """An index that never finishes its answer (a drip) must not keep the command from ending once the deadline
+    has left the name unchecked: the process exits (a pool whose threads are joined at exit would hang here)."""
+    import sys
+
+    code = ("import threading\nfrom cudamatrix.solve.known import ask_all\n"
+            "forever = threading.Event()\n"
+            "print(ask_all(['a', 'b'], lambda n: forever.wait() if n == 'b' else True, workers=2, deadline_s=0.5))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "{'a': True, 'b': None}", out.stdout + out.stderr
+
+
 def test_a_lookup_that_raises_leaves_the_name_unchecked():
     def lookup(name):
         raise OSError("the index went away")
