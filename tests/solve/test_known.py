@@ -260,6 +260,33 @@ def test_an_index_that_does_not_answer_fails_the_gate(tmp_path: Path):
 
 
 @pytest.mark.slow
+def test_names_not_on_the_first_index_are_asked_of_the_others(tmp_path: Path):
+    """The first index (PIP_INDEX_URL) is asked while pip's configuration is read; a name it does not list, or
+    cannot answer for, is asked of the extra indexes: listed there it passes; listed nowhere it is unknown only
+    when every index answered, else it cannot be checked (exit 2)."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    build_wheel(tmp_path / "a", "numpy", "2.1.0")
+    build_wheel(tmp_path / "b", "mytool", "1.0")
+    req = tmp_path / "requirements.txt"
+    with LocalIndex(tmp_path / "a") as first, LocalIndex(tmp_path / "b") as extra:
+        def check(index: str, text: str) -> subprocess.CompletedProcess:
+            req.write_text(text)
+            env = {**os.environ, "PIP_INDEX_URL": index, "PIP_CONFIG_FILE": os.devnull, "PIP_FIND_LINKS": "",
+                   "PIP_EXTRA_INDEX_URL": extra.url + "/simple"}
+            return run_cli(["check", "-r", str(req), *H100], env=env, timeout=180, text=True)
+
+        assert check(first.url + "/simple", "numpy==2.1.0\nmytool==1.0\n").returncode == 0
+        out = check(first.url + "/simple", "numpy==2.1.0\nmytol==1.0\n")
+        assert out.returncode == 2 and "no distribution named 'mytol' (did you mean 'mytool'?)" not in out.stderr
+        assert "no distribution named 'mytol'" in out.stderr, out.stderr
+        dead = f"http://127.0.0.1:{_free_port()}/simple"
+        assert check(dead, "mytool==1.0\n").returncode == 0  # the first index is down, the extra one lists it
+        out = check(dead, "mytol==1.0\n")
+        assert out.returncode == 2 and "cannot check 'mytol'" in out.stderr and dead in out.stderr, out.stderr
+
+
+@pytest.mark.slow
 def test_a_no_index_file_reads_its_local_find_links(tmp_path: Path):
     """A file that says --no-index installs from its find-links alone: a local folder is read (a name there
     passes, a name not there is unknown), a web page is not (the name cannot be checked: exit 2)."""
