@@ -122,11 +122,6 @@ class LockedFile:
         percent-decoded (``torch-2.5.1%2Bcpu-...whl`` -> ``torch-2.5.1+cpu-...whl``), without query or fragment."""
         return unquote(urlsplit(self.url).path.rsplit("/", 1)[-1])
 
-    @property
-    def local(self) -> bool:
-        """Whether the file lies on this machine (a ``file:`` URL or a plain path) rather than on an index."""
-        return is_local(self.url)
-
 
 def is_local(url: str) -> bool:
     """A ``file:`` URL or a plain path (pip reads both as local sources)."""
@@ -188,7 +183,8 @@ def _sha256(text: object, url: str) -> str:
     hexadecimal digits: the text goes into the lock, where a crafted one could add options or lines."""
     if isinstance(text, str) and _SHA256.fullmatch(text):
         return text.lower()
-    name = unquote(urlsplit(url).path.rsplit("/", 1)[-1]) if isinstance(url, str) else "a file"
+    url = str(url)
+    name = unquote(urlsplit(url).path.rsplit("/", 1)[-1])
     raise UsageError(f"{name}: the index gave {str(text)[:80]!r} as its sha256, which is not 64 hexadecimal digits; "
                      f"no lock was written", hint=f"check the index that serves {url[:200]!r}")
 
