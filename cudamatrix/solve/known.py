@@ -109,7 +109,7 @@ def suggestions(name: str, known: Iterable[str]) -> list[str]:
 
 # names asked of the index at once, and the bound on the time all of them may take together
 LOOKUP_WORKERS = 32
-LOOKUP_DEADLINE_S = 60.0
+LOOKUP_DEADLINE_S = 120.0
 
 
 def per_thread(make: Callable[[], Lookup]) -> Lookup:
