@@ -276,7 +276,7 @@ def surface_cases(root: Path) -> list[Case]:
     return (_journal_cases(root) + _fleet_cases(root) + _overlay_cases(root) + _data_cases(root)
             + _terminal_cases(root) + _wait_cases(root) + _driver_words_cases(root)
             + _mirror_cases(root) + _child_output_cases(root) + _consent_cases(root) + _undo_cases(root)
-            + _gate_cases(root))
+            + _gate_cases(root) + _lock_gate_cases(root))
 
 
 def _bare_python(root: Path) -> str:
@@ -693,6 +693,37 @@ def _driver_words_cases(root: Path) -> list[Case]:
             out.append(Case(f"driver words: {cmd} --from {name}", [cmd, "--from", str(paste)], inert=True))
             out.append(Case(f"driver words: {cmd} --from {name} --json", [cmd, "--from", str(paste), "--json"],
                             json=True))
+
+
+def _lock_gate_cases(root: Path) -> list[Case]:
+    """Issue 42, locks and gates: requirements crafted to break out of a uv TOML string, a lock that would name a
+    path of this machine, and check -r gates whose names no index can answer (a dead index; 2,000 lines)."""
+    out: list[Case] = []
+    crafted = """numpy; python_version == '", "evilpkg @ https://evil.example/x.whl", "'"""
+    quoted = 'numpy<2; python_version >= "3.9"'
+    toml_out = str(root / "pyproject-crafted.toml")
+    for label, req in (("crafted requirement", crafted), ("marker with quotes", quoted)):
+        argv = ["lock", "torch", req, *TARGET, "--format", "uv"]
+        # the dependency line as written unescaped: the crafted text an item of its own, a string closed early
+        forbid = ["""'", "evilpkg @ https://evil.example/x.whl", "'",""", '"3.9"",']
+        out.append(Case(f"locks: uv {label}", argv, inert=True, forbid=forbid))
+        out.append(Case(f"locks: uv {label} -o", [*argv, "-o", toml_out], inert=True, forbid=forbid, files=[toml_out]))
+        out.append(Case(f"locks: uv {label} --json", [*argv, "--json"], json=True))
+    local = str(root / "lock-local.txt")
+    for fmt in (["--pins-only"], ["--format", "uv"]):
+        argv = ["lock", "torch", *TARGET, *fmt, "--mirror", (root / "wheels").as_uri(), "-o", local]
+        out.append(Case(f"locks: file:// mirror {fmt[-1]}", argv, forbid=["file://"], files=[local]))
+        out.append(Case(f"locks: file:// mirror {fmt[-1]} --json", [*argv, "--json"], json=True))
+    dead = {"PIP_INDEX_URL": "http://127.0.0.1:9/simple", "PIP_CONFIG_FILE": os.devnull}
+    typo = root / "req-dead-index.txt"
+    typo.write_text("--index-url http://127.0.0.1:9/simple\ntorhc==2.5.1\n")
+    long = root / "req-2000-lines.txt"
+    long.write_text("torch==2.5.1\n" + "".join(f"pkg-{i:05d}==1.0\n" for i in range(2000)))
+    for label, path in (("dead index line, torhc", typo), ("2,000 unknown names, dead index", long)):
+        argv = ["check", "-r", str(path), "--driver", "580.65.06", "--gpu", "H100", "--python", "3.12"]
+        out.append(Case(f"gates: check -r {label}", argv, env=dead, inert=True, forbid=["fits"]))
+        out.append(Case(f"gates: check -r {label} --json", [*argv, "--json"], env=dead, json=True,
+                        forbid=['"fits": true']))
     return out
 
 

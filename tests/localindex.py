@@ -84,6 +84,8 @@ class LocalIndex:
     ranges: bool = False  # answer ``Range: bytes=`` requests with 206
     tls: bool = False  # serve https with a self-signed certificate; ``cafile`` names it
     cafile: Path | None = None
+    query: str = ""  # appended to every file URL of a listing ("?sig=x": a signed URL, as some indexes serve)
+    fragments: dict[str, str] = field(default_factory=dict)  # project -> fragment of its file URLs ("sha256=...")
     _server: ThreadingHTTPServer | None = None
 
     def files_served(self) -> int:
@@ -105,6 +107,10 @@ class LocalIndex:
                     return zf.read(name)
         return None
 
+    def _href(self, wheel: str, project: str) -> str:
+        frag = self.fragments.get(project)
+        return f"/files/{quote(wheel)}{self.query}" + (f"#{frag}" if frag else "")
+
     def _listing(self, project: str, as_json: bool) -> tuple[bytes, str] | None:
         wheels = [w for w in sorted(self.folder.glob("*.whl")) if canonical(w.name.split("-")[0]) == project]
         if not wheels:
@@ -114,7 +120,7 @@ class LocalIndex:
         if as_json:
             files = []
             for w in wheels:
-                item = {"filename": w.name, "url": f"/files/{quote(w.name)}", "hashes": {},
+                item = {"filename": w.name, "url": self._href(w.name, project), "hashes": {},
                         "size": w.stat().st_size}
                 if w.name in with_meta:
                     item["core-metadata"] = {"sha256": with_meta[w.name]}
@@ -124,7 +130,7 @@ class LocalIndex:
         links = []
         for w in wheels:
             meta = f' data-core-metadata="sha256={with_meta[w.name]}"' if w.name in with_meta else ""
-            links.append(f'<a href="/files/{quote(w.name)}"{meta}>{html.escape(w.name)}</a><br>')
+            links.append(f'<a href="{html.escape(self._href(w.name, project))}"{meta}>{html.escape(w.name)}</a><br>')
         body = "<!DOCTYPE html><html><body>\n" + "\n".join(links) + "\n</body></html>\n"
         return body.encode(), "text/html"
 

@@ -58,11 +58,12 @@ def lock(
     mirror: Optional[str] = _o("lock", "mirror"), as_json: bool = _o("lock", "as_json"),
     data_dir: Optional[Path] = _o("lock", "data_dir"), per_class: bool = _o("lock", "per_class"),
     pins_only: bool = _o("lock", "pins_only"), glibc: Optional[str] = _o("lock", "glibc"),
+    allow_local: bool = _o("lock", "allow_local"),
 ) -> None:
     """The complete, hashed set for the target: a requirements file or pylock.toml (or uv project settings)."""
     run_lock(requirements=requirements, output=output, fmt=fmt, env=env, from_=from_, driver=driver, gpu=gpu, python=python,
              platform=platform, cuda_toolkit=cuda_toolkit, mirror=mirror, as_json=as_json, data_dir=data_dir,
-             per_class=per_class, pins_only=pins_only, glibc=glibc)
+             per_class=per_class, pins_only=pins_only, glibc=glibc, allow_local=allow_local)
 
 
 @app.command("check")

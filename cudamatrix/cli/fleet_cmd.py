@@ -109,7 +109,8 @@ def run_lock_per_class(requirements: list[str] | None = None, output: Path | Non
                        fmt: str = "requirements", env: list[Path] | None = None, driver: str | None = None,
                        gpu: list[str] | None = None, python: str | None = None, platform: str | None = None,
                        cuda_toolkit: str | None = None, mirror: str | None = None, as_json: bool = False,
-                       data_dir: Path | None = None, pins_only: bool = False, glibc: str | None = None) -> None:
+                       data_dir: Path | None = None, pins_only: bool = False, glibc: str | None = None,
+                       allow_local: bool = False) -> None:
     """One lock for the whole fleet when one set fits, else one per node class, with locks.json mapping each
     class to its lock, its Ray label selector and runtime_env, and its Slurm constraint. Each lock is the
     complete, hashed set for its nodes unless ``pins_only``. Exit 3 when a class has no consistent set (the
@@ -130,7 +131,8 @@ def run_lock_per_class(requirements: list[str] | None = None, output: Path | Non
     _no_target_flags(driver=driver, gpu=gpu, python=python, platform=platform, cuda_toolkit=cuda_toolkit)
     matrix = _matrix(data_dir)
     fleet = load_fleet(matrix, env)
-    write = lock_writer(fmt, pins_only, glibc, dict(zip(fleet.names, fleet.environments, strict=False)))
+    write = lock_writer(fmt, pins_only, glibc, dict(zip(fleet.names, fleet.environments, strict=False)),
+                        allow_local=allow_local)
     files, mapping = lock_per_class(matrix, fleet, list(requirements or []), fmt, mirror, write=write)
     from cudamatrix.cli.lockfiles import CREDENTIALS_NOTE
     from cudamatrix.safe.files import write_atomic
@@ -145,7 +147,8 @@ def run_lock_per_class(requirements: list[str] | None = None, output: Path | Non
     except OSError as exc:
         raise UsageError(f"{output}: cannot be written ({exc.strerror or exc})") from None
     code = Exit.NO_SOLUTION if mapping["unsolved"] else Exit.OK
-    data = {"path": str(output), "files": sorted(files) + [MAPPING], **mapping, "notes": notes}
+    data = {"path": str(output), "files": sorted(files) + [MAPPING], **mapping, "local_files": write.local,
+            "notes": notes}
 
     def human() -> None:
         c = render.console()

@@ -12,6 +12,7 @@ from cudamatrix import render
 from cudamatrix.cli.common import echo, finish, guarded
 from cudamatrix.cli.lockfiles import lock_writer, without_credentials
 from cudamatrix.errors import UsageError
+from cudamatrix.solve.lockfile import local_note
 
 FORMATS = ("requirements", "uv", "pylock")
 
@@ -58,10 +59,10 @@ def run_lock(requirements: list[str] | None = None, output: Path | None = None, 
              gpu: list[str] | None = None, python: str | None = None, platform: str | None = None,
              cuda_toolkit: str | None = None, mirror: str | None = None, as_json: bool = False,
              data_dir: Path | None = None, per_class: bool = False, pins_only: bool = False,
-             glibc: str | None = None) -> None:
+             glibc: str | None = None, allow_local: bool = False) -> None:
     """The complete, hashed set for the target as a requirements file or pylock.toml (or the uv project
     configuration; ``pins_only``: the solved pins alone); ``per_class``: one per node class of a fleet folder
-    (:mod:`.fleet_cmd`)."""
+    (:mod:`.fleet_cmd`). A lock that names a path of this machine is refused unless ``allow_local``."""
     from cudamatrix.cli.solve_cmd import _matrix, _solve
 
     _check_options(fmt, None if per_class else output, pins_only, glibc)
@@ -72,20 +73,22 @@ def run_lock(requirements: list[str] | None = None, output: Path | None = None, 
             raise UsageError("--from cannot be combined with --per-class", hint="--per-class reads a fleet folder (--env DIR)")
         return run_lock_per_class(requirements=requirements, output=output, fmt=fmt, env=env, driver=driver,
                                   gpu=gpu, python=python, platform=platform, cuda_toolkit=cuda_toolkit,
-                                  mirror=mirror, as_json=as_json, data_dir=data_dir, pins_only=pins_only, glibc=glibc)
+                                  mirror=mirror, as_json=as_json, data_dir=data_dir, pins_only=pins_only, glibc=glibc,
+                                  allow_local=allow_local)
     resolved, request, solution = _solve("lock", as_json, _matrix(data_dir), requirements, env, driver, gpu, python,
                                          platform, cuda_toolkit, mirror, from_)
     passthrough = [str(r) for r in request.passthrough]
     environments = {t.name: e for t, e in zip(resolved.targets, resolved.environments, strict=False)}
-    write = lock_writer(fmt, pins_only, glibc, environments, output.name if output is not None else None)
+    write = lock_writer(fmt, pins_only, glibc, environments, output.name if output is not None else None,
+                        allow_local)
     text, notes = without_credentials(write(solution, resolved.targets, passthrough))
-    notes += [*solution.notes, *solution.unchecked]
+    notes += [*solution.notes, *solution.unchecked, *local_note(write.local)]
     if output is not None:
         from cudamatrix.solve.lockfile import write_lock
 
         write_lock(output, text)
     data = {"format": fmt, "path": str(output) if output else None, "complete": fmt != "uv" and not pins_only,
-            "text": text, "solution": solution.to_dict(), "notes": notes}
+            "text": text, "solution": solution.to_dict(), "local_files": write.local, "notes": notes}
 
     def human() -> None:
         if output is None:

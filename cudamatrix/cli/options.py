@@ -95,6 +95,8 @@ COMMANDS: dict[str, Command] = {
                      "machine's, else this machine's, said in the lock).", metavar="VERSION"),
         Opt("pins_only", ("--pins-only",), "flag", False, "Write only the solved pins, without hashes or the other "
             "dependencies (no index needed; not a complete lock)."),
+        Opt("allow_local", ("--allow-local-files",), "flag", False, "Write a lock that names paths of this machine "
+            "(a file:// index or wheel folder pip is configured with); refused without it. The lock and the JSON say so."),
         MIRROR, JSON, DATA,
         Opt("per_class", ("--per-class",), "flag", False, "Fleets: one lock per node class when no single set "
             "fits, in the folder -o, with locks.json (class -> lock, Ray and Slurm selectors)."))),

@@ -2,11 +2,15 @@
 :mod:`cudamatrix.cli.commands`; :mod:`cudamatrix.cli.fast` runs plain invocations without typer)."""
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from cudamatrix import render
 from cudamatrix.cli.common import Done, check_target_flags, echo, finish, guarded, python_path
 from cudamatrix.errors import Exit, NoSolution, UsageError
+from cudamatrix.matrix.index import IndexReadError, index_lookup, pip_sources, redact
+from cudamatrix.solve.known import NameCheck, check_names, matrix_names, per_thread
 
 
 def _matrix(data_dir: Path | None):
@@ -39,31 +43,62 @@ def _solve(command: str, as_json: bool, matrix, requirements, env, driver, gpu, 
 def check_names_on_index(matrix, names: list[str], file=None):
     """The names the matrix does not know, asked of the indexes pip would read (a requirements file's own index
     lines over pip's configuration): :class:`cudamatrix.solve.known.NameCheck`. No index I/O when every name
-    is known."""
+    is known. pip's configuration takes a subprocess (a second or more): the index known without it (the file's
+    own ``--index-url``, else ``PIP_INDEX_URL``, which pip puts above its configuration) is asked meanwhile, and
+    the other indexes only about the names it does not list."""
     from cudamatrix.names import canonical
-    from cudamatrix.solve.known import NameCheck, check_names, matrix_names
 
     known = matrix_names(matrix, names)  # a request of framework names only reads no pin of the matrix
     todo = [n for n in names if canonical(n) not in known]
     if not todo:
         return NameCheck()
-    from cudamatrix.matrix.index import IndexReadError, index_lookup, pip_sources, redact
-
-    if file is not None and file.no_index:
-        return check_names(todo, known, None, "the file says --no-index, and find-links pages are not read")
-    try:
-        index, extra, links = pip_sources()
-    except IndexReadError:
-        return check_names(todo, known, None, "pip could not be asked which index it uses")
+    if file is not None and file.no_index:  # pip reads the file's find-links alone: local folders are read here
+        return _ask_sources(todo, known, [], list(file.find_links),
+                            "the file says --no-index, and its find-links pages on the web are not read")
+    first = (file.index_url if file is not None else None) or os.environ.get("PIP_INDEX_URL") or None
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        sources = pool.submit(pip_sources)
+        early = _ask_sources(todo, known, [first], [], "") if first else None
+        try:
+            index, extra, links = sources.result()
+        except IndexReadError:
+            return check_names(todo, known, None, "pip could not be asked which index it uses")
     if file is not None:
         index, extra, links = file.index_url or index, extra + file.extra_index_urls, links + file.find_links
     urls = [index, *extra]
     why = f"no index could say whether it exists (asked: {', '.join(redact(u) for u in urls + links)})"
+    if early is None:
+        return _ask_sources(todo, known, urls, links, why)
+    return _then_the_others(early, known, [u for u in urls if u != first], links, why)
+
+
+def _ask_sources(todo: list[str], known: set[str], urls: list[str], links: list[str], why: str):
+    """check_names over these index URLs and find-links, each worker thread with its own clients (connections are
+    not shared between threads); an index URL that is not http(s) or a local folder leaves every name unchecked."""
     try:
-        lookup = index_lookup(urls, links)
-    except IndexReadError as exc:  # an index URL that is not http(s) or a local folder
+        index_lookup(urls, links)  # refuses such a URL, asking nothing
+    except IndexReadError as exc:
         return check_names(todo, known, None, f"{exc.message}")
-    return check_names(todo, known, lookup, why)
+    return check_names(todo, known, per_thread(lambda: index_lookup(urls, links)), why)
+
+
+def _then_the_others(early, known: set[str], urls: list[str], links: list[str], why: str):
+    """The first index's answers completed by the other sources: a name it did not list is asked of them; listed
+    there, it is settled; unknown there, it stays unknown only if the first index said so too."""
+    first_unknown = {name: close for name, close in early.unknown}
+    left = [*first_unknown, *early.unchecked]
+    if not left or not (urls or links):
+        early.why_unchecked = why
+        return early
+    later = _ask_sources(left, known, urls, links, why)
+    out = NameCheck(why_unchecked=later.why_unchecked)
+    for name, close in later.unknown:
+        if name in first_unknown:
+            out.unknown.append((name, close))
+        else:
+            out.unchecked.append(name)
+    out.unchecked += later.unchecked
+    return out
 
 
 def _no_solution(command: str, exc: NoSolution, as_json: bool) -> None:

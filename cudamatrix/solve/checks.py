@@ -265,7 +265,7 @@ def check_requirements(matrix: Matrix, targets: list[Target], installed: Environ
 
     ``text`` is a requirements file's content; None checks the installed frameworks instead. ``names`` asks the
     file's indexes about the names the matrix does not know (:mod:`cudamatrix.solve.known`); a name no index
-    lists is a UsageError, one no index could answer is listed as unchecked.
+    lists, or one no index could answer, is a UsageError (exit 2).
     """
     problems: list[str] = []
     nvidia: list[Requirement] = []
@@ -277,7 +277,7 @@ def check_requirements(matrix: Matrix, targets: list[Target], installed: Environ
         if names is not None:
             found = names(parsed, [r.name for r in parsed.requirements])
             found.raise_unknown(f"{name or 'requirements'}: ")
-            unchecked = found.sentences()
+            found.raise_unchecked(f"{name or 'requirements'}: ")  # a gate never passes a name it could not check
         texts, nvidia = _file_request(matrix, parsed, targets, mirror, problems)
     elif installed is None:
         return {"fits": False, "checked": [], "problems": ["no installed environment to check"], "ways_out": []}

@@ -16,6 +16,7 @@ machine.
 from __future__ import annotations
 
 import re
+from urllib.parse import unquote, urlsplit
 
 from cudamatrix.errors import UsageError
 from cudamatrix.schema import field, record
@@ -111,8 +112,21 @@ class LockedFile:
     index: str | None = None
 
     @property
+    def location(self) -> str:
+        """The URL without its fragment (``#sha256=...``: the hash is written on its own)."""
+        return urlsplit(self.url)._replace(fragment="").geturl()
+
+    @property
     def filename(self) -> str:
-        return self.url.split("#")[0].rsplit("/", 1)[-1]
+        """The wheel's file name (PEP 751 ``packages.wheels.name``): the last segment of the URL's path,
+        percent-decoded (``torch-2.5.1%2Bcpu-...whl`` -> ``torch-2.5.1+cpu-...whl``), without query or fragment."""
+        return unquote(urlsplit(self.url).path.rsplit("/", 1)[-1])
+
+
+def is_local(url: str) -> bool:
+    """A ``file:`` URL or a plain path (pip reads both as local sources)."""
+    scheme = urlsplit(url).scheme.lower()
+    return scheme in ("", "file") or len(scheme) == 1  # "C:/wheels": a drive letter, not a scheme
 
 
 @record
@@ -155,14 +169,27 @@ def from_report(report: dict, indexes: list[str] | None = None) -> list[LockedFi
         if "sha256" not in hashes:
             raise UsageError(f"no sha256 for {info['url']}: the index gives none and the installer did not "
                              "download it", hint="use an index that publishes file hashes (PEP 503 #sha256=)")
+        sha256 = _sha256(hashes["sha256"], info["url"])
         index = next((i for i in indexes or [] if _host(i) == _host(info["url"])), None)
-        out.append(LockedFile(_canon(meta["name"]), meta["version"], info["url"], hashes["sha256"], index))
+        out.append(LockedFile(_canon(meta["name"]), meta["version"], info["url"], sha256, index))
     return sorted(out, key=lambda f: f.name)
 
 
-def _host(url: str) -> str:
-    from urllib.parse import urlsplit
+_SHA256 = re.compile(r"[0-9a-fA-F]{64}")
 
+
+def _sha256(text: object, url: str) -> str:
+    """The sha256 the index gave for a file, lowercase. Raises UsageError, naming the file, for anything but 64
+    hexadecimal digits: the text goes into the lock, where a crafted one could add options or lines."""
+    if isinstance(text, str) and _SHA256.fullmatch(text):
+        return text.lower()
+    url = str(url)
+    name = unquote(urlsplit(url).path.rsplit("/", 1)[-1])
+    raise UsageError(f"{name}: the index gave {str(text)[:80]!r} as its sha256, which is not 64 hexadecimal digits; "
+                     f"no lock was written", hint=f"check the index that serves {url[:200]!r}")
+
+
+def _host(url: str) -> str:
     return urlsplit(url).netloc.lower()
 
 

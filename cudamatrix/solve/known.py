@@ -8,6 +8,7 @@ unchecked, and said so, never counted as fitting.
 """
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable
 
 from cudamatrix.errors import UsageError
@@ -15,6 +16,8 @@ from cudamatrix.matrix.data import Matrix
 from cudamatrix.names import FAMILIES, canonical, requirement
 from cudamatrix.safe.text import lazy
 from cudamatrix.schema import field, record
+
+SHOWN = 10  # names a message lists; the others are counted
 
 # name -> True (an index lists it), False (every index answered and none lists it), None (no answer)
 Lookup = Callable[[str], "bool | None"]
@@ -33,12 +36,25 @@ class NameCheck:
         if not self.unknown:
             return
         parts = [f"{name!r}" + (f" (did you mean {' or '.join(repr(s) for s in close)}?)" if close else "")
-                 for name, close in self.unknown]
+                 for name, close in self.unknown[:SHOWN]]
+        if len(self.unknown) > SHOWN:
+            parts.append(f"and {len(self.unknown) - SHOWN} more")
         raise UsageError(f"{where}no distribution named {', '.join(parts)}: the matrix does not know "
                          f"{'it' if len(parts) == 1 else 'them'} and the index does not list "
                          f"{'it' if len(parts) == 1 else 'them'}",
                          hint="check the spelling; a package from another index needs that index "
                               "(--extra-index-url in the file, or PIP_EXTRA_INDEX_URL)")
+
+    def raise_unchecked(self, where: str = "") -> None:
+        """UsageError (exit 2) naming every name no index could answer for: a gate that cannot check a name
+        does not pass it."""
+        if not self.unchecked:
+            return
+        shown = ", ".join(repr(n) for n in self.unchecked[:SHOWN]) + \
+            (f" and {len(self.unchecked) - SHOWN} more" if len(self.unchecked) > SHOWN else "")
+        raise UsageError(f"{where}cannot check {shown}: not a distribution the matrix knows, and "
+                         f"{self.why_unchecked}; a name that cannot be checked does not pass",
+                         hint="make the index reachable (the file's --index-url, PIP_INDEX_URL), or fix the name")
 
     def sentences(self) -> list[str]:
         """One line per unchecked name, for people."""
@@ -91,19 +107,81 @@ def suggestions(name: str, known: Iterable[str]) -> list[str]:
     return difflib.get_close_matches(canonical(name), sorted(set(known)), n=3, cutoff=0.75)
 
 
-def check_names(names: Iterable[str], known: set[str], lookup: Lookup | None, why_unchecked: str = "") -> NameCheck:
+# names asked of the index at once, and the bound on the time all of them may take together
+LOOKUP_WORKERS = 32
+LOOKUP_DEADLINE_S = 120.0
+
+
+def per_thread(make: Callable[[], Lookup]) -> Lookup:
+    """A Lookup that builds its own ``make()`` in each thread that asks (an index client's connections are not
+    shared between threads)."""
+    mine = threading.local()
+
+    def lookup(name: str) -> bool | None:
+        if not hasattr(mine, "ask"):
+            mine.ask = make()
+        return mine.ask(name)
+
+    return lookup
+
+
+def ask_all(keys: list[str], lookup: Lookup, workers: int = LOOKUP_WORKERS,
+            deadline_s: float = LOOKUP_DEADLINE_S) -> dict[str, bool | None]:
+    """``lookup`` of every key, ``workers`` at a time; a key with no answer within ``deadline_s`` of the start
+    (all keys together) is None, as is one whose lookup raised. The workers are daemon threads that take no key
+    after the deadline: a lookup that never returns holds neither the answer nor the end of the process."""
+    answers: dict[str, bool | None] = dict.fromkeys(keys)
+    if len(keys) <= 1 or workers <= 1:
+        return {k: _ask(lookup, k) for k in keys}
+    todo = iter(keys)
+    lock = threading.Lock()
+    finished = threading.Event()
+    left = [len(keys)]
+
+    def work() -> None:
+        while True:
+            with lock:
+                key = next(todo, None)
+            if key is None or finished.is_set():
+                return
+            answer = _ask(lookup, key)
+            with lock:
+                if not finished.is_set():
+                    answers[key] = answer
+                    left[0] -= 1
+                    if left[0] == 0:
+                        finished.set()
+
+    for _ in range(min(workers, len(keys))):
+        threading.Thread(target=work, name="cudamatrix-names", daemon=True).start()
+    finished.wait(deadline_s)
+    with lock:
+        finished.set()  # the deadline: what is not answered now stays None (unchecked)
+        return dict(answers)
+
+
+def _ask(lookup: Lookup, key: str) -> bool | None:
+    try:
+        return lookup(key)
+    except Exception:  # a lookup that fails leaves the name unchecked, never fitting
+        return None
+
+
+def check_names(names: Iterable[str], known: set[str], lookup: Lookup | None, why_unchecked: str = "",
+                workers: int = LOOKUP_WORKERS, deadline_s: float = LOOKUP_DEADLINE_S) -> NameCheck:
     """The names neither the matrix nor the index knows, and those that could not be asked. ``lookup`` None:
-    no index to ask at all."""
+    no index to ask at all. Each distinct name is asked once, ``workers`` at a time (``lookup`` must then be
+    safe to call from several threads: :func:`per_thread`), all within ``deadline_s``."""
     out = NameCheck(why_unchecked=why_unchecked or "no package index could be asked whether it exists")
-    seen: set[str] = set()
+    first: dict[str, str] = {}  # canonical name -> the name as first written
     for name in names:
         key = canonical(name)
-        if key in known or key in seen:
-            continue
-        seen.add(key)
-        listed = lookup(key) if lookup is not None else None
-        if listed is False:
-            out.unknown.append((name, suggestions(key, known)))
-        elif listed is None:
+        if key not in known:
+            first.setdefault(key, name)
+    answers = ask_all(list(first), lookup, workers, deadline_s) if lookup is not None else dict.fromkeys(first)
+    for key, name in first.items():
+        if answers[key] is False:  # the close names of those a message shows (difflib reads every known name)
+            out.unknown.append((name, suggestions(key, known) if len(out.unknown) < SHOWN else []))
+        elif answers[key] is None:
             out.unchecked.append(name)
     return out

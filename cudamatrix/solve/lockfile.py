@@ -12,8 +12,9 @@ from cudamatrix.errors import UsageError
 from cudamatrix.models import Solution
 from cudamatrix.safe.text import file_lines
 from cudamatrix.schema import field, record
-from cudamatrix.solve.closure import Closure
-from cudamatrix.solve.indexes import index_layout
+from cudamatrix.solve import toml
+from cudamatrix.solve.closure import Closure, is_local
+from cudamatrix.solve.indexes import dedupe, index_layout
 from cudamatrix.solve.target import Target
 
 
@@ -25,8 +26,39 @@ def write_lock(path, text: str) -> str:
     return write_atomic(path, text)
 
 
-def lock_header(solution: Solution, targets: list[Target]) -> list[str]:
-    """The comment lines (without "# ") a lock starts with: the matrix, the targets, the request, the builds."""
+ALLOW_LOCAL = "--allow-local-files"
+
+
+def local_sources(solution: Solution, closure: Closure | None = None) -> list[str]:
+    """The index URLs and files a lock of ``solution`` (and of its ``closure``) would name that are paths of this
+    machine (``file:`` URLs, plain paths), each once: pip follows whatever index it is configured with."""
+    urls = [p.index_url for p in solution.packages if p.index_url]
+    urls += [f.location for p in (closure.packages if closure else []) for f in p.files]
+    return dedupe([u for u in urls if is_local(u)])
+
+
+def refuse_local(sources: Sequence[str]) -> None:
+    """Raise UsageError (exit 2) when a lock would name paths of this machine and that was not asked for."""
+    if sources:
+        more = f" and {len(sources) - 1} more" if len(sources) > 1 else ""
+        raise UsageError(f"the lock would name a path of this machine ({sources[0]}{more}): a lock is committed and "
+                         "installed elsewhere, where the path does not exist; no lock was written",
+                         hint=f"lock against an index on the network (--mirror URL, PIP_INDEX_URL), or pass "
+                              f"{ALLOW_LOCAL} to write it anyway (the lock then says so)")
+
+
+def local_note(sources: Sequence[str]) -> list[str]:
+    """The header line of a lock that names paths of this machine (written with ``--allow-local-files``)."""
+    if not sources:
+        return []
+    shown = ", ".join(sources[:3]) + (f" and {len(sources) - 3} more" if len(sources) > 3 else "")
+    return [f"local files ({ALLOW_LOCAL}): this lock names paths of the machine it was written on, which other "
+            f"machines may lack: {shown}"]
+
+
+def lock_header(solution: Solution, targets: list[Target], local: Sequence[str] = ()) -> list[str]:
+    """The comment lines (without "# ") a lock starts with: the matrix, the targets, the request, the builds, and
+    the paths of this machine it names (``local``)."""
     lines = [f"written by cudamatrix lock from matrix {solution.matrix_version}"]
     for t in targets[:20]:
         # a machine described by flags is named "target": "target target: ..." said it twice
@@ -38,7 +70,7 @@ def lock_header(solution: Solution, targets: list[Target]) -> list[str]:
     for fw in solution.frameworks:
         bits = fw.label()
         lines.append(f"{fw.name} {fw.version} {fw.variant}: {bits}")
-    return lines
+    return lines + local_note(local)
 
 
 PINS_ONLY = ("pins only (--pins-only): the frameworks and their nvidia-* wheels, no hashes; pip resolves their "
@@ -56,12 +88,13 @@ def closure_header(closure: Closure, name: str) -> list[str]:
 
 
 def requirements_txt(solution: Solution, targets: list[Target], passthrough: Sequence[str] = (),
-                     closure: Closure | None = None, name: str = "requirements.txt") -> str:
+                     closure: Closure | None = None, name: str = "requirements.txt", local: Sequence[str] = ()) -> str:
     """A requirements file that `pip install -r` and `uv pip install -r` accept: with ``closure``, every
     distribution of the complete set pinned with its ``--hash`` options (``pip install --require-hashes``,
-    ``uv pip sync``); without, the solved pins and the requirements passed through."""
+    ``uv pip sync``); without, the solved pins and the requirements passed through. ``local``: the paths of
+    this machine it names (:func:`local_sources`), said in the header."""
     index_url, extra = index_layout(solution.packages, bool(passthrough))  # the indexes the closure came from
-    head = lock_header(solution, targets) + (closure_header(closure, name) if closure else [PINS_ONLY])
+    head = lock_header(solution, targets, local) + (closure_header(closure, name) if closure else [PINS_ONLY])
     lines = ["# " + h for h in head]
     if index_url:
         lines.append(f"--index-url {index_url}")
@@ -76,9 +109,11 @@ def requirements_txt(solution: Solution, targets: list[Target], passthrough: Seq
     return file_lines(lines)  # a value that would add a line is refused
 
 
-def uv_project(solution: Solution, targets: list[Target], passthrough: Sequence[str] = ()) -> str:
-    """The uv project configuration: dependencies, [[tool.uv.index]] and [tool.uv.sources]."""
-    lines = ["# " + h for h in lock_header(solution, targets)]  # TOML comments are the same "# " lines
+def uv_project(solution: Solution, targets: list[Target], passthrough: Sequence[str] = (),
+               local: Sequence[str] = ()) -> str:
+    """The uv project configuration: dependencies, [[tool.uv.index]] and [tool.uv.sources], every value written
+    by the one TOML writer (:mod:`cudamatrix.solve.toml`)."""
+    lines = ["# " + h for h in lock_header(solution, targets, local)]  # TOML comments are the same "# " lines
     lines.append("# merge into pyproject.toml")
     deps = []
     for p in solution.packages:
@@ -88,19 +123,19 @@ def uv_project(solution: Solution, targets: list[Target], passthrough: Sequence[
     deps += list(passthrough)
     lines.append("[project]")
     lines.append("dependencies = [")
-    lines += [f'    "{d}",' for d in deps]
+    lines += [f"    {toml.string(d)}," for d in deps]
     lines.append("]")
     names: dict[str, str] = {}
     for p in solution.packages:
         if p.index_url and p.index_url not in names:
             names[p.index_url] = "pytorch-" + p.index_url.rstrip("/").rsplit("/", 1)[-1]
     for url, name in names.items():
-        lines += ["", "[[tool.uv.index]]", f'name = "{name}"', f'url = "{url}"', "explicit = true"]
+        lines += ["", "[[tool.uv.index]]", toml.assign("name", name), toml.assign("url", url), "explicit = true"]
     if names:
         lines += ["", "[tool.uv.sources]"]
         for p in solution.packages:
             if p.index_url:
-                lines.append(f'{p.name} = [{{ index = "{names[p.index_url]}" }}]')
+                lines.append(f"{toml.key(p.name)} = [{toml.inline_table({'index': names[p.index_url]})}]")
     return file_lines(lines)  # a value that would add a line is refused
 
 

@@ -17,6 +17,8 @@ import re
 from pathlib import Path
 
 from cudamatrix.errors import UsageError
+from cudamatrix.safe.text import file_lines
+from cudamatrix.solve import toml
 from cudamatrix.solve.closure import Closure
 
 LOCK_VERSION = "1.0"
@@ -36,11 +38,6 @@ def _suggest(path: Path) -> Path:
     return path.with_name(f"pylock.{stem}.toml" if stem else "pylock.toml")
 
 
-def _q(text: str) -> str:
-    """A TOML basic string."""
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
 def _requires_python(pythons: list[str]) -> str:
     versions = sorted({tuple(int(x) for x in p.split(".")) for p in pythons})
     if len(versions) == 1:
@@ -52,22 +49,20 @@ def _requires_python(pythons: list[str]) -> str:
 def pylock_toml(closure: Closure, header: list[str]) -> str:
     """The text of ``pylock.toml`` for the complete set, valid where one of its LockSpecs' markers holds."""
     lines = [f"# {h}" for h in header]
-    lines.append(f"lock-version = {_q(LOCK_VERSION)}")
-    lines.append("environments = [" + ", ".join(_q(s.marker()) for s in closure.specs) + "]")
-    lines.append(f"requires-python = {_q(_requires_python([s.python for s in closure.specs]))}")
-    lines.append(f"created-by = {_q('cudamatrix')}")
+    lines.append(toml.assign("lock-version", LOCK_VERSION))
+    lines.append("environments = " + toml.array(s.marker() for s in closure.specs))
+    lines.append(toml.assign("requires-python", _requires_python([s.python for s in closure.specs])))
+    lines.append(toml.assign("created-by", "cudamatrix"))
     for p in closure.packages:
-        lines += ["", "[[packages]]", f"name = {_q(p.name)}", f"version = {_q(p.version)}"]
+        lines += ["", "[[packages]]", toml.assign("name", p.name), toml.assign("version", p.version)]
         index = next((f.index for f in p.files if f.index), None)
         if index:
-            lines.append(f"index = {_q(index)}")
+            lines.append(toml.assign("index", index))
         seen: set[str] = set()
         for f in p.files:
             if f.filename in seen:
                 continue
             seen.add(f.filename)
-            lines += ["", "[[packages.wheels]]", f"name = {_q(f.filename)}", f"url = {_q(f.url.split('#')[0])}",
-                      f"hashes = {{sha256 = {_q(f.sha256)}}}"]
-    from cudamatrix.safe.text import file_lines
-
+            lines += ["", "[[packages.wheels]]", toml.assign("name", f.filename), toml.assign("url", f.location),
+                      "hashes = " + toml.inline_table({"sha256": f.sha256})]
     return file_lines(lines, "pylock.toml")  # a value that would add a line is refused

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import tomlread
 from fakes import run_cli
 
 ENVELOPE = {"schema_version", "command", "status", "exit_code", "data", "errors"}
@@ -174,6 +175,8 @@ def test_lock_uv_format():
     assert out.returncode == 0, out.stderr
     assert "[[tool.uv.index]]" in out.stdout and "[tool.uv.sources]" in out.stdout
     assert 'explicit = true' in out.stdout and 'torch = [{ index = "pytorch-cu12' in out.stdout
+    doc = tomlread.loads(out.stdout)
+    assert doc["tool"]["uv"]["sources"]["torch"] == [{"index": doc["tool"]["uv"]["index"][0]["name"]}]
 
 
 @pytest.mark.slow

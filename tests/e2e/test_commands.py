@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import tomlread
 from smallmatrix import build, release, replace, variant, write
 
 from cudamatrix.cli import main
@@ -86,6 +87,7 @@ def test_lock_uv_format_drops_the_local_version(capsys, data):
         '    "nvidia-cudnn-cu12==9.1.0.70",', '    "nvidia-cublas-cu12==12.1.3.1",', "]",
         "[[tool.uv.index]]", 'name = "pytorch-cu121"', f'url = "{PT}/cu121"', "explicit = true",
         "[tool.uv.sources]", 'torch = [{ index = "pytorch-cu121" }]', 'torchvision = [{ index = "pytorch-cu121" }]']
+    assert tomlread.loads(out)["project"]["dependencies"][:2] == ["torch==2.5.1", "torchvision==0.20.1"]
 
 
 def check_file(capsys, tmp_path, data, text: str, driver="535.104.05") -> tuple[int, dict]:

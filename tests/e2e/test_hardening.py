@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+import tomlread
 from fakes import run_cli, spawn_cli
 
 ENVELOPE = {"schema_version", "command", "status", "exit_code", "data", "errors"}
@@ -805,6 +806,8 @@ def test_mirror_credentials_are_never_written_to_a_lock_nor_printed(tmp_path):
     for extra in (["--pins-only"], ["--pins-only", "--json"], ["--format", "uv"]):  # the uv format holds pins only
         out = cli("lock", "torch==2.5.1+cu121", *TARGET, "--mirror", MIRROR, *extra)
         assert out.returncode == 0 and "TOKEN" not in out.stdout + out.stderr, out.stdout
+        if "uv" in extra:
+            assert tomlread.loads(out.stdout)["tool"]["uv"]["index"][0]["url"] == "https://mirror.example/whl/cu121"
     out = cli("solve", "torch==2.5.1+cu121", *TARGET, "--mirror", MIRROR)
     assert out.returncode == 0 and "TOKEN" not in out.stdout + out.stderr and "user:****@" in out.stdout
 

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import tomlread
 from fakes import run_cli
 from packaging.requirements import Requirement
 from packaging.version import Version
@@ -251,6 +252,7 @@ def test_extras_survive_every_output(matrix, tmp_path: Path):
     sol = solve([t], parse_request(["tensorflow[and-cuda]"]), matrix)
     assert "tensorflow[and-cuda]==" in requirements_txt(sol, [t])
     assert '"tensorflow[and-cuda]==' in uv_project(sol, [t])
+    assert tomlread.loads(uv_project(sol, [t]))["project"]["dependencies"][0].startswith("tensorflow[and-cuda]==")
     from cudamatrix.install.plan import make_plan
 
     plan = make_plan(Environment(), sol, python=sys.executable)

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import tomlread
 from fakes import run_cli, spawn_cli
 
 SCENARIOS = Path(__file__).parent.parent / "scenarios"
@@ -809,6 +810,7 @@ def test_one_set_for_the_fleet_is_one_lock_and_every_class_maps_to_it(tmp_path: 
     assert mapping["classes"][0]["slurm"]["feature"] == "cudamatrix_" + fleet.classes[0].id[2:].join(["c_", ""])
     uv_files, uv_mapping = lock_per_class(matrix, fleet, request, fmt="uv")
     assert uv_files == {"fleet.toml": uv_project(joint, fleet.targets, ["numpy<2"])}
+    assert tomlread.loads(uv_files["fleet.toml"])["project"]["dependencies"][-1] == "numpy<2"
     assert uv_mapping["format"] == "uv" and {c["lock"] for c in uv_mapping["classes"]} == {"fleet.toml"}
     seen = []
     own = lock_per_class(matrix, fleet, request, write=lambda *args: seen.append(args) or "mine")[0]
@@ -853,6 +855,7 @@ def test_classes_without_one_set_get_their_own_locks_and_the_unsolved_their_caus
     files, mapping = lock_per_class(matrix, fleet, request, fmt="uv")
     name = f"{h100.id}.toml"
     assert files == {name: uv_project(own, fleet.targets_of(h100), ["numpy<2"])}
+    assert tomlread.loads(files[name])["project"]["dependencies"][-1] == "numpy<2"
     assert "# target h1:" in files[name] and "# target t4:" not in files[name]
     pip = {"packages": [p.requirement() for p in own.packages] + ["numpy<2"]}
     index_url, extra = index_layout(own.packages, True)

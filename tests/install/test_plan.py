@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 
 import pytest
+import tomlread
 
 from cudamatrix.errors import UsageError
 from cudamatrix.install import plan as plan_mod
@@ -310,6 +311,8 @@ def test_lock_files_exact():
         '    "torch==2.5.1",', '    "nvidia-cudnn-cu12==8.9.4.25",', '    "numpy==1.26.4",', "]", "",
         "[[tool.uv.index]]", 'name = "pytorch-cu121"', f'url = "{PT}/cu121/"', "explicit = true", "",
         "[tool.uv.sources]", 'torch = [{ index = "pytorch-cu121" }]']
+    assert tomlread.loads(uv_project(_lock_solution(), targets[:1], ["numpy==1.26.4"]))["tool"]["uv"]["sources"] == {
+        "torch": [{"index": "pytorch-cu121"}]}
 
 
 def test_uv_is_chosen_only_when_it_is_there_and_no_pip_configuration_is_in_force(tmp_path, monkeypatch):

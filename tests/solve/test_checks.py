@@ -599,7 +599,7 @@ def test_a_line_whose_marker_is_false_on_every_target_is_skipped_and_says_the_ta
 def test_the_files_names_are_asked_about_and_an_unknown_one_is_an_input_error_naming_the_file():
     """check's names callback (the CLI asks the file's indexes, tests/solve/test_known.py): it gets the parsed file
     and the requirement names; a name no index lists ends the check with the file's name in front, and one no
-    index could answer is listed as unchecked."""
+    index could answer ends it too (a gate never passes a name it could not check)."""
     from cudamatrix.errors import UsageError
     from cudamatrix.solve.known import NameCheck
     from cudamatrix.solve.lockfile import RequirementsFile
@@ -614,10 +614,12 @@ def test_the_files_names_are_asked_about_and_an_unknown_one_is_an_input_error_na
 
     t = target("570.86.10", "8.0", python="3.11")
     text = "torch==2.5.1\nmytool==1.0\n"
-    result = check_requirements(NO_DEFAULT, [t], None, text, "r.txt", names=names(unchecked=["mytool"]))
-    assert asked == [(RequirementsFile, ["torch", "mytool"])]
-    assert result["unchecked"] == ["mytool: unchecked: not a distribution the matrix knows, and the index did not "
-                                   "answer"]
+    result = check_requirements(NO_DEFAULT, [t], None, text, "r.txt", names=names())
+    assert asked == [(RequirementsFile, ["torch", "mytool"])] and result["fits"] and result["unchecked"] == []
+    with pytest.raises(UsageError) as err:
+        check_requirements(NO_DEFAULT, [t], None, text, "r.txt", names=names(unchecked=["mytool"]))
+    assert err.value.message.startswith("r.txt: cannot check 'mytool': not a distribution the matrix knows, and "
+                                        "the index did not answer")
     for file_name, shown in (("r.txt", "r.txt"), (None, "requirements")):
         with pytest.raises(UsageError) as err:
             check_requirements(NO_DEFAULT, [t], None, text, file_name, names=names(unknown=[("mytool", [])]))

@@ -17,7 +17,7 @@ else:  # Python 3.10: tomllib's predecessor (the test extra installs it there)
 import brokenvenv
 import pytest
 from fakes import run_cli
-from localindex import LocalIndex, copy_venv
+from localindex import LocalIndex, build_wheel, copy_venv
 
 ROOT = Path(__file__).parent.resolve().parents[1]
 PY = f"{sys.version_info[0]}.{sys.version_info[1]}"  # the lock is installed into a venv of this Python
@@ -29,14 +29,16 @@ pytestmark = pytest.mark.installs
 def locked(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("pylock")
     wheels = brokenvenv.build_wheels(tmp / "wheels")
-    index = LocalIndex(wheels).__enter__()
+    build_wheel(wheels, "tiny", "1.0+cpu")  # a local version: its URL segment is tiny-1.0%2Bcpu-...
+    # file URLs with a query string, as a signed URL of some indexes: the wheel's name is the file name alone
+    index = LocalIndex(wheels, query="?sig=a%20b&x=1").__enter__()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_"))}
     env.update({"PIP_CONFIG_FILE": os.devnull, "PIP_INDEX_URL": index.url + "/simple",
                 "PIP_CACHE_DIR": str(tmp / "pc"), "UV_CACHE_DIR": str(tmp / "uc"), "PIP_DISABLE_PIP_VERSION_CHECK": "1",
                 "PYTHONPATH": str(ROOT)})
     out = tmp / "pylock.toml"
-    r = run_cli(["lock", "torch==2.14.1", *TARGET, "--format", "pylock", "-o", str(out)], env=env, text=True, cwd=ROOT,
-                timeout=600)
+    r = run_cli(["lock", "torch==2.14.1", "tiny==1.0+cpu", *TARGET, "--format", "pylock", "-o", str(out)], env=env,
+                text=True, cwd=ROOT, timeout=600)
     yield r, out, wheels, env, index
     index.__exit__(None, None, None)
 
@@ -51,9 +53,11 @@ def test_pylock_is_pep751_with_every_file_hashed(locked):
     assert names["torch"]["version"] == "2.14.1" and "nvidia-cudnn-cu13" in names
     for p in doc["packages"]:
         (wheel,) = p["wheels"]
-        local = wheels / wheel["name"]
+        local = wheels / wheel["name"]  # PEP 751: the file name, percent-decoded, without query or fragment
         assert hashlib.sha256(local.read_bytes()).hexdigest() == wheel["hashes"]["sha256"]
         assert wheel["url"].startswith(index.url) and p["index"] == index.url + "/simple"
+        assert wheel["url"].endswith(".whl?sig=a%20b&x=1")  # the URL keeps its query: it is what is fetched
+    assert names["tiny"]["wheels"][0]["name"] == "tiny-1.0+cpu-py3-none-any.whl"
     text = out.read_text()
     assert "# target target" not in text and text.startswith("# written by cudamatrix lock from matrix")
     assert "# complete: " in text and "glibc" in text
@@ -86,7 +90,7 @@ def test_uv_installs_the_pylock(locked, template_venv, tmp_path, verb):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     freeze = subprocess.run([str(py), "-m", "pip", "freeze"], capture_output=True, text=True, env=env).stdout
-    assert "torch==2.14.1" in freeze and "nvidia-cudnn-cu13==9.24.0.43" in freeze
+    assert "torch==2.14.1" in freeze and "nvidia-cudnn-cu13==9.24.0.43" in freeze and "tiny==1.0+cpu" in freeze
 
 
 def test_pip_installs_the_pylock_where_it_can(locked, template_venv, tmp_path):

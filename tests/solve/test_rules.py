@@ -55,6 +55,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+import tomlread
 from packaging.requirements import Requirement
 from packaging.version import Version
 from smallmatrix import CUDNN_910, CUDNN_917, NOTES, build, release, replace, target, variant
@@ -1561,6 +1562,8 @@ def test_uv_lists_every_extra_and_one_source_per_package():
         '    "torchvision==0.20.1",', "]", "", "[[tool.uv.index]]", 'name = "pytorch-cu121"', f'url = "{PT}/cu121"',
         "explicit = true", "", "[tool.uv.sources]", 'torch = [{ index = "pytorch-cu121" }]',
         'torchvision = [{ index = "pytorch-cu121" }]']
+    assert tomlread.loads(uv_project(_torch_only("opt-einsum", "optree"), []))["project"]["dependencies"] == [
+        "torch[opt-einsum,optree]==2.5.1", "torchvision==0.20.1"]
 
 
 # pip's requirements file syntax: a line whose first non-blank character is "#" is a comment; "-f<dir>" and
