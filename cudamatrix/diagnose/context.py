@@ -45,12 +45,13 @@ def _release_of(matrix: Matrix, name: str, version: str) -> FrameworkRelease | N
 
 def _variant_of(release: FrameworkRelease, name: str | None, version: str) -> Variant | None:
     """The variant named ``name``; with no name and no local version, the default index's build: the variant
-    marked so, else the release's only variant that needs no extra and no other index (TensorFlow 2.8's "gpu":
-    the plain wheel, which loads the system's CUDA and cuDNN)."""
+    marked so, else the release's one variant when it has only one (TensorFlow 2.8's "gpu": the plain wheel,
+    which loads the system's CUDA and cuDNN). A release of several variants told apart by an extra (JAX: the
+    plain ``jax`` is a CUDA build when its plugin is installed) is not guessed from the plain wheel."""
     if name is None and "+" not in version:
         default = next((v for v in release.variants if v.pypi_default), None)
-        plain = [v for v in release.variants if not v.pip_extra and not v.index_url and not v.local_version]
-        return default or (plain[0] if len(plain) == 1 else None)
+        only = release.variants[0] if len(release.variants) == 1 and not release.variants[0].pip_extra else None
+        return default or only
     return next((v for v in release.variants if v.name == name), None)
 
 
