@@ -20,6 +20,13 @@ from cudamatrix.install import resources
 from cudamatrix.models import Environment, Plan, PythonInfo, Removal, Step
 
 TAGS = ["cp312-cp312-manylinux_2_28_x86_64", "cp312-abi3-manylinux_2_17_x86_64", "py3-none-any"]
+REAL_CONFIGURED = resources.configured
+
+
+@pytest.fixture(autouse=True)
+def _no_pip_config(monkeypatch):
+    """pip's configuration is not asked (a subprocess) unless a test puts the real function back."""
+    monkeypatch.setattr(resources, "configured", lambda python: resources.Configured())
 
 
 @pytest.fixture(scope="module")
@@ -102,22 +109,30 @@ def _env(site: Path, packages: dict[str, str] | None = None) -> Environment:
     return Environment(python=PythonInfo(site_packages=[str(site)], tags=TAGS), packages=packages or {})
 
 
-def _asked(monkeypatch, sizes: dict[tuple[str, str], int | None]) -> list[tuple]:
+def _asked(monkeypatch, sizes: dict[tuple[str, str], int | None], listed: bool = True) -> list[tuple]:
+    """``resources.find`` replaced: ``sizes`` says which index lists which project, and its size."""
     calls: list[tuple] = []
 
-    def size(index, name, version, tags, dead=None):
+    def find(index, name, version, tags, dead=None, fetcher=None):
         calls.append((index, name, version))
-        return sizes.get((index, name))
-    monkeypatch.setattr(resources, "file_size", size)
+        if (index, name) in sizes:
+            return resources.Found(listed=True, size=sizes[(index, name)])
+        return resources.Found(listed=listed)
+    monkeypatch.setattr(resources, "find", find)
     return calls
 
 
-def test_measure_asks_every_index_a_step_names_until_one_tells(tmp_path: Path, monkeypatch):
+NO_CONFIG = resources.Configured()  # pip's configuration files say nothing, and no default index is known
+
+
+def test_measure_asks_every_index_the_installer_reads_until_one_tells(tmp_path: Path, monkeypatch):
+    """pip reads the last --index-url of its command line (not PIP_INDEX_URL then), and every extra index; uv's
+    variables are not pip's."""
     from cudamatrix.install.journal import state_root
 
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     calls = _asked(monkeypatch, {("https://b.invalid/simple", "torch"): 1_000_000,
-                                 ("https://a.invalid/simple", "numpy"): 50_000})
+                                 ("https://a.invalid/simple", "numpy"): 50_000}, listed=False)
     argv = ["pip", "install", "--index-url=https://a.invalid/simple", "-i", "https://b.invalid/simple",
             "--extra-index-url", "https://a.invalid/simple", "--extra-index-url", "file:///local",
             "--extra-index-url", "https://e.invalid/simple",
@@ -126,11 +141,10 @@ def test_measure_asks_every_index_a_step_names_until_one_tells(tmp_path: Path, m
     plan = Plan(python="/p", steps=[Step(kind="install", reason="r", argv=argv)])
     environ = {"PIP_INDEX_URL": "https://c.invalid/simple https://a.invalid/simple", "PIP_CACHE_DIR": "/c/pip",
                "UV_EXTRA_INDEX_URL": "http://d.invalid/simple"}
-    check = resources.measure(plan, _env(tmp_path), environ)
-    indexes = ["https://a.invalid/simple", "https://b.invalid/simple", "https://e.invalid/simple",
-               "https://c.invalid/simple", "http://d.invalid/simple"]
-    # every index in order (the step's, then the environment's), each once, until one tells; jax: none tells
-    assert calls == [(i, "torch", "2.5.1+cu121") for i in indexes[:2]] + [(indexes[0], "numpy", "2.0.0")] + \
+    check = resources.measure(plan, _env(tmp_path), environ, NO_CONFIG)
+    indexes = ["https://b.invalid/simple", "https://a.invalid/simple", "https://e.invalid/simple"]
+    # every index in order (the chosen index, then the extra ones), each once, until one tells; jax: none tells
+    assert calls == [(indexes[0], "torch", "2.5.1+cu121")] + [(i, "numpy", "2.0.0") for i in indexes[:2]] + \
         [(i, "jax", "0.4.30") for i in indexes]
     download = 1_050_000
     assert [(n.where, n.path, n.nbytes) for n in check.needs] == [
@@ -140,6 +154,10 @@ def test_measure_asks_every_index_a_step_names_until_one_tells(tmp_path: Path, m
         ("journal", str(state_root()), 0)]
     assert str(state_root()).startswith(str(tmp_path / "state"))
     assert check.unknown == ["jax==0.4.30"]
+    assert check.missing == []  # a file:// index may hold it: not refused
+    del argv[argv.index("file:///local") - 1: argv.index("file:///local") + 1]
+    check = resources.measure(plan, _env(tmp_path), environ, NO_CONFIG)
+    assert check.missing == [f"jax==0.4.30 ({', '.join(indexes)})"]
 
 
 def test_measure_lists_what_no_index_sized_and_uses_uvs_cache_for_uv(tmp_path: Path, monkeypatch):
@@ -148,8 +166,8 @@ def test_measure_lists_what_no_index_sized_and_uses_uvs_cache_for_uv(tmp_path: P
     argv = ["uv", "pip", "install", "--index-url", "https://a.invalid/simple", "torch==2.5.1", "jax==0.4.30"]
     plan = Plan(python="/p", steps=[Step(kind="reinstall", reason="r", argv=argv),
                                     Step(kind="verify", reason="v", argv=["x==1"])])
-    check = resources.measure(plan, _env(tmp_path), {"UV_CACHE_DIR": "/c/uv", "PIP_CACHE_DIR": "/c/pip"})
-    assert check.unknown == ["torch==2.5.1", "jax==0.4.30"]
+    check = resources.measure(plan, _env(tmp_path), {"UV_CACHE_DIR": "/c/uv", "PIP_CACHE_DIR": "/c/pip"}, NO_CONFIG)
+    assert check.unknown == ["torch==2.5.1", "jax==0.4.30"] and check.missing == []
     assert {n.where: n.path for n in check.needs}["installer cache"] == "/c/uv"
     assert all(n.nbytes == 0 for n in check.needs)
     assert resources.measure(Plan(python="/p", steps=[Step(kind="verify", reason="v", argv=["x==1"])]),
@@ -385,23 +403,36 @@ def test_an_index_that_hangs_up_is_asked_once_for_the_whole_plan(tmp_path: Path,
     thread.join(5)
 
 
-def test_the_indexes_a_step_names_then_those_of_the_environment():
-    """--index-url / -i / --extra-index-url, as "=value" or as the next argument (a flag last on the line names
-    nothing), then PIP_INDEX_URL, UV_INDEX_URL, UV_DEFAULT_INDEX, PIP_EXTRA_INDEX_URL and UV_EXTRA_INDEX_URL (pip
-    and uv read these; several URLs are separated by spaces), each once, http(s) only."""
+def test_the_indexes_the_installer_reads_in_its_order():
+    """pip: the last --index-url / -i of the command line (as "=value" or the next argument), else PIP_INDEX_URL,
+    else pip.conf's, else pip's built-in default; then the extra indexes of the command line and PIP_EXTRA_INDEX_URL
+    (else pip.conf's). uv: UV_DEFAULT_INDEX / UV_INDEX_URL (no pip.conf), UV_EXTRA_INDEX_URL and UV_INDEX
+    ("name=URL"). Each once, http(s) only; --no-index, find-links and file: indexes are other sources."""
     environ = {"PIP_INDEX_URL": "https://p.invalid/simple", "UV_INDEX_URL": "https://u.invalid/simple",
                "UV_DEFAULT_INDEX": "https://d.invalid/simple",
                "PIP_EXTRA_INDEX_URL": "https://pe1.invalid/simple https://pe2.invalid/simple",
-               "UV_EXTRA_INDEX_URL": "https://ue.invalid/simple", "PIP_FIND_LINKS": "https://f.invalid/"}
-    argv = ["pip", "install", "torch==2.5.1", "--extra-index-url", "https://x.invalid/simple",
-            "-i", "https://s.invalid/simple"]
-    assert resources._indexes(argv, environ) == [
-        "https://x.invalid/simple", "https://s.invalid/simple", "https://p.invalid/simple", "https://u.invalid/simple",
-        "https://d.invalid/simple", "https://pe1.invalid/simple", "https://pe2.invalid/simple",
-        "https://ue.invalid/simple"]
-    for var in ("PIP_INDEX_URL", "UV_INDEX_URL", "UV_DEFAULT_INDEX", "PIP_EXTRA_INDEX_URL", "UV_EXTRA_INDEX_URL"):
-        assert resources._indexes(["pip", "install", "-i"], {var: "https://one.invalid/simple"}) == \
-            ["https://one.invalid/simple"], var
+               "UV_EXTRA_INDEX_URL": "https://ue.invalid/simple", "UV_INDEX": "named=https://n.invalid/simple"}
+    conf = resources.Configured(index_url="https://conf.invalid/simple", extra=["https://ce.invalid/simple"],
+                                default="https://default.invalid/simple")
+    pip = ["pip", "install", "torch==2.5.1"]
+    argv = pip + ["--extra-index-url", "https://x.invalid/simple", "-i", "https://s.invalid/simple"]
+    assert resources.sources(argv, environ, conf) == resources.Sources(
+        ["https://s.invalid/simple", "https://x.invalid/simple", "https://pe1.invalid/simple",
+         "https://pe2.invalid/simple"])
+    assert resources._indexes(pip, environ, conf) == ["https://p.invalid/simple", "https://pe1.invalid/simple",
+                                                      "https://pe2.invalid/simple"]
+    assert resources._indexes(pip, {}, conf) == ["https://conf.invalid/simple", "https://ce.invalid/simple"]
+    no_file = resources.Configured(default="https://default.invalid/simple")
+    assert resources._indexes(pip + ["-i"], {}, no_file) == ["https://default.invalid/simple"]
+    uv = ["uv", "pip", "install", "--python", "/p", "torch==2.5.1"]
+    assert resources._indexes(uv, environ, conf) == ["https://d.invalid/simple", "https://ue.invalid/simple",
+                                                     "https://n.invalid/simple"]
+    assert resources._indexes(uv, {}, conf) == ["https://default.invalid/simple"]  # uv reads no pip.conf
+    assert resources.sources(pip + ["--no-index"], environ, conf) == resources.Sources([], other=True)
+    assert resources.sources(pip, {"PIP_FIND_LINKS": "https://f.invalid/"}, no_file).other
+    assert resources.sources(pip + ["-i", "file:///wheels"], {}, no_file) == resources.Sources([], other=True)
+    assert resources.sources(pip, {}, resources.Configured()) == resources.Sources([], other=True)  # none known
+    assert not resources.sources(pip, {}, no_file).other
 
 
 def test_an_index_url_with_a_token_is_no_pin(tmp_path: Path, monkeypatch):
@@ -411,7 +442,7 @@ def test_an_index_url_with_a_token_is_no_pin(tmp_path: Path, monkeypatch):
     index = "https://user:dG9rZW4==@a.invalid/simple"
     plan = Plan(python="/p", steps=[Step(kind="install", reason="r",
                                          argv=["pip", "install", f"--extra-index-url={index}", "torch==2.5.1"])])
-    assert resources.measure(plan, _env(tmp_path), {}).unknown == ["torch==2.5.1"]
+    assert resources.measure(plan, _env(tmp_path), {}, NO_CONFIG).unknown == ["torch==2.5.1"]
     assert calls == [(index, "torch", "2.5.1")]
 
 
