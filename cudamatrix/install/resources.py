@@ -241,6 +241,7 @@ class Configured:
     extra: list[str] = field(default_factory=list)
     find_links: list[str] = field(default_factory=list)
     default: str | None = None
+    cert: str | None = None  # the CA bundle pip verifies the index with
 
 
 _DEFAULTS: dict[str, str | None] = {}  # interpreter -> the default index its pip names (pip's version decides)
@@ -255,11 +256,13 @@ def configured(python: str) -> Configured:
     listed = "\n".join(ln for ln in r.stdout.splitlines() if not ln.startswith(":env:")) if r.ok else ""
     out = Configured(index_url=pipindex.parse_pip_config(listed),
                      extra=pipindex.parse_pip_config_list(listed, "extra-index-url"),
-                     find_links=pipindex.parse_pip_config_list(listed, "find-links"))
+                     find_links=pipindex.parse_pip_config_list(listed, "find-links"),
+                     cert=next(reversed(pipindex.parse_pip_config_list(listed, "cert")), None))
     for interp in dict.fromkeys([python, sys.executable]):
         if interp not in _DEFAULTS:
+            bare = {k: v for k, v in env.items() if not k.startswith("PIP_")}  # the help shows a configured one
             res = proc.run([interp, "-m", "pip", "install", "--help"], timeout=PIP_ASK_S, cwd="/",
-                           env={**env, "COLUMNS": "200"})
+                           env={**bare, "PIP_CONFIG_FILE": os.devnull, "COLUMNS": "200"})
             _DEFAULTS[interp] = pipindex.parse_pip_help_default(res.stdout) if res.ok else None
         if _DEFAULTS[interp]:
             out.default = _DEFAULTS[interp]
@@ -347,7 +350,9 @@ def measure(plan: Plan, environment: Environment, environ: dict[str, str] | None
     if steps and conf is None:
         conf = configured(plan.python)
     touched: set[str] = {r.name for r in plan.to_remove}
-    download = _download(steps, environment, environ, touched, check, conf, _fetcher(fetcher))
+    cert = environ.get("PIP_CERT") or (conf.cert if conf is not None else None)  # the CA bundle pip trusts
+    fetcher = fetcher or Fetcher(deadline_s=HTTP_TIMEOUT_S, max_bytes=LISTING_MAX_BYTES, verify=cert or True)
+    download = _download(steps, environment, environ, touched, check, conf, fetcher)
     tool = "uv" if steps and steps[0].argv[:1] == ["uv"] else "pip"
     site = (environment.python.site_packages or [tempfile.gettempdir()])[-1]
     journal = sum(installed_size(d) for d in _dist_infos(environment, touched))

@@ -65,8 +65,9 @@ class Fetcher:
     """A reusable bounded HTTP client (one connection pool; use it from one thread at a time)."""
 
     def __init__(self, *, deadline_s: float = DEADLINE_S, max_bytes: int = MAX_BYTES, https_only: bool = False,
-                 user_agent: str = "cudamatrix") -> None:
+                 user_agent: str = "cudamatrix", verify: bool | str = True) -> None:
         self.deadline_s = deadline_s
+        self.verify = verify  # TLS: True (requests' CA settings), or a CA bundle file (pip's ``cert``)
         self.max_bytes = max_bytes
         self.https_only = https_only
         self.user_agent = user_agent
@@ -125,6 +126,8 @@ class Fetcher:
     def session(self):
         if self._session is None:
             self._session = _session(self._conns, self.user_agent)
+            if self.verify is not True:
+                self._session.verify = self.verify
         return self._session
 
     def _exchange(self, url: str, method: str, headers: dict[str, str], deadline: float, limit: int) -> Fetched:
@@ -210,7 +213,6 @@ def _session(conns: weakref.WeakSet, user_agent: str):
 
     session = requests.Session()
     session.headers["User-Agent"] = user_agent
-    session.max_redirects = 0
     for prefix in ("http://", "https://"):
         session.mount(prefix, Adapter(max_retries=0))
     return session

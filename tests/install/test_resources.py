@@ -10,6 +10,7 @@ import os
 import socket
 import tempfile
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -523,3 +524,172 @@ def test_the_wheel_chosen_reads_compressed_tag_sets_and_build_tags(files, tags, 
            "files": [{"filename": n, "url": f"/files/{n}", "hashes": {}, "size": s} for n, s in files]}
     with _index({"/simple/x/": (json.dumps(doc).encode(), "application/vnd.pypi.simple.v1+json")}) as (url, _):
         assert resources.file_size(url + "/simple", "x", "1.0", tags) == size
+
+
+JSON_TYPE = "application/vnd.pypi.simple.v1+json"
+
+
+@pytest.mark.parametrize("size", ['"abc"', "1e400", "-1e400", "[1, 2]", "-5", "true", "1.5", "{}", "null",
+                                  "123456789012345678901234567890"])
+def test_a_json_size_that_is_no_whole_number_of_bytes_is_unknown(size, tmp_path, monkeypatch):
+    """PEP 691 data is the index's word, not ours: a size that is text, not finite, a list, negative, a bool,
+    a fraction or absurdly large is unknown, never a crash of the check: the file is asked with HEAD (here it
+    answers without a length: the size stays unknown, and the check notes it)."""
+    item = f'{{"filename": "{WHEEL}", "url": "/files/{WHEEL}", "hashes": {{}}, "size": {size}}}'
+    body = f'{{"meta": {{"api-version": "1.1"}}, "name": "torch", "files": [{item}]}}'.encode()
+    with _index({"/simple/torch/": (body, JSON_TYPE), f"/files/{WHEEL}": (b"", "application/octet-stream", None)}) \
+            as (url, _):
+        assert resources.find(url + "/simple", "torch", "2.5.1", TAGS) == resources.Found(listed=True, size=None)
+        monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+        plan = Plan(python="/p", steps=[Step(kind="install", reason="r",
+                                             argv=["pip", "install", "-i", url + "/simple", "torch==2.5.1"])])
+        monkeypatch.setattr(resources, "STATVFS", lambda path: _Vfs(10 ** 12))
+        assert "torch==2.5.1" in resources.check_space(plan, _env(tmp_path))
+
+
+def test_a_whole_float_size_counts():
+    body = json.dumps({"meta": {"api-version": "1.1"}, "name": "torch",
+                       "files": [{"filename": WHEEL, "url": f"/files/{WHEEL}", "hashes": {}, "size": 1e3}]}).encode()
+    with _index({"/simple/torch/": (body, JSON_TYPE)}) as (url, _):
+        assert resources.file_size(url + "/simple", "torch", "2.5.1", TAGS) == 1000
+
+
+@pytest.mark.parametrize("files", [None, "x", [1, "a", None, {"filename": 3, "url": "/f"}, {"filename": WHEEL}]])
+def test_listing_entries_of_the_wrong_shape_are_skipped(files):
+    body = json.dumps({"meta": {"api-version": "1.1"}, "name": "torch", "files": files}).encode()
+    with _index({"/simple/torch/": (body, JSON_TYPE), "/bad/torch/": (b"[1, 2", JSON_TYPE),
+                 "/deep/torch/": (b"[" * 100_000, JSON_TYPE)}) as (url, _):
+        for where in ("simple", "bad", "deep"):
+            assert resources.find(f"{url}/{where}", "torch", "2.5.1", TAGS) == resources.Found(), where
+
+
+@contextlib.contextmanager
+def _raw_server(answer):
+    """A loopback server that reads a request, then calls ``answer(conn)`` (each connection in its own thread)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+
+            def one(conn=conn) -> None:
+                try:
+                    conn.recv(65536)
+                    answer(conn)
+                except OSError:
+                    pass
+                finally:
+                    conn.close()
+            threading.Thread(target=one, daemon=True).start()
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        listener.close()
+
+
+def _drip(conn) -> None:
+    """An answer that never ends: its headers one byte a tenth of a second (a socket timeout never fires)."""
+    for byte in b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nX-Slow: " + b"a" * 10_000:
+        conn.sendall(bytes([byte]))
+        time.sleep(0.1)
+
+
+def _drip_body(conn) -> None:
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 100000\r\n\r\n<html>")
+    for _ in range(10_000):
+        conn.sendall(b" ")
+        time.sleep(0.1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("answer", [_drip, _drip_body], ids=["headers", "body"])
+def test_a_dripping_index_is_cut_off_at_the_deadline(answer, monkeypatch):
+    """A server that sends a byte every tenth of a second defeats a per-read timeout: the whole exchange has a
+    deadline (HTTP_TIMEOUT_S), after which the index counts as not answering."""
+    monkeypatch.setattr(resources, "HTTP_TIMEOUT_S", 1.0)
+    with _raw_server(answer) as url:
+        dead: set[str] = set()
+        start = time.monotonic()
+        assert resources.find(url + "/simple", "torch", "2.5.1", TAGS, dead) == resources.Found(answered=False)
+        assert time.monotonic() - start < 3.0
+        assert dead == {url + "/simple"}
+
+
+def _huge(conn) -> None:
+    """A listing of a GiB (chunked, no length told): sent until the client hangs up."""
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nTransfer-Encoding: chunked\r\n\r\n")
+    chunk = b"<a>" + b"x" * (1 << 20) + b"</a>"
+    for _ in range(1024):
+        conn.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+
+
+@pytest.mark.slow
+def test_a_huge_listing_is_not_read_past_the_limit(monkeypatch):
+    """1 GiB of listing: reading stops at LISTING_MAX_BYTES (memory stays bounded); the index answered, so it
+    is neither refused as down nor taken as not listing the file: the size is unknown."""
+    import tracemalloc
+
+    monkeypatch.setattr(resources, "LISTING_MAX_BYTES", 8 * 1024 * 1024)
+    with _raw_server(_huge) as url:
+        tracemalloc.start()
+        try:
+            dead: set[str] = set()
+            found = resources.find(url + "/simple", "torch", "2.5.1", TAGS, dead)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert found == resources.Found(listed=True) and dead == set()
+    assert peak < 64 * 1024 * 1024
+
+
+@pytest.mark.slow
+def test_the_default_index_is_the_one_pip_is_configured_with(tmp_path, monkeypatch, wheels):
+    """No index on the step's command line or in PIP_INDEX_URL: the plan's interpreter's pip configuration
+    (pip.conf, as `pip config list` prints it) names the index, and the disk check sizes the pin from it
+    (before, every default-index fix said "the index did not tell the size")."""
+    import sys
+
+    monkeypatch.setattr(resources, "configured", REAL_CONFIGURED)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    for var in [v for v in os.environ if v.startswith(("PIP_", "UV_"))]:
+        monkeypatch.delenv(var)
+    with LocalIndex(wheels, json_api=True) as index:
+        conf = tmp_path / "pip.conf"
+        conf.write_text(f"[global]\nindex-url = {index.url}/simple\n")
+        monkeypatch.setenv("PIP_CONFIG_FILE", str(conf))
+        plan = Plan(python=sys.executable, steps=[Step(kind="install", reason="r",
+                                                       argv=[sys.executable, "-m", "pip", "install", "my-pkg==1.0"])])
+        check = resources.measure(plan, _env(tmp_path))
+        monkeypatch.setattr(resources, "STATVFS", lambda path: _Vfs(10 ** 12))
+        assert resources.check_space(plan, _env(tmp_path)) is None  # sized: no note
+    size = _wheel(wheels, "my_pkg-1.0").stat().st_size
+    assert check.unknown == [] and check.missing == [] and check.dead == []
+    assert {n.where: n.nbytes for n in check.needs}["temp"] == int(size * resources.MARGIN)
+    # pip's built-in default, when no file names one: the index pip's own help names (not asked here)
+    conf.write_text("[global]\n")
+    assert resources.configured(sys.executable).index_url is None
+    assert (resources.configured(sys.executable).default or "").startswith("https://")
+
+
+@pytest.mark.slow
+def test_a_pin_no_index_lists_is_refused_before_any_change(tmp_path, monkeypatch, wheels):
+    """Every index answers, none lists the pinned version: refused with the pin and where it was looked for."""
+    from cudamatrix.errors import InstallFailed
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    for var in [v for v in os.environ if v.startswith(("PIP_", "UV_"))]:  # find-links of this machine: other sources
+        monkeypatch.delenv(var)
+    with LocalIndex(wheels) as index:
+        argv = ["pip", "install", "-i", index.url + "/simple", "torch==2.5.1+cu121", "torch==9.9"]
+        plan = Plan(python="/p", steps=[Step(kind="install", reason="r", argv=argv)])
+        with pytest.raises(InstallFailed) as err:
+            resources.check_space(plan, _env(tmp_path))
+    assert err.value.message == ("the plan's files cannot all be fetched: no index lists torch==9.9 "
+                                 f"({index.url}/simple)")
+    assert err.value.detail == {"unreachable": [], "not_listed": [f"torch==9.9 ({index.url}/simple)"]}
