@@ -84,7 +84,7 @@ def gb(n: float) -> str:
 class Found:
     """What one index says of one pinned file."""
 
-    answered: bool = True  # the index gave an HTTP answer (False: down, too slow: it is not asked again)
+    answered: bool = True  # the index gave a usable HTTP answer (False: down, too slow, too large: not asked again)
     listed: bool = False  # a file of that exact version is listed (and answers a HEAD, when one is asked)
     size: int | None = None  # its size in bytes, when the index tells it
 
@@ -165,11 +165,9 @@ def find(index: str, name: str, version: str, tags: list[str], dead: set[str] | 
     net = _fetcher(fetcher)
     try:
         got = net.fetch(url, headers={"Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.1"})
-    except FetchError as exc:
-        if exc.kind in ("network", "timeout", "redirect"):
-            dead.add(index)
-            return Found(answered=False)
-        return Found(listed=True)  # too large to read: it answered; neither listed nor refused
+    except FetchError:  # no answer, none in time, one past the size limit, a redirect refused: none to use
+        dead.add(index)
+        return Found(answered=False)
     if got.status != 200:
         return Found()  # an HTTP 404 is an answer: not listed
     try:
@@ -468,8 +466,9 @@ def check_space(plan: Plan, environment: Environment) -> str | None:
 def _unfetchable(check: SpaceCheck) -> str:
     parts = []
     if check.dead:
-        parts.append(f"{'the index' if len(check.dead) == 1 else 'the indexes'} {', '.join(check.dead)} did not "
-                     "answer")
+        parts.append(f"{'the index' if len(check.dead) == 1 else 'the indexes'} {', '.join(check.dead)} gave no "
+                     f"usable answer (none, none within {HTTP_TIMEOUT_S:g} s, or one over "
+                     f"{LISTING_MAX_BYTES // 2 ** 20} MiB)")
     if check.missing:
         parts.append("no index lists " + "; ".join(check.missing[:5]) + ("..." if len(check.missing) > 5 else ""))
     return "the plan's files cannot all be fetched: " + "; ".join(parts)

@@ -161,8 +161,8 @@ def test_space_check_refuses_an_index_that_does_not_answer(tmp_path, monkeypatch
     plan, env = _plan("http://127.0.0.1:9/simple", tmp_path)
     with pytest.raises(InstallFailed) as err:
         resources.check_space(plan, env)
-    assert err.value.message == ("the plan's files cannot all be fetched: the index http://127.0.0.1:9/simple did "
-                                 "not answer")
+    assert err.value.message == ("the plan's files cannot all be fetched: the index http://127.0.0.1:9/simple gave "
+                                 f"no usable answer (none, none within {resources.HTTP_TIMEOUT_S:g} s, or one over 64 MiB)")
     assert err.value.exit_code == 4 and "nothing was changed" in err.value.hint
 
 

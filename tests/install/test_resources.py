@@ -631,8 +631,8 @@ def _huge(conn) -> None:
 
 @pytest.mark.slow
 def test_a_huge_listing_is_not_read_past_the_limit(monkeypatch):
-    """1 GiB of listing: reading stops at LISTING_MAX_BYTES (memory stays bounded); the index answered, so it
-    is neither refused as down nor taken as not listing the file: the size is unknown."""
+    """1 GiB of listing: reading stops at LISTING_MAX_BYTES (memory stays bounded), and the index gave no usable
+    answer (the check refuses the plan, as for one that does not answer)."""
     import tracemalloc
 
     monkeypatch.setattr(resources, "LISTING_MAX_BYTES", 8 * 1024 * 1024)
@@ -644,7 +644,7 @@ def test_a_huge_listing_is_not_read_past_the_limit(monkeypatch):
             peak = tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()
-    assert found == resources.Found(listed=True) and dead == set()
+    assert found == resources.Found(answered=False) and dead == {url + "/simple"}
     assert peak < 64 * 1024 * 1024
 
 
