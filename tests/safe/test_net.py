@@ -134,6 +134,7 @@ def test_no_answer_is_a_network_error_with_the_credentials_masked():
     assert err.value.kind == "network" and "secret" not in err.value.message and "secret" not in err.value.url
 
 
+@pytest.mark.slow
 def test_a_fetcher_is_reused_and_cut_connections_are_not():
     """One Fetcher asks many times over its pool; after a cut (a deadline) the next exchange still works."""
     calls = []
