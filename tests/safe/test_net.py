@@ -151,3 +151,56 @@ def test_a_fetcher_is_reused_and_cut_connections_are_not():
             fetcher.fetch(url + "/slow")
         assert fetcher.fetch(url + "/b").body == b"ok"
         fetcher.close()
+
+
+@pytest.mark.slow
+def test_a_redirect_from_https_to_http_is_refused(tmp_path, monkeypatch):
+    """A TLS server (a throwaway self-signed certificate, trusted through REQUESTS_CA_BUNDLE) that redirects to
+    plain http: refused on that hop, https_only or not; the http server is never asked."""
+    import ssl
+    import subprocess
+
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True, timeout=60)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(str(cert), str(key))
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(cert))
+    asked: list[bytes] = []
+
+    def plain(conn, request) -> None:
+        asked.append(request)
+        _reply("200 OK", {}, b"downgraded")(conn, request)
+
+    with _server(plain) as http_url:
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(4)
+
+        def serve() -> None:
+            while True:
+                try:
+                    raw, _ = listener.accept()
+                except OSError:
+                    return
+                try:
+                    with ctx.wrap_socket(raw, server_side=True) as conn:
+                        path = conn.recv(65536).split(b" ")[1]
+                        where = f"{http_url}/x" if path == b"/down" else "/ok"
+                        body = b"fine" if path == b"/ok" else b""
+                        status = "200 OK" if path == b"/ok" else "302 Found"
+                        _reply(status, {"Location": where} if body == b"" else {}, body)(conn, b"")
+                except (OSError, ssl.SSLError):
+                    continue
+        threading.Thread(target=serve, daemon=True).start()
+        https_url = f"https://127.0.0.1:{listener.getsockname()[1]}"
+        try:
+            assert net.fetch(https_url + "/same", https_only=True, deadline_s=10).body == b"fine"
+            for https_only in (False, True):
+                with pytest.raises(net.FetchError) as err:
+                    net.fetch(https_url + "/down", https_only=https_only, deadline_s=10)
+                assert err.value.kind == "redirect" and "a redirect from https" in err.value.message
+        finally:
+            listener.close()
+    assert asked == []
