@@ -26,7 +26,7 @@ EXIT_MEANING: dict[Exit, str] = {
     Exit.OK: "ok",
     Exit.PROBLEMS: "problems found: doctor's errors, check's requirements that do not fit, fix cancelled or left "
                    "error findings it could not verify past, verify with no framework asked for installed "
-                   "(NOT_INSTALLED: nothing was checked)",
+                   "(NOT_INSTALLED: nothing was checked), or applied a change whose journal it could not complete",
     Exit.USAGE: "usage or input error: bad flags, unparseable requirements, unreadable or malformed files, --from "
                 "files none of which holds a known tool's output, bad matrix data; fix without a terminal and "
                 "without --yes; an interrupted fix whose journal asks for --resume or --rollback; fix --undo with "
@@ -34,7 +34,8 @@ EXIT_MEANING: dict[Exit, str] = {
                 "that cannot be trusted; another fix changing the same interpreter right now",
     Exit.NO_SOLUTION: "no consistent solution (the causes and the ways out are printed)",
     Exit.INSTALL_FAILED: "install failed; the environment was restored to the starting set (for fix --undo: to "
-                         "the set before the undo)",
+                         "the set before the undo); or refused before any change: files that cannot be fetched, not "
+                         "enough disk",
     Exit.VERIFY_FAILED: "GPU verification failed (with the cause and the matching finding code)",
     Exit.VERIFY_NOT_POSSIBLE: "verification not possible here (no usable GPU); the CPU path of an installed framework was "
                               "still checked",

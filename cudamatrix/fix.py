@@ -19,6 +19,7 @@ from cudamatrix._callable import callable_module
 from cudamatrix.errors import Exit, UsageError
 from cudamatrix.install import journal as journals
 from cudamatrix.install.apply import snapshot
+from cudamatrix.install.journal import keep_limit
 from cudamatrix.install.undo import rollback_plan
 from cudamatrix.models import Applied, Environment, Finding, Model, Plan, Report, Solution
 from cudamatrix.names import family_of
@@ -235,6 +236,8 @@ class _Session:
         result.messages.append(f"undone: back to the starting set of the fix of {when} (fix --undo again goes "
                                "forward)")
         result.left = [f for f in _diagnose(self.environment, _matrix(o.data_dir)) if f.severity == "error"]
+        if result.applied is not None and result.applied.journal_error:
+            result.exit_code = Exit.PROBLEMS
         return result
 
     def _recall(self, notes: list[str]) -> tuple[str | None, FixResult | None]:
@@ -276,6 +279,7 @@ class _Session:
         from cudamatrix.install.apply import apply
 
         o = self.o
+        keep_limit()  # every setting the change reads, checked before anyone is asked (exit 2)
         if self.pending is None:  # refused with the numbers before anyone is asked, before anything changes
             from cudamatrix.install.resources import check_space
 
@@ -290,6 +294,8 @@ class _Session:
         imported = self._imported()
         with self.clock("apply"):
             result.applied = apply(plan, on_progress=o.on_progress, journal=self.pending, site_packages=self.sites)
+        if result.applied.journal_error:
+            result.messages.append(_journal_left(result.applied, self.interp))
         if imported:
             from cudamatrix.install.preload import notebook_context, stale_modules
 
@@ -366,6 +372,8 @@ class _Session:
             self._verify(result, plan, solution, remembered_key)
         elif result.left and result.exit_code == 0:
             result.exit_code = Exit.PROBLEMS
+        if result.applied is not None and result.applied.journal_error and result.exit_code == 0:
+            result.exit_code = Exit.PROBLEMS  # applied, but no undo until the journal is completed
 
     def _library_path(self, result: FixResult, solution: Solution) -> list[str]:
         if self.o.write_activation:
@@ -409,6 +417,15 @@ _INDEX_VARS = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "UV_INDEX_URL", "UV_EXTRA
 def _frameworks(environment: Environment) -> list[str]:
     """The framework distributions installed (any family's, plugins included)."""
     return sorted(n for n in environment.packages if family_of(n))
+
+
+def _journal_left(applied: Applied, interp: str) -> str:
+    """What happened when the change was applied but its journal could not be completed, and the ways on."""
+    python = shlex.quote(interp)
+    return (f"the change was applied, but its journal could not be completed ({applied.journal_error}): fix --undo "
+            f"cannot go back to it yet. Its journal is left in {applied.journal}: cudamatrix fix --resume --python "
+            f"{python} completes it (free space in the state folder first; fix --undo works after that); cudamatrix "
+            f"fix --rollback --python {python} puts the starting set back")
 
 
 def _same_environment(python: str, other: str) -> bool:

@@ -421,6 +421,8 @@ class Applied(Model):
     restored: list[InstalledDist] = field(default_factory=list)
     before: list[InstalledDist] = field(default_factory=list)
     after: list[InstalledDist] = field(default_factory=list)
+    journal_error: str | None = None  # ok, but the journal could not be completed (why): no undo; it is left
+    journal: str | None = None  # where that journal is left (fix --resume completes it, --rollback goes back)
 
 
 # --- Verify --------------------------------------------------------------------------------------

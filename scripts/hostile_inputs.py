@@ -276,7 +276,8 @@ def surface_cases(root: Path) -> list[Case]:
     return (_journal_cases(root) + _fleet_cases(root) + _overlay_cases(root) + _data_cases(root)
             + _terminal_cases(root) + _wait_cases(root) + _driver_words_cases(root)
             + _mirror_cases(root) + _child_output_cases(root) + _consent_cases(root) + _undo_cases(root)
-            + _gate_cases(root) + _lock_gate_cases(root))
+            + _gate_cases(root) + _lock_gate_cases(root)
+            + _preflight_cases(root))
 
 
 def _bare_python(root: Path) -> str:
@@ -821,6 +822,80 @@ def _child_output_cases(root: Path) -> list[Case]:
                         inert=True, forbid=["\\udc"]))
         out.append(Case(f"env not-utf8 folder --shell {shell} --json", ["env", "--env", str(saved), "--shell", shell,
                                                                         "--json"], json=True))
+
+
+def _hostile_index(answer) -> str:
+    """A loopback server (daemon threads, for the whole run) that reads each request, then calls ``answer(conn)``."""
+    import socket
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+
+    def one(conn) -> None:
+        try:
+            conn.recv(65536)
+            answer(conn)
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    def serve() -> None:
+        while True:
+            conn, _ = listener.accept()
+            threading.Thread(target=one, args=(conn,), daemon=True).start()
+    threading.Thread(target=serve, daemon=True).start()
+    return f"http://127.0.0.1:{listener.getsockname()[1]}"
+
+
+def _drip(conn) -> None:
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/vnd.pypi.simple.v1+json\r\n")
+    for _ in range(600):
+        conn.sendall(b"X")
+        time.sleep(0.1)
+
+
+def _bad_sizes(conn) -> None:
+    items = ", ".join(f'{{"filename": "torch-2.5.1-py3-none-any.whl", "url": "/f/{i}.whl", "hashes": {{}}, "size": {v}}}'
+                      for i, v in enumerate(['"abc"', "1e400", "[1]", "-5", "true", "{}", "9" * 5000]))
+    body = f'{{"meta": {{"api-version": "1.1"}}, "name": "torch", "files": [{items}, 3, null]}}'.encode()
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/vnd.pypi.simple.v1+json\r\nContent-Length: %d\r\n"
+                 b"Connection: close\r\n\r\n%s" % (len(body), body))
+
+
+def _huge(conn) -> None:
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nTransfer-Encoding: chunked\r\n\r\n")
+    chunk = b"<a>" * (1 << 18)
+    for _ in range(1400):  # about a GiB, until the client hangs up
+        conn.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+
+
+def _preflight_cases(root: Path) -> list[Case]:
+    """Issue 42: the check before a fix's first change against hostile indexes (one that drips a byte every tenth
+    of a second, PEP 691 sizes that are no numbers, a listing of a GiB: bounded in time and memory, refused with
+    exit 4, or gone on with), and CUDAMATRIX_UNDO_KEEP_GB values that are no numbers (exit 2); in each, no
+    journal is begun (nothing changed)."""
+    py = _bare_python(root)
+    drip, bad, huge = _hostile_index(_drip), _hostile_index(_bad_sizes), _hostile_index(_huge)
+    out: list[Case] = []
+    fix = ["fix", "--yes", "--no-verify", "--python", py, "--driver", "550.54.15", "--gpu", "7.5", "torch"]
+    for label, default, mirror in (("dripping framework index", bad, drip), ("sizes that are no numbers", bad, bad),
+                                   ("a listing of a GiB", huge, huge)):
+        state = _folder(root, f"state-preflight-{label.replace(' ', '-')}")
+        env = {"PIP_INDEX_URL": default + "/simple", "PIP_CONFIG_FILE": os.devnull, "XDG_STATE_HOME": str(state),
+               "PIP_FIND_LINKS": "", "PIP_EXTRA_INDEX_URL": ""}
+        for json_flag in ([], ["--json"]):
+            out.append(Case(f"preflight: {label}{' --json' if json_flag else ''}",
+                            [*fix, "--mirror", mirror + "/whl", "--allow-http", *json_flag], env=env,
+                            json=bool(json_flag), absent=[str(state / "cudamatrix" / "journal")]))
+    for value in ("nan", "inf", "-inf", "1e309", "-1", "ten", "0x10", "1e400"):
+        state = _folder(root, f"state-keep-{value}")
+        env = {"CUDAMATRIX_UNDO_KEEP_GB": value, "PIP_INDEX_URL": "http://127.0.0.1:9/simple",
+               "PIP_CONFIG_FILE": os.devnull, "XDG_STATE_HOME": str(state)}
+        out.append(Case(f"preflight: CUDAMATRIX_UNDO_KEEP_GB={value}", [*fix, "--allow-http", "--json"], env=env,
+                        json=True, absent=[str(state / "cudamatrix" / "journal")]))
     return out
 
 

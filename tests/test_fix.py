@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import pty
 import subprocess
@@ -71,7 +72,7 @@ def test_a_wheel_library_without_a_version_call_reads_its_wheel(tmp_path):
 @pytest.mark.installs
 def test_the_prompt_shows_the_plan_once(template_venv, tmp_path):
     """At a terminal (a pseudo-terminal here) fix prints the plan, asks, and on "n" changes nothing."""
-    from localindex import build_wheel, copy_venv
+    from localindex import LocalIndex, build_wheel, copy_venv
 
     py = copy_venv(template_venv, tmp_path / "venv")
     cpu = build_wheel(tmp_path / "w", "torch", "2.4.1+cpu")
@@ -80,11 +81,18 @@ def test_the_prompt_shows_the_plan_once(template_venv, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_"))}
     env.update({"PIP_CONFIG_FILE": os.devnull, "XDG_STATE_HOME": str(tmp_path / "state"),
                 "XDG_CACHE_HOME": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)})
+    target = ["--python", str(py), "--gpu", "Tesla T4", "--driver", "550.54.14"]
+    solved = subprocess.run([sys.executable, "-m", "cudamatrix", "solve", *target, "--json"], capture_output=True,
+                            text=True, env=env, cwd=ROOT, timeout=300)
+    for pin in json.loads(solved.stdout)["data"]["solution"]["packages"]:  # every file the plan needs is listed
+        build_wheel(tmp_path / "index", pin["name"], pin["version"])
     main, side = pty.openpty()
     os.write(main, b"n\n")
-    r = subprocess.run([sys.executable, "-m", "cudamatrix", "fix", "--python", str(py), "--gpu", "Tesla T4",
-                        "--driver", "550.54.14", "--installer", "pip"], stdin=side, capture_output=True, text=True,
-                       env=env, cwd=ROOT, timeout=300)
+    with LocalIndex(tmp_path / "index") as index:
+        env["PIP_INDEX_URL"] = index.url + "/simple"
+        r = subprocess.run([sys.executable, "-m", "cudamatrix", "fix", *target, "--installer", "pip",
+                            "--mirror", index.url + "/whl", "--allow-http"], stdin=side, capture_output=True,
+                           text=True, env=env, cwd=ROOT, timeout=300)
     os.close(main)
     os.close(side)
     assert "Apply this plan?" in r.stderr, r.stderr

@@ -172,6 +172,7 @@ def apply(plan: Plan, *, on_progress: Progress | None = None, journal=None,
     runnable = [s for s in plan.steps if s.kind in RUNNABLE]
     if not runnable:
         return Applied(ok=True)
+    limit = journals.keep_limit()  # a bad setting: UsageError now, not after the change
     tool = "uv" if runnable[0].argv[:1] == ["uv"] else "pip"
     restore_args = _index_options(runnable)
     sites = list(site_packages or [])
@@ -214,13 +215,28 @@ def apply(plan: Plan, *, on_progress: Progress | None = None, journal=None,
         raise back("interrupted (Ctrl-C)", "interrupted by the user", None) from None
     except InstallFailed:
         raise
+    except CudamatrixError as exc:  # the journal could not be written mid-way: the starting set goes back (exit 4)
+        raise back("stopped", exc.message, None) from None
     except Exception as exc:  # a bug of ours mid-way: still put the starting set back, then let it show
         back("stopped by an error", f"{type(exc).__name__}: {exc}", None)
         raise
     after = snapshot(plan.python)
-    journals.complete(journal, after)  # kept for fix --undo
     say("done", f"{len(done)} step(s) done")
-    return Applied(ok=True, steps_run=done, before=before, after=after)
+    return _completed(journal, Applied(ok=True, steps_run=done, before=before, after=after), limit)
+
+
+def _completed(journal, applied: Applied, limit: int) -> Applied:
+    """Keep the journal of the applied change for ``fix --undo``. When it cannot be written (a full state folder),
+    the change stays applied and says so: ``journal_error`` (why) and ``journal`` (the folder left, which
+    ``fix --resume`` completes and ``fix --rollback`` goes back from)."""
+    from cudamatrix.install import journal as journals
+
+    try:
+        journals.complete(journal, applied.after, limit)
+    except (CudamatrixError, OSError) as exc:
+        applied.journal_error = exc.message if isinstance(exc, CudamatrixError) else f"{exc.strerror or exc}"
+        applied.journal = str(journal.folder)
+    return applied
 
 
 def rollback(journal, *, python: str | None = None, site_packages: list[str] | None = None,

@@ -105,8 +105,9 @@ class Journal:
             text = json.dumps(body, indent=1)
         note = write_private(self.folder / JOURNAL_FILE, text)
         if note:
-            raise UsageError(f"the install journal cannot be written: {note}; nothing was changed",
-                             hint="make the state folder ($XDG_STATE_HOME, default ~/.local/state) yours and private")
+            raise UsageError(f"the install journal cannot be written: {note}",
+                             hint="make the state folder ($XDG_STATE_HOME, default ~/.local/state) yours and private, "
+                                  "with free space")
 
     def record_installer(self, pid: int, argv: list[str], step: int) -> None:
         """Note the installer just started for step ``step``: its process group and its identity."""
@@ -337,22 +338,34 @@ def check_wheels(journal: Journal) -> None:
             raise _untrusted(journal, "the saved wheel", path, why)
 
 
+KEEP_GB_MAX = 1024 ** 2  # a pebibyte of saved wheels: far above any disk this runs on
+
+
 def keep_limit() -> int:
     """The most bytes of saved wheels kept after a completed change, for ``fix --undo``:
-    ``CUDAMATRIX_UNDO_KEEP_GB`` (default 10; 0 keeps none). A bad value is the default."""
+    ``CUDAMATRIX_UNDO_KEEP_GB`` (default 10, also when empty; 0 keeps none). Raises UsageError (exit 2) for a value
+    that is not a number of gigabytes from 0 to KEEP_GB_MAX (text, negative, nan, inf): read before any change."""
+    text = os.environ.get("CUDAMATRIX_UNDO_KEEP_GB", "").strip() or "10"
     try:
-        gb = float(os.environ.get("CUDAMATRIX_UNDO_KEEP_GB", "10"))
+        gb = float(text)
     except ValueError:
-        gb = 10.0
-    return int(max(gb, 0.0) * 1024 ** 3)
+        gb = float("nan")
+    if not 0.0 <= gb <= KEEP_GB_MAX:  # nan compares false
+        raise UsageError(f"CUDAMATRIX_UNDO_KEEP_GB={text[:40]!r} is not a number of gigabytes from 0 to "
+                         f"{KEEP_GB_MAX}; nothing was changed",
+                         hint="set it to the gigabytes of saved wheels fix keeps for --undo (default 10; 0 keeps "
+                              "none), or unset it")
+    return int(gb * 1024 ** 3)
 
 
-def complete(journal: Journal, after: list[InstalledDist]) -> None:
+def complete(journal: Journal, after: list[InstalledDist], limit: int | None = None) -> None:
     """The change is done: keep its journal (the starting set and its saved wheels) as the last completed change
     of its interpreter, replacing the one kept before, so ``fix --undo`` can go back offline. Saved wheels above
-    :func:`keep_limit` are dropped, and the journal says so (undo then refuses, naming them)."""
+    ``limit`` (default :func:`keep_limit`, read before the change) are dropped, and the journal says so (undo
+    then refuses, naming them). Raises UsageError or OSError when the journal cannot be written: the change is
+    applied then, and its journal stays as an interrupted one (``fix --resume`` completes it)."""
     size = sum(f.stat().st_size for f in journal.wheels.glob("*.whl") if f.is_file())
-    limit = keep_limit()
+    limit = keep_limit() if limit is None else limit
     fields: dict = {"state": "completed", "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                     "after": [d.to_dict() for d in after], "child_pgid": None}
     if size > limit:
@@ -538,7 +551,10 @@ def begin(python: str, plan: Plan, before: list[InstalledDist], touched: set[str
                                "state": "saving", "before": [d.to_dict() for d in before], "plan": plan.to_dict(),
                                "steps_done": 0, "child_pgid": None, "wheels": {}, "stash": site_stash,
                                "unsaved": []})
-    journal.record()
+    try:
+        journal.record()
+    except UsageError as exc:  # before the first change
+        raise UsageError(f"{exc.message}; nothing was changed", hint=exc.hint) from None
     wheels: dict[str, str | None] = {}
     unsaved: list[str] = []
     hashes: dict[str, str] = {}

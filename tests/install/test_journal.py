@@ -149,16 +149,28 @@ def test_space_check_reads_sizes_from_the_index_and_refuses_with_numbers(tmp_pat
 def test_space_check_says_what_it_could_not_size(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     monkeypatch.delenv("PIP_INDEX_URL", raising=False)
-    plan, env = _plan("http://127.0.0.1:9/simple", tmp_path)  # nothing listens: no size
+    plan, env = _plan("http://127.0.0.1:9/simple", tmp_path)
+    monkeypatch.setattr(resources, "find", lambda *a, **k: resources.Found(listed=True))  # listed, no size
     note = resources.check_space(plan, env)
     assert note and "torch==2.5.1+cu121" in note and "not compared" in note
+
+
+def test_space_check_refuses_an_index_that_does_not_answer(tmp_path, monkeypatch):
+    """Nothing listens on the plan's index: the files cannot be fetched, refused before any change (exit 4)."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    plan, env = _plan("http://127.0.0.1:9/simple", tmp_path)
+    with pytest.raises(InstallFailed) as err:
+        resources.check_space(plan, env)
+    assert err.value.message == ("the plan's files cannot all be fetched: the index http://127.0.0.1:9/simple gave "
+                                 f"no usable answer (none, none within {resources.HTTP_TIMEOUT_S:g} s, or one over 64 MiB)")
+    assert err.value.exit_code == 4 and "nothing was changed" in err.value.hint
 
 
 def test_space_check_real_statvfs(tmp_path, monkeypatch):
     """The real free space of this machine's temp folder against a plan that needs more than any disk has."""
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     plan, env = _plan("http://127.0.0.1:9/simple", tmp_path)
-    monkeypatch.setattr(resources, "file_size", lambda *a, **k: 10 ** 16)  # 10 PB: a size the index could report
+    monkeypatch.setattr(resources, "find", lambda *a, **k: resources.Found(listed=True, size=10 ** 16))  # 10 PB
     with pytest.raises(InstallFailed) as err:
         resources.check_space(plan, env)
     free = os.statvfs(tmp_path)
@@ -172,7 +184,7 @@ def _places(tmp_path: Path, monkeypatch, cache: Path, temp: Path) -> tuple[Plan,
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     monkeypatch.setenv("PIP_CACHE_DIR", str(cache))
     monkeypatch.setattr(tempfile, "tempdir", str(temp))
-    monkeypatch.setattr(resources, "file_size", lambda *a, **k: 1_000_000)
+    monkeypatch.setattr(resources, "find", lambda *a, **k: resources.Found(listed=True, size=1_000_000))
     plan, env = _plan("http://127.0.0.1:9/simple", tmp_path)
     return plan, env, 1_000_000
 

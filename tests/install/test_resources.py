@@ -10,6 +10,7 @@ import os
 import socket
 import tempfile
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -20,6 +21,13 @@ from cudamatrix.install import resources
 from cudamatrix.models import Environment, Plan, PythonInfo, Removal, Step
 
 TAGS = ["cp312-cp312-manylinux_2_28_x86_64", "cp312-abi3-manylinux_2_17_x86_64", "py3-none-any"]
+REAL_CONFIGURED = resources.configured
+
+
+@pytest.fixture(autouse=True)
+def _no_pip_config(monkeypatch):
+    """pip's configuration is not asked (a subprocess) unless a test puts the real function back."""
+    monkeypatch.setattr(resources, "configured", lambda python: resources.Configured())
 
 
 @pytest.fixture(scope="module")
@@ -102,22 +110,30 @@ def _env(site: Path, packages: dict[str, str] | None = None) -> Environment:
     return Environment(python=PythonInfo(site_packages=[str(site)], tags=TAGS), packages=packages or {})
 
 
-def _asked(monkeypatch, sizes: dict[tuple[str, str], int | None]) -> list[tuple]:
+def _asked(monkeypatch, sizes: dict[tuple[str, str], int | None], listed: bool = True) -> list[tuple]:
+    """``resources.find`` replaced: ``sizes`` says which index lists which project, and its size."""
     calls: list[tuple] = []
 
-    def size(index, name, version, tags, dead=None):
+    def find(index, name, version, tags, dead=None, fetcher=None):
         calls.append((index, name, version))
-        return sizes.get((index, name))
-    monkeypatch.setattr(resources, "file_size", size)
+        if (index, name) in sizes:
+            return resources.Found(listed=True, size=sizes[(index, name)])
+        return resources.Found(listed=listed)
+    monkeypatch.setattr(resources, "find", find)
     return calls
 
 
-def test_measure_asks_every_index_a_step_names_until_one_tells(tmp_path: Path, monkeypatch):
+NO_CONFIG = resources.Configured()  # pip's configuration files say nothing, and no default index is known
+
+
+def test_measure_asks_every_index_the_installer_reads_until_one_tells(tmp_path: Path, monkeypatch):
+    """pip reads the last --index-url of its command line (not PIP_INDEX_URL then), and every extra index; uv's
+    variables are not pip's."""
     from cudamatrix.install.journal import state_root
 
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     calls = _asked(monkeypatch, {("https://b.invalid/simple", "torch"): 1_000_000,
-                                 ("https://a.invalid/simple", "numpy"): 50_000})
+                                 ("https://a.invalid/simple", "numpy"): 50_000}, listed=False)
     argv = ["pip", "install", "--index-url=https://a.invalid/simple", "-i", "https://b.invalid/simple",
             "--extra-index-url", "https://a.invalid/simple", "--extra-index-url", "file:///local",
             "--extra-index-url", "https://e.invalid/simple",
@@ -126,11 +142,10 @@ def test_measure_asks_every_index_a_step_names_until_one_tells(tmp_path: Path, m
     plan = Plan(python="/p", steps=[Step(kind="install", reason="r", argv=argv)])
     environ = {"PIP_INDEX_URL": "https://c.invalid/simple https://a.invalid/simple", "PIP_CACHE_DIR": "/c/pip",
                "UV_EXTRA_INDEX_URL": "http://d.invalid/simple"}
-    check = resources.measure(plan, _env(tmp_path), environ)
-    indexes = ["https://a.invalid/simple", "https://b.invalid/simple", "https://e.invalid/simple",
-               "https://c.invalid/simple", "http://d.invalid/simple"]
-    # every index in order (the step's, then the environment's), each once, until one tells; jax: none tells
-    assert calls == [(i, "torch", "2.5.1+cu121") for i in indexes[:2]] + [(indexes[0], "numpy", "2.0.0")] + \
+    check = resources.measure(plan, _env(tmp_path), environ, NO_CONFIG)
+    indexes = ["https://b.invalid/simple", "https://a.invalid/simple", "https://e.invalid/simple"]
+    # every index in order (the chosen index, then the extra ones), each once, until one tells; jax: none tells
+    assert calls == [(indexes[0], "torch", "2.5.1+cu121")] + [(i, "numpy", "2.0.0") for i in indexes[:2]] + \
         [(i, "jax", "0.4.30") for i in indexes]
     download = 1_050_000
     assert [(n.where, n.path, n.nbytes) for n in check.needs] == [
@@ -140,6 +155,10 @@ def test_measure_asks_every_index_a_step_names_until_one_tells(tmp_path: Path, m
         ("journal", str(state_root()), 0)]
     assert str(state_root()).startswith(str(tmp_path / "state"))
     assert check.unknown == ["jax==0.4.30"]
+    assert check.missing == []  # a file:// index may hold it: not refused
+    del argv[argv.index("file:///local") - 1: argv.index("file:///local") + 1]
+    check = resources.measure(plan, _env(tmp_path), environ, NO_CONFIG)
+    assert check.missing == [f"jax==0.4.30 ({', '.join(indexes)})"]
 
 
 def test_measure_lists_what_no_index_sized_and_uses_uvs_cache_for_uv(tmp_path: Path, monkeypatch):
@@ -148,8 +167,8 @@ def test_measure_lists_what_no_index_sized_and_uses_uvs_cache_for_uv(tmp_path: P
     argv = ["uv", "pip", "install", "--index-url", "https://a.invalid/simple", "torch==2.5.1", "jax==0.4.30"]
     plan = Plan(python="/p", steps=[Step(kind="reinstall", reason="r", argv=argv),
                                     Step(kind="verify", reason="v", argv=["x==1"])])
-    check = resources.measure(plan, _env(tmp_path), {"UV_CACHE_DIR": "/c/uv", "PIP_CACHE_DIR": "/c/pip"})
-    assert check.unknown == ["torch==2.5.1", "jax==0.4.30"]
+    check = resources.measure(plan, _env(tmp_path), {"UV_CACHE_DIR": "/c/uv", "PIP_CACHE_DIR": "/c/pip"}, NO_CONFIG)
+    assert check.unknown == ["torch==2.5.1", "jax==0.4.30"] and check.missing == []
     assert {n.where: n.path for n in check.needs}["installer cache"] == "/c/uv"
     assert all(n.nbytes == 0 for n in check.needs)
     assert resources.measure(Plan(python="/p", steps=[Step(kind="verify", reason="v", argv=["x==1"])]),
@@ -385,23 +404,36 @@ def test_an_index_that_hangs_up_is_asked_once_for_the_whole_plan(tmp_path: Path,
     thread.join(5)
 
 
-def test_the_indexes_a_step_names_then_those_of_the_environment():
-    """--index-url / -i / --extra-index-url, as "=value" or as the next argument (a flag last on the line names
-    nothing), then PIP_INDEX_URL, UV_INDEX_URL, UV_DEFAULT_INDEX, PIP_EXTRA_INDEX_URL and UV_EXTRA_INDEX_URL (pip
-    and uv read these; several URLs are separated by spaces), each once, http(s) only."""
+def test_the_indexes_the_installer_reads_in_its_order():
+    """pip: the last --index-url / -i of the command line (as "=value" or the next argument), else PIP_INDEX_URL,
+    else pip.conf's, else pip's built-in default; then the extra indexes of the command line and PIP_EXTRA_INDEX_URL
+    (else pip.conf's). uv: UV_DEFAULT_INDEX / UV_INDEX_URL (no pip.conf), UV_EXTRA_INDEX_URL and UV_INDEX
+    ("name=URL"). Each once, http(s) only; --no-index, find-links and file: indexes are other sources."""
     environ = {"PIP_INDEX_URL": "https://p.invalid/simple", "UV_INDEX_URL": "https://u.invalid/simple",
                "UV_DEFAULT_INDEX": "https://d.invalid/simple",
                "PIP_EXTRA_INDEX_URL": "https://pe1.invalid/simple https://pe2.invalid/simple",
-               "UV_EXTRA_INDEX_URL": "https://ue.invalid/simple", "PIP_FIND_LINKS": "https://f.invalid/"}
-    argv = ["pip", "install", "torch==2.5.1", "--extra-index-url", "https://x.invalid/simple",
-            "-i", "https://s.invalid/simple"]
-    assert resources._indexes(argv, environ) == [
-        "https://x.invalid/simple", "https://s.invalid/simple", "https://p.invalid/simple", "https://u.invalid/simple",
-        "https://d.invalid/simple", "https://pe1.invalid/simple", "https://pe2.invalid/simple",
-        "https://ue.invalid/simple"]
-    for var in ("PIP_INDEX_URL", "UV_INDEX_URL", "UV_DEFAULT_INDEX", "PIP_EXTRA_INDEX_URL", "UV_EXTRA_INDEX_URL"):
-        assert resources._indexes(["pip", "install", "-i"], {var: "https://one.invalid/simple"}) == \
-            ["https://one.invalid/simple"], var
+               "UV_EXTRA_INDEX_URL": "https://ue.invalid/simple", "UV_INDEX": "named=https://n.invalid/simple"}
+    conf = resources.Configured(index_url="https://conf.invalid/simple", extra=["https://ce.invalid/simple"],
+                                default="https://default.invalid/simple")
+    pip = ["pip", "install", "torch==2.5.1"]
+    argv = pip + ["--extra-index-url", "https://x.invalid/simple", "-i", "https://s.invalid/simple"]
+    assert resources.sources(argv, environ, conf) == resources.Sources(
+        ["https://s.invalid/simple", "https://x.invalid/simple", "https://pe1.invalid/simple",
+         "https://pe2.invalid/simple"])
+    assert resources._indexes(pip, environ, conf) == ["https://p.invalid/simple", "https://pe1.invalid/simple",
+                                                      "https://pe2.invalid/simple"]
+    assert resources._indexes(pip, {}, conf) == ["https://conf.invalid/simple", "https://ce.invalid/simple"]
+    no_file = resources.Configured(default="https://default.invalid/simple")
+    assert resources._indexes(pip + ["-i"], {}, no_file) == ["https://default.invalid/simple"]
+    uv = ["uv", "pip", "install", "--python", "/p", "torch==2.5.1"]
+    assert resources._indexes(uv, environ, conf) == ["https://d.invalid/simple", "https://ue.invalid/simple",
+                                                     "https://n.invalid/simple"]
+    assert resources._indexes(uv, {}, conf) == ["https://default.invalid/simple"]  # uv reads no pip.conf
+    assert resources.sources(pip + ["--no-index"], environ, conf) == resources.Sources([], other=True)
+    assert resources.sources(pip, {"PIP_FIND_LINKS": "https://f.invalid/"}, no_file).other
+    assert resources.sources(pip + ["-i", "file:///wheels"], {}, no_file) == resources.Sources([], other=True)
+    assert resources.sources(pip, {}, resources.Configured()) == resources.Sources([], other=True)  # none known
+    assert not resources.sources(pip, {}, no_file).other
 
 
 def test_an_index_url_with_a_token_is_no_pin(tmp_path: Path, monkeypatch):
@@ -411,7 +443,7 @@ def test_an_index_url_with_a_token_is_no_pin(tmp_path: Path, monkeypatch):
     index = "https://user:dG9rZW4==@a.invalid/simple"
     plan = Plan(python="/p", steps=[Step(kind="install", reason="r",
                                          argv=["pip", "install", f"--extra-index-url={index}", "torch==2.5.1"])])
-    assert resources.measure(plan, _env(tmp_path), {}).unknown == ["torch==2.5.1"]
+    assert resources.measure(plan, _env(tmp_path), {}, NO_CONFIG).unknown == ["torch==2.5.1"]
     assert calls == [(index, "torch", "2.5.1")]
 
 
@@ -492,3 +524,172 @@ def test_the_wheel_chosen_reads_compressed_tag_sets_and_build_tags(files, tags, 
            "files": [{"filename": n, "url": f"/files/{n}", "hashes": {}, "size": s} for n, s in files]}
     with _index({"/simple/x/": (json.dumps(doc).encode(), "application/vnd.pypi.simple.v1+json")}) as (url, _):
         assert resources.file_size(url + "/simple", "x", "1.0", tags) == size
+
+
+JSON_TYPE = "application/vnd.pypi.simple.v1+json"
+
+
+@pytest.mark.parametrize("size", ['"abc"', "1e400", "-1e400", "[1, 2]", "-5", "true", "1.5", "{}", "null",
+                                  "123456789012345678901234567890"])
+def test_a_json_size_that_is_no_whole_number_of_bytes_is_unknown(size, tmp_path, monkeypatch):
+    """PEP 691 data is the index's word, not ours: a size that is text, not finite, a list, negative, a bool,
+    a fraction or absurdly large is unknown, never a crash of the check: the file is asked with HEAD (here it
+    answers without a length: the size stays unknown, and the check notes it)."""
+    item = f'{{"filename": "{WHEEL}", "url": "/files/{WHEEL}", "hashes": {{}}, "size": {size}}}'
+    body = f'{{"meta": {{"api-version": "1.1"}}, "name": "torch", "files": [{item}]}}'.encode()
+    with _index({"/simple/torch/": (body, JSON_TYPE), f"/files/{WHEEL}": (b"", "application/octet-stream", None)}) \
+            as (url, _):
+        assert resources.find(url + "/simple", "torch", "2.5.1", TAGS) == resources.Found(listed=True, size=None)
+        monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+        plan = Plan(python="/p", steps=[Step(kind="install", reason="r",
+                                             argv=["pip", "install", "-i", url + "/simple", "torch==2.5.1"])])
+        monkeypatch.setattr(resources, "STATVFS", lambda path: _Vfs(10 ** 12))
+        assert "torch==2.5.1" in resources.check_space(plan, _env(tmp_path))
+
+
+def test_a_whole_float_size_counts():
+    body = json.dumps({"meta": {"api-version": "1.1"}, "name": "torch",
+                       "files": [{"filename": WHEEL, "url": f"/files/{WHEEL}", "hashes": {}, "size": 1e3}]}).encode()
+    with _index({"/simple/torch/": (body, JSON_TYPE)}) as (url, _):
+        assert resources.file_size(url + "/simple", "torch", "2.5.1", TAGS) == 1000
+
+
+@pytest.mark.parametrize("files", [None, "x", [1, "a", None, {"filename": 3, "url": "/f"}, {"filename": WHEEL}]])
+def test_listing_entries_of_the_wrong_shape_are_skipped(files):
+    body = json.dumps({"meta": {"api-version": "1.1"}, "name": "torch", "files": files}).encode()
+    with _index({"/simple/torch/": (body, JSON_TYPE), "/bad/torch/": (b"[1, 2", JSON_TYPE),
+                 "/deep/torch/": (b"[" * 100_000, JSON_TYPE)}) as (url, _):
+        for where in ("simple", "bad", "deep"):
+            assert resources.find(f"{url}/{where}", "torch", "2.5.1", TAGS) == resources.Found(), where
+
+
+@contextlib.contextmanager
+def _raw_server(answer):
+    """A loopback server that reads a request, then calls ``answer(conn)`` (each connection in its own thread)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+
+            def one(conn=conn) -> None:
+                try:
+                    conn.recv(65536)
+                    answer(conn)
+                except OSError:
+                    pass
+                finally:
+                    conn.close()
+            threading.Thread(target=one, daemon=True).start()
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        listener.close()
+
+
+def _drip(conn) -> None:
+    """An answer that never ends: its headers one byte a tenth of a second (a socket timeout never fires)."""
+    for byte in b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nX-Slow: " + b"a" * 10_000:
+        conn.sendall(bytes([byte]))
+        time.sleep(0.1)
+
+
+def _drip_body(conn) -> None:
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 100000\r\n\r\n<html>")
+    for _ in range(10_000):
+        conn.sendall(b" ")
+        time.sleep(0.1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("answer", [_drip, _drip_body], ids=["headers", "body"])
+def test_a_dripping_index_is_cut_off_at_the_deadline(answer, monkeypatch):
+    """A server that sends a byte every tenth of a second defeats a per-read timeout: the whole exchange has a
+    deadline (HTTP_TIMEOUT_S), after which the index counts as not answering."""
+    monkeypatch.setattr(resources, "HTTP_TIMEOUT_S", 1.0)
+    with _raw_server(answer) as url:
+        dead: set[str] = set()
+        start = time.monotonic()
+        assert resources.find(url + "/simple", "torch", "2.5.1", TAGS, dead) == resources.Found(answered=False)
+        assert time.monotonic() - start < 3.0
+        assert dead == {url + "/simple"}
+
+
+def _huge(conn) -> None:
+    """A listing of a GiB (chunked, no length told): sent until the client hangs up."""
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nTransfer-Encoding: chunked\r\n\r\n")
+    chunk = b"<a>" + b"x" * (1 << 20) + b"</a>"
+    for _ in range(1024):
+        conn.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+
+
+@pytest.mark.slow
+def test_a_huge_listing_is_not_read_past_the_limit(monkeypatch):
+    """1 GiB of listing: reading stops at LISTING_MAX_BYTES (memory stays bounded), and the index gave no usable
+    answer (the check refuses the plan, as for one that does not answer)."""
+    import tracemalloc
+
+    monkeypatch.setattr(resources, "LISTING_MAX_BYTES", 8 * 1024 * 1024)
+    with _raw_server(_huge) as url:
+        tracemalloc.start()
+        try:
+            dead: set[str] = set()
+            found = resources.find(url + "/simple", "torch", "2.5.1", TAGS, dead)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert found == resources.Found(answered=False) and dead == {url + "/simple"}
+    assert peak < 64 * 1024 * 1024
+
+
+@pytest.mark.slow
+def test_the_default_index_is_the_one_pip_is_configured_with(tmp_path, monkeypatch, wheels):
+    """No index on the step's command line or in PIP_INDEX_URL: the plan's interpreter's pip configuration
+    (pip.conf, as `pip config list` prints it) names the index, and the disk check sizes the pin from it
+    (before, every default-index fix said "the index did not tell the size")."""
+    import sys
+
+    monkeypatch.setattr(resources, "configured", REAL_CONFIGURED)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    for var in [v for v in os.environ if v.startswith(("PIP_", "UV_"))]:
+        monkeypatch.delenv(var)
+    with LocalIndex(wheels, json_api=True) as index:
+        conf = tmp_path / "pip.conf"
+        conf.write_text(f"[global]\nindex-url = {index.url}/simple\n")
+        monkeypatch.setenv("PIP_CONFIG_FILE", str(conf))
+        plan = Plan(python=sys.executable, steps=[Step(kind="install", reason="r",
+                                                       argv=[sys.executable, "-m", "pip", "install", "my-pkg==1.0"])])
+        check = resources.measure(plan, _env(tmp_path))
+        monkeypatch.setattr(resources, "STATVFS", lambda path: _Vfs(10 ** 12))
+        assert resources.check_space(plan, _env(tmp_path)) is None  # sized: no note
+    size = _wheel(wheels, "my_pkg-1.0").stat().st_size
+    assert check.unknown == [] and check.missing == [] and check.dead == []
+    assert {n.where: n.nbytes for n in check.needs}["temp"] == int(size * resources.MARGIN)
+    # pip's built-in default, when no file names one: the index pip's own help names (not asked here)
+    conf.write_text("[global]\n")
+    assert resources.configured(sys.executable).index_url is None
+    assert (resources.configured(sys.executable).default or "").startswith("https://")
+
+
+@pytest.mark.slow
+def test_a_pin_no_index_lists_is_refused_before_any_change(tmp_path, monkeypatch, wheels):
+    """Every index answers, none lists the pinned version: refused with the pin and where it was looked for."""
+    from cudamatrix.errors import InstallFailed
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    for var in [v for v in os.environ if v.startswith(("PIP_", "UV_"))]:  # find-links of this machine: other sources
+        monkeypatch.delenv(var)
+    with LocalIndex(wheels) as index:
+        argv = ["pip", "install", "-i", index.url + "/simple", "torch==2.5.1+cu121", "torch==9.9"]
+        plan = Plan(python="/p", steps=[Step(kind="install", reason="r", argv=argv)])
+        with pytest.raises(InstallFailed) as err:
+            resources.check_space(plan, _env(tmp_path))
+    assert err.value.message == ("the plan's files cannot all be fetched: no index lists torch==9.9 "
+                                 f"({index.url}/simple)")
+    assert err.value.detail == {"unreachable": [], "not_listed": [f"torch==9.9 ({index.url}/simple)"]}
