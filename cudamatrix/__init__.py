@@ -27,7 +27,7 @@ def __getattr__(name: str):
 
         return fix
     if name == "load_matrix":
-        from cudamatrix.matrix.data import load_matrix
+        from cudamatrix.matrix.load import load_matrix
 
         return load_matrix
     raise AttributeError(name)

@@ -473,7 +473,7 @@ def _detect(python: str | None) -> Environment:
 
 
 def _matrix(data_dir: str | None):
-    from cudamatrix.matrix.data import load_matrix
+    from cudamatrix.matrix.load import load_matrix
 
     return load_matrix(data_dir)
 

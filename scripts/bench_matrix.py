@@ -42,7 +42,7 @@ print(json.dumps({"import_ms": (t1 - t0) * 1e3, "validate_ms": (t3 - t2) * 1e3, 
 CACHED = r"""
 import json, time
 t0 = time.perf_counter()
-from cudamatrix.matrix.data import load_matrix
+from cudamatrix.matrix.load import load_matrix
 tm = time.perf_counter()
 m = load_matrix()
 t1 = time.perf_counter()

@@ -258,9 +258,9 @@ def _forget_caches() -> None:
     """Empty what the CLI remembers per process and a fresh process would not have: the loaded matrices (the
     overlay lives in HOME, which each test has its own of), the real paths and the ELF headers read."""
     from cudamatrix.detect import elf, elfcache, paths
-    from cudamatrix.matrix import data
+    from cudamatrix.matrix import load
 
-    data.load_matrix.cache_clear()
+    load.load_matrix.cache_clear()
     paths.forget()
     elf._CACHE.clear()
     elfcache._entries = None

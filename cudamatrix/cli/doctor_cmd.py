@@ -12,14 +12,14 @@ from cudamatrix.errors import UsageError
 def run_doctor(env: list[Path] | None = None, from_: list[str] | None = None, python: str | None = None,
                as_json: bool = False, data_dir: Path | None = None, all_copies: bool = False) -> None:
     """Detect and diagnose: findings with a code, severity, evidence and fix. Exit 1 on errors.
-    A folder of node files in ``env`` is the fleet form: findings per node class (:mod:`.fleet_cmd`)."""
+    A folder of node files in ``env`` is the fleet form: findings per node class (:mod:`.fleetviews`)."""
     if has_folder(env):
-        from cudamatrix.cli.fleet_cmd import run_doctor_fleet
+        from cudamatrix.cli.fleetviews import run_doctor_fleet
 
         return run_doctor_fleet(env=env, from_=from_, python=python, as_json=as_json, data_dir=data_dir)
     from cudamatrix.cli.targets import environments
     from cudamatrix.diagnose.findings import diagnose, summary_exit
-    from cudamatrix.matrix.data import load_matrix
+    from cudamatrix.matrix.load import load_matrix
 
     if env and len(env) > 1:
         raise UsageError("doctor reads one environment at a time", hint="run it once per --env file")
@@ -42,7 +42,7 @@ def _matrix_while_detecting(python: str | None, all_copies: bool):
     from cudamatrix.cli.targets import environments
     from cudamatrix.detect.threads import Background
     from cudamatrix.matrix import overlay  # noqa: F401  (imported here, not in the thread: one importer at a time)
-    from cudamatrix.matrix.data import load_matrix
+    from cudamatrix.matrix.load import load_matrix
     from cudamatrix.safe import text  # noqa: F401
 
     loading = Background(load_matrix, None)

@@ -74,7 +74,7 @@ def _plan_from_paste(from_: list[str], requirements: list[str], dry_run: bool, p
     from cudamatrix.errors import NoSolution, UsageError
     from cudamatrix.fix import FixResult
     from cudamatrix.install.plan import make_plan
-    from cudamatrix.matrix.data import load_matrix
+    from cudamatrix.matrix.load import load_matrix
     from cudamatrix.solve.solver import parse_request, solve
 
     if not dry_run:
@@ -90,7 +90,7 @@ def _plan_from_paste(from_: list[str], requirements: list[str], dry_run: bool, p
     try:
         solution = solve(resolved.targets, parse_request(requirements, environment), matrix, installed=environment)
     except NoSolution as exc:
-        from cudamatrix.cli.solve_cmd import _no_solution
+        from cudamatrix.cli.answers import no_solution as _no_solution
 
         _no_solution("fix", exc, as_json)
     from cudamatrix.diagnose.findings import diagnose

@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from cudamatrix import render
+from cudamatrix.cli.answers import matrix_of as _matrix
+from cudamatrix.cli.answers import solve_request as _solve
 from cudamatrix.cli.common import echo, finish, guarded
 from cudamatrix.cli.lockfiles import lock_writer, without_credentials
 from cudamatrix.errors import UsageError
@@ -63,11 +65,10 @@ def run_lock(requirements: list[str] | None = None, output: Path | None = None, 
     """The complete, hashed set for the target as a requirements file or pylock.toml (or the uv project
     configuration; ``pins_only``: the solved pins alone); ``per_class``: one per node class of a fleet folder
     (:mod:`.fleet_cmd`). A lock that names a path of this machine is refused unless ``allow_local``."""
-    from cudamatrix.cli.solve_cmd import _matrix, _solve
 
     _check_options(fmt, None if per_class else output, pins_only, glibc)
     if per_class:
-        from cudamatrix.cli.fleet_cmd import run_lock_per_class
+        from cudamatrix.cli.fleetviews import run_lock_per_class
 
         if from_:
             raise UsageError("--from cannot be combined with --per-class", hint="--per-class reads a fleet folder (--env DIR)")

@@ -28,7 +28,7 @@ def show(
 ) -> None:
     """Print matrix rows as tables, or as JSON (data.rows)."""
     from cudamatrix.matrix import overlay
-    from cudamatrix.matrix.data import load_matrix
+    from cudamatrix.matrix.load import load_matrix
     from cudamatrix.matrix.query import rows_for
     from cudamatrix.schema import to_dict
 

@@ -19,13 +19,13 @@ from cudamatrix.detect import libraries, paths, python_env
 if TYPE_CHECKING:
     from cudamatrix.detect import loader
     from cudamatrix.detect.threads import Timer
+from cudamatrix.detect.early import DETECT_ENV_VAR
 from cudamatrix.detect.text import MAX_BYTES, cudnn_version, version_from_int
 from cudamatrix.errors import UsageError
 from cudamatrix.models import Driver, Environment, Library, Note
 
 __all__ = ["detect", "from_reports", "load_environment", "read_report"]
 
-DETECT_ENV_VAR = "CUDAMATRIX_DETECT_ENV"  # a saved `detect --json` that detect() returns instead of probing
 
 
 def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,

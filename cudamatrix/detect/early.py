@@ -28,7 +28,30 @@ from typing import Any
 
 from cudamatrix import proc
 
-__all__ = ["PYTHON_PROBE", "Forked", "Started", "start", "started_libs", "stop_all", "take"]
+__all__ = ["DETECT_ENV_VAR", "LOADER_SCRIPT", "PYTHON_PROBE", "Forked", "Started", "findable", "start",
+           "started_libs", "stop_all", "take"]
+
+DETECT_ENV_VAR = "CUDAMATRIX_DETECT_ENV"  # a saved `detect --json` that detect() returns instead of probing
+# the loader child's own code, run as ``python -I -S _loader.py`` (a started child) or in a forked one
+LOADER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_loader.py")
+
+_DEFAULT_DIRS = ("/lib64", "/usr/lib64", "/lib", "/usr/lib", "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu",
+                 "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib/wsl/lib")
+
+
+def findable(soname: str, environ: dict[str, str]) -> bool:
+    """Could dlopen(soname) find a file? LD_LIBRARY_PATH, the ld.so cache (its bytes), default folders.
+
+    Lets detect skip the NVML child on machines without a driver (cheap before expensive).
+    """
+    dirs = [d for d in environ.get("LD_LIBRARY_PATH", "").split(":") if d] + list(_DEFAULT_DIRS)
+    if any(os.path.exists(os.path.join(d, soname)) for d in dirs):
+        return True
+    try:
+        with open("/etc/ld.so.cache", "rb") as fh:
+            return soname.encode() + b"\0" in fh.read(16 * 1024 * 1024)
+    except OSError:
+        return os.name != "posix"  # no cache to read: let the child try
 
 
 class Forked:
@@ -122,14 +145,13 @@ def started_libs(environ: dict[str, str]) -> Forked | None:
     import subprocess
 
     from cudamatrix.detect.libraries import safe_environ
-    from cudamatrix.detect.loader import _SCRIPT
 
     out_r, out_w = os.pipe()
     in_r, in_w = os.pipe()
     err_r, err_w = os.pipe()  # what the libraries write on stderr is read, kept and said, never passed to ours
     spawned = time.monotonic()
     try:
-        popen = subprocess.Popen([sys.executable, "-I", "-S", _SCRIPT, "-"], stdin=in_r, stdout=out_w,
+        popen = subprocess.Popen([sys.executable, "-I", "-S", LOADER_SCRIPT, "-"], stdin=in_r, stdout=out_w,
                                  stderr=err_w, env=safe_environ(environ), start_new_session=True)
     except OSError:
         for fd in (out_r, in_w, err_r):
@@ -163,7 +185,6 @@ def start(python_probe: bool = True) -> None:
 def _start(python_probe: bool) -> None:
     import json
 
-    from cudamatrix.detect import DETECT_ENV_VAR, loader
     from cudamatrix.detect.libraries import safe_environ
 
     if not sys.platform.startswith("linux") or not hasattr(os, "fork"):
@@ -173,8 +194,7 @@ def _start(python_probe: bool) -> None:
         return
     import atexit
 
-    question = {"nvml": loader.findable("libnvidia-ml.so.1", environ),
-                "libcuda": loader.findable("libcuda.so.1", environ)}
+    question = {"nvml": findable("libnvidia-ml.so.1", environ), "libcuda": findable("libcuda.so.1", environ)}
     atexit.register(stop_all)
     if question["nvml"] or question["libcuda"]:
         config = {"nvml": question["nvml"], "libcuda": question["libcuda"], "libs": [], "skip": []}

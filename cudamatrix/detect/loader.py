@@ -13,20 +13,15 @@ import stat as _stat
 import sys
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cudamatrix import proc
 from cudamatrix.detect import elf as _elf
-from cudamatrix.detect.early import STDERR_KEPT
+from cudamatrix.detect.early import _DEFAULT_DIRS, LOADER_SCRIPT, STDERR_KEPT, Forked, findable  # noqa: F401
 from cudamatrix.detect.libraries import safe_environ
 from cudamatrix.detect.paths import realpath
 from cudamatrix.safe.files import parse_json
 from cudamatrix.schema import field, record
-
-if TYPE_CHECKING:
-    from cudamatrix.detect.early import Forked
-
-_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_loader.py")
 
 
 @record
@@ -44,25 +39,6 @@ class LoaderAnswers:
     imports_ms: float | None = None
     forked: bool = False  # the first answers came from a child forked at the command's start
     stderr: str = ""  # what the children wrote on stderr (the last 64 KiB of each run)
-
-
-_DEFAULT_DIRS = ("/lib64", "/usr/lib64", "/lib", "/usr/lib", "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu",
-                 "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib/wsl/lib")
-
-
-def findable(soname: str, environ: dict[str, str]) -> bool:
-    """Could dlopen(soname) find a file? LD_LIBRARY_PATH, the ld.so cache (its bytes), default folders.
-
-    Lets detect skip the NVML child on machines without a driver (cheap before expensive).
-    """
-    dirs = [d for d in environ.get("LD_LIBRARY_PATH", "").split(":") if d] + list(_DEFAULT_DIRS)
-    if any(os.path.exists(os.path.join(d, soname)) for d in dirs):
-        return True
-    try:
-        with open("/etc/ld.so.cache", "rb") as fh:
-            return soname.encode() + b"\0" in fh.read(16 * 1024 * 1024)
-    except OSError:
-        return os.name != "posix"  # no cache to read: let the child try
 
 
 def own_answerer(path: str) -> list[str]:
@@ -105,7 +81,7 @@ def run_loader(libs: list[tuple[str, str]], nvml: bool, libcuda: bool, timeout: 
             forked, answers.forked = None, True
         else:
             spawned = time.monotonic()
-            result = proc.run([exe, "-I", "-S", _SCRIPT, json.dumps(config)], timeout=timeout,
+            result = proc.run([exe, "-I", "-S", LOADER_SCRIPT, json.dumps(config)], timeout=timeout,
                               env=safe_environ())  # no empty, relative or world-writable LD_LIBRARY_PATH entry
         if result.stderr:
             answers.stderr += result.stderr[-STDERR_KEPT:]

@@ -16,8 +16,6 @@ from cudamatrix.detect.pastes import fields, messages, nvsmi, packages, prints, 
 from cudamatrix.detect.python_env import other_variant, torch_variant
 from cudamatrix.detect.text import Paste, ranges, span_ranges
 from cudamatrix.errors import UsageError
-from cudamatrix.matrix.data import load_matrix
-from cudamatrix.matrix.query import find_gpu
 from cudamatrix.models import Environment, Note
 from cudamatrix.names import FRAMEWORK_DISTS
 
@@ -86,6 +84,11 @@ def from_reports(items: list[tuple[str, str]], *, strict: bool = False, infer: b
 def infer_compute_capabilities(env: Environment) -> None:
     """A GPU the paste names without its compute capability (nvidia-smi's table prints none) gets the one the
     matrix's GPU table holds for that name, and a note says it was inferred from the name, with the row's source."""
+    # the matrix only when a named GPU needs it (measured reason: loading it loads packaging and the data files, 30-40
+    # ms of `detect --from` on a paste that states every compute capability; tests/schema/test_records.py)
+    from cudamatrix.matrix.load import load_matrix
+    from cudamatrix.matrix.query import find_gpu
+
     matrix = load_matrix()
     for gpu in env.gpus:
         if not gpu.name or gpu.compute_capability:

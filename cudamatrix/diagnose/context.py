@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
+from cudamatrix.diagnose.declared import applicable_requirements
 from cudamatrix.matrix.data import FrameworkRelease, Matrix, Variant
 from cudamatrix.models import Environment
 from cudamatrix.names import FAMILIES
@@ -89,8 +90,6 @@ class Diagnosis:
     def declared(self) -> dict[str, list[Requirement]]:
         """Each installed distribution's declared requirements that apply here (parsed once)."""
         if self._declared is None:
-            from cudamatrix.diagnose.wheels import applicable_requirements
-
             self._declared = {dist: applicable_requirements(self.env, texts)
                               for dist, texts in self.env.requirements.items()}
         return self._declared

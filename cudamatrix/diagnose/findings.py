@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from typing import Callable
 
-from packaging.version import InvalidVersion, Version
-
 from cudamatrix.diagnose import host, loads, pasted, remedy, wheels
 from cudamatrix.diagnose.context import Diagnosis, Installed, match_installed
 from cudamatrix.diagnose.stated import stated_build
@@ -48,7 +46,7 @@ def no_driver(d: Diagnosis) -> list[Finding]:
     env = d.env
     if env.driver.status != "absent":
         return []
-    if env.origin == "report":  # the pasted machine's stack, in the paste's words
+    if env.origin == "report" and (env.driver.error or d.gpu_builds):  # a pasted GPU stack, in the paste's words
         return [pasted.pasted_no_driver(env)]
     return [Finding(code="NO_DRIVER", severity="error" if d.gpu_builds else "warning",
                     title="No NVIDIA driver is installed or loaded",
@@ -204,6 +202,9 @@ def _first_release(d: Diagnosis, name: str) -> str | None:
 
 
 def _older(version: str, first: str) -> bool:
+    # packaging on first use only: doctor's start-up path does not load it (tests/schema/test_records.py)
+    from packaging.version import InvalidVersion, Version
+
     try:
         return Version(version.split("+")[0]) < Version(first)
     except InvalidVersion:

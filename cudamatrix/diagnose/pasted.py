@@ -12,8 +12,6 @@ No I/O.
 """
 from __future__ import annotations
 
-from packaging.version import InvalidVersion, Version
-
 from cudamatrix.matrix.data import Matrix
 from cudamatrix.matrix.query import driver_max_cuda
 from cudamatrix.models import Environment, Finding, ToolMessage
@@ -66,6 +64,9 @@ def _driver_evidence(env: Environment, matrix: Matrix) -> list[str]:
 def _floor_text(env: Environment, matrix: Matrix, cuda: str) -> str:
     """">= 570.26 (the minimum driver of CUDA 12.8)" on the paste's platform; both systems' floors where the paste
     does not say which (a container host is Linux, or Windows under Docker Desktop)."""
+    # packaging on first use only: doctor's start-up path does not load it (tests/schema/test_records.py)
+    from packaging.version import InvalidVersion, Version
+
     try:
         version = Version(cuda)
     except InvalidVersion:

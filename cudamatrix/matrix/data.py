@@ -17,7 +17,6 @@ validate it), while a folder the user names (``--data``, ``matrix validate PATH`
 import json
 import threading
 from collections.abc import Mapping
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -508,14 +507,3 @@ def load_matrix_from(data_dir: Path, *, trusted: bool = False) -> Matrix:
     # a file missing is told at the load, as before; each file is read on first use (a command reads only what
     # it asks about)
     return build_lazily({name: _present(data_dir / f"{name}.json") for name in FILES})
-
-
-@lru_cache(maxsize=4)
-def load_matrix(data_dir: str | None = None) -> Matrix:
-    """The shipped matrix (trusted, built without validation) with the user's overlay on top (cached per
-    process); or the user's folder ``data_dir``, validated."""
-    if data_dir:
-        return load_matrix_from(Path(data_dir))
-    from cudamatrix.matrix import overlay  # one stat when there is no overlay
-
-    return overlay.apply(load_matrix_from(default_data_dir(), trusted=True))

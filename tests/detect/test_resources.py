@@ -5,7 +5,7 @@ import os
 
 from cudamatrix.detect import resources
 from cudamatrix.diagnose.findings import diagnose
-from cudamatrix.matrix.data import load_matrix
+from cudamatrix.matrix.load import load_matrix
 from cudamatrix.models import DiskSpace, Environment, HostResources
 
 # the first lines of /proc/meminfo as proc(5) documents them (values in kB)

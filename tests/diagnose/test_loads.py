@@ -7,7 +7,7 @@ import pytest
 from cudamatrix.cli.solve_cmd import env_advice
 from cudamatrix.detect.libpaths import library_path_fix, wrong_loads
 from cudamatrix.diagnose.findings import diagnose
-from cudamatrix.matrix.data import load_matrix
+from cudamatrix.matrix.load import load_matrix
 from cudamatrix.models import Environment, FileConflict, Framework, Library, LibraryLoad
 from cudamatrix.schema import validate
 

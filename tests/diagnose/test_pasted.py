@@ -131,7 +131,7 @@ def test_an_advisory_fires_only_when_the_facts_meet_its_library_condition(found,
 def test_every_shipped_advisory_on_a_version_alone_states_its_condition_as_data():
     """An advisory whose only condition is a package version says what else it needs to see (a library and its
     versions, or the library failing to load); one with a GPU or driver condition has facts to meet already."""
-    from cudamatrix.matrix.data import load_matrix
+    from cudamatrix.matrix.load import load_matrix
 
     for adv in load_matrix().advisories.advisories:
         if not (adv.gpu_compute_capabilities or adv.driver):

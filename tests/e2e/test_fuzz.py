@@ -85,7 +85,7 @@ def test_a_loaded_environment_can_be_diagnosed_and_solved_for(tmp_path_factory, 
     cannot parse must be refused by the loader, not crash the solver)."""
     from cudamatrix.detect import load_environment
     from cudamatrix.diagnose.findings import diagnose
-    from cudamatrix.matrix.data import load_matrix
+    from cudamatrix.matrix.load import load_matrix
     from cudamatrix.solve.target import from_environment
 
     path = tmp_path_factory.mktemp("env") / "env.json"

@@ -19,7 +19,7 @@ from cudamatrix.cli.solve_cmd import env_advice
 from cudamatrix.detect import load_environment
 from cudamatrix.detect.libpaths import library_path_fix
 from cudamatrix.diagnose.findings import diagnose
-from cudamatrix.matrix.data import load_matrix
+from cudamatrix.matrix.load import load_matrix
 
 ROOT = Path(__file__).parent.parent / "data" / "gpu_loader"
 CASES = sorted(p for p in ROOT.iterdir() if (p / "summary.json").exists()) if ROOT.is_dir() else []

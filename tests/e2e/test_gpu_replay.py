@@ -12,7 +12,7 @@ from snapshot import snapshot_matrix
 from cudamatrix.detect import from_reports, load_environment
 from cudamatrix.diagnose.findings import diagnose, summary_exit
 from cudamatrix.errors import NoSolution
-from cudamatrix.matrix.data import load_matrix
+from cudamatrix.matrix.load import load_matrix
 from cudamatrix.models import Report
 from cudamatrix.schema import validate
 from cudamatrix.solve.solver import parse_request, solve

@@ -603,7 +603,8 @@ def test_a_planted_verify_json_does_not_make_fix_say_verified(tmp_path, monkeypa
     monkeypatch.setenv("XDG_CACHE_HOME", str(xdg))
     assert store("seed", Report(status="not_possible"))  # this user's folder and secret exist
     environment = detect(python=py)
-    key = memory.fix_key(memory.fingerprint(environment, "torch"), [], None, installer="pip",
+    # torch asked for by name: a venv without a framework and no request has nothing to fix (issue 42)
+    key = memory.fix_key(memory.fingerprint(environment, "torch"), ["torch"], None, installer="pip",
                          mirror="https://127.0.0.1:9/whl")
     planted = {"at": "2024-01-01", "env": {}, "report": {"status": "verified", "frameworks": [
         {"framework": "torch", "status": "verified", "version": "9.9.9", "device_name": "Planted GPU"}]}}
@@ -611,7 +612,7 @@ def test_a_planted_verify_json_does_not_make_fix_say_verified(tmp_path, monkeypa
         path = xdg / "cudamatrix" / "verify.json"
         path.write_text(json.dumps(layout))
         path.chmod(0o600)
-        out = cli("fix", "--python", py, "--framework", "torch", *no_net, env=env)
+        out = cli("fix", "torch", "--python", py, "--framework", "torch", *no_net, env=env)
         assert out.returncode != 0 and "Traceback" not in out.stderr, out.stderr[-400:]
         assert "verified" not in out.stdout.replace("verification", "")
         assert "Planted GPU" not in out.stdout

@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).parent.resolve().parent.parent / "cudamatrix"
 # lowest first; a module may import only from its own stage or a lower one
 STAGES = [
     ("base", {"cudamatrix.errors", "cudamatrix.models", "cudamatrix.schema", "cudamatrix.proc", "cudamatrix.names",
-              "cudamatrix._callable", "cudamatrix.safe"}),
+              "cudamatrix._callable", "cudamatrix.safe", "cudamatrix.net"}),
     ("matrix", {"cudamatrix.matrix"}),
     ("detect", {"cudamatrix.detect"}),
     ("solve", {"cudamatrix.solve"}),
@@ -125,3 +125,115 @@ def test_the_complexity_gate_finds_a_function_ranked_d_and_holds_for_the_package
                               f"        return 0\n")
     assert gate.over_limit(pkg) == {"pkg/m.py:wide": 21}
     assert gate.over_limit(PACKAGE) == {}
+
+
+def _module_of(name: str) -> str | None:
+    """The package's module a dotted import names: itself when it is a module or package, else its parent (``from
+    cudamatrix.detect.elf import Dynamic`` names cudamatrix.detect.elf)."""
+    while name:
+        rel = Path(*name.split("."))
+        if (PACKAGE.parent / rel).with_suffix(".py").exists() or (PACKAGE.parent / rel / "__init__.py").exists():
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def _imported_modules(path: Path) -> set[str]:
+    """The package's modules ``path`` imports, at the top or inside a function, under TYPE_CHECKING too: ``from
+    cudamatrix.detect import elf`` imports cudamatrix.detect.elf, ``from cudamatrix.detect import detect`` the
+    package cudamatrix.detect; the version (``from cudamatrix import __version__``) is no import of the API."""
+    me = module_name(path)
+    package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)] if node.level > 1 else base
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if not target.startswith("cudamatrix"):
+                continue
+            for alias in node.names:
+                if target == "cudamatrix" and alias.name == "__version__":
+                    continue
+                found.add(_module_of(f"{target}.{alias.name}") or target)
+        elif isinstance(node, ast.Import):
+            found |= {_module_of(a.name) or a.name for a in node.names if a.name.startswith("cudamatrix")}
+    found.discard(me)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the package's modules it imports (:func:`_imported_modules`)."""
+    return {module_name(path): _imported_modules(path) for path in MODULES}
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected parts of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+    counter = 0
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                part = []
+                while True:
+                    top = stack.pop()
+                    on_stack.discard(top)
+                    part.append(top)
+                    if top == node:
+                        break
+                if len(part) > 1:
+                    out.append(sorted(part))
+    return out
+
+
+def test_the_circle_finder_finds_a_circle():
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_circle_inside_the_package():
+    """No two modules import each other, directly or through others, at the top or inside a function: a circle
+    inside one stage is one too (the stage-order test above cannot see it). A package's ``__init__`` that hands
+    on its submodules' names is an import of those submodules."""
+    found = circles(import_graph())
+    assert not found, "\n".join(" -> ".join(c) for c in found)
+
+
+def test_no_command_module_imports_another():
+    """A command module (``cli/*_cmd.py``) renders what the library and the shared CLI modules (``cli/common.py``,
+    ``cli/answers.py``, ``cli/fleetviews.py``, ``cli/targets.py``) answer; it imports no other command module. Only
+    the typer declarations (``cli/commands.py``) and the typer-free parser (``cli/fast.py``) name them all."""
+    commands = {module_name(p) for p in (PACKAGE / "cli").glob("*_cmd.py")}
+    found = [f"{me} imports {target}" for me, targets in import_graph().items()
+             if me in commands or me.endswith("fleetviews") or me.endswith("answers")
+             for target in targets if target in commands]
+    assert not found, found

@@ -307,7 +307,7 @@ def test_nodes_alike_but_for_their_driver_are_alike_only_for_dotted_versions(tmp
 
 @pytest.fixture(scope="module")
 def matrix():
-    from cudamatrix.matrix.data import load_matrix
+    from cudamatrix.matrix.load import load_matrix
 
     return load_matrix()
 

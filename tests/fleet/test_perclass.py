@@ -442,7 +442,7 @@ def test_an_unbounded_fleet_json_or_node_file_is_a_usage_error(tmp_path: Path, a
 
 def _fleet(tmp_path: Path, nodes: dict[str, dict]):
     from cudamatrix.fleet.perclass import load_fleet
-    from cudamatrix.matrix.data import load_matrix
+    from cudamatrix.matrix.load import load_matrix
 
     for name, env in nodes.items():
         write(tmp_path / "fleet", name, env)
@@ -605,7 +605,7 @@ def test_node_files_alike_but_for_the_driver_are_read_and_targeted_as_each_alone
     from cudamatrix.detect import load_environment
     from cudamatrix.errors import UsageError
     from cudamatrix.fleet.nodes import load_nodes, node_targets
-    from cudamatrix.matrix.data import load_matrix
+    from cudamatrix.matrix.load import load_matrix
     from cudamatrix.solve.target import from_environment
 
     base = saved("doctor_cpu_wheel_on_t4")
@@ -640,7 +640,7 @@ def test_per_class_locks_shared_by_classes_alike_equal_their_own_solves(tmp_path
     (the unsolved classes' causes with their own driver and machines) equal those of a solve per class, for
     classes of two nodes and of one."""
     from cudamatrix.fleet import perclass
-    from cudamatrix.matrix.data import load_matrix
+    from cudamatrix.matrix.load import load_matrix
 
     fleet = tmp_path / "fleet"
     kinds = _patch_levels(saved("doctor_cpu_wheel_on_t4"), 3) + \

@@ -29,10 +29,10 @@ from cudamatrix.matrix.data import (
     Matrix,
     build_files,
     default_data_dir,
-    load_matrix,
     load_matrix_from,
     validate_files,
 )
+from cudamatrix.matrix.load import load_matrix
 from cudamatrix.matrix.query import find_gpu, lint
 from cudamatrix.schema import build, cc_key, to_dict
 
@@ -556,7 +556,7 @@ def test_data_validates_and_the_unvalidated_build_is_the_same(folder: Path):
 
 
 def test_the_shipped_matrix_is_built_without_pydantic():
-    code = ("import sys; from cudamatrix.matrix.data import load_matrix; m = load_matrix(); "
+    code = ("import sys; from cudamatrix.matrix.load import load_matrix; m = load_matrix(); "
             "print(len(m.torch.releases), 'pydantic' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     count, pydantic_loaded = out.stdout.split()

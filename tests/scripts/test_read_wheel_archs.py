@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from cudamatrix.errors import NoSolution
-from cudamatrix.matrix.data import load_matrix
+from cudamatrix.matrix.load import load_matrix
 from cudamatrix.schema import cc_key
 from cudamatrix.solve import rules
 from cudamatrix.solve.solver import parse_request, solve

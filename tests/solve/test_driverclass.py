@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cudamatrix.matrix.data import load_matrix
+from cudamatrix.matrix.load import load_matrix
 from cudamatrix.matrix.query import driver_version
 from cudamatrix.models import Environment
 from cudamatrix.schema import validate

@@ -48,7 +48,7 @@ def test_requirement_name_of_every_pin_in_the_data_and_of_no_name():
     it; a text that starts with no name is packaging's error, not a made-up name."""
     from packaging.requirements import InvalidRequirement, Requirement
 
-    from cudamatrix.matrix.data import load_matrix
+    from cudamatrix.matrix.load import load_matrix
 
     matrix = load_matrix(None)
     texts = {t for fam in ("torch", "tensorflow", "jax") for r in matrix.frameworks(fam) for v in r.variants

@@ -69,8 +69,8 @@ from cudamatrix.matrix.data import (
     DriverBranch,
     FrameworkRelease,
     Variant,
-    load_matrix,
 )
+from cudamatrix.matrix.load import load_matrix
 from cudamatrix.schema import cc_key, normalize_cc
 from cudamatrix.solve import rules
 from cudamatrix.solve.indexes import PYTORCH_INDEX_PREFIX
