@@ -421,6 +421,7 @@ def _consent_cases(root: Path) -> list[Case]:
     out.append(Case("consent: fix with no framework installed", ["fix", "--python", py, "--json"],
                     env={"XDG_STATE_HOME": str(state)}, json=True))
     out.append(Case("consent: verify with no framework installed", ["verify", "--python", py, "--json"], json=True))
+    return out
 
 
 def _kept(state: Path, python: str, doc: dict) -> Path:
@@ -694,6 +695,7 @@ def _driver_words_cases(root: Path) -> list[Case]:
             out.append(Case(f"driver words: {cmd} --from {name}", [cmd, "--from", str(paste)], inert=True))
             out.append(Case(f"driver words: {cmd} --from {name} --json", [cmd, "--from", str(paste), "--json"],
                             json=True))
+    return out
 
 
 def _lock_gate_cases(root: Path) -> list[Case]:
@@ -787,6 +789,7 @@ def _mirror_cases(root: Path) -> list[Case]:
     out.append(Case("mirror good (control): matrix update --json", ["matrix", "update", "--mirror",
                                                                     server("ok") + "/simple", "--json"],
                     env={"XDG_CACHE_HOME": str(good), "REQUESTS_CA_BUNDLE": str(cert[0])}, json=True))
+    return out
 
 
 def _child_output_cases(root: Path) -> list[Case]:
@@ -822,6 +825,7 @@ def _child_output_cases(root: Path) -> list[Case]:
                         inert=True, forbid=["\\udc"]))
         out.append(Case(f"env not-utf8 folder --shell {shell} --json", ["env", "--env", str(saved), "--shell", shell,
                                                                         "--json"], json=True))
+    return out
 
 
 def _hostile_index(answer) -> str:
