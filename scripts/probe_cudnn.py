@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", type=Path, default=ROOT / "data")
     ap.add_argument("--write", action="store_true", help="add or replace the rows in cudnn.json")
     args = ap.parse_args(argv)
-    client = IndexClient(args.index_url or pip_default_index())
+    client = IndexClient(args.index_url or pip_default_index(), member_max=2 << 30)  # cuDNN's libraries
     cuda_doc = json.loads((args.data / "cuda.json").read_text())
     rows = []
     for spec in args.wheels:

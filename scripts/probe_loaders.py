@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="a site-packages with the nvidia-* wheels torch installs (the linked families)")
     ap.add_argument("--write", action="store_true", help="write data/loaders.json (keeps its hand-written rows)")
     args = ap.parse_args(argv)
-    reader = Reader(IndexClient(args.index_url or pip_default_index()), args.cache, args.max_mb,
+    reader = Reader(IndexClient(args.index_url or pip_default_index(), member_max=2 << 30), args.cache, args.max_mb,
                     lambda m: print(m, file=sys.stderr))
     path = ROOT / "data" / "loaders.json"
     doc = json.loads(path.read_text()) if path.exists() else {"schema_version": 1, "openers": []}

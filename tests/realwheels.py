@@ -40,7 +40,7 @@ def fetch(dist: str, version: str, members: list[str]) -> Path:
     if not missing:
         return folder
     try:
-        client = IndexClient(pip_default_index())
+        client = IndexClient(pip_default_index(), member_max=2 << 30)  # CUDA libraries: hundreds of MB each
         f = discover.pick(discover.releases(client.project(dist)).get(Version(version), []))
         if f is None:
             _unavailable(f"{dist}=={version}: no linux x86_64 wheel on the index")

@@ -197,16 +197,16 @@ def _central_directory(read, total: int, tail: bytes) -> list[tuple[str, int, in
     return out
 
 
-def _read_member(read, name: str, method: int, csize: int, off: int) -> bytes:
+def _read_member(read, name: str, method: int, csize: int, off: int, limit: int = MEMBER_MAX) -> bytes:
     head = read(off, off + 29)
     hn, he = struct.unpack("<HH", head[26:30])
     start = off + 30 + hn + he
     raw = read(start, start + csize - 1) if csize else b""
     if method == 8:
         inflate = zlib.decompressobj(-15)
-        out = inflate.decompress(raw, MEMBER_MAX)
+        out = inflate.decompress(raw, limit)
         if inflate.unconsumed_tail:
-            raise IndexReadError(f"{name}: over {MEMBER_MAX} bytes uncompressed; not read")
+            raise IndexReadError(f"{name}: over {limit} bytes uncompressed; not read")
         return out
     if method == 0:
         return raw
@@ -391,16 +391,19 @@ class IndexClient:
     Every request is a bounded :func:`cudamatrix.net.fetch` (time, bytes, and the scheme of every redirect):
     with ``https_only`` the base URL and every hop must be https; otherwise an http base URL (the user's
     choice) may be read over http, and an https one is never downgraded by a redirect. ``timeout``: the
-    seconds each request gets before its first byte of body (net.GRACE_S)."""
+    seconds each request gets before its first byte of body (net.GRACE_S). ``member_max``: the largest wheel
+    member read, compressed and uncompressed (:data:`MEMBER_MAX`; the maintainer scripts and the tests that read
+    CUDA libraries out of real wheels raise it: a cuDNN library is hundreds of MB)."""
 
     def __init__(self, base_url: str, *, timeout: float = TIMEOUT, https_only: bool = False,
-                 session: Any = None) -> None:
+                 session: Any = None, member_max: int | None = None) -> None:
         if https_only and urlsplit(base_url).scheme != "https":
             raise IndexReadError(f"{redact(base_url)}: not an https URL", hint="the matrix is only read over https")
         if urlsplit(base_url).scheme not in ("http", "https"):
             raise IndexReadError(f"{redact(base_url)}: not an http(s) index URL")
         self.base = base_url.rstrip("/") + "/"
         self.timeout = timeout
+        self.member_max = MEMBER_MAX if member_max is None else member_max
         self.allow_http = urlsplit(base_url).scheme == "http" and not https_only
         self._session = session
         self.requests_made = 0
@@ -471,9 +474,10 @@ class IndexClient:
         """Bytes ``start``..``end`` (inclusive) of ``url``, or its last ``end`` bytes when ``start`` is None; and
         the file's total size (-1 when the server does not say)."""
         length = end if start is None else end - start + 1
-        if length <= 0 or length > RANGE_MAX:
+        most = max(RANGE_MAX, self.member_max)
+        if length <= 0 or length > most:
             raise IndexReadError(f"{redact(url)}: the wheel asks for a read of {length} bytes "
-                                 f"(at most {net.size_text(RANGE_MAX)} are read at once)")
+                                 f"(at most {net.size_text(most)} are read at once)")
         spec = f"-{end}" if start is None else f"{start}-{end}"
         # a 200 would be the whole wheel: it is not read (hundreds of MB), and refused below
         resp = self._get(url, {"Range": f"bytes={spec}"}, max_bytes=length, read_body=(206,))
@@ -499,7 +503,7 @@ class IndexClient:
                 if name.endswith(suffix):
                     if max_bytes is not None and csize > max_bytes:
                         raise IndexReadError(f"{f.filename}:{name} is {csize} bytes compressed, over {max_bytes}")
-                    return name, _read_member(read, name, method, csize, off)
+                    return name, _read_member(read, name, method, csize, off, self.member_max)
         except (struct.error, zlib.error, ValueError, IndexError, OverflowError) as exc:
             raise _zip_error(f.filename, exc) from None
         return None
