@@ -167,6 +167,8 @@ class _Session:
             self.environment = _detect(o.python)
         self.interp = self.environment.python.executable or self.target
         self.sites = list(self.environment.python.site_packages)
+        if not o.dry_run:
+            keep_limit()  # the settings a change reads, checked before anything is written (its lock file included)
         # one change of an interpreter at a time, from the journal check to the end (a dry run changes nothing)
         self.held = None if o.dry_run else journals.hold(self.interp)
         try:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
+import hashlib
 import json
 import os
 import shutil
@@ -893,14 +894,22 @@ def _preflight_cases(root: Path) -> list[Case]:
         for json_flag in ([], ["--json"]):
             out.append(Case(f"preflight: {label}{' --json' if json_flag else ''}",
                             [*fix, "--mirror", mirror + "/whl", "--allow-http", *json_flag], env=env,
-                            json=bool(json_flag), absent=[str(state / "cudamatrix" / "journal")]))
+                            json=bool(json_flag), absent=_journals_of(state, py)))
     for value in ("nan", "inf", "-inf", "1e309", "-1", "ten", "0x10", "1e400"):
         state = _folder(root, f"state-keep-{value}")
         env = {"CUDAMATRIX_UNDO_KEEP_GB": value, "PIP_INDEX_URL": "http://127.0.0.1:9/simple",
                "PIP_CONFIG_FILE": os.devnull, "XDG_STATE_HOME": str(state)}
         out.append(Case(f"preflight: CUDAMATRIX_UNDO_KEEP_GB={value}", [*fix, "--allow-http", "--json"], env=env,
-                        json=True, absent=[str(state / "cudamatrix" / "journal")]))
+                        json=True, absent=[*_journals_of(state, py), _journals_of(state, py)[0] + ".lock"]))
     return out
+
+
+def _journals_of(state: Path, python: str) -> list[str]:
+    """The journal folders a fix of ``python`` would begin under the state home ``state`` (an interrupted one and a
+    completed one); the interpreter's lock file beside them is no journal (it is taken before the checks)."""
+    digest = hashlib.sha256(os.path.abspath(python).encode()).hexdigest()[:16]
+    folder = state / "cudamatrix" / "journal" / digest
+    return [str(folder), str(folder) + ".last"]
 
 
 def _data_dir() -> Path:
