@@ -11,7 +11,8 @@ watchdog thread shuts the request's sockets down the moment that budget is spent
 a second, in its headers or in its body, is cut off after ``grace_s`` seconds. Bytes are bounded by streaming the
 body and stopping at ``max_bytes`` (a ``Content-Length`` over it is refused before anything is read). The
 longest a request can take is therefore ``grace_s + max_bytes / min_rate``; a caller that needs one total deadline
-for the whole exchange (redirects, headers and body) gives ``deadline_s``, which caps that budget.
+for the whole exchange (redirects, headers and body) gives ``deadline_s``, which caps that budget; the caller then
+waits for the exchange no longer than that (a name lookup the system resolver holds is left to end on its own).
 
 An HTTP error status is an answer: it comes back (its body unread unless ``read_body`` names it), the caller decides.
 A ``HEAD`` request (``method="HEAD"``) is bounded and checked the same way; its body is never read. TLS trusts the
@@ -243,11 +244,47 @@ def fetch(url: str, *, client: Any = None, method: str = "GET", headers: dict[st
     current = check_hop(url, allow_http)
     s = client if client is not None else session()
     watch = _Watch(grace_s, min_rate, deadline_s)
+
+    def exchange() -> Answer:
+        return _exchange(s, method, current, headers or {}, allow_http, watch, max_bytes, read_body, max_redirects)
+
+    if deadline_s is None:
+        return exchange()
+    return _within(exchange, url, deadline_s)
+
+
+def _within(exchange: Any, url: str, deadline_s: float) -> Answer:
+    """``exchange()`` in a worker thread that the caller waits for until ``deadline_s`` (and a second for the
+    watch's own report): the watch cuts every socket at the deadline, and a name lookup that the system resolver
+    holds, which no socket shutdown wakes, is left to end in the worker's own time."""
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["answer"] = exchange()
+        except BaseException as exc:  # handed to the caller
+            box["error"] = exc
+
+    worker = threading.Thread(target=work, name="cudamatrix-net-fetch", daemon=True)
+    worker.start()
+    worker.join(deadline_s + 1.0)
+    if "answer" in box:
+        return box["answer"]
+    if "error" in box:
+        raise box["error"]
+    raise NetError(f"{redact(url)}: no connection within {deadline_s:g} s (the whole exchange gets "
+                   f"{deadline_s:g} s; the host name's lookup did not end): cut off")
+
+
+def _exchange(s: Any, method: str, current: str, headers: dict[str, str], allow_http: bool, watch: _Watch,
+              max_bytes: int, read_body: Any, max_redirects: int) -> Answer:
+    """The requests of one :func:`fetch`, redirects followed, on this thread under ``watch``."""
+    first = current
     _current.watch = watch
     hops: list[str] = []
     try:
         for _ in range(max_redirects + 1):
-            resp = _ask(s, method, current, headers or {}, watch)
+            resp = _ask(s, method, current, headers, watch)
             target = resp.headers.get("Location") if resp.status_code in REDIRECTS else None
             if target is None:
                 wanted = method != "HEAD" and resp.status_code in read_body
@@ -262,7 +299,7 @@ def fetch(url: str, *, client: Any = None, method: str = "GET", headers: dict[st
             except ValueError:
                 raise NetError(f"{redact(current)} redirects to a location that is not a URL") from None
             current = check_hop(nxt, allow_http, came_from=current)
-        raise NetError(f"{redact(url)}: more than {max_redirects} redirects")
+        raise NetError(f"{redact(first)}: more than {max_redirects} redirects")
     finally:
         _current.watch = None
         watch.close()

@@ -271,3 +271,21 @@ def test_no_answer_is_an_error_with_the_credentials_masked():
     with pytest.raises(net.NetError) as err:
         net.fetch(f"http://user:secret@127.0.0.1:{free_port()}/simple/", allow_http=True, deadline_s=5)
     assert "secret" not in err.value.message and "ConnectionError" in err.value.message
+
+
+@pytest.mark.slow
+def test_a_total_deadline_holds_while_the_name_lookup_hangs(monkeypatch):
+    """A resolver that holds the lookup (no socket yet, so none to shut down): the caller gets its error at the
+    deadline, not when the lookup ends. The system resolver is replaced by one that sleeps: nothing else can hang
+    a lookup on loopback."""
+    def held(*args, **kwargs):
+        time.sleep(6)
+        raise socket.gaierror("held")
+    monkeypatch.setattr(socket, "getaddrinfo", held)
+    start = time.monotonic()
+    with pytest.raises(net.NetError) as err:
+        net.fetch("http://user:secret@index.invalid/simple/", allow_http=True, deadline_s=1.0)
+    took = time.monotonic() - start
+    assert took < 3, took
+    assert err.value.message == ("http://index.invalid/simple/: no connection within 1 s (the whole exchange gets "
+                                 "1 s; the host name's lookup did not end): cut off")
