@@ -10,7 +10,13 @@ status line and headers included) plus one second for every ``min_rate`` bytes o
 watchdog thread shuts the request's sockets down the moment that budget is spent, so a server that drips one byte
 a second, in its headers or in its body, is cut off after ``grace_s`` seconds. Bytes are bounded by streaming the
 body and stopping at ``max_bytes`` (a ``Content-Length`` over it is refused before anything is read). The
-longest a request can take is therefore ``grace_s + max_bytes / min_rate``.
+longest a request can take is therefore ``grace_s + max_bytes / min_rate``; a caller that needs one total deadline
+for the whole exchange (redirects, headers and body) gives ``deadline_s``, which caps that budget; the caller then
+waits for the exchange no longer than that (a name lookup the system resolver holds is left to end on its own).
+
+An HTTP error status is an answer: it comes back (its body unread unless ``read_body`` names it), the caller decides.
+A ``HEAD`` request (``method="HEAD"``) is bounded and checked the same way; its body is never read. TLS trusts the
+environment's CA settings, as requests reads them, or the CA bundle a :func:`session` is given (``verify``).
 
 ``requests`` is imported on first use: nothing on the CLI's hot path loads it.
 """
@@ -94,9 +100,9 @@ class _Watch:
     """The time budget of one request: ``grace_s`` plus a second per ``min_rate`` bytes received. When it is spent,
     every socket the request opened is shut down (a blocked read then returns at once)."""
 
-    def __init__(self, grace_s: float, min_rate: float) -> None:
+    def __init__(self, grace_s: float, min_rate: float, deadline_s: float | None = None) -> None:
         self.start = time.monotonic()
-        self.grace_s, self.min_rate = grace_s, min_rate
+        self.grace_s, self.min_rate, self.deadline_s = grace_s, min_rate, deadline_s
         self.received = 0
         self.spent: str | None = None  # why the request was cut off
         self._sockets: list[socket.socket] = []
@@ -115,18 +121,25 @@ class _Watch:
         if cut:
             _shut(sock)
 
+    def budget(self) -> float:
+        """Seconds this request may take, given what it has received so far."""
+        earned = self.grace_s + self.received / self.min_rate
+        return earned if self.deadline_s is None else min(earned, self.deadline_s)
+
     def _run(self) -> None:
         while True:
-            left = self.start + self.grace_s + self.received / self.min_rate - time.monotonic()
+            left = self.start + self.budget() - time.monotonic()
             if left <= 0:
                 break
             if self._done.wait(left):
                 return
         elapsed = time.monotonic() - self.start
         got = f"{size_text(self.received)} in" if self.received else "no complete answer within"
+        total = self.deadline_s is not None and self.budget() >= self.deadline_s
+        why = (f"the whole exchange gets {self.deadline_s:g} s" if total else
+               f"every request gets {self.grace_s:g} s and one more per {size_text(self.min_rate)} received")
         with self._lock:
-            self.spent = (f"{got} {elapsed:.0f} s (every request gets {self.grace_s:g} s and one more per "
-                          f"{size_text(self.min_rate)} received): cut off")
+            self.spent = f"{got} {elapsed:.0f} s ({why}): cut off"
             sockets = list(self._sockets)
         for sock in sockets:
             _shut(sock)
@@ -202,9 +215,10 @@ def _adapter_class() -> type:
     return Adapter
 
 
-def session(user_agent: str = "cudamatrix") -> Any:
+def session(user_agent: str = "cudamatrix", verify: bool | str = True) -> Any:
     """A ``requests.Session`` whose connections :func:`fetch` can cut off (its proxies and CA settings are the
-    environment's, as requests reads them)."""
+    environment's, as requests reads them). ``verify``: True (those CA settings) or a CA bundle file to trust
+    instead (pip's ``cert``)."""
     import requests
 
     s = requests.Session()
@@ -212,29 +226,69 @@ def session(user_agent: str = "cudamatrix") -> Any:
     s.mount("https://", adapter())
     s.mount("http://", adapter())
     s.headers["User-Agent"] = user_agent
+    if verify is not True:
+        s.verify = verify
     return s
 
 
-def fetch(url: str, *, client: Any = None, headers: dict[str, str] | None = None, allow_http: bool = False,
-          max_bytes: int = 32 << 20, grace_s: float = GRACE_S, min_rate: float = MIN_RATE,
-          read_body: Any = (200, 206), max_redirects: int = MAX_REDIRECTS) -> Answer:
-    """GET ``url`` within bounds: every hop's scheme checked (:func:`check_hop`), redirects followed here (at most
-    ``max_redirects``), the request cut off when its time budget is spent (module docstring), the body streamed and
-    refused past ``max_bytes``. The body is read for the statuses in ``read_body`` only (others come back with an
-    empty body, unread). ``client``: a :func:`session` (one is made when None).
+def fetch(url: str, *, client: Any = None, method: str = "GET", headers: dict[str, str] | None = None,
+          allow_http: bool = False, max_bytes: int = 32 << 20, grace_s: float = GRACE_S, min_rate: float = MIN_RATE,
+          deadline_s: float | None = None, read_body: Any = (200, 206), max_redirects: int = MAX_REDIRECTS) -> Answer:
+    """``method`` (GET or HEAD) ``url`` within bounds: every hop's scheme checked (:func:`check_hop`), redirects
+    followed here (at most ``max_redirects``), the request cut off when its time budget is spent (module docstring;
+    ``deadline_s``: one total deadline for the whole exchange), the body streamed and refused past ``max_bytes``.
+    The body is read for the statuses in ``read_body`` only (others, an HTTP error among them, come back with an
+    empty body, unread; a HEAD's never is). ``client``: a :func:`session` (one is made when None).
 
-    Raises NetError with a message naming the URL."""
+    Raises NetError with a message naming the URL (its credentials masked)."""
     current = check_hop(url, allow_http)
     s = client if client is not None else session()
-    watch = _Watch(grace_s, min_rate)
+    watch = _Watch(grace_s, min_rate, deadline_s)
+
+    def exchange() -> Answer:
+        return _exchange(s, method, current, headers or {}, allow_http, watch, max_bytes, read_body, max_redirects)
+
+    if deadline_s is None:
+        return exchange()
+    return _within(exchange, url, deadline_s)
+
+
+def _within(exchange: Any, url: str, deadline_s: float) -> Answer:
+    """``exchange()`` in a worker thread that the caller waits for until ``deadline_s`` (and a second for the
+    watch's own report): the watch cuts every socket at the deadline, and a name lookup that the system resolver
+    holds, which no socket shutdown wakes, is left to end in the worker's own time."""
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["answer"] = exchange()
+        except BaseException as exc:  # handed to the caller
+            box["error"] = exc
+
+    worker = threading.Thread(target=work, name="cudamatrix-net-fetch", daemon=True)
+    worker.start()
+    worker.join(deadline_s + 1.0)
+    if "answer" in box:
+        return box["answer"]
+    if "error" in box:
+        raise box["error"]
+    raise NetError(f"{redact(url)}: no connection within {deadline_s:g} s (the whole exchange gets "
+                   f"{deadline_s:g} s; the host name's lookup did not end): cut off")
+
+
+def _exchange(s: Any, method: str, current: str, headers: dict[str, str], allow_http: bool, watch: _Watch,
+              max_bytes: int, read_body: Any, max_redirects: int) -> Answer:
+    """The requests of one :func:`fetch`, redirects followed, on this thread under ``watch``."""
+    first = current
     _current.watch = watch
     hops: list[str] = []
     try:
         for _ in range(max_redirects + 1):
-            resp = _ask(s, current, headers or {}, watch)
+            resp = _ask(s, method, current, headers, watch)
             target = resp.headers.get("Location") if resp.status_code in REDIRECTS else None
             if target is None:
-                body = _body(resp, current, watch, max_bytes) if resp.status_code in read_body else b""
+                wanted = method != "HEAD" and resp.status_code in read_body
+                body = _body(resp, current, watch, max_bytes) if wanted else b""
                 resp.close()
                 return Answer(url=current, status=resp.status_code, body=body, hops=tuple(hops),
                               headers={k.lower(): v for k, v in resp.headers.items()})
@@ -245,17 +299,18 @@ def fetch(url: str, *, client: Any = None, headers: dict[str, str] | None = None
             except ValueError:
                 raise NetError(f"{redact(current)} redirects to a location that is not a URL") from None
             current = check_hop(nxt, allow_http, came_from=current)
-        raise NetError(f"{redact(url)}: more than {max_redirects} redirects")
+        raise NetError(f"{redact(first)}: more than {max_redirects} redirects")
     finally:
         _current.watch = None
         watch.close()
 
 
-def _ask(s: Any, url: str, headers: dict[str, str], watch: _Watch) -> Any:
+def _ask(s: Any, method: str, url: str, headers: dict[str, str], watch: _Watch) -> Any:
     import requests
 
+    wait = watch.budget()  # per socket operation; the watch bounds the whole
     try:
-        return s.get(url, headers=headers, stream=True, allow_redirects=False, timeout=(watch.grace_s, watch.grace_s))
+        return s.request(method, url, headers=headers, stream=True, allow_redirects=False, timeout=(wait, wait))
     except (requests.RequestException, OSError, ValueError) as exc:  # ValueError: a URL requests cannot parse
         if watch.spent:
             raise NetError(f"{redact(url)}: {watch.spent}") from None

@@ -1,8 +1,12 @@
 """cudamatrix.net.fetch against real loopback servers over http and https (tests/hostileserver.py): every redirect
 hop's scheme is checked (https only unless http is allowed), a dripping server is cut off on time (in its body and
-in its headers), a body past the byte cap is refused with memory bounded, and a good server still answers."""
+in its headers), a body past the byte cap is refused with memory bounded, and a good server still answers. Also what the install's fetchability check needs: a HEAD request, one total deadline
+for the whole exchange, an HTTP error returned as an answer, a CA bundle of its own, a cut connection not reused."""
 from __future__ import annotations
 
+import contextlib
+import socket
+import threading
 import time
 import tracemalloc
 
@@ -152,3 +156,136 @@ def test_credentials_never_reach_a_refusal(trusted):
         with pytest.raises(net.NetError) as err:
             net.fetch(hop.url.replace("https://", "https://me:TOKEN@") + "/x")
     assert "TOKEN" not in err.value.message and "http://127.0.0.1:9/x" in err.value.message
+
+
+@contextlib.contextmanager
+def _raw(answer):
+    """Loopback http: each connection's request is read, then ``answer(conn, request)`` writes what it will."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    asked: list[bytes] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+
+            def one(conn=conn) -> None:
+                try:
+                    request = conn.recv(65536)
+                    asked.append(request.split(b"\r\n")[0])
+                    answer(conn, request)
+                except OSError:
+                    pass
+                finally:
+                    conn.close()
+            threading.Thread(target=one, daemon=True).start()
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}", asked
+    finally:
+        listener.close()
+
+
+def _reply(status: str, headers: dict[str, str], body: bytes = b""):
+    def answer(conn, request) -> None:
+        head = "".join(f"{k}: {v}\r\n" for k, v in {"Content-Length": str(len(body)), "Connection": "close",
+                                                       **headers}.items())
+        conn.sendall(f"HTTP/1.1 {status}\r\n{head}\r\n".encode() + body)
+    return answer
+
+
+def test_a_head_request_tells_the_length_and_reads_no_body():
+    """A HEAD's Content-Length of 1 GiB is what the caller asked for (a file's size), not a body over the cap."""
+    with _raw(_reply("200 OK", {"Content-Length": str(1 << 30)})) as (url, asked):
+        got = net.fetch(url + "/f.whl", method="HEAD", allow_http=True, max_bytes=1 << 20)
+    assert (got.status, got.header("content-length"), got.body) == (200, str(1 << 30), b"")
+    assert asked == [b"HEAD /f.whl HTTP/1.1"]
+
+
+def test_an_http_error_is_an_answer_not_an_error():
+    with _raw(_reply("404 Not Found", {}, b"no such project")) as (url, _):
+        got = net.fetch(url + "/simple/x/", allow_http=True, read_body=(200, 404))
+    assert (got.status, got.body) == (404, b"no such project")
+    with _raw(_reply("503 Service Unavailable", {}, b"busy")) as (url, _):
+        assert net.fetch(url + "/simple/x/", allow_http=True).status == 503
+
+
+def _drip_headers(conn, request) -> None:
+    for byte in b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 10_000:
+        conn.sendall(bytes([byte]))
+        time.sleep(0.05)
+
+
+def _drip_body(conn, request) -> None:
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
+    for _ in range(100_000):
+        conn.sendall(b"x" * 64)  # 1.3 KB/s: would earn time forever under no deadline of 1 s
+        time.sleep(0.05)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("answer", [_drip_headers, _drip_body], ids=["headers", "body"])
+def test_a_total_deadline_cuts_a_dripping_server_off_within_it(answer):
+    """A byte every 50 ms never trips a socket timeout, and the grace (10 s here) would let it run on: the total
+    deadline of 1 s covers the whole exchange, headers and body."""
+    with _raw(answer) as (url, _):
+        start = time.monotonic()
+        with pytest.raises(net.NetError) as err:
+            net.fetch(url, allow_http=True, grace_s=10.0, min_rate=1, deadline_s=1.0)
+        took = time.monotonic() - start
+    assert 0.9 < took < 2.5, took
+    assert err.value.exit_code == 2 and err.value.message.endswith("(the whole exchange gets 1 s): cut off")
+
+
+@pytest.mark.slow
+def test_a_client_is_reused_and_a_cut_connection_is_not():
+    """One session asks many times over its pool; after a cut (a deadline) the next exchange still works."""
+    def answer(conn, request) -> None:
+        if request.split(b" ")[1] == b"/slow":
+            time.sleep(3)
+        _reply("200 OK", {}, b"ok")(conn, request)
+    client = net.session()
+    with _raw(answer) as (url, asked):
+        assert net.fetch(url + "/a", client=client, allow_http=True, deadline_s=0.5).body == b"ok"
+        with pytest.raises(net.NetError, match="cut off"):
+            net.fetch(url + "/slow", client=client, allow_http=True, deadline_s=0.5)
+        assert net.fetch(url + "/b", client=client, allow_http=True, deadline_s=0.5).body == b"ok"
+    assert [a.split(b" ")[1] for a in asked] == [b"/a", b"/slow", b"/b"]
+
+
+def test_a_session_trusts_the_ca_bundle_it_is_given(cert, monkeypatch):
+    """``verify``: a CA bundle of the caller's (pip's ``cert``) instead of the environment's settings."""
+    monkeypatch.delenv("REQUESTS_CA_BUNDLE", raising=False)
+    monkeypatch.delenv("CURL_CA_BUNDLE", raising=False)
+    with HostileServer("ok", tls=True, cert=cert) as good:
+        with pytest.raises(net.NetError, match="SSLError"):
+            net.fetch(good.url + "/simple/x/", client=net.session())
+        assert net.fetch(good.url + "/simple/x/", client=net.session(verify=str(cert[0]))).status == 200
+
+
+def test_no_answer_is_an_error_with_the_credentials_masked():
+    with pytest.raises(net.NetError) as err:
+        net.fetch(f"http://user:secret@127.0.0.1:{free_port()}/simple/", allow_http=True, deadline_s=5)
+    assert "secret" not in err.value.message and "ConnectionError" in err.value.message
+
+
+@pytest.mark.slow
+def test_a_total_deadline_holds_while_the_name_lookup_hangs(monkeypatch):
+    """A resolver that holds the lookup (no socket yet, so none to shut down): the caller gets its error at the
+    deadline, not when the lookup ends. The system resolver is replaced by one that sleeps: nothing else can hang
+    a lookup on loopback."""
+    def held(*args, **kwargs):
+        time.sleep(6)
+        raise socket.gaierror("held")
+    monkeypatch.setattr(socket, "getaddrinfo", held)
+    start = time.monotonic()
+    with pytest.raises(net.NetError) as err:
+        net.fetch("http://user:secret@index.invalid/simple/", allow_http=True, deadline_s=1.0)
+    took = time.monotonic() - start
+    assert took < 3, took
+    assert err.value.message == ("http://index.invalid/simple/: no connection within 1 s (the whole exchange gets "
+                                 "1 s; the host name's lookup did not end): cut off")

@@ -11,7 +11,8 @@ help: no host name is written here).
 Sizes: a PEP 691 JSON index answers each file's ``size`` (a value that is no whole number of bytes is
 unknown); a PEP 503 HTML index lists the files, whose ``Content-Length`` a HEAD request gives. A file whose
 size nothing tells stays unknown: the check then says so and does not refuse (unknown is not a pass, nor a
-reason to stop the user). Every read is bounded in time and bytes (:mod:`cudamatrix.safe.net`).
+reason to stop the user). Every read is bounded in time (one deadline for the whole exchange) and bytes, and an
+https index is read over https on every redirect (:mod:`cudamatrix.net`).
 
 Inference rule for the unpacked size (written down, not measured per file): a wheel is a zip archive; the
 CUDA libraries that dominate these wheels compress about 2:1 to 3:1, so the unpacked size is estimated as
@@ -27,7 +28,7 @@ import sys
 import tempfile
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 from urllib.parse import unquote, urljoin, urlsplit
 
 from packaging.utils import (
@@ -39,13 +40,12 @@ from packaging.utils import (
 )
 from packaging.version import InvalidVersion, Version
 
-from cudamatrix import proc
+from cudamatrix import net, proc
 from cudamatrix.errors import InstallFailed
 from cudamatrix.matrix import index as pipindex
 from cudamatrix.models import Environment, Plan
 from cudamatrix.names import canonical
 from cudamatrix.safe.files import parse_json
-from cudamatrix.safe.net import Fetcher, FetchError
 from cudamatrix.safe.text import redact_urls
 from cudamatrix.schema import field, record
 
@@ -101,8 +101,12 @@ class _Links(HTMLParser):
                 self.links.append(href)
 
 
-def _fetcher(fetcher: Fetcher | None) -> Fetcher:
-    return fetcher if fetcher is not None else Fetcher(deadline_s=HTTP_TIMEOUT_S, max_bytes=LISTING_MAX_BYTES)
+def _get(url: str, client: Any, method: str = "GET", headers: dict[str, str] | None = None) -> net.Answer:
+    """One bounded exchange with an index: HTTP_TIMEOUT_S for the whole of it, LISTING_MAX_BYTES of body, http
+    read only where the URL asked is http (an https one is refused a redirect to http). Raises NetError."""
+    return net.fetch(url, client=client, method=method, headers=headers, max_bytes=LISTING_MAX_BYTES,
+                     allow_http=urlsplit(url).scheme.lower() == "http", grace_s=HTTP_TIMEOUT_S,
+                     deadline_s=HTTP_TIMEOUT_S, read_body=(200,))
 
 
 def _size(value: object) -> int | None:
@@ -148,10 +152,10 @@ def _of_version(filename: str, project: str, version: Version):
 
 
 def find(index: str, name: str, version: str, tags: list[str], dead: set[str] | None = None,
-         fetcher: Fetcher | None = None) -> Found:
+         client: Any = None) -> Found:
     """What ``index`` says of ``name==version``: listed or not, and the size of the file best matching ``tags``
     (a wheel; an sdist only when no wheel of that version is listed). Every read is bounded in time and
-    bytes (:mod:`cudamatrix.safe.net`). ``dead``: indexes that gave no answer (not asked again; one that
+    bytes (:mod:`cudamatrix.net`). ``client``: a :func:`cudamatrix.net.session` (one is made when None). ``dead``: indexes that gave no answer (not asked again; one that
     gives none is added)."""
     dead = set() if dead is None else dead
     if index in dead:
@@ -162,10 +166,10 @@ def find(index: str, name: str, version: str, tags: list[str], dead: set[str] | 
         return Found()
     project = canonicalize_name(name)
     url = index.rstrip("/") + f"/{project}/"
-    net = _fetcher(fetcher)
+    client = client if client is not None else net.session()
     try:
-        got = net.fetch(url, headers={"Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.1"})
-    except FetchError:  # no answer, none in time, one past the size limit, a redirect refused: none to use
+        got = _get(url, client, headers={"Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.1"})
+    except net.NetError:  # no answer, none in time, one past the size limit, a redirect refused: none to use
         dead.add(index)
         return Found(answered=False)
     if got.status != 200:
@@ -186,14 +190,14 @@ def find(index: str, name: str, version: str, tags: list[str], dead: set[str] | 
     chosen = min(wheels, key=score)[0]  # min keeps the first of equals: the order the index lists them
     if chosen[2] is not None:
         return Found(listed=True, size=chosen[2])
-    return _head(chosen[1], net)
+    return _head(chosen[1], client)
 
 
-def _head(url: str, net: Fetcher) -> Found:
+def _head(url: str, client: Any) -> Found:
     """A listed file's size from a HEAD request's Content-Length; a file that does not answer is not served."""
     try:
-        got = net.fetch(url, method="HEAD")
-    except FetchError:
+        got = _get(url, client, method="HEAD")
+    except net.NetError:
         return Found(listed=False)
     if got.status in (404, 410):  # gone; another refusal of HEAD (405) says nothing of a GET
         return Found(listed=False)
@@ -334,10 +338,11 @@ def _existing(path: str) -> str:
 
 
 def measure(plan: Plan, environment: Environment, environ: dict[str, str] | None = None,
-            conf: Configured | None = None, fetcher: Fetcher | None = None) -> SpaceCheck:
+            conf: Configured | None = None, client: Any = None) -> SpaceCheck:
     """The bytes the plan writes where, whether each file system has them free, and whether every pinned file
     can be fetched (``missing``, ``dead``). ``conf``: pip's configuration (default: asked of the plan's
-    interpreter when a step installs)."""
+    interpreter when a step installs); ``client``: a :func:`cudamatrix.net.session` (default: one that trusts the CA
+    bundle pip does)."""
     from cudamatrix.install.journal import state_root
 
     environ = dict(os.environ if environ is None else environ)
@@ -349,8 +354,8 @@ def measure(plan: Plan, environment: Environment, environ: dict[str, str] | None
         conf = configured(plan.python)
     touched: set[str] = {r.name for r in plan.to_remove}
     cert = environ.get("PIP_CERT") or (conf.cert if conf is not None else None)  # the CA bundle pip trusts
-    fetcher = fetcher or Fetcher(deadline_s=HTTP_TIMEOUT_S, max_bytes=LISTING_MAX_BYTES, verify=cert or True)
-    download = _download(steps, environment, environ, touched, check, conf, fetcher)
+    client = client if client is not None else net.session(verify=cert or True)
+    download = _download(steps, environment, environ, touched, check, conf, client)
     tool = "uv" if steps and steps[0].argv[:1] == ["uv"] else "pip"
     site = (environment.python.site_packages or [tempfile.gettempdir()])[-1]
     journal = sum(installed_size(d) for d in _dist_infos(environment, touched))
@@ -363,7 +368,7 @@ def measure(plan: Plan, environment: Environment, environ: dict[str, str] | None
 
 
 def _download(steps: list, environment: Environment, environ: dict[str, str], touched: set[str],
-              check: SpaceCheck, conf: Configured | None, fetcher: Fetcher) -> int:
+              check: SpaceCheck, conf: Configured | None, client: Any) -> int:
     """The bytes the install steps download (the index's file sizes); the installed distributions they replace
     are added to ``touched``; the pins whose size no index tells to ``check.unknown``, those no index lists to
     ``check.missing``, the indexes that gave no answer to ``check.dead``."""
@@ -375,7 +380,7 @@ def _download(steps: list, environment: Environment, environ: dict[str, str], to
         for name, version in _pins(step.argv):
             if name in installed:
                 touched.add(name)
-            size = _pin_size(name, version, src, list(environment.python.tags), dead, fetcher, check)
+            size = _pin_size(name, version, src, list(environment.python.tags), dead, client, check)
             download += size or 0
         check.dead += [redact_urls(i) for i in src.indexes if i in dead and redact_urls(i) not in check.dead]
     return download
@@ -391,12 +396,12 @@ def _pins(argv: list[str]) -> list[tuple[str, str]]:
     return out
 
 
-def _pin_size(name: str, version: str, src: Sources, tags: list[str], dead: set[str], fetcher: Fetcher,
+def _pin_size(name: str, version: str, src: Sources, tags: list[str], dead: set[str], client: Any,
               check: SpaceCheck) -> int | None:
     """The size of one pin's file from the first index of ``src`` that lists it; a pin no answering index
     lists, where no other source may hold it, is noted in ``check.missing``."""
     pin = f"{name}=={version}"
-    found = next((f for f in (find(i, name, version, tags, dead, fetcher) for i in src.indexes) if f.listed), None)
+    found = next((f for f in (find(i, name, version, tags, dead, client) for i in src.indexes) if f.listed), None)
     if found is None and not src.other and src.indexes and not dead & set(src.indexes):
         check.missing.append(f"{pin} ({', '.join(redact_urls(i) for i in src.indexes)})")
     if found is None or found.size is None:

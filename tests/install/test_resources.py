@@ -15,6 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from hostileserver import HostileServer, self_signed
 from localindex import LocalIndex, build_wheel
 
 from cudamatrix.install import resources
@@ -114,7 +115,7 @@ def _asked(monkeypatch, sizes: dict[tuple[str, str], int | None], listed: bool =
     """``resources.find`` replaced: ``sizes`` says which index lists which project, and its size."""
     calls: list[tuple] = []
 
-    def find(index, name, version, tags, dead=None, fetcher=None):
+    def find(index, name, version, tags, dead=None, client=None):
         calls.append((index, name, version))
         if (index, name) in sizes:
             return resources.Found(listed=True, size=sizes[(index, name)])
@@ -693,3 +694,34 @@ def test_a_pin_no_index_lists_is_refused_before_any_change(tmp_path, monkeypatch
     assert err.value.message == ("the plan's files cannot all be fetched: no index lists torch==9.9 "
                                  f"({index.url}/simple)")
     assert err.value.detail == {"unreachable": [], "not_listed": [f"torch==9.9 ({index.url}/simple)"]}
+
+
+def _told_a_gib(conn) -> None:
+    """A listing that says it is 1 GiB long and sends nothing more."""
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n" % (1 << 30))
+    time.sleep(5)
+
+
+def test_a_listing_that_says_it_is_a_gib_is_refused_unread(monkeypatch):
+    """A Content-Length over LISTING_MAX_BYTES is refused before any of the body is read: no wait for it."""
+    monkeypatch.setattr(resources, "HTTP_TIMEOUT_S", 20.0)
+    with _raw_server(_told_a_gib) as url:
+        dead: set[str] = set()
+        start = time.monotonic()
+        assert resources.find(url + "/simple", "torch", "2.5.1", TAGS, dead) == resources.Found(answered=False)
+        assert time.monotonic() - start < 2.0 and dead == {url + "/simple"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("hops", [0, 1])
+def test_an_https_index_that_redirects_to_http_is_not_followed(hops, tmp_path, monkeypatch):
+    """An https index (trusted through REQUESTS_CA_BUNDLE) whose listing redirects to plain http, at once or after
+    an https hop: the redirect is refused, the http server never asked, and the index counts as not answering."""
+    cert = self_signed(tmp_path)
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(cert[0]))
+    with HostileServer("ok") as plain, HostileServer("redirect", tls=True, cert=cert, hops=hops) as hop:
+        hop.target = plain.url
+        dead: set[str] = set()
+        assert resources.find(hop.url + "/simple", "torch", "2.5.1", TAGS, dead) == resources.Found(answered=False)
+    assert plain.requests == [] and dead == {hop.url + "/simple"}
+    assert hop.requests[-1].endswith("/simple/torch/")
