@@ -46,19 +46,21 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def imports_of(path: Path) -> list[tuple[int, str]]:
-    tree = ast.parse(path.read_text())
+def _from_target(node: ast.ImportFrom, path: Path) -> str:
+    """The module a ``from X import ...`` names, relative imports resolved against ``path``'s package."""
+    if not node.level:
+        return node.module or ""
     me = module_name(path)
-    package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+    base = (me if path.name == "__init__.py" else me.rpartition(".")[0]).split(".")
+    base = base[: len(base) - (node.level - 1)] if node.level > 1 else base
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def imports_of(path: Path) -> list[tuple[int, str]]:
     found = []
-    for node in ast.walk(tree):
+    for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - (node.level - 1)] if node.level > 1 else base
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
+            target = _from_target(node, path)
             if target.startswith("cudamatrix"):
                 names = [target + "." + a.name for a in node.names] if not node.module or target == "cudamatrix" \
                     else [target]
@@ -142,17 +144,10 @@ def _imported_modules(path: Path) -> set[str]:
     """The package's modules ``path`` imports, at the top or inside a function, under TYPE_CHECKING too: ``from
     cudamatrix.detect import elf`` imports cudamatrix.detect.elf, ``from cudamatrix.detect import detect`` the
     package cudamatrix.detect; the version (``from cudamatrix import __version__``) is no import of the API."""
-    me = module_name(path)
-    package = me if path.name == "__init__.py" else me.rpartition(".")[0]
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - (node.level - 1)] if node.level > 1 else base
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
+            target = _from_target(node, path)
             if not target.startswith("cudamatrix"):
                 continue
             for alias in node.names:
@@ -161,7 +156,7 @@ def _imported_modules(path: Path) -> set[str]:
                 found.add(_module_of(f"{target}.{alias.name}") or target)
         elif isinstance(node, ast.Import):
             found |= {_module_of(a.name) or a.name for a in node.names if a.name.startswith("cudamatrix")}
-    found.discard(me)
+    found.discard(module_name(path))
     return found
 
 
