@@ -76,7 +76,7 @@ PLATFORM = Opt("platform", ("--platform",), "value", None, "linux_x86_64 | linux
 TOOLKIT = Opt("cuda_toolkit", ("--cuda-toolkit",), "value", None,
               "Target CUDA toolkit version, if one is installed there.", metavar="VERSION")
 MIRROR = Opt("mirror", ("--mirror",), "value", None,
-             "Replace https://download.pytorch.org/whl with this mirror in index URLs.", metavar="URL")
+             "Replace the PyTorch wheel index in index URLs with this mirror (its whl/ prefix).", metavar="URL")
 FROM = Opt("from_", ("--from",), "list", [], "Pasted tool outputs (nvidia-smi, collect_env, pip list...) describing the "
            "target; '-' for stdin; repeatable.", metavar="FILE")
 TARGET = (ENV_FLEET, FROM, DRIVER, GPU, PYTHON, PLATFORM, TOOLKIT)
@@ -128,7 +128,7 @@ COMMANDS: dict[str, Command] = {
         FROM.with_help("Plan for the machine in these pasted tool outputs (with --dry-run); '-' for stdin; "
                        "repeatable."),
         Opt("yes", ("--yes", "-y"), "flag", False, "Do not ask before installing."),
-        MIRROR.with_help("Replace the https://download.pytorch.org/whl prefix of framework index URLs (a mirror)."),
+        MIRROR.with_help("Replace the PyTorch wheel index prefix of framework index URLs (a mirror)."),
         Opt("allow_http", ("--allow-http",), "flag", False, "Allow plain-http index URLs (trusted networks)."),
         Opt("installer", ("--installer",), "value", None, "uv | pip (default: uv when on PATH).", metavar="NAME"),
         Opt("write_activation", ("--write-activation",), "flag", False,

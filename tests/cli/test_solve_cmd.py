@@ -12,6 +12,8 @@ import pytest
 import tomlread
 from fakes import run_cli
 
+from cudamatrix.solve.indexes import PYTORCH_INDEX_PREFIX
+
 ENVELOPE = {"schema_version", "command", "status", "exit_code", "data", "errors"}
 T4 = ["--driver", "535.104.05", "--gpu", "Tesla T4", "--python", "3.10"]
 
@@ -373,7 +375,7 @@ def test_solve_and_check_targets_are_records(tmp_path: Path):
                  "driver": {"version": "535.104.05", "cuda_version": "12.2", "usable": True, "jetpack": None},
                  "cuda_toolkit": "12.4", "python": "3.10", "platform": "linux_x86_64", "notes": []}
     req = tmp_path / "requirements.txt"
-    req.write_text("--index-url https://download.pytorch.org/whl/cu126\ntorch==2.14.1\n")
+    req.write_text(f"--index-url {PYTORCH_INDEX_PREFIX}/cu126\ntorch==2.14.1\n")
     checked = envelope(cli("check", "-r", str(req), *T4, "--json"))["data"]["targets"]
     assert [set(c) for c in checked] == [TARGET_KEYS] and checked[0]["gpus"] == t["gpus"]
     a, b = tmp_path / "gpu.json", tmp_path / "cpu.json"

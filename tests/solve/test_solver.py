@@ -21,6 +21,7 @@ from snapshot import snapshot_matrix
 
 from cudamatrix.errors import NoSolution
 from cudamatrix.models import Cause, Environment, Framework, Rejection, WayOut
+from cudamatrix.solve.indexes import PYTORCH_INDEX_PREFIX
 from cudamatrix.solve.search import Preference
 from cudamatrix.solve.solver import parse_request, solve
 from cudamatrix.solve.target import from_flags
@@ -429,7 +430,7 @@ UNKNOWN_PINS = [
 @pytest.mark.parametrize("inferred, platform, jax_pin, rule", UNKNOWN_PINS)
 def test_unknown_pins_are_judged_by_the_pins_known_facts_imply(inferred, platform, jax_pin, rule):
     bare = variant("cu121", "12.1", archs=ARCHS, cudnn="9.1.0.70", inferred=inferred,
-                   index_url="https://download.pytorch.org/whl/cu121", local_version="+cu121")
+                   index_url=f"{PYTORCH_INDEX_PREFIX}/cu121", local_version="+cu121")
     jax = replace(release("0.4.30", variant("cuda12", "12.1", archs=ARCHS, cudnn="9.1.0",
                                             nvidia_pins=[f"{jax_pin}; {LINUX}"],
                                             pip_extra="cuda12"), name="jax"), companions={})
@@ -458,7 +459,7 @@ def test_a_build_that_implies_no_pins_stays_unknown():
     jax = replace(release("0.4.30", variant("cuda12", "12.1", archs=ARCHS, pip_extra="cuda12"), name="jax"),
                   companions={})
     pinned = variant("cu121", "12.1", archs=ARCHS, cudnn="9.1.0.70",
-                     nvidia_pins=[f"nvidia-cudnn-cu12==9.1.0.70; {LINUX}"], index_url="https://download.pytorch.org/whl/cu121", local_version="+cu121")
+                     nvidia_pins=[f"nvidia-cudnn-cu12==9.1.0.70; {LINUX}"], index_url=f"{PYTORCH_INDEX_PREFIX}/cu121", local_version="+cu121")
     m = replace(build(torch(pinned)), jax=replace(build().jax, releases=[jax]))
     with pytest.raises(NoSolution) as err:
         solve([target("550.54.15", "7.5", python="3.11")], parse_request(["torch", "jax"]), m)
