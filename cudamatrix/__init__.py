@@ -14,6 +14,9 @@ __all__ = ["__version__", "detect", "solve", "fix", "load_matrix"]
 
 
 def __getattr__(name: str):
+    # The public API's names are loaded on first use (PEP 562), each with its own stage only: `import cudamatrix`
+    # is 0.3 ms, where importing fix alone is 34 ms; the console script and `python -m cudamatrix` import this
+    # package before every command, and a command loads only the stages it runs.
     if name == "detect":
         from cudamatrix.detect import detect
 

@@ -830,29 +830,12 @@ def _child_output_cases(root: Path) -> list[Case]:
 
 
 def _hostile_index(answer) -> str:
-    """A loopback server (daemon threads, for the whole run) that reads each request, then calls ``answer(conn)``."""
-    import socket
-    import threading
+    """A loopback server (daemon threads, for the whole run) that reads each request, then calls ``answer(conn)``
+    (tests/hostileserver.RawServer, entered and never left)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from hostileserver import RawServer
 
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(16)
-
-    def one(conn) -> None:
-        try:
-            conn.recv(65536)
-            answer(conn)
-        except OSError:
-            pass
-        finally:
-            conn.close()
-
-    def serve() -> None:
-        while True:
-            conn, _ = listener.accept()
-            threading.Thread(target=one, args=(conn,), daemon=True).start()
-    threading.Thread(target=serve, daemon=True).start()
-    return f"http://127.0.0.1:{listener.getsockname()[1]}"
+    return RawServer(lambda conn, _request: answer(conn)).__enter__().url
 
 
 def _drip(conn) -> None:

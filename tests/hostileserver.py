@@ -169,3 +169,43 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+class RawServer:
+    """Loopback http at the socket level, for answers no HTTP server library writes (a drip in the headers, a
+    Content-Length that lies, a connection that never answers): each connection's request is read, then
+    ``answer(conn, request)`` writes what it will, in a thread of its own. ``asked`` holds each request line.
+    A context manager (``with RawServer(answer) as server: server.url``); entered without leaving, it serves
+    for the life of the process (scripts/hostile_inputs.py)."""
+
+    def __init__(self, answer, backlog: int = 16) -> None:
+        self.answer, self.asked = answer, []
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(backlog)
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+
+    def _one(self, conn: socket.socket) -> None:
+        try:
+            request = conn.recv(65536)
+            self.asked.append(request.split(b"\r\n")[0])
+            self.answer(conn, request)
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:  # closed: the server ends
+                return
+            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+
+    def __enter__(self) -> RawServer:
+        threading.Thread(target=self._serve, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.listener.close()

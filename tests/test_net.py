@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import contextlib
 import socket
-import threading
 import time
 import tracemalloc
 
 import pytest
-from hostileserver import HostileServer, free_port, self_signed
+from hostileserver import HostileServer, RawServer, free_port, self_signed
 
 from cudamatrix import net
 
@@ -160,34 +159,10 @@ def test_credentials_never_reach_a_refusal(trusted):
 
 @contextlib.contextmanager
 def _raw(answer):
-    """Loopback http: each connection's request is read, then ``answer(conn, request)`` writes what it will."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(8)
-    asked: list[bytes] = []
-
-    def serve() -> None:
-        while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
-
-            def one(conn=conn) -> None:
-                try:
-                    request = conn.recv(65536)
-                    asked.append(request.split(b"\r\n")[0])
-                    answer(conn, request)
-                except OSError:
-                    pass
-                finally:
-                    conn.close()
-            threading.Thread(target=one, daemon=True).start()
-    threading.Thread(target=serve, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{listener.getsockname()[1]}", asked
-    finally:
-        listener.close()
+    """Loopback http: each connection's request is read, then ``answer(conn, request)`` writes what it will
+    (tests/hostileserver.RawServer); yields the URL and the request lines asked."""
+    with RawServer(answer) as server:
+        yield server.url, server.asked
 
 
 def _reply(status: str, headers: dict[str, str], body: bytes = b""):

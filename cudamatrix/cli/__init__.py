@@ -9,9 +9,12 @@ from types import ModuleType
 from typing import cast
 
 from cudamatrix.cli.common import Done
+from cudamatrix.cli.fast import fast_main
 
 
 def _register():
+    # typer and the command declarations only when the typer-free parser (cli/fast.py, 19 ms to import) hands a
+    # command over: importing cli/commands.py is 92 ms, paid by --help and the rare commands alone
     from cudamatrix.cli import commands, matrix_cmd  # noqa: F401  (each adds its commands)
     from cudamatrix.cli.app import app
 
@@ -32,7 +35,6 @@ def main(argv: list[str] | None = None) -> int:
 
     With ``--json`` anywhere in the arguments, a usage error found by the option parser is one JSON
     envelope too (status ``usage_error``, exit 2), not typer's usage box."""
-    from cudamatrix.cli.fast import fast_main
 
     args = list(sys.argv[1:] if argv is None else argv)
     _tolerant_output()

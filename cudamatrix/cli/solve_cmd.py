@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from cudamatrix import render
-from cudamatrix.cli.answers import check_names_on_index  # noqa: F401  (tests and lock name it here)
+from cudamatrix.cli.answers import check_names_on_index
 from cudamatrix.cli.answers import matrix_of as _matrix
 from cudamatrix.cli.answers import solve_request as _solve
 from cudamatrix.cli.common import check_target_flags, echo, finish, guarded, python_path

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from cudamatrix.diagnose.context import Diagnosis, base_version
-from cudamatrix.diagnose.declared import applicable_requirements  # noqa: F401  (the findings' reader, named here too)
 from cudamatrix.models import Environment, Finding
 from cudamatrix.names import FAMILIES, canonical, family_of
 from cudamatrix.solve import rules

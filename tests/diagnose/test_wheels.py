@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from cudamatrix.diagnose.wheels import applicable_requirements
+from cudamatrix.diagnose.declared import applicable_requirements
 from cudamatrix.models import Environment, PythonInfo
 
 

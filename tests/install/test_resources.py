@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from hostileserver import HostileServer, self_signed
+from hostileserver import HostileServer, RawServer, self_signed
 from localindex import LocalIndex, build_wheel
 
 from cudamatrix.install import resources
@@ -566,32 +566,9 @@ def test_listing_entries_of_the_wrong_shape_are_skipped(files):
 
 @contextlib.contextmanager
 def _raw_server(answer):
-    """A loopback server that reads a request, then calls ``answer(conn)`` (each connection in its own thread)."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(8)
-
-    def serve() -> None:
-        while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
-
-            def one(conn=conn) -> None:
-                try:
-                    conn.recv(65536)
-                    answer(conn)
-                except OSError:
-                    pass
-                finally:
-                    conn.close()
-            threading.Thread(target=one, daemon=True).start()
-    threading.Thread(target=serve, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
-    finally:
-        listener.close()
+    """A loopback server that reads a request, then calls ``answer(conn)`` (tests/hostileserver.RawServer)."""
+    with RawServer(lambda conn, _request: answer(conn)) as server:
+        yield server.url
 
 
 def _drip(conn) -> None:
