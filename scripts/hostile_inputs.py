@@ -275,7 +275,7 @@ def surface_cases(root: Path) -> list[Case]:
     """The second round's hostile inputs (module docstring)."""
     root = _folder(root, "surfaces")
     return (_journal_cases(root) + _fleet_cases(root) + _overlay_cases(root) + _data_cases(root)
-            + _terminal_cases(root) + _wait_cases(root) + _driver_words_cases(root)
+            + _terminal_cases(root) + _wait_cases(root) + _driver_words_cases(root) + _extension_words_cases(root)
             + _mirror_cases(root) + _child_output_cases(root) + _consent_cases(root) + _undo_cases(root)
             + _gate_cases(root) + _lock_gate_cases(root)
             + _preflight_cases(root))
@@ -695,6 +695,35 @@ def _driver_words_cases(root: Path) -> list[Case]:
         for cmd in ("detect", "doctor"):
             out.append(Case(f"driver words: {cmd} --from {name}", [cmd, "--from", str(paste)], inert=True))
             out.append(Case(f"driver words: {cmd} --from {name} --json", [cmd, "--from", str(paste), "--json"],
+                            json=True))
+    return out
+
+
+def _extension_words_cases(root: Path) -> list[Case]:
+    """Pastes for the readers of a torch extension's load error (detect/pastes/extensions.py): xFormers' block, an
+    undefined torch symbol, ONNX Runtime's CUDA provider, pip's resolver; long lines, repeats, escapes and odd
+    versions, read and diagnosed: never a traceback, a hang or a raw control character in the output."""
+    built = "WARNING[XFORMERS]: xFormers can't load C++/CUDA extensions. xFormers was built for:\n"
+    symbol = "ImportError: /e/site-packages/flash_attn_2_cuda.so: undefined symbol: _ZN3c10"
+    provider = "FAIL : Failed to load library libonnxruntime_providers_cuda.so with error: "
+    texts = {
+        "xformers-repeated": (built + "    PyTorch 2.1.2+cu121 with CUDA 1201 (you have 2.1.0+cpu)\n") * 20_000,
+        "xformers-odd-versions": built + f"    PyTorch {'9' * 5000} with CUDA {ESC} (you have {INJECT})\n"
+                                 f"    Python  3.{'1' * 4000} (you have 3.11)\n",
+        "symbol-long": symbol + "x" * 200_000 + "\n" + ": undefined symbol: " * 50_000 + "\n",
+        "symbol-escapes": f"ImportError: /e/site-packages/{ESC}{INJECT}.so: undefined symbol: _ZN3c10{ESC}$(touch P)\n",
+        "provider-many": (provider + "libcublasLt.so.11: cannot open shared object file\n") * 20_000,
+        "provider-odd": provider + "lib" + "9" * 100_000 + ".so.99999999999: cannot open shared object file\n",
+        "pip-many": "vllm 0.7.3 requires torch==2.5.1, but you have torch 2.4.0+cu124 which is incompatible.\n" * 20_000,
+        "pip-odd": f"vllm {ESC} requires torch=={INJECT}, but you have torch {'9' * 5000} which is incompatible.\n",
+    }
+    out: list[Case] = []
+    for name, text in texts.items():
+        paste = root / f"extension-words-{name}.txt"
+        paste.write_text(text, encoding="utf-8")
+        for cmd in ("detect", "doctor"):
+            out.append(Case(f"extension words: {cmd} --from {name}", [cmd, "--from", str(paste)], inert=True))
+            out.append(Case(f"extension words: {cmd} --from {name} --json", [cmd, "--from", str(paste), "--json"],
                             json=True))
     return out
 

@@ -71,6 +71,13 @@ DOCTOR: tuple[Code, ...] = (
          "shared object file')."),
     Code("LIBRARY_MISMATCH", "error", "A CUDA library is older than the one a framework was built against (JAX's "
          "'Found cuSOLVER version 11002, but JAX was built against version 11401')."),
+    Code("EXTENSION_ABI_MISMATCH", "error", "A torch extension (xformers, flash-attn, vllm, torch-scatter, ...) was "
+         "built against another torch, C++ ABI or Python than the installed one: its compiled library does not load "
+         "(xFormers' 'built for ... you have ...', an undefined c10/at/torch symbol)."),
+    Code("EXTENSION_PIN_MISMATCH", "error", "An installed distribution declares a torch (or jax) requirement the "
+         "installed version breaks (pip's 'requires torch==X, but you have torch Y')."),
+    Code("EXTENSION_CUDA_MISMATCH", "error", "A torch extension was built for another CUDA major (or another build "
+         "of the same torch) than the framework's (onnxruntime-gpu for CUDA 11 beside a CUDA 12 torch)."),
 )
 
 VERIFY: tuple[Code, ...] = (

@@ -248,6 +248,34 @@ def older_library(env):  # JAX's words in a paste (tests/data/pastes/jax-log_una
                                 text="Found cuSOLVER version 11002, but JAX was built against version 11401")]
 
 
+def extension_abi(env):  # the loader's words in a paste (tests/data/pastes/undefined-symbol_flash-attn-2.5.7_...)
+    env.messages = [ToolMessage(tool="loader", kind="undefined_symbol", library="torch", package="flash-attn",
+                                soname="flash_attn_2_cuda.cpython-310-x86_64-linux-gnu.so",
+                                symbol="_ZN3c104cuda9SetDeviceEi",
+                                text="flash_attn_2_cuda.cpython-310-x86_64-linux-gnu.so: undefined symbol: "
+                                     "_ZN3c104cuda9SetDeviceEi")]
+
+
+def extension_same_build(env):  # xFormers' block naming the torch it found as the one it was built for
+    env.messages = [ToolMessage(tool="xformers", kind="extension_built_for", library="torch", package="xformers",
+                                built="2.5.1+cu121", found="2.5.1+cu121", text="PyTorch 2.5.1+cu121 with CUDA 1201 "
+                                "(you have 2.5.1+cu121)")]
+
+
+def extension_pin(env):  # pip's resolver in a paste (tests/data/pastes/pip-resolver_vllm-0.6.3-...)
+    env.messages = [ToolMessage(tool="pip", kind="requirement_conflict", library="torch", package="vllm",
+                                package_version="0.6.3", requirement="==2.4.0", found="2.5.1+cu121",
+                                text="vllm 0.6.3 requires torch==2.4.0, but you have torch 2.5.1+cu121 which is "
+                                     "incompatible")]
+
+
+def extension_cuda(env, major="11"):  # ONNX Runtime's words (tests/data/pastes/onnxruntime-provider_...): a CUDA 11
+    env.messages = [ToolMessage(tool="onnxruntime", kind="provider_load_failed", library="cublaslt",  # provider
+                                package="onnxruntime-gpu", soname=f"libcublasLt.so.{major}", built=major,
+                                text=f"Failed to load library libonnxruntime_providers_cuda.so with error: "
+                                     f"libcublasLt.so.{major}: cannot open shared object file")]
+
+
 # code -> (the change that causes it, the change of its healthy twin or None for the healthy machine)
 CASES: dict[str, tuple[Callable[[Environment], None], Callable[[Environment], None] | None]] = {
     "NO_DRIVER": (no_driver, None),
@@ -278,6 +306,9 @@ CASES: dict[str, tuple[Callable[[Environment], None], Callable[[Environment], No
     "TOOLKIT_NEWER_THAN_DRIVER": (new_toolkit, None),
     "LIBRARY_MISSING": (missing_library, None),
     "LIBRARY_MISMATCH": (older_library, None),
+    "EXTENSION_ABI_MISMATCH": (extension_abi, extension_same_build),
+    "EXTENSION_PIN_MISMATCH": (extension_pin, None),
+    "EXTENSION_CUDA_MISMATCH": (extension_cuda, lambda env: extension_cuda(env, "12")),  # torch here is cu121
 }
 
 
