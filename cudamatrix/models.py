@@ -459,6 +459,9 @@ class FrameworkReport(Model):
     # one library family mapped from several copies of different (or unknown) versions after the work: a shim
     # from one copy, sub-libraries from another ({family, copies: [{folder, version, files}]})
     mixed_loads: list[dict[str, Any]] = field(default_factory=list)
+    # each installed torch extension the child imported after the framework's work ({package, version, module,
+    # status: imported / failed / verified / wrong, error: its own words, max_abs_error: its GPU op against the CPU})
+    extensions: list[dict[str, Any]] = field(default_factory=list)
 
 
 @record

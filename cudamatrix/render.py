@@ -414,6 +414,9 @@ def _framework_report_lines(fw) -> list[str]:
     out += [f"  mixed load of {mixed['family']}: " + "; ".join(
         f"{c['folder']} ({c['version'] or 'version unknown'}): {', '.join(c['files'])}" for c in mixed["copies"])
         for mixed in fw.mixed_loads]
+    out += [f"  extension {e.get('package')} {e.get('version') or ''}: {e.get('status')}".rstrip()
+            + (f" (max abs error {e['max_abs_error']:.3g})" if isinstance(e.get("max_abs_error"), float) else "")
+            for e in fw.extensions]
     if fw.status == "failed" and fw.stderr_tail:
         out.append("  stderr (last lines):")
         out += ["    " + line for line in fw.stderr_tail.splitlines()[-8:]]

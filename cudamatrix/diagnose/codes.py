@@ -89,6 +89,9 @@ VERIFY: tuple[Code, ...] = (
          "too small)."),
     Code("NOT_INSTALLED", "error", "No framework to verify is installed in the interpreter."),
     Code("PYTHON_NOT_FOUND", "error", "The interpreter to verify could not be started."),
+    Code("EXTENSION_IMPORT_FAILED", "error", "An installed torch extension (xformers, flash-attn, vllm, onnxruntime, "
+         "cupy, torch-scatter, ...) does not import beside the framework after its work, or importing it crashed "
+         "the child; the cause quotes the extension's own words."),
     Code("LIBRARY_MIXED", "error", "One library family was mapped from copies of different versions (a cuDNN "
          "shim from the wheel, its sub-libraries from a system folder), even when the work ran."),
 )
