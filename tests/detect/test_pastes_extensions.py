@@ -231,3 +231,18 @@ def test_vllm_version_lines(line, version):
                                   "libonnxruntime_providers_cuda with error: " * 3000])
 def test_hostile_text_reads_nothing_or_something_quickly(text):
     read(text)  # no exception; timing is scripts/hostile_inputs.py's
+
+
+def test_the_issues_example_gives_both_findings_with_the_release_for_the_installed_torch():
+    """Issue #39's example, xformers 0.0.29.post3 (cpp_lib.json: torch 2.6.0+cu124, CUDA 1204; Requires-Dist
+    torch==2.6.0) next to torch 2.8.0: its block and pip's resolver line, in xformers#971's and SimpleVLA-RL#53's
+    words with those versions (the smallest edits). ABI and pin findings; the fix lets pip pick the xformers that
+    declares torch 2.8.0 (0.0.32.post1 on the index)."""
+    block = body(XF971).replace("PyTorch 2.1.2+cu121 with CUDA 1201 (you have 2.1.0+cpu)",
+                                "PyTorch 2.6.0+cu124 with CUDA 1204 (you have 2.8.0+cu128)")
+    line = "xformers 0.0.29.post3 requires torch==2.6.0, but you have torch 2.8.0 which is incompatible.\n"
+    got = findings(block + line)
+    assert got["EXTENSION_ABI_MISMATCH"].fix_commands == [["pip", "install", "xformers", "torch==2.8.0"]]
+    pin = got["EXTENSION_PIN_MISMATCH"]
+    assert pin.title == "xformers 0.0.29.post3 declares torch==2.6.0; the installed torch is 2.8.0"
+    assert pin.fix_commands == [["pip", "install", "xformers", "torch==2.8.0"]]
