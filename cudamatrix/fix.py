@@ -145,12 +145,12 @@ def _for_caller(o: FixOptions) -> FixOptions:
     if o.show is None:
         changes["show"] = interactive
     if interactive:
-        from cudamatrix.render import CellAsk, CellShow, cell_progress
+        from cudamatrix.render import Ask, cell_progress
 
         if o.on_progress is None:
             changes["on_progress"] = cell_progress
         if o.confirm is None and not o.dry_run:
-            changes["confirm"] = CellShow() if o.yes else CellAsk()
+            changes["confirm"] = Ask(yes=o.yes)
     return replace(o, **changes) if changes else o
 
 
