@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from cudamatrix import proc
 from cudamatrix.errors import Exit
-from cudamatrix.models import Environment, FrameworkReport, Report
+from cudamatrix.models import Environment, FrameworkReport, LibraryLoad, Report
 from cudamatrix.names import FAMILY_NAMES
 
 FRAMEWORKS = FAMILY_NAMES
@@ -62,12 +62,14 @@ def gpu_present(environment: Environment | None = None) -> bool:
 
 def verify(*, python: str | None = None, frameworks: list[str] | str = "all", timeout: float = DEFAULT_TIMEOUT_S,
            env: dict[str, str] | None = None, environment: Environment | None = None,
-           gpu: bool | None = None) -> Report:
+           gpu: bool | None = None, loads: list[LibraryLoad] | None = None) -> Report:
     """Run the check for each framework; returns a Report (status verified / failed / not_possible).
 
     ``frameworks``: a name, a list, or "all" (those not installed are left out, unless none is).
     ``env``: environment changes for the child (the solution's LD_LIBRARY_PATH). ``gpu``: override
-    the GPU probe. Never raises for what the child does.
+    the GPU probe. ``loads``: the loader model's predictions for ``python`` in the child's environment, when the
+    caller has them already (``fix`` hands on detect's); else they are made here. Never raises for what the child
+    does.
     """
     python = os.path.abspath(python) if python else sys.executable  # the children run in "/": not relative to it
     names = list(FRAMEWORKS) if frameworks == "all" else ([frameworks] if isinstance(frameworks, str) else list(frameworks))
@@ -79,7 +81,8 @@ def verify(*, python: str | None = None, frameworks: list[str] | str = "all", ti
         reports.append(check(python, name, gpu_expected=expected, timeout=timeout, env=child_env) if hung is None
                        else FrameworkReport(framework=name, status="failed", cause=hung.cause,
                                             finding_code=hung.finding_code))
-    predicted = [] if any(_hung_at_start(r) for r in reports) else predictions(python, child_env)
+    predicted = [] if any(_hung_at_start(r) for r in reports) else \
+        loads if loads is not None else predictions(python, child_env)
     for report in reports:
         compare_maps(report, [x for x in predicted if x.framework == report.framework])
         check_mixed(report)
