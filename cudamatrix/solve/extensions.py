@@ -250,8 +250,9 @@ def _ways(req: Requirement, newest: ExtensionRelease, family: str | None, verdic
         floors.append(floor[1])
     if floors:
         lowest = min(floors, key=rules.driver_version)
+        runs = "runs" if family is None else "and the build it needs run"
         ways.append(WayOut(kind="upgrade_driver", message=f"upgrade the driver to >= {lowest} ({newest.name} "
-                                                          f"{newest.version} and the build it needs then run)",
+                                                          f"{newest.version} then {runs})",
                            change={"driver": lowest}))
     older = choose([Requirement(name)], per_family, targets, matrix)
     if older is not None:

@@ -62,7 +62,7 @@ def parse_request(texts: list[str], installed: Environment | None = None) -> Req
         fam = family_of(canonical(req.name))
         if fam:
             request.families.setdefault(fam, []).append(req)
-        elif canonical(req.name) in EXTENSIONS:
+        elif canonical(req.name) in EXTENSIONS and not req.url:  # a URL names its own wheel: passed as given
             request.extensions.append(req)
         else:
             request.passthrough.append(req)
