@@ -9,6 +9,8 @@ onnxruntime-gpu``) is chosen by the CUDA major the driver runs. No I/O.
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 from packaging.requirements import Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
@@ -58,7 +60,9 @@ def releases_for(req: Requirement, matrix: Matrix, with_specifier: bool = True) 
     return sorted(rows, key=lambda r: (r.version, r.cuda_major or 0), reverse=True)
 
 
+@lru_cache(maxsize=1024)
 def _spec(text: str) -> SpecifierSet | None:
+    """The specifiers of a row's requirement, parsed once per process (a screen asks per release and build)."""
     try:
         return SpecifierSet(text)
     except InvalidSpecifier:
