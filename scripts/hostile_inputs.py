@@ -278,7 +278,7 @@ def surface_cases(root: Path) -> list[Case]:
             + _terminal_cases(root) + _wait_cases(root) + _driver_words_cases(root) + _extension_words_cases(root)
             + _mirror_cases(root) + _child_output_cases(root) + _consent_cases(root) + _undo_cases(root)
             + _gate_cases(root) + _lock_gate_cases(root)
-            + _preflight_cases(root))
+            + _preflight_cases(root) + _extension_cases(root))
 
 
 def _bare_python(root: Path) -> str:
@@ -632,6 +632,37 @@ def _data_cases(root: Path) -> list[Case]:
         out.append(Case(f"data {label}: lock", ["lock", "torch==2.5.1+cu121", *TARGET, "--data", str(folder)],
                         inert=True, forbid=FORBID_LOCK))
         out.append(Case(f"data {label}: solve", ["solve", "torch", *TARGET, "--data", str(folder)], inert=True))
+    return out
+
+
+def _extension_cases(root: Path) -> list[Case]:
+    """Extensions solved with their framework (data/extensions.json): releases the matrix lacks, drivers too old,
+    pins that cannot agree, a hostile extensions.json in a --data folder, a requirements file pairing them wrongly."""
+    root = _folder(root, "extensions")
+    h100 = ["--driver", "580.65.06", "--gpu", "H100"]
+    out = [Case("extension: no such release", ["solve", "vllm>=99", *h100, "--json"], json=True),
+           Case("extension: pins that cannot agree", ["solve", "torch==2.8.0", "xformers==0.0.29.post3", *h100]),
+           Case("extension: driver too old", ["solve", "cupy-cuda13x", "--driver", "470.82.01", "--gpu", "H100"]),
+           Case("extension: by URL", ["solve", "torch", "xformers @ file:///nonexistent/x.whl", *h100, "--json"],
+                json=True),
+           Case("extension: extras and markers", ["solve", "vllm[bogus]>=0.1; python_version >= '3'", *h100]),
+           Case("extension: lock", ["lock", "torch", "vllm", *h100, "--pins-only"], inert=True)]
+    bad = root / "bad.txt"
+    bad.write_text("torch==2.8.0\nxformers==0.0.29.post3\n")
+    alone = root / "alone.txt"
+    alone.write_text("xformers==0.0.29.post3 ; sys_platform == 'linux'\n")
+    out += [Case("extension: check -r wrong torch", ["check", "-r", str(bad), *h100, "--json"], json=True),
+            Case("extension: check -r without torch", ["check", "-r", str(alone), *h100])]
+    for label, url in {"newline": "https://example.invalid/simple" + INJECT, "escape": "https://e.invalid/" + ESC,
+                       "plain http": "http://example.invalid/simple"}.items():
+        folder = root / f"data-{label.replace(' ', '-')}"
+        shutil.copytree(_data_dir(), folder)
+        doc = json.loads((folder / "extensions.json").read_text())
+        doc["releases"][0]["index_url"] = url
+        (folder / "extensions.json").write_text(json.dumps(doc))
+        out += [Case(f"extension data {label}: matrix validate", ["matrix", "validate", str(folder), "--json"],
+                     json=True),
+                Case(f"extension data {label}: solve", ["solve", "vllm", *h100, "--data", str(folder)], inert=True)]
     return out
 
 
