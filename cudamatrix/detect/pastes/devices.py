@@ -24,6 +24,7 @@ _DEVICE = ("Device: cuda:", "Using device: cuda")
 _VRAM = re.compile(r"Total VRAM (\d{3,7}) MB")
 _COUNT = re.compile(r"(\d{1,2}) ?[*x\u00d7] ?")
 _SMI = re.compile(r"NVIDIA-SMI (\d{3}\.\d{1,3}(?:\.\d{1,3})?)")
+_MAX_GPUS = 64  # more GPUs than one machine holds: not a device index
 
 
 def read(paste: Paste, env: Environment) -> bool:
@@ -40,6 +41,7 @@ def read_app_device(paste: Paste, env: Environment) -> bool:
     """"Device: cuda:0 NAME[ MEMORY][ : allocator]" and "Using device: cuda:0 (NAME)", and "Total VRAM N MB"."""
     found = False
     vram = None
+    seen: dict[int, GpuInfo] = {}
     for i in paste.having("Total VRAM "):
         m = _VRAM.search(paste.lines[i][:400])
         if m:
@@ -50,20 +52,22 @@ def read_app_device(paste: Paste, env: Environment) -> bool:
         at = line.find("cuda")
         rest = line[at + 4:]
         index, _, name = rest.lstrip(":").partition(" ")
+        index = index.rstrip(",") or "0"
         name = name.split(" : ")[0].strip().strip("()")
-        if not (index.rstrip(",").isdigit() or not index) or not _GPU_WORDS.search(name):
+        if not index.isdigit() or int(index) >= _MAX_GPUS or not _GPU_WORDS.search(name):
             continue
         name, memory = memory_suffix(name)
-        gpu = GpuInfo(index=int(index.rstrip(",")) if index.rstrip(",").isdigit() else 0, name=name,
-                      memory_total_mib=vram or memory, source="report:application log")
-        merge_gpus(env, [gpu])
+        seen.setdefault(int(index), GpuInfo(index=int(index), name=name, memory_total_mib=vram or memory,
+                                            source="report:application log"))
         paste.claim(i, "application log")
         found = True
+    merge_gpus(env, list(seen.values()))  # once: a log repeats its device line
     return found
 
 
 def read_typed_gpus(paste: Paste, env: Environment) -> bool:
-    """A line that is only a count and a GPU's name, with its memory: "8 * A100 SXM4(40G)"."""
+    """A line that is only a count and a GPU's name, with its memory: "8 * A100 SXM4(40G)" (the first such line:
+    a paste comparing machines names others after it)."""
     found = False
     for i in paste.having(" * ", "* ", "x ", "\u00d7"):
         line = paste.lines[i].strip()
@@ -71,10 +75,11 @@ def read_typed_gpus(paste: Paste, env: Environment) -> bool:
         if m is None:
             continue
         name, memory = memory_suffix(line[m.end():])
-        if not _GPU_WORDS.search(name) or not 0 < int(m.group(1)) <= 64 or len(name.split()) > 5:
+        if not _GPU_WORDS.search(name) or not 0 < int(m.group(1)) <= _MAX_GPUS or len(name.split()) > 5:
             continue
-        merge_gpus(env, [GpuInfo(index=k, name=name, memory_total_mib=memory, source="report:typed")
-                         for k in range(int(m.group(1)))])
+        if not found:  # the first such line names the machine's GPUs; more would be other machines
+            merge_gpus(env, [GpuInfo(index=k, name=name, memory_total_mib=memory, source="report:typed")
+                             for k in range(int(m.group(1)))])
         paste.claim(i, "typed GPUs")
         found = True
     return found

@@ -36,11 +36,14 @@ def read_ldd(paste: Paste, env: Environment) -> bool:
     rows = [(i, row) for i in paste.having("=>") if paste.free(i) and (row := _ldd_row(paste.lines[i])) is not None]
     if not any(path is None or "libcu" in soname for _, (soname, path) in rows):
         return False  # no CUDA library among them: not what is read here
+    said: set[str | None] = {lib.path for lib in env.libraries}  # ldd of several objects repeats its lines
     for i, (soname, path) in rows:
-        _ldd_fact(env, soname, path, paste.lines[i].strip()[:300])
+        if (path or soname) not in said:
+            _ldd_fact(env, soname, path, paste.lines[i].strip()[:300])
+        said.add(path or soname)
         paste.claim(i, "ldd")
     for i in paste.having(" (0x"):  # linux-vdso.so.1 (0x...), /lib64/ld-linux-x86-64.so.2 (0x...)
-        words = paste.lines[i].split()
+        words = [w for w in paste.lines[i].split() if w != "=>"]  # "linux-vdso.so.1 =>  (0x...)" in older ldd
         if paste.free(i) and len(words) == 2 and ".so" in words[0] and words[1].startswith("(0x"):
             paste.claim(i, "ldd")
     return True
@@ -52,7 +55,7 @@ def _ldd_fact(env: Environment, soname: str, path: str | None, text: str) -> Non
     if path is None and (name or _cuda_name(soname)):
         env.messages.append(ToolMessage(tool="ldd", kind="library_missing", soname=soname,
                                         library=name or _cuda_name(soname), text=text))
-    elif path and name and not any(lib.path == path for lib in env.libraries):
+    elif path and name:
         env.libraries.append(Library(name=name, soname=soname, path=path, origin="report:ldd",
                                      version=version_from_filename(path.rpartition("/")[2]), loaded_first=True))
 
@@ -83,6 +86,7 @@ def read_links(paste: Paste, env: Environment) -> bool:
     before them names where)."""
     found = False
     folder = ""
+    seen = {(lib.soname, lib.path) for lib in env.libraries}
     for i in paste.having(" -> ", ":"):
         body = paste.lines[i].strip().lstrip("`").strip()  # "```\\tlibcudart.so.11.0 -> ...": a fence typed on the row
         if body.endswith(":") and body.startswith("/") and " " not in body:
@@ -92,7 +96,9 @@ def read_links(paste: Paste, env: Environment) -> bool:
         if link is None:
             continue
         soname, target, listing = link
-        _link_library(env, soname, target, "report:ls" if listing else "report:ldconfig", folder)
+        if (soname, folder + target) not in seen:
+            seen.add((soname, folder + target))
+            _link_library(env, soname, target, "report:ls" if listing else "report:ldconfig", folder)
         paste.claim(i, "ls -l" if listing else "ldconfig -v")
         found = True
     if found:
@@ -130,9 +136,7 @@ def _link_library(env: Environment, soname: str, target: str, origin: str, folde
         return  # not tracked, or the full-version file itself (a link "libX.so -> libX.so.12.4.127" is no SONAME)
     if soname.endswith(".so"):
         return
-    path = folder + target
-    if not any(lib.soname == soname and lib.path == path for lib in env.libraries):
-        env.libraries.append(Library(name=name, soname=soname, path=path, origin=origin, version=version))
+    env.libraries.append(Library(name=name, soname=soname, path=folder + target, origin=origin, version=version))
 
 
 def read_ls(paste: Paste, env: Environment) -> bool:

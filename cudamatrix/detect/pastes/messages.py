@@ -679,12 +679,14 @@ def read_opened(paste: Paste, env: Environment) -> bool:
     dlopen some GPU libraries" where the paste names no library it could not open or found too old: a CUDA library
     is missing, which one the log above it (not pasted) said."""
     found = False
+    opened = {lib.soname for lib in env.libraries if lib.origin == "report:tensorflow"}
     for i in paste.having(*_OPENED):
         line = paste.lines[i][:2000]
         at = max(line.find(w) + len(w) if w in line else -1 for w in _OPENED)
         soname = line[at:].split()[0].strip(_QUOTES) if line[at:].split() else ""
         name = library_name(soname)
-        if name and not any(lib.soname == soname and lib.origin == "report:tensorflow" for lib in env.libraries):
+        if name and soname not in opened:
+            opened.add(soname)
             env.libraries.append(Library(name=name, soname=soname, path=soname, origin="report:tensorflow",
                                          version=version_from_filename(soname), loaded_first=True))
         paste.claim(i, "TensorFlow/XLA log")
