@@ -220,3 +220,13 @@ def test_a_loaded_cudnn_is_among_the_libraries_in_every_wording():
              "matching major version", "9.0.0")):
         env = from_reports([("paste", text)])
         assert [(lib.name, lib.version, lib.loaded_first) for lib in env.libraries] == [("cudnn", version, True)]
+
+
+def test_an_nvidia_smi_row_whose_bus_id_the_paste_masked_is_still_the_gpu():
+    """telegraf#6258 hid its bus id ("xxxxxxxxxxxxxxxx"): the row still names GPU 0 (no bus id), so the paste is
+    no driver without a visible device."""
+    from cudamatrix.detect.smi import _gpu_row
+
+    g = _gpu_row("|   0  GeForce GTX 105...  Off  | xxxxxxxxxxxxxxxx Off |                  N/A |")
+    assert (g.index, g.name, g.pci_bus_id) == (0, "GeForce GTX 105...", None)
+    assert _gpu_row("|   0  GeForce GTX 1050  Off  | xyz Off |                  N/A |") is None  # no bus id, no mask
