@@ -733,6 +733,9 @@ def _own_words_cases(root: Path) -> list[Case]:
         "opened-distinct": "".join(f"{opened}libcudnn.so.{i}\n" for i in range(20_000)),
         "devices-distinct": "".join(f"Device: cuda:{i} NVIDIA GeForce RTX 2060\n" for i in range(20_000)),
         "typed-distinct": "".join(f"{i % 60 + 1} x RTX {i} (24GB)\n" for i in range(20_000)),
+        "conda-plan": ("The following NEW packages will be INSTALLED:\n\n" + "".join(
+            f"  p{i}  conda-forge/noarch::p{i}-1.{i}-py_0\n" for i in range(20_000)) + "  x  ::" + "-" * 200_000
+            + "\n") * 2 + "The following packages will be UPDATED:\n" * 5_000,
     }
     out: list[Case] = []
     for name, text in texts.items():

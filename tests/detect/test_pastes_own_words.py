@@ -230,3 +230,23 @@ def test_an_nvidia_smi_row_whose_bus_id_the_paste_masked_is_still_the_gpu():
     g = _gpu_row("|   0  GeForce GTX 105...  Off  | xxxxxxxxxxxxxxxx Off |                  N/A |")
     assert (g.index, g.name, g.pci_bus_id) == (0, "GeForce GTX 105...", None)
     assert _gpu_row("|   0  GeForce GTX 1050  Off  | xyz Off |                  N/A |") is None  # no bus id, no mask
+
+
+def test_condas_plan_names_the_packages_it_installs():
+    """jax#14606: "The following NEW packages will be INSTALLED:" and its rows (a name cut with "~" is whole after
+    "::"); an UPDATED row's new version is after its arrow."""
+    text = ("The following NEW packages will be INSTALLED:\n\n"
+            "  jax                conda-forge/noarch::jax-0.4.4-pyhd8ed1ab_0\n"
+            "  jaxlib             conda-forge/linux-64::jaxlib-0.4.4-cpu_py311h7146453_1\n"
+            "  cuda-cudart-dev_l~ conda-forge/noarch::cuda-cudart-dev_linux-64-12.5.82-h85509e4_0\n\n"
+            "The following packages will be UPDATED:\n\n"
+            "  numpy              1.26.4-py311h64a7726_0 --> 2.1.2-py311h71ddf71_0\n"
+            "  scipy              conda-forge::scipy-1.13.0-py311h --> conda-forge::scipy-1.14.1-py311h\n\n"
+            "Proceed ([y]/n)?\n")
+    found, paste, env = read(text, installs.read)
+    assert found is True
+    assert env.packages == {"jax": "0.4.4", "jaxlib": "0.4.4", "cuda-cudart-dev-linux-64": "12.5.82", "numpy": "2.1.2",
+                            "scipy": "1.14.1"}
+    assert set(kinds(paste)) == {0, 2, 3, 4, 6, 8, 9}
+    found, paste, env = read("see conda-forge/noarch::jax-0.4.4-pyhd8ed1ab_0\n", installs.read)
+    assert found is False and env.packages == {}

@@ -3,6 +3,8 @@
 - uv's report: "Using CPython 3.12.8", "Installed 19 packages in 41ms" and one " + name==version" a line (" - " for
   one it removed, which is not installed any more).
 - ``pip show NAME``: "Name: jax" and, on the next line, "Version: 0.6.1".
+- conda's plan: "The following NEW packages will be INSTALLED:" and one "  jaxlib  conda-forge/linux-64::jaxlib-0.4.4-
+  cpu_py311h7146453_1" a line (name, then channel/subdir::name-version-build).
 
 The packages go to ``env.packages`` (the first list wins, as for pip list); lines are cut with str methods.
 """
@@ -21,6 +23,8 @@ def read(paste: Paste, env: Environment) -> bool:
         found |= read_uv(paste, env)
     if "Name: " in paste.text:
         found |= read_pip_show(paste, env)
+    if "::" in paste.text:
+        found |= read_conda_plan(paste, env)
     return found
 
 
@@ -75,3 +79,46 @@ def read_pip_show(paste: Paste, env: Environment) -> bool:
             j += 1
         found = True
     return found
+
+
+_PLAN_HEADS = ("The following NEW packages will be INSTALLED", "The following packages will be UPDATED",
+               "The following packages will be DOWNGRADED", "The following packages will be SUPERSEDED")
+
+
+def read_conda_plan(paste: Paste, env: Environment) -> bool:
+    """conda's "The following NEW packages will be INSTALLED:" and the rows under it (and under its UPDATED,
+    DOWNGRADED and SUPERSEDED lists: "name  old-spec --> channel::name-version-build", the version after the
+    arrow). A row's name may be cut with "~"; the spec after "::" names it whole."""
+    found = False
+    lines = paste.lines
+    for i in paste.having(*_PLAN_HEADS):
+        if not lines[i].strip().startswith(_PLAN_HEADS):
+            continue
+        paste.claim(i, "conda plan")
+        j = i + 1
+        while j < len(lines) and j - i <= 2000 and (not lines[j].strip() or _plan_row(lines[j]) is not None):
+            row = _plan_row(lines[j])
+            if row is not None:
+                env.packages.setdefault(canonical(row[0]), row[1])
+                paste.claim(j, "conda plan")
+                found = True
+            elif j > i + 1 and not lines[j - 1].strip():
+                break  # two blank lines: the list is over
+            j += 1
+    return found
+
+
+def _plan_row(line: str) -> tuple[str, str] | None:
+    """("jaxlib", "0.4.4") from "  jaxlib   conda-forge/linux-64::jaxlib-0.4.4-cpu_py311h7146453_1"."""
+    words = line.split()
+    if not words or not line[:1].isspace():
+        return None
+    if "::" not in words[-1] and len(words) == 4 and words[2] == "-->" and not words[0].endswith("~"):
+        version = words[-1].rpartition("-")[0]  # "numpy  1.26.4-py311h_0 --> 2.1.2-py311h_0": same channel
+        return (words[0], version) if version[:1].isdigit() else None
+    spec = words[-1].rpartition("::")[2] if "::" in words[-1] else ""
+    name, _, build = spec.rpartition("-")
+    name, _, version = name.rpartition("-")
+    if not name or not version[:1].isdigit() or not build:
+        return None
+    return name, version
