@@ -84,6 +84,9 @@ def _facts(said: ToolMessage) -> list[str]:
         out.append(f"the installed build carries SASS {sass}, PTX {ptx}")
     if said.kind == "driver_too_old" and said.found:
         out.append(f"the driver runs CUDA {said.found} at most")
+    elif said.library in _JAX_PARTS:
+        part = "PJRT API: jaxlib's" if said.library == "pjrt" else "jaxlib"
+        out.append(f"{part} {said.built or 'unknown'}, the plugin's {said.found or 'unknown'}")
     elif said.built or said.found or said.minimum:
         out.append(_versions(said))
     return out
