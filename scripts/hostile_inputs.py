@@ -276,6 +276,7 @@ def surface_cases(root: Path) -> list[Case]:
     root = _folder(root, "surfaces")
     return (_journal_cases(root) + _fleet_cases(root) + _overlay_cases(root) + _data_cases(root)
             + _terminal_cases(root) + _wait_cases(root) + _driver_words_cases(root) + _extension_words_cases(root)
+            + _own_words_cases(root)
             + _mirror_cases(root) + _child_output_cases(root) + _consent_cases(root) + _undo_cases(root)
             + _gate_cases(root) + _lock_gate_cases(root)
             + _preflight_cases(root) + _extension_cases(root))
@@ -726,6 +727,54 @@ def _driver_words_cases(root: Path) -> list[Case]:
         for cmd in ("detect", "doctor"):
             out.append(Case(f"driver words: {cmd} --from {name}", [cmd, "--from", str(paste)], inert=True))
             out.append(Case(f"driver words: {cmd} --from {name} --json", [cmd, "--from", str(paste), "--json"],
+                            json=True))
+    return out
+
+
+def _own_words_cases(root: Path) -> list[Case]:
+    """Pastes for issue #40's readers (TensorFlow's opened libraries and devices, JAX's CPU jaxlib and plugin
+    words, cuda-python's dlopen, ldd / ls -l / ls / ldconfig -v listings, uv and pip show, typed GPUs with their
+    memory, an application's device line): long lines, repeats, escapes and odd versions; never a traceback, a
+    hang or a raw control character in the output."""
+    opened = "I tensorflow/stream_executor/platform/default/dso_loader.cc:49] Successfully opened dynamic library "
+    plugin = "RuntimeWarning: JAX plugin jax_cuda12_plugin version "
+    texts = {
+        "opened-repeated": f"{opened}libcudnn.so.8\n" * 30_000 + "Cannot dlopen some GPU libraries.\n" * 10_000,
+        "opened-long-name": f"{opened}lib{'c' * 500_000}.so.8\n{opened}\n",
+        "created-device-cut": "Creating TensorFlow device (/gpu:0) -> (device: 0, name: " + "G" * 300_000 + "\n",
+        "jaxlib-lower-long": "an nvidia gpu may be present, but a cuda-enabled jaxlib is not installed. " * 20_000,
+        "plugin-two-lines": f"{plugin}{'9.' * 100_000}2 is installed,\nbut it is not compatible with the installed "
+                            f"jaxlib version {ESC}{INJECT}\n" + f"{plugin}0.9.2 is installed,\n" * 5_000,
+        "pjrt-odd": "Mismatched PJRT plugin PJRT API version (0.54) and framework PJRT API version " * 20_000,
+        "dlopen-escapes": f"RuntimeError: Failed to dlopen libcuda.so{ESC}{INJECT}\nFailed to dlopen \n" * 2_000,
+        "ldd-many": "\tlibcudart.so.9.0 => not found\n" * 20_000 + "\tlibcudnn.so.7 => /x/libcudnn.so.7 (0x0)\n",
+        "ls-l-links": "lrwxrwxrwx 1 r r 21 May 14 17:49 libcudart.so.12 -> libcudart.so.12.4.127\n" * 20_000
+                      + "-rwxr-xr-x 1 r r 1 May 1 2024 " + "libcu" * 100_000 + "\n",
+        "ldconfig-v-fences": "```\tlibcuda.so.1 -> libcuda.so.515.57 x\n" * 20_000 + "/usr/lib" * 50_000 + ":\n",
+        "ls-columns": ("libcudnn_adv_infer.so.8.1.1   libnppc.so.11 " * 2_000 + "\n") * 50,
+        "uv-plan": " + jax==0.6.1\n" * 30_000 + f" + {'a' * 200_000}==1\nUsing CPython {ESC}\n",
+        "pip-show": "Name: jax\nVersion: 0.6.1\n" * 20_000 + f"Name: {ESC}\nVersion: {INJECT}\n",
+        "typed-gpus": "8 * A100 SXM4(40G)\n" * 20_000 + "64 x RTX 4090 [24GB]\n" + "2 x " + "9" * 200_000 + "G\n",
+        "app-device": "Total VRAM 12288 MB\n" + "Device: cuda:0 NVIDIA GeForce RTX 2060 12GB\n" * 20_000
+                      + f"Device: cuda:{'9' * 100_000} RTX\n",
+        "smi-top-line": "NVIDIA-SMI 560.35.03\n" * 20_000 + f"NVIDIA-SMI {'5' * 200_000}.1\n",
+        "gpu-memory-suffix": "### GPU model and memory\n\nRTX 5090 " + "(" * 100_000 + "32GB" + ")" * 100_000 + "\n",
+        # many distinct rows: each reader keeps what it saw in a set, never a scan of all it kept per row
+        "ldd-distinct": "".join(f"\tlibcudnn.so.7 => /x{i}/libcudnn.so.7 (0x0)\n" for i in range(20_000)),
+        "opened-distinct": "".join(f"{opened}libcudnn.so.{i}\n" for i in range(20_000)),
+        "devices-distinct": "".join(f"Device: cuda:{i} NVIDIA GeForce RTX 2060\n" for i in range(20_000)),
+        "typed-distinct": "".join(f"{i % 60 + 1} x RTX {i} (24GB)\n" for i in range(20_000)),
+        "conda-plan": ("The following NEW packages will be INSTALLED:\n\n" + "".join(
+            f"  p{i}  conda-forge/noarch::p{i}-1.{i}-py_0\n" for i in range(20_000)) + "  x  ::" + "-" * 200_000
+            + "\n") * 2 + "The following packages will be UPDATED:\n" * 5_000,
+    }
+    out: list[Case] = []
+    for name, text in texts.items():
+        paste = root / f"own-words-{name}.txt"
+        paste.write_text(text, encoding="utf-8")
+        for cmd in ("detect", "doctor"):
+            out.append(Case(f"own words: {cmd} --from {name}", [cmd, "--from", str(paste)], inert=True))
+            out.append(Case(f"own words: {cmd} --from {name} --json", [cmd, "--from", str(paste), "--json"],
                             json=True))
     return out
 

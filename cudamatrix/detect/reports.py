@@ -14,7 +14,8 @@ lines was read as and which lines were skipped. Nothing here raises on odd text.
 """
 from __future__ import annotations
 
-from cudamatrix.detect.pastes import extensions, fields, messages, nvsmi, packages, prints, tools
+from cudamatrix.detect.pastes import (devices, extensions, fields, installs, listings, messages, nvsmi, packages, prints,
+                                      tools)
 from cudamatrix.detect.python_env import other_variant, torch_variant
 from cudamatrix.detect.text import Paste, ranges, span_ranges
 from cudamatrix.errors import UsageError
@@ -39,6 +40,9 @@ READERS = [
     ("/proc/driver/nvidia/version", lambda p, e, s: tools.read_proc_version(p, e)),
     ("deviceQuery", lambda p, e, s: tools.read_device_query(p, e)),
     ("dmesg", lambda p, e, s: tools.read_dmesg(p, e)),
+    ("listings", lambda p, e, s: listings.read(p, e)),
+    ("installs", lambda p, e, s: installs.read(p, e)),
+    ("devices", lambda p, e, s: devices.read(p, e)),
 ]
 
 

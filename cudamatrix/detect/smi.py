@@ -62,6 +62,7 @@ _CUDA = re.compile(r"CUDA(?: UMD)? Version:\s*(?P<v>[\w.!/]+)")
 _BUS = BUS
 _MEM = re.compile(r"(?P<used>\d{1,9}|ERR!|N/A)MiB/(?P<total>\d{1,9}|ERR!|N/A)MiB")
 _PERSISTENCE = ("On", "Off", "WDDM", "TCC", "N/A", "ERR!")
+_MASK = frozenset("x*:.")
 
 
 def _cells(line: str) -> list[str]:
@@ -76,10 +77,11 @@ def _gpu_row(line: str) -> GpuInfo | None:
     words, bus = cells[0].split(), cells[1].split()
     if len(words) < 3 or not words[0].isdigit() or words[-1] not in _PERSISTENCE or not bus:
         return None
-    if bus[0] not in ("N/A", "ERR!") and not _BUS.fullmatch(bus[0][:20]):
+    masked = len(bus[0]) >= 8 and set(bus[0].lower()) <= _MASK  # "xxxxxxxxxxxxxxxx": a bus id hidden in a paste
+    if bus[0] not in ("N/A", "ERR!") and not masked and not _BUS.fullmatch(bus[0][:20]):
         return None
-    return GpuInfo(index=int(words[0]), name=" ".join(words[1:-1]), pci_bus_id=bus[0] if ":" in bus[0] else None,
-                   source="nvidia-smi")
+    return GpuInfo(index=int(words[0]), name=" ".join(words[1:-1]),
+                   pci_bus_id=bus[0] if ":" in bus[0] and not masked else None, source="nvidia-smi")
 
 
 def _process_row(line: str) -> tuple[int, GpuProcess] | None:

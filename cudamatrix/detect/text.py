@@ -108,11 +108,14 @@ class Paste:
 
     def _unwrap(self, i: int, line: str) -> str:
         """Line ``i`` without its wrapping: a fence or an HTML tag line becomes blank (neutral), inline code around
-        the whole line is taken off ("`text`", "```text```"), a prompt is taken off its command."""
+        the whole line is taken off ("`text`", "```text```"), a prompt is taken off its command. A fence followed by
+        three words or more on its line is output typed right after it (an info string is one word)."""
         body = line.strip()
         code = body.strip("`")
         if body[:1] == "`" and body[-1:] == "`" and code.strip() and "`" not in code:
             return code.strip()  # one line of inline code: the code
+        if body.startswith(("```", "~~~")) and len(body.lstrip("`~").split()) >= 3:
+            return body.lstrip("`~")  # output typed on the fence's line ("```\tlibcudart.so.11.0 -> ..."): no info string
         if body.startswith(("```", "~~~")) or (body.startswith("<") and _HTML_TAG.sub("", body).strip() == ""):
             self.neutral.add(i)
             return ""

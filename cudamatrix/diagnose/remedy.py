@@ -27,7 +27,8 @@ from cudamatrix.solve.target import Target, from_environment
 
 # what each kind of message implies
 _CODES = {"arch_unsupported": "ARCH_UNSUPPORTED", "no_kernel_image": "ARCH_UNSUPPORTED",
-          "driver_too_old": "DRIVER_TOO_OLD", "driver_insufficient": "DRIVER_TOO_OLD"}
+          "driver_too_old": "DRIVER_TOO_OLD", "driver_insufficient": "DRIVER_TOO_OLD",
+          "cpu_only_build": "CPU_ONLY_BUILD"}
 _FAMILY_OF_TOOL = {"torch": "torch", "tensorflow": "tensorflow", "jax": "jax"}
 
 
@@ -84,6 +85,9 @@ def _facts(said: ToolMessage) -> list[str]:
         out.append(f"the installed build carries SASS {sass}, PTX {ptx}")
     if said.kind == "driver_too_old" and said.found:
         out.append(f"the driver runs CUDA {said.found} at most")
+    elif said.library in _JAX_PARTS:
+        part = "PJRT API: jaxlib's" if said.library == "pjrt" else "jaxlib"
+        out.append(f"{part} {said.built or 'unknown'}, the plugin's {said.found or 'unknown'}")
     elif said.built or said.found or said.minimum:
         out.append(_versions(said))
     return out
@@ -137,6 +141,13 @@ def _missing_cudnn_fix(said: ToolMessage) -> str:
 
 
 def _library(said: ToolMessage) -> tuple[str, str]:
+    if said.library in _JAX_PARTS:
+        return _jax_parts(said)
+    if said.kind == "library_missing" and not (said.soname or said.library):
+        return (f"{said.tool} could not open some CUDA libraries (\"Cannot dlopen some GPU libraries\"); the log "
+                "lines above it, not in the paste, name them", "install the CUDA libraries the framework needs (its "
+                "CUDA wheels: e.g. pip install 'tensorflow[and-cuda]'), or put their folder on LD_LIBRARY_PATH; "
+                "run with TF_CPP_MAX_VLOG_LEVEL=3 to see which one fails")
     if said.kind == "library_missing":
         name = said.soname or said.library or "a CUDA library"
         if said.library in ("cuda", "nvidia"):  # libcuda, libnvidia-ml: the driver's own libraries
@@ -151,8 +162,30 @@ def _library(said: ToolMessage) -> tuple[str, str]:
             "or remove the older copy from LD_LIBRARY_PATH")
 
 
+# JAX's CUDA plugin and its PJRT API: parts of JAX that must be of jaxlib's release
+_JAX_PARTS = ("jax-cuda12-plugin", "jax-cuda12-pjrt", "jax-cuda13-plugin", "jax-cuda13-pjrt", "pjrt")
+
+
+def _jax_parts(said: ToolMessage) -> tuple[str, str]:
+    fix = ("install jax, jaxlib and JAX's CUDA plugin (jax-cudaNN-plugin, jax-cudaNN-pjrt) of one release: pip "
+           f"install 'jax[cuda12]=={said.built}'" if said.library != "pjrt" and said.built else
+           "install jax, jaxlib and JAX's CUDA plugin (jax-cudaNN-plugin, jax-cudaNN-pjrt) of one release: pip "
+           "install -U 'jax[cuda12]' (or uninstall the plugin and run on the CPU with JAX_PLATFORMS=cpu)")
+    if said.library == "pjrt":
+        return (f"JAX's CUDA plugin speaks PJRT API {said.found}, jaxlib {said.built}: they are of different "
+                "releases", fix)
+    return (f"JAX's CUDA plugin {said.library} {said.found} is not of the installed jaxlib's release "
+            f"({said.built})", fix)
+
+
+def _cpu_only(said: ToolMessage) -> tuple[str, str]:
+    return ("jaxlib is a CPU build: JAX says a CUDA-enabled jaxlib is not installed and falls back to the CPU",
+            "install JAX's CUDA plugin for the driver's CUDA: pip install -U 'jax[cuda12]' (`cudamatrix solve jax` "
+            "names the build for this machine)")
+
+
 _STATED = {"ARCH_UNSUPPORTED": _arch, "DRIVER_TOO_OLD": _driver, "CUDNN_MISMATCH": _cudnn,
-           "LIBRARY_MISSING": _library, "LIBRARY_MISMATCH": _library}
+           "LIBRARY_MISSING": _library, "LIBRARY_MISMATCH": _library, "CPU_ONLY_BUILD": _cpu_only}
 
 
 def _major(version: str | None) -> str:

@@ -480,3 +480,14 @@ def full_support(matrix: Matrix, variant: Variant, target: Target) -> bool:
         return True
     full, _, _ = driver_floors(matrix, variant.cuda, target.platform)
     return full is None or _ge(target.driver, full)
+
+
+def runs_as_fully_supported(matrix: Matrix, variant: Variant, target: Target) -> bool:
+    """The driver supports the variant's CUDA fully, or the build carries SASS for every GPU of the target: under
+    minor-version compatibility it then runs as it would under full support (what that compatibility leaves out
+    is PTX JIT, which such a build does not need; the CUDA Compatibility guide). A target without a known GPU
+    gets no such benefit of the doubt."""
+    if full_support(matrix, variant, target):
+        return True
+    archs = platform_variant(variant, target.platform).archs
+    return bool(target.gpus) and all(sass_covers(archs, g.compute_capability) for g in target.gpus)

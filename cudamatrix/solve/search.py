@@ -66,6 +66,7 @@ class Preference(NamedTuple):
     build_as_wanted: bool  # a GPU build for a GPU target, a CPU build for a CPU one
     facts_known: bool  # it rests only on known facts, not on inferred ones (docs/rules.md, "known / inferred")
     version: Version  # newest release
+    cuda_major: int  # the newest CUDA major that runs as if fully supported (SASS for every GPU: no PTX JIT)
     full_driver_support: bool  # over minor-version compatibility
     cuda: Version  # newest CUDA
     pypi_default: bool  # the default index's own wheel
@@ -209,6 +210,8 @@ def preference(c: Candidate, targets: list[Target], installed: tuple[str, str | 
         build_as_wanted=gpu_build == wants_gpu,
         facts_known=not any(rules.inferred_facts(c.release, c.variant, t) for t in targets),
         version=c.release.version,
+        cuda_major=c.variant.cuda.major if c.variant.cuda is not None and all(
+            rules.runs_as_fully_supported(matrix, c.variant, t) for t in targets) else 0,
         full_driver_support=all(rules.full_support(matrix, c.variant, t) for t in targets),
         cuda=c.variant.cuda or Version("0"),
         pypi_default=all(rules.platform_variant(c.variant, t.platform).pypi_default for t in targets),

@@ -585,7 +585,27 @@ def test_tensorflows_created_device_line_names_the_gpu():
         (0, "NVIDIA GeForce RTX 3090", "8.6", "report:tensorflow")]
     cut = line.replace(", compute capability: 8.6", ", compute capability: x")
     found, paste, env = read(cut, messages.read_tf_devices)
-    assert found is False and env.gpus == []
+    assert [(g.name, g.compute_capability) for g in env.gpus] == [("NVIDIA GeForce RTX 3090", None)]  # no "x"
+
+
+def test_tensorflows_older_device_lines_and_a_line_cut_in_the_name():
+    """TensorFlow 1.x's "Creating TensorFlow device (/gpu:0) -> (device: 0, name: GeForce GTX 1080, pci bus id:
+    0000:01:00.0)" (no compute capability), 2.x's "-> physical GPU (device: 0, name: Tesla T4, pci bus id: ...,
+    compute capability: 7.5)" (tensorflow#62170's title), and a line cut inside the name (TextBoxes-TensorFlow#8's
+    last line): read as TensorFlow's, no GPU from it."""
+    old = ("2017-06-23 23:47:12.053031: I tensorflow/core/common_runtime/gpu/gpu_device.cc:996] Creating TensorFlow "
+           "device (/gpu:0) -> (device: 0, name: GeForce GTX 1080, pci bus id: 0000:01:00.0)")
+    found, paste, env = read(old, messages.read_tf_devices)
+    assert found is True and [(g.index, g.name, g.compute_capability) for g in env.gpus] == [(0, "GeForce GTX 1080",
+                                                                                             None)]
+    title = ("Created TensorFlow device (/job:localhost/replica:0/task:0/device:GPU:0 with 10175 MB memory) -> physical "
+             "GPU (device: 0, name: Tesla T4, pci bus id: 0000:00:07.0, compute capability: 7.5)")
+    found, paste, env = read(title, messages.read_tf_devices)
+    assert [(g.name, g.compute_capability) for g in env.gpus] == [("Tesla T4", "7.5")]
+    found, paste, env = read(old[:old.index("GTX") + 3], messages.read_tf_devices)
+    assert found is True and claimed(paste) == {0: "TensorFlow/XLA log"} and env.gpus == []
+    found, paste, env = read("a TensorFlow device (GPU) was created", messages.read_tf_devices)
+    assert found is False
 
 
 @pytest.mark.parametrize("line, gpu", [

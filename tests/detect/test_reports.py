@@ -203,6 +203,10 @@ def paste_text(stem):
     return first, body
 
 
+# the libraries a paste lists: ldconfig's cache, ldd's answers, an ls of a library folder, the ones TensorFlow opened
+LISTED = ("report:ldconfig", "report:ldd", "report:ls", "report:tensorflow")
+
+
 def read_fields(env):
     """The fields a person reads in a paste, as the reader returned them."""
     torch = next((f for f in env.frameworks if f.name == "torch"), None)
@@ -225,7 +229,7 @@ def read_fields(env):
         "jax": env.packages.get("jax"), "jaxlib": env.packages.get("jaxlib"),
         "kernel_module": env.driver.kernel_module_version, "driver_library": env.driver.library_version,
         "conda_cudatoolkit": next((t.version for t in env.toolkits if t.source.endswith(" cudatoolkit")), None),
-        "libraries": sorted(lib.soname for lib in env.libraries if lib.origin == "report:ldconfig"),
+        "libraries": sorted({lib.soname for lib in env.libraries if lib.origin in LISTED}),
         **said_fields(env),
     }
 
@@ -242,7 +246,7 @@ def said_fields(env):
         "cudnn_minimum": cudnn.minimum if cudnn else None,
         "library_built": f"{other.library} {other.built}" if other else None,
         "library_found": f"{other.library} {other.found}" if other else None,
-        "missing": sorted({m.soname or m.library for m in env.messages if m.kind == "library_missing"}),
+        "missing": sorted({m.soname or m.library or "" for m in env.messages if m.kind == "library_missing"} - {""}),
         "wsl": env.context.wsl,
         "extensions": [extension_said(m) for m in env.messages if m.kind in EXTENSION_KINDS],
     }
@@ -1211,12 +1215,19 @@ def test_a_compute_capability_in_parentheses_is_sm_and_two_or_three_digits(text,
 
 @pytest.mark.parametrize("value,name,cc,memory", [
     ("NVIDIA GeForce RTX 5090 (SM_120)", "NVIDIA GeForce RTX 5090", "12.0", None),
-    ("RTX 5090 (32 GB) (sm_120)", "RTX 5090 (32 GB)", "12.0", None),
-    ("Tesla T4 (16GB)", "Tesla T4 (16GB)", None, None),
+    ("RTX 5090 (32 GB) (sm_120)", "RTX 5090", "12.0", 32768),
+    ("Tesla T4 (16GB)", "Tesla T4", None, 16384),  # a memory size after the name, in parentheses, brackets, bare
+    ("RTX 4090 [24GB]", "RTX 4090", None, 24576),
+    ("RTX 5090 32GB", "RTX 5090", None, 32768),
+    ("A100 SXM4(40G)", "A100 SXM4", None, 40960),
+    ("RTX 3090 24 GB", "RTX 3090", None, 24576),
+    ("RTX A6000 (sm_86)", "RTX A6000", "8.6", None),
+    ("Tesla P100 (rev a1)", "Tesla P100 (rev a1)", None, None),
     ("NVIDIA GeForce GTX 960M, 4096MiB", "NVIDIA GeForce GTX 960M", None, 4096),
     ("NVIDIA A100-SXM4-40GB, 40960 MiB", "NVIDIA A100-SXM4-40GB", None, 40960),
     ("NVIDIA RTX A6000, 8.6, 49140 MiB", "NVIDIA RTX A6000, 8.6", None, 49140),  # name, compute_cap, memory.total
-    ("NVIDIA GeForce RTX 3090, 24GB", "NVIDIA GeForce RTX 3090, 24GB", None, None),
+    ("NVIDIA GeForce RTX 3090, 24GB", "NVIDIA GeForce RTX 3090", None, 24576),
+    ("GeForce GTX 1080 8", "GeForce GTX 1080 8", None, None),  # a number without its unit is no memory
     ("1080 Ti", "1080 Ti", None, None),
     ("RTX 4090 / 24GB", "RTX 4090", None, None),
 ])

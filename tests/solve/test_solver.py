@@ -85,7 +85,7 @@ def test_no_solution_carries_typed_causes_and_ways_out(matrix):
 
 
 def test_preference_is_named():
-    assert Preference._fields == ("keeps_installed", "build_as_wanted", "facts_known", "version",
+    assert Preference._fields == ("keeps_installed", "build_as_wanted", "facts_known", "version", "cuda_major",
                                   "full_driver_support", "cuda", "pypi_default")
 
 
@@ -248,24 +248,60 @@ CU124 = variant("cu124", "12.4", archs=ARCHS, cudnn="9.1.0.70", index_url="https
 CPU = variant("cpu", None, index_url="https://download.pytorch.org/whl/cpu", local_version="+cpu")
 
 
-# preferences: a build the driver supports fully ranks above one that needs minor-version compatibility, and
-# among those the newest CUDA wins; a CPU build is never the answer on a GPU machine unless asked for
+# preferences: the newest CUDA major whose build runs as under full support (the driver supports it fully, or the
+# build carries SASS for every GPU of the target: minor-version compatibility leaves out PTX JIT only); then a build
+# the driver supports fully over one that needs minor-version compatibility; then the newest CUDA. A CPU build is
+# never the answer on a GPU machine unless asked for. ARCHS hold sm_75: every build has SASS for the 7.5 GPU.
 PREFER = [
     ("560.35.03", "cu124"),   # 12.4 fully supported: newest CUDA
     ("550.54.14", "cu124"),
     ("550.54.13", "cu121"),   # 12.4 only under minor-version compatibility, 12.1 fully
     ("535.104.05", "cu121"),
     ("530.30.02", "cu121"),
-    ("530.30.01", "cu118"),   # neither 12.x fully (11.8 GA needs 520.61.05)
+    ("530.30.01", "cu124"),   # no 12.x fully, both run (SASS for the GPU): CUDA 12 over 11.8, then the newest
+    ("525.60.13", "cu124"),   # the CUDA 12 minor-version-compatibility floor
+    ("525.60.12", "cu118"),   # below it no 12.x build runs (11.8 GA needs 520.61.05)
+]
+# a target whose GPU is not known: no build is known to skip PTX JIT, so full support ranks first
+PREFER_GPU_UNKNOWN = [
+    ("560.35.03", "cu124"),
+    ("550.54.13", "cu121"),
+    ("530.30.02", "cu121"),
+    ("530.30.01", "cu118"),   # neither 12.x fully
     ("525.60.13", "cu118"),
 ]
 
 
 @pytest.mark.parametrize("driver, chosen", PREFER)
-def test_full_support_then_newest_cuda(driver, chosen):
+def test_full_support_or_sass_for_the_gpu_then_newest_cuda(driver, chosen):
     m = build(torch(CPU, CU118, CU121, CU124))
     sol = solve([target(driver, "7.5", python="3.11")], parse_request(["torch"]), m)
     assert [(f.name, f.variant) for f in sol.frameworks] == [("torch", chosen)]
+
+
+@pytest.mark.parametrize("driver, chosen", PREFER_GPU_UNKNOWN)
+def test_full_support_then_newest_cuda_where_the_gpu_is_unknown(driver, chosen):
+    m = build(torch(CPU, CU118, CU121, CU124))
+    sol = solve([target(driver, python="3.11", gpu_unknown=True)], parse_request(["torch"]), m)
+    assert [(f.name, f.variant) for f in sol.frameworks] == [("torch", chosen)]
+
+
+def test_at_the_cuda12_minor_compat_floor_the_newest_12x_build_with_sass_for_the_gpu(matrix):
+    """The matrix's own rows: torch 2.4.1 cu118, cu121 and cu124 all carry SASS sm_86 (data/torch.json, from
+    pytorch/builder release/2.4 manywheel/build_cuda.sh's TORCH_CUDA_ARCH_LIST); CUDA 12.4 needs 550.54.14 for full
+    support and 12.1 530.30.02 (data/cuda.json, CUDA Toolkit Release Notes), any 12.x runs from 525.60.13 under
+    minor-version compatibility (data/cuda.json minor_compat, the CUDA Compatibility guide), 11.8 fully from
+    520.61.05. On 525.60.13 with an RTX 3090 (8.6) no PTX JIT is needed: the newest CUDA that runs, cu124, not
+    cu118. Within CUDA 12, a build the driver supports fully still ranks first (530.30.02: cu121)."""
+    def chosen(*gpus, driver="525.60.13"):
+        t = from_flags(matrix, driver=driver, gpus=list(gpus), python="3.11", platform="linux_x86_64",
+                       cuda_toolkit=None)
+        return [(f.version, f.variant) for f in solve([t], parse_request(["torch==2.4.1"]), matrix).frameworks]
+
+    assert chosen("8.6") == [("2.4.1", "cu124")]
+    assert chosen("8.6", "7.5") == [("2.4.1", "cu124")]
+    assert chosen("8.6", driver="530.30.02") == [("2.4.1", "cu121")]  # within CUDA 12, full support first
+    assert chosen("8.6", driver="520.61.05") == [("2.4.1", "cu118")]  # below the 12.x floor
 
 
 def test_cpu_build_only_when_asked_for():

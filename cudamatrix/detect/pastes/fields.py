@@ -66,6 +66,9 @@ def _label(body: str, wide_colons: bool = True) -> tuple[str, str] | None:
     if colon < 0:
         if body[:16].lower() == "pytorch version " and _LEADING_VERSION.match(body[16:].strip()):
             return "pytorch version", body[16:].strip()
+        name, eq, version = body[:120].partition("==")  # a list item typed as a pin: "- TensorFlow==2.3."
+        if eq and LABELS.get(name.strip().lower(), "").startswith("pkg:") and _LEADING_VERSION.match(version):
+            return name.strip().lower(), version.strip().rstrip(".")
         return None
     return _normal(body[:colon].rstrip().lower()), body[colon + 1:].strip()
 
@@ -143,15 +146,45 @@ def _gpu_value(value: str) -> GpuInfo | None:
     name = _value(value.split(" / ")[0])
     if not name:
         return None
-    memory = None
-    head, comma, tail = name.rpartition(", ")  # "NVIDIA GeForce GTX 960M, 4096MiB"
-    if comma and tail.replace(" ", "").endswith("MiB") and tail.replace(" ", "")[:-3].isdigit():
-        name, memory = head.strip(), int(tail.replace(" ", "")[:-3])
     cc = None
     if name.endswith(")") and "(" in name:  # "(SM_120)"
         cc = _sm(name[name.rfind("(") + 1:-1].strip().lower())
         name = name[:name.rfind("(")].strip() if cc else name
+    name, memory = memory_suffix(name)
     return GpuInfo(index=0, name=name, compute_capability=cc, memory_total_mib=memory)  # _apply_gpus: its source
+
+
+def memory_suffix(name: str) -> tuple[str, int | None]:
+    """A GPU name without the memory people write after it, and that memory in MiB: "NVIDIA GeForce GTX 960M,
+    4096MiB", "RTX 5090 32GB", "A100 SXM4(40G)", "RTX 3090 (24 GB)", "RTX 4090 [24GB]" (GB and G as GiB)."""
+    text = name.strip()
+    head, comma, tail = text.rpartition(", ")
+    if comma:
+        mib = _mib(tail)
+        if mib:
+            return head.strip(), mib
+    if text.endswith((")", "]")):
+        at = text.rfind("(" if text.endswith(")") else "[")
+        mib = _mib(text[at + 1:-1]) if at > 0 else None
+        if mib:
+            return text[:at].strip(), mib
+    head, _, last = text.rpartition(" ")
+    mib = _mib(last) if head else None
+    if mib is None and head:  # "RTX 3090 24 GB"
+        before, _, number = head.rpartition(" ")
+        mib = _mib(number + last) if before and last.upper() in ("GB", "G", "MIB", "GIB") else None
+        head = before if mib else head
+    return (head.strip(), mib) if mib else (text, None)
+
+
+def _mib(text: str) -> int | None:
+    """"4096MiB" -> 4096, "32GB" / "32 GB" / "40G" / "24GiB" -> 32768 / ... ; None for anything else."""
+    t = text.replace(" ", "").upper()
+    for unit, factor in (("MIB", 1), ("MB", 1), ("GIB", 1024), ("GB", 1024), ("G", 1024)):
+        if t.endswith(unit) and t[:-len(unit)].isdigit() and 0 < len(t) - len(unit) <= 6:
+            value = int(t[:-len(unit)]) * factor
+            return value if 512 <= value <= 1 << 21 else None
+    return None
 
 
 def _sm(text: str) -> str | None:
@@ -198,7 +231,7 @@ def read(paste: Paste, env: Environment) -> bool:
     consumed: set[int] = set()
     kinds = paste.kind
     wide = "\uff1a" in paste.text
-    for i in paste.having(":", "\uff1a", "PyTorch version", "Collecting environment"):
+    for i in paste.having(":", "\uff1a", "PyTorch version", "Collecting environment", "=="):
         if kinds[i] is None and i not in consumed:
             _line(paste, facts, i, wide, claimed, consumed)
     if "### " in paste.text:
@@ -284,7 +317,12 @@ def _headings(paste: Paste, facts: _Facts, claimed: list[int], consumed: set[int
         facts.labels.add(label)
         claimed += [i, j]
         consumed.add(j)
-        _fact(paste, facts, j, label, fact, lines[j].strip(), claimed, consumed)
+        value = lines[j].strip()
+        if "river" in value and label not in _DRIVER_LABELS:  # "cuDNN: Driver Version: 561.17" typed there
+            said = _DRIVER_IN.search(value[:200])
+            if said:
+                facts.values.setdefault("driver", said.group(1))
+        _fact(paste, facts, j, label, fact, value, claimed, consumed)
 
 
 def _fact(paste: Paste, facts: _Facts, i: int, label: str, fact: str, value: str, claimed: list[int],
@@ -416,6 +454,8 @@ def _apply(facts: _Facts, env: Environment, kind: str) -> None:
     runtime = _leading_version(v.get("runtime"))
     if runtime:
         env.toolkits.append(Toolkit(source=source, version=runtime))
+    if v.get("cudatoolkit"):
+        env.toolkits.append(Toolkit(source=f"{source} cudatoolkit", version=v["cudatoolkit"]))
     for path in facts.cudnn_paths:
         _cudnn(env, path, source)
     _apply_gpus(env, facts, source)
@@ -427,6 +467,9 @@ def _split_cuda_cudnn(text: str, facts: _Facts) -> str | None:
     """A "CUDA/cuDNN version" value: the CUDA version it names (returned) and its cuDNN (kept with the cuDNN
     paths)."""
     low = text[:120].lower()
+    conda = low.find("cudatoolkit=")  # "cudatoolkit=11.2.2 cudnn=8.1.0.77": conda's package pins, typed
+    if conda >= 0 and _leading_version(low[conda + 12:]):
+        facts.values.setdefault("cudatoolkit", _leading_version(low[conda + 12:]) or "")
     at = low.find("cudnn")
     cuda_part, cudnn_part = (low[:at], low[at:]) if at >= 0 else (low.split("/")[0], "/".join(low.split("/")[1:]))
     cudnn_v = _first_version(cudnn_part)

@@ -17,6 +17,7 @@ patterns, so a hostile line costs linear time.
 """
 from __future__ import annotations
 
+from cudamatrix.detect.libraries import library_name, version_from_filename
 from cudamatrix.detect.pastes.merge import merge_driver, merge_gpus
 from cudamatrix.detect.text import Paste, cudnn_version, version_from_int
 from cudamatrix.models import Driver, Environment, GpuInfo, Library, Note, ToolMessage
@@ -256,7 +257,7 @@ _TORCH_TUPLES = lazy(r"compiled {1,4}against \((\d{1,2}), (\d{1,3}), (\d{1,3})\)
 _TORCH_INTS = lazy(r"compiled {1,4}against (\d{3,6}) but linked against (\d{3,6})")
 _CAFFE2 = lazy(r"cuDNN compiled \((\d{3,6})\) and runtime \((\d{3,6})\) versions mismatch")
 _LOADED = lazy(r"Loaded runtime CuDNN library: (\d[\d.]{0,11})(?: \(compatibility version \d{1,6}\))? "
-               r"but source was compiled with: (\d[\d.]{0,11})")
+               r"but source was compiled with:? (\d[\d.]{0,11})")
 _JAX_FOUND = lazy(r"Found (\w{2,12}) version (\d{3,6}), but JAX was built against version (\d{3,6})")
 _JAX_OUTDATED = lazy(r"Outdated (\w{2,12}) installation found")
 _JAX_LINES = {"built": "Version JAX was built against:", "minimum": "Minimum supported:",
@@ -286,9 +287,20 @@ def read_cudnn_versions(paste: Paste, env: Environment) -> bool:
             tool = "tensorflow" if "tensorflow/" in line else "xla"
             _say(env, ToolMessage(tool=tool, kind="library_version", library="cudnn", built=built, found=loaded,
                                   text=line.strip()[:300]))
+            _loaded_library(env, "cudnn", loaded, f"report:{'tensorflow' if tool == 'tensorflow' else 'xla'}")
             paste.claim(i, "TensorFlow/XLA log")
             found = True
     return found
+
+
+def _loaded_library(env: Environment, name: str, version: str | None, origin: str) -> None:
+    """The copy a framework says it loaded ("Loaded runtime CuDNN library: 8.0.4"), among the libraries: the one
+    its loader picked, of that version (its folder is not said)."""
+    if not version or any(lib.name == name and lib.version == version and lib.loaded_first for lib in env.libraries):
+        return
+    soname = f"lib{name}.so.{version.split('.')[0]}"
+    env.libraries.append(Library(name=name, soname=soname, path=soname, origin=origin, version=version,
+                                 loaded_first=True))
 
 
 def _torch_cudnn(line: str) -> tuple[str | None, str | None] | None:
@@ -453,8 +465,9 @@ def _library_of(soname: str) -> str:
 # --- TensorFlow's devices ----------------------------------------------------------------------------------
 
 _TF_FOUND = lazy(r"Found device (\d{1,3}) with properties")
-_TF_CREATED = lazy(r"-> device: (\d{1,3}), name: ([^,\n]{1,120}), pci bus id: [^,\n]{0,40}, "
-                   r"compute capability: (\d{1,2}\.\d{1,2})")
+_TF_CREATED = lazy(r"device: (\d{1,3}), name: ([^,\n]{1,120}), pci bus id: [^,)\n]{0,40}"
+                   r"(?:, compute capability: (\d{1,2}\.\d{1,2}))?")
+_TF_DEVICE = ("compute capability: ", "TensorFlow device (")
 
 
 def read_tf_devices(paste: Paste, env: Environment) -> bool:
@@ -471,11 +484,13 @@ def read_tf_devices(paste: Paste, env: Environment) -> bool:
             merge_gpus(env, [gpu])
             paste.claim_range(i, min(i + 3, len(lines) - 1), "TensorFlow/XLA log")
             found = True
-    for i in paste.having("compute capability: "):
-        c = _TF_CREATED.search(lines[i][:800])
+    for i in paste.having(*_TF_DEVICE):
+        line = lines[i][:800]
+        c = _TF_CREATED.search(line) if "-> " in line else None
         if c:
             merge_gpus(env, [GpuInfo(index=int(c.group(1)), name=c.group(2).strip(), compute_capability=c.group(3),
                                      source="report:tensorflow")])
+        if c or "TensorFlow device (" in line and "-> " in line:  # a line cut inside the name: read, no GPU
             paste.claim(i, "TensorFlow/XLA log")
             found = True
     return found
@@ -624,6 +639,21 @@ def read_wsl(paste: Paste, env: Environment) -> bool:
     return found
 
 
+def read_wsl_folder(paste: Paste, env: Environment) -> bool:
+    """A paste that names WSL's driver folder /usr/lib/wsl/lib ("`libcuda.so` lives in `/usr/lib/wsl/lib`", a
+    loader path under it): the machine is a WSL 2 guest. The line stays the prose it is (not claimed)."""
+    if env.context.wsl:
+        return False
+    at = paste.text.find("/usr/lib/wsl/lib")
+    if at < 0:
+        return False
+    env.context.wsl = True
+    env.context.os = env.context.os or "linux"
+    env.notes.append(Note("report", f"WSL: the paste names WSL's driver folder /usr/lib/wsl/lib (line "
+                                    f"{paste.line_of(at) + 1})"))
+    return False  # a fact, but no tool's output: the paste is not "recognised" by it
+
+
 def read_wsl_template(paste: Paste, env: Environment) -> bool:
     """WSL's issue template: "- [X] WSL 2" ticked."""
     found = False
@@ -632,6 +662,95 @@ def read_wsl_template(paste: Paste, env: Environment) -> bool:
             env.context.wsl = True
             env.context.os = env.context.os or "linux"
             paste.claim(i, "WSL issue template")
+            found = True
+    return found
+
+
+# --- what TensorFlow opened, what it could not, and cuda-python's dlopen -------------------------------------
+
+_OPENED = ("Successfully opened dynamic library ", "successfully opened CUDA library ")
+_CANNOT_DLOPEN = "Cannot dlopen some GPU libraries"
+_FAILED_DLOPEN = "Failed to dlopen "
+
+
+def read_opened(paste: Paste, env: Environment) -> bool:
+    """TensorFlow's "Successfully opened dynamic library libcudnn.so.8" (1.x: "successfully opened CUDA library
+    libcublas.so.8.0 locally"): the copy of a tracked CUDA library it loaded (its folder is not said); and "Cannot
+    dlopen some GPU libraries" where the paste names no library it could not open or found too old: a CUDA library
+    is missing, which one the log above it (not pasted) said."""
+    found = False
+    opened = {lib.soname for lib in env.libraries if lib.origin == "report:tensorflow"}
+    for i in paste.having(*_OPENED):
+        line = paste.lines[i][:2000]
+        at = max(line.find(w) + len(w) if w in line else -1 for w in _OPENED)
+        soname = line[at:].split()[0].strip(_QUOTES) if line[at:].split() else ""
+        name = library_name(soname)
+        if name and soname not in opened:
+            opened.add(soname)
+            env.libraries.append(Library(name=name, soname=soname, path=soname, origin="report:tensorflow",
+                                         version=version_from_filename(soname), loaded_first=True))
+        paste.claim(i, "TensorFlow/XLA log")
+        found = True
+    for i in paste.having(_CANNOT_DLOPEN):
+        if not any(m.kind in ("library_missing", "library_version") for m in env.messages):  # none said which
+            _say(env, ToolMessage(tool="tensorflow", kind="library_missing", text=paste.lines[i].strip()[:300]))
+        paste.claim(i, "TensorFlow/XLA log")
+        if i + 1 < len(paste.lines) and paste.lines[i + 1].strip().startswith("Skipping registering GPU devices"):
+            paste.claim(i + 1, "TensorFlow/XLA log")
+        found = True
+    for i in paste.having(_FAILED_DLOPEN):  # cuda-python: "RuntimeError: Failed to dlopen libcuda.so"
+        line = paste.lines[i][:2000]
+        words = line[line.find(_FAILED_DLOPEN) + len(_FAILED_DLOPEN):].split()
+        soname = words[0].strip(_QUOTES) if words else ""
+        if soname.startswith("lib") and ".so" in soname:
+            _say(env, ToolMessage(tool="cuda-python", kind="library_missing", soname=soname,
+                                  library=_library_of(soname), text=line.strip()[:300]))
+            paste.claim(i, "loader error")
+            found = True
+    return found
+
+
+# --- JAX: a CPU jaxlib, its CUDA plugin of another release ----------------------------------------------------
+
+_CPU_JAXLIB = "cuda-enabled jaxlib is not installed"
+_PLUGIN = lazy(r"JAX plugin (jax_cuda\d{2}_(?:plugin|pjrt)) version ([\w.+]{1,40}) is installed, ?but it is not "
+               r"compatible with the installed jaxlib version ([\w.+]{1,40})")
+_PJRT = lazy(r"Mismatched PJRT plugin PJRT API version \((\d{1,3}\.\d{1,4})\) and framework PJRT API version "
+             r"(\d{1,3}\.\d{1,4})")
+
+
+def read_jax_builds(paste: Paste, env: Environment) -> bool:
+    """JAX's "An NVIDIA GPU may be present on this machine, but a CUDA-enabled jaxlib is not installed. Falling back
+    to cpu." (in any case: people retype it lower-case): the jaxlib is a CPU build. "JAX plugin jax_cuda12_plugin
+    version 0.9.2 is installed, but it is not compatible with the installed jaxlib version 0.9.0.1" (on one line or
+    two): both versions, and the plugin is of another release. "Mismatched PJRT plugin PJRT API version (0.54) and
+    framework PJRT API version 0.51)": the same, told by the plugin's API version."""
+    found = False
+    lines = paste.lines
+    if _CPU_JAXLIB in paste.text.lower():
+        for i, line in enumerate(lines):
+            if _CPU_JAXLIB in line[:2000].lower():
+                _say(env, ToolMessage(tool="jax", kind="cpu_only_build", library="jaxlib", text=line.strip()[:300]))
+                paste.claim(i, "JAX warning")
+                found = True
+    for i in paste.having("JAX plugin jax_cuda"):
+        two = lines[i][:600].strip() + (" " + lines[i + 1][:600].strip() if i + 1 < len(lines) else "")
+        m = _PLUGIN.search(two)
+        if m is None:
+            continue
+        dist, plugin, jaxlib = m.group(1).replace("_", "-"), m.group(2), m.group(3).rstrip(".")
+        env.packages.setdefault(dist, plugin)
+        env.packages.setdefault("jaxlib", jaxlib)
+        _say(env, ToolMessage(tool="jax", kind="library_version", library=dist, built=jaxlib, found=plugin,
+                              text=two[:300]))
+        paste.claim_range(i, min(i + 1, len(lines) - 1) if "but it is not" not in lines[i] else i, "JAX warning")
+        found = True
+    for i in paste.having("Mismatched PJRT plugin"):
+        m = _PJRT.search(lines[i][:2000])
+        if m:
+            _say(env, ToolMessage(tool="jax", kind="library_version", library="pjrt", built=m.group(2),
+                                  found=m.group(1), text=lines[i].strip()[:300]))
+            paste.claim(i, "JAX error")
             found = True
     return found
 
@@ -660,10 +779,13 @@ _READERS = (
     (("JAX", "ackend"), read_jax),  # "Unable to load cuDNN. Is it installed?" follows "CUDA backend failed"
     (("Could not lo", "Couldn't open", "cuDNN DSO", "DNN library is not found", "cannot open shared",
       "Could not find cuda drivers"), read_missing_libraries),
-    (("with properties", "compute capability: "), read_tf_devices),
+    (("with properties",) + _TF_DEVICE, read_tf_devices),
     (("symbolic link", "] WSL 2"), _read_wsl),
     (("unsatisfied condition",), read_container_requirement),
     (("docker run", "Module nvidia not found", "/mnt/c/", "wsl", "WSL"), read_driver_place),
+    (_OPENED + (_CANNOT_DLOPEN, _FAILED_DLOPEN), read_opened),
+    (("jaxlib", "JAX plugin", "PJRT"), read_jax_builds),
+    (("/usr/lib/wsl/lib",), read_wsl_folder),
 )
 
 
