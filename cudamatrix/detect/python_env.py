@@ -28,6 +28,28 @@ _SHARED_LIBRARY = re.compile(r"\.so(\.\d+)*$")  # a file name the loader can map
 
 
 @record
+class Candidate:
+    """An installed distribution that may be an extension: it declares a framework, or installed shared objects."""
+
+    name: str
+    version: str
+    declares: list[str] = field(default_factory=list)
+    objects: list[str] = field(default_factory=list)  # absolute paths of its shared objects
+
+
+def candidate(d: dict) -> Candidate | None:
+    """The probe's answer about one distribution as a Candidate; None when it neither declares a framework nor
+    installed shared objects."""
+    declares = [r for r in d.get("declares") or [] if isinstance(r, str)]
+    rel = [r for r in d.get("objects") or [] if isinstance(r, str)]
+    if not declares and not rel:
+        return None
+    location = d.get("location") or ""
+    objects = [os.path.normpath(os.path.join(location, r)) for r in rel] if location else []
+    return Candidate(name=d["name"], version=d["version"], declares=declares, objects=objects)
+
+
+@record
 class PythonSide:
     """What the Python probe read: the interpreter, distributions and their requirements."""
 
@@ -37,6 +59,7 @@ class PythonSide:
     frameworks: list[Framework] = field(default_factory=list)
     file_conflicts: list[FileConflict] = field(default_factory=list)
     wheel_owner: dict[str, str] = field(default_factory=dict)  # absolute file path -> distribution
+    candidates: list[Candidate] = field(default_factory=list)  # what :mod:`.extensions` reads
     notes: list[Note] = field(default_factory=list)
     # a forked probe's own times: "start" (from the fork to its first step), "collect" (its reading)
     timings_ms: dict[str, float] = field(default_factory=dict)
@@ -170,6 +193,10 @@ def build(raw: dict) -> PythonSide:
             side.requirements[name] = list(d["requires"])
     _frameworks(by_name, raw, side)
     _file_owners(dists, side)
+    for d in list(by_name.values()) + [d for d in raw.get("stack") or [] if isinstance(d, dict)]:
+        cand = candidate(d)
+        if cand is not None:
+            side.candidates.append(cand)
     return side
 
 

@@ -52,6 +52,18 @@ DOCTOR: tuple[Code, ...] = (
          "of one library, or different exact pins)."),
     Code("TORCHVISION_MISMATCH", "error", "torchvision (or torchaudio) declares a torch other than the one "
          "installed."),
+    Code("EXTENSION_ABI_MISMATCH", "error", "An installed torch extension (a shared object linking libc10 or "
+         "libtorch) needs torch symbols no library of the installed torch defines: its import fails with "
+         "'undefined symbol'. Found from the files (its .dynsym against torch's GNU hash tables), never by importing."),
+    Code("EXTENSION_PIN_MISMATCH", "error", "An installed distribution's Requires-Dist names torch, jax, jaxlib or "
+         "tensorflow with a specifier the installed version does not meet (torchvision and torchaudio: "
+         "TORCHVISION_MISMATCH when the matrix holds the torch)."),
+    Code("EXTENSION_CUDA_MISMATCH", "error", "An installed extension links CUDA libraries of another major than "
+         "the framework's build (libcublasLt.so.13 beside a CUDA 12 torch)."),
+    Code("EXTENSION_VARIANT_CLASH", "error", "Two CUDA-major variants of one package are installed together "
+         "(cupy-cuda12x and cupy-cuda13x): they write the same files."),
+    Code("JAX_PLUGIN_MISMATCH", "error", "jaxlib and its CUDA plugin or PJRT wheel (jax-cudaNN-plugin, "
+         "jax-cudaNN-pjrt) are installed at different versions."),
     Code("PYTHON_UNSUPPORTED", "error", "The framework release has no wheels for this Python."),
     Code("GPU_MEMORY_BUSY", "warning", "80 % or more of a GPU's memory is in use."),
     Code("UNSAFE_LIBRARY_PATH", "warning", "An LD_LIBRARY_PATH folder is empty, relative or world-writable; detect "
