@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import os
 import struct
+import sys
+from array import array
 from collections.abc import Iterable
 from typing import Any
 
@@ -90,9 +92,18 @@ def _undefined_of(path: str, size: int) -> tuple[str, ...]:
         syms = fh.read(dynsym.size - dynsym.size % _SYM.size)
         fh.seek(strtab.offset)
         strings = fh.read(strtab.size)
+    # the columns of the table, sliced in C: st_shndx is the 4th 16-bit word of each 24-byte entry, st_name the
+    # first 32-bit word, st_info the 5th byte (a Python loop over the entries costs ten times as much)
+    words, longs = array("H", syms), array("I", syms)
+    if sys.byteorder != "little":  # the file is little-endian (checked); the arrays are in this machine's order
+        words.byteswap()
+        longs.byteswap()
+    shndx, st_name = words[3::_SYM.size // 2], longs[0::_SYM.size // 4]
+    info = syms[4::_SYM.size]
     out = []
-    for name, info, _other, shndx, _value, _size in _SYM.iter_unpack(syms):
-        if shndx == SHN_UNDEF and name and info >> 4 == STB_GLOBAL:  # a missing weak symbol is no load error
+    for i, section in enumerate(shndx):
+        if section == SHN_UNDEF and info[i] >> 4 == STB_GLOBAL and st_name[i]:  # a missing weak one: no error
+            name = st_name[i]
             end = strings.find(b"\0", name)
             if end < 0:
                 raise elf.ElfError("a symbol name runs past the string table")
@@ -211,7 +222,6 @@ class _HashTable:
 
 
 _TABLES: dict[tuple, _HashTable | elf.ElfError] = {}
-_ANSWERS: dict[tuple, bool] = {}
 
 
 def _hash_table(path: str) -> tuple[tuple, _HashTable | elf.ElfError]:
@@ -229,37 +239,52 @@ def _hash_table(path: str) -> tuple[tuple, _HashTable | elf.ElfError]:
     return key, table
 
 
+_HASHES: dict[str, tuple[str, bytes, int]] = {}
+
+
+def _hashed(name: str) -> tuple[str, bytes, int]:
+    hit = _HASHES.get(name)
+    if hit is None:
+        raw = name.encode(errors="surrogateescape")
+        hit = _HASHES[name] = (name, raw, gnu_hash(raw))
+    return hit
+
+
+_BY_SET: dict[tuple[str, ...], dict[str, bool]] = {}
+
+
 def defined(libraries: Iterable[str], names: Iterable[str]) -> tuple[set[str], list[str]]:
     """(the ``names`` some of ``libraries`` define, the libraries that could not be read with why). Each library's
-    table is read once per process and each (library, name) answered once."""
-    wanted = list(dict.fromkeys(names))
-    hashed = {n: (n, n.encode(errors="surrogateescape"), 0) for n in wanted}
-    hashed = {n: (n, raw, gnu_hash(raw)) for n, (_n, raw, _h) in hashed.items()}
+    table is read once per process and each name answered once per set of libraries."""
+    libs = tuple(libraries)
+    known = _BY_SET.setdefault(libs, {})
+    wanted = [n for n in dict.fromkeys(names) if n not in known]
     found: set[str] = set()
     unread: list[str] = []
-    for lib in libraries:
+    for lib in libs:
+        ask = [n for n in wanted if n not in found]
+        if not ask:
+            break
         try:
-            key, table = _hash_table(lib)
+            table = _hash_table(lib)[1]
         except OSError as exc:
             unread.append(f"{lib}: {exc.strerror or exc}")
             continue
         if isinstance(table, elf.ElfError):
             unread.append(f"{lib}: {table}")
             continue
-        ask = [n for n in wanted if n not in found and (key, n) not in _ANSWERS]
         try:
-            hits = table.defines([hashed[n] for n in ask])
+            found |= table.defines([_hashed(n) for n in ask])
         except OSError as exc:
             unread.append(f"{lib}: {exc.strerror or exc}")
-            continue
-        for n in ask:
-            _ANSWERS[(key, n)] = n in hits
-        found.update(n for n in wanted if _ANSWERS.get((key, n)))
-    return found, unread
+    if not unread:  # an answer made without every library is not kept
+        known.update((n, n in found) for n in wanted)
+    return found | {n for n in dict.fromkeys(names) if known.get(n)}, unread
 
 
 def forget() -> None:
     """Drop this process's tables and answers (tests)."""
     _UNDEFINED.clear()
     _TABLES.clear()
-    _ANSWERS.clear()
+    _BY_SET.clear()
+    _HASHES.clear()

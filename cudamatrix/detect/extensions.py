@@ -52,14 +52,18 @@ def scan(candidates: list[Candidate], site_packages: list[str], timeout: float =
     stamps = [_stamp(lib) for lib in libs]
     against = [[lib, *st] for lib, st in zip(libs, stamps, strict=True) if st is not None]
     out = []
+    fresh: list[tuple[ExtensionObject, os.stat_result]] = []  # answers made now: kept once demangled
     for cand in candidates:
-        objects = [o for o in (_object(path, libs, against) for path in cand.objects) if o is not None]
+        objects = [o for o in (_object(path, libs, against, fresh) for path in cand.objects) if o is not None]
         if not objects and not cand.declares:
             continue
         built_for, source = _built_for(cand, objects)
         out.append(Extension(name=cand.name, version=cand.version, declares=list(cand.declares),
                              built_for=built_for, built_for_source=source, objects=objects))
-    _demangle([o for ext in out for o in ext.objects if o.missing], timeout)
+    _demangle([o for o, _st in fresh if o.missing], timeout)
+    for o, st in fresh:
+        elfcache.remember(_KEY + o.path, st, {"against": against, "symbols": o.torch_symbols, "missing": o.missing,
+                                              "count": o.missing_count, "demangled": o.demangled})
     return out
 
 
@@ -70,8 +74,9 @@ def _stamp(path: str) -> list[int] | None:
         return None
 
 
-def _object(path: str, libs: list[str], against: list[list]) -> ExtensionObject | None:
-    """The facts of one shared object; None when it links neither torch nor CUDA (or is no readable ELF)."""
+def _object(path: str, libs: list[str], against: list[list], fresh: list) -> ExtensionObject | None:
+    """The facts of one shared object; None when it links neither torch nor CUDA (or is no readable ELF). An
+    object whose symbols were resolved now (not recalled) is added to ``fresh`` with its stat."""
     dyn = elf.try_read(path)
     if dyn is None:
         return None
@@ -86,36 +91,42 @@ def _object(path: str, libs: list[str], against: list[list]) -> ExtensionObject 
         obj.unchecked = "no torch/lib folder in site-packages"
         return obj
     try:
-        obj.torch_symbols, obj.missing, obj.missing_count = _resolve(path, libs, against)
+        st = os.stat(path)
+        hit = _recall(path, st, against)
+        if hit is None:
+            obj.torch_symbols, obj.missing, obj.missing_count = _resolve(path, libs)
+            fresh.append((obj, st))
+        else:
+            obj.torch_symbols, obj.missing, obj.missing_count, obj.demangled = hit
     except (OSError, elf.ElfError) as exc:
         obj.unchecked = f"its symbols could not be read: {exc}"
     return obj
 
 
-def _resolve(path: str, libs: list[str], against: list[list]) -> tuple[int, list[str], int]:
-    """(the torch symbols ``path`` needs, the first :data:`MAX_MISSING` no library of ``libs`` defines, how many
-    are missing); kept in the user cache while neither the object nor any library changed."""
-    st = os.stat(path)
+def _recall(path: str, st: os.stat_result, against: list[list]) -> tuple[int, list[str], int, list[str]] | None:
+    """The answer kept in the user cache for ``path`` while neither it nor any of torch's libraries changed."""
 
     def decode(doc):
         if not (isinstance(doc, dict) and doc.get("against") == against):
             return None
-        n, missing, count = doc.get("symbols"), doc.get("missing"), doc.get("count")
-        if type(n) is int and type(count) is int and isinstance(missing, list) and all(
-                isinstance(s, str) for s in missing):
-            return n, missing, count
+        n, missing, count, demangled = doc.get("symbols"), doc.get("missing"), doc.get("count"), doc.get("demangled")
+        lists = (missing, demangled)
+        if type(n) is int and type(count) is int and all(
+                isinstance(x, list) and all(isinstance(s, str) for s in x) for x in lists):
+            return n, missing, count, demangled
         return None
 
-    hit = elfcache.recall(_KEY + path, st, decode)
-    if hit is not None:
-        return hit
+    return elfcache.recall(_KEY + path, st, decode)
+
+
+def _resolve(path: str, libs: list[str]) -> tuple[int, list[str], int]:
+    """(the torch symbols ``path`` needs, the first :data:`MAX_MISSING` no library of ``libs`` defines, how many
+    are missing)."""
     need = [n for n in elfsyms.undefined(path) if TORCH_SYMBOL.match(n)]
     found, unread = elfsyms.defined(libs, need)
     if unread:
         raise elf.ElfError("torch's libraries could not be read: " + "; ".join(unread[:2]))
     missing = [n for n in need if n not in found]
-    elfcache.remember(_KEY + path, st, {"against": against, "symbols": len(need), "missing": missing[:MAX_MISSING],
-                                        "count": len(missing)})
     return len(need), missing[:MAX_MISSING], len(missing)
 
 

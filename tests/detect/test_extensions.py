@@ -139,20 +139,23 @@ def test_torch_own_python_library_resolves_against_torch(torch_site):
     assert elfsyms._TABLES == tables and all(elfsyms._TABLES[k] is tables[k] for k in tables)
 
 
-def test_the_answer_is_kept_across_runs_and_read_again_when_torch_changes(tmp_path, torch_site):
-    """The second run recalls the object's answer from the user cache (no symbol table read); a torch library
-    with another stamp makes it read again."""
+def test_the_answer_is_kept_across_runs_and_read_again_when_torch_changes(tmp_path, torch_site, monkeypatch):
+    """The second run recalls the object's answer, demangled names included, from the user cache (no symbol table
+    read, no c++filt); a torch library with another stamp makes it read again."""
     site = _site(tmp_path, torch_site, (*XFORMERS, ["xformers/_C.so"]))
-    path = str(site / "xformers/_C.so")
-    libs = extensions.torch_libraries([str(site)])
-    against = [[lib, *elfcache.stamp(os.stat(lib))] for lib in libs]
-    first = extensions._resolve(path, libs, against)
+    cand = python_env.Candidate("xformers", "0.0.29.post3", [], [str(site / "xformers/_C.so")])
+    (first,) = extensions.scan([cand], [str(site)])
+    assert first.objects[0].missing_count == 15
     assert elfcache.save() is None
     elfcache.forget()
     elfsyms.forget()
-    assert extensions._resolve(path, libs, against) == first and elfsyms._TABLES == {}
-    against[0][1] += 1  # libtorch_cpu.so of another size: not the torch the answer was made against
-    assert extensions._resolve(path, libs, against) == first and elfsyms._TABLES != {}
+    elf._CACHE.clear()
+    with monkeypatch.context() as m:
+        m.setattr(extensions.proc, "which", lambda name: pytest.fail(f"{name} asked again"))
+        assert extensions.scan([cand], [str(site)]) == [first] and elfsyms._TABLES == {}
+    real = extensions._stamp  # torch's libraries (only they) as if rewritten: another modification time
+    monkeypatch.setattr(extensions, "_stamp", lambda lib: [*real(lib)[:1], real(lib)[1] + 1, *real(lib)[2:]])
+    assert extensions.scan([cand], [str(site)]) == [first] and elfsyms._TABLES != {}
 
 
 @pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("nm") is None, reason="needs gcc and nm")

@@ -64,3 +64,51 @@ def test_a_distribution_without_files_needs_no_location():
                             {"name": "nvidia-cudnn-cu12", "version": "9.3.0.75", "requires": [], "files": []}]})
     assert side.packages == {"nvidia-cudnn-cu12": "9.3.0.75", "tensorflow": "2.18.0"}
     assert [f.name for f in side.frameworks] == ["tensorflow"] and side.wheel_owner == {} and not side.file_conflicts
+
+
+def _metadata_folder(site, name: str, version: str, requires: list[str], purelib: bool, record: list[str]) -> None:
+    meta = site / f"{name}-{version}.dist-info"
+    meta.mkdir(parents=True)
+    (meta / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+                                   + "".join(f"Requires-Dist: {r}\n" for r in requires) + "\nA README body.\n")
+    (meta / "WHEEL").write_text(f"Wheel-Version: 1.0\nRoot-Is-Purelib: {'true' if purelib else 'false'}\n")
+    (meta / "RECORD").write_text("".join(f"{r}\n" for r in record))
+
+
+def test_every_distribution_is_read_for_what_it_declares_of_a_framework_and_the_objects_it_installed(tmp_path):
+    """The probe reads every installed distribution's Requires-Dist for torch, jax, jaxlib and tensorflow, and a
+    platform wheel's RECORD for its shared objects (a pure wheel's RECORD, a framework's own and CUDA's wheels'
+    are not read for them); what neither declares a framework nor installed an object is not an extension."""
+    from cudamatrix.detect import _pyprobe
+    from cudamatrix.detect.python_env import Candidate, build
+
+    site = tmp_path / "site-packages"
+    _metadata_folder(site, "ext_a", "1.0", ["numpy", "torch==2.6.0", "Jax (>=0.4); extra == 'jax'"], False, [
+        "ext_a/_C.cpython-311-x86_64-linux-gnu.so,sha256=x,10", '"ext_a/odd, name.so",sha256=x,1',
+        "ext_a/libbundled.so.12.4,,", "ext_a/notes.so.txt,sha256=x,1", "../../bin/tool.so,sha256=x,1",
+        "ext_a-1.0.dist-info/RECORD,,"])
+    _metadata_folder(site, "pure_b", "2.0", ["tensorflow>=2.15"], True, ["pure_b/fake.so,sha256=x,1"])
+    _metadata_folder(site, "plain_c", "3.0", ["requests"], False, ["plain_c/speedups.so,sha256=x,1"])
+    _metadata_folder(site, "plain_d", "4.0", ["requests"], True, [])
+    _metadata_folder(site, "torch", "2.5.1", ["filelock"], False, ["torch/lib/libc10.so,sha256=x,1"])
+    raw = _pyprobe.collect([str(site)])
+    stack = {d["name"]: (d.get("declares"), d.get("objects")) for d in raw["stack"]}
+    assert stack == {"ext-a": (["torch==2.6.0", "Jax (>=0.4); extra == 'jax'"],
+                               ["ext_a/_C.cpython-311-x86_64-linux-gnu.so", "ext_a/libbundled.so.12.4"]),
+                     "pure-b": (["tensorflow>=2.15"], None),
+                     "plain-c": (None, ["plain_c/speedups.so"])}
+    assert [(d["name"], d.get("objects")) for d in raw["dists"]] == [("torch", None)]
+    side = build(raw)
+    assert side.candidates[-3:] == [
+        Candidate("ext-a", "1.0", ["torch==2.6.0", "Jax (>=0.4); extra == 'jax'"],
+                  [str(site / "ext_a/_C.cpython-311-x86_64-linux-gnu.so"), str(site / "ext_a/libbundled.so.12.4")]),
+        Candidate("plain-c", "3.0", [], [str(site / "plain_c/speedups.so")]),
+        Candidate("pure-b", "2.0", ["tensorflow>=2.15"], [])]
+    assert "ext-a" not in side.packages  # packages stay the distributions detect always read
+
+
+def test_shared_objects_of_a_record():
+    from cudamatrix.detect._pyprobe import _shared_objects
+
+    record = (b'a/x.so,sha256=1,2\r\n"a/y z.so.1",,\nb/README.so.md,,\nc/libq.so.3.1,,\n../lib.so,,\nd/tail.so')
+    assert _shared_objects(record) == ["a/x.so", "a/y z.so.1", "c/libq.so.3.1"]
