@@ -21,6 +21,7 @@ DECLARED = {"torch", "jax", "jaxlib", "tensorflow"}
 # whose shared objects are not extensions (the frameworks, CUDA's own wheels): their RECORD is not read for them
 NOT_EXTENSIONS = {"torch", "tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly", "tensorflow-intel", "jax",
                   "jaxlib", "triton", "pytorch-triton", "paddlepaddle-gpu"}
+MAX_RECORD = 32 << 20
 _OBJECT = re.compile(r'[^,\n"]*\.so(?:\.\d+)*$')  # the path of a shared object: libX.so, libX.so.12.4.1
 _DECLARES = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
@@ -98,7 +99,7 @@ def _objects(meta_dir, cname):
         return []
     try:
         with open(os.path.join(meta_dir, "RECORD"), "rb") as fh:
-            data = fh.read()
+            data = fh.read(MAX_RECORD)  # torch's own RECORD is 1.5 MB
     except OSError:
         return []
     return _shared_objects(data)

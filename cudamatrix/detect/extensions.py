@@ -27,6 +27,7 @@ CUDA_LIB = re.compile(r"^lib(?:cudart|cublasLt|cublas|cufft|curand|cusparse|cuso
                       r"|cufile|nvjpeg)\.so\.\d+(?:\.\d+)*$")
 TORCH_SYMBOL = re.compile(r"_Z(?:T[VIS])?N[rVKRO]*(?:3c10|2at|5torch)\d|aoti_torch_")
 MAX_MISSING = 20
+_VERSION = re.compile(r"[0-9][0-9A-Za-z.+!_-]{0,63}")  # a version as a build record writes it ("2.6.0+cu124")
 _KEY = "resolved:"  # the user cache's key prefix for an object's answer
 _FIRST = ("libtorch_cpu.so", "libc10.so", "libtorch_python.so", "libtorch_cuda.so", "libc10_cuda.so")
 
@@ -132,7 +133,8 @@ def _resolve(path: str, libs: list[str]) -> tuple[int, list[str], int]:
 
 def _built_for(cand: Candidate, objects: list[ExtensionObject]) -> tuple[str | None, str | None]:
     """The torch the distribution was built for, as its files say: a ``cpp_lib.json`` beside one of its objects
-    (xFormers' build record: ``version.torch``), else an exact ``torch==`` pin of its Requires-Dist."""
+    (xFormers' build record: ``version.torch``), else an exact ``torch==`` pin of its Requires-Dist (not one behind
+    an extra); text that is no version is not taken."""
     for folder in dict.fromkeys(os.path.dirname(o.path) for o in objects):
         record_path = os.path.join(folder, "cpp_lib.json")
         try:
@@ -142,11 +144,11 @@ def _built_for(cand: Candidate, objects: list[ExtensionObject]) -> tuple[str | N
             continue
         torch = doc.get("version", {}).get("torch") if isinstance(doc, dict) and isinstance(
             doc.get("version"), dict) else None
-        if isinstance(torch, str) and torch:
-            return torch[:64], f"{os.path.basename(folder)}/cpp_lib.json"
+        if isinstance(torch, str) and _VERSION.fullmatch(torch):
+            return torch, f"{os.path.basename(folder)}/cpp_lib.json"
     for text in cand.declares:
-        m = re.match(r"^\s*torch\s*\(?\s*===?\s*([0-9][\w.+!]*)\s*\)?\s*(?:;|$)", text)
-        if m:
+        m = re.match(r"^\s*torch\s*\(?\s*===?\s*([^\s;)]+)\s*\)?\s*(?:;|$)", text)
+        if m and _VERSION.fullmatch(m.group(1)) and "extra" not in text.partition(";")[2]:
             return m.group(1), "Requires-Dist"
     return None, None
 

@@ -48,7 +48,7 @@ def _wanted_torch(ext: Extension) -> str | None:
     if ext.built_for:
         return "==" + base_version(ext.built_for)
     for text in ext.declares:
-        m = re.match(r"^\s*torch\s*\(?\s*([<>=!~][^;)]*)", text)
+        m = re.match(r"^\s*torch\s*\(?\s*([<>=!~][^;)]{0,64})\s*\)?\s*(?:;|$)", text)
         if m and "extra" not in text.partition(";")[2]:
             return m.group(1).replace(" ", "")
     return None
@@ -76,9 +76,9 @@ def extension_abi_mismatch(d: Diagnosis) -> list[Finding]:
             evidence.append(f"{os.path.basename(o.path)}: {o.missing_count} of its {o.torch_symbols} torch symbols "
                             f"are undefined in torch {torch[0]}: " + "; ".join(names))
         out.append(Finding(code="EXTENSION_ABI_MISMATCH", severity="error",
-                           title=f"{ext.name} {ext.version} was not built for torch {torch[0]}: {total} torch "
-                                 f"symbol{'s' if total != 1 else ''} it needs are undefined (import fails with "
-                                 "\"undefined symbol\")",
+                           title=f"{ext.name} {ext.version} was not built for torch {torch[0]}: " +
+                                 (f"{total} torch symbols it needs are" if total != 1 else
+                                  "a torch symbol it needs is") + " undefined (import fails with \"undefined symbol\")",
                            evidence=evidence, fix=_ways_out(ext, torch[0], _wanted_torch(ext))))
     return out
 
@@ -87,6 +87,15 @@ def _declared_frameworks(d: Diagnosis, ext: Extension) -> list[Requirement]:
     """The extension's requirements naming a framework that apply here; one behind an extra is left out."""
     texts = [t for t in ext.declares if "extra" not in t.partition(";")[2]]
     return [r for r in applicable_requirements(d.env, texts) if canonical(r.name) in FRAMEWORK_NAMES]
+
+
+def _meets(r: Requirement, have: str) -> bool:
+    """Whether ``have`` meets the requirement; a version no one can compare (a 5,000-digit number an installed
+    METADATA wrote) is taken as met: nothing is said of it."""
+    try:
+        return bool(r.specifier.contains(have, prereleases=True))
+    except ValueError:
+        return True
 
 
 def extension_pin_mismatch(d: Diagnosis) -> list[Finding]:
@@ -103,7 +112,7 @@ def extension_pin_mismatch(d: Diagnosis) -> list[Finding]:
         for r in _declared_frameworks(d, ext):
             name = canonical(r.name)
             have = d.env.packages.get(name)
-            if not have or not r.specifier or r.specifier.contains(have, prereleases=True):
+            if not have or not r.specifier or _meets(r, have):
                 continue
             fix = (_ways_out(ext, have, str(r.specifier)) if name == "torch" else
                    f"cudamatrix solve {name}=={base_version(have)} {ext.name} (the {ext.name} release for the "

@@ -192,3 +192,21 @@ def test_an_unreadable_or_foreign_library_is_said_not_guessed(tmp_path):
     assert found == set() and len(unread) == 2 and "not an ELF file" in unread[0]
     with pytest.raises(elf.ElfError):
         elfsyms.undefined(str(text))
+
+
+def test_the_torch_an_extension_was_built_for_is_a_version_or_nothing(tmp_path):
+    """cpp_lib.json's version.torch, else an exact Requires-Dist pin; text that is no version (a terminal escape,
+    5,000 digits, nested brackets) is not taken."""
+    folder = tmp_path / "pkg"
+    folder.mkdir()
+    obj = [extensions.ExtensionObject(path=str(folder / "_C.so"))]
+
+    def built_for(record: str | None, declares: list[str]) -> tuple:
+        if record is not None:
+            (folder / "cpp_lib.json").write_text(record)
+        return extensions._built_for(python_env.Candidate("x", "1", declares, []), obj)
+
+    assert built_for('{"version": {"torch": "2.6.0+cu124"}}', ["torch==2.5.0"]) == ("2.6.0+cu124", "pkg/cpp_lib.json")
+    assert built_for('{"version": {"torch": "\\u001b]0;x\\u0007"}}', ["torch (==2.5.0)"]) == ("2.5.0", "Requires-Dist")
+    assert built_for("[" * 100_000, ["torch==" + "9" * 5000]) == (None, None)
+    assert built_for("{}", ["torch>=2.5", "torch===2.5.1\x1b[31m", "torch==2.5.1; extra == 'x'"]) == (None, None)

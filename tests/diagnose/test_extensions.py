@@ -141,3 +141,14 @@ def test_jax_plugin_mismatch():
                       "pip install 'jax-cuda12-plugin==0.4.35'", [["pip", "install", "jax-cuda12-plugin==0.4.35"]])]
     assert ask(extensions.jax_plugin_mismatch, env(jax_cuda12_plugin="0.4.34")) == []  # no jaxlib
 
+
+
+def test_a_version_no_one_can_compare_is_no_finding_and_no_error():
+    """A METADATA pin of 5,000 digits (the int conversion limit refuses it): nothing is said, doctor goes on."""
+    e = env(extensions_=[Extension(name="xf", version="1.0", declares=["torch==" + "9" * 5000])])
+    assert ask(extensions.extension_pin_mismatch, e) == []
+    one = Extension(name="x", version="1", declares=["torch==" + "9" * 5000],
+                    objects=[ExtensionObject(path="/sp/x/_C.so", missing=["_ZN2at1fEv"], missing_count=1)])
+    (found,) = ask(extensions.extension_abi_mismatch, env(extensions_=[one]))
+    assert found[1].endswith(": a torch symbol it needs is undefined (import fails with \"undefined symbol\")")
+    assert "move torch" not in found[3]  # no torch to move to that anyone could install
