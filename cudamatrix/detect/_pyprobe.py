@@ -16,14 +16,9 @@ RELEVANT = {"torch", "torchvision", "torchaudio", "tensorflow", "tensorflow-cpu"
             "cuda-toolkit", "cuda-bindings", "cuda-pathfinder", "numpy"}
 PREFIXES = ("nvidia-", "jax-cuda", "jax-rocm", "cupy-cuda")
 WITH_FILES = ("nvidia-", "jax-cuda", "cupy-cuda")  # RECORD is read for these (frameworks' RECORDs are huge)
-# what an extension declares or links against: a Requires-Dist naming one of these is kept for every distribution
-DECLARED = {"torch", "jax", "jaxlib", "tensorflow"}
-# whose shared objects are not extensions (the frameworks, CUDA's own wheels): their RECORD is not read for them
+# not extensions (the frameworks themselves, CUDA's own wheels): left out of the list of the others
 NOT_EXTENSIONS = {"torch", "tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly", "tensorflow-intel", "jax",
                   "jaxlib", "triton", "pytorch-triton", "paddlepaddle-gpu"}
-MAX_RECORD = 32 << 20
-_OBJECT = re.compile(r'[^,\n"]*\.so(?:\.\d+)*$')  # the path of a shared object: libX.so, libX.so.12.4.1
-_DECLARES = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 
 def canonical(name):
@@ -57,71 +52,15 @@ def _read(path, limit=-1):
         return None
 
 
-def _head(path):
-    """The headers of a METADATA file and the start of its body: 16 KiB, or up to 256 KiB when its headers are
-    longer (every installed distribution's METADATA is read: the README after the headers is not)."""
-    text = _read(path, 16384)
-    if text is not None and len(text) == 16384 and "\n\n" not in text:
-        text = _read(path, 262144)
-    return text
-
-
 def _requires_of(meta_dir):
     """(Version, Requires-Dist) from the METADATA headers, the same file importlib.metadata reads.
 
     Read directly rather than through ``importlib.metadata.Distribution.metadata``: that runs the e-mail
     parser over the whole file, README body included (2-3 ms for torch alone), and does not exist before 3.8.
     """
-    text = _head(os.path.join(meta_dir, "METADATA")) or _head(os.path.join(meta_dir, "PKG-INFO")) or ""
+    text = _read(os.path.join(meta_dir, "METADATA"), 262144) or _read(os.path.join(meta_dir, "PKG-INFO"), 262144) or ""
     h = _headers(text)
     return h.get("Version"), h["Requires-Dist"]
-
-
-def _declares(requires):
-    """The requirements that name a framework (:data:`DECLARED`), as written."""
-    out = []
-    for r in requires:
-        if r.lstrip()[:3].lower() not in ("tor", "jax", "ten"):
-            continue  # most requirements: no regular expression needed
-        m = _DECLARES.match(r)
-        if m and canonical(m.group(1)) in DECLARED:
-            out.append(r)
-    return out
-
-
-def _objects(meta_dir, cname):
-    """The shared objects a platform wheel installed (its RECORD rows named .so / .so.N), relative to its folder;
-    [] for a pure-Python wheel, a framework itself, CUDA's own wheels and a distribution without RECORD."""
-    if cname in NOT_EXTENSIONS or cname.startswith(("nvidia-", "jax-cuda", "jax-rocm")):
-        return []
-    wheel = _read(os.path.join(meta_dir, "WHEEL"), 4096) or ""
-    if not re.search(r"^Root-Is-Purelib:\s*false", wheel, re.M | re.I):
-        return []
-    try:
-        with open(os.path.join(meta_dir, "RECORD"), "rb") as fh:
-            data = fh.read(MAX_RECORD)  # torch's own RECORD is 1.5 MB
-    except OSError:
-        return []
-    return _shared_objects(data)
-
-
-def _shared_objects(data):
-    """The paths of RECORD rows that name a shared object, found by their ".so" (a RECORD of 400 KB is searched
-    in under a millisecond: a regular expression over every row took ten)."""
-    out = []
-    at = data.find(b".so")
-    while at >= 0:
-        start, end = data.rfind(b"\n", 0, at) + 1, data.find(b",", at)
-        if end < 0:
-            break
-        path = data[start:end].strip(b'"\r').decode("utf-8", "replace")
-        if _OBJECT.match(path) and not path.startswith(".."):
-            out.append(path)
-        line_end = data.find(b"\n", at)
-        if line_end < 0:
-            break
-        at = data.find(b".so", line_end)
-    return out
 
 
 def _record(meta_dir):
@@ -206,9 +145,9 @@ def collect(paths=None):
 
 
 def _folder_dists(base):
-    """The relevant distributions whose metadata folders lie in ``base``, in name order, and the other ones that
-    declare a framework or installed shared objects (the extension candidates); ([], []) when the folder cannot
-    be listed."""
+    """The relevant distributions whose metadata folders lie in ``base``, in name order, and every installed
+    distribution that may be an extension (name, version and metadata folder, nothing read: the parent reads them,
+    :mod:`cudamatrix.detect.extensions`); ([], []) when the folder cannot be listed."""
     try:
         names = sorted(os.listdir(base))
     except OSError:
@@ -218,42 +157,42 @@ def _folder_dists(base):
         if not entry.endswith((".dist-info", ".egg-info")) or entry.startswith("~"):
             continue  # "~orch-2.5.1.dist-info": pip's stash of a half-done uninstall, not a distribution
         item = _dist(base, entry)
-        if item is None:
-            continue
-        if item.pop("relevant"):
+        if item is not None:
             dists.append(item)
-        else:
-            stack.append(item)
+        other = _other(base, entry)
+        if other is not None:
+            stack.append(other)
     return dists, stack
+
+
+def _other(base, entry):
+    """A wheel-installed distribution that may be an extension, as its folder's name says; None for a framework,
+    CUDA's own wheels and an egg."""
+    if not entry.endswith(".dist-info"):
+        return None
+    name, _, version = entry[:-len(".dist-info")].partition("-")
+    cname = canonical(name)
+    if cname in NOT_EXTENSIONS or cname.startswith(("nvidia-", "jax-cuda", "jax-rocm")):
+        return None
+    return {"name": cname, "version": version, "location": base, "meta": entry}
 
 
 def _dist(base, entry):
     """The distribution of the metadata folder ``entry`` in ``base`` (name, version, location, nvidia
-    requirements, the files it installed for the distributions whose files matter, its requirements naming a
-    framework and its shared objects); None for a distribution detect has no use for."""
+    requirements, and the files it installed for the distributions whose files matter); None when the
+    name is not one detect reads."""
     stem = entry.rsplit(".", 1)[0]
     name, _, version = stem.partition("-")
     version = version.split("-py")[0] if entry.endswith(".egg-info") else version
     cname = canonical(name)
+    if not relevant(cname):
+        return None
     meta_dir = os.path.join(base, entry)
     meta_version, requires = _requires_of(meta_dir)
-    declares = _declares(requires)
-    is_relevant = relevant(cname)
-    files = _record(meta_dir) if is_relevant and cname.startswith(WITH_FILES) else None
-    if files is not None:
-        objects = [p for p in files if _OBJECT.match(p)] if cname.startswith("cupy-cuda") else []
-    else:
-        objects = _objects(meta_dir, cname) if entry.endswith(".dist-info") else []
-    if not (is_relevant or declares or objects):
-        return None
-    item = {"name": cname, "version": meta_version or version, "location": base, "relevant": is_relevant,
+    item = {"name": cname, "version": meta_version or version, "location": base,
             "requires": [r for r in requires if canonical(r).startswith("nvidia-")]}
-    if declares:
-        item["declares"] = declares
-    if objects:
-        item["objects"] = objects
-    if files is not None:
-        item["files"] = files
+    if cname.startswith(WITH_FILES):
+        item["files"] = _record(meta_dir)
     return item
 
 

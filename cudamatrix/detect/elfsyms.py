@@ -8,9 +8,9 @@ section of the "ELF gABI" extensions), so a library of 400 MB costs a few reads 
 100,000 symbols. Layouts: System V ABI, "Object Files" (section header, symbol table entry); 64-bit
 little-endian objects only, as :mod:`cudamatrix.detect.elf`.
 
-Each library's table is read once per process (cached by path, size, mtime and inode); so is each answer. An
-object's undefined symbols are kept across runs in the user cache by the file's stat stamp
-(:mod:`cudamatrix.detect.elfcache`). Reads are bounded: at most 4096 sections, a symbol table and its strings of
+Each library's table is read once per process (cached by path, size, mtime and inode); so is each object's list
+of undefined symbols and each answer (what is kept across runs is the answer per extension object:
+:mod:`cudamatrix.detect.extensions`). Reads are bounded: at most 4096 sections, a symbol table and its strings of
 at most 64 MiB each, a hash table of at most 64 MiB.
 """
 from __future__ import annotations
@@ -20,9 +20,8 @@ import struct
 import sys
 from array import array
 from collections.abc import Iterable
-from typing import Any
 
-from cudamatrix.detect import elf, elfcache
+from cudamatrix.detect import elf
 from cudamatrix.schema import record
 
 SHT_STRTAB, SHT_DYNSYM, SHT_GNU_HASH = 3, 11, 0x6FFFFFF6
@@ -32,7 +31,6 @@ _SYM = struct.Struct("<IBBHQQ")  # Elf64_Sym: name, info, other, shndx, value, s
 _SHDR = struct.Struct("<IIQQQQIIQQ")  # Elf64_Shdr: name, type, flags, addr, offset, size, link, info, align, entsize
 _MAX_SECTIONS = 4096
 _MAX_TABLE = 64 << 20
-_KEY = "undefined:"  # the user cache's key prefix for an object's undefined symbols
 
 
 @record(frozen=True)
@@ -111,32 +109,16 @@ def _undefined_of(path: str, size: int) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _encode(value: Any) -> Any:
-    if isinstance(value, elf.ElfError):
-        return {"error": str(value)}
-    return list(value)
-
-
-def _decode(doc: Any) -> Any:
-    if isinstance(doc, dict) and set(doc) == {"error"} and isinstance(doc["error"], str):
-        return elf.ElfError(doc["error"])
-    if isinstance(doc, list) and all(isinstance(s, str) for s in doc):
-        return tuple(doc)
-    return None
-
-
 _UNDEFINED: dict[tuple, tuple[str, ...] | elf.ElfError] = {}
 
 
 def undefined(path: str) -> tuple[str, ...]:
     """The global undefined dynamic symbols of ``path`` (what ``nm -D --undefined-only`` lists as ``U``, without
-    the weak ones and without version suffixes); ElfError or OSError when it cannot be read. Cached by the file's
-    stat stamp, in this process and in the user cache."""
+    the weak ones and without version suffixes); ElfError or OSError when it cannot be read. Cached in this
+    process by the file's path, mtime, size and inode."""
     st = os.stat(path)
     key = (path, st.st_mtime_ns, st.st_size, st.st_ino)
     hit = _UNDEFINED.get(key)
-    if hit is None:
-        hit = elfcache.recall(_KEY + path, st, _decode)
     if hit is None:
         try:
             hit = _undefined_of(path, st.st_size)
@@ -144,8 +126,7 @@ def undefined(path: str) -> tuple[str, ...]:
             hit = exc
         except (struct.error, ValueError, OverflowError) as exc:
             hit = elf.ElfError(f"truncated or malformed symbol table ({exc})")
-        elfcache.remember(_KEY + path, st, _encode(hit))
-    _UNDEFINED[key] = hit
+        _UNDEFINED[key] = hit
     if isinstance(hit, elf.ElfError):
         raise hit
     return hit

@@ -17,9 +17,10 @@ import os
 import re
 
 from cudamatrix import proc
-from cudamatrix.detect import elf, elfcache, elfsyms
+from cudamatrix.detect import _pyprobe, elf, elfcache, elfsyms
 from cudamatrix.detect.python_env import Candidate
 from cudamatrix.models import Extension, ExtensionObject
+from cudamatrix.names import canonical
 
 TORCH_LIB = re.compile(r"^lib(?:c10|torch)(?:_[a-z0-9_]+)?\.so$")  # libc10.so, libtorch_cpu.so, libc10_cuda.so
 # a CUDA library the loader looks up by name (a copy a wheel bundles under a hashed name is its own: not these)
@@ -29,6 +30,11 @@ TORCH_SYMBOL = re.compile(r"_Z(?:T[VIS])?N[rVKRO]*(?:3c10|2at|5torch)\d|aoti_tor
 MAX_MISSING = 20
 _VERSION = re.compile(r"[0-9][0-9A-Za-z.+!_-]{0,63}")  # a version as a build record writes it ("2.6.0+cu124")
 _KEY = "resolved:"  # the user cache's key prefix for an object's answer
+_DIST_KEY = "dist:"  # ... and for what a distribution declares and installed
+DECLARED = {"torch", "jax", "jaxlib", "tensorflow"}  # a Requires-Dist naming one of these is kept
+MAX_RECORD = 32 << 20  # torch's own RECORD is 1.5 MB
+_OBJECT = re.compile(r'[^,\n"]*\.so(?:\.\d+)*$')  # the path of a shared object: libX.so, libX.so.12.4.1
+_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 _FIRST = ("libtorch_cpu.so", "libc10.so", "libtorch_python.so", "libtorch_cuda.so", "libc10_cuda.so")
 
 
@@ -55,16 +61,109 @@ def scan(candidates: list[Candidate], site_packages: list[str], timeout: float =
     out = []
     fresh: list[tuple[ExtensionObject, os.stat_result]] = []  # answers made now: kept once demangled
     for cand in candidates:
-        objects = [o for o in (_object(path, libs, against, fresh) for path in cand.objects) if o is not None]
-        if not objects and not cand.declares:
+        declares, paths, known = read_distribution(cand.meta)
+        objects = [o for o in (_object(path, libs, against, fresh) for path in paths) if o is not None]
+        if not known:
+            keep_distribution(cand.meta, declares, [o.path for o in objects])
+        if not objects and not declares:
             continue
-        built_for, source = _built_for(cand, objects)
-        out.append(Extension(name=cand.name, version=cand.version, declares=list(cand.declares),
-                             built_for=built_for, built_for_source=source, objects=objects))
+        built_for, source = _built_for(declares, objects)
+        out.append(Extension(name=cand.name, version=cand.version, declares=declares, built_for=built_for,
+                             built_for_source=source, objects=objects))
     _demangle([o for o, _st in fresh if o.missing], timeout)
     for o, st in fresh:
         elfcache.remember(_KEY + o.path, st, {"against": against, "symbols": o.torch_symbols, "missing": o.missing,
                                               "count": o.missing_count, "demangled": o.demangled})
+    return out
+
+
+def read_distribution(meta: str) -> tuple[list[str], list[str], bool]:
+    """(its Requires-Dist naming a framework, as written; the absolute paths of shared objects a platform wheel
+    installed, from its RECORD; whether those are only the ones that link torch or CUDA, as a former run found) of
+    the distribution whose metadata folder is ``meta``. What a run finds is kept in the user cache
+    (:func:`keep_distribution`) while neither its RECORD nor its METADATA changes: pip rewrites RECORD with every
+    file it installs, so a warm run reads no object of a distribution that links neither."""
+    record, metadata = os.path.join(meta, "RECORD"), os.path.join(meta, "METADATA")
+    try:
+        st_record, st_meta = os.stat(record), os.stat(metadata)
+    except OSError:
+        return [], [], False
+    location = os.path.dirname(meta)
+
+    def decode(doc):
+        if not (isinstance(doc, dict) and doc.get("metadata") == elfcache.stamp(st_meta)):
+            return None
+        lists = (doc.get("declares"), doc.get("linked"))
+        if all(isinstance(x, list) and all(isinstance(s, str) for s in x) for x in lists):
+            return lists
+        return None
+
+    hit = elfcache.recall(_DIST_KEY + meta, st_record, decode)
+    if hit is not None:
+        return list(hit[0]), [os.path.normpath(os.path.join(location, rel)) for rel in hit[1]], True
+    return _declares(metadata), [os.path.normpath(os.path.join(location, rel)) for rel in _objects(meta)], False
+
+
+def keep_distribution(meta: str, declares: list[str], linked: list[str]) -> None:
+    """Keep what :func:`read_distribution` read and which of its objects link torch or CUDA (absolute paths)."""
+    try:
+        st_record, st_meta = os.stat(os.path.join(meta, "RECORD")), os.stat(os.path.join(meta, "METADATA"))
+    except OSError:
+        return
+    location = os.path.dirname(meta)
+    elfcache.remember(_DIST_KEY + meta, st_record, {"metadata": elfcache.stamp(st_meta), "declares": declares,
+                                                   "linked": [os.path.relpath(p, location) for p in linked]})
+
+
+def _declares(metadata: str) -> list[str]:
+    """The METADATA's requirements naming a framework (:data:`DECLARED`), as written."""
+    try:
+        with open(metadata, encoding="utf-8", errors="replace") as fh:
+            text = fh.read(16384)  # the headers: the README after them is not read
+            if len(text) == 16384 and "\n\n" not in text:
+                text += fh.read(262144 - 16384)
+    except OSError:
+        return []
+    out = []
+    for r in _pyprobe._headers(text)["Requires-Dist"]:
+        if r.lstrip()[:3].lower() not in ("tor", "jax", "ten"):
+            continue  # most requirements: no regular expression needed
+        m = _NAME.match(r)
+        if m and canonical(m.group(1)) in DECLARED:
+            out.append(r)
+    return out
+
+
+def _objects(meta: str) -> list[str]:
+    """The shared objects a platform wheel installed (its RECORD rows named .so / .so.N), relative to its
+    site-packages; [] for a pure-Python wheel."""
+    try:
+        with open(os.path.join(meta, "WHEEL"), encoding="utf-8", errors="replace") as fh:
+            wheel = fh.read(4096)
+        if not re.search(r"^Root-Is-Purelib:\s*false", wheel, re.M | re.I):
+            return []
+        with open(os.path.join(meta, "RECORD"), "rb") as fh:
+            return shared_objects(fh.read(MAX_RECORD))
+    except OSError:
+        return []
+
+
+def shared_objects(data: bytes) -> list[str]:
+    """The paths of RECORD rows that name a shared object, found by their ".so" (a RECORD of 400 KB is searched
+    in under a millisecond: a regular expression over every row took ten); none outside site-packages."""
+    out = []
+    at = data.find(b".so")
+    while at >= 0:
+        start, end = data.rfind(b"\n", 0, at) + 1, data.find(b",", at)
+        if end < 0:
+            break
+        path = data[start:end].strip(b'"\r').decode("utf-8", "replace")
+        if _OBJECT.match(path) and not path.startswith(("..", "/")) and "/../" not in path:
+            out.append(path)
+        line_end = data.find(b"\n", at)
+        if line_end < 0:
+            break
+        at = data.find(b".so", line_end)
     return out
 
 
@@ -78,7 +177,7 @@ def _stamp(path: str) -> list[int] | None:
 def _object(path: str, libs: list[str], against: list[list], fresh: list) -> ExtensionObject | None:
     """The facts of one shared object; None when it links neither torch nor CUDA (or is no readable ELF). An
     object whose symbols were resolved now (not recalled) is added to ``fresh`` with its stat."""
-    dyn = elf.try_read(path)
+    dyn = elf.try_read(path, keep=False)  # a warm run reads only the objects that link (keep_distribution)
     if dyn is None:
         return None
     torch_needed = [n for n in dyn.needed if TORCH_LIB.match(n)]
@@ -131,7 +230,7 @@ def _resolve(path: str, libs: list[str]) -> tuple[int, list[str], int]:
     return len(need), missing[:MAX_MISSING], len(missing)
 
 
-def _built_for(cand: Candidate, objects: list[ExtensionObject]) -> tuple[str | None, str | None]:
+def _built_for(declares: list[str], objects: list[ExtensionObject]) -> tuple[str | None, str | None]:
     """The torch the distribution was built for, as its files say: a ``cpp_lib.json`` beside one of its objects
     (xFormers' build record: ``version.torch``), else an exact ``torch==`` pin of its Requires-Dist (not one behind
     an extra); text that is no version is not taken."""
@@ -146,7 +245,7 @@ def _built_for(cand: Candidate, objects: list[ExtensionObject]) -> tuple[str | N
             doc.get("version"), dict) else None
         if isinstance(torch, str) and _VERSION.fullmatch(torch):
             return torch, f"{os.path.basename(folder)}/cpp_lib.json"
-    for text in cand.declares:
+    for text in declares:
         m = re.match(r"^\s*torch\s*\(?\s*===?\s*([^\s;)]+)\s*\)?\s*(?:;|$)", text)
         if m and _VERSION.fullmatch(m.group(1)) and "extra" not in text.partition(";")[2]:
             return m.group(1), "Requires-Dist"

@@ -29,24 +29,23 @@ _SHARED_LIBRARY = re.compile(r"\.so(\.\d+)*$")  # a file name the loader can map
 
 @record
 class Candidate:
-    """An installed distribution that may be an extension: it declares a framework, or installed shared objects."""
+    """An installed distribution that may be an extension: its name, version and metadata folder (what it declares
+    and the shared objects it installed are read from there by :mod:`cudamatrix.detect.extensions`)."""
 
     name: str
     version: str
-    declares: list[str] = field(default_factory=list)
-    objects: list[str] = field(default_factory=list)  # absolute paths of its shared objects
+    meta: str  # the absolute path of its .dist-info folder
 
 
 def candidate(d: dict) -> Candidate | None:
-    """The probe's answer about one distribution as a Candidate; None when it neither declares a framework nor
-    installed shared objects."""
-    declares = [r for r in d.get("declares") or [] if isinstance(r, str)]
-    rel = [r for r in d.get("objects") or [] if isinstance(r, str)]
-    if not declares and not rel:
+    """The probe's answer about one distribution as a Candidate; None when it is not of that shape (another
+    interpreter's answer is not trusted)."""
+    values = [d.get(k) for k in ("name", "version", "location", "meta")]
+    texts = [v for v in values if isinstance(v, str) and v]
+    if len(texts) != 4 or "/" in texts[3] or not texts[3].endswith(".dist-info"):
         return None
-    location = d.get("location") or ""
-    objects = [os.path.normpath(os.path.join(location, r)) for r in rel] if location else []
-    return Candidate(name=d["name"], version=d["version"], declares=declares, objects=objects)
+    name, version, location, meta = texts
+    return Candidate(name=name, version=version, meta=os.path.join(location, meta))
 
 
 @record
@@ -193,9 +192,10 @@ def build(raw: dict) -> PythonSide:
             side.requirements[name] = list(d["requires"])
     _frameworks(by_name, raw, side)
     _file_owners(dists, side)
-    for d in list(by_name.values()) + [d for d in raw.get("stack") or [] if isinstance(d, dict)]:
-        cand = candidate(d)
+    for d in raw.get("stack") or []:
+        cand = candidate(d) if isinstance(d, dict) else None
         if cand is not None:
+            cand.version = side.packages.get(cand.name, cand.version)  # the METADATA's, where it was read
             side.candidates.append(cand)
     return side
 

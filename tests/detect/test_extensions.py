@@ -37,6 +37,7 @@ pytestmark = pytest.mark.slow
 
 XFORMERS = ("xformers", "0.0.29.post3")
 TORCHVISION = ("torchvision", "0.29.1")
+CUPY12, CUPY13 = ("cupy-cuda12x", "13.6.0"), ("cupy-cuda13x", "13.6.0")
 
 
 @pytest.fixture(autouse=True)
@@ -60,20 +61,22 @@ def torch_site() -> Path:
 def _install(site: Path, dist: str, version: str, package_files: list[str]) -> None:
     """Lay out ``dist==version`` in ``site`` from the cached members of its real wheel: the package's files and
     its METADATA, WHEEL and RECORD (RECORD names more files than are laid out: those are simply absent)."""
-    meta = f"{dist}-{version}.dist-info"
+    meta = f"{dist.replace('-', '_')}-{version}.dist-info"
     folder = fetch(dist, version, [f"{meta}/METADATA", f"{meta}/WHEEL", f"{meta}/RECORD", *package_files])
     (site / meta).mkdir(parents=True)
     for name in ("METADATA", "WHEEL", "RECORD"):
         shutil.copy(folder / name, site / meta / name)
     for member in package_files:
         (site / os.path.dirname(member)).mkdir(parents=True, exist_ok=True)
+        if os.path.lexists(site / member):
+            os.unlink(site / member)  # as pip does: the distribution installed last wrote the file
         os.symlink(folder / os.path.basename(member), site / member)
 
 
 def _site(tmp_path: Path, torch_site: Path, *dists: tuple[str, str, list[str]]) -> Path:
     """A throwaway site-packages: the real torch (linked) and the given distributions."""
     site = tmp_path / "site-packages"
-    site.mkdir()
+    site.mkdir(parents=True)
     for name in os.listdir(torch_site):
         if name == "torch" or (name.startswith("torch-") and name.endswith(".dist-info")):
             os.symlink(torch_site / name, site / name)
@@ -124,6 +127,31 @@ def test_extensions_built_for_the_installed_torch_have_no_finding(tmp_path, torc
     assert not [f.code for f in found if f.code.startswith("EXTENSION_")]
 
 
+def _cublas_module(dist: str, version: str) -> list[str]:
+    """The path of cupy's cuBLAS module in the wheel (its name carries the wheel's Python tag), from its RECORD."""
+    meta = f"{dist.replace('-', '_')}-{version}.dist-info"
+    record = (fetch(dist, version, [f"{meta}/RECORD"]) / "RECORD").read_text()
+    return [row.split(",")[0] for row in record.splitlines() if row.startswith("cupy_backends/cuda/libs/cublas.")]
+
+
+def test_cupy_for_cuda_12_beside_a_cuda_13_torch_and_both_cupy_variants_together(tmp_path, torch_site):
+    """``readelf -d cupy_backends/cuda/libs/cublas.*.so``: cupy-cuda12x 13.6.0 NEEDS libcublas.so.12 and
+    cupy-cuda13x 13.6.0 libcublas.so.13, beside torch 2.14.1 built for CUDA 13.0 (its variant cu130)."""
+    site = _site(tmp_path / "a", torch_site, (*CUPY12, _cublas_module(*CUPY12)))
+    env, found = _doctor(site)
+    (cuda,) = [f for f in found if f.code == "EXTENSION_CUDA_MISMATCH"]
+    assert cuda.title == "cupy-cuda12x 13.6.0 links CUDA libraries of another major than torch 2.14.1 (CUDA 13)"
+    assert cuda.evidence[0].endswith("needs libcublas.so.12 (CUDA 12)")
+    site = _site(tmp_path / "b", torch_site, (*CUPY13, _cublas_module(*CUPY13)))
+    env, found = _doctor(site)
+    assert [e.objects[0].needed for e in env.extensions] == [["libcublas.so.13"]]
+    assert not [f.code for f in found if f.code.startswith("EXTENSION_")]
+    site = _site(tmp_path / "c", torch_site, (*CUPY12, _cublas_module(*CUPY12)), (*CUPY13, _cublas_module(*CUPY13)))
+    env, found = _doctor(site)
+    (clash,) = [f for f in found if f.code == "EXTENSION_VARIANT_CLASH"]
+    assert clash.fix_commands == [["pip", "uninstall", "-y", "cupy-cuda12x"]]  # torch is CUDA 13: 12x goes
+
+
 def test_torch_own_python_library_resolves_against_torch(torch_site):
     """libtorch_python.so needs some 5,000 torch symbols of libc10/libtorch_cpu/libtorch_cuda: all defined, each
     library's table read once (a second ask reads nothing: no table is built again)."""
@@ -143,7 +171,7 @@ def test_the_answer_is_kept_across_runs_and_read_again_when_torch_changes(tmp_pa
     """The second run recalls the object's answer, demangled names included, from the user cache (no symbol table
     read, no c++filt); a torch library with another stamp makes it read again."""
     site = _site(tmp_path, torch_site, (*XFORMERS, ["xformers/_C.so"]))
-    cand = python_env.Candidate("xformers", "0.0.29.post3", [], [str(site / "xformers/_C.so")])
+    cand = python_env.Candidate("xformers", "0.0.29.post3", str(site / "xformers-0.0.29.post3.dist-info"))
     (first,) = extensions.scan([cand], [str(site)])
     assert first.objects[0].missing_count == 15
     assert elfcache.save() is None
@@ -204,7 +232,7 @@ def test_the_torch_an_extension_was_built_for_is_a_version_or_nothing(tmp_path):
     def built_for(record: str | None, declares: list[str]) -> tuple:
         if record is not None:
             (folder / "cpp_lib.json").write_text(record)
-        return extensions._built_for(python_env.Candidate("x", "1", declares, []), obj)
+        return extensions._built_for(declares, obj)
 
     assert built_for('{"version": {"torch": "2.6.0+cu124"}}', ["torch==2.5.0"]) == ("2.6.0+cu124", "pkg/cpp_lib.json")
     assert built_for('{"version": {"torch": "\\u001b]0;x\\u0007"}}', ["torch (==2.5.0)"]) == ("2.5.0", "Requires-Dist")
