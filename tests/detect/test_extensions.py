@@ -27,7 +27,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from realwheels import TORCH_PY, fetch, site_packages
+from realwheels import TORCH211_PY, TORCH_PY, fetch, site_packages
 
 from cudamatrix.detect import _pyprobe, elf, elfcache, elfsyms, extensions, python_env
 from cudamatrix.diagnose import diagnose
@@ -150,6 +150,24 @@ def test_cupy_for_cuda_12_beside_a_cuda_13_torch_and_both_cupy_variants_together
     env, found = _doctor(site)
     (clash,) = [f for f in found if f.code == "EXTENSION_VARIANT_CLASH"]
     assert clash.fix_commands == [["pip", "uninstall", "-y", "cupy-cuda12x"]]  # torch is CUDA 13: 12x goes
+
+
+def test_beside_torch_2_11_xformers_breaks_and_torchvision_on_the_stable_abi_loads_but_is_pinned_away(tmp_path):
+    """The same two wheels beside torch 2.11.0 (cu130, $CUDAMATRIX_TORCH211_PYTHON): xformers' _C.so needs 12
+    torch symbols torch 2.11.0's libraries do not define (``nm -D --defined-only`` of its torch/lib lacks
+    ``_ZN3c105ErrorC2ENS_14SourceLocationESs``); torchvision 0.29.1's _C_stable.so uses torch's stable C interface
+    (``aoti_torch_*``) and resolves whole, yet declares ``torch (>=2.14.0)``: TORCHVISION_MISMATCH (the matrix pairs
+    torch 2.11.0 with torchvision 0.26.0), no ABI finding."""
+    torch_site = site_packages(TORCH211_PY, "CUDAMATRIX_TORCH211_PYTHON")
+    site = _site(tmp_path, torch_site, (*XFORMERS, ["xformers/_C.so", "xformers/cpp_lib.json"]),
+                 (*TORCHVISION, ["torchvision/_C_stable.so"]))
+    env, found = _doctor(site)
+    objects = {e.name: e.objects[0] for e in env.extensions}
+    assert (objects["xformers"].missing_count, objects["torchvision"].missing_count) == (12, 0)
+    assert "_ZN3c105ErrorC2ENS_14SourceLocationESs" in objects["xformers"].missing
+    abi = [f.title.split(" was ")[0] for f in found if f.code == "EXTENSION_ABI_MISMATCH"]
+    assert abi == ["xformers 0.0.29.post3"]
+    assert {f.code for f in found} >= {"EXTENSION_PIN_MISMATCH", "TORCHVISION_MISMATCH"}
 
 
 def test_torch_own_python_library_resolves_against_torch(torch_site):
