@@ -53,8 +53,8 @@ def torch_libraries(site_packages: list[str]) -> list[str]:
 
 
 def scan(candidates: list[Candidate], site_packages: list[str], timeout: float = 5.0) -> list[Extension]:
-    """The Extension facts of ``candidates``: those that declare a framework, or whose shared objects link torch's
-    or CUDA's libraries (others are left out)."""
+    """The Extension facts of ``candidates``: those that declare a framework (not only behind an extra), or whose
+    shared objects link torch's or CUDA's libraries (others are left out)."""
     libs = torch_libraries(site_packages)
     stamps = [_stamp(lib) for lib in libs]
     against = [[lib, *st] for lib, st in zip(libs, stamps, strict=True) if st is not None]
@@ -65,8 +65,8 @@ def scan(candidates: list[Candidate], site_packages: list[str], timeout: float =
         objects = [o for o in (_object(path, libs, against, fresh) for path in paths) if o is not None]
         if not known:
             keep_distribution(cand.meta, declares, [o.path for o in objects])
-        if not objects and not declares:
-            continue
+        if not objects and all("extra" in d.partition(";")[2] for d in declares):
+            continue  # no object links torch or CUDA, and torch only behind an extra (a test extra): no extension
         built_for, source = _built_for(declares, objects)
         out.append(Extension(name=cand.name, version=cand.version, declares=declares, built_for=built_for,
                              built_for_source=source, objects=objects))

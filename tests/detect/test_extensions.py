@@ -256,3 +256,18 @@ def test_the_torch_an_extension_was_built_for_is_a_version_or_nothing(tmp_path):
     assert built_for('{"version": {"torch": "\\u001b]0;x\\u0007"}}', ["torch (==2.5.0)"]) == ("2.5.0", "Requires-Dist")
     assert built_for("[" * 100_000, ["torch==" + "9" * 5000]) == (None, None)
     assert built_for("{}", ["torch>=2.5", "torch===2.5.1\x1b[31m", "torch==2.5.1; extra == 'x'"]) == (None, None)
+
+
+def test_a_pure_distribution_is_an_extension_by_what_it_declares_outside_an_extra(tmp_path):
+    """A pure-Python distribution that requires torch (torchmetrics' kind) is kept for the pin findings; one that
+    names torch only behind an extra (a test extra) is not an extension."""
+    site = tmp_path / "site-packages"
+    for name, requires in (("metrics", "torch>=2.0"), ("tool", "torch==2.13.0; extra == 'test'")):
+        meta = site / f"{name}-1.0.dist-info"
+        meta.mkdir(parents=True)
+        (meta / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\nRequires-Dist: {requires}\n\n")
+        (meta / "WHEEL").write_text("Wheel-Version: 1.0\nRoot-Is-Purelib: true\n")
+        (meta / "RECORD").write_text(f"{name}/__init__.py,,\n")
+    side = python_env.build(_pyprobe.collect([str(site)]))
+    assert [(e.name, e.declares, e.objects) for e in extensions.scan(side.candidates, [str(site)])] == [
+        ("metrics", ["torch>=2.0"], [])]
