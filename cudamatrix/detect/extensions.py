@@ -62,7 +62,7 @@ def scan(candidates: list[Candidate], site_packages: list[str], timeout: float =
     fresh: list[tuple[ExtensionObject, os.stat_result]] = []  # answers made now: kept once demangled
     for cand in candidates:
         declares, paths, known = read_distribution(cand.meta)
-        objects = [o for o in (_object(path, libs, against, fresh) for path in paths) if o is not None]
+        objects = [o for o in (_object(path, libs, against, fresh, known) for path in paths) if o is not None]
         if not known:
             keep_distribution(cand.meta, declares, [o.path for o in objects])
         if not objects and all("extra" in d.partition(";")[2] for d in declares):
@@ -174,10 +174,11 @@ def _stamp(path: str) -> list[int] | None:
         return None
 
 
-def _object(path: str, libs: list[str], against: list[list], fresh: list) -> ExtensionObject | None:
+def _object(path: str, libs: list[str], against: list[list], fresh: list, linked: bool) -> ExtensionObject | None:
     """The facts of one shared object; None when it links neither torch nor CUDA (or is no readable ELF). An
     object whose symbols were resolved now (not recalled) is added to ``fresh`` with its stat."""
-    dyn = elf.try_read(path, keep=False)  # a warm run reads only the objects that link (keep_distribution)
+    # kept for the next run only when known to link torch or CUDA: a warm run reads no other (keep_distribution)
+    dyn = elf.try_read(path, keep=linked)
     if dyn is None:
         return None
     torch_needed = [n for n in dyn.needed if TORCH_LIB.match(n)]
