@@ -9,6 +9,7 @@ Returns a FixResult; never prints (``fix(show=True)`` renders it through :mod:`c
 """
 from __future__ import annotations
 
+import copy
 import os
 import shlex
 import sys
@@ -21,7 +22,7 @@ from cudamatrix.install import journal as journals
 from cudamatrix.install.apply import snapshot
 from cudamatrix.install.journal import keep_limit
 from cudamatrix.install.undo import rollback_plan
-from cudamatrix.models import Applied, Environment, Finding, Model, Plan, Report, Solution
+from cudamatrix.models import Applied, Environment, Finding, LibraryLoad, Model, Plan, Report, Solution
 from cudamatrix.names import family_of
 from cudamatrix.schema import field, record, replace
 
@@ -144,17 +145,74 @@ def _for_caller(o: FixOptions) -> FixOptions:
     if o.show is None:
         changes["show"] = interactive
     if interactive:
-        from cudamatrix.render import CellAsk, CellShow, cell_progress
+        from cudamatrix.render import Ask, cell_progress
 
         if o.on_progress is None:
             changes["on_progress"] = cell_progress
         if o.confirm is None and not o.dry_run:
-            changes["confirm"] = CellShow() if o.yes else CellAsk()
+            changes["confirm"] = Ask(yes=o.yes)
     return replace(o, **changes) if changes else o
 
 
+# --- the values fix() hands from step to step -------------------------------------------------------------------
+
+@record(frozen=True)
+class Seen:
+    """One state of the machine, each fact made once for it: the environment as detected (its ``library_loads``
+    are the loader model's predictions, made by detect) and, once a matrix is at hand, its diagnosis."""
+
+    environment: Environment
+    findings: tuple[Finding, ...] | None = None  # None: not diagnosed (a run that never needs the findings)
+
+
+@record(frozen=True)
+class Recalled:
+    """The verification memory, asked first: its key for this run, what it ignored and why, and the answer it
+    remembered for this machine as it is (then no GPU run, no plan)."""
+
+    key: str | None = None
+    notes: tuple[str, ...] = ()
+    hit: FixResult | None = None
+
+
+@record(frozen=True)
+class Planned:
+    """The plan for the machine as seen (diagnosed unless the plan is an interrupted one, resumed), its solved
+    set and the matrix it was solved with."""
+
+    seen: Seen
+    matrix: Any
+    plan: Plan
+    solution: Solution
+
+
+@record(frozen=True)
+class Changed:
+    """A plan applied: what the installer did, and the machine as seen after it (detected again, once)."""
+
+    applied: Applied
+    seen: Seen
+
+
+@record(frozen=True)
+class Verified:
+    """The GPU check of the machine as it is now, or the answer remembered for it."""
+
+    report: Report
+    exit_code: int  # verify's: 0 verified, 5 failed, 6 not possible here, 1 nothing to check
+    from_cache: bool = False
+
+
+def _diagnosed(seen: Seen, matrix) -> Seen:
+    """``seen`` with its findings: diagnosed now unless it was already (once per state of the machine)."""
+    if seen.findings is not None:
+        return seen
+    return replace(seen, findings=tuple(_diagnose(seen.environment, matrix)))
+
+
 class _Session:
-    """One run of :func:`fix`: the options, the environment as detected, and the stage timings."""
+    """One run of :func:`fix`: the options, the machine as first seen, and the stage timings; each step below takes
+    and returns a value (:class:`Seen`, :class:`Recalled`, :class:`Planned`, :class:`Changed`, :class:`Verified`)."""
 
     def __init__(self, o: FixOptions) -> None:
         self.o = o
@@ -164,9 +222,9 @@ class _Session:
         self.in_process = o.in_process if o.in_process is not None else \
             o.python is None or _same_environment(self.target, sys.executable)
         with self.clock("detect"):
-            self.environment = _detect(o.python)
-        self.interp = self.environment.python.executable or self.target
-        self.sites = list(self.environment.python.site_packages)
+            self.seen = Seen(_detect(o.python))
+        self.interp = self.seen.environment.python.executable or self.target
+        self.sites = list(self.seen.environment.python.site_packages)
         if not o.dry_run:
             keep_limit()  # the settings a change reads, checked before anything is written (its lock file included)
         # one change of an interpreter at a time, from the journal check to the end (a dry run changes nothing)
@@ -188,29 +246,33 @@ class _Session:
             return self._undo()
         if o.rollback:
             return self._rollback()
-        if self.pending is None and not o.request and not _frameworks(self.environment):
+        if self.pending is None and not o.request and not _frameworks(self.seen.environment):
             _matrix(o.data_dir)  # the settings are checked all the same: bad ones are refused (exit 2)
             _check_index_environment(o.allow_http)
             return self._nothing_asked()
-        memory_notes: list[str] = []  # what the verification memory ignored, and why
-        remembered_key, hit = self._recall(memory_notes)
-        if hit is not None:
-            return hit
+        recalled = self._recall(self.seen)
+        if recalled.hit is not None:
+            return recalled.hit
         matrix = _matrix(o.data_dir)
         _check_index_environment(o.allow_http)
-        plan, solution = self._plan(matrix)
+        planned = self._plan(self.seen, matrix)
+        plan = planned.plan
         result = FixResult(python=self.interp, status="unchanged" if plan.nothing_to_do else "applied",
-                           solution=solution, plan=plan, timings_ms=self.timings)
-        result.messages += memory_notes
+                           solution=planned.solution, plan=plan, timings_ms=self.timings)
+        result.messages += recalled.notes
         if o.dry_run:
             result.status = "dry_run"
             result.messages += ([self.journal_note] if self.journal_note else []) + ["dry run: nothing was changed"]
             return result
-        if plan.nothing_to_do:
+        if plan.nothing_to_do:  # nothing changes: the machine as seen (and diagnosed) is the machine after
             result.messages.append("already consistent: nothing to install")
-        elif not self._apply(plan, result):
-            return result
-        self._after(result, matrix, plan, solution, remembered_key)
+            after = planned.seen
+        else:
+            changed = self._apply(plan, result)
+            if changed is None:
+                return result
+            after = changed.seen
+        self._after(result, planned, _diagnosed(after, planned.matrix), recalled.key)
         return result
 
     def _undo(self) -> FixResult:
@@ -233,16 +295,18 @@ class _Session:
             result.messages.append(f"dry run: the undo of the fix of {when}; nothing was changed" if o.dry_run
                                    else f"already the starting set of the fix of {when}: nothing to undo")
             return result
-        if not self._apply(plan, result):
+        changed = self._apply(plan, result)
+        if changed is None:
             return result
         result.messages.append(f"undone: back to the starting set of the fix of {when} (fix --undo again goes "
                                "forward)")
-        result.left = [f for f in _diagnose(self.environment, _matrix(o.data_dir)) if f.severity == "error"]
-        if result.applied is not None and result.applied.journal_error:
+        after = _diagnosed(changed.seen, _matrix(o.data_dir))
+        result.left = [f for f in after.findings or () if f.severity == "error"]
+        if changed.applied.journal_error:
             result.exit_code = Exit.PROBLEMS
         return result
 
-    def _recall(self, notes: list[str]) -> tuple[str | None, FixResult | None]:
+    def _recall(self, seen: Seen) -> Recalled:
         """The verification memory's key for this run, and the remembered answer when this machine, its
         packages, the request, the target flags and the matrix are as they were (no GPU run then)."""
         from cudamatrix.verify.memory import fingerprint, fix_key, recall_consistent
@@ -250,17 +314,20 @@ class _Session:
         o = self.o
         quick = o.verify and o.use_cache and not o.dry_run and not o.write_activation and self.pending is None
         if not quick:
-            return None, None
-        key = fix_key(fingerprint(self.environment, o.frameworks), o.request or [], o.data_dir, driver=o.driver,
+            return Recalled()
+        environment = seen.environment
+        notes: list[str] = []  # what the verification memory ignored, and why
+        key = fix_key(fingerprint(environment, o.frameworks), o.request or [], o.data_dir, driver=o.driver,
                       gpus=o.gpus, installer=o.installer, mirror=o.mirror)
-        hit = recall_consistent(key, self.environment, notes) if key else None
+        hit = recall_consistent(key, environment, notes) if key else None
         if hit is None:
-            return key, None
-        return key, _remembered(self.environment, self.target, hit[0], hit[1], self.timings, self.in_process)
+            return Recalled(key=key, notes=tuple(notes))
+        return Recalled(key=key, notes=tuple(notes),
+                        hit=_remembered(environment, self.target, hit[0], hit[1], self.timings, self.in_process))
 
-    def _plan(self, matrix) -> tuple[Plan, Solution]:
+    def _plan(self, seen: Seen, matrix) -> Planned:
         """The plan and its solution: the interrupted plan from the step it stopped at (--resume), else a new one
-        for the solved set."""
+        for the solved set, its remedies answering the machine's diagnosis."""
         from cudamatrix.install.plan import make_plan
 
         o = self.o
@@ -268,16 +335,16 @@ class _Session:
             from cudamatrix.install.replay import resume_plan
 
             plan = resume_plan(self.pending, self.interp, allow_http=o.allow_http, mirror=o.mirror)
-            solution = plan.solution or Solution(request=o.request or [], targets=[])
-            return plan, solution
+            return Planned(seen, matrix, plan, plan.solution or Solution(request=o.request or [], targets=[]))
         with self.clock("solve"):
-            findings = _diagnose(self.environment, matrix)
-            solution = _solve(self.environment, o.request or [], o.driver, o.gpus or [], matrix, o.mirror)
-        return make_plan(self.environment, solution, python=self.interp, installer=o.installer, mirror=o.mirror,
-                         allow_http=o.allow_http, verify=o.verify, findings=findings), solution
+            seen = _diagnosed(seen, matrix)
+            solution = _solve(seen.environment, o.request or [], o.driver, o.gpus or [], matrix, o.mirror)
+        plan = make_plan(seen.environment, solution, python=self.interp, installer=o.installer, mirror=o.mirror,
+                         allow_http=o.allow_http, verify=o.verify, findings=list(seen.findings or ()))
+        return Planned(seen, matrix, plan, solution)
 
-    def _apply(self, plan: Plan, result: FixResult) -> bool:
-        """Check the space, ask, apply, detect again; False when the user said no (nothing changed)."""
+    def _apply(self, plan: Plan, result: FixResult) -> Changed | None:
+        """Check the space, ask, apply, detect again; None when the user said no (nothing changed)."""
         from cudamatrix.install.apply import apply
 
         o = self.o
@@ -286,30 +353,30 @@ class _Session:
             from cudamatrix.install.resources import check_space
 
             with self.clock("resources"):
-                space = check_space(plan, self.environment)
+                space = check_space(plan, self.seen.environment)
             if space:
                 result.messages.append(space)
         if not self._consent(plan, result):
-            return False
+            return None
         if self.pending is not None:  # asked for and agreed to: apply() goes on from the step it stopped at
             self.pending.record(resumed=True)
         imported = self._imported()
         with self.clock("apply"):
-            result.applied = apply(plan, on_progress=o.on_progress, journal=self.pending, site_packages=self.sites)
-        if result.applied.journal_error:
-            result.messages.append(_journal_left(result.applied, self.interp))
+            applied = result.applied = apply(plan, on_progress=o.on_progress, journal=self.pending,
+                                             site_packages=self.sites)
+        if applied.journal_error:
+            result.messages.append(_journal_left(applied, self.interp))
         if imported:
             from cudamatrix.install.preload import notebook_context, stale_modules
 
-            result.stale_modules = stale_modules(imported, result.applied.before, result.applied.after)
+            result.stale_modules = stale_modules(imported, applied.before, applied.after)
             result.context = notebook_context() if result.stale_modules else None
         if self.pending is not None:
             result.messages.append("resumed the interrupted change: done")
         if not o.undo:  # the undo says where a second undo goes
             result.messages += _way_back(self.interp)
         with self.clock("detect_after"):
-            self.environment = _detect(o.python)
-        return True
+            return Changed(applied, Seen(_detect(o.python)))
 
     def _consent(self, plan: Plan, result: FixResult) -> bool:
         """Ask ``confirm`` (when given) before ``plan`` changes anything: False when the answer is no (the result
@@ -358,28 +425,31 @@ class _Session:
 
         return imported_from(self.sites)
 
-    def _after(self, result: FixResult, matrix, plan: Plan, solution: Solution, remembered_key: str | None) -> None:
-        """What is left, the library path, the notebook's preloads, then the verification and the exit code."""
+    def _after(self, result: FixResult, planned: Planned, after: Seen, remembered_key: str | None) -> None:
+        """What is left, the library path, the notebook's preloads, then the verification and the exit code, all
+        for ``after``: the machine as it is now (diagnosed)."""
         o = self.o
-        result.left = _left(self.environment, matrix, plan)
-        result.messages += self._library_path(result, solution)
+        plan, solution = planned.plan, planned.solution
+        result.left = _left([copy.copy(f) for f in after.findings or ()], plan)
+        result.messages += self._library_path(result, after.environment, solution)
         if self.in_process:
-            decision = _notebook(self.environment, solution)
+            decision = _notebook(after.environment, solution)
             if decision is not None:
                 result.preload = decision.to_dict()
                 result.messages.append(decision.reason)
                 if decision.action == "restart":
                     result.messages.append(f"restart the kernel ({decision.context}): {decision.restart_line}")
         if o.verify:
-            self._verify(result, plan, solution, remembered_key)
+            verified = self._verify(after, plan, solution, remembered_key, result.messages)
+            result.report, result.from_cache, result.exit_code = verified.report, verified.from_cache, verified.exit_code
         elif result.left and result.exit_code == 0:
             result.exit_code = Exit.PROBLEMS
         if result.applied is not None and result.applied.journal_error and result.exit_code == 0:
             result.exit_code = Exit.PROBLEMS  # applied, but no undo until the journal is completed
 
-    def _library_path(self, result: FixResult, solution: Solution) -> list[str]:
+    def _library_path(self, result: FixResult, environment: Environment, solution: Solution) -> list[str]:
         if self.o.write_activation:
-            result.activation = write_activation_file(self.environment, solution.env)
+            result.activation = write_activation_file(environment, solution.env)
             return [f"wrote {result.activation}" if result.activation
                     else "no library path change needed: no activation snippet written"]
         if solution.env:
@@ -387,27 +457,42 @@ class _Session:
                     solution.env.items()) + " (cudamatrix env, or fix --write-activation)"]
         return []
 
-    def _verify(self, result: FixResult, plan: Plan, solution: Solution, remembered_key: str | None) -> None:
-        """The GPU check (or the result remembered for this unchanged environment), remembered for next time."""
+    def _verify(self, after: Seen, plan: Plan, solution: Solution, remembered_key: str | None,
+                messages: list[str]) -> Verified:
+        """The GPU check (or the result remembered for this unchanged environment), remembered for next time.
+        The loader model's predictions for the child are detect's, handed on, when the child runs in the
+        environment detect saw."""
         from cudamatrix.verify.memory import fingerprint, load, store
         from cudamatrix.verify.run import exit_code
 
         o = self.o
-        key = fingerprint(self.environment, o.frameworks, solution.env)
-        cached = load(key, self.environment, result.messages) if o.use_cache and plan.nothing_to_do else None
+        environment = after.environment
+        key = fingerprint(environment, o.frameworks, solution.env)
+        cached = load(key, environment, messages) if o.use_cache and plan.nothing_to_do else None
         if cached is not None:
-            result.report, result.from_cache = cached, True
-            result.messages.append(f"verification remembered from {cached.cached_at} (environment unchanged)")
+            messages.append(f"verification remembered from {cached.cached_at} (environment unchanged)")
+            verified = Verified(cached, exit_code(cached), from_cache=True)
         else:
             from cudamatrix.verify.run import verify as run_verify
 
             with self.clock("verify"):
-                result.report = run_verify(python=self.interp, frameworks=o.frameworks, timeout=o.timeout,
-                                           env=solution.env, environment=self.environment)
-            store(key, result.report, notes=result.messages)
+                report = run_verify(python=self.interp, frameworks=o.frameworks, timeout=o.timeout,
+                                    env=solution.env, environment=environment,
+                                    loads=_child_loads(environment, solution.env))
+            store(key, report, notes=messages)
+            verified = Verified(report, exit_code(report))
         if remembered_key and plan.nothing_to_do:
-            store(remembered_key, result.report, at=result.report.cached_at, env=solution.env, notes=result.messages)
-        result.exit_code = exit_code(result.report)
+            store(remembered_key, verified.report, at=verified.report.cached_at, env=solution.env, notes=messages)
+        return verified
+
+
+def _child_loads(environment: Environment, changes: dict[str, str]) -> list[LibraryLoad] | None:
+    """detect's loader predictions, when they are the verification child's too: detected here, live, in this
+    process's environment with nothing changed for the child and the ld.so cache read in full. None otherwise
+    (verify predicts for the child itself)."""
+    if environment.origin != "live" or changes or any(n.probe == "ldconfig" for n in environment.notes):
+        return None
+    return environment.library_loads
 
 
 # the installer reads these itself (uv gets pip's as UV_*): a plain-http index there is as unsafe as on the
@@ -553,11 +638,11 @@ def _rollback(pending, result: FixResult, python: str | None, interp: str, sites
     return result
 
 
-def _left(environment: Environment, matrix, plan: Plan) -> list[Finding]:
+def _left(findings: list[Finding], plan: Plan) -> list[Finding]:
     """The error findings after the fix, each fix text saying whether this plan could not or did not fix it."""
     by_code = {(r.code, r.title): r for r in plan.remedies}
     out = []
-    for f in _diagnose(environment, matrix):
+    for f in findings:
         if f.severity != "error":
             continue
         remedy = by_code.get((f.code, f.title)) or next((r for r in plan.remedies if r.code == f.code), None)

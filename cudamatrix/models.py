@@ -143,7 +143,8 @@ class ToolMessage(Model):
     that could not be opened. It keeps the facts the words state; the finding they imply is the diagnose stage's."""
 
     tool: str  # who said it: "torch", "tensorflow", "xla", "jax", "cuda runtime", "onnxruntime", "loader"
-    # arch_unsupported, no_kernel_image, driver_too_old, driver_insufficient, library_version, library_missing
+    # arch_unsupported, no_kernel_image, driver_too_old, driver_insufficient, library_version, library_missing;
+    # a torch extension's: extension_built_for, undefined_symbol, provider_load_failed, requirement_conflict
     kind: str
     text: str  # the words, as printed (at most 300 characters)
     gpu: str | None = None  # the GPU named ("NVIDIA GeForce RTX 5090")
@@ -155,6 +156,11 @@ class ToolMessage(Model):
     built: str | None = None  # the version the program was built against ("8.9.6")
     found: str | None = None  # the version found at run time ("8.6.0"; the driver's CUDA, "11.4", for the driver)
     minimum: str | None = None  # the lowest version the program accepts, where it says
+    package: str | None = None  # the distribution the words are about ("xformers", "flash-attn", "vllm")
+    package_version: str | None = None  # its version, where the words say it ("0.7.3")
+    requirement: str | None = None  # what it declares of ``library`` ("==2.5.1"), as pip's resolver quotes it
+    symbol: str | None = None  # the symbol the loader could not resolve ("_ZN3c104cuda9SetDeviceEi")
+    demangled: str | None = None  # that symbol demangled by c++filt ("c10::cuda::SetDevice(int)"), where it ran
 
 
 @record
@@ -481,6 +487,9 @@ class FrameworkReport(Model):
     # one library family mapped from several copies of different (or unknown) versions after the work: a shim
     # from one copy, sub-libraries from another ({family, copies: [{folder, version, files}]})
     mixed_loads: list[dict[str, Any]] = field(default_factory=list)
+    # each installed torch extension the child imported after the framework's work ({package, version, module,
+    # status: imported / failed / verified / wrong, error: its own words, max_abs_error: its GPU op against the CPU})
+    extensions: list[dict[str, Any]] = field(default_factory=list)
 
 
 @record

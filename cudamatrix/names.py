@@ -106,3 +106,10 @@ def family_of(distribution: str) -> str | None:
         if name in family.distributions or name in family.aliases or name.startswith(family.plugin_prefixes):
             return family.name
     return None
+
+
+# distributions built against one framework build, solved with it from data/extensions.json (never passed through
+# to the installer as given); ``cupy`` stands for the cupy-cudaNNx build of the framework's CUDA major
+EXTENSIONS = frozenset({"vllm", "xformers", "sglang", "onnxruntime-gpu", "cupy", "cupy-cuda11x", "cupy-cuda12x",
+                        "cupy-cuda13x"})
+EXTENSIONS_ON_TORCH = frozenset({"vllm", "xformers", "sglang"})  # their wheels require torch: asking for one solves it

@@ -320,18 +320,41 @@ def stale_lines(result) -> list[str]:
     return out
 
 
-class CellAsk:
-    """``fix()`` called by a person at a notebook cell or the interpreter prompt: the plan, then the question
-    through ``input()`` (in a kernel, the frontend's input box). A kernel with no input channel (nbclient,
-    papermill, a frontend without stdin) and a closed stdin are refused: UsageError, nothing changed."""
+QUESTION = "Apply this plan? [y/N]: "
+
+
+class Ask:
+    """The one question asked before a change: the plan, then :data:`QUESTION`; True for y or yes.
+
+    ``terminal`` (the command line, its stdin a terminal): the question on stderr (stdout holds what the command
+    prints), the answer one line of stdin; an end of input is a no. Otherwise (``fix()`` called by a person at a
+    notebook cell or the interpreter prompt) through ``input()``: in a kernel, the frontend's input box; a kernel
+    with no input channel (nbclient, papermill, a frontend without stdin) and a closed stdin are refused with
+    UsageError, nothing changed. ``yes``: consent given already (``fix(yes=True)``): the plan is shown, nobody
+    asked."""
 
     shows_plan = True  # the result's rendering does not print the plan a second time
+
+    def __init__(self, *, terminal: bool = False, yes: bool = False) -> None:
+        self.terminal, self.yes = terminal, yes
 
     def __call__(self, plan) -> bool:
         human_plan(plan)
         sys.stdout.flush()
+        if self.yes:
+            return True
+        return _yes(self._from_terminal() if self.terminal else self._from_input(plan))
+
+    @staticmethod
+    def _from_terminal() -> str:
+        sys.stderr.write(QUESTION)
+        sys.stderr.flush()
+        return sys.stdin.readline()
+
+    @staticmethod
+    def _from_input(plan) -> str:
         try:
-            answer = input("Apply this plan? [y/N]: ")
+            return input(QUESTION)
         except (EOFError, NotImplementedError, RuntimeError) as exc:
             # ipykernel's StdinNotImplementedError is a NotImplementedError; input() with sys.stdin None (a
             # process started without one) raises RuntimeError("input(): lost sys.stdin")
@@ -342,18 +365,10 @@ class CellAsk:
                              "no input channel, e.g. nbclient or papermill): nothing was changed; call "
                              "cudamatrix.fix(yes=True) to apply the plan, or fix(dry_run=True) to see it",
                              hint="cudamatrix.fix(yes=True)", detail={"plan": plan.to_dict()}) from None
-        return answer.strip().lower() in ("y", "yes")
 
 
-class CellShow:
-    """``fix(yes=True)`` at a cell or prompt: the plan is printed before it is applied (consent was given)."""
-
-    shows_plan = True
-
-    def __call__(self, plan) -> bool:
-        human_plan(plan)
-        sys.stdout.flush()
-        return True
+def _yes(answer: str) -> bool:
+    return answer.strip().lower() in ("y", "yes")
 
 
 _ANSI = lazy(r"\x1b\[[0-9;?]*[A-Za-z]")  # a terminal's colour and cursor codes (ECMA-48 CSI)
@@ -414,6 +429,9 @@ def _framework_report_lines(fw) -> list[str]:
     out += [f"  mixed load of {mixed['family']}: " + "; ".join(
         f"{c['folder']} ({c['version'] or 'version unknown'}): {', '.join(c['files'])}" for c in mixed["copies"])
         for mixed in fw.mixed_loads]
+    out += [f"  extension {e.get('package')} {e.get('version') or ''}: {e.get('status')}".rstrip()
+            + (f" (max abs error {e['max_abs_error']:.3g})" if isinstance(e.get("max_abs_error"), float) else "")
+            for e in fw.extensions]
     if fw.status == "failed" and fw.stderr_tail:
         out.append("  stderr (last lines):")
         out += ["    " + line for line in fw.stderr_tail.splitlines()[-8:]]

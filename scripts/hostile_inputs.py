@@ -275,10 +275,10 @@ def surface_cases(root: Path) -> list[Case]:
     """The second round's hostile inputs (module docstring)."""
     root = _folder(root, "surfaces")
     return (_journal_cases(root) + _fleet_cases(root) + _overlay_cases(root) + _data_cases(root)
-            + _terminal_cases(root) + _wait_cases(root) + _driver_words_cases(root)
+            + _terminal_cases(root) + _wait_cases(root) + _driver_words_cases(root) + _extension_words_cases(root)
             + _mirror_cases(root) + _child_output_cases(root) + _consent_cases(root) + _undo_cases(root)
             + _gate_cases(root) + _lock_gate_cases(root)
-            + _preflight_cases(root) + _extension_cases(root))
+            + _preflight_cases(root) + _extension_cases(root) + _installed_extension_cases(root))
 
 
 def _bare_python(root: Path) -> str:
@@ -635,6 +635,37 @@ def _data_cases(root: Path) -> list[Case]:
     return out
 
 
+def _extension_cases(root: Path) -> list[Case]:
+    """Extensions solved with their framework (data/extensions.json): releases the matrix lacks, drivers too old,
+    pins that cannot agree, a hostile extensions.json in a --data folder, a requirements file pairing them wrongly."""
+    root = _folder(root, "extensions")
+    h100 = ["--driver", "580.65.06", "--gpu", "H100"]
+    out = [Case("extension: no such release", ["solve", "vllm>=99", *h100, "--json"], json=True),
+           Case("extension: pins that cannot agree", ["solve", "torch==2.8.0", "xformers==0.0.29.post3", *h100]),
+           Case("extension: driver too old", ["solve", "cupy-cuda13x", "--driver", "470.82.01", "--gpu", "H100"]),
+           Case("extension: by URL", ["solve", "torch", "xformers @ file:///nonexistent/x.whl", *h100, "--json"],
+                json=True),
+           Case("extension: extras and markers", ["solve", "vllm[bogus]>=0.1; python_version >= '3'", *h100]),
+           Case("extension: lock", ["lock", "torch", "vllm", *h100, "--pins-only"], inert=True)]
+    bad = root / "bad.txt"
+    bad.write_text("torch==2.8.0\nxformers==0.0.29.post3\n")
+    alone = root / "alone.txt"
+    alone.write_text("xformers==0.0.29.post3 ; sys_platform == 'linux'\n")
+    out += [Case("extension: check -r wrong torch", ["check", "-r", str(bad), *h100, "--json"], json=True),
+            Case("extension: check -r without torch", ["check", "-r", str(alone), *h100])]
+    for label, url in {"newline": "https://example.invalid/simple" + INJECT, "escape": "https://e.invalid/" + ESC,
+                       "plain http": "http://example.invalid/simple"}.items():
+        folder = root / f"data-{label.replace(' ', '-')}"
+        shutil.copytree(_data_dir(), folder)
+        doc = json.loads((folder / "extensions.json").read_text())
+        doc["releases"][0]["index_url"] = url
+        (folder / "extensions.json").write_text(json.dumps(doc))
+        out += [Case(f"extension data {label}: matrix validate", ["matrix", "validate", str(folder), "--json"],
+                     json=True),
+                Case(f"extension data {label}: solve", ["solve", "vllm", *h100, "--data", str(folder)], inert=True)]
+    return out
+
+
 def _terminal_cases(root: Path) -> list[Case]:
     out: list[Case] = []
     paste = root / "smi-escapes.txt"
@@ -695,6 +726,35 @@ def _driver_words_cases(root: Path) -> list[Case]:
         for cmd in ("detect", "doctor"):
             out.append(Case(f"driver words: {cmd} --from {name}", [cmd, "--from", str(paste)], inert=True))
             out.append(Case(f"driver words: {cmd} --from {name} --json", [cmd, "--from", str(paste), "--json"],
+                            json=True))
+    return out
+
+
+def _extension_words_cases(root: Path) -> list[Case]:
+    """Pastes for the readers of a torch extension's load error (detect/pastes/extensions.py): xFormers' block, an
+    undefined torch symbol, ONNX Runtime's CUDA provider, pip's resolver; long lines, repeats, escapes and odd
+    versions, read and diagnosed: never a traceback, a hang or a raw control character in the output."""
+    built = "WARNING[XFORMERS]: xFormers can't load C++/CUDA extensions. xFormers was built for:\n"
+    symbol = "ImportError: /e/site-packages/flash_attn_2_cuda.so: undefined symbol: _ZN3c10"
+    provider = "FAIL : Failed to load library libonnxruntime_providers_cuda.so with error: "
+    texts = {
+        "xformers-repeated": (built + "    PyTorch 2.1.2+cu121 with CUDA 1201 (you have 2.1.0+cpu)\n") * 20_000,
+        "xformers-odd-versions": built + f"    PyTorch {'9' * 5000} with CUDA {ESC} (you have {INJECT})\n"
+                                 f"    Python  3.{'1' * 4000} (you have 3.11)\n",
+        "symbol-long": symbol + "x" * 200_000 + "\n" + ": undefined symbol: " * 50_000 + "\n",
+        "symbol-escapes": f"ImportError: /e/site-packages/{ESC}{INJECT}.so: undefined symbol: _ZN3c10{ESC}$(touch P)\n",
+        "provider-many": (provider + "libcublasLt.so.11: cannot open shared object file\n") * 20_000,
+        "provider-odd": provider + "lib" + "9" * 100_000 + ".so.99999999999: cannot open shared object file\n",
+        "pip-many": "vllm 0.7.3 requires torch==2.5.1, but you have torch 2.4.0+cu124 which is incompatible.\n" * 20_000,
+        "pip-odd": f"vllm {ESC} requires torch=={INJECT}, but you have torch {'9' * 5000} which is incompatible.\n",
+    }
+    out: list[Case] = []
+    for name, text in texts.items():
+        paste = root / f"extension-words-{name}.txt"
+        paste.write_text(text, encoding="utf-8")
+        for cmd in ("detect", "doctor"):
+            out.append(Case(f"extension words: {cmd} --from {name}", [cmd, "--from", str(paste)], inert=True))
+            out.append(Case(f"extension words: {cmd} --from {name} --json", [cmd, "--from", str(paste), "--json"],
                             json=True))
     return out
 
@@ -873,7 +933,7 @@ def _extension_dist(site: Path, name: str, objects: dict[str, bytes], metadata: 
                                                    f"{pkg.name}/missing.so,,"]) + "\n")
 
 
-def _extension_cases(root: Path) -> list[Case]:
+def _installed_extension_cases(root: Path) -> list[Case]:
     """Issue 39: installed extensions read from their files. A venv whose torch/lib holds a gcc-built libc10.so
     (or damaged copies of it) beside extension distributions with damaged ELF objects, hostile Requires-Dist,
     hostile build records and RECORD rows outside site-packages; and saved environments whose ``extensions`` are
@@ -886,7 +946,7 @@ def _extension_cases(root: Path) -> list[Case]:
                 {"name": "torch", "version": "2.5.1+cu121", "cuda": "12.1"}], "packages": {"torch": "2.5.1+cu121"}}):
         saved = root / f"env-extensions-{len(out)}.json"
         saved.write_text(json.dumps({"origin": "file", **bad}))
-        out.append(Case(f"extensions: saved environment {len(out)}", ["doctor", "--env", str(saved), "--json"],
+        out.append(Case(f"installed extensions: saved environment {len(out)}", ["doctor", "--env", str(saved), "--json"],
                         json=True))
     gcc = shutil.which("gcc")
     if gcc is None:
@@ -917,7 +977,7 @@ def _extension_cases(root: Path) -> list[Case]:
         _extension_dist(site, "ext-json", {"_C.so": ext}, "Requires-Dist: torch===2.5.1\x1b[31m\n",
                         {"cpp_lib.json": json.dumps({"version": {"torch": "\x1b]0;title\x07" + "9" * 500}})})
         for cmd in ("doctor", "detect"):
-            out.append(Case(f"extensions: {torch_label}: {cmd} --python", [cmd, "--python", str(venv / "bin" / "python"),
+            out.append(Case(f"installed extensions: {torch_label}: {cmd} --python", [cmd, "--python", str(venv / "bin" / "python"),
                                                                            "--json"], json=True, inert=True,
                             absent=[str(Path.cwd() / "PWNED")]))
     return out

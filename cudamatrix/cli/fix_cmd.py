@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from cudamatrix.cli.common import check_target_flags, check_timeout, finish, guarded, python_path
 from cudamatrix.names import FAMILY_NAMES
-from cudamatrix.render import human_fix, human_plan, human_report
+from cudamatrix.render import Ask, human_fix, human_report
 
 if TYPE_CHECKING:
     from rich.status import Status
@@ -47,7 +47,7 @@ def run_fix(requirements: list[str] | None = None, python: str | None = None, dr
     if yes or dry_run:
         confirm = None
     elif sys.stdin is not None and sys.stdin.isatty() and not as_json:
-        confirm = _ask
+        confirm = Ask(terminal=True)
     else:
         confirm = _refuse
     progress = _Progress(as_json)
@@ -124,23 +124,6 @@ def _check_framework(framework: str) -> None:
 
     if framework not in FRAMEWORK_CHOICES:
         raise UsageError(f"--framework {framework!r} is not known", hint="torch | tensorflow | jax | all")
-
-
-class _Ask:
-    """Show the plan and ask on the terminal."""
-
-    shows_plan = True  # the result's rendering does not print the plan a second time
-
-    def __call__(self, plan) -> bool:
-        human_plan(plan)
-        sys.stdout.flush()
-        sys.stderr.write("Apply this plan? [y/N]: ")
-        sys.stderr.flush()
-        answer = sys.stdin.readline().strip().lower()
-        return answer in ("y", "yes")
-
-
-_ask = _Ask()
 
 
 def _refuse(plan) -> bool:

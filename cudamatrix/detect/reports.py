@@ -7,12 +7,14 @@ outputs may follow each other in one file: nvidia-smi (table of every driver era
 and SGLang's variants), ``jax.print_environment_info()``, ``tf.sysconfig.get_build_info()``, issue templates, what
 users print from Python, ``ldconfig -p``, ``nvcc --version``, ``pip freeze`` / ``pip list`` / ``conda list``,
 /proc/driver/nvidia/version, deviceQuery, cudnn.h, NVRM kernel messages, and the warnings and errors torch,
-TensorFlow, XLA, JAX, the CUDA runtime and the loader print (:mod:`.pastes.messages`). The notes say which tool each block of
+TensorFlow, XLA, JAX, the CUDA runtime and the loader print (:mod:`.pastes.messages`), and what the packages built
+against one torch print when they cannot load (:mod:`.pastes.extensions`: xFormers, undefined torch symbols, ONNX
+Runtime's CUDA provider, pip's resolver). The notes say which tool each block of
 lines was read as and which lines were skipped. Nothing here raises on odd text.
 """
 from __future__ import annotations
 
-from cudamatrix.detect.pastes import fields, messages, nvsmi, packages, prints, tools
+from cudamatrix.detect.pastes import extensions, fields, messages, nvsmi, packages, prints, tools
 from cudamatrix.detect.python_env import other_variant, torch_variant
 from cudamatrix.detect.text import Paste, ranges, span_ranges
 from cudamatrix.errors import UsageError
@@ -21,7 +23,7 @@ from cudamatrix.names import FRAMEWORK_DISTS
 
 KNOWN = ("nvidia-smi, collect_env, jax.print_environment_info(), tf.sysconfig.get_build_info(), ldconfig -p, "
          "nvcc --version, pip freeze / pip list / conda list, or the warnings and errors of torch, TensorFlow, JAX "
-         "and the CUDA runtime")
+         "and the CUDA runtime, or a torch extension's load error")
 
 
 READERS = [
@@ -32,6 +34,7 @@ READERS = [
     ("nvcc", lambda p, e, s: tools.read_nvcc(p, e)),
     ("ldconfig", lambda p, e, s: tools.read_ldconfig(p, e)),
     ("cudnn.h", lambda p, e, s: tools.read_cudnn_header(p, e)),
+    ("extension errors", lambda p, e, s: extensions.read(p, e)),  # before the loader's "cannot open" lines
     ("framework messages", lambda p, e, s: messages.read(p, e)),
     ("/proc/driver/nvidia/version", lambda p, e, s: tools.read_proc_version(p, e)),
     ("deviceQuery", lambda p, e, s: tools.read_device_query(p, e)),

@@ -52,14 +52,19 @@ DOCTOR: tuple[Code, ...] = (
          "of one library, or different exact pins)."),
     Code("TORCHVISION_MISMATCH", "error", "torchvision (or torchaudio) declares a torch other than the one "
          "installed."),
-    Code("EXTENSION_ABI_MISMATCH", "error", "An installed torch extension (a shared object linking libc10 or "
-         "libtorch) needs torch symbols no library of the installed torch defines: its import fails with "
-         "'undefined symbol'. Found from the files (its .dynsym against torch's GNU hash tables), never by importing."),
-    Code("EXTENSION_PIN_MISMATCH", "error", "An installed distribution's Requires-Dist names torch, jax, jaxlib or "
-         "tensorflow with a specifier the installed version does not meet (torchvision and torchaudio: "
-         "TORCHVISION_MISMATCH when the matrix holds the torch)."),
-    Code("EXTENSION_CUDA_MISMATCH", "error", "An installed extension links CUDA libraries of another major than "
-         "the framework's build (libcublasLt.so.13 beside a CUDA 12 torch)."),
+    Code("EXTENSION_ABI_MISMATCH", "error", "A torch extension (xformers, flash-attn, vllm, torch-scatter, ...) was "
+         "built against another torch, C++ ABI or Python than the installed one: its compiled library does not load. "
+         "In a paste: xFormers' 'built for ... you have ...', an undefined c10/at/torch symbol; installed: a shared "
+         "object linking libc10 or libtorch needs torch symbols no library of the installed torch defines (its "
+         ".dynsym against torch's GNU hash tables, never imported)."),
+    Code("EXTENSION_PIN_MISMATCH", "error", "An installed distribution declares a torch, jax, jaxlib or tensorflow "
+         "requirement the installed version breaks (its Requires-Dist, markers evaluated here, extras ignored; pip's "
+         "'requires torch==X, but you have torch Y' in a paste); torchvision and torchaudio: TORCHVISION_MISMATCH "
+         "when the matrix holds the torch."),
+    Code("EXTENSION_CUDA_MISMATCH", "error", "An extension was built for another CUDA major (or another build of the "
+         "same torch) than the framework's: onnxruntime-gpu for CUDA 11 beside a CUDA 12 torch in a paste; "
+         "installed, a shared object linking libcudart/libcublas(Lt)/libnvrtc of another major, or another soname "
+         "than the framework's own copy."),
     Code("EXTENSION_VARIANT_CLASH", "error", "Two CUDA-major variants of one package are installed together "
          "(cupy-cuda12x and cupy-cuda13x): they write the same files."),
     Code("JAX_PLUGIN_MISMATCH", "error", "jaxlib and its CUDA plugin or PJRT wheel (jax-cudaNN-plugin, "
@@ -94,6 +99,9 @@ VERIFY: tuple[Code, ...] = (
          "too small)."),
     Code("NOT_INSTALLED", "error", "No framework to verify is installed in the interpreter."),
     Code("PYTHON_NOT_FOUND", "error", "The interpreter to verify could not be started."),
+    Code("EXTENSION_IMPORT_FAILED", "error", "An installed torch extension (xformers, flash-attn, vllm, onnxruntime, "
+         "cupy, torch-scatter, ...) does not import beside the framework after its work, or importing it crashed "
+         "the child; the cause quotes the extension's own words."),
     Code("LIBRARY_MIXED", "error", "One library family was mapped from copies of different versions (a cuDNN "
          "shim from the wheel, its sub-libraries from a system folder), even when the work ran."),
 )

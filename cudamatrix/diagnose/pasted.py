@@ -136,3 +136,218 @@ def pasted_no_driver(env: Environment) -> Finding:
     return Finding(code="NO_DRIVER", severity="error",
                    title="The pasted machine's NVIDIA driver could not be reached" + (f" ({where})" if where else ""),
                    evidence=evidence, fix=fix)
+
+
+# --- a torch extension that cannot load, in a paste ----------------------------------------------------------------
+#
+# The words read by cudamatrix/detect/pastes/extensions.py: xFormers' "built for" block, an undefined torch symbol,
+# ONNX Runtime's CUDA provider that cannot open a CUDA library, pip's "requires torch==X, but you have torch Y".
+
+_PIN_PACKAGES = ("xformers", "vllm", "sglang", "sgl-kernel", "vllm-flash-attn")  # they declare torch==X exactly
+_PYG = ("torch-scatter", "torch-sparse", "torch-cluster", "torch-spline-conv", "pyg-lib")
+_COMPANIONS = ("torchvision", "torchaudio")  # TORCHVISION_MISMATCH's
+
+
+def extension_findings(env: Environment, findings: list[Finding]) -> None:
+    """EXTENSION_ABI_MISMATCH, EXTENSION_CUDA_MISMATCH, EXTENSION_PIN_MISMATCH (and LIBRARY_MISSING or
+    TORCHVISION_MISMATCH where those are what the words say) for every extension message of the paste: one finding per
+    code and package, a later message of the same joined to its evidence."""
+    made: dict[tuple[str, str], Finding] = {}
+    for said in env.messages:
+        code = extension_code(env, said)
+        if code is None:
+            continue
+        evidence = [f"{said.tool} said: {said.text}"] + _extension_facts(env, said)
+        key = (code, said.package or "")
+        same = made.get(key) or next((f for f in findings if f.code == code and said.package and
+                                      said.package in f.title), None)
+        if same is None and code in ("LIBRARY_MISSING", "TORCHVISION_MISMATCH"):
+            same = next((f for f in findings if f.code == code), None)
+        if same is not None:
+            same.evidence += [e for e in evidence if e not in same.evidence]
+            continue
+        title, fix, commands = _extension_words(env, said, code)
+        made[key] = Finding(code=code, severity="error", title=title, evidence=evidence, fix=fix,
+                            fix_commands=commands)
+        findings.append(made[key])
+
+
+def extension_code(env: Environment, said: ToolMessage) -> str | None:
+    """The finding an extension's message states; None for one that states none (xFormers' block when the versions it
+    names agree: its extensions failed for another reason, which XFORMERS_MORE_DETAILS=1 prints)."""
+    if said.kind == "undefined_symbol":
+        return "EXTENSION_ABI_MISMATCH"
+    if said.kind == "extension_built_for":
+        return _built_for_code(said)
+    if said.kind == "requirement_conflict":
+        return "TORCHVISION_MISMATCH" if said.package in _COMPANIONS else "EXTENSION_PIN_MISMATCH"
+    if said.kind == "provider_load_failed":
+        framework = _framework_cuda_major(env)
+        mismatch = said.library != "cudnn" and said.built and framework and framework != said.built
+        return "EXTENSION_CUDA_MISMATCH" if mismatch else "LIBRARY_MISSING"
+    return None
+
+
+def _built_for_code(said: ToolMessage) -> str | None:
+    built, found = said.built or "", said.found or ""
+    if said.library == "python":  # a build for CPython 3.10 does not load in 3.11; patch releases share the ABI
+        return "EXTENSION_ABI_MISMATCH" if built.split(".")[:2] != found.split(".")[:2] else None
+    if built.split("+")[0] != found.split("+")[0]:
+        return "EXTENSION_ABI_MISMATCH"
+    return "EXTENSION_CUDA_MISMATCH" if _local(built) != _local(found) else None
+
+
+def _local(version: str) -> str:
+    return version.partition("+")[2]
+
+
+def _framework_cuda_major(env: Environment) -> str | None:
+    """The CUDA major of the paste's torch (or other framework) build, where the paste states it."""
+    for fw in env.frameworks:
+        if fw.cuda:
+            return fw.cuda.split(".")[0]
+    return None
+
+
+def _torch_version(env: Environment, said: ToolMessage) -> str | None:
+    """The installed torch: what the message found, else the paste's torch."""
+    if said.library == "torch" and said.found:
+        return said.found
+    torch = next((f for f in env.frameworks if f.name == "torch"), None)
+    return torch.version if torch is not None else env.packages.get("torch")
+
+
+def _extension_facts(env: Environment, said: ToolMessage) -> list[str]:
+    """The facts of a message as evidence lines."""
+    out = []
+    if said.kind == "undefined_symbol":
+        torch = _torch_version(env, said)
+        out.append(f"{said.package or 'the extension'} ({said.soname}) needs {said.demangled or said.symbol}, which "
+                   f"the installed torch{' ' + torch if torch else ''} does not export")
+        abi = symbol_abi(said)
+        if abi:
+            out.append(abi)
+    elif said.kind == "extension_built_for":
+        what = "torch" if said.library == "torch" else "Python"
+        out.append(f"{said.package} was built for {what} {said.built}; the installed {what} is {said.found}")
+    elif said.kind == "requirement_conflict":
+        out.append(f"{said.package} {said.package_version} declares {said.library}{said.requirement}; the installed "
+                   f"{said.library} is {said.found}")
+    elif said.kind == "provider_load_failed":
+        out.append(_provider_fact(env, said))
+    return out
+
+
+def symbol_abi(said: ToolMessage) -> str | None:
+    """What the symbol's name says of the C++ ABI the extension was built with: std::__cxx11 names only exist in
+    the C++11 ABI (the pre-C++11 std::string demangles as "std::string")."""
+    symbol, demangled = said.symbol or "", said.demangled or ""
+    if "__cxx11" in symbol:
+        return ("the symbol is of the C++11 ABI (std::__cxx11): the extension was built with the C++11 ABI, and a "
+                "torch built with the pre-C++11 ABI (torch.compiled_with_cxx11_abi() False) does not export it")
+    if "std::string" in demangled or "std::basic_string<char" in demangled and "__cxx11" not in demangled:
+        return ("the symbol is of the pre-C++11 ABI (std::string): the extension was built with the pre-C++11 ABI, "
+                "and a torch built with the C++11 ABI (torch.compiled_with_cxx11_abi() True) does not export it")
+    return None
+
+
+def _provider_fact(env: Environment, said: ToolMessage) -> str:
+    framework = _framework_cuda_major(env)
+    if said.library == "cudnn":
+        return f"ONNX Runtime's CUDA provider links cuDNN {said.built or '?'} ({said.soname}), which is not found"
+    need = f"ONNX Runtime's CUDA provider was built for CUDA {said.built}: it opens {said.soname}" if said.built else \
+        f"ONNX Runtime's CUDA provider opens {said.soname}"
+    torch = next((f for f in env.frameworks if f.cuda), None)
+    return need + (f"; {torch.name} {torch.version} is a CUDA {torch.cuda} build" if torch and framework else "")
+
+
+def _extension_words(env: Environment, said: ToolMessage, code: str) -> tuple[str, str, list[list[str]]]:
+    """The title, the fix and the fix's commands of the finding a message states."""
+    if said.kind == "provider_load_failed":
+        return _provider_words(env, said, code)
+    if said.kind == "requirement_conflict":
+        return _pin_words(said)
+    package = said.package or "an extension"
+    torch = _torch_version(env, said)
+    if said.kind == "extension_built_for" and said.library == "python":
+        return (f"{package} was built for Python {said.built}; the interpreter is Python {said.found}",
+                f"install the {package} wheel of this Python ({_cp(said.found)}): pip install --force-reinstall "
+                f"--no-deps {package}=={env.packages.get(package, '<version>')}", [])
+    if code == "EXTENSION_CUDA_MISMATCH":
+        return (f"{package} was built for torch {said.built}; the installed torch is {said.found} (another build)",
+                f"install torch {said.built}, the build {package} was built for (`cudamatrix solve 'torch=="
+                f"{said.built}'` names its index), or the {package} built for the installed torch's "
+                f"{_local(said.found or '') or 'build'}", [])
+    if said.kind == "extension_built_for":
+        title = f"{package} was built for torch {said.built}; the installed torch is {said.found}: its C++/CUDA " \
+                "extensions cannot load"
+    else:
+        title = f"{package} was built against another torch than the installed one{' (' + torch + ')' if torch else ''}" \
+                ": its compiled library does not load (undefined symbol)"
+    fix, commands = _rebuild_fix(said, package, torch)
+    return title, fix, commands
+
+
+def _cp(python: str | None) -> str:
+    parts = (python or "").split(".")
+    return f"cp{parts[0]}{parts[1]}" if len(parts) >= 2 else "this interpreter's tag"
+
+
+def _rebuild_fix(said: ToolMessage, package: str, torch: str | None) -> tuple[str, list[list[str]]]:
+    """The package built for the installed torch, or torch moved to the one the package was built for."""
+    base = (torch or "").split("+")[0]
+    back = f"; or move torch to {said.built}, the one it was built for: pip install 'torch=={said.built.split('+')[0]}'" \
+        if said.built else ""
+    if package in _PIN_PACKAGES and base:
+        return (f"install the {package} release built for torch {base} ({package} declares the exact torch it was "
+                f"built for, so pip picks it): pip install {package} 'torch=={base}'{back}",
+                [["pip", "install", package, f"torch=={base}"]])
+    if package == "flash-attn":
+        abi = symbol_abi(said) or ""
+        flag = "cxx11abiFALSE" if "C++11 ABI (std::__cxx11)" in abi else "cxx11abiTRUE" if "pre-C++11" in abi else \
+            "cxx11abiTRUE or FALSE as torch.compiled_with_cxx11_abi() says"
+        minor = ".".join(base.split(".")[:2]) if base else "X.Y"
+        return (f"install the flash-attn release wheel built for torch {minor}, the installed torch's CUDA major and "
+                f"{flag} (flash-attention's GitHub release files, flash_attn-V+cuXXtorch{minor}{flag.split()[0]}-...), "
+                f"or build it against the installed torch: pip install flash-attn --no-build-isolation "
+                f"--no-cache-dir{back}", [])
+    if package in _PYG:
+        return (f"install {package} from PyG's wheel page for torch {base or 'X.Y.Z'} and its CUDA build (the -f link of "
+                f"PyG's installation guide), or build it against the installed torch: pip install --no-cache-dir "
+                f"--no-build-isolation {package}{back}", [])
+    return (f"reinstall {package} built for the installed torch{' ' + base if base else ''} (a release whose wheel was "
+            f"built for it, or a build from source against it: pip install --force-reinstall --no-cache-dir "
+            f"--no-build-isolation {package}){back}", [])
+
+
+def _pin_words(said: ToolMessage) -> tuple[str, str, list[list[str]]]:
+    package, library = said.package or "a package", said.library or "torch"
+    base = (said.found or "").split("+")[0]
+    title = f"{package} {said.package_version} declares {library}{said.requirement}; the installed {library} is " \
+            f"{said.found}"
+    move = f"or install the {library} it declares: pip install '{library}{said.requirement}'"
+    if package in _COMPANIONS or not base:
+        return title, f"install the {package} of the installed {library}, {move}", []
+    return (title, f"install the {package} release that declares the installed {library} {base}: pip install "
+            f"{package} '{library}=={base}' (pip picks the release whose pin it meets; none for a {library} too new or "
+            f"too old for every release); {move}", [["pip", "install", package, f"{library}=={base}"]])
+
+
+def _provider_words(env: Environment, said: ToolMessage, code: str) -> tuple[str, str, list[list[str]]]:
+    framework = _framework_cuda_major(env)
+    if said.library == "cudnn":
+        return (f"ONNX Runtime's CUDA provider cannot load cuDNN {said.built or ''} ({said.soname})".replace("  ", " "),
+                f"install cuDNN {said.built or ''} where the loader finds it (pip install nvidia-cudnn-cu"
+                f"{framework or 'XX'}, its folder on LD_LIBRARY_PATH, or import torch first, which loads its own), or "
+                "an onnxruntime-gpu built for the cuDNN major installed".replace("  ", " "), [])
+    if code == "EXTENSION_CUDA_MISMATCH":
+        return (f"onnxruntime-gpu was built for CUDA {said.built}; the framework is a CUDA {framework} build "
+                f"({said.soname} not found)",
+                f"install an onnxruntime-gpu built for CUDA {framework}, the framework's (ONNX Runtime's CUDA "
+                f"execution provider requirements list the release of each CUDA major), so both use one set of CUDA "
+                f"libraries; or install the CUDA {said.built} libraries it opens (nvidia-cublas-cu{said.built})", [])
+    cuda = f"CUDA {said.built}" if said.built else "CUDA"
+    return (f"ONNX Runtime's CUDA provider cannot load {said.soname} ({cuda} is not found)",
+            f"install the {cuda} libraries it opens where the loader finds them (pip install nvidia-cublas-cu"
+            f"{said.built or 'XX'} nvidia-cuda-runtime-cu{said.built or 'XX'}, or a torch of {cuda}, imported before "
+            f"onnxruntime), or an onnxruntime-gpu built for the CUDA installed", [])

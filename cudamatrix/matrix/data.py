@@ -1,7 +1,7 @@
 """The compatibility matrix: the models of ``data/`` and its loader.
 
 One JSON file per family (``cuda.json``, ``gpus.json``, ``cudnn.json``, ``torch.json``,
-``tensorflow.json``, ``jax.json``, ``advisories.json``) plus ``meta.json`` (schema and data versions).
+``tensorflow.json``, ``jax.json``, ``advisories.json``, ``extensions.json``) plus ``meta.json`` (schema and data versions).
 Every row carries ``source``: a list of source records (:mod:`cudamatrix.matrix.sources`: the URL of the document
 or the package artifact it was read from, what it states, when it was read, whose word it is).
 Unknown keys are refused; a load error names the file and the dotted path of the bad value.
@@ -28,7 +28,9 @@ from cudamatrix.schema.annotated import CC, Driver, IndexUrl, Label, Local, Name
 # 2: every row's ``source`` is a list of source records (url, states, read, kind), not free text; variants
 # carry ``per_platform``; cuda.json carries ``jetpack``, cudnn.json ``gpu_floors``
 SCHEMA_VERSION = 2
-FILES = ("meta", "cuda", "gpus", "cudnn", "torch", "tensorflow", "jax", "advisories")
+FILES = ("meta", "cuda", "gpus", "cudnn", "torch", "tensorflow", "jax", "advisories", "extensions")
+# files a data folder may leave out (one written before they existed): the file's record, empty, stands for it
+OPTIONAL = frozenset({"extensions"})
 
 InferredField = Literal["archs", "ptx", "cudnn", "cuda", "nvidia_pins", "python"]
 Platform = Literal["linux_x86_64", "linux_aarch64", "win_amd64", "macos_arm64", "macos_x86_64"]
@@ -310,6 +312,53 @@ class AdvisoryFile:
     __pydantic_config__ = FORBID
 
 
+# --- Torch extensions ------------------------------------------------------------------------------
+
+@lazy_sources
+@record(frozen=True)
+class ExtensionRelease:
+    """One release of a package built against a framework (vllm, xformers, sglang, onnxruntime-gpu,
+    cupy-cudaNNx), read from its wheels (``scripts/refresh_extensions.py``): what their METADATA requires of
+    torch, its companions and the other extensions (Linux x86_64 markers applied), the CUDA major it is built
+    for where the name, the METADATA or its libraries state one, and its wheels' Pythons and platforms."""
+
+    name: Name
+    version: Ver
+    python: list[VersionText]  # Python versions with a wheel
+    source: Sources
+    platforms: list[Platform] = field(default_factory=list)
+    # distribution -> the specifier its Requires-Dist states ("torch": "==2.8.0"; "" names no version)
+    requires: dict[Name, Spec] = field(default_factory=dict)
+    cuda_major: int | None = None  # None: it follows the framework's (it pins torch), or no artifact says
+    index_url: IndexUrl | None = None  # None: the default index
+    __pydantic_config__ = FORBID
+
+
+@lazy_sources
+@record(frozen=True)
+class ReleaseFiles:
+    """A package whose binary wheels are release files, not index entries (flash-attn): the file-name rule its
+    own build script states at a tag, and what of it could not be read."""
+
+    name: Name
+    # the wheel's local version: ``{cuda_major}`` ``{torch}`` (major.minor) ``{abi}`` (TRUE/FALSE) filled in
+    local: str
+    source: Sources
+    versions: Spec | None = None  # the releases the rule covers; None: not read (the build script at one commit)
+    url: str = ""  # the release file URL with ``{version}``, ``{local}``, ``{python}`` and ``{platform}``
+    unread: str = ""  # what could not be read (the release files themselves, their list per release)
+    __pydantic_config__ = FORBID
+
+
+@record(frozen=True)
+class ExtensionFile:
+    """extensions.json: the extensions' releases and the release-file rules."""
+
+    releases: list[ExtensionRelease] = field(default_factory=list)
+    release_files: list[ReleaseFiles] = field(default_factory=list)
+    __pydantic_config__ = FORBID
+
+
 @record(frozen=True)
 class Meta:
     """meta.json: schema and data versions of the matrix."""
@@ -333,6 +382,7 @@ class Matrix:
     tensorflow: FrameworkFile
     jax: FrameworkFile
     advisories: AdvisoryFile
+    extensions: ExtensionFile = field(default_factory=ExtensionFile)
 
     __pydantic_config__ = FORBID
 
@@ -350,6 +400,9 @@ class Matrix:
             with _BUILDING:  # one thread builds a file; another asking meanwhile waits and finds it built
                 if name in self.__dict__:
                     return self.__dict__[name]
+                if name not in pending and name in OPTIONAL:  # a folder without it: the empty file
+                    self.__dict__[name] = _FIELD_TYPES[name]()
+                    return self.__dict__[name]
                 if name not in pending:
                     raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
                 value = _build_file(name, pending[name])
@@ -360,7 +413,7 @@ class Matrix:
 
 _FIELD_TYPES: dict[str, type] = {"meta": Meta, "cuda": CudaFile, "gpus": GpuFile, "cudnn": CudnnFile,
                                  "torch": FrameworkFile, "tensorflow": FrameworkFile, "jax": FrameworkFile,
-                                 "advisories": AdvisoryFile}  # each file's record: the Matrix field of its name
+                                 "advisories": AdvisoryFile, "extensions": ExtensionFile}  # each file's record: the Matrix field of its name
 
 
 def default_data_dir() -> Path:
@@ -502,8 +555,9 @@ def load_matrix_from(data_dir: Path, *, trusted: bool = False) -> Matrix:
     data_dir = Path(data_dir)
     if not data_dir.is_dir():
         raise DataError(f"{data_dir}: not a matrix data folder")
+    names = [n for n in FILES if n not in OPTIONAL or (data_dir / f"{n}.json").exists()]
     if not trusted:
-        return validate_files({name: _read(data_dir / f"{name}.json") for name in FILES})
+        return validate_files({name: _read(data_dir / f"{name}.json") for name in names})
     # a file missing is told at the load, as before; each file is read on first use (a command reads only what
     # it asks about)
-    return build_lazily({name: _present(data_dir / f"{name}.json") for name in FILES})
+    return build_lazily({name: _present(data_dir / f"{name}.json") for name in names})

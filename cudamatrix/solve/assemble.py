@@ -11,6 +11,7 @@ from cudamatrix.matrix.data import Matrix
 from cudamatrix.models import Environment, FrameworkChoice, Pin, Rejection, Solution
 from cudamatrix.names import FAMILIES, FRAMEWORK_DISTS, canonical
 from cudamatrix.solve import rules
+from cudamatrix.solve.extensions import Chosen
 from cudamatrix.solve.indexes import index_args, index_layout
 from cudamatrix.solve.request import Request
 from cudamatrix.solve.search import Candidate, implied_basis
@@ -117,14 +118,13 @@ def same_version(installed: str | None, wanted: str, variant: str | None = None)
 
 def assemble(choice: list[Candidate], request: Request, targets: list[Target], matrix: Matrix,
              installed: Environment | None, rejected: list[Rejection], trace: list[str],
-             kept: Sequence[FrameworkChoice] = (), notes: Sequence[str] = ()) -> Solution:
-    """The Solution for the chosen candidates; ``rejected`` and ``trace`` so far are copied into it."""
+             kept: Sequence[FrameworkChoice] = (), notes: Sequence[str] = (),
+             extensions: Sequence[Chosen] = ()) -> Solution:
+    """The Solution for the chosen candidates and extension releases (pinned beside their framework);
+    ``rejected`` and ``trace`` so far are copied into it."""
     trace = list(trace)
-    pins: dict[str, Pin] = {}
+    pins = _pins(choice, request, installed, targets[0], matrix, extensions)
     frameworks = []
-    for c in choice:
-        for p in framework_pins(c, request, installed, targets[0], matrix):
-            pins.setdefault(p.name, p)
     for c in choice:
         frameworks.append(_plain_choice(c, request, targets) or
                           _as_pinned(_framework_choice(c), c, list(pins.values()), targets[0]))
@@ -140,7 +140,8 @@ def assemble(choice: list[Candidate], request: Request, targets: list[Target], m
         [str(r) for r in request.passthrough]
     env_changes = _env_changes(installed) if installed is not None else {}
     main_fw = _main(choice, frameworks)
-    notes = [*notes, *said(choice, request, packages, targets, matrix)]
+    builds = {c.family: c.label for c in choice}  # each extension's sentence names the build chosen with it
+    notes = [*notes, *[e.said(builds) for e in extensions], *said(choice, request, packages, targets, matrix)]
     trace += notes
     return Solution(
         request=request.texts, targets=[t.name for t in targets], frameworks=frameworks, packages=packages,
@@ -150,6 +151,16 @@ def assemble(choice: list[Candidate], request: Request, targets: list[Target], m
         env=env_changes, unchanged=not to_install and not env_changes, to_install=to_install,
         rejected=list(rejected), trace=trace, matrix_version=matrix.meta.data_version,
         unverified=_unverified(choice, targets, trace, matrix), notes=notes)
+
+
+def _pins(choice: list[Candidate], request: Request, installed: Environment | None, target: Target, matrix: Matrix,
+          extensions: Sequence[Chosen]) -> dict[str, Pin]:
+    """Name -> exact pin: each chosen build's, then each extension's beside its framework (the first of a name)."""
+    pins: dict[str, Pin] = {}
+    for p in [p for c in choice for p in framework_pins(c, request, installed, target, matrix)] + \
+            [e.pin() for e in extensions]:
+        pins.setdefault(p.name, p)
+    return pins
 
 
 def said(choice: list[Candidate], request: Request, packages: list[Pin], targets: list[Target],

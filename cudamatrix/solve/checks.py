@@ -19,7 +19,7 @@ from packaging.version import Version
 from cudamatrix.errors import NoSolution
 from cudamatrix.matrix.data import FrameworkRelease, Matrix, Variant
 from cudamatrix.models import Environment, Solution
-from cudamatrix.names import FAMILIES, FRAMEWORK_DISTS
+from cudamatrix.names import EXTENSIONS, FAMILIES, FRAMEWORK_DISTS
 from cudamatrix.solve import rules
 from cudamatrix.solve.driverclass import Memo
 from cudamatrix.solve.indexes import PYTORCH_INDEX_PREFIX
@@ -195,6 +195,8 @@ def _file_request(matrix: Matrix, parsed: RequirementsFile, targets: list[Target
             texts.append(_with_local(req, local))
         elif cname in FRAMEWORK_DISTS and cname not in TORCH_DISTS:
             texts.append(_with_plugin_extra(req, [r.name for r in parsed.requirements]))
+        elif cname in EXTENSIONS:  # solved with its framework: a file pairing it with the wrong torch does not fit
+            texts.append(f"{req.name}{req.specifier}")
     return texts, nvidia
 
 

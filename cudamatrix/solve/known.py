@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 
 from cudamatrix.errors import UsageError
 from cudamatrix.matrix.data import Matrix
-from cudamatrix.names import FAMILIES, canonical, requirement
+from cudamatrix.names import EXTENSIONS, FAMILIES, canonical, requirement
 from cudamatrix.safe.text import lazy
 from cudamatrix.schema import field, record
 
@@ -63,8 +63,9 @@ class NameCheck:
 
 
 def family_names() -> set[str]:
-    """The families' own distribution names and aliases (no matrix read): most requests name only these."""
-    return {name for family in FAMILIES.values() for name in (*family.distributions, *family.aliases)}
+    """The families' own distribution names and aliases, and the extensions solved with them (no matrix read):
+    most requests name only these."""
+    return {name for family in FAMILIES.values() for name in (*family.distributions, *family.aliases)} | EXTENSIONS
 
 
 # a PEP 508 requirement's name is its leading run of letters, digits and ``-_.`` (not ending in ``-_.``)

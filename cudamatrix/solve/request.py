@@ -5,7 +5,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 
 from cudamatrix.errors import UsageError
 from cudamatrix.models import Environment
-from cudamatrix.names import FAMILIES, canonical, family_of
+from cudamatrix.names import EXTENSIONS, EXTENSIONS_ON_TORCH, FAMILIES, canonical, family_of
 from cudamatrix.schema import field, record
 
 
@@ -19,6 +19,7 @@ class Request:
     families: dict[str, list[Requirement]] = field(default_factory=dict)
     passthrough: list[Requirement] = field(default_factory=list)  # not a framework the matrix knows
     implicit: bool = False  # derived from what is installed, not typed by the user
+    extensions: list[Requirement] = field(default_factory=list)  # solved with their framework (EXTENSIONS)
 
     @property
     def texts(self) -> list[str]:
@@ -27,7 +28,7 @@ class Request:
     def copy(self) -> Request:
         """A copy whose lists and mapping can be changed without touching this one."""
         return Request(list(self.requirements), {k: list(v) for k, v in self.families.items()},
-                       list(self.passthrough), self.implicit)
+                       list(self.passthrough), self.implicit, list(self.extensions))
 
     def without(self, family: str) -> Request:
         """A copy without one family's requirements."""
@@ -61,6 +62,10 @@ def parse_request(texts: list[str], installed: Environment | None = None) -> Req
         fam = family_of(canonical(req.name))
         if fam:
             request.families.setdefault(fam, []).append(req)
+        elif canonical(req.name) in EXTENSIONS and not req.url:  # a URL names its own wheel: passed as given
+            request.extensions.append(req)
         else:
             request.passthrough.append(req)
+    if "torch" not in request.families and any(canonical(r.name) in EXTENSIONS_ON_TORCH for r in request.extensions):
+        request.families["torch"] = [Requirement("torch")]
     return request

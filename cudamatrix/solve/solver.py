@@ -19,6 +19,7 @@ from cudamatrix.errors import NoSolution, UsageError
 from cudamatrix.matrix.data import Matrix
 from cudamatrix.models import Environment, FrameworkChoice, Rejection, Solution, WayOut
 from cudamatrix.names import FAMILY_NAMES, canonical, family_of
+from cudamatrix.solve import extensions
 from cudamatrix.solve.assemble import assemble
 from cudamatrix.solve.causes import Verdicts, no_solution
 from cudamatrix.solve.driverclass import MIN_TARGETS, Memo, PausedGc, SharedChecks
@@ -89,6 +90,11 @@ def _lifts(way: WayOut, targets: list[Target], request: Request, matrix: Matrix,
     if "driver" in change:
         moved = [replace(t, driver=change["driver"], driver_usable=True) for t in targets]
         return way if fits(moved, request, matrix, installed, memo) is not None else None
+    if "extension" in change:
+        swapped = request.copy()
+        swapped.extensions = [Requirement(change["requirement"]) if canonical(r.name) == change["extension"] else r
+                              for r in request.extensions]
+        return way if fits(targets, swapped, matrix, installed, memo) is not None else None
     if "requirement" in change:
         relaxed = request.without(change["family"])
         relaxed.families[change["family"]] = [Requirement(change["requirement"])]
@@ -141,6 +147,8 @@ def _solve(targets: list[Target], request: Request, matrix: Matrix, installed: E
     if missing:
         raise no_solution(matrix, request, reps, unique, verdicts, missing, rejected)
 
+    chosen, per_family = _extensions(request, per_family, verdicts, reps, matrix, explain)
+
     choice: list[Candidate] = []
     if per_family:
         found = search(per_family, reps, _co_installed_requirements(installed, request), matrix)
@@ -152,7 +160,21 @@ def _solve(targets: list[Target], request: Request, matrix: Matrix, installed: E
             raise no_solution(matrix, request, reps, unique, verdicts, [], rejected, combined=True)
         choice = found.choice
     return assemble(choice, request, reps, matrix, installed, rejected, trace, kept,
-                    notes=passed_over(choice, per_family, reps, matrix))
+                    notes=passed_over(choice, per_family, reps, matrix), extensions=chosen)
+
+
+def _extensions(request: Request, per_family: dict[str, list[Candidate]], verdicts: Verdicts, reps: list[Target],
+                matrix: Matrix, explain: bool) -> tuple[list[extensions.Chosen], dict[str, list[Candidate]]]:
+    """The requested extensions' releases, each narrowing its family's candidates to the builds that carry it
+    (:func:`extensions.choose`); NoSolution when none fits (with its causes and ways out when ``explain``)."""
+    if not request.extensions:
+        return [], per_family
+    picked = extensions.choose(request.extensions, per_family, reps, matrix)
+    if picked is None and not explain:
+        raise NoSolution("no consistent set", causes=[], ways_out=[])
+    if picked is None:
+        raise extensions.no_solution(request.extensions, per_family, verdicts, reps, matrix)
+    return picked
 
 
 def passed_over(choice: list[Candidate], per_family: dict[str, list[Candidate]], targets: list[Target],

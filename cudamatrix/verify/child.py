@@ -352,6 +352,168 @@ def run_jax(gpu_expected):
     return dict(info, status="verified")
 
 
+# --- the extensions built against torch -----------------------------------------------------------------------
+#
+# (distributions, the module whose import loads the compiled code, the smallest GPU operation or None): an
+# extension is checked when one of its distributions is installed, after torch's own work, in this process.
+
+def _xformers_loaded(module):
+    """xFormers logs its failed C++ library instead of raising: the exception it kept is the import's."""
+    lib = sys.modules.get("xformers._cpp_lib")
+    failed = getattr(lib, "_cpp_library_load_exception", None)
+    if failed is not None:  # its words, and the loader's below them ("...: undefined symbol: _ZN3c10...")
+        words, cause = [str(failed)], failed.__cause__
+        while cause is not None and len(words) < 4:
+            words.append(f"  caused by {type(cause).__name__}: {cause}")
+            cause = cause.__cause__ or cause.__context__
+        raise ImportError("\n".join(words)) from failed
+
+
+def _attention_reference(torch, q, k, v):
+    """softmax(Q K^T / sqrt(d)) V in fp32 on the CPU, heads as the second dimension ([B, H, S, D])."""
+    q, k, v = (t.float().cpu() for t in (q, k, v))
+    return torch.softmax(q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5, dim=-1) @ v
+
+
+def _xformers_op(torch):
+    import xformers.ops as xops
+
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.rand(2, 64, 4, 32, generator=g) - 0.5 for _ in range(3))  # [B, S, H, D]
+    dev = torch.device("cuda:0")
+    out = xops.memory_efficient_attention(*(t.to(dev, torch.float16) for t in (q, k, v))).float().cpu()
+    ref = _attention_reference(torch, *(t.transpose(1, 2) for t in (q, k, v))).transpose(1, 2)
+    return float((out - ref).abs().max()), 2e-2
+
+
+def _flash_attn_op(torch):
+    from flash_attn import flash_attn_func
+
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.rand(2, 64, 4, 32, generator=g) - 0.5 for _ in range(3))  # [B, S, H, D]
+    dev = torch.device("cuda:0")
+    out = flash_attn_func(*(t.to(dev, torch.float16) for t in (q, k, v))).float().cpu()
+    ref = _attention_reference(torch, *(t.transpose(1, 2) for t in (q, k, v))).transpose(1, 2)
+    return float((out - ref).abs().max()), 2e-2
+
+
+def _onnx_add_model():
+    """The smallest ONNX model, Z = X + Y over 4 floats, as protobuf bytes (onnx.proto's field numbers; the onnx
+    package is not needed)."""
+    def varint(n):
+        out = b""
+        while True:
+            b, n = n & 0x7F, n >> 7
+            out += bytes([b | (0x80 if n else 0)])
+            if not n:
+                return out
+
+    def field(num, payload):  # a length-delimited field
+        return varint(num << 3 | 2) + varint(len(payload)) + payload
+
+    def number(num, value):
+        return varint(num << 3) + varint(value)
+
+    def value_info(name):  # ValueInfoProto{name, type: TypeProto{tensor_type{elem_type FLOAT, shape [4]}}}
+        shape = field(2, field(1, number(1, 4)))
+        return field(1, name.encode()) + field(2, field(1, number(1, 1) + shape))
+
+    node = field(1, b"X") + field(1, b"Y") + field(2, b"Z") + field(4, b"Add")
+    graph = field(1, node) + field(2, b"g") + field(11, value_info("X")) + field(11, value_info("Y")) + \
+        field(12, value_info("Z"))
+    return number(1, 7) + field(7, graph) + field(8, number(2, 13))
+
+
+def _onnxruntime_op(torch):
+    import numpy as np
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(_onnx_add_model(), providers=["CUDAExecutionProvider"])
+    if session.get_providers()[:1] != ["CUDAExecutionProvider"]:  # ORT falls back to the CPU in silence
+        raise RuntimeError("the CUDA execution provider did not load (the session runs on " +
+                           ", ".join(session.get_providers()) + "); ONNX Runtime's log above says why")
+    x = np.arange(4, dtype=np.float32)
+    y = np.full(4, 0.5, dtype=np.float32)
+    (z,) = session.run(None, {"X": x, "Y": y})
+    return float(abs(z - (x + y)).max()), 1e-6
+
+
+def _cupy_op(torch):
+    import cupy
+    import numpy as np
+
+    a = np.linspace(-1.0, 1.0, 4096, dtype=np.float32)
+    got = cupy.asnumpy(cupy.sin(cupy.asarray(a)) * 2.0)
+    return float(abs(got - np.sin(a) * 2.0).max()), 1e-5
+
+
+def _scatter_op(torch):
+    import torch_scatter
+
+    src = torch.arange(8, dtype=torch.float32)
+    index = torch.tensor([0, 1, 0, 1, 2, 2, 3, 3])
+    got = torch_scatter.scatter_add(src.cuda(), index.cuda(), dim=0).cpu()
+    return float((got - torch.zeros(4).index_add_(0, index, src)).abs().max()), 1e-6
+
+
+EXTENSIONS = (
+    (("xformers",), "xformers", _xformers_op),
+    (("flash-attn", "flash_attn"), "flash_attn", _flash_attn_op),
+    (("vllm",), "vllm._C", None),
+    (("sgl-kernel", "sgl_kernel"), "sgl_kernel", None),
+    (("onnxruntime-gpu", "onnxruntime_gpu"), "onnxruntime", _onnxruntime_op),
+    (("cupy-cuda13x", "cupy-cuda12x", "cupy-cuda11x", "cupy"), "cupy", _cupy_op),
+    (("torch-scatter", "torch_scatter"), "torch_scatter", _scatter_op),
+    (("torch-sparse", "torch_sparse"), "torch_sparse", None),
+    (("torch-cluster", "torch_cluster"), "torch_cluster", None),
+    (("pyg-lib", "pyg_lib"), "pyg_lib", None),
+    (("bitsandbytes",), "bitsandbytes", None),
+)
+_AFTER_IMPORT = {"xformers": _xformers_loaded}
+
+
+def _installed(names):
+    """(distribution, version) of the first of ``names`` installed, else None."""
+    from importlib import metadata
+
+    for name in names:
+        try:
+            return name, metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def run_extensions(gpu):
+    """Import every installed extension after torch's work; on a GPU, its smallest operation against the CPU.
+    One entry per extension: {package, version, module, status (imported / failed / verified / wrong), error,
+    max_abs_error}."""
+    import torch
+
+    out = []
+    for names, module, op in EXTENSIONS:
+        found = _installed(names)
+        if found is None:
+            continue
+        entry = {"package": found[0], "version": found[1], "module": module}
+        emit(stage="extension " + found[0])  # a crash from here on is this extension's
+        try:
+            __import__(module)
+            loaded = _AFTER_IMPORT.get(module)
+            if loaded is not None:
+                loaded(module)
+            entry["status"] = "imported"
+            if gpu and op is not None:
+                err, tol = op(torch)
+                entry["max_abs_error"] = err
+                entry["status"] = "verified" if err <= tol else "wrong"
+        except BaseException as exc:  # the extension's own words
+            entry["status"] = "failed"
+            entry["error"] = f"{type(exc).__name__}: {exc}"[:2000]
+        out.append(entry)
+    return out
+
+
 RUNNERS = {"torch": run_torch, "tensorflow": run_tensorflow, "jax": run_jax}
 MODULES = {"torch": "torch", "tensorflow": "tensorflow", "jax": "jax"}
 
@@ -368,6 +530,12 @@ def main(argv):
             result = {"status": "failed", "cause": f"{type(exc).__name__}: {exc}"}
     except BaseException as exc:  # the framework's own words go back to the parent
         result = {"status": "failed", "cause": f"{type(exc).__name__}: {exc}"}
+    if framework == "torch" and "torch" in sys.modules:
+        gpu = result.get("status") == "verified"
+        try:
+            result["extensions"] = run_extensions(gpu)
+        except BaseException as exc:  # torch itself cannot be imported again: nothing more to check
+            result["extensions"] = [{"package": "?", "status": "failed", "error": f"{type(exc).__name__}: {exc}"}]
     result["maps"] = mapped_files()  # before mapped_libraries(), whose version calls may map more
     result["mapped_libraries"] = mapped_libraries()
     emit(stage="result", **result)

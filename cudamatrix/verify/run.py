@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from cudamatrix import proc
 from cudamatrix.errors import Exit
-from cudamatrix.models import Environment, FrameworkReport, Report
+from cudamatrix.models import Environment, FrameworkReport, LibraryLoad, Report
 from cudamatrix.names import FAMILY_NAMES
 
 FRAMEWORKS = FAMILY_NAMES
@@ -62,12 +62,14 @@ def gpu_present(environment: Environment | None = None) -> bool:
 
 def verify(*, python: str | None = None, frameworks: list[str] | str = "all", timeout: float = DEFAULT_TIMEOUT_S,
            env: dict[str, str] | None = None, environment: Environment | None = None,
-           gpu: bool | None = None) -> Report:
+           gpu: bool | None = None, loads: list[LibraryLoad] | None = None) -> Report:
     """Run the check for each framework; returns a Report (status verified / failed / not_possible).
 
     ``frameworks``: a name, a list, or "all" (those not installed are left out, unless none is).
     ``env``: environment changes for the child (the solution's LD_LIBRARY_PATH). ``gpu``: override
-    the GPU probe. Never raises for what the child does.
+    the GPU probe. ``loads``: the loader model's predictions for ``python`` in the child's environment, when the
+    caller has them already (``fix`` hands on detect's); else they are made here. Never raises for what the child
+    does.
     """
     python = os.path.abspath(python) if python else sys.executable  # the children run in "/": not relative to it
     names = list(FRAMEWORKS) if frameworks == "all" else ([frameworks] if isinstance(frameworks, str) else list(frameworks))
@@ -79,7 +81,8 @@ def verify(*, python: str | None = None, frameworks: list[str] | str = "all", ti
         reports.append(check(python, name, gpu_expected=expected, timeout=timeout, env=child_env) if hung is None
                        else FrameworkReport(framework=name, status="failed", cause=hung.cause,
                                             finding_code=hung.finding_code))
-    predicted = [] if any(_hung_at_start(r) for r in reports) else predictions(python, child_env)
+    predicted = [] if any(_hung_at_start(r) for r in reports) else \
+        loads if loads is not None else predictions(python, child_env)
     for report in reports:
         compare_maps(report, [x for x in predicted if x.framework == report.framework])
         check_mixed(report)
@@ -132,7 +135,9 @@ def check(python: str, framework: str, *, gpu_expected: bool, timeout: float, en
                 status, cause = "failed", "more than one cuDNN, or another major than the build's, is mapped"
         report = FrameworkReport(framework=framework, status=status, cause=cause, finding_code=code,
                                  mapped_libraries=last.get("mapped_libraries") or [],
+                                 extensions=_extensions(last),
                                  stderr_tail=tail, stderr_lines=_count(r.stderr), **fields)
+        judge_extensions(report)
         # compared with the loader model by verify(); not serialised
         vars(report).update(_maps=last.get("maps"), _imported=any(e.get("stage") == "imported" for e in events))
         return report
@@ -144,9 +149,7 @@ def check(python: str, framework: str, *, gpu_expected: bool, timeout: float, en
     elif r.returncode is None:
         cause, code = f"could not start {python}: {r.error}", "PYTHON_NOT_FOUND"
     elif r.returncode < 0:
-        sig = _signal_name(-r.returncode)
-        cause = f"the child crashed with {sig} after stage {stage!r}"
-        code = classify(tail) or "VERIFY_CRASHED"
+        cause, code = _crash(framework, stage, _signal_name(-r.returncode), tail)
     else:
         cause = f"the child exited with status {r.returncode} after stage {stage!r}"
         code = classify(tail) or "VERIFY_CRASHED"
@@ -154,6 +157,45 @@ def check(python: str, framework: str, *, gpu_expected: bool, timeout: float, en
                              stderr_lines=_count(r.stderr), **fields)
     vars(report)["_stuck"] = (r.timed_out or bool(r.overflow)) and not events  # not serialised
     return report
+
+
+def _extensions(result: dict) -> list[dict]:
+    """The extensions the child's result lists (entries of another shape are left out)."""
+    listed = result.get("extensions")
+    return [e for e in listed if isinstance(e, dict)] if isinstance(listed, list) else []
+
+
+def _crash(framework: str, stage: str, sig: str, tail: str | None) -> tuple[str, str]:
+    """The cause and code of a child killed by a signal: an extension's when it was importing one."""
+    if stage.startswith("extension "):  # importing (or running) that extension killed the process
+        return (f"importing {stage[len('extension '):]} crashed the child with {sig}, after {framework}'s work",
+                "EXTENSION_IMPORT_FAILED")
+    return f"the child crashed with {sig} after stage {stage!r}", classify(tail) or "VERIFY_CRASHED"
+
+
+def judge_extensions(report: FrameworkReport) -> None:
+    """An installed extension that does not import beside the framework fails the check (EXTENSION_IMPORT_FAILED,
+    its own words as the cause), and one whose GPU operation differs from the CPU's too (WRONG_RESULT); a failure of
+    the framework's own stays the report's finding."""
+    failed = [e for e in report.extensions if e.get("status") == "failed"]
+    wrong = [e for e in report.extensions if e.get("status") == "wrong"]
+    if report.status not in ("verified", "not_possible") or not (failed or wrong):
+        return
+    first = (failed or wrong)[0]
+    name = f"{first.get('package')} {first.get('version') or ''}".strip()
+    beside = f"{report.framework} {report.version}" if report.version else report.framework
+    if failed:
+        words = str(first.get("error") or "no message")
+        report.finding_code = "EXTENSION_IMPORT_FAILED"
+        report.cause = f"{name} does not import beside {beside}: {words}"
+    else:
+        report.finding_code = "WRONG_RESULT"
+        report.cause = (f"{name}'s GPU operation differs from the CPU's by {first.get('max_abs_error'):.3g} (beside "
+                        f"{beside})")
+    more = len(failed) + len(wrong) - 1
+    if more:
+        report.cause += f" (and {more} more extension(s): see extensions)"
+    report.status = "failed"
 
 
 def _reported(events: list[dict]) -> dict[str, Any]:

@@ -244,7 +244,24 @@ def said_fields(env):
         "library_found": f"{other.library} {other.found}" if other else None,
         "missing": sorted({m.soname or m.library for m in env.messages if m.kind == "library_missing"}),
         "wsl": env.context.wsl,
+        "extensions": [extension_said(m) for m in env.messages if m.kind in EXTENSION_KINDS],
     }
+
+
+EXTENSION_KINDS = ("extension_built_for", "undefined_symbol", "provider_load_failed", "requirement_conflict")
+
+
+def extension_said(m):
+    """What a torch extension's message states, in one line: "xformers built-for torch 2.1.2+cu121, found 2.1.0+cpu",
+    "flash-attn undefined-symbol _ZN3c104cuda9SetDeviceEi", "onnxruntime-gpu cannot-load libcublasLt.so.11 (CUDA
+    11)", "vllm 0.6.3 requires torch==2.4.0, found 2.2.0"."""
+    if m.kind == "extension_built_for":
+        return f"{m.package} built-for {m.library} {m.built}, found {m.found}"
+    if m.kind == "undefined_symbol":
+        return f"{m.package} undefined-symbol {m.symbol}"
+    if m.kind == "provider_load_failed":
+        return f"{m.package} cannot-load {m.soname} ({m.library} {m.built})"
+    return f"{m.package} {m.package_version} requires {m.library}{m.requirement}, found {m.found}"
 
 
 def compare(expected, got):

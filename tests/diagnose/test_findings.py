@@ -250,6 +250,33 @@ def older_library(env):  # JAX's words in a paste (tests/data/pastes/jax-log_una
                                 text="Found cuSOLVER version 11002, but JAX was built against version 11401")]
 
 
+def extension_abi(env):  # the loader's words in a paste (tests/data/pastes/undefined-symbol_flash-attn-2.5.7_...)
+    env.messages = [ToolMessage(tool="loader", kind="undefined_symbol", library="torch", package="flash-attn",
+                                soname="flash_attn_2_cuda.cpython-310-x86_64-linux-gnu.so",
+                                symbol="_ZN3c104cuda9SetDeviceEi",
+                                text="flash_attn_2_cuda.cpython-310-x86_64-linux-gnu.so: undefined symbol: "
+                                     "_ZN3c104cuda9SetDeviceEi")]
+
+
+def extension_same_build(env):  # xFormers' block naming the torch it found as the one it was built for
+    env.messages = [ToolMessage(tool="xformers", kind="extension_built_for", library="torch", package="xformers",
+                                built="2.5.1+cu121", found="2.5.1+cu121", text="PyTorch 2.5.1+cu121 with CUDA 1201 "
+                                "(you have 2.5.1+cu121)")]
+
+
+def extension_pin(env):  # pip's resolver in a paste (tests/data/pastes/pip-resolver_vllm-0.6.3-...)
+    env.messages = [ToolMessage(tool="pip", kind="requirement_conflict", library="torch", package="vllm",
+                                package_version="0.6.3", requirement="==2.4.0", found="2.5.1+cu121",
+                                text="vllm 0.6.3 requires torch==2.4.0, but you have torch 2.5.1+cu121 which is "
+                                     "incompatible")]
+
+
+def extension_cuda(env, major="11"):  # ONNX Runtime's words (tests/data/pastes/onnxruntime-provider_...): a CUDA 11
+    env.messages = [ToolMessage(tool="onnxruntime", kind="provider_load_failed", library="cublaslt",  # provider
+                                package="onnxruntime-gpu", soname=f"libcublasLt.so.{major}", built=major,
+                                text=f"Failed to load library libonnxruntime_providers_cuda.so with error: "
+                                     f"libcublasLt.so.{major}: cannot open shared object file")]
+
 XF_SO = "site-packages/xformers/_C.so"
 
 
@@ -313,11 +340,18 @@ CASES: dict[str, tuple[Callable[[Environment], None], Callable[[Environment], No
     "TOOLKIT_NEWER_THAN_DRIVER": (new_toolkit, None),
     "LIBRARY_MISSING": (missing_library, None),
     "LIBRARY_MISMATCH": (older_library, None),
+    "EXTENSION_ABI_MISMATCH": (extension_abi, extension_same_build),
+    "EXTENSION_PIN_MISMATCH": (extension_pin, None),
+    "EXTENSION_CUDA_MISMATCH": (extension_cuda, lambda env: extension_cuda(env, "12")),  # torch here is cu121
+    "EXTENSION_VARIANT_CLASH": (cupy_twice, lambda env: cupy_twice(env, None)),
+    "JAX_PLUGIN_MISMATCH": (jax_plugin, lambda env: jax_plugin(env, "0.4.35")),
+}
+
+# the same codes from an installed extension's own files (detect.extensions), not from a paste's words
+LIVE_CASES: dict[str, tuple[Callable[[Environment], None], Callable[[Environment], None]]] = {
     "EXTENSION_ABI_MISMATCH": (xformers_abi, lambda env: xformers_abi(env, missing=0)),
     "EXTENSION_PIN_MISMATCH": (xformers_pin, lambda env: xformers_pin(env, "torch==2.5.1")),
     "EXTENSION_CUDA_MISMATCH": (cuda13_extension, lambda env: cuda13_extension(env, "libcublasLt.so.12")),
-    "EXTENSION_VARIANT_CLASH": (cupy_twice, lambda env: cupy_twice(env, None)),
-    "JAX_PLUGIN_MISMATCH": (jax_plugin, lambda env: jax_plugin(env, "0.4.35")),
 }
 
 
@@ -357,6 +391,15 @@ def test_code_is_raised_by_the_problem_and_not_by_its_healthy_twin(matrix, code:
     if twin is not None:
         twin(fine)
     assert code not in _codes(fine, matrix)
+
+
+@pytest.mark.parametrize("code", list(LIVE_CASES))
+def test_code_is_raised_by_an_installed_extension_and_not_by_its_healthy_twin(matrix, code: str):
+    cause, twin = LIVE_CASES[code]
+    broken, fine = healthy(), healthy()
+    cause(broken)
+    twin(fine)
+    assert _codes(broken, matrix).get(code) == "error" and code not in _codes(fine, matrix)
 
 
 def test_diagnose_leaves_the_environment_as_it_was(matrix):

@@ -182,14 +182,39 @@ def test_fix_called_in_a_kernel_without_stdin_asks_and_refuses(killed, monkeypat
 def test_the_cell_question_without_stdin_is_a_usage_error(monkeypatch, capsys):
     """input() with ``sys.stdin`` None raises RuntimeError ("lost sys.stdin"): the question turns it into the
     UsageError ``fix()`` documents (before: the RuntimeError went out)."""
-    from cudamatrix.render import CellAsk
+    from cudamatrix.render import Ask
 
     monkeypatch.setattr(sys, "stdin", None)
     plan = Plan(python="/v/bin/python", steps=[Step(kind="install", reason="r", argv=["/v/bin/python", "-m", "pip"])])
     with pytest.raises(UsageError, match="cannot ask here") as err:
-        CellAsk()(plan)
+        Ask()(plan)
     assert "RuntimeError" in err.value.message and err.value.detail["plan"]["python"] == "/v/bin/python"
     assert capsys.readouterr().out.startswith("python: /v/bin/python\n1. [install] r\n")
+
+
+def test_one_question_for_the_command_line_and_the_cell(monkeypatch, capsys):
+    """The command line at a terminal and fix() at a cell ask through one prompt (render.Ask): its words are
+    written once in the package (before: cli/fix_cmd._Ask and render.CellAsk each wrote them). At a terminal the
+    question goes to stderr and the answer is a line of stdin, an end of input a no; consent given shows the plan
+    and reads nothing."""
+    import io
+
+    package = ROOT / "cudamatrix"
+    writers = [p.relative_to(package).as_posix() for p in sorted(package.rglob("*.py"))
+               if PROMPT.strip() in p.read_text()]
+    assert writers == ["render.py"], writers
+    from cudamatrix.render import Ask
+
+    plan = Plan(python="/v/bin/python", steps=[Step(kind="install", reason="r", argv=["/v/bin/python", "-m", "pip"])])
+    for typed, answer in (("yes\n", True), ("Y\n", True), ("n\n", False), ("", False)):
+        monkeypatch.setattr(sys, "stdin", io.StringIO(typed))
+        assert Ask(terminal=True)(plan) is answer
+        shown = capsys.readouterr()
+        assert shown.err == PROMPT and shown.out.startswith("python: /v/bin/python\n1. [install] r\n"), shown
+    monkeypatch.setattr(sys, "stdin", None)  # consent given: nothing is read
+    assert Ask(yes=True)(plan) is True
+    shown = capsys.readouterr()
+    assert shown.err == "" and shown.out.startswith("python: /v/bin/python\n1. [install] r\n")
 
 
 # --- nothing installed, nothing asked --------------------------------------------------------------------------

@@ -320,3 +320,49 @@ def test_a_failing_undo_restores_the_fixed_set(world, tmp_path):
     assert r.returncode == 4, r.stdout + r.stderr  # the uninstall ran, the install failed: put back, not half done
     assert json.loads(r.stdout)["errors"][0]["detail"]["not_restored"] == [], r.stdout
     assert pip_list(py, env) == fixed
+
+
+def _counted(monkeypatch) -> dict[str, int]:
+    """Counting wrappers around detect, diagnose and the loader model's entry point (libpaths.predict_loads),
+    each patched where its callers look it up."""
+    import importlib
+
+    from cudamatrix.detect import libpaths
+    from cudamatrix.diagnose import findings
+
+    calls = dict.fromkeys(("detect", "diagnose", "loader_model"), 0)
+    for name, owner, attr in (("detect", importlib.import_module("cudamatrix.detect"), "detect"),
+                              ("diagnose", findings, "diagnose"), ("loader_model", libpaths, "predict_loads")):
+        def counting(*args, _real=getattr(owner, attr), _name=name, **kwargs):
+            calls[_name] += 1
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(owner, attr, counting)
+    return calls
+
+
+@pytest.mark.installs
+def test_fix_detects_diagnoses_and_models_the_loader_once_per_state_of_the_machine(world, tmp_path, monkeypatch):
+    """A dry run, an applied fix and a run with nothing to fix: detect, diagnose and the loader model run once
+    for the machine as found and once more only after a change (before: twice, and the loader model up to four
+    times: verify predicted again what detect had, and an unchanged machine was diagnosed twice)."""
+    py, env, solution = world
+    _wheels(tmp_path / "wheels", solution)
+    with LocalIndex(tmp_path / "wheels") as index:
+        env["PIP_INDEX_URL"] = index.url + "/simple"
+        args = ["fix", "--python", str(py), *TARGET, "--mirror", index.url + "/whl", "--allow-http", "--json",
+                "--framework", "torch", "--installer", "pip"]
+        calls = _counted(monkeypatch)
+        dry = _cli(*args, "--dry-run", env=env)
+        assert json.loads(dry.stdout)["data"]["status"] == "dry_run", dry.stdout + dry.stderr
+        assert calls == {"detect": 1, "diagnose": 1, "loader_model": 1}
+        calls.update(dict.fromkeys(calls, 0))
+        applied = _cli(*args, "--yes", env=env)
+        data = json.loads(applied.stdout)["data"]
+        assert data["status"] == "applied" and data["report"]["frameworks"][0]["cpu_checked"], applied.stdout
+        assert calls == {"detect": 2, "diagnose": 2, "loader_model": 2}  # the machine before, and after the change
+        calls.update(dict.fromkeys(calls, 0))
+        again = _cli(*args, "--yes", "--no-cache", env=env)  # nothing to install; verified again (no memory)
+    data = json.loads(again.stdout)["data"]
+    assert data["status"] == "unchanged" and data["applied"] is None and data["report"], again.stdout
+    assert calls == {"detect": 1, "diagnose": 1, "loader_model": 1}

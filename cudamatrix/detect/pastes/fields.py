@@ -46,7 +46,13 @@ LABELS = {
     "gpu model and memory": "gpus", "gpu/vram": "gpus", "driver": "driver", "nvidia driver": "driver",
     "driver version": "driver", "operating system": "os", "os platform and distribution": "os",
     "jax version": "pkg:jax", "jaxlib version": "pkg:jaxlib",
+    # the packages built against one torch, as users type their versions beside an extension's load error
+    "flash-attn": "pkg:flash-attn", "flash_attn": "pkg:flash-attn", "flash attention": "pkg:flash-attn",
+    "xformers": "pkg:xformers", "onnxruntime-gpu": "pkg:onnxruntime-gpu", "onnxruntime": "pkg:onnxruntime",
+    "torch-scatter": "pkg:torch-scatter", "torch_scatter": "pkg:torch-scatter", "cupy": "pkg:cupy",
 }
+_EXTENSION_LABELS = {"flash-attn", "flash_attn", "flash attention", "xformers", "onnxruntime-gpu", "torch-scatter",
+                     "torch_scatter"}
 _MARKERS = ("collecting environment information", "versions of relevant libraries")
 
 
@@ -215,6 +221,8 @@ def _line(paste: Paste, facts: _Facts, i: int, wide: bool, claimed: list[int], c
         facts.labels.add("marker")
         claimed.append(i)
         return
+    if ": undefined symbol: " in body:  # the loader's error naming a file, no field (detect/pastes/extensions.py)
+        return
     lv = _label(body, wide)
     if lv is None:
         return
@@ -360,7 +368,7 @@ def _enough(facts: _Facts) -> bool:
               "cudnn version", "jaxlib", "sglang", "vllm version", "python platform", "is cuda available",
               "cuda runtime version", "cuda/cudnn version", "pytorch version (gpu?)", "gpu name", "pytorch",
               "torch version"}
-    return bool(real & strong) or len(real) >= 3
+    return bool(real & strong) or len(real) >= 3 or bool(real & _EXTENSION_LABELS and len(real) >= 2)
 
 
 def _kind(facts: _Facts) -> str:
