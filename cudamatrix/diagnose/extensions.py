@@ -34,10 +34,37 @@ def _framework(d: Diagnosis, name: str) -> tuple[str, str | None] | None:
     return fw.version, fw.cuda.split(".")[0] if fw.cuda else None
 
 
-def _ways_out(ext: Extension, torch: str, want: str | None) -> str:
+def _matching_release(d: Diagnosis, name: str, torch: str) -> str | None:
+    """The newest release of ``name`` the matrix holds (data/extensions.json) whose torch requirement the installed
+    torch meets, with that requirement ("xformers 0.0.35 declares torch>=2.10"); None when it holds none."""
+    # packaging on first use only, as findings._older: doctor's start-up path does not load it
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        have = Version(base_version(torch))
+    except InvalidVersion:
+        return None
+    best = None
+    for rel in d.matrix.extensions.releases:
+        spec = rel.requires.get("torch")
+        if canonical(rel.name) != name or not spec or (best is not None and rel.version <= best.version):
+            continue
+        try:
+            if SpecifierSet(spec).contains(have, prereleases=True):
+                best = rel
+        except InvalidSpecifier:
+            continue
+    return f"{best.name} {best.version} declares torch{best.requires['torch']}" if best is not None else None
+
+
+def _ways_out(d: Diagnosis, ext: Extension, torch: str, want: str | None) -> str:
     """The fix of an extension at odds with the installed torch: the extension's build for this torch (one
-    package changes), else torch moved to what the extension needs (torch, its nvidia-* wheels and companions)."""
-    fix = f"cudamatrix solve torch=={base_version(torch)} {ext.name} (the {ext.name} built for the installed torch)"
+    package changes; the matrix's release where it holds one), else torch moved to what the extension needs
+    (torch, its nvidia-* wheels and companions)."""
+    release = _matching_release(d, ext.name, torch)
+    fix = f"cudamatrix solve torch=={base_version(torch)} {ext.name} (the {ext.name} built for the installed torch" + \
+        (f": {release})" if release else ")")
     if want:
         fix += f"; or keep {ext.name} {ext.version} and move torch: cudamatrix solve 'torch{want}' {ext.name}=={ext.version}"
     return fix
@@ -79,7 +106,7 @@ def extension_abi_mismatch(d: Diagnosis) -> list[Finding]:
                            title=f"{ext.name} {ext.version} was not built for torch {torch[0]}: " +
                                  (f"{total} torch symbols it needs are" if total != 1 else
                                   "a torch symbol it needs is") + " undefined (import fails with \"undefined symbol\")",
-                           evidence=evidence, fix=_ways_out(ext, torch[0], _wanted_torch(ext))))
+                           evidence=evidence, fix=_ways_out(d, ext, torch[0], _wanted_torch(ext))))
     return out
 
 
@@ -114,7 +141,7 @@ def extension_pin_mismatch(d: Diagnosis) -> list[Finding]:
             have = d.env.packages.get(name)
             if not have or not r.specifier or _meets(r, have):
                 continue
-            fix = (_ways_out(ext, have, str(r.specifier)) if name == "torch" else
+            fix = (_ways_out(d, ext, have, str(r.specifier)) if name == "torch" else
                    f"cudamatrix solve {name}=={base_version(have)} {ext.name} (the {ext.name} release for the "
                    f"installed {name}); or pip install '{name}{r.specifier}'")
             out.append(Finding(code="EXTENSION_PIN_MISMATCH", severity="error",

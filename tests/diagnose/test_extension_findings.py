@@ -152,3 +152,24 @@ def test_a_version_no_one_can_compare_is_no_finding_and_no_error():
     (found,) = ask(extensions.extension_abi_mismatch, env(extensions_=[one]))
     assert found[1].endswith(": a torch symbol it needs is undefined (import fails with \"undefined symbol\")")
     assert "move torch" not in found[3]  # no torch to move to that anyone could install
+
+
+def test_the_fix_names_the_matrix_release_built_for_the_installed_torch():
+    """data/extensions.json's rows (each release's Requires-Dist as its wheel states it): the newest release whose
+    torch requirement the installed torch meets is named; a release pinning another torch, or naming torch without
+    a version, is not."""
+    from packaging.version import Version
+
+    from cudamatrix.matrix.data import ExtensionFile, ExtensionRelease
+
+    def row(version: str, torch: str) -> ExtensionRelease:
+        return ExtensionRelease(name="xformers", version=Version(version), python=["3.11"], source="wheel METADATA",
+                                requires={"torch": torch})
+
+    m = replace(M, extensions=ExtensionFile(releases=[row("0.0.28.post3", "==2.5.1"), row("0.0.29.post3", "==2.6.0"),
+                                                      row("0.0.28.post2", "==2.5.0"), row("0.0.99", "")]))
+    ext = Extension(name="xformers", version="0.0.29.post3", declares=["torch==2.6.0"])
+    found = [f.fix for f in extensions.extension_pin_mismatch(Diagnosis(env(extensions_=[ext]), m))]
+    assert found == ["cudamatrix solve torch==2.5.1 xformers (the xformers built for the installed torch: xformers "
+                     "0.0.28.post3 declares torch==2.5.1); or keep xformers 0.0.29.post3 and move torch: cudamatrix "
+                     "solve 'torch==2.6.0' xformers==0.0.29.post3"]
