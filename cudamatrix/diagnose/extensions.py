@@ -13,6 +13,7 @@ from cudamatrix.diagnose.context import Diagnosis, base_version
 from cudamatrix.diagnose.declared import applicable_requirements
 from cudamatrix.models import Extension, Finding
 from cudamatrix.names import FAMILIES, canonical
+from cudamatrix.schema import pep508
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
@@ -34,27 +35,34 @@ def _framework(d: Diagnosis, name: str) -> tuple[str, str | None] | None:
     return fw.version, fw.cuda.split(".")[0] if fw.cuda else None
 
 
+def _admits(spec: str, version: str) -> bool:
+    """Whether a row's torch specifier admits ``version``: plain releases without packaging
+    (:mod:`cudamatrix.schema.pep508`, whose answers are packaging's), the rest by packaging."""
+    lite = pep508.specifiers(spec)
+    if lite is not None:
+        try:
+            return lite.contains(version)
+        except ValueError:  # a number past the int conversion limit
+            return False
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet  # on first use: see schema/pep508.py
+
+    try:
+        return SpecifierSet(spec).contains(version, prereleases=True)
+    except (InvalidSpecifier, ValueError):
+        return False
+
+
 def _matching_release(d: Diagnosis, name: str, torch: str) -> str | None:
     """The newest release of ``name`` the matrix holds (data/extensions.json) whose torch requirement the installed
     torch meets, with that requirement ("xformers 0.0.35 declares torch>=2.10"); None when it holds none."""
-    # packaging on first use only, as findings._older: doctor's start-up path does not load it
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        have = Version(base_version(torch))
-    except InvalidVersion:
-        return None
+    have = base_version(torch)
     best = None
     for rel in d.matrix.extensions.releases:
         spec = rel.requires.get("torch")
         if canonical(rel.name) != name or not spec or (best is not None and rel.version <= best.version):
             continue
-        try:
-            if SpecifierSet(spec).contains(have, prereleases=True):
-                best = rel
-        except InvalidSpecifier:
-            continue
+        if _admits(spec, have):
+            best = rel
     return f"{best.name} {best.version} declares torch{best.requires['torch']}" if best is not None else None
 
 
