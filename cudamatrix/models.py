@@ -172,6 +172,33 @@ class FileConflict(Model):
 
 
 @record
+class ExtensionObject(Model):
+    """A shared object of an installed distribution that links torch's or CUDA's libraries, as its ELF file says
+    (DT_NEEDED, dynamic symbols): read, never loaded."""
+
+    path: str
+    needed: list[str] = field(default_factory=list)  # its DT_NEEDED naming torch's (libc10.so) or CUDA's libraries
+    torch_symbols: int = 0  # the torch symbols it needs (c10, at, torch namespaces; aoti_torch_*)
+    missing: list[str] = field(default_factory=list)  # the first of them no library of the installed torch defines
+    missing_count: int = 0
+    demangled: list[str] = field(default_factory=list)  # ``missing`` as c++filt reads them (empty without c++filt)
+    unchecked: str | None = None  # why its symbols were not resolved (no torch installed, an unreadable table)
+
+
+@record
+class Extension(Model):
+    """An installed distribution built against a framework or CUDA: what it declares (Requires-Dist naming torch,
+    jax, jaxlib or tensorflow), the torch its build record names, and its shared objects that link torch or CUDA."""
+
+    name: str
+    version: str
+    declares: list[str] = field(default_factory=list)  # its requirements naming a framework, as written
+    built_for: str | None = None  # the torch it was built for, as its files say ("2.6.0+cu124")
+    built_for_source: str | None = None  # the file that says so ("xformers/cpp_lib.json", "Requires-Dist")
+    objects: list[ExtensionObject] = field(default_factory=list)
+
+
+@record
 class PythonInfo(Model):
     """The interpreter being examined: executable, version, platform tag."""
 
@@ -235,6 +262,7 @@ class Environment(Model):
     frameworks: list[Framework] = field(default_factory=list)
     file_conflicts: list[FileConflict] = field(default_factory=list)
     library_loads: list[LibraryLoad] = field(default_factory=list)  # the loader model's predictions (detect.libpaths)
+    extensions: list[Extension] = field(default_factory=list)  # installed distributions built against a framework
     messages: list[ToolMessage] = field(default_factory=list)  # warnings and errors read from pasted reports
     context: Context = field(default_factory=Context)
     notes: list[Note] = field(default_factory=list)

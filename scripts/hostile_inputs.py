@@ -279,7 +279,7 @@ def surface_cases(root: Path) -> list[Case]:
             + _own_words_cases(root)
             + _mirror_cases(root) + _child_output_cases(root) + _consent_cases(root) + _undo_cases(root)
             + _gate_cases(root) + _lock_gate_cases(root)
-            + _preflight_cases(root) + _extension_cases(root))
+            + _preflight_cases(root) + _extension_cases(root) + _installed_extension_cases(root))
 
 
 def _bare_python(root: Path) -> str:
@@ -935,6 +935,100 @@ def _child_output_cases(root: Path) -> list[Case]:
                         inert=True, forbid=["\\udc"]))
         out.append(Case(f"env not-utf8 folder --shell {shell} --json", ["env", "--env", str(saved), "--shell", shell,
                                                                         "--json"], json=True))
+    return out
+
+
+def _elf_variants(good: bytes) -> dict[str, bytes]:
+    """Damaged copies of one real shared object: each rewrites a field of its ELF header or of a section header
+    (System V ABI layouts), found here by this harness's own struct code."""
+    import struct
+
+    shoff = struct.unpack_from("<Q", good, 40)[0]
+    shentsize, shnum = struct.unpack_from("<HH", good, 58)
+    heads = {struct.unpack_from("<I", good, shoff + i * shentsize + 4)[0]: shoff + i * shentsize for i in range(shnum)}
+
+    def patched(offset: int, fmt: str, value: int) -> bytes:
+        data = bytearray(good)
+        struct.pack_into(fmt, data, offset, value)
+        return bytes(data)
+
+    out = {"truncated": good[:len(good) // 2], "text": b"not an ELF object\n", "empty": b"",
+           "shoff past the end": patched(40, "<Q", 1 << 60), "65535 sections": patched(60, "<H", 0xFFFF),
+           "no section headers": patched(60, "<H", 0)}
+    if 11 in heads:  # SHT_DYNSYM: a huge size, a link out of range, a string table past the end
+        out["dynsym of 1 TiB"] = patched(heads[11] + 32, "<Q", 1 << 40)
+        out["dynsym link out of range"] = patched(heads[11] + 40, "<I", 0xFFFF)
+    if 0x6FFFFFF6 in heads:  # SHT_GNU_HASH: no buckets; a bloom filter larger than the section
+        gh = struct.unpack_from("<Q", good, heads[0x6FFFFFF6] + 24)[0]
+        out["gnu hash without buckets"] = patched(gh, "<I", 0)
+        out["gnu hash bloom past its section"] = patched(gh + 8, "<I", 0xFFFFFFFF)
+    return out
+
+
+def _extension_dist(site: Path, name: str, objects: dict[str, bytes], metadata: str, extra: dict | None = None) -> None:
+    pkg = site / name.replace("-", "_")
+    pkg.mkdir(parents=True, exist_ok=True)
+    meta = site / f"{name.replace('-', '_')}-1.0.dist-info"
+    meta.mkdir()
+    rows = []
+    for rel, data in objects.items():
+        (pkg / rel).write_bytes(data)
+        rows.append(f"{pkg.name}/{rel},,")
+    for rel, text in (extra or {}).items():
+        (pkg / rel).write_text(text)
+    (meta / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n{metadata}\n")
+    (meta / "WHEEL").write_text("Wheel-Version: 1.0\nRoot-Is-Purelib: false\n")
+    (meta / "RECORD").write_text("\n".join(rows + ["../../../etc/passwd.so,,", '"odd,name.so",,',
+                                                   f"{pkg.name}/missing.so,,"]) + "\n")
+
+
+def _installed_extension_cases(root: Path) -> list[Case]:
+    """Issue 39: installed extensions read from their files. A venv whose torch/lib holds a gcc-built libc10.so
+    (or damaged copies of it) beside extension distributions with damaged ELF objects, hostile Requires-Dist,
+    hostile build records and RECORD rows outside site-packages; and saved environments whose ``extensions`` are
+    of the wrong shape. doctor and detect answer (exit 0, 1 or 2), nothing is loaded or written beside them."""
+    out: list[Case] = []
+    for bad in ({"extensions": [{"name": "x"}]}, {"extensions": [{"name": "x", "version": "1", "objects": [
+            {"path": 1}]}]}, {"extensions": "x"}, {"extensions": [{"name": "x", "version": "1", "objects": [
+                {"path": "/x.so", "needed": ["libcudart.so." + "9" * 5000], "missing": ["\x1b[31m" * 3],
+                 "missing_count": -1, "torch_symbols": 10 ** 30}]}], "frameworks": [
+                {"name": "torch", "version": "2.5.1+cu121", "cuda": "12.1"}], "packages": {"torch": "2.5.1+cu121"}}):
+        saved = root / f"env-extensions-{len(out)}.json"
+        saved.write_text(json.dumps({"origin": "file", **bad}))
+        out.append(Case(f"installed extensions: saved environment {len(out)}", ["doctor", "--env", str(saved), "--json"],
+                        json=True))
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        return out
+    build = _folder(root, "ext-build")
+    (build / "c10.c").write_text("int _ZN3c103oneEv(void) { return 1; }\n")
+    (build / "ext.c").write_text("int _ZN3c103oneEv(void); int _ZN3c104goneEv(void);\n"
+                                 "int use(void) { return _ZN3c103oneEv() + _ZN3c104goneEv(); }\n")
+    subprocess.run([gcc, "-shared", "-fPIC", "-o", "libc10.so", "c10.c"], cwd=build, check=True, timeout=120)
+    subprocess.run([gcc, "-shared", "-fPIC", "-o", "_C.so", "ext.c", "-L.", "-lc10", "-Wl,--no-as-needed",
+                    "-Wl,--allow-shlib-undefined"], cwd=build, check=True, timeout=120)
+    ext, c10 = (build / "_C.so").read_bytes(), (build / "libc10.so").read_bytes()
+    for torch_label, torch_lib in [("real libc10", c10), *(("libc10 " + k, v) for k, v in _elf_variants(c10).items())]:
+        venv = root / f"ext-venv-{len(out)}"
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
+        site = next((venv / "lib").glob("python*/site-packages"))
+        (site / "torch" / "lib").mkdir(parents=True)
+        (site / "torch" / "lib" / "libc10.so").write_bytes(torch_lib)
+        (site / "torch-2.5.1.dist-info").mkdir()
+        (site / "torch-2.5.1.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\n"
+                                                                "Version: 2.5.1+cu121\n\n")
+        objects = {f"_{i}.so": data for i, data in enumerate(_elf_variants(ext).values())}
+        objects["_C.so"] = ext
+        _extension_dist(site, "ext-bad", objects, "Requires-Dist: torch==" + "9" * 5000 + "\n"
+                        "Requires-Dist: torch (>=2.0\nRequires-Dist: jax; extra == \"x\" or\n"
+                        "Requires-Dist: tensorflow>=2;python_version>'3'\n",
+                        {"cpp_lib.json": "[" * 100_000, "version.py": "__version__ = '$(touch PWNED)'\n"})
+        _extension_dist(site, "ext-json", {"_C.so": ext}, "Requires-Dist: torch===2.5.1\x1b[31m\n",
+                        {"cpp_lib.json": json.dumps({"version": {"torch": "\x1b]0;title\x07" + "9" * 500}})})
+        for cmd in ("doctor", "detect"):
+            out.append(Case(f"installed extensions: {torch_label}: {cmd} --python", [cmd, "--python", str(venv / "bin" / "python"),
+                                                                           "--json"], json=True, inert=True,
+                            absent=[str(Path.cwd() / "PWNED")]))
     return out
 
 

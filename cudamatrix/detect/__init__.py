@@ -39,7 +39,7 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
     With ``CUDAMATRIX_DETECT_ENV=PATH`` set, the saved Environment at PATH is returned instead (UsageError if bad).
     """
     # the live probes' modules, imported here: reading a paste (detect --from) never needs them
-    from cudamatrix.detect import context, driver, early, libpaths, loader, toolkits
+    from cudamatrix.detect import context, driver, early, extensions, libpaths, loader, toolkits
     from cudamatrix.detect.threads import Background, Timer
 
     environ = dict(os.environ) if environ is None else environ
@@ -87,6 +87,9 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
     model_notes: list[Note] = []  # openers whose opened libraries the data does not know
     model = Background(_timed, timer, "loader_model", libpaths.predict_loads, env.frameworks,
                        env.python.site_packages, env.python.executable, environ, ld_entries, None, (), model_notes)
+    # the extensions' ELF files and torch's symbol tables, read while the loader child runs too
+    exts = Background(_timed, timer, "extensions", extensions.scan, side.candidates, env.python.site_packages,
+                      timeout)
     if ld_note:
         env.notes.append(Note("ldconfig", ld_note))
     with timer("libraries"):
@@ -112,6 +115,7 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
     env.driver = drv
     env.libraries = copies
     env.library_loads = model.value()
+    env.extensions = exts.value()
     env.notes += model_notes
     libpaths.fill_versions(env)
     env.notes += libpaths.reconcile_notes(libraries.loader_view(copies, environ, ld_entries), env.library_loads)

@@ -16,6 +16,9 @@ RELEVANT = {"torch", "torchvision", "torchaudio", "tensorflow", "tensorflow-cpu"
             "cuda-toolkit", "cuda-bindings", "cuda-pathfinder", "numpy"}
 PREFIXES = ("nvidia-", "jax-cuda", "jax-rocm", "cupy-cuda")
 WITH_FILES = ("nvidia-", "jax-cuda", "cupy-cuda")  # RECORD is read for these (frameworks' RECORDs are huge)
+# not extensions (the frameworks themselves, CUDA's own wheels): left out of the list of the others
+NOT_EXTENSIONS = {"torch", "tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly", "tensorflow-intel", "jax",
+                  "jaxlib", "triton", "pytorch-triton", "paddlepaddle-gpu"}
 
 
 def canonical(name):
@@ -115,14 +118,16 @@ def collect(paths=None):
     plat, tags = _tags()
     paths = [p for p in (paths if paths is not None else sys.path) if p and os.path.isdir(p)]
     site = [p for p in paths if os.path.basename(p.rstrip("/\\")) in ("site-packages", "dist-packages")]
-    dists = []
+    dists, stack = [], []
     seen = set()
     for base in paths:
         real = os.path.realpath(base)
         if real in seen:
             continue
         seen.add(real)
-        dists += _folder_dists(base)
+        relevant_dists, others = _folder_dists(base)
+        dists += relevant_dists
+        stack += others
     torch_version_py = _torch_version_py(site)
     return {
         "executable": sys.executable,
@@ -134,25 +139,42 @@ def collect(paths=None):
         "in_virtualenv": sys.prefix != getattr(sys, "base_prefix", sys.prefix),
         "installer": _installer(),
         "dists": dists,
+        "stack": stack,
         "torch_version_py": torch_version_py,
     }
 
 
 def _folder_dists(base):
-    """The relevant distributions whose metadata folders lie in ``base``, in name order; [] when the
-    folder cannot be listed."""
+    """The relevant distributions whose metadata folders lie in ``base``, in name order, and every installed
+    distribution that may be an extension (name, version and metadata folder, nothing read: the parent reads them,
+    :mod:`cudamatrix.detect.extensions`); ([], []) when the folder cannot be listed."""
     try:
         names = sorted(os.listdir(base))
     except OSError:
-        return []
-    dists = []
+        return [], []
+    dists, stack = [], []
     for entry in names:
         if not entry.endswith((".dist-info", ".egg-info")) or entry.startswith("~"):
             continue  # "~orch-2.5.1.dist-info": pip's stash of a half-done uninstall, not a distribution
         item = _dist(base, entry)
         if item is not None:
             dists.append(item)
-    return dists
+        other = _other(base, entry)
+        if other is not None:
+            stack.append(other)
+    return dists, stack
+
+
+def _other(base, entry):
+    """A wheel-installed distribution that may be an extension, as its folder's name says; None for a framework,
+    CUDA's own wheels and an egg."""
+    if not entry.endswith(".dist-info"):
+        return None
+    name, _, version = entry[:-len(".dist-info")].partition("-")
+    cname = canonical(name)
+    if cname in NOT_EXTENSIONS or cname.startswith(("nvidia-", "jax-cuda", "jax-rocm")):
+        return None
+    return {"name": cname, "version": version, "location": base, "meta": entry}
 
 
 def _dist(base, entry):

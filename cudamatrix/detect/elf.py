@@ -88,9 +88,10 @@ def _decode(doc: Any) -> Any:
 _CACHE: dict[tuple, Dynamic | ElfError] = {}
 
 
-def read_dynamic(path: str) -> Dynamic:
+def read_dynamic(path: str, keep: bool = True) -> Dynamic:
     """The dynamic-section facts of ``path``; raises ElfError (not ELF, 32-bit, big-endian, truncated)
-    and OSError (unreadable). Cached by (path, mtime, size, inode)."""
+    and OSError (unreadable). Cached by (path, mtime, size, inode); ``keep``: also in the user cache for the next
+    run (the extension scan keeps its own, smaller answer instead)."""
     st = os.stat(path)
     key = (path, st.st_mtime_ns, st.st_size, st.st_ino)
     hit = _CACHE.get(key)
@@ -106,7 +107,8 @@ def read_dynamic(path: str) -> Dynamic:
             hit = ElfError(f"truncated or malformed ELF structure ({exc})")
         except (ValueError, OverflowError) as exc:  # an offset no file can have: seek refuses it
             hit = ElfError(f"an offset past the end of any file ({exc})")
-        elfcache.remember(path, st, _encode(hit))
+        if keep:
+            elfcache.remember(path, st, _encode(hit))
     if key not in _CACHE:
         if len(_CACHE) > 4096:
             _CACHE.clear()
@@ -116,10 +118,10 @@ def read_dynamic(path: str) -> Dynamic:
     return hit
 
 
-def try_read(path: str) -> Dynamic | None:
+def try_read(path: str, keep: bool = True) -> Dynamic | None:
     """``read_dynamic`` that returns None for anything it cannot read."""
     try:
-        return read_dynamic(path)
+        return read_dynamic(path, keep)
     except (OSError, ElfError):
         return None
 

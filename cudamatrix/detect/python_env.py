@@ -28,6 +28,27 @@ _SHARED_LIBRARY = re.compile(r"\.so(\.\d+)*$")  # a file name the loader can map
 
 
 @record
+class Candidate:
+    """An installed distribution that may be an extension: its name, version and metadata folder (what it declares
+    and the shared objects it installed are read from there by :mod:`cudamatrix.detect.extensions`)."""
+
+    name: str
+    version: str
+    meta: str  # the absolute path of its .dist-info folder
+
+
+def candidate(d: dict) -> Candidate | None:
+    """The probe's answer about one distribution as a Candidate; None when it is not of that shape (another
+    interpreter's answer is not trusted)."""
+    values = [d.get(k) for k in ("name", "version", "location", "meta")]
+    texts = [v for v in values if isinstance(v, str) and v]
+    if len(texts) != 4 or "/" in texts[3] or not texts[3].endswith(".dist-info"):
+        return None
+    name, version, location, meta = texts
+    return Candidate(name=name, version=version, meta=os.path.join(location, meta))
+
+
+@record
 class PythonSide:
     """What the Python probe read: the interpreter, distributions and their requirements."""
 
@@ -37,6 +58,7 @@ class PythonSide:
     frameworks: list[Framework] = field(default_factory=list)
     file_conflicts: list[FileConflict] = field(default_factory=list)
     wheel_owner: dict[str, str] = field(default_factory=dict)  # absolute file path -> distribution
+    candidates: list[Candidate] = field(default_factory=list)  # what :mod:`.extensions` reads
     notes: list[Note] = field(default_factory=list)
     # a forked probe's own times: "start" (from the fork to its first step), "collect" (its reading)
     timings_ms: dict[str, float] = field(default_factory=dict)
@@ -170,6 +192,11 @@ def build(raw: dict) -> PythonSide:
             side.requirements[name] = list(d["requires"])
     _frameworks(by_name, raw, side)
     _file_owners(dists, side)
+    for d in raw.get("stack") or []:
+        cand = candidate(d) if isinstance(d, dict) else None
+        if cand is not None:
+            cand.version = side.packages.get(cand.name, cand.version)  # the METADATA's, where it was read
+            side.candidates.append(cand)
     return side
 
 

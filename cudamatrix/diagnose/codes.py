@@ -52,6 +52,23 @@ DOCTOR: tuple[Code, ...] = (
          "of one library, or different exact pins)."),
     Code("TORCHVISION_MISMATCH", "error", "torchvision (or torchaudio) declares a torch other than the one "
          "installed."),
+    Code("EXTENSION_ABI_MISMATCH", "error", "A torch extension (xformers, flash-attn, vllm, torch-scatter, ...) was "
+         "built against another torch, C++ ABI or Python than the installed one: its compiled library does not load. "
+         "In a paste: xFormers' 'built for ... you have ...', an undefined c10/at/torch symbol; installed: a shared "
+         "object linking libc10 or libtorch needs torch symbols no library of the installed torch defines (its "
+         ".dynsym against torch's GNU hash tables, never imported)."),
+    Code("EXTENSION_PIN_MISMATCH", "error", "An installed distribution declares a torch, jax, jaxlib or tensorflow "
+         "requirement the installed version breaks (its Requires-Dist, markers evaluated here, extras ignored; pip's "
+         "'requires torch==X, but you have torch Y' in a paste); torchvision and torchaudio: TORCHVISION_MISMATCH "
+         "when the matrix holds the torch."),
+    Code("EXTENSION_CUDA_MISMATCH", "error", "An extension was built for another CUDA major (or another build of the "
+         "same torch) than the framework's: onnxruntime-gpu for CUDA 11 beside a CUDA 12 torch in a paste; "
+         "installed, a shared object linking libcudart/libcublas(Lt)/libnvrtc of another major, or another soname "
+         "than the framework's own copy."),
+    Code("EXTENSION_VARIANT_CLASH", "error", "Two CUDA-major variants of one package are installed together "
+         "(cupy-cuda12x and cupy-cuda13x): they write the same files."),
+    Code("JAX_PLUGIN_MISMATCH", "error", "jaxlib and its CUDA plugin or PJRT wheel (jax-cudaNN-plugin, "
+         "jax-cudaNN-pjrt) are installed at different versions."),
     Code("PYTHON_UNSUPPORTED", "error", "The framework release has no wheels for this Python."),
     Code("GPU_MEMORY_BUSY", "warning", "80 % or more of a GPU's memory is in use."),
     Code("UNSAFE_LIBRARY_PATH", "warning", "An LD_LIBRARY_PATH folder is empty, relative or world-writable; detect "
@@ -71,13 +88,6 @@ DOCTOR: tuple[Code, ...] = (
          "shared object file')."),
     Code("LIBRARY_MISMATCH", "error", "A CUDA library is older than the one a framework was built against (JAX's "
          "'Found cuSOLVER version 11002, but JAX was built against version 11401')."),
-    Code("EXTENSION_ABI_MISMATCH", "error", "A torch extension (xformers, flash-attn, vllm, torch-scatter, ...) was "
-         "built against another torch, C++ ABI or Python than the installed one: its compiled library does not load "
-         "(xFormers' 'built for ... you have ...', an undefined c10/at/torch symbol)."),
-    Code("EXTENSION_PIN_MISMATCH", "error", "An installed distribution declares a torch (or jax) requirement the "
-         "installed version breaks (pip's 'requires torch==X, but you have torch Y')."),
-    Code("EXTENSION_CUDA_MISMATCH", "error", "A torch extension was built for another CUDA major (or another build "
-         "of the same torch) than the framework's (onnxruntime-gpu for CUDA 11 beside a CUDA 12 torch)."),
 )
 
 VERIFY: tuple[Code, ...] = (

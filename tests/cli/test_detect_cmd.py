@@ -11,7 +11,7 @@ from fakes import run_cli, spawn_cli
 
 ENVELOPE_KEYS = {"schema_version", "command", "status", "exit_code", "data", "errors"}
 ENV_KEYS = {"schema_version", "captured_at", "origin", "hostname", "driver", "gpus", "libraries", "toolkits", "python",
-            "packages", "requirements", "frameworks", "file_conflicts", "library_loads", "messages", "context", "notes",
+            "packages", "requirements", "frameworks", "file_conflicts", "library_loads", "extensions", "messages", "context", "notes",
             "timings_ms", "host", "child_stderr"}
 
 

@@ -54,7 +54,7 @@ from packaging.version import Version
 from smallmatrix import ARCHS, NOTES, ROW, build, release, replace, variant
 from snapshot import snapshot_matrix
 
-from cudamatrix.diagnose import findings, host, loads, wheels
+from cudamatrix.diagnose import extensions, findings, host, loads, wheels
 from cudamatrix.diagnose.codes import DOCTOR
 from cudamatrix.diagnose.context import Diagnosis
 from cudamatrix.diagnose.findings import Installed, diagnose, match_installed, summary_exit
@@ -65,6 +65,8 @@ from cudamatrix.models import (
     DiskSpace,
     Driver,
     Environment,
+    Extension,
+    ExtensionObject,
     FileConflict,
     Finding,
     Framework,
@@ -275,6 +277,38 @@ def extension_cuda(env, major="11"):  # ONNX Runtime's words (tests/data/pastes/
                                 text=f"Failed to load library libonnxruntime_providers_cuda.so with error: "
                                      f"libcublasLt.so.{major}: cannot open shared object file")]
 
+XF_SO = "site-packages/xformers/_C.so"
+
+
+def xformers_abi(env, missing: int = 1):
+    # xformers 0.0.29.post3's _C.so needs c10::cuda::SetDevice(signed char); torch 2.14.1 defines only
+    # SetDevice(signed char, bool) (nm evidence in tests/detect/test_extensions.py); the twin: all defined
+    env.extensions = [Extension(name="xformers", version="0.0.29.post3", built_for="2.6.0+cu124",
+                                built_for_source="xformers/cpp_lib.json",
+                                objects=[ExtensionObject(path=XF_SO, needed=["libc10.so", "libcudart.so.12"],
+                                                         torch_symbols=165, missing_count=missing,
+                                                         missing=["_ZN3c104cuda9SetDeviceEa"][:missing])])]
+
+
+def xformers_pin(env, pin: str = "torch==2.6.0"):  # xformers 0.0.29.post3's METADATA: Requires-Dist: torch==2.6.0
+    env.extensions = [Extension(name="xformers", version="0.0.29.post3", declares=[pin])]
+
+
+def cuda13_extension(env, soname: str = "libcublasLt.so.13"):
+    # onnxruntime-gpu 1.31.1's CUDA provider needs libcublasLt.so.13; torch 2.5.1+cu121 is a CUDA 12 build
+    env.extensions = [Extension(name="onnxruntime-gpu", version="1.31.1", objects=[ExtensionObject(
+        path="site-packages/onnxruntime/capi/libonnxruntime_providers_cuda.so", needed=[soname])])]
+
+
+def cupy_twice(env, other: str | None = "cupy-cuda11x"):
+    env.packages["cupy-cuda12x"] = "13.6.0"
+    if other:
+        env.packages[other] = "13.6.0"
+
+
+def jax_plugin(env, plugin: str = "0.4.34"):
+    env.packages.update({"jax": "0.4.35", "jaxlib": "0.4.35", "jax-cuda12-plugin": plugin, "jax-cuda12-pjrt": "0.4.35"})
+
 
 # code -> (the change that causes it, the change of its healthy twin or None for the healthy machine)
 CASES: dict[str, tuple[Callable[[Environment], None], Callable[[Environment], None] | None]] = {
@@ -309,6 +343,15 @@ CASES: dict[str, tuple[Callable[[Environment], None], Callable[[Environment], No
     "EXTENSION_ABI_MISMATCH": (extension_abi, extension_same_build),
     "EXTENSION_PIN_MISMATCH": (extension_pin, None),
     "EXTENSION_CUDA_MISMATCH": (extension_cuda, lambda env: extension_cuda(env, "12")),  # torch here is cu121
+    "EXTENSION_VARIANT_CLASH": (cupy_twice, lambda env: cupy_twice(env, None)),
+    "JAX_PLUGIN_MISMATCH": (jax_plugin, lambda env: jax_plugin(env, "0.4.35")),
+}
+
+# the same codes from an installed extension's own files (detect.extensions), not from a paste's words
+LIVE_CASES: dict[str, tuple[Callable[[Environment], None], Callable[[Environment], None]]] = {
+    "EXTENSION_ABI_MISMATCH": (xformers_abi, lambda env: xformers_abi(env, missing=0)),
+    "EXTENSION_PIN_MISMATCH": (xformers_pin, lambda env: xformers_pin(env, "torch==2.5.1")),
+    "EXTENSION_CUDA_MISMATCH": (cuda13_extension, lambda env: cuda13_extension(env, "libcublasLt.so.12")),
 }
 
 
@@ -348,6 +391,15 @@ def test_code_is_raised_by_the_problem_and_not_by_its_healthy_twin(matrix, code:
     if twin is not None:
         twin(fine)
     assert code not in _codes(fine, matrix)
+
+
+@pytest.mark.parametrize("code", list(LIVE_CASES))
+def test_code_is_raised_by_an_installed_extension_and_not_by_its_healthy_twin(matrix, code: str):
+    cause, twin = LIVE_CASES[code]
+    broken, fine = healthy(), healthy()
+    cause(broken)
+    twin(fine)
+    assert _codes(broken, matrix).get(code) == "error" and code not in _codes(fine, matrix)
 
 
 def test_diagnose_leaves_the_environment_as_it_was(matrix):
@@ -827,7 +879,9 @@ def test_the_registry_in_order():
         findings.no_driver, findings.driver_library_mismatch, findings.no_device_visible, findings.gpu_unusable,
         findings.stub_libcuda, findings.gpu_unsupported_by_driver, findings.framework_builds,
         findings.python_unsupported, loads.library_shadowed, loads.cudnn_mapped, wheels.nvidia_wheel_drift,
-        wheels.framework_conflict, wheels.file_clobber, wheels.torchvision_mismatch, host.gpu_memory_busy,
+        wheels.framework_conflict, wheels.file_clobber, wheels.torchvision_mismatch,
+        extensions.extension_abi_mismatch, extensions.extension_pin_mismatch, extensions.extension_cuda_mismatch,
+        extensions.extension_variant_clash, extensions.jax_plugin_mismatch, host.gpu_memory_busy,
         host.unsafe_library_path, host.low_disk, host.low_host_memory, host.known_bad, host.toolkit_newer_than_driver]
     assert findings.BUILD_FINDINGS == [findings.not_in_matrix, findings.cpu_only_build, findings.broken_rules,
                                        findings.unknown_facts]

@@ -1,0 +1,246 @@
+"""Findings about the stack on top of the frameworks: installed extensions (xFormers, flash-attn, vLLM, the PyG
+wheels, onnxruntime-gpu, CuPy ...) against the installed framework, from what detect read of their files
+(:class:`~cudamatrix.models.Extension`: Requires-Dist, build records, DT_NEEDED, the torch symbols no torch library
+defines) and the installed distributions. No I/O.
+"""
+from __future__ import annotations
+
+import os
+import re
+from typing import TYPE_CHECKING
+
+from cudamatrix.diagnose.context import Diagnosis, base_version
+from cudamatrix.diagnose.declared import applicable_requirements
+from cudamatrix.models import Extension, Finding
+from cudamatrix.names import FAMILIES, canonical
+from cudamatrix.schema import pep508
+
+if TYPE_CHECKING:
+    from packaging.requirements import Requirement
+
+FRAMEWORK_NAMES = ("torch", "jax", "jaxlib", "tensorflow")
+SHOWN_SYMBOLS = 3
+# CUDA libraries whose soname's major is the CUDA major (libcudart.so.12 in every CUDA 12.x; libnvrtc.so.11.2 in 11.x)
+_CUDA_NAMED = re.compile(r"^lib(?:cudart|cublasLt|cublas|nvrtc)\.so\.(\d+)")
+_SONAME = re.compile(r"^lib(?P<base>[A-Za-z_]+)\.so\.(?P<major>\d+)")
+_VARIANT = re.compile(r"^(?P<head>.*?)-?cuda(?P<major>\d+)x?(?P<tail>-.*)?$")
+_JAX_PLUGIN = re.compile(r"^jax-cuda\d+-(?:plugin|pjrt)$")
+
+
+def _framework(d: Diagnosis, name: str) -> tuple[str, str | None] | None:
+    """(installed version, CUDA major of its build or None) of framework ``name``; None when not installed."""
+    fw = next((f for f in d.env.frameworks if f.name == name), None)
+    if fw is None:
+        return None
+    return fw.version, fw.cuda.split(".")[0] if fw.cuda else None
+
+
+def _admits(spec: str, version: str) -> bool:
+    """Whether a row's torch specifier admits ``version``: plain releases without packaging
+    (:mod:`cudamatrix.schema.pep508`, whose answers are packaging's), the rest by packaging."""
+    lite = pep508.specifiers(spec)
+    if lite is not None:
+        try:
+            return lite.contains(version)
+        except ValueError:  # a number past the int conversion limit
+            return False
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet  # on first use: see schema/pep508.py
+
+    try:
+        return SpecifierSet(spec).contains(version, prereleases=True)
+    except (InvalidSpecifier, ValueError):
+        return False
+
+
+def _matching_release(d: Diagnosis, name: str, torch: str) -> str | None:
+    """The newest release of ``name`` the matrix holds (data/extensions.json) whose torch requirement the installed
+    torch meets, with that requirement ("xformers 0.0.35 declares torch>=2.10"); None when it holds none."""
+    have = base_version(torch)
+    best = None
+    for rel in d.matrix.extensions.releases:
+        spec = rel.requires.get("torch")
+        if canonical(rel.name) != name or not spec or (best is not None and rel.version <= best.version):
+            continue
+        if _admits(spec, have):
+            best = rel
+    return f"{best.name} {best.version} declares torch{best.requires['torch']}" if best is not None else None
+
+
+def _ways_out(d: Diagnosis, ext: Extension, torch: str, want: str | None) -> str:
+    """The fix of an extension at odds with the installed torch: the extension's build for this torch (one
+    package changes; the matrix's release where it holds one), else torch moved to what the extension needs
+    (torch, its nvidia-* wheels and companions)."""
+    release = _matching_release(d, ext.name, torch)
+    fix = f"cudamatrix solve torch=={base_version(torch)} {ext.name} (the {ext.name} built for the installed torch" + \
+        (f": {release})" if release else ")")
+    if want:
+        fix += f"; or keep {ext.name} {ext.version} and move torch: cudamatrix solve 'torch{want}' {ext.name}=={ext.version}"
+    return fix
+
+
+def _wanted_torch(ext: Extension) -> str | None:
+    """The torch the extension asks for, as a specifier: its build record's torch, else its Requires-Dist."""
+    if ext.built_for:
+        return "==" + base_version(ext.built_for)
+    for text in ext.declares:
+        m = re.match(r"^\s*torch\s*\(?\s*([<>=!~][^;)]{0,64})\s*\)?\s*(?:;|$)", text)
+        if m and "extra" not in text.partition(";")[2]:
+            return m.group(1).replace(" ", "")
+    return None
+
+
+def extension_abi_mismatch(d: Diagnosis) -> list[Finding]:
+    """EXTENSION_ABI_MISMATCH: an installed torch extension (a shared object whose DT_NEEDED names libc10 or a
+    libtorch) needs torch symbols that no library of the installed torch defines (its ``.dynsym`` against their
+    GNU hash tables): importing it fails with ``undefined symbol``. The evidence names the torch its files say it
+    was built for and the first missing symbols."""
+    torch = _framework(d, "torch")
+    if torch is None:
+        return []
+    out = []
+    for ext in d.env.extensions:
+        broken = [o for o in ext.objects if o.missing_count]
+        if not broken:
+            continue
+        total = sum(o.missing_count for o in broken)
+        evidence = [f"built for torch {ext.built_for} ({ext.built_for_source})"] if ext.built_for else []
+        for o in broken:
+            shown = (o.demangled or o.missing)[:SHOWN_SYMBOLS]
+            raw = o.missing[:SHOWN_SYMBOLS]
+            names = [s if s == r else f"{s} [{r}]" for s, r in zip(shown, raw, strict=True)]
+            evidence.append(f"{os.path.basename(o.path)}: {o.missing_count} of its {o.torch_symbols} torch symbols "
+                            f"are undefined in torch {torch[0]}: " + "; ".join(names))
+        out.append(Finding(code="EXTENSION_ABI_MISMATCH", severity="error",
+                           title=f"{ext.name} {ext.version} was not built for torch {torch[0]}: " +
+                                 (f"{total} torch symbols it needs are" if total != 1 else
+                                  "a torch symbol it needs is") + " undefined (import fails with \"undefined symbol\")",
+                           evidence=evidence, fix=_ways_out(d, ext, torch[0], _wanted_torch(ext))))
+    return out
+
+
+def _declared_frameworks(d: Diagnosis, ext: Extension) -> list[Requirement]:
+    """The extension's requirements naming a framework that apply here; one behind an extra is left out."""
+    texts = [t for t in ext.declares if "extra" not in t.partition(";")[2]]
+    return [r for r in applicable_requirements(d.env, texts) if canonical(r.name) in FRAMEWORK_NAMES]
+
+
+def _meets(r: Requirement, have: str) -> bool:
+    """Whether ``have`` meets the requirement; a version no one can compare (a 5,000-digit number an installed
+    METADATA wrote) is taken as met: nothing is said of it."""
+    try:
+        return bool(r.specifier.contains(have, prereleases=True))
+    except ValueError:
+        return True
+
+
+def extension_pin_mismatch(d: Diagnosis) -> list[Finding]:
+    """EXTENSION_PIN_MISMATCH: an installed distribution's Requires-Dist names torch, jax, jaxlib or tensorflow
+    with a specifier the installed version does not meet (markers evaluated for this interpreter; requirements
+    behind an extra ignored). torch's companions are left to TORCHVISION_MISMATCH when the matrix holds the
+    installed torch's row."""
+    torch = next((i for i in d.installed if i.name == "torch"), None)
+    judged = set(FAMILIES["torch"].companions) if torch is not None and torch.release is not None else set()
+    out = []
+    for ext in d.env.extensions:
+        if ext.name in judged:
+            continue
+        for r in _declared_frameworks(d, ext):
+            name = canonical(r.name)
+            have = d.env.packages.get(name)
+            if not have or not r.specifier or _meets(r, have):
+                continue
+            fix = (_ways_out(d, ext, have, str(r.specifier)) if name == "torch" else
+                   f"cudamatrix solve {name}=={base_version(have)} {ext.name} (the {ext.name} release for the "
+                   f"installed {name}); or pip install '{name}{r.specifier}'")
+            out.append(Finding(code="EXTENSION_PIN_MISMATCH", severity="error",
+                               title=f"{ext.name} {ext.version} requires {name}{r.specifier}; {name} {have} is "
+                                     "installed",
+                               evidence=[f"{ext.name} {ext.version} declares {r} (its METADATA Requires-Dist)"],
+                               fix=fix))
+    return out
+
+
+def _other_cuda(needed: list[str], major: str, framework: str, loads: dict[str, str]) -> list[str]:
+    """What an object's CUDA libraries show of another CUDA: a library named by CUDA's major (libcudart.so.12)
+    of another major, or a library whose soname differs from the framework's own copy (the loader model's)."""
+    out = []
+    for soname in needed:
+        m = _CUDA_NAMED.match(soname)
+        if m:
+            if m.group(1) != major:
+                out.append(f"needs {soname} (CUDA {m.group(1)})")
+            continue
+        s = _SONAME.match(soname)
+        own = loads.get(s.group("base")) if s else None
+        if own and own != soname:
+            out.append(f"needs {soname} where {framework} maps {own}")
+    return out
+
+
+def extension_cuda_mismatch(d: Diagnosis) -> list[Finding]:
+    """EXTENSION_CUDA_MISMATCH: an extension's shared object links CUDA libraries of another major than the
+    framework's build (torch for a torch extension and whenever torch is a CUDA build; else jaxlib or
+    tensorflow): ``libcublasLt.so.13: cannot open shared object file`` beside a CUDA 12 torch, or two CUDA
+    runtimes in one process. The framework's own copies are those the loader model predicts it maps."""
+    frameworks = [(n, f) for n in ("torch", "jaxlib", "tensorflow") if (f := _framework(d, n)) and f[1]]
+    if not frameworks:
+        return []
+    name, (version, major) = frameworks[0]
+    assert major is not None  # frameworks lists CUDA builds only
+    loads = {s.group("base"): ld.soname for ld in d.env.library_loads if ld.framework in (name, "jax")
+             and (s := _SONAME.match(ld.soname))}
+    out = []
+    for ext in d.env.extensions:
+        evidence = [f"{os.path.basename(o.path)} {words}" for o in ext.objects
+                    for words in _other_cuda(o.needed, major, name, loads)]
+        if evidence:
+            out.append(Finding(code="EXTENSION_CUDA_MISMATCH", severity="error",
+                               title=f"{ext.name} {ext.version} links CUDA libraries of another major than "
+                                     f"{name} {version} (CUDA {major})",
+                               evidence=evidence[:6],
+                               fix=f"cudamatrix solve {name}=={base_version(version)} {ext.name} (the {ext.name} "
+                                   f"build for CUDA {major})"))
+    return out
+
+
+def extension_variant_clash(d: Diagnosis) -> list[Finding]:
+    """EXTENSION_VARIANT_CLASH: two CUDA-major variants of one package are installed together (cupy-cuda12x and
+    cupy-cuda13x; jax-cuda12-plugin and jax-cuda13-plugin): they install the same modules, and the one imported
+    is whichever was written last."""
+    groups: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for dist in d.env.packages:
+        m = _VARIANT.match(dist)
+        if m and not dist.startswith("nvidia-"):
+            groups.setdefault((m.group("head"), m.group("tail") or ""), []).append((dist, m.group("major")))
+    majors = {f[1] for n in ("torch", "jaxlib", "tensorflow") if (f := _framework(d, n)) and f[1]}
+    out = []
+    for (_head, _tail), dists in sorted(groups.items()):
+        if len({m for _n, m in dists}) < 2:
+            continue
+        drop = [n for n, m in dists if m not in majors] or [n for n, _m in dists[:-1]]
+        out.append(Finding(code="EXTENSION_VARIANT_CLASH", severity="error",
+                           title=" and ".join(f"{n} {d.env.packages[n]}" for n, _m in dists) +
+                                 " are installed together: CUDA " + " and ".join(m for _n, m in dists) +
+                                 " variants of one package",
+                           evidence=[f"{n}: the CUDA {m} build" for n, m in dists],
+                           fix=f"pip uninstall {' '.join(drop)}, then reinstall the one that is kept "
+                               "(the two wrote the same files)",
+                           fix_commands=[["pip", "uninstall", "-y", *drop]]))
+    return out
+
+
+def jax_plugin_mismatch(d: Diagnosis) -> list[Finding]:
+    """JAX_PLUGIN_MISMATCH: jaxlib and its CUDA plugin or PJRT wheel (jax-cudaNN-plugin, jax-cudaNN-pjrt) are
+    installed at different versions; JAX releases them together, one version for all three."""
+    jaxlib = d.env.packages.get("jaxlib")
+    if not jaxlib:
+        return []
+    want = base_version(jaxlib)
+    off = [(n, v) for n, v in sorted(d.env.packages.items()) if _JAX_PLUGIN.match(n) and base_version(v) != want]
+    if not off:
+        return []
+    return [Finding(code="JAX_PLUGIN_MISMATCH", severity="error",
+                    title=f"jaxlib {jaxlib} is installed with " + ", ".join(f"{n} {v}" for n, v in off),
+                    evidence=[f"{n} {v} is not jaxlib's version {want}" for n, v in off],
+                    fix="pip install " + " ".join(f"'{n}=={want}'" for n, _v in off),
+                    fix_commands=[["pip", "install", *(f"{n}=={want}" for n, _v in off)]])]
