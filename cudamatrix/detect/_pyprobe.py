@@ -18,7 +18,7 @@ PREFIXES = ("nvidia-", "jax-cuda", "jax-rocm", "cupy-cuda")
 WITH_FILES = ("nvidia-", "jax-cuda", "cupy-cuda")  # RECORD is read for these (frameworks' RECORDs are huge)
 
 
-def canonical(name):
+def pep503_name(name):
     # PEP 503, as cudamatrix.names.canonical: this file runs alone in other interpreters (stdlib only)
     return re.sub(r"[-_.]+", "-", name).lower()
 
@@ -162,13 +162,13 @@ def _dist(base, entry):
     stem = entry.rsplit(".", 1)[0]
     name, _, version = stem.partition("-")
     version = version.split("-py")[0] if entry.endswith(".egg-info") else version
-    cname = canonical(name)
+    cname = pep503_name(name)
     if not relevant(cname):
         return None
     meta_dir = os.path.join(base, entry)
     meta_version, requires = _requires_of(meta_dir)
     item = {"name": cname, "version": meta_version or version, "location": base,
-            "requires": [r for r in requires if canonical(r).startswith("nvidia-")]}
+            "requires": [r for r in requires if pep503_name(r).startswith("nvidia-")]}
     if cname.startswith(WITH_FILES):
         item["files"] = _record(meta_dir)
     return item

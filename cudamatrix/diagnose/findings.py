@@ -4,14 +4,14 @@ No I/O. ``doctor`` = detect + diagnose. Codes are part of the public interface (
 loop over :data:`FINDINGS`, a registry of small functions (one per finding code, or per source of a code), each
 taking the :class:`~cudamatrix.diagnose.context.Diagnosis` and returning its Findings; the framework builds are
 judged by :data:`BUILD_FINDINGS`, and the solver's Reasons become Findings through :data:`REASON_FINDINGS`.
-After the registry, :func:`cudamatrix.diagnose.remedy.complete` adds what a paste's own words imply and names the
+After the registry, :func:`cudamatrix.diagnose.implied.complete` adds what a paste's own words imply and names the
 concrete build in the fixes that have one.
 """
 from __future__ import annotations
 
 from typing import Callable
 
-from cudamatrix.diagnose import host, loads, pasted, remedy, wheels
+from cudamatrix.diagnose import host, implied, loads, pasted, wheels
 from cudamatrix.diagnose.context import Diagnosis, Installed, match_installed
 from cudamatrix.diagnose.stated import stated_build
 from cudamatrix.matrix.data import FrameworkRelease, Matrix, Variant
@@ -31,7 +31,7 @@ def diagnose(env: Environment, matrix: Matrix) -> list[Finding]:
     findings: list[Finding] = []
     for check in FINDINGS:
         findings += check(d)
-    remedy.complete(env, matrix, findings)  # what a paste's own words imply; the concrete build in the fixes
+    implied.complete(env, matrix, findings)  # what a paste's own words imply; the concrete build in the fixes
     order = {"error": 0, "warning": 1, "info": 2}
     findings.sort(key=lambda f: order[f.severity])
     return findings

@@ -44,7 +44,7 @@ class NotExact(ValueError):
     """The value cannot be written exactly in that shell (bytes that are not UTF-8, for PowerShell)."""
 
 
-def canonical(shell: str) -> str | None:
+def known_shell(shell: str) -> str | None:
     """The shell's name as :data:`SHELLS` spells it, or None when it is not one this module quotes for."""
     shell = ALIASES.get(shell, shell)
     return shell if shell in SHELLS else None
@@ -53,7 +53,7 @@ def canonical(shell: str) -> str | None:
 def quote(shell: str, value: str) -> str:
     """``value`` as one literal word of ``shell``. Raises ValueError for an unknown shell, and NotExact (a
     ValueError) for a value the shell cannot be given exactly."""
-    name = canonical(shell)
+    name = known_shell(shell)
     if name is not None and _SURROGATE.search(value) and (
             name == "powershell" or _SURROGATE.search(_ESCAPED.sub("", value))):
         raise NotExact(f"{ascii(value)} holds bytes that are not UTF-8: {name} cannot be given them exactly")
@@ -75,7 +75,7 @@ def export_line(shell: str, key: str, value: str) -> str:
     Raises ValueError for a variable name that is not an identifier or an unknown shell."""
     if not _NAME.match(key):
         raise ValueError(f"not a variable name: {key!r}")
-    name = canonical(shell)
+    name = known_shell(shell)
     if name == "fish":
         return f"set -e {key}" if not value else f"set -gx {key} {quote(name, value)}"
     if name == "powershell":

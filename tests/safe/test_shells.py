@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from cudamatrix.safe.shells import ALIASES, SHELLS, aimed, canonical, export_line, quote
+from cudamatrix.safe.shells import ALIASES, SHELLS, aimed, export_line, known_shell, quote
 from cudamatrix.safe.text import CONTROLS
 
 # folder lists a hostile or broken file system can hold: quotes, expansions, newlines, control characters
@@ -191,10 +191,10 @@ def test_the_exported_line_names_its_variable_in_each_shell():
 
 def test_pwsh_is_powershell_and_unknown_shells_are_none():
     assert ALIASES == {"pwsh": "powershell"}
-    assert [canonical(s) for s in SHELLS] == list(SHELLS)
-    assert canonical("pwsh") == "powershell"
+    assert [known_shell(s) for s in SHELLS] == list(SHELLS)
+    assert known_shell("pwsh") == "powershell"
     for unknown in ("tcsh", "csh", "cmd", "Bash", "", "powershell.exe"):
-        assert canonical(unknown) is None
+        assert known_shell(unknown) is None
     assert quote("pwsh", "it's\x1b") == quote("powershell", "it's\x1b")
 
 

@@ -1,4 +1,4 @@
-"""What a pasted report's own words imply, and the concrete answer a finding's fix names.
+"""What a pasted report's own words imply: the findings they state, and the concrete answer each finding's fix names.
 
 Two things, both called once from :func:`cudamatrix.diagnose.findings.diagnose` (:func:`complete`):
 
