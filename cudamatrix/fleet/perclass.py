@@ -97,8 +97,8 @@ def lock_per_class(matrix: Matrix, fleet: Fleet, requirements: list[str], fmt: s
         solutions = {}
         for cls, sol in _per_class(matrix, fleet, request, mirror):
             if isinstance(sol, NoSolution):
-                mapping["unsolved"].append({**cls.to_dict(), "causes": sol.detail["causes"],
-                                            "ways_out": sol.detail["ways_out"]})
+                mapping["unsolved"].append({**cls.to_dict(), "causes": [c.to_dict() for c in sol.causes],
+                                            "ways_out": [w.to_dict() for w in sol.ways_out]})
                 continue
             name = f"{cls.id}.{ext}"
             files[name] = write(sol, fleet.targets_of(cls), passthrough)
@@ -120,7 +120,7 @@ def _joint(matrix: Matrix, fleet: Fleet, request, mirror: str | None, mapping: d
     try:
         joint = with_mirror(solve(fleet.targets, request, matrix), mirror)
     except NoSolution as exc:
-        mapping["joint_causes"] = exc.detail["causes"]
+        mapping["joint_causes"] = [c.to_dict() for c in exc.causes]
         return None
     gpu_nodes = [t.name for t in fleet.targets if t.wants_gpu]
     cpu_nodes = [t.name for t in fleet.targets if not t.wants_gpu]
