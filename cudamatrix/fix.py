@@ -21,8 +21,8 @@ from cudamatrix.install import journal as journals
 from cudamatrix.install.apply import snapshot
 from cudamatrix.install.journal import keep_limit
 from cudamatrix.install.undo import rollback_plan
-from cudamatrix.models import Applied, Environment, Finding, Model, Plan, Report, Solution
-from cudamatrix.names import family_of
+from cudamatrix.models import Applied, Environment, Finding, Model, Plan, Remedy, Report, Solution
+from cudamatrix.names import family_of, named_in
 from cudamatrix.schema import field, record, replace
 
 
@@ -554,19 +554,32 @@ def _rollback(pending, result: FixResult, python: str | None, interp: str, sites
 
 
 def _left(environment: Environment, matrix, plan: Plan) -> list[Finding]:
-    """The error findings after the fix, each fix text saying whether this plan could not or did not fix it."""
-    by_code = {(r.code, r.title): r for r in plan.remedies}
+    """The error findings after the fix, each fix text saying whether this plan could not or did not fix it: the
+    plan's remedy for the same code and subject (:func:`remedy_key`), or the only
+    one of that code."""
+    names = set(environment.packages) | {r.name for r in plan.to_remove} | \
+        {p.name for p in (plan.solution.to_install if plan.solution is not None else [])}
+    by_key: dict[tuple, Remedy] = {}
+    for r in plan.remedies:
+        by_key.setdefault(remedy_key(r.code, r.title, names), r)
     out = []
     for f in _diagnose(environment, matrix):
         if f.severity != "error":
             continue
-        remedy = by_code.get((f.code, f.title)) or next((r for r in plan.remedies if r.code == f.code), None)
+        same_code = [r for r in plan.remedies if r.code == f.code]
+        remedy = by_key.get(remedy_key(f.code, f.title, names)) or (same_code[0] if len(same_code) == 1 else None)
         if remedy is not None and remedy.action == "not_fixable":
             f.fix = remedy.detail
         elif remedy is not None:
             f.fix = f"still present after: {remedy.detail}; {f.fix or ''}".rstrip("; ")
         out.append(f)
     return out
+
+
+def remedy_key(code: str, title: str, names) -> tuple[str, tuple[str, ...]]:
+    """What a remedy answers, in facts a fix leaves as they were: the finding's code and the distributions among
+    ``names`` its title is about (the version a title quotes changes with the fix; the distribution does not)."""
+    return code, tuple(sorted(named_in(title, names)))
 
 
 def _notebook(environment: Environment, solution: Solution | None):

@@ -106,3 +106,9 @@ def family_of(distribution: str) -> str | None:
         if name in family.distributions or name in family.aliases or name.startswith(family.plugin_prefixes):
             return family.name
     return None
+
+
+def named_in(text: str, names) -> set[str]:
+    """The distribution names of ``names`` that appear as whole names in ``text`` (``jax`` is not in
+    ``jax-cuda12``), whatever their case."""
+    return {n for n in names if re.search(rf"(?<![\w.-]){re.escape(n)}(?![\w-])", text, re.I)}

@@ -24,6 +24,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from cudamatrix.models import Environment, Finding, Pin, Plan, Remedy, Removal, Solution
+from cudamatrix.names import named_in
 
 _JAX_PLUGIN = re.compile(r"jax-cuda(\d+)-(?:plugin|pjrt)$")
 _CUDA_SUFFIX = re.compile(r"^nvidia-.+-cu(\d+)$")
@@ -145,7 +146,7 @@ def reinstalls(env: Environment, solution: Solution, removed: list[Removal], pin
 
 def _named(text: str, names) -> set[str]:
     """Installed distribution names that appear as whole names in ``text`` (``jax`` is not in ``jax-cuda12``)."""
-    return {n for n in names if re.search(rf"(?<![\w.-]){re.escape(n)}(?![\w-])", text, re.I)}
+    return named_in(text, names)
 
 
 _NVIDIA_WHEEL = re.compile(r"^nvidia-(.+)-cu\d+$")
