@@ -229,7 +229,7 @@ def _on_targets(shared: SharedChecks, cand: Candidate, keys: list[tuple], failin
             continue
         # the class's own list where its words do not quote the driver (SharedChecks.member's first case, inline:
         # a fleet asks this once per node and failing build)
-        found = hit.reasons if hit.templates is None else member(release, variant, hit, target)
+        found = hit.reasons if hit.quotes is None else member(release, variant, hit, target)
         if not found:
             continue
         failing[key] = found
