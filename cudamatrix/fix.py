@@ -23,6 +23,7 @@ from cudamatrix.install.journal import keep_limit
 from cudamatrix.install.undo import rollback_plan
 from cudamatrix.models import Applied, Environment, Finding, Model, Plan, Remedy, Report, Solution
 from cudamatrix.names import family_of, named_in
+from cudamatrix.safe.shells import Said, aim, tool
 from cudamatrix.schema import field, record, replace
 
 
@@ -345,8 +346,8 @@ class _Session:
         result = FixResult(python=self.interp, status="unchanged", timings_ms=self.timings)
         result.messages += [f"no framework (torch, tensorflow, jax) is installed for {self.interp} and none was asked "
                             "for: nothing to fix",
-                            "to install one, name it: cudamatrix fix torch (or tensorflow, jax; in Python: "
-                            "cudamatrix.fix(request=['torch']))"]
+                            Said("to install one, name it: ", tool("fix", "torch"), " (or tensorflow, jax; in "
+                                 "Python: cudamatrix.fix(request=['torch']))")]
         return result
 
     def _imported(self) -> dict[str, list[str]]:
@@ -383,8 +384,7 @@ class _Session:
             return [f"wrote {result.activation}" if result.activation
                     else "no library path change needed: no activation snippet written"]
         if solution.env:
-            return ["the library search path needs: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in
-                    solution.env.items()) + " (cudamatrix env, or fix --write-activation)"]
+            return [_path_needs(solution.env)]
         return []
 
     def _verify(self, result: FixResult, plan: Plan, solution: Solution, remembered_key: str | None) -> None:
@@ -430,6 +430,12 @@ def _journal_left(applied: Applied, interp: str) -> str:
             f"fix --rollback --python {python} puts the starting set back")
 
 
+def _path_needs(env: dict[str, str]) -> Said:
+    """The message that names the library search path the solved set needs, and the commands that set it."""
+    return Said("the library search path needs: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) +
+                " (", tool("env"), ", or fix --write-activation)")
+
+
 def _same_environment(python: str, other: str) -> bool:
     """Two interpreter paths of one environment: the same bin folder (not the resolved binary: every venv of a
     base Python links the same one)."""
@@ -457,8 +463,7 @@ def _remembered(environment: Environment, target: str, report: Report, env: dict
     result.messages.append("already consistent: nothing to install (environment unchanged since "
                            f"{report.cached_at})")
     if env:
-        result.messages.append("the library search path needs: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in
-                               env.items()) + " (cudamatrix env, or fix --write-activation)")
+        result.messages.append(_path_needs(env))
     if in_process:
         decision = _notebook(environment, None)
         if decision is not None:
@@ -532,7 +537,8 @@ def _way_back(interp: str) -> list[str]:
         return []
     if last.data.get("dropped"):
         return [f"fix --undo cannot go back offline: {last.data['dropped']}"]
-    return ["to go back to the starting set: cudamatrix fix --undo (from the wheels this fix kept, no network)"]
+    return [Said("to go back to the starting set: ", tool("fix", "--undo"), " (from the wheels this fix kept, no "
+                 "network)")]
 
 
 def _rollback(pending, result: FixResult, python: str | None, interp: str, sites: list[str], data_dir: str | None,
@@ -571,7 +577,7 @@ def _left(environment: Environment, matrix, plan: Plan) -> list[Finding]:
         if remedy is not None and remedy.action == "not_fixable":
             f.fix = remedy.detail
         elif remedy is not None:
-            f.fix = f"still present after: {remedy.detail}; {f.fix or ''}".rstrip("; ")
+            f.fix = Said("still present after: ", remedy.detail, *(("; ", f.fix) if f.fix else ()))
         out.append(f)
     return out
 
@@ -603,8 +609,9 @@ def _notebook(environment: Environment, solution: Solution | None):
         return Decision(action="restart", context=ctx, restart_line=RESTART_LINES[ctx],
                         mapped_wrong=[{"soname": w.load.soname, "mapped": w.load.path, "wanted": w.load.expected or ""}
                                       for w in preloaded],
-                        reason=f"LD_PRELOAD put the wrong copy in this process ({names}): restart the kernel "
-                               "with LD_PRELOAD unset or without these files (cudamatrix env prints the change)")
+                        reason=Said(f"LD_PRELOAD put the wrong copy in this process ({names}): restart the kernel "
+                                    "with LD_PRELOAD unset or without these files (", tool("env"),
+                                    " prints the change)"))
     earlier = [w for w in wrong if w.cause == "loaded earlier"]
     if earlier:
         decision = decide([w.load.expected for w in earlier if w.load.expected])
@@ -653,13 +660,11 @@ def _aimed(result: FixResult, python: str | None) -> FixResult:
     was given: ``cudamatrix fix --python X``, ``X -m pip install``."""
     if not python or not isinstance(result, FixResult):
         return result
-    from cudamatrix.safe.shells import aimed
-
-    result.messages = [aimed(m, result.python) for m in result.messages]
+    result.messages = [aim(m, result.python) for m in result.messages]
     for f in result.left:
-        f.fix = aimed(f.fix, result.python) if f.fix else f.fix
+        f.fix = aim(f.fix, result.python) if f.fix else f.fix
     for r in result.plan.remedies if result.plan is not None else []:
-        r.detail = aimed(r.detail, result.python)
+        r.detail = aim(r.detail, result.python)
     return result
 
 

@@ -135,6 +135,7 @@ def test_fix_for_another_interpreter_prints_commands_that_run_there(monkeypatch)
     import shlex
 
     from cudamatrix.models import Finding, Plan, Remedy
+    from cudamatrix.safe.shells import Said, pip, tool
 
     fix_module = importlib.import_module("cudamatrix.fix")
     x = "/srv/the env/bin/python"
@@ -146,10 +147,11 @@ def test_fix_for_another_interpreter_prints_commands_that_run_there(monkeypatch)
 
         def run(self):
             result = fix_module.FixResult(python=x, status="dry_run", plan=Plan(python=x, remedies=[
-                Remedy("TORCHVISION_MISMATCH", "t", "not_fixable", "not fixable here: pip install torchvision==0.20.1 "
-                                                                    "(the solved set leaves it as it is)")]))
-            result.messages = ["the library search path needs: A=b (cudamatrix env, or fix --write-activation)"]
-            result.left = [Finding("CUDNN_MISMATCH", "error", "t", fix="reinstall it: cudamatrix fix")]
+                Remedy("TORCHVISION_MISMATCH", "t", "not_fixable",
+                       Said("not fixable here: ", pip("install", "torchvision==0.20.1"),
+                            " (the solved set leaves it as it is)"))]))
+            result.messages = [fix_module._path_needs({"A": "b"})]
+            result.left = [Finding("CUDNN_MISMATCH", "error", "t", fix=Said("reinstall it: ", tool("fix")))]
             return result
 
     monkeypatch.setattr(fix_module, "_Session", Session)

@@ -17,6 +17,7 @@ from cudamatrix.diagnose.stated import stated_build
 from cudamatrix.matrix.data import FrameworkRelease, Matrix, Variant
 from cudamatrix.matrix.query import architecture
 from cudamatrix.models import Environment, Finding
+from cudamatrix.safe.shells import Said, tool
 from cudamatrix.solve import rules
 
 __all__ = ["BUILD_FINDINGS", "FINDINGS", "REASON_FINDINGS", "Installed", "diagnose", "match_installed",
@@ -225,7 +226,7 @@ def cpu_only_build(d: Diagnosis, j: Judged) -> list[Finding]:
     return [Finding(code="CPU_ONLY_BUILD", severity="error",
                     title=f"{j.label} is a CPU-only build on a " + ("GPU machine" if d.has_gpu else "CUDA machine"),
                     evidence=[f"{j.inst.name} variant {j.variant.name}", where],
-                    fix=f"cudamatrix fix (or cudamatrix solve {j.inst.name} for the pip command)")]
+                    fix=Said(tool("fix"), " (or ", tool("solve", j.inst.name), " for the pip command)"))]
 
 
 def broken_rules(d: Diagnosis, j: Judged) -> list[Finding]:
@@ -258,21 +259,21 @@ def driver_too_old(label: str, reason: rules.Reason) -> Finding:
     """DRIVER_TOO_OLD, from the solver's rule ``driver_floor``."""
     return Finding(code="DRIVER_TOO_OLD", severity="error", title=f"The driver is too old for {label}",
                    evidence=[reason.message, f"matrix row: {reason.row}"],
-                   fix=f"upgrade the driver to >= {reason.need_driver}, or install a build for an older CUDA "
-                       f"(cudamatrix fix)")
+                   fix=Said(f"upgrade the driver to >= {reason.need_driver}, or install a build for an older CUDA (",
+                            tool("fix"), ")"))
 
 
 def arch_unsupported(label: str, reason: rules.Reason) -> Finding:
     """ARCH_UNSUPPORTED, from the solver's rule ``arch``."""
     return Finding(code="ARCH_UNSUPPORTED", severity="error",
                    title=f"{label} has no kernel image for this GPU (\"no kernel image is available\")",
-                   evidence=[reason.message], fix="cudamatrix fix: it picks a build that covers the GPU")
+                   evidence=[reason.message], fix=Said(tool("fix"), ": it picks a build that covers the GPU"))
 
 
 def cudnn_unsupported_gpu(label: str, reason: rules.Reason) -> Finding:
     """CUDNN_MISMATCH, from the solver's rule ``cudnn_gpu``."""
     return Finding(code="CUDNN_MISMATCH", severity="error", title=f"cuDNN of {label} does not support the GPU",
-                   evidence=[reason.message], fix="install a build bundling an older cuDNN (cudamatrix fix)")
+                   evidence=[reason.message], fix=Said("install a build bundling an older cuDNN (", tool("fix"), ")"))
 
 
 def python_unsupported(d: Diagnosis) -> list[Finding]:

@@ -14,6 +14,7 @@ from packaging.version import Version
 from cudamatrix.errors import NoSolution
 from cudamatrix.matrix.data import Matrix
 from cudamatrix.models import Cause, Rejection, WayOut
+from cudamatrix.safe.shells import Said, pip
 from cudamatrix.solve import rules
 from cudamatrix.solve.request import Request
 from cudamatrix.solve.search import Candidate, Verdict
@@ -161,9 +162,10 @@ def jetpack(f: Failure) -> list[WayOut]:
     if boards and boards[0].index_url:
         b = boards[0]
         return [WayOut(kind="jetpack",
-                       message=f"install {f.family} from NVIDIA's JetPack {'/'.join(b.jetpack)} wheels (CUDA "
-                               f"{b.cuda}, Jetson Linux {b.l4t}): pip install --extra-index-url {b.index_url} "
-                               f"{f.family}; no default-index or PyTorch-index build has kernels for the board")]
+                       message=Said(f"install {f.family} from NVIDIA's JetPack {'/'.join(b.jetpack)} wheels (CUDA "
+                                    f"{b.cuda}, Jetson Linux {b.l4t}): ",
+                                    pip("install", "--extra-index-url", b.index_url, f.family),
+                                    "; no default-index or PyTorch-index build has kernels for the board"))]
     return [WayOut(kind="jetpack",
                    message=f"install {f.family} from NVIDIA's JetPack wheels for the board's JetPack "
                            f"release (NVIDIA's 'PyTorch for Jetson' builds or the jetson-containers "
