@@ -72,8 +72,8 @@ def no_solution(matrix: Matrix, request: Request, reps: list[Target], unique: di
     if combined:
         causes += shared_wheels(rejected, bool(causes))
         ways.append(split_environments(request))
-    summary = "; ".join(c.message for c in causes[:3])
-    message = f"no consistent set for {' '.join(request.texts)}: {summary}"
+    summary = [piece for i, c in enumerate(causes[:3]) for piece in (("; ", c.message) if i else (c.message,))]
+    message = rules.joined_words(f"no consistent set for {' '.join(request.texts)}: ", *summary)
     return NoSolution(message, causes=causes, ways_out=ways, rejected=list(rejected),
                       hint="; ".join(w.message for w in ways) or None)
 
@@ -98,7 +98,8 @@ def blocking_machines(f: Failure) -> list[Cause]:
     """In a fleet, a machine blocks when some build fits every other machine but not it: one cause per such
     machine, with the rule and sentence of the newest such build there."""
     return [Cause(rule=found[0].rule, machines=sorted(f.names[key]),
-                  message=f"{', '.join(f.names[key])}: {found[0].message} (it fits every other machine)")
+                  message=rules.joined_words(f"{', '.join(f.names[key])}: ", found[0].words(),
+                                             " (it fits every other machine)"))
             for key, (_, found) in f.blocking.items()]
 
 
@@ -118,7 +119,7 @@ def broken_rules(f: Failure) -> list[Cause]:
                 names = ruled[id(found)] = {r.rule for r in found}
             for rule in names:
                 by_rule[rule][1].add(key)
-    return [Cause(rule=rule, message=reason.message, machines=sorted({n for key in keys for n in f.names[key]}))
+    return [Cause(rule=rule, message=reason.words(), machines=sorted({n for key in keys for n in f.names[key]}))
             for rule, (reason, keys) in sorted(by_rule.items(), key=lambda kv: kv[0] != "jetson")]
 
 

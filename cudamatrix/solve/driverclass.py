@@ -225,8 +225,3 @@ def floors_of(matrix: Matrix) -> list[tuple[int, ...]]:
     if not _FLOORS or _FLOORS[0][0] is not matrix:
         _FLOORS[:] = [(matrix, stated_drivers(matrix))]
     return _FLOORS[0][1]
-
-
-def quoting(driver: str) -> re.Pattern:
-    """The driver as a whole number in a sentence (580.65.06, not within 580.65.061 or 1580.65.06)."""
-    return re.compile(r"(?<![\d.])" + re.escape(driver) + r"(?![\d]|\.\d)")

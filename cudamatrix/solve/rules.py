@@ -51,6 +51,15 @@ class Reason:
     # own driver put there (solve/driverclass), a fact substituted, never a sentence searched
     around_driver: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
 
+    def words(self) -> str:
+        """The message, as :class:`DriverWords` where it quotes the target's driver (made when a NoSolution is
+        put together: the screens read ``message``)."""
+        around = self.around_driver
+        if around is None:
+            return self.message
+        size = (len(self.message) - sum(map(len, around))) // (len(around) - 1)
+        return DriverWords(self.message[len(around[0]):len(around[0]) + size], around)
+
     def for_driver(self, driver: str) -> Reason:
         """The same reason about ``driver`` (itself when its words quote no driver), made without the record's
         ``__init__`` (a fleet's verdicts make one per node and reason quoting its driver: tens of thousands)."""
@@ -61,6 +70,42 @@ class Reason:
         fields.update(self.__dict__)
         fields["message"] = driver.join(self.around_driver)
         return new
+
+
+class DriverWords(str):
+    """Words that quote a target's driver: the text, the driver and the words around each place it stands
+    (``around``), so that the same words about another driver are made from these facts (:meth:`for_driver`; a
+    fleet's classes alike but for their driver share one answer), never by searching the text."""
+
+    driver: str
+    around: tuple[str, ...]
+
+    def __new__(cls, driver: str, around: tuple[str, ...]) -> DriverWords:
+        self = super().__new__(cls, driver.join(around))
+        self.driver, self.around = driver, around
+        return self
+
+    def __reduce__(self) -> tuple:
+        return DriverWords, (self.driver, self.around)
+
+    def for_driver(self, driver: str) -> DriverWords:
+        return DriverWords(driver, self.around)
+
+
+def joined_words(*pieces: str) -> str:
+    """The pieces as one text: :class:`DriverWords` when some quote a driver, all the same one (their places
+    kept), else a plain str."""
+    quoting = [p for p in pieces if isinstance(p, DriverWords)]
+    if not quoting or any(p.driver != quoting[0].driver for p in quoting):
+        return "".join(pieces)
+    around = [""]
+    for piece in pieces:
+        if isinstance(piece, DriverWords):
+            around[-1] += piece.around[0]
+            around += piece.around[1:]
+        else:
+            around[-1] += piece
+    return DriverWords(quoting[0].driver, tuple(around))
 
 
 def about_driver(rule: str, driver: str, words: tuple[str, ...], row: str | None = None,

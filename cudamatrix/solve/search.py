@@ -280,7 +280,7 @@ def screen(family: str, reqs: list[Requirement], matrix: Matrix, targets: list[T
             elif verdict.reasons:
                 verdicts.append(verdict)
                 reasons = verdict.reasons
-                rejected.append(Rejection(candidate=cand.label, reasons=dedupe([r.message for r in reasons]),
+                rejected.append(Rejection(candidate=cand.label, reasons=dedupe([r.words() for r in reasons]),
                                           rules=dedupe([r.rule for r in reasons])))
     if gpu_wanted:
         ok = _gpu_builds_only(family, ok, verdicts, rejected)

@@ -89,15 +89,6 @@ def test_a_few_targets_are_each_checked(matrix):
     assert SharedChecks(matrix, targets).keys is None
 
 
-def test_words_change_whole_numbers_only(matrix):
-    from cudamatrix.solve.driverclass import quoting
-
-    quoted = quoting("535.104.05")
-    text = "driver 535.104.05 runs CUDA 12.2 at most; 535.104.051 and 1535.104.05 and 535.104.05.1 are others"
-    assert quoted.sub("535.104.12", text) == ("driver 535.104.12 runs CUDA 12.2 at most; 535.104.051 and "
-                                              "1535.104.05 and 535.104.05.1 are others")
-
-
 def _mixed(matrix, fitting: bool) -> list:
     """Each scenario machine under three patch levels of its driver (words that quote three drivers) and two stated
     drivers; some also under two drivers of a two-digit branch (96.43.10, 96.43.11: one class, not desktop
