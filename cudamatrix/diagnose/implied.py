@@ -276,10 +276,10 @@ def _cudnn_pin(env: Environment, matrix: Matrix, finding: Finding) -> None:
             continue
         pin = next((p for p in inst.variant.nvidia_pins if p.startswith("nvidia-cudnn")), None)
         if pin:
-            pin = pin.split(";")[0].strip()
+            install = pip("install", pin.split(";")[0].strip(), always_quoted=(1,))  # the words and the argv
             finding.fix = Said(f"{finding.fix}" if not isinstance(finding.fix, str) else finding.fix,
-                               f"; for {inst.name} {inst.version}: ", pip("install", pin, always_quoted=(1,)))
-            finding.fix_commands = [["pip", "install", pin]]
+                               f"; for {inst.name} {inst.version}: ", install)
+            finding.fix_commands = [list(install.argv)]
             return
         if inst.variant.cuda is not None and inst.variant.cudnn is not None:
             finding.fix = (f"{inst.name} {inst.version} declares no nvidia-cudnn wheel: it loads the system's "

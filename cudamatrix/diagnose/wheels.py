@@ -23,19 +23,18 @@ def _dist_label(env: Environment, dist: str) -> str:
 def _drift(env: Environment, dist: str, r: Requirement) -> Finding | None:
     name = canonical(r.name)
     have = env.packages.get(name)
+    install = pip("install", f"{r.name}{r.specifier}", always_quoted=(1,))  # the fix's words and its argv
     if have is None:
         return Finding(code="NVIDIA_WHEEL_DRIFT", severity="error",
                        title=f"{dist} needs {r.name}{r.specifier}, which is not installed",
                        evidence=[f"{_dist_label(env, dist)} declares {r}"],
-                       fix=Said(pip("install", f"{r.name}{r.specifier}", always_quoted=(1,))),
-                       fix_commands=[["pip", "install", f"{r.name}{r.specifier}"]])
+                       fix=Said(install), fix_commands=[list(install.argv)])
     if r.specifier and not r.specifier.contains(have, prereleases=True):
         return Finding(code="NVIDIA_WHEEL_DRIFT", severity="error",
                        title=f"{name} {have} is installed; {dist} declares {r.specifier}",
                        evidence=[f"{_dist_label(env, dist)} requires {r}"],
-                       fix=Said(pip("install", f"{r.name}{r.specifier}", always_quoted=(1,)), " (", tool("fix"),
-                                " reinstalls only the drifted wheels)"),
-                       fix_commands=[["pip", "install", f"{r.name}{r.specifier}"]])
+                       fix=Said(install, " (", tool("fix"), " reinstalls only the drifted wheels)"),
+                       fix_commands=[list(install.argv)])
     return None
 
 
