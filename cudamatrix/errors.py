@@ -81,7 +81,9 @@ class NoSolution(CudamatrixError):
     """The solver found no consistent set: typed ``causes`` (the rule, its sentence, the machines it
     blocks), ``ways_out`` (the nearest changes that would give one) and the ``rejected`` candidates.
 
-    ``detail`` is their JSON form (``data.causes``, ``data.ways_out``, ``data.rejected`` of the envelope)."""
+    ``detail`` is their JSON form (``data.causes``, ``data.ways_out``, ``data.rejected`` of the envelope), made
+    from the records whenever it is read: one source, so a caller that keeps fewer ways out changes only
+    ``ways_out``."""
 
     exit_code = Exit.NO_SOLUTION
 
@@ -90,9 +92,18 @@ class NoSolution(CudamatrixError):
         self.causes: list[Any] = list(causes)  # models.Cause
         self.ways_out: list[Any] = list(ways_out)  # models.WayOut
         self.rejected: list[Any] = list(rejected or [])  # models.Rejection
-        super().__init__(message, hint=hint, detail={
-            "causes": [c.to_dict() for c in self.causes], "ways_out": [w.to_dict() for w in self.ways_out],
-            "rejected": [r.to_dict() for r in self.rejected[:200]]})
+        super().__init__(message, hint=hint)
+
+    @property
+    def detail(self) -> dict:
+        """The JSON form of the causes, ways out and (the first 200) rejected candidates."""
+        return {"causes": [c.to_dict() for c in self.causes], "ways_out": [w.to_dict() for w in self.ways_out],
+                "rejected": [r.to_dict() for r in self.rejected[:200]]}
+
+    @detail.setter
+    def detail(self, value: Any) -> None:
+        if value is not None:  # CudamatrixError.__init__ sets None: the detail is made from the records
+            raise AttributeError("NoSolution.detail is made from causes, ways_out and rejected")
 
 
 class InstallFailed(CudamatrixError):

@@ -22,8 +22,9 @@ from cudamatrix.install import journal as journals
 from cudamatrix.install.apply import snapshot
 from cudamatrix.install.journal import keep_limit
 from cudamatrix.install.undo import rollback_plan
-from cudamatrix.models import Applied, Environment, Finding, LibraryLoad, Model, Plan, Report, Solution
-from cudamatrix.names import family_of
+from cudamatrix.models import Applied, Environment, Finding, LibraryLoad, Model, Plan, Remedy, Report, Solution
+from cudamatrix.names import family_of, named_in
+from cudamatrix.safe.shells import Said, aim, tool
 from cudamatrix.schema import field, record, replace
 
 
@@ -412,8 +413,8 @@ class _Session:
         result = FixResult(python=self.interp, status="unchanged", timings_ms=self.timings)
         result.messages += [f"no framework (torch, tensorflow, jax) is installed for {self.interp} and none was asked "
                             "for: nothing to fix",
-                            "to install one, name it: cudamatrix fix torch (or tensorflow, jax; in Python: "
-                            "cudamatrix.fix(request=['torch']))"]
+                            Said("to install one, name it: ", tool("fix", "torch"), " (or tensorflow, jax; in "
+                                 "Python: cudamatrix.fix(request=['torch']))")]
         return result
 
     def _imported(self) -> dict[str, list[str]]:
@@ -430,7 +431,7 @@ class _Session:
         for ``after``: the machine as it is now (diagnosed)."""
         o = self.o
         plan, solution = planned.plan, planned.solution
-        result.left = _left([copy.copy(f) for f in after.findings or ()], plan)
+        result.left = _left([copy.copy(f) for f in after.findings or ()], after.environment, plan)
         result.messages += self._library_path(result, after.environment, solution)
         if self.in_process:
             decision = _notebook(after.environment, solution)
@@ -453,8 +454,7 @@ class _Session:
             return [f"wrote {result.activation}" if result.activation
                     else "no library path change needed: no activation snippet written"]
         if solution.env:
-            return ["the library search path needs: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in
-                    solution.env.items()) + " (cudamatrix env, or fix --write-activation)"]
+            return [_path_needs(solution.env)]
         return []
 
     def _verify(self, after: Seen, plan: Plan, solution: Solution, remembered_key: str | None,
@@ -515,6 +515,12 @@ def _journal_left(applied: Applied, interp: str) -> str:
             f"fix --rollback --python {python} puts the starting set back")
 
 
+def _path_needs(env: dict[str, str]) -> Said:
+    """The message that names the library search path the solved set needs, and the commands that set it."""
+    return Said("the library search path needs: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) +
+                " (", tool("env"), ", or fix --write-activation)")
+
+
 def _same_environment(python: str, other: str) -> bool:
     """Two interpreter paths of one environment: the same bin folder (not the resolved binary: every venv of a
     base Python links the same one)."""
@@ -542,8 +548,7 @@ def _remembered(environment: Environment, target: str, report: Report, env: dict
     result.messages.append("already consistent: nothing to install (environment unchanged since "
                            f"{report.cached_at})")
     if env:
-        result.messages.append("the library search path needs: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in
-                               env.items()) + " (cudamatrix env, or fix --write-activation)")
+        result.messages.append(_path_needs(env))
     if in_process:
         decision = _notebook(environment, None)
         if decision is not None:
@@ -617,7 +622,8 @@ def _way_back(interp: str) -> list[str]:
         return []
     if last.data.get("dropped"):
         return [f"fix --undo cannot go back offline: {last.data['dropped']}"]
-    return ["to go back to the starting set: cudamatrix fix --undo (from the wheels this fix kept, no network)"]
+    return [Said("to go back to the starting set: ", tool("fix", "--undo"), " (from the wheels this fix kept, no "
+                 "network)")]
 
 
 def _rollback(pending, result: FixResult, python: str | None, interp: str, sites: list[str], data_dir: str | None,
@@ -638,20 +644,33 @@ def _rollback(pending, result: FixResult, python: str | None, interp: str, sites
     return result
 
 
-def _left(findings: list[Finding], plan: Plan) -> list[Finding]:
-    """The error findings after the fix, each fix text saying whether this plan could not or did not fix it."""
-    by_code = {(r.code, r.title): r for r in plan.remedies}
+def _left(findings: list[Finding], environment: Environment, plan: Plan) -> list[Finding]:
+    """The error findings after the fix, each fix text saying whether this plan could not or did not fix it: the
+    plan's remedy for the same code and subject (:func:`remedy_key`), or the only
+    one of that code."""
+    names = set(environment.packages) | {r.name for r in plan.to_remove} | \
+        {p.name for p in (plan.solution.to_install if plan.solution is not None else [])}
+    by_key: dict[tuple, Remedy] = {}
+    for r in plan.remedies:
+        by_key.setdefault(remedy_key(r.code, r.title, names), r)
     out = []
     for f in findings:
         if f.severity != "error":
             continue
-        remedy = by_code.get((f.code, f.title)) or next((r for r in plan.remedies if r.code == f.code), None)
+        same_code = [r for r in plan.remedies if r.code == f.code]
+        remedy = by_key.get(remedy_key(f.code, f.title, names)) or (same_code[0] if len(same_code) == 1 else None)
         if remedy is not None and remedy.action == "not_fixable":
             f.fix = remedy.detail
         elif remedy is not None:
-            f.fix = f"still present after: {remedy.detail}; {f.fix or ''}".rstrip("; ")
+            f.fix = Said("still present after: ", remedy.detail, *(("; ", f.fix) if f.fix else ()))
         out.append(f)
     return out
+
+
+def remedy_key(code: str, title: str, names) -> tuple[str, tuple[str, ...]]:
+    """What a remedy answers, in facts a fix leaves as they were: the finding's code and the distributions among
+    ``names`` its title is about (the version a title quotes changes with the fix; the distribution does not)."""
+    return code, tuple(sorted(named_in(title, names)))
 
 
 def _notebook(environment: Environment, solution: Solution | None):
@@ -675,8 +694,9 @@ def _notebook(environment: Environment, solution: Solution | None):
         return Decision(action="restart", context=ctx, restart_line=RESTART_LINES[ctx],
                         mapped_wrong=[{"soname": w.load.soname, "mapped": w.load.path, "wanted": w.load.expected or ""}
                                       for w in preloaded],
-                        reason=f"LD_PRELOAD put the wrong copy in this process ({names}): restart the kernel "
-                               "with LD_PRELOAD unset or without these files (cudamatrix env prints the change)")
+                        reason=Said(f"LD_PRELOAD put the wrong copy in this process ({names}): restart the kernel "
+                                    "with LD_PRELOAD unset or without these files (", tool("env"),
+                                    " prints the change)"))
     earlier = [w for w in wrong if w.cause == "loaded earlier"]
     if earlier:
         decision = decide([w.load.expected for w in earlier if w.load.expected])
@@ -725,13 +745,11 @@ def _aimed(result: FixResult, python: str | None) -> FixResult:
     was given: ``cudamatrix fix --python X``, ``X -m pip install``."""
     if not python or not isinstance(result, FixResult):
         return result
-    from cudamatrix.safe.shells import aimed
-
-    result.messages = [aimed(m, result.python) for m in result.messages]
+    result.messages = [aim(m, result.python) for m in result.messages]
     for f in result.left:
-        f.fix = aimed(f.fix, result.python) if f.fix else f.fix
+        f.fix = aim(f.fix, result.python) if f.fix else f.fix
     for r in result.plan.remedies if result.plan is not None else []:
-        r.detail = aimed(r.detail, result.python)
+        r.detail = aim(r.detail, result.python)
     return result
 
 

@@ -113,3 +113,9 @@ def family_of(distribution: str) -> str | None:
 EXTENSIONS = frozenset({"vllm", "xformers", "sglang", "onnxruntime-gpu", "cupy", "cupy-cuda11x", "cupy-cuda12x",
                         "cupy-cuda13x"})
 EXTENSIONS_ON_TORCH = frozenset({"vllm", "xformers", "sglang"})  # their wheels require torch: asking for one solves it
+
+
+def named_in(text: str, names) -> set[str]:
+    """The distribution names of ``names`` that appear as whole names in ``text`` (``jax`` is not in
+    ``jax-cuda12``), whatever their case."""
+    return {n for n in names if re.search(rf"(?<![\w.-]){re.escape(n)}(?![\w-])", text, re.I)}

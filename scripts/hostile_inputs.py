@@ -279,7 +279,35 @@ def surface_cases(root: Path) -> list[Case]:
             + _own_words_cases(root)
             + _mirror_cases(root) + _child_output_cases(root) + _consent_cases(root) + _undo_cases(root)
             + _gate_cases(root) + _lock_gate_cases(root)
-            + _preflight_cases(root) + _extension_cases(root) + _installed_extension_cases(root))
+            + _preflight_cases(root) + _extension_cases(root) + _installed_extension_cases(root)
+            + _command_words_cases(root))
+
+
+def _command_words_cases(root: Path) -> list[Case]:
+    """Issue 41: commands pointed at ``--python`` from their records, never by searching the words: a library
+    folder whose name holds "pip install" and "cudamatrix fix" (with escapes) keeps its name in the fixes, and an
+    interpreter path with quotes, ``$(...)`` and those words is one shell word in every command."""
+    folder = f"/srv/libs pip install 2 cudamatrix fix{ESC}/lib"
+    saved = root / "env-command-words.json"
+    doc = {"origin": "file", "driver": {"version": "535.104.05", "status": "ok"},
+           "context": {"env": {"LD_LIBRARY_PATH": folder}},
+           "libraries": [{"name": "cudnn", "soname": "libcudnn.so.9", "path": f"{folder}/libcudnn.so.9",
+                          "version": "9.0.0", "origin": "LD_LIBRARY_PATH", "loaded_first": True}],
+           "library_loads": [{"framework": "torch", "soname": "libcudnn.so.9", "path": f"{folder}/libcudnn.so.9",
+                              "rule": "LD_LIBRARY_PATH", "found_as": f"{folder}/libcudnn.so.9",
+                              "expected": "/v/nvidia/cudnn/lib/libcudnn.so.9", "expected_rule": "DT_RUNPATH"}],
+           "packages": {"torch": "2.5.1+cu121"}, "frameworks": [{"name": "torch", "version": "2.5.1+cu121"}]}
+    saved.write_text(json.dumps(doc))
+    python = root / "it's $(touch X) pip install" / "bin" / "python"
+    python.parent.mkdir(parents=True, exist_ok=True)
+    if not python.exists():
+        python.symlink_to(sys.executable)
+    env = {"CUDAMATRIX_DETECT_ENV": str(saved)}
+    forbid = ["-m pip install 2", "cudamatrix fix --python"]  # the folder's words rewritten
+    return [Case("command words: doctor --python", ["doctor", "--python", str(python)], env=env, inert=True,
+                 forbid=forbid),
+            Case("command words: doctor --python --json", ["doctor", "--python", str(python), "--json"], env=env,
+                 json=True, forbid=forbid)]
 
 
 def _bare_python(root: Path) -> str:

@@ -135,6 +135,7 @@ def test_fix_for_another_interpreter_prints_commands_that_run_there(monkeypatch)
     import shlex
 
     from cudamatrix.models import Finding, Plan, Remedy
+    from cudamatrix.safe.shells import Said, pip, tool
 
     fix_module = importlib.import_module("cudamatrix.fix")
     x = "/srv/the env/bin/python"
@@ -146,10 +147,11 @@ def test_fix_for_another_interpreter_prints_commands_that_run_there(monkeypatch)
 
         def run(self):
             result = fix_module.FixResult(python=x, status="dry_run", plan=Plan(python=x, remedies=[
-                Remedy("TORCHVISION_MISMATCH", "t", "not_fixable", "not fixable here: pip install torchvision==0.20.1 "
-                                                                    "(the solved set leaves it as it is)")]))
-            result.messages = ["the library search path needs: A=b (cudamatrix env, or fix --write-activation)"]
-            result.left = [Finding("CUDNN_MISMATCH", "error", "t", fix="reinstall it: cudamatrix fix")]
+                Remedy("TORCHVISION_MISMATCH", "t", "not_fixable",
+                       Said("not fixable here: ", pip("install", "torchvision==0.20.1"),
+                            " (the solved set leaves it as it is)"))]))
+            result.messages = [fix_module._path_needs({"A": "b"})]
+            result.left = [Finding("CUDNN_MISMATCH", "error", "t", fix=Said("reinstall it: ", tool("fix")))]
             return result
 
     monkeypatch.setattr(fix_module, "_Session", Session)
@@ -161,3 +163,26 @@ def test_fix_for_another_interpreter_prints_commands_that_run_there(monkeypatch)
     assert f"{q} -m pip install" in out.summary()
     here = fix_module.fix(dry_run=True)  # this interpreter: the commands stay as written
     assert "cudamatrix env," in here.messages[0]
+
+
+def test_what_is_left_after_a_fix_is_answered_by_the_remedy_for_its_own_subject():
+    """fix._left matches a finding left after the fix to the plan's remedy by code and subject (the distribution the
+    finding is about), not by its words: the title quotes the version, which the fix changed. Before, the title
+    missed and the first remedy of the code answered: cuDNN's step for the cuBLAS finding."""
+    import importlib
+
+    from cudamatrix.models import Environment, Finding, Plan, PythonInfo, Remedy
+
+    fix_module = importlib.import_module("cudamatrix.fix")
+    plan = Plan(python="/p", remedies=[
+        Remedy("LIBRARY_MISMATCH", "nvidia-cudnn-cu12 9.0.0 is older than torch needs", "install",
+               "install nvidia-cudnn-cu12 9.1.0.70"),
+        Remedy("LIBRARY_MISMATCH", "nvidia-cublas-cu12 12.1.0 is older than torch needs", "install",
+               "install nvidia-cublas-cu12 12.4.5.8")])
+    after = [Finding("LIBRARY_MISMATCH", "error", "nvidia-cublas-cu12 12.4.5.8 is older than torch needs",
+                     fix="pip install nvidia-cublas-cu12==12.6.4.1")]
+    env = Environment(python=PythonInfo(executable="/p"),
+                      packages={"nvidia-cublas-cu12": "12.4.5.8", "nvidia-cudnn-cu12": "9.1.0.70", "torch": "2.5.1"})
+    left = fix_module._left(after, env, plan)
+    assert [f.fix for f in left] == ["still present after: install nvidia-cublas-cu12 12.4.5.8; pip install "
+                                     "nvidia-cublas-cu12==12.6.4.1"]

@@ -57,10 +57,10 @@ def aim_findings(findings, python: str | None):
     """The findings with each command in their fix pointed at ``--python`` (pasted as shown, it changes that
     environment)."""
     if python:
-        from cudamatrix.safe.shells import aimed
+        from cudamatrix.safe.shells import aim
 
         for f in findings:
-            f.fix = aimed(f.fix, python) if f.fix else f.fix
+            f.fix = aim(f.fix, python) if f.fix else f.fix
     return findings
 
 

@@ -171,10 +171,10 @@ def run_env(shell: str = "bash", env: list[Path] | None = None, python: str | No
     """Print the exports that fix library paths for this environment (nothing when nothing needs fixing)."""
     from cudamatrix.cli.targets import environments
     from cudamatrix.detect.libpaths import after_change, library_path_fix
-    from cudamatrix.safe.shells import SHELLS, NotExact, canonical
+    from cudamatrix.safe.shells import SHELLS, NotExact, known_shell
     from cudamatrix.safe.shells import export_line as exact_line
 
-    name = canonical(shell)
+    name = known_shell(shell)
     if name is None:
         raise UsageError(f"--shell {shell!r} is not known", hint=" | ".join(SHELLS))
     if env and len(env) > 1:

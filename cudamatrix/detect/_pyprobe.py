@@ -21,7 +21,7 @@ NOT_EXTENSIONS = {"torch", "tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf
                   "jaxlib", "triton", "pytorch-triton", "paddlepaddle-gpu"}
 
 
-def canonical(name):
+def pep503_name(name):
     # PEP 503, as cudamatrix.names.canonical: this file runs alone in other interpreters (stdlib only)
     return re.sub(r"[-_.]+", "-", name).lower()
 
@@ -171,7 +171,7 @@ def _other(base, entry):
     if not entry.endswith(".dist-info"):
         return None
     name, _, version = entry[:-len(".dist-info")].partition("-")
-    cname = canonical(name)
+    cname = pep503_name(name)
     if cname in NOT_EXTENSIONS or cname.startswith(("nvidia-", "jax-cuda", "jax-rocm")):
         return None
     return {"name": cname, "version": version, "location": base, "meta": entry}
@@ -184,13 +184,13 @@ def _dist(base, entry):
     stem = entry.rsplit(".", 1)[0]
     name, _, version = stem.partition("-")
     version = version.split("-py")[0] if entry.endswith(".egg-info") else version
-    cname = canonical(name)
+    cname = pep503_name(name)
     if not relevant(cname):
         return None
     meta_dir = os.path.join(base, entry)
     meta_version, requires = _requires_of(meta_dir)
     item = {"name": cname, "version": meta_version or version, "location": base,
-            "requires": [r for r in requires if canonical(r).startswith("nvidia-")]}
+            "requires": [r for r in requires if pep503_name(r).startswith("nvidia-")]}
     if cname.startswith(WITH_FILES):
         item["files"] = _record(meta_dir)
     return item

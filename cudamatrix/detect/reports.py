@@ -14,8 +14,18 @@ lines was read as and which lines were skipped. Nothing here raises on odd text.
 """
 from __future__ import annotations
 
-from cudamatrix.detect.pastes import (devices, extensions, fields, installs, listings, messages, nvsmi, packages, prints,
-                                      tools)
+from cudamatrix.detect.pastes import (
+    devices,
+    extensions,
+    fields,
+    installs,
+    listings,
+    messages,
+    nvsmi,
+    packages,
+    prints,
+    tools,
+)
 from cudamatrix.detect.python_env import other_variant, torch_variant
 from cudamatrix.detect.text import Paste, ranges, span_ranges
 from cudamatrix.errors import UsageError

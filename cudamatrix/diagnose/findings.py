@@ -4,19 +4,20 @@ No I/O. ``doctor`` = detect + diagnose. Codes are part of the public interface (
 loop over :data:`FINDINGS`, a registry of small functions (one per finding code, or per source of a code), each
 taking the :class:`~cudamatrix.diagnose.context.Diagnosis` and returning its Findings; the framework builds are
 judged by :data:`BUILD_FINDINGS`, and the solver's Reasons become Findings through :data:`REASON_FINDINGS`.
-After the registry, :func:`cudamatrix.diagnose.remedy.complete` adds what a paste's own words imply and names the
+After the registry, :func:`cudamatrix.diagnose.implied.complete` adds what a paste's own words imply and names the
 concrete build in the fixes that have one.
 """
 from __future__ import annotations
 
 from typing import Callable
 
-from cudamatrix.diagnose import extensions, host, loads, pasted, remedy, wheels
+from cudamatrix.diagnose import extensions, host, implied, loads, pasted, wheels
 from cudamatrix.diagnose.context import Diagnosis, Installed, match_installed
 from cudamatrix.diagnose.stated import stated_build
 from cudamatrix.matrix.data import FrameworkRelease, Matrix, Variant
 from cudamatrix.matrix.query import architecture
 from cudamatrix.models import Environment, Finding
+from cudamatrix.safe.shells import Said, tool
 from cudamatrix.solve import rules
 
 __all__ = ["BUILD_FINDINGS", "FINDINGS", "REASON_FINDINGS", "Installed", "diagnose", "match_installed",
@@ -31,7 +32,7 @@ def diagnose(env: Environment, matrix: Matrix) -> list[Finding]:
     findings: list[Finding] = []
     for check in FINDINGS:
         findings += check(d)
-    remedy.complete(env, matrix, findings)  # what a paste's own words imply; the concrete build in the fixes
+    implied.complete(env, matrix, findings)  # what a paste's own words imply; the concrete build in the fixes
     order = {"error": 0, "warning": 1, "info": 2}
     findings.sort(key=lambda f: order[f.severity])
     return findings
@@ -225,7 +226,7 @@ def cpu_only_build(d: Diagnosis, j: Judged) -> list[Finding]:
     return [Finding(code="CPU_ONLY_BUILD", severity="error",
                     title=f"{j.label} is a CPU-only build on a " + ("GPU machine" if d.has_gpu else "CUDA machine"),
                     evidence=[f"{j.inst.name} variant {j.variant.name}", where],
-                    fix=f"cudamatrix fix (or cudamatrix solve {j.inst.name} for the pip command)")]
+                    fix=Said(tool("fix"), " (or ", tool("solve", j.inst.name), " for the pip command)"))]
 
 
 def broken_rules(d: Diagnosis, j: Judged) -> list[Finding]:
@@ -258,21 +259,21 @@ def driver_too_old(label: str, reason: rules.Reason) -> Finding:
     """DRIVER_TOO_OLD, from the solver's rule ``driver_floor``."""
     return Finding(code="DRIVER_TOO_OLD", severity="error", title=f"The driver is too old for {label}",
                    evidence=[reason.message, f"matrix row: {reason.row}"],
-                   fix=f"upgrade the driver to >= {reason.need_driver}, or install a build for an older CUDA "
-                       f"(cudamatrix fix)")
+                   fix=Said(f"upgrade the driver to >= {reason.need_driver}, or install a build for an older CUDA (",
+                            tool("fix"), ")"))
 
 
 def arch_unsupported(label: str, reason: rules.Reason) -> Finding:
     """ARCH_UNSUPPORTED, from the solver's rule ``arch``."""
     return Finding(code="ARCH_UNSUPPORTED", severity="error",
                    title=f"{label} has no kernel image for this GPU (\"no kernel image is available\")",
-                   evidence=[reason.message], fix="cudamatrix fix: it picks a build that covers the GPU")
+                   evidence=[reason.message], fix=Said(tool("fix"), ": it picks a build that covers the GPU"))
 
 
 def cudnn_unsupported_gpu(label: str, reason: rules.Reason) -> Finding:
     """CUDNN_MISMATCH, from the solver's rule ``cudnn_gpu``."""
     return Finding(code="CUDNN_MISMATCH", severity="error", title=f"cuDNN of {label} does not support the GPU",
-                   evidence=[reason.message], fix="install a build bundling an older cuDNN (cudamatrix fix)")
+                   evidence=[reason.message], fix=Said("install a build bundling an older cuDNN (", tool("fix"), ")"))
 
 
 def python_unsupported(d: Diagnosis) -> list[Finding]:

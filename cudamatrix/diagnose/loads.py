@@ -14,6 +14,7 @@ from cudamatrix.detect import libpaths
 from cudamatrix.detect.libpaths import winner_folder
 from cudamatrix.diagnose.context import Diagnosis, Installed
 from cudamatrix.models import Environment, Finding, LibraryLoad, Severity
+from cudamatrix.safe.shells import Said, tool
 
 if TYPE_CHECKING:
     from packaging.version import Version
@@ -79,10 +80,10 @@ def _mixed(env: Environment, group: list[WrongLoad]) -> list[str]:
 def fix_for(w: WrongLoad) -> str:
     """The change that stops a wrong load: an LD_LIBRARY_PATH edit, an LD_PRELOAD removal, or a restart."""
     if w.cause == "LD_LIBRARY_PATH":
-        return f"remove {winner_folder(w.load)} from LD_LIBRARY_PATH (cudamatrix env prints the export)"
+        return Said(f"remove {winner_folder(w.load)} from LD_LIBRARY_PATH (", tool("env"), " prints the export)")
     if w.cause == "LD_PRELOAD":
-        return ("remove it from LD_PRELOAD (cudamatrix env prints the change); a running notebook kernel keeps it "
-                "until it is restarted without it")
+        return Said("remove it from LD_PRELOAD (", tool("env"), " prints the change); a running notebook kernel "
+                    "keeps it until it is restarted without it")
     if w.cause == "loaded earlier":
         return "restart the kernel, and import the framework before what loaded the other copy"
     return f"the copy in {winner_folder(w.load)} wins by {w.load.rule}: take it off the loader's path"
@@ -109,7 +110,7 @@ def unmodelled(env: Environment) -> list[Finding]:
                 evidence=[f"first on LD_LIBRARY_PATH: {first.path}"] + [f"wheel copy: {w.path}" for w in differs] +
                          ["no loader prediction in this environment (pasted or saved by an older version): whether "
                           "the framework's DT_RPATH wins is unknown; run doctor on the machine"],
-                fix="run cudamatrix doctor on the machine itself"))
+                fix=Said("run ", tool("doctor"), " on the machine itself")))
     return out
 
 
@@ -167,4 +168,4 @@ def _cudnn_fix(env: Environment, load: LibraryLoad, built: Version, inst: Instal
     if wrong is not None:
         return fix_for(wrong)
     # the framework's own copy is that version: its wheel was overwritten (another cuDNN wheel of the same files)
-    return f"reinstall the cuDNN wheel {inst.name} declares (cuDNN {built}): cudamatrix fix"
+    return Said(f"reinstall the cuDNN wheel {inst.name} declares (cuDNN {built}): ", tool("fix"))

@@ -15,6 +15,7 @@ from __future__ import annotations
 from cudamatrix.matrix.data import Matrix
 from cudamatrix.matrix.query import driver_max_cuda
 from cudamatrix.models import Environment, Finding, ToolMessage
+from cudamatrix.safe.shells import Said
 from cudamatrix.solve.rules import driver_floors
 from cudamatrix.solve.target import from_environment
 
@@ -40,7 +41,7 @@ def container_requirement(env: Environment, matrix: Matrix, findings: list[Findi
                                     evidence=evidence, fix=fix))
         else:
             same.evidence += [e for e in evidence if e not in same.evidence]
-            same.fix = f"{same.fix}; for the container: {fix}" if same.fix else fix
+            same.fix = Said(same.fix, "; for the container: ", fix) if same.fix else fix
 
 
 def _driver_cuda(env: Environment, matrix: Matrix) -> tuple[str | None, str]:

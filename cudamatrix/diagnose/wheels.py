@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from cudamatrix.diagnose.context import Diagnosis, base_version
 from cudamatrix.models import Environment, Finding
 from cudamatrix.names import FAMILIES, canonical, family_of
+from cudamatrix.safe.shells import Said, pip, tool
 from cudamatrix.solve import rules
 
 if TYPE_CHECKING:
@@ -22,18 +23,18 @@ def _dist_label(env: Environment, dist: str) -> str:
 def _drift(env: Environment, dist: str, r: Requirement) -> Finding | None:
     name = canonical(r.name)
     have = env.packages.get(name)
+    install = pip("install", f"{r.name}{r.specifier}", always_quoted=(1,))  # the fix's words and its argv
     if have is None:
         return Finding(code="NVIDIA_WHEEL_DRIFT", severity="error",
                        title=f"{dist} needs {r.name}{r.specifier}, which is not installed",
                        evidence=[f"{_dist_label(env, dist)} declares {r}"],
-                       fix=f"pip install '{r.name}{r.specifier}'",
-                       fix_commands=[["pip", "install", f"{r.name}{r.specifier}"]])
+                       fix=Said(install), fix_commands=[list(install.argv)])
     if r.specifier and not r.specifier.contains(have, prereleases=True):
         return Finding(code="NVIDIA_WHEEL_DRIFT", severity="error",
                        title=f"{name} {have} is installed; {dist} declares {r.specifier}",
                        evidence=[f"{_dist_label(env, dist)} requires {r}"],
-                       fix=f"pip install '{r.name}{r.specifier}' (cudamatrix fix reinstalls only the drifted wheels)",
-                       fix_commands=[["pip", "install", f"{r.name}{r.specifier}"]])
+                       fix=Said(install, " (", tool("fix"), " reinstalls only the drifted wheels)"),
+                       fix_commands=[list(install.argv)])
     return None
 
 
@@ -63,7 +64,8 @@ def framework_conflict(d: Diagnosis) -> list[Finding]:
                 out.append(Finding(code="FRAMEWORK_CONFLICT", severity="error",
                                    title=f"{a} and {b} need different nvidia-* wheels",
                                    evidence=problems[:5],
-                                   fix=f"cudamatrix solve {a} {b} for a shared set, or keep them in separate environments"))
+                                   fix=Said(tool("solve", a, b), " for a shared set, or keep them in separate "
+                                                                  "environments")))
     return out
 
 
@@ -104,5 +106,5 @@ def torchvision_mismatch(d: Diagnosis) -> list[Finding]:
         out.append(Finding(code="TORCHVISION_MISMATCH", severity="error",
                            title=f"{comp} {have} does not match torch {torch.version} (needs {want}{tag})",
                            evidence=[f"matrix row: {torch.release.source}"],
-                           fix=f"pip install {comp}=={want}{tag} from the same index as torch"))
+                           fix=Said(pip("install", f"{comp}=={want}{tag}"), " from the same index as torch")))
     return out

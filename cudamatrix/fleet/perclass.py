@@ -19,6 +19,7 @@ from cudamatrix.fleet.classes import NodeClass, group
 from cudamatrix.matrix.data import Matrix
 from cudamatrix.models import Environment, Solution
 from cudamatrix.schema import record
+from cudamatrix.solve.rules import DriverWords
 from cudamatrix.solve.target import Target
 
 RAY_LABEL = "cudamatrix-class"
@@ -97,8 +98,8 @@ def lock_per_class(matrix: Matrix, fleet: Fleet, requirements: list[str], fmt: s
         solutions = {}
         for cls, sol in _per_class(matrix, fleet, request, mirror):
             if isinstance(sol, NoSolution):
-                mapping["unsolved"].append({**cls.to_dict(), "causes": sol.detail["causes"],
-                                            "ways_out": sol.detail["ways_out"]})
+                mapping["unsolved"].append({**cls.to_dict(), "causes": [c.to_dict() for c in sol.causes],
+                                            "ways_out": [w.to_dict() for w in sol.ways_out]})
                 continue
             name = f"{cls.id}.{ext}"
             files[name] = write(sol, fleet.targets_of(cls), passthrough)
@@ -120,7 +121,7 @@ def _joint(matrix: Matrix, fleet: Fleet, request, mirror: str | None, mapping: d
     try:
         joint = with_mirror(solve(fleet.targets, request, matrix), mirror)
     except NoSolution as exc:
-        mapping["joint_causes"] = exc.detail["causes"]
+        mapping["joint_causes"] = [c.to_dict() for c in exc.causes]
         return None
     gpu_nodes = [t.name for t in fleet.targets if t.wants_gpu]
     cpu_nodes = [t.name for t in fleet.targets if not t.wants_gpu]
@@ -198,16 +199,18 @@ def _texts(answer: NoSolution) -> list[str]:
 
 
 def _driver_words(old: str | None, new: str | None, texts: list[str]) -> Callable[[str], str] | None:
-    """What turns words about driver ``old`` into words about ``new``: nothing to change when none quotes it, the
-    whole numbers replaced when both are desktop drivers; None otherwise."""
-    from cudamatrix.solve.driverclass import DESKTOP, quoting
+    """What turns words about driver ``old`` into words about ``new``: nothing to change when none quotes it; when
+    both are desktop drivers, ``new`` put where the rules quoted ``old`` (:class:`~cudamatrix.solve.rules.
+    DriverWords`, a record of the places); None otherwise, or where words hold ``old`` with no such record."""
+    from cudamatrix.solve.driverclass import DESKTOP
 
     if old == new or not old or not any(old in text for text in texts):
         return lambda text: text
     if not (new and DESKTOP.fullmatch(old) and DESKTOP.fullmatch(new)):
         return None
-    pattern = quoting(old)
-    return lambda text: pattern.sub(new, text)
+    if any(old in text and not (isinstance(text, DriverWords) and text.driver == old) for text in texts):
+        return None
+    return lambda text: text.for_driver(new) if isinstance(text, DriverWords) else text
 
 
 def _class_entry(cls: NodeClass, name: str, sol: Solution, passthrough: list[str]) -> dict:

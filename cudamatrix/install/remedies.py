@@ -24,6 +24,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from cudamatrix.models import Environment, Finding, Pin, Plan, Remedy, Removal, Solution
+from cudamatrix.names import named_in
+from cudamatrix.safe.shells import Said, tool
 
 _JAX_PLUGIN = re.compile(r"jax-cuda(\d+)-(?:plugin|pjrt)$")
 _CUDA_SUFFIX = re.compile(r"^nvidia-.+-cu(\d+)$")
@@ -145,7 +147,7 @@ def reinstalls(env: Environment, solution: Solution, removed: list[Removal], pin
 
 def _named(text: str, names) -> set[str]:
     """Installed distribution names that appear as whole names in ``text`` (``jax`` is not in ``jax-cuda12``)."""
-    return {n for n in names if re.search(rf"(?<![\w.-]){re.escape(n)}(?![\w-])", text, re.I)}
+    return named_in(text, names)
 
 
 _NVIDIA_WHEEL = re.compile(r"^nvidia-(.+)-cu\d+$")
@@ -201,7 +203,8 @@ def _remedy(f: Finding, effects: _Effects, env: Environment) -> Remedy:
     """The host's findings are not fixable here; else the plan's steps on the distributions the finding names,
     its environment step for a library-path finding, its framework install for a finding about the build."""
     if f.code in HOST:
-        return Remedy(f.code, f.title, "not_fixable", f"not fixable here: {f.fix or 'see doctor'} ({HOST[f.code]})")
+        return Remedy(f.code, f.title, "not_fixable", Said("not fixable here: ", f.fix or "see doctor",
+                                                           f" ({HOST[f.code]})"))
     text = " ".join([f.title, *f.evidence])
     touched = effects.touched
     hits = sorted((_named(text, set(env.packages) | set(touched)) | _owned(text, touched)) & set(touched))
@@ -210,12 +213,12 @@ def _remedy(f: Finding, effects: _Effects, env: Environment) -> Remedy:
         action = min((a for a, _ in actions), key=_Effects.ORDER.index)
         return Remedy(f.code, f.title, action, "; ".join(d for _, d in actions))
     if f.code in PATH_CODES and effects.env_step is not None:
-        return Remedy(f.code, f.title, "env", "set " + ", ".join(effects.env_step.env) + " (cudamatrix env, or "
-                                                                                         "fix --write-activation)")
+        return Remedy(f.code, f.title, "env", Said("set " + ", ".join(effects.env_step.env) + " (", tool("env"),
+                                                   ", or fix --write-activation)"))
     if f.code in BUILD_CODES and effects.framework_change:
         return Remedy(f.code, f.title, "install", "install " + ", ".join(
             f"{n} {v}" for n, v in effects.changing.items() if n in FRAMEWORK_DISTS))
     why = "the solved set leaves " + (", ".join(sorted(_named(text, env.packages))) or "it") + " as it is"
     if f.code in PATH_CODES:
         why = "the library search path is set outside this environment"
-    return Remedy(f.code, f.title, "not_fixable", f"not fixable here: {f.fix or 'see doctor'} ({why})")
+    return Remedy(f.code, f.title, "not_fixable", Said("not fixable here: ", f.fix or "see doctor", f" ({why})"))

@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import re
 import shlex
+from typing import Literal
 
 from cudamatrix.safe.text import CONTROLS
+from cudamatrix.schema import record
 
 SHELLS = ("bash", "zsh", "sh", "fish", "powershell")
 ALIASES = {"pwsh": "powershell"}
@@ -44,7 +46,7 @@ class NotExact(ValueError):
     """The value cannot be written exactly in that shell (bytes that are not UTF-8, for PowerShell)."""
 
 
-def canonical(shell: str) -> str | None:
+def known_shell(shell: str) -> str | None:
     """The shell's name as :data:`SHELLS` spells it, or None when it is not one this module quotes for."""
     shell = ALIASES.get(shell, shell)
     return shell if shell in SHELLS else None
@@ -53,7 +55,7 @@ def canonical(shell: str) -> str | None:
 def quote(shell: str, value: str) -> str:
     """``value`` as one literal word of ``shell``. Raises ValueError for an unknown shell, and NotExact (a
     ValueError) for a value the shell cannot be given exactly."""
-    name = canonical(shell)
+    name = known_shell(shell)
     if name is not None and _SURROGATE.search(value) and (
             name == "powershell" or _SURROGATE.search(_ESCAPED.sub("", value))):
         raise NotExact(f"{ascii(value)} holds bytes that are not UTF-8: {name} cannot be given them exactly")
@@ -75,7 +77,7 @@ def export_line(shell: str, key: str, value: str) -> str:
     Raises ValueError for a variable name that is not an identifier or an unknown shell."""
     if not _NAME.match(key):
         raise ValueError(f"not a variable name: {key!r}")
-    name = canonical(shell)
+    name = known_shell(shell)
     if name == "fish":
         return f"set -e {key}" if not value else f"set -gx {key} {quote(name, value)}"
     if name == "powershell":
@@ -134,19 +136,79 @@ def _raw(piece: str) -> bytes:
     return piece.encode("utf-8", "surrogateescape")
 
 
-# a command this tool prints for people to run: its own subcommands that take --python, and pip's install verbs
-# (not ``uv pip ...``, which names its interpreter with its own --python, nor a word inside a path or name)
-_TOOL_COMMAND = re.compile(r"(?<![\w./-])cudamatrix (?:detect|doctor|solve|fix|verify|env)\b(?![^;()`'\n]*--python)")
-_PIP_COMMAND = re.compile(r"(?<![\w./-])(?<!uv )pip (install|uninstall)\b")
+@record(frozen=True)
+class Command:
+    """A command this tool prints for people to run, as its words (``argv``) and the interpreter it acts on:
+    ``aims`` "tool" for this tool's own subcommands that take ``--python`` (``cudamatrix fix``), "pip" for pip's
+    (``pip install``), None for any other (``uv pip ...`` names its interpreter itself). Quoted for a POSIX shell
+    once, when it is printed (:meth:`line`); ``always_quoted``: the positions of words written in single quotes
+    whatever they hold (the requirement of a finding's ``pip install '...'``, as it has always been printed)."""
+
+    argv: tuple[str, ...]
+    aims: Literal["tool", "pip"] | None = None
+    always_quoted: tuple[int, ...] = ()
+
+    def line(self, python: str | None = None) -> str:
+        """The command as one shell line, pointed at the interpreter ``python`` when one is given:
+        ``cudamatrix fix --python X`` (unless it names one already), ``X -m pip install``."""
+        words = [_single(w) if i in self.always_quoted else shlex.quote(w) for i, w in enumerate(self.argv)]
+        if python and self.aims == "tool" and "--python" not in self.argv:
+            words[2:2] = ["--python", shlex.quote(python)]
+        elif python and self.aims == "pip":
+            words[:0] = [shlex.quote(python), "-m"]
+        return " ".join(words)
 
 
-def aimed(text: str, python: str | None) -> str:
-    """``text`` with each command it holds pointed at the interpreter ``python``, quoted for a POSIX shell:
-    ``cudamatrix fix`` -> ``cudamatrix fix --python X`` (unless that command names one already), ``pip install``
-    -> ``X -m pip install``. Pasted as shown, a hint then changes the environment it was about, not whichever
-    one ``pip`` or ``cudamatrix`` on PATH belongs to. ``python`` None: ``text`` unchanged."""
-    if not python or not text:
+def tool(*args: str) -> Command:
+    """``cudamatrix ARGS``, a subcommand that takes ``--python``."""
+    return Command(("cudamatrix", *args), "tool")
+
+
+def pip(*args: str, always_quoted: tuple[int, ...] = ()) -> Command:
+    """``pip ARGS`` (``always_quoted``: positions among ``args``)."""
+    return Command(("pip", *args), "pip", tuple(i + 1 for i in always_quoted))
+
+
+def _single(word: str) -> str:
+    """``word`` in single quotes, a quote in it closed, escaped and reopened (POSIX sh)."""
+    return "'" + word.replace("'", "'\\''") + "'"
+
+
+class Said(str):
+    """Words for people that hold commands: the text as printed for no interpreter in particular (the str itself,
+    so a record field that holds text holds it, and its JSON is that text), and its parts, text and
+    :class:`Command` records, so that the commands can be pointed at an interpreter (:meth:`aimed`) without
+    searching the words. Built from parts; a Said among them gives its own parts."""
+
+    parts: tuple[str | Command, ...]
+
+    def __new__(cls, *parts: str | Command) -> Said:
+        flat: list[str | Command] = []
+        for part in parts:
+            flat += part.parts if isinstance(part, Said) else [part]
+        self = super().__new__(cls, "".join(p.line() if isinstance(p, Command) else p for p in flat))
+        self.parts = tuple(flat)
+        return self
+
+    def __reduce__(self) -> tuple:
+        return Said, self.parts
+
+    def aimed(self, python: str | None) -> str:
+        """The words with each command pointed at ``python`` (:meth:`Command.line`)."""
+        return "".join(p.line(python) if isinstance(p, Command) else p for p in self.parts)
+
+
+def joined(sep: str, items: list) -> Said:
+    """``sep.join(items)`` that keeps the commands of the items that are :class:`Said`."""
+    parts: list[str | Command] = []
+    for i, item in enumerate(items):
+        parts += [sep, item] if i else [item]
+    return Said(*parts)
+
+
+def aim(text: str, python: str | None) -> str:
+    """``text`` with the commands it holds pointed at ``python``: a :class:`Said`'s commands; other text (a
+    plain str holds no command records) and ``python`` None: ``text`` as it is."""
+    if not python or not isinstance(text, Said):
         return text
-    q = shlex.quote(python)
-    text = _TOOL_COMMAND.sub(lambda m: f"{m.group(0)} --python {q}", text)
-    return _PIP_COMMAND.sub(lambda m: f"{q} -m pip {m.group(1)}", text)
+    return text.aimed(python)

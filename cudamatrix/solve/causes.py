@@ -14,6 +14,7 @@ from packaging.version import Version
 from cudamatrix.errors import NoSolution
 from cudamatrix.matrix.data import Matrix
 from cudamatrix.models import Cause, Rejection, WayOut
+from cudamatrix.safe.shells import Said, pip
 from cudamatrix.solve import rules
 from cudamatrix.solve.request import Request
 from cudamatrix.solve.search import Candidate, Verdict
@@ -71,8 +72,8 @@ def no_solution(matrix: Matrix, request: Request, reps: list[Target], unique: di
     if combined:
         causes += shared_wheels(rejected, bool(causes))
         ways.append(split_environments(request))
-    summary = "; ".join(c.message for c in causes[:3])
-    message = f"no consistent set for {' '.join(request.texts)}: {summary}"
+    summary = [piece for i, c in enumerate(causes[:3]) for piece in (("; ", c.message) if i else (c.message,))]
+    message = rules.joined_words(f"no consistent set for {' '.join(request.texts)}: ", *summary)
     return NoSolution(message, causes=causes, ways_out=ways, rejected=list(rejected),
                       hint="; ".join(w.message for w in ways) or None)
 
@@ -97,7 +98,8 @@ def blocking_machines(f: Failure) -> list[Cause]:
     """In a fleet, a machine blocks when some build fits every other machine but not it: one cause per such
     machine, with the rule and sentence of the newest such build there."""
     return [Cause(rule=found[0].rule, machines=sorted(f.names[key]),
-                  message=f"{', '.join(f.names[key])}: {found[0].message} (it fits every other machine)")
+                  message=rules.joined_words(f"{', '.join(f.names[key])}: ", found[0].words(),
+                                             " (it fits every other machine)"))
             for key, (_, found) in f.blocking.items()]
 
 
@@ -117,7 +119,7 @@ def broken_rules(f: Failure) -> list[Cause]:
                 names = ruled[id(found)] = {r.rule for r in found}
             for rule in names:
                 by_rule[rule][1].add(key)
-    return [Cause(rule=rule, message=reason.message, machines=sorted({n for key in keys for n in f.names[key]}))
+    return [Cause(rule=rule, message=reason.words(), machines=sorted({n for key in keys for n in f.names[key]}))
             for rule, (reason, keys) in sorted(by_rule.items(), key=lambda kv: kv[0] != "jetson")]
 
 
@@ -161,9 +163,10 @@ def jetpack(f: Failure) -> list[WayOut]:
     if boards and boards[0].index_url:
         b = boards[0]
         return [WayOut(kind="jetpack",
-                       message=f"install {f.family} from NVIDIA's JetPack {'/'.join(b.jetpack)} wheels (CUDA "
-                               f"{b.cuda}, Jetson Linux {b.l4t}): pip install --extra-index-url {b.index_url} "
-                               f"{f.family}; no default-index or PyTorch-index build has kernels for the board")]
+                       message=Said(f"install {f.family} from NVIDIA's JetPack {'/'.join(b.jetpack)} wheels (CUDA "
+                                    f"{b.cuda}, Jetson Linux {b.l4t}): ",
+                                    pip("install", "--extra-index-url", b.index_url, f.family),
+                                    "; no default-index or PyTorch-index build has kernels for the board"))]
     return [WayOut(kind="jetpack",
                    message=f"install {f.family} from NVIDIA's JetPack wheels for the board's JetPack "
                            f"release (NVIDIA's 'PyTorch for Jetson' builds or the jetson-containers "

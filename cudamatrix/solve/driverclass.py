@@ -7,10 +7,10 @@ Two drivers of one branch that fall between the same two stated versions, and eq
 the same verdicts from every rule: 580.82.07 and 580.95.05 are alike, both above every floor of the R580 rows
 (issue #29: a fleet of 10,000 nodes with 2,000 driver patch levels). The stated versions are every text the
 matrix holds under a field that names a driver, read from the matrix itself, so a floor added to the data moves
-the classes with it. A verdict whose words quote the driver is shared with the words changed to the target's
-driver when both are desktop driver versions (a branch of three digits or more, dotted: no CUDA, Python, compute
-capability or package version of a message can be equal to one, and a stated version never is: the class
-excludes them); otherwise that target is checked itself.
+the classes with it. A verdict whose words quote the driver is shared with the target's own driver put where the
+rule quoted it (:attr:`cudamatrix.solve.rules.Reason.around_driver`: a fact substituted, no sentence searched)
+when both are desktop driver versions (a branch of three digits or more, dotted); otherwise that target is
+checked itself.
 """
 from __future__ import annotations
 
@@ -65,8 +65,8 @@ def driver_class(driver: str | None, floors: list[tuple[int, ...]]) -> tuple:
 class SharedChecks:
     """:func:`cudamatrix.solve.rules.check` for a fleet's targets, once per class of targets: the targets are
     grouped once (:attr:`of`: each target's class, :attr:`reps`: each class's first target), a build is checked
-    on each class's first target (:meth:`on_classes`), and a member takes its class's verdict with the words
-    changed to its own driver (:meth:`member`). ``memo`` may be shared by the screens of one solve: it is keyed by
+    on each class's first target (:meth:`on_classes`), and a member takes its class's verdict with its own
+    driver where the words quote the driver (:meth:`member`). ``memo`` may be shared by the screens of one solve: it is keyed by
     the build and the class's facts, not by the targets."""
 
     def __init__(self, matrix: Matrix, targets: list[Target], memo: Memo | None = None) -> None:
@@ -85,7 +85,6 @@ class SharedChecks:
             self.keys = {id(t): c for t, c in zip(targets, self.of, strict=True)}
         self.memo = Memo() if memo is None else memo
         self.failed = [0] * len(self.reps)  # per class: how many builds failed there (first_only)
-        self.quoted: dict[str, re.Pattern] = {}
 
     def on_class(self, release: FrameworkRelease, variant: Variant, number: int) -> Shared:
         """The verdict on class ``number``'s first target (checked once per build and class)."""
@@ -94,7 +93,7 @@ class SharedChecks:
         if hit is None:
             rep = self.reps[number]
             found = rules.check(self.matrix, release, variant, rep)
-            hit = self.memo.verdicts[slot] = Shared(found, rep.driver, self._templates(found, rep.driver))
+            hit = self.memo.verdicts[slot] = Shared(found, rep.driver, _quotes(found, rep.driver))
         return hit
 
     def on_classes(self, release: FrameworkRelease, variant: Variant, first_only: bool = False
@@ -135,14 +134,14 @@ class SharedChecks:
                ) -> list[rules.Reason]:
         """The reasons for ``target``, a member of the class ``hit`` is the verdict of: the class's own list when
         its words do not quote the driver or the driver is the same (do not change it), else a new list with the
-        target's driver in the words, or the target's own check when either driver is not a desktop one."""
-        if hit.templates is None or target.driver == hit.driver:
+        target's driver where the words quote it, or the target's own check when either driver is not a desktop
+        one."""
+        if hit.quotes is None or target.driver == hit.driver:
             return hit.reasons
         driver = target.driver
-        if hit.templates and driver and DESKTOP.fullmatch(driver):
-            return [r if len(parts) == 1 else reworded(r, driver.join(parts))
-                    for r, parts in zip(hit.reasons, hit.templates, strict=True)]
-        return rules.check(self.matrix, release, variant, target)  # its words name another kind of driver
+        if hit.quotes and driver and DESKTOP.fullmatch(driver):
+            return [r.for_driver(driver) for r in hit.reasons]
+        return rules.check(self.matrix, release, variant, target)  # another kind of driver
 
     def check(self, release: FrameworkRelease, variant: Variant, target: Target) -> list[rules.Reason]:
         """The reasons the build does not fit ``target``, one of the targets grouped (a new list)."""
@@ -150,18 +149,6 @@ class SharedChecks:
         if number is None:
             return rules.check(self.matrix, release, variant, target)
         return list(self.member(release, variant, self.on_class(release, variant, number), target))
-
-    def _templates(self, reasons: list[rules.Reason], driver: str | None) -> list[list[str]] | None:
-        """Each reason's words split where they quote ``driver`` (a desktop one); None when none quotes it;
-        an empty list when one does but the driver is of another kind (each member is then checked itself)."""
-        if not driver or not any(driver in r.message for r in reasons):
-            return None
-        if not DESKTOP.fullmatch(driver):
-            return []
-        quoted = self.quoted.get(driver)
-        if quoted is None:
-            quoted = self.quoted[driver] = quoting(driver)
-        return [quoted.split(r.message) for r in reasons]
 
 
 class Memo:
@@ -178,23 +165,21 @@ class Memo:
 
 
 class Shared:
-    """A class's verdict on one build: its first target's reasons and driver, and the words split where they
-    quote that driver (see :meth:`SharedChecks._templates`)."""
+    """A class's verdict on one build: its first target's reasons and driver, and whether the words quote that
+    driver (:func:`_quotes`: None no, True yes, False yes but the driver is not a desktop one)."""
 
-    __slots__ = ("reasons", "driver", "templates")
+    __slots__ = ("reasons", "driver", "quotes")
 
-    def __init__(self, reasons: list[rules.Reason], driver: str | None, templates: list[list[str]] | None) -> None:
-        self.reasons, self.driver, self.templates = reasons, driver, templates
+    def __init__(self, reasons: list[rules.Reason], driver: str | None, quotes: bool | None) -> None:
+        self.reasons, self.driver, self.quotes = reasons, driver, quotes
 
 
-def reworded(reason: rules.Reason, message: str) -> rules.Reason:
-    """``Reason(reason.rule, message, reason.row, reason.need_driver)``, made without the record's ``__init__`` (a
-    fleet's verdicts make one per node and reason quoting its driver: tens of thousands)."""
-    new = object.__new__(rules.Reason)
-    fields = new.__dict__
-    fields.update(reason.__dict__)
-    fields["message"] = message
-    return new
+def _quotes(reasons: list[rules.Reason], driver: str | None) -> bool | None:
+    """None when no reason quotes the target's driver; else whether a member's driver may be put in its place
+    (True for a desktop driver; False: each member is then checked itself)."""
+    if not driver or all(r.around_driver is None for r in reasons):
+        return None
+    return DESKTOP.fullmatch(driver) is not None
 
 
 class PausedGc:
@@ -240,8 +225,3 @@ def floors_of(matrix: Matrix) -> list[tuple[int, ...]]:
     if not _FLOORS or _FLOORS[0][0] is not matrix:
         _FLOORS[:] = [(matrix, stated_drivers(matrix))]
     return _FLOORS[0][1]
-
-
-def quoting(driver: str) -> re.Pattern:
-    """The driver as a whole number in a sentence (580.65.06, not within 580.65.061 or 1580.65.06)."""
-    return re.compile(r"(?<![\d.])" + re.escape(driver) + r"(?![\d]|\.\d)")

@@ -20,7 +20,7 @@ from packaging.version import Version
 
 from cudamatrix.matrix.data import CudnnRelease, FrameworkRelease, Matrix, Variant
 from cudamatrix.matrix.query import architecture, cuda_release, driver_max_cuda, driver_version, jetpack_only
-from cudamatrix.schema import cc_key, record
+from cudamatrix.schema import cc_key, field, record
 
 # the CUDA wheel requirements of a build live in pins; re-exported for the rules' callers
 from cudamatrix.solve.pins import (  # noqa: F401
@@ -46,6 +46,72 @@ class Reason:
     message: str
     row: str | None = None  # the matrix row's source
     need_driver: str | None = None  # for driver_floor: the driver that would do
+    # the words around each place the message quotes the target's driver (``message`` is the driver joining
+    # them), None where it quotes none: a target alike for the rules but for its driver gets the reason with its
+    # own driver put there (solve/driverclass), a fact substituted, never a sentence searched
+    around_driver: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+
+    def words(self) -> str:
+        """The message, as :class:`DriverWords` where it quotes the target's driver (made when a NoSolution is
+        put together: the screens read ``message``)."""
+        around = self.around_driver
+        if around is None:
+            return self.message
+        size = (len(self.message) - sum(map(len, around))) // (len(around) - 1)
+        return DriverWords(self.message[len(around[0]):len(around[0]) + size], around)
+
+    def for_driver(self, driver: str) -> Reason:
+        """The same reason about ``driver`` (itself when its words quote no driver), made without the record's
+        ``__init__`` (a fleet's verdicts make one per node and reason quoting its driver: tens of thousands)."""
+        if self.around_driver is None:
+            return self
+        new = object.__new__(Reason)
+        fields = new.__dict__
+        fields.update(self.__dict__)
+        fields["message"] = driver.join(self.around_driver)
+        return new
+
+
+class DriverWords(str):
+    """Words that quote a target's driver: the text, the driver and the words around each place it stands
+    (``around``), so that the same words about another driver are made from these facts (:meth:`for_driver`; a
+    fleet's classes alike but for their driver share one answer), never by searching the text."""
+
+    driver: str
+    around: tuple[str, ...]
+
+    def __new__(cls, driver: str, around: tuple[str, ...]) -> DriverWords:
+        self = super().__new__(cls, driver.join(around))
+        self.driver, self.around = driver, around
+        return self
+
+    def __reduce__(self) -> tuple:
+        return DriverWords, (self.driver, self.around)
+
+    def for_driver(self, driver: str) -> DriverWords:
+        return DriverWords(driver, self.around)
+
+
+def joined_words(*pieces: str) -> str:
+    """The pieces as one text: :class:`DriverWords` when some quote a driver, all the same one (their places
+    kept), else a plain str."""
+    quoting = [p for p in pieces if isinstance(p, DriverWords)]
+    if not quoting or any(p.driver != quoting[0].driver for p in quoting):
+        return "".join(pieces)
+    around = [""]
+    for piece in pieces:
+        if isinstance(piece, DriverWords):
+            around[-1] += piece.around[0]
+            around += piece.around[1:]
+        else:
+            around[-1] += piece
+    return DriverWords(quoting[0].driver, tuple(around))
+
+
+def about_driver(rule: str, driver: str, words: tuple[str, ...], row: str | None = None,
+                 need_driver: str | None = None) -> Reason:
+    """A Reason whose sentence quotes the target's ``driver`` between each two of ``words``."""
+    return Reason(rule, driver.join(words), row, need_driver, words)
 
 
 def sass_covers(archs: list[str], cc: str) -> bool:
@@ -239,15 +305,16 @@ def driver_floor(build: Build) -> list[Reason]:
     if (full and _ge(driver, full)) or (minor and _ge(driver, minor)):
         return []
     if not (full or minor):
-        return [Reason("unknown", f"{build.label} is built with CUDA {variant.cuda}, whose minimum driver is not in "
-                                  f"the matrix, so driver {driver} cannot be checked against it", variant.source)]
+        return [about_driver("unknown", driver, (f"{build.label} is built with CUDA {variant.cuda}, whose minimum "
+                                                 "driver is not in the matrix, so driver ",
+                                                 " cannot be checked against it"), variant.source)]
     top = driver_max_cuda(build.matrix, driver)
     runs = f"runs CUDA {top} at most" if top else "is older than every CUDA release in the matrix"
     fully = f", and {full} for full support" if minor and full and minor != full else ""
-    return [Reason(
-        "driver_floor",
-        f"driver {driver} {runs}; {build.label} needs CUDA {variant.cuda}, which needs driver "
-        f">= {minor or full}{' under minor-version compatibility' if minor else ''}{fully}",
+    return [about_driver(
+        "driver_floor", driver,
+        ("driver ", f" {runs}; {build.label} needs CUDA {variant.cuda}, which needs driver "
+                    f">= {minor or full}{' under minor-version compatibility' if minor else ''}{fully}"),
         row, need_driver=minor or full)]
 
 
@@ -264,9 +331,10 @@ def _jetpack_floor(build: Build, board) -> list[Reason]:
     if cuda.release[:2] <= board.cuda.release[:2]:
         return []
     line = "/".join(board.jetpack)
-    return [Reason("driver_floor", f"driver {build.target.driver} is JetPack {line}'s (Jetson Linux {board.l4t}), "
-                                   f"which runs CUDA {board.cuda} at most; {build.label} needs CUDA {cuda}",
-                   board.source)]
+    assert build.target.driver  # a Jetson board is known by its driver
+    return [about_driver("driver_floor", build.target.driver,
+                         ("driver ", f" is JetPack {line}'s (Jetson Linux {board.l4t}), which runs CUDA {board.cuda} "
+                                     f"at most; {build.label} needs CUDA {cuda}"), board.source)]
 
 
 def documented_min_driver(build: Build) -> list[Reason]:
@@ -275,8 +343,9 @@ def documented_min_driver(build: Build) -> list[Reason]:
     driver, variant = build.target.driver, build.variant
     if not driver or not variant.min_driver or _ge(driver, variant.min_driver):
         return []
-    return [Reason("driver_floor", f"{build.label} documents a minimum driver of {variant.min_driver}; "
-                                   f"the target has {driver}", variant.source, need_driver=variant.min_driver)]
+    return [about_driver("driver_floor", driver, (f"{build.label} documents a minimum driver of {variant.min_driver}; "
+                                                  "the target has ", ""), variant.source,
+                         need_driver=variant.min_driver)]
 
 
 def gpu_driver(build: Build) -> list[Reason]:
@@ -445,9 +514,9 @@ def gpu_driver_reason(matrix: Matrix, cc: str, name: str | None, driver: str, pl
         ok = _ge(driver, floor)
     if ok:
         return None
-    return Reason("gpu_driver", f"driver {driver} does not drive {gname} ({arch}, compute capability {cc}): the "
-                                f"first driver for it is {floor} (branch R{_branch(floor)})", source,
-                  need_driver=floor)
+    return about_driver("gpu_driver", driver, ("driver ", f" does not drive {gname} ({arch}, compute capability "
+                                                          f"{cc}): the first driver for it is {floor} (branch "
+                                                          f"R{_branch(floor)})"), source, need_driver=floor)
 
 
 def _branch(driver: str) -> int | None:

@@ -232,7 +232,7 @@ def _on_targets(shared: SharedChecks, cand: Candidate, keys: list[tuple], failin
             continue
         # the class's own list where its words do not quote the driver (SharedChecks.member's first case, inline:
         # a fleet asks this once per node and failing build)
-        found = hit.reasons if hit.templates is None else member(release, variant, hit, target)
+        found = hit.reasons if hit.quotes is None else member(release, variant, hit, target)
         if not found:
             continue
         failing[key] = found
@@ -283,7 +283,7 @@ def screen(family: str, reqs: list[Requirement], matrix: Matrix, targets: list[T
             elif verdict.reasons:
                 verdicts.append(verdict)
                 reasons = verdict.reasons
-                rejected.append(Rejection(candidate=cand.label, reasons=dedupe([r.message for r in reasons]),
+                rejected.append(Rejection(candidate=cand.label, reasons=dedupe([r.words() for r in reasons]),
                                           rules=dedupe([r.rule for r in reasons])))
     if gpu_wanted:
         ok = _gpu_builds_only(family, ok, verdicts, rejected)

@@ -66,7 +66,6 @@ def checked_ways(exc: NoSolution, targets: list[Target], request: Request, matri
         if kept is not None:
             ways.append(kept)
     exc.ways_out, exc.hint = ways, "; ".join(w.message for w in ways) or None  # the rest as it was, not made again
-    exc.detail["ways_out"] = [w.to_dict() for w in ways]
     return exc
 
 

@@ -265,22 +265,23 @@ def spaced_python(tmp_path) -> str:
 def test_aimed_points_each_command_at_the_interpreter_and_quotes_it():
     import shlex
 
-    from cudamatrix.safe.shells import aimed
+    from cudamatrix.safe.shells import Command, Said, pip, tool
 
     x = "/v/my env/bin/python"
     q = shlex.quote(x)
-    assert aimed("cudamatrix fix (or cudamatrix solve torch for the pip command)", x) == \
+    assert Said(tool("fix"), " (or ", tool("solve", "torch"), " for the pip command)").aimed(x) == \
         f"cudamatrix fix --python {q} (or cudamatrix solve --python {q} torch for the pip command)"
-    assert aimed("pip install 'torch==2.5.1'; pip uninstall -y jax", x) == \
+    assert Said(pip("install", "torch==2.5.1", always_quoted=(1,)), "; ", pip("uninstall", "-y", "jax")).aimed(x) == \
         f"{q} -m pip install 'torch==2.5.1'; {q} -m pip uninstall -y jax"
-    # a command that names an interpreter already, uv's own form, and words that only contain the names stay
-    for kept in ("cudamatrix fix --rollback --python /a finishes it", "uv pip install x", "cudamatrix.fix()",
-                 "see mypip install", "a/pip install"):
-        assert aimed(kept, x) == kept
-    assert aimed("pip install x", None) == "pip install x"
+    # a command that names an interpreter already, uv's own form, and words that are no command record stay
+    assert Said(tool("fix", "--rollback", "--python", "/a"), " finishes it").aimed(x) == \
+        "cudamatrix fix --rollback --python /a finishes it"
+    assert Said(Command(("uv", "pip", "install", "x"))).aimed(x) == "uv pip install x"
+    assert Said("cudamatrix.fix(), see mypip install").aimed(x) == "cudamatrix.fix(), see mypip install"
+    assert Said(pip("install", "x")).aimed(None) == "pip install x"
     # the quoted path is one word for the shell, whatever it holds
-    assert shlex.split(aimed("pip install x", "/v/it's here/python")) == ["/v/it's here/python", "-m", "pip",
-                                                                         "install", "x"]
+    assert shlex.split(Said(pip("install", "x")).aimed("/v/it's here/python")) == ["/v/it's here/python", "-m", "pip",
+                                                                                  "install", "x"]
 
 
 @pytest.mark.slow

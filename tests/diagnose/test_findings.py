@@ -1599,7 +1599,7 @@ BUILD = [
           "install driver 570.26 or newer (branch R570 or a later one)"),
         F("ARCH_UNSUPPORTED", "error", NO_KERNEL,
           [f"torch 2.5.1 cu121 has no kernel image for NVIDIA GeForce RTX 5090 (compute capability 12.0): {SASS}"],
-          # diagnose.remedy: the fix is what the solve says; nothing in this matrix covers sm_120 on R560
+          # diagnose.implied: the fix is what the solve says; nothing in this matrix covers sm_120 on R560
           "no torch build in the matrix fits this machine (driver 560.35.03 does not drive NVIDIA GeForce RTX 5090 "
           "(Blackwell, compute capability 12.0): the first driver for it is 570.26 (branch R570))")],
       id="rtx5090-on-r560"),

@@ -1030,3 +1030,27 @@ def test_doctor_fleet_says_each_finding_once_per_class_with_its_nodes(tmp_path: 
     assert info["healthy"] is True
     well = doctor_fleet(*_fleet(tmp_path / "w", {"a": saved("doctor_healthy_a100_driver580")}))
     assert well["healthy"] is True and well["classes"][0]["healthy"] is True
+
+
+def test_classes_alike_take_their_own_driver_where_the_rules_quoted_it_only(tmp_path: Path, monkeypatch):
+    """Issue #41: a class alike for the rules gets the first one's NoSolution with its own driver put where the rules
+    quoted the driver (rules.DriverWords), not the first driver's text replaced wherever it appears: a GPU named
+    after that driver keeps its name. Before, a regular expression rewrote the name too."""
+    from cudamatrix.fleet import perclass
+    from cudamatrix.matrix.load import load_matrix
+
+    t4 = saved("doctor_cpu_wheel_on_t4")
+    base = {**t4, "driver": {**t4["driver"], "version": "561.1.1"},
+            "gpus": [{**t4["gpus"][0], "name": "Lab card 561.1.1/561.1.2", "compute_capability": "12.0"}]}
+    kinds = _patch_levels(base, 2)
+    for i, env in enumerate(kinds):
+        write(tmp_path / "fleet", f"n{i}", {**env, "hostname": f"n{i}"})
+    matrix = load_matrix(None)
+    fleet = perclass.load_fleet(matrix, [tmp_path / "fleet"])
+    assert len(fleet.classes) == 2
+    shared = perclass.lock_per_class(matrix, fleet, ["torch==2.15.0"])
+    monkeypatch.setattr(perclass, "_as_for", lambda answer, first, targets: None)  # each class solved itself
+    assert shared == perclass.lock_per_class(matrix, fleet, ["torch==2.15.0"])
+    for entry in shared[1]["unsolved"]:  # the name quotes both drivers: whichever class is solved first
+        quoted = " ".join(c["message"] for c in entry["causes"])
+        assert f"driver {entry['facts']['driver']['version']} does not drive Lab card 561.1.1/561.1.2 " in quoted

@@ -8,7 +8,10 @@ one-character string, so the sum is the concatenation); tests/e2e/test_hardening
 where one is installed. Each shell runs once per test, all values in one script."""
 from __future__ import annotations
 
+import copy
+import json
 import os
+import pickle
 import shlex
 import shutil
 import subprocess
@@ -16,7 +19,23 @@ from pathlib import Path
 
 import pytest
 
-from cudamatrix.safe.shells import ALIASES, SHELLS, aimed, canonical, export_line, quote
+from cudamatrix.cli.doctor_cmd import aim_findings
+from cudamatrix.detect.libpaths import WrongLoad
+from cudamatrix.diagnose.loads import fix_for
+from cudamatrix.models import Finding, LibraryLoad
+from cudamatrix.safe.shells import (
+    ALIASES,
+    SHELLS,
+    Command,
+    Said,
+    aim,
+    export_line,
+    joined,
+    known_shell,
+    pip,
+    quote,
+    tool,
+)
 from cudamatrix.safe.text import CONTROLS
 
 # folder lists a hostile or broken file system can hold: quotes, expansions, newlines, control characters
@@ -191,10 +210,10 @@ def test_the_exported_line_names_its_variable_in_each_shell():
 
 def test_pwsh_is_powershell_and_unknown_shells_are_none():
     assert ALIASES == {"pwsh": "powershell"}
-    assert [canonical(s) for s in SHELLS] == list(SHELLS)
-    assert canonical("pwsh") == "powershell"
+    assert [known_shell(s) for s in SHELLS] == list(SHELLS)
+    assert known_shell("pwsh") == "powershell"
     for unknown in ("tcsh", "csh", "cmd", "Bash", "", "powershell.exe"):
-        assert canonical(unknown) is None
+        assert known_shell(unknown) is None
     assert quote("pwsh", "it's\x1b") == quote("powershell", "it's\x1b")
 
 
@@ -216,35 +235,65 @@ def test_a_name_that_is_no_variable_name_is_refused(key):
 
 
 # --- commands pointed at an interpreter --------------------------------------------------------------------------
+# (issue #41: commands are records, Command, in words that carry them, Said; rendered once, quoted for the shell;
+# no regular expression goes over the finished words any more)
 
 def test_aimed_commands_name_the_interpreter_as_one_shell_word():
     python = "/v/it's here/bin/python"
     q = shlex.quote(python)
-    assert aimed("run cudamatrix fix, then cudamatrix verify", python) == \
-        f"run cudamatrix fix --python {q}, then cudamatrix verify --python {q}"
+    said = Said("run ", tool("fix"), ", then ", tool("verify"))
+    assert said == "run cudamatrix fix, then cudamatrix verify"  # the words for no interpreter in particular
+    assert said.aimed(python) == f"run cudamatrix fix --python {q}, then cudamatrix verify --python {q}"
     for verb in ("detect", "doctor", "solve", "fix", "verify", "env"):
-        assert aimed(f"cudamatrix {verb}", python) == f"cudamatrix {verb} --python {q}"
-    assert aimed("pip install torch==2.5.1 && pip uninstall -y jax", python) == \
-        f"{q} -m pip install torch==2.5.1 && {q} -m pip uninstall -y jax"
-    assert shlex.split(aimed("pip install x", python)) == [python, "-m", "pip", "install", "x"]
+        assert Said(tool(verb)).aimed(python) == f"cudamatrix {verb} --python {q}"
+    assert Said(tool("fix", "--undo")).aimed(python) == f"cudamatrix fix --python {q} --undo"
+    both = Said(pip("install", "torch==2.5.1"), " && ", pip("uninstall", "-y", "jax"))
+    assert both.aimed(python) == f"{q} -m pip install torch==2.5.1 && {q} -m pip uninstall -y jax"
+    assert shlex.split(Said(pip("install", "x")).aimed(python)) == [python, "-m", "pip", "install", "x"]
 
 
-@pytest.mark.parametrize("kept", [
-    "cudamatrix fix --python /other", "cudamatrix doctor -v --python=/x", "uv pip install x", "see mypip install",
-    "a/pip install", "x.pip install", "a-pip install", "cudamatrix.fix()", "cudamatrix lock", "cudamatrix fixes",
-    "pip show torch", "pip installs", "/usr/bin/cudamatrix fix", "pip  install x", "",
-])
-def test_aimed_leaves_what_is_no_command_of_its_own(kept):
-    assert aimed(kept, "/v/bin/python") == kept
+def test_a_command_that_names_its_interpreter_or_is_not_aimed_stays_as_it_is():
+    python = "/v/bin/python"
+    assert tool("fix", "--resume", "--python", "/a").line(python) == "cudamatrix fix --resume --python /a"
+    assert Command(("uv", "pip", "install", "x")).line(python) == "uv pip install x"
+    assert Said(tool("fix"), " and ", pip("install", "x")).aimed(None) == "cudamatrix fix and pip install x"
 
 
-def test_aimed_adds_the_interpreter_where_the_python_flag_belongs_to_another_command():
-    # --python after a quote, a semicolon, a parenthesis or a new line is another command's
-    for sep in ("; ", "' ", "(", ")", "\n", "`"):
-        text = f"cudamatrix fix{sep}x --python /o"
-        assert aimed(text, "/v/python") == f"cudamatrix fix --python /v/python{sep}x --python /o"
+def test_each_word_is_quoted_once_for_the_shell():
+    """A requirement with a range or extras is one word (before, a finding's concrete fix joined them bare: ``>``
+    redirected the shell); a word written in quotes always keeps a quote it holds as a shell quote."""
+    assert pip("install", "einops>=0.7", "jax[cuda12]==0.4.30").line() == "pip install 'einops>=0.7' 'jax[cuda12]==0.4.30'"
+    assert pip("install", "torch==2.5.1+cu121").line() == "pip install torch==2.5.1+cu121"
+    assert pip("install", "a==1", always_quoted=(1,)).line() == "pip install 'a==1'"
+    odd = pip("install", "it's", always_quoted=(1,)).line()
+    assert shlex.split(odd) == ["pip", "install", "it's"]
 
 
-def test_aimed_without_an_interpreter_changes_nothing():
-    assert aimed("pip install x; cudamatrix fix", None) == "pip install x; cudamatrix fix"
-    assert aimed("pip install x", "") == "pip install x"
+def test_words_that_look_like_commands_are_not_rewritten():
+    """Only the command records are aimed. Before, a regular expression rewrote whatever looked like a command in
+    the finished words: a folder named "x pip install y" in LD_LIBRARY_PATH came out as "x /v/python -m pip
+    install y", and a command followed by a path holding "--python" was not aimed at all."""
+    python = "/v/bin/python"
+    folder = "/srv/libs pip install 2/lib"
+    fix = fix_for(WrongLoad(LibraryLoad(framework="torch", soname="libcudnn.so.9", path=f"{folder}/libcudnn.so.9",
+                                        rule="LD_LIBRARY_PATH"), "LD_LIBRARY_PATH", "9.0.0", "9.1.0"))
+    [finding] = aim_findings([Finding("LIBRARY_SHADOWED", "error", "t", fix=fix)], python)
+    assert finding.fix == f"remove {folder} from LD_LIBRARY_PATH (cudamatrix env --python {python} prints the export)"
+    flagged = Said(tool("env"), " prints the export for /srv/my--python-env/lib")
+    assert flagged.aimed(python) == f"cudamatrix env --python {python} prints the export for /srv/my--python-env/lib"
+    assert aim("see pip install x; cudamatrix fix", python) == "see pip install x; cudamatrix fix"  # plain words
+
+
+def test_said_keeps_its_commands_through_joins_copies_and_json():
+    said = joined("; or ", [Said("upgrade the driver"), Said("install it: ", pip("install", "x"))])
+    assert said == "upgrade the driver; or install it: pip install x"
+    assert Said("still present after: ", said).aimed("/p") == \
+        "still present after: upgrade the driver; or install it: /p -m pip install x"
+    assert pickle.loads(pickle.dumps(said)).aimed("/p") == said.aimed("/p")
+    assert copy.deepcopy(said).aimed("/p") == said.aimed("/p")
+    assert json.dumps({"fix": said}) == json.dumps({"fix": str(said)})
+
+
+def test_aim_without_an_interpreter_changes_nothing():
+    said = Said(pip("install", "x"), "; ", tool("fix"))
+    assert aim(said, None) == "pip install x; cudamatrix fix" and aim(said, "") == "pip install x; cudamatrix fix"

@@ -824,3 +824,19 @@ def test_jaxlib_lends_its_variant_to_jax_only():
     env.frameworks[0] = Framework(name="torch", version="0.4.1", variant="cpu")  # stated: kept
     assert chosen(solve([target(None, python="3.11")], parse_request(["torch"]), m, installed=env)) == [
         ("torch", "0.4.1", "cpu")]
+
+
+def test_a_no_solution_s_json_is_made_from_its_records_whenever_read():
+    """One source (issue #41): the ways out kept after re-solving are the ones the JSON lists, with no second copy
+    to keep in step by hand (the JSON was made once, when the error was raised, and went stale)."""
+    from cudamatrix.errors import NoSolution
+    from cudamatrix.models import Cause, WayOut
+
+    upgrade = WayOut(message="upgrade the driver to 570.26", kind="upgrade_driver", change={"driver": "570.26"})
+    cpu = WayOut(message="use a CPU build", kind="cpu_build")
+    exc = NoSolution("no consistent set", causes=[Cause(rule="driver_floor", message="driver 470 is too old")],
+                     ways_out=[upgrade, cpu])
+    exc.ways_out = [cpu]  # what checked_ways keeps
+    assert exc.detail["ways_out"] == [cpu.to_dict()]
+    assert exc.as_dict()["detail"]["causes"] == [{"rule": "driver_floor", "message": "driver 470 is too old",
+                                                  "machines": []}]

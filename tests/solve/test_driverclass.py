@@ -89,15 +89,6 @@ def test_a_few_targets_are_each_checked(matrix):
     assert SharedChecks(matrix, targets).keys is None
 
 
-def test_words_change_whole_numbers_only(matrix):
-    from cudamatrix.solve.driverclass import quoting
-
-    quoted = quoting("535.104.05")
-    text = "driver 535.104.05 runs CUDA 12.2 at most; 535.104.051 and 1535.104.05 and 535.104.05.1 are others"
-    assert quoted.sub("535.104.12", text) == ("driver 535.104.12 runs CUDA 12.2 at most; 535.104.051 and "
-                                              "1535.104.05 and 535.104.05.1 are others")
-
-
 def _mixed(matrix, fitting: bool) -> list:
     """Each scenario machine under three patch levels of its driver (words that quote three drivers) and two stated
     drivers; some also under two drivers of a two-digit branch (96.43.10, 96.43.11: one class, not desktop
@@ -198,3 +189,24 @@ def test_the_collector_is_paused_within_and_as_it_was_after(matrix):
     with pytest.raises(NoSolution):
         solve(_mixed(matrix, False), parse_request(["torch"], None), matrix)
     assert gc.isenabled()
+
+
+def test_a_member_gets_its_own_driver_where_the_rule_quoted_the_driver_only(matrix):
+    """Issue #41: a member's verdict is its class's with the member's driver put where the rule quoted the driver
+    (a fact of the reason), not the class's sentence searched for the first driver's text: a GPU named after that
+    driver (names come from --gpu, env files and pastes) kept its name. Before, the name was rewritten too."""
+    floors = stated_drivers(matrix)
+    drivers = [f"561.1.{k}" for k in range(1, MIN_TARGETS + 2)]
+    assert len({driver_class(d, floors) for d in drivers}) == 1  # one class: between the same stated versions
+    gpu = rules.TargetGpu("12.0", f"Lab card {drivers[0]}")
+    targets = [rules.Target(name=f"n{i}", driver=d, gpus=(gpu,), python="3.12") for i, d in enumerate(drivers)]
+    shared = SharedChecks(matrix, targets)
+    assert shared.keys is not None
+    compared = 0
+    for release in matrix.frameworks("torch"):
+        for variant in release.variants:
+            for target in targets:
+                alone = rules.check(matrix, release, variant, target)
+                assert shared.check(release, variant, target) == alone
+                compared += any(f"Lab card {drivers[0]}" in r.message and r.rule == "gpu_driver" for r in alone)
+    assert compared  # the GPU's rule quoted both the driver and the name

@@ -1,4 +1,4 @@
-"""What a pasted report's own words imply, and the concrete answer a finding's fix names.
+"""What a pasted report's own words imply: the findings they state, and the concrete answer each finding's fix names.
 
 Two things, both called once from :func:`cudamatrix.diagnose.findings.diagnose` (:func:`complete`):
 
@@ -23,6 +23,7 @@ from cudamatrix.diagnose.context import match_installed
 from cudamatrix.errors import NoSolution
 from cudamatrix.matrix.data import Matrix
 from cudamatrix.models import Environment, Finding, ToolMessage
+from cudamatrix.safe.shells import Said, joined, pip, tool
 from cudamatrix.solve.target import Target, from_environment
 
 # what each kind of message implies
@@ -128,16 +129,16 @@ def _cudnn(said: ToolMessage) -> tuple[str, str]:
         return (f"{who}: cuDNN could not be loaded ({name})", _missing_cudnn_fix(said))
     floor = said.minimum or said.built
     return (f"{who} was built with cuDNN {said.built or 'unknown'} but found cuDNN {said.found or 'unknown'}",
-            f"make cuDNN {floor} or a later {_major(floor)}.x the one loaded: remove the older copy from "
-            "LD_LIBRARY_PATH (pip wheels bring their own), or install it (the nvidia-cudnn wheel the framework "
-            "declares; cudamatrix fix reinstalls it)")
+            Said(f"make cuDNN {floor} or a later {_major(floor)}.x the one loaded: remove the older copy from "
+                 "LD_LIBRARY_PATH (pip wheels bring their own), or install it (the nvidia-cudnn wheel the framework "
+                 "declares; ", tool("fix"), " reinstalls it)"))
 
 
 def _missing_cudnn_fix(said: ToolMessage) -> str:
     major = said.soname.split(".so.")[1].split(".")[0] if said.soname and ".so." in said.soname else None
     which = f"cuDNN {major}" if major else "cuDNN"
-    return (f"install {which} where the loader finds it: the nvidia-cudnn wheel the framework declares (cudamatrix "
-            f"fix reinstalls it), or the system package, with its folder on LD_LIBRARY_PATH")
+    return Said(f"install {which} where the loader finds it: the nvidia-cudnn wheel the framework declares (",
+                tool("fix"), " reinstalls it), or the system package, with its folder on LD_LIBRARY_PATH")
 
 
 def _library(said: ToolMessage) -> tuple[str, str]:
@@ -155,11 +156,11 @@ def _library(said: ToolMessage) -> tuple[str, str]:
                     "on WSL it is in /usr/lib/wsl/lib: add that folder to LD_LIBRARY_PATH; elsewhere install the "
                     "NVIDIA driver (in a container: run it with --gpus all)")
         return (f"{name} could not be loaded ({said.tool})",
-                f"install the CUDA libraries it belongs to ({name}), or a build that brings its own (a framework's "
-                f"CUDA wheels: e.g. pip install 'tensorflow[and-cuda]')")
+                Said(f"install the CUDA libraries it belongs to ({name}), or a build that brings its own (a "
+                     "framework's CUDA wheels: e.g. ", pip("install", "tensorflow[and-cuda]"), ")"))
     return (f"{said.tool} was built against {said.library} {said.built}; the one found is {said.found} (older)",
-            f"install the {said.library} {said.tool} declares (its CUDA wheels: cudamatrix fix reinstalls them), "
-            "or remove the older copy from LD_LIBRARY_PATH")
+            Said(f"install the {said.library} {said.tool} declares (its CUDA wheels: ", tool("fix"),
+                 " reinstalls them), or remove the older copy from LD_LIBRARY_PATH"))
 
 
 # JAX's CUDA plugin and its PJRT API: parts of JAX that must be of jaxlib's release
@@ -200,15 +201,16 @@ def concrete_fix(env: Environment, matrix: Matrix, finding: Finding) -> None:
     family = _family(env, finding)
     target = from_environment(env, matrix, name="the pasted machine" if env.origin == "report" else "this machine")
     if finding.code == "ARCH_UNSUPPORTED" and not target.gpus:
-        finding.fix = (f"{finding.fix}; the GPU's compute capability is not stated: `nvidia-smi --query-gpu=name,"
-                       f"compute_cap --format=csv` gives it, and `cudamatrix solve {family} --gpu CC` the build")
+        finding.fix = Said(f"{finding.fix}" if not isinstance(finding.fix, str) else finding.fix,
+                           "; the GPU's compute capability is not stated: `nvidia-smi --query-gpu=name,compute_cap "
+                           "--format=csv` gives it, and `", tool("solve", family, "--gpu", "CC"), "` the build")
         return
     build, args = solved(env, matrix, target, family)
     if finding.code == "ARCH_UNSUPPORTED":
-        finding.fix = f"{build} (cudamatrix fix installs it)" if args else (build or finding.fix)
+        finding.fix = Said(build, " (", tool("fix"), " installs it)") if args and build else (build or finding.fix)
     else:  # a driver to install is the answer even where no build fits the old one
-        finding.fix = "; or ".join(x for x in (_driver_part(env, matrix, target, finding), build if args else None)
-                                   if x)
+        finding.fix = joined("; or ", [x for x in (_driver_part(env, matrix, target, finding), build if args else None)
+                                       if x])
     if args:
         finding.fix_commands = [["pip", "install", *args]]
 
@@ -237,8 +239,8 @@ def solved(env: Environment, matrix: Matrix, target: Target, family: str) -> tup
     except NoSolution as exc:
         why = f" ({exc.causes[0].message})" if exc.causes else ""
         ways = [w.message for w in exc.ways_out if w.kind != "cpu_build"]  # a CPU build answers no GPU finding
-        way = f"; way out: {ways[0]}" if ways else ""
-        return f"no {family} build in the matrix fits this machine{why}{way}", []
+        way = Said("; way out: ", ways[0]) if ways else ""
+        return Said(f"no {family} build in the matrix fits this machine{why}", way), []
     choice = next((f for f in solution.frameworks if f.name == family), None)
     if choice is None:
         return None, []
@@ -249,8 +251,8 @@ def solved(env: Environment, matrix: Matrix, target: Target, family: str) -> tup
     where = choice.index_url or "the default index (PyPI)"
     cuda = f", CUDA {choice.cuda}" if choice.cuda else ""
     needs = _needs_driver(matrix, target, choice.cuda)
-    return (f"install {family} {choice.version} ({choice.variant}{cuda}) from {where}, what `cudamatrix solve "
-            f"{family}` gives for this machine{needs}: pip install {' '.join(solution.pip_args)}",
+    return (Said(f"install {family} {choice.version} ({choice.variant}{cuda}) from {where}, what `",
+                 tool("solve", family), f"` gives for this machine{needs}: ", pip("install", *solution.pip_args)),
             list(solution.pip_args))
 
 
@@ -308,9 +310,10 @@ def _cudnn_pin(env: Environment, matrix: Matrix, finding: Finding) -> None:
             continue
         pin = next((p for p in inst.variant.nvidia_pins if p.startswith("nvidia-cudnn")), None)
         if pin:
-            pin = pin.split(";")[0].strip()
-            finding.fix = f"{finding.fix}; for {inst.name} {inst.version}: pip install '{pin}'"
-            finding.fix_commands = [["pip", "install", pin]]
+            install = pip("install", pin.split(";")[0].strip(), always_quoted=(1,))  # the words and the argv
+            finding.fix = Said(f"{finding.fix}" if not isinstance(finding.fix, str) else finding.fix,
+                               f"; for {inst.name} {inst.version}: ", install)
+            finding.fix_commands = [list(install.argv)]
             return
         if inst.variant.cuda is not None and inst.variant.cudnn is not None:
             finding.fix = (f"{inst.name} {inst.version} declares no nvidia-cudnn wheel: it loads the system's "

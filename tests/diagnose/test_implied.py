@@ -1,4 +1,4 @@
-"""diagnose/remedy.py: the findings a paste's own words imply, and the concrete build a fix names, on real pastes
+"""diagnose/implied.py: the findings a paste's own words imply, and the concrete build a fix names, on real pastes
 of tests/data/pastes (each file's first line names its public source) and the frozen matrix snapshot."""
 from __future__ import annotations
 
