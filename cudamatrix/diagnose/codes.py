@@ -68,7 +68,8 @@ DOCTOR: tuple[Code, ...] = (
     Code("EXTENSION_VARIANT_CLASH", "error", "Two CUDA-major variants of one package are installed together "
          "(cupy-cuda12x and cupy-cuda13x): they write the same files."),
     Code("JAX_PLUGIN_MISMATCH", "error", "jaxlib and its CUDA plugin or PJRT wheel (jax-cudaNN-plugin, "
-         "jax-cudaNN-pjrt) are installed at different versions."),
+         "jax-cudaNN-pjrt) are installed at different versions; in a paste, JAX's own words (its plugin-version "
+         "warning, a PJRT API version mismatch), quoted."),
     Code("PYTHON_UNSUPPORTED", "error", "The framework release has no wheels for this Python."),
     Code("GPU_MEMORY_BUSY", "warning", "80 % or more of a GPU's memory is in use."),
     Code("UNSAFE_LIBRARY_PATH", "warning", "An LD_LIBRARY_PATH folder is empty, relative or world-writable; detect "

@@ -233,8 +233,8 @@ def jax_plugin_mismatch(d: Diagnosis) -> list[Finding]:
     """JAX_PLUGIN_MISMATCH: jaxlib and its CUDA plugin or PJRT wheel (jax-cudaNN-plugin, jax-cudaNN-pjrt) are
     installed at different versions; JAX releases them together, one version for all three."""
     jaxlib = d.env.packages.get("jaxlib")
-    if not jaxlib:
-        return []
+    if not jaxlib or any(m.kind == "library_version" and _JAX_PLUGIN.match(m.library or "") for m in d.env.messages):
+        return []  # JAX's own words in a paste state it: that finding quotes them (diagnose/implied.py)
     want = base_version(jaxlib)
     off = [(n, v) for n, v in sorted(d.env.packages.items()) if _JAX_PLUGIN.match(n) and base_version(v) != want]
     if not off:

@@ -61,6 +61,8 @@ def code_of(said: ToolMessage) -> str | None:
     if said.kind in _CODES:
         return _CODES[said.kind]
     cudnn = said.library == "cudnn"
+    if said.kind == "library_version" and said.library in _JAX_PARTS:
+        return "JAX_PLUGIN_MISMATCH"  # JAX's CUDA plugin or PJRT of another release than jaxlib
     if said.kind == "library_version":
         return "CUDNN_MISMATCH" if cudnn else "LIBRARY_MISMATCH"
     if said.kind == "library_missing":
@@ -186,7 +188,8 @@ def _cpu_only(said: ToolMessage) -> tuple[str, str]:
 
 
 _STATED = {"ARCH_UNSUPPORTED": _arch, "DRIVER_TOO_OLD": _driver, "CUDNN_MISMATCH": _cudnn,
-           "LIBRARY_MISSING": _library, "LIBRARY_MISMATCH": _library, "CPU_ONLY_BUILD": _cpu_only}
+           "LIBRARY_MISSING": _library, "LIBRARY_MISMATCH": _library, "CPU_ONLY_BUILD": _cpu_only,
+           "JAX_PLUGIN_MISMATCH": _library}
 
 
 def _major(version: str | None) -> str:

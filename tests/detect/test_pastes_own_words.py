@@ -199,12 +199,12 @@ def test_what_jaxs_own_words_state_as_findings():
     assert list(cpu) == ["CPU_ONLY_BUILD"] and "pip install -U 'jax[cuda12]'" in cpu["CPU_ONLY_BUILD"][1]
     plugin = found("JAX plugin jax_cuda12_plugin version 0.9.2 is installed, but it is not compatible with the "
                    "installed jaxlib version 0.9.0.1\n")
-    title, fix = plugin["LIBRARY_MISMATCH"]
+    title, fix = plugin["JAX_PLUGIN_MISMATCH"]
     assert "jax-cuda12-plugin 0.9.2 is not of the installed jaxlib's release (0.9.0.1)" in title
     assert "pip install 'jax[cuda12]==0.9.0.1'" in fix and "(older)" not in title
     pjrt = found("RuntimeError: Unable to initialize backend 'cuda': INVALID_ARGUMENT: Mismatched PJRT plugin PJRT "
                  "API version (0.54) and framework PJRT API version 0.51).\n")
-    assert "PJRT API 0.54, jaxlib 0.51" in pjrt["LIBRARY_MISMATCH"][0]
+    assert "PJRT API 0.54, jaxlib 0.51" in pjrt["JAX_PLUGIN_MISMATCH"][0]
     dlopen = found("Cannot dlopen some GPU libraries. Please make sure the missing libraries mentioned above are "
                    "installed properly\n")
     assert "TF_CPP_MAX_VLOG_LEVEL=3" in dlopen["LIBRARY_MISSING"][1]
