@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from cudamatrix.detect import libraries
-from cudamatrix.detect.loader import LinkMap, system_search
+from cudamatrix.detect.linkmap import LinkMap, system_search
 
 LEAF_C = "int which(void) { return VARIANT; }\n"
 MID_C = "extern int which(void);\nint mid(void) { return which(); }\n"

@@ -11,6 +11,7 @@ def run_detect(as_json: bool = False, python: str | None = None, reports: list[s
                env_file: str | None = None, timeout: float = 5.0, all_copies: bool = False) -> None:
     """Detect driver, GPUs, CUDA libraries, toolkits, frameworks and context. Exit 0; 2 on bad input."""
     from cudamatrix import detect as stage
+    from cudamatrix.detect.reports import from_report_files
 
     if sum(x is not None and x != [] for x in (python, reports, env_file)) > 1:
         raise UsageError("--python, --from and --env are exclusive", hint="pick one source of the environment")
@@ -18,7 +19,7 @@ def run_detect(as_json: bool = False, python: str | None = None, reports: list[s
     if env_file is not None:
         env = stage.load_environment(env_file)
     elif reports:
-        env = stage.from_report_files(reports)
+        env = from_report_files(reports)
     else:
         env = stage.detect(python_path(python), timeout=timeout, all_copies=all_copies)
     finish("detect", 0, {"environment": env.to_dict()}, as_json, lambda: _human(env))

@@ -2,8 +2,8 @@
 
 One module per probe family: :mod:`.driver` (kernel module files, NVML, libcuda), :mod:`.smi` (nvidia-smi),
 :mod:`.libraries` (every copy of the CUDA libraries and the loader's view), :mod:`.toolkits` (nvcc),
-:mod:`.python_env` (distributions, framework variants, file conflicts), :mod:`.context`, and :mod:`.reports`
-(the same Environment from pasted text). The risky library loads run in one bounded child (:mod:`.loader`).
+:mod:`.python_env` (distributions, framework variants, file conflicts) and :mod:`.context`; the same Environment
+from pasted text is :mod:`cudamatrix.detect.reports`'s. The risky library loads run in one bounded child (:mod:`.loader`).
 Nothing here imports a framework, pydantic or rich.
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ from cudamatrix.detect.text import MAX_BYTES, cudnn_version, version_from_int
 from cudamatrix.errors import UsageError
 from cudamatrix.models import Driver, Environment, Library, Note
 
-__all__ = ["detect", "from_reports", "load_environment", "read_report"]
+__all__ = ["detect", "load_environment"]
 
 
 
@@ -321,70 +321,6 @@ def _status_from_probes(drv: Driver, env: Environment, kmod: str | None, nvml_mi
     else:
         drv.status = "absent"
         drv.error = drv.error or "no NVIDIA kernel module, NVML library or nvidia-smi found"
-
-
-def from_reports(items: list[tuple[str, str]], *, strict: bool = False, infer: bool = False) -> Environment:
-    """Build an Environment (origin "report") from ``(name, text)`` pairs of pasted tool output.
-
-    ``strict``: a text with no known tool output in it raises UsageError (exit 2) instead of becoming a note.
-    ``infer``: a named GPU's compute capability, when the paste leaves it out, from the matrix's GPU table."""
-    from cudamatrix.detect.reports import from_reports as build
-
-    return build(items, strict=strict, infer=infer)
-
-
-def read_report(path: str) -> tuple[str, list[Note]]:
-    """Read one pasted report file ("-" for stdin), at most :data:`MAX_BYTES`.
-
-    A FIFO, device, socket or folder is refused before anything is read (a FIFO would wait for a writer
-    forever, /dev/zero never ends). Raises UsageError for unreadable, non-regular or binary files."""
-    from cudamatrix.detect.text import decode
-    from cudamatrix.safe.files import read_bytes
-
-    notes: list[Note] = []
-    mb = MAX_BYTES // (1024 * 1024)
-    if path == "-":
-        data = sys.stdin.buffer.read(MAX_BYTES + 1)
-    else:
-        data = read_bytes(path, limit=MAX_BYTES + 1, what="report", truncate=True)
-    if len(data) > MAX_BYTES:
-        data = data[:MAX_BYTES]
-        notes.append(Note("report", f"{path}: longer than {mb} MB; read the first {mb} MB only", "warning"))
-    text, binary = decode(data)
-    if binary:
-        raise UsageError(f"report {path} looks binary, not pasted text",
-                         hint="paste the output of nvidia-smi, collect_env, ldconfig -p, nvcc or pip into a text file")
-    if not text.strip():
-        notes.append(Note("report", f"{path}: empty", "warning"))
-    return text, notes
-
-
-def from_report_files(paths: list[str]) -> Environment:
-    """An Environment from pasted report files ("-" for stdin), with what reading them noted.
-
-    A file that cannot be read (missing, binary, no known tool output in it) is a warning note when another one
-    can; raises UsageError when none can (the first file's error when no file could be read at all)."""
-    items, notes = [], []
-    failed: list[UsageError] = []
-    for path in paths:
-        try:
-            text, read_notes = read_report(path)
-        except UsageError as exc:
-            failed.append(exc)
-            notes.append(Note("report", f"{path}: not read ({exc.message})", "warning"))
-            continue
-        items.append(("stdin" if path == "-" else path, text))
-        notes += read_notes
-    if not items:
-        raise failed[0]
-    try:
-        env = from_reports(items, strict=True, infer=True)
-    except UsageError as exc:
-        if failed:
-            exc.hint = f"{exc.hint}; not read: " + "; ".join(f.message for f in failed)
-        raise
-    env.notes = notes + env.notes
-    return env
 
 
 def load_environment(path: str) -> Environment:

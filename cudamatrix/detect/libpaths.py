@@ -19,8 +19,8 @@ import re
 from collections.abc import Sequence
 
 from cudamatrix.detect import elf, openers
-from cudamatrix.detect.libraries import run_ldconfig
-from cudamatrix.detect.loader import LinkMap, Resolution, system_search
+from cudamatrix.detect.ldcache import run_ldconfig
+from cudamatrix.detect.linkmap import LinkMap, Resolution, system_search
 from cudamatrix.detect.openers import version_tuple
 from cudamatrix.detect.paths import read_text, realpath
 from cudamatrix.detect.recipes import RECIPES, forget_listings, listed

@@ -21,10 +21,9 @@ import re
 import stat
 from collections.abc import Sequence
 
-from cudamatrix import proc
+from cudamatrix.detect.ldcache import LdEntry, parse_ldconfig, run_ldconfig  # noqa: F401  (its callers' name)
 from cudamatrix.detect.paths import glob_one, realpath
 from cudamatrix.models import Library, Note
-from cudamatrix.schema import record
 
 _NAME = re.compile(r"^lib(?P<base>cudart|cudnn|cublasLt|cublas|nvrtc|nccl|cuda|nvidia-ml)"
                    r"(?:-[0-9a-f]{8})?\.so(?P<suffix>(?:\.\d+)*)$")
@@ -32,26 +31,6 @@ NAMES = {"nvidia-ml": "nvml"}  # file base -> Library.name
 VERSION_CALLS = {"cudart", "cudnn", "cuda"}  # small libraries whose version call is cheap to load
 DEFAULT_DIRS = ["/lib64", "/usr/lib64", "/lib", "/usr/lib", "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu",
                 "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu"]
-_LDCONFIG_LINE = re.compile(r"^\s*(?P<soname>\S+)\s+\((?P<flags>[^)]*)\)(?:\s+OS ABI:[^=]*)?\s*=>\s*(?P<path>\S+)")
-
-
-@record
-class LdEntry:
-    """One entry of ldconfig -p: SONAME, flags and path."""
-
-    soname: str
-    flags: str
-    path: str
-
-
-def parse_ldconfig(text: str) -> list[LdEntry]:
-    """Entries of ``ldconfig -p`` output, in the cache's order (the order the loader searches)."""
-    out = []
-    for line in text.splitlines():
-        m = _LDCONFIG_LINE.match(line)
-        if m:
-            out.append(LdEntry(m.group("soname"), m.group("flags"), m.group("path")))
-    return out
 
 
 def library_name(filename: str) -> str | None:
@@ -150,18 +129,6 @@ def _soname_entries(data: bytes, is64: bool, end: str) -> tuple[int | None, int 
         elif tag == 14:
             soname = val
     return strtab, soname
-
-
-def run_ldconfig(timeout: float) -> tuple[list[LdEntry], str | None]:
-    """The ldconfig cache (``ldconfig -p``); (entries, note) where note says why it could not be read."""
-    exe = proc.which("ldconfig") or next((p for p in ("/sbin/ldconfig", "/usr/sbin/ldconfig")
-                                            if os.path.exists(p)), None)
-    if exe is None:
-        return [], "ldconfig not found"
-    result = proc.run([exe, "-p"], timeout=timeout)
-    if not result.ok:
-        return [], f"ldconfig -p failed: {result.error or result.stderr.strip()[:200]}"
-    return parse_ldconfig(result.stdout), None
 
 
 def _machine_flag() -> str:

@@ -1,4 +1,4 @@
-"""How each framework loads its CUDA libraries, played into a :class:`~cudamatrix.detect.loader.LinkMap`: one recipe
+"""How each framework loads its CUDA libraries, played into a :class:`~cudamatrix.detect.linkmap.LinkMap`: one recipe
 per framework, read from the installed files where they say it; the rest is written down here.
 
 - torch (torch/__init__.py ``_load_global_deps``, 2.x): ``ctypes.CDLL(torch/lib/libtorch_global_deps.so,

@@ -14,6 +14,8 @@ lines was read as and which lines were skipped. Nothing here raises on odd text.
 """
 from __future__ import annotations
 
+import sys
+
 from cudamatrix.detect.pastes import (
     devices,
     extensions,
@@ -27,10 +29,11 @@ from cudamatrix.detect.pastes import (
     tools,
 )
 from cudamatrix.detect.python_env import other_variant, torch_variant
-from cudamatrix.detect.text import Paste, ranges, span_ranges
+from cudamatrix.detect.text import MAX_BYTES, Paste, decode, ranges, span_ranges
 from cudamatrix.errors import UsageError
 from cudamatrix.models import Environment, Note
 from cudamatrix.names import FRAMEWORK_DISTS
+from cudamatrix.safe.files import read_bytes
 
 KNOWN = ("nvidia-smi, collect_env, jax.print_environment_info(), tf.sysconfig.get_build_info(), ldconfig -p, "
          "nvcc --version, pip freeze / pip list / conda list, or the warnings and errors of torch, TensorFlow, JAX "
@@ -168,3 +171,54 @@ def _torch_cudnn_from_wheel(env: Environment) -> None:
         env.packages.get("nvidia-cudnn-cu13")
     if cudnn:
         torch.cudnn = ".".join(cudnn.split(".")[:3])
+
+
+def read_report(path: str) -> tuple[str, list[Note]]:
+    """Read one pasted report file ("-" for stdin), at most :data:`MAX_BYTES`.
+
+    A FIFO, device, socket or folder is refused before anything is read (a FIFO would wait for a writer
+    forever, /dev/zero never ends). Raises UsageError for unreadable, non-regular or binary files."""
+    notes: list[Note] = []
+    mb = MAX_BYTES // (1024 * 1024)
+    if path == "-":
+        data = sys.stdin.buffer.read(MAX_BYTES + 1)
+    else:
+        data = read_bytes(path, limit=MAX_BYTES + 1, what="report", truncate=True)
+    if len(data) > MAX_BYTES:
+        data = data[:MAX_BYTES]
+        notes.append(Note("report", f"{path}: longer than {mb} MB; read the first {mb} MB only", "warning"))
+    text, binary = decode(data)
+    if binary:
+        raise UsageError(f"report {path} looks binary, not pasted text",
+                         hint="paste the output of nvidia-smi, collect_env, ldconfig -p, nvcc or pip into a text file")
+    if not text.strip():
+        notes.append(Note("report", f"{path}: empty", "warning"))
+    return text, notes
+
+
+def from_report_files(paths: list[str]) -> Environment:
+    """An Environment from pasted report files ("-" for stdin), with what reading them noted.
+
+    A file that cannot be read (missing, binary, no known tool output in it) is a warning note when another one
+    can; raises UsageError when none can (the first file's error when no file could be read at all)."""
+    items, notes = [], []
+    failed: list[UsageError] = []
+    for path in paths:
+        try:
+            text, read_notes = read_report(path)
+        except UsageError as exc:
+            failed.append(exc)
+            notes.append(Note("report", f"{path}: not read ({exc.message})", "warning"))
+            continue
+        items.append(("stdin" if path == "-" else path, text))
+        notes += read_notes
+    if not items:
+        raise failed[0]
+    try:
+        env = from_reports(items, strict=True, infer=True)
+    except UsageError as exc:
+        if failed:
+            exc.hint = f"{exc.hint}; not read: " + "; ".join(f.message for f in failed)
+        raise
+    env.notes = notes + env.notes
+    return env

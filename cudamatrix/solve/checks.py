@@ -24,7 +24,7 @@ from cudamatrix.solve import rules
 from cudamatrix.solve.driverclass import Memo
 from cudamatrix.solve.indexes import PYTORCH_INDEX_PREFIX
 from cudamatrix.solve.known import NameCheck
-from cudamatrix.solve.lockfile import RequirementsFile, parse_requirements
+from cudamatrix.solve.requirements import RequirementsFile, parse_requirements
 from cudamatrix.solve.solver import fits, parse_request, solve
 from cudamatrix.solve.target import Target, driver_cuda, target_record
 

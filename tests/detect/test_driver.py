@@ -290,7 +290,8 @@ def test_a_library_that_fails_to_load_is_a_note(tmp_path):
 def test_toolkit_copies_no_loader_reaches_only_with_all_copies(tmp_path):
     """The scan reads the folders a loader can reach; a toolkit's copy outside the ldconfig cache (and CUDA_HOME's)
     is listed only when asked for (--all-copies); one the cache lists is found either way, as ldconfig's."""
-    from cudamatrix.detect.libraries import LdEntry, find_copies
+    from cudamatrix.detect.ldcache import LdEntry
+    from cudamatrix.detect.libraries import find_copies
 
     lib64 = tmp_path / "usr/local/cuda-12.4/lib64"
     lib64.mkdir(parents=True)
@@ -318,7 +319,7 @@ def test_nvml_answers_on_a_real_h100_match_nvidia_smi_there():
 
     from fakes import DATA, fixture
 
-    from cudamatrix.detect import from_reports
+    from cudamatrix.detect.reports import from_reports
 
     folder = "gpu_speed/h100-2026-11-27b"
     live = json.loads((DATA / folder / "detect.json").read_text())["data"]["environment"]

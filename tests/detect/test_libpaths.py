@@ -868,7 +868,7 @@ def test_the_prediction_without_ld_library_path_is_simulated_only_where_it_took_
     folder), with an empty entry too; then a stand-in libcudnn.so.9 there (found by the first, failed load of
     libtorch_global_deps.so, before torch preloads its libraries), a libcudart.so.12 found there, a file there that
     ld.so refuses, LD_PRELOAD. The second simulation runs only in the last four."""
-    from cudamatrix.detect import loader
+    from cudamatrix.detect import linkmap
 
     torch = Framework(name="torch", version="2.14.1", cuda="12.8")
     sp = [str(torch_layout["sp"])]
@@ -885,11 +885,11 @@ def test_the_prediction_without_ld_library_path_is_simulated_only_where_it_took_
              "found there": ({"LD_LIBRARY_PATH": f"{cudart}:{standin}"}, True),
              "refused there": ({"LD_LIBRARY_PATH": str(refused)}, True),
              "preload": ({"LD_PRELOAD": str(torch_layout["cudnn"])}, True)}
-    took_part = loader.LinkMap.environment_took_part
+    took_part = linkmap.LinkMap.environment_took_part
     for name, (environ, second) in cases.items():
         runs: list[bool] = []
-        monkeypatch.setattr(loader.LinkMap, "environment_took_part", lambda self: runs.append(took_part(self)) or True)
+        monkeypatch.setattr(linkmap.LinkMap, "environment_took_part", lambda self: runs.append(took_part(self)) or True)
         always = libpaths.predict_loads([torch], sp, sys.executable, environ, [])
-        monkeypatch.setattr(loader.LinkMap, "environment_took_part", took_part)
+        monkeypatch.setattr(linkmap.LinkMap, "environment_took_part", took_part)
         assert libpaths.predict_loads([torch], sp, sys.executable, environ, []) == always, name
         assert runs == [second], name

@@ -31,7 +31,7 @@ from loader_cases import (
 )
 
 from cudamatrix.detect import elf
-from cudamatrix.detect.loader import HASWELL_FLAGS, XEON_PHI_FLAGS, _host_cpu, dl_platform, host_platform
+from cudamatrix.detect.linkmap import HASWELL_FLAGS, XEON_PHI_FLAGS, _host_cpu, dl_platform, host_platform
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or not os.path.exists("/proc/self/maps"),
                                 reason="needs gcc and /proc (Linux)")
@@ -389,7 +389,7 @@ def _cache(work: Path, folder: Path) -> tuple[Path, list]:
 
 
 def _model(program: Path, top: Path, env: dict, cwd: Path, entries: list, root: str = "/"):
-    from cudamatrix.detect.loader import LinkMap, system_search
+    from cudamatrix.detect.linkmap import LinkMap, system_search
 
     lm = LinkMap(system_search(env, entries, str(program), cwd=str(cwd), root=root))
     lm.load(str(top), None)
@@ -540,7 +540,7 @@ def _many(parts, more, env: dict[str, str], *names: Path | str) -> tuple[list[st
     """(the real paths of the libleaf.so.1 copies (libother.so is one) a process maps after dlopen of each of ``names`` in turn, the model's link
     map after the same loads)."""
     from cudamatrix.detect import libraries
-    from cudamatrix.detect.loader import LinkMap, system_search
+    from cudamatrix.detect.linkmap import LinkMap, system_search
 
     out = subprocess.run([str(more["many"]), *map(str, names)], env=env, cwd=parts["root"], capture_output=True,
                          text=True, timeout=30)
@@ -846,7 +846,7 @@ def _build_interps(t: Path) -> dict[str, Path]:
     ("plain", "lib", ["/lib", "/usr/lib"]),
 ])
 def test_lib_and_default_folders_follow_the_interpreters_folder(interps, key, token, defaults):
-    from cudamatrix.detect.loader import system_search
+    from cudamatrix.detect.linkmap import system_search
 
     s = system_search({}, [], str(interps[key]), cwd="/somewhere")
     assert (s.lib_token, s.default_dirs, s.executable, s.cwd) == (token, defaults, str(interps[key]), "/somewhere")
@@ -856,7 +856,7 @@ def test_lib_and_default_folders_follow_the_interpreters_folder(interps, key, to
 
 def test_system_search_reads_the_process_it_describes(parts, tmp_path):
     from cudamatrix.detect import libraries
-    from cudamatrix.detect.loader import system_search
+    from cudamatrix.detect.linkmap import system_search
 
     machine = os.uname().machine
     env = {"LD_LIBRARY_PATH": "/x:/y", "LD_PRELOAD": "libz.so.1", "PATH": "/bin"}
@@ -898,7 +898,7 @@ def test_the_programs_dt_rpath_serves_every_object_and_its_origin_is_the_real_fi
         assert (os.path.realpath(res.found_as), res.path, res.rule) == (a, a, "DT_RPATH of driver_origin (the program)")
     # the program loads a name itself: its DT_RPATH by the chain's rule
     from cudamatrix.detect import libraries
-    from cudamatrix.detect.loader import LinkMap, system_search
+    from cudamatrix.detect.linkmap import LinkMap, system_search
 
     lm = LinkMap(system_search(env, libraries.run_ldconfig(10)[0], str(parts["driver_link"]), cwd=str(parts["root"])))
     lm.load("libleaf.so.1", lm.exe)
@@ -925,7 +925,7 @@ def test_nodeflib_skips_the_cache_and_the_default_folders(parts):
 
 def _bare_link_map(parts, env: dict[str, str] | None = None, mapped: list[str] = ()):
     from cudamatrix.detect import libraries
-    from cudamatrix.detect.loader import LinkMap, system_search
+    from cudamatrix.detect.linkmap import LinkMap, system_search
 
     return LinkMap(system_search(env or clean_env(), libraries.run_ldconfig(10)[0], str(parts["driver"]),
                                  cwd=str(parts["root"])), mapped=mapped)
@@ -1101,7 +1101,7 @@ def test_the_child_does_not_import_site(copies, tmp_path):
 
 def test_a_link_map_without_a_program(parts):
     """Nothing known of the program (a pasted report): no program DT_RPATH, the plain rules for the rest."""
-    from cudamatrix.detect.loader import LinkMap, system_search
+    from cudamatrix.detect.linkmap import LinkMap, system_search
 
     lm = LinkMap(system_search(clean_env(LD_LIBRARY_PATH=str(parts["b"])), [], None, cwd=str(parts["root"])))
     assert lm.exe is None and lm.load(str(parts["mid_none"]), None) is not None
@@ -1157,7 +1157,7 @@ def test_a_link_map_checks_a_file_and_expands_a_path_once(parts, monkeypatch):
     """A name searched twice from one object (not found: every candidate file is checked) checks each file and
     expands the object's DT_RPATH once; a second link map given the first one's file answers checks none."""
     from cudamatrix.detect import libraries
-    from cudamatrix.detect.loader import LinkMap, system_search
+    from cudamatrix.detect.linkmap import LinkMap, system_search
 
     checked: list[str] = []
     expanded: list[tuple[str, str]] = []
@@ -1184,7 +1184,7 @@ def test_link_maps_list_each_searched_folder_once(parts, monkeypatch):
     """Two link maps sharing one prediction's listings search the same folders for a name no folder holds: each
     folder is listed once in all (the real listdir, counted), and the search still ends in "not found"."""
     from cudamatrix.detect import libraries
-    from cudamatrix.detect.loader import LinkMap, system_search
+    from cudamatrix.detect.linkmap import LinkMap, system_search
 
     listed: list[str] = []
     real_listdir = os.listdir

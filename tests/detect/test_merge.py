@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from fakes import fixture
 
-from cudamatrix.detect import from_reports
+from cudamatrix.detect.reports import from_reports
 
 SMI_V100 = "pastes/nvidia-smi_385.54_TCC-WDDM_no-cuda-column_V100_spacy3735.txt"  # "Tesla V100-PCIE..." (cut)
 COLLECT_2XV100 = "collect_env/rhel7_1.6.0cu102_driver418.67_2xV100_pytorch43058.txt"  # 2x "Tesla V100-PCIE-16GB"

@@ -249,7 +249,7 @@ def test_jax_plugin_gets_the_wheel_shim_and_ld_library_path_sub_libraries(cudnn9
 
     from cudamatrix.detect import libraries
     from cudamatrix.detect.libpaths import open_libraries
-    from cudamatrix.detect.loader import LinkMap, system_search
+    from cudamatrix.detect.linkmap import LinkMap, system_search
     from cudamatrix.detect.recipes import _jax
     from cudamatrix.models import Framework
 

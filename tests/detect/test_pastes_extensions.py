@@ -10,7 +10,7 @@ import pytest
 from fakes import DATA
 from snapshot import snapshot_matrix
 
-from cudamatrix.detect import from_reports
+from cudamatrix.detect.reports import from_reports
 from cudamatrix.detect.pastes import extensions
 from cudamatrix.detect.text import Paste
 from cudamatrix.diagnose.findings import diagnose

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from snapshot import snapshot_matrix
 
-from cudamatrix.detect import from_reports
+from cudamatrix.detect.reports import from_reports
 from cudamatrix.detect.pastes import devices, installs, listings, messages
 from cudamatrix.detect.text import Paste
 from cudamatrix.diagnose.findings import diagnose

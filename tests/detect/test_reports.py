@@ -6,7 +6,7 @@ import json
 import pytest
 from fakes import DATA, fixture, run_cli
 
-from cudamatrix.detect import from_reports
+from cudamatrix.detect.reports import from_reports
 from cudamatrix.models import Note
 
 

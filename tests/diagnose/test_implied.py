@@ -9,7 +9,7 @@ from fakes import DATA, run_cli
 from packaging.version import Version
 from snapshot import snapshot_matrix
 
-from cudamatrix.detect import from_reports
+from cudamatrix.detect.reports import from_reports
 from cudamatrix.diagnose.findings import diagnose
 from cudamatrix.models import Environment, Framework, GpuInfo, ToolMessage
 from cudamatrix.solve import rules

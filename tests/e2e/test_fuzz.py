@@ -42,7 +42,7 @@ report_text = st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=80
 @FUZZ
 @given(report_text)
 def test_report_readers_give_an_environment_for_any_text(text):
-    from cudamatrix.detect import from_reports
+    from cudamatrix.detect.reports import from_reports
     from cudamatrix.models import Environment
 
     start = time.process_time()  # CPU time: load from other processes does not move it, a hang does
@@ -128,7 +128,7 @@ def test_requirement_parsing_gives_a_request_or_a_usage_error(texts):
     "--index-url https://download.pytorch.org/whl/cu121#x", "-i", "--extra-index-url '", "-r x.txt", "# c",
     "--index-url=https://download.pytorch.org/whl/?q", "-e .", "--hash=sha256:[/]"])), max_size=8).map("\n".join))
 def test_requirements_files_parse_or_raise_a_usage_error(text):
-    from cudamatrix.solve.lockfile import parse_requirements
+    from cudamatrix.solve.requirements import parse_requirements
 
     try:
         parse_requirements(text, "req.txt")

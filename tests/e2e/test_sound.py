@@ -27,7 +27,8 @@ from cudamatrix.models import Environment
 from cudamatrix.schema import validate
 from cudamatrix.solve import rules
 from cudamatrix.solve.checks import check_requirements, nvidia_require_cuda
-from cudamatrix.solve.lockfile import parse_requirements, requirements_txt, uv_project
+from cudamatrix.solve.lockfile import requirements_txt, uv_project
+from cudamatrix.solve.requirements import parse_requirements
 from cudamatrix.solve.solver import parse_request, solve
 from cudamatrix.solve.target import Target, from_flags
 

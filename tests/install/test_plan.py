@@ -17,7 +17,7 @@ from cudamatrix.errors import UsageError
 from cudamatrix.install import plan as plan_mod
 from cudamatrix.install.plan import check_url, choose_installer, index_args, installer_argv, make_plan, uv_env_from_pip
 from cudamatrix.models import Driver, Environment, GpuInfo, Pin, Solution
-from cudamatrix.solve.lockfile import parse_requirements
+from cudamatrix.solve.requirements import parse_requirements
 
 PT = "https://download.pytorch.org/whl"
 

@@ -602,7 +602,7 @@ def test_the_files_names_are_asked_about_and_an_unknown_one_is_an_input_error_na
     index could answer ends it too (a gate never passes a name it could not check)."""
     from cudamatrix.errors import UsageError
     from cudamatrix.solve.known import NameCheck
-    from cudamatrix.solve.lockfile import RequirementsFile
+    from cudamatrix.solve.requirements import RequirementsFile
 
     asked = []
 

@@ -1576,7 +1576,7 @@ READ = [
 
 @pytest.mark.parametrize("text, requirements, find_links", READ)
 def test_requirements_file_lines(text, requirements, find_links):
-    from cudamatrix.solve.lockfile import parse_requirements
+    from cudamatrix.solve.requirements import parse_requirements
 
     parsed = parse_requirements(text, "r.txt")
     assert ([str(r) for r in parsed.requirements], parsed.find_links) == (requirements, find_links)
@@ -1822,7 +1822,7 @@ PIP_LINES = [
 
 @pytest.mark.parametrize(("text", "lines"), PIP_LINES)
 def test_logical_lines_as_pip_reads_them(text, lines):
-    from cudamatrix.solve.lockfile import _logical_lines
+    from cudamatrix.solve.requirements import _logical_lines
 
     assert [(n, line) for n, line in _logical_lines(text) if line] == lines
 

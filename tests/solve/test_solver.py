@@ -137,7 +137,7 @@ def test_a_report_of_cuda_in_use_without_gpu_or_driver_is_not_a_cpu_machine(matr
     """kohya_ss issue 1096 (the paste's first line): torch 2.0.1+cu118 fails on a cuDNN mismatch; the report names
     no GPU and no driver. The GPU is unknown, not absent: solve answers with a GPU build, says the driver it needs,
     and never a CPU build."""
-    from cudamatrix.detect import from_report_files
+    from cudamatrix.detect.reports import from_report_files
     from cudamatrix.solve.target import from_environment
 
     target = from_environment(from_report_files([KOHYA]), matrix, name="the pasted machine")
