@@ -29,9 +29,9 @@ from pathlib import Path
 import pytest
 from realwheels import TORCH211_PY, TORCH_PY, fetch, site_packages
 
-from cudamatrix.detect import _pyprobe, elf, elfcache, elfsyms, extensions, python_env
+from cudamatrix.detect import _pyprobe, elf, elfcache, elfsyms, extensions, fatbin, python_env
 from cudamatrix.diagnose import diagnose
-from cudamatrix.models import Environment
+from cudamatrix.models import Driver, Environment, GpuInfo
 
 pytestmark = pytest.mark.slow
 
@@ -47,10 +47,12 @@ def fresh(tmp_path, monkeypatch):
     elfcache.forget()
     elfsyms.forget()
     elf._CACHE.clear()
+    fatbin.forget()
     yield
     elfcache.forget()
     elfsyms.forget()
     elf._CACHE.clear()
+    fatbin.forget()
 
 
 @pytest.fixture(scope="module")
@@ -196,6 +198,7 @@ def test_the_answer_is_kept_across_runs_and_read_again_when_torch_changes(tmp_pa
     elfcache.forget()
     elfsyms.forget()
     elf._CACHE.clear()
+    fatbin.forget()
     with monkeypatch.context() as m:
         m.setattr(extensions.proc, "which", lambda name: pytest.fail(f"{name} asked again"))
         assert extensions.scan([cand], [str(site)]) == [first] and elfsyms._TABLES == {}
@@ -271,3 +274,27 @@ def test_a_pure_distribution_is_an_extension_by_what_it_declares_outside_an_extr
     side = python_env.build(_pyprobe.collect([str(site)]))
     assert [(e.name, e.declares, e.objects) for e in extensions.scan(side.candidates, [str(site)])] == [
         ("metrics", ["torch>=2.0"], [])]
+
+
+def test_xformers_kernels_read_from_its_fatbin_miss_a_maxwell_gpu_and_cover_an_h100(tmp_path, torch_site):
+    """xformers 0.0.29.post3's real _C.so: ``cuobjdump --list-elf`` lists cubins sm_60 sm_70 sm_75 sm_80 sm_90 and
+    ``--list-ptx`` compute_60 compute_80 (the headers of its .nv_fatbin, as scripts/read_wheel_archs.py reads them,
+    say the same). A Tesla M60 (Maxwell, 5.2) has no SASS of major 5 and no PTX at or below 5.2 in it:
+    EXTENSION_ARCH_UNSUPPORTED; the control, an H100 (9.0), runs its sm_90 SASS. torchvision 0.29.1's
+    _C_stable.so (SASS sm_75 ... sm_120, PTX compute_120) lacks both the M60 and a V100 (7.0)."""
+    site = _site(tmp_path, torch_site, (*XFORMERS, ["xformers/_C.so", "xformers/cpp_lib.json"]),
+                 (*TORCHVISION, ["torchvision/_C_stable.so"]))
+    env, _found = _doctor(site)
+    xf = next(e for e in env.extensions if e.name == "xformers").objects[0]
+    assert (xf.sass, xf.ptx) == (["6.0", "7.0", "7.5", "8.0", "9.0"], ["6.0", "8.0"])
+    tv = next(e for e in env.extensions if e.name == "torchvision").objects[0]
+    assert (tv.sass, tv.ptx) == (["7.5", "8.0", "8.6", "9.0", "10.0", "12.0"], ["12.0"])
+    from snapshot import snapshot_matrix
+
+    env.driver = Driver(version="580.95.05", cuda_version="13.0", status="ok")
+    for gpus, expected in (([("Tesla M60", "5.2")], {("xformers", "5.2"), ("torchvision", "5.2")}),
+                           ([("NVIDIA H100 80GB HBM3", "9.0")], set()),
+                           ([("Tesla V100-SXM2-16GB", "7.0")], {("torchvision", "7.0")})):
+        env.gpus = [GpuInfo(index=i, name=n, compute_capability=c) for i, (n, c) in enumerate(gpus)]
+        found = [f for f in diagnose(env, snapshot_matrix()) if f.code == "EXTENSION_ARCH_UNSUPPORTED"]
+        assert {(f.title.split()[0], f.title.split("compute capability ")[1][:3]) for f in found} == expected
