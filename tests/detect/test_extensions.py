@@ -189,7 +189,7 @@ def test_torch_own_python_library_resolves_against_torch(torch_site):
 
 def test_the_answer_is_kept_across_runs_and_read_again_when_torch_changes(tmp_path, torch_site, monkeypatch):
     """The second run recalls the object's answer, demangled names included, from the user cache (no symbol table
-    read, no c++filt); a torch library with another stamp makes it read again."""
+    read, no c++filt, no fatbin header read); a torch library with another stamp makes it read again."""
     site = _site(tmp_path, torch_site, (*XFORMERS, ["xformers/_C.so"]))
     cand = python_env.Candidate("xformers", "0.0.29.post3", str(site / "xformers-0.0.29.post3.dist-info"))
     (first,) = extensions.scan([cand], [str(site)])
@@ -201,7 +201,9 @@ def test_the_answer_is_kept_across_runs_and_read_again_when_torch_changes(tmp_pa
     fatbin.forget()
     with monkeypatch.context() as m:
         m.setattr(extensions.proc, "which", lambda name: pytest.fail(f"{name} asked again"))
+        m.setattr(fatbin, "_read", lambda path, size: pytest.fail(f"{path}'s fatbin read again"))
         assert extensions.scan([cand], [str(site)]) == [first] and elfsyms._TABLES == {}
+        assert first.objects[0].sass == ["6.0", "7.0", "7.5", "8.0", "9.0"]  # recalled, as read the first time
     real = extensions._stamp  # torch's libraries (only they) as if rewritten: another modification time
     monkeypatch.setattr(extensions, "_stamp", lambda lib: [*real(lib)[:1], real(lib)[1] + 1, *real(lib)[2:]])
     assert extensions.scan([cand], [str(site)]) == [first] and elfsyms._TABLES != {}
