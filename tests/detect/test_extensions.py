@@ -21,9 +21,11 @@ the rest of torch/lib. Real members are read once into $CUDAMATRIX_WHEEL_CACHE (
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -300,3 +302,43 @@ def test_xformers_kernels_read_from_its_fatbin_miss_a_maxwell_gpu_and_cover_an_h
         env.gpus = [GpuInfo(index=i, name=n, compute_capability=c) for i, (n, c) in enumerate(gpus)]
         found = [f for f in diagnose(env, snapshot_matrix()) if f.code == "EXTENSION_ARCH_UNSUPPORTED"]
         assert {(f.title.split()[0], f.title.split("compute capability ")[1][:3]) for f in found} == expected
+
+
+def _venv_with(tmp_path: Path, torch_site: Path, *dists: tuple[str, str, list[str]]) -> Path:
+    """A throwaway venv (no pip) whose site-packages holds the real torch (linked) and the given distributions."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
+    site = next((venv / "lib").glob("python*/site-packages"))
+    site.rmdir()
+    made = _site(tmp_path, torch_site, *dists)
+    made.rename(site)
+    return venv / "bin" / "python"
+
+
+@pytest.mark.parametrize("table, query, expected", [
+    # a real nvidia-smi table (tests/data/nvidia-smi, driver 570.195.03) and the GPU its --query-gpu names: a V100
+    # (7.0): torchvision 0.29.1's _C_stable.so has SASS from sm_75 and PTX compute_120 only; the control, the
+    # table's own T4G (7.5), runs its sm_75 SASS
+    ("nvidia-smi/570.195.03_T4G_cuda13.0-in-container_eks.txt",
+     "0, Tesla V100-SXM2-16GB, 570.195.03, 16130, 0, 7.0, GPU-1, 00000000:00:1E.0, [N/A]\n",
+     ["torchvision 0.29.1 has no kernel image for Tesla V100-SXM2-16GB (compute capability 7.0): "
+      "\"no kernel image is available\""]),
+    ("nvidia-smi/570.195.03_T4G_cuda13.0-in-container_eks.txt",
+     "0, NVIDIA T4G, 570.195.03, 15360, 0, 7.5, GPU-5a1b, 00000000:00:1F.0, [N/A]\n", []),
+])
+def test_doctor_on_a_venv_reads_the_gpu_from_nvidia_smi_and_the_kernels_from_the_fatbin(
+        tmp_path, torch_site, table, query, expected):
+    from fakes import child_env, fake_smi, fixture
+
+    python = _venv_with(tmp_path, torch_site, (*TORCHVISION, ["torchvision/_C_stable.so"]))
+    fake_smi(tmp_path / "bin", fixture(table), query=query)
+    done = subprocess.run([sys.executable, "-m", "cudamatrix", "doctor", "--python", str(python), "--json"],
+                          env=child_env(path_prepend=[tmp_path / "bin"], ld_library_path=[tmp_path / "empty"],
+                                        extra={"XDG_CACHE_HOME": str(tmp_path / "xdg")}),
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode in (0, 1), done.stderr
+    doc = json.loads(done.stdout)
+    found = [f for f in doc["data"]["findings"] if f["code"] == "EXTENSION_ARCH_UNSUPPORTED"]
+    assert [f["title"] for f in found] == expected
+    if found:
+        assert found[0]["evidence"] == ["_C_stable.so: SASS sm_75 sm_80 sm_86 sm_90 sm_100 sm_120, PTX compute_120"]
