@@ -212,12 +212,16 @@ def expected(site: Path, pair: Pair) -> tuple[set[str], list[str]]:
             if gone:
                 codes.add("EXTENSION_ABI_MISMATCH")
                 evidence.append(f"nm: {len(gone)} of {len(torch_need)} torch symbols undefined ({gone[0]})")
+            elif torch_need:
+                evidence.append(f"nm: all {len(torch_need)} torch symbols defined")
             dyn = subprocess.run(["readelf", "-d", str(so)], capture_output=True, text=True, timeout=60).stdout
             for soname in re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", dyn):
                 m = CUDA_NEEDED.match(soname)
                 if m and cuda and m.group(1) != cuda.split(".")[0]:
                     codes.add("EXTENSION_CUDA_MISMATCH")
                     evidence.append(f"NEEDED {soname}, torch CUDA {cuda}")
+                elif m:
+                    evidence.append(f"NEEDED {soname}, torch CUDA {cuda or 'none (a CPU build)'}")
             if pair.gpu:
                 sass, ptx = fatbin_archs(so.resolve())
                 if (sass or ptx) and not _covered(sass, ptx, pair.gpu[1]):
@@ -305,7 +309,7 @@ def table(rows: list[Row]) -> str:
             continue
         mark = "" if r.right else " **DIFFERS**"
         out.append(f"| {r.extension} | {r.torch} | {r.gpu} | {words(r.expected)} | {words(r.found)}{mark} | "
-                   f"{'; '.join(r.evidence) or 'pin met, all torch symbols defined, CUDA major matches'} |")
+                   f"{'; '.join(r.evidence) or '-'} |")
     return "\n".join(out)
 
 
