@@ -183,6 +183,8 @@ class ExtensionObject(Model):
     missing_count: int = 0
     demangled: list[str] = field(default_factory=list)  # ``missing`` as c++filt reads them (empty without c++filt)
     unchecked: str | None = None  # why its symbols were not resolved (no torch installed, an unreadable table)
+    sass: list[str] = field(default_factory=list)  # compute capabilities of the cubins of its .nv_fatbin ("8.0")
+    ptx: list[str] = field(default_factory=list)  # ... and of its PTX (JIT-compiled for an equal or higher one)
 
 
 @record

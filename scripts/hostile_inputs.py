@@ -280,6 +280,7 @@ def surface_cases(root: Path) -> list[Case]:
             + _mirror_cases(root) + _child_output_cases(root) + _consent_cases(root) + _undo_cases(root)
             + _gate_cases(root) + _lock_gate_cases(root)
             + _preflight_cases(root) + _extension_cases(root) + _installed_extension_cases(root)
+            + _extension_arch_cases(root)
             + _command_words_cases(root))
 
 
@@ -1057,6 +1058,62 @@ def _installed_extension_cases(root: Path) -> list[Case]:
             out.append(Case(f"installed extensions: {torch_label}: {cmd} --python", [cmd, "--python", str(venv / "bin" / "python"),
                                                                            "--json"], json=True, inert=True,
                             absent=[str(Path.cwd() / "PWNED")]))
+    return out
+
+
+def _fatbin_blobs() -> dict[str, bytes]:
+    """Hostile .nv_fatbin sections: fatbinary headers that lie about their sizes, entries of no size, a million
+    magics, an arch of 2**32 - 1."""
+    import struct
+
+    magic = struct.pack("<I", 0xBA55ED50)
+    entry = struct.pack("<HHIQIIII", 2, 0, 64, 0, 0, 0, 0, 52) + bytes(32)
+    return {"fatbin sizes past the end": magic + struct.pack("<HHQ", 1, 16, 1 << 62) + entry,
+            "fatbin entry of no size": magic + struct.pack("<HHQ", 1, 16, 64) + struct.pack("<HHIQIIII", 2, 0, 0, 0,
+                                                                                        0, 0, 0, 52) + bytes(32),
+            "fatbin of 200000 magics": (magic + struct.pack("<HHQ", 1, 16, 0)) * 200_000,
+            "fatbin arch 2**32-1": magic + struct.pack("<HHQ", 1, 16, 64) + struct.pack("<HHIQIIII", 1, 0, 64, 0, 0, 0,
+                                                                                      0, 0xFFFFFFFF) + bytes(32),
+            "fatbin truncated": magic + b"\x01"}
+
+
+def _extension_arch_cases(root: Path) -> list[Case]:
+    """Issue 39, EXTENSION_ARCH_UNSUPPORTED: saved environments whose objects state hostile SASS/PTX lists beside
+    GPUs, and a venv whose extension objects carry hostile .nv_fatbin sections (objcopy). doctor answers."""
+    out: list[Case] = []
+    torch = {"frameworks": [{"name": "torch", "version": "2.5.1+cu121", "cuda": "12.1"}],
+             "packages": {"torch": "2.5.1+cu121"}, "driver": {"version": "550.54.15", "status": "ok"},
+             "gpus": [{"index": 0, "name": "\x1b[31mGPU", "compute_capability": "5.2"},
+                      {"index": 1, "name": "x", "compute_capability": "9" * 5000}]}
+    for objects in ([{"path": "/x.so", "sass": ["9" * 5000, "5.", "", "\x1b[31m"], "ptx": [1, None]}],
+                    [{"path": "/x.so", "sass": "5.2"}], [{"path": "/x.so", "sass": ["6.0"] * 100_000, "ptx": []}]):
+        saved = root / f"env-ext-arch-{len(out)}.json"
+        saved.write_text(json.dumps({"origin": "file", **torch, "extensions": [{"name": "x", "version": "1",
+                                                                                 "objects": objects}]}))
+        out.append(Case(f"extension archs: saved environment {len(out)}", ["doctor", "--env", str(saved), "--json"],
+                        json=True))
+    gcc, objcopy = shutil.which("gcc"), shutil.which("objcopy")
+    if gcc is None or objcopy is None:
+        return out
+    build = _folder(root, "ext-arch-build")
+    (build / "rt.c").write_text("int cudaRuntimeGetVersion(int *v) { *v = 12000; return 0; }\n")
+    (build / "ext.c").write_text("int cudaRuntimeGetVersion(int *v); int use(void) { int v; return "
+                                 "cudaRuntimeGetVersion(&v); }\n")
+    subprocess.run([gcc, "-shared", "-fPIC", "-o", "libcudart.so.12", "-Wl,-soname,libcudart.so.12", "rt.c"],
+                   cwd=build, check=True, timeout=120)
+    subprocess.run([gcc, "-shared", "-fPIC", "-o", "plain.so", "ext.c", "-Wl,--no-as-needed", "./libcudart.so.12"],
+                   cwd=build, check=True, timeout=120)
+    objects = {}
+    for i, (_label, blob) in enumerate(_fatbin_blobs().items()):
+        (build / f"blob{i}").write_bytes(blob)
+        subprocess.run([objcopy, "--add-section", f".nv_fatbin=blob{i}", "plain.so", f"_{i}.so"], cwd=build, check=True, timeout=120)
+        objects[f"_{i}.so"] = (build / f"_{i}.so").read_bytes()
+    venv = root / "ext-arch-venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
+    site = next((venv / "lib").glob("python*/site-packages"))
+    _extension_dist(site, "ext-arch", objects, "Requires-Dist: torch>=2\n")
+    out.append(Case("extension archs: hostile fatbins: doctor --python", ["doctor", "--python", str(venv / "bin" / "python"),
+                                                                        "--json"], json=True, inert=True))
     return out
 
 

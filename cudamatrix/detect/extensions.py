@@ -8,7 +8,9 @@ package. Its global undefined dynamic symbols of torch's namespaces (mangled ``c
 torch's stable C interface ``aoti_torch_*``) are looked up in the installed torch's own libraries
 (``torch/lib``) through their GNU hash tables (:mod:`cudamatrix.detect.elfsyms`): one that none defines is the
 ``undefined symbol`` the import would fail with (Python opens extensions with RTLD_NOW). The answer is kept across
-runs in the user cache under the object's stat stamp and those of the libraries it was checked against.
+runs in the user cache under the object's stat stamp and those of the libraries it was checked against. The GPU
+architectures of each such object's kernels (SASS and PTX) are read from its fatbinary headers
+(:mod:`cudamatrix.detect.fatbin`), kept the same way.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import os
 import re
 
 from cudamatrix import proc
-from cudamatrix.detect import _pyprobe, elf, elfcache, elfsyms
+from cudamatrix.detect import _pyprobe, elf, elfcache, elfsyms, fatbin
 from cudamatrix.detect.python_env import Candidate
 from cudamatrix.models import Extension, ExtensionObject
 from cudamatrix.names import canonical
@@ -186,6 +188,10 @@ def _object(path: str, libs: list[str], against: list[list], fresh: list, linked
     if not needed:
         return None
     obj = ExtensionObject(path=path, needed=needed)
+    try:
+        obj.sass, obj.ptx = fatbin.archs(path)
+    except (OSError, elf.ElfError):
+        pass  # no arch list: nothing is said of its kernels
     if not torch_needed:
         return obj
     if not libs:

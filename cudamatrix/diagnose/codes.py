@@ -65,6 +65,9 @@ DOCTOR: tuple[Code, ...] = (
          "same torch) than the framework's: onnxruntime-gpu for CUDA 11 beside a CUDA 12 torch in a paste; "
          "installed, a shared object linking libcudart/libcublas(Lt)/libnvrtc of another major, or another soname "
          "than the framework's own copy."),
+    Code("EXTENSION_ARCH_UNSUPPORTED", "error", "An installed extension's shared objects carry no kernel image "
+         "for a GPU present (read from their fatbinaries: no SASS of its major at or below its minor, no PTX at or "
+         "below its architecture): its CUDA kernels fail with 'no kernel image is available'."),
     Code("EXTENSION_VARIANT_CLASH", "error", "Two CUDA-major variants of one package are installed together "
          "(cupy-cuda12x and cupy-cuda13x): they write the same files."),
     Code("JAX_PLUGIN_MISMATCH", "error", "jaxlib and its CUDA plugin or PJRT wheel (jax-cudaNN-plugin, "

@@ -14,6 +14,8 @@ from cudamatrix.diagnose.declared import applicable_requirements
 from cudamatrix.models import Extension, Finding
 from cudamatrix.names import FAMILIES, canonical
 from cudamatrix.schema import pep508
+from cudamatrix.schema.values import cc_key
+from cudamatrix.solve.rules import ptx_covers, sass_covers
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
@@ -25,6 +27,7 @@ _CUDA_NAMED = re.compile(r"^lib(?:cudart|cublasLt|cublas|nvrtc)\.so\.(\d+)")
 _SONAME = re.compile(r"^lib(?P<base>[A-Za-z_]+)\.so\.(?P<major>\d+)")
 _VARIANT = re.compile(r"^(?P<head>.*?)-?cuda(?P<major>\d+)x?(?P<tail>-.*)?$")
 _JAX_PLUGIN = re.compile(r"^jax-cuda\d+-(?:plugin|pjrt)$")
+_CC = re.compile(r"^\d{1,2}\.\d$")  # a compute capability as detect.fatbin writes it ("8.0", "12.0")
 
 
 def _framework(d: Diagnosis, name: str) -> tuple[str, str | None] | None:
@@ -200,6 +203,55 @@ def extension_cuda_mismatch(d: Diagnosis) -> list[Finding]:
                                evidence=evidence[:6],
                                fix=f"cudamatrix solve {name}=={base_version(version)} {ext.name} (the {ext.name} "
                                    f"build for CUDA {major})"))
+    return out
+
+
+def _archs(values: list[str]) -> list[str]:
+    """The compute capabilities of a list an object states, lowest first; anything else (a saved environment
+    file's text) is left out."""
+    return sorted((v for v in values if isinstance(v, str) and _CC.match(v)), key=cc_key)
+
+
+def _kernels(ext: Extension) -> list[tuple[str, list[str], list[str], bool]]:
+    """(file name, SASS, PTX, whether it links torch) of each object of ``ext`` that carries device code."""
+    out = []
+    for o in ext.objects:
+        sass, ptx = _archs(o.sass), _archs(o.ptx)
+        if sass or ptx:
+            out.append((os.path.basename(o.path), sass, ptx, any(n.startswith(("libc10", "libtorch")) for n in o.needed)))
+    return out
+
+
+def extension_arch_unsupported(d: Diagnosis) -> list[Finding]:
+    """EXTENSION_ARCH_UNSUPPORTED: a GPU present (or stated by the target) for which no shared object of an
+    installed extension carries a kernel image: SASS of the same major and an equal or lower minor, or PTX of
+    an equal or lower architecture for the driver to JIT-compile (the rule ``arch`` of the frameworks' builds,
+    :func:`cudamatrix.solve.rules.sass_covers`), read from the fatbinaries of its objects; its CUDA kernels
+    fail with "no kernel image is available for execution on the device". An extension whose objects carry
+    no device code is not judged."""
+    if not d.target.gpus:
+        return []
+    out = []
+    for ext in d.env.extensions:
+        kernels = _kernels(ext)
+        if not kernels:
+            continue
+        for gpu in d.target.gpus:
+            cc = gpu.compute_capability
+            if not _CC.match(cc.rstrip("af")) or any(sass_covers(s, cc) or ptx_covers(p, cc) for _n, s, p, _t in kernels):
+                continue
+            sm = "sm_" + cc.rstrip("af").replace(".", "")
+            evidence = [f"{name}: SASS {' '.join('sm_' + a.replace('.', '') for a in sass) or 'none'}, PTX "
+                        f"{' '.join('compute_' + a.replace('.', '') for a in ptx) or 'none'}"
+                        for name, sass, ptx, _t in kernels[:6]]
+            torch_ext = any(t for *_rest, t in kernels)
+            fix = (f"{ext.name} built for {sm}: from source, TORCH_CUDA_ARCH_LIST=\"{cc.rstrip('af')}\" "
+                   f"pip install --no-build-isolation --no-binary {ext.name} '{ext.name}=={ext.version}'"
+                   if torch_ext else f"{ext.name} built for {sm} (a source build for this GPU)")
+            out.append(Finding(code="EXTENSION_ARCH_UNSUPPORTED", severity="error",
+                               title=f"{ext.name} {ext.version} has no kernel image for {gpu.name or 'the GPU'} "
+                                     f"(compute capability {cc}): \"no kernel image is available\"",
+                               evidence=evidence, fix=fix + "; or run it on a GPU whose architecture it carries"))
     return out
 
 

@@ -21,17 +21,19 @@ the rest of torch/lib. Real members are read once into $CUDAMATRIX_WHEEL_CACHE (
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from realwheels import TORCH211_PY, TORCH_PY, fetch, site_packages
 
-from cudamatrix.detect import _pyprobe, elf, elfcache, elfsyms, extensions, python_env
+from cudamatrix.detect import _pyprobe, elf, elfcache, elfsyms, extensions, fatbin, python_env
 from cudamatrix.diagnose import diagnose
-from cudamatrix.models import Environment
+from cudamatrix.models import Driver, Environment, GpuInfo
 
 pytestmark = pytest.mark.slow
 
@@ -47,10 +49,12 @@ def fresh(tmp_path, monkeypatch):
     elfcache.forget()
     elfsyms.forget()
     elf._CACHE.clear()
+    fatbin.forget()
     yield
     elfcache.forget()
     elfsyms.forget()
     elf._CACHE.clear()
+    fatbin.forget()
 
 
 @pytest.fixture(scope="module")
@@ -187,7 +191,7 @@ def test_torch_own_python_library_resolves_against_torch(torch_site):
 
 def test_the_answer_is_kept_across_runs_and_read_again_when_torch_changes(tmp_path, torch_site, monkeypatch):
     """The second run recalls the object's answer, demangled names included, from the user cache (no symbol table
-    read, no c++filt); a torch library with another stamp makes it read again."""
+    read, no c++filt, no fatbin header read); a torch library with another stamp makes it read again."""
     site = _site(tmp_path, torch_site, (*XFORMERS, ["xformers/_C.so"]))
     cand = python_env.Candidate("xformers", "0.0.29.post3", str(site / "xformers-0.0.29.post3.dist-info"))
     (first,) = extensions.scan([cand], [str(site)])
@@ -196,9 +200,12 @@ def test_the_answer_is_kept_across_runs_and_read_again_when_torch_changes(tmp_pa
     elfcache.forget()
     elfsyms.forget()
     elf._CACHE.clear()
+    fatbin.forget()
     with monkeypatch.context() as m:
         m.setattr(extensions.proc, "which", lambda name: pytest.fail(f"{name} asked again"))
+        m.setattr(fatbin, "_read", lambda path, size: pytest.fail(f"{path}'s fatbin read again"))
         assert extensions.scan([cand], [str(site)]) == [first] and elfsyms._TABLES == {}
+        assert first.objects[0].sass == ["6.0", "7.0", "7.5", "8.0", "9.0"]  # recalled, as read the first time
     real = extensions._stamp  # torch's libraries (only they) as if rewritten: another modification time
     monkeypatch.setattr(extensions, "_stamp", lambda lib: [*real(lib)[:1], real(lib)[1] + 1, *real(lib)[2:]])
     assert extensions.scan([cand], [str(site)]) == [first] and elfsyms._TABLES != {}
@@ -271,3 +278,67 @@ def test_a_pure_distribution_is_an_extension_by_what_it_declares_outside_an_extr
     side = python_env.build(_pyprobe.collect([str(site)]))
     assert [(e.name, e.declares, e.objects) for e in extensions.scan(side.candidates, [str(site)])] == [
         ("metrics", ["torch>=2.0"], [])]
+
+
+def test_xformers_kernels_read_from_its_fatbin_miss_a_maxwell_gpu_and_cover_an_h100(tmp_path, torch_site):
+    """xformers 0.0.29.post3's real _C.so: ``cuobjdump --list-elf`` lists cubins sm_60 sm_70 sm_75 sm_80 sm_90 and
+    ``--list-ptx`` compute_60 compute_80 (the headers of its .nv_fatbin, as scripts/read_wheel_archs.py reads them,
+    say the same). A Tesla M60 (Maxwell, 5.2) has no SASS of major 5 and no PTX at or below 5.2 in it:
+    EXTENSION_ARCH_UNSUPPORTED; the control, an H100 (9.0), runs its sm_90 SASS. torchvision 0.29.1's
+    _C_stable.so (SASS sm_75 ... sm_120, PTX compute_120) lacks both the M60 and a V100 (7.0)."""
+    site = _site(tmp_path, torch_site, (*XFORMERS, ["xformers/_C.so", "xformers/cpp_lib.json"]),
+                 (*TORCHVISION, ["torchvision/_C_stable.so"]))
+    env, _found = _doctor(site)
+    xf = next(e for e in env.extensions if e.name == "xformers").objects[0]
+    assert (xf.sass, xf.ptx) == (["6.0", "7.0", "7.5", "8.0", "9.0"], ["6.0", "8.0"])
+    tv = next(e for e in env.extensions if e.name == "torchvision").objects[0]
+    assert (tv.sass, tv.ptx) == (["7.5", "8.0", "8.6", "9.0", "10.0", "12.0"], ["12.0"])
+    from snapshot import snapshot_matrix
+
+    env.driver = Driver(version="580.95.05", cuda_version="13.0", status="ok")
+    for gpus, expected in (([("Tesla M60", "5.2")], {("xformers", "5.2"), ("torchvision", "5.2")}),
+                           ([("NVIDIA H100 80GB HBM3", "9.0")], set()),
+                           ([("Tesla V100-SXM2-16GB", "7.0")], {("torchvision", "7.0")})):
+        env.gpus = [GpuInfo(index=i, name=n, compute_capability=c) for i, (n, c) in enumerate(gpus)]
+        found = [f for f in diagnose(env, snapshot_matrix()) if f.code == "EXTENSION_ARCH_UNSUPPORTED"]
+        assert {(f.title.split()[0], f.title.split("compute capability ")[1][:3]) for f in found} == expected
+
+
+def _venv_with(tmp_path: Path, torch_site: Path, *dists: tuple[str, str, list[str]]) -> Path:
+    """A throwaway venv (no pip) whose site-packages holds the real torch (linked) and the given distributions."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
+    site = next((venv / "lib").glob("python*/site-packages"))
+    site.rmdir()
+    made = _site(tmp_path, torch_site, *dists)
+    made.rename(site)
+    return venv / "bin" / "python"
+
+
+@pytest.mark.parametrize("table, query, expected", [
+    # a real nvidia-smi table (tests/data/nvidia-smi, driver 570.195.03) and the GPU its --query-gpu names: a V100
+    # (7.0): torchvision 0.29.1's _C_stable.so has SASS from sm_75 and PTX compute_120 only; the control, the
+    # table's own T4G (7.5), runs its sm_75 SASS
+    ("nvidia-smi/570.195.03_T4G_cuda13.0-in-container_eks.txt",
+     "0, Tesla V100-SXM2-16GB, 570.195.03, 16130, 0, 7.0, GPU-1, 00000000:00:1E.0, [N/A]\n",
+     ["torchvision 0.29.1 has no kernel image for Tesla V100-SXM2-16GB (compute capability 7.0): "
+      "\"no kernel image is available\""]),
+    ("nvidia-smi/570.195.03_T4G_cuda13.0-in-container_eks.txt",
+     "0, NVIDIA T4G, 570.195.03, 15360, 0, 7.5, GPU-5a1b, 00000000:00:1F.0, [N/A]\n", []),
+])
+def test_doctor_on_a_venv_reads_the_gpu_from_nvidia_smi_and_the_kernels_from_the_fatbin(
+        tmp_path, torch_site, table, query, expected):
+    from fakes import child_env, fake_smi, fixture
+
+    python = _venv_with(tmp_path, torch_site, (*TORCHVISION, ["torchvision/_C_stable.so"]))
+    fake_smi(tmp_path / "bin", fixture(table), query=query)
+    done = subprocess.run([sys.executable, "-m", "cudamatrix", "doctor", "--python", str(python), "--json"],
+                          env=child_env(path_prepend=[tmp_path / "bin"], ld_library_path=[tmp_path / "empty"],
+                                        extra={"XDG_CACHE_HOME": str(tmp_path / "xdg")}),
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode in (0, 1), done.stderr
+    doc = json.loads(done.stdout)
+    found = [f for f in doc["data"]["findings"] if f["code"] == "EXTENSION_ARCH_UNSUPPORTED"]
+    assert [f["title"] for f in found] == expected
+    if found:
+        assert found[0]["evidence"] == ["_C_stable.so: SASS sm_75 sm_80 sm_86 sm_90 sm_100 sm_120, PTX compute_120"]

@@ -306,6 +306,17 @@ def cupy_twice(env, other: str | None = "cupy-cuda11x"):
         env.packages[other] = "13.6.0"
 
 
+def xformers_kernels(env, gpu: tuple[str, str] | None = ("Tesla M60", "5.2")):
+    # xformers 0.0.29.post3's _C.so: its .nv_fatbin holds SASS sm_60 sm_70 sm_75 sm_80 sm_90 and PTX compute_60
+    # compute_80 (cuobjdump --list-elf / --list-ptx; tests/detect/test_extensions.py reads the real file): a
+    # Maxwell Tesla M60 (5.2) has no kernel in it; the twin, the healthy T4 (7.5), runs its sm_75 SASS
+    env.extensions = [Extension(name="xformers", version="0.0.29.post3", objects=[ExtensionObject(
+        path=XF_SO, needed=["libc10.so", "libcudart.so.12"], sass=["6.0", "7.0", "7.5", "8.0", "9.0"],
+        ptx=["6.0", "8.0"])])]
+    if gpu:
+        env.gpus = [GpuInfo(index=0, name=gpu[0], compute_capability=gpu[1], memory_total_mib=8192)]
+
+
 def jax_plugin(env, plugin: str = "0.4.34"):
     env.packages.update({"jax": "0.4.35", "jaxlib": "0.4.35", "jax-cuda12-plugin": plugin, "jax-cuda12-pjrt": "0.4.35"})
 
@@ -345,6 +356,7 @@ CASES: dict[str, tuple[Callable[[Environment], None], Callable[[Environment], No
     "EXTENSION_CUDA_MISMATCH": (extension_cuda, lambda env: extension_cuda(env, "12")),  # torch here is cu121
     "EXTENSION_VARIANT_CLASH": (cupy_twice, lambda env: cupy_twice(env, None)),
     "JAX_PLUGIN_MISMATCH": (jax_plugin, lambda env: jax_plugin(env, "0.4.35")),
+    "EXTENSION_ARCH_UNSUPPORTED": (xformers_kernels, lambda env: xformers_kernels(env, None)),
 }
 
 # the same codes from an installed extension's own files (detect.extensions), not from a paste's words
@@ -352,6 +364,7 @@ LIVE_CASES: dict[str, tuple[Callable[[Environment], None], Callable[[Environment
     "EXTENSION_ABI_MISMATCH": (xformers_abi, lambda env: xformers_abi(env, missing=0)),
     "EXTENSION_PIN_MISMATCH": (xformers_pin, lambda env: xformers_pin(env, "torch==2.5.1")),
     "EXTENSION_CUDA_MISMATCH": (cuda13_extension, lambda env: cuda13_extension(env, "libcublasLt.so.12")),
+    "EXTENSION_ARCH_UNSUPPORTED": (xformers_kernels, lambda env: xformers_kernels(env, ("NVIDIA H100", "9.0"))),
 }
 
 
@@ -881,8 +894,9 @@ def test_the_registry_in_order():
         findings.python_unsupported, loads.library_shadowed, loads.cudnn_mapped, wheels.nvidia_wheel_drift,
         wheels.framework_conflict, wheels.file_clobber, wheels.torchvision_mismatch,
         extensions.extension_abi_mismatch, extensions.extension_pin_mismatch, extensions.extension_cuda_mismatch,
-        extensions.extension_variant_clash, extensions.jax_plugin_mismatch, host.gpu_memory_busy,
-        host.unsafe_library_path, host.low_disk, host.low_host_memory, host.known_bad, host.toolkit_newer_than_driver]
+        extensions.extension_variant_clash, extensions.jax_plugin_mismatch, extensions.extension_arch_unsupported,
+        host.gpu_memory_busy, host.unsafe_library_path, host.low_disk, host.low_host_memory, host.known_bad,
+        host.toolkit_newer_than_driver]
     assert findings.BUILD_FINDINGS == [findings.not_in_matrix, findings.cpu_only_build, findings.broken_rules,
                                        findings.unknown_facts]
 
@@ -2167,3 +2181,24 @@ def test_an_advisory_about_the_machine_alone(gpu, applies):
     e = env_whole(gpus=(replace(gpu, memory_used_mib=0),))
     assert [f.code for f in diagnose(e, replace(M_whole, advisories=AdvisoryFile(advisories=[volta_only])))] == \
         (["KNOWN_BAD"] if applies else [])
+
+
+def test_extension_arch_unsupported_whole(matrix):
+    """xformers 0.0.29.post3's _C.so (SASS sm_60..sm_90, PTX compute_60 compute_80) on a Tesla M60 (5.2): no
+    SASS of major 5 and no PTX at or below 5.2; an H100 (9.0) beside it runs its sm_90 SASS, an RTX 3090 (8.6)
+    its sm_80 SASS; a GPU stated as text no compute capability is skipped."""
+    env = healthy()
+    xformers_kernels(env)
+    env.gpus.append(GpuInfo(index=1, name="NVIDIA H100", compute_capability="9.0", memory_total_mib=81559))
+    env.gpus.append(GpuInfo(index=2, name="NVIDIA GeForce RTX 3090", compute_capability="8.6", memory_total_mib=24576))
+    env.extensions[0].objects[0].sass.append("9" * 500)  # a saved environment's text: left out
+    (f,) = extensions.extension_arch_unsupported(Diagnosis(env, matrix))
+    assert f.code == "EXTENSION_ARCH_UNSUPPORTED" and f.severity == "error"
+    assert f.title == ('xformers 0.0.29.post3 has no kernel image for Tesla M60 (compute capability 5.2): '
+                       '"no kernel image is available"')
+    assert f.evidence == ["_C.so: SASS sm_60 sm_70 sm_75 sm_80 sm_90, PTX compute_60 compute_80"]
+    assert f.fix == ('xformers built for sm_52: from source, TORCH_CUDA_ARCH_LIST="5.2" pip install '
+                     "--no-build-isolation --no-binary xformers 'xformers==0.0.29.post3'; or run it on a GPU whose "
+                     "architecture it carries")
+    env.extensions[0].objects[0].sass, env.extensions[0].objects[0].ptx = [], []  # no device code: not judged
+    assert extensions.extension_arch_unsupported(Diagnosis(env, matrix)) == []

@@ -1,0 +1,60 @@
+"""scripts/extension_pairs.py, the proof table of issue #39, on a few real pairs: the codes the files imply (nm,
+readelf, packaging, the fatbin headers) are the codes doctor finds, for mismatched pairs and matched controls.
+
+Real members of real wheels (tests/realwheels.py's cache) beside the real torch 2.14.1 CUDA 13.0 build of
+$CUDAMATRIX_TORCH_CUDA_PYTHON; skipped with the reason where it is unset. Evidence, the same files:
+
+- xformers 0.0.29.post3: ``Requires-Dist: torch==2.6.0``; ``nm -D --undefined-only xformers/_C.so`` needs
+  ``_ZN3c104cuda9SetDeviceEa`` which no torch 2.14.1 library defines (15 of its 165 torch symbols); ``readelf -d``:
+  NEEDED libcudart.so.12; its fatbin: SASS sm_60..sm_90, PTX compute_60 compute_80 (none for a Tesla M60, 5.2);
+- cupy-cuda13x 13.6.0's cuBLAS module NEEDS libcublas.so.13 (torch's CUDA major): no finding; cupy-cuda12x 13.6.0
+  installed before it (libcublas.so.12) wrote the same file, which cupy-cuda13x replaced: the two variants only.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from realwheels import CACHE, TORCH_PY, site_packages
+
+REPO = Path(__file__).resolve().parent.parent.parent
+sys.path.insert(0, str(REPO / "scripts"))
+import extension_pairs as ep  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+ABI, PIN, CUDA, ARCH, CLASH = ("EXTENSION_ABI_MISMATCH", "EXTENSION_PIN_MISMATCH", "EXTENSION_CUDA_MISMATCH",
+                               "EXTENSION_ARCH_UNSUPPORTED", "EXTENSION_VARIANT_CLASH")
+
+
+@pytest.fixture(autouse=True)
+def real(tmp_path, monkeypatch):
+    site_packages(TORCH_PY, "CUDAMATRIX_TORCH_CUDA_PYTHON")  # skips with the reason when unset
+    monkeypatch.setattr(ep, "CACHE", CACHE)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+
+
+@pytest.mark.parametrize("pair, codes", [
+    (ep.Pair((ep.XF29,), "2.14.1"), [ABI, CUDA, PIN]),
+    (ep.Pair((ep.XF29,), "2.14.1", ("Tesla M60", "5.2")), [ABI, ARCH, CUDA, PIN]),
+    (ep.Pair((ep.XF29,), "2.14.1", ("NVIDIA H100 80GB HBM3", "9.0")), [ABI, CUDA, PIN]),
+    (ep.Pair((ep.CP13,), "2.14.1"), []),
+    (ep.Pair((ep.CP12, ep.CP13), "2.14.1"), [CLASH]),
+])
+def test_the_files_and_doctor_agree(tmp_path, pair, codes):
+    row = ep.run_pair(pair, tmp_path)
+    assert row.skipped is None
+    assert row.expected == codes  # what nm, readelf, packaging and the fatbin headers say of these files
+    assert row.found == row.expected and row.right
+    assert "DIFFERS" not in ep.table([row])
+
+
+def test_an_unset_torch_is_a_skipped_row_and_no_run_is_exit_2(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("CUDAMATRIX_TORCH_CPU_PYTHON", raising=False)
+    ep.torch_site.cache_clear()
+    row = ep.run_pair(ep.Pair((ep.CP13,), "cpu"), tmp_path)
+    assert row.skipped == "CUDAMATRIX_TORCH_CPU_PYTHON is not set"
+    monkeypatch.setattr(ep, "PAIRS", [ep.Pair((ep.CP13,), "cpu")])
+    assert ep.main([]) == 2
+    assert "skipped" in capsys.readouterr().out
