@@ -17,7 +17,8 @@ import time
 from typing import Any, Callable
 
 from cudamatrix._callable import callable_module
-from cudamatrix.errors import Exit, UsageError
+from cudamatrix.errors import Exit, NoSolution, UsageError
+from cudamatrix.install import extfix
 from cudamatrix.install import journal as journals
 from cudamatrix.install.apply import snapshot
 from cudamatrix.install.journal import keep_limit
@@ -340,8 +341,10 @@ class _Session:
         with self.clock("solve"):
             seen = _diagnosed(seen, matrix)
             solution = _solve(seen.environment, o.request or [], o.driver, o.gpus or [], matrix, o.mirror)
+            solution, changes = _for_extensions(seen, solution, o, matrix)
         plan = make_plan(seen.environment, solution, python=self.interp, installer=o.installer, mirror=o.mirror,
                          allow_http=o.allow_http, verify=o.verify, findings=list(seen.findings or ()))
+        plan.remedies = extfix.explained(plan.remedies, changes)
         return Planned(seen, matrix, plan, solution)
 
     def _apply(self, plan: Plan, result: FixResult) -> Changed | None:
@@ -589,6 +592,23 @@ def _solve(environment: Environment, request: list[str], driver: str | None, gpu
                             base=target)
     solution = solve([target], parse_request(request, environment), matrix, installed=environment)
     return with_mirror(solution, mirror)
+
+
+def _for_extensions(seen: Seen, solution: Solution, o: FixOptions, matrix
+                    ) -> tuple[Solution, list[extfix.ExtensionChange]]:
+    """The solved set that also answers the extension findings (install/extfix.py's rules): each broken
+    extension's release for the torch kept; else, with no request of the user's, torch moved to the pin of the
+    extension the data holds no release for (re-solved; kept as it was when that has no solution)."""
+    env, findings = seen.environment, list(seen.findings or ())
+    if not o.request:
+        move = extfix.torch_move(env, findings, matrix, solution)
+        if move is not None:
+            try:
+                solution = _solve(env, move, o.driver, o.gpus or [], matrix, o.mirror)
+            except NoSolution:
+                pass
+    changes = extfix.extension_changes(env, findings, matrix, solution)
+    return extfix.with_changes(solution, changes), changes
 
 
 def _pending(interp: str, resume: bool, rollback: bool, dry_run: bool = False, undo: bool = False):

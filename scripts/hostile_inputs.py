@@ -281,7 +281,7 @@ def surface_cases(root: Path) -> list[Case]:
             + _gate_cases(root) + _lock_gate_cases(root)
             + _preflight_cases(root) + _extension_cases(root) + _installed_extension_cases(root)
             + _extension_arch_cases(root)
-            + _command_words_cases(root))
+            + _command_words_cases(root) + _release_file_cases(root))
 
 
 def _command_words_cases(root: Path) -> list[Case]:
@@ -309,6 +309,26 @@ def _command_words_cases(root: Path) -> list[Case]:
                  forbid=forbid),
             Case("command words: doctor --python --json", ["doctor", "--python", str(python), "--json"], env=env,
                  json=True, forbid=forbid)]
+
+
+def _release_file_cases(root: Path) -> list[Case]:
+    """Issue 39: flash-attn's release file solved with torch: versions no rule fills cleanly (empty, wildcard,
+    huge, with a slash or a newline, by URL, behind a marker), a target the rule cannot vouch for, and doctor's
+    extension findings planned by ``fix --dry-run`` on a saved environment: exit 2 or 3, never a traceback."""
+    base = ["solve", "torch==2.4.0", "--driver", "560.35.03", "--gpu", "H100", "--python", "3.11"]
+    out = []
+    for label, req in (("bare", "flash-attn"), ("wildcard", "flash-attn==2.*"), ("huge", "flash-attn==" + "9" * 5000),
+                       ("local", "flash-attn==2.8.3+cu12"), ("slash", "flash-attn==2.8.3/../x"),
+                       ("newline", "flash-attn==2.8.3\n"), ("url", "flash-attn @ file:///nonexistent/x.whl"),
+                       ("marker", "flash-attn==2.8.3; python_version < '3'"), ("arbitrary", "flash-attn===abc"),
+                       ("extras", "flash-attn[x]==2.8.3")):
+        out.append(Case(f"release-file {label}", [*base, req]))
+        out.append(Case(f"release-file {label} --json", [*base, req, "--json"], json=True))
+    out.append(Case("release-file aarch64", ["solve", "torch==2.4.0", "flash-attn==2.8.3", "--driver", "560.35.03",
+                                             "--platform", "linux_aarch64", "--python", "3.11", "--json"], json=True))
+    out.append(Case("release-file cpu", ["solve", "torch==2.4.0+cpu", "flash-attn==2.8.3", "--python", "3.11"]))
+    out.append(Case("release-file alone", ["solve", "flash-attn==2.8.3", "--driver", "560.35.03", "--json"], json=True))
+    return out
 
 
 def _bare_python(root: Path) -> str:

@@ -14,6 +14,9 @@ Pure functions of values (no I/O). Rules, written down:
   naming ``.../nvidia/cudnn/lib/libcudnn_graph.so.9`` is answered by the step that installs
   ``nvidia-cudnn-cu12``, so no plan calls a finding "not fixable here" and then fixes it); findings about the host
   (driver, GPU, Python version, resources) are "not fixable here", with the finding's own fix as what to do.
+- A ``cupy-cudaNNx`` variant whose CUDA major no framework of the solved set uses is uninstalled when a variant of
+  a major it uses is installed or being installed (CuPy's installation guide: exactly one cupy-cudaNNx package);
+  the kept variant, installed before, is reinstalled afterwards (the two wrote the same files).
 """
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ from cudamatrix.safe.shells import Said, tool
 
 _JAX_PLUGIN = re.compile(r"jax-cuda(\d+)-(?:plugin|pjrt)$")
 _CUDA_SUFFIX = re.compile(r"^nvidia-.+-cu(\d+)$")
+_CUPY = re.compile(r"^cupy-cuda(\d+)x$")
 
 # findings no package change can fix: why, in a few words (what to do is the finding's own fix)
 HOST = {
@@ -88,7 +92,21 @@ def removals(env: Environment, solution: Solution) -> list[Removal]:
     if solution.frameworks:
         out.update(_leftover_cuda_wheels(env, solution, declared))
     _clash_partners(env, declared, out)
+    out.update(_cupy_variants(env, solution))
     return [out[n] for n in sorted(out)]
+
+
+def _cupy_variants(env: Environment, solution: Solution) -> dict[str, Removal]:
+    """An installed cupy-cudaNNx of a CUDA major the solved set does not use, beside (or replaced by) a variant of
+    a major it uses."""
+    majors = _cuda_majors(solution)
+    names = set(env.packages) | {_canon(p.name) for p in solution.packages}
+    kept = [n for n in names if (m := _CUPY.match(n)) and m.group(1) in majors]
+    if not kept:
+        return {}
+    return {n: Removal(n, env.packages[n], f"CUDA {m.group(1)} variant of cupy beside {sorted(kept)[0]}, the "
+                                           f"variant of the CUDA {', '.join(sorted(majors))} the solved set uses")
+            for n in sorted(env.packages) if (m := _CUPY.match(n)) and m.group(1) not in majors}
 
 
 def _jax_plugins(env: Environment, solution: Solution, wanted: set[str]) -> dict[str, Removal]:
@@ -135,6 +153,8 @@ def reinstalls(env: Environment, solution: Solution, removed: list[Removal], pin
     gone = {r.name for r in removed}
     rewritten = {_canon(p.name) for p in pins}
     out: dict[str, str] = {}
+    if any(_CUPY.match(n) for n in gone):  # the variants wrote the same files: the kept one is written again
+        out.update({n: v for n, v in env.packages.items() if _CUPY.match(n) and n not in gone and n not in rewritten})
     for conflict in env.file_conflicts:
         names = [_canon(d.split("==")[0]) for d in conflict.distributions]
         if not any(n in gone for n in names):

@@ -243,6 +243,9 @@ class Variant:
     pypi_default: bool = False  # the plain default-index wheel is this variant (linux_x86_64)
     platforms: list[Platform] = field(default_factory=list)  # empty: the release's platforms
     min_driver: Driver | None = None  # a floor the framework documents itself
+    # the C++ ABI of the Linux x86_64 wheel (torch._C._GLIBCXX_USE_CXX11_ABI, or c10::Error's std::string in its
+    # libc10.so symbols): True C++11, False pre-C++11; None: no artifact or first-party statement read says
+    cxx11_abi: bool | None = None
     # facts of this row not read from an artifact but inferred from a named neighbour by a documented rule:
     # field name ("archs", "ptx", "cudnn", "cuda", "nvidia_pins", "python") -> the basis, one sentence.
     # A field that is empty and not listed here is unknown, and no rule passes on it.

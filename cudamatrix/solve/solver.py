@@ -19,7 +19,7 @@ from cudamatrix.errors import NoSolution, UsageError
 from cudamatrix.matrix.data import Matrix
 from cudamatrix.models import Environment, FrameworkChoice, Rejection, Solution, WayOut
 from cudamatrix.names import FAMILY_NAMES, canonical, family_of
-from cudamatrix.solve import extensions
+from cudamatrix.solve import extensions, releasefiles
 from cudamatrix.solve.assemble import assemble
 from cudamatrix.solve.causes import Verdicts, no_solution
 from cudamatrix.solve.driverclass import MIN_TARGETS, Memo, PausedGc, SharedChecks
@@ -127,6 +127,8 @@ def _solve(targets: list[Target], request: Request, matrix: Matrix, installed: E
     per_family: dict[str, list[Candidate]] = {}
     verdicts: Verdicts = {}
     wants_gpu = any(t.wants_gpu for t in reps)
+    files = releasefiles.requested(request.passthrough, matrix)
+    request = releasefiles.with_torch(request, files)
     request, kept, kept_trace = _keep_unknown_installed(request, matrix, installed)
     trace += kept_trace
 
@@ -147,6 +149,7 @@ def _solve(targets: list[Target], request: Request, matrix: Matrix, installed: E
         raise no_solution(matrix, request, reps, unique, verdicts, missing, rejected)
 
     chosen, per_family = _extensions(request, per_family, verdicts, reps, matrix, explain)
+    per_family = releasefiles.narrow(files, per_family, reps, matrix)
 
     choice: list[Candidate] = []
     if per_family:
@@ -158,8 +161,9 @@ def _solve(targets: list[Target], request: Request, matrix: Matrix, installed: E
         if found.choice is None:
             raise no_solution(matrix, request, reps, unique, verdicts, [], rejected, combined=True)
         choice = found.choice
+    request, file_notes = releasefiles.resolved(request, files, choice, reps)
     return assemble(choice, request, reps, matrix, installed, rejected, trace, kept,
-                    notes=passed_over(choice, per_family, reps, matrix), extensions=chosen)
+                    notes=passed_over(choice, per_family, reps, matrix) + file_notes, extensions=chosen)
 
 
 def _extensions(request: Request, per_family: dict[str, list[Candidate]], verdicts: Verdicts, reps: list[Target],

@@ -1,0 +1,169 @@
+"""The solve table of issue #39: extension requests solved on stated targets, each answer checked against the data
+row that sources it (data/extensions.json's release rows and flash-attn's release-file rule, data/torch.json's
+``cxx11_abi``), every expectation worked out from those rows here, never typed.
+
+The rows themselves were read from artifacts: vllm's and xformers' METADATA ``torch==X``, the CUDA major their
+libraries link (``libcudart.so.N``), cupy's name and onnxruntime-gpu's CUDA provider; flash-attn's ``setup.py``
+(``get_wheel_url``); torch's C++ ABI from ``nm -D --defined-only torch/lib/libc10.so`` (c10::Error's constructor
+takes ``Ss``, the pre-C++11 std::string, in torch 2.4.0's and 2.6.0's default wheels, and
+``NSt7__cxx1112basic_string...`` in 2.7.0's) or ``torch._C._GLIBCXX_USE_CXX11_ABI`` of an installed torch.
+``python -m pytest tests/solve/test_solve_table.py -s -k print`` prints the table.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+
+from cudamatrix.errors import NoSolution
+from cudamatrix.matrix.data import ExtensionRelease, Variant, default_data_dir, load_matrix_from
+from cudamatrix.solve.solver import parse_request, solve
+from cudamatrix.solve.target import from_flags
+
+M = load_matrix_from(default_data_dir(), trusted=True)
+R580, R570, R560 = "580.65.06", "570.86.10", "560.35.03"
+PY = "3.11"
+
+
+def floor_runs(driver: str, major: int | None) -> bool:
+    """Whether ``driver`` runs CUDA ``major`` (cuda.json's minor-version compatibility floor)."""
+    if major is None:
+        return True
+    floor = next(m.linux_min_driver for m in M.cuda.minor_compat if m.cuda_major == major)
+    return tuple(int(x) for x in driver.split(".")) >= tuple(int(x) for x in floor.split("."))
+
+
+def newest(name: str, spec: str = "", torch: str | None = None, cuda: int | None = None,
+           driver: str | None = None) -> ExtensionRelease:
+    """The newest row of ``name`` the specifier admits, with a wheel for Python 3.11, whose torch requirement admits
+    ``torch``, whose CUDA major is ``cuda`` and which ``driver`` runs."""
+    rows = [r for r in M.extensions.releases if (r.name == name or (name == "cupy" and r.name.startswith("cupy-")))
+            and PY in r.python and SpecifierSet(spec).contains(r.version, prereleases=True)
+            and (torch is None or SpecifierSet(r.requires.get("torch", "")).contains(torch))
+            and (cuda is None or r.cuda_major == cuda) and (driver is None or floor_runs(driver, r.cuda_major))]
+    return max(rows, key=lambda r: (r.version, r.cuda_major or 0))
+
+
+def torch_variant(version: str, name: str) -> Variant:
+    release = next(r for r in M.torch.releases if str(r.version) == version)
+    return next(v for v in release.variants if v.name == name)
+
+
+def flash_url(version: str, torch: str, variant: str) -> str:
+    """flash-attn's release file for a torch build, from the rule and the torch row's cxx11_abi."""
+    rule = next(r for r in M.extensions.release_files if r.name == "flash-attn")
+    v = torch_variant(torch, variant)
+    assert v.cxx11_abi is not None and v.cuda is not None
+    local = rule.local.format(cuda_major="11" if v.cuda.major == 11 else "12", torch=".".join(torch.split(".")[:2]),
+                              abi="TRUE" if v.cxx11_abi else "FALSE")
+    return rule.url.format(version=version, local=local, python="cp311", platform="linux_x86_64")
+
+
+@dataclass
+class Case:
+    request: list[str]
+    driver: str
+    expected: str  # "name version" / "torch==X" / a URL / "no build: ..." (exit 3)
+    source: str  # the data row it rests on
+    check: str = "pin"  # pin: the named distribution pinned at that version; url; torch; none (exit 3)
+
+
+def cases() -> list[Case]:
+    out = []
+    vllm = newest("vllm", driver=R580)
+    out.append(Case(["torch", "vllm"], R580, f"vllm {vllm.version}", f"extensions.json vllm {vllm.version}: torch"
+                    f"{vllm.requires['torch']}, CUDA {vllm.cuda_major}"))
+    out.append(Case(["torch", "vllm"], R580, f"torch{vllm.requires['torch']}", f"extensions.json vllm {vllm.version}",
+                    "torch"))
+    old = newest("vllm", ">=0.12", driver=R570)
+    out.append(Case(["vllm>=0.12"], R570, f"vllm {old.version}", f"extensions.json vllm {old.version}: CUDA "
+                    f"{old.cuda_major} (R580 is CUDA 13's floor)"))
+    out.append(Case(["vllm>=0.12"], R570, f"torch{old.requires['torch']}", f"extensions.json vllm {old.version}",
+                    "torch"))
+    xf = newest("xformers", torch="2.8.0")
+    out.append(Case(["torch==2.8.0", "xformers"], R580, f"xformers {xf.version}",
+                    f"extensions.json xformers {xf.version}: torch{xf.requires['torch']}"))
+    ort = newest("onnxruntime-gpu", cuda=13)
+    out.append(Case(["torch==2.14.1", "onnxruntime-gpu"], R580, f"onnxruntime-gpu {ort.version}",
+                    f"extensions.json onnxruntime-gpu {ort.version}: CUDA {ort.cuda_major} (torch 2.14.1's default "
+                    "build is cu130)"))
+    ort12 = newest("onnxruntime-gpu", driver=R570)
+    out.append(Case(["onnxruntime-gpu"], R570, f"onnxruntime-gpu {ort12.version}",
+                    f"extensions.json onnxruntime-gpu {ort12.version}: CUDA {ort12.cuda_major}"))
+    cupy = newest("cupy", cuda=12)
+    out.append(Case(["torch==2.8.0", "cupy"], R580, f"{cupy.name} {cupy.version}",
+                    f"extensions.json {cupy.name} {cupy.version}: CUDA 12 (torch 2.8.0's builds are CUDA 12)"))
+    sg = newest("sglang", driver=R580)
+    out.append(Case(["sglang"], R580, f"torch{sg.requires['torch']}", f"extensions.json sglang {sg.version}",
+                    "torch"))
+    out.append(Case(["torch==2.4.0", "flash-attn==2.8.3"], R560, flash_url("2.8.3", "2.4.0", "cu121"),
+                    "extensions.json flash-attn rule + torch.json 2.4.0 cu121 cxx11_abi="
+                    f"{torch_variant('2.4.0', 'cu121').cxx11_abi}", "url"))
+    out.append(Case(["torch==2.7.0", "flash-attn==2.8.3"], R580, flash_url("2.8.3", "2.7.0", "cu126"),
+                    "extensions.json flash-attn rule + torch.json 2.7.0 cu126 cxx11_abi="
+                    f"{torch_variant('2.7.0', 'cu126').cxx11_abi}", "url"))
+    assert all(v.cxx11_abi is None for v in next(r for r in M.torch.releases if str(r.version) == "2.5.1").variants)
+    out.append(Case(["torch==2.5.1", "flash-attn==2.8.3"], R580, "no build: the C++ ABI of torch 2.5.1",
+                    "torch.json 2.5.1: no cxx11_abi in any variant", "none"))
+    out.append(Case(["torch==2.14.1", "flash-attn==2.8.3"], R580, "no build: flash-attn's build script maps CUDA 13",
+                    "flash-attn rule: CUDA 13 -> the cu12 file", "none"))
+    out.append(Case(["torch==2.8.0", "xformers==0.0.29.post3"], R580, "no consistent set",
+                    "extensions.json xformers 0.0.29.post3: torch==2.6.0", "none"))
+    return out
+
+
+def answer(case: Case) -> str:
+    target = from_flags(M, driver=case.driver, gpus=["H100"], python=PY, platform="linux_x86_64", cuda_toolkit=None)
+    try:
+        sol = solve([target], parse_request(case.request), M)
+    except NoSolution as exc:
+        return f"exit 3: {exc}"
+    pins = {p.name: p.version for p in sol.packages}
+    if case.check == "torch":
+        return "torch==" + next(f.version for f in sol.frameworks if f.name == "torch")
+    if case.check == "url":
+        return next(Requirement(a).url or "" for a in sol.pip_args if a.startswith("flash-attn @"))
+    name = case.expected.split()[0]
+    return f"{name} {pins.get(name)}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", cases(), ids=lambda c: " ".join(c.request) + "@" + c.driver + ":" + c.check)
+def test_solve_table(case):
+    got = answer(case)
+    if case.check == "none":
+        assert got.startswith("exit 3: ") and case.expected in got, got
+    else:
+        assert got == case.expected
+
+
+def test_print_the_table(capsys):
+    assert len(cases()) >= 10
+    with capsys.disabled():
+        print()
+        for c in cases():
+            print(f"| {' '.join(c.request)} | H100, driver {c.driver}, Python {PY} | {c.expected} | {c.source} |")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("request_, python, platform, cause", [
+    (["torch==2.4.0", "flash-attn"], PY, "linux_x86_64", "names no exact release of flash-attn"),
+    (["torch==2.4.0", "flash-attn>=2"], PY, "linux_x86_64", "names no exact release of flash-attn"),
+    (["torch==2.4.0", "flash-attn==2.8.3"], None, "linux_x86_64", "states no Python"),
+    (["torch==2.4.0", "flash-attn==2.8.3"], PY, "linux_aarch64", "vouched for on linux_x86_64 only"),
+])
+def test_flash_attn_is_refused_where_the_rule_cannot_vouch(request_, python, platform, cause):
+    target = from_flags(M, driver=R560, gpus=["H100"], python=python, platform=platform, cuda_toolkit=None)
+    with pytest.raises(NoSolution) as err:
+        solve([target], parse_request(request_), M)
+    assert any(cause in c.message for c in err.value.causes), err.value.causes
+
+
+def test_torch_rows_state_a_cxx11_abi_only_with_a_source_that_says_it():
+    """Each variant with ``cxx11_abi`` names, in its sources, the symbol or the attribute it was read from."""
+    stated = [(r.version, v) for r in M.torch.releases for v in r.variants if v.cxx11_abi is not None]
+    assert len(stated) >= 6
+    for version, v in stated:
+        assert "_GLIBCXX_USE_CXX11_ABI" in v.source or "CXX11_ABI=1" in v.source, (version, v.name)
