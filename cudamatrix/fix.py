@@ -696,12 +696,12 @@ def remedy_key(code: str, title: str, names) -> tuple[str, tuple[str, ...]]:
 def _notebook(environment: Environment, solution: Solution | None):
     """The preload decision for this process, or None when there is nothing to look at.
 
-    Asks the loader model (:mod:`cudamatrix.detect.libpaths`) with this process's /proc/self/maps: a copy that
+    Asks the loader model (:mod:`cudamatrix.ldso.libpaths`) with this process's /proc/self/maps: a copy that
     an earlier import mapped wins by SONAME, LD_PRELOAD was applied when the kernel started, and only a
     wrong load that neither caused can still be prevented by loading the framework's own copy by path first.
     """
-    from cudamatrix.detect.libpaths import in_process_loads, wrong_loads
     from cudamatrix.install.preload import RESTART_LINES, Decision, decide, notebook_context, preload
+    from cudamatrix.ldso.libpaths import in_process_loads, wrong_loads
 
     if not environment.library_loads:
         return None

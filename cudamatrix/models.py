@@ -263,7 +263,7 @@ class Environment(Model):
     requirements: dict[str, list[str]] = field(default_factory=dict)  # distribution -> its declared nvidia-* requirements (torch etc.)
     frameworks: list[Framework] = field(default_factory=list)
     file_conflicts: list[FileConflict] = field(default_factory=list)
-    library_loads: list[LibraryLoad] = field(default_factory=list)  # the loader model's predictions (detect.libpaths)
+    library_loads: list[LibraryLoad] = field(default_factory=list)  # the loader model's predictions (ldso.libpaths)
     extensions: list[Extension] = field(default_factory=list)  # installed distributions built against a framework
     messages: list[ToolMessage] = field(default_factory=list)  # warnings and errors read from pasted reports
     context: Context = field(default_factory=Context)

@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from localindex import build_wheel, make_venv  # noqa: E402
+from support.localindex import build_wheel, make_venv  # noqa: E402
 
 HEAVY = ("pydantic", "rich", "torch", "tensorflow", "jax")
 

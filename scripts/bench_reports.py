@@ -87,7 +87,7 @@ def main() -> None:
                        "reference": [sys.executable, "-c", "s = 0\nfor i in range(10_000_000): s += i"]}, args.n)
         fixed, full, reference = got["fixed"], got["full"], got["reference"]
         sys.path.insert(0, str(REPO))
-        from cudamatrix.detect.reports import from_reports
+        from cudamatrix.pastes.reports import from_reports
 
         text = big.read_text(encoding="utf-8")
         inproc = []

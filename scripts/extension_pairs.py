@@ -4,7 +4,7 @@
 
 Each pair lays the members of a real extension wheel (its METADATA, WHEEL, RECORD and the shared objects and build
 record named below, read from the package index by HTTP range requests and kept in $CUDAMATRIX_WHEEL_CACHE, the
-cache tests/realwheels.py uses) into a throwaway site-packages beside a real torch install, linked, never copied:
+cache tests/support/realwheels.py uses) into a throwaway site-packages beside a real torch install, linked, never copied:
 $CUDAMATRIX_TORCH_CUDA_PYTHON (torch 2.14.1, CUDA 13.0), $CUDAMATRIX_TORCH211_PYTHON (torch 2.11.0, CUDA 13.0) and
 $CUDAMATRIX_TORCH_CPU_PYTHON (a CPU torch), a pair whose torch is not set being skipped. A pair may state a GPU
 (name, compute capability) and a driver, as ``--gpu`` would.
@@ -39,7 +39,8 @@ from packaging.version import Version
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "scripts")]
 
-from cudamatrix.detect import _pyprobe, elfcache, extensions, python_env  # noqa: E402
+from cudamatrix.detect import _pyprobe, extensions, python_env
+from cudamatrix.ldso import elfcache  # noqa: E402
 from cudamatrix.diagnose import diagnose  # noqa: E402
 from cudamatrix.matrix import discover  # noqa: E402
 from cudamatrix.matrix.index import IndexClient, IndexReadError, pip_default_index  # noqa: E402
@@ -104,7 +105,7 @@ PAIRS = [
 
 def fetch(dist: Dist) -> Path:
     """A folder holding the dist's METADATA, WHEEL, RECORD and members under their base names (the layout of
-    tests/realwheels.py, so both share one cache)."""
+    tests/support/realwheels.py, so both share one cache)."""
     meta = f"{dist.name.replace('-', '_')}-{dist.version}.dist-info"
     wanted = [f"{meta}/METADATA", f"{meta}/WHEEL", f"{meta}/RECORD", *dist.members]
     folder = CACHE / f"{dist.name}-{dist.version}"

@@ -755,7 +755,7 @@ def _terminal_cases(root: Path) -> list[Case]:
 
 def _driver_words_cases(root: Path) -> list[Case]:
     """Pastes for the readers of a container's CUDA requirement and of where a driver could not be reached
-    (detect/pastes/messages.py): long lines, repeats, escapes and odd versions; read and diagnosed, never a
+    (pastes/messages.py): long lines, repeats, escapes and odd versions; read and diagnosed, never a
     traceback, a hang or a raw control character in the output."""
     requirement = "nvidia-container-cli: requirement error: unsatisfied condition: cuda>="
     failed = "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."
@@ -829,7 +829,7 @@ def _own_words_cases(root: Path) -> list[Case]:
 
 
 def _extension_words_cases(root: Path) -> list[Case]:
-    """Pastes for the readers of a torch extension's load error (detect/pastes/extensions.py): xFormers' block, an
+    """Pastes for the readers of a torch extension's load error (pastes/extensions.py): xFormers' block, an
     undefined torch symbol, ONNX Runtime's CUDA provider, pip's resolver; long lines, repeats, escapes and odd
     versions, read and diagnosed: never a traceback, a hang or a raw control character in the output."""
     built = "WARNING[XFORMERS]: xFormers can't load C++/CUDA extensions. xFormers was built for:\n"
@@ -912,12 +912,12 @@ MIRRORS: list = []  # the hostile loopback servers of _mirror_cases, alive while
 
 
 def _mirror_cases(root: Path) -> list[Case]:
-    """`matrix update --mirror URL` against hostile loopback mirrors (tests/hostileserver.py): https redirecting to
+    """`matrix update --mirror URL` against hostile loopback mirrors (tests/support/hostileserver.py): https redirecting to
     http (first and third hop), a redirect loop, a redirect to file://, a drip in the body and in the headers, a
     huge listing (with and without its length, and endless), JSON nested 100,000 deep, a pathological HTML page,
     plain http; and a good mirror as the control. The overlay must never be written by a refused update."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-    from hostileserver import HostileServer, self_signed
+    from support.hostileserver import HostileServer, self_signed
 
     folder = _folder(root, "mirrors")
     cert = self_signed(folder)
@@ -1139,9 +1139,9 @@ def _extension_arch_cases(root: Path) -> list[Case]:
 
 def _hostile_index(answer) -> str:
     """A loopback server (daemon threads, for the whole run) that reads each request, then calls ``answer(conn)``
-    (tests/hostileserver.RawServer, entered and never left)."""
+    (tests/support/hostileserver.RawServer, entered and never left)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-    from hostileserver import RawServer
+    from support.hostileserver import RawServer
 
     return RawServer(lambda conn, _request: answer(conn)).__enter__().url
 

@@ -2,8 +2,8 @@
 made it win), the file(s) /proc/self/maps showed, and, where a framework ran, doctor's finding and env's output.
 
 Runs the loader tests with $CUDAMATRIX_LOADER_TABLE set, so each case writes its rows: tests/detect/test_loader.py
-(gcc-built libraries), tests/detect/test_openers.py (real cuDNN 9.24/9.19/9.14/8.9.7 and NVRTC copies opened with
-ctypes), tests/detect/test_libpaths.py (the torch 2.14.1 and 2.11.0 CUDA venvs: $CUDAMATRIX_TORCH_CUDA_PYTHON,
+(gcc-built libraries), tests/ldso/test_openers.py (real cuDNN 9.24/9.19/9.14/8.9.7 and NVRTC copies opened with
+ctypes), tests/ldso/test_libpaths.py (the torch 2.14.1 and 2.11.0 CUDA venvs: $CUDAMATRIX_TORCH_CUDA_PYTHON,
 $CUDAMATRIX_TORCH211_PYTHON); then prints them as a Markdown table.
 Usage: python scripts/loader_table.py [pytest -k expression]
 """
@@ -17,7 +17,7 @@ import sys
 import tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TESTS = ["tests/detect/test_loader.py", "tests/detect/test_openers.py", "tests/detect/test_libpaths.py"]
+TESTS = ["tests/detect/test_loader.py", "tests/ldso/test_openers.py", "tests/ldso/test_libpaths.py"]
 
 
 def main() -> int:

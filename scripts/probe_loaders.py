@@ -30,12 +30,12 @@ if str(ROOT) not in sys.path:
 
 from packaging.version import Version  # noqa: E402
 
-from cudamatrix.detect import elf  # noqa: E402
+from cudamatrix.ldso import elf  # noqa: E402
 from cudamatrix.matrix import discover  # noqa: E402
 from cudamatrix.matrix.index import IndexClient, IndexReadError, pip_default_index  # noqa: E402
 
 # the order a framework's first calls open them: cudnnGetVersion opens the graph library, every other
-# sub-library needs it (DT_NEEDED), so it comes first (see tests/detect/test_openers.py)
+# sub-library needs it (DT_NEEDED), so it comes first (see tests/ldso/test_openers.py)
 ORDER = ["graph", "ops", "cnn", "adv", "ext", "heuristic", "engines_precompiled", "engines_runtime_compiled",
          "engines_tensor_ir", "ops_infer", "ops_train", "cnn_infer", "cnn_train", "adv_infer", "adv_train"]
 FORMATS = re.compile(rb"%s\.%d(?:\.%d){0,2}\x00")
@@ -45,23 +45,23 @@ EXPERIMENTS = {
     ("cudnn9", "9.19.0"): "ctypes: this release's libcudnn.so.9 with the 9.24.0.43 wheel's lib folder on "
                           "LD_LIBRARY_PATH: cudnnGetVersion() answers 92400 and maps hold the other folder's "
                           "libcudnn_graph.so.9; LD_DEBUG=libs shows the names tried in order, LD_LIBRARY_PATH first "
-                          "(tests/detect/test_openers.py)",
+                          "(tests/ldso/test_openers.py)",
     ("cudnn9", "9.24.0"): "ctypes: this release's libcudnn.so.9 with the 9.19.0.56 wheel's lib folder on "
                           "LD_LIBRARY_PATH: cudnnGetVersion() answers 92400 and maps hold its own "
-                          "libcudnn_graph.so.9 (DT_RPATH wins) (tests/detect/test_openers.py)",
+                          "libcudnn_graph.so.9 (DT_RPATH wins) (tests/ldso/test_openers.py)",
     ("cudnn9-graph", "9.24.0"): "ctypes: after cudnnGetVersion, cudnn::graph::LibraryLoader::loadLibraries_() "
                                 "(the loader a convolution runs) of this release's libcudnn_graph.so.9 with the "
                                 "9.19.0.56 wheel's folder on LD_LIBRARY_PATH maps that folder's "
                                 "libcudnn_engines_precompiled.so.9 and fails on its "
-                                "libcudnn_engines_runtime_compiled.so.9 (tests/detect/test_openers.py)",
+                                "libcudnn_engines_runtime_compiled.so.9 (tests/ldso/test_openers.py)",
     ("cudnn9-graph", "9.19.0"): "ctypes: cudnn::graph::LibraryLoader::loadLibraries_() of this release's "
                                 "libcudnn_graph.so.9, opened from another folder by LD_LIBRARY_PATH, maps "
-                                "the heuristic and engine libraries of that folder (tests/detect/test_openers.py)",
+                                "the heuristic and engine libraries of that folder (tests/ldso/test_openers.py)",
     ("cudnn8", "8.9.7"): "ctypes: this release's libcudnn.so.8 with a copy of its libcudnn_ops_infer.so.8 in a "
-                         "folder on LD_LIBRARY_PATH: cudnnGetVersion() maps the copy (tests/detect/test_openers.py)",
+                         "folder on LD_LIBRARY_PATH: cudnnGetVersion() maps the copy (tests/ldso/test_openers.py)",
     ("nvrtc", "13.0.88"): "ctypes: libnvrtc.so.13 opened by path, nvrtcCompileProgram() dlopens "
                           "libnvrtc-builtins.so.13.0 by name: found only through LD_LIBRARY_PATH (or the RPATH "
-                          "of what loaded libnvrtc), never its own folder (tests/detect/test_openers.py)",
+                          "of what loaded libnvrtc), never its own folder (tests/ldso/test_openers.py)",
 }
 
 

@@ -13,7 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # the test helpers (localindex, fakes) import by name
 
-from localindex import make_venv  # noqa: E402
+from support.localindex import make_venv  # noqa: E402
 
 DURATIONS = Path(__file__).parent / "durations.json"  # seconds per test file, from a run of the README command
 

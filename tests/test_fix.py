@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from fakes import HAVE_GCC, build_lib, run_cli
+from support.fakes import HAVE_GCC, build_lib, run_cli
 
 from cudamatrix.models import FrameworkReport, Report
 from cudamatrix.render import human_report
@@ -72,7 +72,7 @@ def test_a_wheel_library_without_a_version_call_reads_its_wheel(tmp_path):
 @pytest.mark.installs
 def test_the_prompt_shows_the_plan_once(template_venv, tmp_path):
     """At a terminal (a pseudo-terminal here) fix prints the plan, asks, and on "n" changes nothing."""
-    from localindex import LocalIndex, build_wheel, copy_venv
+    from support.localindex import LocalIndex, build_wheel, copy_venv
 
     py = copy_venv(template_venv, tmp_path / "venv")
     cpu = build_wheel(tmp_path / "w", "torch", "2.4.1+cpu")

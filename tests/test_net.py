@@ -1,4 +1,4 @@
-"""cudamatrix.net.fetch against real loopback servers over http and https (tests/hostileserver.py): every redirect
+"""cudamatrix.net.fetch against real loopback servers over http and https (tests/support/hostileserver.py): every redirect
 hop's scheme is checked (https only unless http is allowed), a dripping server is cut off on time (in its body and
 in its headers), a body past the byte cap is refused with memory bounded, and a good server still answers. Also what the install's fetchability check needs: a HEAD request, one total deadline
 for the whole exchange, an HTTP error returned as an answer, a CA bundle of its own, a cut connection not reused."""
@@ -10,7 +10,7 @@ import time
 import tracemalloc
 
 import pytest
-from hostileserver import HostileServer, RawServer, free_port, self_signed
+from support.hostileserver import HostileServer, RawServer, free_port, self_signed
 
 from cudamatrix import net
 
@@ -160,7 +160,7 @@ def test_credentials_never_reach_a_refusal(trusted):
 @contextlib.contextmanager
 def _raw(answer):
     """Loopback http: each connection's request is read, then ``answer(conn, request)`` writes what it will
-    (tests/hostileserver.RawServer); yields the URL and the request lines asked."""
+    (tests/support/hostileserver.RawServer); yields the URL and the request lines asked."""
     with RawServer(answer) as server:
         yield server.url, server.asked
 

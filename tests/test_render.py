@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from fakes import run_cli
+from support.fakes import run_cli
 
 from cudamatrix.render import fit_columns, output_width, shorten_path
 

@@ -11,7 +11,7 @@ def run_detect(as_json: bool = False, python: str | None = None, reports: list[s
                env_file: str | None = None, timeout: float = 5.0, all_copies: bool = False) -> None:
     """Detect driver, GPUs, CUDA libraries, toolkits, frameworks and context. Exit 0; 2 on bad input."""
     from cudamatrix import detect as stage
-    from cudamatrix.detect.reports import from_report_files
+    from cudamatrix.pastes.reports import from_report_files
 
     if sum(x is not None and x != [] for x in (python, reports, env_file)) > 1:
         raise UsageError("--python, --from and --env are exclusive", hint="pick one source of the environment")

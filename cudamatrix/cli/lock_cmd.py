@@ -1,7 +1,7 @@
 """`cudamatrix lock`: the body, typer-free (options: :mod:`cudamatrix.cli.options`).
 
 A lock is the complete set for the target: the solved frameworks and their nvidia-* wheels resolved with every
-other dependency to files by pip against the index (:mod:`cudamatrix.install.locking`), written as a hashed
+other dependency to files by pip against the index (:mod:`cudamatrix.lock.resolve`), written as a hashed
 requirements file or a PEP 751 pylock.toml. ``--pins-only`` writes the solved pins alone (offline), and says so.
 """
 from __future__ import annotations
@@ -14,13 +14,13 @@ from cudamatrix.cli.answers import solve_request as _solve
 from cudamatrix.cli.common import echo, finish, guarded
 from cudamatrix.cli.lockfiles import lock_writer, without_credentials
 from cudamatrix.errors import UsageError
-from cudamatrix.solve.lockfile import local_note
+from cudamatrix.lock.lockfile import local_note
 
 FORMATS = ("requirements", "uv", "pylock")
 
 
 def _check_options(fmt: str, output: Path | None, pins_only: bool, glibc: str | None) -> None:
-    from cudamatrix.solve.closure import check_glibc
+    from cudamatrix.lock.closure import check_glibc
 
     if fmt not in FORMATS:
         raise UsageError(f"--format {fmt!r} is not known", hint=" | ".join(FORMATS))
@@ -28,7 +28,7 @@ def _check_options(fmt: str, output: Path | None, pins_only: bool, glibc: str | 
         raise UsageError(f"--pins-only writes a requirements file, not --format {fmt}",
                          hint="a pylock.toml names every file with its hash; the uv format holds pins only anyway")
     if fmt == "pylock":
-        from cudamatrix.solve.pylock import check_name
+        from cudamatrix.lock.pylock import check_name
 
         check_name(output)
     check_glibc(glibc)
@@ -85,7 +85,7 @@ def run_lock(requirements: list[str] | None = None, output: Path | None = None, 
     text, notes = without_credentials(write(solution, resolved.targets, passthrough))
     notes += [*solution.notes, *solution.unchecked, *local_note(write.local)]
     if output is not None:
-        from cudamatrix.solve.lockfile import write_lock
+        from cudamatrix.lock.lockfile import write_lock
 
         write_lock(output, text)
     data = {"format": fmt, "path": str(output) if output else None, "complete": fmt != "uv" and not pins_only,

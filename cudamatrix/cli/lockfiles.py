@@ -2,8 +2,7 @@
 each format, and the credentials taken out of its index URLs."""
 from __future__ import annotations
 
-from cudamatrix.install.locking import lock_closure, lock_specs
-from cudamatrix.solve.lockfile import (
+from cudamatrix.lock.lockfile import (
     closure_header,
     local_sources,
     lock_header,
@@ -11,7 +10,8 @@ from cudamatrix.solve.lockfile import (
     requirements_txt,
     uv_project,
 )
-from cudamatrix.solve.pylock import pylock_toml
+from cudamatrix.lock.pylock import pylock_toml
+from cudamatrix.lock.resolve import lock_closure, lock_specs
 
 
 class LockWriter:

@@ -170,7 +170,7 @@ def run_env(shell: str = "bash", env: list[Path] | None = None, python: str | No
             as_json: bool = False) -> None:
     """Print the exports that fix library paths for this environment (nothing when nothing needs fixing)."""
     from cudamatrix.cli.targets import environments
-    from cudamatrix.detect.libpaths import after_change, library_path_fix
+    from cudamatrix.ldso.libpaths import after_change, library_path_fix
     from cudamatrix.safe.shells import SHELLS, NotExact, known_shell
     from cudamatrix.safe.shells import export_line as exact_line
 
@@ -202,7 +202,7 @@ def env_advice(environment, changes: dict[str, str], left=None) -> list[str]:
     """What the exports do: one line per framework and folder (or preloaded file) whose loads they stop, the
     loads no variable stops, and what the loader model predicts once they apply (``left``: the wrong loads it
     still predicts, None when it could not check); a plain "nothing to change" when nothing loads wrong."""
-    from cudamatrix.detect.libpaths import grouped, wrong_loads
+    from cudamatrix.ldso.libpaths import grouped, wrong_loads
 
     wrong = wrong_loads(environment)
     if not environment.library_loads:
@@ -227,7 +227,7 @@ def env_advice(environment, changes: dict[str, str], left=None) -> list[str]:
 
 
 def _advice_line(group) -> str:
-    from cudamatrix.detect.libpaths import winner_folder
+    from cudamatrix.ldso.libpaths import winner_folder
 
     load = group[0].load
     names = ", ".join(w.load.soname for w in group)

@@ -45,7 +45,7 @@ def environments(env_files: list[Path], from_files: list[str], interpreter: str 
     """Saved, pasted or live environments. ``--env`` may name folders of node files (see :func:`env_paths`).
     Raises UsageError for contradictory options."""
     from cudamatrix.detect import detect
-    from cudamatrix.detect.reports import from_report_files
+    from cudamatrix.pastes.reports import from_report_files
 
     if env_files and from_files:
         raise UsageError("--env and --from cannot be combined",

@@ -3,7 +3,7 @@
 One module per probe family: :mod:`.driver` (kernel module files, NVML, libcuda), :mod:`.smi` (nvidia-smi),
 :mod:`.libraries` (every copy of the CUDA libraries and the loader's view), :mod:`.toolkits` (nvcc),
 :mod:`.python_env` (distributions, framework variants, file conflicts) and :mod:`.context`; the same Environment
-from pasted text is :mod:`cudamatrix.detect.reports`'s. The risky library loads run in one bounded child (:mod:`.loader`).
+from pasted text is :mod:`cudamatrix.pastes.reports`'s. The risky library loads run in one bounded child (:mod:`.loader`).
 Nothing here imports a framework, pydantic or rich.
 """
 from __future__ import annotations
@@ -14,7 +14,8 @@ import time
 from typing import TYPE_CHECKING
 
 from cudamatrix import proc
-from cudamatrix.detect import libraries, paths, python_env
+from cudamatrix.detect import libraries, python_env
+from cudamatrix.ldso import paths
 
 if TYPE_CHECKING:
     from cudamatrix.detect import loader
@@ -39,8 +40,9 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
     With ``CUDAMATRIX_DETECT_ENV=PATH`` set, the saved Environment at PATH is returned instead (UsageError if bad).
     """
     # the live probes' modules, imported here: reading a paste (detect --from) never needs them
-    from cudamatrix.detect import context, driver, early, extensions, libpaths, loader, toolkits
+    from cudamatrix.detect import context, driver, early, extensions, loader, toolkits
     from cudamatrix.detect.threads import Background, Timer
+    from cudamatrix.ldso import libpaths
 
     environ = dict(os.environ) if environ is None else environ
     saved = environ.get(DETECT_ENV_VAR)
@@ -126,7 +128,7 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
                                   "load it instead of the driver's copy fail", "warning"))
     env.toolkits, notes = tools.value()
     env.notes += notes
-    from cudamatrix.detect import elfcache
+    from cudamatrix.ldso import elfcache
 
     elfcache.save()  # the ELF facts read this run, for the next (a home that cannot be written keeps none)
     env.timings_ms = timer.timings

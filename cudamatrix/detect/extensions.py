@@ -6,7 +6,7 @@ not define. Read from files (METADATA, RECORD, ELF): nothing is imported or load
 A shared object whose DT_NEEDED names ``libc10.so`` or a ``libtorch*.so`` is a torch extension, whatever its
 package. Its global undefined dynamic symbols of torch's namespaces (mangled ``c10::``, ``at::``, ``torch::``;
 torch's stable C interface ``aoti_torch_*``) are looked up in the installed torch's own libraries
-(``torch/lib``) through their GNU hash tables (:mod:`cudamatrix.detect.elfsyms`): one that none defines is the
+(``torch/lib``) through their GNU hash tables (:mod:`cudamatrix.ldso.elfsyms`): one that none defines is the
 ``undefined symbol`` the import would fail with (Python opens extensions with RTLD_NOW). The answer is kept across
 runs in the user cache under the object's stat stamp and those of the libraries it was checked against. The GPU
 architectures of each such object's kernels (SASS and PTX) are read from its fatbinary headers
@@ -19,8 +19,9 @@ import os
 import re
 
 from cudamatrix import proc
-from cudamatrix.detect import _pyprobe, elf, elfcache, elfsyms, fatbin
+from cudamatrix.detect import _pyprobe, fatbin
 from cudamatrix.detect.python_env import Candidate
+from cudamatrix.ldso import elf, elfcache, elfsyms
 from cudamatrix.models import Extension, ExtensionObject
 from cudamatrix.names import canonical
 

@@ -9,7 +9,7 @@ payloads: the 18 MB fatbin of xformers' ``_C.so`` costs about 130 small reads. R
 (:data:`MAX_FATBINS`, :data:`MAX_ENTRIES`, a section name table of at most 1 MiB, nothing past the section).
 
 Answers are cached in this process by (path, mtime, size, inode) and kept across runs in the user cache under the
-file's stat stamp (:mod:`cudamatrix.detect.elfcache`).
+file's stat stamp (:mod:`cudamatrix.ldso.elfcache`).
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import os
 import struct
 from typing import Any
 
-from cudamatrix.detect import elf, elfcache
+from cudamatrix.ldso import elf, elfcache
 
 MAGIC = 0xBA55ED50
 _MAGIC = struct.pack("<I", MAGIC)

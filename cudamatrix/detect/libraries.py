@@ -21,8 +21,8 @@ import re
 import stat
 from collections.abc import Sequence
 
-from cudamatrix.detect.ldcache import LdEntry, parse_ldconfig, run_ldconfig  # noqa: F401  (its callers' name)
-from cudamatrix.detect.paths import glob_one, realpath
+from cudamatrix.ldso.ldcache import LdEntry, parse_ldconfig, run_ldconfig  # noqa: F401  (its callers' name)
+from cudamatrix.ldso.paths import glob_one, realpath
 from cudamatrix.models import Library, Note
 
 _NAME = re.compile(r"^lib(?P<base>cudart|cudnn|cublasLt|cublas|nvrtc|nccl|cuda|nvidia-ml)"
@@ -179,7 +179,7 @@ def find_copies(environ: dict[str, str], root: str, site_packages: list[str], ld
     ``wheel_owner`` maps an absolute file path (as RECORD lists it) to its distribution name;
     ``conda_prefixes`` are conda environments to look into besides $CONDA_PREFIX (the probed interpreter's).
     """
-    from cudamatrix.detect import elf  # here: a pasted report's reading never scans a library
+    from cudamatrix.ldso import elf  # here: a pasted report's reading never scans a library
 
     found: dict[str, Library] = {}
     flag = _machine_flag()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 
 from cudamatrix import proc
-from cudamatrix.detect.paths import glob_one
+from cudamatrix.ldso.paths import glob_one
 from cudamatrix.models import Note, Toolkit
 from cudamatrix.safe.text import lazy
 

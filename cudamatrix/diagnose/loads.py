@@ -1,32 +1,32 @@
 """Findings about which library copy a framework will map: LIBRARY_SHADOWED, LIBRARY_PRELOADED and CUDNN_MISMATCH,
-from the loader model's prediction (:mod:`cudamatrix.detect.libpaths`) against the framework's own copy.
+from the loader model's prediction (:mod:`cudamatrix.ldso.libpaths`) against the framework's own copy.
 
 Each finding names the file that wins, the folder (or LD_PRELOAD entry, or earlier load) that makes it win, and
 the change that stops it, for every library a framework maps: those its import loads and those its libraries
-open themselves later (cuDNN's sub-libraries, NVRTC's builtins: :mod:`cudamatrix.detect.openers`). Loads that go
+open themselves later (cuDNN's sub-libraries, NVRTC's builtins: :mod:`cudamatrix.ldso.openers`). Loads that go
 wrong for one reason, from one folder, are one finding. No I/O.
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from cudamatrix.detect import libpaths
-from cudamatrix.detect.libpaths import winner_folder
 from cudamatrix.diagnose.context import Diagnosis, Installed
+from cudamatrix.ldso import libpaths
+from cudamatrix.ldso.libpaths import winner_folder
 from cudamatrix.models import Environment, Finding, LibraryLoad, Severity
 from cudamatrix.safe.shells import Said, tool
 
 if TYPE_CHECKING:
     from packaging.version import Version
 
-    from cudamatrix.detect.libpaths import WrongLoad
+    from cudamatrix.ldso.libpaths import WrongLoad
 
 # torch's rule (torch/backends/cudnn/__init__.py): the same major, and a runtime minor no lower than the compiled one
 _CUDNN_RULE = "torch needs the same major and a minor at least the compiled one"
 
 
 def library_shadowed(d: Diagnosis) -> list[Finding]:
-    """LIBRARY_SHADOWED and LIBRARY_PRELOADED: only where the loader model (detect.libpaths, glibc's search
+    """LIBRARY_SHADOWED and LIBRARY_PRELOADED: only where the loader model (ldso.libpaths, glibc's search
     order as ld.so(8) documents it, and how each library opens its sub-libraries: data/loaders.json) predicts that
     a framework maps a wrong file; one finding per framework, cause and winning folder (or preloaded file), naming
     the file, the folder that makes it win and the change that stops it. Without a prediction (a paste, an older
@@ -129,7 +129,7 @@ def cudnn_mapped(d: Diagnosis) -> list[Finding]:
 def answering_load(env: Environment, framework: str) -> LibraryLoad | None:
     """The predicted load whose library answers the framework's cuDNN version call: cuDNN 9's graph library,
     cuDNN 8's ops_infer, else the shim itself (``libcudnn.so.N``)."""
-    from cudamatrix.detect import openers
+    from cudamatrix.ldso import openers
 
     shim = libpaths.cudnn_mapped(env, framework)
     if shim is None:
@@ -140,7 +140,7 @@ def answering_load(env: Environment, framework: str) -> LibraryLoad | None:
 
 
 def _cudnn_finding(env: Environment, inst: Installed) -> Finding | None:
-    from cudamatrix.detect.openers import version_tuple
+    from cudamatrix.ldso.openers import version_tuple
 
     built = inst.variant.cudnn if inst.variant is not None else None
     load = answering_load(env, inst.name) if built is not None else None

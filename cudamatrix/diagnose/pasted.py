@@ -141,7 +141,7 @@ def pasted_no_driver(env: Environment) -> Finding:
 
 # --- a torch extension that cannot load, in a paste ----------------------------------------------------------------
 #
-# The words read by cudamatrix/detect/pastes/extensions.py: xFormers' "built for" block, an undefined torch symbol,
+# The words read by cudamatrix/pastes/extensions.py: xFormers' "built for" block, an undefined torch symbol,
 # ONNX Runtime's CUDA provider that cannot open a CUDA library, pip's "requires torch==X, but you have torch Y".
 
 _PIN_PACKAGES = ("xformers", "vllm", "sglang", "sgl-kernel", "vllm-flash-attn")  # they declare torch==X exactly

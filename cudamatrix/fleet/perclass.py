@@ -79,7 +79,7 @@ def lock_per_class(matrix: Matrix, fleet: Fleet, requirements: list[str], fmt: s
     """Lock files by file name, and the mapping document (``locks.json``): one lock for every class when one
     set fits the whole fleet, else one per class; classes with no consistent set are listed with their causes.
     ``write(solution, targets, passthrough)`` makes a lock's text (default: the pins, or the uv settings)."""
-    from cudamatrix.solve.lockfile import requirements_txt, uv_project
+    from cudamatrix.lock.lockfile import requirements_txt, uv_project
     from cudamatrix.solve.solver import parse_request
 
     request = parse_request(requirements, None)

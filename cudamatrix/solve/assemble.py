@@ -306,6 +306,6 @@ def _unverified(choice: list[Candidate], targets: list[Target], trace: list[str]
 
 
 def _env_changes(env: Environment) -> dict[str, str]:
-    from cudamatrix.detect.libpaths import library_path_fix
+    from cudamatrix.ldso.libpaths import library_path_fix
 
     return library_path_fix(env)

@@ -214,7 +214,8 @@ def _reported(events: list[dict]) -> dict[str, Any]:
 def predictions(python: str, environ: dict[str, str]) -> list:
     """The loader model's predictions for the child: ``python``'s frameworks and site-packages, the child's
     environment, this machine's ld.so cache. [] when the interpreter cannot be probed."""
-    from cudamatrix.detect import libpaths, libraries, python_env
+    from cudamatrix.detect import libraries, python_env
+    from cudamatrix.ldso import libpaths
 
     side, error = python_env.probe(python, 30.0)
     if error:
@@ -230,7 +231,7 @@ def compare_maps(report: FrameworkReport, loads: list) -> None:
     A prediction agrees when its file is mapped. It is a model error when another file of the same SONAME
     is mapped instead, or when nothing of that SONAME is mapped although the import went through (a load at
     import time; first-use loads are checked only when the child got that far)."""
-    from cudamatrix.detect import elf
+    from cudamatrix.ldso import elf
 
     maps = getattr(report, "_maps", None)
     if maps is None:
@@ -261,10 +262,10 @@ def compare_maps(report: FrameworkReport, loads: list) -> None:
 
 
 def mixed_loads(maps: list[str], mapped_libraries: list[dict]) -> list[dict]:
-    """The library families (:mod:`cudamatrix.detect.openers`) whose files in ``maps`` come from more than one
+    """The library families (:mod:`cudamatrix.ldso.openers`) whose files in ``maps`` come from more than one
     folder of different or unknown versions: [{family, copies: [{folder, version, files}]}], the opener's copy
     first. Versions: the child's own answers (``mapped_libraries``), else the file name."""
-    from cudamatrix.detect import elf, openers
+    from cudamatrix.ldso import elf, openers
 
     answered = {os.path.realpath(m["path"]): m.get("version") for m in mapped_libraries if m.get("path")}
     families: dict[str, dict[str, dict]] = {}
@@ -292,7 +293,7 @@ def mixed_loads(maps: list[str], mapped_libraries: list[dict]) -> list[dict]:
 
 
 def _name_version(path: str) -> str | None:
-    from cudamatrix.detect.libpaths import file_version
+    from cudamatrix.ldso.libpaths import file_version
 
     return file_version(path, {})
 

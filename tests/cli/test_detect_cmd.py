@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from fakes import run_cli, spawn_cli
+from support.fakes import run_cli, spawn_cli
 
 ENVELOPE_KEYS = {"schema_version", "command", "status", "exit_code", "data", "errors"}
 ENV_KEYS = {"schema_version", "captured_at", "origin", "hostname", "driver", "gpus", "libraries", "toolkits", "python",

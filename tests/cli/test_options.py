@@ -113,7 +113,7 @@ def _help(*argv: str) -> str:
     """The help a command prints (the CLI in this process)."""
     import os
 
-    from fakes import run_cli
+    from support.fakes import run_cli
 
     done = run_cli(list(argv), env=dict(os.environ), text=True)
     assert done.returncode == 0, done.stderr

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-import tomlread
-from fakes import run_cli
+from support import tomlread
+from support.fakes import run_cli
 
 from cudamatrix.solve.indexes import PYTORCH_INDEX_PREFIX
 

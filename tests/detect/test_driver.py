@@ -8,22 +8,8 @@ import time
 from pathlib import Path
 
 import pytest
-from fakes import (
-    CRASH_C,
-    CUDART_C,
-    CUDNN_C,
-    HANG_C,
-    HAVE_GCC,
-    LIBCUDA_C,
-    build_lib,
-    child_env,
-    fake_nvml,
-    fake_smi,
-    fixture,
-    proc_root,
-    run_detect,
-)
-from localindex import venv_python
+from support.fakes import CRASH_C, CUDART_C, CUDNN_C, HANG_C, HAVE_GCC, LIBCUDA_C, build_lib, child_env, fake_nvml, fake_smi, fixture, proc_root, run_detect
+from support.localindex import venv_python
 
 from cudamatrix.detect import _pyprobe, context, python_env
 
@@ -290,7 +276,7 @@ def test_a_library_that_fails_to_load_is_a_note(tmp_path):
 def test_toolkit_copies_no_loader_reaches_only_with_all_copies(tmp_path):
     """The scan reads the folders a loader can reach; a toolkit's copy outside the ldconfig cache (and CUDA_HOME's)
     is listed only when asked for (--all-copies); one the cache lists is found either way, as ldconfig's."""
-    from cudamatrix.detect.ldcache import LdEntry
+    from cudamatrix.ldso.ldcache import LdEntry
     from cudamatrix.detect.libraries import find_copies
 
     lib64 = tmp_path / "usr/local/cuda-12.4/lib64"
@@ -317,9 +303,9 @@ def test_nvml_answers_on_a_real_h100_match_nvidia_smi_there():
     the 480 MiB the driver reserves), bus id, UUID and MIG mode."""
     import json
 
-    from fakes import DATA, fixture
+    from support.fakes import DATA, fixture
 
-    from cudamatrix.detect.reports import from_reports
+    from cudamatrix.pastes.reports import from_reports
 
     folder = "gpu_speed/h100-2026-11-27b"
     live = json.loads((DATA / folder / "detect.json").read_text())["data"]["environment"]

@@ -1,7 +1,7 @@
 """cudamatrix.detect.early: the loader children forked at a command's start.
 
 Each case runs in a fresh interpreter (a script below): a fork is made only in a process with one thread, and
-this test process has more under pytest-xdist. The libraries are gcc-built stand-ins (tests/fakes.py)."""
+this test process has more under pytest-xdist. The libraries are gcc-built stand-ins (tests/support/fakes.py)."""
 from __future__ import annotations
 
 import json
@@ -84,7 +84,7 @@ def _gone(pid: int) -> bool:
 
 @pytest.fixture(scope="module")
 def libs(tmp_path_factory) -> dict[str, str]:
-    from fakes import CRASH_C, CUDART_C, HANG_C, build_lib, fake_nvml
+    from support.fakes import CRASH_C, CUDART_C, HANG_C, build_lib, fake_nvml
 
     t = tmp_path_factory.mktemp("early")
     return {"nvml_dir": str(fake_nvml(t / "nvml").parent),

@@ -11,9 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from realwheels import CACHE
+from support.realwheels import CACHE
 
-from cudamatrix.detect import elf, elfcache, fatbin
+from cudamatrix.ldso import elf, elfcache
+from cudamatrix.detect import fatbin
 
 REPO = Path(__file__).resolve().parent.parent.parent
 sys.path.insert(0, str(REPO / "scripts"))
@@ -82,6 +83,6 @@ def test_hostile_fatbinaries_are_refused_or_read_within_bounds(tmp_path):
 def test_the_real_xformers_object_reads_as_the_script_reads_it():
     so = CACHE / "xformers-0.0.29.post3" / "_C.so"
     if not so.exists():
-        pytest.skip(f"{so} is not cached (tests/detect/test_extensions.py fetches it)")
+        pytest.skip(f"{so} is not cached (tests/pastes/test_extensions.py fetches it)")
     assert fatbin.archs(str(so)) == (["6.0", "7.0", "7.5", "8.0", "9.0"], ["6.0", "8.0"])
     assert read_wheel_archs.fatbin_archs(so) == ({"6.0", "7.0", "7.5", "8.0", "9.0"}, {"6.0", "8.0"})

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from snapshot import named_snapshot
+from support.snapshot import named_snapshot
 
 from cudamatrix.detect.driver import parse_tegra_release, read_tegra_release
 from cudamatrix.errors import NoSolution

@@ -11,7 +11,7 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
-from fakes import spawn_cli
+from support.fakes import spawn_cli
 
 from cudamatrix.detect import libraries, loader
 

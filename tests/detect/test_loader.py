@@ -8,30 +8,13 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import fakes
-import loader_cases
+from support import fakes
+from support import loader_cases
 import pytest
-from loader_cases import (
-    MID_C,
-    TOP_C,
-    clean_env,
-    driver,
-    gcc,
-    kept,
-    kept_root,
-    leaf,
-    linked,
-    mapped_with_soname,
-    opener,
-    predict,
-    record,
-    rpath,
-    runpath,
-    truth,
-)
+from support.loader_cases import MID_C, TOP_C, clean_env, driver, gcc, kept, kept_root, leaf, linked, mapped_with_soname, opener, predict, record, rpath, runpath, truth
 
-from cudamatrix.detect import elf
-from cudamatrix.detect.linkmap import HASWELL_FLAGS, XEON_PHI_FLAGS, _host_cpu, dl_platform, host_platform
+from cudamatrix.ldso import elf
+from cudamatrix.ldso.linkmap import HASWELL_FLAGS, XEON_PHI_FLAGS, _host_cpu, dl_platform, host_platform
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or not os.path.exists("/proc/self/maps"),
                                 reason="needs gcc and /proc (Linux)")
@@ -326,7 +309,7 @@ def _build_both(parts: dict[str, Path], t: Path) -> dict[str, Path]:
     # the program itself: its DT_RPATH (-> a) would serve every object it dlopens; with DT_RUNPATH, none
     (t / "bin").mkdir(parents=True, exist_ok=True)
     (t / "bin" / "driver.c").write_text(parts["driver"].with_name("driver.c").read_text())
-    from loader_cases import gcc
+    from support.loader_cases import gcc
     gcc(["-o", "driver_both", "driver.c", "-ldl", f"-Wl,--disable-new-dtags,-rpath,{parts['a']}",
          f"-Wl,-soname,{parts['c']}"], t / "bin")
     p["driver"] = t / "bin" / "driver_both"
@@ -389,7 +372,7 @@ def _cache(work: Path, folder: Path) -> tuple[Path, list]:
 
 
 def _model(program: Path, top: Path, env: dict, cwd: Path, entries: list, root: str = "/"):
-    from cudamatrix.detect.linkmap import LinkMap, system_search
+    from cudamatrix.ldso.linkmap import LinkMap, system_search
 
     lm = LinkMap(system_search(env, entries, str(program), cwd=str(cwd), root=root))
     lm.load(str(top), None)
@@ -497,7 +480,7 @@ def more(parts) -> dict[str, Path]:
 
 
 def _build_more(parts: dict[str, Path], t: Path) -> dict[str, Path]:
-    from loader_cases import gcc
+    from support.loader_cases import gcc
 
     p: dict[str, Path] = {}
     (t / "bin").mkdir(parents=True)
@@ -540,7 +523,7 @@ def _many(parts, more, env: dict[str, str], *names: Path | str) -> tuple[list[st
     """(the real paths of the libleaf.so.1 copies (libother.so is one) a process maps after dlopen of each of ``names`` in turn, the model's link
     map after the same loads)."""
     from cudamatrix.detect import libraries
-    from cudamatrix.detect.linkmap import LinkMap, system_search
+    from cudamatrix.ldso.linkmap import LinkMap, system_search
 
     out = subprocess.run([str(more["many"]), *map(str, names)], env=env, cwd=parts["root"], capture_output=True,
                          text=True, timeout=30)
@@ -634,7 +617,7 @@ def copies() -> dict[str, str]:
 
 
 def _build_copies(t: Path) -> dict[str, Path]:
-    from fakes import CRASH_C, CUDART_C, CUDNN_C, HANG_C, build_lib
+    from support.fakes import CRASH_C, CUDART_C, CUDNN_C, HANG_C, build_lib
 
     out = {"cudart": build_lib(t / "ok", "libcudart.so.12", CUDART_C, VERSION=12040),
            "cudart13": build_lib(t / "ok13", "libcudart.so.13", CUDART_C, VERSION=13000),
@@ -710,7 +693,7 @@ def test_a_copy_that_hangs_is_named_within_the_timeout(copies):
 def test_nvml_and_libcuda_answers(tmp_path, monkeypatch):
     """NVML (its C interface, called by ctypes) and cuDriverGetVersion, from gcc-built stand-ins on
     LD_LIBRARY_PATH; then from nothing: each probe says what it could not load."""
-    from fakes import LIBCUDA_C, build_lib, fake_nvml
+    from support.fakes import LIBCUDA_C, build_lib, fake_nvml
 
     from cudamatrix.detect.loader import run_loader
 
@@ -820,7 +803,7 @@ def interps(parts) -> dict[str, Path]:
 
 
 def _build_interps(t: Path) -> dict[str, Path]:
-    from loader_cases import gcc
+    from support.loader_cases import gcc
 
     (t / "main.c").write_text("int main(void) { return 0; }\n")
     out = {}
@@ -846,7 +829,7 @@ def _build_interps(t: Path) -> dict[str, Path]:
     ("plain", "lib", ["/lib", "/usr/lib"]),
 ])
 def test_lib_and_default_folders_follow_the_interpreters_folder(interps, key, token, defaults):
-    from cudamatrix.detect.linkmap import system_search
+    from cudamatrix.ldso.linkmap import system_search
 
     s = system_search({}, [], str(interps[key]), cwd="/somewhere")
     assert (s.lib_token, s.default_dirs, s.executable, s.cwd) == (token, defaults, str(interps[key]), "/somewhere")
@@ -856,7 +839,7 @@ def test_lib_and_default_folders_follow_the_interpreters_folder(interps, key, to
 
 def test_system_search_reads_the_process_it_describes(parts, tmp_path):
     from cudamatrix.detect import libraries
-    from cudamatrix.detect.linkmap import system_search
+    from cudamatrix.ldso.linkmap import system_search
 
     machine = os.uname().machine
     env = {"LD_LIBRARY_PATH": "/x:/y", "LD_PRELOAD": "libz.so.1", "PATH": "/bin"}
@@ -898,7 +881,7 @@ def test_the_programs_dt_rpath_serves_every_object_and_its_origin_is_the_real_fi
         assert (os.path.realpath(res.found_as), res.path, res.rule) == (a, a, "DT_RPATH of driver_origin (the program)")
     # the program loads a name itself: its DT_RPATH by the chain's rule
     from cudamatrix.detect import libraries
-    from cudamatrix.detect.linkmap import LinkMap, system_search
+    from cudamatrix.ldso.linkmap import LinkMap, system_search
 
     lm = LinkMap(system_search(env, libraries.run_ldconfig(10)[0], str(parts["driver_link"]), cwd=str(parts["root"])))
     lm.load("libleaf.so.1", lm.exe)
@@ -925,7 +908,7 @@ def test_nodeflib_skips_the_cache_and_the_default_folders(parts):
 
 def _bare_link_map(parts, env: dict[str, str] | None = None, mapped: list[str] = ()):
     from cudamatrix.detect import libraries
-    from cudamatrix.detect.linkmap import LinkMap, system_search
+    from cudamatrix.ldso.linkmap import LinkMap, system_search
 
     return LinkMap(system_search(env or clean_env(), libraries.run_ldconfig(10)[0], str(parts["driver"]),
                                  cwd=str(parts["root"])), mapped=mapped)
@@ -1001,7 +984,7 @@ __attribute__((constructor)) static void counted(void) {
 def test_a_retry_loads_no_copy_that_already_answered(copies, tmp_path, monkeypatch):
     """NVML, libcuda and a copy answer, the next copy crashes: the retry loads none of the three again (each
     constructor runs once; a library's load can cost seconds and touch the driver)."""
-    from fakes import CUDART_C, LIBCUDA_C, NVML_C, build_lib
+    from support.fakes import CUDART_C, LIBCUDA_C, NVML_C, build_lib
 
     from cudamatrix.detect.loader import run_loader
 
@@ -1025,7 +1008,7 @@ def test_a_retry_loads_no_copy_that_already_answered(copies, tmp_path, monkeypat
 def test_the_child_ignores_pythonpath_and_unsafe_library_folders(copies, tmp_path, monkeypatch):
     """The child runs isolated (-I): a PYTHONPATH folder whose json.py would shadow the standard library is not
     read; and a relative LD_LIBRARY_PATH entry (here: the folder of a libcuda.so.1) is dropped."""
-    from fakes import LIBCUDA_C, build_lib
+    from support.fakes import LIBCUDA_C, build_lib
 
     from cudamatrix.detect.loader import run_loader
 
@@ -1045,8 +1028,8 @@ def test_the_child_ignores_pythonpath_and_unsafe_library_folders(copies, tmp_pat
 
 @pytest.fixture(scope="module")
 def cudnn_copies() -> tuple[Path, Path]:
-    """cuDNN 9.19 (DT_RUNPATH shim) and 9.24, whole, from the torch CUDA venvs (tests/realwheels.py)."""
-    from realwheels import TORCH211_PY, TORCH_PY, site_packages
+    """cuDNN 9.19 (DT_RUNPATH shim) and 9.24, whole, from the torch CUDA venvs (tests/support/realwheels.py)."""
+    from support.realwheels import TORCH211_PY, TORCH_PY, site_packages
 
     return (site_packages(TORCH211_PY, "CUDAMATRIX_TORCH211_PYTHON") / "nvidia" / "cudnn" / "lib",
             site_packages(TORCH_PY, "CUDAMATRIX_TORCH_CUDA_PYTHON") / "nvidia" / "cudnn" / "lib")
@@ -1055,7 +1038,7 @@ def cudnn_copies() -> tuple[Path, Path]:
 @pytest.mark.slow
 def test_a_cudnn_shim_answers_with_its_own_copy(cudnn_copies, tmp_path, monkeypatch):
     """cuDNN 9's shim forwards cudnnGetVersion to libcudnn_graph.so.9, opened by name: with 9.24's folder on
-    LD_LIBRARY_PATH, 9.19's shim alone would answer 92400 (tests/detect/test_openers.py shows the process doing
+    LD_LIBRARY_PATH, 9.19's shim alone would answer 92400 (tests/ldso/test_openers.py shows the process doing
     so). The loader opens the copy's own graph library first, so each copy answers its own version."""
     from cudamatrix.detect.loader import own_answerer, run_loader
 
@@ -1101,7 +1084,7 @@ def test_the_child_does_not_import_site(copies, tmp_path):
 
 def test_a_link_map_without_a_program(parts):
     """Nothing known of the program (a pasted report): no program DT_RPATH, the plain rules for the rest."""
-    from cudamatrix.detect.linkmap import LinkMap, system_search
+    from cudamatrix.ldso.linkmap import LinkMap, system_search
 
     lm = LinkMap(system_search(clean_env(LD_LIBRARY_PATH=str(parts["b"])), [], None, cwd=str(parts["root"])))
     assert lm.exe is None and lm.load(str(parts["mid_none"]), None) is not None
@@ -1157,7 +1140,7 @@ def test_a_link_map_checks_a_file_and_expands_a_path_once(parts, monkeypatch):
     """A name searched twice from one object (not found: every candidate file is checked) checks each file and
     expands the object's DT_RPATH once; a second link map given the first one's file answers checks none."""
     from cudamatrix.detect import libraries
-    from cudamatrix.detect.linkmap import LinkMap, system_search
+    from cudamatrix.ldso.linkmap import LinkMap, system_search
 
     checked: list[str] = []
     expanded: list[tuple[str, str]] = []
@@ -1184,7 +1167,7 @@ def test_link_maps_list_each_searched_folder_once(parts, monkeypatch):
     """Two link maps sharing one prediction's listings search the same folders for a name no folder holds: each
     folder is listed once in all (the real listdir, counted), and the search still ends in "not found"."""
     from cudamatrix.detect import libraries
-    from cudamatrix.detect.linkmap import LinkMap, system_search
+    from cudamatrix.ldso.linkmap import LinkMap, system_search
 
     listed: list[str] = []
     real_listdir = os.listdir

@@ -80,7 +80,8 @@ def test_every_distribution_is_read_for_what_it_declares_of_a_framework_and_the_
     of them; the parent reads each one's Requires-Dist for torch, jax, jaxlib and tensorflow and a platform wheel's
     RECORD for its shared objects (a pure wheel's RECORD is not read for them), and keeps the answer in the user
     cache while RECORD and METADATA stay as they were."""
-    from cudamatrix.detect import _pyprobe, elfcache, extensions
+    from cudamatrix.detect import _pyprobe, extensions
+    from cudamatrix.ldso import elfcache
     from cudamatrix.detect.python_env import Candidate, build
 
     site = tmp_path / "site-packages"

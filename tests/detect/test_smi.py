@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import pytest
-from fakes import DATA, fixture
+from support.fakes import DATA, fixture
 
 from cudamatrix.detect import smi
 
@@ -203,7 +203,7 @@ def test_a_table_wrapped_by_an_80_column_terminal_keeps_its_facts_or_leaves_them
     """The tables of drivers 550 and later are 89 columns wide: an 80-column terminal breaks every row in two
     when copied. The driver, its CUDA version and every GPU's name and count are still read; a figure the break
     cut (the memory) is left unknown, never read wrong."""
-    from cudamatrix.detect.reports import from_reports
+    from cudamatrix.pastes.reports import from_reports
 
     _, driver, cuda, _, gpus = next(t for t in TABLES if t[0] == rel)
     env = from_reports([(rel, _wrapped(fixture(rel), 80))])
@@ -213,7 +213,7 @@ def test_a_table_wrapped_by_an_80_column_terminal_keeps_its_facts_or_leaves_them
 
 
 def test_a_driver_version_cut_by_a_narrow_terminal_is_never_read_short():
-    from cudamatrix.detect.reports import from_reports
+    from cudamatrix.pastes.reports import from_reports
 
     rel = "nvidia-smi/550.40.07_rtx4070_frogging-family.txt"
     env = from_reports([(rel, _wrapped(fixture(rel), 60))])

@@ -11,7 +11,7 @@ soname major is the CUDA major (libcudart.so.12 for every CUDA 12.x).
 from __future__ import annotations
 
 import pytest
-from smallmatrix import build, release, replace, variant
+from support.smallmatrix import build, release, replace, variant
 
 from cudamatrix.diagnose import extensions
 from cudamatrix.diagnose.context import Diagnosis

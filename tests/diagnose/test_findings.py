@@ -51,8 +51,8 @@ from collections.abc import Callable
 
 import pytest
 from packaging.version import Version
-from smallmatrix import ARCHS, NOTES, ROW, build, release, replace, variant
-from snapshot import snapshot_matrix
+from support.smallmatrix import ARCHS, NOTES, ROW, build, release, replace, variant
+from support.snapshot import snapshot_matrix
 
 from cudamatrix.diagnose import extensions, findings, host, loads, wheels
 from cudamatrix.diagnose.codes import DOCTOR
@@ -282,7 +282,7 @@ XF_SO = "site-packages/xformers/_C.so"
 
 def xformers_abi(env, missing: int = 1):
     # xformers 0.0.29.post3's _C.so needs c10::cuda::SetDevice(signed char); torch 2.14.1 defines only
-    # SetDevice(signed char, bool) (nm evidence in tests/detect/test_extensions.py); the twin: all defined
+    # SetDevice(signed char, bool) (nm evidence in tests/pastes/test_extensions.py); the twin: all defined
     env.extensions = [Extension(name="xformers", version="0.0.29.post3", built_for="2.6.0+cu124",
                                 built_for_source="xformers/cpp_lib.json",
                                 objects=[ExtensionObject(path=XF_SO, needed=["libc10.so", "libcudart.so.12"],
@@ -308,7 +308,7 @@ def cupy_twice(env, other: str | None = "cupy-cuda11x"):
 
 def xformers_kernels(env, gpu: tuple[str, str] | None = ("Tesla M60", "5.2")):
     # xformers 0.0.29.post3's _C.so: its .nv_fatbin holds SASS sm_60 sm_70 sm_75 sm_80 sm_90 and PTX compute_60
-    # compute_80 (cuobjdump --list-elf / --list-ptx; tests/detect/test_extensions.py reads the real file): a
+    # compute_80 (cuobjdump --list-elf / --list-ptx; tests/pastes/test_extensions.py reads the real file): a
     # Maxwell Tesla M60 (5.2) has no kernel in it; the twin, the healthy T4 (7.5), runs its sm_75 SASS
     env.extensions = [Extension(name="xformers", version="0.0.29.post3", objects=[ExtensionObject(
         path=XF_SO, needed=["libc10.so", "libcudart.so.12"], sass=["6.0", "7.0", "7.5", "8.0", "9.0"],

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from fakes import DATA, run_cli
+from support.fakes import DATA, run_cli
 from packaging.version import Version
-from snapshot import snapshot_matrix
+from support.snapshot import snapshot_matrix
 
-from cudamatrix.detect.reports import from_reports
+from cudamatrix.pastes.reports import from_reports
 from cudamatrix.diagnose.findings import diagnose
 from cudamatrix.models import Environment, Framework, GpuInfo, ToolMessage
 from cudamatrix.solve import rules

@@ -1,11 +1,11 @@
-"""doctor, env and fix read the loader model's predictions (detect.libpaths), not the search order alone:
+"""doctor, env and fix read the loader model's predictions (ldso.libpaths), not the search order alone:
 findings only where a framework is predicted to map a wrong file. No I/O here: Environments as saved."""
 from __future__ import annotations
 
 import pytest
 
 from cudamatrix.cli.solve_cmd import env_advice
-from cudamatrix.detect.libpaths import library_path_fix, wrong_loads
+from cudamatrix.ldso.libpaths import library_path_fix, wrong_loads
 from cudamatrix.diagnose.findings import diagnose
 from cudamatrix.matrix.load import load_matrix
 from cudamatrix.models import Environment, FileConflict, Framework, Library, LibraryLoad
@@ -140,7 +140,7 @@ SYSTEM = "/lib/x86_64-linux-gnu"
 
 def mixed_env(*sonames: str) -> Environment:
     """torch 2.11.0 (cuDNN 9.19.0.56) whose shim opens ``sonames`` from a system cuDNN 9.14 first on
-    LD_LIBRARY_PATH, as the model predicts it (tests/detect/test_libpaths.py shows it against the maps)."""
+    LD_LIBRARY_PATH, as the model predicts it (tests/ldso/test_libpaths.py shows it against the maps)."""
     shim = LibraryLoad("torch", "libcudnn.so.9", f"{SP}/nvidia/cudnn/lib/libcudnn.so.9", "DT_RPATH of libtorch_python.so",
                        version="9.19.0.56")
     loads = [shim] + [LibraryLoad("torch", s, f"{SYSTEM}/{s}.14.0", "LD_LIBRARY_PATH", requested_by=shim.path,

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from fakes import REPO, child_env, interpreter, run_cli
+from support.fakes import REPO, child_env, interpreter, run_cli
 
 from cudamatrix import proc
 from cudamatrix.models import Report

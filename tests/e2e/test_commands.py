@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 
 import pytest
-import tomlread
-from smallmatrix import build, release, replace, variant, write
+from support import tomlread
+from support.smallmatrix import build, release, replace, variant, write
 
 from cudamatrix.cli import main
 
@@ -178,7 +178,7 @@ def test_run_cli_answers_as_the_cli_in_a_process_of_its_own(argv):
     import os
     import sys
 
-    from fakes import DATA, run_cli, spawn_cli
+    from support.fakes import DATA, run_cli, spawn_cli
 
     paste = (DATA / "nvidia-smi" / "580.65.06_rtx5090.txt").read_bytes()
     env, cwd, streams = dict(os.environ), os.getcwd(), (sys.stdout, sys.stderr, sys.stdin)
@@ -192,7 +192,7 @@ def test_run_cli_answers_as_the_cli_in_a_process_of_its_own(argv):
 def test_run_cli_turns_an_escaping_exception_into_exit_1_and_its_traceback(monkeypatch):
     """What the interpreter does with an exception that leaves ``main``: exit 1, the traceback on stderr (the
     hardening tests look for "Traceback" in stderr)."""
-    from fakes import run_cli
+    from support.fakes import run_cli
 
     import cudamatrix.cli
 

@@ -15,9 +15,9 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
-from fakes import run_cli
-from localindex import LocalIndex, canonical, copy_venv, pip_env
-from lockwheels import repack_installed
+from support.fakes import run_cli
+from support.localindex import LocalIndex, canonical, copy_venv, pip_env
+from support.lockwheels import repack_installed
 from packaging.requirements import Requirement
 
 ROOT = Path(__file__).parent.resolve().parents[1]

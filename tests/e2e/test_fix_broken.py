@@ -13,10 +13,10 @@ import threading
 import time
 from pathlib import Path
 
-import brokenvenv
+from support import brokenvenv
 import pytest
-from fakes import run_cli
-from localindex import LocalIndex, copy_venv, make_venv
+from support.fakes import run_cli
+from support.localindex import LocalIndex, copy_venv, make_venv
 
 ROOT = Path(__file__).parent.resolve().parents[1]
 pytestmark = pytest.mark.installs

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import test_fix_e2e
-from localindex import LocalIndex, build_wheel, copy_venv, pip_list
+from support.localindex import LocalIndex, build_wheel, copy_venv, pip_list
 from test_fix_e2e import TARGET, _cli, _fix_then_take_the_index_away
 
 from cudamatrix.errors import UsageError

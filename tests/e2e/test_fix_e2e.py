@@ -10,9 +10,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from fakes import run_cli
-from localindex import LocalIndex, build_wheel, copy_venv, pip_list
-from uvtool import needs_uv, with_uv
+from support.fakes import run_cli
+from support.localindex import LocalIndex, build_wheel, copy_venv, pip_list
+from support.uvtool import needs_uv, with_uv
 
 from cudamatrix.install import journal as journals
 
@@ -327,7 +327,7 @@ def _counted(monkeypatch) -> dict[str, int]:
     each patched where its callers look it up."""
     import importlib
 
-    from cudamatrix.detect import libpaths
+    from cudamatrix.ldso import libpaths
     from cudamatrix.diagnose import findings
 
     calls = dict.fromkeys(("detect", "diagnose", "loader_model"), 0)

@@ -11,10 +11,10 @@ import os
 import subprocess
 from pathlib import Path
 
-import brokenvenv
+from support import brokenvenv
 import pytest
-from fakes import run_cli
-from localindex import LocalIndex, build_wheel, make_venv
+from support.fakes import run_cli
+from support.localindex import LocalIndex, build_wheel, make_venv
 
 ROOT = Path(__file__).parent.resolve().parents[1]
 pytestmark = [pytest.mark.slow, pytest.mark.installs]

@@ -11,8 +11,8 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
-from fakes import run_cli
-from localindex import LocalIndex, build_wheel, copy_venv, pip_list
+from support.fakes import run_cli
+from support.localindex import LocalIndex, build_wheel, copy_venv, pip_list
 
 ROOT = Path(__file__).parent.resolve().parents[1]
 nbformat = pytest.importorskip("nbformat")

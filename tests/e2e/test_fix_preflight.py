@@ -9,7 +9,7 @@ import subprocess
 import time
 
 import pytest
-from localindex import LocalIndex, build_wheel, pip_list
+from support.localindex import LocalIndex, build_wheel, pip_list
 from test_fix_e2e import TARGET, _cli, _wheels
 from test_fix_e2e import world as world  # noqa: F401 (the fixture)
 

@@ -17,7 +17,7 @@ import pytest
 
 from cudamatrix.cli.solve_cmd import env_advice
 from cudamatrix.detect import load_environment
-from cudamatrix.detect.libpaths import library_path_fix
+from cudamatrix.ldso.libpaths import library_path_fix
 from cudamatrix.diagnose.findings import diagnose
 from cudamatrix.matrix.load import load_matrix
 

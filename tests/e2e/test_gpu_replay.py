@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
-from snapshot import snapshot_matrix
+from support.snapshot import snapshot_matrix
 
 from cudamatrix.detect import load_environment
-from cudamatrix.detect.reports import from_reports
+from cudamatrix.pastes.reports import from_reports
 from cudamatrix.diagnose.findings import diagnose, summary_exit
 from cudamatrix.errors import NoSolution
 from cudamatrix.matrix.load import load_matrix

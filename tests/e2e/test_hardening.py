@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
-import tomlread
-from fakes import run_cli, spawn_cli
+from support import tomlread
+from support.fakes import run_cli, spawn_cli
 
 ENVELOPE = {"schema_version", "command", "status", "exit_code", "data", "errors"}
 HAVE_GCC = shutil.which("gcc") is not None

@@ -11,14 +11,17 @@ PACKAGE = Path(__file__).parent.resolve().parent.parent / "cudamatrix"
 
 # lowest first; a module may import only from its own stage or a lower one
 STAGES = [
-    ("base", {"cudamatrix.errors", "cudamatrix.models", "cudamatrix.schema", "cudamatrix.proc", "cudamatrix.names",
-              "cudamatrix._callable", "cudamatrix.safe", "cudamatrix.net"}),
+    ("base", {"cudamatrix._callable", "cudamatrix.errors", "cudamatrix.models", "cudamatrix.names", "cudamatrix.net",
+              "cudamatrix.proc", "cudamatrix.safe", "cudamatrix.schema"}),
     ("matrix", {"cudamatrix.matrix"}),
+    ("ldso", {"cudamatrix.ldso"}),  # the ld.so model: ELF, the ld.so cache, the search, recipes, openers
     ("detect", {"cudamatrix.detect"}),
+    ("pastes", {"cudamatrix.pastes"}),  # pasted tool output read into an Environment
     ("solve", {"cudamatrix.solve"}),
     ("diagnose", {"cudamatrix.diagnose"}),
-    ("fleet", {"cudamatrix.fleet"}),  # many machines: gathers environments, answers per node class
     ("install", {"cudamatrix.install"}),
+    ("lock", {"cudamatrix.lock"}),  # the lock files: resolution through the installer, closure, writers
+    ("fleet", {"cudamatrix.fleet"}),  # many machines: gathers environments, answers per node class
     ("verify", {"cudamatrix.verify"}),
     ("render", {"cudamatrix.render"}),
     ("fix", {"cudamatrix.fix"}),
@@ -131,7 +134,7 @@ def test_the_complexity_gate_finds_a_function_ranked_d_and_holds_for_the_package
 
 def _module_of(name: str) -> str | None:
     """The package's module a dotted import names: itself when it is a module or package, else its parent (``from
-    cudamatrix.detect.elf import Dynamic`` names cudamatrix.detect.elf)."""
+    cudamatrix.ldso.elf import Dynamic`` names cudamatrix.ldso.elf)."""
     while name:
         rel = Path(*name.split("."))
         if (PACKAGE.parent / rel).with_suffix(".py").exists() or (PACKAGE.parent / rel / "__init__.py").exists():
@@ -142,7 +145,7 @@ def _module_of(name: str) -> str | None:
 
 def _imported_modules(path: Path) -> set[str]:
     """The package's modules ``path`` imports, at the top or inside a function, under TYPE_CHECKING too: ``from
-    cudamatrix.detect import elf`` imports cudamatrix.detect.elf, ``from cudamatrix.detect import detect`` the
+    cudamatrix.ldso import elf`` imports cudamatrix.ldso.elf, ``from cudamatrix.detect import detect`` the
     package cudamatrix.detect; the version (``from cudamatrix import __version__``) is no import of the API."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
@@ -232,3 +235,19 @@ def test_no_command_module_imports_another():
              if me in commands or me.endswith("fleetviews") or me.endswith("answers")
              for target in targets if target in commands]
     assert not found, found
+
+
+ROOMS = {  # one idea, one package: the modules that belong to it (issue #41)
+    "ldso": ("elf", "elfcache", "ldcache", "linkmap", "libpaths", "recipes", "openers"),
+    "lock": ("lockfile", "pylock", "toml", "closure", "resolve"),
+    "pastes": ("reports",),
+}
+
+
+def test_each_idea_lives_in_its_room():
+    """The ld.so model, the lock feature and the paste readers each live in one package: a module of theirs found
+    elsewhere in the package (or a pastes folder inside detect) is a room holding two ideas again."""
+    stray = [str(p.relative_to(PACKAGE)) for room, names in ROOMS.items() for p in PACKAGE.rglob("*.py")
+             if p.stem in names and p.parent != PACKAGE / room]
+    assert not stray, stray
+    assert not (PACKAGE / "detect" / "pastes").exists()

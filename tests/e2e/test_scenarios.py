@@ -10,13 +10,13 @@ bug report becomes a regression test by adding a file, without new Python. Keys:
   exact ``version`` (``"==2.5.1"``) and ``variant``, with ``why`` saying which documented rule and which rows of
   the snapshot give that answer; for no solution, the cause rules and the kinds of ways out;
 - ``requirements_txt``: a requirements file's text for ``check`` (with ``target``);
-- ``snapshot``: the named frozen copy of data/ the case runs against (``tests/snapshot.py``), where it needs
+- ``snapshot``: the named frozen copy of data/ the case runs against (``tests/support/snapshot.py``), where it needs
   facts the default snapshot predates (per-platform wheels, Jetson drivers, cuDNN's GPU floors);
 - ``pending_facts``: the matrix facts the case needs that the data does not hold yet (the case is skipped
   while the solver rejects its candidates as resting on unknown facts).
 
 Every case runs against the frozen matrix snapshot kept with the tests (``tests/data/matrix_snapshot/``, see
-``tests/snapshot.py``), so that a refresh of ``data/`` does not move the expectations.
+``tests/support/snapshot.py``), so that a refresh of ``data/`` does not move the expectations.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 from packaging.specifiers import SpecifierSet
-from snapshot import named_snapshot, snapshot_matrix
+from support.snapshot import named_snapshot, snapshot_matrix
 
 from cudamatrix.diagnose.findings import diagnose, summary_exit
 from cudamatrix.errors import NoSolution
@@ -189,7 +189,7 @@ def check_file(result: dict, expect: dict, matrix=None, targets=None, text: str 
     """``check -r``: whether the file fits, which builds pip would install, and the container constraint; with
     ``advice_converges``, every change check suggests, applied to the file, makes check pass."""
     if expect.get("advice_converges"):
-        from fakes import apply_advice
+        from support.fakes import apply_advice
 
         assert result["advice"], result["ways_out"]
         for advice in result["advice"]:

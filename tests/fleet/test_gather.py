@@ -45,7 +45,7 @@ def envelope(path: Path, hostname: str | None = None) -> str:
 @pytest.fixture(scope="module")
 def refused(tmp_path_factory) -> str:
     """The envelope `cudamatrix detect --json` prints on a node whose saved environment it refuses."""
-    from fakes import child_env, run_cli
+    from support.fakes import child_env, run_cli
 
     bad = tmp_path_factory.mktemp("bad") / "node.json"
     bad.write_text(json.dumps({"drivers": {}}))
@@ -345,10 +345,10 @@ def test_the_gathering_time_is_utc_whatever_the_local_zone(tmp_path: Path):
 
 @pytest.fixture(scope="module")
 def ray_cluster(tmp_path_factory) -> Iterator[dict]:
-    """A real Ray cluster on this machine (tests/raycluster.py): the one CUDAMATRIX_TEST_RAY names (started once
+    """A real Ray cluster on this machine (tests/support/raycluster.py): the one CUDAMATRIX_TEST_RAY names (started once
     for a mutation run), else one started here and stopped afterwards."""
     pytest.importorskip("ray")
-    import raycluster
+    from support import raycluster
 
     described = os.environ.get("CUDAMATRIX_TEST_RAY")
     if described:

@@ -40,7 +40,7 @@ def cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     """(cluster, {node id: kind}); every Ray process is stopped afterwards, also when a test fails."""
-    from raycluster import started
+    from support.raycluster import started
 
     folder = tmp_path_factory.mktemp("saved")
     files = []

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from fakes import run_cli
+from support.fakes import run_cli
 
 PROGRAMS = ("munged", "slurmctld", "slurmd", "srun", "sinfo")
 pytestmark = pytest.mark.skipif(any(shutil.which(p) is None for p in PROGRAMS) or os.geteuid() != 0,

@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 
 import pytest
-import tomlread
-from fakes import run_cli, spawn_cli
+from support import tomlread
+from support.fakes import run_cli, spawn_cli
 
 SCENARIOS = Path(__file__).parent.parent / "scenarios"
 
@@ -792,7 +792,7 @@ def test_load_fleet_reads_every_node_file_in_name_order(tmp_path: Path):
 def test_one_set_for_the_fleet_is_one_lock_and_every_class_maps_to_it(tmp_path: Path):
     """Two T4 classes (drivers 535 and 550) that one torch build fits: fleet.txt, the pins of a solve over every
     node, and each class's Ray and Slurm placement (passthrough requirements keep the default index: extra)."""
-    from cudamatrix.solve.lockfile import requirements_txt, uv_project
+    from cudamatrix.lock.lockfile import requirements_txt, uv_project
 
     matrix, fleet = _fleet(tmp_path, {"a": saved("doctor_cpu_wheel_on_t4"), "a2": saved("doctor_cpu_wheel_on_t4"),
                                       "b": saved("doctor_cudnn8_shadows_wheel_cudnn9")})
@@ -818,7 +818,7 @@ def test_one_set_for_the_fleet_is_one_lock_and_every_class_maps_to_it(tmp_path: 
 
 
 def test_one_framework_index_alone_is_the_index_url_and_a_mirror_replaces_it(tmp_path: Path):
-    from cudamatrix.solve.lockfile import requirements_txt
+    from cudamatrix.lock.lockfile import requirements_txt
 
     matrix, fleet = _fleet(tmp_path, {"a": saved("doctor_cpu_wheel_on_t4")})
     mirror = "https://mirror.invalid/pytorch"
@@ -841,7 +841,7 @@ def test_classes_without_one_set_get_their_own_locks_and_the_unsolved_their_caus
     locks.json carries the joint solve's causes and the T4 class's own causes and ways out."""
     from cudamatrix.errors import NoSolution
     from cudamatrix.solve.indexes import index_layout
-    from cudamatrix.solve.lockfile import uv_project
+    from cudamatrix.lock.lockfile import uv_project
 
     matrix, fleet = _fleet(tmp_path, {"h1": saved("h100_driver580"), "h2": saved("h100_driver580"),
                                       "t4": {**saved("doctor_cpu_wheel_on_t4"),

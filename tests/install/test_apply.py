@@ -3,7 +3,7 @@
 plan + apply against a real pip, a throwaway venv and a PEP 503 index served on loopback.
 
 apply, restore and rollback, fast and in this process, with real uv: a bare venv in tmp_path (a real
-interpreter, a real site-packages, the real snapshot probe; no pip in it), real wheels (tests/localindex.py),
+interpreter, a real site-packages, the real snapshot probe; no pip in it), real wheels (tests/support/localindex.py),
 a real journal (saved wheels repacked from the installed files) and real ``uv pip`` for the starting set, the
 plans' steps and the rollback, so one test takes tens of milliseconds instead of pip's seconds. Each test asserts
 the files site-packages holds afterwards, the exact commands the rollback ran, and what the error, the result
@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from interrupt import WHEN_RECORDED
-from localindex import LocalIndex, build_wheel, copy_venv, pip_list
-from uvtool import IN_CI, UV_DIR, with_uv
+from support.interrupt import WHEN_RECORDED
+from support.localindex import LocalIndex, build_wheel, copy_venv, pip_list
+from support.uvtool import IN_CI, UV_DIR, with_uv
 
 from cudamatrix import proc
 from cudamatrix.errors import Exit, InstallFailed, UsageError

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from packaging.specifiers import SpecifierSet
-from realwheels import TORCH_PY, fetch, site_packages
+from support.realwheels import TORCH_PY, fetch, site_packages
 
 from cudamatrix.install import extfix
 from cudamatrix.install.plan import make_plan

@@ -16,8 +16,8 @@ import venv as venv_inproc
 from pathlib import Path
 
 import pytest
-from localindex import build_wheel
-from uvtool import UV_DIR, with_uv
+from support.localindex import build_wheel
+from support.uvtool import UV_DIR, with_uv
 
 from cudamatrix.errors import UsageError
 from cudamatrix.install import journal as journals

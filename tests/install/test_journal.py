@@ -11,7 +11,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from localindex import LocalIndex, build_wheel, copy_venv, pip_env
+from support.localindex import LocalIndex, build_wheel, copy_venv, pip_env
 
 from cudamatrix.errors import InstallFailed, UsageError
 from cudamatrix.install import journal as journals

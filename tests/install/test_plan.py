@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 import pytest
-import tomlread
+from support import tomlread
 
 from cudamatrix.errors import UsageError
 from cudamatrix.install import plan as plan_mod
@@ -292,7 +292,7 @@ def _lock_solution() -> Solution:
 
 
 def test_lock_files_exact():
-    from cudamatrix.solve.lockfile import requirements_txt, uv_project
+    from cudamatrix.lock.lockfile import requirements_txt, uv_project
     from cudamatrix.solve.target import Target
 
     targets = [Target(name=f"m{i}") for i in range(22)]
@@ -301,7 +301,7 @@ def test_lock_files_exact():
         ["# ... and 2 more targets", "# request: torch tensorflow[and-cuda]",
          "# torch 2.5.1 cu121: CUDA 12.1, cuDNN 9.1.0.70", "# tensorflow 2.15.0 and-cuda: CUDA 12.2, cuDNN unknown",
          "# jax 0.4.30 cpu: CPU build"]
-    from cudamatrix.solve.lockfile import PINS_ONLY
+    from cudamatrix.lock.lockfile import PINS_ONLY
 
     assert requirements_txt(_lock_solution(), targets, ["numpy==1.26.4"]).splitlines() == head + ["# " + PINS_ONLY,
         f"--extra-index-url {PT}/cu121/", "tensorflow[and-cuda]==2.15.0", "torch==2.5.1+cu121",
@@ -316,7 +316,7 @@ def test_lock_files_exact():
 
 
 def test_uv_is_chosen_only_when_it_is_there_and_no_pip_configuration_is_in_force(tmp_path, monkeypatch):
-    from uvtool import UV_DIR
+    from support.uvtool import UV_DIR
 
     if UV_DIR is None:
         pytest.skip("uv is not installed (the test extra installs it)")

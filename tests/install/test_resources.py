@@ -15,8 +15,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from hostileserver import HostileServer, RawServer, self_signed
-from localindex import LocalIndex, build_wheel
+from support.hostileserver import HostileServer, RawServer, self_signed
+from support.localindex import LocalIndex, build_wheel
 
 from cudamatrix.install import resources
 from cudamatrix.models import Environment, Plan, PythonInfo, Removal, Step
@@ -566,7 +566,7 @@ def test_listing_entries_of_the_wrong_shape_are_skipped(files):
 
 @contextlib.contextmanager
 def _raw_server(answer):
-    """A loopback server that reads a request, then calls ``answer(conn)`` (tests/hostileserver.RawServer)."""
+    """A loopback server that reads a request, then calls ``answer(conn)`` (tests/support/hostileserver.RawServer)."""
     with RawServer(lambda conn, _request: answer(conn)) as server:
         yield server.url
 

@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from interrupt import WHEN_RECORDED
-from localindex import build_wheel, copy_venv
-from uvtool import needs_uv, with_uv
+from support.interrupt import WHEN_RECORDED
+from support.localindex import build_wheel, copy_venv
+from support.uvtool import needs_uv, with_uv
 
 from cudamatrix.errors import Exit, InstallFailed
 from cudamatrix.install.apply import _index_options, _requirement, _source, apply, diff, installer_error, snapshot

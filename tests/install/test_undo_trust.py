@@ -15,7 +15,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from localindex import build_wheel, copy_venv
+from support.localindex import build_wheel, copy_venv
 
 import cudamatrix
 from cudamatrix.errors import UsageError

@@ -18,10 +18,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from fakes import run_cli
+from support.fakes import run_cli
 from packaging.requirements import Requirement
 from packaging.version import Version
-from snapshot import SNAPSHOT
+from support.snapshot import SNAPSHOT
 
 from cudamatrix.errors import DataError
 from cudamatrix.matrix.data import (
@@ -232,7 +232,7 @@ PLUGIN_REQS = ["jax-cuda12-pjrt==99.0.0",
 def jax_index(tmp_path_factory):
     """An https index on loopback serving jax 99.0.0 (a release the shipped data lacks): the JSON Simple API,
     PEP 658 metadata for the plugin, range requests for the rest."""
-    from localindex import LocalIndex, build_wheel
+    from support.localindex import LocalIndex, build_wheel
 
     folder = tmp_path_factory.mktemp("jaxindex") / "wheels"
     build_wheel(folder, "jax", "99.0.0", requires=["jaxlib<=99.0.0,>=99.0.0", "numpy>=2"],

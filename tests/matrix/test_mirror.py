@@ -1,5 +1,5 @@
 """`matrix update --mirror URL` and the index client against hostile mirrors on loopback (http and https, the
-servers of tests/hostileserver.py and tests/localindex.py): a redirect to http on any hop is refused and the overlay
+servers of tests/support/hostileserver.py and tests/support/localindex.py): a redirect to http on any hop is refused and the overlay
 is not written; a dripping index is cut off on time; a huge listing, JSON nested 100,000 deep, a pathological HTML
 page and a broken wheel are refused with a message (exit 2, no traceback, overlay untouched); a good mirror, reached
 directly or through https redirects, still works. http is read only where the user chose it."""
@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
-from fakes import run_cli
-from hostileserver import HostileServer, free_port
-from localindex import LocalIndex, build_wheel
+from support.fakes import run_cli
+from support.hostileserver import HostileServer, free_port
+from support.localindex import LocalIndex, build_wheel
 
 from cudamatrix.matrix import index as idx
 

@@ -162,7 +162,7 @@ PLUGIN_REQS = ["jax-cuda12-pjrt==99.0.0",
 def jax_index(tmp_path_factory):
     """jax 99.0.0 (a release the shipped data lacks) with its jaxlib and CUDA plugin; jaxlib 98.0.0 without a
     jax of its own (not a release); torch and tensorflow absent."""
-    from localindex import LocalIndex, build_wheel
+    from support.localindex import LocalIndex, build_wheel
 
     folder = tmp_path_factory.mktemp("jaxindex") / "wheels"
     build_wheel(folder, "jax", "99.0.0", requires=["jaxlib<=99.0.0,>=99.0.0", "numpy>=2"],
@@ -454,7 +454,7 @@ def all_index(tmp_path_factory):
     CUDA read from torch/version.py in the wheel, tensorflow's from build_info.py; torchvision 0.99.0 for the new
     torch and 0.29.2 (already paired in the shipped matrix: not read again); a jax without its jaxlib and a jaxlib
     without its jax (neither is a release)."""
-    from localindex import LocalIndex, build_wheel
+    from support.localindex import LocalIndex, build_wheel
 
     folder = tmp_path_factory.mktemp("allindex") / "wheels"
     for version, cuda in (("2.99.0", "'13.0'"), ("2.100.0", "None"), ("2.14.1", "'12.8'"), ("1.11.0", "'11.3'")):

@@ -198,8 +198,8 @@ def test_record_becomes_a_dataclass_when_asked():
 
 @pytest.mark.slow
 def test_a_model_validates_through_pydantic_and_the_start_up_path_never_loads_dataclasses_nor_packaging():
-    code = ("import sys, cudamatrix.cli.fast, cudamatrix.detect.reports\n"
-            "from cudamatrix.detect.reports import from_reports\n"
+    code = ("import sys, cudamatrix.cli.fast, cudamatrix.pastes.reports\n"
+            "from cudamatrix.pastes.reports import from_reports\n"
             "env = from_reports([('p', 'nvcc: NVIDIA (R) Cuda compiler driver\\nCuda compilation tools, release 12.4,"
             " V12.4.131')])\n"
             "assert env.toolkits and env.to_dict()['toolkits'][0]['version'] == '12.4.131', env\n"
@@ -251,7 +251,7 @@ def test_paste_where_is_every_line_the_pattern_matches_at_its_start():
     """Paste.where searches the whole text behind each newline: the same lines as matching line by line, for
     the patterns the readers give it, on the corpus and on lines made to sit at the edges (first line, last
     line, empty lines, a match right after another)."""
-    from cudamatrix.detect.pastes import nvsmi, packages
+    from cudamatrix.pastes import nvsmi, packages
     from cudamatrix.detect.text import Paste
 
     corpus = Path(__file__).parent.parent / "data" / "pastes"
@@ -268,7 +268,7 @@ def test_package_candidate_pattern_means_what_the_plain_one_means():
     backtracking spelling of it matches, on the corpus and at the name-length bound."""
     import re
 
-    from cudamatrix.detect.pastes import packages
+    from cudamatrix.pastes import packages
 
     plain = re.compile(r"[ \t]*(?:\[(?:pip\d?|conda)\]|Package[ \t]|# |-{3,}|[-*][ \t]{1,4}`|"
                        r"[A-Za-z0-9_][\w.+-]{0,100}(?:==|[ \t]+\d))")  # "_": conda's "_libgcc_mutex" rows

@@ -1,7 +1,7 @@
 """scripts/extension_pairs.py, the proof table of issue #39, on a few real pairs: the codes the files imply (nm,
 readelf, packaging, the fatbin headers) are the codes doctor finds, for mismatched pairs and matched controls.
 
-Real members of real wheels (tests/realwheels.py's cache) beside the real torch 2.14.1 CUDA 13.0 build of
+Real members of real wheels (tests/support/realwheels.py's cache) beside the real torch 2.14.1 CUDA 13.0 build of
 $CUDAMATRIX_TORCH_CUDA_PYTHON; skipped with the reason where it is unset. Evidence, the same files:
 
 - xformers 0.0.29.post3: ``Requires-Dist: torch==2.6.0``; ``nm -D --undefined-only xformers/_C.so`` needs
@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from realwheels import CACHE, TORCH_PY, site_packages
+from support.realwheels import CACHE, TORCH_PY, site_packages
 
 REPO = Path(__file__).resolve().parent.parent.parent
 sys.path.insert(0, str(REPO / "scripts"))

@@ -266,7 +266,7 @@ def test_check_and_write_against_a_loopback_index(tmp_path, capsys):
     companions paired by their own requirement, whatever its form."""
     import shutil
 
-    from localindex import LocalIndex, build_wheel
+    from support.localindex import LocalIndex, build_wheel
 
     wheels = tmp_path / "wheels"
     tag = "cp312-cp312-manylinux_2_28_x86_64"
@@ -301,7 +301,7 @@ def test_check_and_write_against_a_loopback_index(tmp_path, capsys):
 def test_write_refuses_data_that_does_not_validate(tmp_path, capsys):
     import shutil
 
-    from localindex import LocalIndex, build_wheel
+    from support.localindex import LocalIndex, build_wheel
 
     wheels = tmp_path / "wheels"
     # a CUDA runtime pin the CUDA table has no row for: the merged matrix fails lint, nothing is written

@@ -33,9 +33,9 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from smallmatrix import ARCHS as ARCHS_DOC
-from smallmatrix import NOTES, build, release, replace, target, variant
-from snapshot import snapshot_matrix
+from support.smallmatrix import ARCHS as ARCHS_DOC
+from support.smallmatrix import NOTES, build, release, replace, target, variant
+from support.snapshot import snapshot_matrix
 
 from cudamatrix.diagnose.findings import Installed
 from cudamatrix.diagnose.stated import stated_build

@@ -9,10 +9,10 @@ on, 22.04 from 11.7 on); the python3 each Ubuntu release ships (20.04: 3.8, 22.0
 from __future__ import annotations
 
 import pytest
-from fakes import apply_advice
+from support.fakes import apply_advice
 from packaging.version import Version
-from smallmatrix import NOTES, build, release, replace, target, variant
-from snapshot import named_snapshot
+from support.smallmatrix import NOTES, build, release, replace, target, variant
+from support.snapshot import named_snapshot
 
 from cudamatrix.diagnose.findings import diagnose
 from cudamatrix.matrix.data import CudaRelease
@@ -427,7 +427,7 @@ CONVERGE = [
 
 @pytest.mark.parametrize("text, flags", CONVERGE)
 def test_advice_applied_makes_check_pass(text, flags):
-    from snapshot import named_snapshot
+    from support.snapshot import named_snapshot
 
     from cudamatrix.solve.target import from_flags
 
@@ -444,7 +444,7 @@ def test_tensorflow_keeps_its_index_and_the_advice_never_loops():
     """tensorflow==2.15.0 + torch==2.14.1 on H100/R580 said "add --index-url .../cu132", then ".../cu130": an
     --index-url would hide TensorFlow from pip, and neither build shares one set of nvidia-* wheels with TF 2.15.
     Now: no index line that does not make the whole file fit is offered."""
-    from snapshot import named_snapshot
+    from support.snapshot import named_snapshot
 
     from cudamatrix.solve.target import from_flags
 
@@ -487,7 +487,7 @@ def _advice(index: str, pins: dict[str, str]) -> list[dict]:
     (["torch>=2.5"], []),  # no exact pin: no release to move
 ])
 def test_index_advice_moves_the_pinned_release_to_another_build(texts, expected):
-    from snapshot import snapshot_matrix
+    from support.snapshot import snapshot_matrix
 
     from cudamatrix.solve.checks import index_advice
 
@@ -495,7 +495,7 @@ def test_index_advice_moves_the_pinned_release_to_another_build(texts, expected)
 
 
 def test_index_advice_keeps_the_other_specifiers_of_the_pin():
-    from snapshot import snapshot_matrix
+    from support.snapshot import snapshot_matrix
 
     from cudamatrix.solve.checks import index_advice
 
@@ -507,7 +507,7 @@ def test_index_advice_keeps_the_other_specifiers_of_the_pin():
 def test_index_advice_solves_with_the_memo_it_is_given():
     """check_requirements hands its solve's memo to the advice: each build tried is screened on it (the advice's
     requests are in it afterwards), and the advice is the one a fresh memo gives."""
-    from snapshot import snapshot_matrix
+    from support.snapshot import snapshot_matrix
 
     from cudamatrix.solve.checks import index_advice
     from cudamatrix.solve.driverclass import Memo
@@ -532,7 +532,7 @@ def test_check_requirements_shares_one_memo_between_its_solve_and_the_advice(mon
         memos.append(memo)
         return real_advice(matrix, texts, targets, memo)
 
-    from snapshot import named_snapshot
+    from support.snapshot import named_snapshot
 
     from cudamatrix.solve.target import from_flags
 
@@ -547,7 +547,7 @@ def test_check_requirements_shares_one_memo_between_its_solve_and_the_advice(mon
 
 def _issue23_target(platform: str, python: str | None = "3.12", gpus: tuple[str, ...] = ("RTX 4090",)):
     """A target of the issue23 snapshot: an RTX 4090 on driver 580.65.06, or a machine without a GPU."""
-    from snapshot import named_snapshot
+    from support.snapshot import named_snapshot
 
     from cudamatrix.solve.target import Target, from_flags
 
@@ -566,7 +566,7 @@ def _issue23_target(platform: str, python: str | None = "3.12", gpus: tuple[str,
     ("torch==2.14.1\n", (), True, []),  # no GPU: the CPU build is the right one
 ])
 def test_the_default_cpu_build_on_a_gpu_target_is_a_problem(text, gpus, fits, problems):
-    from snapshot import named_snapshot
+    from support.snapshot import named_snapshot
 
     result = check_requirements(named_snapshot("issue23"), [_issue23_target("win_amd64", gpus=gpus)], None, text,
                                 "r.txt")
@@ -576,7 +576,7 @@ def test_the_default_cpu_build_on_a_gpu_target_is_a_problem(text, gpus, fits, pr
 def test_a_file_whose_default_build_differs_per_platform_is_checked_per_platform():
     """The issue23 snapshot's torch 2.14.1: the default index serves the CPU build on Windows and a CUDA build on
     Linux (per_platform rows), so one plain pin means two builds for a fleet of both."""
-    from snapshot import named_snapshot
+    from support.snapshot import named_snapshot
 
     result = check_requirements(named_snapshot("issue23"), [_issue23_target("linux_x86_64"),
                                                             _issue23_target("win_amd64")], None, "torch==2.14.1\n", "r.txt")
@@ -586,7 +586,7 @@ def test_a_file_whose_default_build_differs_per_platform_is_checked_per_platform
 
 
 def test_a_line_whose_marker_is_false_on_every_target_is_skipped_and_says_the_targets_facts():
-    from snapshot import named_snapshot
+    from support.snapshot import named_snapshot
 
     text = 'torch==2.14.1\nappnope==0.1.4; sys_platform == "darwin"\n'
     targets = [_issue23_target("linux_x86_64", "3.11"), _issue23_target("linux_x86_64", None)]

@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from fakes import run_cli
+from support.fakes import run_cli
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 

@@ -1,6 +1,6 @@
 """Names are checked (issue #23): a requirement the matrix does not know and no index lists is an input error
 with a did-you-mean; one no index could answer is listed as unchecked, never as fitting. The CLI cases run
-against a real PEP 503 index on loopback (tests/localindex.py), with pip's own configuration switched off.
+against a real PEP 503 index on loopback (tests/support/localindex.py), with pip's own configuration switched off.
 
 PEP 503 (https://peps.python.org/pep-0503/): an index lists a project at ``/<normalized name>/``; a project it
 does not have answers 404, which is what pip reports as "from versions: none" for ``torhc``."""
@@ -13,9 +13,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from fakes import run_cli
-from localindex import LocalIndex, build_wheel
-from snapshot import snapshot_matrix
+from support.fakes import run_cli
+from support.localindex import LocalIndex, build_wheel
+from support.snapshot import snapshot_matrix
 
 from cudamatrix.errors import UsageError
 from cudamatrix.names import EXTENSIONS

@@ -55,11 +55,11 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-import tomlread
+from support import tomlread
 from packaging.requirements import Requirement
 from packaging.version import Version
-from smallmatrix import CUDNN_910, CUDNN_917, NOTES, build, release, replace, target, variant
-from snapshot import snapshot_matrix
+from support.smallmatrix import CUDNN_910, CUDNN_917, NOTES, build, release, replace, target, variant
+from support.snapshot import snapshot_matrix
 
 from cudamatrix.errors import NoSolution
 from cudamatrix.matrix.data import (
@@ -1397,7 +1397,7 @@ def test_the_index_way_out_reads_a_release_with_a_cpu_build_and_bare_variant_nam
     assert [w for w in res["ways_out"] if w.startswith("make")] == [
         f"make --index-url {PT}/cu118 the file's only index line: pip then installs torch 2.5.1 (cu118, whose wheels "
         f"carry no local version), which fits; list any other package's index after it with --extra-index-url"]
-    from fakes import apply_advice  # applied, the advice makes the file fit
+    from support.fakes import apply_advice  # applied, the advice makes the file fit
 
     applied = apply_advice(f"--index-url {PT}/cu124\ntorch==2.5.1\n", res["advice"][0])
     assert _file(applied, target("535.104.05", "9.0", python="3.11"), matrix=m)["fits"] is True
@@ -1515,7 +1515,7 @@ PINS_ONLY = ("# pins only (--pins-only): the frameworks and their nvidia-* wheel
 
 @pytest.mark.parametrize("n, more", [(20, []), (21, ["# ... and 1 more targets"])])
 def test_the_header_lists_twenty_targets_then_counts(n, more):
-    from cudamatrix.solve.lockfile import requirements_txt
+    from cudamatrix.lock.lockfile import requirements_txt
 
     text = requirements_txt(_torch_only(), _targets(n)).splitlines()
     shown = [f"# target m{i}: no GPU; driver unknown; Python any; linux_x86_64" for i in range(min(n, 20))]
@@ -1525,7 +1525,7 @@ def test_the_header_lists_twenty_targets_then_counts(n, more):
 
 
 def test_a_pass_through_line_keeps_the_default_index():
-    from cudamatrix.solve.lockfile import requirements_txt
+    from cudamatrix.lock.lockfile import requirements_txt
 
     # numpy comes from the default index, so the PyTorch index is an extra one
     assert requirements_txt(_torch_only(), [], ["numpy==1.26.4"]).splitlines() == HEAD + [PINS_ONLY,
@@ -1535,8 +1535,8 @@ def test_a_pass_through_line_keeps_the_default_index():
 def test_a_complete_lock_pins_every_file_with_its_hashes():
     """pip's "Hash-checking mode": every requirement pinned with == and its --hash options (a continuation line
     each); the index lines the set was resolved against; the header says what the lock holds and assumed."""
-    from cudamatrix.solve.closure import Closure, Locked, LockedFile, LockSpec
-    from cudamatrix.solve.lockfile import requirements_txt
+    from cudamatrix.lock.closure import Closure, Locked, LockedFile, LockSpec
+    from cudamatrix.lock.lockfile import requirements_txt
 
     spec = LockSpec("linux_x86_64", "3.12", "2.35", ("glibc 2.35 assumed (this machine's)",))
     files = [Locked("filelock", "3.20.0", [LockedFile("filelock", "3.20.0", "u/f.whl", "a" * 64)]),
@@ -1555,7 +1555,7 @@ def test_a_complete_lock_pins_every_file_with_its_hashes():
 
 
 def test_uv_lists_every_extra_and_one_source_per_package():
-    from cudamatrix.solve.lockfile import uv_project
+    from cudamatrix.lock.lockfile import uv_project
 
     assert uv_project(_torch_only("opt-einsum", "optree"), []).splitlines() == HEAD + [
         "# merge into pyproject.toml", "[project]", "dependencies = [", '    "torch[opt-einsum,optree]==2.5.1",',
@@ -1667,7 +1667,7 @@ def test_an_import_that_stopped_early_decides_nothing_and_no_maps_compare_nothin
 def test_the_child_result_carries_its_maps_and_the_import_stage(tmp_path):
     import os
 
-    from fakes import interpreter
+    from support.fakes import interpreter
 
     from cudamatrix.verify.run import check
 
@@ -1730,7 +1730,7 @@ OTHER_EXTRA = 'nvidia-nccl-cu12==2.21.5; extra == "benchmarks"'
     ("cuda12", "linux_x86_64", [TORCH_PIN, TF_PIN, JAX_PIN]),
 ])
 def test_pins_for_evaluates_markers_on_the_target(pip_extra, platform, wanted):
-    from smallmatrix import target, variant
+    from support.smallmatrix import target, variant
 
     from cudamatrix.solve.pins import pins_for
 
@@ -1776,7 +1776,7 @@ def test_library_key_edges(name, key):
 @pytest.mark.parametrize("platform", ["linux_x86_64", "linux_aarch64", "win_amd64", "macos_arm64", "macos_x86_64",
                                       "linux_ppc64le", "macosx_14_0_arm64"])
 def test_marker_env_values_are_strings(platform):
-    from smallmatrix import target, variant
+    from support.smallmatrix import target, variant
 
     from cudamatrix.solve.pins import marker_env, pins_for
 

@@ -5,7 +5,7 @@ import dataclasses
 
 import pytest
 from packaging.requirements import Requirement
-from snapshot import snapshot_matrix
+from support.snapshot import snapshot_matrix
 
 from cudamatrix.solve.search import Candidate, _concerning, matches_request
 
@@ -67,7 +67,7 @@ def test_meets_answers_as_packaging_and_again_from_its_memo(spec, text):
 
 def test_a_build_without_a_local_version_is_met_by_its_variant_name():
     """check -r reads torch==2.5.1+cu118 for a build whose wheels carry no local version: its variant names it."""
-    from smallmatrix import release, variant
+    from support.smallmatrix import release, variant
 
     plain = release("2.5.1", variant("cu118", "11.8", archs=["7.5"], local_version=None))
     cand = Candidate(plain, plain.variants[0])

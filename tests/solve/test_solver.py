@@ -16,8 +16,8 @@ from __future__ import annotations
 import copy
 
 import pytest
-from smallmatrix import build, release, replace, target, variant
-from snapshot import snapshot_matrix
+from support.smallmatrix import build, release, replace, target, variant
+from support.snapshot import snapshot_matrix
 
 from cudamatrix.errors import NoSolution
 from cudamatrix.models import Cause, Environment, Framework, Rejection, WayOut
@@ -137,7 +137,7 @@ def test_a_report_of_cuda_in_use_without_gpu_or_driver_is_not_a_cpu_machine(matr
     """kohya_ss issue 1096 (the paste's first line): torch 2.0.1+cu118 fails on a cuDNN mismatch; the report names
     no GPU and no driver. The GPU is unknown, not absent: solve answers with a GPU build, says the driver it needs,
     and never a CPU build."""
-    from cudamatrix.detect.reports import from_report_files
+    from cudamatrix.pastes.reports import from_report_files
     from cudamatrix.solve.target import from_environment
 
     target = from_environment(from_report_files([KOHYA]), matrix, name="the pasted machine")
@@ -160,7 +160,7 @@ def test_a_build_passed_over_for_inferred_facts_is_said():
     """README "known / inferred": a build that rests on inferred facts ranks below one that rests on read ones.
     When that passes over a newer build that fits (issue #23: torch 2.11/2.12 cu128/cu129 on R570, whose facts
     were inferred), the answer says so, with the facts and their basis, in a note and the trace."""
-    from smallmatrix import build, release, target, variant
+    from support.smallmatrix import build, release, target, variant
 
     known = variant("cu124", "12.4", archs=["8.0", "9.0"], cudnn="9.1.0", index_url="https://download.pytorch.org/whl/cu124",
                     local_version="+cu124")
@@ -177,7 +177,7 @@ def test_a_build_passed_over_for_inferred_facts_is_said():
 def test_a_yanked_release_only_when_pinned_exactly():
     """PEP 592: pip installs a yanked release only when a requirement pins it exactly. jax 0.4.32 was yanked (the
     JAX changelog, data/jax.json): jax<0.4.33 gets 0.4.31, jax==0.4.32 gets 0.4.32."""
-    from snapshot import named_snapshot
+    from support.snapshot import named_snapshot
 
     m = named_snapshot("issue23")
     t = from_flags(m, driver="550.54.14", gpus=["T4"], python="3.11", platform=None, cuda_toolkit=None)

@@ -19,7 +19,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from fakes import interpreter
+from support.fakes import interpreter
 
 from cudamatrix.errors import Exit
 from cudamatrix.models import Driver, Environment, FrameworkReport, GpuInfo, Report
@@ -563,7 +563,7 @@ TF_REQUIRES = ['nvidia-cuda-runtime-cu12==12.5.82; extra == "and-cuda"',
 
 @pytest.mark.slow
 def test_verify_compares_the_model_with_what_the_child_mapped(tmp_path):
-    from fakes import build_lib
+    from support.fakes import build_lib
 
     sp = tmp_path / "site-packages"
     build_lib(sp / "tensorflow" / "python", "_pywrap_tensorflow_internal.so", "int f(void) { return 0; }\n")

@@ -15,8 +15,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from fakes import interpreter
-from realwheels import CACHE, TORCH_PY
+from support.fakes import interpreter
+from support.realwheels import CACHE, TORCH_PY
 
 from cudamatrix.models import FrameworkReport
 from cudamatrix.render import report_lines
