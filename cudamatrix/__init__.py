@@ -18,18 +18,22 @@ def __getattr__(name: str):
     # is 0.3 ms, where importing fix alone is 34 ms; the console script and `python -m cudamatrix` import this
     # package before every command, and a command loads only the stages it runs.
     if name == "detect":
+        # lazy: `import cudamatrix` would load 30 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): cudamatrix.detect, cudamatrix.models, cudamatrix.detect.libraries
         from cudamatrix.detect import detect
 
         return detect
     if name == "solve":
+        # lazy: `import cudamatrix` would load 103 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): cudamatrix.matrix.data, packaging._tokenizer, typing
         from cudamatrix.solve.solver import solve
 
         return solve
     if name == "fix":
+        # lazy: at the top it would close an import circle: cudamatrix -> cudamatrix.fix -> cudamatrix.verify.memory -> cudamatrix
         from cudamatrix.fix import fix
 
         return fix
     if name == "load_matrix":
+        # lazy: `import cudamatrix` would load 27 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): cudamatrix.matrix.data, packaging.version, typing
         from cudamatrix.matrix.load import load_matrix
 
         return load_matrix

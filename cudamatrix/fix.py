@@ -17,16 +17,38 @@ import time
 from typing import Any, Callable
 
 from cudamatrix._callable import callable_module
+from cudamatrix.detect import detect
+from cudamatrix.diagnose.findings import diagnose
 from cudamatrix.errors import Exit, NoSolution, UsageError
 from cudamatrix.install import extfix
 from cudamatrix.install import journal as journals
-from cudamatrix.install.apply import snapshot
+from cudamatrix.install.apply import apply, rollback, snapshot
 from cudamatrix.install.journal import keep_limit
-from cudamatrix.install.undo import rollback_plan
+from cudamatrix.install.plan import check_url, choose_installer, make_plan
+from cudamatrix.install.preload import (
+    RESTART_LINES,
+    Decision,
+    decide,
+    imported_from,
+    notebook_context,
+    preload,
+    stale_modules,
+)
+from cudamatrix.install.replay import resume_plan
+from cudamatrix.install.undo import rollback_plan, undo_plan
+from cudamatrix.ldso.libpaths import in_process_loads, wrong_loads
+from cudamatrix.matrix.load import load_matrix
 from cudamatrix.models import Applied, Environment, Finding, LibraryLoad, Model, Plan, Remedy, Report, Solution
 from cudamatrix.names import family_of, named_in
-from cudamatrix.safe.shells import Said, aim, tool
+from cudamatrix.render import Ask, cell_progress, fix_text, human_fix
+from cudamatrix.safe.files import write_atomic
+from cudamatrix.safe.shells import Said, aim, export_line, tool
 from cudamatrix.schema import field, record, replace
+from cudamatrix.solve import solver
+from cudamatrix.solve.indexes import with_mirror
+from cudamatrix.verify.memory import fingerprint, fix_key, load, recall_consistent, store
+from cudamatrix.verify.run import exit_code
+from cudamatrix.verify.run import verify as run_verify
 
 
 @record(repr=False)
@@ -62,8 +84,6 @@ class FixResult(Model):
 
     def summary(self) -> str:
         """The same text ``cudamatrix fix`` prints: what changed, what was verified, what to do next."""
-        from cudamatrix.render import fix_text
-
         return fix_text(self)
 
     def _repr_pretty_(self, printer, cycle: bool) -> None:  # a notebook cell shows the summary (once)
@@ -147,8 +167,6 @@ def _for_caller(o: FixOptions) -> FixOptions:
     if o.show is None:
         changes["show"] = interactive
     if interactive:
-        from cudamatrix.render import Ask, cell_progress
-
         if o.on_progress is None:
             changes["on_progress"] = cell_progress
         if o.confirm is None and not o.dry_run:
@@ -280,9 +298,6 @@ class _Session:
     def _undo(self) -> FixResult:
         """Back to the starting set of the last completed fix, from its saved wheels (no network): refused with
         the cause, before anything changes, when none is kept, the set moved since, or a wheel is missing."""
-        from cudamatrix.install.plan import choose_installer
-        from cudamatrix.install.undo import undo_plan
-
         o = self.o
         last = journals.load_last(self.interp)
         if last is None:
@@ -311,8 +326,6 @@ class _Session:
     def _recall(self, seen: Seen) -> Recalled:
         """The verification memory's key for this run, and the remembered answer when this machine, its
         packages, the request, the target flags and the matrix are as they were (no GPU run then)."""
-        from cudamatrix.verify.memory import fingerprint, fix_key, recall_consistent
-
         o = self.o
         quick = o.verify and o.use_cache and not o.dry_run and not o.write_activation and self.pending is None
         if not quick:
@@ -330,11 +343,8 @@ class _Session:
     def _plan(self, seen: Seen, matrix) -> Planned:
         """The plan and its solution: the interrupted plan from the step it stopped at (--resume), else a new one
         for the solved set, its remedies answering the machine's diagnosis."""
-        from cudamatrix.install.plan import make_plan
-
         o = self.o
         if self.pending is not None:  # rebuilt for this interpreter, from where it stopped
-            from cudamatrix.install.replay import resume_plan
 
             plan = resume_plan(self.pending, self.interp, allow_http=o.allow_http, mirror=o.mirror)
             return Planned(seen, matrix, plan, plan.solution or Solution(request=o.request or [], targets=[]))
@@ -349,11 +359,10 @@ class _Session:
 
     def _apply(self, plan: Plan, result: FixResult) -> Changed | None:
         """Check the space, ask, apply, detect again; None when the user said no (nothing changed)."""
-        from cudamatrix.install.apply import apply
-
         o = self.o
         keep_limit()  # every setting the change reads, checked before anyone is asked (exit 2)
         if self.pending is None:  # refused with the numbers before anyone is asked, before anything changes
+            # lazy: `fix --dry-run` would load 18 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): logging, packaging._manylinux, platform
             from cudamatrix.install.resources import check_space
 
             with self.clock("resources"):
@@ -371,8 +380,6 @@ class _Session:
         if applied.journal_error:
             result.messages.append(_journal_left(applied, self.interp))
         if imported:
-            from cudamatrix.install.preload import notebook_context, stale_modules
-
             result.stale_modules = stale_modules(imported, applied.before, applied.after)
             result.context = notebook_context() if result.stale_modules else None
         if self.pending is not None:
@@ -425,7 +432,6 @@ class _Session:
         change (what may go stale)."""
         if not self.in_process:
             return {}
-        from cudamatrix.install.preload import imported_from
 
         return imported_from(self.sites)
 
@@ -465,9 +471,6 @@ class _Session:
         """The GPU check (or the result remembered for this unchanged environment), remembered for next time.
         The loader model's predictions for the child are detect's, handed on, when the child runs in the
         environment detect saw."""
-        from cudamatrix.verify.memory import fingerprint, load, store
-        from cudamatrix.verify.run import exit_code
-
         o = self.o
         environment = after.environment
         key = fingerprint(environment, o.frameworks, solution.env)
@@ -476,8 +479,6 @@ class _Session:
             messages.append(f"verification remembered from {cached.cached_at} (environment unchanged)")
             verified = Verified(cached, exit_code(cached), from_cache=True)
         else:
-            from cudamatrix.verify.run import verify as run_verify
-
             with self.clock("verify"):
                 report = run_verify(python=self.interp, frameworks=o.frameworks, timeout=o.timeout,
                                     env=solution.env, environment=environment,
@@ -531,9 +532,6 @@ def _same_environment(python: str, other: str) -> bool:
 
 
 def _check_index_environment(allow_http: bool) -> None:
-    from cudamatrix.errors import UsageError
-    from cudamatrix.install.plan import check_url
-
     for var in _INDEX_VARS:
         for url in os.environ.get(var, "").split():
             try:
@@ -544,8 +542,6 @@ def _check_index_environment(allow_http: bool) -> None:
 
 def _remembered(environment: Environment, target: str, report: Report, env: dict[str, str],
                 timings: dict[str, float], in_process: bool) -> FixResult:
-    from cudamatrix.verify.run import exit_code
-
     result = FixResult(python=environment.python.executable or target, status="unchanged", report=report,
                        from_cache=True, exit_code=exit_code(report), timings_ms=timings)
     result.messages.append("already consistent: nothing to install (environment unchanged since "
@@ -562,35 +558,28 @@ def _remembered(environment: Environment, target: str, report: Report, env: dict
 
 
 def _detect(python: str | None) -> Environment:
-    from cudamatrix.detect import detect
-
     return detect(python=python)
 
 
 def _matrix(data_dir: str | None):
-    from cudamatrix.matrix.load import load_matrix
-
     return load_matrix(data_dir)
 
 
 def _diagnose(environment: Environment, matrix) -> list[Finding]:
-    from cudamatrix.diagnose.findings import diagnose
-
     return diagnose(environment, matrix)
 
 
 def _solve(environment: Environment, request: list[str], driver: str | None, gpus: list[str], matrix,
            mirror: str | None = None) -> Solution:
     """The same answer ``cudamatrix solve --python PATH [--driver --gpu]`` gives for this interpreter."""
-    from cudamatrix.solve.indexes import with_mirror
-    from cudamatrix.solve.solver import parse_request, solve
+    # lazy: the tests replace cudamatrix.solve.target.from_environment (monkeypatch): read when called, as the replacement needs
     from cudamatrix.solve.target import from_environment, from_flags
 
     target = from_environment(environment, matrix, name="this machine")
     if driver or gpus:
         target = from_flags(matrix, driver=driver, gpus=gpus, python=None, platform=None, cuda_toolkit=None,
                             base=target)
-    solution = solve([target], parse_request(request, environment), matrix, installed=environment)
+    solution = solver.solve([target], solver.parse_request(request, environment), matrix, installed=environment)
     return with_mirror(solution, mirror)
 
 
@@ -648,8 +637,6 @@ def _way_back(interp: str) -> list[str]:
 
 def _rollback(pending, result: FixResult, python: str | None, interp: str, sites: list[str], data_dir: str | None,
               on_progress) -> FixResult:
-    from cudamatrix.install.apply import rollback
-
     restored, left = rollback(pending, python=interp, site_packages=sites, on_progress=on_progress)
     still = [f"{d.name} {d.version}" for k in ("added", "removed", "changed") for d in left[k]]
     if still:
@@ -700,9 +687,6 @@ def _notebook(environment: Environment, solution: Solution | None):
     an earlier import mapped wins by SONAME, LD_PRELOAD was applied when the kernel started, and only a
     wrong load that neither caused can still be prevented by loading the framework's own copy by path first.
     """
-    from cudamatrix.install.preload import RESTART_LINES, Decision, decide, notebook_context, preload
-    from cudamatrix.ldso.libpaths import in_process_loads, wrong_loads
-
     if not environment.library_loads:
         return None
     loads = in_process_loads(environment)
@@ -749,8 +733,6 @@ def write_activation_file(environment: Environment, changes: dict[str, str]) -> 
         folder = os.path.join(prefix, "etc", "conda", "activate.d")
     else:
         folder = os.path.dirname(os.path.abspath(exe))
-    from cudamatrix.safe.files import write_atomic
-    from cudamatrix.safe.shells import export_line
 
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, "cudamatrix-env.sh")
@@ -775,7 +757,6 @@ def _aimed(result: FixResult, python: str | None) -> FixResult:
 
 def _shown(result: FixResult, show: bool) -> FixResult:
     if show:  # human output lives with the command line's renderers
-        from cudamatrix.render import human_fix
 
         human_fix(result)
         result.shown = True

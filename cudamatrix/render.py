@@ -14,6 +14,7 @@ import json
 import sys
 from typing import Any
 
+from cudamatrix.errors import UsageError
 from cudamatrix.safe.text import escape_breaks, escape_controls, lazy, redact_urls
 
 JSON_SCHEMA_VERSION = 1
@@ -260,6 +261,7 @@ def human_left(findings) -> None:
 
 
 def _export(key: str, value: str) -> str:
+    # lazy: `--version` would load 2 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): cudamatrix.safe.shells, cudamatrix.schema.records, shlex
     from cudamatrix.safe.shells import shown_line
 
     return shown_line("bash", key, value)
@@ -308,6 +310,7 @@ def stale_lines(result) -> list[str]:
     stale = getattr(result, "stale_modules", None) or []
     if not stale:
         return []
+    # lazy: `--version` would load 5 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): cudamatrix.models, cudamatrix.schema.records, cudamatrix.names
     from cudamatrix.install.preload import RESTART_MENUS
 
     out = ["stale in this process: imported before the change, still the old code in memory:"]
@@ -358,7 +361,6 @@ class Ask:
         except (EOFError, NotImplementedError, RuntimeError) as exc:
             # ipykernel's StdinNotImplementedError is a NotImplementedError; input() with sys.stdin None (a
             # process started without one) raises RuntimeError("input(): lost sys.stdin")
-            from cudamatrix.errors import UsageError
 
             n = len([s for s in plan.steps if s.kind in ("install", "uninstall", "reinstall")])
             raise UsageError(f"fix() would change {plan.python} ({n} step(s)) and cannot ask here ({type(exc).__name__}: "

@@ -8,14 +8,19 @@ import sys
 from types import ModuleType
 from typing import cast
 
+from cudamatrix import render
 from cudamatrix.cli.common import Done
 from cudamatrix.cli.fast import fast_main
+from cudamatrix.errors import CudamatrixError, UsageError
 
 
 def _register():
     # typer and the command declarations only when the typer-free parser (cli/fast.py, 19 ms to import) hands a
     # command over: importing cli/commands.py is 92 ms, paid by --help and the rare commands alone
+    # lazy: `--version` would load 241 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): cudamatrix.pastes.fields, cudamatrix.pastes.messages, cudamatrix.fix
     from cudamatrix.cli import commands, matrix_cmd  # noqa: F401  (each adds its commands)
+
+    # lazy: `detect --from` would load 45 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): typer._coercion, inspect, platform
     from cudamatrix.cli.app import app
 
     return app
@@ -25,6 +30,7 @@ def _command():
     """The click command tree of the typer app, every command registered, with plain help metavars."""
     import typer.main
 
+    # lazy: `detect --from` would load 45 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): typer._coercion, inspect, platform
     from cudamatrix.cli.app import plain_help
 
     return plain_help(typer.main.get_command(_register()))
@@ -76,22 +82,16 @@ def _missing_value(command, args: list[str]) -> Exception | None:
                 and not getattr(param, "count", False):
             taken = [o for o in param.opts + param.secondary_opts if o in after]
             if taken:
-                from cudamatrix.errors import UsageError
-
                 return UsageError(f"option {taken[0]} needs a value (the next word is --json, an option)")
     return None
 
 
 def _usage_envelope(args: list[str], exc: Exception) -> int:
-    from cudamatrix import render
-
     clickx: ModuleType
     try:  # recent typer vendors click as typer._click; older ones depend on click
         from typer._click import exceptions as clickx
     except ImportError:
         from click import exceptions as clickx
-
-    from cudamatrix.errors import CudamatrixError
 
     exit_code = getattr(exc, "exit_code", None)
     if type(exc).__name__ == "Exit" and isinstance(exit_code, int):
@@ -153,6 +153,7 @@ def run() -> None:
     gc.set_threshold(50_000, *gc.get_threshold()[1:])
     args = sys.argv[1:]
     if detects_this_machine(args):
+        # lazy: `--version` would load 22 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): cudamatrix.detect, cudamatrix.models, cudamatrix.detect.libraries
         from cudamatrix.detect.early import start
 
         start(python_probe="--python" not in _options(args))

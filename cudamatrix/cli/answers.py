@@ -9,21 +9,22 @@ from pathlib import Path
 
 from cudamatrix import render
 from cudamatrix.cli.common import Done, check_target_flags
+from cudamatrix.cli.targets import resolve
 from cudamatrix.errors import Exit, NoSolution, UsageError
+from cudamatrix.matrix.load import load_matrix
+from cudamatrix.names import canonical
+from cudamatrix.solve.indexes import with_mirror
 from cudamatrix.solve.known import NameCheck, check_names, matrix_names, per_thread
 
 
 def matrix_of(data_dir: Path | None):
-    from cudamatrix.matrix.load import load_matrix
-
     return load_matrix(str(data_dir) if data_dir else None)
 
 
 def solve_request(command: str, as_json: bool, matrix, requirements, env, driver, gpu, python, platform, cuda_toolkit,
                   mirror=None, from_=None):
     """Resolve the targets, parse the request and solve; "no solution" ends the command with exit 3."""
-    from cudamatrix.cli.targets import resolve
-    from cudamatrix.solve.indexes import with_mirror
+    # lazy: `doctor` would load 56 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): packaging._tokenizer, packaging.specifiers, cudamatrix.solve.assemble
     from cudamatrix.solve.solver import parse_request, solve
 
     check_target_flags(driver, gpu)
@@ -46,8 +47,6 @@ def check_names_on_index(matrix, names: list[str], file=None):
     is known. pip's configuration takes a subprocess (a second or more): the index known without it (the file's
     own ``--index-url``, else ``PIP_INDEX_URL``, which pip puts above its configuration) is asked meanwhile, and
     the other indexes only about the names it does not list."""
-    from cudamatrix.names import canonical
-
     known = matrix_names(matrix, names)  # a request of framework names only reads no pin of the matrix
     todo = [n for n in names if canonical(n) not in known]
     if not todo:
@@ -57,6 +56,7 @@ def check_names_on_index(matrix, names: list[str], file=None):
     # 1.23x before this, paired with farm-bench against c2c50be)
     from concurrent.futures import ThreadPoolExecutor
 
+    # lazy: `doctor` would load 31 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): _hashlib, logging, packaging._manylinux
     from cudamatrix.matrix.index import IndexReadError, pip_sources, redact
     if file is not None and file.no_index:  # pip reads the file's find-links alone: local folders are read here
         return _ask_sources(todo, known, [], list(file.find_links),
@@ -81,6 +81,7 @@ def check_names_on_index(matrix, names: list[str], file=None):
 def _ask_sources(todo: list[str], known: set[str], urls: list[str], links: list[str], why: str):
     """check_names over these index URLs and find-links, each worker thread with its own clients (connections are
     not shared between threads); an index URL that is not http(s) or a local folder leaves every name unchecked."""
+    # lazy: `doctor` would load 31 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): _hashlib, logging, packaging._manylinux
     from cudamatrix.matrix.index import IndexReadError, index_lookup  # only when a name is unknown (above)
 
     try:

@@ -6,6 +6,8 @@ from typing import Any
 
 import typer
 
+from cudamatrix.cli.fast import _version as show
+
 app = typer.Typer(
     name="cudamatrix",
     help="Make GPU deep-learning environments consistent: detect, solve, fix, verify.",
@@ -18,8 +20,6 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        from cudamatrix.cli.fast import _version as show
-
         show()
         raise typer.Exit(0)
 

@@ -14,6 +14,7 @@ from cudamatrix.cli.app import app
 from cudamatrix.cli.detect_cmd import run_detect
 from cudamatrix.cli.doctor_cmd import run_doctor
 from cudamatrix.cli.fix_cmd import run_fix, run_verify
+from cudamatrix.cli.fleet_cmd import run_gather
 from cudamatrix.cli.lock_cmd import run_lock
 from cudamatrix.cli.options import COMMANDS
 from cudamatrix.cli.solve_cmd import run_check, run_env, run_solve
@@ -160,7 +161,5 @@ def fleet_gather(
 ) -> None:
     """Run `detect` once on every node; write one file per node and fleet.json (nodes, hostnames, classes).
     Exit 1 when a node did not answer."""
-    from cudamatrix.cli.fleet_cmd import run_gather
-
     run_gather(engine=engine, output=output, address=address, partition=partition, nodes=nodes, timeout=timeout,
                as_json=as_json)

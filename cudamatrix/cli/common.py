@@ -7,7 +7,7 @@ import os
 from typing import Any, Callable
 
 from cudamatrix import render
-from cudamatrix.errors import CudamatrixError
+from cudamatrix.errors import CudamatrixError, UsageError
 
 
 class Done(Exception):
@@ -50,7 +50,6 @@ def guarded(command: str):
             except ValueError as exc:
                 if not _is_digit_limit(exc):
                     raise  # anything else is a bug and keeps its traceback
-                from cudamatrix.errors import UsageError
 
                 _report(command, UsageError("the input holds a number longer than Python converts (4300 digits)",
                                             hint="check the version numbers in the arguments and files given"),
@@ -79,8 +78,6 @@ def check_timeout(value: float, option: str = "--timeout") -> float:
     """A timeout must be a finite number of seconds above zero (nan and inf would never end a wait)."""
     import math
 
-    from cudamatrix.errors import UsageError
-
     if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0 or value > 86400:
         raise UsageError(f"{option} {value!r} is not a number of seconds", hint=f"e.g. {option} 30 (0 < seconds <= 86400)")
     return float(value)
@@ -92,8 +89,6 @@ def python_path(value: str | None) -> str | None:
     Raises UsageError otherwise."""
     import os
 
-    from cudamatrix.errors import UsageError
-
     if value is None:
         return None
     if not (value and os.path.isfile(value) and os.access(value, os.X_OK)):
@@ -103,8 +98,6 @@ def python_path(value: str | None) -> str | None:
 
 def check_target_flags(driver: str | None, gpus: list[str] | None) -> None:
     """An empty --driver or --gpu is a mistake (an unset shell variable), not "no target given"."""
-    from cudamatrix.errors import UsageError
-
     if driver is not None and not driver.strip():
         raise UsageError("--driver is empty", hint="give a driver version, e.g. --driver 535.104.05")
     if any(not (g or "").strip() for g in gpus or []):

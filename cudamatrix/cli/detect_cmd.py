@@ -2,17 +2,17 @@
 the options are declared in :mod:`cudamatrix.cli.commands`."""
 from __future__ import annotations
 
+from cudamatrix import detect as stage
+from cudamatrix import render
 from cudamatrix.cli.common import check_timeout, finish, guarded, python_path
 from cudamatrix.errors import UsageError
+from cudamatrix.pastes.reports import from_report_files
 
 
 @guarded("detect")
 def run_detect(as_json: bool = False, python: str | None = None, reports: list[str] | None = None,
                env_file: str | None = None, timeout: float = 5.0, all_copies: bool = False) -> None:
     """Detect driver, GPUs, CUDA libraries, toolkits, frameworks and context. Exit 0; 2 on bad input."""
-    from cudamatrix import detect as stage
-    from cudamatrix.pastes.reports import from_report_files
-
     if sum(x is not None and x != [] for x in (python, reports, env_file)) > 1:
         raise UsageError("--python, --from and --env are exclusive", hint="pick one source of the environment")
     check_timeout(timeout)
@@ -27,8 +27,6 @@ def run_detect(as_json: bool = False, python: str | None = None, reports: list[s
 
 def _human(env) -> None:
     """The environment for people: one section after the other (:data:`_SECTIONS`)."""
-    from cudamatrix import render
-
     c = render.console()
     for section in _SECTIONS:
         section(c, env, render)

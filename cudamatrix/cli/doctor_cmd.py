@@ -5,7 +5,16 @@ from pathlib import Path
 
 from cudamatrix import render
 from cudamatrix.cli.common import finish, guarded, has_folder, python_path
+from cudamatrix.cli.fleetviews import run_doctor_fleet
+from cudamatrix.cli.targets import environments
+from cudamatrix.detect.threads import Background
+from cudamatrix.diagnose.findings import diagnose, summary_exit
 from cudamatrix.errors import UsageError
+from cudamatrix.matrix import overlay  # noqa: F401  (imported here, not in the thread: one importer at a time)
+from cudamatrix.matrix.load import load_matrix
+from cudamatrix.matrix.query import find_gpu
+from cudamatrix.safe import text  # noqa: F401
+from cudamatrix.safe.shells import aim
 
 
 @guarded("doctor")
@@ -14,12 +23,7 @@ def run_doctor(env: list[Path] | None = None, from_: list[str] | None = None, py
     """Detect and diagnose: findings with a code, severity, evidence and fix. Exit 1 on errors.
     A folder of node files in ``env`` is the fleet form: findings per node class (:mod:`.fleetviews`)."""
     if has_folder(env):
-        from cudamatrix.cli.fleetviews import run_doctor_fleet
-
         return run_doctor_fleet(env=env, from_=from_, python=python, as_json=as_json, data_dir=data_dir)
-    from cudamatrix.cli.targets import environments
-    from cudamatrix.diagnose.findings import diagnose, summary_exit
-    from cudamatrix.matrix.load import load_matrix
 
     if env and len(env) > 1:
         raise UsageError("doctor reads one environment at a time", hint="run it once per --env file")
@@ -39,12 +43,6 @@ def _matrix_while_detecting(python: str | None, all_copies: bool):
     """The shipped matrix, built in a thread while detect waits on its probes' children (NVML's start alone is
     50-150 ms on a GPU machine), and the live environment. The shipped data is trusted and the overlay never
     raises (:func:`cudamatrix.matrix.overlay.apply`), so only a broken installation fails here, as before."""
-    from cudamatrix.cli.targets import environments
-    from cudamatrix.detect.threads import Background
-    from cudamatrix.matrix import overlay  # noqa: F401  (imported here, not in the thread: one importer at a time)
-    from cudamatrix.matrix.load import load_matrix
-    from cudamatrix.safe import text  # noqa: F401
-
     loading = Background(load_matrix, None)
     try:
         environment = environments([], [], python_path(python), all_copies)[0]
@@ -57,8 +55,6 @@ def aim_findings(findings, python: str | None):
     """The findings with each command in their fix pointed at ``--python`` (pasted as shown, it changes that
     environment)."""
     if python:
-        from cudamatrix.safe.shells import aim
-
         for f in findings:
             f.fix = aim(f.fix, python) if f.fix else f.fix
     return findings
@@ -68,8 +64,6 @@ def _gpu_text(gpu, matrix) -> str:
     """"NAME (8.9)": the compute capability as reported, else the matrix's for that name, else none."""
     cc = gpu.compute_capability
     if not cc and gpu.name and matrix is not None:
-        from cudamatrix.matrix.query import find_gpu
-
         known = find_gpu(matrix, gpu.name)
         cc = known.compute_capability if known else None
     return f"{gpu.name or 'GPU'} ({cc})" if cc else (gpu.name or "GPU")

@@ -119,6 +119,7 @@ def _version() -> int:
         version = metadata.version("cudamatrix")
     except metadata.PackageNotFoundError:
         version = "unknown (not installed)"
+    # lazy: `detect --from` would load 20 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): cudamatrix.matrix.data, packaging.version, ipaddress
     from cudamatrix.matrix.data import default_data_dir
 
     try:

@@ -10,9 +10,21 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any, Callable
 
+from cudamatrix import fix, render
+from cudamatrix.cli.answers import no_solution as _no_solution
 from cudamatrix.cli.common import check_target_flags, check_timeout, finish, guarded, python_path
+from cudamatrix.cli.targets import resolve
+from cudamatrix.diagnose.findings import diagnose
+from cudamatrix.errors import NoSolution, UsageError
+from cudamatrix.fix import FixOptions, FixResult
+from cudamatrix.install.plan import make_plan
+from cudamatrix.matrix.load import load_matrix
 from cudamatrix.names import FAMILY_NAMES
-from cudamatrix.render import Ask, human_fix, human_report
+from cudamatrix.render import Ask, human_fix, human_report, inert
+from cudamatrix.schema import http_allowed
+from cudamatrix.solve import solver
+from cudamatrix.verify.run import exit_code
+from cudamatrix.verify.run import verify as verify_stage
 
 if TYPE_CHECKING:
     from rich.status import Status
@@ -33,9 +45,6 @@ def run_fix(requirements: list[str] | None = None, python: str | None = None, dr
     changes anything is refused with exit 2 before any change. ``--resume`` / ``--rollback`` finish or undo a
     change a killed run left in its journal, ``--undo`` goes back to the starting set of the last completed one:
     each shows its plan, honours ``--dry-run`` and asks the same way."""
-    from cudamatrix.fix import FixOptions
-    from cudamatrix.fix import fix as run_fix_stage
-
     _check_framework(framework)
     check_timeout(timeout)
     check_target_flags(driver, gpu)
@@ -51,11 +60,10 @@ def run_fix(requirements: list[str] | None = None, python: str | None = None, dr
     else:
         confirm = _refuse
     progress = _Progress(as_json)
-    from cudamatrix.schema import http_allowed
 
     try:
         with http_allowed(allow_http):  # a --data folder's http index URLs: only with --allow-http
-            result = run_fix_stage(FixOptions(
+            result = fix.fix(FixOptions(
                 python=python, request=requirements or [], dry_run=dry_run, verify=not no_verify, frameworks=framework,
                 mirror=mirror, allow_http=allow_http, installer=installer, write_activation=write_activation,
                 use_cache=not no_cache, timeout=timeout, driver=driver, gpus=gpu or [], data_dir=data_dir,
@@ -70,13 +78,6 @@ def _plan_from_paste(from_: list[str], requirements: list[str], dry_run: bool, p
                      mirror: str | None, allow_http: bool, installer: str | None, no_verify: bool,
                      driver: str | None, gpu: list[str], as_json: bool, data_dir: str | None) -> None:
     """``fix --dry-run --from FILE``: the plan for the machine a bug report describes (nothing runs here)."""
-    from cudamatrix.cli.targets import resolve
-    from cudamatrix.errors import NoSolution, UsageError
-    from cudamatrix.fix import FixResult
-    from cudamatrix.install.plan import make_plan
-    from cudamatrix.matrix.load import load_matrix
-    from cudamatrix.solve.solver import parse_request, solve
-
     if not dry_run:
         raise UsageError("fix --from describes another machine: it can only show the plan",
                          hint="add --dry-run, or run `cudamatrix fix` on that machine")
@@ -88,12 +89,9 @@ def _plan_from_paste(from_: list[str], requirements: list[str], dry_run: bool, p
     environment = resolved.installed
     assert environment is not None  # the pastes describe one machine: resolve() returns it as installed
     try:
-        solution = solve(resolved.targets, parse_request(requirements, environment), matrix, installed=environment)
+        solution = solver.solve(resolved.targets, solver.parse_request(requirements, environment), matrix, installed=environment)
     except NoSolution as exc:
-        from cudamatrix.cli.answers import no_solution as _no_solution
-
         _no_solution("fix", exc, as_json)
-    from cudamatrix.diagnose.findings import diagnose
 
     interp = environment.python.executable or "python"
     # the pasted machine's error findings are answered in the plan, as on a live machine
@@ -110,9 +108,6 @@ def run_verify(framework: str = "all", python: str | None = None, timeout: float
     """Prove the GPU stack: a cuDNN convolution and a matmul on the GPU against the CPU, in a child process.
     Exit 0 verified, 5 failed, 6 not possible here (no GPU; the CPU path is still checked), 1 when no framework
     asked for is installed (NOT_INSTALLED: nothing was checked)."""
-    from cudamatrix.verify.run import exit_code
-    from cudamatrix.verify.run import verify as verify_stage
-
     _check_framework(framework)
     check_timeout(timeout)
     report = verify_stage(python=python_path(python), frameworks=framework, timeout=timeout)
@@ -120,16 +115,12 @@ def run_verify(framework: str = "all", python: str | None = None, timeout: float
 
 
 def _check_framework(framework: str) -> None:
-    from cudamatrix.errors import UsageError
-
     if framework not in FRAMEWORK_CHOICES:
         raise UsageError(f"--framework {framework!r} is not known", hint="torch | tensorflow | jax | all")
 
 
 def _refuse(plan) -> bool:
     """No terminal to ask and no --yes: nothing is changed (exit 2)."""
-    from cudamatrix.errors import UsageError
-
     n = len([s for s in plan.steps if s.kind in ("install", "uninstall", "reinstall")])
     raise UsageError(f"fix would change {plan.python} ({n} step(s)) and there is no terminal to ask: nothing was "
                      "changed", hint="pass --yes to apply the plan, or --dry-run to see it",
@@ -145,8 +136,6 @@ class _Progress:
 
     def __call__(self, event: str, text: str) -> None:
         if self.status is None and not self.as_json and sys.stdout.isatty():
-            from cudamatrix import render
-
             self.status = render.console().status("working...")
             self.status.start()
         if self.status is not None:
@@ -156,8 +145,6 @@ class _Progress:
                 self.status.console.print(text, markup=False)
                 self.status.update(_literal(text))
         elif event != "output" or not self.as_json:
-            from cudamatrix.render import inert
-
             sys.stderr.write(("  " if event == "output" else "") + inert(text) + "\n")
             sys.stderr.flush()
 
@@ -170,7 +157,5 @@ def _literal(text: str):
     """A status line shown as typed: installer output may hold ``[...]`` that rich would read as markup, and
     control characters that the terminal would act on (:func:`cudamatrix.render.inert`)."""
     from rich.text import Text
-
-    from cudamatrix.render import inert
 
     return Text(inert(text))

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from cudamatrix import render
 from cudamatrix.cli.common import finish, guarded
 from cudamatrix.errors import Exit, UsageError
+from cudamatrix.fleet import gather
 
 E = render.escape  # node names, GPU names, paths and messages are text, never rich markup
 
@@ -48,8 +49,6 @@ def run_gather(engine: str = "ray", output: Path | None = None, address: str | N
                as_json: bool = False) -> None:
     """Detect on every node (Ray or Slurm); write OUTPUT/<node>.json and OUTPUT/fleet.json. Exit 1 when a node
     did not answer."""
-    from cudamatrix.fleet import gather
-
     if engine not in ("ray", "slurm"):
         raise UsageError(f"--engine {engine!r} is not known", hint="ray | slurm")
     if output is None:

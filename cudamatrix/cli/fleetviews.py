@@ -9,13 +9,14 @@ from cudamatrix import render
 from cudamatrix.cli.answers import matrix_of, no_target_flags
 from cudamatrix.cli.common import finish, guarded
 from cudamatrix.errors import Exit, UsageError
+from cudamatrix.fleet.classes import abbreviate
+from cudamatrix.safe.files import write_atomic
+from cudamatrix.safe.text import has_credentials, strip_credentials
 
 E = render.escape  # node names, GPU names, paths and messages are text, never rich markup
 
 
 def _nodes(names: list[str]) -> str:
-    from cudamatrix.fleet.classes import abbreviate
-
     return abbreviate(names)
 
 
@@ -32,7 +33,10 @@ def run_lock_per_class(requirements: list[str] | None = None, output: Path | Non
     others are still written)."""
     import json
 
+    # lazy: `solve` would load 16 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): cudamatrix.lock.closure, cudamatrix.lock.lockfile, cudamatrix.lock.resolve
     from cudamatrix.cli.lockfiles import lock_writer
+
+    # lazy: `solve` would load 4 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): cudamatrix.fleet.perclass
     from cudamatrix.fleet.perclass import MAPPING, load_fleet, lock_per_class
 
     if fmt not in ("requirements", "uv"):
@@ -49,9 +53,8 @@ def run_lock_per_class(requirements: list[str] | None = None, output: Path | Non
     write = lock_writer(fmt, pins_only, glibc, dict(zip(fleet.names, fleet.environments, strict=False)),
                         allow_local=allow_local)
     files, mapping = lock_per_class(matrix, fleet, list(requirements or []), fmt, mirror, write=write)
+    # lazy: `solve` would load 16 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): cudamatrix.lock.closure, cudamatrix.lock.lockfile, cudamatrix.lock.resolve
     from cudamatrix.cli.lockfiles import CREDENTIALS_NOTE
-    from cudamatrix.safe.files import write_atomic
-    from cudamatrix.safe.text import has_credentials, strip_credentials
 
     texts = {**files, MAPPING: json.dumps(mapping, indent=2) + "\n"}
     notes = [CREDENTIALS_NOTE] if any(has_credentials(t) for t in texts.values()) else []
@@ -93,6 +96,7 @@ def run_check_fleet(requirement_file: Path | None = None, env: list[Path] | None
                     data_dir: Path | None = None) -> None:
     """The pre-job gate over a fleet folder: exit 0 when the requirements fit every node, 1 naming the blocking
     classes and their nodes."""
+    # lazy: `solve` would load 4 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): cudamatrix.fleet.perclass
     from cudamatrix.fleet.perclass import check_fleet, load_fleet
 
     no_target_flags(driver=driver, gpu=gpu, python=python, platform=platform, cuda_toolkit=cuda_toolkit)
@@ -130,6 +134,7 @@ def run_check_fleet(requirement_file: Path | None = None, env: list[Path] | None
 def run_doctor_fleet(env: list[Path] | None = None, from_: list[str] | None = None, python: str | None = None,
                      as_json: bool = False, data_dir: Path | None = None) -> None:
     """doctor on every node of a fleet folder, summarised per class. Exit 1 when a node has an error."""
+    # lazy: `solve` would load 4 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): cudamatrix.fleet.perclass
     from cudamatrix.fleet.perclass import doctor_fleet, load_fleet
 
     if from_ or python:

@@ -12,24 +12,24 @@ from cudamatrix import render
 from cudamatrix.cli.answers import matrix_of as _matrix
 from cudamatrix.cli.answers import solve_request as _solve
 from cudamatrix.cli.common import echo, finish, guarded
+from cudamatrix.cli.fleetviews import run_lock_per_class
 from cudamatrix.cli.lockfiles import lock_writer, without_credentials
 from cudamatrix.errors import UsageError
-from cudamatrix.lock.lockfile import local_note
+from cudamatrix.lock.closure import check_glibc
+from cudamatrix.lock.lockfile import local_note, write_lock
+from cudamatrix.lock.pylock import check_name
+from cudamatrix.safe.files import kind_of
 
 FORMATS = ("requirements", "uv", "pylock")
 
 
 def _check_options(fmt: str, output: Path | None, pins_only: bool, glibc: str | None) -> None:
-    from cudamatrix.lock.closure import check_glibc
-
     if fmt not in FORMATS:
         raise UsageError(f"--format {fmt!r} is not known", hint=" | ".join(FORMATS))
     if pins_only and fmt != "requirements":
         raise UsageError(f"--pins-only writes a requirements file, not --format {fmt}",
                          hint="a pylock.toml names every file with its hash; the uv format holds pins only anyway")
     if fmt == "pylock":
-        from cudamatrix.lock.pylock import check_name
-
         check_name(output)
     check_glibc(glibc)
     if output is not None:
@@ -40,8 +40,6 @@ def _check_output(output: Path) -> None:
     """Refuse an output the lock could not be written to before resolving (minutes against a real index);
     :func:`cudamatrix.safe.files.write_atomic` checks again when it writes."""
     import os
-
-    from cudamatrix.safe.files import kind_of
 
     if str(output) == "":
         raise UsageError("an empty output path was given")
@@ -68,8 +66,6 @@ def run_lock(requirements: list[str] | None = None, output: Path | None = None, 
 
     _check_options(fmt, None if per_class else output, pins_only, glibc)
     if per_class:
-        from cudamatrix.cli.fleetviews import run_lock_per_class
-
         if from_:
             raise UsageError("--from cannot be combined with --per-class", hint="--per-class reads a fleet folder (--env DIR)")
         return run_lock_per_class(requirements=requirements, output=output, fmt=fmt, env=env, driver=driver,
@@ -85,8 +81,6 @@ def run_lock(requirements: list[str] | None = None, output: Path | None = None, 
     text, notes = without_credentials(write(solution, resolved.targets, passthrough))
     notes += [*solution.notes, *solution.unchecked, *local_note(write.local)]
     if output is not None:
-        from cudamatrix.lock.lockfile import write_lock
-
         write_lock(output, text)
     data = {"format": fmt, "path": str(output) if output else None, "complete": fmt != "uv" and not pins_only,
             "text": text, "solution": solution.to_dict(), "local_files": write.local, "notes": notes}

@@ -12,6 +12,7 @@ from cudamatrix.lock.lockfile import (
 )
 from cudamatrix.lock.pylock import pylock_toml
 from cudamatrix.lock.resolve import lock_closure, lock_specs
+from cudamatrix.safe.text import has_credentials, strip_credentials
 
 
 class LockWriter:
@@ -62,6 +63,4 @@ CREDENTIALS_NOTE = ("the credentials in the index URLs were left out of the lock
 
 def without_credentials(text: str) -> tuple[str, list[str]]:
     """A lock text without the user part of any URL in it, and the note saying so when one was there."""
-    from cudamatrix.safe.text import has_credentials, strip_credentials
-
     return (strip_credentials(text), [CREDENTIALS_NOTE]) if has_credentials(text) else (text, [])

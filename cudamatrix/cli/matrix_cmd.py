@@ -10,7 +10,13 @@ from cudamatrix import render
 from cudamatrix.cli.app import app
 from cudamatrix.cli.common import Done, finish, guarded
 from cudamatrix.errors import UsageError
+from cudamatrix.matrix import overlay
+from cudamatrix.matrix.data import default_data_dir, load_matrix_from
+from cudamatrix.matrix.index import IndexClient, IndexReadError, pip_default_index, redact
+from cudamatrix.matrix.load import load_matrix
+from cudamatrix.matrix.query import lint, rows_for
 from cudamatrix.names import FAMILY_NAMES
+from cudamatrix.schema import http_allowed, to_dict
 
 matrix_app = typer.Typer(help="Show, validate or update the compatibility matrix.", no_args_is_help=True)
 app.add_typer(matrix_app, name="matrix")
@@ -27,11 +33,6 @@ def show(
     data_dir: Optional[Path] = typer.Option(None, "--data", help="Read the matrix from this folder.", metavar="DIR"),
 ) -> None:
     """Print matrix rows as tables, or as JSON (data.rows)."""
-    from cudamatrix.matrix import overlay
-    from cudamatrix.matrix.load import load_matrix
-    from cudamatrix.matrix.query import rows_for
-    from cudamatrix.schema import to_dict
-
     matrix = load_matrix(str(data_dir) if data_dir else None)
     extra = overlay.info(matrix)
     over = extra.as_dict() if extra else None
@@ -59,10 +60,6 @@ def validate(
     allow_http: bool = typer.Option(False, "--allow-http", help="Accept plain-http index URLs (trusted networks)."),
 ) -> None:
     """Validate the shipped data or the data folder at PATH; exit 2 with precise messages on bad data."""
-    from cudamatrix.matrix.data import default_data_dir, load_matrix_from
-    from cudamatrix.matrix.query import lint, rows_for
-    from cudamatrix.schema import http_allowed
-
     folder = path or default_data_dir()
     with http_allowed(allow_http):
         matrix = load_matrix_from(folder)
@@ -89,10 +86,6 @@ def update(
     as_json: bool = typer.Option(False, "--json", help="Print the JSON envelope."),
 ) -> None:
     """Read releases newer than the shipped matrix from the index pip uses; keep them as your overlay."""
-    from cudamatrix.matrix import overlay
-    from cudamatrix.matrix.data import default_data_dir, load_matrix_from
-    from cudamatrix.matrix.index import IndexClient, IndexReadError, pip_default_index, redact
-
     shipped = load_matrix_from(default_data_dir())
     url = mirror or pip_default_index()
     client = IndexClient(url, https_only=True)

@@ -9,8 +9,13 @@ from cudamatrix import render
 from cudamatrix.cli.answers import check_names_on_index
 from cudamatrix.cli.answers import matrix_of as _matrix
 from cudamatrix.cli.answers import solve_request as _solve
-from cudamatrix.cli.common import check_target_flags, echo, finish, guarded, python_path
+from cudamatrix.cli.common import check_target_flags, echo, finish, guarded, has_folder, python_path
+from cudamatrix.cli.fleetviews import run_check_fleet
+from cudamatrix.cli.targets import environments, resolve
 from cudamatrix.errors import UsageError
+from cudamatrix.safe.files import read_text
+from cudamatrix.safe.shells import SHELLS, NotExact, known_shell, shown_line
+from cudamatrix.safe.shells import export_line as exact_line
 
 
 @guarded("solve")
@@ -26,6 +31,7 @@ def run_solve(requirements: list[str] | None = None, env: list[Path] | None = No
     data = {"solution": solution.to_dict(), "targets": resolved.records(matrix)}
     removed = []
     if resolved.installed is not None:  # what fix would uninstall too, so that solve and fix say the same
+        # lazy: `solve` would load 4 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): packaging._tokenizer, packaging.specifiers, logging
         from cudamatrix.install.remedies import removals
 
         removed = removals(resolved.installed, solution)
@@ -105,12 +111,10 @@ def run_check(requirement_file: Path | None = None, env: list[Path] | None = Non
               data_dir: Path | None = None) -> None:
     """Gate a Docker build: exit 0 if the requirements (or what is installed) fit the target, 1 if not.
     A folder of node files in ``env`` is the fleet form, answered per node class (:mod:`.fleet_cmd`)."""
-    from cudamatrix.cli.common import has_folder
+    # lazy: `solve` would load 9 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): cudamatrix.solve.checks, packaging._tokenizer, packaging.specifiers
     from cudamatrix.solve.checks import check_requirements
 
     if has_folder(env):
-        from cudamatrix.cli.fleetviews import run_check_fleet
-
         if from_:
             raise UsageError("--from cannot be combined with a fleet folder", hint="--env DIR reads the saved nodes")
         return run_check_fleet(requirement_file=requirement_file, env=env, driver=driver, gpu=gpu, python=python,
@@ -119,15 +123,12 @@ def run_check(requirement_file: Path | None = None, env: list[Path] | None = Non
 
     check_target_flags(driver, gpu)
     matrix = _matrix(data_dir)
-    from cudamatrix.cli.targets import resolve
 
     resolved = resolve(matrix, env_files=env or [], from_files=from_ or [], driver=driver, gpus=gpu or [],
                        python=python, platform=platform, cuda_toolkit=cuda_toolkit,
                        need_installed=requirement_file is None)
     text = None
     if requirement_file is not None:
-        from cudamatrix.safe.files import read_text
-
         text = read_text(requirement_file, what="requirements file")
     result = check_requirements(matrix, resolved.targets, resolved.installed, text,
                                 str(requirement_file) if requirement_file else None, mirror,
@@ -169,10 +170,8 @@ def run_check(requirement_file: Path | None = None, env: list[Path] | None = Non
 def run_env(shell: str = "bash", env: list[Path] | None = None, python: str | None = None,
             as_json: bool = False) -> None:
     """Print the exports that fix library paths for this environment (nothing when nothing needs fixing)."""
-    from cudamatrix.cli.targets import environments
+    # lazy: `solve` would load 20 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): cudamatrix.ldso.linkmap, cudamatrix.ldso.libpaths, cudamatrix.ldso.elf
     from cudamatrix.ldso.libpaths import after_change, library_path_fix
-    from cudamatrix.safe.shells import SHELLS, NotExact, known_shell
-    from cudamatrix.safe.shells import export_line as exact_line
 
     name = known_shell(shell)
     if name is None:
@@ -202,6 +201,7 @@ def env_advice(environment, changes: dict[str, str], left=None) -> list[str]:
     """What the exports do: one line per framework and folder (or preloaded file) whose loads they stop, the
     loads no variable stops, and what the loader model predicts once they apply (``left``: the wrong loads it
     still predicts, None when it could not check); a plain "nothing to change" when nothing loads wrong."""
+    # lazy: `solve` would load 20 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): cudamatrix.ldso.linkmap, cudamatrix.ldso.libpaths, cudamatrix.ldso.elf
     from cudamatrix.ldso.libpaths import grouped, wrong_loads
 
     wrong = wrong_loads(environment)
@@ -227,6 +227,7 @@ def env_advice(environment, changes: dict[str, str], left=None) -> list[str]:
 
 
 def _advice_line(group) -> str:
+    # lazy: `solve` would load 20 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): cudamatrix.ldso.linkmap, cudamatrix.ldso.libpaths, cudamatrix.ldso.elf
     from cudamatrix.ldso.libpaths import winner_folder
 
     load = group[0].load
@@ -251,6 +252,4 @@ def winner_folder_of(paths: list[str]) -> str:
 def export_line(shell: str, key: str, value: str) -> str:
     """The line setting ``key`` in ``shell`` (quoting: :mod:`cudamatrix.safe.shells`; a comment where no line can
     be exact)."""
-    from cudamatrix.safe.shells import shown_line
-
     return shown_line(shell, key, value)

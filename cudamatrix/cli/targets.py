@@ -10,9 +10,11 @@ import re
 from pathlib import Path
 
 from cudamatrix.errors import UsageError
+from cudamatrix.fleet.nodes import env_paths, load_nodes, node_targets
 from cudamatrix.matrix.data import Matrix
 from cudamatrix.models import Environment
 from cudamatrix.schema import record
+from cudamatrix.solve.driverclass import PausedGc
 from cudamatrix.solve.target import Target, from_environment, from_flags, target_record
 
 _VERSIONISH = re.compile(r"^\d+(\.\d+){0,2}$")
@@ -44,15 +46,16 @@ def environments(env_files: list[Path], from_files: list[str], interpreter: str 
                  all_copies: bool = False) -> list[Environment]:
     """Saved, pasted or live environments. ``--env`` may name folders of node files (see :func:`env_paths`).
     Raises UsageError for contradictory options."""
+    # lazy: `solve` would load 17 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): cudamatrix.detect, cudamatrix.detect.libraries, cudamatrix.detect.smi
     from cudamatrix.detect import detect
+
+    # lazy: `solve` would load 64 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): cudamatrix.pastes.fields, cudamatrix.pastes.messages, cudamatrix.detect
     from cudamatrix.pastes.reports import from_report_files
 
     if env_files and from_files:
         raise UsageError("--env and --from cannot be combined",
                          hint="--env reads saved `detect --json` files; --from reads pasted tool outputs")
     if env_files:
-        from cudamatrix.fleet.nodes import env_paths, load_nodes
-
         return load_nodes(env_paths(env_files))[0]
     if from_files:
         return [from_report_files(from_files)]
@@ -70,7 +73,6 @@ def resolve(matrix: Matrix, *, env_files: list[Path], from_files: list[str] | No
     """
     py_version, interpreter = split_python(python)
     if env_files:  # the fleet's reader is imported only for a command given --env
-        from cudamatrix.fleet.nodes import env_paths, load_nodes, node_targets
 
         env_files = env_paths(env_files)  # folders of node files count as their files
     flags = any([driver, gpus, py_version, platform, cuda_toolkit])
@@ -82,7 +84,6 @@ def resolve(matrix: Matrix, *, env_files: list[Path], from_files: list[str] | No
                             cuda_toolkit=cuda_toolkit, base=Target(name="target"))
         return Resolved([target], None, [])
     if env_files and not from_files:  # node files alike are validated once, and their Targets made once
-        from cudamatrix.solve.driverclass import PausedGc
 
         with PausedGc():  # a fleet's objects, made at once and kept (see PausedGc)
             envs, same = load_nodes(env_files)

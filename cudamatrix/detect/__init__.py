@@ -14,12 +14,15 @@ import time
 from typing import TYPE_CHECKING
 
 from cudamatrix import proc
-from cudamatrix.detect import libraries, python_env
+from cudamatrix.detect import driver, libraries, python_env, resources, smi
+from cudamatrix.detect.threads import Background, Timer
 from cudamatrix.ldso import paths
+from cudamatrix.models import ENV_SCHEMA_VERSION
+from cudamatrix.safe.files import parse_json, read_bytes
+from cudamatrix.schema import normalize_cc, validate
 
 if TYPE_CHECKING:
     from cudamatrix.detect import loader
-    from cudamatrix.detect.threads import Timer
 from cudamatrix.detect.early import DETECT_ENV_VAR
 from cudamatrix.detect.text import MAX_BYTES, cudnn_version, version_from_int
 from cudamatrix.errors import UsageError
@@ -40,8 +43,10 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
     With ``CUDAMATRIX_DETECT_ENV=PATH`` set, the saved Environment at PATH is returned instead (UsageError if bad).
     """
     # the live probes' modules, imported here: reading a paste (detect --from) never needs them
+    # lazy: at the top it would close an import circle: cudamatrix.detect -> cudamatrix.detect.extensions -> cudamatrix.detect
     from cudamatrix.detect import context, driver, early, extensions, loader, toolkits
-    from cudamatrix.detect.threads import Background, Timer
+
+    # lazy: `detect --from` would load 23 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): cudamatrix.ldso.linkmap, cudamatrix.ldso.libpaths, cudamatrix.ldso.elf
     from cudamatrix.ldso import libpaths
 
     environ = dict(os.environ) if environ is None else environ
@@ -78,8 +83,6 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
     with timer("context"):
         env.context = context.probe(root, environ, env.packages)
     with timer("resources"):
-        from cudamatrix.detect import resources
-
         env.host = resources.probe(env.python.site_packages, environ, root)
     with timer("driver_files"):
         kmod, kmod_source = driver.read_module_version(root)
@@ -128,6 +131,7 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
                                   "load it instead of the driver's copy fail", "warning"))
     env.toolkits, notes = tools.value()
     env.notes += notes
+    # lazy: `detect --from` would load 6 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): ipaddress, urllib.parse, pathlib
     from cudamatrix.ldso import elfcache
 
     elfcache.save()  # the ELF facts read this run, for the next (a home that cannot be written keeps none)
@@ -193,7 +197,6 @@ def _smi_fallback(drv: Driver, env: Environment, environ: dict[str, str], timer:
     if proc.which("nvidia-smi", path=environ.get("PATH")) is None:
         env.notes.append(Note("nvidia-smi", "nvidia-smi not found on PATH"))
         return
-    from cudamatrix.detect import smi  # only when NVML could not answer: its parsers are not needed otherwise
 
     with timer("nvidia-smi"):
         reading = smi.probe(timeout, environ)
@@ -286,8 +289,6 @@ def _settle_status(drv: Driver, env: Environment, kmod: str | None, kmod_source:
     """The driver's final status, version and notes: from the probes when none settled it, the kernel module's
     version as a fallback (and a reboot warning when it differs from user space), "no_device" when the
     environment hides the GPUs, and a WSL note."""
-    from cudamatrix.detect import driver
-
     nvml_missing = (answers.nvml or {}).get("code") == driver.NVML_LIBRARY_NOT_FOUND
     if drv.status == "unknown":
         _status_from_probes(drv, env, kmod, nvml_missing, cuda_lib)
@@ -337,8 +338,6 @@ def load_environment(path: str) -> Environment:
 def read_environment(path: str) -> dict:
     """The environment object of a saved ``detect --json`` output, read and checked as :func:`load_environment`
     does before its values are validated (:func:`environment_of` does that). Raises UsageError."""
-    from cudamatrix.safe.files import parse_json, read_bytes
-
     data = read_bytes(path, limit=MAX_BYTES, what="environment file")
     hint = "save one with: cudamatrix detect --json > env.json"
     try:
@@ -359,16 +358,12 @@ def read_environment(path: str) -> dict:
 def environment_of(path: str, obj: dict) -> Environment:
     """The Environment an object read by :func:`read_environment` holds, its values validated (errors name
     ``path``). Raises UsageError."""
-    from cudamatrix.schema import validate
-
     env = validate(Environment, obj, path, UsageError)
     _check_values(path, env)
     return env
 
 
 def _check_schema_version(path: str, value, present: bool, hint: str) -> None:
-    from cudamatrix.models import ENV_SCHEMA_VERSION
-
     if not present:  # hand-written environments (tests, fleets) may leave it out: the current one
         return
     if type(value) is not int:
@@ -381,8 +376,6 @@ def _check_schema_version(path: str, value, present: bool, hint: str) -> None:
 def _check_values(path: str, env: Environment) -> None:
     """Values that pass the models' types but that the solver and doctor parse further."""
     from packaging.version import InvalidVersion, Version
-
-    from cudamatrix.schema import normalize_cc
 
     def version(where: str, value: str | None) -> None:
         if value is None:

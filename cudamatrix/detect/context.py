@@ -8,6 +8,7 @@ import os
 import sys
 
 from cudamatrix.models import Context
+from cudamatrix.safe.text import redact_urls
 
 RELEVANT_VARS = ("LD_LIBRARY_PATH", "LD_PRELOAD", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_HOME",
                  "CUDA_PATH", "CUDA_MODULE_LOADING", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS",
@@ -74,7 +75,5 @@ def probe(root: str, environ: dict[str, str], packages: dict[str, str] | None = 
 def _shown(key: str, value: str) -> str:
     """An index variable's credentials masked as pip masks them: an Environment is printed and saved."""
     if "INDEX" in key or "FIND_LINKS" in key:
-        from cudamatrix.safe.text import redact_urls
-
         return redact_urls(value)
     return value

@@ -27,6 +27,7 @@ import time
 from typing import Any
 
 from cudamatrix import proc
+from cudamatrix.detect.libraries import safe_environ
 
 __all__ = ["DETECT_ENV_VAR", "LOADER_SCRIPT", "PYTHON_PROBE", "Forked", "Started", "findable", "start",
            "started_libs", "stop_all", "take"]
@@ -144,8 +145,6 @@ def started_libs(environ: dict[str, str]) -> Forked | None:
     """Start the waiting libraries' child (None when it cannot be started: detect starts one later)."""
     import subprocess
 
-    from cudamatrix.detect.libraries import safe_environ
-
     out_r, out_w = os.pipe()
     in_r, in_w = os.pipe()
     err_r, err_w = os.pipe()  # what the libraries write on stderr is read, kept and said, never passed to ours
@@ -184,8 +183,6 @@ def start(python_probe: bool = True) -> None:
 
 def _start(python_probe: bool) -> None:
     import json
-
-    from cudamatrix.detect.libraries import safe_environ
 
     if not sys.platform.startswith("linux") or not hasattr(os, "fork"):
         return
@@ -254,6 +251,7 @@ def _child(config_text: str | None, out_w: int, in_r: int | None, parent_ends: t
         if config_text == PYTHON_PROBE:
             import json
 
+            # lazy: a child script (it runs in other interpreters and imports no cudamatrix module): loaded where it runs
             from cudamatrix.detect import _pyprobe
 
             raw = _pyprobe.collect()
@@ -261,6 +259,7 @@ def _child(config_text: str | None, out_w: int, in_r: int | None, parent_ends: t
             sys.stdout.write(json.dumps(raw) + "\n")
             code = 0
         else:
+            # lazy: a child script (it runs in other interpreters and imports no cudamatrix module): loaded where it runs
             from cudamatrix.detect import _loader  # (ctypes) while the libraries' child waits for its question
 
             ready = time.monotonic()

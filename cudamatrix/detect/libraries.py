@@ -179,6 +179,7 @@ def find_copies(environ: dict[str, str], root: str, site_packages: list[str], ld
     ``wheel_owner`` maps an absolute file path (as RECORD lists it) to its distribution name;
     ``conda_prefixes`` are conda environments to look into besides $CONDA_PREFIX (the probed interpreter's).
     """
+    # lazy: `detect --from` would load 9 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): cudamatrix.ldso.elf, ipaddress, urllib.parse
     from cudamatrix.ldso import elf  # here: a pasted report's reading never scans a library
 
     found: dict[str, Library] = {}

@@ -16,6 +16,7 @@ from cudamatrix import proc
 from cudamatrix.detect.early import _DEFAULT_DIRS, LOADER_SCRIPT, STDERR_KEPT, Forked, findable  # noqa: F401
 from cudamatrix.detect.libraries import safe_environ
 from cudamatrix.ldso import elf as _elf
+from cudamatrix.ldso import openers
 from cudamatrix.safe.files import parse_json
 from cudamatrix.schema import field, record
 
@@ -40,8 +41,6 @@ class LoaderAnswers:
 def own_answerer(path: str) -> list[str]:
     """The file of the same copy that answers ``path``'s version call (cuDNN 9's libcudnn_graph.so.9 next to
     libcudnn.so.9), when the shim forwards the call to a library it opens by name; [] for the others."""
-    from cudamatrix.ldso import openers
-
     if not os.path.basename(path).startswith("libcudnn"):
         return []  # only the cuDNN shims forward cudnnGetVersion: nothing else reads the data here
     dyn = _elf.try_read(path)

@@ -264,6 +264,7 @@ def _forked_answer(forked: Forked, timeout: float) -> dict | None:
 
 def _child_times(raw: dict, spawned: float) -> dict[str, float]:
     """The forked probe's ``clock`` (taken out of ``raw``) -> {"start": ms, "collect": ms}; {} without one."""
+    # lazy: `detect --from` would load 13 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): cudamatrix.ldso.elf, cudamatrix.detect.loader, ipaddress
     from cudamatrix.detect.loader import clock_ms
 
     both = clock_ms(raw.pop("clock", None), spawned)
@@ -278,6 +279,7 @@ def probe(python: str | None, timeout: float, forked: Forked | None = None) -> t
     Returns (side, error); error says why another interpreter could not be probed.
     """
     if python is None:
+        # lazy: a child script (it runs in other interpreters and imports no cudamatrix module): loaded where it runs
         from cudamatrix.detect import _pyprobe
 
         if forked is not None and (raw := _forked_answer(forked, timeout)) is not None:

@@ -8,8 +8,10 @@ from __future__ import annotations
 import os
 
 from cudamatrix import proc
+from cudamatrix.errors import CudamatrixError
 from cudamatrix.ldso.paths import glob_one
 from cudamatrix.models import Note, Toolkit
+from cudamatrix.safe.files import parse_json, read_bytes
 from cudamatrix.safe.text import lazy
 
 _RELEASE = lazy(r"release (?P<short>\d+\.\d+), V(?P<full>\d+\.\d+\.\d+)")
@@ -28,9 +30,6 @@ def parse_nvcc(text: str) -> str | None:
 
 def read_version_file(base: str) -> tuple[str | None, str | None]:
     """(version, file name) of the toolkit at ``base``: version.json (CUDA >= 11.1) or version.txt (older)."""
-    from cudamatrix.errors import CudamatrixError
-    from cudamatrix.safe.files import parse_json, read_bytes
-
     try:  # bounded, and a FIFO or device planted at the name is refused before it is read
         data = parse_json(read_bytes(os.path.join(base, "version.json"), limit=1 << 20, error=CudamatrixError))
         v = (data.get("cuda") or data.get("cuda_cudart") or {}).get("version")

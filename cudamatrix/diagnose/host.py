@@ -8,6 +8,7 @@ from cudamatrix.diagnose.context import Diagnosis
 from cudamatrix.matrix.data import Advisory
 from cudamatrix.models import Environment, Finding
 from cudamatrix.names import canonical, name_and_specifier
+from cudamatrix.schema.pep508 import specifiers
 
 BUSY_FRACTION = 0.8
 
@@ -80,8 +81,6 @@ def low_host_memory(d: Diagnosis) -> list[Finding]:
 def _specifier(text: str):
     """The specifier set: plain releases read here (:mod:`cudamatrix.schema.pep508`, packaging's answers without
     its import), the rest by packaging, imported on first use."""
-    from cudamatrix.schema.pep508 import specifiers
-
     lite = specifiers(text)
     if lite is not None:
         return lite

@@ -24,6 +24,7 @@ from cudamatrix.errors import NoSolution
 from cudamatrix.matrix.data import Matrix
 from cudamatrix.models import Environment, Finding, ToolMessage
 from cudamatrix.safe.shells import Said, joined, pip, tool
+from cudamatrix.solve.rules import driver_floors
 from cudamatrix.solve.target import Target, from_environment
 
 # what each kind of message implies
@@ -268,6 +269,7 @@ def _keeps(env: Environment, solution, choice) -> bool:
 
 
 def _solve(env: Environment, matrix: Matrix, target: Target, family: str):
+    # lazy: `doctor` would load 56 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): packaging._tokenizer, packaging.specifiers, cudamatrix.solve.assemble
     from cudamatrix.solve.solver import parse_request, solve
 
     return solve([target], parse_request([family], env), matrix, installed=env)
@@ -277,7 +279,6 @@ def _needs_driver(matrix: Matrix, target: Target, cuda: str | None) -> str:
     """", which needs driver >= 580.65.06" when the target's driver is not known (else the solve checked it)."""
     if target.driver or not cuda:
         return ""
-    from cudamatrix.solve.rules import driver_floors
 
     try:
         full, _, _ = driver_floors(matrix, Version(cuda), target.platform)
@@ -289,8 +290,6 @@ def _needs_driver(matrix: Matrix, target: Target, cuda: str | None) -> str:
 def _driver_floor(env: Environment, matrix: Matrix, target: Target) -> str | None:
     """"upgrade the driver to >= 525.60.13 (530.30.02 for full support of CUDA 12.1)" for the installed torch's
     CUDA, when the paste names the build."""
-    from cudamatrix.solve.rules import driver_floors
-
     torch = next((f for f in env.frameworks if f.name == "torch" and f.cuda), None)
     if torch is None or torch.cuda is None:
         return None

@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from cudamatrix.diagnose.context import Diagnosis, Installed
-from cudamatrix.ldso import libpaths
+from cudamatrix.ldso import libpaths, openers
 from cudamatrix.ldso.libpaths import winner_folder
+from cudamatrix.ldso.openers import version_tuple
 from cudamatrix.models import Environment, Finding, LibraryLoad, Severity
 from cudamatrix.safe.shells import Said, tool
 
@@ -129,8 +130,6 @@ def cudnn_mapped(d: Diagnosis) -> list[Finding]:
 def answering_load(env: Environment, framework: str) -> LibraryLoad | None:
     """The predicted load whose library answers the framework's cuDNN version call: cuDNN 9's graph library,
     cuDNN 8's ops_infer, else the shim itself (``libcudnn.so.N``)."""
-    from cudamatrix.ldso import openers
-
     shim = libpaths.cudnn_mapped(env, framework)
     if shim is None:
         return None
@@ -140,8 +139,6 @@ def answering_load(env: Environment, framework: str) -> LibraryLoad | None:
 
 
 def _cudnn_finding(env: Environment, inst: Installed) -> Finding | None:
-    from cudamatrix.ldso.openers import version_tuple
-
     built = inst.variant.cudnn if inst.variant is not None else None
     load = answering_load(env, inst.name) if built is not None else None
     if load is None or built is None:

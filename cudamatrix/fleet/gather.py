@@ -16,9 +16,14 @@ from itertools import count
 from pathlib import Path
 from typing import Any, Callable
 
-from cudamatrix.errors import UsageError
+from cudamatrix import proc
+from cudamatrix.detect import detect
+from cudamatrix.errors import CudamatrixError, UsageError
+from cudamatrix.fleet.classes import group
+from cudamatrix.fleet.nodes import FLEET_INDEX
 from cudamatrix.models import Environment
-from cudamatrix.schema import field, record
+from cudamatrix.safe.files import parse_json, write_atomic
+from cudamatrix.schema import field, record, to_dict, validate
 
 Progress = Callable[[int, int, str, str], None]  # (done, total, node, "ok" | error message)
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -48,9 +53,6 @@ def _detect_on_node() -> dict:
     (an error as ``{"error": ...}``) so that the driver needs nothing but JSON-ready values."""
     import socket
     import sys
-
-    from cudamatrix.detect import detect
-    from cudamatrix.errors import CudamatrixError
 
     out: dict[str, Any] = {"hostname": socket.gethostname(), "python": sys.executable}
     try:
@@ -151,8 +153,6 @@ def _connect(ray, address: str | None, timeout: float) -> None:
 
 
 def _fill(node: Node, answer: dict) -> None:
-    from cudamatrix.schema import validate
-
     node.python = answer.get("python")
     node.hostname = answer.get("hostname") or node.hostname
     if answer.get("error"):
@@ -184,8 +184,6 @@ def gather_slurm(partition: str | None = None, nodes: int | None = None, timeout
                  progress: Progress | None = None) -> Gathered:
     """Run ``cudamatrix detect --json`` once per node through srun. Raises UsageError when srun is missing,
     or when it fails without any task answering (the partition does not exist, no allocation)."""
-    from cudamatrix import proc
-
     if nodes is not None and nodes < 1:
         raise UsageError("--nodes must be at least 1")
     srun = shutil.which("srun")
@@ -224,9 +222,6 @@ def gather_slurm(partition: str | None = None, nodes: int | None = None, timeout
 
 
 def _parse_envelope(text: str, where: str) -> tuple[Environment | None, str | None]:
-    from cudamatrix.safe.files import parse_json
-    from cudamatrix.schema import validate
-
     try:
         doc = parse_json(text)
         if doc.get("exit_code") != 0:
@@ -244,10 +239,6 @@ def write_fleet(gathered: Gathered, out: Path) -> dict:
     their hostnames and classes, and the nodes that failed). Returns the fleet index. Raises UsageError when
     ``out`` cannot be written."""
     import json
-
-    from cudamatrix.fleet.classes import group
-    from cudamatrix.fleet.nodes import FLEET_INDEX
-    from cudamatrix.schema import to_dict
 
     ok = [n for n in gathered.nodes if n.environment is not None]
     classes = group([(n.name, n.environment) for n in ok if n.environment is not None])
@@ -276,6 +267,4 @@ def write_fleet(gathered: Gathered, out: Path) -> dict:
 def _write(path: Path, text: str) -> None:
     """Through the one safe writer: an exclusive temporary file (no planted link followed), renamed over
     ``path``; a link at ``path`` itself is replaced, never written through (fleet folders are shared)."""
-    from cudamatrix.safe.files import write_atomic
-
     write_atomic(path, text, follow_links=False)

@@ -10,6 +10,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from cudamatrix.errors import UsageError
+from cudamatrix.safe.files import parse_json, read_bytes
+from cudamatrix.solve import target
+from cudamatrix.solve.driverclass import PausedGc
 
 if TYPE_CHECKING:
     from cudamatrix.matrix.data import Matrix
@@ -45,8 +48,6 @@ FLEET_INDEX_DEPTH = 16  # fleet gather writes 4 levels
 
 
 def _listed_nodes(folder: Path, index: Path) -> list[Path]:
-    from cudamatrix.safe.files import parse_json, read_bytes
-
     hint = "regenerate it with `cudamatrix fleet gather`, or remove it to read every *.json"
     raw = read_bytes(index, limit=FLEET_INDEX_LIMIT, what="fleet index")  # bounded; a FIFO or device refused
     try:
@@ -76,8 +77,8 @@ def load_nodes(paths: list[Path]) -> tuple[list[Environment], list[int]]:
     only where both are dotted numbers, like ``535.104.05``: the one form that is read as it is written, and
     read by the Target as its driver alone, see :func:`node_targets`); otherwise it is validated whole, so a bad
     file is refused with its own message. Raises UsageError as :func:`cudamatrix.detect.load_environment` does."""
+    # lazy: `solve` would load 17 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): cudamatrix.detect, cudamatrix.detect.libraries, cudamatrix.detect.smi
     from cudamatrix.detect import environment_of, read_environment
-    from cudamatrix.solve.driverclass import PausedGc
 
     firsts: dict[bytes, int] = {}
     envs: list[Environment] = []
@@ -147,12 +148,10 @@ def node_targets(matrix: Matrix, envs: list[Environment], same: list[int], names
     """The Targets of the nodes :func:`load_nodes` read: made once per first file alike, named per node, with
     the node's own driver version where it differs (a Target reads a stated driver version as its driver and
     nothing more; a node whose driver version or its first file's is not stated gets its own Target)."""
-    from cudamatrix.solve.target import from_environment
-
     targets: list[Target] = []
     for env, first, name in zip(envs, same, names, strict=True):
         if first == len(targets):
-            targets.append(from_environment(env, matrix, name=name))
+            targets.append(target.from_environment(env, matrix, name=name))
             continue
         driver, theirs = env.driver.version, envs[first].driver.version
         if driver == theirs:  # the Target's own driver: the version, or one read from the CUDA it runs
@@ -160,7 +159,7 @@ def node_targets(matrix: Matrix, envs: list[Environment], same: list[int], names
         elif driver is not None and theirs is not None:
             targets.append(_renamed(targets[first], name, driver))
         else:
-            targets.append(from_environment(env, matrix, name=name))
+            targets.append(target.from_environment(env, matrix, name=name))
     return targets
 
 

@@ -14,12 +14,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
+from cudamatrix.diagnose.findings import diagnose
 from cudamatrix.errors import NoSolution
 from cudamatrix.fleet.classes import NodeClass, group
+from cudamatrix.fleet.nodes import env_paths, load_nodes, node_targets
+from cudamatrix.lock.lockfile import requirements_txt, uv_project
 from cudamatrix.matrix.data import Matrix
 from cudamatrix.models import Environment, Solution
 from cudamatrix.schema import record
+from cudamatrix.solve import solver
+from cudamatrix.solve.checks import FRAMEWORK_DISTS, check_requirements
+from cudamatrix.solve.driverclass import DESKTOP, class_key, floors_of
+from cudamatrix.solve.indexes import index_layout, with_mirror
 from cudamatrix.solve.rules import DriverWords
+from cudamatrix.solve.solver import parse_request
 from cudamatrix.solve.target import Target
 
 RAY_LABEL = "cudamatrix-class"
@@ -51,8 +59,6 @@ class Fleet:
 
 def load_fleet(matrix: Matrix, env_files: list[Path]) -> Fleet:
     """Read node files (folders expand to their node files) and group them into classes. Raises UsageError."""
-    from cudamatrix.fleet.nodes import env_paths, load_nodes, node_targets
-
     paths = env_paths(env_files)
     names = [p.stem for p in paths]
     envs, same = load_nodes(paths)
@@ -61,8 +67,6 @@ def load_fleet(matrix: Matrix, env_files: list[Path]) -> Fleet:
 
 
 def _ray(solution, passthrough: list[str], cid: str) -> dict:
-    from cudamatrix.solve.indexes import index_layout
-
     index_url, extra = index_layout(solution.packages, bool(passthrough))
     options = (["--index-url", index_url] if index_url else []) + [a for u in extra for a in ("--extra-index-url", u)]
     pip: dict = {"packages": [p.requirement() for p in solution.packages] + passthrough}
@@ -79,9 +83,6 @@ def lock_per_class(matrix: Matrix, fleet: Fleet, requirements: list[str], fmt: s
     """Lock files by file name, and the mapping document (``locks.json``): one lock for every class when one
     set fits the whole fleet, else one per class; classes with no consistent set are listed with their causes.
     ``write(solution, targets, passthrough)`` makes a lock's text (default: the pins, or the uv settings)."""
-    from cudamatrix.lock.lockfile import requirements_txt, uv_project
-    from cudamatrix.solve.solver import parse_request
-
     request = parse_request(requirements, None)
     passthrough = [str(r) for r in request.passthrough]
     write = write or (requirements_txt if fmt == "requirements" else uv_project)
@@ -115,11 +116,8 @@ def _joint(matrix: Matrix, fleet: Fleet, request, mirror: str | None, mapping: d
     never chosen for a GPU target unasked), which the other nodes would run on their CPU with gigabytes of
     nvidia-* wheels they never load: asked for locks per class, each class gets its own (a CPU build where there
     is no GPU)."""
-    from cudamatrix.solve.indexes import with_mirror
-    from cudamatrix.solve.solver import solve
-
     try:
-        joint = with_mirror(solve(fleet.targets, request, matrix), mirror)
+        joint = with_mirror(solver.solve(fleet.targets, request, matrix), mirror)
     except NoSolution as exc:
         mapping["joint_causes"] = [c.to_dict() for c in exc.causes]
         return None
@@ -139,10 +137,6 @@ def _per_class(matrix: Matrix, fleet: Fleet, request, mirror: str | None):
     and so do classes the rules cannot tell apart (:func:`~cudamatrix.solve.driverclass.class_key`: the same
     facts but for a driver between the same two stated versions): the first one's answer, in the words of each
     (:func:`_as_for`)."""
-    from cudamatrix.solve.driverclass import class_key, floors_of
-    from cudamatrix.solve.indexes import with_mirror
-    from cudamatrix.solve.solver import solve
-
     answers: dict[frozenset, Solution | NoSolution] = {}
     alike: dict[tuple, tuple[list[Target], Solution | NoSolution]] = {}
     floors = floors_of(matrix)
@@ -157,7 +151,7 @@ def _per_class(matrix: Matrix, fleet: Fleet, request, mirror: str | None):
         answer = _as_for(first[1], first[0], targets) if first is not None else None
         if answer is None:
             try:
-                answer = with_mirror(solve(targets, request, matrix), mirror)
+                answer = with_mirror(solver.solve(targets, request, matrix), mirror)
             except NoSolution as inner:
                 answer = inner
             if rules_key is not None:
@@ -202,8 +196,6 @@ def _driver_words(old: str | None, new: str | None, texts: list[str]) -> Callabl
     """What turns words about driver ``old`` into words about ``new``: nothing to change when none quotes it; when
     both are desktop drivers, ``new`` put where the rules quoted ``old`` (:class:`~cudamatrix.solve.rules.
     DriverWords`, a record of the places); None otherwise, or where words hold ``old`` with no such record."""
-    from cudamatrix.solve.driverclass import DESKTOP
-
     if old == new or not old or not any(old in text for text in texts):
         return lambda text: text
     if not (new and DESKTOP.fullmatch(old) and DESKTOP.fullmatch(new)):
@@ -227,8 +219,6 @@ def check_fleet(matrix: Matrix, fleet: Fleet, text: str | None, name: str | None
     """The pre-job gate over a fleet: the whole fleet first (one image for every node), then, when it does not
     fit, every class on its own, so that the result names the blocking classes and their nodes. Without
     ``text`` each node's installed frameworks are checked (nodes grouped by class and installed set)."""
-    from cudamatrix.solve.checks import check_requirements
-
     result: dict = {"fits": True, "nodes": len(fleet.names), "classes": [], "blocking": []}
     joint = check_requirements(matrix, fleet.targets, None, text, name, mirror) if text is not None else None
     if joint is not None and joint["fits"]:
@@ -259,8 +249,6 @@ def check_fleet(matrix: Matrix, fleet: Fleet, text: str | None, name: str | None
 def _check_groups(fleet: Fleet, with_file: bool) -> list[tuple[NodeClass, list[int], Environment | None]]:
     """What ``check`` asks about: each class (with a requirements file), or each class's nodes grouped by their
     installed frameworks (with the first such node's environment)."""
-    from cudamatrix.solve.checks import FRAMEWORK_DISTS
-
     if with_file:
         return [(cls, cls.members, None) for cls in fleet.classes]
     groups: list[tuple[NodeClass, list[int], Environment | None]] = []
@@ -275,8 +263,6 @@ def _check_groups(fleet: Fleet, with_file: bool) -> list[tuple[NodeClass, list[i
 
 def doctor_fleet(matrix: Matrix, fleet: Fleet) -> dict:
     """doctor on every node, summarised per class: each finding code once per class, with the nodes it has."""
-    from cudamatrix.diagnose.findings import diagnose
-
     classes = []
     healthy = True
     for cls in fleet.classes:

@@ -18,7 +18,11 @@ from typing import Callable
 
 from cudamatrix import names, proc
 from cudamatrix.errors import CudamatrixError, InstallFailed
+from cudamatrix.install import journal as journals
+from cudamatrix.install.explain import explain
+from cudamatrix.install.replay import rebuilt
 from cudamatrix.models import Applied, InstalledDist, Plan
+from cudamatrix.safe.files import parse_json
 
 Progress = Callable[[str, str], None]  # (event, text): "step", "output", "restore", "done"
 
@@ -61,7 +65,6 @@ def snapshot(python: str) -> list[InstalledDist]:
     if not r.ok:
         raise InstallFailed(f"could not read the installed set of {python}: {r.error or r.stderr.strip()[-500:]}",
                             hint="check that --python names a working interpreter")
-    from cudamatrix.safe.files import parse_json
 
     try:  # another interpreter's answer: checked for shape before use
         out = [InstalledDist(name=d["name"], version=d["version"], source=_source(d.get("direct_url")),
@@ -79,7 +82,6 @@ def _source(direct_url: str | None) -> str | None:
     """A requirement-ready source from PEP 610 ``direct_url.json``: ``git+URL@commit``, ``-e PATH``, a URL."""
     if not direct_url:
         return None
-    from cudamatrix.safe.files import parse_json
 
     try:
         data = parse_json(direct_url)
@@ -146,8 +148,6 @@ def predicted_changes(steps, installed: set[str], say=lambda event, text: None) 
         if uv:
             names = {canonical(m.group(1)) for m in re.finditer(r"^\s*- ([A-Za-z0-9._-]+)==", r.stderr + r.stdout, re.M)}
         else:
-            from cudamatrix.safe.files import parse_json
-
             try:
                 names = {canonical(i["metadata"]["name"]) for i in parse_json(r.stdout).get("install", [])}
             except (ValueError, KeyError, TypeError, AttributeError):
@@ -166,8 +166,6 @@ def apply(plan: Plan, *, on_progress: Progress | None = None, journal=None,
     Applied with the before/after sets. Raises InstallFailed (exit 4) after restoring the starting set when a
     step fails, on Ctrl-C or on an unexpected error; ``detail`` names what was restored and what was not.
     """
-    from cudamatrix.install import journal as journals
-
     say = on_progress or (lambda event, text: None)
     runnable = [s for s in plan.steps if s.kind in RUNNABLE]
     if not runnable:
@@ -229,8 +227,6 @@ def _completed(journal, applied: Applied, limit: int) -> Applied:
     """Keep the journal of the applied change for ``fix --undo``. When it cannot be written (a full state folder),
     the change stays applied and says so: ``journal_error`` (why) and ``journal`` (the folder left, which
     ``fix --resume`` completes and ``fix --rollback`` goes back from)."""
-    from cudamatrix.install import journal as journals
-
     try:
         journals.complete(journal, applied.after, limit)
     except (CudamatrixError, OSError) as exc:
@@ -246,9 +242,6 @@ def rollback(journal, *, python: str | None = None, site_packages: list[str] | N
     wheels. Returns (restored, still different); the journal is removed when nothing differs. Raises UsageError,
     doing nothing, for a journal kept for another interpreter or naming a process it cannot prove is its own."""
     import sys
-
-    from cudamatrix.install import journal as journals
-    from cudamatrix.install.replay import rebuilt
 
     python = python or sys.executable
     journals.check_usable(journal, python)
@@ -281,8 +274,6 @@ def _tail(text: str, n: int = 40) -> str:
 
 def _failed(what: str, error: str, restored: list[InstalledDist], left: dict, argv, journal=None,
             output: str = "") -> InstallFailed:
-    from cudamatrix.install.explain import explain
-
     not_restored = [f"{d.name} {d.version}" for k in ("added", "removed", "changed") for d in left[k]]
     cause = explain(output or error)
     if not_restored:

@@ -34,12 +34,13 @@ import time
 import zipfile
 from pathlib import Path
 
+from cudamatrix import proc
 from cudamatrix.errors import CudamatrixError, UsageError
-from cudamatrix.install.owner import Identity, command_args, forbidden_group, group_alive, leader_of
+from cudamatrix.install.owner import Identity, command_args, forbidden_group, group_alive, leader_of, start_time
 from cudamatrix.models import InstalledDist, Plan
 from cudamatrix.names import canonical
 from cudamatrix.safe import keys
-from cudamatrix.safe.files import not_owned, parse_json, private_dir, read_private, write_private
+from cudamatrix.safe.files import exclusive_temp, not_owned, parse_json, private_dir, read_private, write_private
 from cudamatrix.safe.text import escape_controls, lazy, strip_credentials
 from cudamatrix.schema import record, validate
 
@@ -471,8 +472,6 @@ def _dists(data: dict, key: str) -> str | None:
 
 
 def _start_time(pid: int) -> str | None:
-    from cudamatrix.install.owner import start_time
-
     return start_time(pid)
 
 
@@ -515,8 +514,6 @@ def stop_installer(journal: Journal) -> str | None:
     start time, boot, host and command as recorded, still leading its own process group). Returns a note of
     what was done (None: nothing ran). Raises UsageError (exit 2), signalling nothing, when the recorded
     process group is one never signalled (0, 1, our own) or runs and cannot be proven to be the installer."""
-    from cudamatrix import proc
-
     pgid = journal.data.get("child_pgid")
     if pgid is None:
         return None
@@ -638,7 +635,6 @@ def repack(dist_info: Path, out_dir: Path) -> Path:
     path = out_dir / base
     rows = list(csv.reader(io.StringIO((dist_info / "RECORD").read_text())))
     out_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    from cudamatrix.safe.files import exclusive_temp
 
     tmp, fd = exclusive_temp(str(out_dir), path.name, 0o600)  # never a planted link: O_EXCL | O_NOFOLLOW
     try:

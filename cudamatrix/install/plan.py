@@ -13,6 +13,7 @@ import sys
 from urllib.parse import urlsplit
 
 from cudamatrix.errors import UsageError
+from cudamatrix.install.remedies import reinstalls, remedies, removals
 from cudamatrix.models import Environment, Finding, Pin, Plan, Removal, Solution, Step
 from cudamatrix.names import canonical
 from cudamatrix.solve.indexes import mirror_url
@@ -134,8 +135,6 @@ def make_plan(environment: Environment, solution: Solution, *, python: str, inst
     nothing needs to run. Raises UsageError for a non-https index URL without ``allow_http``, or an unknown
     installer.
     """
-    from cudamatrix.install.remedies import reinstalls, remedies, removals
-
     steps: list[Step] = []
     pins = [p for p in solution.to_install if environment.packages.get(_canon(p.name)) != p.version]
     removed = removals(environment, solution)

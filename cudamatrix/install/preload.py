@@ -15,6 +15,7 @@ import sys
 from collections.abc import Mapping
 
 from cudamatrix.models import Model
+from cudamatrix.names import canonical
 from cudamatrix.schema import field, record
 
 # Load order: each library's dependencies come before it. cuBLAS needs cuBLASLt; cuDNN 9's
@@ -163,8 +164,6 @@ def imported_from(site_packages: list[str], modules=None) -> dict[str, list[str]
     """The top-level modules this process imported from ``site_packages``, each with the distributions that
     ship it (``importlib.metadata.packages_distributions``, read now: call it before a change)."""
     from importlib.metadata import packages_distributions
-
-    from cudamatrix.names import canonical
 
     modules = sys.modules if modules is None else modules
     roots = tuple(os.path.join(os.path.realpath(s), "") for s in site_packages if s)

@@ -17,7 +17,11 @@ from __future__ import annotations
 import re
 
 from cudamatrix.errors import UsageError
+from cudamatrix.install import journal as journals
+from cudamatrix.install.plan import check_url, installer_argv
 from cudamatrix.models import Plan, Step
+from cudamatrix.safe.text import breaks_line, has_credentials, strip_credentials
+from cudamatrix.schema import replace
 
 _SWITCHES = {"install": {"--no-deps", "--force-reinstall", "--reinstall", "--no-index"}, "uninstall": {"-y"}}
 _VALUED = ("--index-url", "-i", "--extra-index-url", "--find-links", "-f", "--trusted-host")
@@ -51,9 +55,6 @@ def _split(step: Step, python: str) -> tuple[str, str, list[str]]:
 
 
 def _value(step: Step, option: str, value: str, allow_http: bool, mirror: str | None) -> str:
-    from cudamatrix.install.plan import check_url
-    from cudamatrix.safe.text import breaks_line
-
     if breaks_line(value) or not value:
         raise _refuse(step, f"{option} has an empty value or one that holds a line break")
     if option == "--trusted-host":
@@ -91,9 +92,6 @@ def rebuilt(plan: Plan, python: str, *, allow_http: bool = False, mirror: str | 
     """``plan`` with each install/uninstall/reinstall step rebuilt for ``python`` (module docstring): each step
     must run ``python`` (the interpreter whose journal it is). Raises UsageError for a step that does not fit,
     before anything runs."""
-    from cudamatrix.install.plan import installer_argv
-    from cudamatrix.schema import replace
-
     steps = []
     for step in plan.steps:
         if step.kind not in ("install", "uninstall", "reinstall"):
@@ -111,8 +109,6 @@ def rebuilt(plan: Plan, python: str, *, allow_http: bool = False, mirror: str | 
 def with_credentials(url: str, mirror: str | None) -> str:
     """``url`` with the credentials of ``mirror`` put back, when ``url`` is the mirror's URL (or below it) as
     written to the journal (without them); else ``url`` unchanged."""
-    from cudamatrix.safe.text import has_credentials, strip_credentials
-
     if not mirror or not has_credentials(mirror):
         return url
     bare, full = strip_credentials(mirror).rstrip("/"), mirror.rstrip("/")
@@ -124,8 +120,6 @@ def with_credentials(url: str, mirror: str | None) -> str:
 def resume_plan(journal, python: str, *, allow_http: bool = False, mirror: str | None = None) -> Plan:
     """The plan ``fix --resume`` finishes: the journal's, rebuilt for ``python``, once a left-over installer
     proven to be the journal's is stopped. Raises UsageError, having run nothing, otherwise."""
-    from cudamatrix.install import journal as journals
-
     journals.check_usable(journal, python)
     plan = rebuilt(journal.plan(), python, allow_http=allow_http, mirror=mirror)
     journals.stop_installer(journal)

@@ -42,6 +42,7 @@ from packaging.version import InvalidVersion, Version
 
 from cudamatrix import net, proc
 from cudamatrix.errors import InstallFailed
+from cudamatrix.install.journal import state_root
 from cudamatrix.matrix import index as pipindex
 from cudamatrix.models import Environment, Plan
 from cudamatrix.names import canonical
@@ -343,8 +344,6 @@ def measure(plan: Plan, environment: Environment, environ: dict[str, str] | None
     can be fetched (``missing``, ``dead``). ``conf``: pip's configuration (default: asked of the plan's
     interpreter when a step installs); ``client``: a :func:`cudamatrix.net.session` (default: one that trusts the CA
     bundle pip does)."""
-    from cudamatrix.install.journal import state_root
-
     environ = dict(os.environ if environ is None else environ)
     check = SpaceCheck()
     steps = [s for s in plan.steps if s.kind in ("install", "reinstall")]

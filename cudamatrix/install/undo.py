@@ -16,7 +16,9 @@ import os
 from cudamatrix.errors import UsageError
 from cudamatrix.install import journal as journals
 from cudamatrix.install.apply import diff
+from cudamatrix.install.plan import installer_argv
 from cudamatrix.models import InstalledDist, Plan, Removal, Step
+from cudamatrix.names import canonical
 
 
 def _versions(dists: list[InstalledDist]) -> dict[str, str]:
@@ -33,8 +35,6 @@ def drift(after: dict[str, str], now: dict[str, str]) -> list[str]:
 
 def _saved(folder, name: str, version: str) -> str | None:
     """The saved wheel of ``name`` ``version`` in ``folder`` (file name escaping of the binary format), or None."""
-    from cudamatrix.names import canonical
-
     prefix = canonical(name).replace("-", "_") + "-" + version + "-"
     try:
         found = [n for n in os.listdir(folder) if n.lower().startswith(prefix.lower()) and n.endswith(".whl")]
@@ -85,8 +85,6 @@ def _check_saved(journal, python: str, wanted: dict[str, str]) -> None:
 def _steps(python: str, installer: str, added: list[str], back: dict[str, tuple[str, str]], wheels: str) -> list[Step]:
     """Uninstall what the change added; install the starting versions (``back``: name -> (now, then)) from the
     saved wheels only."""
-    from cudamatrix.install.plan import installer_argv
-
     steps = []
     if added:
         steps.append(Step(kind="uninstall", reason="uninstall what the fix added: " + ", ".join(added),

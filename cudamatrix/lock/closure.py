@@ -19,6 +19,7 @@ import re
 from urllib.parse import unquote, urlsplit
 
 from cudamatrix.errors import UsageError
+from cudamatrix.names import canonical
 from cudamatrix.schema import field, record
 
 # PEP 508 marker values of each platform the solver knows
@@ -194,8 +195,6 @@ def _host(url: str) -> str:
 
 
 def _canon(name: str) -> str:
-    from cudamatrix.names import canonical
-
     return canonical(name)
 
 

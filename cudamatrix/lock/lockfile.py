@@ -8,6 +8,7 @@ from cudamatrix.errors import UsageError
 from cudamatrix.lock import toml
 from cudamatrix.lock.closure import Closure, is_local
 from cudamatrix.models import Solution
+from cudamatrix.safe.files import write_atomic
 from cudamatrix.safe.text import file_lines
 from cudamatrix.solve.indexes import dedupe, index_layout
 from cudamatrix.solve.target import Target
@@ -16,8 +17,6 @@ from cudamatrix.solve.target import Target
 def write_lock(path, text: str) -> str:
     """Write a lock file atomically (a device, FIFO or folder at ``path`` is refused, the mode of an
     existing file kept: :func:`cudamatrix.safe.files.write_atomic`). Raises UsageError."""
-    from cudamatrix.safe.files import write_atomic
-
     return write_atomic(path, text)
 
 

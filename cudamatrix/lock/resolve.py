@@ -13,8 +13,10 @@ import tempfile
 
 from cudamatrix import proc
 from cudamatrix.errors import UsageError
+from cudamatrix.install.explain import explain
 from cudamatrix.lock.closure import Closure, LockSpec, check_glibc, diverging_markers, from_report, glibc_of, merge
 from cudamatrix.models import Environment, Solution
+from cudamatrix.safe.files import parse_json
 from cudamatrix.solve.indexes import index_args, index_layout
 from cudamatrix.solve.target import Target
 
@@ -92,8 +94,6 @@ def locked_report(requirements: list[str], index_args: list[str], spec: LockSpec
                   environ: dict[str, str] | None = None) -> dict:
     """pip's installation report for ``requirements`` on ``spec``'s platform tags and Python (wheels only).
     Raises UsageError with the installer's root cause when pip cannot resolve them (no index, no file)."""
-    from cudamatrix.install.explain import explain
-
     tags = spec.tags()
     with tempfile.TemporaryDirectory(prefix="cudamatrix-lock-") as target:
         argv = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet", "--report", "-",
@@ -107,7 +107,6 @@ def locked_report(requirements: list[str], index_args: list[str], spec: LockSpec
                          + (f"{cause.kind}: {cause.line}" if cause else (r.error or r.stderr.strip()[-300:])),
                          hint=(cause.way_out if cause else "check the index") + "; a complete lock names each file "
                               "and its sha256, so the index must be reachable (or: lock --pins-only)")
-    from cudamatrix.safe.files import parse_json
 
     try:
         return parse_json(r.stdout)

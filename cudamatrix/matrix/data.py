@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from cudamatrix.errors import DataError
 from cudamatrix.matrix.sources import Source, Sources, SourceText, lazy_sources  # noqa: F401
+from cudamatrix.safe.files import read_bytes
+from cudamatrix.safe.text import breaks_line
 from cudamatrix.schema import FORBID, build, cc_key, field, normalize_cc, record, validate  # noqa: F401
 from cudamatrix.schema.annotated import CC, Driver, IndexUrl, Label, Local, Name, Req, Spec, Ver, VersionText  # noqa: F401
 
@@ -439,8 +441,6 @@ def _present(path: Path) -> Path:
 
 
 def _read(path: Path) -> bytes:
-    from cudamatrix.safe.files import read_bytes
-
     _present(path)
     # bounded, and a FIFO or device in the data folder is refused before it is read (it would hang)
     return read_bytes(path, limit=16 * 1024 * 1024, what="matrix file", error=DataError)
@@ -484,8 +484,6 @@ def validate_files(raws: dict[str, bytes]) -> Matrix:
 def control_text(doc: Any, path: str = "") -> str | None:
     """The dotted path of the first key or string in ``doc`` that holds a control character (a line
     break, an escape, a bidirectional override), or None (iterative: no recursion)."""
-    from cudamatrix.safe.text import breaks_line
-
     stack: list[tuple[Any, str]] = [(doc, path)]
     while stack:
         value, where = stack.pop()

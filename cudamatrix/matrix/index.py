@@ -29,7 +29,7 @@ from urllib.parse import urljoin, urlsplit
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from cudamatrix import net
+from cudamatrix import net, proc
 from cudamatrix.errors import CudamatrixError
 from cudamatrix.net import redact
 from cudamatrix.safe.files import parse_json
@@ -276,16 +276,15 @@ def pip_default_index(python: str | None = None, config_list: str | None = None)
 
     if os.environ.get("PIP_INDEX_URL"):
         return os.environ["PIP_INDEX_URL"]
-    from cudamatrix.proc import run
 
     interp = python or sys.executable
     if config_list is None:
-        res = run([interp, "-m", "pip", "config", "list"], timeout=30)
+        res = proc.run([interp, "-m", "pip", "config", "list"], timeout=30)
         config_list = res.stdout if res.ok else ""
     configured = parse_pip_config(config_list)
     if configured:
         return configured
-    res = run([interp, "-m", "pip", "install", "--help"], timeout=30, env={**os.environ, "COLUMNS": "200"})
+    res = proc.run([interp, "-m", "pip", "install", "--help"], timeout=30, env={**os.environ, "COLUMNS": "200"})
     default = parse_pip_help_default(res.stdout) if res.ok else None
     if default:
         return default
@@ -310,9 +309,7 @@ def pip_sources(python: str | None = None) -> tuple[str, list[str], list[str]]:
     Raises IndexReadError if pip is not there to ask."""
     import os
 
-    from cudamatrix.proc import run
-
-    res = run([python or sys.executable, "-m", "pip", "config", "list"], timeout=30)
+    res = proc.run([python or sys.executable, "-m", "pip", "config", "list"], timeout=30)
     listed = res.stdout if res.ok else ""
     extra = os.environ.get("PIP_EXTRA_INDEX_URL", "").split() or parse_pip_config_list(listed, "extra-index-url")
     links = os.environ.get("PIP_FIND_LINKS", "").split() or parse_pip_config_list(listed, "find-links")

@@ -20,9 +20,13 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from cudamatrix.errors import CudamatrixError
-from cudamatrix.matrix.data import Matrix
-from cudamatrix.schema import field, record, replace, to_dict
+from cudamatrix.errors import CudamatrixError, DataError
+from cudamatrix.matrix.data import FrameworkFile, Matrix, control_text
+from cudamatrix.matrix.query import lint
+from cudamatrix.safe.files import parse_json, read_private, write_private
+from cudamatrix.safe.keys import cache_dir as folder
+from cudamatrix.safe.keys import sign, signed, user_key
+from cudamatrix.schema import field, record, replace, to_dict, validate
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -54,8 +58,6 @@ class OverlayInfo:
 
 def cache_dir() -> Path:
     """``$XDG_CACHE_HOME/cudamatrix``, else ``~/.cache/cudamatrix``."""
-    from cudamatrix.safe.keys import cache_dir as folder
-
     return folder()
 
 
@@ -92,6 +94,7 @@ def build(index: Any, shipped: Matrix, index_url: str, log: Callable[[str], None
 
     from packaging.version import Version
 
+    # lazy: `doctor` would load 62 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): packaging._tokenizer, packaging.specifiers, logging
     from cudamatrix.matrix import discover, merge
 
     def read(suffix):
@@ -132,8 +135,6 @@ def build(index: Any, shipped: Matrix, index_url: str, log: Callable[[str], None
 
 def to_plain(release: Any) -> dict[str, Any]:
     """A shipped release as its data file holds it, sources as records (to_dict makes a new JSON-ready tree)."""
-    from cudamatrix.schema import to_dict
-
     return to_dict(release, records=True)
 
 
@@ -141,11 +142,6 @@ def check_rows(doc: dict[str, Any], shipped: Matrix) -> Matrix:
     """Validate an overlay document against the models; return the shipped matrix with it applied.
 
     Raises OverlayError naming the bad value."""
-    from cudamatrix.errors import DataError
-    from cudamatrix.matrix.data import FrameworkFile
-    from cudamatrix.matrix.query import lint
-    from cudamatrix.schema import validate
-
     if not isinstance(doc, dict) or doc.get("overlay_schema") != OVERLAY_SCHEMA:
         raise OverlayError(f"the overlay is not overlay schema {OVERLAY_SCHEMA}")
     fams = doc.get("families")
@@ -153,7 +149,6 @@ def check_rows(doc: dict[str, Any], shipped: Matrix) -> Matrix:
         raise OverlayError("the overlay's families are not torch/tensorflow/jax")
     if doc.get("sha256") != digest(fams):
         raise OverlayError("the overlay's rows do not match its sha256")
-    from cudamatrix.matrix.data import control_text
 
     where = control_text(doc)
     if where is not None:
@@ -184,8 +179,6 @@ def _unsigned(doc: dict[str, Any]) -> dict[str, Any]:
 def write(doc: dict[str, Any], shipped: Matrix, path: Path | None = None) -> Path:
     """Validate ``doc``, sign it with the per-user key and write it to the overlay file (0600 in a 0700
     folder, temp file + rename). Raises OverlayError."""
-    from cudamatrix.safe.keys import sign, user_key
-
     check_rows(doc, shipped)
     key, note = user_key(create=True)
     if key is None:
@@ -202,7 +195,6 @@ def write(doc: dict[str, Any], shipped: Matrix, path: Path | None = None) -> Pat
     if why:
         raise OverlayError(f"{folder}: {why}; not writing the overlay there",
                            hint=f"chmod 700 {folder} (or set XDG_CACHE_HOME to a private folder)")
-    from cudamatrix.safe.files import write_private
 
     note = write_private(path, json.dumps(doc, indent=1, sort_keys=True))  # the one safe writer: 0600, no link
     if note:
@@ -254,9 +246,6 @@ MAX_DEPTH = 16  # the rows of matrix update nest 6 levels
 def _read_signed(path: Path) -> dict[str, Any]:
     """The overlay document, read bounded (size, depth) and checked against the per-user key. Raises
     OverlayError when it is not signed with this user's key, ValueError when it cannot be read."""
-    from cudamatrix.safe.files import parse_json, read_private
-    from cudamatrix.safe.keys import signed, user_key
-
     raw, note = read_private(path, limit=MAX_BYTES)
     if note or raw is None:
         raise ValueError(note or "it vanished while being read")

@@ -20,6 +20,7 @@ from cudamatrix.matrix.data import (
     PlatformFacts,
     Variant,
 )
+from cudamatrix.matrix.sources import all_third_party, records_of
 from cudamatrix.names import FAMILY_NAMES, name_and_specifier, requirement
 from cudamatrix.safe.text import lazy
 from cudamatrix.schema import normalize_cc, to_dict
@@ -309,7 +310,6 @@ def _lint_cudnn(matrix: Matrix) -> list[str]:
         if str(cudnn_rel.version) in seen:
             problems.append(f"cudnn.json: releases[{i}]: version: duplicate row {cudnn_rel.version}")
         seen.add(str(cudnn_rel.version))
-    from cudamatrix.matrix.sources import records_of
 
     for i, cap in enumerate(matrix.cudnn.gpu_floors):  # a cap from the GPU: the document and the binaries
         kinds = {r.kind for r in records_of(cap.source)}
@@ -418,8 +418,6 @@ def sourced_rows(matrix: Matrix) -> list[tuple[str, str]]:
 
 def _lint_sources(matrix: Matrix) -> list[str]:
     """Every row has a source; none rests on third-party records alone (a table on a moving branch, a paste)."""
-    from cudamatrix.matrix.sources import all_third_party
-
     problems = []
     for where, source in sourced_rows(matrix):
         if not source or not source.strip():

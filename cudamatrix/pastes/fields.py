@@ -12,8 +12,8 @@ import re
 from cudamatrix.detect.libraries import _soname_guess, library_name, version_from_filename
 from cudamatrix.detect.python_env import canonical, torch_variant
 from cudamatrix.detect.smi import gpu_line
-from cudamatrix.detect.text import Paste
-from cudamatrix.models import Driver, Environment, GpuInfo, Library, Toolkit
+from cudamatrix.detect.text import Paste, cudnn_version
+from cudamatrix.models import Driver, Environment, GpuInfo, Library, Note, Toolkit
 from cudamatrix.pastes.merge import merge_driver, merge_gpus
 from cudamatrix.schema import normalize_cc
 
@@ -520,7 +520,6 @@ def _cudnn(env: Environment, text: str, source: str) -> None:
         text = text.split("/")[0].strip()
     version = _leading_version(text)
     if version is None and text.isdigit() and len(text) <= 6:  # torch.backends.cudnn.version() style: 8902
-        from cudamatrix.detect.text import cudnn_version
 
         version = cudnn_version(int(text))
     if version:
@@ -532,8 +531,6 @@ def _cudnn(env: Environment, text: str, source: str) -> None:
 
 
 def _note(message: str):
-    from cudamatrix.models import Note
-
     return Note("report", message)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from cudamatrix.detect.python_env import torch_variant
 from cudamatrix.detect.text import Paste, cudnn_version
 from cudamatrix.models import Environment, Framework, GpuInfo
 from cudamatrix.pastes.merge import merge_gpus
@@ -162,8 +163,6 @@ def _claim_pretty_printed(paste: Paste, i: int) -> None:
 
 
 def _apply(env: Environment, values: dict[str, str]) -> None:
-    from cudamatrix.detect.python_env import torch_variant
-
     if "torch" in values:
         fw = torch_variant(values["torch"], [], None)
         fw.source = "report:python"

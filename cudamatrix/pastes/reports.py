@@ -95,7 +95,10 @@ def infer_compute_capabilities(env: Environment) -> None:
     matrix's GPU table holds for that name, and a note says it was inferred from the name, with the row's source."""
     # the matrix only when a named GPU needs it (measured reason: loading it loads packaging and the data files, 30-40
     # ms of `detect --from` on a paste that states every compute capability; tests/schema/test_records.py)
+    # lazy: `detect --from` would load 20 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): cudamatrix.matrix.data, packaging.version, ipaddress
     from cudamatrix.matrix.load import load_matrix
+
+    # lazy: `detect --from` would load 20 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): cudamatrix.matrix.data, packaging.version, ipaddress
     from cudamatrix.matrix.query import find_gpu
 
     matrix = load_matrix()

@@ -12,6 +12,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from cudamatrix.safe.files import read_private, write_private
+
 KEY_FILE = "verify.key"  # its name since the verification memory introduced it; the overlay shares it
 
 
@@ -25,8 +27,6 @@ def user_key(create: bool) -> tuple[bytes | None, str | None]:
     """(this user's key, None), creating it when ``create``; (None, None) when there is none yet; (None, why)
     when it cannot be trusted (not this user's, open to others, a link) or cannot be written."""
     import secrets
-
-    from cudamatrix.safe.files import read_private, write_private
 
     path = cache_dir() / KEY_FILE
     raw, note = read_private(path, limit=4096)

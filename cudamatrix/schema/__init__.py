@@ -31,6 +31,7 @@ def __getattr__(name: str) -> Any:
     """The annotated field types (``Ver``, ``CC``, ``Spec``, ``Req``) live in
     :mod:`cudamatrix.schema.annotated`, loaded when first asked: defining them loads ``packaging``."""
     if name in ("Ver", "CC", "Spec", "Req", "IndexUrl", "Name", "Label", "Local", "VersionText", "Driver"):
+        # lazy: `detect --from` would load 5 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): packaging.version, cudamatrix.schema.annotated, cudamatrix.safe.text
         from cudamatrix.schema import annotated
 
         return getattr(annotated, name)
@@ -126,6 +127,7 @@ def _annotated_converter(tp: Any) -> Callable[[Any], Any]:
 
 def _converter(tp: Any) -> Callable[[Any], Any]:
     """A function turning JSON for type ``tp`` into the value the dataclass holds."""
+    # lazy: `detect --from` would load 5 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): packaging.version, cudamatrix.schema.annotated, cudamatrix.safe.text
     from cudamatrix.schema.annotated import Version, parse_version
 
     origin = typing.get_origin(tp)

@@ -17,6 +17,8 @@ from collections.abc import Iterator, Mapping
 from functools import lru_cache
 from typing import Any
 
+from cudamatrix.names import canonical
+
 _NAME = r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?"
 _RELEASE = re.compile(r"\d+(?:\.\d+)*")
 _INSTALLED = re.compile(r"(\d+(?:\.\d+)*)(?:\+[a-z0-9]+(?:[-_.][a-z0-9]+)*)?", re.IGNORECASE)  # release[+local]
@@ -232,7 +234,6 @@ def _atom(atom: tuple[str, str, str], environment: Mapping[str, str]) -> bool:
             raise Unanswered(have)
         return _compare(have, op, value)
     if var == "extra":  # PEP 685: extra names compare normalised
-        from cudamatrix.names import canonical
 
         have, value = canonical(have), canonical(value)
     return (have == value) if op == "==" else (have != value)

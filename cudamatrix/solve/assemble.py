@@ -13,6 +13,7 @@ from cudamatrix.names import FAMILIES, FRAMEWORK_DISTS, canonical
 from cudamatrix.solve import rules
 from cudamatrix.solve.extensions import Chosen
 from cudamatrix.solve.indexes import index_args, index_layout
+from cudamatrix.solve.pins import cudnn_for_gpus
 from cudamatrix.solve.request import Request
 from cudamatrix.solve.search import Candidate, implied_basis
 from cudamatrix.solve.target import Target
@@ -39,8 +40,6 @@ def framework_pins(c: Candidate, request: Request, installed: Environment | None
 def _gpu_capped(c: Candidate, target: Target, matrix: Matrix) -> list[Pin]:
     """The cuDNN wheel pinned below the versions that have no kernels for the target's GPU (the rule
     ``cudnn_range`` let the build in only because such a version is known)."""
-    from cudamatrix.solve.pins import cudnn_for_gpus
-
     pin, _ = cudnn_for_gpus(matrix, c.variant, target)
     return [Pin(name=canonical(pin.name), version=next(iter(pin.specifier)).version)] if pin is not None else []
 
@@ -192,8 +191,6 @@ def _on_cpu_nodes(c: Candidate, targets: list[Target]) -> list[str]:
 
 def _capped_said(c: Candidate, target: Target, matrix: Matrix) -> list[str]:
     """The cuDNN pin the GPU's floor adds to a build that leaves cuDNN as a range, and why."""
-    from cudamatrix.solve.pins import cudnn_for_gpus
-
     pin, why = cudnn_for_gpus(matrix, c.variant, target)
     return [f"pinned {pin} for {c.label}: {why}"] if pin is not None else []
 
@@ -306,6 +303,7 @@ def _unverified(choice: list[Candidate], targets: list[Target], trace: list[str]
 
 
 def _env_changes(env: Environment) -> dict[str, str]:
+    # lazy: `solve` would load 20 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): cudamatrix.ldso.linkmap, cudamatrix.ldso.libpaths, cudamatrix.ldso.elf
     from cudamatrix.ldso.libpaths import library_path_fix
 
     return library_path_fix(env)

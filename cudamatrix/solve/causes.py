@@ -13,6 +13,7 @@ from packaging.version import Version
 
 from cudamatrix.errors import NoSolution
 from cudamatrix.matrix.data import Matrix
+from cudamatrix.matrix.query import driver_version
 from cudamatrix.models import Cause, Rejection, WayOut
 from cudamatrix.safe.shells import Said, pip
 from cudamatrix.solve import rules
@@ -139,8 +140,6 @@ def shared_wheels(rejected: list[Rejection], has_causes: bool) -> list[Cause]:
 def upgrade_driver(f: Failure) -> list[WayOut]:
     """Builds turned down only by driver floors (``driver_floor``, ``gpu_driver``): each needs the highest of its
     floors; the way out is the lowest such need, naming the newest build it admits and the newest build overall."""
-    from cudamatrix.matrix.query import driver_version
-
     driver_only = [(c, rs) for c, rs, _ in f.in_request if {r.rule for r in rs} <= {"driver_floor", "gpu_driver"}]
     needs = [(max((r.need_driver for r in rs if r.need_driver), key=driver_version), c)
              for c, rs in driver_only if any(r.need_driver for r in rs)]

@@ -18,6 +18,7 @@ from packaging.version import Version
 
 from cudamatrix.errors import NoSolution
 from cudamatrix.matrix.data import FrameworkRelease, Matrix, Variant
+from cudamatrix.matrix.query import cuda_release, default_variant
 from cudamatrix.models import Environment, Solution
 from cudamatrix.names import EXTENSIONS, FAMILIES, FRAMEWORK_DISTS
 from cudamatrix.solve import rules
@@ -122,8 +123,6 @@ def _default_builds(release: FrameworkRelease, req: Requirement, targets: list[T
     """(the variant names the default index serves of ``release`` on the targets' platforms, a problem): the
     matrix records it per platform (PyPI's Windows torch is the CPU build); unknown matters only when no other
     index of the file serves the release (a local version sorts above the default index's plain one)."""
-    from cudamatrix.matrix.query import default_variant
-
     served = {p: default_variant(release, p) for p in sorted({t.platform for t in targets})}
     if not other_options and any(v is None for v in served.values()):
         other = [p for p, v in served.items() if v is None and p != "linux_x86_64"]
@@ -445,8 +444,6 @@ def base_image(solution: Solution, matrix: Matrix, targets: list[Target]) -> tup
     The tag is built from the newest CUDA release row of that major.minor in the matrix; wheels that bring
     their own CUDA libraries need only the ``base`` flavour (driver access), others ``runtime``. The images
     carry no Python: the Ubuntu release is the one whose own python3 is the targets' Python where one fits."""
-    from cudamatrix.matrix.query import cuda_release
-
     if not solution.cuda:
         return None, None
     rel = cuda_release(matrix, solution.cuda)

@@ -20,6 +20,7 @@ from typing import Any
 
 from cudamatrix.matrix.data import FrameworkRelease, Matrix, Variant
 from cudamatrix.matrix.query import driver_version
+from cudamatrix.schema import to_dict
 from cudamatrix.solve import rules
 from cudamatrix.solve.target import Target
 
@@ -29,8 +30,6 @@ DESKTOP = re.compile(r"\d{3,}(?:\.\d+)+")  # 580.65.06, 470.86: what a desktop d
 
 def stated_drivers(matrix: Matrix) -> list[tuple[int, ...]]:
     """Every driver version the matrix states anywhere (any field whose name has "driver"), sorted."""
-    from cudamatrix.schema import to_dict
-
     found: set[tuple[int, ...]] = set()
     todo: list[tuple[object, bool]] = [(to_dict(matrix), False)]
     while todo:

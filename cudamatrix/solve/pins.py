@@ -11,6 +11,7 @@ from packaging.version import Version
 from cudamatrix.matrix.data import FrameworkRelease, Matrix, Variant
 from cudamatrix.names import canonical
 from cudamatrix.names import requirement as _requirement  # packaging imported on first use
+from cudamatrix.schema import cc_key
 from cudamatrix.solve.target import Target
 
 if TYPE_CHECKING:
@@ -202,8 +203,6 @@ def cudnn_for_gpus(matrix: Matrix, variant: Variant, target: Target) -> tuple[Re
     for a target GPU (cudnn.json ``gpu_floors``: from cuDNN 9.11 on, none below compute capability 7.5; NVIDIA's
     cuDNN support matrix and the wheels' binaries): (the exact requirement of the newest known version in the range
     that has them, why), or (None, why not) when the matrix knows none. (None, None): nothing to pin."""
-    from cudamatrix.schema import cc_key
-
     if not target.gpus or not variant.nvidia_pins:
         return None, None
     low = min((g.compute_capability for g in target.gpus), key=cc_key)

@@ -19,13 +19,21 @@ from typing import Callable
 from packaging.version import Version
 
 from cudamatrix.matrix.data import CudnnRelease, FrameworkRelease, Matrix, Variant
-from cudamatrix.matrix.query import architecture, cuda_release, driver_max_cuda, driver_version, jetpack_only
+from cudamatrix.matrix.query import (
+    architecture,
+    cuda_release,
+    driver_max_cuda,
+    driver_version,
+    jetpack_only,
+    on_platform,
+)
 from cudamatrix.schema import cc_key, field, record
 
 # the CUDA wheel requirements of a build live in pins; re-exported for the rules' callers
 from cudamatrix.solve.pins import (  # noqa: F401
     bundles_nvidia_wheels,
     conflict_pins,
+    cudnn_for_gpus,
     expand_metapackage,
     implied_pins,
     library_key,
@@ -176,7 +184,6 @@ def platform_variant(variant: Variant, platform: str) -> Variant:
     cached = _VIEWS.get(key)
     if cached is not None and cached[0] is variant:
         return cached[1]
-    from cudamatrix.matrix.query import on_platform
 
     seen = on_platform(variant, platform)
     view = Variant(**{**vars(variant), "cuda": seen.cuda, "archs": list(seen.archs or []), "ptx": list(seen.ptx or []),
@@ -429,8 +436,6 @@ def cudnn_range(build: Build, gpu: TargetGpu) -> list[Reason]:
     >=9.3.0.75,<10): pip takes the newest, and cuDNN from 9.11 on carries no kernels below compute capability 7.5
     (cudnn.json ``gpu_floors``, from NVIDIA's cuDNN support matrix and the wheels' binaries). The build fits when
     the matrix knows a version in the range that has kernels for the GPU (the answer then pins it)."""
-    from cudamatrix.solve.pins import cudnn_for_gpus
-
     one = Target(name=build.target.name, driver=build.target.driver, gpus=(gpu,), platform=build.target.platform,
                  python=build.target.python)
     pin, why = cudnn_for_gpus(build.matrix, build.variant, one)

@@ -19,7 +19,7 @@ from cudamatrix.errors import NoSolution, UsageError
 from cudamatrix.matrix.data import Matrix
 from cudamatrix.models import Environment, FrameworkChoice, Rejection, Solution, WayOut
 from cudamatrix.names import FAMILY_NAMES, canonical, family_of
-from cudamatrix.solve import extensions, releasefiles
+from cudamatrix.solve import extensions, releasefiles, rules
 from cudamatrix.solve.assemble import assemble
 from cudamatrix.solve.causes import Verdicts, no_solution
 from cudamatrix.solve.driverclass import MIN_TARGETS, Memo, PausedGc, SharedChecks
@@ -185,8 +185,6 @@ def passed_over(choice: list[Candidate], per_family: dict[str, list[Candidate]],
     """For each chosen build, the best build that fits but was passed over because its facts are inferred, not
     read from an artifact (docs/rules.md, "known / inferred"): newer, or of a newer CUDA, yet ranked below. One sentence
     per family, with the inferred facts and their basis."""
-    from cudamatrix.solve import rules
-
     out = []
     for c in choice:
         mine = (c.release.version, c.variant.cuda or Version("0"))

@@ -11,7 +11,14 @@ from packaging.version import InvalidVersion, Version
 
 from cudamatrix.errors import UsageError
 from cudamatrix.matrix.data import JetPack, Matrix
-from cudamatrix.matrix.query import driver_max_cuda, jetpack_for_driver
+from cudamatrix.matrix.query import (
+    driver_max_cuda,
+    driver_version,
+    find_gpu,
+    jetpack_for_driver,
+    lookup_gpu,
+    suggest_gpus,
+)
 from cudamatrix.models import Environment
 from cudamatrix.schema import field, normalize_cc, record
 
@@ -135,8 +142,6 @@ def host_platform() -> str:
 
 def from_environment(env: Environment, matrix: Matrix, name: str = "this machine") -> Target:
     """The Target of a detected (or saved) Environment."""
-    from cudamatrix.matrix.query import find_gpu
-
     gpus = []
     for g in env.gpus:
         cc = g.compute_capability
@@ -201,8 +206,6 @@ def driver_floor(matrix: Matrix, cuda: str, platform: str) -> str | None:
     """The oldest driver that runs CUDA ``cuda`` (major.minor): the lowest minimum driver of its releases in NVIDIA's
     "CUDA Toolkit and Corresponding Driver Versions". A driver that reports this CUDA version is at least it, so
     every rule a build passes on this floor it passes on the real driver. None when the matrix has no such row."""
-    from cudamatrix.matrix.query import driver_version
-
     try:
         want = Version(cuda).release[:2]
     except InvalidVersion:
@@ -284,8 +287,6 @@ def _flag_gpu(matrix: Matrix, text: str) -> TargetGpu:
     is a model number, never a compute capability ("4090" is not 409.0). A name that fits models of different
     compute capabilities is refused, listing them."""
     import re
-
-    from cudamatrix.matrix.query import find_gpu, lookup_gpu, suggest_gpus
 
     t = text.strip()
     _refuse_major_only(matrix, text, t)

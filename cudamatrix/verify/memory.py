@@ -32,7 +32,11 @@ import os
 import time
 from pathlib import Path
 
+from cudamatrix import __version__
 from cudamatrix.models import Environment, FrameworkReport, Report
+from cudamatrix.safe.files import parse_json, read_private, write_private
+from cudamatrix.safe.keys import cache_dir as folder
+from cudamatrix.safe.keys import user_key
 
 CACHE_FILE = "verify.json"
 SECRET_FILE = "verify.key"  # the per-user key (cudamatrix.safe.keys)
@@ -46,8 +50,6 @@ _FW_PACKAGES = {"torch": ("torch",), "tensorflow": ("tensorflow", "tensorflow-cp
 
 
 def cache_dir() -> Path:
-    from cudamatrix.safe.keys import cache_dir as folder
-
     return folder()
 
 
@@ -80,8 +82,6 @@ def fingerprint(environment: Environment, frameworks: str | list[str] = "all",
 
     The hashed structure is a list in a fixed order, its unordered parts (GPUs, libraries) sorted by their JSON
     text; every value is JSON-native (None for unknown), so nothing but the values themselves is hashed."""
-    from cudamatrix import __version__
-
     extra = {k: v for k, v in (extra_env or {}).items() if k in _ENV_KEYS}
     d = environment.driver
     data = [
@@ -136,8 +136,6 @@ def _path() -> Path:
 
 def _secret(create: bool, notes: list[str] | None) -> bytes | None:
     """This user's key (created on first write, 0600): :func:`cudamatrix.safe.keys.user_key`."""
-    from cudamatrix.safe.keys import user_key
-
     key, note = user_key(create)
     if note:
         _note(notes, f"verification memory: {note}" + ("" if create else "; not used"))
@@ -157,8 +155,6 @@ def _note(notes: list[str] | None, text: str) -> None:
 
 def _read(notes: list[str] | None = None) -> dict:
     """The entries whose MAC checks out; a note for anything ignored."""
-    from cudamatrix.safe.files import parse_json, read_private
-
     raw, note = read_private(_path(), limit=MAX_BYTES)
     if note:
         _note(notes, f"verification memory ignored ({note}); it is rebuilt")
@@ -260,8 +256,6 @@ def store(key: str, report: Report, *, at: str | None = None, env: dict[str, str
           notes: list[str] | None = None) -> bool:
     """Remember ``report`` (not a hang). Returns whether it was written; a read-only home is no error.
     ``at``: when it was obtained (default: now); ``env``: library-path changes kept with a fix answer."""
-    from cudamatrix.safe.files import write_private
-
     if any(f.finding_code == "VERIFY_TIMEOUT" for f in report.frameworks):
         return False
     secret = _secret(True, notes)

@@ -15,9 +15,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from cudamatrix import proc
+from cudamatrix.detect import libraries, python_env
 from cudamatrix.errors import Exit
+from cudamatrix.ldso import elf, libpaths, openers
+from cudamatrix.ldso.libpaths import file_version
 from cudamatrix.models import Environment, FrameworkReport, LibraryLoad, Report
 from cudamatrix.names import FAMILY_NAMES
+from cudamatrix.safe.files import parse_json
 
 FRAMEWORKS = FAMILY_NAMES
 CHILD = Path(__file__).with_name("child.py")
@@ -214,9 +218,6 @@ def _reported(events: list[dict]) -> dict[str, Any]:
 def predictions(python: str, environ: dict[str, str]) -> list:
     """The loader model's predictions for the child: ``python``'s frameworks and site-packages, the child's
     environment, this machine's ld.so cache. [] when the interpreter cannot be probed."""
-    from cudamatrix.detect import libraries, python_env
-    from cudamatrix.ldso import libpaths
-
     side, error = python_env.probe(python, 30.0)
     if error:
         return []
@@ -231,8 +232,6 @@ def compare_maps(report: FrameworkReport, loads: list) -> None:
     A prediction agrees when its file is mapped. It is a model error when another file of the same SONAME
     is mapped instead, or when nothing of that SONAME is mapped although the import went through (a load at
     import time; first-use loads are checked only when the child got that far)."""
-    from cudamatrix.ldso import elf
-
     maps = getattr(report, "_maps", None)
     if maps is None:
         return
@@ -265,8 +264,6 @@ def mixed_loads(maps: list[str], mapped_libraries: list[dict]) -> list[dict]:
     """The library families (:mod:`cudamatrix.ldso.openers`) whose files in ``maps`` come from more than one
     folder of different or unknown versions: [{family, copies: [{folder, version, files}]}], the opener's copy
     first. Versions: the child's own answers (``mapped_libraries``), else the file name."""
-    from cudamatrix.ldso import elf, openers
-
     answered = {os.path.realpath(m["path"]): m.get("version") for m in mapped_libraries if m.get("path")}
     families: dict[str, dict[str, dict]] = {}
     for path in maps:
@@ -293,8 +290,6 @@ def mixed_loads(maps: list[str], mapped_libraries: list[dict]) -> list[dict]:
 
 
 def _name_version(path: str) -> str | None:
-    from cudamatrix.ldso.libpaths import file_version
-
     return file_version(path, {})
 
 
@@ -325,8 +320,6 @@ def _cudnn_mismatch(result: dict) -> str | None:
 
 def parse_events(stdout: str) -> list[dict]:
     """The child's JSON lines, in order; other output (the framework's own prints) is ignored."""
-    from cudamatrix.safe.files import parse_json
-
     out = []
     for line in stdout.splitlines():
         if line.startswith(MARK):

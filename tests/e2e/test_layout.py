@@ -251,3 +251,21 @@ def test_each_idea_lives_in_its_room():
              if p.stem in names and p.parent != PACKAGE / room]
     assert not stray, stray
     assert not (PACKAGE / "detect" / "pastes").exists()
+
+
+def test_an_import_of_the_package_inside_a_function_says_why():
+    """The package's own modules are imported at the top of a module; one left inside a function (its laziness
+    measured as worth it, a name the tests replace, a child script) has a ``# lazy:`` line above it saying why."""
+    silent = []
+    for path in MODULES:
+        lines = path.read_text().splitlines()
+        for fn in ast.walk(ast.parse("\n".join(lines))):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
+                        t.startswith("cudamatrix") for t in ([_from_target(node, path)] if isinstance(node, ast.ImportFrom)
+                                                              else [a.name for a in node.names])) \
+                        and not lines[node.lineno - 2].strip().startswith("# lazy:"):
+                    silent.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+    assert not silent, silent
