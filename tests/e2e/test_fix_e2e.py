@@ -327,17 +327,19 @@ def _counted(monkeypatch) -> dict[str, int]:
     each patched where its callers look it up."""
     import importlib
 
-    from cudamatrix.ldso import libpaths
     from cudamatrix.diagnose import findings
+    from cudamatrix.ldso import libpaths
 
     calls = dict.fromkeys(("detect", "diagnose", "loader_model"), 0)
-    for name, owner, attr in (("detect", importlib.import_module("cudamatrix.detect"), "detect"),
-                              ("diagnose", findings, "diagnose"), ("loader_model", libpaths, "predict_loads")):
-        def counting(*args, _real=getattr(owner, attr), _name=name, **kwargs):
+    fix = importlib.import_module("cudamatrix.fix")  # imports detect and diagnose by name at its top
+    for name, owners, attr in (("detect", (importlib.import_module("cudamatrix.detect"), fix), "detect"),
+                               ("diagnose", (findings, fix), "diagnose"), ("loader_model", (libpaths,), "predict_loads")):
+        def counting(*args, _real=getattr(owners[0], attr), _name=name, **kwargs):
             calls[_name] += 1
             return _real(*args, **kwargs)
 
-        monkeypatch.setattr(owner, attr, counting)
+        for owner in owners:
+            monkeypatch.setattr(owner, attr, counting)
     return calls
 
 
