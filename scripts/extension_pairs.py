@@ -39,14 +39,15 @@ from packaging.version import Version
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "scripts")]
 
+from read_wheel_archs import fatbin_archs  # noqa: E402
+
 from cudamatrix.detect import _pyprobe, extensions, python_env
-from cudamatrix.ldso import elfcache  # noqa: E402
 from cudamatrix.diagnose import diagnose  # noqa: E402
+from cudamatrix.ldso import elfcache  # noqa: E402
 from cudamatrix.matrix import discover  # noqa: E402
 from cudamatrix.matrix.index import IndexClient, IndexReadError, pip_default_index  # noqa: E402
 from cudamatrix.matrix.load import load_matrix  # noqa: E402
 from cudamatrix.models import Driver, Environment, GpuInfo  # noqa: E402
-from read_wheel_archs import fatbin_archs  # noqa: E402
 
 CACHE = Path(os.environ.get("CUDAMATRIX_WHEEL_CACHE") or REPO / ".wheel-members")
 TORCHES = {"2.14.1": "CUDAMATRIX_TORCH_CUDA_PYTHON", "2.11.0": "CUDAMATRIX_TORCH211_PYTHON",

@@ -36,8 +36,15 @@ if str(ROOT) not in sys.path:  # run from a checkout without installing
     sys.path.insert(0, str(ROOT))
 
 from cudamatrix.matrix import discover  # noqa: E402
-from cudamatrix.matrix.index import (IndexClient, IndexFile, IndexReadError, Metadata,  # noqa: E402
-                                     _central_directory, pip_default_index, redact)
+from cudamatrix.matrix.index import (  # noqa: E402
+    IndexClient,
+    IndexFile,
+    IndexReadError,
+    Metadata,
+    _central_directory,
+    pip_default_index,
+    redact,
+)
 from cudamatrix.matrix.sources import source_record  # noqa: E402
 from cudamatrix.names import canonical  # noqa: E402
 

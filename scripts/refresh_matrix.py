@@ -38,8 +38,8 @@ if str(ROOT) not in sys.path:  # run from a checkout without installing
     sys.path.insert(0, str(ROOT))
 
 from cudamatrix.matrix import discover  # noqa: E402
-from cudamatrix.matrix.merge import inherit, merge_release  # noqa: E402,F401  (tested here)
 from cudamatrix.matrix.index import IndexClient, IndexReadError, pip_default_index, redact  # noqa: E402
+from cudamatrix.matrix.merge import inherit, merge_release  # noqa: E402,F401  (tested here)
 
 DATA = ROOT / "data"
 

@@ -8,7 +8,21 @@ import time
 from pathlib import Path
 
 import pytest
-from support.fakes import CRASH_C, CUDART_C, CUDNN_C, HANG_C, HAVE_GCC, LIBCUDA_C, build_lib, child_env, fake_nvml, fake_smi, fixture, proc_root, run_detect
+from support.fakes import (
+    CRASH_C,
+    CUDART_C,
+    CUDNN_C,
+    HANG_C,
+    HAVE_GCC,
+    LIBCUDA_C,
+    build_lib,
+    child_env,
+    fake_nvml,
+    fake_smi,
+    fixture,
+    proc_root,
+    run_detect,
+)
 from support.localindex import venv_python
 
 from cudamatrix.detect import _pyprobe, context, python_env
@@ -276,8 +290,8 @@ def test_a_library_that_fails_to_load_is_a_note(tmp_path):
 def test_toolkit_copies_no_loader_reaches_only_with_all_copies(tmp_path):
     """The scan reads the folders a loader can reach; a toolkit's copy outside the ldconfig cache (and CUDA_HOME's)
     is listed only when asked for (--all-copies); one the cache lists is found either way, as ldconfig's."""
-    from cudamatrix.ldso.ldcache import LdEntry
     from cudamatrix.detect.libraries import find_copies
+    from cudamatrix.ldso.ldcache import LdEntry
 
     lib64 = tmp_path / "usr/local/cuda-12.4/lib64"
     lib64.mkdir(parents=True)

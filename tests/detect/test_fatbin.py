@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from support.realwheels import CACHE
 
-from cudamatrix.ldso import elf, elfcache
 from cudamatrix.detect import fatbin
+from cudamatrix.ldso import elf, elfcache
 
 REPO = Path(__file__).resolve().parent.parent.parent
 sys.path.insert(0, str(REPO / "scripts"))

@@ -8,10 +8,26 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from support import fakes
-from support import loader_cases
 import pytest
-from support.loader_cases import MID_C, TOP_C, clean_env, driver, gcc, kept, kept_root, leaf, linked, mapped_with_soname, opener, predict, record, rpath, runpath, truth
+from support import fakes, loader_cases
+from support.loader_cases import (
+    MID_C,
+    TOP_C,
+    clean_env,
+    driver,
+    gcc,
+    kept,
+    kept_root,
+    leaf,
+    linked,
+    mapped_with_soname,
+    opener,
+    predict,
+    record,
+    rpath,
+    runpath,
+    truth,
+)
 
 from cudamatrix.ldso import elf
 from cudamatrix.ldso.linkmap import HASWELL_FLAGS, XEON_PHI_FLAGS, _host_cpu, dl_platform, host_platform

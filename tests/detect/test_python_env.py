@@ -81,8 +81,8 @@ def test_every_distribution_is_read_for_what_it_declares_of_a_framework_and_the_
     RECORD for its shared objects (a pure wheel's RECORD is not read for them), and keeps the answer in the user
     cache while RECORD and METADATA stay as they were."""
     from cudamatrix.detect import _pyprobe, extensions
-    from cudamatrix.ldso import elfcache
     from cudamatrix.detect.python_env import Candidate, build
+    from cudamatrix.ldso import elfcache
 
     site = tmp_path / "site-packages"
     _metadata_folder(site, "ext_a", "1.0", ["numpy", "torch==2.6.0", "Jax (>=0.4); extra == 'jax'"], False, [

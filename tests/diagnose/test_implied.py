@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from support.fakes import DATA, run_cli
 from packaging.version import Version
+from support.fakes import DATA, run_cli
 from support.snapshot import snapshot_matrix
 
-from cudamatrix.pastes.reports import from_reports
 from cudamatrix.diagnose.findings import diagnose
 from cudamatrix.models import Environment, Framework, GpuInfo, ToolMessage
+from cudamatrix.pastes.reports import from_reports
 from cudamatrix.solve import rules
 from cudamatrix.solve.target import Target
 

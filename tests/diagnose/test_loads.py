@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from cudamatrix.cli.solve_cmd import env_advice
-from cudamatrix.ldso.libpaths import library_path_fix, wrong_loads
 from cudamatrix.diagnose.findings import diagnose
+from cudamatrix.ldso.libpaths import library_path_fix, wrong_loads
 from cudamatrix.matrix.load import load_matrix
 from cudamatrix.models import Environment, FileConflict, Framework, Library, LibraryLoad
 from cudamatrix.schema import validate

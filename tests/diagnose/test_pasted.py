@@ -15,9 +15,9 @@ import pytest
 from support.fakes import DATA
 from support.snapshot import snapshot_matrix
 
-from cudamatrix.pastes.reports import from_reports
 from cudamatrix.diagnose.findings import diagnose, summary_exit
 from cudamatrix.models import Environment, Framework, GpuInfo, Library, ToolMessage
+from cudamatrix.pastes.reports import from_reports
 
 
 def pasted(stem: str) -> Environment:
@@ -147,8 +147,8 @@ def test_every_shipped_advisory_on_a_version_alone_states_its_condition_as_data(
 def test_detect_from_fills_a_named_gpus_compute_capability_and_says_it_was_inferred(stem, name, cc, row):
     """nvidia-smi's table and an older -q print no compute capability; detect --from (from_report_files) takes it
     from the matrix's GPU table and says so, and a fleet class then names it ("Tesla T4 (7.5)", not "(?)")."""
-    from cudamatrix.pastes.reports import from_report_files
     from cudamatrix.fleet.classes import class_facts, describe
+    from cudamatrix.pastes.reports import from_report_files
 
     env = from_report_files([str(DATA / "pastes" / f"{stem}.txt")])
     assert [(g.name, g.compute_capability) for g in env.gpus] == [(name, cc)]

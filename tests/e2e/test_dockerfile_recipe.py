@@ -15,10 +15,10 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 from support.fakes import run_cli
 from support.localindex import LocalIndex, canonical, copy_venv, pip_env
 from support.lockwheels import repack_installed
-from packaging.requirements import Requirement
 
 ROOT = Path(__file__).parent.resolve().parents[1]
 pytestmark = pytest.mark.installs

@@ -13,8 +13,8 @@ import threading
 import time
 from pathlib import Path
 
-from support import brokenvenv
 import pytest
+from support import brokenvenv
 from support.fakes import run_cli
 from support.localindex import LocalIndex, copy_venv, make_venv
 

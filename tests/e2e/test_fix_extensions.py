@@ -11,8 +11,8 @@ import os
 import subprocess
 from pathlib import Path
 
-from support import brokenvenv
 import pytest
+from support import brokenvenv
 from support.fakes import run_cli
 from support.localindex import LocalIndex, build_wheel, make_venv
 

@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
-from support.fakes import run_cli, spawn_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.fakes import run_cli, spawn_cli
 
 from cudamatrix.errors import CudamatrixError, UsageError
 
@@ -42,8 +42,8 @@ report_text = st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=80
 @FUZZ
 @given(report_text)
 def test_report_readers_give_an_environment_for_any_text(text):
-    from cudamatrix.pastes.reports import from_reports
     from cudamatrix.models import Environment
+    from cudamatrix.pastes.reports import from_reports
 
     start = time.process_time()  # CPU time: load from other processes does not move it, a hang does
     env = from_reports([("paste", text)])

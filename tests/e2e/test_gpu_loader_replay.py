@@ -17,8 +17,8 @@ import pytest
 
 from cudamatrix.cli.solve_cmd import env_advice
 from cudamatrix.detect import load_environment
-from cudamatrix.ldso.libpaths import library_path_fix
 from cudamatrix.diagnose.findings import diagnose
+from cudamatrix.ldso.libpaths import library_path_fix
 from cudamatrix.matrix.load import load_matrix
 
 ROOT = Path(__file__).parent.parent / "data" / "gpu_loader"

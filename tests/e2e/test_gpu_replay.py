@@ -10,11 +10,11 @@ import pytest
 from support.snapshot import snapshot_matrix
 
 from cudamatrix.detect import load_environment
-from cudamatrix.pastes.reports import from_reports
 from cudamatrix.diagnose.findings import diagnose, summary_exit
 from cudamatrix.errors import NoSolution
 from cudamatrix.matrix.load import load_matrix
 from cudamatrix.models import Report
+from cudamatrix.pastes.reports import from_reports
 from cudamatrix.schema import validate
 from cudamatrix.solve.solver import parse_request, solve
 from cudamatrix.solve.target import from_environment

@@ -13,21 +13,21 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import tomlread
-from support.fakes import run_cli
 from packaging.requirements import Requirement
 from packaging.version import Version
+from support import tomlread
+from support.fakes import run_cli
 from support.snapshot import snapshot_matrix
 
-from cudamatrix.pastes.reports import from_reports
 from cudamatrix.diagnose.findings import diagnose
 from cudamatrix.errors import DataError, NoSolution
+from cudamatrix.lock.lockfile import requirements_txt, uv_project
 from cudamatrix.matrix.data import FrameworkFile, Variant
 from cudamatrix.models import Environment
+from cudamatrix.pastes.reports import from_reports
 from cudamatrix.schema import validate
 from cudamatrix.solve import rules
 from cudamatrix.solve.checks import check_requirements, nvidia_require_cuda
-from cudamatrix.lock.lockfile import requirements_txt, uv_project
 from cudamatrix.solve.requirements import parse_requirements
 from cudamatrix.solve.solver import parse_request, solve
 from cudamatrix.solve.target import Target, from_flags

@@ -840,8 +840,8 @@ def test_classes_without_one_set_get_their_own_locks_and_the_unsolved_their_caus
     """torch 2.15.0 needs driver 580: the H100 class gets a lock of its own, the T4 class on driver 535 none, and
     locks.json carries the joint solve's causes and the T4 class's own causes and ways out."""
     from cudamatrix.errors import NoSolution
-    from cudamatrix.solve.indexes import index_layout
     from cudamatrix.lock.lockfile import uv_project
+    from cudamatrix.solve.indexes import index_layout
 
     matrix, fleet = _fleet(tmp_path, {"h1": saved("h100_driver580"), "h2": saved("h100_driver580"),
                                       "t4": {**saved("doctor_cpu_wheel_on_t4"),

@@ -6,10 +6,10 @@ import pytest
 from packaging.tags import sys_tags
 
 from cudamatrix.errors import UsageError
-from cudamatrix.lock.resolve import host_glibc, lock_specs
-from cudamatrix.models import Environment, PythonInfo
 from cudamatrix.lock.closure import LockedFile, LockSpec, diverging_markers, from_report, glibc_of, merge, platform_tags
 from cudamatrix.lock.pylock import check_name
+from cudamatrix.lock.resolve import host_glibc, lock_specs
+from cudamatrix.models import Environment, PythonInfo
 from cudamatrix.solve.target import Target
 
 

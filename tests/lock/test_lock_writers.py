@@ -21,8 +21,8 @@ from support.fakes import run_cli
 from support.localindex import LocalIndex, build_wheel, copy_venv, pip_env
 
 from cudamatrix.errors import UsageError
-from cudamatrix.models import Pin, Solution
 from cudamatrix.lock import toml
+from cudamatrix.models import Pin, Solution
 
 ROOT = Path(__file__).parent.resolve().parents[1]
 TARGET = ["--driver", "550.54.15", "--gpu", "7.5", "--python", "3.11"]
@@ -121,8 +121,8 @@ def test_a_hash_the_index_serves_goes_into_a_lock_only_as_64_hex_digits(tiny_ind
     """pip's installation report carries the hash the index gives for a file (pip takes it from the listing when it
     does not download the file, as with PEP 658 metadata). A real report, its hash replaced by what a hostile index
     serves: the lock is refused, naming the file, and neither writer sees the text."""
-    from cudamatrix.lock.resolve import locked_report
     from cudamatrix.lock.closure import LockSpec, from_report
+    from cudamatrix.lock.resolve import locked_report
 
     _, env = tiny_index
     report = locked_report(["tiny==1.0+cpu"], [], LockSpec("linux_x86_64", PY, "2.35"), environ=env)

@@ -12,8 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from support import lockwheels
 import pytest
+from support import lockwheels
 from support.fakes import run_cli
 from support.localindex import LocalIndex, build_wheel, canonical, copy_venv, pip_env, pip_list
 from support.uvtool import needs_uv, with_uv

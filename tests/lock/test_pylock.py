@@ -14,8 +14,8 @@ if sys.version_info >= (3, 11):
 else:  # Python 3.10: tomllib's predecessor (the test extra installs it there)
     import tomli as tomllib
 
-from support import brokenvenv
 import pytest
+from support import brokenvenv
 from support.fakes import run_cli
 from support.localindex import LocalIndex, build_wheel, copy_venv
 

@@ -18,9 +18,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.fakes import run_cli
 from packaging.requirements import Requirement
 from packaging.version import Version
+from support.fakes import run_cli
 from support.snapshot import SNAPSHOT
 
 from cudamatrix.errors import DataError

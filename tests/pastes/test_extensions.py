@@ -32,8 +32,8 @@ import pytest
 from support.realwheels import TORCH211_PY, TORCH_PY, fetch, site_packages
 
 from cudamatrix.detect import _pyprobe, extensions, fatbin, python_env
-from cudamatrix.ldso import elf, elfcache, elfsyms
 from cudamatrix.diagnose import diagnose
+from cudamatrix.ldso import elf, elfcache, elfsyms
 from cudamatrix.models import Driver, Environment, GpuInfo
 
 pytestmark = pytest.mark.slow

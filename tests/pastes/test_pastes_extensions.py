@@ -10,11 +10,11 @@ import pytest
 from support.fakes import DATA
 from support.snapshot import snapshot_matrix
 
-from cudamatrix.pastes.reports import from_reports
-from cudamatrix.pastes import extensions
 from cudamatrix.detect.text import Paste
 from cudamatrix.diagnose.findings import diagnose
 from cudamatrix.models import Environment
+from cudamatrix.pastes import extensions
+from cudamatrix.pastes.reports import from_reports
 
 
 def body(stem):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from support.fakes import DATA
 
-from cudamatrix.pastes.reports import from_reports
 from cudamatrix.errors import UsageError
+from cudamatrix.pastes.reports import from_reports
 
 
 def body(stem: str) -> str:

@@ -9,9 +9,9 @@ import json
 import pytest
 from support.fakes import DATA
 
-from cudamatrix.pastes import messages
 from cudamatrix.detect.text import Paste
 from cudamatrix.models import Environment, Framework, GpuInfo, ToolMessage
+from cudamatrix.pastes import messages
 
 EXPECTED = json.loads((DATA / "pastes_messages.json").read_text(encoding="utf-8"))["pastes"]
 CORPUS = sorted(p.stem for p in (DATA / "pastes").glob("*.txt"))

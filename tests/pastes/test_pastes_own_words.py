@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 from support.snapshot import snapshot_matrix
 
-from cudamatrix.pastes.reports import from_reports
-from cudamatrix.pastes import devices, installs, listings, messages
 from cudamatrix.detect.text import Paste
 from cudamatrix.diagnose.findings import diagnose
 from cudamatrix.models import Environment
+from cudamatrix.pastes import devices, installs, listings, messages
+from cudamatrix.pastes.reports import from_reports
 
 
 def read(text, reader):

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from support.fakes import DATA, fixture
 
-from cudamatrix.pastes import packages
 from cudamatrix.detect.text import Paste
 from cudamatrix.models import Environment, Framework, Toolkit
+from cudamatrix.pastes import packages
 
 
 def paste_body(stem):

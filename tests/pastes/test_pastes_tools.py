@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from support.fakes import DATA, fixture
 
-from cudamatrix.pastes import tools
 from cudamatrix.detect.text import Paste
 from cudamatrix.models import Driver, Environment, GpuInfo, Toolkit
+from cudamatrix.pastes import tools
 
 
 def paste_body(stem):

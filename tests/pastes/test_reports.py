@@ -6,8 +6,8 @@ import json
 import pytest
 from support.fakes import DATA, fixture, run_cli
 
-from cudamatrix.pastes.reports import from_reports
 from cudamatrix.models import Note
+from cudamatrix.pastes.reports import from_reports
 
 
 def env_of(*rels):
@@ -683,9 +683,9 @@ def read_as(name, text):
 
 
 def test_the_nvidia_smi_reader_says_whether_the_paste_held_nvidia_smi_output():
-    from cudamatrix.pastes import nvsmi
     from cudamatrix.detect.text import Paste
     from cudamatrix.models import Environment
+    from cudamatrix.pastes import nvsmi
 
     table = Environment()
     assert nvsmi.read(Paste(fixture("nvidia-smi/580.65.06_rtx5090.txt")), table) is True
@@ -961,8 +961,8 @@ def test_tensorflow_build_info_is_tied_to_the_tensorflow_the_paste_names():
 
 
 def test_apply_tf_build_keeps_what_is_known_and_names_its_source():
-    from cudamatrix.pastes.prints import apply_tf_build
     from cudamatrix.models import Environment, Framework
+    from cudamatrix.pastes.prints import apply_tf_build
 
     build = {"cuda_version": "11.2", "cudnn_version": "8"}
     env = Environment(packages={"tensorflow": "2.7.0"})
@@ -1146,9 +1146,9 @@ def test_a_python_command_typed_without_a_prompt_is_read_with_its_output():
 
 
 def test_the_prints_reader_says_whether_the_paste_held_python_prints():
-    from cudamatrix.pastes import prints
     from cudamatrix.detect.text import Paste
     from cudamatrix.models import Environment
+    from cudamatrix.pastes import prints
 
     assert prints.read(Paste("$ python3 --version\nPython 3.10.12\n"), Environment(), {}) is True
     assert prints.read(Paste("$ nvcc --version\nCuda compilation tools, release 12.1, V12.1.105\n"), Environment(),
@@ -1603,9 +1603,9 @@ def test_a_collect_env_block_takes_the_lines_between_and_after_its_fields(stem, 
 
 
 def test_the_fields_reader_says_whether_the_paste_held_a_block_of_fields():
-    from cudamatrix.pastes import fields
     from cudamatrix.detect.text import Paste
     from cudamatrix.models import Environment
+    from cudamatrix.pastes import fields
 
     assert fields.read(Paste("PyTorch version: 2.1.0\nCUDA used to build PyTorch: 12.1\n"), Environment()) is True
     assert fields.read(Paste("Python version: 3.10.12\n"), Environment()) is False

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from cudamatrix.cli.doctor_cmd import aim_findings
-from cudamatrix.ldso.libpaths import WrongLoad
 from cudamatrix.diagnose.loads import fix_for
+from cudamatrix.ldso.libpaths import WrongLoad
 from cudamatrix.models import Finding, LibraryLoad
 from cudamatrix.safe.shells import (
     ALIASES,

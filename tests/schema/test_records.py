@@ -251,8 +251,8 @@ def test_paste_where_is_every_line_the_pattern_matches_at_its_start():
     """Paste.where searches the whole text behind each newline: the same lines as matching line by line, for
     the patterns the readers give it, on the corpus and on lines made to sit at the edges (first line, last
     line, empty lines, a match right after another)."""
-    from cudamatrix.pastes import nvsmi, packages
     from cudamatrix.detect.text import Paste
+    from cudamatrix.pastes import nvsmi, packages
 
     corpus = Path(__file__).parent.parent / "data" / "pastes"
     texts = [p.read_text(encoding="utf-8") for p in sorted(corpus.glob("*.txt"))]

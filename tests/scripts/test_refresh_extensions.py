@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from cudamatrix.errors import DataError
-from cudamatrix.matrix.data import (FILES, ExtensionFile, ExtensionRelease, build_files, default_data_dir,
-                                    validate_files)
+from cudamatrix.matrix.data import FILES, ExtensionFile, ExtensionRelease, build_files, default_data_dir, validate_files
 from cudamatrix.matrix.index import IndexFile, parse_metadata
 from cudamatrix.schema import validate
 

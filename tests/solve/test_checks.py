@@ -9,8 +9,8 @@ on, 22.04 from 11.7 on); the python3 each Ubuntu release ships (20.04: 3.8, 22.0
 from __future__ import annotations
 
 import pytest
-from support.fakes import apply_advice
 from packaging.version import Version
+from support.fakes import apply_advice
 from support.smallmatrix import NOTES, build, release, replace, target, variant
 from support.snapshot import named_snapshot
 

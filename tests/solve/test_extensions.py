@@ -15,9 +15,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support.fakes import run_cli
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
+from support.fakes import run_cli
 
 from cudamatrix.errors import NoSolution
 from cudamatrix.matrix.data import default_data_dir, load_matrix_from

@@ -55,9 +55,9 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from support import tomlread
 from packaging.requirements import Requirement
 from packaging.version import Version
+from support import tomlread
 from support.smallmatrix import CUDNN_910, CUDNN_917, NOTES, build, release, replace, target, variant
 from support.snapshot import snapshot_matrix
 

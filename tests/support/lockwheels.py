@@ -16,9 +16,10 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+from packaging.requirements import Requirement
+
 from support import brokenvenv
 from support.localindex import build_wheel
-from packaging.requirements import Requirement
 
 REAL = ("filelock", "typing-extensions", "setuptools", "sympy", "mpmath", "networkx", "jinja2", "markupsafe", "fsspec")
 TORCH_REQUIRES = ["filelock", "typing-extensions>=4.10.0", "setuptools>=77.0.3", "sympy>=1.13.3",

@@ -11,9 +11,25 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from cudamatrix.matrix.data import (FILES, SCHEMA_VERSION, Gpu, Architecture, CudaFile, CudaRelease, CudnnFile, CudnnRelease, DriverBranch,
-                                    FrameworkFile, FrameworkRelease, GpuFile, Matrix, Meta, MinorCompat, Variant,
-                                    AdvisoryFile)
+from cudamatrix.matrix.data import (
+    FILES,
+    SCHEMA_VERSION,
+    AdvisoryFile,
+    Architecture,
+    CudaFile,
+    CudaRelease,
+    CudnnFile,
+    CudnnRelease,
+    DriverBranch,
+    FrameworkFile,
+    FrameworkRelease,
+    Gpu,
+    GpuFile,
+    Matrix,
+    Meta,
+    MinorCompat,
+    Variant,
+)
 from cudamatrix.solve.target import Target, TargetGpu
 
 # CUDA Toolkit Release Notes, table "CUDA Toolkit and Corresponding Driver Versions" (Linux, Windows columns)
