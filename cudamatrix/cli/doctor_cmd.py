@@ -5,7 +5,6 @@ from pathlib import Path
 
 from cudamatrix import render
 from cudamatrix.cli.common import finish, guarded, has_folder, python_path
-from cudamatrix.cli.fleetviews import run_doctor_fleet
 from cudamatrix.cli.targets import environments
 from cudamatrix.detect.threads import Background
 from cudamatrix.diagnose.findings import diagnose, summary_exit
@@ -23,6 +22,9 @@ def run_doctor(env: list[Path] | None = None, from_: list[str] | None = None, py
     """Detect and diagnose: findings with a code, severity, evidence and fix. Exit 1 on errors.
     A folder of node files in ``env`` is the fleet form: findings per node class (:mod:`.fleetviews`)."""
     if has_folder(env):
+        # lazy: the fleet views (fleet.classes, hashlib: 4 ms, python -X importtime) only for a folder of nodes
+        from cudamatrix.cli.fleetviews import run_doctor_fleet
+
         return run_doctor_fleet(env=env, from_=from_, python=python, as_json=as_json, data_dir=data_dir)
 
     if env and len(env) > 1:

@@ -49,15 +49,15 @@ def environments(env_files: list[Path], from_files: list[str], interpreter: str 
     # lazy: `solve` would load 17 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): cudamatrix.detect, cudamatrix.detect.libraries, cudamatrix.detect.smi
     from cudamatrix.detect import detect
 
-    # lazy: `solve` would load 64 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): cudamatrix.pastes.fields, cudamatrix.pastes.messages, cudamatrix.detect
-    from cudamatrix.pastes.reports import from_report_files
-
     if env_files and from_files:
         raise UsageError("--env and --from cannot be combined",
                          hint="--env reads saved `detect --json` files; --from reads pasted tool outputs")
     if env_files:
         return load_nodes(env_paths(env_files))[0]
     if from_files:
+        # lazy: the paste readers (17 ms, python -X importtime) only for --from: doctor and solve on this machine skip them
+        from cudamatrix.pastes.reports import from_report_files
+
         return [from_report_files(from_files)]
     return [detect(python=interpreter, all_copies=all_copies)]
 
@@ -72,8 +72,7 @@ def resolve(matrix: Matrix, *, env_files: list[Path], from_files: list[str] | No
     live one. With ``--env``, flags override the saved machine's facts.
     """
     py_version, interpreter = split_python(python)
-    if env_files:  # the fleet's reader is imported only for a command given --env
-
+    if env_files:
         env_files = env_paths(env_files)  # folders of node files count as their files
     flags = any([driver, gpus, py_version, platform, cuda_toolkit])
     if flags and len(env_files) > 1:
