@@ -12,7 +12,6 @@ from cudamatrix import render
 from cudamatrix.cli.answers import matrix_of as _matrix
 from cudamatrix.cli.answers import solve_request as _solve
 from cudamatrix.cli.common import echo, finish, guarded
-from cudamatrix.cli.fleetviews import run_lock_per_class
 from cudamatrix.cli.lockfiles import lock_writer, without_credentials
 from cudamatrix.errors import UsageError
 from cudamatrix.lock.closure import check_glibc
@@ -68,6 +67,9 @@ def run_lock(requirements: list[str] | None = None, output: Path | None = None, 
     if per_class:
         if from_:
             raise UsageError("--from cannot be combined with --per-class", hint="--per-class reads a fleet folder (--env DIR)")
+        # lazy: the fleet views (fleet.classes, hashlib: 4 ms, python -X importtime) only for a folder of nodes
+        from cudamatrix.cli.fleetviews import run_lock_per_class
+
         return run_lock_per_class(requirements=requirements, output=output, fmt=fmt, env=env, driver=driver,
                                   gpu=gpu, python=python, platform=platform, cuda_toolkit=cuda_toolkit,
                                   mirror=mirror, as_json=as_json, data_dir=data_dir, pins_only=pins_only, glibc=glibc,

@@ -10,7 +10,6 @@ from cudamatrix.cli.answers import check_names_on_index
 from cudamatrix.cli.answers import matrix_of as _matrix
 from cudamatrix.cli.answers import solve_request as _solve
 from cudamatrix.cli.common import check_target_flags, echo, finish, guarded, has_folder, python_path
-from cudamatrix.cli.fleetviews import run_check_fleet
 from cudamatrix.cli.targets import environments, resolve
 from cudamatrix.errors import UsageError
 from cudamatrix.safe.files import read_text
@@ -117,6 +116,9 @@ def run_check(requirement_file: Path | None = None, env: list[Path] | None = Non
     if has_folder(env):
         if from_:
             raise UsageError("--from cannot be combined with a fleet folder", hint="--env DIR reads the saved nodes")
+        # lazy: the fleet views (fleet.classes, hashlib: 4 ms, python -X importtime) only for a folder of nodes
+        from cudamatrix.cli.fleetviews import run_check_fleet
+
         return run_check_fleet(requirement_file=requirement_file, env=env, driver=driver, gpu=gpu, python=python,
                                platform=platform, cuda_toolkit=cuda_toolkit, mirror=mirror, as_json=as_json,
                                data_dir=data_dir)
