@@ -119,22 +119,15 @@ def _decode(doc: Any) -> tuple[list[str], list[str]] | None:
 def archs(path: str) -> tuple[list[str], list[str]]:
     """(SASS architectures, PTX architectures) of ``path``'s fatbinaries as compute capabilities ("8.0"),
     lowest first; ([], []) for an object without device code. ElfError or OSError when it cannot be read."""
-    st = os.stat(path)
-    key = (path, st.st_mtime_ns, st.st_size, st.st_ino)
-    hit = _CACHE.get(key)
+    return elf.per_file(_CACHE, path, _remembered, "truncated or malformed fatbinary")
+
+
+def _remembered(path: str, st: os.stat_result) -> Any:
+    """The architectures kept in the user cache for this file, else read and kept there."""
+    hit = elfcache.recall(_KEY + path, st, _decode)
     if hit is None:
-        hit = elfcache.recall(_KEY + path, st, _decode)
-        if hit is None:
-            try:
-                hit = _read(path, st.st_size)
-                elfcache.remember(_KEY + path, st, [hit[0], hit[1]])
-            except elf.ElfError as exc:
-                hit = exc
-            except (struct.error, ValueError, OverflowError) as exc:
-                hit = elf.ElfError(f"truncated or malformed fatbinary ({exc})")
-        _CACHE[key] = hit
-    if isinstance(hit, elf.ElfError):
-        raise hit
+        hit = _read(path, st.st_size)
+        elfcache.remember(_KEY + path, st, [hit[0], hit[1]])
     return hit
 
 

@@ -239,6 +239,18 @@ class Paste:
                 if kinds[i] is None and i not in neutral]
 
 
+def read_anchored(paste: Paste, env, readers) -> bool:
+    """Run each ``(anchors, reader)`` of ``readers`` whose anchors (a few substrings every text it reads holds)
+    occur in the paste: one search of the text each, where the readers' own words would cost several. True when
+    one of them read something."""
+    text = paste.text
+    found = False
+    for anchors, reader in readers:
+        if any(a in text for a in anchors):
+            found |= reader(paste, env)
+    return found
+
+
 def ranges(numbers: list[int], limit: int = 12) -> str:
     """[1, 2, 3, 7] -> "1-3, 7" (at most ``limit`` ranges, then "and N more")."""
     return span_ranges([(n, n) for n in numbers], limit)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from cudamatrix.ldso import elfcache
 from cudamatrix.schema import field, record
@@ -83,6 +83,29 @@ def _decode(doc: Any) -> Any:
         return None
     return Dynamic(machine=doc["machine"], soname=doc["soname"], needed=tuple(doc["needed"]), rpath=doc["rpath"],
                    runpath=doc["runpath"], nodeflib=doc["nodeflib"], interp=doc["interp"], notes=tuple(doc["notes"]))
+
+
+_T = TypeVar("_T")
+
+
+def per_file(cache: dict, path: str, make: Callable[[str, os.stat_result], _T], malformed: str) -> _T:
+    """``make(path, stat)`` once per file in this process (``cache`` keyed by path, mtime, size and inode); a
+    failure is kept as well and raised again: ElfError as it came, a struct or number error as an ElfError
+    saying ``malformed``. OSError when the file cannot be stat'ed."""
+    st = os.stat(path)
+    key = (path, st.st_mtime_ns, st.st_size, st.st_ino)
+    hit = cache.get(key)
+    if hit is None:
+        try:
+            hit = make(path, st)
+        except ElfError as exc:
+            hit = exc
+        except (struct.error, ValueError, TypeError, OverflowError) as exc:
+            hit = ElfError(f"{malformed} ({exc})")
+        cache[key] = hit
+    if isinstance(hit, ElfError):
+        raise hit
+    return hit
 
 
 _CACHE: dict[tuple, Dynamic | ElfError] = {}

@@ -116,20 +116,8 @@ def undefined(path: str) -> tuple[str, ...]:
     """The global undefined dynamic symbols of ``path`` (what ``nm -D --undefined-only`` lists as ``U``, without
     the weak ones and without version suffixes); ElfError or OSError when it cannot be read. Cached in this
     process by the file's path, mtime, size and inode."""
-    st = os.stat(path)
-    key = (path, st.st_mtime_ns, st.st_size, st.st_ino)
-    hit = _UNDEFINED.get(key)
-    if hit is None:
-        try:
-            hit = _undefined_of(path, st.st_size)
-        except elf.ElfError as exc:
-            hit = exc
-        except (struct.error, ValueError, OverflowError) as exc:
-            hit = elf.ElfError(f"truncated or malformed symbol table ({exc})")
-        _UNDEFINED[key] = hit
-    if isinstance(hit, elf.ElfError):
-        raise hit
-    return hit
+    return elf.per_file(_UNDEFINED, path, lambda p, st: _undefined_of(p, st.st_size),
+                        "truncated or malformed symbol table")
 
 
 def gnu_hash(name: bytes) -> int:
@@ -205,19 +193,11 @@ class _HashTable:
 _TABLES: dict[tuple, _HashTable | elf.ElfError] = {}
 
 
-def _hash_table(path: str) -> tuple[tuple, _HashTable | elf.ElfError]:
-    st = os.stat(path)
-    key = (path, st.st_mtime_ns, st.st_size, st.st_ino)
-    table = _TABLES.get(key)
-    if table is None:
-        try:
-            table = _HashTable(path, st.st_size)
-        except elf.ElfError as exc:
-            table = exc
-        except (struct.error, ValueError, TypeError, OverflowError) as exc:
-            table = elf.ElfError(f"a malformed .gnu.hash ({exc})")
-        _TABLES[key] = table
-    return key, table
+def _hash_table(path: str) -> _HashTable | elf.ElfError:
+    try:
+        return elf.per_file(_TABLES, path, lambda p, st: _HashTable(p, st.st_size), "a malformed .gnu.hash")
+    except elf.ElfError as exc:
+        return exc
 
 
 _HASHES: dict[str, tuple[str, bytes, int]] = {}
@@ -247,7 +227,7 @@ def defined(libraries: Iterable[str], names: Iterable[str]) -> tuple[set[str], l
         if not ask:
             break
         try:
-            table = _hash_table(lib)[1]
+            table = _hash_table(lib)
         except OSError as exc:
             unread.append(f"{lib}: {exc.strerror or exc}")
             continue

@@ -22,7 +22,7 @@ import shutil
 import subprocess
 
 from cudamatrix.detect.python_env import canonical
-from cudamatrix.detect.text import Paste
+from cudamatrix.detect.text import Paste, read_anchored
 from cudamatrix.models import Environment, ToolMessage
 from cudamatrix.safe.text import lazy
 
@@ -310,9 +310,4 @@ _READERS = (
 
 def read(paste: Paste, env: Environment) -> bool:
     """Every kind of output above; a reader runs only when the paste holds one of its anchors."""
-    text = paste.text
-    found = False
-    for anchors, reader in _READERS:
-        if any(a in text for a in anchors):
-            found |= reader(paste, env)
-    return found
+    return read_anchored(paste, env, _READERS)

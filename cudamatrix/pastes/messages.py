@@ -18,7 +18,7 @@ patterns, so a hostile line costs linear time.
 from __future__ import annotations
 
 from cudamatrix.detect.libraries import library_name, version_from_filename
-from cudamatrix.detect.text import Paste, cudnn_version, version_from_int
+from cudamatrix.detect.text import Paste, cudnn_version, read_anchored, version_from_int
 from cudamatrix.models import Driver, Environment, GpuInfo, Library, Note, ToolMessage
 from cudamatrix.pastes.merge import merge_driver, merge_gpus
 from cudamatrix.safe.text import lazy
@@ -758,12 +758,7 @@ def read_jax_builds(paste: Paste, env: Environment) -> bool:
 def read(paste: Paste, env: Environment) -> bool:
     """Every kind of message above. A reader runs only when the paste holds one of its anchors (a few substrings
     that every message it reads contains): one search of the text each, where its own words would cost several."""
-    text = paste.text
-    found = False
-    for anchors, reader in _READERS:
-        if any(a in text for a in anchors):
-            found |= reader(paste, env)
-    return found
+    return read_anchored(paste, env, _READERS)
 
 
 def _read_wsl(paste: Paste, env: Environment) -> bool:
