@@ -30,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -41,7 +41,7 @@ sys.path[:0] = [str(REPO), str(REPO / "scripts")]
 
 from read_wheel_archs import fatbin_archs  # noqa: E402
 
-from cudamatrix.detect import _pyprobe, extensions, python_env
+from cudamatrix.detect import _pyprobe, extensions, python_env  # noqa: E402
 from cudamatrix.diagnose import diagnose  # noqa: E402
 from cudamatrix.ldso import elfcache  # noqa: E402
 from cudamatrix.matrix import discover  # noqa: E402
@@ -128,7 +128,7 @@ def fetch(dist: Dist) -> Path:
     return folder
 
 
-@lru_cache(maxsize=None)
+@cache
 def torch_site(key: str) -> Path | None:
     python = os.environ.get(TORCHES[key])
     if not python:
@@ -163,7 +163,7 @@ def _nm(path: Path, *flags: str) -> list[str]:
     return out.stdout.splitlines()
 
 
-@lru_cache(maxsize=None)
+@cache
 def torch_defined(lib: Path) -> frozenset[str]:
     """Every symbol a library of torch/lib defines (``nm -D --defined-only``), version suffixes cut."""
     names: set[str] = set()

@@ -24,6 +24,7 @@ import re
 import struct
 import sys
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -68,16 +69,21 @@ PREFIX = 1 << 20  # compressed bytes read of such a member
 
 # --- pure readers (tested in tests/scripts/test_refresh_extensions.py) ----------------------------------------
 
+def _parsed(requires_dist: list[str]) -> Iterator[tuple[str, Requirement]]:
+    """(text, requirement) of the Requires-Dist lines that parse (a malformed one is skipped)."""
+    for text in requires_dist:
+        try:
+            yield text, Requirement(text)
+        except InvalidRequirement:
+            continue
+
+
 def requires_of(requires_dist: list[str], python: str) -> dict[str, str]:
     """Distribution -> the specifier its Requires-Dist states for it (``{"torch": "==2.8.0"}``; "" when it names
     no version), for the names in :data:`PINNED`, under the Linux x86_64 markers of ``python`` without extras."""
     out: dict[str, str] = {}
     env = dict(LINUX, python_version=python, python_full_version=python + ".0")
-    for text in requires_dist:
-        try:
-            req = Requirement(text)
-        except InvalidRequirement:
-            continue
+    for _text, req in _parsed(requires_dist):
         name = canonical(req.name)
         if name not in PINNED:
             continue
@@ -99,11 +105,7 @@ def cuda_major_of_name(name: str) -> int | None:
 def cuda_major_of_requires(requires_dist: list[str]) -> tuple[int, str] | None:
     """The CUDA major of the ``nvidia-cuda-runtime`` requirement (any extra; ``~=13.0`` or the ``-cu12`` name),
     with the requirement's text; None when there is none."""
-    for text in requires_dist:
-        try:
-            req = Requirement(text)
-        except InvalidRequirement:
-            continue
+    for text, req in _parsed(requires_dist):
         name = canonical(req.name)
         if not name.startswith("nvidia-cuda-runtime"):
             continue

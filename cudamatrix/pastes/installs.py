@@ -11,21 +11,15 @@ The packages go to ``env.packages`` (the first list wins, as for pip list); line
 from __future__ import annotations
 
 from cudamatrix.detect.python_env import canonical
-from cudamatrix.detect.text import Paste
+from cudamatrix.detect.text import Paste, read_anchored
 from cudamatrix.models import Environment
 
 _PYTHON = "Using CPython "
 
 
 def read(paste: Paste, env: Environment) -> bool:
-    found = False
-    if " + " in paste.text or "+ " in paste.text:
-        found |= read_uv(paste, env)
-    if "Name: " in paste.text:
-        found |= read_pip_show(paste, env)
-    if "::" in paste.text:
-        found |= read_conda_plan(paste, env)
-    return found
+    """uv's install lines, `pip show` and a conda plan; each reads only lines no other reader took."""
+    return read_anchored(paste, env, _READERS)
 
 
 def read_uv(paste: Paste, env: Environment) -> bool:
@@ -122,3 +116,7 @@ def _plan_row(line: str) -> tuple[str, str] | None:
     if not name or not version[:1].isdigit() or not build:
         return None
     return name, version
+
+
+# (anchors, reader): a reader runs only when the paste holds one of its anchors
+_READERS = ((("+ ",), read_uv), (("Name: ",), read_pip_show), (("::",), read_conda_plan))

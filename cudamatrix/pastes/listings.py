@@ -12,7 +12,7 @@ listing is claimed. Lines are cut with str methods.
 from __future__ import annotations
 
 from cudamatrix.detect.libraries import library_name, version_from_filename
-from cudamatrix.detect.text import Paste
+from cudamatrix.detect.text import Paste, read_anchored
 from cudamatrix.models import Environment, Library, Note, ToolMessage
 
 _NOT_FOUND = " => not found"
@@ -21,14 +21,7 @@ _PERMS = frozenset("-rwxsStTl")
 
 def read(paste: Paste, env: Environment) -> bool:
     """Every listing above; each reads only lines no other reader took."""
-    found = False
-    if "=>" in paste.text:
-        found |= read_ldd(paste, env)
-    if " -> " in paste.text:
-        found |= read_links(paste, env)
-    if "libcu" in paste.text:
-        found |= read_ls(paste, env)
-    return found
+    return read_anchored(paste, env, _READERS)
 
 
 def read_ldd(paste: Paste, env: Environment) -> bool:
@@ -164,3 +157,7 @@ def read_ls(paste: Paste, env: Environment) -> bool:
 def _library_file(word: str) -> bool:
     """"libcudart.so.11.0", "libcublas_static.a", "stubs": what a CUDA library folder holds."""
     return word == "stubs" or word.startswith("lib") and (".so" in word or word.endswith(".a"))
+
+
+# (anchors, reader): a reader runs only when the paste holds one of its anchors
+_READERS = ((("=>",), read_ldd), ((" -> ",), read_links), (("libcu",), read_ls))
