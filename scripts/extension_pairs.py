@@ -26,9 +26,11 @@ import json
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
+import zlib
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -45,7 +47,14 @@ from cudamatrix.detect import _pyprobe, extensions, python_env  # noqa: E402
 from cudamatrix.diagnose import diagnose  # noqa: E402
 from cudamatrix.ldso import elfcache  # noqa: E402
 from cudamatrix.matrix import discover  # noqa: E402
-from cudamatrix.matrix.index import IndexClient, IndexReadError, pip_default_index  # noqa: E402
+from cudamatrix.matrix.index import (  # noqa: E402
+    EOCD_MAX,
+    IndexClient,
+    IndexFile,
+    IndexReadError,
+    _central_directory,
+    pip_default_index,
+)
 from cudamatrix.matrix.load import load_matrix  # noqa: E402
 from cudamatrix.models import Driver, Environment, GpuInfo  # noqa: E402
 
@@ -68,6 +77,11 @@ class Dist:
     name: str
     version: str
     members: tuple[str, ...]
+    ends: tuple[str, ...] = ()  # members kept by their ends only (see :func:`fetch_ends`), laid out like the others
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        return self.members + self.ends
 
 
 @dataclass(frozen=True)
@@ -87,6 +101,10 @@ XF32 = Dist("xformers", "0.0.32.post1", ("xformers/_C.so", "xformers/cpp_lib.jso
 TV29 = Dist("torchvision", "0.29.2", ("torchvision/_C_stable.so",))  # the matrix pairs torch 2.14.1 with it
 TV26 = Dist("torchvision", "0.26.0", ("torchvision/_C.so",))
 CP12, CP13 = _cupy("cupy-cuda12x", "13.6.0", "cpython-313"), _cupy("cupy-cuda13x", "13.6.0", "cpython-313")
+# onnxruntime-gpu's CUDA provider (284 MB in 1.31.1): its .dynamic and section headers sit in its last 20 KB, its
+# program headers, .dynstr and .dynsym in its first; the 270 MB between them (.text, .nv_fatbin) are not kept
+ORT_CUDA = "onnxruntime/capi/libonnxruntime_providers_cuda.so"
+ORT126, ORT1311 = Dist("onnxruntime-gpu", "1.26.0", (), (ORT_CUDA,)), Dist("onnxruntime-gpu", "1.31.1", (), (ORT_CUDA,))
 
 PAIRS = [
     Pair((XF29,), "2.14.1"), Pair((XF29,), "2.11.0"), Pair((XF29,), "cpu"),
@@ -99,6 +117,7 @@ PAIRS = [
     Pair((XF29,), "2.14.1", ("Tesla M60", "5.2")), Pair((XF29,), "2.14.1", ("NVIDIA H100 80GB HBM3", "9.0")),
     Pair((TV29,), "2.14.1", ("Tesla V100-SXM2-16GB", "7.0")), Pair((TV29,), "2.14.1", ("NVIDIA A100-SXM4-80GB", "8.0")),
     Pair((TV26,), "2.11.0", ("Tesla M60", "5.2")),
+    Pair((ORT126,), "2.14.1"), Pair((ORT1311,), "2.14.1"), Pair((ORT126,), "2.11.0"), Pair((ORT1311,), "2.11.0"),
 ]
 
 
@@ -108,7 +127,7 @@ def fetch(dist: Dist) -> Path:
     """A folder holding the dist's METADATA, WHEEL, RECORD and members under their base names (the layout of
     tests/support/realwheels.py, so both share one cache)."""
     meta = f"{dist.name.replace('-', '_')}-{dist.version}.dist-info"
-    wanted = [f"{meta}/METADATA", f"{meta}/WHEEL", f"{meta}/RECORD", *dist.members]
+    wanted = [f"{meta}/METADATA", f"{meta}/WHEEL", f"{meta}/RECORD", *dist.files]
     folder = CACHE / f"{dist.name}-{dist.version}"
     missing = [m for m in wanted if not (folder / os.path.basename(m)).exists()]
     if not missing:
@@ -119,13 +138,57 @@ def fetch(dist: Dist) -> Path:
         raise IndexReadError(f"{dist.name}=={dist.version}: no linux x86_64 wheel on the index")
     folder.mkdir(parents=True, exist_ok=True)
     for member in missing:
-        got = client.member(f, member)
-        if got is None:
-            raise IndexReadError(f"{f.filename} has no member {member}")
         tmp = folder / f"{os.path.basename(member)}.{os.getpid()}.part"
-        tmp.write_bytes(got[1])
+        if member in dist.ends:
+            fetch_ends(client, f, member, tmp)
+        else:
+            got = client.member(f, member)
+            if got is None:
+                raise IndexReadError(f"{f.filename} has no member {member}")
+            tmp.write_bytes(got[1])
         tmp.rename(folder / os.path.basename(member))
     return folder
+
+
+HEAD, TAIL, CHUNK = 1 << 20, 1 << 16, 16 << 20
+
+
+def fetch_ends(client: IndexClient, f: IndexFile, member: str, dest: Path) -> None:
+    """``member`` of the remote wheel ``f`` written to ``dest`` as a sparse file of its real size holding only its
+    first MiB and last 64 KiB at their offsets (the rest reads as zeros and takes no disk): a shared object's ELF
+    and program headers, ``.dynstr``, ``.dynsym`` and GNU hash table lie in its head, its ``.dynamic`` and
+    section headers in its tail, which is all ``readelf -d`` and detect's DT_NEEDED read. A deflated member is
+    inflated as it streams in (range reads of 16 MiB): read once, kept in the cache, never held whole."""
+    url = f.url.split("#")[0]
+    tail, total = client._range(url, None, EOCD_MAX)
+    read = client._reader(url)
+    found = next((m for m in _central_directory(read, total if total >= 0 else len(tail), tail) if m[0] == member),
+                 None)
+    if found is None:
+        raise IndexReadError(f"{f.filename} has no member {member}")
+    _name, method, csize, off = found
+    hn, he = struct.unpack("<HH", read(off, off + 29)[26:30])
+    start = off + 30 + hn + he
+    if method not in (0, 8):
+        raise IndexReadError(f"{f.filename}:{member}: zip compression method {method}")
+    inflate = zlib.decompressobj(-15) if method == 8 else None
+    head, end, size = bytearray(), bytearray(), 0
+    for at in range(start, start + csize, CHUNK):
+        raw = read(at, min(at + CHUNK, start + csize) - 1)
+        data = inflate.decompress(raw) if inflate else raw
+        size += len(data)
+        if len(head) < HEAD:
+            head += data[:HEAD - len(head)]
+        end = (end + data)[-TAIL:]
+    if inflate:
+        rest = inflate.flush()
+        size += len(rest)
+        end = (end + rest)[-TAIL:]
+    with open(dest, "wb") as out:
+        out.write(head)
+        out.seek(size - len(end))  # a member under 1 MiB + 64 KiB: the same bytes written twice
+        out.write(end)
+        out.truncate(size)
 
 
 @cache
@@ -149,7 +212,7 @@ def lay_out(site: Path, torch: Path, dists: tuple[Dist, ...]) -> None:
         meta.mkdir()
         for name in ("METADATA", "WHEEL", "RECORD"):
             shutil.copy(folder / name, meta / name)
-        for member in dist.members:
+        for member in dist.files:
             (site / os.path.dirname(member)).mkdir(parents=True, exist_ok=True)
             if os.path.lexists(site / member):
                 os.unlink(site / member)
@@ -201,10 +264,10 @@ def expected(site: Path, pair: Pair) -> tuple[set[str], list[str]]:
                     not req.specifier.contains(Version(version).base_version, prereleases=True):
                 codes.add("EXTENSION_PIN_MISMATCH")
                 evidence.append(f"Requires-Dist {req}")
-        record = site / os.path.dirname(dist.members[0]) / "cpp_lib.json"
+        record = site / os.path.dirname(dist.files[0]) / "cpp_lib.json"
         if record.exists():
             evidence.append(f"cpp_lib.json: built for torch {json.loads(record.read_text())['version']['torch']}")
-        for member in dist.members:
+        for member in dist.files:
             so = site / member
             if not member.endswith(".so"):
                 continue

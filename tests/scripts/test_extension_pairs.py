@@ -8,7 +8,13 @@ $CUDAMATRIX_TORCH_CUDA_PYTHON; skipped with the reason where it is unset. Eviden
   ``_ZN3c104cuda9SetDeviceEa`` which no torch 2.14.1 library defines (15 of its 165 torch symbols); ``readelf -d``:
   NEEDED libcudart.so.12; its fatbin: SASS sm_60..sm_90, PTX compute_60 compute_80 (none for a Tesla M60, 5.2);
 - cupy-cuda13x 13.6.0's cuBLAS module NEEDS libcublas.so.13 (torch's CUDA major): no finding; cupy-cuda12x 13.6.0
-  installed before it (libcublas.so.12) wrote the same file, which cupy-cuda13x replaced: the two variants only.
+  installed before it (libcublas.so.12) wrote the same file, which cupy-cuda13x replaced: the two variants only;
+- onnxruntime-gpu 1.26.0's ``onnxruntime/capi/libonnxruntime_providers_cuda.so`` (``readelf -d``): NEEDED
+  libcublasLt.so.12, libcublas.so.12, libcudart.so.12, libcufft.so.11, libcudnn.so.9 beside torch's CUDA 13.0 (the
+  provider fails to load with "libcublasLt.so.12: cannot open shared object file" where only torch's CUDA 13 wheels
+  are installed); 1.31.1's NEEDED libcublasLt.so.13, libcublas.so.13, libcudart.so.13: the matched control. The
+  provider (284 MB) is cached by its ends only (its first MiB and last 64 KiB, a sparse file of its real size):
+  its .dynamic section lies at 0x10ed41c8 of 1.31.1's 0x10edb8a0 bytes, .dynstr at 0x2250.
 """
 from __future__ import annotations
 
@@ -41,6 +47,8 @@ def real(tmp_path, monkeypatch):
     (ep.Pair((ep.XF29,), "2.14.1", ("NVIDIA H100 80GB HBM3", "9.0")), [ABI, CUDA, PIN]),
     (ep.Pair((ep.CP13,), "2.14.1"), []),
     (ep.Pair((ep.CP12, ep.CP13), "2.14.1"), [CLASH]),
+    (ep.Pair((ep.ORT126,), "2.14.1"), [CUDA]),
+    (ep.Pair((ep.ORT1311,), "2.14.1"), []),
 ])
 def test_the_files_and_doctor_agree(tmp_path, pair, codes):
     row = ep.run_pair(pair, tmp_path)
@@ -58,3 +66,12 @@ def test_an_unset_torch_is_a_skipped_row_and_no_run_is_exit_2(tmp_path, monkeypa
     monkeypatch.setattr(ep, "PAIRS", [ep.Pair((ep.CP13,), "cpu")])
     assert ep.main([]) == 2
     assert "skipped" in capsys.readouterr().out
+
+
+def test_a_member_kept_by_its_ends_is_a_sparse_file_of_its_real_size(tmp_path):
+    """onnxruntime-gpu 1.26.0's CUDA provider in the cache: its real size, its ends on disk, DT_NEEDED readable."""
+    folder = ep.fetch(ep.ORT126)
+    so = folder / "libonnxruntime_providers_cuda.so"
+    assert so.stat().st_size > 200 << 20 and so.stat().st_blocks * 512 < 4 << 20
+    needed = ep.subprocess.run(["readelf", "-d", str(so)], capture_output=True, text=True, timeout=60).stdout
+    assert "[libcublasLt.so.12]" in needed and "[libcudart.so.12]" in needed
