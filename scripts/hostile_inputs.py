@@ -280,7 +280,7 @@ def surface_cases(root: Path) -> list[Case]:
             + _mirror_cases(root) + _child_output_cases(root) + _consent_cases(root) + _undo_cases(root)
             + _gate_cases(root) + _lock_gate_cases(root)
             + _preflight_cases(root) + _extension_cases(root) + _installed_extension_cases(root)
-            + _extension_arch_cases(root)
+            + _extension_arch_cases(root) + _extension_floor_cases(root)
             + _command_words_cases(root) + _release_file_cases(root))
 
 
@@ -1134,6 +1134,41 @@ def _extension_arch_cases(root: Path) -> list[Case]:
     _extension_dist(site, "ext-arch", objects, "Requires-Dist: torch>=2\n")
     out.append(Case("extension archs: hostile fatbins: doctor --python", ["doctor", "--python", str(venv / "bin" / "python"),
                                                                         "--json"], json=True, inert=True))
+    return out
+
+
+def _extension_floor_cases(root: Path) -> list[Case]:
+    """Issue 39, the packages' GPU floors (extensions.json ``gpu_floors``): garbage floors in a --data folder
+    (matrix validate and doctor answer, exit 2 where the folder is refused), and saved environments whose installed
+    versions and GPUs are garbage beside the shipped floors. doctor answers."""
+    out: list[Case] = []
+    saved = root / "env-ext-floor.json"
+    saved.write_text(json.dumps({
+        "origin": "file", "driver": {"version": "550.54.15", "status": "ok"},
+        "packages": {"flash-attn": "\x1b[31m2.8.3", "vllm": "9" * 5000, "bitsandbytes": "", "cupy-cuda12x": "13.6.0"},
+        "gpus": [{"index": 0, "name": "\x1b[31mGPU", "compute_capability": "2.0"},
+                 {"index": 1, "name": "Tesla T4", "compute_capability": "9" * 5000},
+                 {"index": 2, "name": "x" * 10_000, "compute_capability": "7.5"}]}))
+    out.append(Case("extension floors: saved environment", ["doctor", "--env", str(saved), "--json"], json=True))
+    good = {"names": ["flash-attn"], "versions": ">=2", "min_compute_capability": "8.0",
+            "source": [{"url": "https://example.org/README.md", "states": "Ampere or newer", "read": "2026-12-04",
+                        "kind": "first_party"}]}
+    floors: dict[str, object] = {
+        "cc word": [{**good, "min_compute_capability": "banana"}], "cc huge": [{**good, "min_compute_capability": "9" * 5000}],
+        "cc number": [{**good, "min_compute_capability": 8.0}], "names escape": [{**good, "names": ["\x1b[31mx"]}],
+        "names many": [{**good, "names": ["flash-attn"] * 100_000}], "versions word": [{**good, "versions": "not a spec"}],
+        "no source": [{k: v for k, v in good.items() if k != "source"}], "unknown key": [{**good, "bogus": 1}],
+        "not a list": "x", "third party only": [{**good, "source": [{**good["source"][0], "kind": "third_party"}]}],
+        "versions any": [{**good, "versions": ""}]}
+    for label, value in floors.items():
+        folder = root / f"data-floor-{label.replace(' ', '-')}"
+        shutil.copytree(_data_dir(), folder)
+        doc = json.loads((folder / "extensions.json").read_text())
+        doc["gpu_floors"] = value
+        (folder / "extensions.json").write_text(json.dumps(doc))
+        out.append(Case(f"extension floors: data {label}: matrix validate", ["matrix", "validate", str(folder), "--json"],
+                        json=True))
+        out.append(Case(f"extension floors: data {label}: doctor", ["doctor", "--env", str(saved), "--data", str(folder)]))
     return out
 
 

@@ -12,7 +12,8 @@ the name (``cupy-cuda12x``), an ``nvidia-cuda-runtime`` requirement (``onnxrunti
 wheel is read). vLLM's wheels are built for the CUDA of the torch build they pin, so a torch build of another
 CUDA major does not load them.
 
-Rows the index no longer lists, and the hand-sourced ``release_files`` rules (flash-attn), are kept as they are.
+Rows the index no longer lists, and the hand-sourced ``release_files`` rules (flash-attn) and ``gpu_floors`` (the
+packages' own README and documentation lines), are kept as they are.
 Modes: without flags, print what would change (exit 1 if anything would); ``--write``: validate the whole matrix
 with the new file, then write; exit 2 when the index failed or the result does not validate.
 """
@@ -158,7 +159,7 @@ def extension_row(name: str, version: str, files: list[IndexFile], meta: Metadat
 
 def merge(old: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The file with ``rows`` in place of the releases they name (read ones replace, unread ones stay), sorted
-    by name and newest release first; ``release_files`` kept."""
+    by name and newest release first; ``release_files`` and ``gpu_floors`` kept."""
     keep = {(r["name"], r["version"]): r for r in old.get("releases", [])}
     keep.update({(r["name"], r["version"]): r for r in rows})
     out = dict(old)
@@ -252,7 +253,8 @@ def dump(doc: dict[str, Any]) -> str:
     """The file's text: one row a line (small, and a refresh's diff is one line per changed release)."""
     def rows(key: str) -> str:
         return ",\n".join(json.dumps(r, ensure_ascii=False) for r in doc.get(key, []))
-    return f'{{"releases": [\n{rows("releases")}\n],\n"release_files": [\n{rows("release_files")}\n]}}\n'
+    return (f'{{"releases": [\n{rows("releases")}\n],\n"release_files": [\n{rows("release_files")}\n],\n'
+            f'"gpu_floors": [\n{rows("gpu_floors")}\n]}}\n')
 
 
 def validate(data: Path, doc: dict[str, Any]) -> list[str]:

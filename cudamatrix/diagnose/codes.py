@@ -67,7 +67,8 @@ DOCTOR: tuple[Code, ...] = (
          "than the framework's own copy."),
     Code("EXTENSION_ARCH_UNSUPPORTED", "error", "An installed extension's shared objects carry no kernel image "
          "for a GPU present (read from their fatbinaries: no SASS of its major at or below its minor, no PTX at or "
-         "below its architecture): its CUDA kernels fail with 'no kernel image is available'."),
+         "below its architecture): its CUDA kernels fail with 'no kernel image is available'; or a GPU below the "
+         "compute capability the package's own README or documentation states for its release."),
     Code("EXTENSION_VARIANT_CLASH", "error", "Two CUDA-major variants of one package are installed together "
          "(cupy-cuda12x and cupy-cuda13x): they write the same files."),
     Code("JAX_PLUGIN_MISMATCH", "error", "jaxlib and its CUDA plugin or PJRT wheel (jax-cudaNN-plugin, "

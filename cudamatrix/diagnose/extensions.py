@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 
 from cudamatrix.diagnose.context import Diagnosis, base_version
 from cudamatrix.diagnose.declared import applicable_requirements
+from cudamatrix.matrix.data import ExtensionGpuFloor
+from cudamatrix.matrix.sources import records_of
 from cudamatrix.models import Extension, Finding
 from cudamatrix.names import FAMILIES, canonical
 from cudamatrix.schema import pep508
@@ -228,10 +230,13 @@ def extension_arch_unsupported(d: Diagnosis) -> list[Finding]:
     an equal or lower architecture for the driver to JIT-compile (the rule ``arch`` of the frameworks' builds,
     :func:`cudamatrix.solve.rules.sass_covers`), read from the fatbinaries of its objects; its CUDA kernels
     fail with "no kernel image is available for execution on the device". An extension whose objects carry
-    no device code is not judged."""
+    no device code is not judged. Or a GPU below the floor the installed package's own README or documentation
+    states for its release (data/extensions.json ``gpu_floors``: flash-attn 2 needs Ampere, vLLM 7.0), whether
+    or not its kernels were read."""
     if not d.target.gpus:
         return []
-    out = []
+    out: list[Finding] = []
+    judged: set[tuple[str, str]] = set()  # (extension, compute capability) named here: the floor adds nothing
     for ext in d.env.extensions:
         kernels = _kernels(ext)
         if not kernels:
@@ -241,6 +246,7 @@ def extension_arch_unsupported(d: Diagnosis) -> list[Finding]:
             if not _CC.match(cc.rstrip("af")) or any(sass_covers(s, cc) or ptx_covers(p, cc) for _n, s, p, _t in kernels):
                 continue
             sm = "sm_" + cc.rstrip("af").replace(".", "")
+            judged.add((canonical(ext.name), cc.rstrip("af")))
             evidence = [f"{name}: SASS {' '.join('sm_' + a.replace('.', '') for a in sass) or 'none'}, PTX "
                         f"{' '.join('compute_' + a.replace('.', '') for a in ptx) or 'none'}"
                         for name, sass, ptx, _t in kernels[:6]]
@@ -252,6 +258,46 @@ def extension_arch_unsupported(d: Diagnosis) -> list[Finding]:
                                title=f"{ext.name} {ext.version} has no kernel image for {gpu.name or 'the GPU'} "
                                      f"(compute capability {cc}): \"no kernel image is available\"",
                                evidence=evidence, fix=fix + "; or run it on a GPU whose architecture it carries"))
+    return out + _below_floor(d, judged)
+
+
+def _floor_of(d: Diagnosis, name: str, version: str) -> ExtensionGpuFloor | None:
+    """The GPU floor the package's own words state for this release (the highest where rows overlap)."""
+    rows = [f for f in d.matrix.extensions.gpu_floors
+            if name in (canonical(n) for n in f.names) and _admits(f.versions, base_version(version))]
+    return max(rows, key=lambda f: cc_key(f.min_compute_capability), default=None)
+
+
+def _lower_floors(d: Diagnosis, name: str, cc: str) -> list[str]:
+    """The releases of ``name`` whose own words admit compute capability ``cc`` ("bitsandbytes>=0.45.0,<0.48.0")."""
+    return [f"{name}{f.versions}" for f in d.matrix.extensions.gpu_floors
+            if name in (canonical(n) for n in f.names) and cc_key(f.min_compute_capability) <= cc_key(cc)]
+
+
+def _below_floor(d: Diagnosis, judged: set[tuple[str, str]]) -> list[Finding]:
+    """EXTENSION_ARCH_UNSUPPORTED from the floors: each installed distribution with a floor for its release, each
+    GPU below it (one the kernel check already named is left to that finding)."""
+    out = []
+    for dist, version in sorted(d.env.packages.items()):
+        floor = _floor_of(d, canonical(dist), version) if isinstance(version, str) else None
+        if floor is None:
+            continue
+        for gpu in d.target.gpus:
+            cc = (gpu.compute_capability or "").rstrip("af")
+            if not _CC.match(cc) or cc_key(cc) >= cc_key(floor.min_compute_capability) or \
+                    (canonical(dist), cc) in judged:
+                continue
+            states = [f"{r.states} ({r.url})" if r.url else r.states for r in records_of(floor.source)
+                      if r.kind == "first_party"]
+            older = _lower_floors(d, canonical(dist), cc)
+            out.append(Finding(code="EXTENSION_ARCH_UNSUPPORTED", severity="error",
+                               title=f"{dist} {version} needs a GPU of compute capability "
+                                     f"{floor.min_compute_capability} or higher; {gpu.name or 'the GPU'} is {cc}",
+                               evidence=[f"{dist} {floor.versions}: its own words: {s}" for s in states[:3]],
+                               fix=(f"pip install '{older[-1]}' (a release whose own words admit compute capability "
+                                    f"{cc}); or " if older else "") +
+                                   f"run {dist} on a GPU of compute capability {floor.min_compute_capability} or "
+                                   "higher"))
     return out
 
 

@@ -355,12 +355,27 @@ class ReleaseFiles:
     __pydantic_config__ = FORBID
 
 
+@lazy_sources
+@record(frozen=True)
+class ExtensionGpuFloor:
+    """The lowest compute capability a package's own README or documentation states for its releases ``versions``
+    (flash-attn 2: Ampere or newer; vLLM: 7.0 or higher): on a GPU below it the package does not run, whatever
+    kernels its files carry. Its source is the package's first-party text at a tag."""
+
+    names: list[Name]  # the distributions it covers (cupy-cuda11x, cupy-cuda12x, ...)
+    versions: Spec  # the releases whose text states it (">=2.0.0")
+    min_compute_capability: CC
+    source: Sources
+    __pydantic_config__ = FORBID
+
+
 @record(frozen=True)
 class ExtensionFile:
-    """extensions.json: the extensions' releases and the release-file rules."""
+    """extensions.json: the extensions' releases, the release-file rules and the packages' own GPU floors."""
 
     releases: list[ExtensionRelease] = field(default_factory=list)
     release_files: list[ReleaseFiles] = field(default_factory=list)
+    gpu_floors: list[ExtensionGpuFloor] = field(default_factory=list)
     __pydantic_config__ = FORBID
 
 

@@ -319,6 +319,14 @@ def _lint_cudnn(matrix: Matrix) -> list[str]:
     return problems
 
 
+def _lint_extension_floors(matrix: Matrix) -> list[str]:
+    """extensions.json: every GPU floor cites the package's own words (first_party: its README or docs at a tag)."""
+    return [f"extensions.json: gpu_floors[{i}]: source: needs the package's own README or documentation "
+            f"(first_party), has {', '.join(sorted({r.kind for r in records_of(floor.source)})) or 'none'}"
+            for i, floor in enumerate(matrix.extensions.gpu_floors)
+            if "first_party" not in {r.kind for r in records_of(floor.source)}]
+
+
 def _lint_variant(where: str, var: Variant, release: FrameworkRelease, cuda_versions: set) -> list[str]:
     problems = []
     if var.cuda is not None and var.cuda.release[:2] not in cuda_versions:
@@ -401,6 +409,7 @@ def sourced_rows(matrix: Matrix) -> list[tuple[str, str]]:
                         ("gpus.json: architectures", gpus.architectures), ("gpus.json: gpus", gpus.gpus),
                         ("cudnn.json: releases", matrix.cudnn.releases),
                         ("cudnn.json: gpu_floors", matrix.cudnn.gpu_floors),
+                        ("extensions.json: gpu_floors", matrix.extensions.gpu_floors),
                         ("advisories.json: advisories", matrix.advisories.advisories))
     for name, items in tables:
         rows += [(f"{name}[{i}]", row.source) for i, row in enumerate(items)]
@@ -430,7 +439,7 @@ def _lint_sources(matrix: Matrix) -> list[str]:
 
 # the checks :func:`lint` asks, in the order their problems are listed
 LINTS: list[Callable[[Matrix], list[str]]] = [_lint_cuda, _lint_gpus, _lint_cudnn, _lint_frameworks, _lint_advisories,
-                                              _lint_sources]
+                                              _lint_extension_floors, _lint_sources]
 
 
 def is_version(text: str) -> bool:

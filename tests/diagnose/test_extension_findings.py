@@ -15,7 +15,17 @@ from support.smallmatrix import build, release, replace, variant
 
 from cudamatrix.diagnose import extensions
 from cudamatrix.diagnose.context import Diagnosis
-from cudamatrix.models import Environment, Extension, ExtensionObject, Framework, LibraryLoad, PythonInfo
+from cudamatrix.matrix.load import load_matrix
+from cudamatrix.models import (
+    Driver,
+    Environment,
+    Extension,
+    ExtensionObject,
+    Framework,
+    GpuInfo,
+    LibraryLoad,
+    PythonInfo,
+)
 
 M = build(replace(release("2.5.1", variant("cu121", cuda="12.1")), companions={"torchvision": "0.20.1"}))
 
@@ -173,3 +183,77 @@ def test_the_fix_names_the_matrix_release_built_for_the_installed_torch():
     assert found == ["cudamatrix solve torch==2.5.1 xformers (the xformers built for the installed torch: xformers "
                      "0.0.28.post3 declares torch==2.5.1); or keep xformers 0.0.29.post3 and move torch: cudamatrix "
                      "solve 'torch==2.6.0' xformers==0.0.29.post3"]
+
+
+# --- EXTENSION_ARCH_UNSUPPORTED from the packages' own floors (data/extensions.json gpu_floors, the shipped rows):
+# flash-attn's README at v2.0.0 and v2.8.3.post1 ("FlashAttention-2 currently supports Ampere, Ada, or Hopper GPUs")
+# and its flash_api.cpp at v2.8.3 (cc_major >= 8, "FlashAttention only supports Ampere GPUs or newer."); vLLM's
+# installation page at v0.3.3 and v0.14.0 ("compute capability 7.0 or higher"); bitsandbytes' installation.mdx at
+# 0.45.0/0.47.0 (Maxwell, 5.0+) and 0.48.0/0.50.1 (6.0+); CuPy's install.rst at v10.0.0 and v14.2.0 (3.0 or larger)
+
+SHIPPED = load_matrix()
+GPUS = {"T4": ("Tesla T4", "7.5"), "A100": ("NVIDIA A100-SXM4-80GB", "8.0"), "P100": ("Tesla P100-PCIE-16GB", "6.0"),
+        "V100": ("Tesla V100-SXM2-16GB", "7.0"), "M60": ("Tesla M60", "5.2"), "GTX580": ("GeForce GTX 580", "2.0")}
+
+
+def gpu_env(gpu: str, **packages) -> Environment:
+    e = env(**packages)
+    name, cc = GPUS[gpu]
+    e.driver = Driver(version="570.195.03", cuda_version="12.8", status="ok")
+    e.gpus = [GpuInfo(index=0, name=name, compute_capability=cc)]
+    return e
+
+
+def floors(e: Environment) -> list[tuple[str, str]]:
+    return [(f.title, f.fix) for f in extensions.extension_arch_unsupported(Diagnosis(e, SHIPPED))]
+
+
+@pytest.mark.parametrize("gpu, dist, version, expected", [
+    ("T4", "flash-attn", "2.8.3", [("flash-attn 2.8.3 needs a GPU of compute capability 8.0 or higher; Tesla T4 is "
+                                    "7.5", "run flash-attn on a GPU of compute capability 8.0 or higher")]),
+    ("A100", "flash-attn", "2.8.3", []),
+    ("T4", "flash-attn", "1.0.9", []),  # FlashAttention 1.x: the README sends Turing there
+    ("P100", "vllm", "0.6.1.post2", [("vllm 0.6.1.post2 needs a GPU of compute capability 7.0 or higher; Tesla "
+                                      "P100-PCIE-16GB is 6.0",
+                                      "run vllm on a GPU of compute capability 7.0 or higher")]),
+    ("V100", "vllm", "0.6.1.post2", []),
+    ("M60", "bitsandbytes", "0.49.2", [("bitsandbytes 0.49.2 needs a GPU of compute capability 6.0 or higher; "
+                                        "Tesla M60 is 5.2",
+                                        "pip install 'bitsandbytes>=0.45.0,<0.48.0' (a release whose own words admit "
+                                        "compute capability 5.2); or run bitsandbytes on a GPU of compute capability "
+                                        "6.0 or higher")]),
+    ("M60", "bitsandbytes", "0.47.0", []),
+    ("GTX580", "cupy-cuda12x", "13.6.0", [("cupy-cuda12x 13.6.0 needs a GPU of compute capability 3.0 or higher; "
+                                           "GeForce GTX 580 is 2.0",
+                                           "run cupy-cuda12x on a GPU of compute capability 3.0 or higher")]),
+    ("T4", "cupy-cuda12x", "13.6.0", []),
+], ids=lambda v: v if isinstance(v, str) else "")
+def test_a_gpu_below_the_floor_the_package_states_with_no_kernels_read(gpu, dist, version, expected):
+    assert floors(gpu_env(gpu, **{dist: version})) == expected
+
+
+def test_the_floor_finding_names_the_packages_own_words():
+    (f,) = extensions.extension_arch_unsupported(Diagnosis(gpu_env("T4", flash_attn="2.8.3"), SHIPPED))
+    assert f.code == "EXTENSION_ARCH_UNSUPPORTED" and f.severity == "error"
+    assert f.evidence[0].startswith("flash-attn >=2.0.0,<=2.8.3.post1: its own words: FlashAttention-2 currently "
+                                    "supports Ampere, Ada, or Hopper GPUs")
+    assert f.evidence[0].endswith("(https://github.com/Dao-AILab/flash-attention/blob/v2.0.0/README.md)")
+    assert len(f.evidence) == 3
+
+
+def test_a_gpu_the_kernel_check_named_is_not_named_twice():
+    # flash-attn's objects read (SASS sm_80 sm_90, no PTX): the T4 has no kernel image and is below the floor: one
+    # finding, the kernels'
+    e = gpu_env("T4", flash_attn="2.8.3")
+    e.extensions = [Extension(name="flash-attn", version="2.8.3", objects=[ExtensionObject(
+        path="/sp/flash_attn_2_cuda.so", needed=["libc10.so"], sass=["8.0", "9.0"])])]
+    (f,) = extensions.extension_arch_unsupported(Diagnosis(e, SHIPPED))
+    assert f.title.startswith("flash-attn 2.8.3 has no kernel image for Tesla T4")
+
+
+@pytest.mark.parametrize("cc, version", [("9" * 500, "2.8.3"), ("", "2.8.3"), ("7.5", "x" * 300), ("7.5", ""),
+                                         ("7.5", "9" * 5000)])
+def test_a_compute_capability_or_version_no_one_can_read_is_no_floor_finding_and_no_error(cc, version):
+    e = gpu_env("T4", flash_attn=version)
+    e.gpus[0].compute_capability, e.gpus[0].name = cc, "a GPU no table names"
+    assert floors(e) == []
