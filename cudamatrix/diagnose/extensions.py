@@ -277,19 +277,21 @@ def _lower_floors(d: Diagnosis, name: str, cc: str) -> list[str]:
 def _below_floor(d: Diagnosis, judged: set[tuple[str, str]]) -> list[Finding]:
     """EXTENSION_ARCH_UNSUPPORTED from the floors: each installed distribution with a floor for its release, each
     GPU below it (one the kernel check already named is left to that finding)."""
+    installed = {canonical(n): v for n, v in d.env.packages.items()}  # detect's list of the distributions it reads
+    for ext in d.env.extensions:  # ... and the others it read as extensions (vllm, bitsandbytes: they declare torch)
+        installed.setdefault(canonical(ext.name), ext.version)
     out = []
-    for dist, version in sorted(d.env.packages.items()):
-        floor = _floor_of(d, canonical(dist), version) if isinstance(version, str) else None
+    for dist, version in sorted(installed.items()):
+        floor = _floor_of(d, dist, version) if isinstance(version, str) else None
         if floor is None:
             continue
         for gpu in d.target.gpus:
             cc = (gpu.compute_capability or "").rstrip("af")
-            if not _CC.match(cc) or cc_key(cc) >= cc_key(floor.min_compute_capability) or \
-                    (canonical(dist), cc) in judged:
+            if not _CC.match(cc) or cc_key(cc) >= cc_key(floor.min_compute_capability) or (dist, cc) in judged:
                 continue
             states = [f"{r.states} ({r.url})" if r.url else r.states for r in records_of(floor.source)
                       if r.kind == "first_party"]
-            older = _lower_floors(d, canonical(dist), cc)
+            older = _lower_floors(d, dist, cc)
             out.append(Finding(code="EXTENSION_ARCH_UNSUPPORTED", severity="error",
                                title=f"{dist} {version} needs a GPU of compute capability "
                                      f"{floor.min_compute_capability} or higher; {gpu.name or 'the GPU'} is {cc}",

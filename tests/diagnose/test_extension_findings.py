@@ -257,3 +257,13 @@ def test_a_compute_capability_or_version_no_one_can_read_is_no_floor_finding_and
     e = gpu_env("T4", flash_attn=version)
     e.gpus[0].compute_capability, e.gpus[0].name = cc, "a GPU no table names"
     assert floors(e) == []
+
+
+def test_a_distribution_detect_read_as_an_extension_only_is_judged_by_its_floor():
+    # vllm and bitsandbytes are not among the distributions detect lists in ``packages``: they reach doctor as
+    # extensions (their METADATA declares torch)
+    e = gpu_env("M60")
+    e.extensions = [Extension(name="vllm", version="0.6.1.post2", declares=["torch==2.4.0"]),
+                    Extension(name="bitsandbytes", version="0.47.0", declares=["torch<3,>=2.2"])]
+    assert [t for t, _fix in floors(e)] == ["vllm 0.6.1.post2 needs a GPU of compute capability 7.0 or higher; "
+                                            "Tesla M60 is 5.2"]
