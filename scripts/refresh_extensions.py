@@ -253,8 +253,8 @@ def dump(doc: dict[str, Any]) -> str:
     """The file's text: one row a line (small, and a refresh's diff is one line per changed release)."""
     def rows(key: str) -> str:
         return ",\n".join(json.dumps(r, ensure_ascii=False) for r in doc.get(key, []))
-    return (f'{{"releases": [\n{rows("releases")}\n],\n"release_files": [\n{rows("release_files")}\n],\n'
-            f'"gpu_floors": [\n{rows("gpu_floors")}\n]}}\n')
+    floors = f',\n"gpu_floors": [\n{rows("gpu_floors")}\n]' if "gpu_floors" in doc else ""
+    return f'{{"releases": [\n{rows("releases")}\n],\n"release_files": [\n{rows("release_files")}\n]{floors}}}\n'
 
 
 def validate(data: Path, doc: dict[str, Any]) -> list[str]:
