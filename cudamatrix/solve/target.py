@@ -144,7 +144,7 @@ def from_environment(env: Environment, matrix: Matrix, name: str = "this machine
     """The Target of a detected (or saved) Environment."""
     gpus = []
     for g in env.gpus:
-        cc = g.compute_capability
+        cc = _readable_cc(g.compute_capability)
         if not cc and g.name:
             known = find_gpu(matrix, g.name)
             cc = known.compute_capability if known else None
@@ -165,6 +165,17 @@ def from_environment(env: Environment, matrix: Matrix, name: str = "this machine
                   "a current driver runs; the GPU's kernels and the driver were not checked",)
     return Target(name=name, driver=driver, gpus=tuple(gpus), python=_py_minor(env.python.version),
                   platform=plat, cuda_toolkit=toolkit, driver_usable=usable, notes=notes, gpu_unknown=unknown)
+
+
+def _readable_cc(value: str | None) -> str | None:
+    """A detected compute capability, or None where it is no version ("N/A", "[Not Supported]"): the GPU's
+    name then decides it from the matrix, as for a GPU that stated none."""
+    if not value:
+        return None
+    try:
+        return normalize_cc(value)
+    except ValueError:
+        return None
 
 
 def _jetson_linux(matrix: Matrix, release: str | None, driver: str | None, plat: str
