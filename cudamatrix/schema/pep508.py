@@ -9,6 +9,8 @@ versions (digits and dots) under ``== != < <= > >=`` (``.*`` after ``==``/``!=``
 question this module cannot answer exactly the way PEP 440 and PEP 508 do (a version with a pre-release,
 local or epoch part, ``~=``, ``in``, a variable the environment does not hold): the caller asks ``packaging``
 then, so an answer never differs from packaging's. Text for people (``str()``) is always packaging's own.
+Re-run after the package's rooms were redrawn (issue #41): ``doctor --json`` on a torch venv with every question
+sent to packaging instead takes 24 % more CPU time (15 paired runs, median ratio 0.81), so this reader stays.
 """
 from __future__ import annotations
 

@@ -6,7 +6,9 @@ class. :func:`record` compiles one method, ``__init__``, and shares the others (
 ``__hash__``, and for a frozen class ``__setattr__`` / ``__delattr__``) with the standard meaning. Measured
 against the standard decorator on the same models (paired runs, medians of 15): ``doctor`` takes 17 % more CPU
 time and 22 % more wall time with ``dataclasses``, ``detect`` 10 % more CPU, ``solve`` 9 %: over the 10 % a
-replacement must earn, so it stays.
+replacement must earn, so it stays. Re-run after the package's rooms were redrawn (issue #41), ``doctor --json``
+on a torch venv, 15 paired runs: with every record also made a standard dataclass at definition (a lower bound:
+the standard ``__init__``, ``__repr__`` and ``__eq__`` not compiled), CPU time 24 % more (ratio 0.81).
 
 A record is still a dataclass to whoever asks: ``dataclasses.is_dataclass``, ``fields``, ``replace``,
 ``asdict`` and pydantic all read ``__dataclass_fields__``, and the first such read turns the class into a
