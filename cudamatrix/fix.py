@@ -45,6 +45,7 @@ from cudamatrix.safe.files import write_atomic
 from cudamatrix.safe.shells import Said, aim, export_line, tool
 from cudamatrix.schema import field, record, replace
 from cudamatrix.solve import solver
+from cudamatrix.solve import target as targets
 from cudamatrix.solve.indexes import with_mirror
 from cudamatrix.verify.memory import fingerprint, fix_key, load, recall_consistent, store
 from cudamatrix.verify.run import exit_code
@@ -572,12 +573,9 @@ def _diagnose(environment: Environment, matrix) -> list[Finding]:
 def _solve(environment: Environment, request: list[str], driver: str | None, gpus: list[str], matrix,
            mirror: str | None = None) -> Solution:
     """The same answer ``cudamatrix solve --python PATH [--driver --gpu]`` gives for this interpreter."""
-    # lazy: the tests replace cudamatrix.solve.target.from_environment (monkeypatch): read when called, as the replacement needs
-    from cudamatrix.solve.target import from_environment, from_flags
-
-    target = from_environment(environment, matrix, name="this machine")
+    target = targets.from_environment(environment, matrix, name="this machine")  # looked up when called (tests count it)
     if driver or gpus:
-        target = from_flags(matrix, driver=driver, gpus=gpus, python=None, platform=None, cuda_toolkit=None,
+        target = targets.from_flags(matrix, driver=driver, gpus=gpus, python=None, platform=None, cuda_toolkit=None,
                             base=target)
     solution = solver.solve([target], solver.parse_request(request, environment), matrix, installed=environment)
     return with_mirror(solution, mirror)

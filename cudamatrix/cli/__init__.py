@@ -17,23 +17,18 @@ from cudamatrix.errors import CudamatrixError, UsageError
 def _register():
     # typer and the command declarations only when the typer-free parser (cli/fast.py, 19 ms to import) hands a
     # command over: importing cli/commands.py is 92 ms, paid by --help and the rare commands alone
-    # lazy: `--version` would load 241 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): cudamatrix.pastes.fields, cudamatrix.pastes.messages, cudamatrix.fix
-    from cudamatrix.cli import commands, matrix_cmd  # noqa: F401  (each adds its commands)
+    # lazy: `--version` would load 241 ms more, `detect --from` 45 ms (python -X importtime; the hoisting's budget per command is 3% of its run): cudamatrix.pastes.fields, cudamatrix.pastes.messages, cudamatrix.fix, typer._coercion
+    from cudamatrix.cli import app, commands, matrix_cmd  # noqa: F401  (each adds its commands)
 
-    # lazy: `detect --from` would load 45 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): typer._coercion, inspect, platform
-    from cudamatrix.cli.app import app
-
-    return app
+    return app.app
 
 
 def _command():
     """The click command tree of the typer app, every command registered, with plain help metavars."""
     import typer.main
 
-    # lazy: `detect --from` would load 45 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): typer._coercion, inspect, platform
-    from cudamatrix.cli.app import plain_help
-
-    return plain_help(typer.main.get_command(_register()))
+    typer_app = _register()  # loads cudamatrix.cli.app (above)
+    return sys.modules["cudamatrix.cli.app"].plain_help(typer.main.get_command(typer_app))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -56,8 +56,7 @@ def check_names_on_index(matrix, names: list[str], file=None):
     # 1.23x before this, paired with farm-bench against c2c50be)
     from concurrent.futures import ThreadPoolExecutor
 
-    # lazy: `doctor` would load 31 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): _hashlib, logging, packaging._manylinux
-    from cudamatrix.matrix.index import IndexReadError, pip_sources, redact
+    IndexReadError, pip_sources, redact = _index().IndexReadError, _index().pip_sources, _index().redact
     if file is not None and file.no_index:  # pip reads the file's find-links alone: local folders are read here
         return _ask_sources(todo, known, [], list(file.find_links),
                             "the file says --no-index, and its find-links pages on the web are not read")
@@ -81,8 +80,7 @@ def check_names_on_index(matrix, names: list[str], file=None):
 def _ask_sources(todo: list[str], known: set[str], urls: list[str], links: list[str], why: str):
     """check_names over these index URLs and find-links, each worker thread with its own clients (connections are
     not shared between threads); an index URL that is not http(s) or a local folder leaves every name unchecked."""
-    # lazy: `doctor` would load 31 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): _hashlib, logging, packaging._manylinux
-    from cudamatrix.matrix.index import IndexReadError, index_lookup  # only when a name is unknown (above)
+    IndexReadError, index_lookup = _index().IndexReadError, _index().index_lookup  # a name is unknown (above)
 
     try:
         index_lookup(urls, links)  # refuses such a URL, asking nothing
@@ -134,3 +132,11 @@ def no_target_flags(**flags) -> None:
     if given:
         raise UsageError(f"{', '.join(given)} cannot be combined with a fleet folder",
                          hint="each node's saved environment describes that node")
+
+
+def _index():
+    """The index client (:mod:`cudamatrix.matrix.index`), loaded on the first unknown name only."""
+    # lazy: `doctor` would load 31 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): _hashlib, logging, packaging._manylinux
+    from cudamatrix.matrix import index
+
+    return index

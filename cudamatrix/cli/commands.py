@@ -11,13 +11,15 @@ from typing import Any, List, Optional
 import typer
 
 from cudamatrix.cli.app import app
+from cudamatrix.cli.check_cmd import run_check
 from cudamatrix.cli.detect_cmd import run_detect
 from cudamatrix.cli.doctor_cmd import run_doctor
+from cudamatrix.cli.env_cmd import run_env
 from cudamatrix.cli.fix_cmd import run_fix, run_verify
 from cudamatrix.cli.fleet_cmd import run_gather
 from cudamatrix.cli.lock_cmd import run_lock
 from cudamatrix.cli.options import COMMANDS
-from cudamatrix.cli.solve_cmd import run_check, run_env, run_solve
+from cudamatrix.cli.solve_cmd import run_solve
 
 
 def _o(command: str, param: str) -> Any:

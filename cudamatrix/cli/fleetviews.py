@@ -1,6 +1,7 @@
 """The fleet forms of other commands, answered per node class: `lock --per-class`, `check --env DIR`, `doctor
 --env DIR`. Not a command module of its own: the `lock`, `check` and `doctor` commands hand a fleet folder here
-(:mod:`.lock_cmd`, :mod:`.solve_cmd`, :mod:`.doctor_cmd`), so that no command module imports another."""
+(:mod:`.lock_cmd`, :mod:`.check_cmd`, :mod:`.doctor_cmd`), so that no command module imports another. Those
+import this module only for a fleet folder, so its own imports (the lock writers, the per-class fleet) sit at its top."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,8 +9,10 @@ from pathlib import Path
 from cudamatrix import render
 from cudamatrix.cli.answers import matrix_of, no_target_flags
 from cudamatrix.cli.common import finish, guarded
+from cudamatrix.cli.lockfiles import CREDENTIALS_NOTE, lock_writer
 from cudamatrix.errors import Exit, UsageError
 from cudamatrix.fleet.classes import abbreviate
+from cudamatrix.fleet.perclass import MAPPING, check_fleet, doctor_fleet, load_fleet, lock_per_class
 from cudamatrix.safe.files import write_atomic
 from cudamatrix.safe.text import has_credentials, strip_credentials
 
@@ -33,12 +36,6 @@ def run_lock_per_class(requirements: list[str] | None = None, output: Path | Non
     others are still written)."""
     import json
 
-    # lazy: `solve` would load 16 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): cudamatrix.lock.closure, cudamatrix.lock.lockfile, cudamatrix.lock.resolve
-    from cudamatrix.cli.lockfiles import lock_writer
-
-    # lazy: `solve` would load 4 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): cudamatrix.fleet.perclass
-    from cudamatrix.fleet.perclass import MAPPING, load_fleet, lock_per_class
-
     if fmt not in ("requirements", "uv"):
         raise UsageError(f"--format {fmt!r} is not known", hint="requirements | uv")
     if not env:
@@ -53,9 +50,6 @@ def run_lock_per_class(requirements: list[str] | None = None, output: Path | Non
     write = lock_writer(fmt, pins_only, glibc, dict(zip(fleet.names, fleet.environments, strict=False)),
                         allow_local=allow_local)
     files, mapping = lock_per_class(matrix, fleet, list(requirements or []), fmt, mirror, write=write)
-    # lazy: `solve` would load 16 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): cudamatrix.lock.closure, cudamatrix.lock.lockfile, cudamatrix.lock.resolve
-    from cudamatrix.cli.lockfiles import CREDENTIALS_NOTE
-
     texts = {**files, MAPPING: json.dumps(mapping, indent=2) + "\n"}
     notes = [CREDENTIALS_NOTE] if any(has_credentials(t) for t in texts.values()) else []
     try:
@@ -96,9 +90,6 @@ def run_check_fleet(requirement_file: Path | None = None, env: list[Path] | None
                     data_dir: Path | None = None) -> None:
     """The pre-job gate over a fleet folder: exit 0 when the requirements fit every node, 1 naming the blocking
     classes and their nodes."""
-    # lazy: `solve` would load 4 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): cudamatrix.fleet.perclass
-    from cudamatrix.fleet.perclass import check_fleet, load_fleet
-
     no_target_flags(driver=driver, gpu=gpu, python=python, platform=platform, cuda_toolkit=cuda_toolkit)
     matrix = matrix_of(data_dir)
     fleet = load_fleet(matrix, env or [])
@@ -134,9 +125,6 @@ def run_check_fleet(requirement_file: Path | None = None, env: list[Path] | None
 def run_doctor_fleet(env: list[Path] | None = None, from_: list[str] | None = None, python: str | None = None,
                      as_json: bool = False, data_dir: Path | None = None) -> None:
     """doctor on every node of a fleet folder, summarised per class. Exit 1 when a node has an error."""
-    # lazy: `solve` would load 4 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): cudamatrix.fleet.perclass
-    from cudamatrix.fleet.perclass import doctor_fleet, load_fleet
-
     if from_ or python:
         raise UsageError("a fleet folder cannot be combined with --from or --python",
                          hint="each node's saved environment describes that node")

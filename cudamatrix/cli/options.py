@@ -100,11 +100,11 @@ COMMANDS: dict[str, Command] = {
         MIRROR, JSON, DATA,
         Opt("per_class", ("--per-class",), "flag", False, "Fleets: one lock per node class when no single set "
             "fits, in the folder -o, with locks.json (class -> lock, Ray and Slurm selectors)."))),
-    "check": Command("solve_cmd", "run_check", options=(
+    "check": Command("check_cmd", "run_check", options=(
         Opt("requirement_file", ("-r", "--requirement"), "path", None, "A requirements file to check.",
             metavar="FILE"),
         *TARGET, MIRROR, JSON, DATA)),
-    "env": Command("solve_cmd", "run_env", options=(
+    "env": Command("env_cmd", "run_env", options=(
         Opt("shell", ("--shell",), "value", "bash", "bash | zsh | sh | fish | powershell (pwsh).", metavar="SHELL"),
         ENV_FLEET, PYTHON.with_help("Inspect the interpreter at this path.", "PATH"), JSON)),
     "detect": Command("detect_cmd", "run_detect", options=(

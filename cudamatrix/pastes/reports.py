@@ -96,16 +96,13 @@ def infer_compute_capabilities(env: Environment) -> None:
     # the matrix only when a named GPU needs it (measured reason: loading it loads packaging and the data files, 30-40
     # ms of `detect --from` on a paste that states every compute capability; tests/schema/test_records.py)
     # lazy: `detect --from` would load 20 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): cudamatrix.matrix.data, packaging.version, ipaddress
-    from cudamatrix.matrix.load import load_matrix
+    from cudamatrix.matrix import load, query
 
-    # lazy: `detect --from` would load 20 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): cudamatrix.matrix.data, packaging.version, ipaddress
-    from cudamatrix.matrix.query import find_gpu
-
-    matrix = load_matrix()
+    matrix = load.load_matrix()
     for gpu in env.gpus:
         if not gpu.name or gpu.compute_capability:
             continue
-        known = find_gpu(matrix, gpu.name)
+        known = query.find_gpu(matrix, gpu.name)
         if known is None:
             continue
         gpu.compute_capability = known.compute_capability

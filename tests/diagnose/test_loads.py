@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cudamatrix.cli.solve_cmd import env_advice
+from cudamatrix.cli.env_cmd import env_advice
 from cudamatrix.diagnose.findings import diagnose
 from cudamatrix.ldso.libpaths import library_path_fix, wrong_loads
 from cudamatrix.matrix.load import load_matrix

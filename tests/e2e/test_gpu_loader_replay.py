@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from cudamatrix.cli.solve_cmd import env_advice
+from cudamatrix.cli.env_cmd import env_advice
 from cudamatrix.detect import load_environment
 from cudamatrix.diagnose.findings import diagnose
 from cudamatrix.ldso.libpaths import library_path_fix
