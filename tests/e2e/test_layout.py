@@ -3,6 +3,7 @@ within its stage), and the library never imports the command line."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -61,7 +62,7 @@ def _from_target(node: ast.ImportFrom, path: Path) -> str:
 
 def imports_of(path: Path) -> list[tuple[int, str]]:
     found = []
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(_tree(path)):
         if isinstance(node, ast.ImportFrom):
             target = _from_target(node, path)
             if target.startswith("cudamatrix"):
@@ -74,6 +75,11 @@ def imports_of(path: Path) -> list[tuple[int, str]]:
 
 
 MODULES = sorted(PACKAGE.rglob("*.py"))
+
+
+@functools.cache  # several tests walk every module: each is parsed once per run
+def _tree(path: Path) -> ast.Module:
+    return ast.parse(path.read_text())
 
 
 def test_the_layout_is_grouped_by_stage():
@@ -148,7 +154,7 @@ def _imported_modules(path: Path) -> set[str]:
     cudamatrix.ldso import elf`` imports cudamatrix.ldso.elf, ``from cudamatrix.detect import detect`` the
     package cudamatrix.detect; the version (``from cudamatrix import __version__``) is no import of the API."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(_tree(path)):
         if isinstance(node, ast.ImportFrom):
             target = _from_target(node, path)
             if not target.startswith("cudamatrix"):
@@ -163,6 +169,7 @@ def _imported_modules(path: Path) -> set[str]:
     return found
 
 
+@functools.cache  # three tests read it; the package does not change during a run
 def import_graph() -> dict[str, set[str]]:
     """Module -> the package's modules it imports (:func:`_imported_modules`)."""
     return {module_name(path): _imported_modules(path) for path in MODULES}
@@ -253,16 +260,20 @@ def test_each_idea_lives_in_its_room():
     assert not (PACKAGE / "detect" / "pastes").exists()
 
 
-def _own_imports_in_functions() -> list[str]:
-    """``path:line`` of each import of the package's own modules inside a function body."""
+@functools.cache
+def _own_imports_in_functions() -> list[tuple[Path, int]]:
+    """(path, line) of each import of the package's own modules inside a function body (one walk per module: an
+    import lies in a function when its line lies within the function's lines)."""
     found = []
     for path in MODULES:
-        tree = ast.parse(path.read_text())
-        for fn in ast.walk(tree):
-            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                found += [f"{path.relative_to(PACKAGE)}:{node.lineno}" for node in ast.walk(fn)
-                          if isinstance(node, ast.ImportFrom) and _from_target(node, path).startswith("cudamatrix")
-                          or isinstance(node, ast.Import) and any(a.name.startswith("cudamatrix") for a in node.names)]
+        functions, imports = [], []
+        for node in ast.walk(_tree(path)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                functions.append((node.body[0].lineno, node.end_lineno or node.lineno))
+            elif isinstance(node, ast.ImportFrom) and _from_target(node, path).startswith("cudamatrix") \
+                    or isinstance(node, ast.Import) and any(a.name.startswith("cudamatrix") for a in node.names):
+                imports.append(node.lineno)
+        found += [(path, line) for line in imports if any(a <= line <= b for a, b in functions)]
     return sorted(set(found))
 
 
@@ -276,16 +287,6 @@ def test_few_imports_of_the_package_inside_functions():
 def test_an_import_of_the_package_inside_a_function_says_why():
     """The package's own modules are imported at the top of a module; one left inside a function (its laziness
     measured as worth it, a name the tests replace, a child script) has a ``# lazy:`` line above it saying why."""
-    silent = []
-    for path in MODULES:
-        lines = path.read_text().splitlines()
-        for fn in ast.walk(ast.parse("\n".join(lines))):
-            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                continue
-            for node in ast.walk(fn):
-                if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
-                        t.startswith("cudamatrix") for t in ([_from_target(node, path)] if isinstance(node, ast.ImportFrom)
-                                                              else [a.name for a in node.names])) \
-                        and not lines[node.lineno - 2].strip().startswith("# lazy:"):
-                    silent.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+    silent = [f"{path.relative_to(PACKAGE)}:{line}" for path, line in _own_imports_in_functions()
+              if not path.read_text().splitlines()[line - 2].strip().startswith("# lazy:")]
     assert not silent, silent

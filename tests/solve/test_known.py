@@ -139,6 +139,7 @@ def test_names_are_asked_at_once_and_each_distinct_name_once():
     assert sorted(asked) == ["a-1", "b-2", "c-3", "d-4"]
 
 
+@pytest.mark.slow  # waits out a deadline: about 1 s
 def test_names_not_answered_within_the_deadline_are_unchecked_and_fail_the_gate():
     """A bounded total deadline: a lookup that never returns leaves its name unchecked once the deadline has
     passed (the others keep their answers), and a gate refuses an unchecked name (exit 2)."""
