@@ -5,7 +5,7 @@ from pathlib import Path
 
 from cudamatrix import render
 from cudamatrix.cli.common import finish, guarded, has_folder, python_path
-from cudamatrix.cli.targets import environments
+from cudamatrix.cli.environments import environments
 from cudamatrix.detect.threads import Background
 from cudamatrix.diagnose.findings import diagnose, summary_exit
 from cudamatrix.errors import UsageError

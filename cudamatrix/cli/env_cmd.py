@@ -7,7 +7,7 @@ from pathlib import Path
 
 from cudamatrix import render
 from cudamatrix.cli.common import echo, finish, guarded, python_path
-from cudamatrix.cli.targets import environments
+from cudamatrix.cli.environments import environments
 from cudamatrix.errors import UsageError
 from cudamatrix.ldso.libpaths import after_change, grouped, library_path_fix, winner_folder, wrong_loads
 from cudamatrix.safe.shells import SHELLS, NotExact, known_shell

@@ -10,14 +10,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from cudamatrix.errors import UsageError
+from cudamatrix.proc import PausedGc
 from cudamatrix.safe.files import parse_json, read_bytes
-from cudamatrix.solve import target
-from cudamatrix.solve.driverclass import PausedGc
 
 if TYPE_CHECKING:
-    from cudamatrix.matrix.data import Matrix
     from cudamatrix.models import Environment
-    from cudamatrix.solve.target import Target
 
 T = TypeVar("T")
 FLEET_INDEX = "fleet.json"  # written by `fleet gather` beside the node files; not itself an environment
@@ -75,7 +72,7 @@ def load_nodes(paths: list[Path]) -> tuple[list[Environment], list[int]]:
     same JSON values, of the same types) are validated once: a later one takes the first one's Environment with
     its own values of those keys, when they are of the types validation keeps as they are (a driver version
     only where both are dotted numbers, like ``535.104.05``: the one form that is read as it is written, and
-    read by the Target as its driver alone, see :func:`node_targets`); otherwise it is validated whole, so a bad
+    read by the Target as its driver alone, see :func:`cudamatrix.fleet.nodetargets.node_targets`); otherwise it is validated whole, so a bad
     file is refused with its own message. Raises UsageError as :func:`cudamatrix.detect.load_environment` does."""
     # lazy: `solve` would load 17 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): cudamatrix.detect, cudamatrix.detect.libraries, cudamatrix.detect.smi
     from cudamatrix.detect import environment_of, read_environment
@@ -115,15 +112,15 @@ def _take(first: Environment, own: tuple[str | None, str | None, dict[str, float
           driver: str | None) -> Environment:
     """The first file's Environment with a later file's :data:`PER_NODE` values and dotted driver version (a
     shallow copy: the values validated once are shared, never changed)."""
-    env = _clone(first)
+    env = clone(first)
     env.hostname, env.captured_at, env.timings_ms, env.child_stderr = own
     if driver is not None and driver != first.driver.version:
-        env.driver = _clone(first.driver)
+        env.driver = clone(first.driver)
         env.driver.version = driver
     return env
 
 
-def _clone(obj: T) -> T:
+def clone(obj: T) -> T:
     """A shallow copy of a record (what ``copy.copy`` makes of it, without its generic protocol)."""
     new = object.__new__(type(obj))
     new.__dict__.update(obj.__dict__)
@@ -142,31 +139,3 @@ def _own_values(obj: dict) -> tuple[str | None, str | None, dict[str, float], di
     if not all(type(k) is str and type(v) is str for k, v in said.items()):
         return None
     return host, at, dict(timings), dict(said)
-
-
-def node_targets(matrix: Matrix, envs: list[Environment], same: list[int], names: list[str]) -> list[Target]:
-    """The Targets of the nodes :func:`load_nodes` read: made once per first file alike, named per node, with
-    the node's own driver version where it differs (a Target reads a stated driver version as its driver and
-    nothing more; a node whose driver version or its first file's is not stated gets its own Target)."""
-    targets: list[Target] = []
-    for env, first, name in zip(envs, same, names, strict=True):
-        if first == len(targets):
-            targets.append(target.from_environment(env, matrix, name=name))
-            continue
-        driver, theirs = env.driver.version, envs[first].driver.version
-        if driver == theirs:  # the Target's own driver: the version, or one read from the CUDA it runs
-            targets.append(_renamed(targets[first], name, targets[first].driver))
-        elif driver is not None and theirs is not None:
-            targets.append(_renamed(targets[first], name, driver))
-        else:
-            targets.append(target.from_environment(env, matrix, name=name))
-    return targets
-
-
-def _renamed(target: Target, name: str, driver: str | None) -> Target:
-    """``replace(target, name=name, driver=driver)`` without going through ``__init__`` (a fleet makes thousands;
-    every other field is the first node's, already made)."""
-    new = _clone(target)
-    object.__setattr__(new, "name", name)  # a frozen record: set once, on a copy no one else holds yet
-    object.__setattr__(new, "driver", driver)
-    return new

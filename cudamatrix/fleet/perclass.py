@@ -17,7 +17,8 @@ from typing import Callable
 from cudamatrix.diagnose.findings import diagnose
 from cudamatrix.errors import NoSolution
 from cudamatrix.fleet.classes import NodeClass, group
-from cudamatrix.fleet.nodes import env_paths, load_nodes, node_targets
+from cudamatrix.fleet.nodes import env_paths, load_nodes
+from cudamatrix.fleet.nodetargets import node_targets
 from cudamatrix.lock.lockfile import requirements_txt, uv_project
 from cudamatrix.matrix.data import Matrix
 from cudamatrix.models import Environment, Solution

@@ -181,28 +181,6 @@ def _quotes(reasons: list[rules.Reason], driver: str | None) -> bool | None:
     return DESKTOP.fullmatch(driver) is not None
 
 
-class PausedGc:
-    """``with PausedGc():`` the cyclic garbage collector paused, and as it was afterwards. For a fleet's work:
-    tens of thousands of objects that live on with no cycle among them (node Environments and Targets, verdicts
-    per node), over which each full pass costs ~0.1 s and frees nothing; garbage that does form a cycle meanwhile
-    is collected after, by the next pass."""
-
-    def __init__(self) -> None:
-        self.was = False
-
-    def __enter__(self) -> None:
-        import gc
-
-        self.was = gc.isenabled()
-        gc.disable()
-
-    def __exit__(self, *exc: object) -> None:
-        if self.was:
-            import gc
-
-            gc.enable()
-
-
 def class_key(target: Target, floors: list[tuple[int, ...]] | None) -> tuple:
     """What the rules read of a target, its driver as its class among the stated versions (``floors``; None: the
     driver itself), and the names of its GPUs (messages quote them)."""

@@ -19,10 +19,11 @@ from cudamatrix.errors import NoSolution, UsageError
 from cudamatrix.matrix.data import Matrix
 from cudamatrix.models import Environment, FrameworkChoice, Rejection, Solution, WayOut
 from cudamatrix.names import FAMILY_NAMES, canonical, family_of
+from cudamatrix.proc import PausedGc
 from cudamatrix.solve import extensions, releasefiles, rules
 from cudamatrix.solve.assemble import assemble
 from cudamatrix.solve.causes import Verdicts, no_solution
-from cudamatrix.solve.driverclass import MIN_TARGETS, Memo, PausedGc, SharedChecks
+from cudamatrix.solve.driverclass import MIN_TARGETS, Memo, SharedChecks
 from cudamatrix.solve.request import Request, parse_request
 from cudamatrix.solve.search import MAX_COMBINATIONS, Candidate, Preference, screen, search
 from cudamatrix.solve.target import Target

@@ -317,7 +317,8 @@ def matrix():
 def test_node_targets_are_made_once_per_kind_and_equal_each_nodes_own(tmp_path: Path, matrix, monkeypatch):
     """Nodes alike but for a dotted driver version take the first one's Target, renamed, with their own driver."""
     import cudamatrix.solve.target
-    from cudamatrix.fleet.nodes import load_nodes, node_targets
+    from cudamatrix.fleet.nodes import load_nodes
+    from cudamatrix.fleet.nodetargets import node_targets
     from cudamatrix.solve.target import from_environment
 
     h100, h200 = node(H100), node(H200)
@@ -349,7 +350,7 @@ def test_node_targets_are_made_once_per_kind_and_equal_each_nodes_own(tmp_path: 
 def test_a_node_whose_driver_version_or_its_firsts_is_not_stated_gets_its_own_target(matrix, stated):
     """A Target reads the driver from the CUDA the driver runs where no version is stated: such a node, or one
     whose first node alike states none, is not the first one's Target renamed."""
-    from cudamatrix.fleet.nodes import node_targets
+    from cudamatrix.fleet.nodetargets import node_targets
     from cudamatrix.models import Environment
     from cudamatrix.schema import validate
     from cudamatrix.solve.target import from_environment

@@ -604,7 +604,8 @@ def test_node_files_alike_but_for_the_driver_are_read_and_targeted_as_each_alone
     that is not a version, or not text, is refused with its own message."""
     from cudamatrix.detect import load_environment
     from cudamatrix.errors import UsageError
-    from cudamatrix.fleet.nodes import load_nodes, node_targets
+    from cudamatrix.fleet.nodes import load_nodes
+    from cudamatrix.fleet.nodetargets import node_targets
     from cudamatrix.matrix.load import load_matrix
     from cudamatrix.solve.target import from_environment
 

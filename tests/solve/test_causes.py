@@ -122,7 +122,7 @@ def failure(*entries: Verdict, request=("torch",), targets=(T4,)) -> causes.Fail
 
 
 def answer(fn, f: causes.Failure) -> list[tuple[str, str]]:
-    return [(getattr(x, "rule", None) or getattr(x, "kind"), x.message) for x in fn(f)]
+    return [(getattr(x, "rule", None) or x.kind, x.message) for x in fn(f)]
 
 
 UNMATCHED = [

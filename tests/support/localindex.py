@@ -134,7 +134,7 @@ class LocalIndex:
         body = "<!DOCTYPE html><html><body>\n" + "\n".join(links) + "\n</body></html>\n"
         return body.encode(), "text/html"
 
-    def __enter__(self) -> "LocalIndex":
+    def __enter__(self) -> LocalIndex:
         index = self
 
         class Handler(BaseHTTPRequestHandler):
