@@ -93,6 +93,8 @@ def _lifts(way: WayOut, targets: list[Target], request: Request, matrix: Matrix,
         swapped = request.copy()
         swapped.extensions = [Requirement(change["requirement"]) if canonical(r.name) == change["extension"] else r
                               for r in request.extensions]
+        swapped.passthrough = [Requirement(change["requirement"]) if canonical(r.name) == change["extension"] else r
+                               for r in request.passthrough]  # a release-file package (flash-attn) is passed through
         return way if fits(targets, swapped, matrix, installed, memo) is not None else None
     if "requirement" in change:
         relaxed = request.without(change["family"])
@@ -161,7 +163,7 @@ def _solve(targets: list[Target], request: Request, matrix: Matrix, installed: E
         if found.choice is None:
             raise no_solution(matrix, request, reps, unique, verdicts, [], rejected, combined=True)
         choice = found.choice
-    request, file_notes = releasefiles.resolved(request, files, choice, reps)
+    request, file_notes = releasefiles.resolved(request, files, choice, reps, matrix)
     return assemble(choice, request, reps, matrix, installed, rejected, trace, kept,
                     notes=passed_over(choice, per_family, reps, matrix) + file_notes, extensions=chosen)
 
