@@ -16,9 +16,11 @@ from dataclasses import dataclass
 import pytest
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
+from packaging.version import Version
 
 from cudamatrix.errors import NoSolution
 from cudamatrix.matrix.data import ExtensionRelease, Variant, default_data_dir, load_matrix_from
+from cudamatrix.solve import solver as solver_module
 from cudamatrix.solve.solver import parse_request, solve
 from cudamatrix.solve.target import from_flags
 
@@ -207,3 +209,25 @@ def test_flash_attn_ways_out_are_re_solved_and_the_users_name_is_kept():
     sol = solve([target], parse_request(["torch==2.4.0", "flash_attn[x]>=2.8"]), M)
     (arg,) = [a for a in sol.pip_args if "flash" in a]
     assert arg.startswith("flash_attn[x] @ ") and flash_url(flash_release("2.4.0", "cu121"), "2.4.0", "cu121") in arg
+
+
+@pytest.mark.slow
+def test_vllm_backtracks_to_a_release_whose_torch_shares_tensorflows_cuda_major(monkeypatch):
+    """torch, TensorFlow and vllm: the newest vllm pins a CUDA 13 torch, TensorFlow's wheels are CUDA 12; the
+    answer is the newest vllm built for CUDA 12 (extensions.json), with the releases passed over named. The tries
+    are bounded: with fewer sets of torch builds allowed than it takes, no set is found."""
+    target = from_flags(M, driver=R580, gpus=["H100"], python=PY, platform="linux_x86_64", cuda_toolkit=None)
+    tf_majors = {v.cuda.major for r in M.tensorflow.releases if r.version >= Version("2.16") for v in r.variants
+                 if v.cuda is not None}
+    assert tf_majors == {12}
+    top, fit = newest("vllm", driver=R580), newest("vllm", cuda=12)
+    assert top.cuda_major == 13
+    sol = solve([target], parse_request(["torch", "tensorflow>=2.16", "vllm"]), M)
+    pins = {p.name: p.version for p in sol.packages}
+    assert pins["vllm"] == str(fit.version) and fit.requires["torch"] == f"=={pins['torch']}"
+    passed = [n for n in sol.notes if n.startswith("passed over vllm")]
+    assert passed[0].startswith(f"passed over vllm {top.version}") and "CUDA 13" in passed[0]
+    pinned = {r.requires["torch"] for r in M.extensions.releases if r.name == "vllm" and r.version > fit.version}
+    monkeypatch.setattr(solver_module, "MAX_EXTENSION_TRIES", len(pinned) - 1)
+    with pytest.raises(NoSolution):
+        solve([target], parse_request(["torch", "tensorflow>=2.16", "vllm"]), M)
