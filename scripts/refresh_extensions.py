@@ -13,7 +13,9 @@ wheel is read). vLLM's wheels are built for the CUDA of the torch build they pin
 CUDA major does not load them.
 
 Rows the index no longer lists, and the hand-sourced ``release_files`` rules (flash-attn) and ``gpu_floors`` (the
-packages' own README and documentation lines), are kept as they are.
+packages' own README and documentation lines), are kept as they are. flash-attn's wheels are release files, not
+index entries: ``--flash-attn-clone PATH`` (a git clone of its repository) re-reads ``release_file_sets``, the build
+matrix of its release workflow at each tag (``flash-attn`` alone as PACKAGE reads the clone and not the index).
 Modes: without flags, print what would change (exit 1 if anything would); ``--write``: validate the whole matrix
 with the new file, then write; exit 2 when the index failed or the result does not validate.
 """
