@@ -713,6 +713,28 @@ def _extension_cases(root: Path) -> list[Case]:
         out += [Case(f"extension data {label}: matrix validate", ["matrix", "validate", str(folder), "--json"],
                      json=True),
                 Case(f"extension data {label}: solve", ["solve", "vllm", *h100, "--data", str(folder)], inert=True)]
+    return out + _release_file_set_cases(root, h100)
+
+
+def _release_file_set_cases(root: Path, h100: list[str]) -> list[Case]:
+    """flash-attn's release file sets broken in a --data folder: a string for a boolean, a version that is none,
+    an unknown key in an exclude, a row whose lists are empty (no file: exit 3), a name without a rule."""
+    breaks = {"abi as text": ("cxx11_abi", ["FALSE"]), "torch no version": ("torch", ["2.x; rm -rf /"]),
+              "unknown exclude key": ("exclude", [{"os": "ubuntu-22.04"}]), "empty lists": ("torch", []),
+              "no rule": ("name", "xformers"), "huge python": ("python", ["3." + "1" * 5000])}
+    out = []
+    for label, (key, value) in breaks.items():
+        folder = root / f"data-files-{label.replace(' ', '-')}"
+        shutil.copytree(_data_dir(), folder)
+        doc = json.loads((folder / "extensions.json").read_text())
+        doc["release_file_sets"] = [{**row, key: value} for row in doc["release_file_sets"]]
+        (folder / "extensions.json").write_text(json.dumps(doc))
+        solve = ["solve", "torch==2.4.0", "flash-attn", *h100, "--python", "3.11", "--platform", "linux_x86_64",
+                 "--data", str(folder)]
+        out += [Case(f"release files {label}: matrix validate", ["matrix", "validate", str(folder), "--json"],
+                     json=True),
+                Case(f"release files {label}: solve", solve, inert=True),
+                Case(f"release files {label}: solve --json", [*solve, "--json"], json=True)]
     return out
 
 

@@ -13,7 +13,9 @@ wheel is read). vLLM's wheels are built for the CUDA of the torch build they pin
 CUDA major does not load them.
 
 Rows the index no longer lists, and the hand-sourced ``release_files`` rules (flash-attn) and ``gpu_floors`` (the
-packages' own README and documentation lines), are kept as they are.
+packages' own README and documentation lines), are kept as they are. flash-attn's wheels are release files, not
+index entries: ``--flash-attn-clone PATH`` (a git clone of its repository) re-reads ``release_file_sets``, the build
+matrix of its release workflow at each tag (``flash-attn`` alone as PACKAGE reads the clone and not the index).
 Modes: without flags, print what would change (exit 1 if anything would); ``--write``: validate the whole matrix
 with the new file, then write; exit 2 when the index failed or the result does not validate.
 """
@@ -23,15 +25,17 @@ import argparse
 import json
 import re
 import struct
+import subprocess
 import sys
 import zlib
 from collections.abc import Iterator
+from datetime import date
 from pathlib import Path
 from typing import Any
 
 from packaging.markers import InvalidMarker
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run from a checkout without installing
@@ -213,31 +217,47 @@ def read_package(client: IndexClient, name: str, floor: str, log) -> list[dict[s
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("packages", nargs="*", help=f"default: {', '.join(PACKAGES)}")
+    ap.add_argument("packages", nargs="*", help=f"default: {', '.join(PACKAGES)} (and {FLASH} with --flash-attn-clone)")
     ap.add_argument("--index-url", help="the index (default: the one pip is configured with)")
+    ap.add_argument("--flash-attn-clone", type=Path, metavar="PATH",
+                    help=f"a git clone of {FLASH_REPO}: re-read {FLASH}'s release files from its release workflow at "
+                         f"each tag from v{FLASH_FIRST} on (release_file_sets)")
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--write", action="store_true", help="write data/extensions.json (after validation)")
     args = ap.parse_args(argv)
-    unknown = [p for p in args.packages if p not in PACKAGES]
+    unknown = [p for p in args.packages if p not in PACKAGES and p != FLASH]
     if unknown:
         ap.error(f"not a package this script reads: {', '.join(unknown)}")
+    if FLASH in args.packages and args.flash_attn_clone is None:
+        ap.error(f"{FLASH} is read from a clone of its repository: name it with --flash-attn-clone")
 
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
     path = args.data / "extensions.json"
     old = json.loads(path.read_text()) if path.exists() else {"releases": []}
+    indexed = [p for p in (args.packages or PACKAGES) if p in PACKAGES]
+    rows: list[dict[str, Any]] = []
     try:
-        url = args.index_url or pip_default_index()
-        client = IndexClient(url)
-        log(f"index: {redact(url)}")
-        rows = [r for p in (args.packages or PACKAGES) for r in read_package(client, p, PACKAGES[p], log)]
+        if indexed:
+            url = args.index_url or pip_default_index()
+            client = IndexClient(url)
+            log(f"index: {redact(url)}")
+            rows = [r for p in indexed for r in read_package(client, p, PACKAGES[p], log)]
+        sets = read_release_sets(args.flash_attn_clone, date.today().isoformat(), log) \
+            if args.flash_attn_clone is not None else None
     except IndexReadError as exc:
         log(f"the index failed: {exc.message}")
         return 2
+    except (OSError, subprocess.SubprocessError) as exc:
+        log(f"the clone {args.flash_attn_clone} could not be read: {exc}")
+        return 2
     new = merge(old, rows)
+    if sets:
+        new["release_file_sets"] = sets
     changed = new != old
-    print(f"--- extensions.json: {'changed' if changed else 'unchanged'} ({len(new['releases'])} releases)")
+    print(f"--- extensions.json: {'changed' if changed else 'unchanged'} ({len(new['releases'])} releases, "
+          f"{len(new.get('release_file_sets', []))} release file sets)")
     if args.write and changed:
         problems = validate(args.data, new)
         if problems:
@@ -254,7 +274,92 @@ def dump(doc: dict[str, Any]) -> str:
     def rows(key: str) -> str:
         return ",\n".join(json.dumps(r, ensure_ascii=False) for r in doc.get(key, []))
     floors = f',\n"gpu_floors": [\n{rows("gpu_floors")}\n]' if "gpu_floors" in doc else ""
-    return f'{{"releases": [\n{rows("releases")}\n],\n"release_files": [\n{rows("release_files")}\n]{floors}}}\n'
+    sets = f',\n"release_file_sets": [\n{rows("release_file_sets")}\n]' if "release_file_sets" in doc else ""
+    return f'{{"releases": [\n{rows("releases")}\n],\n"release_files": [\n{rows("release_files")}\n]{sets}{floors}}}\n'
+
+
+# --- flash-attn's release files: its release workflow at each tag, read from a clone ------------------------------
+
+FLASH = "flash-attn"
+FLASH_REPO = "https://github.com/Dao-AILab/flash-attention"
+FLASH_FIRST = Version("2.7.0.post2")  # the oldest tag read (the workflow's shape, matrix and excludes, is the same since)
+WORKFLOW = ".github/workflows/publish.yml"
+# the workflow's matrix keys -> the row's
+MATRIX_KEYS = {"python-version": "python", "torch-version": "torch", "cuda-version": "cuda", "cxx11_abi": "cxx11_abi"}
+
+
+def _value(key: str, text: str) -> Any:
+    text = text.strip().strip("'\"")
+    return text.upper() == "TRUE" if key == "cxx11_abi" else text
+
+
+def workflow_matrix(text: str) -> dict[str, Any] | None:
+    """The ``build_wheels`` job's strategy matrix of a release workflow: python, torch, cuda (the toolkits the
+    wheels are built with), cxx11_abi (booleans) and the excludes (each the keys it names); None when the text
+    has no such matrix. Only the flow lists and the exclude entries of that block are read (comments skipped)."""
+    block = re.search(r"^( *)build_wheels:\n(.*?)(?=^\1\S|\Z)", text, re.M | re.S)
+    matrix = re.search(r"^( *)matrix:\n(.*?)(?=^ *steps:|\Z)", block.group(2), re.M | re.S) if block else None
+    if matrix is None:
+        return None
+    out: dict[str, Any] = {"exclude": []}
+    for line in matrix.group(2).splitlines():
+        line = line.split("#")[0].rstrip()
+        flow = re.fullmatch(r" *([\w-]+): *\[(.*)\]", line)
+        item = re.fullmatch(r" *(- )? *([\w-]+): *(\S+)", line)
+        if flow and flow.group(1) in MATRIX_KEYS:
+            key = MATRIX_KEYS[flow.group(1)]
+            out[key] = [_value(key, v) for v in flow.group(2).split(",") if v.strip()]
+        elif item and item.group(2) in MATRIX_KEYS:
+            if item.group(1) or not out["exclude"]:
+                out["exclude"].append({})
+            key = MATRIX_KEYS[item.group(2)]
+            out["exclude"][-1][key] = _value(key, item.group(3))
+    return out if all(k in out for k in MATRIX_KEYS.values()) else None
+
+
+def release_set_row(version: str, commit: str, matrix: dict[str, Any], read: str) -> dict[str, Any]:
+    """One flash-attn release's row: the files its release workflow builds at the tag's commit."""
+    said = "; ".join(f"{k} {', '.join(str(v) for v in matrix[k])}" for k in MATRIX_KEYS.values())
+    gone = "; ".join(", ".join(f"{k} {v}" for k, v in e.items()) for e in matrix["exclude"]) or "none"
+    states = (f"build_wheels matrix (os ubuntu, bdist_wheel: linux_x86_64): {said}; exclude: {gone}; each wheel "
+              f"is renamed +cu{{major of cuda}}torch{{major.minor of torch}}cxx11abi{{cxx11_abi}} and uploaded to the "
+              f"release v{version}")
+    row: dict[str, Any] = {"name": FLASH, "version": version, "python": matrix["python"], "torch": matrix["torch"],
+                           "cuda": matrix["cuda"], "cxx11_abi": matrix["cxx11_abi"], "platforms": ["linux_x86_64"]}
+    if matrix["exclude"]:
+        row["exclude"] = matrix["exclude"]
+    row["source"] = [{"url": f"{FLASH_REPO}/blob/{commit}/{WORKFLOW}", "states": states, "read": read,
+                      "kind": "first_party"}]
+    return row
+
+
+def _git(clone: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(clone), *args], capture_output=True, text=True, check=True,
+                          timeout=60).stdout
+
+
+def read_release_sets(clone: Path, read: str, log) -> list[dict[str, Any]]:
+    """flash-attn's release rows from a clone of its repository: per tag ``vX`` from :data:`FLASH_FIRST` on, the
+    release workflow at that tag (a tag whose workflow has no readable matrix is logged and left out)."""
+    rows = []
+    for tag in _git(clone, "tag", "--list", "v*").split():
+        try:
+            version = Version(tag[1:])
+        except InvalidVersion:
+            continue
+        if version < FLASH_FIRST:
+            continue
+        commit = _git(clone, "rev-list", "-n", "1", tag).strip()
+        try:
+            matrix = workflow_matrix(_git(clone, "show", f"{commit}:{WORKFLOW}"))
+        except subprocess.CalledProcessError:
+            matrix = None
+        if matrix is None:
+            log(f"  {FLASH} {tag}: no build matrix in {WORKFLOW}: left out")
+            continue
+        rows.append(release_set_row(tag[1:], commit, matrix, read))
+        log(f"  {FLASH} {tag}: torch {', '.join(matrix['torch'])}; cuda {', '.join(matrix['cuda'])}")
+    return sorted(rows, key=lambda r: Version(r["version"]), reverse=True)
 
 
 def validate(data: Path, doc: dict[str, Any]) -> list[str]:

@@ -355,6 +355,37 @@ class ReleaseFiles:
     __pydantic_config__ = FORBID
 
 
+@record(frozen=True)
+class FileExclude:
+    """One ``exclude`` entry of a release workflow's build matrix: the combination it leaves out (a key it does not
+    name matches every value)."""
+
+    python: VersionText | None = None
+    torch: VersionText | None = None
+    cuda: VersionText | None = None
+    cxx11_abi: bool | None = None
+    __pydantic_config__ = FORBID
+
+
+@lazy_sources
+@record(frozen=True)
+class ReleaseFileSet:
+    """The files one release of a release-file package (flash-attn) has: the build matrix of its own release
+    workflow at the release's tag (``scripts/refresh_extensions.py --flash-attn-clone``), every combination of
+    its values but the excludes, each file named by the package's ``ReleaseFiles`` rule."""
+
+    name: Name
+    version: Ver
+    python: list[VersionText]
+    torch: list[VersionText]  # the torch releases built against, as written ("2.4.0", "2.6.0.dev20241001")
+    cuda: list[VersionText]  # the CUDA toolkits built with ("12.9.1"): the file's cu{major}
+    cxx11_abi: list[bool]
+    platforms: list[Platform]
+    source: Sources
+    exclude: list[FileExclude] = field(default_factory=list)
+    __pydantic_config__ = FORBID
+
+
 @lazy_sources
 @record(frozen=True)
 class ExtensionGpuFloor:
@@ -375,6 +406,7 @@ class ExtensionFile:
 
     releases: list[ExtensionRelease] = field(default_factory=list)
     release_files: list[ReleaseFiles] = field(default_factory=list)
+    release_file_sets: list[ReleaseFileSet] = field(default_factory=list)  # per release: the files it has
     gpu_floors: list[ExtensionGpuFloor] = field(default_factory=list)
     __pydantic_config__ = FORBID
 

@@ -327,6 +327,25 @@ def _lint_extension_floors(matrix: Matrix) -> list[str]:
             if "first_party" not in {r.kind for r in records_of(floor.source)}]
 
 
+def _lint_release_file_sets(matrix: Matrix) -> list[str]:
+    """extensions.json: every release's file set names a package with a file-name rule, cites the package's own
+    release workflow (first_party), and excludes only values its own matrix lists (else the workflow was misread)."""
+    rules = {r.name for r in matrix.extensions.release_files}
+    problems = []
+    for i, row in enumerate(matrix.extensions.release_file_sets):
+        where = f"extensions.json: release_file_sets[{i}]"
+        if row.name not in rules:
+            problems.append(f"{where}: name: {row.name} has no release_files rule to name its files")
+        if "first_party" not in {r.kind for r in records_of(row.source)}:
+            problems.append(f"{where}: source: needs the package's own release workflow (first_party)")
+        for k, ex in enumerate(row.exclude):
+            for key in ("python", "torch", "cuda", "cxx11_abi"):
+                value = getattr(ex, key)
+                if value is not None and value not in getattr(row, key):
+                    problems.append(f"{where}.exclude[{k}].{key}: {value} is not in the release's {key} list")
+    return problems
+
+
 def _lint_variant(where: str, var: Variant, release: FrameworkRelease, cuda_versions: set) -> list[str]:
     problems = []
     if var.cuda is not None and var.cuda.release[:2] not in cuda_versions:
@@ -439,7 +458,7 @@ def _lint_sources(matrix: Matrix) -> list[str]:
 
 # the checks :func:`lint` asks, in the order their problems are listed
 LINTS: list[Callable[[Matrix], list[str]]] = [_lint_cuda, _lint_gpus, _lint_cudnn, _lint_frameworks, _lint_advisories,
-                                              _lint_extension_floors, _lint_sources]
+                                              _lint_extension_floors, _lint_release_file_sets, _lint_sources]
 
 
 def is_version(text: str) -> bool:

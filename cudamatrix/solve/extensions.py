@@ -9,6 +9,7 @@ onnxruntime-gpu``) is chosen by the CUDA major the driver runs. No I/O.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from functools import lru_cache
 
 from packaging.requirements import Requirement
@@ -159,9 +160,19 @@ def choose(reqs: list[Requirement], per_family: dict[str, list[Candidate]], targ
     """One release per requested extension, newest first, each narrowing its family's candidates to the builds
     that carry it (depth first: a later extension that fits none of them sends the search back to an older
     release of the earlier one). Returns (the choices, the families' candidates left), or None."""
+    return next(alternatives(reqs, per_family, targets, matrix, chosen), None)
+
+
+def alternatives(reqs: list[Requirement], per_family: dict[str, list[Candidate]], targets: list[Target],
+                 matrix: Matrix, chosen: list[Chosen] | None = None
+                 ) -> Iterator[tuple[list[Chosen], dict[str, list[Candidate]]]]:
+    """Every choice :func:`choose` could make, best first (its first is :func:`choose`'s answer): the solver
+    takes the next one when the frameworks the first narrows to do not go together (vllm's CUDA 13 torch beside
+    TensorFlow's CUDA 12 builds). Lazy: nothing past the one asked for is worked out."""
     chosen = list(chosen or [])
     if not reqs:
-        return chosen, per_family
+        yield chosen, per_family
+        return
     req, rest = reqs[0], reqs[1:]
     families = list(per_family)
     for rel in releases_for(req, matrix):
@@ -171,16 +182,13 @@ def choose(reqs: list[Requirement], per_family: dict[str, list[Candidate]], targ
         if family is None:
             if rel.cuda_major is None or families or driver_problem(rel, targets, matrix):
                 continue  # nothing says what it needs (no torch requirement, no CUDA major): not chosen blind
-            found = choose(rest, per_family, targets, matrix, chosen + [Chosen(req, rel, None, _why(rel, None))])
-        else:
-            ok = [c for c in per_family.get(family, []) if build_problem(rel, c) is None]
-            if not ok:
-                continue
-            found = choose(rest, {**per_family, family: ok}, targets, matrix,
-                           chosen + [Chosen(req, rel, family, _why(rel, family))])
-        if found is not None:
-            return found
-    return None
+            yield from alternatives(rest, per_family, targets, matrix, chosen + [Chosen(req, rel, None,
+                                                                                        _why(rel, None))])
+            continue
+        ok = [c for c in per_family.get(family, []) if build_problem(rel, c) is None]
+        if ok:
+            yield from alternatives(rest, {**per_family, family: ok}, targets, matrix,
+                                    chosen + [Chosen(req, rel, family, _why(rel, family))])
 
 
 # --- no solution ---------------------------------------------------------------------------------------------------

@@ -10,13 +10,14 @@ Hard rules live in :mod:`cudamatrix.solve.rules`.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from dataclasses import replace
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
 from cudamatrix.errors import NoSolution, UsageError
-from cudamatrix.matrix.data import Matrix
+from cudamatrix.matrix.data import Matrix, ReleaseFiles
 from cudamatrix.models import Environment, FrameworkChoice, Rejection, Solution, WayOut
 from cudamatrix.names import FAMILY_NAMES, canonical, family_of
 from cudamatrix.proc import PausedGc
@@ -25,7 +26,7 @@ from cudamatrix.solve.assemble import assemble
 from cudamatrix.solve.causes import Verdicts, no_solution
 from cudamatrix.solve.driverclass import MIN_TARGETS, Memo, SharedChecks
 from cudamatrix.solve.request import Request, parse_request
-from cudamatrix.solve.search import MAX_COMBINATIONS, Candidate, Preference, screen, search
+from cudamatrix.solve.search import MAX_COMBINATIONS, Candidate, Preference, SearchResult, screen, search
 from cudamatrix.solve.target import Target
 
 __all__ = ["MAX_COMBINATIONS", "Candidate", "Preference", "Request", "parse_request", "solve"]
@@ -94,6 +95,8 @@ def _lifts(way: WayOut, targets: list[Target], request: Request, matrix: Matrix,
         swapped = request.copy()
         swapped.extensions = [Requirement(change["requirement"]) if canonical(r.name) == change["extension"] else r
                               for r in request.extensions]
+        swapped.passthrough = [Requirement(change["requirement"]) if canonical(r.name) == change["extension"] else r
+                               for r in request.passthrough]  # a release-file package (flash-attn) is passed through
         return way if fits(targets, swapped, matrix, installed, memo) is not None else None
     if "requirement" in change:
         relaxed = request.without(change["family"])
@@ -149,36 +152,127 @@ def _solve(targets: list[Target], request: Request, matrix: Matrix, installed: E
     if missing:
         raise no_solution(matrix, request, reps, unique, verdicts, missing, rejected)
 
-    chosen, per_family = _extensions(request, per_family, verdicts, reps, matrix, explain)
-    per_family = releasefiles.narrow(files, per_family, reps, matrix)
-
-    choice: list[Candidate] = []
-    if per_family:
-        found = search(per_family, reps, _co_installed_requirements(installed, request), matrix)
-        rejected += found.rejected
-        trace += found.trace
-        if found.choice is None and not explain:
-            raise NoSolution("no consistent set", causes=[], ways_out=[])
-        if found.choice is None:
-            raise no_solution(matrix, request, reps, unique, verdicts, [], rejected, combined=True)
-        choice = found.choice
-    request, file_notes = releasefiles.resolved(request, files, choice, reps)
-    return assemble(choice, request, reps, matrix, installed, rejected, trace, kept,
-                    notes=passed_over(choice, per_family, reps, matrix) + file_notes, extensions=chosen)
-
-
-def _extensions(request: Request, per_family: dict[str, list[Candidate]], verdicts: Verdicts, reps: list[Target],
-                matrix: Matrix, explain: bool) -> tuple[list[extensions.Chosen], dict[str, list[Candidate]]]:
-    """The requested extensions' releases, each narrowing its family's candidates to the builds that carry it
-    (:func:`extensions.choose`); NoSolution when none fits (with its causes and ways out when ``explain``)."""
-    if not request.extensions:
-        return [], per_family
-    picked = extensions.choose(request.extensions, per_family, reps, matrix)
-    if picked is None and not explain:
+    tried = _search_tries(request, files, per_family, verdicts, reps, matrix,
+                          _co_installed_requirements(installed, request), explain)
+    chosen, per_family, found = tried.best
+    rejected += found.rejected
+    trace += found.trace
+    if found.choice is None and not explain:
         raise NoSolution("no consistent set", causes=[], ways_out=[])
-    if picked is None:
-        raise extensions.no_solution(request.extensions, per_family, verdicts, reps, matrix)
-    return picked
+    if found.choice is None:
+        raise no_solution(matrix, request, reps, unique, verdicts, [], rejected, combined=True)
+    choice = found.choice
+    request, file_notes = releasefiles.resolved(request, files, choice, reps, matrix)
+    return assemble(choice, request, reps, matrix, installed, rejected, trace, kept,
+                    notes=tried.passed + passed_over(choice, per_family, reps, matrix) + file_notes,
+                    extensions=chosen)
+
+
+# the most sets of framework builds the requested extensions' releases narrow to that are searched for one that
+# goes together (vllm 0.34.0 and 0.33.0 both narrow torch to 2.14.0's builds: one set); each older set is tried
+# only when the newer ones' builds do not install beside the other frameworks (issue #39: torch, TensorFlow and
+# vllm, whose newest releases pin a CUDA 13 torch while TensorFlow's wheels are CUDA 12)
+MAX_EXTENSION_TRIES = 6
+MAX_EXTENSION_CHOICES = 400  # the most choices of releases looked at for those sets (two extensions multiply)
+
+
+def _search_tries(request: Request, files: list[tuple[Requirement, ReleaseFiles]], per_family: dict[str, list[Candidate]], verdicts: Verdicts,
+                  reps: list[Target], matrix: Matrix, fixed: list[tuple[str, list[Requirement]]], explain: bool
+                  ) -> _Tried:
+    """The families' builds, narrowed by each choice of the requested extensions' releases in turn (and by the
+    requested release files), searched until a combination fits or :data:`MAX_EXTENSION_TRIES` sets of builds
+    have not."""
+    tried = _Tried()
+    for chosen, narrowed in _extension_tries(request, per_family, verdicts, reps, matrix, explain):
+        if tried.again(chosen, narrowed):
+            continue  # the same builds as a choice already passed over: passed over too
+        if len(tried.failed) >= MAX_EXTENSION_TRIES:
+            break
+        narrowed = releasefiles.narrow(files, narrowed, reps, matrix)
+        found = search(narrowed, reps, fixed, matrix) if narrowed else SearchResult([])
+        if tried.fits(chosen, narrowed, found):
+            break
+    return tried
+
+
+class _Tried:
+    """The extension choices searched so far: the first (whose failure is the one explained when none fits), the
+    one that fits, and each set of builds passed over with the releases that needed it."""
+
+    def __init__(self) -> None:
+        self.first: tuple[list[extensions.Chosen], dict[str, list[Candidate]], SearchResult] | None = None
+        self.found: tuple[list[extensions.Chosen], dict[str, list[Candidate]], SearchResult] | None = None
+        self.failed: dict[tuple, tuple[list[list[extensions.Chosen]], dict[str, list[Candidate]], SearchResult]] = {}
+
+    @staticmethod
+    def _key(narrowed: dict[str, list[Candidate]]) -> tuple:
+        return tuple((f, tuple(id(c) for c in cands)) for f, cands in narrowed.items())
+
+    @property
+    def best(self) -> tuple[list[extensions.Chosen], dict[str, list[Candidate]], SearchResult]:
+        out = self.found or self.first
+        assert out is not None  # _extension_tries yields at least once
+        return out
+
+    @property
+    def passed(self) -> list[str]:
+        """A sentence per set of builds passed over (none when the first choice fits)."""
+        return [_passed_sentence(choices, narrowed, found) for choices, narrowed, found in self.failed.values()] \
+            if self.found is not None else []
+
+    def again(self, chosen: list[extensions.Chosen], narrowed: dict[str, list[Candidate]]) -> bool:
+        """Whether the choice narrows to a set already passed over (it is then recorded with that set)."""
+        earlier = self.failed.get(self._key(narrowed))
+        if earlier is not None:
+            earlier[0].append(chosen)
+        return earlier is not None
+
+    def fits(self, chosen: list[extensions.Chosen], narrowed: dict[str, list[Candidate]],
+             found: SearchResult) -> bool:
+        """Records one searched choice; True when it fits."""
+        if self.first is None:
+            self.first = (chosen, narrowed, found)
+        if found.choice is not None:
+            self.found = (chosen, narrowed, found)
+            return True
+        self.failed[self._key(narrowed)] = ([chosen], narrowed, found)
+        return False
+
+
+def _passed_sentence(choices: list[list[extensions.Chosen]], narrowed: dict[str, list[Candidate]],
+                     found: SearchResult) -> str:
+    """Why some choices of extension releases were passed over: the builds they need do not go with the others."""
+    why = next((r for rej in found.rejected for r in rej.reasons), "no combination of the frameworks fits")
+    labels = [", ".join(e.label for e in chosen) for chosen in choices]
+    also = f" (and {', '.join(labels[1:4])}{' ...' if len(labels) > 4 else ''}, which need the same builds)" \
+        if len(labels) > 1 else ""
+    needs = "; ".join(f"{e.release.name} needs {extensions.needs(e.release, e.family)}" for e in choices[0]
+                      if e.family)
+    fams = ", ".join(f"{f} {', '.join(sorted({c.version_text(True) for c in cands}, reverse=True)[:3])}"
+                     for f, cands in narrowed.items())
+    return f"passed over {labels[0]}{also}: {needs or 'the builds it needs'}, and the builds left ({fams}) do " \
+           f"not go together ({why})"
+
+
+def _extension_tries(request: Request, per_family: dict[str, list[Candidate]], verdicts: Verdicts,
+                     reps: list[Target], matrix: Matrix, explain: bool
+                     ) -> Iterator[tuple[list[extensions.Chosen], dict[str, list[Candidate]]]]:
+    """The requested extensions' choices to search, best first (at most :data:`MAX_EXTENSION_CHOICES`); the
+    request's families as they are without extensions. NoSolution when no release fits at all (with its causes and ways out when ``explain``)."""
+    if not request.extensions:
+        yield [], per_family
+        return
+    any_choice = False
+    for n, (chosen, narrowed) in enumerate(extensions.alternatives(request.extensions, per_family, reps, matrix)):
+        if n >= MAX_EXTENSION_CHOICES:
+            return
+        any_choice = True
+        yield chosen, narrowed
+    if any_choice:
+        return
+    if not explain:
+        raise NoSolution("no consistent set", causes=[], ways_out=[])
+    raise extensions.no_solution(request.extensions, per_family, verdicts, reps, matrix)
 
 
 def passed_over(choice: list[Candidate], per_family: dict[str, list[Candidate]], targets: list[Target],

@@ -473,6 +473,28 @@ def test_cudnn_911_and_later_start_at_turing_and_the_rule_cites_document_and_bin
                for p in lint(load_matrix_from(data_copy)))
 
 
+# --- flash-attn's release files -------------------------------------------------------------------------------
+def test_release_file_sets_lint(data_copy: Path):
+    """A release's file set whose exclude names a value its own matrix lacks (a misread workflow), or that names a
+    package without a file-name rule, is a problem the lint states."""
+    doc = json.loads((data_copy / "extensions.json").read_text())
+    doc["release_file_sets"][0]["exclude"] = [{"torch": "2.0.1", "python": "3.12"}]
+    doc["release_file_sets"][1]["name"] = "xformers"
+    (data_copy / "extensions.json").write_text(json.dumps(doc))
+    problems = lint(load_matrix_from(data_copy))
+    assert any("release_file_sets[0].exclude[0].torch: 2.0.1 is not in the release's torch list" in p
+               for p in problems), problems
+    assert any("release_file_sets[1]: name: xformers has no release_files rule" in p for p in problems), problems
+
+
+def test_a_release_file_set_with_an_unknown_key_is_refused(data_copy: Path):
+    doc = json.loads((data_copy / "extensions.json").read_text())
+    doc["release_file_sets"][0]["exclude"] = [{"torch": "2.4.0", "os": "ubuntu-22.04"}]
+    (data_copy / "extensions.json").write_text(json.dumps(doc))
+    with pytest.raises(DataError, match=r"extensions\.json: release_file_sets\[0\]\.exclude\[0\]\.os"):
+        load_matrix_from(data_copy)
+
+
 # --- rows that were missing ---------------------------------------------------------------------------------
 @pytest.mark.parametrize("version, variant, first_party", [
     ("2.11.0", "cu129", "https://github.com/pytorch/pytorch/issues/185269"),

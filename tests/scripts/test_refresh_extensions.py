@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from cudamatrix.errors import DataError
-from cudamatrix.matrix.data import FILES, ExtensionFile, ExtensionRelease, build_files, default_data_dir, validate_files
+from cudamatrix.matrix.data import (
+    FILES,
+    ExtensionFile,
+    ExtensionRelease,
+    ReleaseFileSet,
+    build_files,
+    default_data_dir,
+    validate_files,
+)
 from cudamatrix.matrix.index import IndexFile, parse_metadata
 from cudamatrix.schema import validate
 
@@ -90,6 +99,12 @@ def test_the_shipped_file_validates_and_builds_alike():
     (rule,) = validated.extensions.release_files
     assert rule.name == "flash-attn" and "cxx11abi{abi}" in rule.local and rule.unread
     assert rule.source.records[0].kind == "first_party" and "/blob/" in rule.source.records[0].url
+    sets = validated.extensions.release_file_sets
+    assert {str(s.version) for s in sets} >= {"2.7.0.post2", "2.8.3", "2.8.3.post1"} and len(sets) >= 18
+    for s in sets:
+        rec = s.source.records[0]
+        assert rec.kind == "first_party" and rec.url.endswith("/.github/workflows/publish.yml"), s.version
+        assert s.platforms == ["linux_x86_64"] and set(s.cxx11_abi) <= {True, False}
 
 
 def test_a_bad_extensions_file_is_refused_naming_the_path():
@@ -100,3 +115,68 @@ def test_a_bad_extensions_file_is_refused_naming_the_path():
     with pytest.raises(DataError, match=r"extensions\.json: releases\[0\]\.requires"):
         validate_files(raws)
     assert ExtensionFile().releases == []
+
+
+# --- flash-attn's release workflow ------------------------------------------------------------------------------
+# the shape of a release workflow's build job (written for this test: two jobs, a comment, a second exclude entry)
+WORKFLOW = """name: release
+jobs:
+  make_release:
+    runs-on: ubuntu-latest
+  build_wheels:
+    runs-on: ${{ matrix.os }}
+    strategy:
+      matrix:
+          os: [ubuntu-22.04]
+          # a comment: ['9.9']
+          python-version: ['3.10', '3.11', "3.12"]
+          torch-version: ['2.4.0', '2.8.0', '2.6.0.dev20241001']
+          cuda-version: ['12.9.1']
+          cxx11_abi: ['FALSE', 'TRUE']
+          exclude:
+            - torch-version: '2.4.0'
+              python-version: '3.12'
+            - cxx11_abi: 'TRUE'
+              torch-version: '2.8.0'
+    steps:
+      - name: Build
+        run: python setup.py bdist_wheel
+  publish:
+    strategy:
+      matrix:
+          python-version: ['3.7']
+"""
+
+
+def test_workflow_matrix_reads_the_build_job_and_its_excludes():
+    m = refresh.workflow_matrix(WORKFLOW)
+    assert m == {"python": ["3.10", "3.11", "3.12"], "torch": ["2.4.0", "2.8.0", "2.6.0.dev20241001"],
+                 "cuda": ["12.9.1"], "cxx11_abi": [False, True],
+                 "exclude": [{"torch": "2.4.0", "python": "3.12"}, {"cxx11_abi": True, "torch": "2.8.0"}]}
+    assert refresh.workflow_matrix(WORKFLOW.replace("build_wheels", "other")) is None
+    row = refresh.release_set_row("2.8.3", "a" * 40, m, "2026-12-04")
+    rec = row["source"][0]
+    assert rec["url"].endswith(f"/blob/{'a' * 40}/.github/workflows/publish.yml") and rec["kind"] == "first_party"
+    assert "exclude: torch 2.4.0, python 3.12; cxx11_abi True, torch 2.8.0" in rec["states"]
+    validated = validate(ReleaseFileSet, row, "row")
+    assert validated.exclude[1].cxx11_abi is True and validated.platforms == ["linux_x86_64"]
+
+
+def test_release_sets_are_read_from_a_clone_at_each_tag(tmp_path):
+    """A clone with two release tags and one older than the first read: one row per tag from 2.7.0.post2 on,
+    newest first, each citing the tag's own commit."""
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    wf = tmp_path / ".github" / "workflows" / "publish.yml"
+    wf.parent.mkdir(parents=True)
+    commits = {}
+    for tag, torch in (("v2.6.3", "2.3.1"), ("v2.7.0.post2", "2.5.1"), ("v2.8.0", "2.7.1")):
+        wf.write_text(WORKFLOW.replace("'2.8.0', ", f"'{torch}', "))
+        subprocess.run([*git, "add", "-A"], check=True)
+        subprocess.run([*git, "commit", "-q", "-m", tag], check=True)
+        subprocess.run([*git, "tag", tag], check=True)
+        commits[tag] = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True,
+                                      text=True).stdout.strip()
+    rows = refresh.read_release_sets(tmp_path, "2026-12-04", lambda _m: None)
+    assert [(r["version"], r["torch"][1]) for r in rows] == [("2.8.0", "2.7.1"), ("2.7.0.post2", "2.5.1")]
+    assert commits["v2.8.0"] in rows[0]["source"][0]["url"]

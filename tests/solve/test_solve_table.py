@@ -16,9 +16,11 @@ from dataclasses import dataclass
 import pytest
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
+from packaging.version import Version
 
 from cudamatrix.errors import NoSolution
 from cudamatrix.matrix.data import ExtensionRelease, Variant, default_data_dir, load_matrix_from
+from cudamatrix.solve import solver as solver_module
 from cudamatrix.solve.solver import parse_request, solve
 from cudamatrix.solve.target import from_flags
 
@@ -49,6 +51,19 @@ def newest(name: str, spec: str = "", torch: str | None = None, cuda: int | None
 def torch_variant(version: str, name: str) -> Variant:
     release = next(r for r in M.torch.releases if str(r.version) == version)
     return next(v for v in release.variants if v.name == name)
+
+
+def flash_release(torch: str, variant: str, spec: str = "") -> str:
+    """The newest flash-attn release ``spec`` admits whose release workflow's matrix (release_file_sets) builds the
+    file for this torch build on Python 3.11, linux_x86_64: its torch major.minor (a torch release), cu12, its ABI."""
+    v = torch_variant(torch, variant)
+    mm = ".".join(torch.split(".")[:2])
+    rows = [r for r in M.extensions.release_file_sets if SpecifierSet(spec).contains(r.version, prereleases=True)
+            and PY in r.python and v.cxx11_abi in r.cxx11_abi and "linux_x86_64" in r.platforms
+            and any(".".join(t.split(".")[:2]) == mm and t.count(".") == 2 and "dev" not in t
+                    and not any(e.torch == t and e.python in (None, PY) for e in r.exclude) for t in r.torch)
+            and any(c.startswith("12.") for c in r.cuda)]
+    return str(max(rows, key=lambda r: r.version).version)
 
 
 def flash_url(version: str, torch: str, variant: str) -> str:
@@ -104,6 +119,19 @@ def cases() -> list[Case]:
     out.append(Case(["torch==2.7.0", "flash-attn==2.8.3"], R580, flash_url("2.8.3", "2.7.0", "cu126"),
                     "extensions.json flash-attn rule + torch.json 2.7.0 cu126 cxx11_abi="
                     f"{torch_variant('2.7.0', 'cu126').cxx11_abi}", "url"))
+    fa = flash_release("2.4.0", "cu121")
+    out.append(Case(["torch==2.4.0", "flash-attn"], R580, flash_url(fa, "2.4.0", "cu121"),
+                    f"extensions.json release_file_sets flash-attn {fa}: torch 2.4, cu12, cxx11abi FALSE, cp311", "url"))
+    fa = flash_release("2.7.0", "cu126")
+    out.append(Case(["flash-attn"], R580, flash_url(fa, "2.7.0", "cu126"),
+                    f"release_file_sets flash-attn {fa} has torch 2.7 files; torch.json 2.7.0 cu126 is the newest "
+                    "build with a read cxx11_abi", "url"))
+    fa = flash_release("2.4.0", "cu121", "<2.8")
+    out.append(Case(["torch==2.4.0", "flash-attn<2.8"], R580, flash_url(fa, "2.4.0", "cu121"),
+                    f"release_file_sets flash-attn {fa}: the newest below 2.8 with a torch 2.4 file", "url"))
+    out.append(Case(["torch==2.6.0", "flash-attn<2.7.4"], R580, "no build: no release of flash-attn that "
+                    "flash-attn<2.7.4 admits has a file for torch 2.6.0",
+                    "release_file_sets flash-attn 2.7.0.post2-2.7.3: torch 2.6 only as 2.6.0.dev builds", "none"))
     assert all(v.cxx11_abi is None for v in next(r for r in M.torch.releases if str(r.version) == "2.5.1").variants)
     out.append(Case(["torch==2.5.1", "flash-attn==2.8.3"], R580, "no build: the C++ ABI of torch 2.5.1",
                     "torch.json 2.5.1: no cxx11_abi in any variant", "none"))
@@ -149,8 +177,8 @@ def test_print_the_table(capsys):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("request_, python, platform, cause", [
-    (["torch==2.4.0", "flash-attn"], PY, "linux_x86_64", "names no exact release of flash-attn"),
-    (["torch==2.4.0", "flash-attn>=2"], PY, "linux_x86_64", "names no exact release of flash-attn"),
+    (["torch==2.4.0", "flash-attn<2.7"], PY, "linux_x86_64", "admits has its files read here"),
+    (["torch==2.7.0", "flash-attn<2.8"], "3.13", "linux_x86_64", "has a file for torch 2.7.0 cu126"),
     (["torch==2.4.0", "flash-attn==2.8.3"], None, "linux_x86_64", "states no Python"),
     (["torch==2.4.0", "flash-attn==2.8.3"], PY, "linux_aarch64", "vouched for on linux_x86_64 only"),
 ])
@@ -167,3 +195,39 @@ def test_torch_rows_state_a_cxx11_abi_only_with_a_source_that_says_it():
     assert len(stated) >= 6
     for version, v in stated:
         assert "_GLIBCXX_USE_CXX11_ABI" in v.source or "CXX11_ABI=1" in v.source, (version, v.name)
+
+
+@pytest.mark.slow
+def test_flash_attn_ways_out_are_re_solved_and_the_users_name_is_kept():
+    """The other release offered when no admitted release has a file survives its re-solve (the release-file
+    package is swapped in the request's pass-through list), and the answer keeps the name and extras as typed."""
+    target = from_flags(M, driver=R580, gpus=["H100"], python=PY, platform="linux_x86_64", cuda_toolkit=None)
+    with pytest.raises(NoSolution) as err:
+        solve([target], parse_request(["torch==2.6.0", "flash-attn<2.7.4"]), M)
+    pins = [w.change.get("requirement", "") for w in err.value.ways_out if w.change.get("extension") == "flash-attn"]
+    assert pins == [f"flash-attn=={flash_release('2.6.0', 'cu124')}"], err.value.ways_out
+    sol = solve([target], parse_request(["torch==2.4.0", "flash_attn[x]>=2.8"]), M)
+    (arg,) = [a for a in sol.pip_args if "flash" in a]
+    assert arg.startswith("flash_attn[x] @ ") and flash_url(flash_release("2.4.0", "cu121"), "2.4.0", "cu121") in arg
+
+
+@pytest.mark.slow
+def test_vllm_backtracks_to_a_release_whose_torch_shares_tensorflows_cuda_major(monkeypatch):
+    """torch, TensorFlow and vllm: the newest vllm pins a CUDA 13 torch, TensorFlow's wheels are CUDA 12; the
+    answer is the newest vllm built for CUDA 12 (extensions.json), with the releases passed over named. The tries
+    are bounded: with fewer sets of torch builds allowed than it takes, no set is found."""
+    target = from_flags(M, driver=R580, gpus=["H100"], python=PY, platform="linux_x86_64", cuda_toolkit=None)
+    tf_majors = {v.cuda.major for r in M.tensorflow.releases if r.version >= Version("2.16") for v in r.variants
+                 if v.cuda is not None}
+    assert tf_majors == {12}
+    top, fit = newest("vllm", driver=R580), newest("vllm", cuda=12)
+    assert top.cuda_major == 13
+    sol = solve([target], parse_request(["torch", "tensorflow>=2.16", "vllm"]), M)
+    pins = {p.name: p.version for p in sol.packages}
+    assert pins["vllm"] == str(fit.version) and fit.requires["torch"] == f"=={pins['torch']}"
+    passed = [n for n in sol.notes if n.startswith("passed over vllm")]
+    assert passed[0].startswith(f"passed over vllm {top.version}") and "CUDA 13" in passed[0]
+    pinned = {r.requires["torch"] for r in M.extensions.releases if r.name == "vllm" and r.version > fit.version}
+    monkeypatch.setattr(solver_module, "MAX_EXTENSION_TRIES", len(pinned) - 1)
+    with pytest.raises(NoSolution):
+        solve([target], parse_request(["torch", "tensorflow>=2.16", "vllm"]), M)
