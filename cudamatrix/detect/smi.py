@@ -16,6 +16,7 @@ from cudamatrix.detect.smi_base import num as _num
 from cudamatrix.detect.smi_base import version as _version
 from cudamatrix.detect.smi_formats import gpu_line, parse_list, parse_q, parse_version, parse_xml
 from cudamatrix.models import DriverStatus, GpuInfo, GpuProcess
+from cudamatrix.safe.text import lazy
 
 __all__ = ["QUERY_FIELDS", "QUERY_CMD", "SmiReading", "gpu_line", "parse_error", "parse_list", "parse_q", "parse_query",
            "parse_table", "parse_version", "parse_xml", "probe"]
@@ -28,17 +29,17 @@ QUERY_FIELDS = ["index", "name", "driver_version", "memory.total", "memory.used"
 
 # (pattern, status); the message itself is kept as Driver.error
 _ERRORS: list[tuple[re.Pattern, DriverStatus]] = [
-    (re.compile(r"Failed to initialize NVML: Driver/library version mismatch.*"), "mismatch"),
-    (re.compile(r"NVML library version: [\d.]+.*"), "mismatch"),
-    (re.compile(r"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.*"), "absent"),
-    (re.compile(r"NVIDIA-SMI couldn't find libnvidia-ml\.so library.*"), "absent"),
-    (re.compile(r"(?:bash: |zsh: |sh: \d+: )?nvidia-smi(?:\.exe)?: (?:command )?not found"), "absent"),
-    (re.compile(r"'nvidia-smi' is not recognized as an internal or external command.*"), "absent"),
-    (re.compile(r"No devices were found"), "no_device"),
-    (re.compile(r"Unable to determine the device handle for GPU[^\n]*"), "error"),
-    (re.compile(r"Failed to initialize NVML: (?:Unknown Error|GPU access blocked by the operating system"
+    (lazy(r"Failed to initialize NVML: Driver/library version mismatch.*"), "mismatch"),
+    (lazy(r"NVML library version: [\d.]+.*"), "mismatch"),
+    (lazy(r"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.*"), "absent"),
+    (lazy(r"NVIDIA-SMI couldn't find libnvidia-ml\.so library.*"), "absent"),
+    (lazy(r"(?:bash: |zsh: |sh: \d+: )?nvidia-smi(?:\.exe)?: (?:command )?not found"), "absent"),
+    (lazy(r"'nvidia-smi' is not recognized as an internal or external command.*"), "absent"),
+    (lazy(r"No devices were found"), "no_device"),
+    (lazy(r"Unable to determine the device handle for GPU[^\n]*"), "error"),
+    (lazy(r"Failed to initialize NVML: (?:Unknown Error|GPU access blocked by the operating system"
                 r"|Insufficient Permissions|[^\n]+)"), "error"),
-    (re.compile(r"GPU is lost\.[^\n]*|Unable to determine the number of GPUs"), "error"),
+    (lazy(r"GPU is lost\.[^\n]*|Unable to determine the number of GPUs"), "error"),
 ]
 
 
@@ -56,11 +57,11 @@ def parse_error(text: str) -> tuple[DriverStatus, str] | None:
 # a "\s+": that costs quadratic time on a long hostile line (a 4 KB row took 20 s).
 
 _DIGITS = frozenset("0123456789.")
-_HEADER = re.compile(r"NVIDIA-SMI\s+(?P<smi>[\w.]+)")
-_DRIVER = re.compile(r"(?:Driver|KMD) Version:\s*(?P<v>[\w.!/]+)")
-_CUDA = re.compile(r"CUDA(?: UMD)? Version:\s*(?P<v>[\w.!/]+)")
+_HEADER = lazy(r"NVIDIA-SMI\s+(?P<smi>[\w.]+)")
+_DRIVER = lazy(r"(?:Driver|KMD) Version:\s*(?P<v>[\w.!/]+)")
+_CUDA = lazy(r"CUDA(?: UMD)? Version:\s*(?P<v>[\w.!/]+)")
 _BUS = BUS
-_MEM = re.compile(r"(?P<used>\d{1,9}|ERR!|N/A)MiB/(?P<total>\d{1,9}|ERR!|N/A)MiB")
+_MEM = lazy(r"(?P<used>\d{1,9}|ERR!|N/A)MiB/(?P<total>\d{1,9}|ERR!|N/A)MiB")
 _PERSISTENCE = ("On", "Off", "WDDM", "TCC", "N/A", "ERR!")
 _MASK = frozenset("x*:.")
 
@@ -282,8 +283,8 @@ _KNOWN_FIELDS = set(QUERY_FIELDS) | {"utilization.gpu", "temperature.gpu", "comp
                                      "power.draw", "gpu_bus_id", "count", "driver_model.current", "pstate",
                                      "clocks.sm", "fan.speed", "serial", "vbios_version", "persistence_mode",
                                      "utilization.memory", "power.limit", "clocks.max.sm", "clocks.mem"}
-QUERY_CMD = re.compile(r"--query-gpu[= ](?P<fields>[\w.,]+)")
-_FIELD = re.compile(r"[a-z_]{1,40}(?:\.[a-z_]{1,40}){0,4}")
+QUERY_CMD = lazy(r"--query-gpu[= ](?P<fields>[\w.,]+)")
+_FIELD = lazy(r"[a-z_]{1,40}(?:\.[a-z_]{1,40}){0,4}")
 
 
 def _strip_prompt(line: str) -> str:

@@ -1,14 +1,13 @@
 """What every nvidia-smi parser shares: the reading it returns and the small value readers."""
 from __future__ import annotations
 
-import re
-
 from cudamatrix.detect.text import clean
 from cudamatrix.models import Driver, GpuInfo
+from cudamatrix.safe.text import lazy
 from cudamatrix.schema import field, record
 
-BUS = re.compile(r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d")
-_VERSION = re.compile(r"\d{1,9}(?:\.\d{1,9}){1,4}")
+BUS = lazy(r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d")
+_VERSION = lazy(r"\d{1,9}(?:\.\d{1,9}){1,4}")
 
 
 @record

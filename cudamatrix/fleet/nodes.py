@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import marshal
 import os
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from cudamatrix.errors import UsageError
 from cudamatrix.proc import PausedGc
 from cudamatrix.safe.files import parse_json, read_bytes
+from cudamatrix.safe.text import lazy
 
 if TYPE_CHECKING:
     from cudamatrix.models import Environment
@@ -63,7 +63,7 @@ def _listed_nodes(folder: Path, index: Path) -> list[Path]:
 
 
 PER_NODE = ("hostname", "captured_at", "timings_ms", "child_stderr")  # what differs between the node files of one class
-_DOTTED = re.compile(r"[0-9]+(?:\.[0-9]+)*")  # a driver version validation keeps as it is, and reads as a version
+_DOTTED = lazy(r"[0-9]+(?:\.[0-9]+)*")  # a driver version validation keeps as it is, and reads as a version
 
 
 def load_nodes(paths: list[Path]) -> tuple[list[Environment], list[int]]:

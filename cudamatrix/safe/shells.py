@@ -24,22 +24,21 @@ a line that would set other bytes.
 """
 from __future__ import annotations
 
-import re
 import shlex
 from typing import Literal
 
-from cudamatrix.safe.text import CONTROLS
+from cudamatrix.safe.text import CONTROLS, lazy
 from cudamatrix.schema import record
 
 SHELLS = ("bash", "zsh", "sh", "fish", "powershell")
 ALIASES = {"pwsh": "powershell"}
 # \Z, not $: "$" also matches before a final newline, and "K\n" is no name, "/srv/lib\n" no plain fish word
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_FISH_PLAIN = re.compile(r"[A-Za-z0-9_+=:,./-]+\Z")
+_NAME = lazy(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_FISH_PLAIN = lazy(r"[A-Za-z0-9_+=:,./-]+\Z")
 _PS_QUOTES = "'\u2018\u2019\u201a\u201b"
 # what is never written raw: the control characters, and the bytes of a file name that are not UTF-8 (PEP 383)
-_ESCAPED = re.compile(f"{CONTROLS.pattern}|[\udc80-\udcff]")
-_SURROGATE = re.compile("[\ud800-\udfff]")
+_ESCAPED = lazy(f"{CONTROLS.pattern}|[\udc80-\udcff]")
+_SURROGATE = lazy("[\ud800-\udfff]")
 
 
 class NotExact(ValueError):
