@@ -11,6 +11,9 @@ from typing import Any, Literal
 from cudamatrix.schema import FORBID, field, record, to_dict
 
 ENV_SCHEMA_VERSION = 1
+# this package's version, as pyproject.toml and cudamatrix.__version__ state it (tests/test_names.py holds the three
+# equal): the stages read it here, below the package's API, which they never import
+TOOL_VERSION = "0.1.0"
 
 
 class Model:

@@ -46,3 +46,15 @@ def test_no_other_pep503_normaliser_in_the_package():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Constant) and node.value == "[-_.]+":
                 raise AssertionError(f"{path}: a name normaliser of its own; use cudamatrix.names.canonical")
+
+
+def test_the_version_is_stated_alike_in_the_package_its_records_and_pyproject():
+    """cudamatrix.__version__ (the API, kept light), models.TOOL_VERSION (what the stages stamp and hash, below
+    the API) and pyproject.toml's version are one version."""
+    from support.tomlread import loads
+
+    import cudamatrix
+    from cudamatrix.models import TOOL_VERSION
+
+    project = loads((Path(cudamatrix.__file__).parents[1] / "pyproject.toml").read_text())["project"]
+    assert cudamatrix.__version__ == TOOL_VERSION == project["version"]

@@ -32,8 +32,7 @@ import os
 import time
 from pathlib import Path
 
-from cudamatrix import __version__
-from cudamatrix.models import Environment, FrameworkReport, Report
+from cudamatrix.models import TOOL_VERSION, Environment, FrameworkReport, Report
 from cudamatrix.safe.files import parse_json, read_private, write_private
 from cudamatrix.safe.keys import cache_dir as folder
 from cudamatrix.safe.keys import user_key
@@ -85,7 +84,7 @@ def fingerprint(environment: Environment, frameworks: str | list[str] = "all",
     extra = {k: v for k, v in (extra_env or {}).items() if k in _ENV_KEYS}
     d = environment.driver
     data = [
-        __version__,
+        TOOL_VERSION,
         os.uname().nodename if hasattr(os, "uname") else "", _machine_id(),
         [d.version, d.status, d.cuda_version],
         sorted(json.dumps([g.uuid, g.name, g.compute_capability]) for g in environment.gpus),
