@@ -152,7 +152,8 @@ def _module_of(name: str) -> str | None:
 def _imported_modules(path: Path) -> set[str]:
     """The package's modules ``path`` imports, at the top or inside a function, under TYPE_CHECKING too: ``from
     cudamatrix.ldso import elf`` imports cudamatrix.ldso.elf, ``from cudamatrix.detect import detect`` the
-    package cudamatrix.detect; the version (``from cudamatrix import __version__``) is no import of the API."""
+    package cudamatrix.detect; ``from cudamatrix import __version__`` imports the API itself (the stages read
+    models.TOOL_VERSION instead)."""
     found: set[str] = set()
     for node in ast.walk(_tree(path)):
         if isinstance(node, ast.ImportFrom):
@@ -160,8 +161,6 @@ def _imported_modules(path: Path) -> set[str]:
             if not target.startswith("cudamatrix"):
                 continue
             for alias in node.names:
-                if target == "cudamatrix" and alias.name == "__version__":
-                    continue
                 found.add(_module_of(f"{target}.{alias.name}") or target)
         elif isinstance(node, ast.Import):
             found |= {_module_of(a.name) or a.name for a in node.names if a.name.startswith("cudamatrix")}
