@@ -12,7 +12,7 @@ the name (``cupy-cuda12x``), an ``nvidia-cuda-runtime`` requirement (``onnxrunti
 wheel is read). vLLM's wheels are built for the CUDA of the torch build they pin, so a torch build of another
 CUDA major does not load them.
 
-Rows the index no longer lists, and the hand-sourced ``release_files`` rules (flash-attn) and ``gpu_floors`` (the
+Rows the index no longer lists, the ``find_links`` pages (scripts/read_pyg_builds.py), and the hand-sourced ``release_files`` rules (flash-attn) and ``gpu_floors`` (the
 packages' own README and documentation lines), are kept as they are.
 Modes: without flags, print what would change (exit 1 if anything would); ``--write``: validate the whole matrix
 with the new file, then write; exit 2 when the index failed or the result does not validate.
@@ -159,7 +159,7 @@ def extension_row(name: str, version: str, files: list[IndexFile], meta: Metadat
 
 def merge(old: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The file with ``rows`` in place of the releases they name (read ones replace, unread ones stay), sorted
-    by name and newest release first; ``release_files`` and ``gpu_floors`` kept."""
+    by name and newest release first; ``release_files``, ``gpu_floors`` and ``find_links`` kept."""
     keep = {(r["name"], r["version"]): r for r in old.get("releases", [])}
     keep.update({(r["name"], r["version"]): r for r in rows})
     out = dict(old)
@@ -254,7 +254,21 @@ def dump(doc: dict[str, Any]) -> str:
     def rows(key: str) -> str:
         return ",\n".join(json.dumps(r, ensure_ascii=False) for r in doc.get(key, []))
     floors = f',\n"gpu_floors": [\n{rows("gpu_floors")}\n]' if "gpu_floors" in doc else ""
-    return f'{{"releases": [\n{rows("releases")}\n],\n"release_files": [\n{rows("release_files")}\n]{floors}}}\n'
+    return f'{{"releases": [\n{rows("releases")}\n],\n"release_files": [\n{rows("release_files")}\n]{floors}' \
+           f'{_find_links(doc)}}}\n'
+
+
+def _find_links(doc: dict[str, Any]) -> str:
+    """The ``find_links`` key's text (kept as read by scripts/read_pyg_builds.py): each page family on a line,
+    its builds one a line; "" when the file has none."""
+    if "find_links" not in doc:
+        return ""
+    parts = []
+    for pages in doc["find_links"]:
+        head = json.dumps({k: v for k, v in pages.items() if k != "builds"}, ensure_ascii=False)
+        builds = ",\n".join(json.dumps(b, ensure_ascii=False) for b in pages.get("builds", []))
+        parts.append(f'{head[:-1]}, "builds": [\n{builds}\n]}}')
+    return ',\n"find_links": [\n' + ",\n".join(parts) + "\n]"
 
 
 def validate(data: Path, doc: dict[str, Any]) -> list[str]:
