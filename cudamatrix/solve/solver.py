@@ -19,7 +19,7 @@ from cudamatrix.errors import NoSolution, UsageError
 from cudamatrix.matrix.data import Matrix
 from cudamatrix.models import Environment, FrameworkChoice, Rejection, Solution, WayOut
 from cudamatrix.names import FAMILY_NAMES, canonical, family_of
-from cudamatrix.solve import extensions, releasefiles, rules
+from cudamatrix.solve import extensions, findlinks, releasefiles, rules
 from cudamatrix.solve.assemble import assemble
 from cudamatrix.solve.causes import Verdicts, no_solution
 from cudamatrix.solve.driverclass import MIN_TARGETS, Memo, PausedGc, SharedChecks
@@ -129,6 +129,8 @@ def _solve(targets: list[Target], request: Request, matrix: Matrix, installed: E
     wants_gpu = any(t.wants_gpu for t in reps)
     files = releasefiles.requested(request.passthrough, matrix)
     request = releasefiles.with_torch(request, files)
+    paged = findlinks.requested(request.passthrough, matrix)
+    request = findlinks.with_torch(request, paged)
     request, kept, kept_trace = _keep_unknown_installed(request, matrix, installed)
     trace += kept_trace
 
@@ -150,6 +152,8 @@ def _solve(targets: list[Target], request: Request, matrix: Matrix, installed: E
 
     chosen, per_family = _extensions(request, per_family, verdicts, reps, matrix, explain)
     per_family = releasefiles.narrow(files, per_family, reps, matrix)
+    runs = per_family.get("torch", [])
+    per_family = findlinks.narrow(paged, per_family, reps, matrix)
 
     choice: list[Candidate] = []
     if per_family:
@@ -162,8 +166,10 @@ def _solve(targets: list[Target], request: Request, matrix: Matrix, installed: E
             raise no_solution(matrix, request, reps, unique, verdicts, [], rejected, combined=True)
         choice = found.choice
     request, file_notes = releasefiles.resolved(request, files, choice, reps)
+    request, page_notes, links = findlinks.resolved(request, paged, choice, reps, runs)
     return assemble(choice, request, reps, matrix, installed, rejected, trace, kept,
-                    notes=passed_over(choice, per_family, reps, matrix) + file_notes, extensions=chosen)
+                    notes=passed_over(choice, per_family, reps, matrix) + file_notes + page_notes, extensions=chosen,
+                    find_links=links)
 
 
 def _extensions(request: Request, per_family: dict[str, list[Candidate]], verdicts: Verdicts, reps: list[Target],
