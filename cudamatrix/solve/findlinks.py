@@ -18,7 +18,10 @@ The pages themselves are not read (the pages' ``unread``). No I/O.
 """
 from __future__ import annotations
 
-from packaging.requirements import Requirement
+import re
+from contextlib import suppress
+
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import Version
 
 from cudamatrix.errors import NoSolution
@@ -112,8 +115,15 @@ def narrow(wanted: list[Wanted], per_family: dict[str, list[Candidate]], targets
     return {**per_family, "torch": torch} if wanted else per_family
 
 
+def _admitted(w: Wanted, b: FindLinksBuild) -> bool:
+    """Whether the requirement admits the row's wheel on any of its pages (the whole version, local tag and all)."""
+    tag = f"{b.torch.major}{b.torch.minor}"
+    return any(w.requirement.specifier.contains(f"{b.version}{w.pages.local.format(torch=tag, variant=v)}",
+                                                prereleases=True) for v in b.variants)
+
+
 def _no_page(w: Wanted, torch: list[Candidate], targets: list[Target]) -> NoSolution:
-    builds = [b for b in w.builds() if w.requirement.specifier.contains(b.version, prereleases=True)]
+    builds = [b for b in w.builds() if _admitted(w, b)]
     if not builds:
         known = ", ".join(sorted({str(b.version) for b in w.builds()}))
         message = f"no build of {w.name} on the {w.pages.name} pages meets {w.requirement} (the data holds {known})"
@@ -193,3 +203,35 @@ def _why_torch(w: Wanted, cand: Candidate, runs: list[Candidate], targets: list[
         span = f"{newer[0][0]}.{newer[0][1]}" + (f" to {newer[-1][0]}.{newer[-1][1]}" if len(newer) > 1 else "")
         said += f" (torch {span} {'run' if len(newer) > 1 else 'runs'} here too, with no such page in the data)"
     return said
+
+
+def pages_in(pip_args: list[str]) -> list[str]:
+    """The find-links pages a solution's pip arguments name (each value of ``--find-links``)."""
+    return [pip_args[i + 1] for i, a in enumerate(pip_args[:-1]) if a == "--find-links"]
+
+
+def locked(passthrough: list[Requirement], pip_args: list[str], matrix: Matrix) -> tuple[list[str], list[str]]:
+    """What a lock writes for the requirements passed through: each package of find-links pages as the solution
+    pinned it (its page's wheel, from the solution's pip arguments), the others as given; and the pages the lock
+    names as ``--find-links``."""
+    names = {w.name for w in requested(passthrough, matrix)}
+    solved: dict[str, str] = {}
+    for arg in pip_args:
+        if arg.startswith("-") or "==" not in arg:
+            continue
+        with suppress(InvalidRequirement):
+            solved.setdefault(canonical(Requirement(arg).name), arg)
+    out = [solved.get(canonical(r.name), str(r)) if canonical(r.name) in names else str(r) for r in passthrough]
+    return out, pages_in(pip_args) if names else []
+
+
+def is_page(url: str, matrix: Matrix) -> bool:
+    """Whether ``url`` is one of the find-links pages the data knows (its URL pattern, any torch and variant):
+    such a page carries the packages of its build rows and no torch."""
+    return any(_page_pattern(pages.url).match(url) for pages in matrix.extensions.find_links)
+
+
+def _page_pattern(pattern: str) -> re.Pattern[str]:
+    parts = re.split(r"(\{torch\}|\{variant\})", pattern)
+    groups = {"{torch}": r"\d+\.\d+\.\d+", "{variant}": r"(?:cpu|cu\d{3})"}
+    return re.compile("^" + "".join(groups.get(p, re.escape(p)) for p in parts) + "$")

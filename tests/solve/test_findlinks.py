@@ -7,7 +7,11 @@ a commit: torch_scatter's building.yml at efbe465 builds 2.1.2 for torch 2.8.0 c
 """
 from __future__ import annotations
 
+import json
+
 import pytest
+from support import tomlread
+from support.fakes import run_cli
 from packaging.requirements import Requirement
 from packaging.version import Version
 
@@ -148,3 +152,65 @@ def test_which_page_carries_the_package(req, torch, variant, python, platform, e
     t = target(python=python, platform=platform)
     found = findlinks.carrying(wanted, _Cand(torch, variant), [t])
     assert (str(found.version) if found else None) == expected
+
+
+# --- lock and check -r ---------------------------------------------------------------------------------------------
+
+H100 = ["--gpu", "H100", "--driver", R580, "--python", "3.11", "--platform", "linux_x86_64"]
+
+
+def expected_pin() -> tuple[str, str]:
+    """The wheel and page solve answers for torch + torch-scatter on H100/R580 (read from its own answer)."""
+    sol = solve([target()], parse_request(["torch", "torch-scatter"]), M)
+    return wheel("torch-scatter", sol), sol.pip_args[sol.pip_args.index("--find-links") + 1]
+
+
+def test_lock_pins_only_writes_the_page_and_the_wheel(tmp_path):
+    pin, page = expected_pin()
+    lock = tmp_path / "requirements.txt"
+    out = run_cli(["lock", "torch", "torch-scatter", *H100, "--pins-only", "-o", str(lock)], text=True)
+    assert out.returncode == 0, out.stderr
+    lines = [line for line in lock.read_text().splitlines() if line and not line.startswith("#")]
+    assert lines[0] == f"--find-links {page}" and lines[-1] == pin and "torch-scatter" not in lines[1:-1]
+    # the file it wrote fits the target, its PyG page known (it carries no torch)
+    check = run_cli(["check", "-r", str(lock), *H100], text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert pin in check.stdout
+
+
+def test_lock_uv_names_the_page_as_find_links():
+    pin, page = expected_pin()
+    out = run_cli(["lock", "torch", "torch-scatter", *H100, "--format", "uv"], text=True)
+    assert out.returncode == 0, out.stderr
+    doc = tomlread.loads(out.stdout)
+    assert doc["tool"]["uv"]["find-links"] == [page] and pin in doc["project"]["dependencies"]
+
+
+def test_check_a_wheel_of_another_torch_does_not_fit(tmp_path):
+    pin, page = expected_pin()
+    old = next(b for b in builds("torch-scatter") if b.torch.release[:2] == (2, 4))
+    other = f"torch-scatter=={old.version}+pt24{old.variants[-1]}"
+    req = tmp_path / "r.txt"
+    req.write_text(f"--find-links {page}\ntorch==2.8.0\n{other}\n")
+    out = run_cli(["check", "-r", str(req), *H100, "--json"], text=True)
+    assert out.returncode == 1, out.stdout + out.stderr
+    data = json.loads(out.stdout)["data"]
+    assert any("its pages are for torch 2.4" in p for p in data["problems"])
+
+
+@pytest.mark.parametrize("url, known", [
+    (PAGES.url.format(torch="2.8.0", variant="cu128"), True),
+    (PAGES.url.format(torch="2.12.0", variant="cpu"), True),
+    (PAGES.url.format(torch="2.8.0", variant="rocm6.2"), False),
+    ("https://example.org/whl/torch-2.8.0+cu128.html", False),
+])
+def test_which_pages_the_data_knows(url, known):
+    assert findlinks.is_page(url, M) is known
+
+
+def test_locked_reads_the_solved_pins_and_pages():
+    args = ["--find-links", "https://example.org/p.html", "torch==2.8.0", "torch-scatter==2.1.2+pt28cu128", "other"]
+    passthrough = [Requirement("torch-scatter"), Requirement("other>=1")]
+    assert findlinks.locked(passthrough, args, M) == (["torch-scatter==2.1.2+pt28cu128", "other>=1"],
+                                                      ["https://example.org/p.html"])
+    assert findlinks.locked([Requirement("other")], args, M) == (["other"], [])
