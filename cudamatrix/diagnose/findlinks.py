@@ -49,24 +49,25 @@ def _installed(d: Diagnosis) -> list[tuple[str, str, FindLinks]]:
             if canonical(n) in owner and canonical(n) not in broken]  # undefined symbols: EXTENSION_ABI_MISMATCH
 
 
-def _right_wheel(pages: FindLinks, name: str, minor: str, variant: str | None) -> tuple[FindLinksBuild, str] | None:
+def _right_wheel(pages: FindLinks, name: str, minor: str, variant: str) -> tuple[FindLinksBuild, str] | None:
     """The newest build row of ``name`` for this torch major.minor and variant, and its page's URL."""
     rows = [b for b in pages.builds if canonical(b.name) == name and f"{b.torch.major}{b.torch.minor}" == minor
             and variant in b.variants]
-    if not rows or variant is None:
+    if not rows:
         return None
     best = max(rows, key=lambda b: b.version)
-    return best, pages.url.format(torch=str(best.torch), variant=variant)
+    return best, pages.page(str(best.torch), variant)
 
 
 def _fix(pages: FindLinks, name: str, torch: tuple[str, str, str | None]) -> tuple[str, list[list[str]]]:
     """The fix: the page's wheel for the installed torch build where the data holds one, else a solve."""
-    found = _right_wheel(pages, name, torch[1], torch[2])
-    if found is None:
+    variant = torch[2]
+    found = _right_wheel(pages, name, torch[1], variant) if variant else None
+    if found is None or variant is None:
         return (f"cudamatrix solve torch=={base_version(torch[0])} {name} (no {pages.name} page in the data carries "
                 f"{name} for this torch build; the answer names the nearest torch that has one)"), []
     build, url = found
-    wheel = f"{name}=={build.version}{pages.local.format(torch=torch[1], variant=torch[2])}"
+    wheel = f"{name}=={build.version}{pages.tag(torch[1], variant)}"
     return (f"pip install --find-links {url} '{wheel}' (the wheel of the {pages.name} page for the installed torch; "
             f"source: {build.source})"), [["pip", "install", "--find-links", url, wheel]]
 

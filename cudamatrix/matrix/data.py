@@ -401,6 +401,15 @@ class FindLinks:
     unread: str = ""
     __pydantic_config__ = FORBID
 
+    def page(self, torch: str, variant: str) -> str:
+        """The page's URL for a torch release ("2.8.0") and variant: the pattern's two names replaced, no other
+        brace read (a pattern in a user's --data folder reaches nothing else)."""
+        return self.url.replace("{torch}", torch).replace("{variant}", variant)
+
+    def tag(self, torch: str, variant: str) -> str:
+        """The wheels' local tag for a torch major and minor without the dot ("28") and variant ("+pt28cu128")."""
+        return self.local.replace("{torch}", torch).replace("{variant}", variant)
+
 
 @record(frozen=True)
 class ExtensionFile:

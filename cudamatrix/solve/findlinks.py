@@ -76,12 +76,12 @@ def minor(version: Version) -> tuple[int, int]:
 def local(pages: FindLinks, cand: Candidate) -> str:
     """The local tag of the pages' wheels for this torch build (``+pt28cu128``)."""
     v = cand.release.version
-    return pages.local.format(torch=f"{v.major}{v.minor}", variant=cand.variant.name)
+    return pages.tag(f"{v.major}{v.minor}", cand.variant.name)
 
 
 def page(pages: FindLinks, build: FindLinksBuild, cand: Candidate) -> str:
     """The page's URL for this build row and torch build."""
-    return pages.url.format(torch=str(build.torch), variant=cand.variant.name)
+    return pages.page(str(build.torch), cand.variant.name)
 
 
 def fits_target(build: FindLinksBuild, targets: list[Target]) -> bool:
@@ -118,7 +118,7 @@ def narrow(wanted: list[Wanted], per_family: dict[str, list[Candidate]], targets
 def _admitted(w: Wanted, b: FindLinksBuild) -> bool:
     """Whether the requirement admits the row's wheel on any of its pages (the whole version, local tag and all)."""
     tag = f"{b.torch.major}{b.torch.minor}"
-    return any(w.requirement.specifier.contains(f"{b.version}{w.pages.local.format(torch=tag, variant=v)}",
+    return any(w.requirement.specifier.contains(f"{b.version}{w.pages.tag(tag, v)}",
                                                 prereleases=True) for v in b.variants)
 
 

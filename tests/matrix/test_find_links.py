@@ -100,3 +100,14 @@ def test_the_refresh_writes_the_pages_back():
     new = refresh.merge(SHIPPED, [])
     assert new["find_links"] == SHIPPED["find_links"] and json.loads(refresh.dump(new)) == new
     assert refresh.dump(SHIPPED) == (DATA / "extensions.json").read_text()
+
+
+def test_a_patterns_other_braces_are_left_as_they_are():
+    """A user's --data pattern is filled by name, never by str.format: ``{0}`` or ``{torch.__class__}`` reach
+    nothing (and raise nothing)."""
+    pages = shipped_pages()
+    pages["url"] = "https://example.org/{0}/{torch.__class__}/torch-{torch}+{variant}.html"
+    pages["local"] = "+{x}pt{torch}{variant}"
+    (validated,) = validate_files(raws_with([pages])).extensions.find_links
+    assert validated.page("2.8.0", "cu128") == "https://example.org/{0}/{torch.__class__}/torch-2.8.0+cu128.html"
+    assert validated.tag("28", "cu128") == "+{x}pt28cu128"
