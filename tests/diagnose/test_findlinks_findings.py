@@ -19,8 +19,10 @@ from support.fakes import child_env
 
 from cudamatrix.diagnose import findlinks
 from cudamatrix.diagnose.context import Diagnosis
+from cudamatrix.install import extfix
+from cudamatrix.install.plan import make_plan
 from cudamatrix.matrix.load import load_matrix
-from cudamatrix.models import Environment, Extension, ExtensionObject, Framework, PythonInfo
+from cudamatrix.models import Environment, Extension, ExtensionObject, Framework, Pin, PythonInfo, Solution
 
 M = load_matrix()
 PAGES = M.extensions.find_links[0]
@@ -116,8 +118,7 @@ def _dist(site: Path, name: str, version: str, files: list[str]) -> None:
     (meta / "RECORD").write_text("".join(f"{f},,\n" for f in [*files, f"{meta.name}/METADATA", f"{meta.name}/RECORD"]))
 
 
-@pytest.mark.slow
-def test_doctor_names_a_pyg_wheel_of_another_torch(tmp_path):
+def _venv(tmp_path: Path) -> Path:
     """A venv with torch 2.8.0+cu128's and torch-scatter 2.1.2+pt24cu121's distributions, made here (METADATA and
     RECORD only: PyG's wheels are not on PyPI, where ``pip download --no-deps torch-scatter`` gets only the sdist,
     and torch's wheel is 900 MB); torch's version.py states its CUDA as torch's own wheel does."""
@@ -128,11 +129,50 @@ def test_doctor_names_a_pyg_wheel_of_another_torch(tmp_path):
     (site / "torch" / "version.py").write_text("__version__ = '2.8.0+cu128'\ncuda = '12.8'\n")
     _dist(site, "torch", "2.8.0+cu128", ["torch/version.py"])
     _dist(site, "torch-scatter", "2.1.2+pt24cu121", [])
-    done = subprocess.run([sys.executable, "-m", "cudamatrix", "doctor", "--python", str(venv / "bin" / "python"),
-                           "--json"], capture_output=True, text=True, timeout=300,
-                          env=child_env(ld_library_path=[tmp_path / "empty"], extra={"XDG_CACHE_HOME": str(tmp_path / "c")}))
+    return venv / "bin" / "python"
+
+
+def _cli_json(tmp_path: Path, *args: str) -> dict:
+    done = subprocess.run([sys.executable, "-m", "cudamatrix", *args, "--json"], capture_output=True, text=True,
+                          timeout=300, env=child_env(ld_library_path=[tmp_path / "empty"],
+                                                     extra={"XDG_CACHE_HOME": str(tmp_path / "c")}))
     assert done.returncode in (0, 1), done.stderr
-    found = [(f["code"], f["title"]) for f in json.loads(done.stdout)["data"]["findings"]
+    return json.loads(done.stdout)["data"]
+
+
+@pytest.mark.installs
+def test_doctor_names_a_pyg_wheel_of_another_torch_and_fix_plans_the_right_one(tmp_path):
+    python = _venv(tmp_path)
+    found = [(f["code"], f["title"]) for f in _cli_json(tmp_path, "doctor", "--python", str(python))["findings"]
              if f["code"].startswith("EXTENSION_")]
     assert found == [("EXTENSION_PIN_MISMATCH", "torch-scatter 2.1.2+pt24cu121 is built for torch 2.4; torch "
                                                 "2.8.0+cu128 is installed")]
+    plan = _cli_json(tmp_path, "fix", "--dry-run", "--python", str(python))["plan"]
+    (install,) = [s["argv"] for s in plan["steps"] if s["kind"] == "install"]
+    assert install[-1] == "torch-scatter==2.1.2+pt28cu128" and page("2.8.0", "cu128") in install
+
+
+# --- fix answers the finding (install/extfix.py) ------------------------------------------------------------------
+
+def _planned(e: Environment, torch_pin: str | None = None):
+    findings = findlinks.find_links_mismatch(Diagnosis(e, M))
+    kept = [Pin(name="torch", version=torch_pin)] if torch_pin else []
+    solution = Solution(request=[], targets=["here"], packages=kept, to_install=kept, pip_args=[])
+    return findings, extfix.with_pages(solution, e, extfix.page_wheels(findings))
+
+
+def test_fix_installs_the_pages_wheel_for_the_kept_torch():
+    e = env("2.8.0", "cu128", "12.8", torch_scatter="2.1.2+pt24cu121")
+    findings, sol = _planned(e)
+    assert sol.pip_args == ["--find-links", page("2.8.0", "cu128")]
+    assert [p.requirement() for p in sol.to_install] == ["torch-scatter==2.1.2+pt28cu128"]
+    plan = make_plan(e, sol, python="python", findings=findings)
+    (install,) = [s for s in plan.steps if s.kind == "install"]
+    assert install.argv[-1] == "torch-scatter==2.1.2+pt28cu128" and page("2.8.0", "cu128") in install.argv
+    assert [(r.code, r.action) for r in plan.remedies] == [("EXTENSION_PIN_MISMATCH", "install")]
+
+
+def test_fix_leaves_the_wheel_when_the_plan_moves_torch():
+    e = env("2.8.0", "cu128", "12.8", torch_scatter="2.1.2+pt24cu121")
+    _findings, sol = _planned(e, torch_pin="2.7.1")
+    assert sol.pip_args == [] and [p.name for p in sol.to_install] == ["torch"]
