@@ -181,7 +181,9 @@ def resolved(request: Request, wanted: list[Wanted], choice: list[Candidate], ta
             continue
         version = f"{b.version}{local(w.pages, cand)}"
         url = page(w.pages, b, cand)
-        pinned[w.name] = Requirement(f"{w.name}=={version}")
+        req = w.requirement
+        extras = f"[{','.join(sorted(req.extras))}]" if req.extras else ""
+        pinned[w.name] = Requirement(f"{w.name}{extras}=={version}" + (f"; {req.marker}" if req.marker else ""))
         links += [url] if url not in links else []
         notes.append(f"{w.name} {version}: the wheel on the {w.pages.name} page for torch {b.torch.major}."
                      f"{b.torch.minor} {cand.variant.name} ({url}); {_why_torch(w, cand, runs, targets)}; build: {b.source}; "

@@ -113,6 +113,13 @@ def test_a_version_no_build_has_is_named():
     assert "no build of torch-scatter on the pyg pages meets torch-scatter>=99" in info.value.causes[0].message
 
 
+def test_the_pin_keeps_the_requirements_extras_and_marker():
+    sol = solve([target()], parse_request(["torch", 'torch-scatter[x]>=2; python_version >= "3.10"']), M)
+    (arg,) = [a for a in sol.pip_args if a.startswith("torch-scatter")]
+    req = Requirement(arg)
+    assert req.extras == {"x"} and str(req.marker) == 'python_version >= "3.10"' and "+pt28" in str(req.specifier)
+
+
 def test_a_url_requirement_is_passed_as_given():
     sol = solve([target()], parse_request(["torch", "torch-scatter @ https://example.org/t.whl"]), M)
     assert "--find-links" not in sol.pip_args
