@@ -595,6 +595,7 @@ def _for_extensions(seen: Seen, solution: Solution, o: FixOptions, matrix
             except NoSolution:
                 pass
     changes = extfix.extension_changes(env, findings, matrix, solution)
+    solution = extfix.with_pages(solution, env, extfix.page_wheels(findings))
     return extfix.with_changes(solution, changes), changes
 
 

@@ -12,10 +12,11 @@ the name (``cupy-cuda12x``), an ``nvidia-cuda-runtime`` requirement (``onnxrunti
 wheel is read). vLLM's wheels are built for the CUDA of the torch build they pin, so a torch build of another
 CUDA major does not load them.
 
-Rows the index no longer lists, and the hand-sourced ``release_files`` rules (flash-attn) and ``gpu_floors`` (the
-packages' own README and documentation lines), are kept as they are. flash-attn's wheels are release files, not
-index entries: ``--flash-attn-clone PATH`` (a git clone of its repository) re-reads ``release_file_sets``, the build
-matrix of its release workflow at each tag (``flash-attn`` alone as PACKAGE reads the clone and not the index).
+Rows the index no longer lists, the ``find_links`` pages (scripts/read_pyg_builds.py), and the hand-sourced
+``release_files`` rules (flash-attn) and ``gpu_floors`` (the packages' own README and documentation lines), are kept
+as they are. flash-attn's wheels are release files, not index entries: ``--flash-attn-clone PATH`` (a git clone of its
+repository) re-reads ``release_file_sets``, the build matrix of its release workflow at each tag (``flash-attn`` alone
+as PACKAGE reads the clone and not the index).
 Modes: without flags, print what would change (exit 1 if anything would); ``--write``: validate the whole matrix
 with the new file, then write; exit 2 when the index failed or the result does not validate.
 """
@@ -163,7 +164,7 @@ def extension_row(name: str, version: str, files: list[IndexFile], meta: Metadat
 
 def merge(old: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The file with ``rows`` in place of the releases they name (read ones replace, unread ones stay), sorted
-    by name and newest release first; ``release_files`` and ``gpu_floors`` kept."""
+    by name and newest release first; ``release_files``, ``gpu_floors`` and ``find_links`` kept."""
     keep = {(r["name"], r["version"]): r for r in old.get("releases", [])}
     keep.update({(r["name"], r["version"]): r for r in rows})
     out = dict(old)
@@ -275,7 +276,8 @@ def dump(doc: dict[str, Any]) -> str:
         return ",\n".join(json.dumps(r, ensure_ascii=False) for r in doc.get(key, []))
     floors = f',\n"gpu_floors": [\n{rows("gpu_floors")}\n]' if "gpu_floors" in doc else ""
     sets = f',\n"release_file_sets": [\n{rows("release_file_sets")}\n]' if "release_file_sets" in doc else ""
-    return f'{{"releases": [\n{rows("releases")}\n],\n"release_files": [\n{rows("release_files")}\n]{sets}{floors}}}\n'
+    return f'{{"releases": [\n{rows("releases")}\n],\n"release_files": [\n{rows("release_files")}\n]{sets}{floors}' \
+           f'{_find_links(doc)}}}\n'
 
 
 # --- flash-attn's release files: its release workflow at each tag, read from a clone ------------------------------
@@ -360,6 +362,19 @@ def read_release_sets(clone: Path, read: str, log) -> list[dict[str, Any]]:
         rows.append(release_set_row(tag[1:], commit, matrix, read))
         log(f"  {FLASH} {tag}: torch {', '.join(matrix['torch'])}; cuda {', '.join(matrix['cuda'])}")
     return sorted(rows, key=lambda r: Version(r["version"]), reverse=True)
+
+
+def _find_links(doc: dict[str, Any]) -> str:
+    """The ``find_links`` key's text (kept as read by scripts/read_pyg_builds.py): each page family on a line,
+    its builds one a line; "" when the file has none."""
+    if "find_links" not in doc:
+        return ""
+    parts = []
+    for pages in doc["find_links"]:
+        head = json.dumps({k: v for k, v in pages.items() if k != "builds"}, ensure_ascii=False)
+        builds = ",\n".join(json.dumps(b, ensure_ascii=False) for b in pages.get("builds", []))
+        parts.append(f'{head[:-1]}, "builds": [\n{builds}\n]}}')
+    return ',\n"find_links": [\n' + ",\n".join(parts) + "\n]"
 
 
 def validate(data: Path, doc: dict[str, Any]) -> list[str]:

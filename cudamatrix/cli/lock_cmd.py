@@ -18,6 +18,7 @@ from cudamatrix.lock.closure import check_glibc
 from cudamatrix.lock.lockfile import local_note, write_lock
 from cudamatrix.lock.pylock import check_name
 from cudamatrix.safe.files import kind_of
+from cudamatrix.solve import findlinks
 
 FORMATS = ("requirements", "uv", "pylock")
 
@@ -74,13 +75,14 @@ def run_lock(requirements: list[str] | None = None, output: Path | None = None, 
                                   gpu=gpu, python=python, platform=platform, cuda_toolkit=cuda_toolkit,
                                   mirror=mirror, as_json=as_json, data_dir=data_dir, pins_only=pins_only, glibc=glibc,
                                   allow_local=allow_local)
-    resolved, request, solution = _solve("lock", as_json, _matrix(data_dir), requirements, env, driver, gpu, python,
+    matrix = _matrix(data_dir)
+    resolved, request, solution = _solve("lock", as_json, matrix, requirements, env, driver, gpu, python,
                                          platform, cuda_toolkit, mirror, from_)
-    passthrough = [str(r) for r in request.passthrough]
+    passthrough, links = findlinks.locked(request.passthrough, solution.pip_args, matrix)
     environments = {t.name: e for t, e in zip(resolved.targets, resolved.environments, strict=False)}
     write = lock_writer(fmt, pins_only, glibc, environments, output.name if output is not None else None,
                         allow_local)
-    text, notes = without_credentials(write(solution, resolved.targets, passthrough))
+    text, notes = without_credentials(write(solution, resolved.targets, passthrough, links))
     notes += [*solution.notes, *solution.unchecked, *local_note(write.local)]
     if output is not None:
         write_lock(output, text)

@@ -36,15 +36,15 @@ class LockWriter:
         self.local += [s for s in sources if s not in self.local]
         return sources
 
-    def __call__(self, solution, targets, passthrough) -> str:
-        passthrough = list(passthrough)
+    def __call__(self, solution, targets, passthrough, find_links=()) -> str:
+        passthrough, find_links = list(passthrough), list(find_links)
         if self.fmt == "uv" or self.pins_only:
             local = self._allowed(local_sources(solution))
             if self.fmt == "uv":
-                return uv_project(solution, targets, passthrough, local=local)
-            return requirements_txt(solution, targets, passthrough, local=local)
+                return uv_project(solution, targets, passthrough, local=local, find_links=find_links)
+            return requirements_txt(solution, targets, passthrough, local=local, find_links=find_links)
         envs = [self.environments.get(t.name) for t in targets]
-        closure = lock_closure(solution, passthrough, lock_specs(targets, envs, self.glibc))
+        closure = lock_closure(solution, passthrough, lock_specs(targets, envs, self.glibc), find_links=find_links)
         local = self._allowed(local_sources(solution, closure))
         if self.fmt == "pylock":
             return pylock_toml(closure, lock_header(solution, targets, local) + closure_header(closure, self.name))

@@ -13,7 +13,9 @@ import sys
 RELEVANT = {"torch", "torchvision", "torchaudio", "tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly",
             "tensorflow-intel", "jax", "jaxlib", "triton", "pytorch-triton", "xformers", "flash-attn",
             "onnxruntime-gpu", "cupy", "google-colab", "ipykernel", "paddlepaddle-gpu",
-            "cuda-toolkit", "cuda-bindings", "cuda-pathfinder", "numpy"}
+            "cuda-toolkit", "cuda-bindings", "cuda-pathfinder", "numpy",
+            # PyG's compiled wheels: their local tag (+pt28cu128) names the torch build (diagnose/findlinks.py)
+            "torch-scatter", "torch-sparse", "torch-cluster", "torch-spline-conv", "pyg-lib"}
 PREFIXES = ("nvidia-", "jax-cuda", "jax-rocm", "cupy-cuda")
 WITH_FILES = ("nvidia-", "jax-cuda", "cupy-cuda")  # RECORD is read for these (frameworks' RECORDs are huge)
 # not extensions (the frameworks themselves, CUDA's own wheels): left out of the list of the others

@@ -60,11 +60,13 @@ DOCTOR: tuple[Code, ...] = (
     Code("EXTENSION_PIN_MISMATCH", "error", "An installed distribution declares a torch, jax, jaxlib or tensorflow "
          "requirement the installed version breaks (its Requires-Dist, markers evaluated here, extras ignored; pip's "
          "'requires torch==X, but you have torch Y' in a paste); torchvision and torchaudio: TORCHVISION_MISMATCH "
-         "when the matrix holds the torch."),
+         "when the matrix holds the torch; a PyG wheel (torch-scatter, pyg-lib, ...) whose local tag (+pt24cu121) "
+         "names another torch major.minor than the installed torch, fixed by its find-links page's wheel for it."),
     Code("EXTENSION_CUDA_MISMATCH", "error", "An extension was built for another CUDA major (or another build of the "
          "same torch) than the framework's: onnxruntime-gpu for CUDA 11 beside a CUDA 12 torch in a paste; "
          "installed, a shared object linking libcudart/libcublas(Lt)/libnvrtc of another major, or another soname "
-         "than the framework's own copy."),
+         "than the framework's own copy; a PyG wheel whose local tag names the installed torch's release and "
+         "another variant (cu121 beside cu124, cpu beside a CUDA build)."),
     Code("EXTENSION_ARCH_UNSUPPORTED", "error", "An installed extension's shared objects carry no kernel image "
          "for a GPU present (read from their fatbinaries: no SASS of its major at or below its minor, no PTX at or "
          "below its architecture): its CUDA kernels fail with 'no kernel image is available'; or a GPU below the "

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from cudamatrix.diagnose import extensions, host, implied, loads, pasted, wheels
+from cudamatrix.diagnose import extensions, findlinks, host, implied, loads, pasted, wheels
 from cudamatrix.diagnose.context import Diagnosis, Installed, match_installed
 from cudamatrix.diagnose.stated import stated_build
 from cudamatrix.matrix.data import FrameworkRelease, Matrix, Variant
@@ -311,6 +311,7 @@ FINDINGS: list[FindingCheck] = [
     loads.library_shadowed, loads.cudnn_mapped,
     wheels.nvidia_wheel_drift, wheels.framework_conflict, wheels.file_clobber, wheels.torchvision_mismatch,
     extensions.extension_abi_mismatch, extensions.extension_pin_mismatch, extensions.extension_cuda_mismatch,
+    findlinks.find_links_mismatch,
     extensions.extension_variant_clash, extensions.jax_plugin_mismatch, extensions.extension_arch_unsupported,
     host.gpu_memory_busy, host.unsafe_library_path, host.low_disk, host.low_host_memory, host.known_bad,
     host.toolkit_newer_than_driver,

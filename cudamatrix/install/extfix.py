@@ -2,6 +2,8 @@
 
 Pure functions of values (no I/O). Rules, written down:
 
+- A PyG wheel whose finding names its find-links page's wheel for the installed torch (its fix command) is installed
+  from that page when the plan keeps torch (:func:`with_pages`).
 - An extension named by ``EXTENSION_ABI_MISMATCH``, ``EXTENSION_PIN_MISMATCH`` (on torch) or
   ``EXTENSION_CUDA_MISMATCH`` is answered by the newest release data/extensions.json holds of the same package
   whose torch requirement the torch of the solved set meets (the installed torch when the solved set keeps it),
@@ -196,6 +198,37 @@ def with_changes(solution: Solution, changes: list[ExtensionChange]) -> Solution
                    packages=[p for p in solution.packages if canonical(p.name) not in names] + pins,
                    to_install=[p for p in solution.to_install if canonical(p.name) not in names] + pins,
                    unchanged=False, notes=[*solution.notes, *(c.sentence() for c in changes)])
+
+
+def page_wheels(findings: list[Finding]) -> list[tuple[str, str]]:
+    """(page, wheel) of each answered finding whose fix installs a find-links page's wheel (a PyG wheel for the
+    installed torch: ``pip install --find-links PAGE NAME==VERSION+pt28cu128``, diagnose/findlinks.py), read
+    from the finding's command, never its words."""
+    out = []
+    for f in findings:
+        if f.code not in ANSWERED or f.severity != "error":
+            continue
+        out += [(c[3], c[4]) for c in f.fix_commands if len(c) == 5 and c[:3] == ["pip", "install", "--find-links"]]
+    return out
+
+
+def with_pages(solution: Solution, env: Environment, wheels: list[tuple[str, str]]) -> Solution:
+    """``solution`` installing each page's wheel (its page as ``--find-links``) when it keeps the installed torch
+    (the wheel was chosen for that build), with a note each; unchanged otherwise."""
+    torch = env.packages.get("torch")
+    moved = any(canonical(p.name) == "torch" and p.version != torch for p in solution.to_install)
+    if not wheels or moved or torch is None:
+        return solution
+    pins = [Pin(name=canonical(w.partition("==")[0]), version=w.partition("==")[2]) for _page, w in wheels]
+    names = {p.name for p in pins}
+    links = [a for page in dict.fromkeys(page for page, _w in wheels) for a in ("--find-links", page)]
+    notes = [f"{w}: the wheel of {page} for the installed torch {torch} (doctor's finding names it)"
+             for page, w in wheels]
+    return replace(solution,
+                   packages=[p for p in solution.packages if canonical(p.name) not in names] + pins,
+                   to_install=[p for p in solution.to_install if canonical(p.name) not in names] + pins,
+                   pip_args=links + [a for a in solution.pip_args if canonical(a.partition("==")[0]) not in names],
+                   unchanged=False, notes=[*solution.notes, *notes])
 
 
 def replaced(changes: list[ExtensionChange]) -> list[tuple[str, str, str]]:

@@ -82,11 +82,13 @@ def closure_header(closure: Closure, name: str) -> list[str]:
 
 
 def requirements_txt(solution: Solution, targets: list[Target], passthrough: Sequence[str] = (),
-                     closure: Closure | None = None, name: str = "requirements.txt", local: Sequence[str] = ()) -> str:
+                     closure: Closure | None = None, name: str = "requirements.txt", local: Sequence[str] = (),
+                     find_links: Sequence[str] = ()) -> str:
     """A requirements file that `pip install -r` and `uv pip install -r` accept: with ``closure``, every
     distribution of the complete set pinned with its ``--hash`` options (``pip install --require-hashes``,
     ``uv pip sync``); without, the solved pins and the requirements passed through. ``local``: the paths of
-    this machine it names (:func:`local_sources`), said in the header."""
+    this machine it names (:func:`local_sources`), said in the header; ``find_links``: the pages of the wheels
+    passed through pinned (PyG's), one ``--find-links`` line each."""
     index_url, extra = index_layout(solution.packages, bool(passthrough))  # the indexes the closure came from
     head = lock_header(solution, targets, local) + (closure_header(closure, name) if closure else [PINS_ONLY])
     lines = ["# " + h for h in head]
@@ -94,6 +96,7 @@ def requirements_txt(solution: Solution, targets: list[Target], passthrough: Seq
         lines.append(f"--index-url {index_url}")
     for url in extra:
         lines.append(f"--extra-index-url {url}")
+    lines += [f"--find-links {url}" for url in find_links]
     if closure is None:
         return file_lines(lines + [p.requirement() for p in solution.packages] + list(passthrough))
     for p in closure.packages:
@@ -104,9 +107,10 @@ def requirements_txt(solution: Solution, targets: list[Target], passthrough: Seq
 
 
 def uv_project(solution: Solution, targets: list[Target], passthrough: Sequence[str] = (),
-               local: Sequence[str] = ()) -> str:
-    """The uv project configuration: dependencies, [[tool.uv.index]] and [tool.uv.sources], every value written
-    by the one TOML writer (:mod:`cudamatrix.lock.toml`)."""
+               local: Sequence[str] = (), find_links: Sequence[str] = ()) -> str:
+    """The uv project configuration: dependencies, [[tool.uv.index]], [tool.uv.sources] and, for the pages of
+    wheels passed through pinned, [tool.uv] find-links; every value written by the one TOML writer
+    (:mod:`cudamatrix.lock.toml`)."""
     lines = ["# " + h for h in lock_header(solution, targets, local)]  # TOML comments are the same "# " lines
     lines.append("# merge into pyproject.toml")
     deps = []
@@ -130,4 +134,6 @@ def uv_project(solution: Solution, targets: list[Target], passthrough: Sequence[
         for p in solution.packages:
             if p.index_url:
                 lines.append(f"{toml.key(p.name)} = [{toml.inline_table({'index': names[p.index_url]})}]")
+    if find_links:
+        lines += ["", "[tool.uv]", f"find-links = {toml.array(find_links)}"]
     return file_lines(lines)  # a value that would add a line is refused

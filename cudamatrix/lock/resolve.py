@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from collections.abc import Sequence
 
 from cudamatrix import proc
 from cudamatrix.errors import UsageError
@@ -64,15 +65,17 @@ def lock_specs(targets: list[Target], environments: list[Environment | None], gl
 
 
 def lock_closure(solution: Solution, passthrough: list[str], specs: list[LockSpec],
-                 environ: dict[str, str] | None = None) -> Closure:
+                 environ: dict[str, str] | None = None, find_links: Sequence[str] = ()) -> Closure:
     """The complete set of ``solution`` (and the requirements passed through) for every LockSpec, with the
-    indexes a lock of it names. Raises UsageError when pip cannot resolve it, a file has no hash, a marker
-    answers differently on a target than here, or the targets need different versions."""
+    indexes a lock of it names; ``find_links``: pages pip reads besides (a PyG wheel's). Raises UsageError when
+    pip cannot resolve it, a file has no hash, a marker answers differently on a target than here, or the targets
+    need different versions."""
     index_url, extra = index_layout(solution.packages, bool(passthrough))
     args = index_args(index_url, extra)
     requirements = [p.requirement() for p in solution.packages] + list(passthrough)
     env = os.environ if environ is None else environ
     indexes = [a for a in args if "://" in a]
+    args += [a for url in find_links for a in ("--find-links", url)]  # a page, not an index the lock names
     indexes += [u for v in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL") for u in env.get(v, "").split()]
     resolved = []
     resolver = "pip"

@@ -400,14 +400,58 @@ class ExtensionGpuFloor:
     __pydantic_config__ = FORBID
 
 
+@lazy_sources
+@record(frozen=True)
+class FindLinksBuild:
+    """One release of a package built for one torch release's find-links pages, one per CUDA variant (PyG's
+    torch-scatter 2.1.2 for torch 2.8.0: cpu, cu126, cu128, cu129), as the package's own build workflow states
+    it at a commit (``scripts/read_pyg_builds.py``)."""
+
+    name: Name
+    version: Ver  # the public version; each page's wheel appends the pages' local tag
+    torch: Ver  # the torch release the workflow builds against ("2.8.0": its page serves every 2.8.x)
+    variants: list[Label]  # the CUDA variants built ("cpu", "cu128"): one page each
+    source: Sources
+    python: list[VersionText] = field(default_factory=list)  # empty: the workflow names none (one wheel for all)
+    platforms: list[Platform] = field(default_factory=list)
+    __pydantic_config__ = FORBID
+
+
+@lazy_sources
+@record(frozen=True)
+class FindLinks:
+    """Pages of compiled wheels that are not on the package index, one per (torch release, CUDA variant) (PyG's
+    extensions): the page's URL and the wheels' local version tag, each a pattern of ``{torch}`` and
+    ``{variant}``, the builds each page carries, and what of them could not be read (the pages themselves)."""
+
+    name: Label  # "pyg"
+    url: str  # "https://.../torch-{torch}+{variant}.html": {torch} is the build's torch release ("2.8.0")
+    local: str  # "+pt{torch}{variant}": {torch} is major and minor without the dot ("28")
+    source: Sources
+    builds: list[FindLinksBuild] = field(default_factory=list)
+    unread: str = ""
+    __pydantic_config__ = FORBID
+
+    def page(self, torch: str, variant: str) -> str:
+        """The page's URL for a torch release ("2.8.0") and variant: the pattern's two names replaced, no other
+        brace read (a pattern in a user's --data folder reaches nothing else)."""
+        return self.url.replace("{torch}", torch).replace("{variant}", variant)
+
+    def tag(self, torch: str, variant: str) -> str:
+        """The wheels' local tag for a torch major and minor without the dot ("28") and variant ("+pt28cu128")."""
+        return self.local.replace("{torch}", torch).replace("{variant}", variant)
+
+
 @record(frozen=True)
 class ExtensionFile:
-    """extensions.json: the extensions' releases, the release-file rules and the packages' own GPU floors."""
+    """extensions.json: the extensions' releases, the release-file rules, the packages' own GPU floors and the
+    find-links pages of packages whose compiled wheels live there."""
 
     releases: list[ExtensionRelease] = field(default_factory=list)
     release_files: list[ReleaseFiles] = field(default_factory=list)
     release_file_sets: list[ReleaseFileSet] = field(default_factory=list)  # per release: the files it has
     gpu_floors: list[ExtensionGpuFloor] = field(default_factory=list)
+    find_links: list[FindLinks] = field(default_factory=list)
     __pydantic_config__ = FORBID
 
 

@@ -346,6 +346,28 @@ def _lint_release_file_sets(matrix: Matrix) -> list[str]:
     return problems
 
 
+def _lint_find_links(matrix: Matrix) -> list[str]:
+    """extensions.json: find-links pages name ``{torch}`` and ``{variant}`` in their URL and local tag, every build
+    cites the package's own build workflow (first_party), names its variants as a torch build does (``cpu``,
+    ``cuNNN``) and is listed once per (package, torch release)."""
+    problems: list[str] = []
+    for i, pages in enumerate(matrix.extensions.find_links):
+        where = f"extensions.json: find_links[{i}]"
+        for key in ("url", "local"):
+            if not all(part in getattr(pages, key) for part in ("{torch}", "{variant}")):
+                problems.append(f"{where}: {key}: names no {{torch}} or no {{variant}}")
+        seen: set[tuple[str, Version]] = set()
+        for j, b in enumerate(pages.builds):
+            if "first_party" not in {r.kind for r in records_of(b.source)}:
+                problems.append(f"{where}.builds[{j}]: source: needs the package's own build workflow (first_party)")
+            if any(not FIND_LINKS_VARIANT.fullmatch(v) for v in b.variants) or not b.variants:
+                problems.append(f"{where}.builds[{j}]: variants: {b.variants} are not cpu or cuNNN")
+            if (b.name, b.torch) in seen:
+                problems.append(f"{where}.builds[{j}]: duplicate row {b.name} for torch {b.torch}")
+            seen.add((b.name, b.torch))
+    return problems
+
+
 def _lint_variant(where: str, var: Variant, release: FrameworkRelease, cuda_versions: set) -> list[str]:
     problems = []
     if var.cuda is not None and var.cuda.release[:2] not in cuda_versions:
@@ -429,9 +451,12 @@ def sourced_rows(matrix: Matrix) -> list[tuple[str, str]]:
                         ("cudnn.json: releases", matrix.cudnn.releases),
                         ("cudnn.json: gpu_floors", matrix.cudnn.gpu_floors),
                         ("extensions.json: gpu_floors", matrix.extensions.gpu_floors),
+                        ("extensions.json: find_links", matrix.extensions.find_links),
                         ("advisories.json: advisories", matrix.advisories.advisories))
     for name, items in tables:
         rows += [(f"{name}[{i}]", row.source) for i, row in enumerate(items)]
+    rows += [(f"extensions.json: find_links[{i}].builds[{j}]", b.source)
+             for i, pages in enumerate(matrix.extensions.find_links) for j, b in enumerate(pages.builds)]
     rows += [(f"gpus.json: architectures[{i}].min_driver_source", a.min_driver_source)
              for i, a in enumerate(gpus.architectures) if a.min_driver_source is not None]
     for family in FAMILY_NAMES:
@@ -458,7 +483,9 @@ def _lint_sources(matrix: Matrix) -> list[str]:
 
 # the checks :func:`lint` asks, in the order their problems are listed
 LINTS: list[Callable[[Matrix], list[str]]] = [_lint_cuda, _lint_gpus, _lint_cudnn, _lint_frameworks, _lint_advisories,
-                                              _lint_extension_floors, _lint_release_file_sets, _lint_sources]
+                                              _lint_extension_floors, _lint_release_file_sets, _lint_find_links,
+                                              _lint_sources]
+FIND_LINKS_VARIANT = re.compile(r"cpu|cu\d{3}")
 
 
 def is_version(text: str) -> bool:

@@ -118,9 +118,10 @@ def same_version(installed: str | None, wanted: str, variant: str | None = None)
 def assemble(choice: list[Candidate], request: Request, targets: list[Target], matrix: Matrix,
              installed: Environment | None, rejected: list[Rejection], trace: list[str],
              kept: Sequence[FrameworkChoice] = (), notes: Sequence[str] = (),
-             extensions: Sequence[Chosen] = ()) -> Solution:
+             extensions: Sequence[Chosen] = (), find_links: Sequence[str] = ()) -> Solution:
     """The Solution for the chosen candidates and extension releases (pinned beside their framework);
-    ``rejected`` and ``trace`` so far are copied into it."""
+    ``rejected`` and ``trace`` so far are copied into it; ``find_links``: pages the installer reads for the
+    request's pinned wheels (``--find-links``)."""
     trace = list(trace)
     pins = _pins(choice, request, installed, targets[0], matrix, extensions)
     frameworks = []
@@ -135,8 +136,8 @@ def assemble(choice: list[Candidate], request: Request, targets: list[Target], m
     packages = list(pins.values())
     to_install = _minimal_change(choice, packages, installed, trace)
     index_url, extra = index_layout(to_install, bool(request.passthrough))
-    pip_args = index_args(index_url, extra) + [p.requirement() for p in to_install] + \
-        [str(r) for r in request.passthrough]
+    pip_args = index_args(index_url, extra) + [a for url in find_links for a in ("--find-links", url)] + \
+        [p.requirement() for p in to_install] + [str(r) for r in request.passthrough]
     env_changes = _env_changes(installed) if installed is not None else {}
     main_fw = _main(choice, frameworks)
     builds = {c.family: c.label for c in choice}  # each extension's sentence names the build chosen with it

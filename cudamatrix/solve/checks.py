@@ -21,7 +21,7 @@ from cudamatrix.matrix.data import FrameworkRelease, Matrix, Variant
 from cudamatrix.matrix.query import cuda_release, default_variant
 from cudamatrix.models import Environment, Solution
 from cudamatrix.names import EXTENSIONS, FAMILIES, FRAMEWORK_DISTS
-from cudamatrix.solve import rules
+from cudamatrix.solve import findlinks, rules
 from cudamatrix.solve.driverclass import Memo
 from cudamatrix.solve.indexes import PYTORCH_INDEX_PREFIX
 from cudamatrix.solve.known import NameCheck
@@ -58,7 +58,7 @@ class _Indexes:
     """What a requirements file's index lines serve: the torch variants of the PyTorch index folders it names
     (``.../whl/cu126``), whether the default index is in use, and its find-links pages on the PyTorch index."""
 
-    def __init__(self, parsed: RequirementsFile, mirror: str | None) -> None:
+    def __init__(self, parsed: RequirementsFile, mirror: str | None, matrix: Matrix) -> None:
         self.parsed = parsed
         self.urls = ([parsed.index_url] if parsed.index_url else []) + parsed.extra_index_urls
         self.served = [v for v in (_variant_of_url(u, mirror) for u in self.urls) if v]
@@ -66,14 +66,16 @@ class _Indexes:
         self.default = parsed.index_url is None and not parsed.no_index
         self.flat = [f for f in parsed.find_links if f.startswith(PYTORCH_INDEX_PREFIX) or
                      (mirror and f.startswith(mirror.rstrip("/")))]
+        # the pages the data knows (PyG's) carry their packages and no torch
+        self.pages = [f for f in parsed.find_links if f not in self.flat and not findlinks.is_page(f, matrix)]
 
     def problem(self, req: Requirement) -> str | None:
         """An index whose torch builds are not known."""
         if self.unknown:
             return (f"{req}: which torch build {self.unknown[0]} serves is not known (a mirror of the PyTorch index? "
                     f"pass --mirror URL)")
-        if self.parsed.find_links and not self.flat:
-            return f"{req}: what {self.parsed.find_links[0]} (a --find-links page) offers is not known"
+        if self.pages and not self.flat:
+            return f"{req}: what {self.pages[0]} (a --find-links page) offers is not known"
         return None
 
     def offers(self, v: Variant) -> bool:
@@ -83,7 +85,7 @@ class _Indexes:
 def _torch_build(matrix: Matrix, req: Requirement, parsed: RequirementsFile, targets: list[Target],
                  mirror: str | None) -> tuple[str | None, str | None]:
     """(the exact ``torch==X+local`` pip would install from this file's indexes, or a problem sentence)."""
-    ix = _Indexes(parsed, mirror)
+    ix = _Indexes(parsed, mirror, matrix)
     problem = ix.problem(req)
     if problem:
         return None, problem
@@ -183,6 +185,13 @@ def _file_request(matrix: Matrix, parsed: RequirementsFile, targets: list[Target
             if torch_text:
                 extras = f"[{','.join(sorted(req.extras))}]" if req.extras else ""
                 texts.append(torch_text.replace("torch", f"torch{extras}", 1))
+    return texts + _beside_torch(matrix, parsed, torch_text, problems), nvidia
+
+
+def _beside_torch(matrix: Matrix, parsed: RequirementsFile, torch_text: str | None, problems: list[str]) -> list[str]:
+    """The requirement strings of the file's lines solved with its torch line: the companions at its local
+    version, the other frameworks, the extensions."""
+    texts: list[str] = []
     local = torch_text.partition("+")[2] if torch_text else ""
     has_torch = any(canonicalize_name(r.name) == "torch" for r in parsed.requirements)
     for req in parsed.requirements:
@@ -194,9 +203,11 @@ def _file_request(matrix: Matrix, parsed: RequirementsFile, targets: list[Target
             texts.append(_with_local(req, local))
         elif cname in FRAMEWORK_DISTS and cname not in TORCH_DISTS:
             texts.append(_with_plugin_extra(req, [r.name for r in parsed.requirements]))
-        elif cname in EXTENSIONS:  # solved with its framework: a file pairing it with the wrong torch does not fit
+        elif cname in EXTENSIONS or (findlinks.requested([req], matrix) and not req.url):
+            # solved with its framework: a file pairing it with the wrong torch does not fit (a PyG wheel: its
+            # local tag names the torch build)
             texts.append(f"{req.name}{req.specifier}")
-    return texts, nvidia
+    return texts
 
 
 def _plugin_extra(names: list[str]) -> str | None:

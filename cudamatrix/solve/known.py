@@ -82,8 +82,8 @@ def requirement_name(text: str) -> str:
 
 
 def matrix_names(matrix: Matrix, wanted: Iterable[str] | None = None) -> set[str]:
-    """Every distribution name the matrix knows: the families' distributions, aliases and plugins, and the
-    names of the wheels its builds pin or bring. ``wanted``: the names asked about; the families' rows are read
+    """Every distribution name the matrix knows: the families' distributions, aliases and plugins, the
+    names of the wheels its builds pin or bring, and the packages of its find-links pages. ``wanted``: the names asked about; the families' rows are read
     one family at a time until every one of them is found (framework names alone read none; a torch lock file's
     ``nvidia-*`` names are all in torch's rows: TensorFlow's and JAX's are then never built), and all of them when
     one is not or when ``wanted`` is None."""
@@ -97,6 +97,8 @@ def matrix_names(matrix: Matrix, wanted: Iterable[str] | None = None) -> set[str
             for v in release.variants:
                 for text in (*v.nvidia_pins, *v.extra_packages):
                     names.add(canonical(requirement_name(text)))
+    if asked is None or not asked <= names:  # the packages of find-links pages (pyg-lib is on no index)
+        names.update(canonical(b.name) for pages in matrix.extensions.find_links for b in pages.builds)
     return names
 
 

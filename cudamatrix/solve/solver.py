@@ -21,7 +21,7 @@ from cudamatrix.matrix.data import Matrix, ReleaseFiles
 from cudamatrix.models import Environment, FrameworkChoice, Rejection, Solution, WayOut
 from cudamatrix.names import FAMILY_NAMES, canonical, family_of
 from cudamatrix.proc import PausedGc
-from cudamatrix.solve import extensions, releasefiles, rules
+from cudamatrix.solve import extensions, findlinks, releasefiles, rules
 from cudamatrix.solve.assemble import assemble
 from cudamatrix.solve.causes import Verdicts, no_solution
 from cudamatrix.solve.driverclass import MIN_TARGETS, Memo, SharedChecks
@@ -133,6 +133,8 @@ def _solve(targets: list[Target], request: Request, matrix: Matrix, installed: E
     wants_gpu = any(t.wants_gpu for t in reps)
     files = releasefiles.requested(request.passthrough, matrix)
     request = releasefiles.with_torch(request, files)
+    paged = findlinks.requested(request.passthrough, matrix)
+    request = findlinks.with_torch(request, paged)
     request, kept, kept_trace = _keep_unknown_installed(request, matrix, installed)
     trace += kept_trace
 
@@ -152,7 +154,8 @@ def _solve(targets: list[Target], request: Request, matrix: Matrix, installed: E
     if missing:
         raise no_solution(matrix, request, reps, unique, verdicts, missing, rejected)
 
-    tried = _search_tries(request, files, per_family, verdicts, reps, matrix,
+    runs = per_family.get("torch", [])  # the torch builds that run on the targets (find-links notes name them)
+    tried = _search_tries(request, files, paged, per_family, verdicts, reps, matrix,
                           _co_installed_requirements(installed, request), explain)
     chosen, per_family, found = tried.best
     rejected += found.rejected
@@ -163,9 +166,10 @@ def _solve(targets: list[Target], request: Request, matrix: Matrix, installed: E
         raise no_solution(matrix, request, reps, unique, verdicts, [], rejected, combined=True)
     choice = found.choice
     request, file_notes = releasefiles.resolved(request, files, choice, reps, matrix)
+    request, page_notes, links = findlinks.resolved(request, paged, choice, reps, runs)
     return assemble(choice, request, reps, matrix, installed, rejected, trace, kept,
-                    notes=tried.passed + passed_over(choice, per_family, reps, matrix) + file_notes,
-                    extensions=chosen)
+                    notes=tried.passed + passed_over(choice, per_family, reps, matrix) + file_notes + page_notes,
+                    extensions=chosen, find_links=links)
 
 
 # the most sets of framework builds the requested extensions' releases narrow to that are searched for one that
@@ -176,7 +180,8 @@ MAX_EXTENSION_TRIES = 6
 MAX_EXTENSION_CHOICES = 400  # the most choices of releases looked at for those sets (two extensions multiply)
 
 
-def _search_tries(request: Request, files: list[tuple[Requirement, ReleaseFiles]], per_family: dict[str, list[Candidate]], verdicts: Verdicts,
+def _search_tries(request: Request, files: list[tuple[Requirement, ReleaseFiles]], paged: list[findlinks.Wanted],
+                  per_family: dict[str, list[Candidate]], verdicts: Verdicts,
                   reps: list[Target], matrix: Matrix, fixed: list[tuple[str, list[Requirement]]], explain: bool
                   ) -> _Tried:
     """The families' builds, narrowed by each choice of the requested extensions' releases in turn (and by the
@@ -188,7 +193,7 @@ def _search_tries(request: Request, files: list[tuple[Requirement, ReleaseFiles]
             continue  # the same builds as a choice already passed over: passed over too
         if len(tried.failed) >= MAX_EXTENSION_TRIES:
             break
-        narrowed = releasefiles.narrow(files, narrowed, reps, matrix)
+        narrowed = findlinks.narrow(paged, releasefiles.narrow(files, narrowed, reps, matrix), reps, matrix)
         found = search(narrowed, reps, fixed, matrix) if narrowed else SearchResult([])
         if tried.fits(chosen, narrowed, found):
             break

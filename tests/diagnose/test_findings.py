@@ -54,7 +54,7 @@ from packaging.version import Version
 from support.smallmatrix import ARCHS, NOTES, ROW, build, release, replace, variant
 from support.snapshot import snapshot_matrix
 
-from cudamatrix.diagnose import extensions, findings, host, loads, wheels
+from cudamatrix.diagnose import extensions, findings, findlinks, host, loads, wheels
 from cudamatrix.diagnose.codes import DOCTOR
 from cudamatrix.diagnose.context import Diagnosis
 from cudamatrix.diagnose.findings import Installed, diagnose, match_installed, summary_exit
@@ -894,6 +894,7 @@ def test_the_registry_in_order():
         findings.python_unsupported, loads.library_shadowed, loads.cudnn_mapped, wheels.nvidia_wheel_drift,
         wheels.framework_conflict, wheels.file_clobber, wheels.torchvision_mismatch,
         extensions.extension_abi_mismatch, extensions.extension_pin_mismatch, extensions.extension_cuda_mismatch,
+        findlinks.find_links_mismatch,
         extensions.extension_variant_clash, extensions.jax_plugin_mismatch, extensions.extension_arch_unsupported,
         host.gpu_memory_busy, host.unsafe_library_path, host.low_disk, host.low_host_memory, host.known_bad,
         host.toolkit_newer_than_driver]
