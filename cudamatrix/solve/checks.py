@@ -21,7 +21,7 @@ from cudamatrix.matrix.data import FrameworkRelease, Matrix, Variant
 from cudamatrix.matrix.query import cuda_release, default_variant
 from cudamatrix.models import Environment, Solution
 from cudamatrix.names import EXTENSIONS, FAMILIES, FRAMEWORK_DISTS
-from cudamatrix.solve import findlinks, rules
+from cudamatrix.solve import findlinks, releasefiles, rules
 from cudamatrix.solve.driverclass import Memo
 from cudamatrix.solve.indexes import PYTORCH_INDEX_PREFIX
 from cudamatrix.solve.known import NameCheck
@@ -203,9 +203,10 @@ def _beside_torch(matrix: Matrix, parsed: RequirementsFile, torch_text: str | No
             texts.append(_with_local(req, local))
         elif cname in FRAMEWORK_DISTS and cname not in TORCH_DISTS:
             texts.append(_with_plugin_extra(req, [r.name for r in parsed.requirements]))
-        elif cname in EXTENSIONS or (findlinks.requested([req], matrix) and not req.url):
+        elif cname in EXTENSIONS or (not req.url and (findlinks.requested([req], matrix)
+                                                      or releasefiles.requested([req], matrix))):
             # solved with its framework: a file pairing it with the wrong torch does not fit (a PyG wheel: its
-            # local tag names the torch build)
+            # local tag names the torch build; flash-attn: a release with a file for the file's torch)
             texts.append(f"{req.name}{req.specifier}")
     return texts
 

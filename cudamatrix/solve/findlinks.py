@@ -213,17 +213,19 @@ def pages_in(pip_args: list[str]) -> list[str]:
 
 
 def locked(passthrough: list[Requirement], pip_args: list[str], matrix: Matrix) -> tuple[list[str], list[str]]:
-    """What a lock writes for the requirements passed through: each package of find-links pages as the solution
-    pinned it (its page's wheel, from the solution's pip arguments), the others as given; and the pages the lock
-    names as ``--find-links``."""
+    """What a lock writes for the requirements passed through: each as the solution resolved it where it did (a
+    package of find-links pages pinned to its page's wheel, flash-attn's release file by URL: the solution's pip
+    argument of the same name), the others as given; and the pages the lock names as ``--find-links``."""
     names = {w.name for w in requested(passthrough, matrix)}
     solved: dict[str, str] = {}
     for arg in pip_args:
-        if arg.startswith("-") or "==" not in arg:
+        if arg.startswith("-"):
             continue
         with suppress(InvalidRequirement):
-            solved.setdefault(canonical(Requirement(arg).name), arg)
-    out = [solved.get(canonical(r.name), str(r)) if canonical(r.name) in names else str(r) for r in passthrough]
+            parsed = Requirement(arg)
+            if parsed.url or any(s.operator == "==" for s in parsed.specifier):  # a pin or a file, nothing else
+                solved.setdefault(canonical(parsed.name), arg)
+    out = [str(r) if str(r) in pip_args else solved.get(canonical(r.name), str(r)) for r in passthrough]
     return out, pages_in(pip_args) if names else []
 
 
