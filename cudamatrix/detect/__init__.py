@@ -70,13 +70,23 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
     nvml = Background(_timed, timer, "nvml", loader.run_loader, [], want_nvml, want_cuda, timeout, None, forked)
     tools = Background(_timed, timer, "toolkits", toolkits.probe, environ, root, timeout)
     ldconfig = Background(_timed, timer, "ldconfig", libraries.run_ldconfig, timeout)
+    # another interpreter's probe lists its possible extensions first: their files are read while it runs on
+    # (issue #39: the scan of 40 extensions took about 70 ms after the probe, while this thread only waited)
+    early_scans: list[tuple[list[str], list[python_env.Candidate], Background]] = []
+
+    def scan_early(site: list[str], candidates: list[python_env.Candidate]) -> None:
+        early_scans.append((site, candidates, Background(_timed, timer, "extensions", extensions.scan, candidates,
+                                                         site, timeout)))
+
     with timer("python"):
         forked_probe = early.take("python", environ, {"path": list(sys.path)}) if python is None else None
-        side, error = python_env.probe(python, timeout, forked_probe)
+        side, error = python_env.probe(python, timeout, forked_probe, scan_early)
     timer.timings.update({f"python:{step}": ms for step, ms in side.timings_ms.items()})
     if error:
         if libs_child is not None:
             libs_child.stop()  # nothing will be asked
+        for *_facts, scan in early_scans:
+            scan.join()  # no thread left reading files while the command ends
         raise UsageError(error, hint="--python needs the path of a Python >= 3.6 interpreter")
     env.python, env.packages, env.requirements = side.python, side.packages, side.requirements
     env.frameworks, env.file_conflicts, env.notes = side.frameworks, side.file_conflicts, list(side.notes)
@@ -92,9 +102,10 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
     model_notes: list[Note] = []  # openers whose opened libraries the data does not know
     model = Background(_timed, timer, "loader_model", libpaths.predict_loads, env.frameworks,
                        env.python.site_packages, env.python.executable, environ, ld_entries, None, (), model_notes)
-    # the extensions' ELF files and torch's symbol tables, read while the loader child runs too
-    exts = Background(_timed, timer, "extensions", extensions.scan, side.candidates, env.python.site_packages,
-                      timeout)
+    # the extensions' ELF files and torch's symbol tables, read while the loader child runs too (or already
+    # under way, when the probe listed exactly these candidates and folders first)
+    exts = _same_scan(early_scans, env.python.site_packages, side.candidates) or Background(
+        _timed, timer, "extensions", extensions.scan, side.candidates, env.python.site_packages, timeout)
     if ld_note:
         env.notes.append(Note("ldconfig", ld_note))
     with timer("libraries"):
@@ -208,6 +219,18 @@ def _conda_prefixes(env: Environment) -> list[str]:
     if env.python.installer != "conda":
         return []
     return [os.path.dirname(os.path.dirname(os.path.dirname(sp))) for sp in env.python.site_packages[:1]]
+
+
+def _same_scan(early_scans: list, site: list[str], candidates: list[python_env.Candidate]) -> Background | None:
+    """The scan started on the probe's early answer when it named the same folders and candidates as its full
+    answer (names, versions and metadata folders: a version the metadata corrects is scanned again)."""
+    def facts(cands: list[python_env.Candidate]) -> list[tuple[str, str, str]]:
+        return [(c.name, c.version, c.meta) for c in cands]
+
+    for early_site, early_candidates, scan in early_scans:
+        if early_site == site and facts(early_candidates) == facts(candidates):
+            return scan
+    return None
 
 
 def _timed(timer: Timer, name: str, fn, *args):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from cudamatrix import proc
 from cudamatrix.models import FileConflict, Framework, Note, PythonInfo
@@ -271,11 +271,39 @@ def _child_times(raw: dict, spawned: float) -> dict[str, float]:
     return {"start": both[0], "collect": both[1]} if both is not None else {}
 
 
-def probe(python: str | None, timeout: float, forked: Forked | None = None) -> tuple[PythonSide, str | None]:
+Early = Callable[[list[str], list[Candidate]], None]
+
+
+def _early_line(early: Early) -> Callable[[str], None]:
+    """A reader of the child's lines that hands the first line of the probe script's early answer
+    (:func:`cudamatrix.detect._pyprobe.early`: site-packages and possible extensions) to ``early``, once, as
+    checked values (another interpreter is not trusted to answer in shape; anything else is ignored)."""
+    done: list[bool] = []
+
+    def on_line(line: str) -> None:
+        if done or not line.startswith('{"early": '):
+            return
+        done.append(True)
+        try:
+            doc = json.loads(line)["early"]
+            site, stack = doc["site_packages"], doc["stack"]
+        except (ValueError, KeyError, TypeError, RecursionError):
+            return
+        if not (isinstance(site, list) and all(isinstance(p, str) for p in site) and isinstance(stack, list)):
+            return
+        early(site, [c for c in (candidate(d) if isinstance(d, dict) else None for d in stack) if c is not None])
+
+    return on_line
+
+
+def probe(python: str | None, timeout: float, forked: Forked | None = None,
+          early: Early | None = None) -> tuple[PythonSide, str | None]:
     """Probe this interpreter (in process) or the one at ``python`` (a child running the probe script).
 
     ``forked``: for this interpreter, a child forked at the command's start (:mod:`cudamatrix.detect.early`)
     that ran the same probe; its answer is used when it gave one, else the probe runs here.
+    ``early``: called (from a reader thread) with the site-packages folders and the candidates the child lists
+    before its full answer, so their files can be read while it collects the rest (``python`` only).
     Returns (side, error); error says why another interpreter could not be probed.
     """
     if python is None:
@@ -288,7 +316,8 @@ def probe(python: str | None, timeout: float, forked: Forked | None = None) -> t
             side.timings_ms = times
             return side, None
         return build(_pyprobe.collect()), None
-    result = proc.run([python, _SCRIPT], timeout=max(timeout, 10.0))
+    result = proc.run([python, _SCRIPT], timeout=max(timeout, 10.0),
+                      on_output=_early_line(early) if early is not None else None)
     if result.error:
         return PythonSide(), f"could not run {python}: {result.error}"
     if not result.ok:
