@@ -222,7 +222,10 @@ def defined(libraries: Iterable[str], names: Iterable[str]) -> tuple[set[str], l
     table is read once per process and each name answered once per set of libraries."""
     libs = tuple(libraries)
     known = _BY_SET.setdefault(libs, {})
-    wanted = [n for n in dict.fromkeys(names) if n not in known]
+    distinct = dict.fromkeys(names)
+    wanted = [n for n in distinct if n not in known]
+    if not wanted:  # every name answered before (another extension needed it): nothing to read
+        return {n for n in distinct if known[n]}, []
     found: set[str] = set()
     unread: list[str] = []
     for lib in libs:
@@ -243,7 +246,7 @@ def defined(libraries: Iterable[str], names: Iterable[str]) -> tuple[set[str], l
             unread.append(f"{lib}: {exc.strerror or exc}")
     if not unread:  # an answer made without every library is not kept
         known.update((n, n in found) for n in wanted)
-    return found | {n for n in dict.fromkeys(names) if known.get(n)}, unread
+    return found | {n for n in distinct if known.get(n)}, unread
 
 
 def forget() -> None:
