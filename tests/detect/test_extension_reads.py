@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from cudamatrix import proc
 from cudamatrix.detect import extensions
 from cudamatrix.ldso import elfsyms
 
@@ -58,3 +59,25 @@ def test_the_torch_symbol_test_per_name_is_the_expressions():
             bool(extensions.TORCH_SYMBOL.match(n)) for n in names]
     assert [extensions._is_torch_symbol(n) for n in names] == [True, True, True, True, False, False, False, False,
                                                                 False, True]
+
+
+@pytest.mark.skipif(proc.which("c++filt") is None, reason="needs c++filt")
+def test_names_given_to_cxxfilt_as_arguments_read_as_they_read_on_its_input(monkeypatch):
+    """c++filt flushes each line it reads from its input (a write, and a wake of our reader, per name): names that are
+    one word of symbol characters go as its arguments, in batches; the lines are those its input gives."""
+    tool = proc.which("c++filt")
+    assert tool is not None
+    names = ["_ZN3c104cuda9SetDeviceEa", "_ZN3c105ErrorC2ENS_14SourceLocationESs", "aoti_torch_empty_strided",
+             "_ZN2at4_ops5zeros4callEN3c108ArrayRefINS2_6SymIntEEE", "_ZNK3c1010TensorImpl4sizeEl.cold", "_Znot_mangled"]
+    by_input = proc.run([tool], input="\n".join(names) + "\n", timeout=10).stdout.splitlines()
+    assert by_input[0] == "c10::cuda::SetDevice(signed char)"
+    runs: list[list[str]] = []
+    real = proc.run
+    monkeypatch.setattr(extensions.proc, "run", lambda argv, **kw: runs.append(argv) or real(argv, **kw))
+    assert extensions._filtered(tool, names, 10.0) == by_input and len(runs) == 1 and runs[0][:2] == [tool, "--"]
+    runs.clear()
+    monkeypatch.setattr(extensions, "_ARGV_BYTES", 80)  # batches of two or three names
+    assert extensions._filtered(tool, names, 10.0) == by_input and len(runs) > 2
+    runs.clear()
+    odd = [*names, "_Z1fv _Z1gv"]  # not one word: its input reads it word by word, so all of them go there
+    assert extensions._filtered(tool, odd, 10.0) == [*by_input, "f() g()"] and runs == [[tool]]
