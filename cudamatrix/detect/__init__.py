@@ -75,9 +75,13 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
     early_scans: list[tuple[list[str], list[python_env.Candidate], Background]] = []
 
     def scan_early(site: list[str], candidates: list[python_env.Candidate]) -> None:
-        early_scans.append((site, candidates, Background(_timed, timer, "extensions", extensions.scan, candidates,
-                                                         site, timeout)))
+        if _same_scan(early_scans, site, candidates) is None:  # the guess below was right: it runs already
+            early_scans.append((site, candidates, Background(_timed, timer, "extensions", extensions.scan,
+                                                             candidates, site, timeout)))
 
+    guess = python_env.early_guess(python, environ)
+    if guess is not None:
+        scan_early(*guess)
     with timer("python"):
         forked_probe = early.take("python", environ, {"path": list(sys.path)}) if python is None else None
         side, error = python_env.probe(python, timeout, forked_probe, scan_early)

@@ -4,11 +4,12 @@ folders and candidates."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import threading
 from pathlib import Path
 
-from cudamatrix.detect import _same_scan, python_env
+from cudamatrix.detect import _same_scan, detect, extensions, python_env
 from cudamatrix.detect.python_env import Candidate
 
 
@@ -74,3 +75,53 @@ def test_the_early_scan_is_used_only_for_the_same_folders_and_candidates():
     assert _same_scan(early, ["/sp", "/more"], cands) is None
     assert _same_scan(early, ["/sp"], []) is None
     assert _same_scan([], ["/sp"], cands) is None
+
+
+def _venv(tmp_path: Path, system_site: bool = False) -> tuple[Path, Path]:
+    """A venv without pip (its python, its site-packages) holding one possible extension."""
+    where = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", *(["--system-site-packages"] if system_site else []),
+                    str(where)], check=True, timeout=120)
+    site = Path(subprocess.run([str(where / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()"
+                                "['purelib'])"], capture_output=True, text=True, check=True).stdout.strip())
+    _dist(site, "ext_a-1.0.dist-info", "ext-a", "1.0")
+    return where / "bin" / "python", site
+
+
+def test_a_venvs_guess_is_what_its_probe_answers_and_others_are_not_guessed(tmp_path, monkeypatch):
+    python, site = _venv(tmp_path)
+    extra = tmp_path / "on-the-path"
+    _dist(extra, "ext_b-2.0.dist-info", "ext-b", "2.0")
+    monkeypatch.setenv("PYTHONPATH", str(extra))
+    guess = python_env.early_guess(str(python), {"PYTHONPATH": str(extra)})
+    side, error = python_env.probe(str(python), 30.0)
+    assert error is None and guess is not None
+    assert guess[0] == side.python.site_packages == [str(site)]
+    assert _facts(guess[1]) == _facts(side.candidates) == [("ext-b", "2.0", str(extra / "ext_b-2.0.dist-info")),
+                                                           ("ext-a", "1.0", str(site / "ext_a-1.0.dist-info"))]
+    assert python_env.early_guess(str(tmp_path / "absent" / "bin" / "python"), {}) is None  # no pyvenv.cfg
+    system = tmp_path / "system"
+    system.mkdir()
+    python2, _site2 = _venv(system, system_site=True)  # the system's site-packages too: not guessed
+    assert python_env.early_guess(str(python2), {}) is None
+
+
+def test_this_interpreters_guess_is_its_probes_answer():
+    guess = python_env.early_guess(None, {})
+    side, error = python_env.probe(None, 30.0)
+    assert error is None and guess is not None
+    assert guess[0] == side.python.site_packages and _facts(guess[1]) == _facts(side.candidates)
+
+
+def test_detect_scans_once_when_the_guess_and_the_probes_first_line_agree(tmp_path, monkeypatch):
+    python, site = _venv(tmp_path)
+    calls: list[list[tuple[str, str, str]]] = []
+    real = extensions.scan
+    monkeypatch.setattr(extensions, "scan", lambda cands, *rest: calls.append(_facts(cands)) or real(cands, *rest))
+    env = detect(str(python))
+    assert calls == [[("ext-a", "1.0", str(site / "ext_a-1.0.dist-info"))]]
+    assert env.extensions == []  # it declares nothing and installed no object: no extension
+    monkeypatch.setattr(python_env, "early_guess", lambda python, environ: ([str(site)], []))  # a wrong guess
+    calls.clear()
+    detect(str(python))
+    assert calls == [[], [("ext-a", "1.0", str(site / "ext_a-1.0.dist-info"))]]  # the probe's own line scanned
