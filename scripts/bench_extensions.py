@@ -10,6 +10,24 @@ turn (e.g. xformers' ``_C.so``, torchvision's ``_C_stable.so``): 40 objects whos
 against torch's libraries. Each pair runs ``doctor --python`` on both, in alternating order; the figure is the
 median of each side and the median of the per-pair ratios. ``--cold`` removes the user cache before every run
 (the first doctor after an install); without it the cache is kept, as users run doctor again.
+
+Figures (issue #39, 2026-12-04, a shared 2-core machine; torch 2.14.1's CUDA 13 wheel; the objects in turn
+xformers 0.0.29.post3's ``_C.so`` and torchvision 0.21.0's ``_C.so``). This script, n=15, cold: 1.57x at 81dbf2a
+(452 ms against 274), 1.27x after the cold-path work (338 against 258). Whole-process figures of the same two
+doctors (paired, interleaved, 20 pairs, medians of the per-pair ratios), with over without:
+
+    user cache   81dbf2a: wall  cpu     after: wall  cpu
+    cold                  1.52  1.52           1.22  1.40
+    warm                  1.13  1.13           1.12  1.14
+
+What the cold path does now: the probe's list of candidates is guessed and scanned while the probe runs
+(:func:`cudamatrix.detect.python_env.early_guess`, checked against the probe's own first line), undefined symbols
+are picked by C-level column work, fatbinary headers read with small positioned reads, RECORDs 64 KiB first, c++filt given
+the names as arguments, the matrix's extension releases indexed by name. The CPU time is still 1.4x: the scan reads
+each object (about 1 ms of Python an object, 40 of them) and its syscalls wake other threads for the GIL; the
+wall time is not, because most of it now runs while the probe's interpreter starts. Unchanged elsewhere (branch
+over 81dbf2a, 15-30 pairs): ``doctor --json`` 0.97 wall, 0.99 cpu; ``fix --dry-run`` 0.99, 0.98; ``solve torch
+tensorflow jax`` with bench_solve.py's target 1.01, 1.02.
 """
 from __future__ import annotations
 
