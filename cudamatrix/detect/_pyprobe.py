@@ -1,7 +1,8 @@
 """Python-environment probe: standard library only, valid on Python >= 3.6.
 
 Imported by :mod:`cudamatrix.detect.python_env` for the running interpreter, and run as a script in
-another one (``--python PATH``), where it prints one JSON object. It never imports a framework: versions
+another one (``--python PATH``), where it prints two JSON lines: :func:`early` (the possible extensions, from
+folder names) at once, then the answer. It never imports a framework: versions
 and requirements come from the distributions' metadata, file lists from their RECORD files.
 """
 import json
