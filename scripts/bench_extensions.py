@@ -13,7 +13,7 @@ median of each side and the median of the per-pair ratios. ``--cold`` removes th
 
 Figures (issue #39, 2026-12-04, a shared 2-core machine; torch 2.14.1's CUDA 13 wheel; the objects in turn
 xformers 0.0.29.post3's ``_C.so`` and torchvision 0.21.0's ``_C.so``). This script, n=15, cold: 1.57x at 81dbf2a
-(452 ms against 274), 1.27x after the cold-path work (338 against 258). Whole-process figures of the same two
+(452 ms against 274), 1.27x after the cold-path work (338 against 258); warm 1.06x and 1.05x. Whole-process figures of the same two
 doctors (paired, interleaved, 20 pairs, medians of the per-pair ratios), with over without:
 
     user cache   81dbf2a: wall  cpu     after: wall  cpu
