@@ -136,6 +136,8 @@ def detect(python: str | None = None, *, root: str = "/", timeout: float = 5.0,
     env.libraries = copies
     env.library_loads = model.value()
     env.extensions = exts.value()
+    for *_facts, scan in early_scans:
+        scan.join()  # a guess the probe did not confirm: no thread left reading files after detect returns
     env.notes += model_notes
     libpaths.fill_versions(env)
     env.notes += libpaths.reconcile_notes(libraries.loader_view(copies, environ, ld_entries), env.library_loads)

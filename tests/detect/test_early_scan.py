@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 from cudamatrix.detect import _same_scan, detect, extensions, python_env
@@ -116,8 +117,17 @@ def test_this_interpreters_guess_is_its_probes_answer():
 def test_detect_scans_once_when_the_guess_and_the_probes_first_line_agree(tmp_path, monkeypatch):
     python, site = _venv(tmp_path)
     calls: list[list[tuple[str, str, str]]] = []
+    scanners: list[threading.Thread] = []
     real = extensions.scan
-    monkeypatch.setattr(extensions, "scan", lambda cands, *rest: calls.append(_facts(cands)) or real(cands, *rest))
+
+    def scan(cands, *rest):
+        calls.append(_facts(cands))
+        scanners.append(threading.current_thread())
+        if not cands:
+            time.sleep(0.5)  # the wrong guess's scan outlasts the probe
+        return real(cands, *rest)
+
+    monkeypatch.setattr(extensions, "scan", scan)
     env = detect(str(python))
     assert calls == [[("ext-a", "1.0", str(site / "ext_a-1.0.dist-info"))]]
     assert env.extensions == []  # it declares nothing and installed no object: no extension
@@ -125,3 +135,4 @@ def test_detect_scans_once_when_the_guess_and_the_probes_first_line_agree(tmp_pa
     calls.clear()
     detect(str(python))
     assert calls == [[], [("ext-a", "1.0", str(site / "ext_a-1.0.dist-info"))]]  # the probe's own line scanned
+    assert len(scanners) == 3 and not any(t.is_alive() for t in scanners)  # the unconfirmed one ended too
