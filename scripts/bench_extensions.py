@@ -10,6 +10,25 @@ turn (e.g. xformers' ``_C.so``, torchvision's ``_C_stable.so``): 40 objects whos
 against torch's libraries. Each pair runs ``doctor --python`` on both, in alternating order; the figure is the
 median of each side and the median of the per-pair ratios. ``--cold`` removes the user cache before every run
 (the first doctor after an install); without it the cache is kept, as users run doctor again.
+
+Figures (issue #39, 2026-12-04, a shared 2-core machine; torch 2.14.1's CUDA 13 wheel; the objects in turn
+xformers 0.0.29.post3's ``_C.so`` and torchvision 0.21.0's ``_C.so``). This script, n=15, cold: 1.57x at 81dbf2a
+(452 ms against 274), 1.27x after the cold-path work (338 against 258); warm 1.06x and 1.05x. Whole-process
+figures of the same two doctors (paired, interleaved, 20 pairs, medians of the per-pair ratios), with over
+without, at the final commit (an earlier run, before the loader model waited for the scan: cold 1.22 wall, 1.40 cpu):
+
+    user cache   81dbf2a: wall  cpu     after: wall  cpu
+    cold                  1.49  1.52           1.15  1.34
+    warm                  1.15  1.13           1.09  1.11
+
+What the cold path does now: the probe's list of candidates is guessed and scanned while the probe runs
+(:func:`cudamatrix.detect.python_env.early_guess`, checked against the probe's own first line), the loader model
+runs after that scan rather than beside it, undefined symbols are picked by C-level column work, fatbinary headers
+read with small positioned reads, RECORDs 64 KiB first, c++filt given the names as arguments, the matrix's
+extension releases indexed by name. The CPU time is still 1.3-1.4x: the scan reads each object (about 1 ms of
+Python an object, 40 of them); the wall time is not, because most of it now runs while the probe's interpreter
+starts. Unchanged elsewhere (branch over 81dbf2a, 15 pairs, wall and cpu): ``doctor --json`` 0.98, 0.99; ``fix
+--dry-run`` 1.01, 1.02; ``solve torch tensorflow jax`` with bench_solve.py's target 1.00, 1.00.
 """
 from __future__ import annotations
 

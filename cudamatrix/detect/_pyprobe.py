@@ -1,7 +1,8 @@
 """Python-environment probe: standard library only, valid on Python >= 3.6.
 
 Imported by :mod:`cudamatrix.detect.python_env` for the running interpreter, and run as a script in
-another one (``--python PATH``), where it prints one JSON object. It never imports a framework: versions
+another one (``--python PATH``), where it prints two JSON lines: :func:`early` (the possible extensions, from
+folder names) at once, then the answer. It never imports a framework: versions
 and requirements come from the distributions' metadata, file lists from their RECORD files.
 """
 import json
@@ -167,6 +168,30 @@ def _folder_dists(base):
     return dists, stack
 
 
+def early(paths=None):
+    """What the parent's extension scan needs, from folder names alone (no metadata read): the site-packages
+    folders and the distributions that may be extensions, as :func:`collect` lists them. The script prints it
+    first, so the parent reads those distributions' files while the rest is collected (issue #39)."""
+    paths = [p for p in (paths if paths is not None else sys.path) if p and os.path.isdir(p)]
+    stack = []
+    seen = set()
+    for base in paths:
+        real = os.path.realpath(base)
+        if real in seen:
+            continue
+        seen.add(real)
+        try:
+            names = sorted(os.listdir(base))
+        except OSError:
+            continue
+        for entry in names:
+            other = None if entry.startswith("~") else _other(base, entry)
+            if other is not None:
+                stack.append(other)
+    site = [p for p in paths if os.path.basename(p.rstrip("/\\")) in ("site-packages", "dist-packages")]
+    return {"site_packages": site, "stack": stack}
+
+
 def _other(base, entry):
     """A wheel-installed distribution that may be an extension, as its folder's name says; None for a framework,
     CUDA's own wheels and an egg."""
@@ -212,5 +237,7 @@ if __name__ == "__main__":
     if sys.version_info < (3, 6):
         sys.stderr.write("cudamatrix needs Python >= 3.6 to inspect an environment; this is %s\n" % sys.version.split()[0])
         sys.exit(3)
+    sys.stdout.write(json.dumps({"early": early()}) + "\n")  # a line of its own, sent at once
+    sys.stdout.flush()
     sys.stdout.write(json.dumps(collect()))
     sys.stdout.write("\n")

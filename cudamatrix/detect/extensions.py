@@ -36,8 +36,11 @@ _KEY = "resolved:"  # the user cache's key prefix for an object's answer
 _DIST_KEY = "dist:"  # ... and for what a distribution declares and installed
 DECLARED = {"torch", "jax", "jaxlib", "tensorflow"}  # a Requires-Dist naming one of these is kept
 MAX_RECORD = 32 << 20  # torch's own RECORD is 1.5 MB
+_FIRST_READ = 64 << 10
 _OBJECT = re.compile(r'[^,\n"]*\.so(?:\.\d+)*$')  # the path of a shared object: libX.so, libX.so.12.4.1
 _NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+_WORD = re.compile(r"[A-Za-z0-9_$.]+")  # what c++filt reads as one symbol in its input (binutils cxxfilt.c)
+_ARGV_BYTES = 64 << 10  # a batch of names as c++filt's arguments (Linux takes 128 KiB an argument, 2 MiB in all)
 _FIRST = ("libtorch_cpu.so", "libc10.so", "libtorch_python.so", "libtorch_cuda.so", "libc10_cuda.so")
 
 
@@ -146,7 +149,12 @@ def _objects(meta: str) -> list[str]:
         if not re.search(r"^Root-Is-Purelib:\s*false", wheel, re.M | re.I):
             return []
         with open(os.path.join(meta, "RECORD"), "rb") as fh:
-            return shared_objects(fh.read(MAX_RECORD))
+            # a small read first: most RECORDs are a few KB, and a read of MAX_RECORD bytes allocates (and gives
+            # back) that much memory for each (35 us of the 130 this function took, issue #39)
+            data = fh.read(_FIRST_READ)
+            if len(data) == _FIRST_READ:
+                data += fh.read(MAX_RECORD - _FIRST_READ)
+            return shared_objects(data)
     except OSError:
         return []
 
@@ -230,12 +238,26 @@ def _recall(path: str, st: os.stat_result, against: list[list]) -> tuple[int, li
 def _resolve(path: str, libs: list[str]) -> tuple[int, list[str], int]:
     """(the torch symbols ``path`` needs, the first :data:`MAX_MISSING` no library of ``libs`` defines, how many
     are missing)."""
-    need = [n for n in elfsyms.undefined(path) if TORCH_SYMBOL.match(n)]
+    need = [n for n in elfsyms.undefined(path) if _is_torch_symbol(n)]
     found, unread = elfsyms.defined(libs, need)
     if unread:
         raise elf.ElfError("torch's libraries could not be read: " + "; ".join(unread[:2]))
     missing = [n for n in need if n not in found]
     return len(need), missing[:MAX_MISSING], len(missing)
+
+
+_TORCH_NAMES: dict[str, bool] = {}
+
+
+def _is_torch_symbol(name: str) -> bool:
+    """:data:`TORCH_SYMBOL`'s answer for a name, worked out once per process: extensions need mostly the same
+    names (libc's, CUDA's, torch's), so 40 of them ask about 13,000 names and 600 distinct ones."""
+    hit = _TORCH_NAMES.get(name)
+    if hit is None:
+        if len(_TORCH_NAMES) > 65536:
+            _TORCH_NAMES.clear()
+        hit = _TORCH_NAMES[name] = TORCH_SYMBOL.match(name) is not None
+    return hit
 
 
 def _built_for(declares: list[str], objects: list[ExtensionObject]) -> tuple[str | None, str | None]:
@@ -266,11 +288,36 @@ def _demangle(objects: list[ExtensionObject], timeout: float) -> None:
     tool = proc.which("c++filt") if names else None
     if tool is None:
         return
-    result = proc.run([tool], input="\n".join(names) + "\n", timeout=timeout)
-    lines = result.stdout.splitlines() if result.ok else []
+    lines = _filtered(tool, names, timeout)
     if len(lines) != len(names):
         return
     at = 0
     for o in objects:
         o.demangled = lines[at:at + len(o.missing)]
         at += len(o.missing)
+
+
+def _filtered(tool: str, names: list[str], timeout: float) -> list[str]:
+    """c++filt's output lines for ``names``: given as its arguments, in batches of at most :data:`_ARGV_BYTES`, it
+    writes its answer once as it exits; read from its input it writes and flushes each line (for 40 extensions
+    600 writes, each waking a reader thread here, issue #39). Its reading of a name as an argument is its reading of
+    that name as a line when the name is one word of symbol characters (7,254 torch symbol names compared); a name
+    that is not one word, or longer than a batch, is given on its input as before, with all the others."""
+    if all(_WORD.fullmatch(n) and len(n) < _ARGV_BYTES for n in names):
+        batches: list[list[str]] = [[]]
+        size = 0
+        for name in names:
+            if batches[-1] and size + len(name) + 1 > _ARGV_BYTES:
+                batches.append([])
+                size = 0
+            batches[-1].append(name)
+            size += len(name) + 1
+        lines: list[str] = []
+        for batch in batches:
+            result = proc.run([tool, "--", *batch], timeout=timeout)
+            if not result.ok:
+                return []
+            lines += result.stdout.splitlines()
+        return lines
+    result = proc.run([tool], input="\n".join(names) + "\n", timeout=timeout)
+    return result.stdout.splitlines() if result.ok else []

@@ -22,6 +22,8 @@ from cudamatrix.ldso import elf, elfcache
 MAGIC = 0xBA55ED50
 _MAGIC = struct.pack("<I", MAGIC)
 _SHDR = struct.Struct("<IIQQQQIIQQ")  # Elf64_Shdr
+_FATBIN = struct.Struct("<IHHQ")  # a fatbinary's header: magic, version, header size, size of its entries
+_ENTRY = struct.Struct("<HHIQIIII")  # an entry's header: kind, _, header size, payload size, _, _, _, sm
 MAX_FATBINS = 1 << 16
 MAX_ENTRIES = 1 << 18
 _MAX_SECTIONS = 4096
@@ -37,76 +39,70 @@ def cc(sm: int) -> str:
     return f"{sm // 10}.{sm % 10}"
 
 
-def _key(c: str) -> tuple[int, int]:
-    major, minor = c.split(".")
-    return int(major), int(minor)
-
-
-def _section(fh, size: int, name: bytes) -> tuple[int, int] | None:
-    """(offset, size) of the section called ``name``; None when the object has none."""
-    elf._header(fh)
-    fh.seek(0)
-    head = fh.read(64)
+def _section(fd: int, size: int, name: bytes) -> tuple[int, int] | None:
+    """(offset, size) of the section called ``name`` in the open file ``fd``; None when the object has none."""
+    head = os.pread(fd, 64, 0)
+    elf.check_header(head)
     (shoff,) = struct.unpack_from("<Q", head, 40)
     shentsize, shnum, shstrndx = struct.unpack_from("<HHH", head, 58)
     if shoff == 0 or shnum == 0 or shentsize < _SHDR.size or shstrndx >= shnum:
         return None
     if shnum > _MAX_SECTIONS or shoff + shentsize * shnum > size:
         raise elf.ElfError("section headers out of bounds")
-    fh.seek(shoff)
-    table = fh.read(shentsize * shnum)
+    table = os.pread(fd, shentsize * shnum, shoff)
     headers = [_SHDR.unpack_from(table, i * shentsize) for i in range(shnum)]
     names = headers[shstrndx]
     if names[5] > _MAX_NAMES or names[4] + names[5] > size:
         raise elf.ElfError("section name table out of bounds")
-    fh.seek(names[4])
-    strings = fh.read(names[5])
+    strings = os.pread(fd, names[5], names[4])
+    want = name + b"\0"
     for h in headers:
-        end = strings.find(b"\0", h[0])
-        if end >= 0 and strings[h[0]:end] == name:
+        if strings.startswith(want, h[0]):
             if h[4] + h[5] > size:
                 raise elf.ElfError(f"{name.decode()} lies past the end of the file")
             return h[4], h[5]
     return None
 
 
-def _next(fh, at: int, end: int) -> int:
+def _next(fd: int, at: int, end: int) -> int:
     """The offset of the next fatbinary at or after ``at`` (within :data:`_GAP` bytes), or -1."""
-    fh.seek(at)
-    window = fh.read(min(_GAP, end - at))
-    found = window.find(_MAGIC)
+    found = os.pread(fd, min(_GAP, end - at), at).find(_MAGIC)
     return at + found if found >= 0 else -1
 
 
 def _read(path: str, size: int) -> tuple[list[str], list[str]]:
-    sass: set[str] = set()
-    ptx: set[str] = set()
-    with open(path, "rb") as fh:
-        where = _section(fh, size, b".nv_fatbin")
+    """The architectures of ``path``'s fatbinaries, read with positioned reads of the headers alone (os.pread:
+    about 150 reads of 16 or 32 bytes for xformers' ``_C.so``; through a buffered file each filled and copied a
+    4 KiB buffer, 2.5 times the time, issue #39)."""
+    sass: set[int] = set()
+    ptx: set[int] = set()
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        where = _section(fd, size, b".nv_fatbin")
         if where is None:
             return [], []
         start, end = where[0], where[0] + where[1]
-        at, fatbins, entries = _next(fh, start, end), 0, 0
+        at, fatbins, entries = _next(fd, start, end), 0, 0
         while at >= 0 and at + 16 <= end:
             fatbins += 1
             if fatbins > MAX_FATBINS:
                 raise elf.ElfError(f"more than {MAX_FATBINS} fatbinaries")
-            fh.seek(at)
-            _magic, _version, header, length = struct.unpack("<IHHQ", fh.read(16))
+            _magic, _version, header, length = _FATBIN.unpack(os.pread(fd, 16, at))
             entry, stop = at + header, min(at + header + length, end)
             while entry + 32 <= stop:
                 entries += 1
                 if entries > MAX_ENTRIES:
                     raise elf.ElfError(f"more than {MAX_ENTRIES} fatbinary entries")
-                fh.seek(entry)
-                kind, _u, entry_header, entry_size, _c, _u2, _ver, sm = struct.unpack("<HHIQIIII", fh.read(32))
+                kind, _u, entry_header, entry_size, _c, _u2, _ver, sm = _ENTRY.unpack(os.pread(fd, 32, entry))
                 if entry_header == 0:
                     raise elf.ElfError("a fatbinary entry of no size")
                 if kind in (1, 2) and 10 <= sm < 1000:
-                    (ptx if kind == 1 else sass).add(cc(sm))
+                    (ptx if kind == 1 else sass).add(sm)
                 entry += entry_header + entry_size
-            at = _next(fh, stop, end) if stop + 16 <= end else -1
-    return sorted(sass, key=_key), sorted(ptx, key=_key)
+            at = _next(fd, stop, end) if stop + 16 <= end else -1
+    finally:
+        os.close(fd)
+    return [cc(sm) for sm in sorted(sass)], [cc(sm) for sm in sorted(ptx)]
 
 
 def _decode(doc: Any) -> tuple[list[str], list[str]] | None:

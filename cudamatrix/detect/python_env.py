@@ -9,9 +9,11 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import TYPE_CHECKING
+import sys
+from typing import TYPE_CHECKING, Callable
 
 from cudamatrix import proc
+from cudamatrix.detect import _pyprobe
 from cudamatrix.models import FileConflict, Framework, Note, PythonInfo
 from cudamatrix.names import KNOWN_DISTS, canonical
 from cudamatrix.schema import field, record
@@ -271,24 +273,78 @@ def _child_times(raw: dict, spawned: float) -> dict[str, float]:
     return {"start": both[0], "collect": both[1]} if both is not None else {}
 
 
-def probe(python: str | None, timeout: float, forked: Forked | None = None) -> tuple[PythonSide, str | None]:
+Early = Callable[[list[str], list[Candidate]], None]
+
+
+def early_guess(python: str | None, environ: dict[str, str]) -> tuple[list[str], list[Candidate]] | None:
+    """The site-packages folders and candidates the probe will list, worked out here before it runs, so that their
+    files are read while it starts (issue #39: another interpreter's first line came 50 ms after it was started,
+    on a machine busy starting detect's other children). This interpreter's are exact (a forked probe reads the same
+    ``sys.path``); a venv's (``--python``, its ``pyvenv.cfg`` without the system's site-packages) are its one
+    ``lib/python3.N/site-packages`` after the probe script's folder and PYTHONPATH, as ``site`` makes them. A guess
+    only: detect uses it only when the probe's answer names the same (:func:`cudamatrix.detect._same_scan`).
+    None when there is no guess to make."""
+    if python is None:
+        return _listed(_pyprobe.early(list(sys.path)))
+    prefix = os.path.dirname(os.path.dirname(os.path.abspath(python)))
+    try:
+        with open(os.path.join(prefix, "pyvenv.cfg"), encoding="utf-8", errors="replace") as fh:
+            cfg = fh.read(65536)
+        lib = os.path.join(prefix, "lib")
+        sites = [os.path.join(lib, n, "site-packages") for n in os.listdir(lib) if re.fullmatch(r"python3\.\d+", n)]
+    except OSError:
+        return None
+    if re.search(r"^\s*include-system-site-packages\s*=\s*true", cfg, re.M | re.I) or len(sites) != 1:
+        return None
+    extra = [os.path.abspath(p) for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return _listed(_pyprobe.early([os.path.dirname(_SCRIPT), *extra, sites[0]]))
+
+
+def _listed(doc: dict) -> tuple[list[str], list[Candidate]]:
+    return doc["site_packages"], [c for c in map(candidate, doc["stack"]) if c is not None]
+
+
+def _early_line(early: Early) -> Callable[[str], None]:
+    """A reader of the child's lines that hands the first line of the probe script's early answer
+    (:func:`cudamatrix.detect._pyprobe.early`: site-packages and possible extensions) to ``early``, once, as
+    checked values (another interpreter is not trusted to answer in shape; anything else is ignored)."""
+    done: list[bool] = []
+
+    def on_line(line: str) -> None:
+        if done or not line.startswith('{"early": '):
+            return
+        done.append(True)
+        try:
+            doc = json.loads(line)["early"]
+            site, stack = doc["site_packages"], doc["stack"]
+        except (ValueError, KeyError, TypeError, RecursionError):
+            return
+        if not (isinstance(site, list) and all(isinstance(p, str) for p in site) and isinstance(stack, list)):
+            return
+        early(site, [c for c in (candidate(d) if isinstance(d, dict) else None for d in stack) if c is not None])
+
+    return on_line
+
+
+def probe(python: str | None, timeout: float, forked: Forked | None = None,
+          early: Early | None = None) -> tuple[PythonSide, str | None]:
     """Probe this interpreter (in process) or the one at ``python`` (a child running the probe script).
 
     ``forked``: for this interpreter, a child forked at the command's start (:mod:`cudamatrix.detect.early`)
     that ran the same probe; its answer is used when it gave one, else the probe runs here.
+    ``early``: called (from a reader thread) with the site-packages folders and the candidates the child lists
+    before its full answer, so their files can be read while it collects the rest (``python`` only).
     Returns (side, error); error says why another interpreter could not be probed.
     """
     if python is None:
-        # lazy: a child script (it runs in other interpreters and imports no cudamatrix module): loaded where it runs
-        from cudamatrix.detect import _pyprobe
-
         if forked is not None and (raw := _forked_answer(forked, timeout)) is not None:
             times = _child_times(raw, forked.spawned)
             side = build(raw)
             side.timings_ms = times
             return side, None
         return build(_pyprobe.collect()), None
-    result = proc.run([python, _SCRIPT], timeout=max(timeout, 10.0))
+    result = proc.run([python, _SCRIPT], timeout=max(timeout, 10.0),
+                      on_output=_early_line(early) if early is not None else None)
     if result.error:
         return PythonSide(), f"could not run {python}: {result.error}"
     if not result.ok:

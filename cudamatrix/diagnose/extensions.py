@@ -62,9 +62,9 @@ def _matching_release(d: Diagnosis, name: str, torch: str) -> str | None:
     torch meets, with that requirement ("xformers 0.0.35 declares torch>=2.10"); None when it holds none."""
     have = base_version(torch)
     best = None
-    for rel in d.matrix.extensions.releases:
+    for rel in d.extension_releases(name):
         spec = rel.requires.get("torch")
-        if canonical(rel.name) != name or not spec or (best is not None and rel.version <= best.version):
+        if not spec or (best is not None and rel.version <= best.version):
             continue
         if _admits(spec, have):
             best = rel

@@ -176,7 +176,11 @@ def _parse(fh, size: int) -> Dynamic:
 def _header(fh) -> tuple[int, int, int, int]:
     """Whether the file is a 64-bit little-endian ELF object with program headers: its (e_machine, phoff,
     phentsize, phnum), or ElfError saying what it is instead."""
-    head = fh.read(64)
+    return check_header(fh.read(64))
+
+
+def check_header(head: bytes) -> tuple[int, int, int, int]:
+    """:func:`_header` of the file's first 64 bytes ``head`` (for readers that use positioned reads)."""
     if len(head) < 16 or head[:4] != b"\x7fELF":
         raise ElfError("not an ELF file")
     if head[4] != 2:

@@ -102,7 +102,7 @@ class Specifiers:
         return SpecifierSet(self._text)
 
     def __str__(self) -> str:
-        return str(self.packaging())
+        return _specifier_text(self._text)
 
 
 class Requirement:
@@ -126,9 +126,22 @@ class Requirement:
         return True if self._marker is None else _evaluate(self._marker, environment)
 
     def __str__(self) -> str:
-        from packaging.requirements import Requirement as Full
+        return _requirement_text(self.text)
 
-        return str(Full(self.text))
+
+# packaging's text for people, made once per text: forty extensions pinning torch==2.6.0 say it forty times
+@lru_cache(maxsize=1024)
+def _specifier_text(text: str) -> str:
+    from packaging.specifiers import SpecifierSet
+
+    return str(SpecifierSet(text))
+
+
+@lru_cache(maxsize=1024)
+def _requirement_text(text: str) -> str:
+    from packaging.requirements import Requirement as Full
+
+    return str(Full(text))
 
 
 def parse(text: str) -> Requirement | None:
