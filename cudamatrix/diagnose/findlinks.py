@@ -41,8 +41,15 @@ def _torch_build(d: Diagnosis) -> tuple[str, str, str | None] | None:
     return fw.version, f"{int(parts[0])}{int(parts[1])}", variant
 
 
+_TORCH_OWN = {"torch", "torchvision", "torchaudio"}  # their local tags are torch's variant, never a page's
+
+
 def _installed(d: Diagnosis) -> list[tuple[str, str, FindLinks]]:
-    """(distribution, version, its pages) of each installed package some find-links pages carry."""
+    """(distribution, version, its pages) of each installed package some find-links pages carry. Only a version
+    with a local tag can name a page's build: with none installed (but torch's own) the extensions' file is not read
+    (built on first use: doctor on a machine without PyG)."""
+    if not any("+" in v for n, v in d.env.packages.items() if canonical(n) not in _TORCH_OWN):
+        return []
     owner = {canonical(b.name): pages for pages in d.matrix.extensions.find_links for b in pages.builds}
     broken = {canonical(e.name) for e in d.env.extensions if any(o.missing_count for o in e.objects)}
     return [(canonical(n), v, owner[canonical(n)]) for n, v in sorted(d.env.packages.items())

@@ -54,7 +54,10 @@ class Wanted:
 
 
 def requested(passthrough: list[Requirement], matrix: Matrix) -> list[Wanted]:
-    """The requirements (not by URL) of a package some find-links pages carry."""
+    """The requirements (not by URL) of a package some find-links pages carry (none passed through: the extensions'
+    file is not read)."""
+    if not passthrough:
+        return []
     owner = {canonical(b.name): pages for pages in matrix.extensions.find_links for b in pages.builds}
     return [Wanted(req, owner[canonical(req.name)]) for req in passthrough
             if canonical(req.name) in owner and not req.url]

@@ -37,7 +37,10 @@ PLATFORM = "linux_x86_64"
 
 
 def requested(passthrough: list[Requirement], matrix: Matrix) -> list[tuple[Requirement, ReleaseFiles]]:
-    """The requirements (not by URL) of a package the matrix holds a release-file rule for, with the rule."""
+    """The requirements (not by URL) of a package the matrix holds a release-file rule for, with the rule. With
+    nothing passed through the extensions' file is not read (built on first use: a solve of frameworks alone)."""
+    if not passthrough:
+        return []
     rules = {canonical(r.name): r for r in matrix.extensions.release_files}
     return [(req, rules[canonical(req.name)]) for req in passthrough if canonical(req.name) in rules and not req.url]
 
