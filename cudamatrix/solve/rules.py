@@ -139,6 +139,7 @@ def ptx_covers(ptx: list[str], cc: str) -> bool:
     return any(not p.endswith(("a", "f")) and cc_key(p) <= cc_key(cc) for p in ptx)
 
 
+@lru_cache(maxsize=1024)  # asked for each candidate and target when builds are ranked (search.preference)
 def driver_floors(matrix: Matrix, cuda: Version, platform: str) -> tuple[str | None, str | None, str | None]:
     """(full floor, minor-version-compatibility floor, source) for a CUDA version on a platform."""
     rel = cuda_release(matrix, cuda)

@@ -204,6 +204,7 @@ def preference(c: Candidate, targets: list[Target], installed: tuple[str, str | 
                wants_gpu: bool, matrix: Matrix) -> Preference:
     """The candidate's :class:`Preference` for these targets and this installed build (version, variant)."""
     gpu_build = c.variant.cuda is not None
+    full = [rules.full_support(matrix, c.variant, t) for t in targets]  # once: both fields below read it
     return Preference(
         keeps_installed=installed is not None and installed[0] == str(c.release.version)
         and installed[1] == c.variant.name,
@@ -211,8 +212,9 @@ def preference(c: Candidate, targets: list[Target], installed: tuple[str, str | 
         facts_known=not any(rules.inferred_facts(c.release, c.variant, t) for t in targets),
         version=c.release.version,
         cuda_major=c.variant.cuda.major if c.variant.cuda is not None and all(
-            rules.runs_as_fully_supported(matrix, c.variant, t) for t in targets) else 0,
-        full_driver_support=all(rules.full_support(matrix, c.variant, t) for t in targets),
+            f or rules.runs_as_fully_supported(matrix, c.variant, t) for f, t in zip(full, targets, strict=True))
+        else 0,
+        full_driver_support=all(full),
         cuda=c.variant.cuda or Version("0"),
         pypi_default=all(rules.platform_variant(c.variant, t.platform).pypi_default for t in targets),
     )
