@@ -119,15 +119,9 @@ def _installer():
 def collect(paths=None):
     """Everything the parent needs, as plain JSON-ready values."""
     plat, tags = _tags()
-    paths = [p for p in (paths if paths is not None else sys.path) if p and os.path.isdir(p)]
-    site = [p for p in paths if os.path.basename(p.rstrip("/\\")) in ("site-packages", "dist-packages")]
+    paths, site = _folders(paths)
     dists, stack = [], []
-    seen = set()
-    for base in paths:
-        real = os.path.realpath(base)
-        if real in seen:
-            continue
-        seen.add(real)
+    for base in _once(paths):
         relevant_dists, others = _folder_dists(base)
         dists += relevant_dists
         stack += others
@@ -172,14 +166,9 @@ def early(paths=None):
     """What the parent's extension scan needs, from folder names alone (no metadata read): the site-packages
     folders and the distributions that may be extensions, as :func:`collect` lists them. The script prints it
     first, so the parent reads those distributions' files while the rest is collected (issue #39)."""
-    paths = [p for p in (paths if paths is not None else sys.path) if p and os.path.isdir(p)]
+    paths, site = _folders(paths)
     stack = []
-    seen = set()
-    for base in paths:
-        real = os.path.realpath(base)
-        if real in seen:
-            continue
-        seen.add(real)
+    for base in _once(paths):
         try:
             names = sorted(os.listdir(base))
         except OSError:
@@ -188,8 +177,23 @@ def early(paths=None):
             other = None if entry.startswith("~") else _other(base, entry)
             if other is not None:
                 stack.append(other)
-    site = [p for p in paths if os.path.basename(p.rstrip("/\\")) in ("site-packages", "dist-packages")]
     return {"site_packages": site, "stack": stack}
+
+
+def _folders(paths):
+    """The folders of ``paths`` (default ``sys.path``) that exist, and those of them that are site-packages."""
+    paths = [p for p in (paths if paths is not None else sys.path) if p and os.path.isdir(p)]
+    return paths, [p for p in paths if os.path.basename(p.rstrip("/\\")) in ("site-packages", "dist-packages")]
+
+
+def _once(paths):
+    """Each folder once, by its real path (a symlinked site-packages is listed once), in order."""
+    seen = set()
+    for base in paths:
+        real = os.path.realpath(base)
+        if real not in seen:
+            seen.add(real)
+            yield base
 
 
 def _other(base, entry):
