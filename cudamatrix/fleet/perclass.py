@@ -23,7 +23,7 @@ from cudamatrix.lock.lockfile import requirements_txt, uv_project
 from cudamatrix.matrix.data import Matrix
 from cudamatrix.models import Environment, Solution
 from cudamatrix.schema import record
-from cudamatrix.solve import solver
+from cudamatrix.solve import findlinks, solver
 from cudamatrix.solve.checks import FRAMEWORK_DISTS, check_requirements
 from cudamatrix.solve.driverclass import DESKTOP, class_key, floors_of
 from cudamatrix.solve.indexes import index_layout, with_mirror
@@ -67,9 +67,10 @@ def load_fleet(matrix: Matrix, env_files: list[Path]) -> Fleet:
     return Fleet(names, envs, targets, group(list(zip(names, envs, strict=False))))
 
 
-def _ray(solution, passthrough: list[str], cid: str) -> dict:
+def _ray(solution, passthrough: list[str], links: list[str], cid: str) -> dict:
     index_url, extra = index_layout(solution.packages, bool(passthrough))
-    options = (["--index-url", index_url] if index_url else []) + [a for u in extra for a in ("--extra-index-url", u)]
+    options = (["--index-url", index_url] if index_url else []) + [a for u in extra for a in ("--extra-index-url", u)] \
+        + [a for u in links for a in ("--find-links", u)]
     pip: dict = {"packages": [p.requirement() for p in solution.packages] + passthrough}
     if options:
         pip["pip_install_options"] = options
@@ -83,17 +84,24 @@ def lock_per_class(matrix: Matrix, fleet: Fleet, requirements: list[str], fmt: s
                    mirror: str | None = None, write: Callable[..., str] | None = None) -> tuple[dict[str, str], dict]:
     """Lock files by file name, and the mapping document (``locks.json``): one lock for every class when one
     set fits the whole fleet, else one per class; classes with no consistent set are listed with their causes.
-    ``write(solution, targets, passthrough)`` makes a lock's text (default: the pins, or the uv settings)."""
+    ``write(solution, targets, passthrough, find_links=...)`` makes a lock's text (default: the pins, or the uv
+    settings); each lock's requirements passed through are as its solution resolved them (a PyG wheel pinned with
+    its page, flash-attn's release file: :func:`cudamatrix.solve.findlinks.locked`)."""
     request = parse_request(requirements, None)
-    passthrough = [str(r) for r in request.passthrough]
+    passed = request.passthrough
     write = write or (requirements_txt if fmt == "requirements" else uv_project)
+
+    def locked(sol: Solution, targets: list) -> str:
+        passthrough, links = findlinks.locked(passed, sol.pip_args, matrix)
+        return write(sol, targets, passthrough, find_links=links)
+
     ext = "txt" if fmt == "requirements" else "toml"
     files: dict[str, str] = {}
     mapping: dict = {"schema_version": 1, "request": request.texts, "format": fmt, "single": False,
                      "nodes": len(fleet.names), "classes": [], "unsolved": [], "joint_causes": []}
     joint = _joint(matrix, fleet, request, mirror, mapping)
     if joint is not None:
-        files[f"fleet.{ext}"] = write(joint, fleet.targets, passthrough)
+        files[f"fleet.{ext}"] = locked(joint, fleet.targets)
         mapping["single"] = True
         solutions = {c.id: (f"fleet.{ext}", joint) for c in fleet.classes}
     else:
@@ -104,9 +112,9 @@ def lock_per_class(matrix: Matrix, fleet: Fleet, requirements: list[str], fmt: s
                                             "ways_out": [w.to_dict() for w in sol.ways_out]})
                 continue
             name = f"{cls.id}.{ext}"
-            files[name] = write(sol, fleet.targets_of(cls), passthrough)
+            files[name] = locked(sol, fleet.targets_of(cls))
             solutions[cls.id] = (name, sol)
-    mapping["classes"] = [_class_entry(cls, *solutions[cls.id], passthrough) for cls in fleet.classes
+    mapping["classes"] = [_class_entry(cls, *solutions[cls.id], matrix, passed) for cls in fleet.classes
                           if cls.id in solutions]
     return files, mapping
 
@@ -206,12 +214,14 @@ def _driver_words(old: str | None, new: str | None, texts: list[str]) -> Callabl
     return lambda text: text.for_driver(new) if isinstance(text, DriverWords) else text
 
 
-def _class_entry(cls: NodeClass, name: str, sol: Solution, passthrough: list[str]) -> dict:
-    """A class's entry in ``locks.json``: its lock file, frameworks, and how jobs land on it (Ray, Slurm)."""
+def _class_entry(cls: NodeClass, name: str, sol: Solution, matrix: Matrix, passed: list) -> dict:
+    """A class's entry in ``locks.json``: its lock file, frameworks, and how jobs land on it (Ray, Slurm; the
+    requirements passed through as its solution resolved them, with their find-links pages)."""
+    passthrough, links = findlinks.locked(passed, sol.pip_args, matrix)
     return {**cls.to_dict(), "lock": name,
             "frameworks": [f"{f.name} {f.version} {f.variant}" for f in sol.frameworks],
             "cuda": sol.cuda, "cudnn": sol.cudnn,
-            "ray": _ray(sol, passthrough, cls.id),
+            "ray": _ray(sol, passthrough, links, cls.id),
             "slurm": {"feature": slurm_feature(cls.id), "constraint": f"--constraint={slurm_feature(cls.id)}"}}
 
 

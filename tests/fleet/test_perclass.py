@@ -814,8 +814,8 @@ def test_one_set_for_the_fleet_is_one_lock_and_every_class_maps_to_it(tmp_path: 
     assert tomlread.loads(uv_files["fleet.toml"])["project"]["dependencies"][-1] == "numpy<2"
     assert uv_mapping["format"] == "uv" and {c["lock"] for c in uv_mapping["classes"]} == {"fleet.toml"}
     seen = []
-    own = lock_per_class(matrix, fleet, request, write=lambda *args: seen.append(args) or "mine")[0]
-    assert own == {"fleet.txt": "mine"} and seen == [(joint, fleet.targets, ["numpy<2"])]
+    own = lock_per_class(matrix, fleet, request, write=lambda *args, **kw: seen.append((args, kw)) or "mine")[0]
+    assert own == {"fleet.txt": "mine"} and seen == [((joint, fleet.targets, ["numpy<2"]), {"find_links": []})]
 
 
 def test_one_framework_index_alone_is_the_index_url_and_a_mirror_replaces_it(tmp_path: Path):
@@ -1055,3 +1055,23 @@ def test_classes_alike_take_their_own_driver_where_the_rules_quoted_it_only(tmp_
     for entry in shared[1]["unsolved"]:  # the name quotes both drivers: whichever class is solved first
         quoted = " ".join(c["message"] for c in entry["causes"])
         assert f"driver {entry['facts']['driver']['version']} does not drive Lab card 561.1.1/561.1.2 " in quoted
+
+
+def test_per_class_lock_carries_a_pyg_wheel_and_its_page(tmp_path: Path):
+    """A PyG wheel in a per-class lock is pinned to the wheel its class's solution chose, with that page as
+    --find-links in the lock and in the Ray runtime_env's pip options (issue #39: a lock carries the extension's
+    file; the page rows are data/extensions.json's find_links, read from each package's own build workflow)."""
+    from cudamatrix.fleet.perclass import lock_per_class
+    from cudamatrix.solve.solver import parse_request, solve
+
+    h100 = saved("h100_driver580")
+    matrix, fleet = _fleet(tmp_path, {"a": h100, "b": h100})
+    files, mapping = lock_per_class(matrix, fleet, ["torch", "torch-scatter"])
+    sol = solve([fleet.targets[0]], parse_request(["torch", "torch-scatter"]), matrix)
+    page = sol.pip_args[sol.pip_args.index("--find-links") + 1]
+    pin = next(a for a in sol.pip_args if a.startswith("torch-scatter=="))
+    (entry,) = mapping["classes"]
+    lines = files[entry["lock"]].splitlines()
+    assert f"--find-links {page}" in lines and pin in lines and "torch-scatter" not in lines
+    pip = entry["ray"]["runtime_env"]["pip"]
+    assert pin in pip["packages"] and pip["pip_install_options"][-2:] == ["--find-links", page]
