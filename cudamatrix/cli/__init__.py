@@ -14,21 +14,27 @@ from cudamatrix.cli.fast import fast_main
 from cudamatrix.errors import CudamatrixError, UsageError
 
 
-def _register():
+def _app():
+    """The typer app's module, every command registered on it."""
     # typer and the command declarations only when the typer-free parser (cli/fast.py, 19 ms to import) hands a
     # command over: importing cli/commands.py is 92 ms, paid by --help and the rare commands alone
     # lazy: `--version` would load 241 ms more, `detect --from` 45 ms (python -X importtime; the hoisting's budget per command is 3% of its run): cudamatrix.pastes.fields, cudamatrix.pastes.messages, cudamatrix.fix, typer._coercion
     from cudamatrix.cli import app, commands, matrix_cmd  # noqa: F401  (each adds its commands)
 
-    return app.app
+    return app
+
+
+def _register():
+    """The typer app, every command registered."""
+    return _app().app
 
 
 def _command():
     """The click command tree of the typer app, every command registered, with plain help metavars."""
     import typer.main
 
-    typer_app = _register()  # loads cudamatrix.cli.app (above)
-    return sys.modules["cudamatrix.cli.app"].plain_help(typer.main.get_command(typer_app))
+    module = _app()
+    return module.plain_help(typer.main.get_command(module.app))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -56,22 +56,22 @@ def check_names_on_index(matrix, names: list[str], file=None):
     # 1.23x before this, paired with farm-bench against c2c50be)
     from concurrent.futures import ThreadPoolExecutor
 
-    IndexReadError, pip_sources, redact = _index().IndexReadError, _index().pip_sources, _index().redact
+    client = _index()
     if file is not None and file.no_index:  # pip reads the file's find-links alone: local folders are read here
         return _ask_sources(todo, known, [], list(file.find_links),
                             "the file says --no-index, and its find-links pages on the web are not read")
     first = (file.index_url if file is not None else None) or os.environ.get("PIP_INDEX_URL") or None
     with ThreadPoolExecutor(max_workers=1) as pool:
-        sources = pool.submit(pip_sources)
+        sources = pool.submit(client.pip_sources)
         early = _ask_sources(todo, known, [first], [], "") if first else None
         try:
             index, extra, links = sources.result()
-        except IndexReadError:
+        except client.IndexReadError:
             return check_names(todo, known, None, "pip could not be asked which index it uses")
     if file is not None:
         index, extra, links = file.index_url or index, extra + file.extra_index_urls, links + file.find_links
     urls = [index, *extra]
-    why = f"no index could say whether it exists (asked: {', '.join(redact(u) for u in urls + links)})"
+    why = f"no index could say whether it exists (asked: {', '.join(client.redact(u) for u in urls + links)})"
     if early is None:
         return _ask_sources(todo, known, urls, links, why)
     return _then_the_others(early, known, [u for u in urls if u != first], links, why)
@@ -80,13 +80,13 @@ def check_names_on_index(matrix, names: list[str], file=None):
 def _ask_sources(todo: list[str], known: set[str], urls: list[str], links: list[str], why: str):
     """check_names over these index URLs and find-links, each worker thread with its own clients (connections are
     not shared between threads); an index URL that is not http(s) or a local folder leaves every name unchecked."""
-    IndexReadError, index_lookup = _index().IndexReadError, _index().index_lookup  # a name is unknown (above)
+    client = _index()  # a name is unknown (above)
 
     try:
-        index_lookup(urls, links)  # refuses such a URL, asking nothing
-    except IndexReadError as exc:
+        client.index_lookup(urls, links)  # refuses such a URL, asking nothing
+    except client.IndexReadError as exc:
         return check_names(todo, known, None, f"{exc.message}")
-    return check_names(todo, known, per_thread(lambda: index_lookup(urls, links)), why)
+    return check_names(todo, known, per_thread(lambda: client.index_lookup(urls, links)), why)
 
 
 def _then_the_others(early, known: set[str], urls: list[str], links: list[str], why: str):

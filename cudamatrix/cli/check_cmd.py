@@ -21,7 +21,7 @@ def run_check(requirement_file: Path | None = None, env: list[Path] | None = Non
               cuda_toolkit: str | None = None, mirror: str | None = None, as_json: bool = False,
               data_dir: Path | None = None) -> None:
     """Gate a Docker build: exit 0 if the requirements (or what is installed) fit the target, 1 if not.
-    A folder of node files in ``env`` is the fleet form, answered per node class (:mod:`.fleet_cmd`)."""
+    A folder of node files in ``env`` is the fleet form, answered per node class (:mod:`.fleetviews`)."""
     if has_folder(env):
         if from_:
             raise UsageError("--from cannot be combined with a fleet folder", hint="--env DIR reads the saved nodes")

@@ -15,10 +15,9 @@ from cudamatrix.cli.common import echo, finish, guarded
 from cudamatrix.cli.lockfiles import lock_writer, without_credentials
 from cudamatrix.errors import UsageError
 from cudamatrix.lock.closure import check_glibc
-from cudamatrix.lock.lockfile import local_note, write_lock
+from cudamatrix.lock.lockfile import local_note, passed_through, write_lock
 from cudamatrix.lock.pylock import check_name
 from cudamatrix.safe.files import kind_of
-from cudamatrix.solve import findlinks
 
 FORMATS = ("requirements", "uv", "pylock")
 
@@ -78,7 +77,7 @@ def run_lock(requirements: list[str] | None = None, output: Path | None = None, 
     matrix = _matrix(data_dir)
     resolved, request, solution = _solve("lock", as_json, matrix, requirements, env, driver, gpu, python,
                                          platform, cuda_toolkit, mirror, from_)
-    passthrough, links = findlinks.locked(request.passthrough, solution.pip_args, matrix)
+    passthrough, links = passed_through(request.passthrough, solution.pip_args, matrix)
     environments = {t.name: e for t, e in zip(resolved.targets, resolved.environments, strict=False)}
     write = lock_writer(fmt, pins_only, glibc, environments, output.name if output is not None else None,
                         allow_local)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from functools import lru_cache
 
 from cudamatrix import proc
 from cudamatrix.detect import _pyprobe, fatbin
@@ -246,18 +247,11 @@ def _resolve(path: str, libs: list[str]) -> tuple[int, list[str], int]:
     return len(need), missing[:MAX_MISSING], len(missing)
 
 
-_TORCH_NAMES: dict[str, bool] = {}
-
-
+@lru_cache(maxsize=65536)
 def _is_torch_symbol(name: str) -> bool:
     """:data:`TORCH_SYMBOL`'s answer for a name, worked out once per process: extensions need mostly the same
     names (libc's, CUDA's, torch's), so 40 of them ask about 13,000 names and 600 distinct ones."""
-    hit = _TORCH_NAMES.get(name)
-    if hit is None:
-        if len(_TORCH_NAMES) > 65536:
-            _TORCH_NAMES.clear()
-        hit = _TORCH_NAMES[name] = TORCH_SYMBOL.match(name) is not None
-    return hit
+    return TORCH_SYMBOL.match(name) is not None
 
 
 def _built_for(declares: list[str], objects: list[ExtensionObject]) -> tuple[str | None, str | None]:

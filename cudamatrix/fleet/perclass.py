@@ -19,11 +19,11 @@ from cudamatrix.errors import NoSolution
 from cudamatrix.fleet.classes import NodeClass, group
 from cudamatrix.fleet.nodes import env_paths, load_nodes
 from cudamatrix.fleet.nodetargets import node_targets
-from cudamatrix.lock.lockfile import requirements_txt, uv_project
+from cudamatrix.lock.lockfile import passed_through, requirements_txt, uv_project
 from cudamatrix.matrix.data import Matrix
 from cudamatrix.models import Environment, Solution
 from cudamatrix.schema import record
-from cudamatrix.solve import findlinks, solver
+from cudamatrix.solve import solver
 from cudamatrix.solve.checks import FRAMEWORK_DISTS, check_requirements
 from cudamatrix.solve.driverclass import DESKTOP, class_key, floors_of
 from cudamatrix.solve.indexes import index_layout, with_mirror
@@ -86,13 +86,13 @@ def lock_per_class(matrix: Matrix, fleet: Fleet, requirements: list[str], fmt: s
     set fits the whole fleet, else one per class; classes with no consistent set are listed with their causes.
     ``write(solution, targets, passthrough, find_links=...)`` makes a lock's text (default: the pins, or the uv
     settings); each lock's requirements passed through are as its solution resolved them (a PyG wheel pinned with
-    its page, flash-attn's release file: :func:`cudamatrix.solve.findlinks.locked`)."""
+    its page, flash-attn's release file: :func:`cudamatrix.lock.lockfile.passed_through`)."""
     request = parse_request(requirements, None)
     passed = request.passthrough
     write = write or (requirements_txt if fmt == "requirements" else uv_project)
 
     def locked(sol: Solution, targets: list) -> str:
-        passthrough, links = findlinks.locked(passed, sol.pip_args, matrix)
+        passthrough, links = passed_through(passed, sol.pip_args, matrix)
         return write(sol, targets, passthrough, find_links=links)
 
     ext = "txt" if fmt == "requirements" else "toml"
@@ -217,7 +217,7 @@ def _driver_words(old: str | None, new: str | None, texts: list[str]) -> Callabl
 def _class_entry(cls: NodeClass, name: str, sol: Solution, matrix: Matrix, passed: list) -> dict:
     """A class's entry in ``locks.json``: its lock file, frameworks, and how jobs land on it (Ray, Slurm; the
     requirements passed through as its solution resolved them, with their find-links pages)."""
-    passthrough, links = findlinks.locked(passed, sol.pip_args, matrix)
+    passthrough, links = passed_through(passed, sol.pip_args, matrix)
     return {**cls.to_dict(), "lock": name,
             "frameworks": [f"{f.name} {f.version} {f.variant}" for f in sol.frameworks],
             "cuda": sol.cuda, "cudnn": sol.cudnn,

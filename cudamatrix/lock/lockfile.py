@@ -3,13 +3,19 @@ requirements files back with :mod:`cudamatrix.solve.requirements`. No I/O beyond
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import suppress
+
+from packaging.requirements import InvalidRequirement, Requirement
 
 from cudamatrix.errors import UsageError
 from cudamatrix.lock import toml
 from cudamatrix.lock.closure import Closure, is_local
+from cudamatrix.matrix.data import Matrix
 from cudamatrix.models import Solution
+from cudamatrix.names import canonical
 from cudamatrix.safe.files import write_atomic
 from cudamatrix.safe.text import file_lines
+from cudamatrix.solve import findlinks
 from cudamatrix.solve.indexes import dedupe, index_layout
 from cudamatrix.solve.target import Target
 
@@ -137,3 +143,20 @@ def uv_project(solution: Solution, targets: list[Target], passthrough: Sequence[
     if find_links:
         lines += ["", "[tool.uv]", f"find-links = {toml.array(find_links)}"]
     return file_lines(lines)  # a value that would add a line is refused
+
+
+def passed_through(passthrough: list[Requirement], pip_args: list[str], matrix: Matrix) -> tuple[list[str], list[str]]:
+    """What a lock writes for the requirements passed through: each as the solution resolved it where it did (a
+    package of find-links pages pinned to its page's wheel, flash-attn's release file by URL: the solution's pip
+    argument of the same name), the others as given; and the pages the lock names as ``--find-links``."""
+    names = {w.name for w in findlinks.requested(passthrough, matrix)}
+    solved: dict[str, str] = {}
+    for arg in pip_args:
+        if arg.startswith("-"):
+            continue
+        with suppress(InvalidRequirement):
+            parsed = Requirement(arg)
+            if parsed.url or any(s.operator == "==" for s in parsed.specifier):  # a pin or a file, nothing else
+                solved.setdefault(canonical(parsed.name), arg)
+    out = [str(r) if str(r) in pip_args else solved.get(canonical(r.name), str(r)) for r in passthrough]
+    return out, findlinks.pages_in(pip_args) if names else []

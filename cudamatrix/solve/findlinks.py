@@ -19,9 +19,8 @@ The pages themselves are not read (the pages' ``unread``). No I/O.
 from __future__ import annotations
 
 import re
-from contextlib import suppress
 
-from packaging.requirements import InvalidRequirement, Requirement
+from packaging.requirements import Requirement
 from packaging.version import Version
 
 from cudamatrix.errors import NoSolution
@@ -213,23 +212,6 @@ def _why_torch(w: Wanted, cand: Candidate, runs: list[Candidate], targets: list[
 def pages_in(pip_args: list[str]) -> list[str]:
     """The find-links pages a solution's pip arguments name (each value of ``--find-links``)."""
     return [pip_args[i + 1] for i, a in enumerate(pip_args[:-1]) if a == "--find-links"]
-
-
-def locked(passthrough: list[Requirement], pip_args: list[str], matrix: Matrix) -> tuple[list[str], list[str]]:
-    """What a lock writes for the requirements passed through: each as the solution resolved it where it did (a
-    package of find-links pages pinned to its page's wheel, flash-attn's release file by URL: the solution's pip
-    argument of the same name), the others as given; and the pages the lock names as ``--find-links``."""
-    names = {w.name for w in requested(passthrough, matrix)}
-    solved: dict[str, str] = {}
-    for arg in pip_args:
-        if arg.startswith("-"):
-            continue
-        with suppress(InvalidRequirement):
-            parsed = Requirement(arg)
-            if parsed.url or any(s.operator == "==" for s in parsed.specifier):  # a pin or a file, nothing else
-                solved.setdefault(canonical(parsed.name), arg)
-    out = [str(r) if str(r) in pip_args else solved.get(canonical(r.name), str(r)) for r in passthrough]
-    return out, pages_in(pip_args) if names else []
 
 
 def is_page(url: str, matrix: Matrix) -> bool:

@@ -10,12 +10,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from support import tomlread
-from support.fakes import run_cli
 from packaging.requirements import Requirement
 from packaging.version import Version
+from support import tomlread
+from support.fakes import run_cli
 
 from cudamatrix.errors import NoSolution
+from cudamatrix.lock.lockfile import passed_through
 from cudamatrix.matrix.data import FindLinks, FindLinksBuild, default_data_dir, load_matrix_from
 from cudamatrix.solve import findlinks
 from cudamatrix.solve.solver import parse_request, solve
@@ -218,6 +219,6 @@ def test_which_pages_the_data_knows(url, known):
 def test_locked_reads_the_solved_pins_and_pages():
     args = ["--find-links", "https://example.org/p.html", "torch==2.8.0", "torch-scatter==2.1.2+pt28cu128", "other"]
     passthrough = [Requirement("torch-scatter"), Requirement("other>=1")]
-    assert findlinks.locked(passthrough, args, M) == (["torch-scatter==2.1.2+pt28cu128", "other>=1"],
+    assert passed_through(passthrough, args, M) == (["torch-scatter==2.1.2+pt28cu128", "other>=1"],
                                                       ["https://example.org/p.html"])
-    assert findlinks.locked([Requirement("other")], args, M) == (["other"], [])
+    assert passed_through([Requirement("other")], args, M) == (["other"], [])

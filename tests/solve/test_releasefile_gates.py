@@ -9,8 +9,8 @@ import json
 from packaging.requirements import Requirement
 from support.fakes import run_cli
 
+from cudamatrix.lock.lockfile import passed_through
 from cudamatrix.matrix.data import default_data_dir, load_matrix_from
-from cudamatrix.solve import findlinks
 from cudamatrix.solve.solver import parse_request, solve
 from cudamatrix.solve.target import from_flags
 
@@ -55,5 +55,5 @@ def test_check_refuses_a_flash_attn_range_with_no_file_for_the_files_torch(tmp_p
 def test_locked_takes_each_requirement_as_the_solution_resolved_it():
     url = "https://example.org/flash_attn-2.8.3.post1+cu12torch2.4cxx11abiFALSE-cp311-cp311-linux_x86_64.whl"
     args = ["torch==2.4.0", f"flash-attn @ {url}", "other"]
-    assert findlinks.locked([Requirement("flash-attn"), Requirement("other>=1")], args, M) == \
+    assert passed_through([Requirement("flash-attn"), Requirement("other>=1")], args, M) == \
         ([f"flash-attn @ {url}", "other>=1"], [])
