@@ -147,7 +147,9 @@ class ToolMessage(Model):
 
     tool: str  # who said it: "torch", "tensorflow", "xla", "jax", "cuda runtime", "onnxruntime", "loader"
     # arch_unsupported, no_kernel_image, driver_too_old, driver_insufficient, library_version, library_missing;
-    # a torch extension's: extension_built_for, undefined_symbol, provider_load_failed, requirement_conflict
+    # a torch extension's: extension_built_for, undefined_symbol, provider_load_failed, requirement_conflict,
+    # library_not_found (bitsandbytes has no library for the CUDA release named: ``built``; ``library`` names who
+    # named it, "torch" or "BNB_CUDA_VERSION")
     kind: str
     text: str  # the words, as printed (at most 300 characters)
     gpu: str | None = None  # the GPU named ("NVIDIA GeForce RTX 5090")

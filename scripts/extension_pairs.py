@@ -78,6 +78,7 @@ class Dist:
     version: str
     members: tuple[str, ...]
     ends: tuple[str, ...] = ()  # members kept by their ends only (see :func:`fetch_ends`), laid out like the others
+    opens_one: str = ""  # one library per CUDA release, named by this prefix: only the one it opens is judged
 
     @property
     def files(self) -> tuple[str, ...]:
@@ -105,6 +106,11 @@ CP12, CP13 = _cupy("cupy-cuda12x", "13.6.0", "cpython-313"), _cupy("cupy-cuda13x
 # program headers, .dynstr and .dynsym in its first; the 270 MB between them (.text, .nv_fatbin) are not kept
 ORT_CUDA = "onnxruntime/capi/libonnxruntime_providers_cuda.so"
 ORT126, ORT1311 = Dist("onnxruntime-gpu", "1.26.0", (), (ORT_CUDA,)), Dist("onnxruntime-gpu", "1.31.1", (), (ORT_CUDA,))
+# bitsandbytes 0.43.1 to 0.49.2 open libbitsandbytes_cuda{major}{minor}.so of torch.version.cuda and no other file
+# (bitsandbytes/cextension.py, get_cuda_bnb_library_path, at those tags): two of 0.49.2's eleven, one of 0.44.1's
+BNB = "bitsandbytes/libbitsandbytes_cuda"
+BNB49 = Dist("bitsandbytes", "0.49.2", (f"{BNB}118.so", f"{BNB}130.so"), opens_one=os.path.basename(BNB))
+BNB44 = Dist("bitsandbytes", "0.44.1", (f"{BNB}125.so",), opens_one=os.path.basename(BNB))
 
 PAIRS = [
     Pair((XF29,), "2.14.1"), Pair((XF29,), "2.11.0"), Pair((XF29,), "cpu"),
@@ -118,6 +124,7 @@ PAIRS = [
     Pair((TV29,), "2.14.1", ("Tesla V100-SXM2-16GB", "7.0")), Pair((TV29,), "2.14.1", ("NVIDIA A100-SXM4-80GB", "8.0")),
     Pair((TV26,), "2.11.0", ("Tesla M60", "5.2")),
     Pair((ORT126,), "2.14.1"), Pair((ORT1311,), "2.14.1"), Pair((ORT126,), "2.11.0"), Pair((ORT1311,), "2.11.0"),
+    Pair((BNB49,), "2.14.1"), Pair((BNB49,), "2.11.0"), Pair((BNB44,), "2.14.1"),
 ]
 
 
@@ -267,7 +274,7 @@ def expected(site: Path, pair: Pair) -> tuple[set[str], list[str]]:
         record = site / os.path.dirname(dist.files[0]) / "cpp_lib.json"
         if record.exists():
             evidence.append(f"cpp_lib.json: built for torch {json.loads(record.read_text())['version']['torch']}")
-        for member in dist.files:
+        for member in _opened(dist, cuda, evidence, codes):
             so = site / member
             if not member.endswith(".so"):
                 continue
@@ -301,6 +308,22 @@ def expected(site: Path, pair: Pair) -> tuple[set[str], list[str]]:
         codes.add("EXTENSION_VARIANT_CLASH")
         evidence.append("two -cudaNNx variants of one package")
     return codes, evidence
+
+
+def _opened(dist: Dist, cuda: str | None, evidence: list[str], codes: set[str]) -> tuple[str, ...]:
+    """The members the package opens: all, or of one library per CUDA release the one named by torch's CUDA (none
+    without a CUDA torch); a missing one is EXTENSION_CUDA_MISMATCH."""
+    if not dist.opens_one:
+        return dist.files
+    if cuda is None:
+        return tuple(m for m in dist.files if not os.path.basename(m).startswith(dist.opens_one))
+    want = dist.opens_one + "".join(cuda.split(".")[:2]) + ".so"
+    kept = tuple(m for m in dist.files if not os.path.basename(m).startswith(dist.opens_one)
+                 or os.path.basename(m) == want)
+    if not any(os.path.basename(m) == want for m in kept):
+        codes.add("EXTENSION_CUDA_MISMATCH")
+        evidence.append(f"no {want} among its files, torch CUDA {cuda}")
+    return kept
 
 
 def _cc(c: str) -> tuple[int, int]:

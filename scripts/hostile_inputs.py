@@ -280,7 +280,7 @@ def surface_cases(root: Path) -> list[Case]:
             + _mirror_cases(root) + _child_output_cases(root) + _consent_cases(root) + _undo_cases(root)
             + _gate_cases(root) + _lock_gate_cases(root)
             + _preflight_cases(root) + _extension_cases(root) + _installed_extension_cases(root)
-            + _extension_arch_cases(root) + _extension_floor_cases(root)
+            + _extension_arch_cases(root) + _extension_floor_cases(root) + _library_choice_cases(root)
             + _command_words_cases(root) + _release_file_cases(root))
 
 
@@ -1191,6 +1191,42 @@ def _extension_floor_cases(root: Path) -> list[Case]:
         out.append(Case(f"extension floors: data {label}: matrix validate", ["matrix", "validate", str(folder), "--json"],
                         json=True))
         out.append(Case(f"extension floors: data {label}: doctor", ["doctor", "--env", str(saved), "--data", str(folder)]))
+    return out
+
+
+def _library_choice_cases(root: Path) -> list[Case]:
+    """bitsandbytes' per-CUDA library rules (extensions.json ``library_choices``): garbage rows in a --data folder
+    (matrix validate and doctor answer, exit 2 where the folder is refused), and a saved environment whose
+    bitsandbytes objects, torch CUDA and BNB_CUDA_VERSION are garbage beside the shipped rows. doctor answers."""
+    out: list[Case] = []
+    saved = root / "env-ext-libchoice.json"
+    objects = [{"path": f"/sp/bitsandbytes/libbitsandbytes_cuda{d}.so", "needed": ["libcudart.so.12"]}
+               for d in ("1", "9" * 5000, "12\x1b[31m", "130", "0")] + [{"path": "/sp/bitsandbytes/" + "x" * 10_000}]
+    saved.write_text(json.dumps({
+        "origin": "file", "packages": {"torch": "2.14.1", "bitsandbytes": "0.49.2"},
+        "frameworks": [{"name": "torch", "version": "2.14.1", "cuda": "13.\x1b[31m0"}],
+        "context": {"env": {"BNB_CUDA_VERSION": "9" * 5000}},
+        "extensions": [{"name": "bitsandbytes", "version": v, "objects": objects} for v in ("0.49.2", "0.50.1", "x")]}))
+    out.append(Case("library choices: saved environment", ["doctor", "--env", str(saved), "--json"], json=True))
+    code = {"url": "https://example.org/loader.py", "states": "opens lib_cuda{major}{minor}", "read": "2026-12-04",
+            "kind": "first_party"}
+    good = {"names": ["bitsandbytes"], "versions": ">=0", "prefix": "libbitsandbytes_cuda", "choose": "exact",
+            "missing": "it raises", "source": [code]}
+    rows: dict[str, object] = {
+        "choose word": [{**good, "choose": "closest"}], "prefix space": [{**good, "prefix": "lib cuda"}],
+        "prefix huge": [{**good, "prefix": "x" * 100_000}], "carried word": [{**good, "carried": {"1.0": ["x"]}}],
+        "carried huge": [{**good, "carried": {"1.0": ["13.0"] * 100_000}}], "versions word": [{**good, "versions": "?"}],
+        "override escape": [{**good, "override": "\x1b[31m"}], "no source": [{k: v for k, v in good.items() if k != "source"}],
+        "not a list": "x", "unknown key": [{**good, "bogus": 1}]}
+    for label, value in rows.items():
+        folder = root / f"data-libchoice-{label.replace(' ', '-')}"
+        shutil.copytree(_data_dir(), folder)
+        doc = json.loads((folder / "extensions.json").read_text())
+        doc["library_choices"] = value
+        (folder / "extensions.json").write_text(json.dumps(doc))
+        out.append(Case(f"library choices: data {label}: matrix validate", ["matrix", "validate", str(folder), "--json"],
+                        json=True))
+        out.append(Case(f"library choices: data {label}: doctor", ["doctor", "--env", str(saved), "--data", str(folder)]))
     return out
 
 

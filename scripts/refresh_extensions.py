@@ -13,7 +13,8 @@ wheel is read). vLLM's wheels are built for the CUDA of the torch build they pin
 CUDA major does not load them.
 
 Rows the index no longer lists, the ``find_links`` pages (scripts/read_pyg_builds.py), and the hand-sourced
-``release_files`` rules (flash-attn) and ``gpu_floors`` (the packages' own README and documentation lines), are kept
+``release_files`` rules (flash-attn), ``gpu_floors`` (the packages' own README and documentation lines) and
+``library_choices`` (which per-CUDA library a package loads: its own loader code at tags), are kept
 as they are. flash-attn's wheels are release files, not index entries: ``--flash-attn-clone PATH`` (a git clone of its
 repository) re-reads ``release_file_sets``, the build matrix of its release workflow at each tag (``flash-attn`` alone
 as PACKAGE reads the clone and not the index).
@@ -164,7 +165,8 @@ def extension_row(name: str, version: str, files: list[IndexFile], meta: Metadat
 
 def merge(old: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The file with ``rows`` in place of the releases they name (read ones replace, unread ones stay), sorted
-    by name and newest release first; ``release_files``, ``gpu_floors`` and ``find_links`` kept."""
+    by name and newest release first; ``release_files``, ``gpu_floors``, ``find_links`` and ``library_choices``
+    kept."""
     keep = {(r["name"], r["version"]): r for r in old.get("releases", [])}
     keep.update({(r["name"], r["version"]): r for r in rows})
     out = dict(old)
@@ -276,8 +278,9 @@ def dump(doc: dict[str, Any]) -> str:
         return ",\n".join(json.dumps(r, ensure_ascii=False) for r in doc.get(key, []))
     floors = f',\n"gpu_floors": [\n{rows("gpu_floors")}\n]' if "gpu_floors" in doc else ""
     sets = f',\n"release_file_sets": [\n{rows("release_file_sets")}\n]' if "release_file_sets" in doc else ""
+    choices = f',\n"library_choices": [\n{rows("library_choices")}\n]' if "library_choices" in doc else ""
     return f'{{"releases": [\n{rows("releases")}\n],\n"release_files": [\n{rows("release_files")}\n]{sets}{floors}' \
-           f'{_find_links(doc)}}}\n'
+           f'{_find_links(doc)}{choices}}}\n'
 
 
 # --- flash-attn's release files: its release workflow at each tag, read from a clone ------------------------------

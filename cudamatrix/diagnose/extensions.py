@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from cudamatrix.diagnose.context import Diagnosis, base_version
 from cudamatrix.diagnose.declared import applicable_requirements
+from cudamatrix.diagnose.libchoice import chosen, judged_objects, nearest, release_carrying
 from cudamatrix.matrix.data import ExtensionGpuFloor
 from cudamatrix.matrix.sources import records_of
 from cudamatrix.models import Extension, Finding
@@ -104,7 +105,7 @@ def extension_abi_mismatch(d: Diagnosis) -> list[Finding]:
         return []
     out = []
     for ext in d.env.extensions:
-        broken = [o for o in ext.objects if o.missing_count]
+        broken = [o for o in judged_objects(d.matrix, d.env, ext) if o.missing_count]
         if not broken:
             continue
         total = sum(o.missing_count for o in broken)
@@ -186,7 +187,9 @@ def extension_cuda_mismatch(d: Diagnosis) -> list[Finding]:
     """EXTENSION_CUDA_MISMATCH: an extension's shared object links CUDA libraries of another major than the
     framework's build (torch for a torch extension and whenever torch is a CUDA build; else jaxlib or
     tensorflow): ``libcublasLt.so.13: cannot open shared object file`` beside a CUDA 12 torch, or two CUDA
-    runtimes in one process. The framework's own copies are those the loader model predicts it maps."""
+    runtimes in one process. The framework's own copies are those the loader model predicts it maps. Of a package
+    with one library per CUDA release (bitsandbytes) only the file it opens is judged, and none to open is this
+    finding too (data/extensions.json ``library_choices``, :mod:`cudamatrix.diagnose.libchoice`)."""
     frameworks = [(n, f) for n in ("torch", "jaxlib", "tensorflow") if (f := _framework(d, n)) and f[1]]
     if not frameworks:
         return []
@@ -194,9 +197,9 @@ def extension_cuda_mismatch(d: Diagnosis) -> list[Finding]:
     assert major is not None  # frameworks lists CUDA builds only
     loads = {s.group("base"): ld.soname for ld in d.env.library_loads if ld.framework in (name, "jax")
              and (s := _SONAME.match(ld.soname))}
-    out = []
+    out = _no_library(d)
     for ext in d.env.extensions:
-        evidence = [f"{os.path.basename(o.path)} {words}" for o in ext.objects
+        evidence = [f"{os.path.basename(o.path)} {words}" for o in judged_objects(d.matrix, d.env, ext)
                     for words in _other_cuda(o.needed, major, name, loads)]
         if evidence:
             out.append(Finding(code="EXTENSION_CUDA_MISMATCH", severity="error",
@@ -208,16 +211,45 @@ def extension_cuda_mismatch(d: Diagnosis) -> list[Finding]:
     return out
 
 
+def _no_library(d: Diagnosis) -> list[Finding]:
+    """EXTENSION_CUDA_MISMATCH too: a package with one library per CUDA release (bitsandbytes) has none that its
+    own rule loads for torch's CUDA (data/extensions.json ``library_choices``)."""
+    out = []
+    for ext in d.env.extensions:
+        c = chosen(d.matrix, d.env, ext)
+        if c is None or c.asked is None or c.loaded is not None:
+            continue
+        carried = sorted(c.carried)
+        near = nearest(set(carried), c.asked)
+        rule, alone = c.rule, c.overridden or c.rule.choose == "exact"
+        evidence = [f"it carries {', '.join(c.file_name(r) for r in carried)}",
+                    f"{ext.name} {rule.versions} loads {c.file_name(c.asked)} for {c.asked_by}"
+                    + (" and no other file" if alone else ", else the nearest file of the same CUDA major"),
+                    f"when that file is missing, {rule.missing} ({records_of(rule.source)[0].url})"]
+        ways = ([f"set {rule.override}={near[0]}{near[1]} (it then loads {c.file_name(near)}, which it carries)"]
+                if near and rule.override and not c.overridden else [])
+        other = release_carrying(d.matrix, ext.name, c.asked)
+        ways.append(f"pip install '{ext.name}=={other[0]}' (its wheel carries {c.file_name(other[1])})" if other
+                    else f"a {ext.name} release that carries a CUDA {c.asked[0]} library")
+        ways.append(f"a torch build of a CUDA release it carries ({', '.join(f'{r[0]}.{r[1]}' for r in carried)})")
+        out.append(Finding(code="EXTENSION_CUDA_MISMATCH", severity="error",
+                           title=f"{ext.name} {ext.version} has no library for {c.asked_by}: it looks for "
+                                 f"{c.file_name(c.asked)}, which is not among its files",
+                           evidence=evidence, fix="; or ".join(ways)))
+    return out
+
+
 def _archs(values: list[str]) -> list[str]:
     """The compute capabilities of a list an object states, lowest first; anything else (a saved environment
     file's text) is left out."""
     return sorted((v for v in values if isinstance(v, str) and _CC.match(v)), key=cc_key)
 
 
-def _kernels(ext: Extension) -> list[tuple[str, list[str], list[str], bool]]:
-    """(file name, SASS, PTX, whether it links torch) of each object of ``ext`` that carries device code."""
+def _kernels(d: Diagnosis, ext: Extension) -> list[tuple[str, list[str], list[str], bool]]:
+    """(file name, SASS, PTX, whether it links torch) of each object of ``ext`` that carries device code and can be
+    opened here (of per-CUDA libraries, the one it loads)."""
     out = []
-    for o in ext.objects:
+    for o in judged_objects(d.matrix, d.env, ext):
         sass, ptx = _archs(o.sass), _archs(o.ptx)
         if sass or ptx:
             out.append((os.path.basename(o.path), sass, ptx, any(n.startswith(("libc10", "libtorch")) for n in o.needed)))
@@ -230,7 +262,7 @@ def extension_arch_unsupported(d: Diagnosis) -> list[Finding]:
     an equal or lower architecture for the driver to JIT-compile (the rule ``arch`` of the frameworks' builds,
     :func:`cudamatrix.solve.rules.sass_covers`), read from the fatbinaries of its objects; its CUDA kernels
     fail with "no kernel image is available for execution on the device". An extension whose objects carry
-    no device code is not judged. Or a GPU below the floor the installed package's own README or documentation
+    no device code is not judged; of per-CUDA libraries, only the one the package opens counts. Or a GPU below the floor the installed package's own README or documentation
     states for its release (data/extensions.json ``gpu_floors``: flash-attn 2 needs Ampere, vLLM 7.0), whether
     or not its kernels were read."""
     if not d.target.gpus:
@@ -238,7 +270,7 @@ def extension_arch_unsupported(d: Diagnosis) -> list[Finding]:
     out: list[Finding] = []
     judged: set[tuple[str, str]] = set()  # (extension, compute capability) named here: the floor adds nothing
     for ext in d.env.extensions:
-        kernels = _kernels(ext)
+        kernels = _kernels(d, ext)
         if not kernels:
             continue
         for gpu in d.target.gpus:

@@ -53,7 +53,7 @@ def complete(env: Environment, matrix: Matrix, findings: list[Finding]) -> list[
         if f.code in ("ARCH_UNSUPPORTED", "DRIVER_TOO_OLD"):
             concrete_fix(env, matrix, f)
     pasted.container_requirement(env, matrix, findings)  # its fix is the image's, not a framework's
-    pasted.extension_findings(env, findings)  # a torch extension's load error: its fix is the extension's
+    pasted.extension_findings(env, findings, matrix)  # a torch extension's load error: its fix is the extension's
     return findings
 
 

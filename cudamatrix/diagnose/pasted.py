@@ -12,6 +12,7 @@ No I/O.
 """
 from __future__ import annotations
 
+from cudamatrix.diagnose.libchoice import release_carrying
 from cudamatrix.matrix.data import Matrix
 from cudamatrix.matrix.query import driver_max_cuda
 from cudamatrix.models import Environment, Finding, ToolMessage
@@ -149,7 +150,7 @@ _PYG = ("torch-scatter", "torch-sparse", "torch-cluster", "torch-spline-conv", "
 _COMPANIONS = ("torchvision", "torchaudio")  # TORCHVISION_MISMATCH's
 
 
-def extension_findings(env: Environment, findings: list[Finding]) -> None:
+def extension_findings(env: Environment, findings: list[Finding], matrix: Matrix | None = None) -> None:
     """EXTENSION_ABI_MISMATCH, EXTENSION_CUDA_MISMATCH, EXTENSION_PIN_MISMATCH (and LIBRARY_MISSING or
     TORCHVISION_MISMATCH where those are what the words say) for every extension message of the paste: one finding per
     code and package, a later message of the same joined to its evidence."""
@@ -167,7 +168,8 @@ def extension_findings(env: Environment, findings: list[Finding]) -> None:
         if same is not None:
             same.evidence += [e for e in evidence if e not in same.evidence]
             continue
-        title, fix, commands = _extension_words(env, said, code)
+        title, fix, commands = _library_words(said, matrix) if said.kind == "library_not_found" else \
+            _extension_words(env, said, code)
         made[key] = Finding(code=code, severity="error", title=title, evidence=evidence, fix=fix,
                             fix_commands=commands)
         findings.append(made[key])
@@ -182,6 +184,8 @@ def extension_code(env: Environment, said: ToolMessage) -> str | None:
         return _built_for_code(said)
     if said.kind == "requirement_conflict":
         return "TORCHVISION_MISMATCH" if said.package in _COMPANIONS else "EXTENSION_PIN_MISMATCH"
+    if said.kind == "library_not_found":
+        return "EXTENSION_CUDA_MISMATCH"
     if said.kind == "provider_load_failed":
         framework = _framework_cuda_major(env)
         mismatch = said.library != "cudnn" and said.built and framework and framework != said.built
@@ -236,6 +240,10 @@ def _extension_facts(env: Environment, said: ToolMessage) -> list[str]:
                    f"{said.library} is {said.found}")
     elif said.kind == "provider_load_failed":
         out.append(_provider_fact(env, said))
+    elif said.kind == "library_not_found":
+        by = "BNB_CUDA_VERSION" if said.library == "BNB_CUDA_VERSION" else "torch's CUDA"
+        out.append(f"bitsandbytes opens the file of the CUDA release {by} names ({said.built}): {said.soname}, which "
+                   "is not among its files")
     return out
 
 
@@ -287,6 +295,22 @@ def _extension_words(env: Environment, said: ToolMessage, code: str) -> tuple[st
                 ": its compiled library does not load (undefined symbol)"
     fix, commands = _rebuild_fix(said, package, torch)
     return title, fix, commands
+
+
+def _library_words(said: ToolMessage, matrix: Matrix | None) -> tuple[str, str, list[list[str]]]:
+    """bitsandbytes without a library for the CUDA release named: the newest release read whose wheel has one it
+    opens for it (data/extensions.json ``library_choices``), or the override variable unset."""
+    parts = (said.built or "").split(".")
+    asked = (int(parts[0]), int(parts[1])) if len(parts) == 2 and all(p.isdigit() for p in parts) else None
+    other = release_carrying(matrix, "bitsandbytes", asked) if matrix is not None and asked else None
+    ways = [f"pip install 'bitsandbytes=={other[0]}' (its wheel carries libbitsandbytes_cuda{other[1][0]}"
+            f"{other[1][1]}, which it opens for CUDA {said.built})" if other else
+            f"a bitsandbytes release whose wheel carries a library it opens for CUDA {said.built}"]
+    if said.library == "BNB_CUDA_VERSION":
+        ways.insert(0, "unset BNB_CUDA_VERSION (it names a CUDA release this bitsandbytes has no file for; without it "
+                       "bitsandbytes opens the file of torch's CUDA)")
+    return (f"bitsandbytes has no library for CUDA {said.built}: {said.soname} is not among its files",
+            "; or ".join(ways), [])
 
 
 def _cp(python: str | None) -> str:

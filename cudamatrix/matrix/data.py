@@ -402,6 +402,28 @@ class ExtensionGpuFloor:
 
 @lazy_sources
 @record(frozen=True)
+class LibraryChoice:
+    """How a package that carries one library per CUDA release picks the one it loads, as its own loader code states
+    for its releases ``versions`` (bitsandbytes: ``libbitsandbytes_cuda{major}{minor}``, named by torch's CUDA).
+    ``choose``: ``exact`` loads the file of torch's CUDA major and minor only; ``same_major`` that file, else the
+    highest of the same major below it, else the lowest above it, never another major. ``override``: the
+    environment variable that names the release to load instead (``{major}{minor}``); ``missing``: what the package
+    does when the file it chose is not among its files; ``carried``: the CUDA releases of the files each release's
+    Linux x86_64 wheel has, as read from the wheel."""
+
+    names: list[Name]
+    versions: Spec
+    prefix: Label  # the files' name before the release ("libbitsandbytes_cuda"): {prefix}{major}{minor}[_...].so
+    choose: Literal["exact", "same_major"]
+    missing: str
+    source: Sources
+    override: Label | None = None
+    carried: dict[VersionText, list[VersionText]] = field(default_factory=dict)  # release -> CUDA ("13.0") its wheel has
+    __pydantic_config__ = FORBID
+
+
+@lazy_sources
+@record(frozen=True)
 class FindLinksBuild:
     """One release of a package built for one torch release's find-links pages, one per CUDA variant (PyG's
     torch-scatter 2.1.2 for torch 2.8.0: cpu, cu126, cu128, cu129), as the package's own build workflow states
@@ -444,14 +466,16 @@ class FindLinks:
 
 @record(frozen=True)
 class ExtensionFile:
-    """extensions.json: the extensions' releases, the release-file rules, the packages' own GPU floors and the
-    find-links pages of packages whose compiled wheels live there."""
+    """extensions.json: the extensions' releases, the release-file rules, the packages' own GPU floors, the
+    find-links pages of packages whose compiled wheels live there, and how a package with one library per CUDA
+    release picks the one it loads."""
 
     releases: list[ExtensionRelease] = field(default_factory=list)
     release_files: list[ReleaseFiles] = field(default_factory=list)
     release_file_sets: list[ReleaseFileSet] = field(default_factory=list)  # per release: the files it has
     gpu_floors: list[ExtensionGpuFloor] = field(default_factory=list)
     find_links: list[FindLinks] = field(default_factory=list)
+    library_choices: list[LibraryChoice] = field(default_factory=list)  # which per-CUDA library a package loads
     __pydantic_config__ = FORBID
 
 

@@ -327,6 +327,18 @@ def _lint_extension_floors(matrix: Matrix) -> list[str]:
             if "first_party" not in {r.kind for r in records_of(floor.source)}]
 
 
+def _lint_library_choices(matrix: Matrix) -> list[str]:
+    """extensions.json: every per-CUDA library rule cites the package's own loader code (first_party, at a tag) and,
+    for the files its releases carry, the wheels (artifact)."""
+    out = []
+    for i, row in enumerate(matrix.extensions.library_choices):
+        kinds = {r.kind for r in records_of(row.source)}
+        if "first_party" not in kinds or (row.carried and "artifact" not in kinds):
+            out.append(f"extensions.json: library_choices[{i}]: source: needs the package's own code (first_party)"
+                       f"{' and its wheels (artifact)' if row.carried else ''}, has {', '.join(sorted(kinds)) or 'none'}")
+    return out
+
+
 def _lint_release_file_sets(matrix: Matrix) -> list[str]:
     """extensions.json: every release's file set names a package with a file-name rule, cites the package's own
     release workflow (first_party), and excludes only values its own matrix lists (else the workflow was misread)."""
@@ -452,6 +464,7 @@ def sourced_rows(matrix: Matrix) -> list[tuple[str, str]]:
                         ("cudnn.json: gpu_floors", matrix.cudnn.gpu_floors),
                         ("extensions.json: gpu_floors", matrix.extensions.gpu_floors),
                         ("extensions.json: find_links", matrix.extensions.find_links),
+                        ("extensions.json: library_choices", matrix.extensions.library_choices),
                         ("advisories.json: advisories", matrix.advisories.advisories))
     for name, items in tables:
         rows += [(f"{name}[{i}]", row.source) for i, row in enumerate(items)]
@@ -484,7 +497,7 @@ def _lint_sources(matrix: Matrix) -> list[str]:
 # the checks :func:`lint` asks, in the order their problems are listed
 LINTS: list[Callable[[Matrix], list[str]]] = [_lint_cuda, _lint_gpus, _lint_cudnn, _lint_frameworks, _lint_advisories,
                                               _lint_extension_floors, _lint_release_file_sets, _lint_find_links,
-                                              _lint_sources]
+                                              _lint_library_choices, _lint_sources]
 FIND_LINKS_VARIANT = re.compile(r"cpu|cu\d{3}")
 
 

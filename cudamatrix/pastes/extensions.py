@@ -8,6 +8,8 @@
 - ONNX Runtime's "Failed to load library libonnxruntime_providers_cuda.so with error: libcublasLt.so.11: cannot open
   shared object file" (and Windows' "... which depends on "cublasLt64_12.dll" which is missing"): the CUDA (or
   cuDNN) major its CUDA provider was built for, from the file it could not open.
+- bitsandbytes' "Configured CUDA binary not found at .../libbitsandbytes_cuda131.so" (and its older "Could not find
+  the bitsandbytes CUDA binary at ..."): the CUDA release whose library it looked for and does not carry.
 - pip's resolver: "vllm 0.7.3 requires torch==2.5.1, but you have torch 2.4.0+cu124 which is incompatible." for a
   requirement on a framework, and vLLM's version lines ("vLLM API server version 0.7.3", "Initializing an LLM engine
   (v0.4.0) with config").
@@ -243,6 +245,41 @@ def cuda_library_major(soname: str) -> tuple[str | None, str | None]:
     return name or None, None
 
 
+# --- bitsandbytes' per-CUDA library ------------------------------------------------------------------------------
+
+_BNB_MISSING = ("Configured CUDA binary not found at ", "Could not find the bitsandbytes CUDA binary at ")
+_BNB_FILE = lazy(r"libbitsandbytes_cuda(\d{2,4})(?:_nocublaslt\d{0,4})?\.so")
+_BNB_NATIVE = "Could not load bitsandbytes native library: "
+_BNB_OVERRIDE = lazy(r"BNB_CUDA_VERSION=(\d{2,4}) environment variable detected")
+
+
+def read_bitsandbytes(paste: Paste, env: Environment) -> bool:
+    """bitsandbytes' "Configured CUDA binary not found at .../libbitsandbytes_cuda131.so" (0.46.0 on, which then
+    raises) and "Could not find the bitsandbytes CUDA binary at PosixPath('.../libbitsandbytes_cuda121.so')" (0.43.1
+    to 0.45.5, which then load the CPU library): the CUDA release of the file it looked for (its digits, major then
+    minor), named by torch's CUDA unless a "BNB_CUDA_VERSION=N environment variable detected" line says otherwise."""
+    found = False
+    lines = paste.lines
+    override = next((m.group(1) for i in paste.having("BNB_CUDA_VERSION=")
+                     if (m := _BNB_OVERRIDE.search(lines[i][:400]))), None)
+    for i in paste.having(*_BNB_MISSING):
+        line = lines[i][:1000]
+        m = _BNB_FILE.search(line)
+        if m is None:
+            continue
+        digits = m.group(1)
+        # library: who named the release, the override variable or torch's CUDA
+        _say(env, ToolMessage(tool="bitsandbytes", kind="library_not_found", text=line.strip()[:300],
+                              package="bitsandbytes", soname=m.group(0), built=f"{digits[:-1]}.{digits[-1]}",
+                              library="BNB_CUDA_VERSION" if override == digits else "torch"))
+        paste.claim(i, "bitsandbytes error")
+        found = True
+    if found:  # its CPU library, opened instead (0.43.1 to 0.45.5): the package's own file, not a CUDA library
+        for i in paste.having(_BNB_NATIVE):
+            paste.claim(i, "bitsandbytes error")
+    return found
+
+
 # --- pip's resolver and vLLM's version lines ----------------------------------------------------------------------
 
 _RESOLVER = "ERROR: pip's dependency resolver"
@@ -303,6 +340,7 @@ _READERS = (
     ((_XF_HEAD, "xFormers "), read_xformers),
     ((_UNDEFINED,), read_undefined_symbols),
     ((_PROVIDER,), read_onnxruntime),
+    (_BNB_MISSING, read_bitsandbytes),
     ((", but you have ", _RESOLVER), read_pip_conflicts),
     (("vLLM API server version", "LLM engine (v"), read_vllm_versions),
 )

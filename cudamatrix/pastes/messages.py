@@ -398,6 +398,9 @@ _CANNOT_OPEN = ": cannot open shared object file"
 _DLL = lazy(r"Could not (?:load library|locate) ([\w.-]{1,80}\.dll)")
 # TensorFlow's cudart_stub.cc says this where it cannot open the CUDA runtime (libcudart), whatever its words say
 _NO_CUDART = "Could not find cuda drivers on your machine"
+# a package's own library, not one of CUDA's: bitsandbytes' CPU library, opened when it has no CUDA one (its reader,
+# pastes/extensions.py, says which CUDA release it has no library for)
+_PACKAGES_OWN = ("libbitsandbytes_",)
 _TF_LINES = ("successfully opened CUDA library", "Successfully opened dynamic library", "Cannot dlopen some GPU",
              "DNN library initialization failed")
 
@@ -409,7 +412,7 @@ def read_missing_libraries(paste: Paste, env: Environment) -> bool:
     found = _read_tf_missing(paste, env)
     for i in paste.having(_CANNOT_OPEN, "Could not load library", "Could not locate"):
         soname = _missing_soname(paste.lines[i][:2000])
-        if soname is None:
+        if soname is None or soname.startswith(_PACKAGES_OWN):
             continue
         if paste.free(i):
             _say(env, ToolMessage(tool="loader", kind="library_missing", soname=soname, library=_library_of(soname),

@@ -246,3 +246,59 @@ def test_the_issues_example_gives_both_findings_with_the_release_for_the_install
     pin = got["EXTENSION_PIN_MISMATCH"]
     assert pin.title == "xformers 0.0.29.post3 declares torch==2.6.0; the installed torch is 2.8.0"
     assert pin.fix_commands == [["pip", "install", "xformers", "torch==2.8.0"]]
+
+
+# --- bitsandbytes' per-CUDA library ---------------------------------------------------------------------------------
+
+BNB1848 = "bitsandbytes-error_configured-cuda-binary-not-found_cuda131_bitsandbytes1848"
+BNB1559 = "bitsandbytes-error_could-not-find-cuda-binary_override124_bitsandbytes1559"
+
+
+def test_the_missing_file_names_the_cuda_release_torch_asked_for():
+    found, paste, env = read(body(BNB1848))
+    assert found is True
+    assert [(m.kind, m.soname, m.built, m.library) for m in env.messages] == [
+        ("library_not_found", "libbitsandbytes_cuda131.so", "13.1", "torch")]
+    assert paste.kind[10] == "bitsandbytes error"  # the last line
+
+
+def test_the_override_line_names_who_asked_and_the_cpu_library_is_its_own():
+    """0.43-0.45's words: the override warning, "Could not find the bitsandbytes CUDA binary at PosixPath(...)", then
+    its CPU library, which is bitsandbytes' own file and no CUDA library (no LIBRARY_MISSING)."""
+    found, paste, env = read(body(BNB1559))
+    assert [(m.soname, m.built, m.library) for m in env.messages] == [
+        ("libbitsandbytes_cuda124.so", "12.4", "BNB_CUDA_VERSION")]
+    codes = findings(body(BNB1559))
+    assert list(codes) == ["EXTENSION_CUDA_MISMATCH"]
+    assert codes["EXTENSION_CUDA_MISMATCH"].fix.startswith("unset BNB_CUDA_VERSION")
+
+
+def test_a_nocublaslt_file_is_the_release_of_its_first_digits():
+    """unslothai/unsloth#412's line: 0.43's override appended the digits after _nocublaslt."""
+    line = ("Could not find the bitsandbytes CUDA binary at PosixPath('/home/llm/miniconda3/envs/unsloth_env/lib/"
+            "python3.10/site-packages/bitsandbytes/libbitsandbytes_cuda121_nocublaslt121.so')")
+    _found, _paste, env = read(line)
+    assert [(m.soname, m.built) for m in env.messages] == [("libbitsandbytes_cuda121_nocublaslt121.so", "12.1")]
+
+
+def test_the_finding_names_the_release_whose_wheel_has_a_file_it_opens():
+    from cudamatrix.matrix.load import load_matrix
+
+    (said,) = from_reports([("paste", body(BNB1848))]).messages
+    got = {f.code: f for f in diagnose(from_reports([("paste", body(BNB1848))]), load_matrix())}
+    finding = got["EXTENSION_CUDA_MISMATCH"]
+    assert finding.title == "bitsandbytes has no library for CUDA 13.1: libbitsandbytes_cuda131.so is not among its files"
+    # 0.50.1's wheel carries cuda130 and cuda132, and from 0.50.0 it opens the highest file of the major below 13.1
+    assert finding.fix == ("pip install 'bitsandbytes==0.50.1' (its wheel carries libbitsandbytes_cuda130, which it "
+                           "opens for CUDA 13.1)")
+    assert said.kind == "library_not_found"
+
+
+@pytest.mark.parametrize("line", [
+    "Configured CUDA binary not found at /x/libbitsandbytes_cpu.so",
+    "Configured CUDA binary not found at /x/libbitsandbytes_cuda.so",
+    "Could not find the bitsandbytes CUDA binary at " + "a" * 5000,
+])
+def test_other_lines_of_those_words_read_nothing(line):
+    found, _paste, env = read(line)
+    assert found is False and env.messages == []

@@ -252,7 +252,8 @@ def said_fields(env):
     }
 
 
-EXTENSION_KINDS = ("extension_built_for", "undefined_symbol", "provider_load_failed", "requirement_conflict")
+EXTENSION_KINDS = ("extension_built_for", "undefined_symbol", "provider_load_failed", "requirement_conflict",
+                   "library_not_found")
 
 
 def extension_said(m):
@@ -265,6 +266,8 @@ def extension_said(m):
         return f"{m.package} undefined-symbol {m.symbol}"
     if m.kind == "provider_load_failed":
         return f"{m.package} cannot-load {m.soname} ({m.library} {m.built})"
+    if m.kind == "library_not_found":
+        return f"{m.package} has-no {m.soname} (CUDA {m.built}, named by {m.library})"
     return f"{m.package} {m.package_version} requires {m.library}{m.requirement}, found {m.found}"
 
 

@@ -14,7 +14,13 @@ $CUDAMATRIX_TORCH_CUDA_PYTHON; skipped with the reason where it is unset. Eviden
   provider fails to load with "libcublasLt.so.12: cannot open shared object file" where only torch's CUDA 13 wheels
   are installed); 1.31.1's NEEDED libcublasLt.so.13, libcublas.so.13, libcudart.so.13: the matched control. The
   provider (284 MB) is cached by its ends only (its first MiB and last 64 KiB, a sparse file of its real size):
-  its .dynamic section lies at 0x10ed41c8 of 1.31.1's 0x10edb8a0 bytes, .dynstr at 0x2250.
+  its .dynamic section lies at 0x10ed41c8 of 1.31.1's 0x10edb8a0 bytes, .dynstr at 0x2250;
+- bitsandbytes 0.49.2 carries one library per CUDA release: ``readelf -d`` of libbitsandbytes_cuda118.so NEEDS
+  libcudart.so.11.0 and libcublas.so.11, of libbitsandbytes_cuda130.so libcudart.so.13 and libcublas.so.13; its
+  cextension.py (get_cuda_bnb_library_path at 0.49.2) opens libbitsandbytes_cuda{major}{minor}.so of
+  torch.version.cuda only, so beside torch 2.14.1 (CUDA 13.0) the CUDA 11 file is never opened: no finding (doctor
+  said EXTENSION_CUDA_MISMATCH here before the data's ``library_choices``); bitsandbytes 0.44.1's newest file is
+  libbitsandbytes_cuda125.so: there is no file for CUDA 13.0 (it falls back to its CPU library).
 """
 from __future__ import annotations
 
@@ -49,6 +55,8 @@ def real(tmp_path, monkeypatch):
     (ep.Pair((ep.CP12, ep.CP13), "2.14.1"), [CLASH]),
     (ep.Pair((ep.ORT126,), "2.14.1"), [CUDA]),
     (ep.Pair((ep.ORT1311,), "2.14.1"), []),
+    (ep.Pair((ep.BNB49,), "2.14.1"), []),
+    (ep.Pair((ep.BNB44,), "2.14.1"), [CUDA]),
 ])
 def test_the_files_and_doctor_agree(tmp_path, pair, codes):
     row = ep.run_pair(pair, tmp_path)
