@@ -147,7 +147,11 @@ def needs(rel: ExtensionRelease, family: str | None) -> str:
     return " and ".join(need)
 
 
-def _why(rel: ExtensionRelease, family: str | None) -> str:
+def _why(rel: ExtensionRelease, family: str | None, installed: bool = False) -> str:
+    if installed:
+        return f"{rel.name} {rel.version}: the installed release, tried first" + \
+            (f", that a {family} build running on the target carries (it needs {needs(rel, family)}, as its wheel "
+             "states)" if family else f", whose CUDA {rel.cuda_major} the driver runs")
     if family is None:
         return f"{rel.name} {rel.version}: the newest release the request admits whose CUDA {rel.cuda_major} the " \
                f"driver runs"
@@ -163,32 +167,43 @@ def choose(reqs: list[Requirement], per_family: dict[str, list[Candidate]], targ
     return next(alternatives(reqs, per_family, targets, matrix, chosen), None)
 
 
+def installed_first(rels: list[ExtensionRelease], installed: str | None) -> list[ExtensionRelease]:
+    """``rels`` with the installed release first (an implicit request keeps what works), the rest as they were."""
+    if not installed:
+        return rels
+    same = [r for r in rels if str(r.version) == installed.split("+")[0]]
+    return same + [r for r in rels if r not in same]
+
+
 def alternatives(reqs: list[Requirement], per_family: dict[str, list[Candidate]], targets: list[Target],
-                 matrix: Matrix, chosen: list[Chosen] | None = None
+                 matrix: Matrix, chosen: list[Chosen] | None = None, carried: dict[str, str] | None = None
                  ) -> Iterator[tuple[list[Chosen], dict[str, list[Candidate]]]]:
     """Every choice :func:`choose` could make, best first (its first is :func:`choose`'s answer): the solver
     takes the next one when the frameworks the first narrows to do not go together (vllm's CUDA 13 torch beside
-    TensorFlow's CUDA 12 builds). Lazy: nothing past the one asked for is worked out."""
+    TensorFlow's CUDA 12 builds). ``carried``: installed versions tried first (an implicit request). Lazy: nothing
+    past the one asked for is worked out."""
     chosen = list(chosen or [])
     if not reqs:
         yield chosen, per_family
         return
     req, rest = reqs[0], reqs[1:]
     families = list(per_family)
-    for rel in releases_for(req, matrix):
+    have = (carried or {}).get(canonical(req.name), "").split("+")[0]
+    for rel in installed_first(releases_for(req, matrix), have):
+        mine = str(rel.version) == have
         family = attached_family(rel, families)
         if target_problem(rel, targets) or _pairs_with(rel, chosen):
             continue
         if family is None:
             if rel.cuda_major is None or families or driver_problem(rel, targets, matrix):
                 continue  # nothing says what it needs (no torch requirement, no CUDA major): not chosen blind
-            yield from alternatives(rest, per_family, targets, matrix, chosen + [Chosen(req, rel, None,
-                                                                                        _why(rel, None))])
+            yield from alternatives(rest, per_family, targets, matrix,
+                                    chosen + [Chosen(req, rel, None, _why(rel, None, mine))], carried)
             continue
         ok = [c for c in per_family.get(family, []) if build_problem(rel, c) is None]
         if ok:
             yield from alternatives(rest, {**per_family, family: ok}, targets, matrix,
-                                    chosen + [Chosen(req, rel, family, _why(rel, family))])
+                                    chosen + [Chosen(req, rel, family, _why(rel, family, mine))], carried)
 
 
 # --- no solution ---------------------------------------------------------------------------------------------------

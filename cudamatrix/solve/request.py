@@ -20,6 +20,7 @@ class Request:
     passthrough: list[Requirement] = field(default_factory=list)  # not a framework the matrix knows
     implicit: bool = False  # derived from what is installed, not typed by the user
     extensions: list[Requirement] = field(default_factory=list)  # solved with their framework (EXTENSIONS)
+    carried: dict[str, str] = field(default_factory=dict)  # installed extensions an implicit request keeps: name -> version
 
     @property
     def texts(self) -> list[str]:
@@ -28,7 +29,7 @@ class Request:
     def copy(self) -> Request:
         """A copy whose lists and mapping can be changed without touching this one."""
         return Request(list(self.requirements), {k: list(v) for k, v in self.families.items()},
-                       list(self.passthrough), self.implicit, list(self.extensions))
+                       list(self.passthrough), self.implicit, list(self.extensions), dict(self.carried))
 
     def without(self, family: str) -> Request:
         """A copy without one family's requirements."""
@@ -38,8 +39,12 @@ class Request:
 
 
 def parse_request(texts: list[str], installed: Environment | None = None) -> Request:
-    """PEP 508 strings -> Request. Empty: what is installed now; nothing installed: torch. Raises UsageError."""
+    """PEP 508 strings -> Request. Empty: what is installed now; nothing installed: torch. Raises UsageError.
+
+    An implicit request carries the installed packages built against one exact torch (vllm, xformers, sglang):
+    torch moved without them breaks them, so they are solved with it, their installed release tried first."""
     implicit = False
+    carried: dict[str, str] = {}
     if not texts:
         implicit = True
         names = []
@@ -49,7 +54,8 @@ def parse_request(texts: list[str], installed: Environment | None = None) -> Req
             for dist in (*FAMILIES["torch"].distributions, "tensorflow", "jax"):
                 if dist in installed.packages:
                     names.append(dist)
-        texts = names or ["torch"]
+            carried = {n: installed.packages[n] for n in sorted(EXTENSIONS_ON_TORCH) if installed.packages.get(n)}
+        texts = (names or ["torch"]) + list(carried)
     reqs = []
     for text in texts:
         try:
@@ -57,7 +63,7 @@ def parse_request(texts: list[str], installed: Environment | None = None) -> Req
         except InvalidRequirement as exc:
             raise UsageError(f"cannot parse requirement {text!r}: {exc}",
                              hint="write PEP 508 requirements, e.g. 'torch>=2.3' 'tensorflow==2.15.*'") from None
-    request = Request(reqs, implicit=implicit)
+    request = Request(reqs, implicit=implicit, carried=carried)
     for req in reqs:
         fam = family_of(canonical(req.name))
         if fam:

@@ -137,6 +137,7 @@ def _solve(targets: list[Target], request: Request, matrix: Matrix, installed: E
     request = findlinks.with_torch(request, paged)
     request, kept, kept_trace = _keep_unknown_installed(request, matrix, installed)
     trace += kept_trace
+    request, unknown_carried = _carry_known(request, matrix)
 
     for family in FAMILY_NAMES:
         if family not in request.families:
@@ -168,7 +169,8 @@ def _solve(targets: list[Target], request: Request, matrix: Matrix, installed: E
     request, file_notes = releasefiles.resolved(request, files, choice, reps, matrix)
     request, page_notes, links = findlinks.resolved(request, paged, choice, reps, runs)
     return assemble(choice, request, reps, matrix, installed, rejected, trace, kept,
-                    notes=tried.passed + passed_over(choice, per_family, reps, matrix) + file_notes + page_notes,
+                    notes=unknown_carried + _carried_notes(request, chosen) + tried.passed + passed_over(choice, per_family, reps, matrix)
+                    + file_notes + page_notes,
                     extensions=chosen, find_links=links)
 
 
@@ -259,6 +261,36 @@ def _passed_sentence(choices: list[list[extensions.Chosen]], narrowed: dict[str,
            f"not go together ({why})"
 
 
+def _carried_notes(request: Request, chosen: list[extensions.Chosen]) -> list[str]:
+    """What an implicit request did with each installed extension it carried: kept, or replaced by the release
+    the chosen build carries (the installed one pins a torch no build of which is chosen)."""
+    out = []
+    for c in chosen:
+        have = request.carried.get(canonical(c.requirement.name))
+        if have is None:
+            continue
+        if str(c.release.version) != have.split("+")[0]:
+            out.append(f"{c.release.name} {have} is installed and built for one torch: solved with it; "
+                       f"{c.release.version} in its place, as no torch build it pairs with is chosen")
+    return out
+
+
+def _carry_known(request: Request, matrix: Matrix) -> tuple[Request, list[str]]:
+    """The implicit request without the installed extensions whose installed release the matrix does not know
+    (newer than its data, or a local build): nothing says which torch they pair with, so they are left as they
+    are, and said."""
+    unknown = {n: v for n, v in request.carried.items()
+               if not any(str(r.version) == v.split("+")[0] for r in extensions.releases_for(Requirement(n), matrix))}
+    if not unknown:
+        return request, []
+    out = request.copy()
+    out.extensions = [r for r in out.extensions if canonical(r.name) not in unknown]
+    out.requirements = [r for r in out.requirements if canonical(r.name) not in unknown]
+    out.carried = {n: v for n, v in out.carried.items() if n not in unknown}
+    return out, [f"{n} {v} is installed and matrix {matrix.meta.data_version} does not know that release: not solved "
+                 "with torch, left as it is" for n, v in unknown.items()]
+
+
 def _extension_tries(request: Request, per_family: dict[str, list[Candidate]], verdicts: Verdicts,
                      reps: list[Target], matrix: Matrix, explain: bool
                      ) -> Iterator[tuple[list[extensions.Chosen], dict[str, list[Candidate]]]]:
@@ -268,7 +300,8 @@ def _extension_tries(request: Request, per_family: dict[str, list[Candidate]], v
         yield [], per_family
         return
     any_choice = False
-    for n, (chosen, narrowed) in enumerate(extensions.alternatives(request.extensions, per_family, reps, matrix)):
+    for n, (chosen, narrowed) in enumerate(extensions.alternatives(request.extensions, per_family, reps, matrix,
+                                                                   carried=request.carried)):
         if n >= MAX_EXTENSION_CHOICES:
             return
         any_choice = True
