@@ -11,12 +11,11 @@ from typing import TYPE_CHECKING
 
 from cudamatrix.diagnose.context import Diagnosis, base_version
 from cudamatrix.diagnose.declared import applicable_requirements
-from cudamatrix.diagnose.libchoice import chosen, judged_objects, nearest, release_carrying
+from cudamatrix.diagnose.libchoice import admits, chosen, judged_objects, nearest, release_carrying
 from cudamatrix.matrix.data import ExtensionGpuFloor
 from cudamatrix.matrix.sources import records_of
 from cudamatrix.models import Extension, Finding
 from cudamatrix.names import FAMILIES, canonical
-from cudamatrix.schema import pep508
 from cudamatrix.schema.values import cc_key
 from cudamatrix.solve.rules import ptx_covers, sass_covers
 
@@ -41,23 +40,6 @@ def _framework(d: Diagnosis, name: str) -> tuple[str, str | None] | None:
     return fw.version, fw.cuda.split(".")[0] if fw.cuda else None
 
 
-def _admits(spec: str, version: str) -> bool:
-    """Whether a row's torch specifier admits ``version``: plain releases without packaging
-    (:mod:`cudamatrix.schema.pep508`, whose answers are packaging's), the rest by packaging."""
-    lite = pep508.specifiers(spec)
-    if lite is not None:
-        try:
-            return lite.contains(version)
-        except ValueError:  # a number past the int conversion limit
-            return False
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet  # on first use: see schema/pep508.py
-
-    try:
-        return SpecifierSet(spec).contains(version, prereleases=True)
-    except (InvalidSpecifier, ValueError):
-        return False
-
-
 def _matching_release(d: Diagnosis, name: str, torch: str) -> str | None:
     """The newest release of ``name`` the matrix holds (data/extensions.json) whose torch requirement the installed
     torch meets, with that requirement ("xformers 0.0.35 declares torch>=2.10"); None when it holds none."""
@@ -67,7 +49,7 @@ def _matching_release(d: Diagnosis, name: str, torch: str) -> str | None:
         spec = rel.requires.get("torch")
         if not spec or (best is not None and rel.version <= best.version):
             continue
-        if _admits(spec, have):
+        if admits(spec, have):
             best = rel
     return f"{best.name} {best.version} declares torch{best.requires['torch']}" if best is not None else None
 
@@ -296,7 +278,7 @@ def extension_arch_unsupported(d: Diagnosis) -> list[Finding]:
 def _floor_of(d: Diagnosis, name: str, version: str) -> ExtensionGpuFloor | None:
     """The GPU floor the package's own words state for this release (the highest where rows overlap)."""
     rows = [f for f in d.matrix.extensions.gpu_floors
-            if name in (canonical(n) for n in f.names) and _admits(f.versions, base_version(version))]
+            if name in (canonical(n) for n in f.names) and admits(f.versions, base_version(version))]
     return max(rows, key=lambda f: cc_key(f.min_compute_capability), default=None)
 
 

@@ -9,12 +9,12 @@ import os
 import re
 from dataclasses import dataclass
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from cudamatrix.matrix.data import LibraryChoice, Matrix
 from cudamatrix.models import Environment, Extension, ExtensionObject
 from cudamatrix.names import canonical
+from cudamatrix.schema import pep508
 
 Release = tuple[int, int]  # a CUDA release as (major, minor): the file's digits "130" are (13, 0)
 
@@ -40,13 +40,26 @@ def rule_for(matrix: Matrix, name: str, version: str) -> LibraryChoice | None:
     """The row whose releases hold ``name`` ``version``; None when no row does (a package of no row, or a release
     newer than every row read: its files are then judged as they are)."""
     for row in matrix.extensions.library_choices:
-        if canonical(name) in {canonical(n) for n in row.names}:
-            try:
-                if SpecifierSet(row.versions).contains(version, prereleases=True):
-                    return row
-            except InvalidSpecifier:
-                continue
+        if canonical(name) in {canonical(n) for n in row.names} and admits(row.versions, version):
+            return row
     return None
+
+
+def admits(spec: str, version: str) -> bool:
+    """Whether a row's specifier admits ``version``: plain releases without packaging
+    (:mod:`cudamatrix.schema.pep508`, whose answers are packaging's), the rest by packaging."""
+    lite = pep508.specifiers(spec)
+    if lite is not None:
+        try:
+            return lite.contains(version)
+        except ValueError:  # a number past the int conversion limit
+            return False
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet  # on first use: see schema/pep508.py
+
+    try:
+        return SpecifierSet(spec).contains(version, prereleases=True)
+    except (InvalidSpecifier, ValueError):
+        return False
 
 
 def release_of(digits: str) -> Release | None:
