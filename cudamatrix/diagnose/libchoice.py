@@ -7,19 +7,18 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
 
 from cudamatrix.matrix.data import LibraryChoice, Matrix
 from cudamatrix.models import Environment, Extension, ExtensionObject
 from cudamatrix.names import canonical
-from cudamatrix.schema import pep508
+from cudamatrix.schema import pep508, record
 
 Release = tuple[int, int]  # a CUDA release as (major, minor): the file's digits "130" are (13, 0)
 
 
-@dataclass(frozen=True)
+@record(frozen=True, eq=False)
 class Chosen:
     """What one installed package would load: the rule, the release asked for and who asks for it (torch's CUDA or
     the rule's override variable; None: no CUDA torch, so it loads none of them), the releases its files carry, and
