@@ -1182,15 +1182,22 @@ def _extension_floor_cases(root: Path) -> list[Case]:
         "no source": [{k: v for k, v in good.items() if k != "source"}], "unknown key": [{**good, "bogus": 1}],
         "not a list": "x", "third party only": [{**good, "source": [{**good["source"][0], "kind": "third_party"}]}],
         "versions any": [{**good, "versions": ""}]}
-    for label, value in floors.items():
-        folder = root / f"data-floor-{label.replace(' ', '-')}"
+    return out + _extension_data_cases(root, "extension floors", "gpu_floors", floors, saved)
+
+
+def _extension_data_cases(root: Path, title: str, key: str, values: dict[str, object], saved: Path) -> list[Case]:
+    """For each garbage value of extensions.json's ``key``: a --data folder holding it, read by matrix validate and
+    by doctor on ``saved``."""
+    out: list[Case] = []
+    for label, value in values.items():
+        folder = root / f"data-{key}-{label.replace(' ', '-')}"
         shutil.copytree(_data_dir(), folder)
         doc = json.loads((folder / "extensions.json").read_text())
-        doc["gpu_floors"] = value
+        doc[key] = value
         (folder / "extensions.json").write_text(json.dumps(doc))
-        out.append(Case(f"extension floors: data {label}: matrix validate", ["matrix", "validate", str(folder), "--json"],
+        out.append(Case(f"{title}: data {label}: matrix validate", ["matrix", "validate", str(folder), "--json"],
                         json=True))
-        out.append(Case(f"extension floors: data {label}: doctor", ["doctor", "--env", str(saved), "--data", str(folder)]))
+        out.append(Case(f"{title}: data {label}: doctor", ["doctor", "--env", str(saved), "--data", str(folder)]))
     return out
 
 
@@ -1218,16 +1225,7 @@ def _library_choice_cases(root: Path) -> list[Case]:
         "carried huge": [{**good, "carried": {"1.0": ["13.0"] * 100_000}}], "versions word": [{**good, "versions": "?"}],
         "override escape": [{**good, "override": "\x1b[31m"}], "no source": [{k: v for k, v in good.items() if k != "source"}],
         "not a list": "x", "unknown key": [{**good, "bogus": 1}]}
-    for label, value in rows.items():
-        folder = root / f"data-libchoice-{label.replace(' ', '-')}"
-        shutil.copytree(_data_dir(), folder)
-        doc = json.loads((folder / "extensions.json").read_text())
-        doc["library_choices"] = value
-        (folder / "extensions.json").write_text(json.dumps(doc))
-        out.append(Case(f"library choices: data {label}: matrix validate", ["matrix", "validate", str(folder), "--json"],
-                        json=True))
-        out.append(Case(f"library choices: data {label}: doctor", ["doctor", "--env", str(saved), "--data", str(folder)]))
-    return out
+    return out + _extension_data_cases(root, "library choices", "library_choices", rows, saved)
 
 
 def _hostile_index(answer) -> str:

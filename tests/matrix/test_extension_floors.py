@@ -8,9 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from support import extensionsfile
 
 from cudamatrix.errors import DataError
-from cudamatrix.matrix.data import FILES, OPTIONAL, default_data_dir, validate_files
+from cudamatrix.matrix.data import default_data_dir, validate_files
 from cudamatrix.matrix.query import lint
 
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -20,12 +21,8 @@ import refresh_extensions as refresh  # noqa: E402
 DATA = default_data_dir()
 
 
-def raws_with(floors) -> dict[str, bytes]:
-    raws = {n: (DATA / f"{n}.json").read_bytes() for n in FILES if n not in OPTIONAL}
-    doc = json.loads((DATA / "extensions.json").read_text())
-    doc["gpu_floors"] = floors
-    raws["extensions"] = json.dumps(doc).encode()
-    return raws
+def raws_with(rows) -> dict[str, bytes]:
+    return extensionsfile.raws_with("gpu_floors", rows)
 
 
 GOOD = {"names": ["flash-attn"], "versions": ">=2.0.0", "min_compute_capability": "8.0",

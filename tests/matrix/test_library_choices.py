@@ -9,9 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from support import extensionsfile
 
 from cudamatrix.errors import DataError
-from cudamatrix.matrix.data import FILES, OPTIONAL, default_data_dir, validate_files
+from cudamatrix.matrix.data import default_data_dir, validate_files
 from cudamatrix.matrix.query import lint
 
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -22,11 +23,7 @@ DATA = default_data_dir()
 
 
 def raws_with(rows) -> dict[str, bytes]:
-    raws = {n: (DATA / f"{n}.json").read_bytes() for n in FILES if n not in OPTIONAL}
-    doc = json.loads((DATA / "extensions.json").read_text())
-    doc["library_choices"] = rows
-    raws["extensions"] = json.dumps(doc).encode()
-    return raws
+    return extensionsfile.raws_with("library_choices", rows)
 
 
 CODE = {"url": "https://example.org/pkg/blob/1.0/loader.py", "states": "opens lib_cuda{major}{minor}", "read": "2026-12-04",
