@@ -167,12 +167,18 @@ def choose(reqs: list[Requirement], per_family: dict[str, list[Candidate]], targ
     return next(alternatives(reqs, per_family, targets, matrix, chosen), None)
 
 
-def installed_first(rels: list[ExtensionRelease], installed: str | None) -> list[ExtensionRelease]:
-    """``rels`` with the installed release first (an implicit request keeps what works), the rest as they were."""
-    if not installed:
-        return rels
-    same = [r for r in rels if str(r.version) == installed.split("+")[0]]
-    return same + [r for r in rels if r not in same]
+def installed_first(rels: list[ExtensionRelease], installed: str, per_family: dict[str, list[Candidate]]
+                    ) -> list[ExtensionRelease]:
+    """An implicit request's order for an installed extension: the releases the framework's best build carries
+    first (torch kept: the extension moves, one distribution, rather than torch and everything built on it), the
+    installed release first among them (a set that works stays), newest first otherwise."""
+    families = list(per_family)
+
+    def keeps(rel: ExtensionRelease) -> bool:
+        best = per_family.get(attached_family(rel, families) or "", [])
+        return bool(best) and build_problem(rel, best[0]) is None
+
+    return sorted(rels, key=lambda r: (not keeps(r), str(r.version) != installed))
 
 
 def alternatives(reqs: list[Requirement], per_family: dict[str, list[Candidate]], targets: list[Target],
@@ -189,7 +195,8 @@ def alternatives(reqs: list[Requirement], per_family: dict[str, list[Candidate]]
     req, rest = reqs[0], reqs[1:]
     families = list(per_family)
     have = (carried or {}).get(canonical(req.name), "").split("+")[0]
-    for rel in installed_first(releases_for(req, matrix), have):
+    rels = releases_for(req, matrix)
+    for rel in installed_first(rels, have, per_family) if have else rels:
         mine = str(rel.version) == have
         family = attached_family(rel, families)
         if target_problem(rel, targets) or _pairs_with(rel, chosen):

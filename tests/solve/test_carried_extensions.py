@@ -70,3 +70,15 @@ def test_a_typed_request_is_what_the_user_wrote(matrix):
                   xformers="0.0.27.post1")
     pins, solution = answer(matrix, env, ["torch"])
     assert "xformers" not in pins and solution.request == ["torch"]
+
+
+def test_the_extension_moves_rather_than_torch(matrix):
+    """torch 2.14.1 beside xformers 0.0.29.post3 (torch==2.6.0) on driver 580: torch 2.6.0 would run here too, but
+    the extension moves (one distribution) and torch stays, as fix's plan for the extension findings says
+    (install/extfix.py); the installed xformers is tried first only among the releases the kept torch carries."""
+    env = machine(("NVIDIA A100-SXM4-40GB", "8.0"), "580.126.09", "13.0", "2.14.1", "13.0", xformers="0.0.29.post3")
+    pins, solution = answer(matrix, env)
+    assert pins["torch"].split("+")[0] == "2.14.1"
+    assert pins["xformers"] == "0.0.35"  # the newest whose torch>=2.10 admits 2.14.1
+    assert any(n.startswith("xformers 0.0.29.post3 is installed and built for one torch: solved with it; 0.0.35 "
+                            "in its place") for n in solution.notes)
