@@ -20,9 +20,6 @@ Lines are found with str searches and cut with str methods or bounded, anchored 
 """
 from __future__ import annotations
 
-import shutil
-import subprocess
-
 from cudamatrix.detect.python_env import canonical
 from cudamatrix.detect.text import Paste, read_anchored
 from cudamatrix.models import Environment, ToolMessage
@@ -161,6 +158,11 @@ def demangle(symbol: str) -> str | None:
     or gives the name back unchanged."""
     if symbol in _DEMANGLED:
         return _DEMANGLED[symbol]
+    # on first use: subprocess and shutil (with bz2 and lzma) are 12 ms of every `detect --from` (python -X
+    # importtime), and only a paste with an undefined torch symbol runs c++filt
+    import shutil
+    import subprocess
+
     tool = shutil.which("c++filt")
     text = None
     if tool and set(symbol) <= _SYMBOL_CHARS and len(symbol) <= 600:

@@ -150,7 +150,7 @@ def test_the_symbol_is_demangled_and_its_abi_named():
 
 
 def test_without_cpp_filt_the_symbol_stays_mangled(monkeypatch):
-    monkeypatch.setattr(extensions.shutil, "which", lambda name: None)
+    monkeypatch.setattr(shutil, "which", lambda name: None)  # imported by demangle on first use
     assert extensions.demangle("_ZN3c104cuda9SetDeviceEiX") is None
 
 
