@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING
 from packaging.version import InvalidVersion, Version
 
 from cudamatrix.diagnose.declared import applicable_requirements
+from cudamatrix.diagnose.libchoice import Chosen, chosen, judged_objects
 from cudamatrix.matrix.data import ExtensionRelease, FrameworkRelease, Matrix, Variant
-from cudamatrix.models import Environment
+from cudamatrix.models import Environment, Extension, ExtensionObject
 from cudamatrix.names import FAMILIES, canonical
 from cudamatrix.schema import record
 from cudamatrix.solve.target import from_environment
@@ -82,6 +83,7 @@ class Diagnosis:
         self.has_gpu = bool(self.target.gpus) and (drv.status == "ok" or self.driver_stated)
         self._declared: dict[str, list[Requirement]] | None = None
         self._extension_releases: dict[str, list[ExtensionRelease]] | None = None
+        self._library_choices: dict[int, Chosen | None] = {}
 
     @property
     def gpu_builds(self) -> list[Installed]:
@@ -96,6 +98,17 @@ class Diagnosis:
             for rel in self.matrix.extensions.releases:
                 self._extension_releases.setdefault(canonical(rel.name), []).append(rel)
         return self._extension_releases.get(name, [])
+
+    def library_choice(self, ext: Extension) -> Chosen | None:
+        """What ``ext`` opens of its per-CUDA libraries (:func:`cudamatrix.diagnose.libchoice.chosen`), worked out
+        once per extension for the findings that read it."""
+        if id(ext) not in self._library_choices:
+            self._library_choices[id(ext)] = chosen(self.matrix, self.env, ext)
+        return self._library_choices[id(ext)]
+
+    def judged_objects(self, ext: Extension) -> list[ExtensionObject]:
+        """The objects of ``ext`` that can be opened here (of per-CUDA libraries, the one it loads)."""
+        return judged_objects(ext, self.library_choice(ext))
 
     def declared(self) -> dict[str, list[Requirement]]:
         """Each installed distribution's declared requirements that apply here (parsed once)."""

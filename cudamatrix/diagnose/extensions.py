@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from cudamatrix.diagnose.context import Diagnosis, base_version
 from cudamatrix.diagnose.declared import applicable_requirements
-from cudamatrix.diagnose.libchoice import admits, chosen, judged_objects, nearest, release_carrying
+from cudamatrix.diagnose.libchoice import admits, nearest, release_carrying
 from cudamatrix.matrix.data import ExtensionGpuFloor
 from cudamatrix.matrix.sources import records_of
 from cudamatrix.models import Extension, Finding
@@ -87,7 +87,7 @@ def extension_abi_mismatch(d: Diagnosis) -> list[Finding]:
         return []
     out = []
     for ext in d.env.extensions:
-        broken = [o for o in judged_objects(d.matrix, d.env, ext) if o.missing_count]
+        broken = [o for o in d.judged_objects(ext) if o.missing_count]
         if not broken:
             continue
         total = sum(o.missing_count for o in broken)
@@ -181,7 +181,7 @@ def extension_cuda_mismatch(d: Diagnosis) -> list[Finding]:
              and (s := _SONAME.match(ld.soname))}
     out = _no_library(d)
     for ext in d.env.extensions:
-        evidence = [f"{os.path.basename(o.path)} {words}" for o in judged_objects(d.matrix, d.env, ext)
+        evidence = [f"{os.path.basename(o.path)} {words}" for o in d.judged_objects(ext)
                     for words in _other_cuda(o.needed, major, name, loads)]
         if evidence:
             out.append(Finding(code="EXTENSION_CUDA_MISMATCH", severity="error",
@@ -198,7 +198,7 @@ def _no_library(d: Diagnosis) -> list[Finding]:
     own rule loads for torch's CUDA (data/extensions.json ``library_choices``)."""
     out = []
     for ext in d.env.extensions:
-        c = chosen(d.matrix, d.env, ext)
+        c = d.library_choice(ext)
         if c is None or c.asked is None or c.loaded is not None:
             continue
         carried = sorted(c.carried)
@@ -231,7 +231,7 @@ def _kernels(d: Diagnosis, ext: Extension) -> list[tuple[str, list[str], list[st
     """(file name, SASS, PTX, whether it links torch) of each object of ``ext`` that carries device code and can be
     opened here (of per-CUDA libraries, the one it loads)."""
     out = []
-    for o in judged_objects(d.matrix, d.env, ext):
+    for o in d.judged_objects(ext):
         sass, ptx = _archs(o.sass), _archs(o.ptx)
         if sass or ptx:
             out.append((os.path.basename(o.path), sass, ptx, any(n.startswith(("libc10", "libtorch")) for n in o.needed)))
@@ -244,8 +244,8 @@ def extension_arch_unsupported(d: Diagnosis) -> list[Finding]:
     an equal or lower architecture for the driver to JIT-compile (the rule ``arch`` of the frameworks' builds,
     :func:`cudamatrix.solve.rules.sass_covers`), read from the fatbinaries of its objects; its CUDA kernels
     fail with "no kernel image is available for execution on the device". An extension whose objects carry
-    no device code is not judged; of per-CUDA libraries, only the one the package opens counts. Or a GPU below the floor the installed package's own README or documentation
-    states for its release (data/extensions.json ``gpu_floors``: flash-attn 2 needs Ampere, vLLM 7.0), whether
+    no device code is not judged; of per-CUDA libraries, only the one the package opens counts. Or a GPU below
+    the floor the installed package's own README or documentation states for its release (data/extensions.json ``gpu_floors``: flash-attn 2 needs Ampere, vLLM 7.0), whether
     or not its kernels were read."""
     if not d.target.gpus:
         return []

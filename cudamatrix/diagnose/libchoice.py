@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import re
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from cudamatrix.matrix.data import LibraryChoice, Matrix
 from cudamatrix.models import Environment, Extension, ExtensionObject
@@ -139,20 +139,17 @@ def release_carrying(matrix: Matrix, name: str, asked: Release) -> tuple[str, Re
         for version, cudas in row.carried.items():
             files = {r for c in cudas if (r := release_of(c.replace(".", "")))}
             loaded = choose(row, files, asked, overridden=False)
-            try:
-                if loaded is not None:
-                    found.append((Version(version), version, loaded))
-            except InvalidVersion:
-                continue
+            if loaded is not None:  # the keys are PEP 440 versions (the schema's VersionText)
+                found.append((Version(version), version, loaded))
     if not found:
         return None
     _v, version, loaded = max(found)
     return version, loaded
 
 
-def judged_objects(matrix: Matrix, env: Environment, ext: Extension) -> list[ExtensionObject]:
-    """The objects of ``ext`` that can be opened here: every one, less the per-CUDA libraries it does not load."""
-    c = chosen(matrix, env, ext)
+def judged_objects(ext: Extension, c: Chosen | None) -> list[ExtensionObject]:
+    """The objects of ``ext`` that can be opened here: every one, less the per-CUDA libraries it does not load
+    (``c``: what :func:`chosen` says of it)."""
     if c is None:
         return list(ext.objects)
     skipped = {id(o) for r, objs in c.carried.items() if r != c.loaded for o in objs}

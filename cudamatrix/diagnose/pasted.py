@@ -12,7 +12,7 @@ No I/O.
 """
 from __future__ import annotations
 
-from cudamatrix.diagnose.libchoice import release_carrying
+from cudamatrix.diagnose.libchoice import release_carrying, release_of
 from cudamatrix.matrix.data import Matrix
 from cudamatrix.matrix.query import driver_max_cuda
 from cudamatrix.models import Environment, Finding, ToolMessage
@@ -300,8 +300,7 @@ def _extension_words(env: Environment, said: ToolMessage, code: str) -> tuple[st
 def _library_words(said: ToolMessage, matrix: Matrix | None) -> tuple[str, str, list[list[str]]]:
     """bitsandbytes without a library for the CUDA release named: the newest release read whose wheel has one it
     opens for it (data/extensions.json ``library_choices``), or the override variable unset."""
-    parts = (said.built or "").split(".")
-    asked = (int(parts[0]), int(parts[1])) if len(parts) == 2 and all(p.isdigit() for p in parts) else None
+    asked = release_of((said.built or "").replace(".", ""))  # "13.1", as the paste reader wrote the file's "131"
     other = release_carrying(matrix, "bitsandbytes", asked) if matrix is not None and asked else None
     ways = [f"pip install 'bitsandbytes=={other[0]}' (its wheel carries libbitsandbytes_cuda{other[1][0]}"
             f"{other[1][1]}, which it opens for CUDA {said.built})" if other else

@@ -169,8 +169,8 @@ def _solve(targets: list[Target], request: Request, matrix: Matrix, installed: E
     request, file_notes = releasefiles.resolved(request, files, choice, reps, matrix)
     request, page_notes, links = findlinks.resolved(request, paged, choice, reps, runs)
     return assemble(choice, request, reps, matrix, installed, rejected, trace, kept,
-                    notes=unknown_carried + _carried_notes(request, chosen) + tried.passed + passed_over(choice, per_family, reps, matrix)
-                    + file_notes + page_notes,
+                    notes=unknown_carried + _carried_notes(request, chosen) + tried.passed
+                    + passed_over(choice, per_family, reps, matrix) + file_notes + page_notes,
                     extensions=chosen, find_links=links)
 
 
@@ -262,8 +262,8 @@ def _passed_sentence(choices: list[list[extensions.Chosen]], narrowed: dict[str,
 
 
 def _carried_notes(request: Request, chosen: list[extensions.Chosen]) -> list[str]:
-    """What an implicit request did with each installed extension it carried: kept, or replaced by the release
-    the chosen build carries (the installed one pins a torch no build of which is chosen)."""
+    """A sentence for each installed extension an implicit request carried and replaced by the release the chosen
+    build carries (the installed one pins a torch no build of which is chosen); one kept says so in its own why."""
     out = []
     for c in chosen:
         have = request.carried.get(canonical(c.requirement.name))

@@ -84,13 +84,13 @@ def test_the_files_of_other_cuda_releases_are_not_judged():
     NEEDS libcudart.so.11.0, is never opened (before the rows, doctor called this pair EXTENSION_CUDA_MISMATCH)."""
     e = env(bnb("0.49.2", "118", "128", "130"))
     assert codes(e) == []
-    assert [o.path for o in libchoice.judged_objects(M, e, e.extensions[0])] == \
+    assert [o.path for o in Diagnosis(e, M).judged_objects(e.extensions[0])] == \
         ["/sp/bitsandbytes/libbitsandbytes_cuda130.so"]
 
 
 def test_a_cpu_torch_opens_none_of_them():
     e = env(bnb("0.49.2", "118", "130"), cuda=None, torch="2.14.1+cpu", BNB_CUDA_VERSION="118")
-    assert libchoice.judged_objects(M, e, e.extensions[0]) == []
+    assert Diagnosis(e, M).judged_objects(e.extensions[0]) == []
     assert codes(e) == []
 
 
@@ -121,7 +121,7 @@ def test_a_file_of_the_same_major_is_offered_by_the_override_variable():
 def test_from_050_the_nearest_file_of_the_major_is_opened():
     e = env(bnb("0.50.1", "128", "130"), "13.2", "2.15.0")
     assert codes(e) == []
-    assert [o.path for o in libchoice.judged_objects(M, e, e.extensions[0])] == \
+    assert [o.path for o in Diagnosis(e, M).judged_objects(e.extensions[0])] == \
         ["/sp/bitsandbytes/libbitsandbytes_cuda130.so"]
 
 
