@@ -13,9 +13,9 @@
 # convolution, the targets of issue #29 checked, -X importtime and a cProfile of doctor) and a summary;
 # OUTDIR.tar.gz packs it all. "loader" runs the install and the loader case only (about 3 minutes); "speed" the
 # install and the speed figures only (under 3 minutes: bench_gpu.py has a 170 s deadline); "all" (the default)
-# runs everything.
+# runs everything; "stack" the install, doctor and verify over the installed extensions, and the gpu-marked tests.
 set -u
-OUT=${1:?usage: gpu_selftest.sh OUTDIR [WHEELDIR] [all|loader]}
+OUT=${1:?usage: gpu_selftest.sh OUTDIR [WHEELDIR] [all|loader|speed|stack]}
 WHEELS=${2:-.whl}
 MODE=${3:-all}
 PY=${PYTHON:-python3}
@@ -51,6 +51,21 @@ if [ "$MODE" = speed ]; then
   speed
   tar -C "$(dirname "$OUT")" -czf "$OUT.tar.gz" "$(basename "$OUT")"
   cat "$OUT/summary.txt" "$OUT/speed.log"
+  exit 0
+fi
+if [ "$MODE" = stack ]; then
+  # the stack on the framework (issue #39): doctor and verify with the extensions this machine has installed (each
+  # one's smallest GPU operation against the CPU, the maps after it), then the checkout's gpu-marked tests
+  nvidia-smi > "$OUT/raw/nvidia-smi.txt" 2>&1
+  "$PY" -m pip list > "$OUT/raw/pip-list.txt" 2>&1
+  "${CM[@]}" doctor --json > "$OUT/json/doctor.json" 2> "$OUT/json/doctor.stderr"; echo "doctor rc=$?" >> "$OUT/summary.txt"
+  "${CM[@]}" verify --framework all --json --timeout 150 > "$OUT/json/verify.json" 2> "$OUT/json/verify.stderr"
+  echo "verify rc=$?" >> "$OUT/summary.txt"
+  (cd "$HERE/.." && "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/verify tests/detect/test_detect.py) \
+      > "$OUT/gpu-tests.log" 2>&1
+  echo "gpu tests rc=$?" >> "$OUT/summary.txt"
+  tar -C "$(dirname "$OUT")" -czf "$OUT.tar.gz" "$(basename "$OUT")"
+  cat "$OUT/summary.txt"; tail -n 30 "$OUT/gpu-tests.log"
   exit 0
 fi
 if [ "$MODE" = loader ]; then
