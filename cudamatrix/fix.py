@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import os
-import shlex
 import sys
 import time
 from typing import Any, Callable
@@ -42,7 +41,7 @@ from cudamatrix.models import Applied, Environment, Finding, LibraryLoad, Model,
 from cudamatrix.names import family_of, named_in
 from cudamatrix.render import Ask, cell_progress, fix_text, human_fix
 from cudamatrix.safe.files import write_atomic
-from cudamatrix.safe.shells import Said, aim, export_line, tool
+from cudamatrix.safe.shells import Said, aim, export_line, posix_word, tool
 from cudamatrix.schema import field, record, replace
 from cudamatrix.solve import solver
 from cudamatrix.solve import target as targets
@@ -513,7 +512,7 @@ def _frameworks(environment: Environment) -> list[str]:
 
 def _journal_left(applied: Applied, interp: str) -> str:
     """What happened when the change was applied but its journal could not be completed, and the ways on."""
-    python = shlex.quote(interp)
+    python = posix_word(interp)
     return (f"the change was applied, but its journal could not be completed ({applied.journal_error}): fix --undo "
             f"cannot go back to it yet. Its journal is left in {applied.journal}: cudamatrix fix --resume --python "
             f"{python} completes it (free space in the state folder first; fix --undo works after that); cudamatrix "
@@ -522,7 +521,7 @@ def _journal_left(applied: Applied, interp: str) -> str:
 
 def _path_needs(env: dict[str, str]) -> Said:
     """The message that names the library search path the solved set needs, and the commands that set it."""
-    return Said("the library search path needs: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) +
+    return Said("the library search path needs: " + " ".join(f"{k}={posix_word(v)}" for k, v in env.items()) +
                 " (", tool("env"), ", or fix --write-activation)")
 
 
@@ -613,8 +612,8 @@ def _pending(interp: str, resume: bool, rollback: bool, dry_run: bool = False, u
                          f"{'resume' if resume else 'roll back'}", hint="run cudamatrix fix")
     if pending is not None and not (resume or rollback or dry_run):
         raise UsageError(f"found {pending.describe()}",
-                         hint=f"cudamatrix fix --resume --python {shlex.quote(interp)} finishes it; cudamatrix fix "
-                              f"--rollback --python {shlex.quote(interp)} puts the starting set back (from saved wheels, no network)",
+                         hint=f"cudamatrix fix --resume --python {posix_word(interp)} finishes it; cudamatrix fix "
+                              f"--rollback --python {posix_word(interp)} puts the starting set back (from saved wheels, no network)",
                          detail={"journal": str(pending.folder)})
     return pending
 

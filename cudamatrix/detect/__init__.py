@@ -14,7 +14,7 @@ import time
 from typing import TYPE_CHECKING
 
 from cudamatrix import proc
-from cudamatrix.detect import driver, libraries, python_env, resources, smi
+from cudamatrix.detect import driver, libraries, python_env, resources
 from cudamatrix.detect.threads import Background, Timer
 from cudamatrix.ldso import paths
 from cudamatrix.models import ENV_SCHEMA_VERSION
@@ -215,6 +215,9 @@ def _smi_fallback(drv: Driver, env: Environment, environ: dict[str, str], timer:
     if proc.which("nvidia-smi", path=environ.get("PATH")) is None:
         env.notes.append(Note("nvidia-smi", "nvidia-smi not found on PATH"))
         return
+
+    # lazy: nvidia-smi's readers (0.9 ms of detect's imports, python -X importtime) only where NVML gave no version
+    from cudamatrix.detect import smi
 
     with timer("nvidia-smi"):
         reading = smi.probe(timeout, environ)

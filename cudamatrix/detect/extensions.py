@@ -25,22 +25,23 @@ from cudamatrix.detect.python_env import Candidate
 from cudamatrix.ldso import elf, elfcache, elfsyms
 from cudamatrix.models import Extension, ExtensionObject
 from cudamatrix.names import canonical
+from cudamatrix.safe.text import lazy
 
-TORCH_LIB = re.compile(r"^lib(?:c10|torch)(?:_[a-z0-9_]+)?\.so$")  # libc10.so, libtorch_cpu.so, libc10_cuda.so
+TORCH_LIB = lazy(r"^lib(?:c10|torch)(?:_[a-z0-9_]+)?\.so$")  # libc10.so, libtorch_cpu.so, libc10_cuda.so
 # a CUDA library the loader looks up by name (a copy a wheel bundles under a hashed name is its own: not these)
-CUDA_LIB = re.compile(r"^lib(?:cudart|cublasLt|cublas|cufft|curand|cusparse|cusolver|cudnn|nvrtc|nvJitLink|nccl|cupti"
+CUDA_LIB = lazy(r"^lib(?:cudart|cublasLt|cublas|cufft|curand|cusparse|cusolver|cudnn|nvrtc|nvJitLink|nccl|cupti"
                       r"|cufile|nvjpeg)\.so\.\d+(?:\.\d+)*$")
-TORCH_SYMBOL = re.compile(r"_Z(?:T[VIS])?N[rVKRO]*(?:3c10|2at|5torch)\d|aoti_torch_")
+TORCH_SYMBOL = lazy(r"_Z(?:T[VIS])?N[rVKRO]*(?:3c10|2at|5torch)\d|aoti_torch_")
 MAX_MISSING = 20
-_VERSION = re.compile(r"[0-9][0-9A-Za-z.+!_-]{0,63}")  # a version as a build record writes it ("2.6.0+cu124")
+_VERSION = lazy(r"[0-9][0-9A-Za-z.+!_-]{0,63}")  # a version as a build record writes it ("2.6.0+cu124")
 _KEY = "resolved:"  # the user cache's key prefix for an object's answer
 _DIST_KEY = "dist:"  # ... and for what a distribution declares and installed
 DECLARED = {"torch", "jax", "jaxlib", "tensorflow"}  # a Requires-Dist naming one of these is kept
 MAX_RECORD = 32 << 20  # torch's own RECORD is 1.5 MB
 _FIRST_READ = 64 << 10
-_OBJECT = re.compile(r'[^,\n"]*\.so(?:\.\d+)*$')  # the path of a shared object: libX.so, libX.so.12.4.1
-_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
-_WORD = re.compile(r"[A-Za-z0-9_$.]+")  # what c++filt reads as one symbol in its input (binutils cxxfilt.c)
+_OBJECT = lazy(r'[^,\n"]*\.so(?:\.\d+)*$')  # the path of a shared object: libX.so, libX.so.12.4.1
+_NAME = lazy(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+_WORD = lazy(r"[A-Za-z0-9_$.]+")  # what c++filt reads as one symbol in its input (binutils cxxfilt.c)
 _ARGV_BYTES = 64 << 10  # a batch of names as c++filt's arguments (Linux takes 128 KiB an argument, 2 MiB in all)
 _FIRST = ("libtorch_cpu.so", "libc10.so", "libtorch_python.so", "libtorch_cuda.so", "libc10_cuda.so")
 

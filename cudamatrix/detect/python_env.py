@@ -16,6 +16,7 @@ from cudamatrix import proc
 from cudamatrix.detect import _pyprobe
 from cudamatrix.models import FileConflict, Framework, Note, PythonInfo
 from cudamatrix.names import KNOWN_DISTS, canonical
+from cudamatrix.safe.text import lazy
 from cudamatrix.schema import field, record
 
 if TYPE_CHECKING:
@@ -23,10 +24,10 @@ if TYPE_CHECKING:
 
 _SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_pyprobe.py")
 FRAMEWORKS = KNOWN_DISTS
-_REQ = re.compile(r"^\s*(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*(?P<spec>[^;]*)(?:;(?P<marker>.*))?$")
-_PIN = re.compile(r"(?:===?|~=|>=)\s*(?P<v>[0-9][\w.+!*]*)")
+_REQ = lazy(r"^\s*(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*(?P<spec>[^;]*)(?:;(?P<marker>.*))?$")
+_PIN = lazy(r"(?:===?|~=|>=)\s*(?P<v>[0-9][\w.+!*]*)")
 _MAX_CONFLICTS = 200
-_SHARED_LIBRARY = re.compile(r"\.so(\.\d+)*$")  # a file name the loader can map: libX.so, libX.so.12.4.1
+_SHARED_LIBRARY = lazy(r"\.so(\.\d+)*$")  # a file name the loader can map: libX.so, libX.so.12.4.1
 
 
 @record

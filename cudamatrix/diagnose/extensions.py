@@ -16,6 +16,7 @@ from cudamatrix.matrix.data import ExtensionGpuFloor
 from cudamatrix.matrix.sources import records_of
 from cudamatrix.models import Extension, Finding
 from cudamatrix.names import FAMILIES, canonical
+from cudamatrix.safe.text import lazy
 from cudamatrix.schema.values import cc_key
 from cudamatrix.solve.rules import ptx_covers, sass_covers
 
@@ -25,11 +26,11 @@ if TYPE_CHECKING:
 FRAMEWORK_NAMES = ("torch", "jax", "jaxlib", "tensorflow")
 SHOWN_SYMBOLS = 3
 # CUDA libraries whose soname's major is the CUDA major (libcudart.so.12 in every CUDA 12.x; libnvrtc.so.11.2 in 11.x)
-_CUDA_NAMED = re.compile(r"^lib(?:cudart|cublasLt|cublas|nvrtc)\.so\.(\d+)")
-_SONAME = re.compile(r"^lib(?P<base>[A-Za-z_]+)\.so\.(?P<major>\d+)")
+_CUDA_NAMED = lazy(r"^lib(?:cudart|cublasLt|cublas|nvrtc)\.so\.(\d+)")
+_SONAME = lazy(r"^lib(?P<base>[A-Za-z_]+)\.so\.(?P<major>\d+)")
 _VARIANT = re.compile(r"^(?P<head>.*?)-?cuda(?P<major>\d+)x?(?P<tail>-.*)?$")
-_JAX_PLUGIN = re.compile(r"^jax-cuda\d+-(?:plugin|pjrt)$")
-_CC = re.compile(r"^\d{1,2}\.\d$")  # a compute capability as detect.fatbin writes it ("8.0", "12.0")
+_JAX_PLUGIN = lazy(r"^jax-cuda\d+-(?:plugin|pjrt)$")
+_CC = lazy(r"^\d{1,2}\.\d$")  # a compute capability as detect.fatbin writes it ("8.0", "12.0")
 
 
 def _framework(d: Diagnosis, name: str) -> tuple[str, str | None] | None:

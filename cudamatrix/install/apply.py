@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import signal
 import threading
 from typing import Callable
@@ -23,6 +22,7 @@ from cudamatrix.install.explain import explain
 from cudamatrix.install.replay import rebuilt
 from cudamatrix.models import Applied, InstalledDist, Plan
 from cudamatrix.safe.files import parse_json
+from cudamatrix.safe.shells import posix_word
 
 Progress = Callable[[str, str], None]  # (event, text): "step", "output", "restore", "done"
 
@@ -278,7 +278,7 @@ def _failed(what: str, error: str, restored: list[InstalledDist], left: dict, ar
     cause = explain(output or error)
     if not_restored:
         hint = ("could not restore: " + ", ".join(not_restored) + "; the journal keeps what is needed: "
-                "cudamatrix fix --rollback" + (f" --python {shlex.quote(journal.python)}" if journal is not None else ""))
+                "cudamatrix fix --rollback" + (f" --python {posix_word(journal.python)}" if journal is not None else ""))
     else:
         hint = ("the environment is back to its starting set"
                 + (f" (restored {', '.join(d.name + ' ' + d.version for d in restored)})" if restored else ""))

@@ -29,8 +29,9 @@ from packaging.utils import canonicalize_name
 from cudamatrix.models import Environment, Finding, Pin, Plan, Remedy, Removal, Solution
 from cudamatrix.names import named_in
 from cudamatrix.safe.shells import Said, tool
+from cudamatrix.safe.text import lazy
 
-_JAX_PLUGIN = re.compile(r"jax-cuda(\d+)-(?:plugin|pjrt)$")
+_JAX_PLUGIN = lazy(r"jax-cuda(\d+)-(?:plugin|pjrt)$")
 _CUDA_SUFFIX = re.compile(r"^nvidia-.+-cu(\d+)$")
 _CUPY = re.compile(r"^cupy-cuda(\d+)x$")
 
@@ -170,7 +171,7 @@ def _named(text: str, names) -> set[str]:
     return named_in(text, names)
 
 
-_NVIDIA_WHEEL = re.compile(r"^nvidia-(.+)-cu\d+$")
+_NVIDIA_WHEEL = lazy(r"^nvidia-(.+)-cu\d+$")
 
 
 def _owned(text: str, names) -> set[str]:

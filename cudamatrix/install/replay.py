@@ -14,21 +14,19 @@ Credentials are never written to a journal: for a mirror that had them, ``--mirr
 """
 from __future__ import annotations
 
-import re
-
 from cudamatrix.errors import UsageError
 from cudamatrix.install import journal as journals
 from cudamatrix.install.plan import check_url, installer_argv
 from cudamatrix.models import Plan, Step
-from cudamatrix.safe.text import breaks_line, has_credentials, strip_credentials
+from cudamatrix.safe.text import breaks_line, has_credentials, lazy, strip_credentials
 from cudamatrix.schema import replace
 
 _SWITCHES = {"install": {"--no-deps", "--force-reinstall", "--reinstall", "--no-index"}, "uninstall": {"-y"}}
 _VALUED = ("--index-url", "-i", "--extra-index-url", "--find-links", "-f", "--trusted-host")
 _ENV = {"UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_FIND_LINKS"}  # what make_plan carries over from pip's
 _NAME = r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?"  # PEP 508 names
-_PIN = re.compile(rf"^{_NAME}(?:\[{_NAME}(?:,{_NAME})*\])?==[A-Za-z0-9][A-Za-z0-9.+!_-]*\Z")
-_BARE = re.compile(rf"^{_NAME}\Z")
+_PIN = lazy(rf"^{_NAME}(?:\[{_NAME}(?:,{_NAME})*\])?==[A-Za-z0-9][A-Za-z0-9.+!_-]*\Z")
+_BARE = lazy(rf"^{_NAME}\Z")
 
 
 def _refuse(step: Step, why: str) -> UsageError:

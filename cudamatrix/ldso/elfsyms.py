@@ -16,14 +16,12 @@ at most 64 MiB each, a hash table of at most 64 MiB.
 from __future__ import annotations
 
 import os
-import re
 import struct
-import sys
-from array import array
 from collections.abc import Iterable
 from itertools import repeat
 
 from cudamatrix.ldso import elf
+from cudamatrix.safe.text import lazy
 from cudamatrix.schema import record
 
 SHT_STRTAB, SHT_DYNSYM, SHT_GNU_HASH = 3, 11, 0x6FFFFFF6
@@ -33,7 +31,7 @@ _SYM = struct.Struct("<IBBHQQ")  # Elf64_Sym: name, info, other, shndx, value, s
 _SHDR = struct.Struct("<IIQQQQIIQQ")  # Elf64_Shdr: name, type, flags, addr, offset, size, link, info, align, entsize
 _MAX_SECTIONS = 4096
 _MAX_TABLE = 64 << 20
-_ZEROS = re.compile(b"\\0+")  # a run of entries without a section
+_ZEROS = lazy(b"\\0+")  # a run of entries without a section
 
 
 @record(frozen=True)
@@ -96,15 +94,15 @@ def _undefined_of(path: str, size: int) -> tuple[str, ...]:
     # (issue #39: the loop over every entry and the name of each undefined one cost 0.5 ms an object, this 0.3):
     # st_shndx's two bytes (offsets 6 and 7 of each 24-byte entry) as two columns, OR-ed as two integers, leave a
     # byte per entry that is zero where the symbol has no section; st_info is byte 4, st_name the first word
+    # (little-endian: checked), read for those entries alone
     count = len(syms) // _SYM.size
     no_section = (int.from_bytes(syms[6::_SYM.size], "little") |
                   int.from_bytes(syms[7::_SYM.size], "little")).to_bytes(count, "little")
-    info, st_name = syms[4::_SYM.size], array("I", syms)[0::_SYM.size // 4]
-    if sys.byteorder != "little":  # the file is little-endian (checked); the array is in this machine's order
-        st_name.byteswap()
+    info = syms[4::_SYM.size]
     # a missing weak one is no error: global binding only; a symbol without a name is no symbol
-    offsets = [st_name[i] for run in _ZEROS.finditer(no_section) for i in range(run.start(), run.end())
-               if info[i] >> 4 == STB_GLOBAL and st_name[i]]
+    offsets = [name for run in _ZEROS.finditer(no_section) for i in range(run.start(), run.end())
+               if info[i] >> 4 == STB_GLOBAL
+               and (name := int.from_bytes(syms[i * _SYM.size:i * _SYM.size + 4], "little"))]
     ends = list(map(strings.find, repeat(b"\0"), offsets))
     if -1 in ends:
         raise elf.ElfError("a symbol name runs past the string table")

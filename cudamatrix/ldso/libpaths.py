@@ -25,6 +25,7 @@ from cudamatrix.ldso.openers import version_tuple
 from cudamatrix.ldso.paths import read_text, realpath
 from cudamatrix.ldso.recipes import RECIPES, forget_listings, listed
 from cudamatrix.models import Environment, Framework, LibraryLoad, Note
+from cudamatrix.safe.text import lazy
 from cudamatrix.schema import record
 
 # the CUDA stack's libraries (what the findings and the verification compare)
@@ -108,7 +109,7 @@ def open_libraries(lm, versions: dict[str, str], unknown: dict[str, None]) -> No
             lm.load_first(opening.names, obj, opening.soname)
 
 
-_VERSIONED_NAME = re.compile(r"\.so\.(\d+\.\d+(?:\.\d+)*)$")
+_VERSIONED_NAME = lazy(r"\.so\.(\d+\.\d+(?:\.\d+)*)$")
 
 
 def file_version(path: str | None, versions: dict[str, str]) -> str | None:

@@ -23,8 +23,9 @@ import re
 
 from cudamatrix.ldso.paths import glob_one, matching, read_text
 from cudamatrix.models import Framework
+from cudamatrix.safe.text import lazy
 
-_CUDA_LIBS_ENTRY = re.compile(r'\(\s*"([\w-]+)",\s*"(lib[^"]+)"\s*\)|"([\w-]+)":\s*"(lib[^"]+)"')
+_CUDA_LIBS_ENTRY = lazy(r'\(\s*"([\w-]+)",\s*"(lib[^"]+)"\s*\)|"([\w-]+)":\s*"(lib[^"]+)"')
 
 
 def forget_listings() -> None:

@@ -498,7 +498,7 @@ def _lint_sources(matrix: Matrix) -> list[str]:
 LINTS: list[Callable[[Matrix], list[str]]] = [_lint_cuda, _lint_gpus, _lint_cudnn, _lint_frameworks, _lint_advisories,
                                               _lint_extension_floors, _lint_release_file_sets, _lint_find_links,
                                               _lint_library_choices, _lint_sources]
-FIND_LINKS_VARIANT = re.compile(r"cpu|cu\d{3}")
+FIND_LINKS_VARIANT = lazy(r"cpu|cu\d{3}")
 
 
 def is_version(text: str) -> bool:

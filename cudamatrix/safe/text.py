@@ -25,8 +25,8 @@ class LazyPattern:
     one (more on the GPU machine), and a module imported on detect's or doctor's path often holds patterns only
     another command uses (pasted reports, URLs): those are declared with :func:`lazy` (issue #29)."""
 
-    def __init__(self, pattern: str, flags: int = 0) -> None:
-        self._source = (pattern, flags)
+    def __init__(self, pattern: str | bytes, flags: int = 0) -> None:
+        self._source: tuple[Any, int] = (pattern, flags)  # str or bytes: re.compile takes either
 
     def __getattr__(self, name: str) -> Any:
         value = getattr(re.compile(*self._source), name)
@@ -34,7 +34,7 @@ class LazyPattern:
         return value
 
 
-def lazy(pattern: str, flags: int = 0) -> Any:
+def lazy(pattern: str | bytes, flags: int = 0) -> Any:
     """``re.compile(pattern, flags)``, compiled when first used (see :class:`LazyPattern`)."""
     return LazyPattern(pattern, flags)
 

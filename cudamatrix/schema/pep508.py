@@ -20,18 +20,19 @@ from functools import lru_cache
 from typing import Any
 
 from cudamatrix.names import canonical
+from cudamatrix.safe.text import lazy
 
 _NAME = r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?"
-_RELEASE = re.compile(r"\d+(?:\.\d+)*")
+_RELEASE = lazy(r"\d+(?:\.\d+)*")
 _INSTALLED = re.compile(r"(\d+(?:\.\d+)*)(?:\+[a-z0-9]+(?:[-_.][a-z0-9]+)*)?", re.IGNORECASE)  # release[+local]
 _CLAUSE = re.compile(r"\s*(==|!=|<=|>=|<|>)\s*(\d+(?:\.\d+)*)(\.\*)?\s*")
-_HEAD = re.compile(rf"\s*({_NAME})\s*(?:\[\s*((?:{_NAME}\s*,\s*)*{_NAME})?\s*\])?\s*([^;]*?)\s*(?:;(.*))?")
-_TOKEN = re.compile(r"\s*(?:(\()|(\))|(and|or)\b|([a-z_]+)|(==|!=|<=|>=|<|>)|'([^']*)'|\"([^\"]*)\")")
+_HEAD = lazy(rf"\s*({_NAME})\s*(?:\[\s*((?:{_NAME}\s*,\s*)*{_NAME})?\s*\])?\s*([^;]*?)\s*(?:;(.*))?")
+_TOKEN = lazy(r"\s*(?:(\()|(\))|(and|or)\b|([a-z_]+)|(==|!=|<=|>=|<|>)|'([^']*)'|\"([^\"]*)\")")
 _VERSION_VARS = ("python_version", "python_full_version")  # compared as versions (PEP 508)
 # compared as strings by every packaging release (the environment doctor builds holds them all)
 _STRING_VARS = ("sys_platform", "platform_system", "platform_machine", "os_name", "implementation_name",
                 "platform_python_implementation", "extra")
-_VERSION_LIKE = re.compile(r"\s*[vV]?\d")  # a literal packaging might read as a version: not decided here
+_VERSION_LIKE = lazy(r"\s*[vV]?\d")  # a literal packaging might read as a version: not decided here
 
 
 class Unanswered(Exception):

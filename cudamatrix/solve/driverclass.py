@@ -14,18 +14,18 @@ checked itself.
 """
 from __future__ import annotations
 
-import re
 from bisect import bisect_right
 from typing import Any
 
 from cudamatrix.matrix.data import FrameworkRelease, Matrix, Variant
 from cudamatrix.matrix.query import driver_version
+from cudamatrix.safe.text import lazy
 from cudamatrix.schema import to_dict
 from cudamatrix.solve import rules
 from cudamatrix.solve.target import Target
 
 MIN_TARGETS = 16  # fewer targets than this: each is checked itself (reading the floors costs ~20 ms)
-DESKTOP = re.compile(r"\d{3,}(?:\.\d+)+")  # 580.65.06, 470.86: what a desktop driver reports
+DESKTOP = lazy(r"\d{3,}(?:\.\d+)+")  # 580.65.06, 470.86: what a desktop driver reports
 
 
 def stated_drivers(matrix: Matrix) -> list[tuple[int, ...]]:

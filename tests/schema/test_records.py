@@ -18,6 +18,7 @@ from packaging.specifiers import SpecifierSet
 from cudamatrix.names import name_and_specifier
 from cudamatrix.schema import field as schema_field
 from cudamatrix.schema import field_names, record, replace
+from cudamatrix.schema import records
 from cudamatrix.schema.records import maker
 
 
@@ -114,6 +115,51 @@ def test_record_init_matches_dataclass(frozen):
             std(*args, **kw)
         with pytest.raises(TypeError):
             rec(*args, **kw)
+
+
+@pytest.mark.parametrize("frozen", [False, True])
+def test_init_bound_in_python_then_compiled_makes_what_dataclass_makes(frozen):
+    """The first instances of a class are made by binding the arguments in Python, the later ones by the compiled
+    ``__init__`` (from the _COMPILE_AT-th): both as the standard decorator's, and both refuse what it refuses."""
+    calls = [(("a",), {}), (("a", 2, ["x", "y"]), {"note": "n"}), ((), {"name": "b", "tags": ["z"]}),
+             (("c",), {"size": 4}), ((), {"note": "m", "name": "d"})]
+    bad = [(("a", 1, [], 5), {}), (("a",), {"name": "b"}), ((), {"seen": 1, "name": "a"}), ((), {}),
+           (("a",), {"other": 1}), ((), {"size": 1})]
+    std, rec = _kinds()(dataclasses.dataclass, frozen=frozen), _kinds()(record, schema_field, frozen=frozen)
+    for bad_args, bad_kw in bad:  # refused while bound in Python (a refused call makes no instance)
+        with pytest.raises(TypeError):
+            std(*bad_args, **bad_kw)
+        with pytest.raises(TypeError):
+            rec(*bad_args, **bad_kw)
+    compiled_at = None
+    for i in range(2 * records._COMPILE_AT):
+        args, kw = calls[i % len(calls)]
+        a, b = std(*args, **kw), rec(*args, **kw)
+        assert repr(a).split("(", 1)[1] == repr(b).split("(", 1)[1]
+        assert [getattr(a, f.name) for f in dataclasses.fields(a)] == [getattr(b, n) for n in field_names(b)]
+        if compiled_at is None and not getattr(rec.__dict__["__init__"], "__record_first__", False):
+            compiled_at = i + 1
+    assert compiled_at == records._COMPILE_AT
+    assert rec("a").tags is not rec("a").tags
+    for bad_args, bad_kw in bad:  # and refused by the compiled one
+        with pytest.raises(TypeError):
+            rec(*bad_args, **bad_kw)
+    if frozen:
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            rec("a").name = "b"
+
+
+def test_signature_of_a_record_is_its_fields_before_any_instance():
+    """inspect.signature of a class whose __init__ is still the one that binds in Python compiles it first: the
+    parameters are the fields, as the standard decorator's."""
+    fresh, std = _kinds()(record, schema_field), _kinds()(dataclasses.dataclass)
+    assert getattr(fresh.__dict__["__init__"], "__record_first__", False)
+
+    def params(cls):
+        return [(p.name, p.kind, p.default) for p in inspect.signature(cls).parameters.values()
+                if p.name != "tags"]  # its default is the factory's stand-in in each
+    assert params(fresh) == params(std)
+    assert not getattr(fresh.__dict__["__init__"], "__record_first__", False)
 
 
 @pytest.mark.parametrize("frozen", [False, True])
