@@ -8,7 +8,8 @@ this table instead of spelling the names again.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from cudamatrix.safe.text import lazy
 from cudamatrix.schema import record
@@ -75,6 +76,7 @@ class Family:
     companions: tuple[str, ...] = ()  # versioned with the main one, listed in the matrix row ("torchvision")
     aliases: tuple[str, ...] = ()  # other distributions of the same framework ("tensorflow-gpu")
     plugin_prefixes: tuple[str, ...] = ()  # plugin distributions ("jax-cuda12-plugin")
+    variant_on: str | None = None  # the companion detect records the build's variant on, when the main has none
 
     @property
     def distributions(self) -> tuple[str, ...]:
@@ -87,10 +89,26 @@ FAMILIES: dict[str, Family] = {
     # tensorflow-gpu/-cpu are the old names of the same package (TensorFlow "pip install" guide)
     "tensorflow": Family("tensorflow", aliases=("tensorflow-cpu", "tensorflow-gpu")),
     # jax-cuda12-plugin / jax-cuda12-pjrt (and cuda13) carry the CUDA kernels since jax 0.4.26
-    "jax": Family("jax", companions=("jaxlib",), plugin_prefixes=("jax-cuda",)),
+    # one jax wheel serves every variant: detect records JAX's CUDA variant on jaxlib (from its plugin)
+    "jax": Family("jax", companions=("jaxlib",), plugin_prefixes=("jax-cuda",), variant_on="jaxlib"),
 }
 
 FAMILY_NAMES: tuple[str, ...] = tuple(FAMILIES)  # in the solver's order
+
+
+def stated_variant(frameworks: Iterable[Any], name: str) -> str | None:
+    """The build variant the environment states for the installed framework ``name`` (among ``frameworks``, detect's
+    Framework records): its own, else the one recorded on its family's ``variant_on`` companion of the same version
+    (jax 0.11.2 beside jaxlib 0.11.2 "cuda13" is the cuda13 build). None when neither states one."""
+    found = {fw.name: fw for fw in frameworks}
+    fw = found.get(name)
+    if fw is None:
+        return None
+    on = FAMILIES[name].variant_on if name in FAMILIES else None
+    companion = found.get(on) if fw.variant is None and on else None
+    if companion is not None and companion.version == fw.version:
+        return companion.variant
+    return fw.variant
 
 # main distributions and companions of every family: "torch", "torchvision", ..., "jaxlib"
 FRAMEWORK_DISTS: tuple[str, ...] = tuple(d for f in FAMILIES.values() for d in f.distributions)

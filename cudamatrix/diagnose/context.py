@@ -10,7 +10,7 @@ from cudamatrix.diagnose.declared import applicable_requirements
 from cudamatrix.diagnose.libchoice import Chosen, chosen, judged_objects
 from cudamatrix.matrix.data import ExtensionRelease, FrameworkRelease, Matrix, Variant
 from cudamatrix.models import Environment, Extension, ExtensionObject
-from cudamatrix.names import FAMILIES, canonical
+from cudamatrix.names import FAMILIES, canonical, stated_variant
 from cudamatrix.schema import record
 from cudamatrix.solve.target import from_environment
 
@@ -64,9 +64,10 @@ def match_installed(env: Environment, matrix: Matrix) -> list[Installed]:
     for fw in env.frameworks:
         if fw.name not in FAMILIES:
             continue
+        stated = stated_variant(env.frameworks, fw.name)
         release = _release_of(matrix, fw.name, fw.version)
-        variant = _variant_of(release, fw.variant, fw.version) if release is not None else None
-        out.append(Installed(fw.name, fw.version, fw.variant or (variant.name if variant else None), release, variant))
+        variant = _variant_of(release, stated, fw.version) if release is not None else None
+        out.append(Installed(fw.name, fw.version, stated or (variant.name if variant else None), release, variant))
     return out
 
 

@@ -19,7 +19,7 @@ from packaging.version import InvalidVersion, Version
 from cudamatrix.errors import NoSolution, UsageError
 from cudamatrix.matrix.data import Matrix, ReleaseFiles
 from cudamatrix.models import Environment, FrameworkChoice, Rejection, Solution, WayOut
-from cudamatrix.names import FAMILY_NAMES, canonical, family_of
+from cudamatrix.names import FAMILY_NAMES, canonical, family_of, stated_variant
 from cudamatrix.proc import PausedGc
 from cudamatrix.solve import extensions, findlinks, releasefiles, rules
 from cudamatrix.solve.assemble import assemble
@@ -335,14 +335,10 @@ def passed_over(choice: list[Candidate], per_family: dict[str, list[Candidate]],
 def _installed_variant(env: Environment | None, family: str) -> tuple[str, str | None] | None:
     if env is None:
         return None
-    found = {fw.name: fw for fw in env.frameworks}
-    fw = found.get(family)
+    fw = next((f for f in env.frameworks if f.name == family), None)
     if fw is None:
         return None
-    variant = fw.variant
-    companion = found.get("jaxlib") if family == "jax" else None
-    if variant is None and companion is not None and companion.version == fw.version:
-        variant = companion.variant  # detect records JAX's CUDA variant on jaxlib (its plugin), not on jax
+    variant = stated_variant(env.frameworks, family)
     try:
         base = Version(fw.version.split("+")[0])
     except InvalidVersion:

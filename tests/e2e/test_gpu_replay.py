@@ -10,6 +10,7 @@ import pytest
 from support.snapshot import snapshot_matrix
 
 from cudamatrix.detect import load_environment
+from cudamatrix.diagnose.context import match_installed
 from cudamatrix.diagnose.findings import diagnose, summary_exit
 from cudamatrix.errors import NoSolution
 from cudamatrix.matrix.load import load_matrix
@@ -79,6 +80,17 @@ def test_doctor_on_the_saved_machine_is_healthy(live):
     findings = diagnose(live, load_matrix())
     assert summary_exit(findings) == 0
     assert not [f for f in findings if f.severity == "error"]
+
+
+def test_every_framework_of_the_saved_machine_is_a_build_the_matrix_holds(live):
+    """jax 0.11.2 there is the cuda13 build (pip freeze: jaxlib 0.11.2, jax-cuda13-plugin 0.11.2, jax-cuda13-pjrt
+    0.11.2): detect records the variant on jaxlib, from the plugin, and the jax row takes it from there. Before,
+    doctor called it "jax 0.11.2 is not in the matrix" (doctor.json here, an info finding), though the matrix
+    holds jax 0.11.2 cuda13; on the frozen snapshot, doctor now finds nothing on this healthy machine."""
+    matrix = snapshot_matrix()
+    jax = next(i for i in match_installed(live, matrix) if i.name == "jax")
+    assert (jax.version, jax.variant_name, jax.variant.name if jax.variant else None) == ("0.11.2", "cuda13", "cuda13")
+    assert [(f.code, f.title) for f in diagnose(live, matrix)] == []
 
 
 def test_torch_stays_as_installed_with_its_cuda_wheels(live):
