@@ -93,8 +93,8 @@ MODULE_DISTS = {
 def read_undefined_symbols(paste: Paste, env: Environment) -> bool:
     """"ImportError: <path>/<file>.so: undefined symbol: <torch symbol>": a package built against another torch
     (or another C++ ABI) than the one installed. A symbol of another library (the CUDA driver's, libstdc++'s) is
-    not read here."""
-    found = False
+    not read here. The symbols are demangled together, by one c++filt (:func:`demangle_all`)."""
+    read = []
     for i in paste.having(_UNDEFINED):
         line = paste.lines[i][:4000]
         at = line.find(_UNDEFINED)
@@ -104,12 +104,14 @@ def read_undefined_symbols(paste: Paste, env: Environment) -> bool:
         path = _path_before(line[max(0, at - 600):at])
         if not path.endswith(".so") and ".so." not in path.rpartition("/")[2]:
             continue
+        read.append((i, line, symbol, path))
+    names = demangle_all([symbol for _, _, symbol, _ in read])
+    for i, line, symbol, path in read:
         _say(env, ToolMessage(tool="loader", kind="undefined_symbol", text=line.strip()[:300],
                               package=package_of(path), soname=path.rpartition("/")[2], library="torch",
-                              symbol=symbol, demangled=demangle(symbol)))
+                              symbol=symbol, demangled=names[symbol]))
         paste.claim(i, "loader error")
-        found = True
-    return found
+    return bool(read)
 
 
 def _symbol(text: str) -> str | None:
@@ -154,26 +156,35 @@ _DEMANGLED: dict[str, str | None] = {}
 
 
 def demangle(symbol: str) -> str | None:
-    """The symbol as C++ reads it (binutils' c++filt, once per symbol); None where c++filt is not installed, fails
-    or gives the name back unchanged."""
-    if symbol in _DEMANGLED:
-        return _DEMANGLED[symbol]
-    # on first use: subprocess and shutil (with bz2 and lzma) are 12 ms of every `detect --from` (python -X
-    # importtime), and only a paste with an undefined torch symbol runs c++filt
-    import shutil
-    import subprocess
+    """The symbol as C++ reads it (binutils' c++filt); None where c++filt is not installed, fails or gives the name
+    back unchanged."""
+    return demangle_all([symbol])[symbol]
 
-    tool = shutil.which("c++filt")
-    text = None
-    if tool and set(symbol) <= _SYMBOL_CHARS and len(symbol) <= 600:
-        try:
-            done = subprocess.run([tool, symbol], capture_output=True, text=True, timeout=5, check=False)
-            out = done.stdout.strip()
-            text = out if done.returncode == 0 and out and out != symbol else None
-        except (OSError, subprocess.SubprocessError):
-            text = None
-    _DEMANGLED[symbol] = text
-    return text
+
+def demangle_all(symbols: list[str]) -> dict[str, str | None]:
+    """:func:`demangle` of each of ``symbols``, those not asked before in this process by one c++filt run (it
+    prints one line per name it is given, in order: one process, not one a symbol)."""
+    asked = [s for s in dict.fromkeys(symbols) if s not in _DEMANGLED]
+    if asked:
+        # on first use: subprocess and shutil (with bz2 and lzma) are 12 ms of every `detect --from` (python -X
+        # importtime), and only a paste with an undefined torch symbol runs c++filt
+        import shutil
+        import subprocess
+
+        tool = shutil.which("c++filt")
+        fit = [s for s in asked if set(s) <= _SYMBOL_CHARS and len(s) <= 600][:200]
+        lines: list[str] = []
+        if tool and fit:
+            try:
+                done = subprocess.run([tool, *fit], capture_output=True, text=True, timeout=5, check=False)
+                lines = done.stdout.splitlines() if done.returncode == 0 else []
+            except (OSError, subprocess.SubprocessError):
+                lines = []
+        told = dict(zip(fit, lines, strict=True)) if len(lines) == len(fit) else {}
+        for s in asked:
+            out = told.get(s, "").strip()
+            _DEMANGLED[s] = out if out and out != s else None
+    return {s: _DEMANGLED[s] for s in symbols}
 
 
 # --- ONNX Runtime's CUDA provider --------------------------------------------------------------------------------
