@@ -214,13 +214,14 @@ def _print(lines: list[str]) -> None:
 
 def plan_lines(plan) -> list[str]:
     """The plan's steps, then the findings it answers grouped by the step (the cause) that answers them."""
-    import shlex
+    # lazy: `--version` would load 2 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): cudamatrix.safe.shells, cudamatrix.schema.records
+    from cudamatrix.safe.shells import posix_word
 
     out = ["plan: nothing to install"] if plan.nothing_to_do else []
     for i, step in enumerate(plan.steps, 1):
         out.append(f"{i}. [{step.kind}] {step.reason}")
         if step.argv and step.kind != "verify":
-            out.append("     " + " ".join(shlex.quote(a) for a in step.argv))
+            out.append("     " + " ".join(posix_word(a) for a in step.argv))
         out += ["     " + _export(k, v) for k, v in step.env.items()]
     remedies = getattr(plan, "remedies", None) or []
     if remedies:
@@ -261,7 +262,7 @@ def human_left(findings) -> None:
 
 
 def _export(key: str, value: str) -> str:
-    # lazy: `--version` would load 2 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): cudamatrix.safe.shells, cudamatrix.schema.records, shlex
+    # lazy: `--version` would load 2 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): cudamatrix.safe.shells, cudamatrix.schema.records
     from cudamatrix.safe.shells import shown_line
 
     return shown_line("bash", key, value)

@@ -9,7 +9,7 @@ from cudamatrix import render
 from cudamatrix.cli.answers import matrix_of as _matrix
 from cudamatrix.cli.answers import solve_request as _solve
 from cudamatrix.cli.common import finish, guarded
-from cudamatrix.safe.shells import shown_line
+from cudamatrix.safe.shells import posix_word, shown_line
 
 
 @guarded("solve")
@@ -64,18 +64,16 @@ def _human_solution(solution, resolved, explain: bool, removed=(), pip: tuple[st
 def _commands(c, solution, removed, pip: tuple[str, ...] | list[str] = ("pip",)) -> None:
     """The uninstall and install commands (run by ``pip``: the target interpreter's), what the answer rests on,
     the library-path exports."""
-    import shlex
-
     from rich.markup import escape  # "tensorflow[and-cuda]" is text, not a rich style tag
 
-    run = " ".join(shlex.quote(a) for a in pip)
+    run = " ".join(posix_word(a) for a in pip)
     if removed:
         c.print(run + " uninstall -y " + " ".join(r.name for r in removed) + "   # first; "
                 + "; ".join(f"{r.name}: {r.reason}" for r in removed), soft_wrap=True, markup=False)
     if solution.unchanged:
         c.print("[green]already installed: nothing to change[/]")
     elif solution.pip_args:
-        c.print(escape(run + " install " + " ".join(shlex.quote(a) for a in solution.pip_args)), soft_wrap=True)
+        c.print(escape(run + " install " + " ".join(posix_word(a) for a in solution.pip_args)), soft_wrap=True)
     for line in (*solution.notes, *solution.unchecked):
         c.print(escape(line), soft_wrap=True)
     if solution.unverified:

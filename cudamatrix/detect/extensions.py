@@ -19,8 +19,7 @@ import os
 import re
 from functools import lru_cache
 
-from cudamatrix import proc
-from cudamatrix.detect import _pyprobe, fatbin
+from cudamatrix.detect import _pyprobe, cxxfilt, fatbin
 from cudamatrix.detect.python_env import Candidate
 from cudamatrix.ldso import elf, elfcache, elfsyms
 from cudamatrix.models import Extension, ExtensionObject
@@ -41,8 +40,6 @@ MAX_RECORD = 32 << 20  # torch's own RECORD is 1.5 MB
 _FIRST_READ = 64 << 10
 _OBJECT = lazy(r'[^,\n"]*\.so(?:\.\d+)*$')  # the path of a shared object: libX.so, libX.so.12.4.1
 _NAME = lazy(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
-_WORD = lazy(r"[A-Za-z0-9_$.]+")  # what c++filt reads as one symbol in its input (binutils cxxfilt.c)
-_ARGV_BYTES = 64 << 10  # a batch of names as c++filt's arguments (Linux takes 128 KiB an argument, 2 MiB in all)
 _FIRST = ("libtorch_cpu.so", "libc10.so", "libtorch_python.so", "libtorch_cuda.so", "libc10_cuda.so")
 
 
@@ -279,40 +276,10 @@ def _built_for(declares: list[str], objects: list[ExtensionObject]) -> tuple[str
 
 def _demangle(objects: list[ExtensionObject], timeout: float) -> None:
     """Fill each object's ``demangled`` with c++filt's reading of its missing symbols (left empty without it)."""
-    names = [n for o in objects for n in o.missing]
-    tool = proc.which("c++filt") if names else None
-    if tool is None:
-        return
-    lines = _filtered(tool, names, timeout)
-    if len(lines) != len(names):
+    lines = cxxfilt.demangled([n for o in objects for n in o.missing], timeout)
+    if lines is None:
         return
     at = 0
     for o in objects:
         o.demangled = lines[at:at + len(o.missing)]
         at += len(o.missing)
-
-
-def _filtered(tool: str, names: list[str], timeout: float) -> list[str]:
-    """c++filt's output lines for ``names``: given as its arguments, in batches of at most :data:`_ARGV_BYTES`, it
-    writes its answer once as it exits; read from its input it writes and flushes each line (for 40 extensions
-    600 writes, each waking a reader thread here, issue #39). Its reading of a name as an argument is its reading of
-    that name as a line when the name is one word of symbol characters (7,254 torch symbol names compared); a name
-    that is not one word, or longer than a batch, is given on its input as before, with all the others."""
-    if all(_WORD.fullmatch(n) and len(n) < _ARGV_BYTES for n in names):
-        batches: list[list[str]] = [[]]
-        size = 0
-        for name in names:
-            if batches[-1] and size + len(name) + 1 > _ARGV_BYTES:
-                batches.append([])
-                size = 0
-            batches[-1].append(name)
-            size += len(name) + 1
-        lines: list[str] = []
-        for batch in batches:
-            result = proc.run([tool, "--", *batch], timeout=timeout)
-            if not result.ok:
-                return []
-            lines += result.stdout.splitlines()
-        return lines
-    result = proc.run([tool], input="\n".join(names) + "\n", timeout=timeout)
-    return result.stdout.splitlines() if result.ok else []

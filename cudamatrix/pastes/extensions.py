@@ -20,6 +20,7 @@ Lines are found with str searches and cut with str methods or bounded, anchored 
 """
 from __future__ import annotations
 
+from cudamatrix.detect import cxxfilt
 from cudamatrix.detect.python_env import canonical
 from cudamatrix.detect.text import Paste, read_anchored
 from cudamatrix.models import Environment, ToolMessage
@@ -162,25 +163,12 @@ def demangle(symbol: str) -> str | None:
 
 
 def demangle_all(symbols: list[str]) -> dict[str, str | None]:
-    """:func:`demangle` of each of ``symbols``, those not asked before in this process by one c++filt run (it
-    prints one line per name it is given, in order: one process, not one a symbol)."""
+    """:func:`demangle` of each of ``symbols``, those not asked before in this process by one c++filt run
+    (:func:`cudamatrix.detect.cxxfilt.demangled`: one process, not one a symbol)."""
     asked = [s for s in dict.fromkeys(symbols) if s not in _DEMANGLED]
     if asked:
-        # on first use: subprocess and shutil (with bz2 and lzma) are 12 ms of every `detect --from` (python -X
-        # importtime), and only a paste with an undefined torch symbol runs c++filt
-        import shutil
-        import subprocess
-
-        tool = shutil.which("c++filt")
         fit = [s for s in asked if set(s) <= _SYMBOL_CHARS and len(s) <= 600][:200]
-        lines: list[str] = []
-        if tool and fit:
-            try:
-                done = subprocess.run([tool, *fit], capture_output=True, text=True, timeout=5, check=False)
-                lines = done.stdout.splitlines() if done.returncode == 0 else []
-            except (OSError, subprocess.SubprocessError):
-                lines = []
-        told = dict(zip(fit, lines, strict=True)) if len(lines) == len(fit) else {}
+        told = dict(zip(fit, cxxfilt.demangled(fit, 5.0) or [], strict=False))
         for s in asked:
             out = told.get(s, "").strip()
             _DEMANGLED[s] = out if out and out != s else None

@@ -264,25 +264,11 @@ def maker(klass: Any) -> Callable[[dict[str, Any]], Any]:
     dict of their own would take a third more memory)."""
     if not klass.__dict__.get("__record_init__") or hasattr(klass, "__post_init__"):
         return lambda fields: klass(**fields)
-    specs: dict[str, Spec] = klass.__record_specs__
-    accepted = frozenset(n for n, s in specs.items() if s.init)
-    required = frozenset(n for n in accepted if specs[n].default is MISSING and specs[n].default_factory is MISSING)
-    # per field, in order: its name, whether a given value counts, its default, its factory (MISSING: none)
-    steps = tuple((n, s.init, s.default, s.default_factory) for n, s in specs.items()
-                  if s.init or s.default is not MISSING or s.default_factory is not MISSING)
-    new, put = object.__new__, object.__setattr__
+    binding, new, put = _binding(klass), object.__new__, object.__setattr__
 
     def make(fields: dict[str, Any]) -> Any:
-        given = fields.keys()
-        if not required <= given <= accepted:
-            wrong = [*(f"missing {n!r}" for n in required - given), *(f"unexpected {n!r}" for n in given - accepted)]
-            raise TypeError(f"{klass.__qualname__}.__init__(): {', '.join(wrong)}")
         obj = new(klass)
-        for name, init, default, factory in steps:
-            if init and name in fields:
-                put(obj, name, fields[name])
-            else:
-                put(obj, name, default if factory is MISSING else factory())
+        _fill(klass, obj, fields, binding, put)
         return obj
 
     return make
@@ -318,7 +304,8 @@ def _bind(klass: Any, obj: Any, args: tuple, kwargs: dict[str, Any]) -> None:
     (too many positional ones, one given twice, a missing or unknown field), else each field set in order (the
     given value, its default, or its factory's new value; object.__setattr__ for a frozen class), then
     ``__post_init__``."""
-    positional, required, accepted, steps, frozen = _binding(klass)
+    binding = _binding(klass)
+    positional = binding[0]
     if len(args) > len(positional):
         raise TypeError(f"{klass.__qualname__}.__init__() takes {len(positional) + 1} positional arguments but "
                         f"{len(args) + 1} were given")
@@ -326,15 +313,21 @@ def _bind(klass: Any, obj: Any, args: tuple, kwargs: dict[str, Any]) -> None:
     for name in kwargs.keys() & fields.keys():
         raise TypeError(f"{klass.__qualname__}.__init__() got multiple values for argument {name!r}")
     fields.update(kwargs)
+    _fill(klass, obj, fields, binding, object.__setattr__ if binding[4] else setattr)
+    if hasattr(klass, "__post_init__"):
+        obj.__post_init__()
+
+
+def _fill(klass: Any, obj: Any, fields: dict[str, Any], binding: tuple, put: Callable[[Any, str, Any], None]) -> None:
+    """Each field of ``obj`` set with ``put`` in order: the value ``fields`` gives for an init field, else its
+    default or its factory's new value; a TypeError naming each required field missing and each one unknown."""
+    _positional, required, accepted, steps, _frozen = binding
     given = fields.keys()
     if not required <= given <= accepted:
         wrong = [*(f"missing {n!r}" for n in required - given), *(f"unexpected {n!r}" for n in given - accepted)]
         raise TypeError(f"{klass.__qualname__}.__init__(): {', '.join(wrong)}")
-    put = object.__setattr__ if frozen else setattr
     for name, init, default, factory in steps:
         put(obj, name, fields[name] if init and name in fields else default if factory is MISSING else factory())
-    if hasattr(klass, "__post_init__"):
-        obj.__post_init__()
 
 
 def _binding(klass: Any) -> tuple:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cudamatrix import proc
-from cudamatrix.detect import extensions
+from cudamatrix.detect import cxxfilt, extensions
 from cudamatrix.ldso import elfsyms
 
 
@@ -73,11 +73,11 @@ def test_names_given_to_cxxfilt_as_arguments_read_as_they_read_on_its_input(monk
     assert by_input[0] == "c10::cuda::SetDevice(signed char)"
     runs: list[list[str]] = []
     real = proc.run
-    monkeypatch.setattr(extensions.proc, "run", lambda argv, **kw: runs.append(argv) or real(argv, **kw))
-    assert extensions._filtered(tool, names, 10.0) == by_input and len(runs) == 1 and runs[0][:2] == [tool, "--"]
+    monkeypatch.setattr(cxxfilt.proc, "run", lambda argv, **kw: runs.append(argv) or real(argv, **kw))
+    assert cxxfilt.filtered(tool, names, 10.0) == by_input and len(runs) == 1 and runs[0][:2] == [tool, "--"]
     runs.clear()
-    monkeypatch.setattr(extensions, "_ARGV_BYTES", 80)  # batches of two or three names
-    assert extensions._filtered(tool, names, 10.0) == by_input and len(runs) > 2
+    monkeypatch.setattr(cxxfilt, "_ARGV_BYTES", 80)  # batches of two or three names
+    assert cxxfilt.filtered(tool, names, 10.0) == by_input and len(runs) > 2
     runs.clear()
     odd = [*names, "_Z1fv _Z1gv"]  # not one word: its input reads it word by word, so all of them go there
-    assert extensions._filtered(tool, odd, 10.0) == [*by_input, "f() g()"] and runs == [[tool]]
+    assert cxxfilt.filtered(tool, odd, 10.0) == [*by_input, "f() g()"] and runs == [[tool]]

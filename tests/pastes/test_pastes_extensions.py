@@ -153,7 +153,7 @@ def test_the_symbol_is_demangled_and_its_abi_named():
 def test_the_symbols_of_a_paste_are_demangled_by_one_cpp_filt_as_one_by_one(monkeypatch):
     """Several undefined symbols (the two above, vLLM's, and a name c++filt gives back unchanged): one c++filt
     process for all of them, each the name c++filt gives it alone."""
-    import subprocess
+    from cudamatrix import proc
 
     symbols = ["_ZN3c104cuda9SetDeviceEa", "_ZN3c104cuda9SetDeviceEi", "_ZN3c105ErrorC2ENS_14SourceLocationESs",
                "_ZN3c104cuda9SetDeviceEa", "_Znotasymbol"]
@@ -162,16 +162,16 @@ def test_the_symbols_of_a_paste_are_demangled_by_one_cpp_filt_as_one_by_one(monk
         monkeypatch.setattr(extensions, "_DEMANGLED", {})
         alone[sym] = extensions.demangle(sym)
     runs = []
-    real = subprocess.run
-    monkeypatch.setattr(subprocess, "run", lambda argv, **kw: runs.append(argv) or real(argv, **kw))
+    real = proc.run
+    monkeypatch.setattr(proc, "run", lambda argv, **kw: runs.append(argv) or real(argv, **kw))
     monkeypatch.setattr(extensions, "_DEMANGLED", {})
     assert extensions.demangle_all(symbols) == alone
-    assert len(runs) == 1 and runs[0][1:] == list(dict.fromkeys(symbols))
+    assert len(runs) == 1 and runs[0][1:] == ["--", *dict.fromkeys(symbols)]
     assert alone["_ZN3c104cuda9SetDeviceEa"] == "c10::cuda::SetDevice(signed char)" and alone["_Znotasymbol"] is None
 
 
 def test_without_cpp_filt_the_symbol_stays_mangled(monkeypatch):
-    monkeypatch.setattr(shutil, "which", lambda name: None)  # imported by demangle on first use
+    monkeypatch.setattr(shutil, "which", lambda name, path=None: None)  # what proc.which asks
     assert extensions.demangle("_ZN3c104cuda9SetDeviceEiX") is None
 
 
