@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from cudamatrix.cli.options import COMMANDS, Command
+from cudamatrix.errors import DataError
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -111,7 +112,6 @@ def fast_main(argv: list[str]) -> int | None:
 
 def _version() -> int:
     """``cudamatrix --version``: the package version and the matrix data version it ships."""
-    import json
     import sys
     from importlib import metadata
 
@@ -119,13 +119,13 @@ def _version() -> int:
         version = metadata.version("cudamatrix")
     except metadata.PackageNotFoundError:
         version = "unknown (not installed)"
-    # lazy: `detect --from` would load 20 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): cudamatrix.matrix.data, packaging.version, ipaddress
-    from cudamatrix.matrix.data import default_data_dir
+    # lazy: every command imports this module, only --version reads the data folder (the data's own module, standard library only)
+    from cudamatrix.matrix import shipped
 
     try:
-        meta = json.loads((default_data_dir() / "meta.json").read_text())
+        meta = shipped.rows("meta")
         data = f"matrix {meta.get('data_version')} (schema {meta.get('schema_version')})"
-    except (OSError, ValueError):
+    except DataError:  # missing, unreadable or not JSON
         data = "matrix data not found"
     sys.stdout.write(f"cudamatrix {version}, {data}\n")
     return 0

@@ -20,117 +20,30 @@ from cudamatrix.matrix.data import (
     PlatformFacts,
     Variant,
 )
+from cudamatrix.matrix.gpunames import Names, norm
 from cudamatrix.matrix.sources import all_third_party, records_of
 from cudamatrix.names import FAMILY_NAMES, name_and_specifier, requirement
 from cudamatrix.safe.text import lazy
 from cudamatrix.schema import normalize_cc, to_dict
 
-_PREFIXES = ("nvidia ", "geforce ", "tesla ", "quadro ")
-# what NVML / nvidia-smi add to a product name: the form factor and memory of a board ("-PCIE-16GB",
-# "-SXM2-32GB", " 80GB HBM3"), "Laptop GPU", "with Max-Q Design"; and what the table truncates ("...")
-_SUFFIX = lazy(r"(\s+(laptop gpu|with max q design|max q|mobile))+$|"
-                     r"(\s+(pcie|sxm\d?|nvl|hbm\d?e?|\d+\s?gb))+$")
 
-
-def _norm_name(name: str) -> str:
-    """GPU name for matching: lower case, no vendor prefixes, single spaces, '-' '_' and ' ' equal."""
-    s = name.strip().lower()
-    changed = True
-    while changed:
-        changed = False
-        for prefix in _PREFIXES:
-            if s.startswith(prefix):
-                s, changed = s[len(prefix):], True
-    s = re.sub(r"[\s_\-]+", " ", s)
-    return s.strip()
-
-
-@lru_cache(maxsize=8)
-def _gpu_index(matrix: Matrix) -> dict[str, Gpu]:
-    index: dict[str, Gpu] = {}
-    for gpu in matrix.gpus.gpus:
-        for name in (gpu.name, *gpu.aliases):
-            index.setdefault(_norm_name(name), gpu)
-            index.setdefault(name.lower(), gpu)
-    return index
-
-
-@lru_cache(maxsize=8)
-def _sorted_keys(matrix: Matrix) -> tuple[str, ...]:
-    return tuple(sorted(k for k in _gpu_index(matrix) if k))
-
-
-def _same_cc(gpus: list[Gpu]) -> Gpu | None:
-    """One of ``gpus`` when they all share a compute capability (so the answer does not depend on which)."""
-    return gpus[0] if gpus and len({g.compute_capability for g in gpus}) == 1 else None
+@lru_cache(maxsize=8)  # per matrix: a matrix is a frozen record, hashed by identity
+def gpu_names(matrix: Matrix) -> Names:
+    """The matrix's GPU models by every name and alias (:class:`~cudamatrix.matrix.gpunames.Names`)."""
+    return Names(matrix.gpus.gpus, lambda g: (g.name, *g.aliases), lambda g: g.compute_capability)
 
 
 def find_gpu(matrix: Matrix, name: str) -> Gpu | None:
-    """The GPU model for a name as nvidia-smi / NVML print it, or a canonical name. None if unknown.
-
-    Handles the "NVIDIA " / "GeForce " prefixes, the board suffixes NVML adds ("-PCIE-16GB", "-SXM2-32GB",
-    " Laptop GPU", " with Max-Q Design"), and names nvidia-smi's table cut short ("GeForce RTX 207...",
-    "NVIDIA GeForce RTX 3060 ..."): a cut name matches when every model it can stand for has one compute
-    capability. Dictionary look-ups first; the sorted-prefix scan only for suffixed or cut names.
-    """
-    index = _gpu_index(matrix)
-    hit = index.get(name.lower()) or index.get(_norm_name(name))
-    if hit:
-        return hit
-    norm = _norm_name(name)
-    truncated = norm.endswith("...") or norm.endswith("..") or name.rstrip().endswith("\u2026")
-    norm = norm.rstrip(".\u2026 ")
-    if not norm:
-        return None
-    keys = _sorted_keys(matrix)
-    if truncated:
-        import bisect
-
-        at = bisect.bisect_left(keys, norm)
-        found = []
-        while at < len(keys) and keys[at].startswith(norm):
-            found.append(index[keys[at]])
-            at += 1
-        return _same_cc(found)
-    base = _SUFFIX.sub("", norm).strip()
-    if base != norm:
-        hit = index.get(base)
-        if hit:
-            return hit
-    # a board name the table lacks, with a suffix the regex does not know ("A100-PCIE-40GB" vs "A100 PCIe 40GB")
-    for key in (norm, base):
-        found = [index[k] for k in keys if k.startswith(key + " ") or key.startswith(k + " ")]
-        if found:
-            longest = max(found, key=lambda g: len(_norm_name(g.name)))
-            return _same_cc(found) or longest
-    return None
-
-
-def _words(text: str) -> str:
-    return " " + _norm_name(text) + " "
+    """The GPU model for a name as nvidia-smi / NVML print it, or a canonical name (cut short or with a board
+    suffix: :meth:`~cudamatrix.matrix.gpunames.Names.find`). None if unknown."""
+    return gpu_names(matrix).find(name)
 
 
 def lookup_gpu(matrix: Matrix, text: str) -> Gpu | None:
-    """The GPU model a person names as they type it: a model number ("4090", "3090"), a compact or spaced
-    name ("rtx4090", "RTX 4090"), a family ("a100", "h100", "t4"), from the names and aliases in gpus.json.
-
-    None when the text names no model, or names models of different compute capabilities ("4000": Quadro RTX
-    4000 is 7.5, RTX 4000 Ada 8.9). Unlike :func:`find_gpu` (which reads the names nvidia-smi prints, cut or
-    suffixed), it never guesses among models that differ. A compute capability ("8.6", "sm_86") is not a
-    model: the caller tries that first or after, as its input rules say."""
-    text = text.strip()
-    if not text:
-        return None
-    index = _gpu_index(matrix)
-    hit = index.get(text.lower()) or index.get(_norm_name(text))
-    if hit:
-        return hit
-    squeezed = re.sub(r"[\s\-_()]+", "", _norm_name(text))
-    named = [g for g in matrix.gpus.gpus for n in (g.name, *g.aliases) if re.sub(r"[\s\-_()]+", "", _norm_name(n)) == squeezed]
-    if not named:  # a family: every name that has the text as its words ("a100" in "a100 sxm4 40gb")
-        words = _words(text)
-        named = [g for g in matrix.gpus.gpus if any(words in _words(n) for n in (g.name, *g.aliases))]
-    return _same_cc(named)
+    """The GPU model a person names as they type it ("4090", "rtx4090", "a100", "Tesla T4": a model number, a
+    compact or spaced name, a family), from the names and aliases in gpus.json; None when the text names no model
+    or models of different compute capabilities (:meth:`~cudamatrix.matrix.gpunames.Names.lookup`)."""
+    return gpu_names(matrix).lookup(text)
 
 
 def suggest_gpus(matrix: Matrix, name: str, n: int = 3) -> list[str]:
@@ -138,7 +51,7 @@ def suggest_gpus(matrix: Matrix, name: str, n: int = 3) -> list[str]:
     import difflib  # on first use: only a name that is not known asks
 
     return difflib.get_close_matches(name, names, n=n, cutoff=0.4) or \
-        [g.name for g in matrix.gpus.gpus if _norm_name(name).split(" ")[-1] in _norm_name(g.name)][:n]
+        [g.name for g in matrix.gpus.gpus if norm(name).split(" ")[-1] in norm(g.name)][:n]
 
 
 @lru_cache(maxsize=256)  # per (matrix, compute capability): a matrix is a frozen record, hashed by identity

@@ -37,14 +37,6 @@ class Source:
     __pydantic_config__ = FORBID
 
 
-def line(rec: dict[str, Any]) -> str:
-    """One record as text: ``URL (what it states)``, or ``artifact: what was read`` without a URL."""
-    url, states = rec.get("url"), rec.get("states") or ""
-    if url:
-        return f"{url} ({states})" if states else url
-    return f"artifact: {states}" if rec.get("kind") == "artifact" else states
-
-
 class SourceText(str):
     """A row's sources: reads as one line (the records' texts joined by "; "), holds the records.
 
@@ -56,7 +48,7 @@ class SourceText(str):
     def __new__(cls, raw: Any) -> SourceText:
         items = raw if isinstance(raw, list) else list(raw)  # the JSON parser's fresh list is kept as it is
         parts = []
-        for rec in items:  # line(), inlined: every command builds a source for each row of the matrix
+        for rec in items:  # shipped.line(), inlined: every command builds a source for each row of the matrix
             url = rec.get("url")
             if url:
                 parts.append(f"{url} ({rec['states']})" if rec.get("states") else url)

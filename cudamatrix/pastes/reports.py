@@ -19,6 +19,7 @@ import sys
 from cudamatrix.detect.python_env import other_variant, torch_variant
 from cudamatrix.detect.text import MAX_BYTES, Paste, decode, ranges, span_ranges
 from cudamatrix.errors import UsageError
+from cudamatrix.matrix import gpunames, shipped
 from cudamatrix.models import Environment, Note
 from cudamatrix.names import FRAMEWORK_DISTS
 from cudamatrix.pastes import devices, extensions, fields, installs, listings, messages, nvsmi, packages, prints, tools
@@ -93,22 +94,17 @@ def from_reports(items: list[tuple[str, str]], *, strict: bool = False, infer: b
 def infer_compute_capabilities(env: Environment) -> None:
     """A GPU the paste names without its compute capability (nvidia-smi's table prints none) gets the one the
     matrix's GPU table holds for that name, and a note says it was inferred from the name, with the row's source."""
-    # the matrix only when a named GPU needs it (measured reason: loading it loads packaging and the data files, 30-40
-    # ms of `detect --from` on a paste that states every compute capability; tests/schema/test_records.py)
-    # lazy: `detect --from` would load 20 ms more (python -X importtime; the hoisting's budget per command is 3% of its run): cudamatrix.matrix.data, packaging.version, ipaddress
-    from cudamatrix.matrix import load, query
-
-    matrix = load.load_matrix()
+    table = gpunames.shipped()  # the GPU table as JSON: no Matrix (its load is 15 ms of a 45 ms run)
     for gpu in env.gpus:
         if not gpu.name or gpu.compute_capability:
             continue
-        known = query.find_gpu(matrix, gpu.name)
+        known = table.find(gpu.name)
         if known is None:
             continue
-        gpu.compute_capability = known.compute_capability
+        gpu.compute_capability = known["compute_capability"]
         env.notes.append(Note("report", f"GPU {gpu.index if gpu.index is not None else '?'} ({gpu.name}): compute "
-                              f"capability {known.compute_capability} inferred from its name (the matrix's GPU table, "
-                              f"{known.name}: {known.source})"))
+                              f"capability {known['compute_capability']} inferred from its name (the matrix's GPU "
+                              f"table, {known['name']}: {shipped.source_line(known['source'])})"))
 
 
 def _settle(env: Environment, state: dict) -> None:

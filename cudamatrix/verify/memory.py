@@ -32,6 +32,7 @@ import os
 import time
 from pathlib import Path
 
+from cudamatrix.matrix import shipped
 from cudamatrix.models import TOOL_VERSION, Environment, FrameworkReport, Report
 from cudamatrix.safe.files import parse_json, read_private, write_private
 from cudamatrix.safe.keys import cache_dir as folder
@@ -100,10 +101,9 @@ def fingerprint(environment: Environment, frameworks: str | list[str] = "all",
 
 def data_stamp(data_dir: str | None = None) -> str:
     """A hash of the matrix files' names and contents: a changed matrix (another data version) is a new
-    answer. (Where the shipped data lies follows ``matrix.default_data_dir``, without importing the matrix.)"""
+    answer (the shipped data's folder by default, found without loading the Matrix)."""
     if data_dir is None:
-        here = Path(__file__).resolve().parent.parent
-        data_dir = str(here / "data" if (here / "data").is_dir() else here.parent / "data")
+        data_dir = shipped.data_dir()
     digest = hashlib.sha256(os.path.abspath(data_dir).encode())
     try:
         names = sorted(e.name for e in os.scandir(data_dir) if e.is_file() and e.name.endswith(".json"))

@@ -329,7 +329,7 @@ def test_update_refuses_an_open_overlay_folder(tmp_path, jax_index):
     assert list(folder.iterdir()) == []
 
 
-@pytest.mark.parametrize("printed, model, cc", [
+PRINTED = [
     # names as nvidia-smi / NVML print them (fixtures in the shared set; laptop and Jetson names from the boards)
     ("NVIDIA GeForce RTX 4050 Laptop GPU", "GeForce RTX 4050", "8.9"),
     ("NVIDIA GeForce RTX 3050", "GeForce RTX 3050", "8.6"),
@@ -345,7 +345,10 @@ def test_update_refuses_an_open_overlay_folder(tmp_path, jax_index):
     ("NVIDIA GeForce RTX 2080 with Max-Q Design", "GeForce RTX 2080", "7.5"),
     ("Orin (nvgpu)", "Jetson AGX Orin", "8.7"),
     ("NVIDIA Tegra X1", "Jetson Nano", "5.3"),
-])
+]
+
+
+@pytest.mark.parametrize("printed, model, cc", PRINTED)
 def test_find_gpu_by_printed_names(matrix, printed, model, cc):
     gpu = find_gpu(matrix, printed)
     assert gpu is not None and gpu.name == model and gpu.compute_capability == cc
@@ -354,6 +357,44 @@ def test_find_gpu_by_printed_names(matrix, printed, model, cc):
 def test_find_gpu_refuses_ambiguous_or_unknown_names(matrix):
     assert find_gpu(matrix, "NVIDIA RTX ...") is None  # a cut name that stands for many compute capabilities
     assert find_gpu(matrix, "NVIDIA Foo 9000") is None
+
+
+def test_the_shipped_gpu_tables_json_rows_name_what_the_matrix_names(matrix):
+    """detect --from reads gpus.json as JSON (gpunames.shipped), the other commands the Matrix's records: the same
+    rules over both give the same model, compute capability and source line for every name and alias of the table,
+    and for each name as nvidia-smi prints it suffixed or cut."""
+    from cudamatrix.matrix import data, gpunames, shipped
+
+    table = gpunames.shipped()
+    names = [n for g in matrix.gpus.gpus for n in (g.name, *g.aliases)]
+    printed = [p for p, _, _ in PRINTED] + ["NVIDIA RTX ...", "NVIDIA Foo 9000", "Tesla T4-PCIE-16GB", "A100 8...",
+                                            "NVIDIA H100 80GB HBM3", "rtx 4090 laptop gpu"]
+    for name in names + [n + "..." for n in names] + [n[:-2] + "..." for n in names] + printed:
+        gpu, row = find_gpu(matrix, name), table.find(name)
+        assert (gpu is None) == (row is None), name
+        if gpu is not None:
+            assert (row["name"], row["compute_capability"], shipped.source_line(row["source"])) == \
+                (gpu.name, gpu.compute_capability, str(gpu.source)), name
+    assert len(table.rows) == len(matrix.gpus.gpus) > 100
+    assert shipped.data_dir() == str(data.default_data_dir())
+
+
+def test_gpu_names_are_normalised_as_the_pattern_would():
+    """norm() joins words by str methods: the same text as re.sub(r"[\s_\-]+", " ", name).strip() after the vendor
+    prefixes, for every character (Unicode spaces too)."""
+    import re
+
+    from cudamatrix.matrix.gpunames import norm
+
+    def by_pattern(name):
+        s = name.strip().lower()
+        while s.startswith(("nvidia ", "geforce ", "tesla ", "quadro ")):
+            s = s.split(" ", 1)[1]
+        return re.sub(r"[\s_\-]+", " ", s).strip()
+
+    texts = ["NVIDIA GeForce RTX 4090", "Tesla_V100-SXM2__32GB", " a\u3000b\x1c-c\x85 ", "-_-", "", "GeForce  GTX-1080"]
+    texts += [f"x{chr(c)}y{chr(c)}" for c in range(0x3100) if not 0xd800 <= c <= 0xdfff]
+    assert [norm(t) for t in texts] == [by_pattern(t) for t in texts]
 
 
 def test_jetson_is_sent_to_jetpack_wheels(matrix):

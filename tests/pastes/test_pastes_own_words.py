@@ -187,6 +187,18 @@ def test_jaxs_plugin_of_another_release(text):
     assert all(k == "JAX warning" for k in kinds(paste).values())
 
 
+@pytest.mark.parametrize("before", ["", "Istanbul \u0130 ", "x\n" * 3])
+def test_a_cpu_jaxlib_is_read_in_any_case_on_its_own_lines(before):
+    """JAX's CPU-jaxlib warning as written and retyped in capitals or lower case: each line that holds it is read
+    once, also after a character that lower-cases to two ("\u0130": the lines are then read one by one)."""
+    said = "An NVIDIA GPU may be present on this machine, but a CUDA-enabled jaxlib is not installed. Falling back to cpu."
+    text = before + said + "\nother\n" + said.upper() + " " + said.lower() + "\n" + said.lower()[:40] + "\n"
+    found, paste, env = read(text, messages.read_jax_builds)
+    lines = text.split("\n")
+    assert found is True and [m.kind for m in env.messages] == ["cpu_only_build"]  # one message: the same said again
+    assert set(kinds(paste)) == {i for i, line in enumerate(lines) if "JAXLIB IS NOT" in line.upper()}
+
+
 def test_what_jaxs_own_words_state_as_findings():
     matrix = snapshot_matrix()
 

@@ -570,11 +570,13 @@ def test_a_key_open_to_others_is_named_when_storing():
 
 def test_in_an_installed_wheel_the_data_stamp_is_of_the_packaged_data(tmp_path, monkeypatch):
     """A wheel ships the matrix inside the package (cudamatrix/data); a checkout has it beside (data/)."""
+    from cudamatrix.matrix import shipped
+
     package = tmp_path / "site" / "cudamatrix"
-    (package / "verify").mkdir(parents=True)
+    (package / "matrix").mkdir(parents=True)
     (package / "data").mkdir()
     (package / "data" / "torch.json").write_text('{"releases": []}')
-    monkeypatch.setattr(memory, "__file__", str(package / "verify" / "memory.py"))
+    monkeypatch.setattr(shipped, "__file__", str(package / "matrix" / "shipped.py"))  # where the data is found
     assert memory.data_stamp() == memory.data_stamp(str(package / "data"))
     assert memory.data_stamp() != memory.data_stamp(str(tmp_path / "site" / "data"))
 
