@@ -220,7 +220,7 @@ def test_resolver_lines_on_torch_are_pins_and_the_rest_are_versions():
     assert [(m.package, m.requirement, m.found) for m in env.messages] == [
         ("tensordict", ">=2.4.0", "2.2.0"), ("vllm", "==2.4.0", "2.2.0"), ("xformers", "==2.4.0", "2.2.0")]
     assert env.packages["transformers"] == "4.40.1" and env.packages["torchvision"] == "0.17.0"
-    assert all(kind for kind, line in zip(paste.kind, paste.lines) if line.strip())
+    assert all(kind for kind, line in zip(paste.kind, paste.lines, strict=True) if line.strip())
 
 
 def test_resolver_finding_per_package_with_its_fix():
