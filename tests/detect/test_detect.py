@@ -28,7 +28,7 @@ def test_live_detect_agrees_with_nvidia_smi():
     assert env.driver.version == table.driver.version
     assert env.driver.cuda_version == table.driver.cuda_version
     assert len(env.gpus) == len(table.gpus)
-    for live, shown in zip(env.gpus, table.gpus):
+    for live, shown in zip(env.gpus, table.gpus, strict=True):
         # the table cuts long names ("NVIDIA GeForce RTX 3060 ..."): compare what it shows
         assert live.name.startswith(shown.name.rstrip(". ")), (live.name, shown.name)
         assert live.memory_total_mib == shown.memory_total_mib

@@ -209,7 +209,7 @@ def test_a_table_wrapped_by_an_80_column_terminal_keeps_its_facts_or_leaves_them
     env = from_reports([(rel, _wrapped(fixture(rel), 80))])
     assert (env.driver.version, env.driver.cuda_version) == (driver, cuda)
     assert [g.name for g in env.gpus] == [name for name, _, _ in gpus]
-    assert all(g.memory_total_mib in (None, total) for g, (_, _, total) in zip(env.gpus, gpus))
+    assert all(g.memory_total_mib in (None, total) for g, (_, _, total) in zip(env.gpus, gpus, strict=True))
 
 
 def test_a_driver_version_cut_by_a_narrow_terminal_is_never_read_short():

@@ -127,7 +127,6 @@ def test_fix_in_a_kernel_asks_refuses_without_input_then_applies_and_names_the_s
                                                                                             monkeypatch):
     py, env, solution = kernel
     torch_pin = next(p["version"] for p in solution["packages"] if p["name"] == "torch")
-    before = pip_list(py, env)
     with LocalIndex(tmp_path / "wheels") as index:
         monkeypatch.setenv("PIP_INDEX_URL", index.url + "/simple")  # the kernel inherits it
         mirror = f'mirror="{index.url}/whl"'

@@ -888,7 +888,7 @@ def test_the_prediction_without_ld_library_path_is_simulated_only_where_it_took_
     took_part = linkmap.LinkMap.environment_took_part
     for name, (environ, second) in cases.items():
         runs: list[bool] = []
-        monkeypatch.setattr(linkmap.LinkMap, "environment_took_part", lambda self: runs.append(took_part(self)) or True)
+        monkeypatch.setattr(linkmap.LinkMap, "environment_took_part", lambda self, runs=runs: runs.append(took_part(self)) or True)
         always = libpaths.predict_loads([torch], sp, sys.executable, environ, [])
         monkeypatch.setattr(linkmap.LinkMap, "environment_took_part", took_part)
         assert libpaths.predict_loads([torch], sp, sys.executable, environ, []) == always, name

@@ -222,7 +222,7 @@ def test_every_row_names_its_evidence():
                 low, high = (openers.version_tuple(p[2:]) for p in row["versions"].split(","))
                 assert low <= high and row["names"] in ("versioned", "exact")
                 lows.append((row.get("opener", ""), low, high))
-        for (o1, _l1, h1), (o2, l2, _h2) in zip(lows, lows[1:]):
+        for (o1, _l1, h1), (o2, l2, _h2) in zip(lows, lows[1:], strict=False):
             assert o1 != o2 or h1 < l2, opener["family"]  # no release in two rows
 
 

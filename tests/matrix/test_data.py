@@ -380,7 +380,7 @@ def test_the_shipped_gpu_tables_json_rows_name_what_the_matrix_names(matrix):
 
 
 def test_gpu_names_are_normalised_as_the_pattern_would():
-    """norm() joins words by str methods: the same text as re.sub(r"[\s_\-]+", " ", name).strip() after the vendor
+    r"""norm() joins words by str methods: the same text as re.sub(r"[\s_\-]+", " ", name).strip() after the vendor
     prefixes, for every character (Unicode spaces too)."""
     import re
 
@@ -718,7 +718,7 @@ def test_a_malformed_shipped_file_is_a_data_error_when_first_read_and_a_new_sche
     lazy = build_lazily(raws)
     assert lazy.torch.releases  # the other files are read as before
     with pytest.raises(DataError, match=r"gpus\.json: .*bogus"):
-        lazy.gpus
+        _ = lazy.gpus
     meta = json.loads(raws["meta"])
     raws["meta"] = json.dumps({**meta, "schema_version": meta["schema_version"] + 1}).encode()
     with pytest.raises(DataError, match="schema_version"):

@@ -17,8 +17,7 @@ from packaging.specifiers import SpecifierSet
 
 from cudamatrix.names import name_and_specifier
 from cudamatrix.schema import field as schema_field
-from cudamatrix.schema import field_names, record, replace
-from cudamatrix.schema import records
+from cudamatrix.schema import field_names, record, records, replace
 from cudamatrix.schema.records import maker
 
 

@@ -169,8 +169,8 @@ def test_the_collector_is_paused_within_and_as_it_was_after(matrix):
     a fleet's solve that ends in NoSolution leaves it on."""
     import gc
 
-    from cudamatrix.proc import PausedGc
     from cudamatrix.errors import NoSolution
+    from cudamatrix.proc import PausedGc
     from cudamatrix.solve.solver import parse_request, solve
 
     assert gc.isenabled()
