@@ -59,6 +59,9 @@ if [ "$MODE" = stack ]; then
   nvidia-smi > "$OUT/raw/nvidia-smi.txt" 2>&1
   "$PY" -m pip list > "$OUT/raw/pip-list.txt" 2>&1
   "${CM[@]}" doctor --json > "$OUT/json/doctor.json" 2> "$OUT/json/doctor.stderr"; echo "doctor rc=$?" >> "$OUT/summary.txt"
+  # the machine's own nvidia-smi table read as a paste: the compute capability it names from the GPU's name
+  "${CM[@]}" detect --json --from "$OUT/raw/nvidia-smi.txt" > "$OUT/json/detect-from-smi.json" 2>&1
+  echo "detect --from nvidia-smi rc=$?" >> "$OUT/summary.txt"
   "${CM[@]}" verify --framework all --json --timeout 150 > "$OUT/json/verify.json" 2> "$OUT/json/verify.stderr"
   echo "verify rc=$?" >> "$OUT/summary.txt"
   (cd "$HERE/.." && "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/verify tests/detect/test_detect.py) \
