@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from cudamatrix.cli.options import COMMANDS, Command
 from cudamatrix.errors import DataError
+from cudamatrix.matrix import shipped
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -119,9 +120,6 @@ def _version() -> int:
         version = metadata.version("cudamatrix")
     except metadata.PackageNotFoundError:
         version = "unknown (not installed)"
-    # lazy: every command imports this module, only --version reads the data folder (the data's own module, standard library only)
-    from cudamatrix.matrix import shipped
-
     try:
         meta = shipped.rows("meta")
         data = f"matrix {meta.get('data_version')} (schema {meta.get('schema_version')})"

@@ -14,15 +14,14 @@ validate it), while a folder the user names (``--data``, ``matrix validate PATH`
 # no `from __future__ import annotations`: the field types stay objects, so that building the shipped
 # matrix (schema.build) reads them without evaluating strings (about 15 ms saved at every start)
 
-import json
 import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from cudamatrix.errors import DataError
+from cudamatrix.matrix import shipped
 from cudamatrix.matrix.sources import Source, Sources, SourceText, lazy_sources  # noqa: F401
-from cudamatrix.safe.files import read_bytes
 from cudamatrix.safe.text import breaks_line
 from cudamatrix.schema import FORBID, build, cc_key, field, normalize_cc, record, validate  # noqa: F401
 from cudamatrix.schema.annotated import CC, Driver, IndexUrl, Label, Local, Name, Req, Spec, Ver, VersionText  # noqa: F401
@@ -537,41 +536,12 @@ _FIELD_TYPES: dict[str, type] = {"meta": Meta, "cuda": CudaFile, "gpus": GpuFile
 
 
 def default_data_dir() -> Path:
-    """The shipped data: ``cudamatrix/data`` inside an installed wheel, or ``data/`` of a checkout."""
-    package = Path(__file__).resolve().parent.parent  # cudamatrix/
-    packaged = package / "data"
-    if packaged.is_dir():
-        return packaged
-    return package.parent / "data"
+    """The shipped data: ``cudamatrix/data`` inside an installed wheel, or ``data/`` of a checkout
+    (:func:`~cudamatrix.matrix.shipped.data_dir`)."""
+    return Path(shipped.data_dir())
 
 
 _BUILDING = threading.RLock()  # reentrant: a build that reads another file of the matrix does not wait on itself
-
-
-def _present(path: Path) -> Path:
-    """``path``, or a DataError when the data folder lacks it."""
-    if not path.exists() and not path.is_symlink():
-        raise DataError(f"{path.name}: missing from the matrix data folder {path.parent}")
-    return path
-
-
-def _read(path: Path) -> bytes:
-    _present(path)
-    # bounded, and a FIFO or device in the data folder is refused before it is read (it would hang)
-    return read_bytes(path, limit=16 * 1024 * 1024, what="matrix file", error=DataError)
-
-
-def _parse(name: str, raw: bytes) -> Any:
-    try:
-        return json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{name}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
-    except UnicodeDecodeError:
-        raise DataError(f"{name}: not UTF-8 text") from None
-    except RecursionError:
-        raise DataError(f"{name}: nested too deeply") from None
-    except ValueError as exc:  # an integer past Python's digit limit
-        raise DataError(f"{name}: {exc}") from None
 
 
 def _check_schema(parsed: dict[str, Any]) -> None:
@@ -586,7 +556,7 @@ def validate_files(raws: dict[str, bytes]) -> Matrix:
 
     For data a user supplies; one validator covers all files (pydantic builds it once). No text of it may
     hold a line break or another control character (it reaches lock files and terminals)."""
-    parsed = {name: _parse(f"{name}.json", raw) for name, raw in raws.items()}
+    parsed = {name: shipped.parse(f"{name}.json", raw) for name, raw in raws.items()}
     _check_schema(parsed)
     for name, doc in parsed.items():
         where = control_text(doc)
@@ -636,8 +606,8 @@ def build_lazily(raws: Mapping[str, bytes | Path]) -> Matrix:
     medians of 15); the tests check both loaders give the same Matrix. Building on first use spares ``doctor``
     on a machine without a framework, ``lock torch`` and ``matrix show`` the files they never read."""
     raw = raws["meta"]
-    raw = _read(raw) if isinstance(raw, Path) else raw
-    meta = _parse("meta.json", raw)
+    raw = shipped.read(raw) if isinstance(raw, Path) else raw
+    meta = shipped.parse("meta.json", raw)
     _check_schema({"meta": meta})
     matrix = object.__new__(Matrix)
     matrix.__dict__["meta"] = _build_file("meta", raw, meta)
@@ -650,7 +620,7 @@ def _build_file(name: str, raw: bytes | Path, parsed: Any = None) -> Any:
     import gc
 
     if parsed is None:
-        parsed = _parse(f"{name}.json", _read(raw) if isinstance(raw, Path) else raw)
+        parsed = shipped.parse(f"{name}.json", shipped.read(raw) if isinstance(raw, Path) else raw)
     # some ten thousand objects and no cycle among them: the cyclic collector would only walk them again
     was_on = gc.isenabled()
     gc.disable()
@@ -673,7 +643,7 @@ def load_matrix_from(data_dir: Path, *, trusted: bool = False) -> Matrix:
         raise DataError(f"{data_dir}: not a matrix data folder")
     names = [n for n in FILES if n not in OPTIONAL or (data_dir / f"{n}.json").exists()]
     if not trusted:
-        return validate_files({name: _read(data_dir / f"{name}.json") for name in names})
+        return validate_files({name: shipped.read(data_dir / f"{name}.json") for name in names})
     # a file missing is told at the load, as before; each file is read on first use (a command reads only what
     # it asks about)
-    return build_lazily({name: _present(data_dir / f"{name}.json") for name in names})
+    return build_lazily({name: shipped.present(data_dir / f"{name}.json") for name in names})
