@@ -13,11 +13,11 @@ _ARGV_BYTES = 64 << 10  # a batch of names as c++filt's arguments (Linux takes 1
 
 def demangled(names: list[str], timeout: float) -> list[str] | None:
     """c++filt's reading of each of ``names``, in order (a name it cannot read comes back as it is); None where
-    c++filt is not installed or did not answer a line per name."""
-    tool = proc.which("c++filt") if names else None
-    if tool is None:
+    c++filt is not installed or did not answer a line per name. The program is found on PATH by the kernel's exec,
+    as a shell finds it (shutil.which, 3 ms of imports, would search the same folders first)."""
+    if not names:
         return None
-    lines = filtered(tool, names, timeout)
+    lines = filtered("c++filt", names, timeout)
     return lines if len(lines) == len(names) else None
 
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from itertools import accumulate, compress, count
+from collections import deque
+from itertools import accumulate, chain, compress, count
 from operator import add
+from typing import Literal
 
 from cudamatrix.safe.text import lazy
 
@@ -70,6 +72,25 @@ def split_prompt(line: str) -> tuple[bool, str]:
     return True, body[m.end():]
 
 
+def _unwrap(line: str) -> tuple[str, str | None, bool]:
+    """A line without its wrapping, the prompt taken off it (None: no command) and whether it is wrapping only
+    (neutral). A fence or an HTML tag line becomes blank (neutral), inline code around the whole line is taken off
+    ("`text`", "```text```"), a prompt is taken off its command (neutral too). A fence followed by three words or
+    more on its line is output typed right after it (an info string is one word)."""
+    body = line.strip()
+    code = body.strip("`")
+    if body[:1] == "`" and body[-1:] == "`" and code.strip() and "`" not in code:
+        return code.strip(), None, False  # one line of inline code: the code
+    if body.startswith(("```", "~~~")) and len(body.lstrip("`~").split()) >= 3:
+        return body.lstrip("`~"), None, False  # output typed on the fence's line ("```\tlibcudart.so.11.0 -> ...")
+    if body.startswith(("```", "~~~")) or (body.startswith("<") and _HTML_TAG.sub("", body).strip() == ""):
+        return "", None, True
+    is_cmd, rest = split_prompt(line)
+    if is_cmd:
+        return rest, line[:len(line) - len(rest)], True
+    return line, None, False
+
+
 class Paste:
     """A pasted text, normalised line by line (the line count is kept, so line numbers still point into the file).
 
@@ -96,36 +117,27 @@ class Paste:
         self.kind: list[str | None] = [None] * len(self.lines)
         self._text: str | None = text
         self._starts: list[int] | None = None
-        # only the lines that carry a quote marker, a fence, a tag or a prompt (_WRAPPED) are looked at one by one
-        changed = False
-        for i in compress(range(len(self.lines)), map(_WRAPPED.match, self.lines)):
-            line = self._unwrap(i, unquote(self.lines[i].rstrip()))
-            if line != self.lines[i]:
-                self.lines[i] = line
+        self._repeats: _Distinct | Literal[False] | None = None  # :meth:`_distinct`; False: it would not pay
+        # only the lines that carry a quote marker, a fence, a tag or a prompt (_WRAPPED) are looked at one by one,
+        # each distinct line once (a long log repeats its lines)
+        lines, changed = self.lines, False
+        undone: dict[str, tuple[str, str | None, bool]] = {}
+        for i in compress(range(len(lines)), map(_WRAPPED.match, lines)):
+            line = lines[i]
+            done = undone.get(line)
+            if done is None:
+                done = undone[line] = _unwrap(unquote(line.rstrip()))
+            bare, prompt, neutral = done
+            if neutral:
+                self.neutral.add(i)
+            if prompt is not None:
+                self.commands.add(i)
+                self.prompts[i] = prompt
+            if bare != line:
+                lines[i] = bare
                 changed = True
         if changed:
             self._text, self._starts = None, None
-
-    def _unwrap(self, i: int, line: str) -> str:
-        """Line ``i`` without its wrapping: a fence or an HTML tag line becomes blank (neutral), inline code around
-        the whole line is taken off ("`text`", "```text```"), a prompt is taken off its command. A fence followed by
-        three words or more on its line is output typed right after it (an info string is one word)."""
-        body = line.strip()
-        code = body.strip("`")
-        if body[:1] == "`" and body[-1:] == "`" and code.strip() and "`" not in code:
-            return code.strip()  # one line of inline code: the code
-        if body.startswith(("```", "~~~")) and len(body.lstrip("`~").split()) >= 3:
-            return body.lstrip("`~")  # output typed on the fence's line ("```\tlibcudart.so.11.0 -> ..."): no info string
-        if body.startswith(("```", "~~~")) or (body.startswith("<") and _HTML_TAG.sub("", body).strip() == ""):
-            self.neutral.add(i)
-            return ""
-        is_cmd, rest = split_prompt(line)
-        if is_cmd:
-            self.commands.add(i)
-            self.prompts[i] = line[:len(line) - len(rest)]
-            self.neutral.add(i)
-            return rest
-        return line
 
     @property
     def text(self) -> str:
@@ -137,14 +149,16 @@ class Paste:
     def where(self, pattern: re.Pattern) -> list[int]:
         """Indices of the lines that ``pattern`` matches at their start (``pattern.match``; keep it bounded).
 
-        The pattern must never match a newline: it is looked for in :attr:`text` after each newline (one
-        search in C over the whole paste, a search that skips ahead to the next newline at once), and a match's
-        line is the count of newlines before it, counted from the previous match."""
+        The pattern must never match a newline: it is looked for in the text after each newline (one search in C
+        over the whole paste, a search that skips ahead to the next newline at once), and a match's line is the
+        count of newlines before it, counted from the previous match. A paste that repeats its lines is searched
+        once per distinct line (:meth:`_distinct`)."""
         found = _AFTER_NEWLINE.get(pattern)
         if found is None:
             found = _AFTER_NEWLINE[pattern] = re.compile("\n(?:" + pattern.pattern + ")", pattern.flags)
-        out = [0] if self.lines and pattern.match(self.lines[0]) else []
-        text = self.text
+        distinct = self._distinct()
+        lines, text = (distinct.lines, distinct.text) if distinct else (self.lines, self.text)
+        out = [0] if lines and pattern.match(lines[0]) else []
         newlines = text.count
         line = last = 0
         for m in found.finditer(text):
@@ -152,50 +166,48 @@ class Paste:
             line += newlines("\n", last, at)
             last = at
             out.append(line)
-        return out
+        return distinct.spread(out) if distinct else out
 
     def having(self, *needles: str) -> list[int]:
         """Indices of the lines that contain one of ``needles`` (plain substrings: the fastest filter there is).
 
         A needle is looked for occurrence by occurrence (each one's line by bisection), which on a long paste
         costs one pass over the text; one that turns out common (more than a line in eight) goes over the
-        lines instead. A one-character needle is counted first: it is usually common."""
-        runs: list[list[int]] = []  # per needle, its lines in order
-        text = self.text
-        limit = len(self.lines) // 8
-        for needle in needles:
-            searchable = needle and "\n" not in needle
-            if searchable and text.find(needle) < 0:
-                continue
-            common = not searchable or len(needle) == 1 and text.count(needle) > limit
-            run = None if common else self._lines_holding(needle, limit)
-            runs.append(run if run is not None else [i for i, line in enumerate(self.lines) if needle in line])
-        if len(runs) == 1:
-            return runs[0]  # one needle found: its lines are in order already, each once
-        return sorted(set().union(*runs))
+        lines instead. A one-character needle is counted first: it is usually common. A paste that repeats its
+        lines is searched once per distinct line (:meth:`_distinct`)."""
+        distinct = self._distinct()
+        if distinct:
+            return distinct.spread(distinct.having(needles))
+        if self._starts is None:
+            self._starts = _starts_of(self.lines)
+        return _Lines(self.lines, self.text, self._starts).having(needles)
+
+    def having_lower(self, needle: str) -> list[int]:
+        """Indices of the lines whose lower-cased text holds ``needle`` (lower case), in order: found in the
+        lower-cased text, each occurrence's line by bisection (when lower-casing kept every character's place;
+        else line by line). A paste that repeats its lines is searched once per distinct line."""
+        distinct = self._distinct()
+        if distinct:
+            return distinct.spread(distinct.having_lower(needle))
+        if self._starts is None:
+            self._starts = _starts_of(self.lines)
+        return _Lines(self.lines, self.text, self._starts).having_lower(needle)
+
+    def _distinct(self) -> _Distinct | None:
+        """The paste's distinct lines, when there are at most half as many as lines (a long log repeats its
+        warnings, a watched nvidia-smi its table): searching those and spreading each hit to every line that
+        repeats it costs a fraction of searching the whole text. None otherwise (worked out once)."""
+        if self._repeats is None:
+            lines = self.lines
+            firsts = dict.fromkeys(lines)
+            self._repeats = _Distinct(lines, firsts) if len(lines) >= 64 and 2 * len(firsts) <= len(lines) else False
+        return self._repeats or None
 
     def line_of(self, pos: int) -> int:
         """The index of the line holding character ``pos`` of :attr:`text`."""
         if self._starts is None:
-            # line i starts after the lengths of the lines before it and their i newlines
-            self._starts = [0, *map(add, accumulate(map(len, self.lines)), count(1))][:len(self.lines)]
+            self._starts = _starts_of(self.lines)
         return bisect_right(self._starts, pos) - 1
-
-    def _lines_holding(self, needle: str, limit: int) -> list[int] | None:
-        """The lines holding ``needle``, found occurrence by occurrence (each one's line by bisection of the
-        lines' start offsets, worked out once for every needle); None past ``limit`` lines (a common needle)."""
-        text = self.text
-        find, line_of = text.find, self.line_of
-        run: list[int] = []
-        pos = find(needle)
-        while pos >= 0:
-            if len(run) >= limit:
-                return None
-            i = line_of(pos)
-            run.append(i)
-            starts = self._starts or []  # line_of() has filled them
-            pos = find(needle, starts[i + 1] if i + 1 < len(starts) else len(text))
-        return run
 
     def free(self, i: int) -> bool:
         """Line ``i`` is not yet read as some tool's output."""
@@ -237,6 +249,84 @@ class Paste:
         kinds, neutral = self.kind, self.neutral
         return [i + 1 for i in compress(range(len(self.lines)), map(str.strip, self.lines))
                 if kinds[i] is None and i not in neutral]
+
+
+def _starts_of(lines: list[str]) -> list[int]:
+    """Where each of ``lines`` starts in the lines joined by newlines: after the lengths of the lines before it and
+    their newlines."""
+    return [0, *map(add, accumulate(map(len, lines)), count(1))][:len(lines)]
+
+
+class _Lines:
+    """Lines, their text (joined by newlines) and each line's start in it: what :meth:`Paste.having` searches."""
+
+    def __init__(self, lines: list[str], text: str, starts: list[int]) -> None:
+        self.lines, self.text, self.starts = lines, text, starts
+
+    def having(self, needles: tuple[str, ...]) -> list[int]:
+        """The lines holding one of ``needles``, in order, each once (:meth:`Paste.having`)."""
+        runs: list[list[int]] = []  # per needle, its lines in order
+        text = self.text
+        limit = len(self.lines) // 8
+        for needle in needles:
+            searchable = needle and "\n" not in needle
+            if searchable and text.find(needle) < 0:
+                continue
+            common = not searchable or len(needle) == 1 and text.count(needle) > limit
+            run = None if common else self._holding(needle, limit)
+            runs.append(run if run is not None else [i for i, line in enumerate(self.lines) if needle in line])
+        if len(runs) == 1:
+            return runs[0]  # one needle found: its lines are in order already, each once
+        return sorted(set().union(*runs))
+
+    def having_lower(self, needle: str) -> list[int]:
+        """The lines whose lower-cased text holds ``needle``, in order, each once (:meth:`Paste.having_lower`)."""
+        low = self.text.lower()
+        if needle not in low:
+            return []
+        if len(low) != len(self.text):  # a character that lower-cases to two ("\u0130"): offsets moved
+            return [i for i, line in enumerate(self.lines) if needle in line.lower()]
+        out: list[int] = []
+        at = low.find(needle)
+        while at >= 0:
+            out.append(bisect_right(self.starts, at) - 1)
+            at = low.find(needle, at + len(needle))
+        return list(dict.fromkeys(out))
+
+    def _holding(self, needle: str, limit: int) -> list[int] | None:
+        """The lines holding ``needle``, found occurrence by occurrence (each one's line by bisection of the
+        lines' start offsets); None past ``limit`` lines (a common needle)."""
+        text, starts = self.text, self.starts
+        find, end = text.find, len(text)
+        run: list[int] = []
+        pos = find(needle)
+        while pos >= 0:
+            if len(run) >= limit:
+                return None
+            i = bisect_right(starts, pos) - 1
+            run.append(i)
+            pos = find(needle, starts[i + 1] if i + 1 < len(starts) else end)
+        return run
+
+
+class _Distinct(_Lines):
+    """A paste's distinct lines (in the order each first appears) and, for each, every line of the paste that
+    repeats it."""
+
+    def __init__(self, lines: list[str], firsts: dict[str, None]) -> None:
+        distinct = list(firsts)
+        super().__init__(distinct, "\n".join(distinct), _starts_of(distinct))
+        copies: dict[str, list[int]] = {line: [] for line in distinct}
+        # each line's index appended to its text's copies, the loop run in C (deque of no length: run to the end)
+        deque(map(list.append, map(copies.__getitem__, lines), range(len(lines))), maxlen=0)
+        self.copies: list[list[int]] = list(copies.values())  # in the order of ``distinct``
+
+    def spread(self, found: list[int]) -> list[int]:
+        """The paste's lines that repeat one of the distinct lines ``found``, in order."""
+        copies = self.copies
+        if len(found) == 1:
+            return list(copies[found[0]])
+        return sorted(chain.from_iterable(map(copies.__getitem__, found)))
 
 
 def read_anchored(paste: Paste, env, readers) -> bool:

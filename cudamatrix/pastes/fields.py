@@ -222,6 +222,7 @@ class _Facts:
         self.cc: dict[int, str] = {}
         self.labels: set[str] = set()
         self.sglang_lines: list[int] = []
+        self.read_as: dict[str, tuple[str, str] | None] = {}  # a line's text -> _label's reading of it (logs repeat)
 
 
 def read(paste: Paste, env: Environment) -> bool:
@@ -256,7 +257,10 @@ def _line(paste: Paste, facts: _Facts, i: int, wide: bool, claimed: list[int], c
         return
     if ": undefined symbol: " in body:  # the loader's error naming a file, no field (pastes/extensions.py)
         return
-    lv = _label(body, wide)
+    if body in facts.read_as:
+        lv = facts.read_as[body]
+    else:
+        lv = facts.read_as[body] = _label(body, wide)
     if lv is None:
         return
     label, value = lv

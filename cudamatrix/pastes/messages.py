@@ -722,24 +722,6 @@ _PJRT = lazy(r"Mismatched PJRT plugin PJRT API version \((\d{1,3}\.\d{1,4})\) an
              r"(\d{1,3}\.\d{1,4})")
 
 
-def _lines_holding_lower(paste: Paste, needle: str) -> list[int]:
-    """The lines whose lower-cased text holds ``needle`` (lower case), in order: found in the lower-cased paste, each
-    occurrence's line by bisection (the paste's own offsets, when lower-casing kept every character's place), else
-    line by line."""
-    low = paste.text.lower()
-    if needle not in low:
-        return []
-    if len(low) != len(paste.text):  # a character that lower-cases to two ("\u0130"): offsets moved
-        return [i for i, line in enumerate(paste.lines) if needle in line.lower()]
-    out: list[int] = []
-    at = low.find(needle)
-    while at >= 0:
-        i = paste.line_of(at)
-        out.append(i)
-        at = low.find(needle, at + len(needle))
-    return list(dict.fromkeys(out))
-
-
 def read_jax_builds(paste: Paste, env: Environment) -> bool:
     """JAX's "An NVIDIA GPU may be present on this machine, but a CUDA-enabled jaxlib is not installed. Falling back
     to cpu." (in any case: people retype it lower-case): the jaxlib is a CPU build. "JAX plugin jax_cuda12_plugin
@@ -748,7 +730,7 @@ def read_jax_builds(paste: Paste, env: Environment) -> bool:
     framework PJRT API version 0.51)": the same, told by the plugin's API version."""
     found = False
     lines = paste.lines
-    for i in _lines_holding_lower(paste, _CPU_JAXLIB):
+    for i in paste.having_lower(_CPU_JAXLIB):
         line = lines[i]
         if _CPU_JAXLIB in line[:2000].lower():
             _say(env, ToolMessage(tool="jax", kind="cpu_only_build", library="jaxlib", text=line.strip()[:300]))

@@ -59,9 +59,12 @@ def read_paste(name: str, raw: str, env: Environment, state: dict | None = None)
         except (ValueError, IndexError, KeyError, AttributeError) as exc:  # a reader tripped on odd text: go on
             env.notes.append(Note(f"report:{kind}", f"{name}: could not read ({exc})", "warning"))
     blocks = paste.blocks()
-    kinds = list(dict.fromkeys(b[0] for b in blocks))
+    runs: dict[str, list[tuple[int, int]]] = {}  # per kind, in the order the kinds first appear: its blocks' lines
+    for kind, first, last in blocks:
+        runs.setdefault(kind, []).append((first, last))
+    kinds = list(runs)
     if blocks:
-        spans = {kind: span_ranges([(b[1], b[2]) for b in blocks if b[0] == kind]) for kind in kinds}
+        spans = {kind: span_ranges(run) for kind, run in runs.items()}
         where = "; ".join(f"{kind} ({'line' if spans[kind].isdigit() else 'lines'} {spans[kind]})" for kind in kinds)
         env.notes.append(Note("report", f"{name}: read as {where}"))
         skipped = paste.skipped()

@@ -81,3 +81,13 @@ def test_names_given_to_cxxfilt_as_arguments_read_as_they_read_on_its_input(monk
     runs.clear()
     odd = [*names, "_Z1fv _Z1gv"]  # not one word: its input reads it word by word, so all of them go there
     assert cxxfilt.filtered(tool, odd, 10.0) == [*by_input, "f() g()"] and runs == [[tool]]
+
+
+@pytest.mark.skipif(proc.which("c++filt") is None, reason="needs c++filt")
+def test_cxxfilt_is_found_on_path_and_its_absence_is_no_answer(tmp_path, monkeypatch):
+    """c++filt is run by name, found on PATH as a shell finds it: where PATH holds it, the names come back read;
+    where PATH holds no c++filt (an empty folder), there is no answer and nothing raises."""
+    assert cxxfilt.demangled(["_ZN3c104cuda9SetDeviceEa"], 10.0) == ["c10::cuda::SetDevice(signed char)"]
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert cxxfilt.demangled(["_ZN3c104cuda9SetDeviceEa"], 10.0) is None
+    assert cxxfilt.demangled([], 10.0) is None

@@ -203,7 +203,7 @@ def test_the_answer_is_kept_across_runs_and_read_again_when_torch_changes(tmp_pa
     elf._CACHE.clear()
     fatbin.forget()
     with monkeypatch.context() as m:
-        m.setattr(cxxfilt.proc, "which", lambda name: pytest.fail(f"{name} asked again"))
+        m.setattr(cxxfilt, "filtered", lambda tool, names, timeout: pytest.fail(f"{tool} run again"))
         m.setattr(fatbin, "_read", lambda path, size: pytest.fail(f"{path}'s fatbin read again"))
         assert extensions.scan([cand], [str(site)]) == [first] and elfsyms._TABLES == {}
         assert first.objects[0].sass == ["6.0", "7.0", "7.5", "8.0", "9.0"]  # recalled, as read the first time

@@ -1621,3 +1621,16 @@ def test_lines_another_reader_read_are_not_fields_of_a_block_after_them():
     smi = fixture("nvidia-smi/q_440.33.01_T4_aws_nvidia-docker1256.txt")
     _, note = read_as("s", smi + "\n" + paste_text(VLLM3785)[1])
     assert note == "s: read as nvidia-smi -q (lines 1-30); torch error (line 32); collect_env (lines 37-68)"
+
+
+def test_a_paste_that_repeats_its_lines_reads_as_searched_line_by_line(monkeypatch):
+    """Every reader's answer on the corpus of real pastes, repeated as a long log repeats itself, is the same
+    whether the paste is searched once per distinct line or over its whole text."""
+    from cudamatrix.detect.text import Paste
+
+    corpus = sorted((DATA / "pastes").glob("*.txt"))
+    text = "\n".join(p.read_text(encoding="utf-8").split("\n", 1)[1] for p in corpus) * 3
+    assert Paste(text)._distinct() is not None
+    distinct = from_reports([("log.txt", text)]).to_dict()
+    monkeypatch.setattr(Paste, "_distinct", lambda self: None)
+    assert from_reports([("log.txt", text)]).to_dict() == distinct

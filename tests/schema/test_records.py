@@ -292,6 +292,35 @@ def test_paste_having_is_every_line_holding_a_needle():
         assert paste.having(*needles) == [i for i, line in enumerate(lines) if any(n in line for n in needles)]
 
 
+def test_paste_that_repeats_its_lines_is_searched_once_per_distinct_line():
+    """A paste whose lines repeat (a log's warnings, a watched table) is searched over its distinct lines, each hit
+    spread to every copy: the same lines as searching line by line, for having, having_lower and where, with the
+    needles rare, common and absent, a line repeated at the first and the last place, an empty line among the
+    copies, and a character that lower-cases to two."""
+    from cudamatrix.detect.text import Paste
+    from cudamatrix.pastes import nvsmi, packages
+
+    block = ["+-----+", "| 0  Tesla T4  | 12MiB |", "", "numpy 1.26.4", "GPU 0: NVIDIA A100 (UUID: GPU-0)",
+             "CUDA Version: 12.4 CUDA Version: 12.4", "torch==2.3.0"]
+    lines = block * 40 + ["only once: here", "+-----+"]
+    paste = Paste("\n".join(lines))
+    assert paste._distinct() is not None  # the path under test is the one taken
+    for needles in [("(UUID:",), (":",), ("|",), ("CUDA Version",), ("(UUID:", "CUDA Version"), ("absent",),
+                    ("absent", "once"), (":", "(UUID:"), ("+--", "numpy"), ("",), ("a\nb",)]:
+        assert paste.having(*needles) == [i for i, line in enumerate(lines) if any(n in line for n in needles)]
+    for pattern in (packages._CANDIDATE, nvsmi._EDGE):
+        assert paste.where(pattern) == [i for i, line in enumerate(lines) if pattern.match(line)]
+    for needle in ("cuda version", "tesla t4", "absent", "only once"):
+        assert paste.having_lower(needle) == [i for i, line in enumerate(lines) if needle in line.lower()]
+    moved = Paste("\n".join(lines + ["\u0130 CUDA VERSION"]))  # lower-casing makes two characters of one
+    assert moved._distinct() is not None
+    assert moved.having_lower("cuda version") == [i for i, line in enumerate(lines + ["\u0130 CUDA VERSION"])
+                                                  if "cuda version" in line.lower()]
+    distinct = Paste("\n".join(f"line {i}: x" for i in range(200)))
+    assert distinct._distinct() is None  # nothing repeats: the whole text is searched as before
+    assert distinct.having(": x") == list(range(200))
+
+
 def test_paste_where_is_every_line_the_pattern_matches_at_its_start():
     """Paste.where searches the whole text behind each newline: the same lines as matching line by line, for
     the patterns the readers give it, on the corpus and on lines made to sit at the edges (first line, last
