@@ -156,8 +156,8 @@ class Paste:
         found = _AFTER_NEWLINE.get(pattern)
         if found is None:
             found = _AFTER_NEWLINE[pattern] = re.compile("\n(?:" + pattern.pattern + ")", pattern.flags)
-        distinct = self._distinct()
-        lines, text = (distinct.lines, distinct.text) if distinct else (self.lines, self.text)
+        view = self._view()
+        lines, text = view.lines, view.text
         out = [0] if lines and pattern.match(lines[0]) else []
         newlines = text.count
         line = last = 0
@@ -166,7 +166,7 @@ class Paste:
             line += newlines("\n", last, at)
             last = at
             out.append(line)
-        return distinct.spread(out) if distinct else out
+        return view.spread(out)
 
     def having(self, *needles: str) -> list[int]:
         """Indices of the lines that contain one of ``needles`` (plain substrings: the fastest filter there is).
@@ -175,23 +175,24 @@ class Paste:
         costs one pass over the text; one that turns out common (more than a line in eight) goes over the
         lines instead. A one-character needle is counted first: it is usually common. A paste that repeats its
         lines is searched once per distinct line (:meth:`_distinct`)."""
-        distinct = self._distinct()
-        if distinct:
-            return distinct.spread(distinct.having(needles))
-        if self._starts is None:
-            self._starts = _starts_of(self.lines)
-        return _Lines(self.lines, self.text, self._starts).having(needles)
+        view = self._view()
+        return view.spread(view.having(needles))
 
     def having_lower(self, needle: str) -> list[int]:
         """Indices of the lines whose lower-cased text holds ``needle`` (lower case), in order: found in the
         lower-cased text, each occurrence's line by bisection (when lower-casing kept every character's place;
         else line by line). A paste that repeats its lines is searched once per distinct line."""
+        view = self._view()
+        return view.spread(view.having_lower(needle))
+
+    def _view(self) -> _Lines:
+        """The lines a search reads: the distinct ones where that pays (:meth:`_distinct`), else the paste's own."""
         distinct = self._distinct()
         if distinct:
-            return distinct.spread(distinct.having_lower(needle))
+            return distinct
         if self._starts is None:
             self._starts = _starts_of(self.lines)
-        return _Lines(self.lines, self.text, self._starts).having_lower(needle)
+        return _Lines(self.lines, self.text, self._starts)
 
     def _distinct(self) -> _Distinct | None:
         """The paste's distinct lines, when there are at most half as many as lines (a long log repeats its
@@ -262,6 +263,10 @@ class _Lines:
 
     def __init__(self, lines: list[str], text: str, starts: list[int]) -> None:
         self.lines, self.text, self.starts = lines, text, starts
+
+    def spread(self, found: list[int]) -> list[int]:
+        """The paste's lines that ``found`` (indices of these lines) stands for: the same ones."""
+        return found
 
     def having(self, needles: tuple[str, ...]) -> list[int]:
         """The lines holding one of ``needles``, in order, each once (:meth:`Paste.having`)."""
