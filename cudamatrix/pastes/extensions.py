@@ -156,14 +156,9 @@ def package_of(path: str) -> str | None:
 _DEMANGLED: dict[str, str | None] = {}
 
 
-def demangle(symbol: str) -> str | None:
-    """The symbol as C++ reads it (binutils' c++filt); None where c++filt is not installed, fails or gives the name
-    back unchanged."""
-    return demangle_all([symbol])[symbol]
-
-
 def demangle_all(symbols: list[str]) -> dict[str, str | None]:
-    """:func:`demangle` of each of ``symbols``, those not asked before in this process by one c++filt run
+    """Each of ``symbols`` as C++ reads it (binutils' c++filt); None where c++filt is not installed, fails or gives
+    the name back unchanged. Those not asked before in this process go to one c++filt run
     (:func:`cudamatrix.detect.cxxfilt.demangled`: one process, not one a symbol)."""
     asked = [s for s in dict.fromkeys(symbols) if s not in _DEMANGLED]
     if asked:

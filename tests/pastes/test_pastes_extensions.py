@@ -160,7 +160,7 @@ def test_the_symbols_of_a_paste_are_demangled_by_one_cpp_filt_as_one_by_one(monk
     alone = {}
     for sym in symbols:
         monkeypatch.setattr(extensions, "_DEMANGLED", {})
-        alone[sym] = extensions.demangle(sym)
+        alone[sym] = extensions.demangle_all([sym])[sym]
     runs = []
     real = proc.run
     monkeypatch.setattr(proc, "run", lambda argv, **kw: runs.append(argv) or real(argv, **kw))
@@ -170,9 +170,11 @@ def test_the_symbols_of_a_paste_are_demangled_by_one_cpp_filt_as_one_by_one(monk
     assert alone["_ZN3c104cuda9SetDeviceEa"] == "c10::cuda::SetDevice(signed char)" and alone["_Znotasymbol"] is None
 
 
-def test_without_cpp_filt_the_symbol_stays_mangled(monkeypatch):
-    monkeypatch.setattr(shutil, "which", lambda name, path=None: None)  # what proc.which asks
-    assert extensions.demangle("_ZN3c104cuda9SetDeviceEiX") is None
+def test_without_cpp_filt_the_symbol_stays_mangled(tmp_path, monkeypatch):
+    """No c++filt on PATH (an empty folder): a symbol c++filt would read stays mangled, and nothing raises."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(extensions, "_DEMANGLED", {})
+    assert extensions.demangle_all(["_ZN3c104cuda9SetDeviceEa"]) == {"_ZN3c104cuda9SetDeviceEa": None}
 
 
 # --- ONNX Runtime's CUDA provider --------------------------------------------------------------------------------
